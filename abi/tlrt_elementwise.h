@@ -1,0 +1,130 @@
+/* libtorchlean_rt: elementwise ops.
+ *
+ * Every op here maps equal-sized buffers to a fresh buffer of the same size on the same device:
+ * out[i] = f(x[i]) (unary), f(a[i], b[i]) (binary), or for backward kernels dx[i] = g[i] * f'(x[i])
+ * with the argument order (x, g) of the forward input and the upstream gradient. Empty inputs give
+ * empty outputs. Host scalars (double) are rounded once to float32.
+ *
+ * Errors, for every function here: TLRT_ERR_NULL_ARGUMENT (any buffer or out pointer);
+ * TLRT_ERR_RELEASED (an input's storage was released); TLRT_ERR_SHAPE (inputs of different sizes;
+ * the message names both); TLRT_ERR_DEVICE_MISMATCH (inputs on different devices);
+ * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST; plus TLRT_ERR_INVALID_ARGUMENT
+ * where a scalar has a domain (stated below). On failure every out-parameter is NULL.
+ *
+ * Numeric classes (DESIGN section 4; the parity suite checks them bit for bit on both backends):
+ *  - exact: the IEEE binary32 result of the stated operations, identical on CPU and CUDA
+ *    (no contraction: where a fused multiply-add is meant, it is written as fma and is one rounding
+ *    on both backends);
+ *  - shared math: computed by one float32 implementation (core/numerics/shared_math.hpp) compiled
+ *    for both backends, so CPU and CUDA agree bit for bit; the accuracy against a float64
+ *    reference, measured over all 2^32 inputs, is stated per op in ulp.
+ * NaN propagates through every op (max, min, clamp, relu included); NaN payloads are unspecified.
+ * Signed zeros follow IEEE 754-2019 where stated (max/min treat -0 < +0). */
+#ifndef TLRT_ELEMENTWISE_H
+#define TLRT_ELEMENTWISE_H
+
+#include "tlrt_buffer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- exact binary ops: a[i] op b[i] ------------------------------------------------------ */
+TLRT_API tlrt_status tlrt_add(const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **out);
+TLRT_API tlrt_status tlrt_sub(const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **out);
+TLRT_API tlrt_status tlrt_mul(const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **out);
+TLRT_API tlrt_status tlrt_div(const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **out);
+
+/* IEEE 754-2019 maximum / minimum: NaN if either is NaN (unlike C fmaxf), -0 < +0.
+ * Numeric class: exact. */
+TLRT_API tlrt_status tlrt_max(const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **out);
+TLRT_API tlrt_status tlrt_min(const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **out);
+
+/* Gradients of max / min: the winner receives g, the loser 0; on a tie (a == b, +0 == -0
+ * included) each receives 0.5 * g; a NaN operand wins (both NaN: a wins). Outputs da and db.
+ * Numeric class: exact. */
+TLRT_API tlrt_status tlrt_max_bwd(const tlrt_buffer *a, const tlrt_buffer *b,
+                                  const tlrt_buffer *g, tlrt_buffer **da, tlrt_buffer **db);
+TLRT_API tlrt_status tlrt_min_bwd(const tlrt_buffer *a, const tlrt_buffer *b,
+                                  const tlrt_buffer *g, tlrt_buffer **da, tlrt_buffer **db);
+
+/* ---- exact unary ops ------------------------------------------------------------------------ */
+/* |x| (clears the sign bit). */
+TLRT_API tlrt_status tlrt_abs(const tlrt_buffer *x, tlrt_buffer **out);
+/* -x (flips the sign bit). */
+TLRT_API tlrt_status tlrt_neg(const tlrt_buffer *x, tlrt_buffer **out);
+/* Correctly rounded square root; sqrt(-0) = -0, sqrt(x < 0) = NaN. */
+TLRT_API tlrt_status tlrt_sqrt(const tlrt_buffer *x, tlrt_buffer **out);
+/* 1 / x (correctly rounded; inv(+-0) = +-inf). */
+TLRT_API tlrt_status tlrt_inv(const tlrt_buffer *x, tlrt_buffer **out);
+/* x if x > 0, NaN if x is NaN, else +0. */
+TLRT_API tlrt_status tlrt_relu(const tlrt_buffer *x, tlrt_buffer **out);
+/* x * (float)c. */
+TLRT_API tlrt_status tlrt_scale(const tlrt_buffer *x, double c, tlrt_buffer **out);
+/* fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends. */
+TLRT_API tlrt_status tlrt_axpy(const tlrt_buffer *a, const tlrt_buffer *b, double c,
+                               tlrt_buffer **out);
+/* min(max(x, lo), hi) with the NaN-propagating max/min above: NaN stays NaN, and lo > hi gives
+ * hi everywhere (as PyTorch). lo and hi are rounded to float32; infinite bounds are allowed.
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN. */
+TLRT_API tlrt_status tlrt_clamp(const tlrt_buffer *x, double lo, double hi, tlrt_buffer **out);
+
+/* ---- exact backward kernels: dx[i] from x[i] and g[i] --------------------------------------- */
+/* g for x > 0, -g for x < 0, +0 for x = +-0 whatever g (as relu_bwd), NaN for NaN x. */
+TLRT_API tlrt_status tlrt_abs_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* g / (2 * sqrt(x)) for x > 0; NaN for NaN x; 0 for x <= 0 (the derivative's pole at 0 is
+ * reported as 0, upstream's convention). */
+TLRT_API tlrt_status tlrt_sqrt_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* -(g / x) / x. */
+TLRT_API tlrt_status tlrt_inv_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* g / x. */
+TLRT_API tlrt_status tlrt_log_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* g if x > 0; NaN if x is NaN; else 0. */
+TLRT_API tlrt_status tlrt_relu_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* g if lo < x < hi (strictly), NaN if x is NaN, else 0. Errors: TLRT_ERR_INVALID_ARGUMENT if lo
+ * or hi is NaN. */
+TLRT_API tlrt_status tlrt_clamp_bwd(const tlrt_buffer *x, const tlrt_buffer *g, double lo,
+                                    double hi, tlrt_buffer **out);
+
+/* ---- shared-math unary ops (bitwise identical on both backends) ---------------------------- */
+/* e^x. Max error 1 ulp (TLRT_DOC_EXP_ULP). */
+TLRT_API tlrt_status tlrt_exp(const tlrt_buffer *x, tlrt_buffer **out);
+/* ln x; log(+-0) = -inf, log(x < 0) = NaN. */
+TLRT_API tlrt_status tlrt_log(const tlrt_buffer *x, tlrt_buffer **out);
+/* Logistic sigmoid 1 / (1 + e^-x); finite limits 0 and 1 at -+inf. */
+TLRT_API tlrt_status tlrt_sigmoid(const tlrt_buffer *x, tlrt_buffer **out);
+/* Hyperbolic tangent; exactly +-1 for large |x|, never NaN for finite or infinite x. */
+TLRT_API tlrt_status tlrt_tanh(const tlrt_buffer *x, tlrt_buffer **out);
+/* Softplus log(1 + e^x) = max(x, 0) + log1p(e^-|x|). */
+TLRT_API tlrt_status tlrt_softplus(const tlrt_buffer *x, tlrt_buffer **out);
+/* GELU, tanh approximation: 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), evaluated in
+ * the cancellation-free form x * sigmoid(2 z). gelu(+inf) = +inf, gelu(-inf) = -0 (the limits,
+ * not the NaN of inf * 0). */
+TLRT_API tlrt_status tlrt_gelu(const tlrt_buffer *x, tlrt_buffer **out);
+/* "Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0.
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative. */
+TLRT_API tlrt_status tlrt_safe_log(const tlrt_buffer *x, double eps, tlrt_buffer **out);
+
+/* ---- shared-math backward kernels ------------------------------------------------------- */
+/* g * e^x. */
+TLRT_API tlrt_status tlrt_exp_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* g * s * (1 - s), s = sigmoid(x). */
+TLRT_API tlrt_status tlrt_sigmoid_bwd(const tlrt_buffer *x, const tlrt_buffer *g,
+                                      tlrt_buffer **out);
+/* g * (1 - t * t), t = tanh(x). */
+TLRT_API tlrt_status tlrt_tanh_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* g * sigmoid(x). */
+TLRT_API tlrt_status tlrt_softplus_bwd(const tlrt_buffer *x, const tlrt_buffer *g,
+                                       tlrt_buffer **out);
+/* g * gelu'(x), the analytic derivative of the tanh approximation above; at the infinities the
+ * limits: gelu'(+inf) = 1, gelu'(-inf) = -0. */
+TLRT_API tlrt_status tlrt_gelu_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
+/* g * sigmoid(x) / (softplus(x) + eps). Errors: as tlrt_safe_log. */
+TLRT_API tlrt_status tlrt_safe_log_bwd(const tlrt_buffer *x, const tlrt_buffer *g, double eps,
+                                       tlrt_buffer **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TLRT_ELEMENTWISE_H */

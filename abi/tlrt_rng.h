@@ -1,0 +1,49 @@
+/* libtorchlean_rt: counter-based random numbers.
+ *
+ * Element i of every generator depends only on (key, i), through SplitMix64:
+ *   x = key + i (mod 2^64);  z = x + 0x9E3779B97F4A7C15;
+ *   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;  z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+ *   sm(x) = z ^ (z >> 31);   r(x) = low 32 bits of sm(x).
+ * Results are bitwise identical on the CPU and CUDA backends, for every n and in both
+ * determinism modes (numeric class: exact, the normal generator included). Streams with keys k
+ * and k + d overlap after d elements: space keys at least n apart (or hash them first).
+ * Errors (all three): TLRT_ERR_NULL_ARGUMENT (out); TLRT_ERR_OVERFLOW (n > TLRT_MAX_ELEMENTS);
+ * TLRT_ERR_INVALID_ARGUMENT (see each; malformed device); TLRT_ERR_BACKEND_UNAVAILABLE;
+ * TLRT_ERR_NO_DEVICE; TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. */
+#ifndef TLRT_RNG_H
+#define TLRT_RNG_H
+
+#include "tlrt_buffer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0
+ * (largest value 1 - 2^-24). (Upstream rounded r / 2^32 to float32, which returns 1.0f with
+ * probability 2^-25; this one never does.) */
+TLRT_API tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t key,
+                                       tlrt_buffer **out);
+
+/* Normal(mean, std) by Box-Muller, one value per pair of counters:
+ *   u1 = ((r(key + 2i) >> 8) + 1) * 2^-24  in (0, 1],   u2 = (r(key + 2i + 1) >> 8) * 2^-24,
+ *   z = sqrt(-2 * log(u1)) * cos(2 pi u2),  out[i] = fma(std, z, mean)
+ * evaluated in float32 with the library's shared log and cos (see tlrt_elementwise.h), so both
+ * backends produce the same bits. mean and std are rounded once to float32; |z| <= 5.8.
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if the float32-rounded mean or std is not finite or the
+ * rounded std is negative (so std = -1e-50, which rounds to -0, is accepted, and mean = 1e300,
+ * which rounds to inf, is rejected). */
+TLRT_API tlrt_status tlrt_rand_normal(tlrt_device device, uint64_t n, double mean, double std,
+                                      uint64_t key, tlrt_buffer **out);
+
+/* Bernoulli mask: out[i] = 1.0f if u[i] < (float)keep_prob else 0.0f, with u[i] the value
+ * tlrt_rand_uniform(key) gives at i (so keep_prob = 0 gives all zeros, keep_prob >= 1 all ones).
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN. */
+TLRT_API tlrt_status tlrt_bernoulli_mask(tlrt_device device, uint64_t n, double keep_prob,
+                                         uint64_t key, tlrt_buffer **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TLRT_RNG_H */

@@ -1,0 +1,732 @@
+"""Python binding of libtorchlean_rt through ctypes: no compiled extension, no required packages.
+
+The C headers are the single source of truth. At import this module
+  1. finds the shared library (TORCHLEAN_RT_LIB, else a list of candidates, see _lib_candidates),
+  2. finds the public headers (TORCHLEAN_RT_INCLUDE, else the repository's abi/ next to this file,
+     else <prefix>/include next to the library, /usr/local/include, /usr/include),
+  3. parses every header the umbrella torchlean_rt.h includes: the TLRT_API function prototypes,
+     the tlrt_status enum, the integer #defines and the tlrt_allocator_stats struct,
+  4. sets argtypes/restype of every TLRT_API function from the parsed prototypes (an unknown C type
+     raises HeaderParseError: nothing is guessed), and checks the ABI major version,
+  5. generates one Python function per op of tlrt_elementwise.h and tlrt_rng.h from its prototype:
+     `const tlrt_buffer *` parameters take Buffer objects, `double` floats, `uint64_t` ints,
+     `tlrt_device` devices; trailing `tlrt_buffer **` parameters become the return value (a Buffer,
+     or a tuple of Buffers for max_bwd/min_bwd). Example: rt.add(a, b), rt.clamp(x, -1.0, 1.0),
+     rt.rand_normal(rt.CPU, 1000, 0.0, 1.0, key).
+
+Every failing call raises TlrtError (.status, .name, .message). Buffers own one reference to their
+handle; the finalizer frees it (and never raises); .free() frees it now.
+numpy is optional: Buffer.from_buffer accepts any buffer-protocol object (array('f'), numpy
+float32/float64 arrays), and to_numpy() needs numpy only when called.
+"""
+import array as _array
+import builtins as _builtins
+import ctypes
+import ctypes.util
+import glob as _glob
+import inspect as _inspect
+import os
+import re
+
+__all__ = ["TlrtError", "HeaderParseError", "Buffer", "CPU", "cuda", "stats", "call", "lib",
+           "PROTOTYPES", "STATUS", "DEFINES", "OPS"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
+_LIBNAME = "torchlean_rt"
+
+
+class TlrtError(Exception):
+    """A tlrt_* call returned a status other than TLRT_OK.
+
+    status:   the tlrt_status code (int)
+    name:     its name from tlrt_status_string ("TLRT_ERR_SHAPE")
+    message:  tlrt_last_error() right after the failure ("tlrt_add: argument b has ...")
+    function: the C function that failed
+    """
+
+    def __init__(self, status, name, message, function=None):
+        self.status = int(status)
+        self.name = name
+        self.message = message
+        self.function = function
+        super().__init__(f"{name} ({self.status}): {message}")
+
+
+class HeaderParseError(Exception):
+    """The headers contain something this loader does not know how to map (fails loudly)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Header parsing
+# ---------------------------------------------------------------------------------------------
+
+class AllocatorStatsBase(ctypes.Structure):
+    """Base of the tlrt_allocator_stats structure generated from the header."""
+
+
+# Scalar C types of the headers. Pointers are mapped below; a type not listed is an error.
+_SCALARS = {
+    "tlrt_status": ctypes.c_int,   # a C enum: int-sized on every ABI this library targets
+    "tlrt_device": ctypes.c_uint32,
+    "uint32_t": ctypes.c_uint32,
+    "uint64_t": ctypes.c_uint64,
+    "uint8_t": ctypes.c_uint8,
+    "double": ctypes.c_double,
+    "float": ctypes.c_float,
+    "bool": ctypes.c_bool,
+}
+
+
+def _norm_type(t):
+    """'const  float*' -> 'const float *'; 'tlrt_buffer**' -> 'tlrt_buffer **'."""
+    t = " ".join(t.replace("*", " * ").split())
+    return re.sub(r"\*\s+(?=\*)", "*", t)
+
+
+def _strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def _blank_preprocessor(text):
+    """Replaces preprocessor lines (with continuations) by empty lines; keeps line numbers."""
+    out, cont = [], False
+    for line in text.split("\n"):
+        if cont or line.lstrip().startswith("#"):
+            cont = line.rstrip().endswith("\\")
+            out.append("")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _clean_comment(c):
+    body = c[2:-2] if c.startswith("/*") else c[2:]
+    lines = [re.sub(r"^\s*\* ?", "", l).rstrip() for l in body.split("\n")]
+    return "\n".join(lines).strip()
+
+
+_INT_EXPR = re.compile(r"^[0-9a-fA-FxX()<>|&~+\-*/ ]*$")
+
+
+def _eval_int_define(value, known):
+    """Evaluates an integer #define value such as ((tlrt_device)0u), (((uint64_t)1) << 60) or
+    ((A << 16) | B) with previously parsed names; returns None if it is not an integer expression."""
+    v = re.sub(r"\(\s*(?:uint64_t|uint32_t|uint8_t|int|tlrt_device|tlrt_status)\s*\)", "", value)
+    for name in sorted(re.findall(r"\b[A-Za-z_]\w*\b", v), key=len, reverse=True):
+        if name in known:
+            v = re.sub(r"\b" + name + r"\b", "(%d)" % known[name], v)
+    v = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", v)
+    if not v.strip() or re.search(r"[A-Za-z_]\w*", re.sub(r"0[xX][0-9a-fA-F]+", "", v)):
+        return None
+    if not _INT_EXPR.match(v):
+        return None
+    try:
+        r = eval(v, {"__builtins__": {}}, {})  # only digits, parentheses and operators remain
+    except Exception:
+        return None
+    return r if isinstance(r, int) else None
+
+
+class Prototype:
+    """One TLRT_API function: name, return type, [(type, name)], header file and doc comment."""
+
+    def __init__(self, name, restype, params, header, doc):
+        self.name, self.restype, self.params, self.header, self.doc = (
+            name, restype, params, header, doc)
+
+    def __repr__(self):
+        ps = ", ".join(f"{t} {n}" for t, n in self.params) or "void"
+        return f"{self.restype} {self.name}({ps})"
+
+
+def parse_header_text(text, header="<string>"):
+    """Parses one header: returns (prototypes, enum values, defines, structs).
+
+    prototypes: list of Prototype; enums: {name: int}; defines: {name: int} (integer object-like
+    macros only); structs: {name: [(type, field)]}. Raises HeaderParseError for declarations it
+    cannot read."""
+    code = _blank_preprocessor(text)
+    protos, enums, structs = [], {}, {}
+    last_comment, last_doc, since_decl = "", "", True
+    for m in re.finditer(r"(/\*.*?\*/|//[^\n]*)|(\bTLRT_API\b[^;{]*;)", code, flags=re.S):
+        if m.group(1):
+            last_comment, since_decl = _clean_comment(m.group(1)), True
+            continue
+        decl = " ".join(_strip_comments(m.group(2)).split())
+        dm = re.match(r"TLRT_API\s+(.+?)\b(tlrt_\w+)\s*\((.*)\)\s*;$", decl)
+        if not dm:
+            raise HeaderParseError(f"{header}: cannot parse declaration {decl!r}")
+        restype, name, plist = _norm_type(dm.group(1)), dm.group(2), dm.group(3).strip()
+        params = []
+        if plist not in ("", "void"):
+            for p in plist.split(","):
+                pm = re.match(r"^(.*?)(\b[A-Za-z_]\w*)$", p.strip())
+                if not pm or not pm.group(1).strip():
+                    raise HeaderParseError(f"{header}: {name}: cannot parse parameter {p!r}")
+                params.append((_norm_type(pm.group(1)), pm.group(2)))
+        doc = last_comment if since_decl else last_doc
+        last_doc, since_decl = doc, False
+        protos.append(Prototype(name, restype, params, header, doc))
+
+    plain = _blank_preprocessor(_strip_comments(text))
+    for em in re.finditer(r"typedef\s+enum\s+\w*\s*\{(.*?)\}\s*(\w+)\s*;", plain, flags=re.S):
+        value = -1
+        for item in em.group(1).split(","):
+            item = item.strip()
+            if not item:
+                continue
+            im = re.match(r"^([A-Za-z_]\w*)\s*(?:=\s*(.+))?$", item)
+            if not im:
+                raise HeaderParseError(f"{header}: cannot parse enum item {item!r}")
+            if im.group(2) is not None:
+                v = _eval_int_define(im.group(2), enums)
+                if v is None:
+                    raise HeaderParseError(f"{header}: enum value {item!r} is not an integer")
+                value = v
+            else:
+                value += 1
+            enums[im.group(1)] = value
+    for sm in re.finditer(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", plain, flags=re.S):
+        fields = []
+        for f in sm.group(2).split(";"):
+            f = " ".join(f.split())
+            if not f:
+                continue
+            fm = re.match(r"^(.*?)(\b[A-Za-z_]\w*)$", f)
+            if not fm:
+                raise HeaderParseError(f"{header}: struct {sm.group(3)}: cannot parse field {f!r}")
+            fields.append((_norm_type(fm.group(1)), fm.group(2)))
+        structs[sm.group(3)] = fields
+
+    defines = {}
+    text_nc = _strip_comments(text)
+    for dm in re.finditer(r"^\s*#\s*define\s+([A-Za-z_]\w*)[ \t]+([^\n]+)$", text_nc, flags=re.M):
+        v = _eval_int_define(dm.group(2).strip(), dict(defines, **enums))
+        if v is not None:
+            defines[dm.group(1)] = v
+    return protos, enums, defines, structs
+
+
+def _header_files(include_dir):
+    """The umbrella header and, recursively, every local header it includes, in order."""
+    order, seen = [], set()
+
+    def visit(name):
+        if name in seen:
+            return
+        seen.add(name)
+        path = os.path.join(include_dir, name)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, flags=re.M):
+            visit(inc)
+        order.append((name, text))
+
+    visit("torchlean_rt.h")
+    return order
+
+
+def _find_include_dir(lib_path=None):
+    env = os.environ.get("TORCHLEAN_RT_INCLUDE")
+    cands = [env] if env else []
+    cands.append(os.path.join(_REPO, "abi"))
+    if lib_path:
+        libdir = os.path.dirname(os.path.realpath(lib_path))
+        cands += [os.path.join(libdir, "..", "include"), os.path.join(libdir, "..", "..", "include")]
+    cands += ["/usr/local/include", "/usr/include"]
+    for c in cands:
+        if c and os.path.isfile(os.path.join(c, "torchlean_rt.h")):
+            return os.path.abspath(c)
+    if env:
+        raise ImportError(f"TORCHLEAN_RT_INCLUDE={env!r} does not contain torchlean_rt.h")
+    raise ImportError("cannot find the torchlean_rt headers; tried " + ", ".join(c for c in cands if c)
+                      + " (set TORCHLEAN_RT_INCLUDE to the directory holding torchlean_rt.h)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Library loading
+# ---------------------------------------------------------------------------------------------
+
+def _lib_candidates():
+    """TORCHLEAN_RT_LIB alone if set (a file, or a directory holding the library); else the build
+    directories of the repository, then ctypes.util.find_library, then the loader's search path."""
+    env = os.environ.get("TORCHLEAN_RT_LIB")
+    if env:
+        if os.path.isdir(env):
+            return sorted(_glob.glob(os.path.join(env, "lib" + _LIBNAME + ".so*"))) or [env]
+        return [env]
+    cands = sorted(_glob.glob(os.path.join(_REPO, "build*", "lib" + _LIBNAME + ".so")))
+    found = ctypes.util.find_library(_LIBNAME)
+    if found:
+        cands.append(found)
+    cands += ["lib" + _LIBNAME + ".so.1", "lib" + _LIBNAME + ".so"]
+    return cands
+
+
+def _load_library():
+    errors = []
+    for c in _lib_candidates():
+        try:
+            return ctypes.CDLL(c), c
+        except OSError as e:
+            errors.append(f"{c}: {e}")
+    raise ImportError("cannot load lib" + _LIBNAME + " (set TORCHLEAN_RT_LIB to its path); tried:\n  "
+                      + "\n  ".join(errors))
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup at import: parse, map, bind
+# ---------------------------------------------------------------------------------------------
+
+lib, LIB_PATH = _load_library()
+INCLUDE_DIR = _find_include_dir(LIB_PATH)
+
+PROTOTYPES = {}   # name -> Prototype
+STATUS = {}       # "TLRT_ERR_SHAPE" -> 3
+DEFINES = {}      # integer object-like macros: "TLRT_DEVICE_KIND_CUDA" -> 1
+_STRUCT_FIELDS = {}
+for _hname, _text in _header_files(INCLUDE_DIR):
+    _p, _e, _d, _s = parse_header_text(_text, _hname)
+    for _proto in _p:
+        if _proto.name in PROTOTYPES:
+            raise HeaderParseError(f"{_hname}: {_proto.name} declared twice")
+        PROTOTYPES[_proto.name] = _proto
+    STATUS.update(_e)
+    DEFINES.update(_d)
+    _STRUCT_FIELDS.update(_s)
+
+
+def _make_struct(name):
+    fields = []
+    for t, f in _STRUCT_FIELDS.get(name, []):
+        if t not in _SCALARS:
+            raise HeaderParseError(f"struct {name}: field {f} has unknown type {t!r}")
+        fields.append((f, _SCALARS[t]))
+    if not fields:
+        raise HeaderParseError(f"struct {name} not found in the headers")
+    return type(name, (AllocatorStatsBase,), {"_fields_": fields})
+
+
+AllocatorStats = _make_struct("tlrt_allocator_stats")
+
+_POINTERS = {
+    "const float *": ctypes.POINTER(ctypes.c_float),
+    "float *": ctypes.POINTER(ctypes.c_float),
+    "const double *": ctypes.POINTER(ctypes.c_double),
+    "double *": ctypes.POINTER(ctypes.c_double),
+    "const uint8_t *": ctypes.POINTER(ctypes.c_uint8),
+    "uint8_t *": ctypes.POINTER(ctypes.c_uint8),
+    "const tlrt_buffer *": ctypes.c_void_p,
+    "tlrt_buffer *": ctypes.c_void_p,
+    "tlrt_buffer **": ctypes.POINTER(ctypes.c_void_p),
+    "bool *": ctypes.POINTER(ctypes.c_bool),
+    "uint64_t *": ctypes.POINTER(ctypes.c_uint64),
+    "uint32_t *": ctypes.POINTER(ctypes.c_uint32),
+    "tlrt_device *": ctypes.POINTER(ctypes.c_uint32),
+    "tlrt_allocator_stats *": ctypes.POINTER(AllocatorStats),
+    "const char *": ctypes.c_char_p,
+}
+
+
+def ctype_of(t, where):
+    """The ctypes type of a C type string of the headers; HeaderParseError if unknown."""
+    if t in _SCALARS:
+        return _SCALARS[t]
+    if t in _POINTERS:
+        return _POINTERS[t]
+    raise HeaderParseError(f"{where}: unknown C type {t!r}; add it to the type map of "
+                           "torchlean_rt.py")
+
+
+for _proto in PROTOTYPES.values():
+    try:
+        _fn = getattr(lib, _proto.name)
+    except AttributeError:
+        raise ImportError(f"{LIB_PATH} does not export {_proto.name} (declared in "
+                          f"{_proto.header}): library and headers do not match") from None
+    _fn.restype = None if _proto.restype == "void" else ctype_of(_proto.restype, _proto.name)
+    _fn.argtypes = [ctype_of(t, f"{_proto.name}({n})") for t, n in _proto.params]
+
+_abi_major_lib = lib.tlrt_abi_version() >> 16
+if _abi_major_lib != DEFINES.get("TLRT_ABI_VERSION_MAJOR"):
+    raise ImportError(f"{LIB_PATH} has ABI major {_abi_major_lib}, the headers in {INCLUDE_DIR} "
+                      f"declare {DEFINES.get('TLRT_ABI_VERSION_MAJOR')}")
+
+# Module constants: every status code and integer define (TLRT_OK, TLRT_ERR_SHAPE, ...).
+globals().update(STATUS)
+globals().update(DEFINES)
+
+CPU = DEFINES["TLRT_DEVICE_CPU"]
+
+
+def cuda(ordinal=0):
+    """The device handle TLRT_DEVICE_CUDA(ordinal)."""
+    return ((DEFINES["TLRT_DEVICE_KIND_CUDA"] << 16) | (int(ordinal) & 0xFFFF)) & 0xFFFFFFFF
+
+
+def device_name(device):
+    kind = (device >> 16) & 0xFF
+    return "cpu" if kind == DEFINES["TLRT_DEVICE_KIND_CPU"] else f"cuda:{device & 0xFFFF}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls and errors
+# ---------------------------------------------------------------------------------------------
+
+def status_string(status):
+    return lib.tlrt_status_string(int(status)).decode()
+
+
+def last_error():
+    return lib.tlrt_last_error().decode(errors="replace")
+
+
+def _check(status, fname):
+    if status != 0:
+        raise TlrtError(status, status_string(status), last_error(), fname)
+
+
+def call(name, *args):
+    """Calls tlrt_<name> (or the full name) and raises TlrtError unless it returns TLRT_OK."""
+    fname = name if name.startswith("tlrt_") else "tlrt_" + name
+    status = getattr(lib, fname)(*args)
+    _check(status, fname)
+
+
+# ---------------------------------------------------------------------------------------------
+# Buffers
+# ---------------------------------------------------------------------------------------------
+
+try:  # optional
+    import numpy as _np
+except ImportError:  # pragma: no cover - numpy is optional
+    _np = None
+
+
+def _as_device(device):
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"a device is an int (rt.CPU, rt.cuda(i)), not {type(device).__name__}")
+    return device
+
+
+class Buffer:
+    """Owns one reference to a tlrt_buffer handle (float32 values on one device)."""
+
+    __slots__ = ("_h", "__weakref__")
+    _free_fn = lib.tlrt_buffer_free  # kept on the class: usable during interpreter shutdown
+
+    def __init__(self, handle):
+        """Takes over one reference of `handle` (an int from a tlrt_* out-parameter)."""
+        if not handle:
+            raise ValueError("Buffer needs a non-NULL handle")
+        self._h = int(handle)
+
+    # -- lifetime --
+    def free(self):
+        """Drops this object's reference now (idempotent). Later use raises TlrtError
+        (TLRT_ERR_NULL_ARGUMENT)."""
+        h, self._h = self._h, None
+        if h:
+            Buffer._free_fn(h)
+
+    def __del__(self):
+        try:
+            h = getattr(self, "_h", None)
+            if h:
+                self._h = None
+                Buffer._free_fn(h)
+        except BaseException:  # a finalizer never raises
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False
+
+    @property
+    def handle(self):
+        """The raw tlrt_buffer * as an int (None once freed)."""
+        return self._h
+
+    @property
+    def freed(self):
+        return self._h is None
+
+    # -- creation --
+    @classmethod
+    def _out(cls, fname, *args):
+        out = ctypes.c_void_p()
+        status = getattr(lib, fname)(*args, ctypes.byref(out))
+        _check(status, fname)
+        return cls(out.value)
+
+    @classmethod
+    def from_buffer(cls, obj, device=CPU):
+        """Uploads a buffer-protocol object of float32 ('f': array('f'), numpy float32) or float64
+        ('d': array('d'), numpy float64, rounded to float32 by the library)."""
+        device = _as_device(device)
+        if _np is not None and isinstance(obj, _np.ndarray) and not obj.flags["C_CONTIGUOUS"]:
+            obj = _np.ascontiguousarray(obj)
+        mv = memoryview(obj)
+        fmt = mv.format.lstrip("@=<")
+        if mv.format.startswith(">") or fmt not in ("f", "d") or not mv.c_contiguous:
+            raise TypeError(f"expected a contiguous native float32 or float64 buffer, got format "
+                            f"{mv.format!r}")
+        if mv.readonly:
+            mv = memoryview(bytearray(mv.tobytes())).cast(fmt)
+        mv = mv.cast("B").cast(fmt)
+        n = len(mv)
+        ctype = ctypes.c_float if fmt == "f" else ctypes.c_double
+        data = (ctype * n).from_buffer(mv) if n else None
+        fname = "tlrt_buffer_from_f32" if fmt == "f" else "tlrt_buffer_from_f64"
+        ptr = ctypes.cast(data, ctypes.POINTER(ctype)) if n else None
+        return cls._out(fname, device, ptr, n)
+
+    @classmethod
+    def from_list(cls, values, device=CPU):
+        """Uploads an iterable of numbers (each rounded to float32 by Python's array('f'))."""
+        return cls.from_buffer(_array.array("f", values), device)
+
+    @classmethod
+    def from_f64(cls, values, device=CPU):
+        """Uploads float64 values, rounded to float32 by the library (nearest-even)."""
+        return cls.from_buffer(_array.array("d", values), device)
+
+    @classmethod
+    def from_bytes(cls, data, device=CPU):
+        """Uploads little-endian float32 bytes (len(data) must be a multiple of 4)."""
+        data = bytes(data)
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data) if data else None
+        ptr = ctypes.cast(buf, ctypes.POINTER(ctypes.c_uint8)) if data else None
+        return cls._out("tlrt_buffer_from_bytes", _as_device(device), ptr, len(data))
+
+    @classmethod
+    def zeros(cls, n, device=CPU):
+        return cls._out("tlrt_buffer_zeros", _as_device(device), n)
+
+    @classmethod
+    def full(cls, n, value, device=CPU):
+        return cls._out("tlrt_buffer_full", _as_device(device), n, float(value))
+
+    # -- properties --
+    @property
+    def size(self):
+        n = ctypes.c_uint64()
+        _check(lib.tlrt_buffer_size(self._h, ctypes.byref(n)), "tlrt_buffer_size")
+        return n.value
+
+    def __len__(self):
+        return self.size
+
+    @property
+    def device(self):
+        d = ctypes.c_uint32()
+        _check(lib.tlrt_buffer_device(self._h, ctypes.byref(d)), "tlrt_buffer_device")
+        return d.value
+
+    @property
+    def is_released(self):
+        r = ctypes.c_bool()
+        _check(lib.tlrt_buffer_is_released(self._h, ctypes.byref(r)), "tlrt_buffer_is_released")
+        return r.value
+
+    def release_storage(self):
+        """Frees the payload now; returns True if this call freed it."""
+        freed = ctypes.c_bool()
+        _check(lib.tlrt_buffer_release_storage(self._h, ctypes.byref(freed)),
+               "tlrt_buffer_release_storage")
+        return freed.value
+
+    def retain(self):
+        """A second owner of the same handle (tlrt_buffer_retain)."""
+        _check(lib.tlrt_buffer_retain(self._h), "tlrt_buffer_retain")
+        return Buffer(self._h)
+
+    def copy(self):
+        return Buffer._out("tlrt_buffer_copy", self._h)
+
+    def to(self, device):
+        """A copy on `device` (tlrt_buffer_to_device)."""
+        return Buffer._out("tlrt_buffer_to_device", self._h, _as_device(device))
+
+    # -- download --
+    def to_array(self):
+        """The values as array('f')."""
+        n = self.size
+        out = _array.array("f", bytes(4 * n))
+        ptr = (ctypes.c_float * n).from_buffer(out) if n else None
+        _check(lib.tlrt_buffer_to_f32(self._h, ptr, n), "tlrt_buffer_to_f32")
+        return out
+
+    def to_list(self):
+        return self.to_array().tolist()
+
+    def to_f64_list(self):
+        n = self.size
+        out = (ctypes.c_double * n)()
+        _check(lib.tlrt_buffer_to_f64(self._h, out if n else None, n), "tlrt_buffer_to_f64")
+        return list(out)
+
+    def to_bytes(self):
+        n = self.size
+        out = (ctypes.c_uint8 * (4 * n))()
+        _check(lib.tlrt_buffer_to_bytes(self._h, out if n else None, 4 * n), "tlrt_buffer_to_bytes")
+        return bytes(out)
+
+    def to_numpy(self):
+        """The values as a new numpy float32 array (needs numpy)."""
+        if _np is None:
+            raise ImportError("to_numpy needs numpy; use to_array() or to_list() without it")
+        n = self.size
+        out = _np.empty(n, dtype=_np.float32)
+        ptr = out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) if n else None
+        _check(lib.tlrt_buffer_to_f32(self._h, ptr, n), "tlrt_buffer_to_f32")
+        return out
+
+    def __repr__(self):
+        if self._h is None:
+            return "Buffer(<freed>)"
+        try:
+            return f"Buffer(size={self.size}, device={device_name(self.device)})"
+        except TlrtError as e:
+            return f"Buffer(<{e.name}>)"
+
+
+def _handle(b, fname, pname):
+    if not isinstance(b, Buffer):
+        raise TypeError(f"{fname}: argument {pname} must be a Buffer, not {type(b).__name__}")
+    return b._h
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtime helpers
+# ---------------------------------------------------------------------------------------------
+
+def abi_version():
+    return lib.tlrt_abi_version()
+
+
+def build_info():
+    return lib.tlrt_build_info().decode()
+
+
+def runtime_status():
+    return lib.tlrt_runtime_status()
+
+
+def device_count(kind):
+    n = ctypes.c_uint32()
+    _check(lib.tlrt_device_count(kind, ctypes.byref(n)), "tlrt_device_count")
+    return n.value
+
+
+def cuda_available():
+    return runtime_status() == DEFINES["TLRT_RUNTIME_CUDA_READY"]
+
+
+def synchronize(device=CPU):
+    _check(lib.tlrt_synchronize(_as_device(device)), "tlrt_synchronize")
+
+
+def allocator_trim(device=CPU):
+    _check(lib.tlrt_allocator_trim(_as_device(device)), "tlrt_allocator_trim")
+
+
+def set_deterministic(on):
+    return bool(lib.tlrt_set_deterministic(bool(on)))
+
+
+def get_deterministic():
+    return bool(lib.tlrt_get_deterministic())
+
+
+def stats(device=CPU):
+    """tlrt_allocator_stats_get as a dict of the header's fields."""
+    s = AllocatorStats()
+    s.struct_size = ctypes.sizeof(AllocatorStats)
+    _check(lib.tlrt_allocator_stats_get(_as_device(device), ctypes.byref(s)),
+           "tlrt_allocator_stats_get")
+    return {name: getattr(s, name) for name, _ in AllocatorStats._fields_}
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated op wrappers (tlrt_elementwise.h, tlrt_rng.h)
+# ---------------------------------------------------------------------------------------------
+
+_OP_HEADERS = ("tlrt_elementwise.h", "tlrt_rng.h")
+_IN_KINDS = {"const tlrt_buffer *": "buffer", "double": "float", "uint64_t": "int",
+             "tlrt_device": "device"}
+
+
+def _make_op(proto):
+    if proto.restype != "tlrt_status":
+        raise HeaderParseError(f"{proto.name}: op does not return tlrt_status")
+    ins, nout, seen_out = [], 0, False
+    for t, n in proto.params:
+        if t == "tlrt_buffer **":
+            seen_out = True
+            nout += 1
+        elif seen_out:
+            raise HeaderParseError(f"{proto.name}: input {n} after an out-parameter")
+        elif t in _IN_KINDS:
+            ins.append((n, _IN_KINDS[t]))
+        else:
+            raise HeaderParseError(f"{proto.name}: cannot generate a wrapper for parameter "
+                                   f"{t} {n}")
+    if nout == 0:
+        raise HeaderParseError(f"{proto.name}: op without an output buffer")
+    cfn, fname = getattr(lib, proto.name), proto.name
+    names = [n for n, _ in ins]
+
+    def op(*args, **kwargs):
+        if kwargs:  # keyword arguments by the header's parameter names
+            args = list(args)
+            for n in names[len(args):]:
+                if n not in kwargs:
+                    break
+                args.append(kwargs.pop(n))
+            if kwargs:
+                raise TypeError(f"{fname[5:]}({', '.join(names)}): unexpected or repeated "
+                                f"arguments {sorted(kwargs)}")
+        if len(args) != len(ins):
+            raise TypeError(f"{fname[5:]}({', '.join(names)}) takes {len(ins)} arguments, "
+                            f"{len(args)} given")
+        cargs = []
+        for a, (n, kind) in zip(args, ins):
+            if kind == "buffer":
+                cargs.append(_handle(a, fname, n))
+            elif kind == "float":
+                cargs.append(float(a))
+            elif kind == "device":
+                cargs.append(_as_device(a))
+            else:
+                v = int(a)
+                if not 0 <= v < 1 << 64:
+                    raise ValueError(f"{fname}: argument {n} = {v} is not a uint64_t")
+                cargs.append(v)
+        outs = [ctypes.c_void_p() for _ in range(nout)]
+        status = cfn(*cargs, *[ctypes.byref(o) for o in outs])
+        _check(status, fname)
+        res = tuple(Buffer(o.value) for o in outs)
+        return res[0] if nout == 1 else res
+
+    op.__name__ = op.__qualname__ = proto.name[5:]
+    op.__signature__ = _inspect.Signature(
+        [_inspect.Parameter(n, _inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+    op.__doc__ = f"{proto!r}\n\n{proto.doc}"
+    return op
+
+
+OPS = {}
+for _proto in PROTOTYPES.values():
+    if _proto.header in _OP_HEADERS:
+        OPS[_proto.name[5:]] = _make_op(_proto)
+globals().update(OPS)  # rt.add, rt.max_bwd, rt.rand_uniform, ... (note: rt.abs/max/min shadow
+#                        the builtins inside this module's namespace; module code uses _builtins)
+__all__ += sorted(OPS)
+
+del _hname, _text, _p, _e, _d, _s, _proto, _fn

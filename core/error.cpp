@@ -1,0 +1,82 @@
+#include "core/error.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace tlrt {
+
+namespace {
+thread_local std::string t_last_error;
+}
+
+void fail(tlrt_status status, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  throw Error{status, std::string(buf)};
+}
+
+void set_last_error(const char *fn, const std::string &message) noexcept {
+  try {
+    t_last_error.assign(fn);
+    t_last_error.append(": ");
+    t_last_error.append(message);
+  } catch (...) {
+    // Out of memory while reporting an error: keep whatever fits, never throw.
+    t_last_error.clear();
+  }
+}
+
+const char *last_error() noexcept { return t_last_error.c_str(); }
+
+uint64_t checked_mul(uint64_t a, uint64_t b, const char *what) {
+  uint64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(TLRT_ERR_OVERFLOW, "%s overflows 64 bits (%llu * %llu)", what, (unsigned long long)a,
+         (unsigned long long)b);
+  return r;
+}
+
+uint64_t checked_add(uint64_t a, uint64_t b, const char *what) {
+  uint64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    fail(TLRT_ERR_OVERFLOW, "%s overflows 64 bits (%llu + %llu)", what, (unsigned long long)a,
+         (unsigned long long)b);
+  return r;
+}
+
+}  // namespace tlrt
+
+extern "C" {
+
+TLRT_API const char *tlrt_last_error(void) { return tlrt::last_error(); }
+
+TLRT_API const char *tlrt_status_string(tlrt_status status) {
+  switch (status) {
+#define TLRT_NAME(s) \
+  case s:            \
+    return #s;
+    TLRT_NAME(TLRT_OK)
+    TLRT_NAME(TLRT_ERR_NULL_ARGUMENT)
+    TLRT_NAME(TLRT_ERR_INVALID_ARGUMENT)
+    TLRT_NAME(TLRT_ERR_SHAPE)
+    TLRT_NAME(TLRT_ERR_OVERFLOW)
+    TLRT_NAME(TLRT_ERR_INDEX)
+    TLRT_NAME(TLRT_ERR_RELEASED)
+    TLRT_NAME(TLRT_ERR_DEVICE_MISMATCH)
+    TLRT_NAME(TLRT_ERR_OUT_OF_MEMORY)
+    TLRT_NAME(TLRT_ERR_BACKEND_UNAVAILABLE)
+    TLRT_NAME(TLRT_ERR_NO_DEVICE)
+    TLRT_NAME(TLRT_ERR_CUDA)
+    TLRT_NAME(TLRT_ERR_DEVICE_LOST)
+    TLRT_NAME(TLRT_ERR_LIBRARY)
+    TLRT_NAME(TLRT_ERR_UNSUPPORTED)
+    TLRT_NAME(TLRT_ERR_INTERNAL)
+#undef TLRT_NAME
+  }
+  return "TLRT_UNKNOWN_STATUS";
+}
+
+}  // extern "C"

@@ -1,0 +1,39 @@
+// Shared by the CUDA translation units: error mapping, the per-device library stream, launch
+// geometry.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/device.hpp"
+#include "core/error.hpp"
+
+namespace tlrt {
+namespace cuda {
+
+// Throws tlrt::Error for a failed CUDA call: TLRT_ERR_OUT_OF_MEMORY for allocation failures,
+// TLRT_ERR_DEVICE_LOST for sticky errors (the context is unusable), TLRT_ERR_CUDA otherwise.
+void check(cudaError_t e, const char *what);
+
+// Checks the launch just made (configuration errors) without synchronising.
+void check_launch(const char *kernel);
+
+// Makes `dev` current on this thread and returns its library stream (created on first use, with
+// its stream-ordered memory pool configured). Thread-safe.
+cudaStream_t stream(int dev);
+
+// Number of streaming multiprocessors of `dev` (cached).
+int sm_count(int dev);
+
+// A grid for a grid-stride loop over `items` work items with `threads` per block: enough blocks
+// to fill the device several times over, never more than needed.
+inline unsigned grid_for(uint64_t items, unsigned threads, int dev) {
+  const uint64_t needed = (items + threads - 1) / threads;
+  const uint64_t cap = (uint64_t)sm_count(dev) * 16;
+  const uint64_t g = needed < cap ? needed : cap;
+  return (unsigned)(g == 0 ? 1 : g);
+}
+
+}  // namespace cuda
+}  // namespace tlrt

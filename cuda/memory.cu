@@ -1,0 +1,193 @@
+// CUDA backend: memory, transfers, fill, synchronisation.
+//
+// One non-blocking library stream per device; every payload comes from the device's default
+// stream-ordered memory pool (cudaMallocAsync / cudaFreeAsync on that stream), whose release
+// threshold is raised to "keep everything" so freed blocks are reused without returning to the
+// driver; tlrt_allocator_trim hands them back. A freed block is reused only by work ordered after
+// the free on the same stream, so no event bookkeeping is needed.
+//
+// fill: one thread per 4 floats (16-byte stores), grid-stride; n floats cost 4n bytes of writes.
+#include <mutex>
+
+#include "core/backend/memory.hpp"
+#include "cuda/cuda_common.cuh"
+
+namespace tlrt {
+namespace cuda {
+
+namespace {
+
+bool is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorContextIsDestroyed:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct DeviceState {
+  std::once_flag once;
+  cudaStream_t stream = nullptr;
+  int sms = 0;
+  cudaError_t init_error = cudaSuccess;
+};
+
+DeviceState g_dev[kMaxCudaDevices];
+
+}  // namespace
+
+void check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return;
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it so later calls work
+    fail(TLRT_ERR_OUT_OF_MEMORY, "%s: out of device memory (%s)", what, cudaGetErrorString(e));
+  }
+  if (is_sticky(e))
+    fail(TLRT_ERR_DEVICE_LOST,
+         "%s: %s (%s); the CUDA device is no longer usable in this process", what,
+         cudaGetErrorName(e), cudaGetErrorString(e));
+  (void)cudaGetLastError();
+  fail(TLRT_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+void check_launch(const char *kernel) { check(cudaGetLastError(), kernel); }
+
+cudaStream_t stream(int dev) {
+  DeviceState &d = g_dev[dev];
+  std::call_once(d.once, [&] {
+    d.init_error = cudaSetDevice(dev);
+    if (d.init_error == cudaSuccess)
+      d.init_error = cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
+    if (d.init_error == cudaSuccess)
+      d.init_error = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaMemPool_t pool;
+    if (d.init_error == cudaSuccess) d.init_error = cudaDeviceGetDefaultMemPool(&pool, dev);
+    if (d.init_error == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      d.init_error = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+  });
+  check(d.init_error, "initialising the CUDA device");
+  check(cudaSetDevice(dev), "cudaSetDevice");
+  return d.stream;
+}
+
+int sm_count(int dev) {
+  stream(dev);
+  return g_dev[dev].sms;
+}
+
+uint32_t device_count() noexcept {
+  static const uint32_t count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0u;
+    }
+    if (n > kMaxCudaDevices) n = kMaxCudaDevices;
+    return (uint32_t)(n < 0 ? 0 : n);
+  }();
+  return count;
+}
+
+void *alloc(int dev, uint64_t bytes) {
+  cudaStream_t s = stream(dev);
+  void *p = nullptr;
+  check(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync");
+  return p;
+}
+
+void dealloc(int dev, void *p) noexcept {
+  // Never throws: a failure here (a lost device) has nowhere to be reported; the pool is gone
+  // with the context anyway.
+  try {
+    (void)cudaFreeAsync(p, stream(dev));
+  } catch (...) {
+  }
+}
+
+void upload(int dev, void *dst, const void *src, uint64_t bytes) {
+  // From pageable memory the copy is staged before the call returns, so src may be reused.
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(dev)), "upload");
+}
+
+void download(int dev, void *dst, const void *src, uint64_t bytes) {
+  cudaStream_t s = stream(dev);
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "download");
+  check(cudaStreamSynchronize(s), "download (synchronising)");
+}
+
+void copy(int dev, void *dst, const void *src, uint64_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(dev)), "copy");
+}
+
+void copy_peer(int dst_dev, void *dst, int src_dev, const void *src, uint64_t bytes) {
+  // The source's producers run on the source stream: wait for them, then copy on the
+  // destination stream (later users of dst are ordered after it there).
+  check(cudaStreamSynchronize(stream(src_dev)), "copy between devices (source)");
+  check(cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, bytes, stream(dst_dev)),
+        "copy between devices");
+}
+
+namespace {
+
+__global__ void fill_kernel(float *__restrict dst, float value, uint64_t n) {
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t n4 = n / 4;
+  float4 v = make_float4(value, value, value, value);
+  float4 *d4 = reinterpret_cast<float4 *>(dst);
+  for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) d4[i] = v;
+  for (uint64_t i = n4 * 4 + (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = value;
+}
+
+}  // namespace
+
+void fill(int dev, float *dst, float value, uint64_t n) {
+  cudaStream_t s = stream(dev);
+  // Payloads start on pool blocks (256-byte aligned); float4 stores need 16 bytes.
+  if (((uintptr_t)dst & 15u) != 0)
+    fail(TLRT_ERR_INTERNAL, "fill: device pointer %p is not 16-byte aligned", (void *)dst);
+  fill_kernel<<<grid_for((n + 3) / 4, 256, dev), 256, 0, s>>>(dst, value, n);
+  check_launch("fill");
+}
+
+void synchronize(int dev) { check(cudaStreamSynchronize(stream(dev)), "synchronize"); }
+
+void trim(int dev) {
+  cudaStream_t s = stream(dev);
+  check(cudaStreamSynchronize(s), "trim (synchronising)");
+  cudaMemPool_t pool;
+  check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
+  check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+}
+
+void memory_info(int dev, uint64_t *pooled, uint64_t *free_bytes, uint64_t *total_bytes) {
+  stream(dev);
+  cudaMemPool_t pool;
+  check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
+  uint64_t reserved = 0, used = 0;
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
+        "cudaMemPoolGetAttribute");
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
+        "cudaMemPoolGetAttribute");
+  *pooled = reserved > used ? reserved - used : 0;
+  size_t f = 0, t = 0;
+  check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+  *free_bytes = f;
+  *total_bytes = t;
+}
+
+}  // namespace cuda
+}  // namespace tlrt

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""Suite 'bindings', test 'python': the ctypes loader bindings/python/torchlean_rt.py.
+
+Plain script (no pytest): exit 0 pass, 1 fail, 77 skip. meson passes TORCHLEAN_RT_LIB (the built
+library), TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
+  - the prototypes parsed from the headers cover exactly the symbols of abi/torchlean_rt.map, and
+    every library function has argtypes/restype set from them; unknown C types fail loudly;
+  - upload/download round trips of every kind (float32 bits incl. NaN payloads, bytes, float64
+    rounding, array('f'), numpy when importable), empty buffers;
+  - generated ops (add, clamp, max_bwd's tuple, RNG against the SplitMix64 formula of the header);
+  - errors become TlrtError with the right status, name and message;
+  - finalizers free handles: live_handles returns to its baseline after del + gc.collect().
+Skipped (77) under the valgrind test setup (TLRT_UNDER_VALGRIND): CPython under memcheck is slow
+and noisy, and the library code it reaches is covered by the C++ suites there.
+"""
+import array
+import gc
+import math
+import os
+import re
+import struct
+import sys
+
+if os.environ.get("TLRT_UNDER_VALGRIND"):
+    print("python: skipped under valgrind")
+    sys.exit(77)
+
+if len(sys.argv) > 1:  # optional: the directory holding torchlean_rt.py
+    sys.path.insert(0, sys.argv[1])
+
+import torchlean_rt as rt  # noqa: E402
+
+FAILURES = 0
+CHECKS = 0
+
+
+def check(cond, what):
+    global FAILURES, CHECKS
+    CHECKS += 1
+    if not cond:
+        FAILURES += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+def expect_error(fn, status_name, contains=(), what=""):
+    try:
+        r = fn()
+    except rt.TlrtError as e:
+        check(e.name == status_name and e.status == rt.STATUS[status_name],
+              f"{what}: got {e.name} ({e.status}), expected {status_name}")
+        check(isinstance(e.message, str) and e.message == rt.last_error(),
+              f"{what}: message {e.message!r} is not tlrt_last_error()")
+        for c in contains:
+            check(c in e.message, f"{what}: message {e.message!r} lacks {c!r}")
+        return e
+    check(False, f"{what}: no TlrtError (returned {r!r}), expected {status_name}")
+    return None
+
+
+def bits(values):
+    return struct.pack(f"<{len(values)}f", *values) if values else b""
+
+
+def splitmix64(x):
+    m = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def test_prototypes():
+    here = os.path.dirname(os.path.abspath(__file__))
+    map_path = os.path.join(os.environ.get("TORCHLEAN_RT_INCLUDE", os.path.join(here, "..", "..", "abi")),
+                            "torchlean_rt.map")
+    text = re.sub(r"/\*.*?\*/", " ", open(map_path, encoding="utf-8").read(), flags=re.S)
+    symbols = set()
+    for block in re.findall(r"global\s*:(.*?)(?:local\s*:|\})", text, flags=re.S):
+        symbols |= set(re.findall(r"\b(tlrt_\w+)\s*;", block))
+    check(len(symbols) > 50, f"parsed only {len(symbols)} symbols from {map_path}")
+    protos = set(rt.PROTOTYPES)
+    check(protos == symbols, f"prototypes vs version script: only in headers "
+          f"{sorted(protos - symbols)}, only in the map {sorted(symbols - protos)}")
+    for name, p in rt.PROTOTYPES.items():
+        fn = getattr(rt.lib, name)
+        want_args = [rt.ctype_of(t, name) for t, _ in p.params]
+        check(fn.argtypes is not None and list(fn.argtypes) == want_args,
+              f"{name}: argtypes {fn.argtypes} != {want_args}")
+        want_res = None if p.restype == "void" else rt.ctype_of(p.restype, name)
+        check(fn.restype == want_res, f"{name}: restype {fn.restype} != {want_res}")
+    # Spot checks of the mapping.
+    check(repr(rt.PROTOTYPES["tlrt_add"]) ==
+          "tlrt_status tlrt_add(const tlrt_buffer * a, const tlrt_buffer * b, tlrt_buffer ** out)",
+          f"tlrt_add parsed as {rt.PROTOTYPES['tlrt_add']!r}")
+    check(rt.PROTOTYPES["tlrt_last_error"].params == [] and
+          rt.PROTOTYPES["tlrt_last_error"].restype == "const char *", "tlrt_last_error prototype")
+    check(rt.PROTOTYPES["tlrt_buffer_free"].restype == "void", "tlrt_buffer_free returns void")
+    # Every elementwise / RNG op has a generated wrapper, and nothing else does.
+    ops = {n[5:] for n, p in rt.PROTOTYPES.items()
+           if p.header in ("tlrt_elementwise.h", "tlrt_rng.h")}
+    check(set(rt.OPS) == ops and len(ops) >= 38, f"generated ops {sorted(rt.OPS)} vs {sorted(ops)}")
+    for name in ops:
+        check(callable(getattr(rt, name, None)), f"rt.{name} missing")
+    check("tlrt_status tlrt_clamp(" in rt.clamp.__doc__ and "NaN" in rt.clamp.__doc__,
+          "rt.clamp docstring comes from the header")
+    # Constants from the header.
+    check(rt.TLRT_OK == 0 and rt.STATUS["TLRT_ERR_SHAPE"] == 3 and rt.STATUS["TLRT_ERR_INTERNAL"] == 900,
+          "status enum values")
+    check(rt.CPU == 0 and rt.cuda(0) == 0x10000 and rt.cuda(3) == 0x10003, "device handles")
+    check(rt.DEFINES["TLRT_MAX_ELEMENTS"] == 1 << 60, "TLRT_MAX_ELEMENTS")
+    check(rt.abi_version() >> 16 == rt.DEFINES["TLRT_ABI_VERSION_MAJOR"], "ABI major")
+    for s in ("TLRT_OK", "TLRT_ERR_SHAPE", "TLRT_ERR_NO_DEVICE"):
+        check(rt.status_string(rt.STATUS[s]) == s, f"status_string({s})")
+    # The parser fails loudly on what it cannot map.
+    protos, _, _, _ = rt.parse_header_text(
+        "TLRT_API tlrt_status tlrt_weird(struct foo *f, long double x);")
+    check(len(protos) == 1 and protos[0].params[0] == ("struct foo *", "f"), "parse of tlrt_weird")
+    try:
+        rt.ctype_of(protos[0].params[0][0], "tlrt_weird")
+        check(False, "unknown type struct foo * was accepted")
+    except rt.HeaderParseError as e:
+        check("struct foo *" in str(e), f"HeaderParseError message: {e}")
+    try:
+        rt.parse_header_text("TLRT_API tlrt_status (*broken)(int);")
+        check(False, "a malformed declaration was accepted")
+    except rt.HeaderParseError:
+        pass
+
+
+def test_round_trips():
+    special = [0.0, -0.0, 1.0, -2.5, float("inf"), float("-inf"), 1e-45, -1.17549435e-38,
+               3.4028234663852886e38, 0.1]
+    b = rt.Buffer.from_list(special)
+    check(b.size == len(special) and len(b) == len(special) and b.device == rt.CPU, "size/device")
+    check(b.to_bytes() == bits(special), "from_list -> to_bytes keeps every bit (-0, subnormals)")
+    check(b.to_list() == [struct.unpack("<f", struct.pack("<f", v))[0] for v in special],
+          "to_list values")
+    # NaN payloads survive upload/download bit for bit (array('f') and bytes paths).
+    nan_bits = [0x7FC00001, 0xFFC12345, 0x7F800001, 0x7FFFFFFF]
+    raw = struct.pack("<4I", *nan_bits)
+    nb = rt.Buffer.from_bytes(raw)
+    check(nb.to_bytes() == raw, "NaN payloads via from_bytes/to_bytes")
+    arr = array.array("f")
+    arr.frombytes(raw)
+    check(rt.Buffer.from_buffer(arr).to_bytes() == raw, "NaN payloads via array('f')")
+    check(rt.Buffer.from_buffer(memoryview(raw).cast("f")).to_bytes() == raw,
+          "read-only float32 memoryview")
+    # float64 upload rounds to nearest float32 (library), and to_f64_list widens exactly.
+    d = [0.1, 1e300, -1e300, 16777217.0, 1e-46, float("nan"), -0.0]
+    fb = rt.Buffer.from_f64(d)
+    got = fb.to_f64_list()
+    want = [struct.unpack("<f", struct.pack("<f", v))[0] if not abs(v) >= 3.5e38
+            else math.copysign(math.inf, v) for v in d]
+    check(all((math.isnan(g) and math.isnan(w)) or (g == w and math.copysign(1, g) == math.copysign(1, w))
+              for g, w in zip(got, want)), f"from_f64 rounding: {got} vs {want}")
+    check(rt.Buffer.from_buffer(array.array("d", [0.5, 2.0])).to_list() == [0.5, 2.0],
+          "array('d') via from_f64")
+    # Empty buffers.
+    e = rt.Buffer.from_list([])
+    check(e.size == 0 and e.to_list() == [] and e.to_bytes() == b"" and e.to_f64_list() == [],
+          "empty buffer")
+    check(rt.add(e, rt.Buffer.zeros(0)).size == 0, "empty op")
+    # zeros / full / copy / to(CPU).
+    check(rt.Buffer.zeros(3).to_bytes() == bytes(12), "zeros are +0")
+    check(rt.Buffer.full(2, -0.0).to_bytes() == bits([-0.0, -0.0]), "full(-0.0)")
+    c = b.copy()
+    check(c.handle != b.handle and c.to_bytes() == b.to_bytes(), "copy")
+    check(b.to(rt.CPU).to_bytes() == b.to_bytes(), "to(CPU)")
+    # numpy, when importable.
+    if rt._np is not None:
+        np = rt._np
+        x = np.array([1.5, -2.0, np.nan, 7.0, 3.25, 1e-40], dtype=np.float32)
+        nb = rt.Buffer.from_buffer(x)
+        y = nb.to_numpy()
+        check(y.dtype == np.float32 and y.tobytes() == x.tobytes(), "numpy float32 round trip")
+        strided = np.arange(12, dtype=np.float32)[::3]
+        check(rt.Buffer.from_buffer(strided).to_list() == [0.0, 3.0, 6.0, 9.0], "numpy strided")
+        check(rt.Buffer.from_buffer(np.array([0.1], dtype=np.float64)).to_numpy()[0] == np.float32(0.1),
+              "numpy float64 rounds to float32")
+        check(rt.Buffer.from_buffer(np.ones((2, 3), dtype=np.float32)).size == 6, "numpy 2-D")
+        print("python: numpy", np.__version__, "paths checked")
+    else:
+        print("python: numpy not importable, numpy paths not checked")
+    try:
+        rt.Buffer.from_buffer(array.array("i", [1, 2]))
+        check(False, "array('i') accepted")
+    except TypeError:
+        pass
+
+
+def test_ops():
+    a = rt.Buffer.from_list([1.0, -2.0, 3.0, 0.0])
+    b = rt.Buffer.from_list([4.0, 5.0, 3.0, -0.0])
+    check(rt.add(a, b).to_list() == [5.0, 3.0, 6.0, 0.0], "add")
+    check(rt.mul(a, b).to_list() == [4.0, -10.0, 9.0, -0.0], "mul")
+    check(rt.clamp(a, -1.0, 2.0).to_list() == [1.0, -1.0, 2.0, 0.0], "clamp")
+    check(rt.axpy(a, b, 0.5).to_list() == [3.0, 0.5, 4.5, 0.0], "axpy")
+    g = rt.Buffer.from_list([2.0, 2.0, 2.0, 2.0])
+    r = rt.max_bwd(a, b, g)
+    check(isinstance(r, tuple) and len(r) == 2 and all(isinstance(x, rt.Buffer) for x in r),
+          "max_bwd returns a tuple of Buffers")
+    da, db = r
+    check(da.to_list() == [0.0, 0.0, 1.0, 1.0] and db.to_list() == [2.0, 2.0, 1.0, 1.0],
+          f"max_bwd values {da.to_list()} {db.to_list()}")
+    s = rt.sigmoid(rt.Buffer.from_list([0.0]))
+    check(s.to_list() == [0.5], "sigmoid(0)")
+    # RNG: the header's formula, with a key that wraps around 2^64.
+    key, n = (1 << 64) - 2, 5
+    u = rt.rand_uniform(rt.CPU, n, key).to_list()
+    want = [((splitmix64((key + i) % (1 << 64)) & 0xFFFFFFFF) >> 8) * 2.0 ** -24 for i in range(n)]
+    check(u == want, f"rand_uniform: {u} vs {want}")
+    m = rt.bernoulli_mask(rt.CPU, n, 0.5, key).to_list()
+    check(m == [1.0 if x < 0.5 else 0.0 for x in want], "bernoulli_mask")
+    check(rt.rand_normal(rt.CPU, 3, 2.0, 0.0, 7).to_list() == [2.0, 2.0, 2.0], "rand_normal std 0")
+    check(rt.rand_uniform(rt.CPU, n, key=key).to_list() == want, "keyword argument by header name")
+    check(rt.clamp(a, hi=2.0, lo=-1.0).to_list() == [1.0, -1.0, 2.0, 0.0], "keywords in any order")
+    check(str(__import__("inspect").signature(rt.clamp)) == "(x, lo, hi)", "signature of rt.clamp")
+    try:
+        rt.clamp(a, -1.0, 1.0, lo=0.0)
+        check(False, "a repeated argument accepted")
+    except TypeError:
+        pass
+    try:
+        rt.add(a, [1.0])
+        check(False, "a list accepted as a buffer")
+    except TypeError:
+        pass
+    try:
+        rt.add(a)
+        check(False, "wrong arity accepted")
+    except TypeError:
+        pass
+    try:
+        rt.rand_uniform(rt.CPU, -1, 0)
+        check(False, "negative n accepted")
+    except ValueError:
+        pass
+
+
+def test_errors():
+    a = rt.Buffer.from_list([1.0, 2.0, 3.0])
+    b = rt.Buffer.from_list([1.0, 2.0])
+    expect_error(lambda: rt.add(a, b), "TLRT_ERR_SHAPE", ("tlrt_add", "argument b", "2", "3"),
+                 "add size mismatch")
+    e = expect_error(lambda: rt.clamp(a, float("nan"), 1.0), "TLRT_ERR_INVALID_ARGUMENT",
+                     ("tlrt_clamp", "lo"), "clamp NaN bound")
+    check(e is not None and e.function == "tlrt_clamp" and "TLRT_ERR_INVALID_ARGUMENT" in str(e),
+          "TlrtError str/function")
+    expect_error(lambda: rt.Buffer.from_bytes(b"12345"), "TLRT_ERR_SHAPE", ("nbytes",),
+                 "from_bytes of 5 bytes")
+    expect_error(lambda: rt.rand_uniform(rt.CPU, (1 << 60) + 1, 0), "TLRT_ERR_OVERFLOW", (),
+                 "rand_uniform too large")
+    # Released storage.
+    c = rt.Buffer.from_list([1.0, 2.0, 3.0])
+    check(c.release_storage() is True and c.release_storage() is False and c.is_released,
+          "release_storage flags")
+    expect_error(lambda: c.size, "TLRT_ERR_RELEASED", ("tlrt_buffer_size",), "size of released")
+    expect_error(lambda: rt.add(a, c), "TLRT_ERR_RELEASED", ("tlrt_add",), "add with released")
+    check(c.device == rt.CPU, "device of a released buffer")
+    # A freed Buffer passes NULL: the library says so.
+    f = rt.Buffer.from_list([1.0])
+    f.free()
+    f.free()  # idempotent
+    check(f.freed and f.handle is None and repr(f) == "Buffer(<freed>)", "freed state")
+    expect_error(lambda: f.to_list(), "TLRT_ERR_NULL_ARGUMENT", (), "use after free()")
+    expect_error(lambda: rt.exp(f), "TLRT_ERR_NULL_ARGUMENT", ("tlrt_exp",), "op on freed buffer")
+    expect_error(lambda: rt.stats(7 << 16), "TLRT_ERR_INVALID_ARGUMENT", (), "stats of a bad device")
+    # CUDA: unavailable in a CPU build, no device on a CUDA build without a GPU; else it works.
+    st = rt.runtime_status()
+    if st == rt.DEFINES["TLRT_RUNTIME_CPU_ONLY"]:
+        expect_error(lambda: rt.Buffer.from_list([1.0], rt.cuda(0)), "TLRT_ERR_BACKEND_UNAVAILABLE",
+                     ("cuda",), "CUDA in a CPU build")
+        check(rt.device_count(rt.DEFINES["TLRT_DEVICE_KIND_CUDA"]) == 0, "no CUDA devices")
+    elif st == rt.DEFINES["TLRT_RUNTIME_CUDA_NO_DEVICE"]:
+        expect_error(lambda: rt.Buffer.zeros(4, rt.cuda(0)), "TLRT_ERR_NO_DEVICE", (),
+                     "CUDA without a device")
+    else:
+        count = rt.device_count(rt.DEFINES["TLRT_DEVICE_KIND_CUDA"])
+        x = rt.Buffer.from_list([1.0, -2.0, 0.5], rt.cuda(0))
+        y = rt.Buffer.from_list([3.0, 4.0, 0.25], rt.cuda(0))
+        z = rt.add(x, y)
+        check(z.device == rt.cuda(0) and z.to_list() == [4.0, 2.0, 0.75], "add on CUDA")
+        check(z.to(rt.CPU).to_list() == [4.0, 2.0, 0.75], "CUDA -> CPU")
+        expect_error(lambda: rt.add(x, a), "TLRT_ERR_DEVICE_MISMATCH", ("tlrt_add",), "mixed devices")
+        expect_error(lambda: rt.Buffer.zeros(1, rt.cuda(count)), "TLRT_ERR_NO_DEVICE", (),
+                     "CUDA ordinal past the last")
+        sc = rt.stats(rt.cuda(0))
+        check(sc["device_total_bytes"] > 0 and sc["live_bytes"] >= 12 * 3, "CUDA stats")
+        rt.synchronize(rt.cuda(0))
+        print("python: CUDA paths checked")
+
+
+def test_finalizers():
+    gc.collect()
+    s0 = rt.stats()
+    check(set(s0) == {n for n, _ in rt.AllocatorStats._fields_} and
+          s0["struct_size"] == __import__("ctypes").sizeof(rt.AllocatorStats), "stats fields")
+    base_handles, base_bytes = s0["live_handles"], s0["live_bytes"]
+    bufs = [rt.Buffer.from_list([float(i)] * 64) for i in range(50)]
+    outs = [rt.exp(x) for x in bufs]
+    pairs = [rt.min_bwd(x, x, x) for x in bufs[:10]]
+    mid = rt.stats()
+    check(mid["live_handles"] == base_handles + 50 + 50 + 20, f"live handles {mid['live_handles']}")
+    check(mid["live_bytes"] == base_bytes + 120 * 64 * 4, "live bytes while held")
+    del bufs, outs, pairs
+    # A reference cycle holding a Buffer is reclaimed by the cycle collector.
+    cyc = [rt.Buffer.from_list([1.0, 2.0])]
+    cyc.append(cyc)
+    del cyc
+    # Retained handles need both owners gone.
+    r1 = rt.Buffer.from_list([5.0])
+    r2 = r1.retain()
+    del r1
+    gc.collect()
+    check(r2.to_list() == [5.0], "retained buffer survives the first owner")
+    del r2
+    # Context manager frees at exit.
+    with rt.Buffer.zeros(8) as z:
+        check(z.size == 8, "with-block buffer")
+    check(z.freed, "freed at the end of the with block")
+    gc.collect()
+    s1 = rt.stats()
+    check(s1["live_handles"] == base_handles and s1["live_bytes"] == base_bytes,
+          f"after del + gc.collect(): live_handles {s1['live_handles']} (baseline {base_handles}), "
+          f"live_bytes {s1['live_bytes']} (baseline {base_bytes})")
+
+
+def main():
+    print("python: library", rt.LIB_PATH, "headers", rt.INCLUDE_DIR)
+    print("python:", rt.build_info())
+    for t in (test_prototypes, test_round_trips, test_ops, test_errors, test_finalizers):
+        before = FAILURES
+        try:
+            t()
+        except Exception as e:  # an unexpected exception is a failure of that test
+            global_fail(f"{t.__name__} raised {type(e).__name__}: {e}")
+        print(f"python: {t.__name__}: {'ok' if FAILURES == before else 'FAILED'}")
+    print(f"python: {CHECKS} checks, {FAILURES} failures")
+    return 0 if FAILURES == 0 else 1
+
+
+def global_fail(msg):
+    import traceback
+    traceback.print_exc()
+    check(False, msg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+// Runtime entry points: versions, build info, status strings, devices, determinism switch.
+#include "harness.hpp"
+
+int main() {
+  TH_CHECK(tlrt_abi_version() == TLRT_ABI_VERSION);
+  TH_CHECK((tlrt_abi_version() >> 16) == TLRT_ABI_VERSION_MAJOR);
+  const char *info = tlrt_build_info();
+  TH_CHECK(info != nullptr && std::strstr(info, "backends: cpu") != nullptr);
+  std::printf("build info: %s\n", info);
+
+  TH_CHECK(std::strcmp(tlrt_status_string(TLRT_OK), "TLRT_OK") == 0);
+  TH_CHECK(std::strcmp(tlrt_status_string(TLRT_ERR_SHAPE), "TLRT_ERR_SHAPE") == 0);
+  TH_CHECK(std::strcmp(tlrt_status_string((tlrt_status)12345), "TLRT_UNKNOWN_STATUS") == 0);
+
+  uint32_t n = 99;
+  TH_OK(tlrt_device_count(TLRT_DEVICE_KIND_CPU, &n));
+  TH_CHECK(n == 1);
+  TH_OK(tlrt_device_count(TLRT_DEVICE_KIND_CUDA, &n));
+  const uint32_t rs = tlrt_runtime_status();
+#if TLRT_HAVE_CUDA
+  TH_CHECK(rs == (n > 0 ? TLRT_RUNTIME_CUDA_READY : TLRT_RUNTIME_CUDA_NO_DEVICE));
+#else
+  TH_CHECK(rs == TLRT_RUNTIME_CPU_ONLY && n == 0);
+  TH_STATUS(tlrt_synchronize(TLRT_DEVICE_CUDA(0)), TLRT_ERR_BACKEND_UNAVAILABLE);
+#endif
+  TH_STATUS(tlrt_device_count(7, &n), TLRT_ERR_INVALID_ARGUMENT);
+  TH_CHECK(n == 0);
+  TH_CHECK(std::strstr(tlrt_last_error(), "tlrt_device_count") != nullptr);
+  TH_OK(tlrt_synchronize(TLRT_DEVICE_CPU));
+
+  // Determinism: the environment sets the initial value (the meson test passes none);
+  // set returns the previous value.
+  const bool initial = tlrt_get_deterministic();
+  TH_CHECK(tlrt_set_deterministic(true) == initial);
+  TH_CHECK(tlrt_get_deterministic());
+  TH_CHECK(tlrt_set_deterministic(false) == true);
+  TH_CHECK(!tlrt_get_deterministic());
+
+  // Telemetry starts empty and the CPU has no pool.
+  tlrt_allocator_stats s = th::stats();
+  TH_CHECK(s.struct_size == sizeof s && s.live_bytes == 0 && s.live_handles == 0);
+  TH_CHECK(s.pooled_bytes == 0);
+  TH_OK(tlrt_allocator_trim(TLRT_DEVICE_CPU));
+  return th::finish("test_runtime");
+}

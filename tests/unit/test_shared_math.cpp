@@ -1,0 +1,261 @@
+// Accuracy test for core/numerics/shared_math.hpp against float64 references.
+//
+// For every function: all special values (+-0, +-inf, NaNs, subnormal/normal limits, overflow /
+// underflow and branch thresholds +-1 ulp) and a strided sweep over all 2^32 bit patterns.
+//   TLRT_MATH_STRIDE=N   sweep stride (default 4099; 1 = exhaustive, all 2^32 inputs)
+//   TLRT_UNDER_VALGRIND  if set (and TLRT_MATH_STRIDE is not), stride 1000003
+//   TLRT_MATH_FUNCS=a,b  only run the named functions (e.g. exp_f,log_f)
+// Error: ulp = |f - ref| / ulp(float(ref)) in double (ulp of a subnormal or zero is 2^-149);
+// NaN must match NaN, infinities must match exactly, and where a function documents it the sign
+// of an exact zero must match. Each line also prints an FNV-1a hash of all output bit patterns so
+// that builds (e.g. -O0 vs -O2) can be compared for bitwise identical results.
+// Exit status: 0 if every function is within the bound stated in the header, else 1.
+#include "core/numerics/shared_math.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using tlrt::num::f2u;
+using tlrt::num::u2f;
+
+// ---- float64 references --------------------------------------------------------------------
+const double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+const double kGeluC = 0.044715;
+
+double ref_exp(float x) { return std::exp(static_cast<double>(x)); }
+double ref_log(float x) { return std::log(static_cast<double>(x)); }
+double ref_log1p(float x) { return std::log1p(static_cast<double>(x)); }
+double ref_tanh(float x) { return std::tanh(static_cast<double>(x)); }
+double ref_sigmoid(float xf) {
+  const double x = xf;
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1.0 + e);
+}
+double ref_softplus(float xf) {
+  const double x = xf;
+  return (x > 0 ? x : 0.0) + std::log1p(std::exp(-std::fabs(x)));
+}
+// 0.5*x*(1 + tanh(z)) == x / (1 + exp(-2z)); the second form has no cancellation in float64
+// (the first one loses everything to 1 + tanh(z) ~ 0 for z < -19).
+double ref_gelu(float xf) {
+  const double x = xf;
+  if (std::isinf(x)) return x > 0 ? x : -0.0;
+  const double z = kSqrt2OverPi * (x + kGeluC * x * x * x);
+  return x / (1.0 + std::exp(-2.0 * z));
+}
+double ref_gelu_grad(float xf) {
+  const double x = xf;
+  if (std::isinf(x)) return x > 0 ? 1.0 : -0.0;
+  const double z = kSqrt2OverPi * (x + kGeluC * x * x * x);
+  const double s = 1.0 / (1.0 + std::exp(-2.0 * z));
+  const double sc = 1.0 / (1.0 + std::exp(2.0 * z));
+  return s + x * s * sc * 2.0 * kSqrt2OverPi * (1.0 + 3.0 * kGeluC * x * x);
+}
+double ref_cos2pi(float uf) {
+  const double u = uf;
+  if (!std::isfinite(u)) return std::nan("");
+  const double f = u - std::nearbyint(u);  // exact in double
+  return std::cos(2.0 * 3.14159265358979323846 * f);
+}
+
+// ---- functions under test ------------------------------------------------------------------
+float t_exp(float x) { return tlrt::math::exp_f(x); }
+float t_log(float x) { return tlrt::math::log_f(x); }
+float t_log1p(float x) { return tlrt::math::log1p_f(x); }
+float t_tanh(float x) { return tlrt::math::tanh_f(x); }
+float t_sigmoid(float x) { return tlrt::math::sigmoid_f(x); }
+float t_softplus(float x) { return tlrt::math::softplus_f(x); }
+float t_gelu(float x) { return tlrt::math::gelu_f(x); }
+float t_gelu_grad(float x) { return tlrt::math::gelu_grad_f(x); }
+float t_cos2pi(float x) { return tlrt::math::cos2pi_f(x); }
+
+enum class Metric { kUlp, kAbs, kUlpOrAbs };
+
+struct Spec {
+  const char* name;
+  float (*fn)(float);
+  double (*ref)(float);
+  Metric metric;
+  double max_ulp;
+  double max_abs;
+  bool zero_sign;  // the sign of an exactly-zero reference must be reproduced
+};
+
+const Spec kSpecs[] = {
+    {"exp_f", t_exp, ref_exp, Metric::kUlp, tlrt::math::kExpMaxUlp, 0, true},
+    {"log_f", t_log, ref_log, Metric::kUlp, tlrt::math::kLogMaxUlp, 0, true},
+    {"log1p_f", t_log1p, ref_log1p, Metric::kUlp, tlrt::math::kLog1pMaxUlp, 0, true},
+    {"tanh_f", t_tanh, ref_tanh, Metric::kUlp, tlrt::math::kTanhMaxUlp, 0, true},
+    {"sigmoid_f", t_sigmoid, ref_sigmoid, Metric::kUlp, tlrt::math::kSigmoidMaxUlp, 0, true},
+    {"softplus_f", t_softplus, ref_softplus, Metric::kUlp, tlrt::math::kSoftplusMaxUlp, 0, true},
+    {"gelu_f", t_gelu, ref_gelu, Metric::kUlp, tlrt::math::kGeluMaxUlp, 0, true},
+    {"gelu_grad_f", t_gelu_grad, ref_gelu_grad, Metric::kUlpOrAbs, tlrt::math::kGeluGradMaxUlp,
+     tlrt::math::kGeluGradMaxAbs, false},
+    {"cos2pi_f", t_cos2pi, ref_cos2pi, Metric::kAbs, 0, tlrt::math::kCos2piMaxAbs, false},
+};
+
+double ulp_of(float y) {
+  const float a = std::fabs(y);
+  if (a < FLT_MIN) return std::ldexp(1.0, -149);
+  return std::ldexp(1.0, std::ilogb(a) - 23);
+}
+
+struct Stats {
+  uint64_t n = 0;
+  uint64_t fails = 0;
+  uint32_t first_fail = 0;
+  double max_ulp = 0;       // over all inputs (kUlp), or over inputs failing the abs bound (kUlpOrAbs)
+  uint32_t worst_ulp = 0;
+  double max_ulp_all = 0;   // kUlpOrAbs only: over all inputs
+  double max_abs = 0;
+  uint32_t worst_abs = 0;
+  uint64_t hash = 1469598103934665603ull;
+};
+
+void check(const Spec& s, float x, Stats& st) {
+  const float y = s.fn(x);
+  const uint32_t yb = f2u(y);
+  for (int i = 0; i < 4; ++i) {
+    st.hash ^= (yb >> (8 * i)) & 0xffu;
+    st.hash *= 1099511628211ull;
+  }
+  ++st.n;
+  const double r = s.ref(x);
+  bool bad = false;
+  double eu = 0, ea = 0;
+  if (std::isnan(r) || std::isnan(y)) {
+    bad = !(std::isnan(r) && std::isnan(y));
+    eu = ea = bad ? INFINITY : 0.0;
+  } else {
+    const float rf = static_cast<float>(r);  // round to nearest; overflows to inf
+    if (std::isinf(rf) || std::isinf(y)) {
+      bad = !(rf == y);
+      eu = ea = bad ? INFINITY : 0.0;
+    } else {
+      ea = std::fabs(static_cast<double>(y) - r);
+      eu = ea / ulp_of(rf);
+      if (s.zero_sign && rf == 0.0f && y == 0.0f && std::signbit(rf) != std::signbit(y)) {
+        bad = true;
+        eu = INFINITY;
+      }
+    }
+  }
+  const uint32_t xb = f2u(x);
+  switch (s.metric) {
+    case Metric::kUlp:
+      if (eu > st.max_ulp) st.max_ulp = eu, st.worst_ulp = xb;
+      if (ea > st.max_abs) st.max_abs = ea, st.worst_abs = xb;
+      bad = bad || eu > s.max_ulp;
+      break;
+    case Metric::kAbs:
+      if (ea > st.max_abs) st.max_abs = ea, st.worst_abs = xb;
+      if (eu > st.max_ulp_all) st.max_ulp_all = eu;
+      bad = bad || ea > s.max_abs;
+      break;
+    case Metric::kUlpOrAbs:
+      if (ea > st.max_abs) st.max_abs = ea, st.worst_abs = xb;
+      if (eu > st.max_ulp_all) st.max_ulp_all = eu;
+      if (ea > s.max_abs && eu > st.max_ulp) st.max_ulp = eu, st.worst_ulp = xb;
+      bad = bad || (eu > s.max_ulp && ea > s.max_abs);
+      break;
+  }
+  if (bad) {
+    if (st.fails == 0) st.first_fail = xb;
+    ++st.fails;
+  }
+}
+
+void add_around(std::vector<float>& v, float x) {
+  v.push_back(x);
+  v.push_back(std::nextafter(x, -INFINITY));
+  v.push_back(std::nextafter(x, INFINITY));
+  v.push_back(-x);
+  v.push_back(std::nextafter(-x, -INFINITY));
+  v.push_back(std::nextafter(-x, INFINITY));
+}
+
+std::vector<float> special_values() {
+  std::vector<float> v;
+  const uint32_t bits[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+                           0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu, 0xffffffffu,
+                           0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu, 0x00800000u,
+                           0x80800000u, 0x7f7fffffu, 0xff7fffffu};
+  for (uint32_t b : bits) v.push_back(u2f(b));
+  const float around[] = {
+      1.0f, 2.0f, 0.5f, 0.25f, 0.75f, 1.0f - 0x1p-24f, 0x1p-24f, 0x1p-12f, 0x1p22f, 0x1p23f,
+      0x1p24f,
+      88.7228394f,   // exp overflow threshold (ln(FLT_MAX) ~ 88.72283906)
+      87.3365448f,   // ln(FLT_MIN) (exp result normal/subnormal boundary)
+      103.278931f,   // -ln(2^-149): exp result = smallest subnormal
+      103.972084f,   // -ln(2^-150): exp rounds to 0 below
+      0.34657359f,   // ln2/2 (exp reduction boundary)
+      0.70710677f, 1.41421354f, 0.29289322f, 0.41421356f,  // log / log1p branch boundaries
+      0.625f, 9.01f, 9.1f, 17.33f, 44.36f,                  // tanh / sigmoid thresholds
+      9.0f, 12.0f, 16.0f, 0.7518f, 8.0f, 10.5f, 11.0f,      // gelu thresholds, gelu' root
+      15.0f, 16.6f, 20.0f, 100.0f, 1e10f, 1e20f, 1e30f};
+  for (float x : around) add_around(v, x);
+  return v;
+}
+
+bool selected(const char* name) {
+  const char* f = std::getenv("TLRT_MATH_FUNCS");
+  if (f == nullptr || *f == '\0') return true;
+  const std::string list = std::string(",") + f + ",";
+  return list.find(std::string(",") + name + ",") != std::string::npos;
+}
+
+}  // namespace
+
+int main() {
+  uint64_t stride = 4099;
+  if (std::getenv("TLRT_UNDER_VALGRIND") != nullptr) stride = 1000003;
+  if (const char* e = std::getenv("TLRT_MATH_STRIDE")) {
+    const long long v = std::atoll(e);
+    if (v >= 1) stride = static_cast<uint64_t>(v);
+  }
+  // cos2pi_f's real domain: u = i * 2^-24, i in [0, 2^24); swept with a proportionally finer step.
+  const uint64_t dstride = stride == 1 ? 1 : (stride + 255) / 256;
+  const std::vector<float> specials = special_values();
+
+  std::printf("shared_math: stride %llu (%s)\n", static_cast<unsigned long long>(stride),
+              stride == 1 ? "exhaustive" : "strided");
+  std::printf("%-12s %12s %10s %10s %12s %10s %6s %18s %s\n", "function", "inputs", "max_ulp",
+              "worst", "max_abs", "worst", "bound", "hash", "result");
+  bool ok = true;
+  for (const Spec& s : kSpecs) {
+    if (!selected(s.name)) continue;
+    Stats st;
+    for (float x : specials) check(s, x, st);
+    for (uint64_t i = 0; i <= 0xffffffffull; i += stride) check(s, u2f(static_cast<uint32_t>(i)), st);
+    if (s.fn == t_cos2pi) {
+      for (uint64_t i = 0; i < (1ull << 24); i += dstride) check(s, static_cast<float>(i) * 0x1p-24f, st);
+    }
+    const double bound = s.metric == Metric::kAbs ? s.max_abs : s.max_ulp;
+    char ulp_col[64];
+    if (s.metric == Metric::kAbs)
+      std::snprintf(ulp_col, sizeof ulp_col, "%10s %10s", "-", "-");
+    else
+      std::snprintf(ulp_col, sizeof ulp_col, "%10.4f 0x%08x", st.max_ulp, st.worst_ulp);
+    std::printf("%-12s %12llu %s %12.4g 0x%08x %6.3g %016llx %s", s.name,
+                static_cast<unsigned long long>(st.n), ulp_col, st.max_abs, st.worst_abs, bound,
+                static_cast<unsigned long long>(st.hash), st.fails ? "FAIL" : "ok");
+    if (s.metric == Metric::kUlpOrAbs)
+      std::printf("  (ulp bound %.3g applies where abs err > %.3g; max ulp anywhere %.4g)", s.max_ulp,
+                  s.max_abs, st.max_ulp_all);
+    if (st.fails)
+      std::printf("  %llu failures, first input 0x%08x", static_cast<unsigned long long>(st.fails),
+                  st.first_fail);
+    std::printf("\n");
+    ok = ok && st.fails == 0;
+  }
+  return ok ? 0 : 1;
+}
