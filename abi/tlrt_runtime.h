@@ -125,8 +125,11 @@ typedef struct tlrt_allocator_stats {
   uint64_t peak_bytes;         /* maximum of live_bytes since process start */
   uint64_t alloc_count;        /* payload allocations on this device */
   uint64_t free_count;         /* payload frees (buffer freed or storage released) */
-  uint64_t pooled_bytes;       /* CUDA: bytes held by the stream-ordered pool but not in use
-                                  (what tlrt_allocator_trim returns to the driver); CPU: 0 */
+  uint64_t pooled_bytes;       /* bytes of freed payloads kept for reuse, not in use (what
+                                  tlrt_allocator_trim returns to the system): the CUDA
+                                  stream-ordered pool, or the CPU size-class pool (capped by the
+                                  environment variable TORCHLEAN_RT_CPU_POOL_MAX_BYTES, default
+                                  1 GiB, read once; 0 disables it) */
   uint64_t device_free_bytes;  /* CUDA: free memory reported by the driver; CPU: 0 */
   uint64_t device_total_bytes; /* CUDA: total device memory; CPU: 0 */
   uint64_t live_handles;       /* tlrt_buffer handles alive in the process (all devices) */
@@ -139,8 +142,8 @@ typedef struct tlrt_allocator_stats {
 TLRT_API tlrt_status tlrt_allocator_stats_get(tlrt_device device, tlrt_allocator_stats *stats);
 
 /* Return memory pooled for reuse on `device` to the system: on CUDA, waits for the library stream
- * and trims the stream-ordered pool to zero unused bytes; on the CPU, a no-op (payloads are freed
- * eagerly). Errors: as tlrt_synchronize. */
+ * and trims the stream-ordered pool to zero unused bytes; on the CPU, frees every pooled block.
+ * Afterwards pooled_bytes is 0. Errors: as tlrt_synchronize. */
 TLRT_API tlrt_status tlrt_allocator_trim(tlrt_device device);
 
 #ifdef __cplusplus

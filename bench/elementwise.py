@@ -417,7 +417,7 @@ def main():
         dst = torch.empty_like(src)
         t_copy = time_torch_cuda(torch, lambda: dst.copy_(src), 20, 3)
         copy_bytes = 8 * cn
-        how = f"torch dst.copy_(src), 2^28 floats, CUDA events"
+        how = "torch dst.copy_(src), 2^28 floats, CUDA events"
         del src, dst
     copy_bw = copy_bytes / t_copy / 1e9
     emit(f"- copy bandwidth (read + write): {copy_bw:.1f} GB/s ({how})")
@@ -513,8 +513,7 @@ def main():
         tb = torch.from_numpy(small).to(tdev)
 
         def torch_add():
-            y = torch.add(ta, tb)
-            del y
+            torch.add(ta, tb)  # the result is dropped at once, as ours is freed
 
         s_t, mean_t = sample(torch_add)
         if not args.cpu:

@@ -42,7 +42,7 @@ float *payload_alloc(Dev dev, uint64_t elements) {
 
 void payload_free(Dev dev, float *p, uint64_t elements) noexcept {
   if (p == nullptr) return;
-  TLRT_DISPATCH(dev, dealloc, dev.ordinal, p);
+  TLRT_DISPATCH(dev, dealloc, dev.ordinal, p, elements * 4);
   Counters &c = counters(dev);
   c.frees.fetch_add(1, std::memory_order_relaxed);
   c.live.fetch_sub(elements * 4, std::memory_order_relaxed);

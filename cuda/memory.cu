@@ -108,7 +108,7 @@ void *alloc(int dev, uint64_t bytes) {
   return p;
 }
 
-void dealloc(int dev, void *p) noexcept {
+void dealloc(int dev, void *p, uint64_t) noexcept {
   // Never throws: a failure here (a lost device) has nowhere to be reported; the pool is gone
   // with the context anyway.
   try {

@@ -20,7 +20,6 @@ numpy is optional: Buffer.from_buffer accepts any buffer-protocol object (array(
 float32/float64 arrays), and to_numpy() needs numpy only when called.
 """
 import array as _array
-import builtins as _builtins
 import ctypes
 import ctypes.util
 import glob as _glob
@@ -725,8 +724,9 @@ OPS = {}
 for _proto in PROTOTYPES.values():
     if _proto.header in _OP_HEADERS:
         OPS[_proto.name[5:]] = _make_op(_proto)
-globals().update(OPS)  # rt.add, rt.max_bwd, rt.rand_uniform, ... (note: rt.abs/max/min shadow
-#                        the builtins inside this module's namespace; module code uses _builtins)
+# rt.add, rt.max_bwd, rt.rand_uniform, ... Note that rt.abs/max/min shadow the builtins inside this
+# module's namespace: code in this module must not call abs(), max() or min().
+globals().update(OPS)
 __all__ += sorted(OPS)
 
 del _hname, _text, _p, _e, _d, _s, _proto, _fn

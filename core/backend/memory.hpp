@@ -11,8 +11,9 @@
   uint32_t device_count() noexcept;                                                         \
   /* Payload allocation of bytes > 0; throws TLRT_ERR_OUT_OF_MEMORY. */                     \
   void *alloc(int dev, uint64_t bytes);                                                     \
-  /* Stream-ordered free (never throws, never blocks). */                                   \
-  void dealloc(int dev, void *p) noexcept;                                                  \
+  /* Free of a block from alloc(dev, bytes) (never throws, never blocks; CUDA: ordered on  \
+     the library stream). */                                                                \
+  void dealloc(int dev, void *p, uint64_t bytes) noexcept;                                  \
   /* Host -> device; src may be reused when this returns. */                                \
   void upload(int dev, void *dst, const void *src, uint64_t bytes);                         \
   /* Device -> host; waits for earlier work on the device. */                               \
