@@ -4,7 +4,8 @@
 // vectors and each thread loads its kIlp vectors (16-byte loads, coalesced across the warp) before
 // computing and storing any, so every thread keeps kIlp * 16 bytes per input in flight: streaming
 // at HBM3 rates needs ~30 KB in flight per SM, and one float4 per thread (2048 resident threads)
-// left unary ops at 0.89 of the copy bandwidth on the H200. Grid-stride over chunks; a scalar tail
+// left unary ops at 0.89 of the copy bandwidth on the H200. One block per chunk (grid-stride only
+// beyond 2^31 blocks): a capped grid of looping blocks measured no better; a scalar tail
 // handles n % 4. Payloads are 256-byte aligned pool blocks. The per-element function is the
 // shared definition in core/numerics/elementwise_ops.hpp, instantiated per op, compiled with
 // -fmad=false so the device performs exactly the host's operations.
@@ -125,11 +126,8 @@ __global__ void __launch_bounds__(kThreads) minmax_bwd_kernel(
     ew::minmax_bwd(is_max, a[i], b[i], g[i], &da[i], &db[i]);
 }
 
-// Blocks for n elements: one chunk of kIlp float4 vectors per thread, at most what fills the
-// device several times (grid_for caps it).
-unsigned grid_of(uint64_t n, int dev) {
-  return grid_for((n / 4 + kIlp - 1) / kIlp + 1, kThreads, dev);
-}
+// Blocks for n elements: one chunk of kIlp float4 vectors per thread, one block per chunk.
+unsigned grid_of(uint64_t n) { return grid_all((n / 4 + kIlp - 1) / kIlp + 1, kThreads); }
 
 void check_aligned(const void *p) {
   if (((uintptr_t)p & 15u) != 0)
@@ -142,7 +140,7 @@ void unary(int dev, ew::Unary op, const float *x, float *y, uint64_t n, ew::Para
   check_aligned(x);
   check_aligned(y);
   cudaStream_t s = stream(dev);
-  const unsigned grid = grid_of(n, dev);
+  const unsigned grid = grid_of(n);
   switch (op) {
 #define TLRT_CASE(name)                                                          \
   case ew::Unary::name:                                                          \
@@ -160,7 +158,7 @@ void binary(int dev, ew::Binary op, const float *a, const float *b, float *y, ui
   check_aligned(b);
   check_aligned(y);
   cudaStream_t s = stream(dev);
-  const unsigned grid = grid_of(n, dev);
+  const unsigned grid = grid_of(n);
   switch (op) {
 #define TLRT_CASE(name)                                                           \
   case ew::Binary::name:                                                          \
@@ -180,7 +178,7 @@ void minmax_bwd(int dev, bool is_max, const float *a, const float *b, const floa
   check_aligned(da);
   check_aligned(db);
   cudaStream_t s = stream(dev);
-  minmax_bwd_kernel<<<grid_of(n, dev), kThreads, 0, s>>>(is_max, a, b, g, da, db, n);
+  minmax_bwd_kernel<<<grid_of(n), kThreads, 0, s>>>(is_max, a, b, g, da, db, n);
   check_launch("minmax_bwd kernel");
 }
 

@@ -159,7 +159,7 @@ void fill(int dev, float *dst, float value, uint64_t n) {
   // Payloads start on pool blocks (256-byte aligned); float4 stores need 16 bytes.
   if (((uintptr_t)dst & 15u) != 0)
     fail(TLRT_ERR_INTERNAL, "fill: device pointer %p is not 16-byte aligned", (void *)dst);
-  fill_kernel<<<grid_for((n + 3) / 4, 256, dev), 256, 0, s>>>(dst, value, n);
+  fill_kernel<<<grid_all((n + 3) / 4, 256), 256, 0, s>>>(dst, value, n);
   check_launch("fill");
 }
 

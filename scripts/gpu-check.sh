@@ -3,13 +3,13 @@
 # not skip), compute-sanitizer over the parity tests, the exhaustive host/device math check, and
 # the benchmarks against PyTorch. Logs go to $OUT (default ./gpu-out); a summary is printed last.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: build test memcheck sanitizers math bench
+#   scripts/gpu-check.sh [STEP...]     steps: build test memcheck sanitizers math hostcost bench
 #                                      (default: all, in that order; a step needs the build)
 # Environment: MATH_STRIDE (default 1 = all 2^32 inputs), PARITY_SANITIZE_MAX_N (default 4097).
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-steps=${*:-build test memcheck sanitizers math bench}
+steps=${*:-build test memcheck sanitizers math hostcost bench}
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -27,34 +27,36 @@ fi
 if has build || [ ! -f "$B/build.ninja" ]; then
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
   rm -rf "$B"
-  if meson setup "$B" -Dcuda=enabled -Dgpu_arch="$arch" >"$OUT/setup.log" 2>&1 &&
-     ninja -C "$B" >"$OUT/build.log" 2>&1; then
+  if meson setup "$B" -Dcuda=enabled -Dgpu_arch="$arch" >/tmp/setup.log 2>&1 &&
+     ninja -C "$B" >/tmp/build.log 2>&1; then
     note "build: ok (sm_$arch)"
   else
-    note "build: FAILED"; tail -40 "$OUT/setup.log" "$OUT/build.log"; exit 1
+    note "build: FAILED"; tail -40 /tmp/setup.log /tmp/build.log; exit 1
   fi
 fi
 
 if has test; then
-  meson test -C "$B" --num-processes 4 --logbase gpu --print-errorlogs >"$OUT/test.log" 2>&1
-  note "meson test: $(grep -E '^(Ok|Fail|Skipped|Timeout):' "$OUT/test.log" | tr -s ' ' | tr '\n' ' ')"
-  grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|SKIP|TIMEOUT|ERROR)' "$OUT/test.log" | head -20
+  meson test -C "$B" --num-processes 4 --logbase gpu --print-errorlogs >/tmp/test.log 2>&1
+  cp /tmp/test.log "$OUT/test.log"
+  note "meson test: $(grep -E '^(Ok|Fail|Skipped|Timeout):' /tmp/test.log | tr -s ' ' | tr '\n' ' ')"
+  grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|SKIP|TIMEOUT|ERROR)' /tmp/test.log | head -20
 fi
 
 # compute-sanitizer over every parity test binary (any finding -> non-zero exit). Sizes are capped
 # to keep the instrumented runs short; the full sizes ran uninstrumented in `test`.
 sanitize() {
   for t in "$B"/tests/parity/test_* "$B"/tests/grad/test_*; do
-    [ -x "$t" ] || continue
+    [ -f "$t" ] && [ -x "$t" ] || continue
     for tool in "$@"; do
-      name=$(basename "$t")-$tool
+      log=/tmp/sanitizer-$(basename "$t")-$tool.log
       if TLRT_PARITY_MAX_N=${PARITY_SANITIZE_MAX_N:-4097} timeout 240 \
-          compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >"$OUT/sanitizer-$name.log" 2>&1; then
-        note "compute-sanitizer $tool $(basename "$t"): clean ($(grep -o 'ERROR SUMMARY.*' "$OUT/sanitizer-$name.log" | tail -1))"
+          compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >"$log" 2>&1; then
+        note "compute-sanitizer $tool $(basename "$t"): clean ($(grep -o 'ERROR SUMMARY.*' "$log" | tail -1))"
       else
         note "compute-sanitizer $tool $(basename "$t"): FINDINGS or failure (rc=$?)"
-        tail -30 "$OUT/sanitizer-$name.log"
+        tail -30 "$log"
       fi
+      { echo "#### $tool $(basename "$t")"; cat "$log"; } >>"$OUT/sanitizer.log"
     done
   done
 }
@@ -70,6 +72,12 @@ if has math && [ -x "$B/tests/parity/math_exhaustive" ]; then
     note "shared math host == device (stride $stride): MISMATCH or failure"
   fi
   cat "$OUT/math_exhaustive.log"
+fi
+
+# Host cost of small ops from C++ (and the raw CUDA calls they are made of).
+if has hostcost && [ -x "$B/bench/host_cost" ]; then
+  "$B/bench/host_cost" --cuda --calls 2000 | tee "$OUT/host_cost.md"
+  "$B/bench/host_cost" --calls 2000 | tail -n +3 | tee -a "$OUT/host_cost.md"
 fi
 
 # Benchmarks against PyTorch in the same process.
