@@ -96,6 +96,8 @@ int main(int argc, char **argv) {
           cudaFreeAsync(p, s);
         }, csync));
     row("raw: cudaSetDevice(0)", time_us(calls, [&] { cudaSetDevice(0); }, csync));
+    int cur = 0;
+    row("raw: cudaGetDevice", time_us(calls, [&] { cudaGetDevice(&cur); }, csync));
     row("raw: cudaGetLastError", time_us(calls, [&] { (void)cudaGetLastError(); }, csync));
     cudaStreamDestroy(s);
   }

@@ -2,11 +2,13 @@
 // which keep per-device atomic counters; the backends own the actual memory (aligned host blocks,
 // the CUDA stream-ordered pool).
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/size_class_pool.hpp"
 
 namespace tlrt {
 
@@ -53,6 +55,14 @@ void count_handle(int delta) noexcept {
     raise_peak(g_peak_handles, g_live_handles.fetch_add(1, std::memory_order_relaxed) + 1);
   else
     g_live_handles.fetch_sub(1, std::memory_order_relaxed);
+}
+
+uint64_t env_bytes(const char *name, uint64_t fallback) {
+  const char *v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char *end = nullptr;
+  const unsigned long long x = std::strtoull(v, &end, 10);
+  return (end != nullptr && *end == '\0') ? (uint64_t)x : fallback;
 }
 
 }  // namespace tlrt

@@ -3,13 +3,22 @@
 // One non-blocking library stream per device; every payload comes from the device's default
 // stream-ordered memory pool (cudaMallocAsync / cudaFreeAsync on that stream), whose release
 // threshold is raised to "keep everything" so freed blocks are reused without returning to the
-// driver; tlrt_allocator_trim hands them back. A freed block is reused only by work ordered after
-// the free on the same stream, so no event bookkeeping is needed.
+// driver; tlrt_allocator_trim hands them back.
+//
+// In front of it, a host-side size-class cache (core/size_class_pool.hpp) keeps freed blocks and
+// hands them out again without any CUDA call: every kernel, copy and free of this library is
+// ordered on the one library stream of the device, so work queued after a reuse runs after all
+// work queued before the free, exactly the guarantee cudaFreeAsync + cudaMallocAsync give, for
+// 0.6 us less host time per op (measured on an H200: cudaMallocAsync + cudaFreeAsync of a pooled
+// block cost 0.60 us together). Capped by TORCHLEAN_RT_CUDA_CACHE_MAX_BYTES (default 4 GiB, read
+// once; 0 disables it); beyond the cap, and on trim or on an allocation failure, blocks go back
+// with cudaFreeAsync.
 //
 // fill: one thread per 4 floats (16-byte stores), grid-stride; n floats cost 4n bytes of writes.
 #include <mutex>
 
 #include "core/backend/memory.hpp"
+#include "core/size_class_pool.hpp"
 #include "cuda/cuda_common.cuh"
 
 namespace tlrt {
@@ -41,6 +50,7 @@ struct DeviceState {
   cudaStream_t stream = nullptr;
   int sms = 0;
   cudaError_t init_error = cudaSuccess;
+  SizeClassPool *cache = nullptr;  // leaky: freed blocks may arrive during static destruction
 };
 
 DeviceState g_dev[kMaxCudaDevices];
@@ -77,9 +87,14 @@ cudaStream_t stream(int dev) {
       uint64_t keep = UINT64_MAX;
       d.init_error = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
+    d.cache = new SizeClassPool(env_bytes("TORCHLEAN_RT_CUDA_CACHE_MAX_BYTES", uint64_t{4} << 30));
   });
   check(d.init_error, "initialising the CUDA device");
-  check(cudaSetDevice(dev), "cudaSetDevice");
+  // The host program may switch devices behind our back, so ask rather than remember; setting
+  // only when needed saves a cudaSetDevice per call.
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != dev)
+    check(cudaSetDevice(dev), "cudaSetDevice");
   return d.stream;
 }
 
@@ -101,18 +116,38 @@ uint32_t device_count() noexcept {
   return count;
 }
 
+namespace {
+
+// Returns every cached block of `dev` to the stream-ordered pool.
+void flush_cache(int dev, cudaStream_t s) {
+  g_dev[dev].cache->trim([s](void *p) { (void)cudaFreeAsync(p, s); });
+}
+
+}  // namespace
+
 void *alloc(int dev, uint64_t bytes) {
   cudaStream_t s = stream(dev);
+  const uint64_t cls = size_class(bytes);
+  if (cls == 0) fail(TLRT_ERR_OUT_OF_MEMORY, "out of device memory allocating %llu bytes",
+                     (unsigned long long)bytes);
+  if (void *p = g_dev[dev].cache->take(cls)) return p;
   void *p = nullptr;
-  check(cudaMallocAsync(&p, bytes, s), "cudaMallocAsync");
+  cudaError_t e = cudaMallocAsync(&p, cls, s);
+  if (e == cudaErrorMemoryAllocation) {  // give cached blocks back to the pool, try once more
+    (void)cudaGetLastError();
+    flush_cache(dev, s);
+    e = cudaMallocAsync(&p, cls, s);
+  }
+  check(e, "cudaMallocAsync");
   return p;
 }
 
-void dealloc(int dev, void *p, uint64_t) noexcept {
+void dealloc(int dev, void *p, uint64_t bytes) noexcept {
   // Never throws: a failure here (a lost device) has nowhere to be reported; the pool is gone
   // with the context anyway.
   try {
-    (void)cudaFreeAsync(p, stream(dev));
+    cudaStream_t s = stream(dev);
+    if (!g_dev[dev].cache->give(p, size_class(bytes))) (void)cudaFreeAsync(p, s);
   } catch (...) {
   }
 }
@@ -167,6 +202,7 @@ void synchronize(int dev) { check(cudaStreamSynchronize(stream(dev)), "synchroni
 
 void trim(int dev) {
   cudaStream_t s = stream(dev);
+  flush_cache(dev, s);
   check(cudaStreamSynchronize(s), "trim (synchronising)");
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
@@ -182,7 +218,8 @@ void memory_info(int dev, uint64_t *pooled, uint64_t *free_bytes, uint64_t *tota
         "cudaMemPoolGetAttribute");
   check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
         "cudaMemPoolGetAttribute");
-  *pooled = reserved > used ? reserved - used : 0;
+  // Cached blocks count as used by the driver's pool; both are memory kept for reuse.
+  *pooled = g_dev[dev].cache->pooled_bytes() + (reserved > used ? reserved - used : 0);
   size_t f = 0, t = 0;
   check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
   *free_bytes = f;

@@ -28,9 +28,14 @@ int main() {
   TH_CHECK(std::strstr(tlrt_last_error(), "tlrt_device_count") != nullptr);
   TH_OK(tlrt_synchronize(TLRT_DEVICE_CPU));
 
-  // Determinism: the environment sets the initial value (the meson test passes none);
-  // set returns the previous value.
+  // Determinism: TORCHLEAN_RT_DETERMINISTIC sets the initial value; meson runs this test with
+  // several values and TLRT_EXPECT_DETERMINISTIC says what the first read must give (unset: off).
+  const char *expect = std::getenv("TLRT_EXPECT_DETERMINISTIC");
   const bool initial = tlrt_get_deterministic();
+  TH_CHECK_MSG(initial == (expect != nullptr && std::strcmp(expect, "1") == 0),
+               "initial deterministic flag %d with TORCHLEAN_RT_DETERMINISTIC=%s", (int)initial,
+               std::getenv("TORCHLEAN_RT_DETERMINISTIC") ? std::getenv("TORCHLEAN_RT_DETERMINISTIC")
+                                                         : "(unset)");
   TH_CHECK(tlrt_set_deterministic(true) == initial);
   TH_CHECK(tlrt_get_deterministic());
   TH_CHECK(tlrt_set_deterministic(false) == true);
