@@ -154,6 +154,31 @@ inline tlrt_allocator_stats stats(tlrt_device dev = TLRT_DEVICE_CPU) {
   return s;
 }
 
+// Owning handle for tests: frees on scope exit; out() hands a fresh out-parameter slot.
+struct Buf {
+  tlrt_buffer *p = nullptr;
+  Buf() = default;
+  explicit Buf(tlrt_buffer *b) : p(b) {}
+  Buf(Buf &&o) noexcept : p(o.p) { o.p = nullptr; }
+  Buf &operator=(Buf &&o) noexcept {
+    if (this != &o) {
+      tlrt_buffer_free(p);
+      p = o.p;
+      o.p = nullptr;
+    }
+    return *this;
+  }
+  Buf(const Buf &) = delete;
+  Buf &operator=(const Buf &) = delete;
+  ~Buf() { tlrt_buffer_free(p); }
+  tlrt_buffer **out() {
+    tlrt_buffer_free(p);
+    p = nullptr;
+    return &p;
+  }
+  tlrt_buffer *get() const { return p; }
+};
+
 // True when a CUDA device is usable; parity tests exit 77 otherwise.
 inline bool cuda_ready() { return tlrt_runtime_status() == TLRT_RUNTIME_CUDA_READY; }
 

@@ -36,19 +36,7 @@ namespace {
 constexpr double kUlp = 1.0 / 8388608.0;  // 2^-23
 const double kInf = std::numeric_limits<double>::infinity();
 
-struct Buf {
-  tlrt_buffer *p = nullptr;
-  Buf() = default;
-  explicit Buf(tlrt_buffer *b) : p(b) {}
-  Buf(const Buf &) = delete;
-  Buf &operator=(const Buf &) = delete;
-  ~Buf() { tlrt_buffer_free(p); }
-  tlrt_buffer **out() {
-    tlrt_buffer_free(p);
-    p = nullptr;
-    return &p;
-  }
-};
+using th::Buf;
 
 using Fwd = std::function<tlrt_status(const tlrt_buffer *, tlrt_buffer **)>;
 using Bwd = std::function<tlrt_status(const tlrt_buffer *, const tlrt_buffer *, tlrt_buffer **)>;

@@ -36,29 +36,7 @@ const tlrt_device kGpu = TLRT_DEVICE_CPU;
 #endif
 
 // Owning handle (frees on scope exit; CUDA frees are stream-ordered, so this never blocks).
-struct Buf {
-  tlrt_buffer *p = nullptr;
-  Buf() = default;
-  explicit Buf(tlrt_buffer *b) : p(b) {}
-  Buf(Buf &&o) noexcept : p(o.p) { o.p = nullptr; }
-  Buf &operator=(Buf &&o) noexcept {
-    if (this != &o) {
-      tlrt_buffer_free(p);
-      p = o.p;
-      o.p = nullptr;
-    }
-    return *this;
-  }
-  Buf(const Buf &) = delete;
-  Buf &operator=(const Buf &) = delete;
-  ~Buf() { tlrt_buffer_free(p); }
-  tlrt_buffer **out() {
-    tlrt_buffer_free(p);
-    p = nullptr;
-    return &p;
-  }
-  tlrt_buffer *get() const { return p; }
-};
+using th::Buf;
 
 Buf up(const std::vector<float> &v, tlrt_device dev) { return Buf(th::upload(v, dev)); }
 
