@@ -19,5 +19,6 @@
 #include "tlrt_buffer.h"
 #include "tlrt_rng.h"
 #include "tlrt_elementwise.h"
+#include "tlrt_reduce.h"
 
 #endif /* TORCHLEAN_RT_H */

@@ -316,6 +316,8 @@ _POINTERS = {
     "const double *": ctypes.POINTER(ctypes.c_double),
     "double *": ctypes.POINTER(ctypes.c_double),
     "const uint8_t *": ctypes.POINTER(ctypes.c_uint8),
+    "const uint64_t *": ctypes.POINTER(ctypes.c_uint64),
+    "const uint32_t *": ctypes.POINTER(ctypes.c_uint32),
     "uint8_t *": ctypes.POINTER(ctypes.c_uint8),
     "const tlrt_buffer *": ctypes.c_void_p,
     "tlrt_buffer *": ctypes.c_void_p,

@@ -854,6 +854,269 @@ void check_mixed_devices(const Fixture &f) {
   tlrt_buffer_free(c4);
 }
 
+// ---- reductions ---------------------------------------------------------------------------------
+
+using ReduceWholeFn = tlrt_status (*)(const tlrt_buffer *, tlrt_buffer **);
+using ReduceMatrixFn = tlrt_status (*)(const tlrt_buffer *, uint64_t, uint64_t, tlrt_buffer **);
+
+struct ReduceWholeOp {
+  const char *fn;
+  ReduceWholeFn call;
+};
+struct ReduceMatrixOp {
+  const char *fn;
+  ReduceMatrixFn call;
+  int axis;  // the output has cols (axis 0) or rows (axis 1) elements
+};
+
+const ReduceWholeOp kReduceWhole[] = {
+    {"tlrt_reduce_sum", tlrt_reduce_sum},
+    {"tlrt_reduce_mean", tlrt_reduce_mean},
+};
+const ReduceMatrixOp kReduceMatrix[] = {
+    {"tlrt_reduce_sum_axis0", tlrt_reduce_sum_axis0, 0},
+    {"tlrt_reduce_sum_axis1", tlrt_reduce_sum_axis1, 1},
+    {"tlrt_reduce_max_axis0", tlrt_reduce_max_axis0, 0},
+    {"tlrt_reduce_max_axis1", tlrt_reduce_max_axis1, 1},
+};
+
+void check_reduce_whole(const ReduceWholeOp &op, const Fixture &f) {
+  tlrt_buffer *out = kSentinel;
+  BAD(op.call(nullptr, &out), TLRT_ERR_NULL_ARGUMENT, op.fn, "x");
+  CLEARED(out);
+  BAD(op.call(f.a, nullptr), TLRT_ERR_NULL_ARGUMENT, op.fn, "out");
+  out = kSentinel;
+  BAD(op.call(f.released, &out), TLRT_ERR_RELEASED, op.fn, "x");
+  CLEARED(out);
+  // One element out, for the empty input too.
+  for (const tlrt_buffer *x : {f.a, f.short3, f.empty}) {
+    out = nullptr;
+    TH_CHECK_MSG(op.call(x, &out) == TLRT_OK, "%s failed: %s", op.fn, tlrt_last_error());
+    expect_result(op.fn, out, 1);
+  }
+}
+
+void check_reduce_matrix(const ReduceMatrixOp &op, const Fixture &f) {
+  const uint64_t k32 = uint64_t{1} << 32;
+  tlrt_buffer *out = kSentinel;
+  BAD(op.call(nullptr, 2, 2, &out), TLRT_ERR_NULL_ARGUMENT, op.fn, "x");
+  CLEARED(out);
+  BAD(op.call(f.a, 2, 2, nullptr), TLRT_ERR_NULL_ARGUMENT, op.fn, "out");
+  out = kSentinel;
+  BAD(op.call(f.released, 2, 2, &out), TLRT_ERR_RELEASED, op.fn, "x");
+  CLEARED(out);
+  // rows * cols != size (f.a has 4 elements, f.empty 0), products beyond 64 bits included: 2^32 *
+  // 2^32 wraps to 0 in 64-bit arithmetic and must not pass as the size of the empty buffer.
+  struct Shape {
+    const tlrt_buffer *x;
+    uint64_t rows, cols;
+  };
+  for (const Shape &s : {Shape{f.a, 3, 1}, Shape{f.a, 1, 3}, Shape{f.a, 2, 3}, Shape{f.a, 0, 4},
+                         Shape{f.a, 4, 0}, Shape{f.a, 5, 1}, Shape{f.a, k32 + 4, 1},
+                         Shape{f.a, k32, k32}, Shape{f.a, UINT64_MAX, UINT64_MAX},
+                         Shape{f.empty, k32, k32}, Shape{f.empty, 1, 1}, Shape{f.short3, 3, 3}}) {
+    out = kSentinel;
+    BAD(op.call(s.x, s.rows, s.cols, &out), TLRT_ERR_SHAPE, op.fn, "x", "rows", "cols");
+    CLEARED(out);
+  }
+  // An empty matrix whose output dimension exceeds TLRT_MAX_ELEMENTS: overflow, naming it.
+  const uint64_t big_rows = op.axis == 1 ? kTooMany : 0, big_cols = op.axis == 0 ? kTooMany : 0;
+  out = kSentinel;
+  BAD(op.call(f.empty, big_rows, big_cols, &out), TLRT_ERR_OVERFLOW, op.fn,
+      op.axis == 0 ? "cols" : "rows");
+  CLEARED(out);
+  // ... while the other axis of that size gives an empty output.
+  out = nullptr;
+  TH_OK(op.call(f.empty, big_cols, big_rows, &out));
+  expect_result(op.fn, out, 0);
+  // Good shapes, empty axes included.
+  for (const Shape &s : {Shape{f.a, 2, 2}, Shape{f.a, 4, 1}, Shape{f.a, 1, 4}, Shape{f.empty, 0, 3},
+                         Shape{f.empty, 3, 0}, Shape{f.empty, 0, 0}}) {
+    out = nullptr;
+    TH_CHECK_MSG(op.call(s.x, s.rows, s.cols, &out) == TLRT_OK, "%s(%llu, %llu) failed: %s", op.fn,
+                 (unsigned long long)s.rows, (unsigned long long)s.cols, tlrt_last_error());
+    expect_result(op.fn, out, op.axis == 0 ? s.cols : s.rows);
+  }
+}
+
+void check_reduce_sum_axis(const Fixture &f) {
+  const char *fn = "tlrt_reduce_sum_axis";
+  const uint64_t k32 = uint64_t{1} << 32;
+  const uint64_t d22[2] = {2, 2};
+  const uint64_t d9[9] = {1, 1, 1, 1, 4, 1, 1, 1, 1};
+  tlrt_buffer *out = kSentinel;
+  BAD(tlrt_reduce_sum_axis(nullptr, d22, 2, 0, &out), TLRT_ERR_NULL_ARGUMENT, fn, "x");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_sum_axis(f.a, nullptr, 2, 0, &out), TLRT_ERR_NULL_ARGUMENT, fn, "dims");
+  CLEARED(out);
+  BAD(tlrt_reduce_sum_axis(f.a, d22, 2, 0, nullptr), TLRT_ERR_NULL_ARGUMENT, fn, "out");
+  out = kSentinel;
+  BAD(tlrt_reduce_sum_axis(f.released, d22, 2, 0, &out), TLRT_ERR_RELEASED, fn, "x");
+  CLEARED(out);
+  // rank outside 1..8.
+  for (uint32_t rank : {0u, 9u, 100u, UINT32_MAX}) {
+    out = kSentinel;
+    BAD(tlrt_reduce_sum_axis(f.a, d9, rank, 0, &out), TLRT_ERR_INVALID_ARGUMENT, fn, "rank");
+    CLEARED(out);
+  }
+  // axis >= rank.
+  for (uint32_t axis : {2u, 3u, 8u, UINT32_MAX}) {
+    out = kSentinel;
+    BAD(tlrt_reduce_sum_axis(f.a, d22, 2, axis, &out), TLRT_ERR_INDEX, fn, "axis");
+    CLEARED(out);
+  }
+  // product of dims != size (beyond 64 bits included).
+  struct Dims {
+    const tlrt_buffer *x;
+    std::vector<uint64_t> d;
+  };
+  const std::vector<Dims> bad_dims = {
+      {f.a, {2, 3}},       {f.a, {3}},           {f.a, {4, 2}},          {f.a, {0, 4}},
+      {f.a, {k32, k32}},   {f.a, {k32 + 4}},     {f.empty, {k32, k32}},  {f.empty, {1}},
+      {f.a, {2, 2, 1, 1, 1, 1, 1, 2}}, {f.short3, {1, 4}}};
+  for (const Dims &s : bad_dims) {
+    out = kSentinel;
+    BAD(tlrt_reduce_sum_axis(s.x, s.d.data(), (uint32_t)s.d.size(), 0, &out), TLRT_ERR_SHAPE, fn,
+        "x", "dims");
+    CLEARED(out);
+  }
+  // An empty input whose output would be too large: 2^64 outputs, and TLRT_MAX_ELEMENTS + 1.
+  const uint64_t huge[3] = {k32, k32, 0};
+  out = kSentinel;
+  BAD(tlrt_reduce_sum_axis(f.empty, huge, 3, 2, &out), TLRT_ERR_OVERFLOW, fn, "dims");
+  CLEARED(out);
+  const uint64_t too_many[2] = {0, kTooMany};
+  out = kSentinel;
+  BAD(tlrt_reduce_sum_axis(f.empty, too_many, 2, 0, &out), TLRT_ERR_OVERFLOW, fn, "dims");
+  CLEARED(out);
+  // Good calls: output sizes.
+  struct Good {
+    const tlrt_buffer *x;
+    std::vector<uint64_t> d;
+    uint32_t axis;
+    uint64_t n;
+  };
+  const std::vector<Good> good = {{f.a, {4}, 0, 1},           {f.a, {2, 2}, 1, 2},
+                                  {f.a, {1, 4, 1}, 1, 1},     {f.a, {1, 4, 1}, 2, 4},
+                                  {f.empty, {0}, 0, 1},       {f.empty, {0, 3}, 0, 3},
+                                  {f.empty, {0, 3}, 1, 0},    {f.empty, {k32, k32, 0}, 0, 0},
+                                  {f.a, {1, 1, 1, 1, 4, 1, 1, 1}, 7, 4}};
+  for (const Good &g : good) {
+    out = nullptr;
+    TH_CHECK_MSG(tlrt_reduce_sum_axis(g.x, g.d.data(), (uint32_t)g.d.size(), g.axis, &out) ==
+                     TLRT_OK,
+                 "%s failed: %s", fn, tlrt_last_error());
+    expect_result(fn, out, g.n);
+  }
+}
+
+void check_reduce_from_broadcast(const Fixture &f) {
+  const char *fn = "tlrt_reduce_from_broadcast";
+  // f.a (4 elements) as the gradient of broadcasting in (2, 1) to out (2, 2): out axis 0 reads
+  // input axis 0, out axis 1 is inserted; the input's size-1 axis 1 is unmapped.
+  const uint64_t in21[2] = {2, 1}, out22[2] = {2, 2};
+  const uint32_t map10[2] = {1, 0};
+  tlrt_buffer *out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(nullptr, in21, 2, out22, 2, map10, &out), TLRT_ERR_NULL_ARGUMENT,
+      fn, "dout");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, nullptr, 2, out22, 2, map10, &out), TLRT_ERR_NULL_ARGUMENT,
+      fn, "in_dims");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, in21, 2, nullptr, 2, map10, &out), TLRT_ERR_NULL_ARGUMENT,
+      fn, "out_dims");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, in21, 2, out22, 2, nullptr, &out), TLRT_ERR_NULL_ARGUMENT,
+      fn, "axis_map");
+  CLEARED(out);
+  BAD(tlrt_reduce_from_broadcast(f.a, in21, 2, out22, 2, map10, nullptr), TLRT_ERR_NULL_ARGUMENT,
+      fn, "out");
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.released, in21, 2, out22, 2, map10, &out), TLRT_ERR_RELEASED,
+      fn, "dout");
+  CLEARED(out);
+  // Ranks beyond 8.
+  const uint64_t ones9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 4};
+  const uint32_t map9[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, ones9, 9, out22, 2, map10, &out), TLRT_ERR_INVALID_ARGUMENT,
+      fn, "in_rank");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, in21, 2, ones9, 9, map9, &out), TLRT_ERR_INVALID_ARGUMENT, fn,
+      "out_rank");
+  CLEARED(out);
+  // An axis_map entry beyond in_rank: not an axis.
+  for (uint32_t a : {3u, 9u, UINT32_MAX}) {
+    const uint32_t map[2] = {1, a};
+    out = kSentinel;
+    BAD(tlrt_reduce_from_broadcast(f.a, in21, 2, out22, 2, map, &out), TLRT_ERR_INDEX, fn,
+        "axis_map");
+    CLEARED(out);
+  }
+  // An input axis mapped twice.
+  const uint32_t map11[2] = {1, 1};
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, in21, 2, out22, 2, map11, &out), TLRT_ERR_INVALID_ARGUMENT,
+      fn, "axis_map");
+  CLEARED(out);
+  // A mapped input axis neither 1 nor the output's size; an unmapped input axis of size != 1.
+  const uint64_t in3[1] = {3}, out4[1] = {4}, in2[1] = {2};
+  const uint32_t map1[1] = {1}, map00[2] = {0, 0};
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, in3, 1, out4, 1, map1, &out), TLRT_ERR_SHAPE, fn, "in_dims",
+      "out_dims");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, in2, 1, out22, 2, map00, &out), TLRT_ERR_SHAPE, fn,
+      "in_dims");
+  CLEARED(out);
+  // prod(out_dims) != size of dout (beyond 64 bits included; rank 0 = one element).
+  const uint64_t out3[1] = {3}, k32x2[2] = {uint64_t{1} << 32, uint64_t{1} << 32};
+  const uint32_t map0[1] = {0};
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, nullptr, 0, out3, 1, map0, &out), TLRT_ERR_SHAPE, fn, "dout",
+      "out_dims");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.empty, nullptr, 0, k32x2, 2, map00, &out), TLRT_ERR_SHAPE, fn,
+      "dout", "out_dims");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.a, nullptr, 0, nullptr, 0, nullptr, &out), TLRT_ERR_SHAPE, fn,
+      "dout", "out_dims");
+  CLEARED(out);
+  // A result beyond TLRT_MAX_ELEMENTS (an empty dout, so the shapes are consistent).
+  const uint64_t in_big[2] = {1, kTooMany}, out_big[2] = {0, kTooMany};
+  const uint32_t map12[2] = {1, 2};
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.empty, in_big, 2, out_big, 2, map12, &out), TLRT_ERR_OVERFLOW,
+      fn, "in_dims");
+  CLEARED(out);
+  const uint64_t k40 = uint64_t{1} << 40;
+  const uint64_t in_huge[3] = {1, k40, k40}, out_huge[3] = {0, k40, k40};
+  const uint32_t map123[3] = {1, 2, 3};
+  out = kSentinel;
+  BAD(tlrt_reduce_from_broadcast(f.empty, in_huge, 3, out_huge, 3, map123, &out),
+      TLRT_ERR_OVERFLOW, fn, "in_dims");
+  CLEARED(out);
+  // Good calls: (2, 1) <- (2, 2); scalar <- (4) with NULL input arrays at rank 0; an empty dout.
+  out = nullptr;
+  TH_OK(tlrt_reduce_from_broadcast(f.a, in21, 2, out22, 2, map10, &out));
+  expect_result(fn, out, 2);
+  out = nullptr;
+  TH_OK(tlrt_reduce_from_broadcast(f.a, nullptr, 0, out4, 1, map0, &out));
+  expect_result(fn, out, 1);
+  const uint64_t in1[1] = {1}, out0[1] = {0};
+  out = nullptr;
+  TH_OK(tlrt_reduce_from_broadcast(f.empty, in1, 1, out0, 1, map1, &out));
+  expect_result(fn, out, 1);
+}
+
 }  // namespace
 
 int main() {
@@ -872,6 +1135,10 @@ int main() {
     check_minmax_bwd("tlrt_min_bwd", tlrt_min_bwd, f);
     check_scalar_domains(f);
     check_mixed_devices(f);
+    for (const ReduceWholeOp &op : kReduceWhole) check_reduce_whole(op, f);
+    for (const ReduceMatrixOp &op : kReduceMatrix) check_reduce_matrix(op, f);
+    check_reduce_sum_axis(f);
+    check_reduce_from_broadcast(f);
     free_fixture(f);
   }
   // Nothing leaks: every failing call freed what it allocated, and the test freed the rest.

@@ -1,0 +1,328 @@
+// Reduction entry points: validate, allocate the output, handle the empty cases, dispatch.
+// Every sum is the tree of core/numerics/reduce_tree.hpp (abi/tlrt_reduce.h states it); the
+// determinism switch is not consulted because the one tree is both deterministic and the fast
+// path. tlrt_reduce_from_broadcast is planned here: its common patterns map onto the (outer, m,
+// inner) reduction of the axis sums, the rest onto the backends' general strided gather.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "abi/tlrt_reduce.h"
+#include "core/backend/memory.hpp"
+#include "core/backend/reduce.hpp"
+#include "core/buffer.hpp"
+#include "core/error.hpp"
+
+using namespace tlrt;
+
+namespace {
+
+using ull = unsigned long long;
+
+// Exact product of d[0..n): false when it does not fit in 64 bits (a zero anywhere gives 0).
+bool exact_product(const uint64_t *d, uint32_t n, uint64_t *p) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (d[i] == 0) {
+      *p = 0;
+      return true;
+    }
+  uint64_t r = 1;
+  *p = 0;
+  for (uint32_t i = 0; i < n; ++i)
+    if (__builtin_mul_overflow(r, d[i], &r)) return false;
+  *p = r;
+  return true;
+}
+
+// A product for messages: its value, or "beyond 64 bits".
+std::string count_str(uint64_t n, bool fits) {
+  return fits ? std::to_string(n) : std::string("beyond 64 bits");
+}
+
+// n outputs (fits: n is exact; otherwise the count exceeds 64 bits) must be allocatable.
+void check_output_count(uint64_t n, bool fits, const char *arg) {
+  if (!fits)
+    fail(TLRT_ERR_OVERFLOW,
+         "the output would have more than 2^64 elements (from argument %s), more than "
+         "TLRT_MAX_ELEMENTS (2^60)", arg);
+  if (n > TLRT_MAX_ELEMENTS)
+    fail(TLRT_ERR_OVERFLOW,
+         "the output would have %llu elements (from argument %s), more than TLRT_MAX_ELEMENTS "
+         "(2^60)", (ull)n, arg);
+}
+
+// out = the reduction of the (outer, m, inner) view of X, outer * inner outputs.
+void run(const tlrt_buffer &X, red::Op op, uint64_t outer, uint64_t m, uint64_t inner, float div,
+         tlrt_buffer &Y) {
+  const uint64_t nout = Y.size;
+  if (nout == 0) return;
+  if (m == 0) {
+    const float empty = op == red::Op::Sum ? 0.0f : -std::numeric_limits<float>::infinity();
+    TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, Y.data, empty, nout);
+    return;
+  }
+  TLRT_DISPATCH(X.dev, reduce_axis, X.dev.ordinal, op, X.data, outer, m, inner, div, Y.data);
+}
+
+tlrt_status whole(const char *fn, bool mean, const tlrt_buffer *x, tlrt_buffer **out) {
+  if (out) *out = nullptr;
+  return guarded(fn, [&] {
+    clear_out(out, "out");
+    const tlrt_buffer &X = input(x, "x");
+    Owned y = new_buffer(X.dev, 1);
+    if (mean && X.size == 0) {
+      TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, y->data,
+                    std::numeric_limits<float>::quiet_NaN(), 1);
+    } else {
+      // The mean divides by n rounded once to float32 (round to nearest even).
+      run(X, red::Op::Sum, 1, X.size, 1, mean ? (float)X.size : 1.0f, *y.get());
+    }
+    *out = y.release();
+  });
+}
+
+// axis 0: out[j] over rows (cols outputs); axis 1: out[i] over cols (rows outputs).
+tlrt_status matrix(const char *fn, red::Op op, int axis, const tlrt_buffer *x, uint64_t rows,
+                   uint64_t cols, tlrt_buffer **out) {
+  if (out) *out = nullptr;
+  return guarded(fn, [&] {
+    clear_out(out, "out");
+    const tlrt_buffer &X = input(x, "x");
+    uint64_t n = 0;
+    const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
+    if (!fits || n != X.size)
+      fail(TLRT_ERR_SHAPE,
+           "argument x has %llu elements, but argument rows * argument cols = %llu * %llu = %s",
+           (ull)X.size, (ull)rows, (ull)cols, count_str(n, fits).c_str());
+    const uint64_t nout = axis == 0 ? cols : rows;
+    check_output_count(nout, true, axis == 0 ? "cols" : "rows");
+    Owned y = new_buffer(X.dev, nout);
+    if (axis == 0)
+      run(X, op, 1, rows, cols, 1.0f, *y.get());
+    else
+      run(X, op, rows, cols, 1, 1.0f, *y.get());
+    *out = y.release();
+  });
+}
+
+// ---- reduce_from_broadcast planning ------------------------------------------------------------
+
+struct Validated {
+  uint64_t nres;                    // prod(in_dims)
+  int mapped[red::kMaxRank];        // output axis reading input axis k, or -1
+};
+
+Validated validate_broadcast(const tlrt_buffer &D, const uint64_t *in_dims, uint32_t in_rank,
+                             const uint64_t *out_dims, uint32_t out_rank,
+                             const uint32_t *axis_map) {
+  if (in_rank > red::kMaxRank)
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument in_rank = %u exceeds the maximum rank 8", in_rank);
+  if (out_rank > red::kMaxRank)
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument out_rank = %u exceeds the maximum rank 8", out_rank);
+  if (in_rank != 0 && in_dims == nullptr)
+    fail(TLRT_ERR_NULL_ARGUMENT, "argument in_dims is NULL (in_rank = %u)", in_rank);
+  if (out_rank != 0 && out_dims == nullptr)
+    fail(TLRT_ERR_NULL_ARGUMENT, "argument out_dims is NULL (out_rank = %u)", out_rank);
+  if (out_rank != 0 && axis_map == nullptr)
+    fail(TLRT_ERR_NULL_ARGUMENT, "argument axis_map is NULL (out_rank = %u)", out_rank);
+  uint64_t nout = 0;
+  const bool out_fits = exact_product(out_dims, out_rank, &nout);
+  if (!out_fits || nout != D.size)
+    fail(TLRT_ERR_SHAPE, "argument dout has %llu elements, but the product of argument out_dims is %s",
+         (ull)D.size, count_str(nout, out_fits).c_str());
+  Validated v;
+  for (int &m : v.mapped) m = -1;
+  for (uint32_t j = 0; j < out_rank; ++j) {
+    const uint32_t a = axis_map[j];
+    if (a == 0) continue;
+    if (a > in_rank)
+      fail(TLRT_ERR_INDEX,
+           "argument axis_map[%u] = %u names input axis %u, but argument in_rank is %u", j, a,
+           a - 1, in_rank);
+    const uint32_t k = a - 1;
+    if (v.mapped[k] >= 0)
+      fail(TLRT_ERR_INVALID_ARGUMENT,
+           "argument axis_map maps input axis %u twice (axis_map[%d] and axis_map[%u] are both %u)",
+           k, v.mapped[k], j, a);
+    v.mapped[k] = (int)j;
+    if (in_dims[k] != 1 && in_dims[k] != out_dims[j])
+      fail(TLRT_ERR_SHAPE,
+           "argument in_dims[%u] = %llu must be 1 or equal argument out_dims[%u] = %llu "
+           "(axis_map[%u] = %u)",
+           k, (ull)in_dims[k], j, (ull)out_dims[j], j, a);
+  }
+  for (uint32_t k = 0; k < in_rank; ++k)
+    if (v.mapped[k] < 0 && in_dims[k] != 1)
+      fail(TLRT_ERR_SHAPE,
+           "argument in_dims[%u] = %llu: input axis %u is not mapped by argument axis_map, so its "
+           "size must be 1",
+           k, (ull)in_dims[k], k);
+  const bool fits = exact_product(in_dims, in_rank, &v.nres);
+  check_output_count(v.nres, fits, "in_dims");
+  return v;
+}
+
+// dout is non-empty and the result has nres >= 1 elements.
+void plan_broadcast(const tlrt_buffer &D, const uint64_t *in_dims, uint32_t in_rank,
+                    const uint64_t *out_dims, uint32_t out_rank, const uint32_t *axis_map,
+                    const Validated &v, tlrt_buffer &Y) {
+  uint64_t stride[red::kMaxRank];
+  uint64_t s = 1;
+  for (uint32_t j = out_rank; j-- > 0;) {
+    stride[j] = s;
+    s *= out_dims[j];  // every dim >= 1 here and the product is D.size: no overflow
+  }
+  red::Strided p{};
+  // Kept axes in input order (the result's layout); each has an output axis of the same size.
+  bool in_order = true;
+  int last_j = -1;
+  for (uint32_t k = 0; k < in_rank; ++k) {
+    if (in_dims[k] == 1) continue;
+    const int j = v.mapped[k];
+    p.kdim[p.kr] = in_dims[k];
+    p.kstride[p.kr] = stride[j];
+    ++p.kr;
+    if (j < last_j) in_order = false;
+    last_j = j;
+  }
+  // Reduced axes in output order (so a sequence runs in increasing flat index of dout), and the
+  // pattern of runs of kept (K) and reduced (R) output axes, size-1 axes ignored.
+  char runs[2 * red::kMaxRank + 1];
+  int nruns = 0;
+  uint64_t run_size[2 * red::kMaxRank + 1];
+  for (uint32_t j = 0; j < out_rank; ++j) {
+    if (out_dims[j] == 1) continue;
+    const uint32_t a = axis_map[j];
+    const bool kept = a != 0 && in_dims[a - 1] == out_dims[j];
+    if (!kept) {
+      p.rdim[p.rr] = out_dims[j];
+      p.rstride[p.rr] = stride[j];
+      ++p.rr;
+    }
+    const char c = kept ? 'K' : 'R';
+    if (nruns > 0 && runs[nruns - 1] == c) {
+      run_size[nruns - 1] *= out_dims[j];
+    } else {
+      runs[nruns] = c;
+      run_size[nruns] = out_dims[j];
+      ++nruns;
+    }
+  }
+  p.nq = v.nres;
+  p.m = D.size / v.nres;
+  const Dev dev = D.dev;
+  runs[nruns] = '\0';
+  if (in_order) {
+    auto is = [&](const char *want) { return std::strcmp(runs, want) == 0; };
+    if (is("") || is("K")) {  // every sequence has one element: the tree returns it unchanged
+      TLRT_DISPATCH(dev, copy, dev.ordinal, Y.data, D.data, D.size * 4);
+      return;
+    }
+    if (is("R")) {
+      run(D, red::Op::Sum, 1, p.m, 1, 1.0f, Y);
+      return;
+    }
+    if (is("KR")) {
+      run(D, red::Op::Sum, run_size[0], p.m, 1, 1.0f, Y);
+      return;
+    }
+    if (is("RK")) {
+      run(D, red::Op::Sum, 1, p.m, run_size[1], 1.0f, Y);
+      return;
+    }
+    if (is("KRK")) {
+      run(D, red::Op::Sum, run_size[0], p.m, run_size[2], 1.0f, Y);
+      return;
+    }
+  }
+  TLRT_DISPATCH(dev, reduce_strided, dev.ordinal, D.data, p, Y.data);
+}
+
+}  // namespace
+
+extern "C" {
+
+TLRT_API tlrt_status tlrt_reduce_sum(const tlrt_buffer *x, tlrt_buffer **out) {
+  return whole(__func__, false, x, out);
+}
+
+TLRT_API tlrt_status tlrt_reduce_mean(const tlrt_buffer *x, tlrt_buffer **out) {
+  return whole(__func__, true, x, out);
+}
+
+TLRT_API tlrt_status tlrt_reduce_sum_axis0(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                           tlrt_buffer **out) {
+  return matrix(__func__, red::Op::Sum, 0, x, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_reduce_sum_axis1(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                           tlrt_buffer **out) {
+  return matrix(__func__, red::Op::Sum, 1, x, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_reduce_max_axis0(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                           tlrt_buffer **out) {
+  return matrix(__func__, red::Op::Max, 0, x, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_reduce_max_axis1(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                           tlrt_buffer **out) {
+  return matrix(__func__, red::Op::Max, 1, x, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_reduce_sum_axis(const tlrt_buffer *x, const uint64_t *dims,
+                                          uint32_t rank, uint32_t axis, tlrt_buffer **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(out, "out");
+    const tlrt_buffer &X = input(x, "x");
+    if (rank == 0 || rank > red::kMaxRank)
+      fail(TLRT_ERR_INVALID_ARGUMENT, "argument rank = %u must be between 1 and 8", rank);
+    if (dims == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument dims is NULL");
+    if (axis >= rank)
+      fail(TLRT_ERR_INDEX, "argument axis = %u is not an axis of a buffer of argument rank = %u",
+           axis, rank);
+    uint64_t n = 0;
+    const bool fits = exact_product(dims, rank, &n);
+    if (!fits || n != X.size)
+      fail(TLRT_ERR_SHAPE, "argument x has %llu elements, but the product of argument dims is %s",
+           (ull)X.size, count_str(n, fits).c_str());
+    uint64_t rest[red::kMaxRank];
+    uint32_t r = 0;
+    for (uint32_t i = 0; i < rank; ++i)
+      if (i != axis) rest[r++] = dims[i];
+    uint64_t nout = 0;
+    check_output_count(nout, exact_product(rest, r, &nout), "dims");
+    Owned y = new_buffer(X.dev, nout);
+    if (nout != 0) {  // then every factor fits: outer * inner == nout
+      uint64_t outer = 1, inner = 1;
+      for (uint32_t i = 0; i < axis; ++i) outer *= dims[i];
+      for (uint32_t i = axis + 1; i < rank; ++i) inner *= dims[i];
+      run(X, red::Op::Sum, outer, dims[axis], inner, 1.0f, *y.get());
+    }
+    *out = y.release();
+  });
+}
+
+TLRT_API tlrt_status tlrt_reduce_from_broadcast(const tlrt_buffer *dout, const uint64_t *in_dims,
+                                                uint32_t in_rank, const uint64_t *out_dims,
+                                                uint32_t out_rank, const uint32_t *axis_map,
+                                                tlrt_buffer **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(out, "out");
+    const tlrt_buffer &D = input(dout, "dout");
+    const Validated v = validate_broadcast(D, in_dims, in_rank, out_dims, out_rank, axis_map);
+    Owned y = new_buffer(D.dev, v.nres);
+    if (v.nres != 0) {
+      if (D.size == 0)
+        TLRT_DISPATCH(D.dev, fill, D.dev.ordinal, y->data, 0.0f, v.nres);
+      else
+        plan_broadcast(D, in_dims, in_rank, out_dims, out_rank, axis_map, v, *y.get());
+    }
+    *out = y.release();
+  });
+}
+
+}  // extern "C"

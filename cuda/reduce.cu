@@ -1,0 +1,328 @@
+// CUDA backend, reductions: the tree of core/numerics/reduce_tree.hpp, bit for bit the CPU's.
+//
+// Every reduction is a view (outer, m, inner) of the input, reduced along m for each of the
+// outer * inner outputs (whole sum: (1, n, 1); row sums: (rows, cols, 1); column sums:
+// (1, rows, cols); N-D axis sums: (prod of the leading dims, dims[axis], prod of the trailing
+// dims)), in passes: a pass turns every sequence of m elements into ceil(m / 4096) chunk values
+// (the tree's steps 2-3), written to scratch from the stream-ordered pool, and the next pass
+// reduces those, until one value per output remains (a sequence of <= 32 elements ends it with
+// small_kernel). No atomics, no host synchronisation, no copies: each pass is one launch on the
+// library stream, scratch is returned to the pool in stream order right after the launch that
+// reads it. A sequence of m elements takes one pass per level of the tree (1 for m <= 4096, 2 for
+// m <= 2^24, ...) plus a small_kernel pass when the last level leaves 2..32 partials; each pass
+// after the first reads 1/4096 of the bytes of the one before.
+//
+// warp_kernel (sequences with contiguous elements, inner == 1, m > 32): one warp per
+// (sequence, chunk); lane w of the warp holds the tree's lanes t = 32 g + w (g = 0..7) in 8
+// registers, reads chunk element t + 256 r for r = 0..15 (each warp load is 128 contiguous
+// bytes; 8 per r, unrolled by 2: 16 loads in flight per thread), folds them in r order, applies
+// the halving steps h = 128, 64, 32 in registers and h = 16..1 with __shfl_down_sync. 8 warps
+// (256 threads) per block, blocks grid-stride over the tasks beyond 2^31 - 1. The same kernel,
+// with an index decoder instead of a contiguous source, serves the general gather of
+// tlrt_reduce_from_broadcast. Bytes: 4 n read + 4 n / 4096 written per pass (a 2^26-element sum:
+// 256 MiB). Measured: (pending GPU run).
+//
+// cols_kernel (strided sequences, inner > 1, m > 32: column sums, inner N-D axes): one block of
+// 256 threads per (outer index, chunk of 4096 rows, tile of 32 columns); warp v (0..7) lane x
+// owns column tile * 32 + x and the tree's lanes t = v + 8 g (g = 0..31) of that column in 32
+// registers, so every warp load reads 32 consecutive floats of one row (coalesced, 128 bytes),
+// 32 independent loads in flight per thread; halving h = 128..8 in registers, h = 4, 2, 1 through
+// 1 KiB of shared memory. Bytes: 4 * outer * m * inner read + 4 * outer * inner * ceil(m / 4096)
+// written. Column tiles narrower than 32 (inner % 32) idle the other lanes: inner in 2..31 reads
+// at a fraction of the bandwidth. Measured: (pending GPU run).
+//
+// small_kernel (m <= 32, any inner; also the last pass over <= 32 partials): one thread per
+// output, the tree as red::small (W = next power of two >= m values in registers); threads run
+// across the inner index, so for inner > 1 each of the m loads is coalesced across the warp, for
+// inner == 1 a warp reads 32 * m contiguous floats. Bytes: 4 * outer * m * inner read +
+// 4 * outer * inner written. Measured: (pending GPU run).
+//
+// Built with -fmad=false; additions are single IEEE operations and max is ew::max_f, as on the
+// CPU, so the backends agree bit for bit (the parity suite checks every entry point).
+#include <utility>
+
+#include "core/backend/memory.hpp"
+#include "core/backend/reduce.hpp"
+#include "cuda/cuda_common.cuh"
+
+namespace tlrt {
+namespace cuda {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kWarps = kThreads / 32;
+constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
+
+// Partial sums between passes: a block of the stream-ordered pool, returned to it in stream order
+// when this object dies (after the kernel reading it has been queued).
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(int dev, uint64_t n)
+      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
+  Scratch(Scratch &&o) noexcept : dev_(o.dev_), bytes_(o.bytes_), p_(o.p_) { o.p_ = nullptr; }
+  Scratch &operator=(Scratch &&o) noexcept {
+    if (this != &o) {
+      reset();
+      dev_ = o.dev_;
+      bytes_ = o.bytes_;
+      p_ = o.p_;
+      o.p_ = nullptr;
+    }
+    return *this;
+  }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  ~Scratch() { reset(); }
+  float *get() const { return p_; }
+
+ private:
+  void reset() {
+    if (p_ != nullptr) dealloc(dev_, p_, bytes_);
+    p_ = nullptr;
+  }
+  int dev_ = 0;
+  uint64_t bytes_ = 0;
+  float *p_ = nullptr;
+};
+
+// Sources of warp_kernel: sequence s, element e.
+struct Contig {
+  const float *x;
+  uint64_t m;
+  __device__ __forceinline__ uint64_t base(uint64_t s) const { return s * m; }
+  __device__ __forceinline__ float at(uint64_t b, uint64_t e) const { return x[b + e]; }
+};
+
+struct Gather {
+  const float *x;
+  red::Strided p;
+  __device__ __forceinline__ uint64_t base(uint64_t s) const {
+    return red::strided_offset(s, p.kr, p.kdim, p.kstride);
+  }
+  __device__ __forceinline__ float at(uint64_t b, uint64_t e) const {
+    return x[b + red::strided_offset(e, p.rr, p.rdim, p.rstride)];
+  }
+};
+
+template <red::Op OP, class Src>
+__global__ void __launch_bounds__(kThreads)
+    warp_kernel(Src src, uint64_t nseq, uint64_t m, uint64_t nc, float div, float *__restrict y) {
+  using O = red::Ops<OP>;
+  const unsigned w = threadIdx.x & 31u;
+  const uint64_t tasks = nseq * nc;
+  for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < tasks;
+       task += (uint64_t)gridDim.x * kWarps) {
+    const uint64_t s = task / nc;
+    const uint64_t e0 = (task - s * nc) * red::kChunk;
+    const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
+    const uint64_t b = src.base(s);
+    float a[8];
+#pragma unroll
+    for (int g = 0; g < 8; ++g) a[g] = O::identity();
+    if (len == red::kChunk) {
+#pragma unroll 2
+      for (unsigned r = 0; r < red::kDepth; ++r) {
+#pragma unroll
+        for (unsigned g = 0; g < 8; ++g)
+          a[g] = O::op(a[g], src.at(b, e0 + r * red::kLanes + g * 32 + w));
+      }
+    } else {
+      const unsigned rows = (unsigned)((len + red::kLanes - 1) / red::kLanes);
+      for (unsigned r = 0; r < rows; ++r) {
+#pragma unroll
+        for (unsigned g = 0; g < 8; ++g) {
+          const uint64_t e = r * red::kLanes + g * 32 + w;
+          if (e < len) a[g] = O::op(a[g], src.at(b, e0 + e));
+        }
+      }
+    }
+    // Halving: lane t = 32 g + w. h = 128, 64, 32 pair registers of one thread.
+#pragma unroll
+    for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
+    a[0] = O::op(a[0], a[2]);
+    a[1] = O::op(a[1], a[3]);
+    a[0] = O::op(a[0], a[1]);
+    // h = 16 .. 1 across the warp: lane w < h takes lane w + h.
+    float v = a[0];
+#pragma unroll
+    for (unsigned h = 16; h >= 1; h >>= 1) v = O::op(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
+    if (w == 0) y[task] = red::finish(v, nc == 1 ? div : 1.0f);
+  }
+}
+
+// Sums: at most 64 registers (4 blocks of 256 threads per SM), so the 512 blocks of (65536, 1024)
+// column sums are one wave on a 132-SM GPU instead of 1.3. Max (selects need more registers) would
+// spill at 64: 3 blocks per SM.
+template <red::Op OP>
+__global__ void __launch_bounds__(kThreads, OP == red::Op::Sum ? 4 : 3)
+    cols_kernel(const float *__restrict x, uint64_t outer, uint64_t m, uint64_t inner, uint64_t nc,
+                float div, float *__restrict y) {
+  using O = red::Ops<OP>;
+  __shared__ float sh[kWarps][32];
+  const unsigned lx = threadIdx.x & 31u;  // column within the tile
+  const unsigned v = threadIdx.x >> 5;    // owns the tree's lanes v + 8 g
+  const uint64_t tiles = (inner + 31) / 32;
+  const uint64_t tasks = outer * nc * tiles;
+  for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+    // Consecutive blocks take neighbouring column tiles of the same rows.
+    const uint64_t tile = task % tiles;
+    const uint64_t rest = task / tiles;
+    const uint64_t k = rest % nc;
+    const uint64_t o = rest / nc;
+    const uint64_t c = tile * 32 + lx;
+    const bool valid = c < inner;
+    const uint64_t e0 = k * red::kChunk;
+    const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
+    float a[32];
+#pragma unroll
+    for (int g = 0; g < 32; ++g) a[g] = O::identity();
+    if (valid) {
+      const float *col = x + (o * m + e0 + v) * inner + c;  // element e = v + 8 g + 256 r
+      const uint64_t step8 = 8 * inner;
+      if (len == red::kChunk) {
+#pragma unroll 1
+        for (unsigned r = 0; r < red::kDepth; ++r) {
+          const float *p = col + (uint64_t)r * red::kLanes * inner;
+#pragma unroll
+          for (unsigned g = 0; g < 32; ++g) a[g] = O::op(a[g], p[g * step8]);
+        }
+      } else {
+        const unsigned rows = (unsigned)((len + red::kLanes - 1) / red::kLanes);
+#pragma unroll 1
+        for (unsigned r = 0; r < rows; ++r) {
+          const float *p = col + (uint64_t)r * red::kLanes * inner;
+#pragma unroll
+          for (unsigned g = 0; g < 32; ++g)
+            if (r * red::kLanes + v + 8 * g < len) a[g] = O::op(a[g], p[g * step8]);
+        }
+      }
+    }
+    // Halving: lane t = v + 8 g; h = 128, 64, 32, 16, 8 pair registers of one thread.
+#pragma unroll
+    for (int g = 0; g < 16; ++g) a[g] = O::op(a[g], a[g + 16]);
+#pragma unroll
+    for (int g = 0; g < 8; ++g) a[g] = O::op(a[g], a[g + 8]);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
+    a[0] = O::op(a[0], a[2]);
+    a[1] = O::op(a[1], a[3]);
+    a[0] = O::op(a[0], a[1]);
+    sh[v][lx] = a[0];
+    __syncthreads();
+    if (v == 0 && valid) {  // h = 4, 2, 1 over the lanes t = 0..7 of this column
+      float s[kWarps];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) s[t] = sh[t][lx];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) s[t] = O::op(s[t], s[t + 4]);
+      s[0] = O::op(s[0], s[2]);
+      s[1] = O::op(s[1], s[3]);
+      s[0] = O::op(s[0], s[1]);
+      y[(o * nc + k) * inner + c] = red::finish(s[0], nc == 1 ? div : 1.0f);
+    }
+    __syncthreads();
+  }
+}
+
+template <red::Op OP, unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    small_kernel(const float *__restrict x, uint64_t outer, unsigned m, uint64_t inner, float div,
+                 float *__restrict y) {
+  const uint64_t n = outer * inner;
+  for (uint64_t q = (uint64_t)blockIdx.x * kThreads + threadIdx.x; q < n;
+       q += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t o = q / inner;
+    const float *p = x + o * m * inner + (q - o * inner);
+    const float r = red::small<OP, W>([=](unsigned j) { return p[(uint64_t)j * inner]; }, m);
+    y[q] = red::finish(r, div);
+  }
+}
+
+unsigned blocks(uint64_t items, uint64_t per_block) {
+  const uint64_t b = (items + per_block - 1) / per_block;
+  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
+}
+
+template <red::Op OP>
+void launch_small(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m,
+                  uint64_t inner, float div, float *y) {
+  const unsigned grid = grid_for(outer * inner, kThreads, dev);
+  const unsigned mm = (unsigned)m;
+  switch (red::pow2_at_least(m)) {
+    case 1: small_kernel<OP, 1><<<grid, kThreads, 0, s>>>(x, outer, mm, inner, div, y); break;
+    case 2: small_kernel<OP, 2><<<grid, kThreads, 0, s>>>(x, outer, mm, inner, div, y); break;
+    case 4: small_kernel<OP, 4><<<grid, kThreads, 0, s>>>(x, outer, mm, inner, div, y); break;
+    case 8: small_kernel<OP, 8><<<grid, kThreads, 0, s>>>(x, outer, mm, inner, div, y); break;
+    case 16: small_kernel<OP, 16><<<grid, kThreads, 0, s>>>(x, outer, mm, inner, div, y); break;
+    default: small_kernel<OP, 32><<<grid, kThreads, 0, s>>>(x, outer, mm, inner, div, y); break;
+  }
+  check_launch("reduction small_kernel");
+}
+
+// The passes over the (outer, m, inner) view; m >= 1, outer * inner >= 1.
+template <red::Op OP>
+void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner, float div,
+            float *y) {
+  cudaStream_t s = stream(dev);
+  Scratch held;  // the partials x points into, after the first pass
+  for (;;) {
+    if (m <= red::kSmall) {
+      launch_small<OP>(dev, s, x, outer, m, inner, div, y);
+      return;
+    }
+    const uint64_t nc = red::chunks_of(m);
+    Scratch next;
+    float *dst = y;
+    if (nc > 1) {
+      next = Scratch(dev, outer * nc * inner);  // <= outer * m * inner: no overflow
+      dst = next.get();
+    }
+    if (inner == 1) {
+      warp_kernel<OP, Contig><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(Contig{x, m}, outer,
+                                                                                m, nc, div, dst);
+      check_launch("reduction warp_kernel");
+    } else {
+      const uint64_t tasks = outer * nc * ((inner + 31) / 32);
+      cols_kernel<OP><<<blocks(tasks, 1), kThreads, 0, s>>>(x, outer, m, inner, nc, div, dst);
+      check_launch("reduction cols_kernel");
+    }
+    if (nc == 1) return;
+    held = std::move(next);  // the previous partials go back to the pool, in stream order
+    x = held.get();
+    m = nc;
+  }
+}
+
+}  // namespace
+
+void reduce_axis(int dev, red::Op op, const float *x, uint64_t outer, uint64_t m, uint64_t inner,
+                 float div, float *y) {
+  switch (op) {
+    case red::Op::Sum:
+      passes<red::Op::Sum>(dev, x, outer, m, inner, div, y);
+      break;
+    case red::Op::Max:
+      passes<red::Op::Max>(dev, x, outer, m, inner, div, y);
+      break;
+  }
+}
+
+void reduce_strided(int dev, const float *x, const red::Strided &p, float *y) {
+  cudaStream_t s = stream(dev);
+  const uint64_t nc = red::chunks_of(p.m);
+  Scratch part;
+  float *dst = y;
+  if (nc > 1) {
+    part = Scratch(dev, p.nq * nc);
+    dst = part.get();
+  }
+  warp_kernel<red::Op::Sum, Gather><<<blocks(p.nq * nc, kWarps), kThreads, 0, s>>>(
+      Gather{x, p}, p.nq, p.m, nc, 1.0f, dst);
+  check_launch("reduction warp_kernel (gather)");
+  if (nc > 1) passes<red::Op::Sum>(dev, dst, p.nq, nc, 1, 1.0f, y);
+}
+
+}  // namespace cuda
+}  // namespace tlrt
