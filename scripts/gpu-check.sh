@@ -89,6 +89,13 @@ if has bench && [ -f bench/elementwise.py ]; then
     note "bench: FAILED"; tail -30 "$OUT/bench.log"
   fi
   cat "$OUT/bench_elementwise.md" 2>/dev/null
+  if TORCHLEAN_RT_LIB=$PWD/$B/libtorchlean_rt.so TORCHLEAN_RT_INCLUDE=$PWD/abi timeout 300 \
+      python3 bench/reduce.py --out "$OUT/bench_reduce.md" >/tmp/bench_reduce.log 2>&1; then
+    note "bench reduce: ok"
+  else
+    note "bench reduce: FAILED"; tail -30 /tmp/bench_reduce.log
+  fi
+  cat "$OUT/bench_reduce.md" 2>/dev/null
 fi
 
 echo; echo "==== summary"; printf '%s\n' "${summary[@]}"
