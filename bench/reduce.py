@@ -83,7 +83,7 @@ def main():
         buf = rt.Buffer.from_buffer(host, dev)
         fn_name, *rest = ours(buf)
         cfn = getattr(rt.lib, "tlrt_" + fn_name)
-        argv = [buf.handle] + list(rest)
+        argv = [buf.handle] + list(rest[1:])
         out = ctypes.c_void_p()
 
         def call():
