@@ -293,7 +293,8 @@ TLRT_API tlrt_status tlrt_reduce_sum_axis(const tlrt_buffer *x, const uint64_t *
     for (uint32_t i = 0; i < rank; ++i)
       if (i != axis) rest[r++] = dims[i];
     uint64_t nout = 0;
-    check_output_count(nout, exact_product(rest, r, &nout), "dims");
+    const bool out_fits = exact_product(rest, r, &nout);  // before nout is read
+    check_output_count(nout, out_fits, "dims");
     Owned y = new_buffer(X.dev, nout);
     if (nout != 0) {  // then every factor fits: outer * inner == nout
       uint64_t outer = 1, inner = 1;

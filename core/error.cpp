@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 namespace tlrt {
 
@@ -54,7 +55,10 @@ extern "C" {
 TLRT_API const char *tlrt_last_error(void) { return tlrt::last_error(); }
 
 TLRT_API const char *tlrt_status_string(tlrt_status status) {
-  switch (status) {
+  // Callers may pass any int; read it as one (a typed load of an out-of-range enum value is UB).
+  int code;
+  std::memcpy(&code, &status, sizeof code);
+  switch (code) {
 #define TLRT_NAME(s) \
   case s:            \
     return #s;
