@@ -8,17 +8,12 @@
 // vectorise 8 or 16 wide. Every clone performs the same IEEE operations in the same order
 // (-ffp-contract=off, no reassociation), so all clones and the CUDA backend agree bit for bit.
 #include "core/backend/elementwise.hpp"
+#include "stub/cpu_clones.hpp"
 
 namespace tlrt {
 namespace stub {
 
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TLRT_CPU_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define TLRT_CPU_CLONES
-#endif
 
 template <ew::Unary OP>
 TLRT_CPU_CLONES void unary_loop(const float *__restrict x, float *__restrict y, uint64_t n, ew::Params p) {

@@ -15,17 +15,12 @@
 #include <vector>
 
 #include "core/backend/reduce.hpp"
+#include "stub/cpu_clones.hpp"
 
 namespace tlrt {
 namespace stub {
 
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TLRT_CPU_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define TLRT_CPU_CLONES
-#endif
 
 using red::kChunk;
 using red::kLanes;
