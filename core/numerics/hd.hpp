@@ -9,7 +9,7 @@
 #if defined(__CUDACC__)
 #define TLRT_HD __host__ __device__ __forceinline__
 #else
-#define TLRT_HD inline
+#define TLRT_HD inline __attribute__((always_inline))
 #endif
 
 namespace tlrt {

@@ -1,10 +1,14 @@
 // Accuracy test for core/numerics/shared_math.hpp against float64 references.
 //
 // For every function: all special values (+-0, +-inf, NaNs, subnormal/normal limits, overflow /
-// underflow and branch thresholds +-1 ulp) and a strided sweep over all 2^32 bit patterns.
+// underflow and branch thresholds +-1 ulp) and a strided sweep over all 2^32 bit patterns; then
+// the exact special results and saturation thresholds each function's comment documents (e.g.
+// tanh(x) == 1 exactly for every x >= 9.01106, and not below), the ranges swept float by float
+// (with the sweep stride / 4099 as step, so 1 by default).
 //   TLRT_MATH_STRIDE=N   sweep stride (default 4099; 1 = exhaustive, all 2^32 inputs)
 //   TLRT_UNDER_VALGRIND  if set (and TLRT_MATH_STRIDE is not), stride 1000003
-//   TLRT_MATH_FUNCS=a,b  only run the named functions (e.g. exp_f,log_f)
+//   TLRT_MATH_FUNCS=a,b  only run the named functions (e.g. exp_f,log_f); "documented" names the
+//                        special-value checks
 // Error: ulp = |f - ref| / ulp(float(ref)) in double (ulp of a subnormal or zero is 2^-149);
 // NaN must match NaN, infinities must match exactly, and where a function documents it the sign
 // of an exact zero must match. Each line also prints an FNV-1a hash of all output bit patterns so
@@ -12,6 +16,7 @@
 // Exit status: 0 if every function is within the bound stated in the header, else 1.
 #include "core/numerics/shared_math.hpp"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -203,12 +208,147 @@ std::vector<float> special_values() {
       103.278931f,   // -ln(2^-149): exp result = smallest subnormal
       103.972084f,   // -ln(2^-150): exp rounds to 0 below
       0.34657359f,   // ln2/2 (exp reduction boundary)
-      0.70710677f, 1.41421354f, 0.29289322f, 0.41421356f,  // log / log1p branch boundaries
-      0.625f, 9.01f, 9.1f, 17.33f, 44.36f,                  // tanh / sigmoid thresholds
+      89.0f, 104.0f, 10.0f,  // clamps of exp's argument, of |x| in sigmoid/softplus and tanh
+      0.70710677f, 1.41421354f, 0.29289322f, 0.41421356f,  // old log / log1p branch boundaries
+      0.6666667f, 1.3333334f, 0.3333333f,                   // log reduction: m in [2/3, 4/3)
+      0x1p126f, 0x1p100f,                                   // log1p: 2^-e clamp
+      0.3f, 0.625f, 9.01f, 9.0110598f, 9.1f, 17.33f, 44.36f,  // tanh / sigmoid thresholds
+      14.5560913f, 4.994164f, 5.4678602f, 10.7708683f, 10.8945389f, 10.9f,  // saturation points
       9.0f, 12.0f, 16.0f, 0.7518f, 8.0f, 10.5f, 11.0f,      // gelu thresholds, gelu' root
       15.0f, 16.6f, 20.0f, 100.0f, 1e10f, 1e20f, 1e30f};
   for (float x : around) add_around(v, x);
   return v;
+}
+
+// ---- documented exact results -------------------------------------------------------------
+int g_doc_fails = 0;
+
+void doc_fail(const char* what, float x, float y) {
+  if (g_doc_fails++ < 20)
+    std::printf("documented special value violated: %s at x = %a (%.9g): got %a (0x%08x)\n", what,
+                x, x, y, f2u(y));
+}
+bool same_bits(float a, float b) { return f2u(a) == f2u(b); }
+
+// f(x) has the bits of c for every float x from t to end (visited with the given step in bit
+// patterns, end always included), and f(t - 1 ulp) does not (the threshold t is tight).
+struct Threshold {
+  const char* what;
+  float (*f)(float);
+  uint32_t t;  // bits of the threshold
+  float end;   // where the function's clamp or select takes over (same sign as t)
+  float c;     // the saturated result (compared bit for bit)
+};
+
+void expect_threshold(const Threshold& th, uint32_t step) {
+  const uint32_t end = f2u(th.end);  // same sign as t: bit patterns grow with |x|
+  const float before = u2f(th.t - 1);
+  if (same_bits(th.f(before), th.c)) doc_fail(th.what, before, th.f(before));
+  for (uint64_t u = th.t;; u += step) {
+    const float x = u2f(static_cast<uint32_t>(std::min<uint64_t>(u, end)));
+    if (!same_bits(th.f(x), th.c)) return doc_fail(th.what, x, th.f(x));
+    if (u >= end) break;
+  }
+}
+
+float softplus_minus_x(float x) { return tlrt::math::softplus_f(x) - x; }
+float gelu_minus_x(float x) { return tlrt::math::gelu_f(x) - x; }
+
+// The special results stated in the comments of core/numerics/shared_math.hpp.
+void check_documented(uint32_t step) {
+  using namespace tlrt::math;
+  const float inf = INFINITY, nan = NAN, tiny = 0x1p-149f;
+  struct Exact {
+    const char* what;
+    float got, want;
+  };
+  const Exact exact[] = {
+      {"exp(+0) = 1", exp_f(0.0f), 1.0f},
+      {"exp(-0) = 1", exp_f(-0.0f), 1.0f},
+      {"exp(+inf) = +inf", exp_f(inf), inf},
+      {"exp(-inf) = +0", exp_f(-inf), 0.0f},
+      {"exp(-103.972076) = 2^-149 (no flush)", exp_f(u2f(0xc2cff1b4u)), tiny},
+      {"log(+0) = -inf", log_f(0.0f), -inf},
+      {"log(-0) = -inf", log_f(-0.0f), -inf},
+      {"log(+inf) = +inf", log_f(inf), inf},
+      {"log(1) = +0", log_f(1.0f), 0.0f},
+      {"log(2^-149) = -103.278931", log_f(tiny), -103.278931f},
+      {"log1p(+0) = +0", log1p_f(0.0f), 0.0f},
+      {"log1p(-0) = -0", log1p_f(-0.0f), -0.0f},
+      {"log1p(-1) = -inf", log1p_f(-1.0f), -inf},
+      {"log1p(+inf) = +inf", log1p_f(inf), inf},
+      {"tanh(+0) = +0", tanh_f(0.0f), 0.0f},
+      {"tanh(-0) = -0", tanh_f(-0.0f), -0.0f},
+      {"tanh(+inf) = 1", tanh_f(inf), 1.0f},
+      {"tanh(-inf) = -1", tanh_f(-inf), -1.0f},
+      {"tanh(2^-149) = 2^-149", tanh_f(tiny), tiny},
+      {"sigmoid(+0) = 0.5", sigmoid_f(0.0f), 0.5f},
+      {"sigmoid(-0) = 0.5", sigmoid_f(-0.0f), 0.5f},
+      {"sigmoid(+inf) = 1", sigmoid_f(inf), 1.0f},
+      {"sigmoid(-inf) = +0", sigmoid_f(-inf), 0.0f},
+      {"softplus(+0) = ln 2", softplus_f(0.0f), u2f(0x3f317218u)},
+      {"softplus(-0) = ln 2", softplus_f(-0.0f), u2f(0x3f317218u)},
+      {"softplus(+inf) = +inf", softplus_f(inf), inf},
+      {"softplus(-inf) = +0", softplus_f(-inf), 0.0f},
+      {"gelu(+0) = +0", gelu_f(0.0f), 0.0f},
+      {"gelu(-0) = -0", gelu_f(-0.0f), -0.0f},
+      {"gelu(+inf) = +inf", gelu_f(inf), inf},
+      {"gelu(-inf) = -0", gelu_f(-inf), -0.0f},
+      {"gelu_grad(+0) = 0.5", gelu_grad_f(0.0f), 0.5f},
+      {"gelu_grad(-0) = 0.5", gelu_grad_f(-0.0f), 0.5f},
+      {"gelu_grad(+inf) = 1", gelu_grad_f(inf), 1.0f},
+      {"gelu_grad(-inf) = -0", gelu_grad_f(-inf), -0.0f},
+      {"cos2pi(0) = 1", cos2pi_f(0.0f), 1.0f},
+      {"cos2pi(0.25) = -0", cos2pi_f(0.25f), -0.0f},
+      {"cos2pi(0.5) = -1", cos2pi_f(0.5f), -1.0f},
+      {"cos2pi(2^22 + 0.5) = -1", cos2pi_f(0x1p22f + 0.5f), -1.0f},
+      {"cos2pi(2^23 + 1) = 1", cos2pi_f(0x1p23f + 1.0f), 1.0f},
+      {"cos2pi(-FLT_MAX) = 1", cos2pi_f(-FLT_MAX), 1.0f},
+  };
+  for (const Exact& e : exact)
+    if (!same_bits(e.got, e.want)) doc_fail(e.what, 0.0f, e.got);
+  // NaN results (any NaN).
+  const float nan_of[] = {exp_f(nan),       log_f(nan),       log_f(-1.0f),     log_f(-inf),
+                          log_f(-tiny),     log1p_f(nan),     log1p_f(-1.5f),   log1p_f(-inf),
+                          tanh_f(nan),      sigmoid_f(nan),   softplus_f(nan),  gelu_f(nan),
+                          gelu_grad_f(nan), cos2pi_f(nan),    cos2pi_f(inf),    cos2pi_f(-inf)};
+  for (float y : nan_of)
+    if (!(y != y)) doc_fail("NaN expected", 0.0f, y);
+  // Saturation thresholds, each tight and held all the way to where the clamps take over.
+  const Threshold thresholds[] = {
+      {"exp(x) = +inf for x >= 88.7228394", exp_f, 0x42b17218u, 89.0f, inf},
+      {"exp(x) = +0 for x <= -103.972084", exp_f, 0xc2cff1b5u, -104.0f, 0.0f},
+      {"tanh(x) = 1 for x >= 9.01105976", tanh_f, 0x41102d4du, 10.0f, 1.0f},
+      {"tanh(x) = -1 for x <= -9.01105976", tanh_f, 0xc1102d4du, -10.0f, -1.0f},
+      {"sigmoid(x) = 1 for x >= 17.3289719", sigmoid_f, 0x418aa1bcu, 104.0f, 1.0f},
+      {"sigmoid(x) = +0 for x <= -103.972084", sigmoid_f, 0xc2cff1b5u, -104.0f, 0.0f},
+      {"softplus(x) = x for x >= 14.5560913", softplus_minus_x, 0x4168e5c0u, 104.0f, 0.0f},
+      {"softplus(x) = +0 for x <= -103.972084", softplus_f, 0xc2cff1b5u, -104.0f, 0.0f},
+      {"gelu(x) = x for x >= 4.99416399", gelu_minus_x, 0x409fd031u, 9.0f, 0.0f},
+      {"gelu(x) = -0 for x <= -10.7708683", gelu_f, 0xc12c557au, -10.9f, -0.0f},
+      {"gelu_grad(x) = 1 for x >= 5.46786022", gelu_grad_f, 0x40aef8b6u, 9.0f, 1.0f},
+      {"gelu_grad(x) = -0 for x <= -10.8945389", gelu_grad_f, 0xc12e5008u, -10.9f, -0.0f},
+  };
+  for (const Threshold& th : thresholds) expect_threshold(th, step);
+  // Beyond the clamps (a sparse look; the clamps and selects make these hold by construction).
+  for (float x = 104.0f; x < 3e38f; x *= 1.37f) {
+    const Exact far[] = {
+        {"exp(x) = +inf beyond 104", exp_f(x), inf},
+        {"exp(x) = +0 below -104", exp_f(-x), 0.0f},
+        {"tanh(x) = 1 beyond 104", tanh_f(x), 1.0f},
+        {"tanh(x) = -1 below -104", tanh_f(-x), -1.0f},
+        {"sigmoid(x) = 1 beyond 104", sigmoid_f(x), 1.0f},
+        {"sigmoid(x) = +0 below -104", sigmoid_f(-x), 0.0f},
+        {"softplus(x) = x beyond 104", softplus_f(x), x},
+        {"softplus(x) = +0 below -104", softplus_f(-x), 0.0f},
+        {"gelu(x) = x beyond 104", gelu_f(x), x},
+        {"gelu(x) = -0 below -104", gelu_f(-x), -0.0f},
+        {"gelu_grad(x) = 1 beyond 104", gelu_grad_f(x), 1.0f},
+        {"gelu_grad(x) = -0 below -104", gelu_grad_f(-x), -0.0f},
+    };
+    for (const Exact& e : far)
+      if (!same_bits(e.got, e.want)) doc_fail(e.what, x, e.got);
+  }
 }
 
 bool selected(const char* name) {
@@ -263,5 +403,8 @@ int main() {
     std::printf("\n");
     ok = ok && st.fails == 0;
   }
-  return ok ? 0 : 1;
+  if (!selected("documented")) return ok ? 0 : 1;
+  check_documented(static_cast<uint32_t>(std::max<uint64_t>(1, stride / 4099)));
+  std::printf("documented special values and thresholds: %s\n", g_doc_fails ? "FAIL" : "ok");
+  return ok && g_doc_fails == 0 ? 0 : 1;
 }
