@@ -20,5 +20,9 @@
 #include "tlrt_rng.h"
 #include "tlrt_elementwise.h"
 #include "tlrt_reduce.h"
+#include "tlrt_layout.h"
+#include "tlrt_index.h"
+#include "tlrt_softmax.h"
+#include "tlrt_layer_norm.h"
 
 #endif /* TORCHLEAN_RT_H */

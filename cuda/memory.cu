@@ -14,8 +14,17 @@
 // once; 0 disables it); beyond the cap, and on trim or on an allocation failure, blocks go back
 // with cudaFreeAsync.
 //
+// upload_async: per-call host data (index lists) goes through pinned staging, so that the copy is a
+// true asynchronous DMA (from pageable memory cudaMemcpyAsync may block the host). A small ring
+// per device of pinned blocks, each with an event recorded after its copy; a block is reused once
+// its event has completed. At most kStagingBlocks blocks: beyond that the host waits for the
+// oldest copy (bounded host memory; rare, since a copy finishes microseconds after its turn
+// comes). Trim frees idle blocks.
+//
 // fill: one thread per 4 floats (16-byte stores), grid-stride; n floats cost 4n bytes of writes.
+#include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "core/backend/memory.hpp"
 #include "core/size_class_pool.hpp"
@@ -54,6 +63,24 @@ struct DeviceState {
 };
 
 DeviceState g_dev[kMaxCudaDevices];
+
+struct StagingBlock {
+  void *host = nullptr;
+  uint64_t bytes = 0;
+  cudaEvent_t done = nullptr;
+  uint64_t last_use = 0;
+};
+
+struct StagingRing {
+  std::mutex m;
+  std::vector<StagingBlock> blocks;
+  uint64_t clock = 0;
+};
+
+constexpr size_t kStagingBlocks = 8;
+constexpr uint64_t kStagingMin = 64 * 1024;
+
+StagingRing g_staging[kMaxCudaDevices];
 
 }  // namespace
 
@@ -157,6 +184,56 @@ void upload(int dev, void *dst, const void *src, uint64_t bytes) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(dev)), "upload");
 }
 
+void upload_async(int dev, void *dst, const void *src, uint64_t bytes) {
+  cudaStream_t s = stream(dev);
+  StagingRing &ring = g_staging[dev];
+  std::lock_guard<std::mutex> lock(ring.m);
+  StagingBlock *pick = nullptr;
+  for (StagingBlock &b : ring.blocks) {  // an idle block that is large enough
+    if (b.bytes < bytes) continue;
+    const cudaError_t q = cudaEventQuery(b.done);
+    if (q == cudaErrorNotReady) continue;
+    check(q, "upload (staging event)");
+    if (!pick || b.bytes < pick->bytes) pick = &b;
+  }
+  if (!pick) {
+    if (ring.blocks.size() >= kStagingBlocks) {
+      // Full ring: replace the least recently used block (after its copy completes).
+      pick = &ring.blocks[0];
+      for (StagingBlock &b : ring.blocks)
+        if (b.last_use < pick->last_use) pick = &b;
+      check(cudaEventSynchronize(pick->done), "upload (waiting for staging)");
+      if (pick->bytes < bytes) {
+        check(cudaFreeHost(pick->host), "cudaFreeHost");
+        pick->host = nullptr;
+        pick->bytes = 0;
+      }
+    } else {
+      ring.blocks.emplace_back();
+      pick = &ring.blocks.back();
+      if (cudaEventCreateWithFlags(&pick->done, cudaEventDisableTiming) != cudaSuccess) {
+        ring.blocks.pop_back();
+        check(cudaGetLastError(), "cudaEventCreate");
+        fail(TLRT_ERR_CUDA, "upload: cudaEventCreate failed");
+      }
+    }
+    if (pick->bytes < bytes) {
+      uint64_t cap = kStagingMin;
+      while (cap < bytes) cap *= 2;
+      const cudaError_t e = cudaHostAlloc(&pick->host, cap, cudaHostAllocDefault);
+      if (e != cudaSuccess) {
+        pick->host = nullptr;
+        check(e, "cudaHostAlloc (upload staging)");
+      }
+      pick->bytes = cap;
+    }
+  }
+  std::memcpy(pick->host, src, bytes);
+  pick->last_use = ++ring.clock;
+  check(cudaMemcpyAsync(dst, pick->host, bytes, cudaMemcpyHostToDevice, s), "upload");
+  check(cudaEventRecord(pick->done, s), "upload (staging event)");
+}
+
 void download(int dev, void *dst, const void *src, uint64_t bytes) {
   cudaStream_t s = stream(dev);
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "download");
@@ -204,6 +281,16 @@ void trim(int dev) {
   cudaStream_t s = stream(dev);
   flush_cache(dev, s);
   check(cudaStreamSynchronize(s), "trim (synchronising)");
+  {
+    // Every staging copy is complete after the synchronisation: free the pinned blocks.
+    StagingRing &ring = g_staging[dev];
+    std::lock_guard<std::mutex> lock(ring.m);
+    for (StagingBlock &b : ring.blocks) {
+      if (b.host) (void)cudaFreeHost(b.host);
+      if (b.done) (void)cudaEventDestroy(b.done);
+    }
+    ring.blocks.clear();
+  }
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
   check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");

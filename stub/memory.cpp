@@ -58,6 +58,8 @@ void dealloc(int, void *p, uint64_t bytes) noexcept {
 
 void upload(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
 
+void upload_async(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
+
 void download(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
 
 void copy(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, src, bytes); }

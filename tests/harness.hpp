@@ -123,6 +123,64 @@ inline bool same_bits(float a, float b) {
   return (std::isnan(a) && std::isnan(b)) || bits_of(a) == bits_of(b);
 }
 
+// A float with its bit pattern, for failure messages.
+inline std::string hex(float f) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.9g (0x%08x)", (double)f, bits_of(f));
+  return b;
+}
+
+// Seeded input distributions shared by the unit and parity tests.
+enum class Dist {
+  Uniform,   // [-1, 1)
+  Positive,  // [0, 1)
+  Wide,      // random signs and exponents 2^-30 .. 2^30: the order of additions matters
+  Bits,      // random bit patterns: NaN, inf, subnormals, anything
+  Edge       // [-100, 100) with a few th::edge_values() at random places
+};
+inline const char *dist_name(Dist d) {
+  switch (d) {
+    case Dist::Uniform: return "uniform";
+    case Dist::Positive: return "positive";
+    case Dist::Wide: return "wide";
+    case Dist::Bits: return "bits";
+    case Dist::Edge: return "edge";
+  }
+  return "?";
+}
+
+inline std::vector<float> make(Dist d, uint64_t n, uint64_t salt) {
+  Rng rng(salt);
+  std::vector<float> v;
+  switch (d) {
+    case Dist::Uniform:
+      v = rng.vec(n, -1.0f, 1.0f);
+      break;
+    case Dist::Positive:
+      v = rng.vec(n, 0.0f, 1.0f);
+      break;
+    case Dist::Wide:
+      v.resize(n);
+      for (auto &x : v) {
+        const float mant = rng.uniform(1.0f, 2.0f);
+        const int e = (int)(rng.gen() % 61) - 30;
+        x = std::ldexp(mant, e) * ((rng.gen() & 1) ? -1.0f : 1.0f);
+      }
+      break;
+    case Dist::Bits:
+      v = rng.bits(n);
+      break;
+    case Dist::Edge: {
+      v = rng.vec(n, -100.0f, 100.0f);
+      const std::vector<float> e = edge_values();
+      const uint64_t k = n / 64 + 1;
+      for (uint64_t i = 0; i < k && n > 0; ++i) v[rng.gen() % n] = e[rng.gen() % e.size()];
+      break;
+    }
+  }
+  return v;
+}
+
 inline tlrt_buffer *upload(const std::vector<float> &v, tlrt_device dev = TLRT_DEVICE_CPU) {
   tlrt_buffer *b = nullptr;
   tlrt_status s = tlrt_buffer_from_f32(dev, v.data(), v.size(), &b);

@@ -16,6 +16,11 @@
   void dealloc(int dev, void *p, uint64_t bytes) noexcept;                                  \
   /* Host -> device; src may be reused when this returns. */                                \
   void upload(int dev, void *dst, const void *src, uint64_t bytes);                         \
+  /* Host -> device for small per-call host data (index lists): src is copied to pinned    \
+     staging before this returns (src may be reused), the transfer is queued on the        \
+     library stream; the host never waits for the device (CUDA: a pinned ring whose       \
+     blocks are reused once their copy has completed). */                                  \
+  void upload_async(int dev, void *dst, const void *src, uint64_t bytes);                   \
   /* Device -> host; waits for earlier work on the device. */                               \
   void download(int dev, void *dst, const void *src, uint64_t bytes);                       \
   /* Same-device copy. */                                                                   \

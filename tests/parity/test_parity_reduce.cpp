@@ -24,137 +24,16 @@
 #include <string>
 #include <vector>
 
-#include "harness.hpp"
+#include "parity.hpp"
 
 namespace {
 
-const tlrt_device kCpu = TLRT_DEVICE_CPU;
-#ifndef TLRT_PARITY_SELFTEST
-const tlrt_device kGpu = TLRT_DEVICE_CUDA(0);
-#else
-const tlrt_device kGpu = TLRT_DEVICE_CPU;
-#endif
-
+using namespace parity;
 using th::Buf;
-
-size_t max_n() {
-  static const size_t m = [] {
-    const char *e = std::getenv("TLRT_PARITY_MAX_N");
-    return e && *e ? (size_t)std::strtoull(e, nullptr, 0) : SIZE_MAX;
-  }();
-  return m;
-}
-
-struct Summary {
-  uint64_t runs = 0, elements = 0, mismatches = 0, failed_runs = 0;
-} g_sum;
-
-std::string hex(float f) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.9g (0x%08x)", (double)f, th::bits_of(f));
-  return b;
-}
-
-void compare(const std::string &what, const std::vector<float> &cpu,
-             const std::vector<float> &gpu) {
-  ++g_sum.runs;
-  uint64_t bad = 0;
-  size_t first = 0;
-  const size_t n = std::min(cpu.size(), gpu.size());
-  for (size_t i = 0; i < n; ++i)
-    if (!th::same_bits(cpu[i], gpu[i])) {
-      if (bad == 0) first = i;
-      ++bad;
-    }
-  g_sum.elements += n;
-  g_sum.mismatches += bad;
-  const bool size_ok = cpu.size() == gpu.size();
-  TH_CHECK_MSG(bad == 0 && size_ok, "%s: sizes cpu %zu cuda %zu, %llu mismatches", what.c_str(),
-               cpu.size(), gpu.size(), (unsigned long long)bad);
-  if (bad != 0 || !size_ok) {
-    ++g_sum.failed_runs;
-    std::printf("MISMATCH %s: %llu of %zu outputs differ; first i=%zu cpu=%s cuda=%s\n",
-                what.c_str(), (unsigned long long)bad, n, first,
-                first < cpu.size() ? hex(cpu[first]).c_str() : "-",
-                first < gpu.size() ? hex(gpu[first]).c_str() : "-");
-  }
-}
-
-using Call = std::function<tlrt_status(const tlrt_buffer *, tlrt_buffer **)>;
-
-// call on the CPU and on the GPU copy of x; bitwise comparison; the GPU again with the
-// determinism switch flipped (must be identical to the first GPU result).
-void run(const std::string &what, const tlrt_buffer *cx, const tlrt_buffer *gx, const Call &call) {
-  Buf cy, gy, gy2;
-  const tlrt_status cs = call(cx, cy.out());
-  TH_CHECK_MSG(cs == TLRT_OK, "%s (cpu) failed: %s", what.c_str(), tlrt_last_error());
-  const tlrt_status gs = call(gx, gy.out());
-  TH_CHECK_MSG(gs == TLRT_OK, "%s (cuda) failed: %s", what.c_str(), tlrt_last_error());
-  if (cs != TLRT_OK || gs != TLRT_OK) {
-    ++g_sum.failed_runs;
-    return;
-  }
-  tlrt_device d = 0;
-  TH_OK(tlrt_buffer_device(gy.get(), &d));
-  TH_CHECK_MSG(d == kGpu, "%s: the CUDA result is on device 0x%x", what.c_str(), d);
-  const std::vector<float> g = th::download(gy.get());
-  compare(what, th::download(cy.get()), g);
-  const bool was = tlrt_set_deterministic(!tlrt_get_deterministic());
-  const tlrt_status gs2 = call(gx, gy2.out());
-  tlrt_set_deterministic(was);
-  TH_CHECK_MSG(gs2 == TLRT_OK, "%s (cuda, switch flipped) failed: %s", what.c_str(),
-               tlrt_last_error());
-  if (gs2 == TLRT_OK) {
-    const std::vector<float> g2 = th::download(gy2.get());
-    ++th::checks();
-    if (g2.size() != g.size() || !std::equal(g.begin(), g.end(), g2.begin(), th::same_bits)) {
-      th::report(__FILE__, __LINE__, what + ": CUDA result changed with the determinism switch");
-      ++g_sum.failed_runs;
-    }
-  }
-}
-
-// ---- inputs -------------------------------------------------------------------------------------
-
-enum class Dist { Uniform, Wide, Bits, Edge };
-const char *dist_name(Dist d) {
-  switch (d) {
-    case Dist::Uniform: return "uniform";
-    case Dist::Wide: return "wide";
-    case Dist::Bits: return "bits";
-    case Dist::Edge: return "edge";
-  }
-  return "?";
-}
-
-std::vector<float> make(Dist d, uint64_t n, uint64_t salt) {
-  th::Rng rng(salt);
-  std::vector<float> v;
-  switch (d) {
-    case Dist::Uniform:
-      v = rng.vec(n, -1.0f, 1.0f);
-      break;
-    case Dist::Wide:
-      v.resize(n);
-      for (auto &x : v) {
-        const float mant = rng.uniform(1.0f, 2.0f);
-        const int e = (int)(rng.gen() % 61) - 30;
-        x = std::ldexp(mant, e) * ((rng.gen() & 1) ? -1.0f : 1.0f);
-      }
-      break;
-    case Dist::Bits:
-      v = rng.bits(n);
-      break;
-    case Dist::Edge: {
-      v = rng.vec(n, -100.0f, 100.0f);
-      const std::vector<float> e = th::edge_values();
-      const uint64_t k = n / 64 + 1;
-      for (uint64_t i = 0; i < k && n > 0; ++i) v[rng.gen() % n] = e[rng.gen() % e.size()];
-      break;
-    }
-  }
-  return v;
-}
+using th::Dist;
+using th::dist_name;
+using th::hex;
+using th::make;
 
 struct Input {
   Buf cpu, gpu;
@@ -339,23 +218,11 @@ void broadcast_parity() {
 }  // namespace
 
 int main() {
-#ifdef TLRT_PARITY_SELFTEST
-  std::printf("parity_reduce: SELFTEST build, both sides on the CPU\n");
-#else
-  if (!th::cuda_ready()) {
-    std::printf("parity_reduce: skipped (no usable CUDA device; tlrt_runtime_status() = %u)\n",
-                tlrt_runtime_status());
-    return 77;
-  }
-  std::printf("parity_reduce: %s\n", tlrt_build_info());
-#endif
+  if (!start("parity_reduce")) return 77;
   whole_parity();
   matrix_parity();
   sum_axis_parity();
   broadcast_parity();
-  std::printf("parity_reduce summary: %llu runs compared, %llu output elements, %llu mismatching "
-              "elements, %llu failing runs\n",
-              (unsigned long long)g_sum.runs, (unsigned long long)g_sum.elements,
-              (unsigned long long)g_sum.mismatches, (unsigned long long)g_sum.failed_runs);
+  print_summary("parity_reduce");
   return th::finish("test_parity_reduce");
 }

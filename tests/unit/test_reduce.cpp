@@ -97,11 +97,10 @@ int levels(uint64_t m) {
 
 // ---- calling the library ------------------------------------------------------------------------
 
-std::string hex(float f) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.9g (0x%08x)", (double)f, th::bits_of(f));
-  return b;
-}
+using th::Dist;
+using th::dist_name;
+using th::hex;
+using th::make;
 
 // Runs call(x_handle, &out) on the CPU; returns the downloaded output (empty on failure).
 std::vector<float> call(const std::vector<float> &x,
@@ -143,52 +142,6 @@ void expect_all_same(const std::vector<float> &got, const std::vector<float> &wa
                      hex(want[i]));
       return;
     }
-}
-
-// ---- inputs -------------------------------------------------------------------------------------
-
-enum class Dist { Uniform, Wide, Bits, Edge, Positive };
-const char *dist_name(Dist d) {
-  switch (d) {
-    case Dist::Uniform: return "uniform";
-    case Dist::Wide: return "wide";
-    case Dist::Bits: return "bits";
-    case Dist::Edge: return "edge";
-    case Dist::Positive: return "positive";
-  }
-  return "?";
-}
-
-std::vector<float> make(Dist d, uint64_t n, uint64_t salt) {
-  th::Rng rng(salt);
-  std::vector<float> v;
-  switch (d) {
-    case Dist::Uniform:
-      v = rng.vec(n, -1.0f, 1.0f);
-      break;
-    case Dist::Positive:
-      v = rng.vec(n, 0.0f, 1.0f);
-      break;
-    case Dist::Wide:  // random signs and exponents 2^-30 .. 2^30: the order of additions matters
-      v.resize(n);
-      for (auto &x : v) {
-        const float mant = rng.uniform(1.0f, 2.0f);
-        const int e = (int)(rng.gen() % 61) - 30;
-        x = std::ldexp(mant, e) * ((rng.gen() & 1) ? -1.0f : 1.0f);
-      }
-      break;
-    case Dist::Bits:
-      v = rng.bits(n);
-      break;
-    case Dist::Edge: {  // mostly ordinary values, a few of each special value at random places
-      v = rng.vec(n, -100.0f, 100.0f);
-      const std::vector<float> e = th::edge_values();
-      const uint64_t k = n / 64 + 1;
-      for (uint64_t i = 0; i < k && n > 0; ++i) v[rng.gen() % n] = e[rng.gen() % e.size()];
-      break;
-    }
-  }
-  return v;
 }
 
 std::vector<uint64_t> tree_sizes() {
