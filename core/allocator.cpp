@@ -30,11 +30,24 @@ void raise_peak(std::atomic<uint64_t> &peak, uint64_t v) {
   }
 }
 
+// tlrt_debug_fail_nth_allocation: allocations until the injected failure (0: none armed).
+std::atomic<uint64_t> g_fail_countdown{0};
+
 }  // namespace
+
+void injected_allocation_failure(const char *what) {
+  uint64_t c = g_fail_countdown.load(std::memory_order_relaxed);
+  while (c != 0 && !g_fail_countdown.compare_exchange_weak(c, c - 1, std::memory_order_relaxed)) {
+  }
+  if (c == 1)
+    fail(TLRT_ERR_OUT_OF_MEMORY, "out of memory allocating %s (injected by "
+         "tlrt_debug_fail_nth_allocation)", what);
+}
 
 float *payload_alloc(Dev dev, uint64_t elements) {
   if (elements == 0) return nullptr;
   const uint64_t bytes = checked_mul(elements, 4, "buffer byte size");
+  injected_allocation_failure("a buffer payload");
   void *p = TLRT_DISPATCH(dev, alloc, dev.ordinal, bytes);
   Counters &c = counters(dev);
   c.allocs.fetch_add(1, std::memory_order_relaxed);
@@ -95,6 +108,10 @@ TLRT_API tlrt_status tlrt_allocator_stats_get(tlrt_device device, tlrt_allocator
     s.struct_size = size;
     std::memcpy(stats, &s, n);
   });
+}
+
+TLRT_API uint64_t tlrt_debug_fail_nth_allocation(uint64_t n) {
+  return g_fail_countdown.exchange(n, std::memory_order_relaxed);
 }
 
 TLRT_API tlrt_status tlrt_allocator_trim(tlrt_device device) {

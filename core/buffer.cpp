@@ -29,7 +29,14 @@ void check_elements(uint64_t n, const char *arg) {
 Owned new_buffer(Dev dev, uint64_t n) {
   check_elements(n, "n");
   float *data = payload_alloc(dev, n);  // throws before the handle exists
-  tlrt_buffer *b = new (std::nothrow) tlrt_buffer;
+  tlrt_buffer *b = nullptr;
+  try {
+    injected_allocation_failure("a buffer handle");
+    b = new (std::nothrow) tlrt_buffer;
+  } catch (...) {
+    payload_free(dev, data, n);
+    throw;
+  }
   if (b == nullptr) {
     payload_free(dev, data, n);
     fail(TLRT_ERR_OUT_OF_MEMORY, "out of host memory allocating a buffer handle");

@@ -25,6 +25,9 @@ namespace tlrt {
 
 // Payload allocation with telemetry (core/allocator.cpp). bytes may be 0 (returns NULL).
 float *payload_alloc(Dev dev, uint64_t elements);
+// Throws TLRT_ERR_OUT_OF_MEMORY when the countdown of tlrt_debug_fail_nth_allocation reaches this
+// allocation (`what` names it in the message); otherwise does nothing.
+void injected_allocation_failure(const char *what);
 void payload_free(Dev dev, float *p, uint64_t elements) noexcept;
 void count_handle(int delta) noexcept;
 

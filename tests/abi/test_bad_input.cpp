@@ -139,6 +139,10 @@ void check_runtime() {
   TH_CHECK(tlrt_set_deterministic(!initial) == initial);
   TH_CHECK(tlrt_get_deterministic() == !initial);
   TH_CHECK(tlrt_set_deterministic(initial) == !initial);
+  // The fault-injection hook has no bad input: any count arms it, 0 disarms and reports.
+  TH_CHECK(tlrt_debug_fail_nth_allocation(UINT64_MAX) == 0);
+  TH_CHECK(tlrt_debug_fail_nth_allocation(0) == UINT64_MAX);
+  TH_CHECK(tlrt_debug_fail_nth_allocation(0) == 0);
 
   // tlrt_last_error: successful calls do not clear it; a failure replaces it.
   TH_STATUS(tlrt_device_count(TLRT_DEVICE_KIND_CPU, nullptr), TLRT_ERR_NULL_ARGUMENT);
