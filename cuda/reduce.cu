@@ -12,15 +12,22 @@
 // m <= 2^24, ...) plus a small_kernel pass when the last level leaves 2..32 partials; each pass
 // after the first reads 1/4096 of the bytes of the one before.
 //
-// warp_kernel (sequences with contiguous elements, inner == 1, m > 32): one warp per
-// (sequence, chunk); lane w of the warp holds the tree's lanes t = 32 g + w (g = 0..7) in 8
-// registers, reads chunk element t + 256 r for r = 0..15 (each warp load is 128 contiguous
-// bytes; 8 per r, unrolled by 2: 16 loads in flight per thread), folds them in r order, applies
-// the halving steps h = 128, 64, 32 in registers and h = 16..1 with __shfl_down_sync. 8 warps
-// (256 threads) per block, blocks grid-stride over the tasks beyond 2^31 - 1. The same kernel,
-// with an index decoder instead of a contiguous source, serves the general gather of
-// tlrt_reduce_from_broadcast. Bytes: 4 n read + 4 n / 4096 written per pass (a 2^26-element sum:
-// 256 MiB). Measured: (pending GPU run).
+// fused_kernel_vec4 (contiguous sequences, inner == 1, m > 32, 16-byte aligned, m % 4 == 0: the
+// common case): one warp per (sequence, chunk) with float4 loads (chunk_vec4: 512 contiguous bytes
+// per warp load, 8 loads in flight per thread); for up to 4096 chunks per sequence and up to 65536
+// sequences the warp finishing a sequence's last chunk also reduces its chunk values (the tree's
+// next level), so the whole tree is ONE launch (counters, no atomics on data). Longer sequences
+// take plain passes first. Bytes: 4 n read (+ 4 n / 4096 partials written and read back).
+// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-reduce.md): 2^26 sum 0.91 of copy
+// bandwidth (1.04x torch.sum's time; 0.86 with the separate passes, 0.77 with scalar loads);
+// (65536, 1024) row sums 1.00 (0.93x torch); (1024, 65536) row sums 0.96 (1.01x).
+//
+// warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
+// the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
+// (sequence, chunk); lane w holds the tree's lanes t = 32 g + w (g = 0..7) in 8 registers, reads
+// chunk element t + 256 r (each warp load 128 contiguous bytes; 16 loads in flight per thread),
+// folds them in r order, halving h = 128, 64, 32 in registers and h = 16..1 with
+// __shfl_down_sync (chunk_scalar). Bytes: 4 n read + 4 n / 4096 written per pass.
 //
 // cols_kernel (strided sequences, inner > 1, m > 32: column sums, inner N-D axes): one block of
 // 256 threads per (outer index, chunk of 4096 rows, tile of 32 columns); warp v (0..7) lane x
@@ -29,16 +36,19 @@
 // 32 independent loads in flight per thread; halving h = 128..8 in registers, h = 4, 2, 1 through
 // 1 KiB of shared memory. Bytes: 4 * outer * m * inner read + 4 * outer * inner * ceil(m / 4096)
 // written. Column tiles narrower than 32 (inner % 32) idle the other lanes: inner in 2..31 reads
-// at a fraction of the bandwidth. Measured: (pending GPU run).
+// at a fraction of the bandwidth. Measured (H100, 2026-11-22): (65536, 1024) column sums 0.94
+// of copy bandwidth (0.80x torch), column max 0.79 (0.95x); (1024, 65536) column sums 0.83
+// (1.08x torch: short columns of 1024 rows, one partial chunk per block), column max 0.74 (1.21x).
 //
 // small_kernel (m <= 32, any inner; also the last pass over <= 32 partials): one thread per
 // output, the tree as red::small (W = next power of two >= m values in registers); threads run
 // across the inner index, so for inner > 1 each of the m loads is coalesced across the warp, for
 // inner == 1 a warp reads 32 * m contiguous floats. Bytes: 4 * outer * m * inner read +
-// 4 * outer * inner written. Measured: (pending GPU run).
+// 4 * outer * inner written. (Only small shapes reach it: not benchmarked.)
 //
 // Built with -fmad=false; additions are single IEEE operations and max is ew::max_f, as on the
 // CPU, so the backends agree bit for bit (the parity suite checks every entry point).
+#include <mutex>
 #include <utility>
 
 #include "core/backend/memory.hpp"
@@ -106,10 +116,134 @@ struct Gather {
   }
 };
 
+// Partials written by other warps of the same launch: read through L2 (not the incoherent L1).
+struct L2Contig {
+  const float *x;
+  __device__ __forceinline__ float at(uint64_t b, uint64_t e) const { return __ldcg(x + b + e); }
+};
+
+// The tree's value of the chunk [e0, e0 + len) of the sequence at b, computed by one warp; valid
+// in lane 0. Lane w holds the tree's lanes t = 32 g + w (g = 0..7).
+template <red::Op OP, class Src>
+__device__ __forceinline__ float chunk_scalar(const Src &src, uint64_t b, uint64_t e0,
+                                              uint64_t len) {
+  using O = red::Ops<OP>;
+  const unsigned w = threadIdx.x & 31u;
+  float a[8];
+#pragma unroll
+  for (int g = 0; g < 8; ++g) a[g] = O::identity();
+  if (len == red::kChunk) {
+#pragma unroll 2
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+#pragma unroll
+      for (unsigned g = 0; g < 8; ++g)
+        a[g] = O::op(a[g], src.at(b, e0 + r * red::kLanes + g * 32 + w));
+    }
+  } else {
+    const unsigned full = (unsigned)(len / red::kLanes);  // rows of 256 present in full
+#pragma unroll 2
+    for (unsigned r = 0; r < full; ++r) {
+#pragma unroll
+      for (unsigned g = 0; g < 8; ++g)
+        a[g] = O::op(a[g], src.at(b, e0 + r * red::kLanes + g * 32 + w));
+    }
+#pragma unroll
+    for (unsigned g = 0; g < 8; ++g) {
+      const uint64_t e = (uint64_t)full * red::kLanes + g * 32 + w;
+      if (e < len) a[g] = O::op(a[g], src.at(b, e0 + e));
+    }
+  }
+  // Halving: lane t = 32 g + w. h = 128, 64, 32 pair registers of one thread.
+#pragma unroll
+  for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
+  a[0] = O::op(a[0], a[2]);
+  a[1] = O::op(a[1], a[3]);
+  a[0] = O::op(a[0], a[1]);
+  // h = 16 .. 1 across the warp: lane w < h takes lane w + h.
+  float v = a[0];
+#pragma unroll
+  for (unsigned h = 16; h >= 1; h >>= 1) v = O::op(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
+  return v;
+}
+
+// The same for a chunk starting 16-byte aligned with len % 4 == 0, with float4 loads. Lane w holds
+// the tree's lanes t = 128 q + 4 w + j (q = 0, 1; j = 0..3) in a[4 q + j]: each warp load reads
+// 512 contiguous bytes, a thread has 2 loads per row of 256 elements and 8 in flight (unroll 4).
+// Halving: h = 128 pairs a[j] with a[4 + j] in the thread; h = 64 .. 4 pair lane w with lane
+// w + h / 4 (shuffles); h = 2, 1 pair registers of one thread again. A float4 is either wholly
+// inside a partial chunk or wholly outside; lanes past the end fold the identity, which leaves
+// them unchanged bit for bit (x + -0 = x, max(x, -inf) = x).
+template <red::Op OP>
+__device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
+  using O = red::Ops<OP>;
+  const unsigned w = threadIdx.x & 31u;
+  const float4 *p = reinterpret_cast<const float4 *>(chunk) + w;  // row r: p[64 r], p[64 r + 32]
+  float a[8];
+#pragma unroll
+  for (int g = 0; g < 8; ++g) a[g] = O::identity();
+  auto fold = [&](float4 lo, float4 hi) {
+    a[0] = O::op(a[0], lo.x);
+    a[1] = O::op(a[1], lo.y);
+    a[2] = O::op(a[2], lo.z);
+    a[3] = O::op(a[3], lo.w);
+    a[4] = O::op(a[4], hi.x);
+    a[5] = O::op(a[5], hi.y);
+    a[6] = O::op(a[6], hi.z);
+    a[7] = O::op(a[7], hi.w);
+  };
+  const unsigned full = (unsigned)(len / red::kLanes);
+  if (full == red::kDepth) {
+#pragma unroll 4
+    for (unsigned r = 0; r < red::kDepth; ++r) fold(__ldg(p + 64 * r), __ldg(p + 64 * r + 32));
+  } else {
+#pragma unroll 4
+    for (unsigned r = 0; r < full; ++r) fold(__ldg(p + 64 * r), __ldg(p + 64 * r + 32));
+    const unsigned rest = (unsigned)(len - (uint64_t)full * red::kLanes);  // 0..252, % 4 == 0
+    if (rest != 0) {
+      const float4 id = make_float4(O::identity(), O::identity(), O::identity(), O::identity());
+      fold(4 * w < rest ? __ldg(p + 64 * full) : id, 128 + 4 * w < rest ? __ldg(p + 64 * full + 32) : id);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], a[4 + j]);  // h = 128
+#pragma unroll
+  for (unsigned d = 16; d >= 1; d >>= 1) {  // h = 64, 32, 16, 8, 4
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], __shfl_down_sync(0xFFFFFFFFu, a[j], d));
+  }
+  a[0] = O::op(a[0], a[2]);  // h = 2
+  a[1] = O::op(a[1], a[3]);
+  return O::op(a[0], a[1]);  // h = 1
+}
+
+// One pass over sequences with contiguous elements (inner == 1): one warp per (sequence, chunk).
 template <red::Op OP, class Src>
 __global__ void __launch_bounds__(kThreads)
     warp_kernel(Src src, uint64_t nseq, uint64_t m, uint64_t nc, float div, float *__restrict y) {
-  using O = red::Ops<OP>;
+  const uint64_t tasks = nseq * nc;
+  for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < tasks;
+       task += (uint64_t)gridDim.x * kWarps) {
+    const uint64_t s = task / nc;
+    const uint64_t e0 = (task - s * nc) * red::kChunk;
+    const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
+    const float v = chunk_scalar<OP>(src, src.base(s), e0, len);
+    if ((threadIdx.x & 31u) == 0) y[task] = red::finish(v, nc == 1 ? div : 1.0f);
+  }
+}
+
+// Contiguous, 16-byte aligned sequences (x aligned, m % 4 == 0) of at most kChunk^2 = 2^24
+// elements, the whole tree in ONE launch: one warp per (sequence, chunk) computes the chunk value
+// with float4 loads; with several chunks it writes the value to partials[s * nc + k] and counts
+// the chunks done in counters[s]; the warp that completes the count reduces the nc <= 4096
+// partials of its sequence (the tree's next level: one chunk) and writes y[s], and resets the
+// counter for the next launch. The chunk values are those of the pass-by-pass evaluation, so the
+// result is the same tree, bit for bit; it saves the launches of the later passes (about 3 us
+// each, 5-10% of a 2^26-element sum). With counters == NULL it is one plain pass instead (chunk
+// values to y[task]), for the first pass of sequences longer than 2^24.
+template <red::Op OP>
+__global__ void __launch_bounds__(kThreads)
+    fused_kernel_vec4(const float *__restrict x, uint64_t nseq, uint64_t m, uint64_t nc, float div,
+                      float *partials, unsigned *counters, float *__restrict y) {
   const unsigned w = threadIdx.x & 31u;
   const uint64_t tasks = nseq * nc;
   for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < tasks;
@@ -117,38 +251,25 @@ __global__ void __launch_bounds__(kThreads)
     const uint64_t s = task / nc;
     const uint64_t e0 = (task - s * nc) * red::kChunk;
     const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
-    const uint64_t b = src.base(s);
-    float a[8];
-#pragma unroll
-    for (int g = 0; g < 8; ++g) a[g] = O::identity();
-    if (len == red::kChunk) {
-#pragma unroll 2
-      for (unsigned r = 0; r < red::kDepth; ++r) {
-#pragma unroll
-        for (unsigned g = 0; g < 8; ++g)
-          a[g] = O::op(a[g], src.at(b, e0 + r * red::kLanes + g * 32 + w));
-      }
-    } else {
-      const unsigned rows = (unsigned)((len + red::kLanes - 1) / red::kLanes);
-      for (unsigned r = 0; r < rows; ++r) {
-#pragma unroll
-        for (unsigned g = 0; g < 8; ++g) {
-          const uint64_t e = r * red::kLanes + g * 32 + w;
-          if (e < len) a[g] = O::op(a[g], src.at(b, e0 + e));
-        }
-      }
+    const float v = chunk_vec4<OP>(x + s * m + e0, len);
+    if (nc == 1 || counters == nullptr) {  // one chunk, or a plain pass writing chunk values
+      if (w == 0) y[task] = red::finish(v, nc == 1 ? div : 1.0f);
+      continue;
     }
-    // Halving: lane t = 32 g + w. h = 128, 64, 32 pair registers of one thread.
-#pragma unroll
-    for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
-    a[0] = O::op(a[0], a[2]);
-    a[1] = O::op(a[1], a[3]);
-    a[0] = O::op(a[0], a[1]);
-    // h = 16 .. 1 across the warp: lane w < h takes lane w + h.
-    float v = a[0];
-#pragma unroll
-    for (unsigned h = 16; h >= 1; h >>= 1) v = O::op(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
-    if (w == 0) y[task] = red::finish(v, nc == 1 ? div : 1.0f);
+    unsigned last = 0;
+    if (w == 0) {
+      partials[task] = v;
+      __threadfence();  // the value is visible device-wide before the count says so
+      last = atomicAdd(counters + s, 1u) == (unsigned)(nc - 1);
+    }
+    last = __shfl_sync(0xFFFFFFFFu, last, 0);
+    if (!last) continue;
+    __threadfence();
+    const float r = chunk_scalar<OP>(L2Contig{partials}, s * nc, 0, nc);
+    if (w == 0) {
+      y[s] = red::finish(r, div);
+      counters[s] = 0;
+    }
   }
 }
 
@@ -189,14 +310,18 @@ __global__ void __launch_bounds__(kThreads, OP == red::Op::Sum ? 4 : 3)
           for (unsigned g = 0; g < 32; ++g) a[g] = O::op(a[g], p[g * step8]);
         }
       } else {
-        const unsigned rows = (unsigned)((len + red::kLanes - 1) / red::kLanes);
+        // Rows of 256 present in full need no bounds checks; then the partial last row.
+        const unsigned full = (unsigned)(len / red::kLanes);
 #pragma unroll 1
-        for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned r = 0; r < full; ++r) {
           const float *p = col + (uint64_t)r * red::kLanes * inner;
 #pragma unroll
-          for (unsigned g = 0; g < 32; ++g)
-            if (r * red::kLanes + v + 8 * g < len) a[g] = O::op(a[g], p[g * step8]);
+          for (unsigned g = 0; g < 32; ++g) a[g] = O::op(a[g], p[g * step8]);
         }
+        const float *p = col + (uint64_t)full * red::kLanes * inner;
+#pragma unroll
+        for (unsigned g = 0; g < 32; ++g)
+          if (full * red::kLanes + v + 8 * g < len) a[g] = O::op(a[g], p[g * step8]);
       }
     }
     // Halving: lane t = v + 8 g; h = 128, 64, 32, 16, 8 pair registers of one thread.
@@ -261,6 +386,48 @@ void launch_small(int dev, cudaStream_t s, const float *x, uint64_t outer, uint6
   check_launch("reduction small_kernel");
 }
 
+// Chunk counters of fused_kernel_vec4: kMaxFusedSeq per device, zero between launches (each
+// launch's last warp per sequence resets its own), allocated once with cudaMalloc outside the
+// stream-ordered pool (so that tlrt_allocator_trim can still empty the pool) and kept for the life
+// of the process. More sequences than that (over 2^28 elements with chunks of 4096) take the
+// pass-by-pass path, where the extra launches cost nothing measurable.
+constexpr uint64_t kMaxFusedSeq = 65536;
+struct ChunkCounters {
+  std::once_flag once;
+  cudaError_t error = cudaSuccess;
+  unsigned *p = nullptr;
+};
+ChunkCounters g_counters[kMaxCudaDevices];
+
+unsigned *chunk_counters(int dev) {
+  ChunkCounters &c = g_counters[dev];
+  std::call_once(c.once, [&] {
+    c.error = cudaMalloc(&c.p, kMaxFusedSeq * sizeof(unsigned));
+    if (c.error == cudaSuccess) c.error = cudaMemset(c.p, 0, kMaxFusedSeq * sizeof(unsigned));
+  });
+  check(c.error, "cudaMalloc (reduction counters)");
+  return c.p;
+}
+
+// plain: one pass, y receives outer * nc chunk values; otherwise the whole tree (nc <= kChunk and
+// outer <= kMaxFusedSeq when nc > 1).
+template <red::Op OP>
+void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, uint64_t nc,
+           float div, float *y, bool plain) {
+  if (plain) {
+    fused_kernel_vec4<OP><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(x, outer, m, nc, div,
+                                                                           nullptr, nullptr, y);
+    check_launch("reduction fused_kernel_vec4 (pass)");
+    return;
+  }
+  Scratch part;
+  if (nc > 1) part = Scratch(dev, outer * nc);
+  unsigned *counters = nc > 1 ? chunk_counters(dev) : nullptr;
+  fused_kernel_vec4<OP><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(x, outer, m, nc, div,
+                                                                         part.get(), counters, y);
+  check_launch("reduction fused_kernel_vec4");
+}
+
 // The passes over the (outer, m, inner) view; m >= 1, outer * inner >= 1.
 template <red::Op OP>
 void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner, float div,
@@ -273,13 +440,20 @@ void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner,
       return;
     }
     const uint64_t nc = red::chunks_of(m);
+    const bool vec4 = inner == 1 && m % 4 == 0 && ((uintptr_t)x & 15u) == 0;
+    if (vec4 && nc <= red::kChunk && (nc == 1 || outer <= kMaxFusedSeq)) {  // all in one launch
+      fused<OP>(dev, s, x, outer, m, nc, div, y, false);
+      return;
+    }
     Scratch next;
     float *dst = y;
     if (nc > 1) {
       next = Scratch(dev, outer * nc * inner);  // <= outer * m * inner: no overflow
       dst = next.get();
     }
-    if (inner == 1) {
+    if (vec4) {
+      fused<OP>(dev, s, x, outer, m, nc, div, dst, true);  // one pass of chunk values
+    } else if (inner == 1) {
       warp_kernel<OP, Contig><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(Contig{x, m}, outer,
                                                                                 m, nc, div, dst);
       check_launch("reduction warp_kernel");

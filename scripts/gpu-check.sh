@@ -4,7 +4,9 @@
 # the benchmarks against PyTorch. Logs go to $OUT (default ./gpu-out); a summary is printed last.
 #
 #   scripts/gpu-check.sh [STEP...]     steps: build test memcheck sanitizers math hostcost bench
-#                                      (default: all, in that order; a step needs the build)
+#                                      (default: all, in that order; a step needs the build;
+#                                      `parity` runs only the parity suite)
+# BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax).
 # Environment: MATH_STRIDE (default 1 = all 2^32 inputs), PARITY_SANITIZE_MAX_N (default 4097).
 set -u
 OUT=${OUT:-$PWD/gpu-out}
@@ -33,6 +35,14 @@ if has build || [ ! -f "$B/build.ninja" ]; then
   else
     note "build: FAILED"; tail -40 /tmp/setup.log /tmp/build.log; exit 1
   fi
+fi
+
+# Only the parity suite (quicker than `test` while iterating on kernels).
+if has parity; then
+  meson test -C "$B" --suite parity --num-processes 2 --print-errorlogs >/tmp/parity.log 2>&1
+  cp /tmp/parity.log "$OUT/parity.log"
+  note "parity: $(grep -E '^(Ok|Fail|Skipped|Timeout):' /tmp/parity.log | tr -s ' ' | tr '\n' ' ')"
+  grep -E 'MISMATCH|FAIL' /tmp/parity.log | head -40
 fi
 
 if has test; then
@@ -80,22 +90,18 @@ if has hostcost && [ -x "$B/bench/host_cost" ]; then
   "$B/bench/host_cost" --calls 2000 | tail -n +3 | tee -a "$OUT/host_cost.md"
 fi
 
-# Benchmarks against PyTorch in the same process.
-if has bench && [ -f bench/elementwise.py ]; then
-  if TORCHLEAN_RT_LIB=$PWD/$B/libtorchlean_rt.so TORCHLEAN_RT_INCLUDE=$PWD/abi timeout 300 \
-      python3 bench/elementwise.py --out "$OUT/bench_elementwise.md" >"$OUT/bench.log" 2>&1; then
-    note "bench: ok"
-  else
-    note "bench: FAILED"; tail -30 "$OUT/bench.log"
-  fi
-  cat "$OUT/bench_elementwise.md" 2>/dev/null
-  if TORCHLEAN_RT_LIB=$PWD/$B/libtorchlean_rt.so TORCHLEAN_RT_INCLUDE=$PWD/abi timeout 300 \
-      python3 bench/reduce.py --out "$OUT/bench_reduce.md" >/tmp/bench_reduce.log 2>&1; then
-    note "bench reduce: ok"
-  else
-    note "bench reduce: FAILED"; tail -30 /tmp/bench_reduce.log
-  fi
-  cat "$OUT/bench_reduce.md" 2>/dev/null
+# Benchmarks against PyTorch in the same process: bench/<name>.py for each name in BENCHES.
+if has bench; then
+  for name in ${BENCHES:-elementwise reduce layout index softmax}; do
+    [ -f "bench/$name.py" ] || continue
+    if TORCHLEAN_RT_LIB=$PWD/$B/libtorchlean_rt.so TORCHLEAN_RT_INCLUDE=$PWD/abi timeout 300 \
+        python3 "bench/$name.py" --out "$OUT/bench_$name.md" >"$OUT/bench_$name.log" 2>&1; then
+      note "bench $name: ok"
+    else
+      note "bench $name: FAILED"; tail -30 "$OUT/bench_$name.log"
+    fi
+    cat "$OUT/bench_$name.md" 2>/dev/null
+  done
 fi
 
 echo; echo "==== summary"; printf '%s\n' "${summary[@]}"

@@ -1,0 +1,270 @@
+// libFuzzer target for the shape, rank, axis and count guards of the entry points that take
+// dimensions: the input decodes into one call with arbitrary ranks, dimensions (small values,
+// 0, powers of two up to 2^63, values around 2^32, 2^60 and 2^64 - 1, so products overflow in
+// every way), axes and axis maps, over a real CPU buffer whose size may or may not match.
+// An independent oracle (128-bit products, its own validation) says whether the call is valid:
+//   - valid: the call must succeed, the output must have the predicted size and the predicted
+//     values (inputs are small integers, so every sum is exact whatever the order);
+//   - invalid: the call must fail with one of the statuses the header documents, with the
+//     out-parameter NULL.
+// Sanitizers (ASan/UBSan in the fuzz build, valgrind over the replay test) catch out-of-bounds
+// access. Built as a fuzzer with -Dfuzz=true (clang) and as the replay driver
+// fuzz_replay_shape_guards (meson suite 'fuzz').
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "torchlean_rt.h"
+
+namespace {
+
+using u128 = unsigned __int128;
+
+struct Input {
+  const uint8_t *p;
+  size_t n;
+  uint8_t byte() {
+    if (n == 0) return 0;
+    --n;
+    return *p++;
+  }
+  // A dimension: mostly small, sometimes huge.
+  uint64_t dim() {
+    const uint8_t sel = byte();
+    const uint8_t v = byte();
+    switch (sel % 8) {
+      case 0: case 1: case 2: case 3: return v % 6;
+      case 4: return uint64_t{1} << (v % 64);
+      case 5: return UINT64_MAX - v % 3;
+      case 6: return (uint64_t{1} << 60) - 1 + v % 3;
+      default: return (uint64_t{1} << 32) - 1 + v % 3;
+    }
+  }
+};
+
+[[noreturn]] void violated(const char *what, tlrt_status s) {
+  std::fprintf(stderr, "contract violated: %s (status %s, last error: %s)\n", what,
+               tlrt_status_string(s), tlrt_last_error());
+  std::abort();
+}
+
+// Product in 128 bits, saturated at 2^127 (enough to compare with any 64-bit size).
+u128 product(const uint64_t *d, uint32_t n) {
+  u128 p = 1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (d[i] == 0) return 0;
+    if (p > ((u128)1 << 64)) continue;  // stays above every 64-bit count
+    p *= d[i];
+  }
+  return p;
+}
+
+constexpr uint64_t kMaxElements = uint64_t{1} << 60;
+constexpr uint64_t kMaxBuffer = 4096;  // the fuzzer's real buffers stay small
+constexpr uint64_t kMaxRun = 65536;    // valid calls with larger outputs are not run (time)
+
+void expect_failure(const char *fn, tlrt_status s, tlrt_buffer *out,
+                    std::initializer_list<tlrt_status> allowed) {
+  if (out != nullptr) violated(fn, s);
+  for (tlrt_status a : allowed)
+    if (s == a) return;
+  violated(fn, s);
+}
+
+std::vector<float> values(const tlrt_buffer *b) {
+  uint64_t n = 0;
+  if (tlrt_buffer_size(b, &n) != TLRT_OK) violated("tlrt_buffer_size", TLRT_ERR_INTERNAL);
+  std::vector<float> v(n);
+  if (n && tlrt_buffer_to_f32(b, v.data(), n) != TLRT_OK)
+    violated("tlrt_buffer_to_f32", TLRT_ERR_INTERNAL);
+  return v;
+}
+
+void expect_values(const char *fn, tlrt_status s, tlrt_buffer *out, const std::vector<float> &want) {
+  if (s != TLRT_OK || out == nullptr) violated(fn, s);
+  const std::vector<float> got = values(out);
+  if (got.size() != want.size()) violated(fn, TLRT_ERR_SHAPE);
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) violated(fn, TLRT_ERR_INTERNAL);
+  tlrt_buffer_free(out);
+}
+
+// Row-major strides of dims.
+std::vector<uint64_t> strides(const uint64_t *d, uint32_t r) {
+  std::vector<uint64_t> s(r, 1);
+  for (uint32_t i = r; i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+void fuzz_sum_axis(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  uint64_t dims[10];
+  const uint32_t rank = in.byte() % 10;
+  for (uint32_t i = 0; i < rank; ++i) dims[i] = in.dim();
+  const uint32_t axis = in.byte() % 10;
+  bool valid = rank >= 1 && rank <= 8 && axis < rank && product(dims, rank) == xv.size();
+  if (valid) {  // the output count (dims without the axis) may be huge when dims[axis] == 0
+    uint64_t rest[10];
+    uint32_t r = 0;
+    for (uint32_t i = 0; i < rank; ++i)
+      if (i != axis) rest[r++] = dims[i];
+    const u128 nout = product(rest, r);
+    if (nout > kMaxElements) valid = false;               // TLRT_ERR_OVERFLOW
+    else if (nout > kMaxRun) return;          // valid, too large to run here
+  }
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  const tlrt_status s = tlrt_reduce_sum_axis(x, dims, rank, axis, &out);
+  if (!valid) {
+    expect_failure("tlrt_reduce_sum_axis", s, out,
+                   {TLRT_ERR_INVALID_ARGUMENT, TLRT_ERR_INDEX, TLRT_ERR_SHAPE, TLRT_ERR_OVERFLOW});
+    return;
+  }
+  uint64_t outer = 1, inner = 1;
+  for (uint32_t i = 0; i < axis; ++i) outer *= dims[i];
+  for (uint32_t i = axis + 1; i < rank; ++i) inner *= dims[i];
+  const uint64_t m = dims[axis];
+  std::vector<float> want(outer * inner, 0.0f);
+  if (xv.empty()) outer = 0;  // nothing to add (the other factors may be huge)
+  for (uint64_t o = 0; o < outer; ++o)
+    for (uint64_t j = 0; j < m; ++j)
+      for (uint64_t i = 0; i < inner; ++i) want[o * inner + i] += xv[(o * m + j) * inner + i];
+  expect_values("tlrt_reduce_sum_axis", s, out, want);
+}
+
+void fuzz_matrix(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  const uint64_t rows = in.dim(), cols = in.dim();
+  const int which = in.byte() % 4;
+  const bool axis0 = which % 2 == 0, sum = which < 2;
+  const uint64_t d[2] = {rows, cols};
+  const bool shape_ok = product(d, 2) == xv.size();
+  const uint64_t nout = axis0 ? cols : rows;
+  if (shape_ok && nout > kMaxRun && nout <= kMaxElements) return;  // valid, too large
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  tlrt_status s;
+  switch (which) {
+    case 0: s = tlrt_reduce_sum_axis0(x, rows, cols, &out); break;
+    case 1: s = tlrt_reduce_sum_axis1(x, rows, cols, &out); break;
+    case 2: s = tlrt_reduce_max_axis0(x, rows, cols, &out); break;
+    default: s = tlrt_reduce_max_axis1(x, rows, cols, &out); break;
+  }
+  if (!shape_ok || nout > kMaxElements) {  // e.g. (0, 2^62): no elements but too many outputs
+    expect_failure("tlrt_reduce_*_axis0/1", s, out, {TLRT_ERR_SHAPE, TLRT_ERR_OVERFLOW});
+    return;
+  }
+  std::vector<float> want(nout, sum ? 0.0f : -INFINITY);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j) {
+      float &w = want[axis0 ? j : i];
+      const float v = xv[i * cols + j];
+      w = sum ? w + v : (v > w ? v : w);
+    }
+  expect_values("tlrt_reduce_*_axis0/1", s, out, want);
+}
+
+// The broadcast axis map (shared by tlrt_reduce_from_broadcast and, when present, the layout
+// family's tlrt_broadcast_to).
+struct Map {
+  uint64_t in_dims[10], out_dims[10];
+  uint32_t map[10];
+  uint32_t in_rank, out_rank;
+  bool valid(uint64_t nx_in, uint64_t nx_out) const {
+    if (in_rank > 8 || out_rank > 8) return false;
+    bool used[10] = {};
+    for (uint32_t j = 0; j < out_rank; ++j) {
+      if (map[j] > in_rank) return false;
+      if (map[j] == 0) continue;
+      const uint32_t k = map[j] - 1;
+      if (used[k]) return false;
+      used[k] = true;
+      if (in_dims[k] != 1 && in_dims[k] != out_dims[j]) return false;
+    }
+    for (uint32_t k = 0; k < in_rank; ++k)
+      if (!used[k] && in_dims[k] != 1) return false;
+    const u128 pi = product(in_dims, in_rank), po = product(out_dims, out_rank);
+    if (pi > kMaxElements || po > kMaxElements) return false;
+    return pi == nx_in && po == nx_out;
+  }
+};
+
+Map decode_map(Input &in, bool plausible) {
+  Map m{};
+  m.out_rank = in.byte() % 10;
+  m.in_rank = in.byte() % 10;
+  for (uint32_t j = 0; j < m.out_rank; ++j) m.out_dims[j] = in.dim();
+  if (plausible && m.in_rank <= m.out_rank) {
+    // Mostly well-formed maps: input axis k read by output axis j_k, in order.
+    uint32_t j = 0;
+    for (uint32_t k = 0; k < m.in_rank; ++k) {
+      while (j < m.out_rank && in.byte() % 3 == 0) m.map[j++] = 0;
+      if (j < m.out_rank) {
+        m.map[j] = k + 1;
+        m.in_dims[k] = in.byte() % 2 ? 1 : m.out_dims[j];
+        ++j;
+      } else {
+        m.in_dims[k] = in.dim();
+      }
+    }
+    for (; j < m.out_rank; ++j) m.map[j] = 0;
+  } else {
+    for (uint32_t k = 0; k < m.in_rank; ++k) m.in_dims[k] = in.dim();
+    for (uint32_t j = 0; j < m.out_rank; ++j) m.map[j] = in.byte() % 10;
+  }
+  return m;
+}
+
+// For output element b (flat), the flat index of the input element it reads.
+uint64_t source_of(const Map &m, uint64_t b) {
+  const std::vector<uint64_t> so = strides(m.out_dims, m.out_rank);
+  const std::vector<uint64_t> si = strides(m.in_dims, m.in_rank);
+  uint64_t a = 0;
+  for (uint32_t j = 0; j < m.out_rank; ++j) {
+    const uint64_t bj = (b / so[j]) % m.out_dims[j];
+    if (m.map[j] != 0 && m.in_dims[m.map[j] - 1] != 1) a += bj * si[m.map[j] - 1];
+  }
+  return a;
+}
+
+void fuzz_from_broadcast(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  const Map m = decode_map(in, in.byte() % 4 != 0);
+  const u128 pi = product(m.in_dims, m.in_rank);
+  const bool valid = pi <= kMaxElements && m.valid((uint64_t)pi, xv.size());
+  if (valid && pi > kMaxBuffer) return;  // valid, output too large to run here
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  const tlrt_status s = tlrt_reduce_from_broadcast(x, m.in_dims, m.in_rank, m.out_dims,
+                                                   m.out_rank, m.map, &out);
+  if (!valid) {
+    expect_failure("tlrt_reduce_from_broadcast", s, out,
+                   {TLRT_ERR_INVALID_ARGUMENT, TLRT_ERR_INDEX, TLRT_ERR_SHAPE, TLRT_ERR_OVERFLOW});
+    return;
+  }
+  std::vector<float> want((size_t)pi, 0.0f);
+  for (uint64_t b = 0; b < xv.size(); ++b) want[source_of(m, b)] += xv[b];
+  expect_values("tlrt_reduce_from_broadcast", s, out, want);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  Input in{data, size};
+  // A real buffer of small integers (sums of up to 4096 of them are exact in float32).
+  const uint64_t hi = in.byte();
+  const uint64_t n = (hi << 8 | in.byte()) % (kMaxBuffer + 1);
+  std::vector<float> xv(n);
+  for (uint64_t i = 0; i < n; ++i) xv[i] = (float)((int)(i * 7 + in.byte()) % 17 - 8);
+  tlrt_buffer *x = nullptr;
+  if (tlrt_buffer_from_f32(TLRT_DEVICE_CPU, xv.data(), n, &x) != TLRT_OK) std::abort();
+  switch (in.byte() % 3) {
+    case 0: fuzz_sum_axis(in, x, xv); break;
+    case 1: fuzz_matrix(in, x, xv); break;
+    default: fuzz_from_broadcast(in, x, xv); break;
+  }
+  tlrt_buffer_free(x);
+  return 0;
+}
+
+#ifdef TLRT_FUZZ_REPLAY
+#include "replay_main.hpp"
+#endif
