@@ -655,33 +655,50 @@ def stats(device=CPU):
 
 
 # ---------------------------------------------------------------------------------------------
-# Generated op wrappers (tlrt_elementwise.h, tlrt_rng.h)
+# Generated op wrappers: every function of the op headers that returns tlrt_status and writes
+# buffers through trailing tlrt_buffer ** out-parameters.
 # ---------------------------------------------------------------------------------------------
 
-_OP_HEADERS = ("tlrt_elementwise.h", "tlrt_rng.h")
+# Headers whose functions are ops; the runtime/buffer headers have hand-written wrappers above.
+_OP_HEADERS = ("tlrt_elementwise.h", "tlrt_rng.h", "tlrt_reduce.h", "tlrt_layout.h",
+               "tlrt_index.h", "tlrt_softmax.h", "tlrt_layer_norm.h", "tlrt_blas.h")
+# Functions of those headers that are not ops (no output buffer): wrapped by hand or left to
+# rt.call / rt.lib.
+_NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32"}
 _IN_KINDS = {"const tlrt_buffer *": "buffer", "double": "float", "uint64_t": "int",
-             "tlrt_device": "device"}
+             "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
+             "const uint64_t *": "array64", "const uint32_t *": "array32"}
+# An array argument followed by one of these count parameters: the count is its length, filled in
+# by the wrapper (rt.reduce_sum_axis(x, dims=[2, 3], axis=1)).
+_LENGTH_NAMES = {"rank", "in_rank", "out_rank", "k"}
 
 
 def _make_op(proto):
     if proto.restype != "tlrt_status":
         raise HeaderParseError(f"{proto.name}: op does not return tlrt_status")
     ins, nout, seen_out = [], 0, False
-    for t, n in proto.params:
+    params = proto.params
+    for i, (t, n) in enumerate(params):
         if t == "tlrt_buffer **":
             seen_out = True
             nout += 1
         elif seen_out:
             raise HeaderParseError(f"{proto.name}: input {n} after an out-parameter")
         elif t in _IN_KINDS:
-            ins.append((n, _IN_KINDS[t]))
+            kind = _IN_KINDS[t]
+            if kind in ("int", "int32") and i > 0 and params[i - 1][0] in (
+                    "const uint64_t *", "const uint32_t *") and n in _LENGTH_NAMES:
+                ins.append((n, "length"))  # the length of the array before it
+            else:
+                ins.append((n, kind))
         else:
             raise HeaderParseError(f"{proto.name}: cannot generate a wrapper for parameter "
                                    f"{t} {n}")
     if nout == 0:
         raise HeaderParseError(f"{proto.name}: op without an output buffer")
     cfn, fname = getattr(lib, proto.name), proto.name
-    names = [n for n, _ in ins]
+    names = [n for n, k in ins if k != "length"]
+    nargs = len(names)
 
     def op(*args, **kwargs):
         if kwargs:  # keyword arguments by the header's parameter names
@@ -693,21 +710,37 @@ def _make_op(proto):
             if kwargs:
                 raise TypeError(f"{fname[5:]}({', '.join(names)}): unexpected or repeated "
                                 f"arguments {sorted(kwargs)}")
-        if len(args) != len(ins):
-            raise TypeError(f"{fname[5:]}({', '.join(names)}) takes {len(ins)} arguments, "
+        if len(args) != nargs:
+            raise TypeError(f"{fname[5:]}({', '.join(names)}) takes {nargs} arguments, "
                             f"{len(args)} given")
-        cargs = []
-        for a, (n, kind) in zip(args, ins):
+        cargs, it, last_len = [], iter(args), 0
+        for n, kind in ins:
+            if kind == "length":
+                cargs.append(last_len)
+                continue
+            a = next(it)
             if kind == "buffer":
                 cargs.append(_handle(a, fname, n))
             elif kind == "float":
                 cargs.append(float(a))
+            elif kind == "bool":
+                cargs.append(bool(a))
             elif kind == "device":
                 cargs.append(_as_device(a))
+            elif kind in ("array64", "array32"):
+                vals = [int(v) for v in a]
+                bits = 64 if kind == "array64" else 32
+                for v in vals:
+                    if not 0 <= v < 1 << bits:
+                        raise ValueError(f"{fname}: argument {n} has {v}, not a uint{bits}_t")
+                ct = ctypes.c_uint64 if kind == "array64" else ctypes.c_uint32
+                cargs.append((ct * len(vals))(*vals) if vals else None)
+                last_len = len(vals)
             else:
                 v = int(a)
-                if not 0 <= v < 1 << 64:
-                    raise ValueError(f"{fname}: argument {n} = {v} is not a uint64_t")
+                bits = 64 if kind == "int" else 32
+                if not 0 <= v < 1 << bits:
+                    raise ValueError(f"{fname}: argument {n} = {v} is not a uint{bits}_t")
                 cargs.append(v)
         outs = [ctypes.c_void_p() for _ in range(nout)]
         status = cfn(*cargs, *[ctypes.byref(o) for o in outs])
@@ -724,10 +757,10 @@ def _make_op(proto):
 
 OPS = {}
 for _proto in PROTOTYPES.values():
-    if _proto.header in _OP_HEADERS:
+    if _proto.header in _OP_HEADERS and _proto.name not in _NOT_OPS:
         OPS[_proto.name[5:]] = _make_op(_proto)
-# rt.add, rt.max_bwd, rt.rand_uniform, ... Note that rt.abs/max/min shadow the builtins inside this
-# module's namespace: code in this module must not call abs(), max() or min().
+# rt.add, rt.max_bwd, rt.rand_uniform, rt.reduce_sum_axis, ... Note that rt.abs/max/min shadow the
+# builtins inside this module's namespace: code in this module must not call abs(), max() or min().
 globals().update(OPS)
 __all__ += sorted(OPS)
 

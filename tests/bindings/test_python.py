@@ -95,9 +95,9 @@ def test_prototypes():
     check(rt.PROTOTYPES["tlrt_last_error"].params == [] and
           rt.PROTOTYPES["tlrt_last_error"].restype == "const char *", "tlrt_last_error prototype")
     check(rt.PROTOTYPES["tlrt_buffer_free"].restype == "void", "tlrt_buffer_free returns void")
-    # Every elementwise / RNG op has a generated wrapper, and nothing else does.
+    # Every op of the op headers has a generated wrapper, and nothing else does.
     ops = {n[5:] for n, p in rt.PROTOTYPES.items()
-           if p.header in ("tlrt_elementwise.h", "tlrt_rng.h")}
+           if p.header in rt._OP_HEADERS and n not in rt._NOT_OPS}
     check(set(rt.OPS) == ops and len(ops) >= 38, f"generated ops {sorted(rt.OPS)} vs {sorted(ops)}")
     for name in ops:
         check(callable(getattr(rt, name, None)), f"rt.{name} missing")
@@ -237,6 +237,35 @@ def test_ops():
         pass
 
 
+def test_shaped_ops():
+    """Generated wrappers of ops with arrays (dims, axis maps, index lists) and flags: array
+    arguments are Python sequences whose length fills the count parameter after them."""
+    x = rt.Buffer.from_list([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    check("rank" not in rt.reduce_sum_axis.__signature__.parameters,
+          "rank is filled in from dims")
+    check(rt.reduce_sum_axis(x, [2, 3], 0).to_list() == [5.0, 7.0, 9.0], "reduce_sum_axis axis 0")
+    check(rt.reduce_sum_axis(x, dims=(2, 3), axis=1).to_list() == [6.0, 15.0], "keywords")
+    check(rt.reduce_from_broadcast(x, [1, 3], [2, 3], [1, 2]).to_list() == [5.0, 7.0, 9.0],
+          "reduce_from_broadcast with two arrays")
+    check(rt.reduce_from_broadcast(rt.Buffer.from_list([2.0]), [], [], []).to_list() == [2.0],
+          "rank 0: empty arrays")
+    expect_error(lambda: rt.reduce_sum_axis(x, [2, 3], 2), "TLRT_ERR_INDEX",
+                 ("tlrt_reduce_sum_axis", "axis"), "axis out of range")
+    try:
+        rt.reduce_sum_axis(x, [2, -3], 0)
+        check(False, "a negative dimension must not reach the library")
+    except ValueError:
+        check(True, "negative dimension")
+    if "tlrt_gather_vec" in rt.PROTOTYPES:
+        check(rt.gather_vec(x, 6, [5, 0, 99]).to_list() == [6.0, 1.0, 0.0],
+              "gather_vec: k from the index list; out of range reads 0")
+    if "tlrt_transpose2d" in rt.PROTOTYPES:
+        check(rt.transpose2d(x, 2, 3).to_list() == [1.0, 4.0, 2.0, 5.0, 3.0, 6.0], "transpose2d")
+    if "tlrt_bmm" in rt.PROTOTYPES:
+        check(rt.bmm(x, rt.Buffer.from_list([1.0, 0.0, 0.0]), 1, 2, 3, 1, False, False).to_list()
+              == [1.0, 4.0], "bmm with bool flags")
+
+
 def test_errors():
     a = rt.Buffer.from_list([1.0, 2.0, 3.0])
     b = rt.Buffer.from_list([1.0, 2.0])
@@ -328,7 +357,8 @@ def test_finalizers():
 def main():
     print("python: library", rt.LIB_PATH, "headers", rt.INCLUDE_DIR)
     print("python:", rt.build_info())
-    for t in (test_prototypes, test_round_trips, test_ops, test_errors, test_finalizers):
+    for t in (test_prototypes, test_round_trips, test_ops, test_shaped_ops, test_errors,
+              test_finalizers):
         before = FAILURES
         try:
             t()
