@@ -2,7 +2,8 @@
 // Every sum is the tree of core/numerics/reduce_tree.hpp (abi/tlrt_reduce.h states it); the
 // determinism switch is not consulted because the one tree is both deterministic and the fast
 // path. tlrt_reduce_from_broadcast is planned here: its common patterns map onto the (outer, m,
-// inner) reduction of the axis sums, the rest onto the backends' general strided gather.
+// inner) reduction of the axis sums, the rest onto the backends' general strided gather; its
+// validation is shared with the forward tlrt_broadcast_to (core/broadcast_plan.hpp).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include "abi/tlrt_reduce.h"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
+#include "core/broadcast_plan.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
 
@@ -19,38 +21,6 @@ using namespace tlrt;
 namespace {
 
 using ull = unsigned long long;
-
-// Exact product of d[0..n): false when it does not fit in 64 bits (a zero anywhere gives 0).
-bool exact_product(const uint64_t *d, uint32_t n, uint64_t *p) {
-  for (uint32_t i = 0; i < n; ++i)
-    if (d[i] == 0) {
-      *p = 0;
-      return true;
-    }
-  uint64_t r = 1;
-  *p = 0;
-  for (uint32_t i = 0; i < n; ++i)
-    if (__builtin_mul_overflow(r, d[i], &r)) return false;
-  *p = r;
-  return true;
-}
-
-// A product for messages: its value, or "beyond 64 bits".
-std::string count_str(uint64_t n, bool fits) {
-  return fits ? std::to_string(n) : std::string("beyond 64 bits");
-}
-
-// n outputs (fits: n is exact; otherwise the count exceeds 64 bits) must be allocatable.
-void check_output_count(uint64_t n, bool fits, const char *arg) {
-  if (!fits)
-    fail(TLRT_ERR_OVERFLOW,
-         "the output would have more than 2^64 elements (from argument %s), more than "
-         "TLRT_MAX_ELEMENTS (2^60)", arg);
-  if (n > TLRT_MAX_ELEMENTS)
-    fail(TLRT_ERR_OVERFLOW,
-         "the output would have %llu elements (from argument %s), more than TLRT_MAX_ELEMENTS "
-         "(2^60)", (ull)n, arg);
-}
 
 // out = the reduction of the (outer, m, inner) view of X, outer * inner outputs.
 void run(const tlrt_buffer &X, red::Op op, uint64_t outer, uint64_t m, uint64_t inner, float div,
@@ -108,65 +78,10 @@ tlrt_status matrix(const char *fn, red::Op op, int axis, const tlrt_buffer *x, u
 
 // ---- reduce_from_broadcast planning ------------------------------------------------------------
 
-struct Validated {
-  uint64_t nres;                    // prod(in_dims)
-  int mapped[red::kMaxRank];        // output axis reading input axis k, or -1
-};
-
-Validated validate_broadcast(const tlrt_buffer &D, const uint64_t *in_dims, uint32_t in_rank,
-                             const uint64_t *out_dims, uint32_t out_rank,
-                             const uint32_t *axis_map) {
-  if (in_rank > red::kMaxRank)
-    fail(TLRT_ERR_INVALID_ARGUMENT, "argument in_rank = %u exceeds the maximum rank 8", in_rank);
-  if (out_rank > red::kMaxRank)
-    fail(TLRT_ERR_INVALID_ARGUMENT, "argument out_rank = %u exceeds the maximum rank 8", out_rank);
-  if (in_rank != 0 && in_dims == nullptr)
-    fail(TLRT_ERR_NULL_ARGUMENT, "argument in_dims is NULL (in_rank = %u)", in_rank);
-  if (out_rank != 0 && out_dims == nullptr)
-    fail(TLRT_ERR_NULL_ARGUMENT, "argument out_dims is NULL (out_rank = %u)", out_rank);
-  if (out_rank != 0 && axis_map == nullptr)
-    fail(TLRT_ERR_NULL_ARGUMENT, "argument axis_map is NULL (out_rank = %u)", out_rank);
-  uint64_t nout = 0;
-  const bool out_fits = exact_product(out_dims, out_rank, &nout);
-  if (!out_fits || nout != D.size)
-    fail(TLRT_ERR_SHAPE, "argument dout has %llu elements, but the product of argument out_dims is %s",
-         (ull)D.size, count_str(nout, out_fits).c_str());
-  Validated v;
-  for (int &m : v.mapped) m = -1;
-  for (uint32_t j = 0; j < out_rank; ++j) {
-    const uint32_t a = axis_map[j];
-    if (a == 0) continue;
-    if (a > in_rank)
-      fail(TLRT_ERR_INDEX,
-           "argument axis_map[%u] = %u names input axis %u, but argument in_rank is %u", j, a,
-           a - 1, in_rank);
-    const uint32_t k = a - 1;
-    if (v.mapped[k] >= 0)
-      fail(TLRT_ERR_INVALID_ARGUMENT,
-           "argument axis_map maps input axis %u twice (axis_map[%d] and axis_map[%u] are both %u)",
-           k, v.mapped[k], j, a);
-    v.mapped[k] = (int)j;
-    if (in_dims[k] != 1 && in_dims[k] != out_dims[j])
-      fail(TLRT_ERR_SHAPE,
-           "argument in_dims[%u] = %llu must be 1 or equal argument out_dims[%u] = %llu "
-           "(axis_map[%u] = %u)",
-           k, (ull)in_dims[k], j, (ull)out_dims[j], j, a);
-  }
-  for (uint32_t k = 0; k < in_rank; ++k)
-    if (v.mapped[k] < 0 && in_dims[k] != 1)
-      fail(TLRT_ERR_SHAPE,
-           "argument in_dims[%u] = %llu: input axis %u is not mapped by argument axis_map, so its "
-           "size must be 1",
-           k, (ull)in_dims[k], k);
-  const bool fits = exact_product(in_dims, in_rank, &v.nres);
-  check_output_count(v.nres, fits, "in_dims");
-  return v;
-}
-
-// dout is non-empty and the result has nres >= 1 elements.
+// dout is non-empty and the result has v.nin >= 1 elements.
 void plan_broadcast(const tlrt_buffer &D, const uint64_t *in_dims, uint32_t in_rank,
                     const uint64_t *out_dims, uint32_t out_rank, const uint32_t *axis_map,
-                    const Validated &v, tlrt_buffer &Y) {
+                    const BroadcastShape &v, tlrt_buffer &Y) {
   uint64_t stride[red::kMaxRank];
   uint64_t s = 1;
   for (uint32_t j = out_rank; j-- > 0;) {
@@ -209,8 +124,8 @@ void plan_broadcast(const tlrt_buffer &D, const uint64_t *in_dims, uint32_t in_r
       ++nruns;
     }
   }
-  p.nq = v.nres;
-  p.m = D.size / v.nres;
+  p.nq = v.nin;
+  p.m = D.size / v.nin;
   const Dev dev = D.dev;
   runs[nruns] = '\0';
   if (in_order) {
@@ -314,11 +229,12 @@ TLRT_API tlrt_status tlrt_reduce_from_broadcast(const tlrt_buffer *dout, const u
   return guarded(__func__, [&] {
     clear_out(out, "out");
     const tlrt_buffer &D = input(dout, "dout");
-    const Validated v = validate_broadcast(D, in_dims, in_rank, out_dims, out_rank, axis_map);
-    Owned y = new_buffer(D.dev, v.nres);
-    if (v.nres != 0) {
+    const BroadcastShape v = validate_broadcast(BroadcastSide::Adjoint, D, "dout", in_dims,
+                                                in_rank, out_dims, out_rank, axis_map);
+    Owned y = new_buffer(D.dev, v.nin);
+    if (v.nin != 0) {
       if (D.size == 0)
-        TLRT_DISPATCH(D.dev, fill, D.dev.ordinal, y->data, 0.0f, v.nres);
+        TLRT_DISPATCH(D.dev, fill, D.dev.ordinal, y->data, 0.0f, v.nin);
       else
         plan_broadcast(D, in_dims, in_rank, out_dims, out_rank, axis_map, v, *y.get());
     }

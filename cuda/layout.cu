@@ -1,6 +1,423 @@
-// CUDA backend, layout: concatenation, slices, broadcasts, transposes and permutations.
+// CUDA backend, layout: the strided gather and the tiled transposition of core/backend/layout.hpp.
+// (Concatenations and slices are cudaMemcpyAsync device-to-device copies issued by core through
+// the memory backend: copy bandwidth by construction.)
+//
+// Both kernels take their plan BY VALUE as a kernel parameter (dims, strides and precomputed
+// division magic numbers: at most ~300 bytes of parameter space), so a call is one launch with no
+// upload and no synchronisation. Index arithmetic is 32-bit when the output count and every input
+// offset fit below 2^32 (the common case: 2^26-element tensors), 64-bit otherwise; grid-stride
+// loops run on 64-bit counters and the grids are capped at 2^31 - 1 blocks, so any size works.
+// Divisions by the (runtime) extents use FastDiv: q = n / d as one multiply-high, a subtract, an
+// add and two shifts (Granlund & Montgomery 1994, fig. 4.1; exact for every n of the type, the
+// magic number computed on the host per call), never a hardware integer division.
+//
+// gather_kernel (lay::Gather: broadcasts, row-block copies, thin transposes): one thread per
+// group of 4 consecutive output elements (one float4 store; 256 threads per block, each thread
+// handling kIlp = 4 groups 1024 groups apart, all loads issued before any store, so 64 bytes per
+// thread are in flight and every warp store writes 512 contiguous bytes). A group's input
+// position is decoded from its index once (rank - 1 FastDivs over the plan's extents). Three
+// modes, chosen on the host from the plan:
+//   VEC   (innermost stride 1, innermost extent and all other strides multiples of 4: contiguous
+//          row blocks such as vec_to_rows, (p, q, r) -> (q, p, r) swaps with r % 4 == 0,
+//          (a, 1, c) -> (a, b, c) broadcasts): the plan is rescaled to float4 units and the group
+//          is one aligned float4 load (for vec_to_rows the vector stays in L1/L2; only the output
+//          reaches DRAM). Bytes: 4 n written + 4 n read (4 size(x) from DRAM for a broadcast).
+//   SPLAT (innermost stride 0, innermost extent a multiple of 4: vec_to_cols, scalar -> any):
+//          one scalar load per group, replicated. Bytes: 4 n written + 4 size(x) read.
+//   SCALAR (everything else: extents not multiples of 4, small transposes whose sides are both
+//          < 64): four scalar loads; the first position is decoded, the next three advance the
+//          innermost index and offset (a fresh decode only when a row ends); a partial last
+//          group stores element by element. Reads with a small stride stay within a few cache
+//          lines per warp (L1/L2 absorb the reuse); DRAM traffic stays ~ 4 n + 4 size(x).
+// Predicted: VEC and SPLAT >= 0.9 of copy bandwidth (a copy-shaped stream with 1 FastDiv per 16
+// bytes written), SCALAR 0.6-0.9 depending on the stride. Measured: (pending GPU run).
+//
+// transpose_kernel (lay::Transpose: transpose2d, permute3d_*, swap_adjacent_at_depth with a
+// size-1 trailing block, general permutations that move the contiguous axis; core sends the
+// transpositions with a side of >= 64 elements): one 256-thread block per tile of TP x TQ = 4096
+// elements of one batch (TP along the axis contiguous in x, TQ along the axis contiguous in y;
+// tiles of a batch in row-major order, then batches; blocks loop beyond 2^31 - 1 tiles); 16
+// elements per thread. 64 x 64 when both sides have >= 64 elements; a thin side gets the
+// smallest power of two >= it (at least 8) and the other side the rest (e.g. 8 x 512 for a
+// (2^23, 8) matrix), so every tile still reads and writes whole rows. Loads: thread t reads the
+// tile's linear positions t + 256 r (r < 16) in x's row-major order, so each warp load covers 32
+// consecutive floats of an x row (or 32 / TP whole short rows), all 16 loads issued before the
+// shared-memory stores; tile[j][i] has rows of TP + 1 floats (odd), so the column reads are
+// conflict-free for TQ >= 32 (at most 2-3 way for the thinner shapes); stores walk the tile in y's
+// row-major order (128 contiguous bytes per warp store). Interior tiles skip the bounds checks.
+// 16.4-18.4 KB of shared memory per block. Bytes: 8 per element (4 read + 4 written), each byte of
+// DRAM touched once.
+// Predicted: >= 0.85 of copy bandwidth for (65536, 1024), (1024, 65536) and 2^26-element 3-D
+// permutations, >= 0.6 for thin (8-wide) transposes. Measured: (pending GPU run).
+//
+// Test hook: with the environment variable TLRT_LAYOUT_INDEX64=1 (read per call) both kernels use
+// 64-bit index arithmetic whatever the sizes, so that the parity suite covers the 64-bit variants
+// (which otherwise need tensors of more than 2^32 elements) on ordinary shapes.
+//
+// Data is moved by float loads and stores, which never alter a bit pattern (NaN payloads,
+// signalling NaNs, -0 and subnormals pass unchanged): bitwise identical to the CPU backend.
+#include <cstdint>
+#include <cstdlib>
+
 #include "core/backend/layout.hpp"
+#include "cuda/cuda_common.cuh"
 
 namespace tlrt {
-namespace cuda {}  // namespace cuda
+namespace cuda {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr int kIlp = 4;            // float4 groups per thread per block iteration
+constexpr unsigned kTileElems = 4096;  // elements of a transpose tile (TP x TQ)
+constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
+constexpr uint32_t kMaxBatch = lay::kMaxRank - 2;
+
+// ---- division by an invariant integer ----------------------------------------------------------
+
+// q = n / d for every n of type I: t = mulhi(m, n), q = (t + ((n - t) >> s1)) >> s2, with
+// l = ceil(log2 d), m = floor(2^N (2^l - d) / d) + 1 (< 2^N), s1 = min(l, 1), s2 = max(l - 1, 0).
+template <class I>
+struct FastDiv {
+  I m;
+  uint32_t s1, s2;
+};
+
+FastDiv<uint64_t> fast_div64(uint64_t d) {
+  uint32_t l = 0;
+  while (l < 64 && ((unsigned __int128)1 << l) < d) ++l;
+  const unsigned __int128 m = ((((unsigned __int128)1 << l) - d) << 64) / d + 1;
+  return FastDiv<uint64_t>{(uint64_t)m, l < 1 ? l : 1u, l > 1 ? l - 1 : 0u};
+}
+
+FastDiv<uint32_t> fast_div32(uint32_t d) {
+  uint32_t l = 0;
+  while (l < 32 && (uint64_t{1} << l) < d) ++l;
+  const uint64_t m = (((uint64_t{1} << l) - d) << 32) / d + 1;
+  return FastDiv<uint32_t>{(uint32_t)m, l < 1 ? l : 1u, l > 1 ? l - 1 : 0u};
+}
+
+template <class I>
+FastDiv<I> fast_div(uint64_t d);
+template <>
+FastDiv<uint64_t> fast_div<uint64_t>(uint64_t d) {
+  return fast_div64(d);
+}
+template <>
+FastDiv<uint32_t> fast_div<uint32_t>(uint64_t d) {
+  return fast_div32((uint32_t)d);
+}
+
+__device__ __forceinline__ uint64_t mulhi(uint64_t a, uint64_t b) { return __umul64hi(a, b); }
+__device__ __forceinline__ uint32_t mulhi(uint32_t a, uint32_t b) { return __umulhi(a, b); }
+
+template <class I>
+__device__ __forceinline__ I fdiv(const FastDiv<I> &d, I n) {
+  const I t = mulhi(d.m, n);
+  return (t + ((n - t) >> d.s1)) >> d.s2;
+}
+
+// ---- the strided gather -----------------------------------------------------------------------
+
+enum Mode { kVec, kSplat, kScalar };
+
+// The gather in work units (float4 groups for VEC/SPLAT, elements for SCALAR).
+template <class I>
+struct GatherK {
+  uint64_t groups;     // float4 groups to write: n / 4 (VEC, SPLAT) or ceil(n / 4) (SCALAR)
+  I n;                 // output elements (SCALAR: the partial last group)
+  I inner_dim;         // dim[rank - 1]
+  I inner_stride;      // stride[rank - 1]
+  uint32_t rank;
+  I dim[lay::kMaxRank];
+  I stride[lay::kMaxRank];
+  FastDiv<I> div[lay::kMaxRank];  // by dim[k], k >= 1
+};
+
+// Offset of the unit with row-major index f; inner = its innermost index.
+template <class I>
+__device__ __forceinline__ I decode(const GatherK<I> &p, I f, I &inner) {
+  I off = 0;
+  inner = f;
+#pragma unroll
+  for (int k = lay::kMaxRank - 1; k >= 1; --k) {
+    if ((uint32_t)k < p.rank) {
+      const I q = fdiv(p.div[k], f);
+      const I i = f - q * p.dim[k];
+      if ((uint32_t)k == p.rank - 1) inner = i;
+      off += i * p.stride[k];
+      f = q;
+    }
+  }
+  return off + f * p.stride[0];
+}
+
+template <class I, int MODE>
+__device__ __forceinline__ float4 load_group(const float *__restrict x, const GatherK<I> &p, I w) {
+  I inner;
+  if (MODE == kVec) {
+    const I off = decode(p, w, inner);
+    return reinterpret_cast<const float4 *>(x)[off];
+  } else if (MODE == kSplat) {
+    const float s = x[decode(p, w, inner)];
+    return make_float4(s, s, s, s);
+  } else {
+    const I e = w * 4;
+    I off = decode(p, e, inner);
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[j] = e + (I)j < p.n ? x[off] : 0.0f;
+      if (j < 3) {
+        if (++inner == p.inner_dim)
+          off = decode(p, e + (I)(j + 1), inner);
+        else
+          off += p.inner_stride;
+      }
+    }
+    return make_float4(v[0], v[1], v[2], v[3]);
+  }
+}
+
+template <class I, int MODE>
+__global__ void __launch_bounds__(kThreads)
+    gather_kernel(const float *__restrict x, float *__restrict y, GatherK<I> p) {
+  const uint64_t chunk = (uint64_t)kIlp * kThreads;
+  for (uint64_t base = (uint64_t)blockIdx.x * chunk + threadIdx.x; base < p.groups;
+       base += (uint64_t)gridDim.x * chunk) {
+    float4 v[kIlp];
+#pragma unroll
+    for (int k = 0; k < kIlp; ++k) {
+      const uint64_t w = base + (uint64_t)k * kThreads;
+      if (w < p.groups) v[k] = load_group<I, MODE>(x, p, (I)w);
+    }
+#pragma unroll
+    for (int k = 0; k < kIlp; ++k) {
+      const uint64_t w = base + (uint64_t)k * kThreads;
+      if (w >= p.groups) continue;
+      if (MODE != kScalar || w * 4 + 3 < (uint64_t)p.n) {
+        reinterpret_cast<float4 *>(y)[w] = v[k];
+      } else {  // the partial last group
+        const uint64_t e = w * 4;
+        y[e] = v[k].x;
+        if (e + 1 < (uint64_t)p.n) y[e + 1] = v[k].y;
+        if (e + 2 < (uint64_t)p.n) y[e + 2] = v[k].z;
+      }
+    }
+  }
+}
+
+template <class I>
+void launch_gather(int dev, const float *x, const lay::Gather &g, float *y) {
+  const uint32_t r = g.rank;
+  const uint64_t L = g.dims[r - 1], sL = g.stride[r - 1];
+  bool strides4 = true;
+  for (uint32_t k = 0; k + 1 < r; ++k) strides4 = strides4 && g.stride[k] % 4 == 0;
+  const int mode = (sL == 1 && L % 4 == 0 && strides4) ? kVec
+                   : (sL == 0 && L % 4 == 0)           ? kSplat
+                                                       : kScalar;
+  GatherK<I> p{};
+  p.rank = r;
+  p.n = (I)g.n;
+  for (uint32_t k = 0; k < r; ++k) {
+    uint64_t d = g.dims[k], s = g.stride[k];
+    if (mode != kScalar && k == r - 1) d /= 4;           // float4 groups along the row
+    if (mode == kVec) s = (k == r - 1) ? 1 : s / 4;      // offsets in float4 units
+    p.dim[k] = (I)d;
+    p.stride[k] = (I)s;
+    if (k >= 1) p.div[k] = fast_div<I>(d);
+  }
+  p.inner_dim = p.dim[r - 1];
+  p.inner_stride = p.stride[r - 1];
+  p.groups = mode == kScalar ? (g.n + 3) / 4 : g.n / 4;
+  const uint64_t blocks = (p.groups + (uint64_t)kIlp * kThreads - 1) / ((uint64_t)kIlp * kThreads);
+  const unsigned grid = (unsigned)(blocks < kMaxGrid ? blocks : kMaxGrid);
+  cudaStream_t s = stream(dev);
+  if (mode == kVec)
+    gather_kernel<I, kVec><<<grid, kThreads, 0, s>>>(x, y, p);
+  else if (mode == kSplat)
+    gather_kernel<I, kSplat><<<grid, kThreads, 0, s>>>(x, y, p);
+  else
+    gather_kernel<I, kScalar><<<grid, kThreads, 0, s>>>(x, y, p);
+  check_launch("layout gather_kernel");
+}
+
+// ---- the tiled transposition ------------------------------------------------------------------
+
+template <class I>
+struct TransK {
+  uint64_t tasks;  // batch * tiles_q * tiles_p
+  I p, q, x_q, y_p;
+  I tiles_p, tiles_q;
+  FastDiv<I> div_tp, div_tq;
+  uint32_t nb;
+  I bdim[kMaxBatch], bx[kMaxBatch], by[kMaxBatch];
+  FastDiv<I> bdiv[kMaxBatch];
+};
+
+// Linear position L = t + 256 r (t = threadIdx.x < 256, r < 16) of a tile whose rows have W
+// elements (W a power of two, 8..512): row L / W = row0(t) + drow(r), column L % W = col0(t) +
+// dcol(r), with the r parts compile-time constants once the loop over r is unrolled.
+template <unsigned W>
+struct Walk {
+  static __device__ __forceinline__ unsigned row0(unsigned t) { return W <= 256 ? t / W : 0; }
+  static __device__ __forceinline__ unsigned col0(unsigned t) { return W <= 256 ? t % W : t; }
+  static constexpr __device__ unsigned drow(int r) { return W <= 256 ? r * (256 / W) : r / (W / 256); }
+  static constexpr __device__ unsigned dcol(int r) { return W <= 256 ? 0 : (r % (W / 256)) * 256; }
+};
+
+// One tile of TP x TQ = 4096 elements (TP along the axis contiguous in x, TQ along the axis
+// contiguous in y) per block iteration; thread t handles the linear positions t + 256 r, r < 16,
+// of the tile: read in x's row-major order (x row j, column i: a warp reads 32 consecutive floats
+// of a row, or 32 / TP whole rows when TP < 32), written in y's row-major order likewise. Each
+// thread keeps one x and one y offset and adds compile-time multiples of the row strides.
+// tile[j][i] has rows of TP + 1 floats (odd), so the column reads of the store phase hit 32
+// distinct banks when TQ >= 32, and the row writes of the load phase conflict at most 2 ways
+// (only when TP < 32).
+template <class I, unsigned TP>
+__global__ void __launch_bounds__(kThreads)
+    transpose_kernel(const float *__restrict x, float *__restrict y, TransK<I> p) {
+  constexpr unsigned TQ = kTileElems / TP;
+  constexpr int kPer = kTileElems / kThreads;  // 16 elements per thread
+  using WX = Walk<TP>;  // x order: rows j of TP elements
+  using WY = Walk<TQ>;  // y order: rows i of TQ elements
+  __shared__ float tile[TQ][TP + 1];
+  const unsigned t = threadIdx.x;
+  const unsigned jx = WX::row0(t), ix = WX::col0(t);  // this thread's first (j, i) in x order
+  const unsigned iy = WY::row0(t), jy = WY::col0(t);  // and its first (i, j) in y order
+  for (uint64_t task = blockIdx.x; task < p.tasks; task += gridDim.x) {
+    // Tile (ip, iq) of batch b: ip fastest.
+    const I rest = fdiv(p.div_tp, (I)task);
+    const I ip = (I)task - rest * p.tiles_p;
+    I b = fdiv(p.div_tq, rest);
+    const I iq = rest - b * p.tiles_q;
+    I xb = 0, yb = 0;
+#pragma unroll
+    for (int k = kMaxBatch - 1; k >= 0; --k) {
+      if ((uint32_t)k < p.nb) {
+        const I qk = fdiv(p.bdiv[k], b);
+        const I i = b - qk * p.bdim[k];
+        xb += i * p.bx[k];
+        yb += i * p.by[k];
+        b = qk;
+      }
+    }
+    const I p0 = ip * TP, q0 = iq * TQ;
+    // x[q0 + j, p0 + i] at xt + (j - jx) * x_q + (i - ix); y[p0 + i, q0 + j] at yt + ... likewise.
+    const float *__restrict xt = x + (xb + (q0 + jx) * p.x_q + p0 + ix);
+    float *__restrict yt = y + (yb + (p0 + iy) * p.y_p + q0 + jy);
+    float v[kPer];
+    if (p0 + TP <= p.p && q0 + TQ <= p.q) {
+#pragma unroll
+      for (int r = 0; r < kPer; ++r) v[r] = xt[(I)WX::drow(r) * p.x_q + WX::dcol(r)];
+#pragma unroll
+      for (int r = 0; r < kPer; ++r) tile[jx + WX::drow(r)][ix + WX::dcol(r)] = v[r];
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < kPer; ++r)
+        yt[(I)WY::drow(r) * p.y_p + WY::dcol(r)] = tile[jy + WY::dcol(r)][iy + WY::drow(r)];
+    } else {
+      const I np = p.p - p0 < TP ? p.p - p0 : (I)TP;  // valid extents of this tile
+      const I nq = p.q - q0 < TQ ? p.q - q0 : (I)TQ;
+#pragma unroll
+      for (int r = 0; r < kPer; ++r) {
+        const unsigned j = jx + WX::drow(r), i = ix + WX::dcol(r);
+        v[r] = (j < nq && i < np) ? xt[(I)WX::drow(r) * p.x_q + WX::dcol(r)] : 0.0f;
+      }
+#pragma unroll
+      for (int r = 0; r < kPer; ++r) tile[jx + WX::drow(r)][ix + WX::dcol(r)] = v[r];
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < kPer; ++r) {
+        const unsigned i = iy + WY::drow(r), j = jy + WY::dcol(r);
+        if (i < np && j < nq) yt[(I)WY::drow(r) * p.y_p + WY::dcol(r)] = tile[j][i];
+      }
+    }
+    __syncthreads();  // the tile is rewritten by the next task
+  }
+}
+
+// The tile shape: 64 x 64 when both sides have >= 64 elements; otherwise TP (resp. TQ) is the
+// smallest power of two >= the short side (at least 8) and the other side takes the rest of the
+// 4096 elements, so that thin transposes still move 4096-element tiles with whole rows.
+unsigned tile_p(uint64_t p, uint64_t q) {
+  auto pow2 = [](uint64_t v) {
+    unsigned t = 8;
+    while (t < v && t < 64) t *= 2;
+    return t;
+  };
+  if (p >= 64 && q >= 64) return 64;
+  if (p < 64) return pow2(p);
+  return kTileElems / pow2(q);
+}
+
+template <class I, unsigned TP>
+void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y) {
+  constexpr unsigned TQ = kTileElems / TP;
+  TransK<I> p{};
+  p.p = (I)t.p;
+  p.q = (I)t.q;
+  p.x_q = (I)t.x_q;
+  p.y_p = (I)t.y_p;
+  const uint64_t tp = (t.p + TP - 1) / TP, tq = (t.q + TQ - 1) / TQ;
+  p.tiles_p = (I)tp;
+  p.tiles_q = (I)tq;
+  p.div_tp = fast_div<I>(tp);
+  p.div_tq = fast_div<I>(tq);
+  p.nb = t.nb;
+  for (uint32_t k = 0; k < t.nb; ++k) {
+    p.bdim[k] = (I)t.bdim[k];
+    p.bx[k] = (I)t.bx[k];
+    p.by[k] = (I)t.by[k];
+    p.bdiv[k] = fast_div<I>(t.bdim[k]);
+  }
+  p.tasks = t.batch * tq * tp;  // <= n: every tile holds an element
+  const unsigned grid = (unsigned)(p.tasks < kMaxGrid ? p.tasks : kMaxGrid);
+  transpose_kernel<I, TP><<<grid, kThreads, 0, stream(dev)>>>(x, y, p);
+  check_launch("layout transpose_kernel");
+}
+
+template <class I>
+void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y) {
+  switch (tile_p(t.p, t.q)) {
+    case 8: return launch_transpose<I, 8>(dev, x, t, y);
+    case 16: return launch_transpose<I, 16>(dev, x, t, y);
+    case 32: return launch_transpose<I, 32>(dev, x, t, y);
+    case 64: return launch_transpose<I, 64>(dev, x, t, y);
+    case 128: return launch_transpose<I, 128>(dev, x, t, y);
+    case 256: return launch_transpose<I, 256>(dev, x, t, y);
+    default: return launch_transpose<I, 512>(dev, x, t, y);
+  }
+}
+
+// 32-bit index arithmetic when every count and offset (and the few units past the end that the
+// SCALAR gather may compute but never loads) fits.
+constexpr uint64_t kMax32 = 0xFFFFFFFFull - 16;
+
+bool force_index64() {
+  const char *e = std::getenv("TLRT_LAYOUT_INDEX64");
+  return e != nullptr && e[0] == '1';
+}
+
+}  // namespace
+
+void strided_copy(int dev, const float *x, const lay::Gather &plan, float *y) {
+  uint64_t max_off = 0;  // the largest input offset: sum of (dims[k] - 1) * stride[k]
+  for (uint32_t k = 0; k < plan.rank; ++k) max_off += (plan.dims[k] - 1) * plan.stride[k];
+  if (plan.n <= kMax32 && max_off <= kMax32 && !force_index64())
+    launch_gather<uint32_t>(dev, x, plan, y);
+  else
+    launch_gather<uint64_t>(dev, x, plan, y);
+}
+
+void tiled_transpose(int dev, const float *x, const lay::Transpose &plan, float *y) {
+  // Every x and y offset is < n (a permutation of n elements) or, with repeated batch axes, < n
+  // on the y side and smaller on the x side.
+  if (plan.n <= kMax32 && !force_index64())
+    launch_transpose<uint32_t>(dev, x, plan, y);
+  else
+    launch_transpose<uint64_t>(dev, x, plan, y);
+}
+
+}  // namespace cuda
 }  // namespace tlrt
