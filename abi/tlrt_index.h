@@ -1,4 +1,67 @@
-/* libtorchlean_rt: indexing: gather and scatter-add with host index lists. */
+/* libtorchlean_rt: indexing: gather and scatter-add with host index lists.
+ *
+ * Gathers read elements or rows of a buffer at positions given by a host index list; scatter-adds
+ * return a copy of a buffer with values added at such positions (the adjoint of the gathers:
+ * tlrt_scatter_add of a zero vector is the gradient of tlrt_gather_vec, tlrt_scatter_add_rows the
+ * gradient of tlrt_gather_rows, an embedding's backward). Matrices are row-major (rows, cols)
+ * buffers. Every output is a fresh buffer on the device of the inputs.
+ *
+ * INDEX LISTS. idx[0..k) is a host array of uint64_t, read during the call only: the caller may
+ * reuse or free it as soon as the call returns (CUDA: it is copied to pinned staging and uploaded
+ * on the library stream; the call does not wait for the device). idx may be NULL only when
+ * k == 0. With bound = n (vectors) or rows (matrices), each entry idx[j] is one of:
+ *  - in range, idx[j] < bound: it addresses element / row idx[j];
+ *  - out of range, bound <= idx[j] < TLRT_MAX_ELEMENTS (2^60): totalised, as upstream does: a
+ *    gather reads +0.0f for it (a row of +0.0f for tlrt_gather_rows) and a scatter skips it. This
+ *    is a value, not an error (bound == 0 makes every entry out of range);
+ *  - not an index, idx[j] >= TLRT_MAX_ELEMENTS: no element of any buffer has such an index (it is
+ *    typically a negative number converted to uint64_t, such as (uint64_t)-1). The call fails
+ *    with TLRT_ERR_INDEX naming idx; the message gives the first such position j and its value.
+ * Every entry is checked before any work is done, also when the output is empty (k == 0 aside).
+ * tlrt_scatter_add_row applies the same three cases to its row index i (out of range: a plain
+ * copy of mat; i >= 2^60: TLRT_ERR_INDEX naming i). The five functions follow this one rule
+ * (upstream's scatter_add_row ended the process on an out-of-range row while its siblings
+ * skipped such rows).
+ *
+ * SCATTER-ADD ORDER. Numeric class of the scatter-adds: ordered reduction (DESIGN section 4).
+ * For a target element t (for the row variants: element (t, c), column by column), let
+ * v_1, ..., v_L be the values scattered to it, in increasing order of their position j in idx
+ * (duplicates accumulate; for the row variants v_i is element c of row j of vals). Then
+ *     out[t] = x[t] + S_t,   S_t = THE TREE of abi/tlrt_reduce.h applied to (v_1, ..., v_L),
+ * computed in float32; x[t] + S_t is one IEEE addition (round to nearest, not fused). So:
+ *  - a target with no in-range entry (L = 0) is x[t] copied bit for bit: nothing is added to it,
+ *    so a -0 stays -0 (and a NaN payload is kept);
+ *  - L = 1 gives x[t] + v_1, the IEEE sum (S_t = v_1; NaN payloads aside);
+ *  - L >= 2 first sums the contributions with the tree, then adds the sum to x[t]. For L <= 32
+ *    the tree is the pairwise halving over P = the power of two >= L values, e.g. L = 3 gives
+ *    x + ((v_1 + v_3) + v_2), L = 4 gives x + ((v_1 + v_3) + (v_2 + v_4)); longer sequences use
+ *    the 256 lanes and 4096-element chunks of the tree.
+ * Why the tree rather than the sequential fold ((x + v_1) + v_2) + ... of a scalar loop (and of
+ * PyTorch's CPU index_add_): it is the one sum of this library (a scatter-add of a zero buffer
+ * equals the tree sum tlrt_reduce_sum returns for the same values); its error grows with the
+ * depth of the tree, not with L (|S_t - exact| <= 23 D u / (1 - 23 D u) * sum |v_i|, u = 2^-24,
+ * D = 1 for L <= 4096, 2 for L <= 2^24; plus half an ulp for the final addition), where a fold's
+ * bound grows like L u; and a device evaluates a hot target's sum in parallel. The cost: for
+ * L >= 2 the result differs in the last bits from the fold's, and x[t] is added after the
+ * contributions, not before. The order is fixed in both modes of tlrt_set_deterministic, which
+ * therefore changes nothing here; it is also the fast path (no atomics on either backend).
+ * Results are bitwise identical across runs and between the CPU and CUDA backends (the parity
+ * suite checks this; NaN payloads are unspecified). NaN in a contribution makes its target NaN;
+ * +inf and -inf at one target give NaN; an overflowing sum gives +-inf.
+ * Gathers are exact: out-of-range entries read +0.0f, everything else is copied bit for bit.
+ *
+ * Cost: entries are grouped by target on the host (a counting or radix sort, O(k + bound) for
+ * bound <= 2k + 65536, O(k) radix passes otherwise) before the device work; a target receiving
+ * more than 4096 entries costs a few extra kernel launches on CUDA (see cuda/index.cu).
+ *
+ * Errors, for every function here, checked in this order: TLRT_ERR_NULL_ARGUMENT (a buffer, or
+ * out, or idx with k > 0); TLRT_ERR_RELEASED (an input's storage was released);
+ * TLRT_ERR_DEVICE_MISMATCH (inputs on different devices); TLRT_ERR_OVERFLOW if k >
+ * TLRT_MAX_ELEMENTS (no index list is that long); TLRT_ERR_SHAPE (a stated size does not describe
+ * a buffer; products are computed exactly, so a product beyond 64 bits never matches);
+ * TLRT_ERR_OVERFLOW if the output would have more than TLRT_MAX_ELEMENTS elements; TLRT_ERR_INDEX
+ * (an entry >= 2^60, above); then TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
+ * On failure every out-parameter is NULL and nothing was allocated. */
 #ifndef TLRT_INDEX_H
 #define TLRT_INDEX_H
 
@@ -7,6 +70,54 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Gather of k elements of a vector: out[j] = v[idx[j]] for j < k, +0.0f where idx[j] >= n.
+ * n must equal the size of v (it states the bound of the index list). out has k elements.
+ * k == 0 gives an empty buffer; n == 0 with k > 0 gives k zeros. Numeric class: exact.
+ * Errors: TLRT_ERR_SHAPE if n != size of v; TLRT_ERR_INDEX (naming idx). */
+TLRT_API tlrt_status tlrt_gather_vec(const tlrt_buffer *v, uint64_t n, const uint64_t *idx,
+                                     uint64_t k, tlrt_buffer **out);
+
+/* Scatter-add into a vector: out is a copy of x (n elements) with vals[j] added at idx[j] for
+ * every j < k with idx[j] < n, duplicates accumulating in the order stated above
+ * (out[t] = x[t] + tree sum of the vals[j] with idx[j] == t, in increasing j); entries with
+ * idx[j] >= n are skipped. vals has k elements. k == 0 (or no in-range entry) gives a bit-exact
+ * copy of x; n == 0 gives an empty buffer. Numeric class: ordered reduction.
+ * Errors: TLRT_ERR_SHAPE if n != size of x or k != size of vals; TLRT_ERR_INDEX (naming idx). */
+TLRT_API tlrt_status tlrt_scatter_add(const tlrt_buffer *x, const tlrt_buffer *vals, uint64_t n,
+                                      const uint64_t *idx, uint64_t k, tlrt_buffer **out);
+
+/* Gather of k rows of a (rows, cols) matrix: out is (k, cols) with out[j, :] = mat[idx[j], :],
+ * a row of +0.0f where idx[j] >= rows. k == 0 or cols == 0 gives an empty buffer (the indices
+ * are still checked); rows == 0 with k > 0 gives zeros. Numeric class: exact.
+ * Errors: TLRT_ERR_SHAPE if rows * cols != size of mat; TLRT_ERR_OVERFLOW if k * cols >
+ * TLRT_MAX_ELEMENTS (naming k and cols); TLRT_ERR_INDEX (naming idx). */
+TLRT_API tlrt_status tlrt_gather_rows(const tlrt_buffer *mat, uint64_t rows, uint64_t cols,
+                                      const uint64_t *idx, uint64_t k, tlrt_buffer **out);
+
+/* Scatter-add of one row: out is a copy of the (rows, cols) matrix mat with row (cols elements)
+ * added to row i: out[i, c] = mat[i, c] + row[c] (one IEEE addition each; the L = 1 case of the
+ * order above), every other row copied bit for bit. i >= rows gives a plain copy of mat (the rule
+ * of the index lists; upstream ended the process here). rows * cols == 0 gives an empty buffer.
+ * Numeric class: exact (one addition per element).
+ * Errors: TLRT_ERR_SHAPE if rows * cols != size of mat or cols != size of row; TLRT_ERR_INDEX if
+ * i >= TLRT_MAX_ELEMENTS (naming i). */
+TLRT_API tlrt_status tlrt_scatter_add_row(const tlrt_buffer *mat, const tlrt_buffer *row,
+                                          uint64_t rows, uint64_t cols, uint64_t i,
+                                          tlrt_buffer **out);
+
+/* Scatter-add of k rows: out is a copy of the (rows, cols) matrix mat with row j of the (k, cols)
+ * matrix vals added to row idx[j], for every j < k with idx[j] < rows; duplicates accumulate
+ * column by column in the order stated above (out[t, c] = mat[t, c] + tree sum of the vals[j, c]
+ * with idx[j] == t, in increasing j); entries with idx[j] >= rows are skipped. The embedding
+ * backward: tlrt_scatter_add_rows(zeros, dout, vocab, dim, tokens, k) accumulates the gradient
+ * of tlrt_gather_rows(table, vocab, dim, tokens, k). k == 0 gives a bit-exact copy of mat;
+ * rows * cols == 0 gives an empty buffer. Numeric class: ordered reduction.
+ * Errors: TLRT_ERR_SHAPE if rows * cols != size of mat or k * cols != size of vals;
+ * TLRT_ERR_INDEX (naming idx). */
+TLRT_API tlrt_status tlrt_scatter_add_rows(const tlrt_buffer *mat, const tlrt_buffer *vals,
+                                           uint64_t rows, uint64_t cols, const uint64_t *idx,
+                                           uint64_t k, tlrt_buffer **out);
 
 #ifdef __cplusplus
 }

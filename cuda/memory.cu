@@ -15,11 +15,12 @@
 // with cudaFreeAsync.
 //
 // upload_async: per-call host data (index lists) goes through pinned staging, so that the copy is a
-// true asynchronous DMA (from pageable memory cudaMemcpyAsync may block the host). A small ring
-// per device of pinned blocks, each with an event recorded after its copy; a block is reused once
-// its event has completed. At most kStagingBlocks blocks: beyond that the host waits for the
-// oldest copy (bounded host memory; rare, since a copy finishes microseconds after its turn
-// comes). Trim frees idle blocks.
+// true asynchronous DMA (from pageable memory cudaMemcpyAsync may block the host). A ring per
+// device of at most 8 pinned blocks of 4 MiB, each with an event recorded after its copy; a block
+// is reused once its event has completed; larger data goes in 4 MiB pieces. With every block busy
+// the host waits for the oldest copy (bounded pinned memory, 32 MiB per device; it happens when
+// the host runs more than 8 uploads ahead of the device or uploads more than 32 MiB at once: the
+// copies themselves run at PCIe speed, about 25 GB/s). Trim frees the blocks.
 //
 // fill: one thread per 4 floats (16-byte stores), grid-stride; n floats cost 4n bytes of writes.
 #include <cstring>
@@ -65,8 +66,7 @@ struct DeviceState {
 DeviceState g_dev[kMaxCudaDevices];
 
 struct StagingBlock {
-  void *host = nullptr;
-  uint64_t bytes = 0;
+  void *host = nullptr;  // kStagingBytes of pinned memory
   cudaEvent_t done = nullptr;
   uint64_t last_use = 0;
 };
@@ -78,7 +78,7 @@ struct StagingRing {
 };
 
 constexpr size_t kStagingBlocks = 8;
-constexpr uint64_t kStagingMin = 64 * 1024;
+constexpr uint64_t kStagingBytes = 4 << 20;
 
 StagingRing g_staging[kMaxCudaDevices];
 
@@ -184,54 +184,53 @@ void upload(int dev, void *dst, const void *src, uint64_t bytes) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(dev)), "upload");
 }
 
+namespace {
+
+// One staging block for up to kStagingBytes of data: an idle one (its last copy complete), a new
+// one while the ring has fewer than kStagingBlocks, else the least recently used after waiting for
+// its copy. Called with ring.m held.
+StagingBlock &staging_block(StagingRing &ring) {
+  for (StagingBlock &b : ring.blocks) {
+    const cudaError_t q = cudaEventQuery(b.done);
+    if (q == cudaErrorNotReady) continue;
+    check(q, "upload (staging event)");
+    return b;
+  }
+  if (ring.blocks.size() < kStagingBlocks) {
+    StagingBlock b;
+    check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate (staging)");
+    const cudaError_t e = cudaHostAlloc(&b.host, kStagingBytes, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+      (void)cudaEventDestroy(b.done);
+      check(e, "cudaHostAlloc (upload staging)");
+    }
+    ring.blocks.push_back(b);
+    return ring.blocks.back();
+  }
+  StagingBlock *lru = &ring.blocks[0];
+  for (StagingBlock &b : ring.blocks)
+    if (b.last_use < lru->last_use) lru = &b;
+  check(cudaEventSynchronize(lru->done), "upload (waiting for staging)");
+  return *lru;
+}
+
+}  // namespace
+
 void upload_async(int dev, void *dst, const void *src, uint64_t bytes) {
   cudaStream_t s = stream(dev);
   StagingRing &ring = g_staging[dev];
   std::lock_guard<std::mutex> lock(ring.m);
-  StagingBlock *pick = nullptr;
-  for (StagingBlock &b : ring.blocks) {  // an idle block that is large enough
-    if (b.bytes < bytes) continue;
-    const cudaError_t q = cudaEventQuery(b.done);
-    if (q == cudaErrorNotReady) continue;
-    check(q, "upload (staging event)");
-    if (!pick || b.bytes < pick->bytes) pick = &b;
+  // Pieces of at most kStagingBytes, each through its own pinned block: pinned memory stays
+  // bounded (kStagingBlocks x kStagingBytes) whatever the size of the list.
+  for (uint64_t off = 0; off < bytes; off += kStagingBytes) {
+    const uint64_t len = bytes - off < kStagingBytes ? bytes - off : kStagingBytes;
+    StagingBlock &b = staging_block(ring);
+    std::memcpy(b.host, static_cast<const char *>(src) + off, len);
+    b.last_use = ++ring.clock;
+    check(cudaMemcpyAsync(static_cast<char *>(dst) + off, b.host, len, cudaMemcpyHostToDevice, s),
+          "upload");
+    check(cudaEventRecord(b.done, s), "upload (staging event)");
   }
-  if (!pick) {
-    if (ring.blocks.size() >= kStagingBlocks) {
-      // Full ring: replace the least recently used block (after its copy completes).
-      pick = &ring.blocks[0];
-      for (StagingBlock &b : ring.blocks)
-        if (b.last_use < pick->last_use) pick = &b;
-      check(cudaEventSynchronize(pick->done), "upload (waiting for staging)");
-      if (pick->bytes < bytes) {
-        check(cudaFreeHost(pick->host), "cudaFreeHost");
-        pick->host = nullptr;
-        pick->bytes = 0;
-      }
-    } else {
-      ring.blocks.emplace_back();
-      pick = &ring.blocks.back();
-      if (cudaEventCreateWithFlags(&pick->done, cudaEventDisableTiming) != cudaSuccess) {
-        ring.blocks.pop_back();
-        check(cudaGetLastError(), "cudaEventCreate");
-        fail(TLRT_ERR_CUDA, "upload: cudaEventCreate failed");
-      }
-    }
-    if (pick->bytes < bytes) {
-      uint64_t cap = kStagingMin;
-      while (cap < bytes) cap *= 2;
-      const cudaError_t e = cudaHostAlloc(&pick->host, cap, cudaHostAllocDefault);
-      if (e != cudaSuccess) {
-        pick->host = nullptr;
-        check(e, "cudaHostAlloc (upload staging)");
-      }
-      pick->bytes = cap;
-    }
-  }
-  std::memcpy(pick->host, src, bytes);
-  pick->last_use = ++ring.clock;
-  check(cudaMemcpyAsync(dst, pick->host, bytes, cudaMemcpyHostToDevice, s), "upload");
-  check(cudaEventRecord(pick->done, s), "upload (staging event)");
 }
 
 void download(int dev, void *dst, const void *src, uint64_t bytes) {
