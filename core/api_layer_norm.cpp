@@ -1,2 +1,136 @@
-// Entry points, fused layer normalisation, forward and backward: validate, allocate the outputs, dispatch.
+// Layer-norm entry points (abi/tlrt_layer_norm.h): validate, allocate the outputs, handle the empty
+// cases, dispatch. The backends only see rows, cols >= 1. The determinism switch is not consulted:
+// the one fixed tree is both the deterministic and the fast path.
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "abi/tlrt_layer_norm.h"
+#include "core/backend/layer_norm.hpp"
+#include "core/backend/memory.hpp"
+#include "core/buffer.hpp"
+#include "core/error.hpp"
+
+using namespace tlrt;
+
+namespace {
+
+using ull = unsigned long long;
+
+// B (named `name`) must have exactly rows * cols elements; a product beyond 64 bits never matches.
+void check_matrix(const tlrt_buffer &B, const char *name, uint64_t rows, uint64_t cols) {
+  uint64_t n = 0;
+  const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
+  if (!fits || n != B.size)
+    fail(TLRT_ERR_SHAPE,
+         "argument %s has %llu elements, but argument rows * argument cols = %llu * %llu = %s",
+         name, (ull)B.size, (ull)rows, (ull)cols,
+         fits ? std::to_string(n).c_str() : "beyond 64 bits");
+}
+
+// B (named `name`) must have exactly `count` elements, the value of argument `count_name`.
+void check_vector(const tlrt_buffer &B, const char *name, uint64_t count, const char *count_name) {
+  if (B.size != count)
+    fail(TLRT_ERR_SHAPE, "argument %s has %llu elements, but argument %s = %llu", name, (ull)B.size,
+         count_name, (ull)count);
+}
+
+float check_eps(double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument eps = %g must be finite and >= 0", eps);
+  const float e = to_f32(eps);
+  if (!std::isfinite(e))
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument eps = %g rounds to +inf in float32 (it must be at most FLT_MAX)", eps);
+  return e;
+}
+
+}  // namespace
+
+extern "C" {
+
+TLRT_API tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer *x, const tlrt_buffer *gamma,
+                                         const tlrt_buffer *beta, uint64_t rows, uint64_t cols,
+                                         double eps, tlrt_buffer **y, tlrt_buffer **mean,
+                                         tlrt_buffer **inv_std) {
+  if (y) *y = nullptr;
+  if (mean) *mean = nullptr;
+  if (inv_std) *inv_std = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(y, "y");
+    clear_out(mean, "mean");
+    clear_out(inv_std, "inv_std");
+    const tlrt_buffer &X = input(x, "x");
+    const tlrt_buffer &G = input(gamma, "gamma");
+    const tlrt_buffer &B = input(beta, "beta");
+    same_device(X, "x", G, "gamma");
+    same_device(X, "x", B, "beta");
+    check_matrix(X, "x", rows, cols);
+    check_vector(G, "gamma", cols, "cols");
+    check_vector(B, "beta", cols, "cols");
+    const float e = check_eps(eps);
+    if (rows > TLRT_MAX_ELEMENTS)  // only possible with cols == 0
+      fail(TLRT_ERR_OVERFLOW,
+           "argument rows = %llu: mean and inv_std would have more than TLRT_MAX_ELEMENTS (2^60) "
+           "elements",
+           (ull)rows);
+    Owned Y = new_buffer(X.dev, X.size);
+    Owned M = new_buffer(X.dev, rows);
+    Owned S = new_buffer(X.dev, rows);
+    if (rows != 0 && cols == 0) {  // the mean of nothing: 0 / 0
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, M->data, nan, rows);
+      TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, S->data, nan, rows);
+    } else if (rows != 0) {
+      TLRT_DISPATCH(X.dev, layer_norm_fwd, X.dev.ordinal, X.data, G.data, B.data, rows, cols, e,
+                    Y->data, M->data, S->data);
+    }
+    *y = Y.release();
+    *mean = M.release();
+    *inv_std = S.release();
+  });
+}
+
+TLRT_API tlrt_status tlrt_layer_norm_bwd(const tlrt_buffer *dy, const tlrt_buffer *x,
+                                         const tlrt_buffer *mean, const tlrt_buffer *inv_std,
+                                         const tlrt_buffer *gamma, uint64_t rows, uint64_t cols,
+                                         tlrt_buffer **dx, tlrt_buffer **dgamma,
+                                         tlrt_buffer **dbeta) {
+  if (dx) *dx = nullptr;
+  if (dgamma) *dgamma = nullptr;
+  if (dbeta) *dbeta = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(dx, "dx");
+    clear_out(dgamma, "dgamma");
+    clear_out(dbeta, "dbeta");
+    const tlrt_buffer &DY = input(dy, "dy");
+    const tlrt_buffer &X = input(x, "x");
+    const tlrt_buffer &M = input(mean, "mean");
+    const tlrt_buffer &S = input(inv_std, "inv_std");
+    const tlrt_buffer &G = input(gamma, "gamma");
+    same_device(DY, "dy", X, "x");
+    same_device(DY, "dy", M, "mean");
+    same_device(DY, "dy", S, "inv_std");
+    same_device(DY, "dy", G, "gamma");
+    check_matrix(DY, "dy", rows, cols);
+    same_size(DY, "dy", X, "x");
+    check_vector(M, "mean", rows, "rows");
+    check_vector(S, "inv_std", rows, "rows");
+    check_vector(G, "gamma", cols, "cols");
+    Owned DX = new_buffer(DY.dev, DY.size);
+    Owned DG = new_buffer(DY.dev, cols);
+    Owned DB = new_buffer(DY.dev, cols);
+    if (rows == 0 && cols != 0) {  // sums over no rows
+      TLRT_DISPATCH(DY.dev, fill, DY.dev.ordinal, DG->data, 0.0f, cols);
+      TLRT_DISPATCH(DY.dev, fill, DY.dev.ordinal, DB->data, 0.0f, cols);
+    } else if (rows != 0 && cols != 0) {
+      TLRT_DISPATCH(DY.dev, layer_norm_bwd, DY.dev.ordinal, DY.data, X.data, M.data, S.data, G.data,
+                    rows, cols, DX->data, DG->data, DB->data);
+    }
+    *dx = DX.release();
+    *dgamma = DG.release();
+    *dbeta = DB.release();
+  });
+}
+
+}  // extern "C"

@@ -1,2 +1,99 @@
-// Entry points, softmax, log-softmax and the hard-masked row softmax, with backward kernels: validate, allocate the outputs, dispatch.
+// Softmax entry points (abi/tlrt_softmax.h): validate, allocate the output, dispatch.
+// The empty cases (rows == 0 or cols == 0) end here with an empty output; the backends only see
+// rows, cols >= 1. The determinism switch is not consulted: the one fixed tree is both the
+// deterministic and the fast path.
+#include <string>
+
 #include "abi/tlrt_softmax.h"
+#include "core/backend/softmax.hpp"
+#include "core/buffer.hpp"
+#include "core/error.hpp"
+
+using namespace tlrt;
+
+namespace {
+
+using ull = unsigned long long;
+
+// B (named `name`) must have exactly rows * cols elements; a product beyond 64 bits never matches
+// (and a product beyond TLRT_MAX_ELEMENTS matches no buffer).
+void check_matrix(const tlrt_buffer &B, const char *name, uint64_t rows, uint64_t cols) {
+  uint64_t n = 0;
+  const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
+  if (!fits || n != B.size)
+    fail(TLRT_ERR_SHAPE,
+         "argument %s has %llu elements, but argument rows * argument cols = %llu * %llu = %s",
+         name, (ull)B.size, (ull)rows, (ull)cols,
+         fits ? std::to_string(n).c_str() : "beyond 64 bits");
+}
+
+// One input x and an optional second input b (mask of the masked softmax, nullptr otherwise).
+tlrt_status forward(const char *fn, row::Kind kind, const tlrt_buffer *x, const tlrt_buffer *mask,
+                    uint64_t rows, uint64_t cols, tlrt_buffer **out) {
+  if (out) *out = nullptr;
+  return guarded(fn, [&] {
+    clear_out(out, "out");
+    const tlrt_buffer &X = input(x, "x");
+    const tlrt_buffer *M = nullptr;
+    if (kind == row::Kind::Masked) {
+      M = &input(mask, "mask");
+      same_device(X, "x", *M, "mask");
+    }
+    check_matrix(X, "x", rows, cols);
+    if (M != nullptr) same_size(X, "x", *M, "mask");
+    Owned y = new_buffer(X.dev, X.size);
+    if (X.size != 0)
+      TLRT_DISPATCH(X.dev, softmax_fwd, X.dev.ordinal, kind, X.data, M ? M->data : nullptr, rows,
+                    cols, y->data);
+    *out = y.release();
+  });
+}
+
+tlrt_status backward(const char *fn, bool log, const tlrt_buffer *y, const tlrt_buffer *g,
+                     uint64_t rows, uint64_t cols, tlrt_buffer **out) {
+  if (out) *out = nullptr;
+  return guarded(fn, [&] {
+    clear_out(out, "out");
+    const tlrt_buffer &Y = input(y, "y");
+    const tlrt_buffer &G = input(g, "g");
+    same_device(Y, "y", G, "g");
+    check_matrix(Y, "y", rows, cols);
+    same_size(Y, "y", G, "g");
+    Owned dx = new_buffer(Y.dev, Y.size);
+    if (Y.size != 0)
+      TLRT_DISPATCH(Y.dev, softmax_bwd, Y.dev.ordinal, log, Y.data, G.data, rows, cols, dx->data);
+    *out = dx.release();
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+TLRT_API tlrt_status tlrt_softmax(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                  tlrt_buffer **out) {
+  return forward(__func__, row::Kind::Softmax, x, nullptr, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_log_softmax(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                      tlrt_buffer **out) {
+  return forward(__func__, row::Kind::LogSoftmax, x, nullptr, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_hard_masked_softmax_by_row(const tlrt_buffer *x, const tlrt_buffer *mask,
+                                                     uint64_t rows, uint64_t cols,
+                                                     tlrt_buffer **out) {
+  return forward(__func__, row::Kind::Masked, x, mask, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_softmax_bwd(const tlrt_buffer *y, const tlrt_buffer *g, uint64_t rows,
+                                      uint64_t cols, tlrt_buffer **out) {
+  return backward(__func__, false, y, g, rows, cols, out);
+}
+
+TLRT_API tlrt_status tlrt_log_softmax_bwd(const tlrt_buffer *y, const tlrt_buffer *g, uint64_t rows,
+                                          uint64_t cols, tlrt_buffer **out) {
+  return backward(__func__, true, y, g, rows, cols, out);
+}
+
+}  // extern "C"

@@ -1,6 +1,478 @@
-// CUDA backend, fused layer normalisation, forward and backward.
+// CUDA backend, fused layer normalisation, forward and backward: the definitions of
+// abi/tlrt_layer_norm.h with the formulas of core/numerics/row_ops.hpp and THE TREE of
+// core/numerics/reduce_tree.hpp, bit for bit the CPU's. Built with -fmad=false; divisions, square
+// roots and reciprocals are the correctly rounded __fdiv_rn / __fsqrt_rn / __frcp_rn; no atomics;
+// everything on the library stream. All grid sizes are capped at 2^31 - 1 blocks (kernels loop).
+//
+// FORWARD (bytes: x read, y written = 8 per element, plus 8 per row for mean and inv_std; gamma and
+// beta are re-read per row from L1/L2):
+// thread_fwd (cols <= 32): one thread per row, the row in registers, sums by red::small.
+// group_fwd (32 < cols <= 8192): one group of NT threads per row (NT = 32 up to 1024 columns, then
+// 64, 128, 256 as cols doubles), the row in registers (<= 32 values per thread; lane layout and
+// reductions of row::dev, as in cuda/softmax.cu): S(x) -> mean, S((x - mean)^2) -> var -> inv_std,
+// then y written from registers; one barrier per reduction when NT > 32. Predicted: ~90% of copy
+// bandwidth on (65536, 1024) and (16384, 4096) (a handful of instructions per element).
+// Measured: (pending GPU run).
+// long rows (cols > 8192): chunk-parallel passes (row::dev::chunk_reduce, one block per (row,
+// 4096-chunk)) with reduce_axis finishing the tree: S(x) -> mean (written to the output), S(q) ->
+// var (scratch), inv_std per row, then chunk_map writes y: x read three times, 16 bytes per
+// element. Measured: (pending GPU run).
+//
+// BACKWARD:
+// dx, thread_bwd / group_bwd (cols <= 4096; <= 16 + 16 values per thread): per row d = dy * gamma
+// and xhat (recomputed from x, mean, inv_std) held in registers, S(d) and S(d * xhat) in one pass
+// of the tree (two sequences halved together: one barrier), dx written: 12 bytes per element (dy,
+// x read, dx written). Long rows (cols > 4096): one chunk_reduce pass with both sums, reduce_axis,
+// then chunk_map for dx: 20 bytes per element.
+// dgamma, dbeta, lane_fold: THE TREE down each column, its first step fused with the product: one
+// thread per (chunk k of 4096 rows, lane t, column j) folds rows 4096 k + t + 256 r (r = 0..15)
+// of dy * xhat and of dy in order (32 independent loads in flight; consecutive threads take
+// consecutive columns: coalesced), writing the lane values (nc * L * cols each, L = 256 lanes, or
+// `rows` lanes when rows < 256); reduce_axis then reduces the L lane values of each chunk (the
+// halving) and, with several chunks, the chunk values (the next levels). Bytes: dy and x read once
+// more (8 per element) + 2 * 4 * rows / 16 per column written and read back. Backward in total:
+// about 21 bytes per element (PyTorch's two-kernel backward reads the same 20). Measured: (pending
+// GPU run).
 #include "core/backend/layer_norm.hpp"
+#include "core/backend/memory.hpp"
+#include "core/backend/reduce.hpp"
+#include "cuda/cuda_common.cuh"
 
 namespace tlrt {
-namespace cuda {}  // namespace cuda
+namespace cuda {
+
+namespace {
+
+using row::dev::chunk_map;
+using row::dev::chunk_reduce;
+using row::dev::Exchange;
+using row::dev::kThreads;
+using row::dev::Layout;
+using row::dev::row_sums;
+
+constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
+
+unsigned blocks(uint64_t items, uint64_t per_block) {
+  const uint64_t b = (items + per_block - 1) / per_block;
+  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
+}
+
+// Stream-ordered scratch from the pool, returned in stream order when this object dies.
+class Scratch {
+ public:
+  Scratch(int dev, uint64_t n)
+      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  ~Scratch() { dealloc(dev_, p_, bytes_); }
+  float *get() const { return p_; }
+
+ private:
+  int dev_;
+  uint64_t bytes_;
+  float *p_;
+};
+
+// ---- forward ------------------------------------------------------------------------------------
+
+template <unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    thread_fwd(const float *__restrict x, const float *__restrict gamma,
+               const float *__restrict beta, uint64_t rows, unsigned cols, float n, float eps,
+               float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
+  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
+       rw += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t base = rw * cols;
+    float v[W];
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j) v[j] = j < cols ? x[base + j] : 0.0f;
+    const float mu =
+        row::per_col(red::small<red::Op::Sum, W>([&](unsigned j) { return v[j]; }, cols), n);
+    const float var = row::per_col(
+        red::small<red::Op::Sum, W>([&](unsigned j) { return row::sq_dev(v[j], mu); }, cols), n);
+    const float is = row::inv_std_of(var, eps);
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j)
+      if (j < cols) y[base + j] = row::ln_out(row::xhat_of(v[j], mu, is), gamma[j], beta[j]);
+    mean[rw] = mu;
+    inv_std[rw] = is;
+  }
+}
+
+// At most 80 registers (3 blocks of 256 threads per SM, as the softmax kernels reach unforced):
+// unbounded, the compiler hoists every gamma / beta load of the output loop (~100 registers).
+template <unsigned NT, unsigned NC, unsigned R>
+__global__ void __launch_bounds__(kThreads, 3)
+    group_fwd(const float *__restrict x, const float *__restrict gamma,
+              const float *__restrict beta, uint64_t rows, uint64_t cols, float n, float eps,
+              float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
+  using L = Layout<NT, NC, R>;
+  __shared__ float sh[2][kThreads * NC];
+  Exchange<kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const uint64_t g0 = threadIdx.x / NT;
+  for (uint64_t first = (uint64_t)blockIdx.x * L::kGroups; first < rows;
+       first += (uint64_t)gridDim.x * L::kGroups) {
+    const uint64_t rw = first + g0;
+    const bool active = rw < rows;
+    const uint64_t base = active ? rw * cols : 0;
+    float v[L::V];
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      v[i] = (active && e < cols) ? x[base + e] : 0.0f;
+    }
+    float s[1];
+    row_sums<NT, NC, R, 1>([&](unsigned, unsigned i) { return v[i]; }, cols, active, ex, s);
+    const float mu = row::per_col(s[0], n);
+    row_sums<NT, NC, R, 1>([&](unsigned, unsigned i) { return row::sq_dev(v[i], mu); }, cols,
+                           active, ex, s);
+    const float is = row::inv_std_of(row::per_col(s[0], n), eps);
+    if (active) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) y[base + e] = row::ln_out(row::xhat_of(v[i], mu, is), gamma[e], beta[e]);
+      }
+      if (T == 0) {
+        mean[rw] = mu;
+        inv_std[rw] = is;
+      }
+    }
+  }
+}
+
+struct NoRow {};
+
+struct XF {
+  const float *x;
+  uint64_t cols;
+  __device__ NoRow prep(uint64_t) const { return {}; }
+  __device__ void operator()(NoRow, uint64_t rw, uint64_t e, float (&out)[1]) const {
+    out[0] = x[rw * cols + e];
+  }
+};
+
+struct SqF {
+  const float *x, *mean;
+  uint64_t cols;
+  __device__ float prep(uint64_t rw) const { return mean[rw]; }
+  __device__ void operator()(float mu, uint64_t rw, uint64_t e, float (&out)[1]) const {
+    out[0] = row::sq_dev(x[rw * cols + e], mu);
+  }
+};
+
+struct RowStat {
+  float mean, inv_std;
+};
+
+struct OutF {
+  const float *x, *gamma, *beta, *mean, *inv_std;
+  uint64_t cols;
+  __device__ RowStat prep(uint64_t rw) const { return RowStat{mean[rw], inv_std[rw]}; }
+  __device__ float operator()(const RowStat &p, uint64_t rw, uint64_t e) const {
+    return row::ln_out(row::xhat_of(x[rw * cols + e], p.mean, p.inv_std), gamma[e], beta[e]);
+  }
+};
+
+__global__ void __launch_bounds__(kThreads)
+    inv_std_kernel(const float *__restrict var, uint64_t rows, float eps,
+                   float *__restrict inv_std) {
+  for (uint64_t i = (uint64_t)blockIdx.x * kThreads + threadIdx.x; i < rows;
+       i += (uint64_t)gridDim.x * kThreads)
+    inv_std[i] = row::inv_std_of(var[i], eps);
+}
+
+void long_fwd(int dev, const float *x, const float *gamma, const float *beta, uint64_t rows,
+              uint64_t cols, float n, float eps, float *y, float *mean, float *inv_std) {
+  cudaStream_t st = stream(dev);
+  const uint64_t nc = red::chunks_of(cols);
+  const unsigned grid = blocks(rows * nc, 1);
+  Scratch part(dev, rows * nc), var(dev, rows);
+  chunk_reduce<red::Op::Sum, 1>
+      <<<grid, kThreads, 0, st>>>(XF{x, cols}, rows, cols, nc, part.get(), nullptr);
+  check_launch("layer_norm chunk_reduce (x)");
+  reduce_axis(dev, red::Op::Sum, part.get(), rows, nc, 1, n, mean);
+  chunk_reduce<red::Op::Sum, 1>
+      <<<grid, kThreads, 0, st>>>(SqF{x, mean, cols}, rows, cols, nc, part.get(), nullptr);
+  check_launch("layer_norm chunk_reduce (q)");
+  reduce_axis(dev, red::Op::Sum, part.get(), rows, nc, 1, n, var.get());
+  inv_std_kernel<<<blocks(rows, kThreads), kThreads, 0, st>>>(var.get(), rows, eps, inv_std);
+  check_launch("layer_norm inv_std_kernel");
+  chunk_map<<<grid, kThreads, 0, st>>>(OutF{x, gamma, beta, mean, inv_std, cols}, rows, cols, nc,
+                                       y);
+  check_launch("layer_norm chunk_map (y)");
+}
+
+// ---- backward: dx -------------------------------------------------------------------------------
+
+template <unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    thread_bwd(const float *__restrict dy, const float *__restrict x, const float *__restrict mean,
+               const float *__restrict inv_std, const float *__restrict gamma, uint64_t rows,
+               unsigned cols, float n, float *__restrict dx) {
+  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
+       rw += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t base = rw * cols;
+    const float mu = mean[rw], is = inv_std[rw];
+    float d[W], xh[W];
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j) {
+      d[j] = 0.0f;
+      xh[j] = 0.0f;
+      if (j < cols) {
+        d[j] = row::ln_d(dy[base + j], gamma[j]);
+        xh[j] = row::xhat_of(x[base + j], mu, is);
+      }
+    }
+    const float a =
+        row::per_col(red::small<red::Op::Sum, W>([&](unsigned j) { return d[j]; }, cols), n);
+    const float b = row::per_col(
+        red::small<red::Op::Sum, W>([&](unsigned j) { return d[j] * xh[j]; }, cols), n);
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j)
+      if (j < cols) dx[base + j] = row::ln_bwd_out(d[j], xh[j], a, b, is);
+  }
+}
+
+template <unsigned NT, unsigned NC, unsigned R>
+__global__ void __launch_bounds__(kThreads)
+    group_bwd(const float *__restrict dy, const float *__restrict x, const float *__restrict mean,
+              const float *__restrict inv_std, const float *__restrict gamma, uint64_t rows,
+              uint64_t cols, float n, float *__restrict dx) {
+  using L = Layout<NT, NC, R>;
+  __shared__ float sh[2][2 * kThreads * NC];
+  Exchange<2 * kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const uint64_t g0 = threadIdx.x / NT;
+  for (uint64_t first = (uint64_t)blockIdx.x * L::kGroups; first < rows;
+       first += (uint64_t)gridDim.x * L::kGroups) {
+    const uint64_t rw = first + g0;
+    const bool active = rw < rows;
+    const uint64_t base = active ? rw * cols : 0;
+    const float mu = active ? mean[rw] : 0.0f, is = active ? inv_std[rw] : 0.0f;
+    float d[L::V], xh[L::V];
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      d[i] = 0.0f;
+      xh[i] = 0.0f;
+      if (active && e < cols) {
+        d[i] = row::ln_d(dy[base + e], gamma[e]);
+        xh[i] = row::xhat_of(x[base + e], mu, is);
+      }
+    }
+    float s[2];
+    row_sums<NT, NC, R, 2>([&](unsigned q, unsigned i) { return q == 0 ? d[i] : d[i] * xh[i]; },
+                           cols, active, ex, s);
+    const float a = row::per_col(s[0], n), b = row::per_col(s[1], n);
+    if (active) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) dx[base + e] = row::ln_bwd_out(d[i], xh[i], a, b, is);
+      }
+    }
+  }
+}
+
+// Long rows: S(d) and S(d * xhat) chunk by chunk, in one pass.
+struct TermsF {
+  const float *dy, *x, *gamma, *mean, *inv_std;
+  uint64_t cols;
+  __device__ RowStat prep(uint64_t rw) const { return RowStat{mean[rw], inv_std[rw]}; }
+  __device__ void operator()(const RowStat &p, uint64_t rw, uint64_t e, float (&out)[2]) const {
+    const uint64_t k = rw * cols + e;
+    const float d = row::ln_d(dy[k], gamma[e]);
+    out[0] = d;
+    out[1] = d * row::xhat_of(x[k], p.mean, p.inv_std);
+  }
+};
+
+struct RowBwd {
+  float mean, inv_std, a, b;
+};
+
+struct DxF {
+  const float *dy, *x, *gamma, *mean, *inv_std, *a, *b;
+  uint64_t cols;
+  __device__ RowBwd prep(uint64_t rw) const { return RowBwd{mean[rw], inv_std[rw], a[rw], b[rw]}; }
+  __device__ float operator()(const RowBwd &p, uint64_t rw, uint64_t e) const {
+    const uint64_t k = rw * cols + e;
+    return row::ln_bwd_out(row::ln_d(dy[k], gamma[e]), row::xhat_of(x[k], p.mean, p.inv_std), p.a,
+                           p.b, p.inv_std);
+  }
+};
+
+void long_dx(int dev, const float *dy, const float *x, const float *mean, const float *inv_std,
+             const float *gamma, uint64_t rows, uint64_t cols, float n, float *dx) {
+  cudaStream_t st = stream(dev);
+  const uint64_t nc = red::chunks_of(cols);
+  const unsigned grid = blocks(rows * nc, 1);
+  Scratch p0(dev, rows * nc), p1(dev, rows * nc), a(dev, rows), b(dev, rows);
+  chunk_reduce<red::Op::Sum, 2><<<grid, kThreads, 0, st>>>(
+      TermsF{dy, x, gamma, mean, inv_std, cols}, rows, cols, nc, p0.get(), p1.get());
+  check_launch("layer_norm_bwd chunk_reduce");
+  reduce_axis(dev, red::Op::Sum, p0.get(), rows, nc, 1, n, a.get());
+  reduce_axis(dev, red::Op::Sum, p1.get(), rows, nc, 1, n, b.get());
+  chunk_map<<<grid, kThreads, 0, st>>>(DxF{dy, x, gamma, mean, inv_std, a.get(), b.get(), cols},
+                                       rows, cols, nc, dx);
+  check_launch("layer_norm_bwd chunk_map (dx)");
+}
+
+// ---- backward: dgamma, dbeta --------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kThreads)
+    lane_fold(const float *__restrict dy, const float *__restrict x, const float *__restrict mean,
+              const float *__restrict inv_std, uint64_t rows, uint64_t cols, unsigned lanes,
+              uint64_t nc, float *__restrict pg, float *__restrict pb) {
+  const uint64_t total = nc * lanes * cols;
+  for (uint64_t q = (uint64_t)blockIdx.x * kThreads + threadIdx.x; q < total;
+       q += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t kt = q / cols;
+    const uint64_t j = q - kt * cols;
+    const uint64_t k = kt / lanes;
+    const uint64_t i0 = k * red::kChunk + (kt - k * lanes);
+    float ag = red::Ops<red::Op::Sum>::identity(), ab = ag;
+#pragma unroll
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t i = i0 + (uint64_t)r * red::kLanes;
+      if (i < rows) {
+        const float g = dy[i * cols + j];
+        ag = ag + g * row::xhat_of(x[i * cols + j], mean[i], inv_std[i]);
+        ab = ab + g;
+      }
+    }
+    pg[q] = ag;
+    pb[q] = ab;
+  }
+}
+
+void column_sums(int dev, const float *dy, const float *x, const float *mean, const float *inv_std,
+                 uint64_t rows, uint64_t cols, float *dgamma, float *dbeta) {
+  cudaStream_t st = stream(dev);
+  const uint64_t nc = red::chunks_of(rows);
+  const unsigned lanes = row::col_lanes(rows);
+  const uint64_t np = nc * lanes * cols;  // <= rows * cols + 255 * cols
+  Scratch pg(dev, np), pb(dev, np);
+  lane_fold<<<blocks(np, kThreads), kThreads, 0, st>>>(dy, x, mean, inv_std, rows, cols, lanes, nc,
+                                                       pg.get(), pb.get());
+  check_launch("layer_norm_bwd lane_fold");
+  if (nc == 1) {
+    reduce_axis(dev, red::Op::Sum, pg.get(), 1, lanes, cols, 1.0f, dgamma);
+    reduce_axis(dev, red::Op::Sum, pb.get(), 1, lanes, cols, 1.0f, dbeta);
+    return;
+  }
+  Scratch cg(dev, nc * cols), cb(dev, nc * cols);
+  reduce_axis(dev, red::Op::Sum, pg.get(), nc, lanes, cols, 1.0f, cg.get());
+  reduce_axis(dev, red::Op::Sum, pb.get(), nc, lanes, cols, 1.0f, cb.get());
+  reduce_axis(dev, red::Op::Sum, cg.get(), 1, nc, cols, 1.0f, dgamma);
+  reduce_axis(dev, red::Op::Sum, cb.get(), 1, nc, cols, 1.0f, dbeta);
+}
+
+// ---- dispatch by cols ---------------------------------------------------------------------------
+
+template <unsigned NT, unsigned NC, unsigned R>
+void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const float *beta,
+                      uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
+                      float *inv_std) {
+  group_fwd<NT, NC, R><<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(x, gamma, beta, rows, cols,
+                                                                         n, eps, y, mean, inv_std);
+  check_launch("layer_norm group_fwd");
+}
+
+template <unsigned W>
+void launch_thread_fwd(cudaStream_t st, const float *x, const float *gamma, const float *beta,
+                       uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
+                       float *inv_std) {
+  thread_fwd<W><<<blocks(rows, kThreads), kThreads, 0, st>>>(x, gamma, beta, rows, (unsigned)cols,
+                                                             n, eps, y, mean, inv_std);
+  check_launch("layer_norm thread_fwd");
+}
+
+template <unsigned NT, unsigned NC, unsigned R>
+void launch_group_bwd(cudaStream_t st, const float *dy, const float *x, const float *mean,
+                      const float *inv_std, const float *gamma, uint64_t rows, uint64_t cols,
+                      float n, float *dx) {
+  group_bwd<NT, NC, R><<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(dy, x, mean, inv_std,
+                                                                         gamma, rows, cols, n, dx);
+  check_launch("layer_norm group_bwd");
+}
+
+template <unsigned W>
+void launch_thread_bwd(cudaStream_t st, const float *dy, const float *x, const float *mean,
+                       const float *inv_std, const float *gamma, uint64_t rows, uint64_t cols,
+                       float n, float *dx) {
+  thread_bwd<W><<<blocks(rows, kThreads), kThreads, 0, st>>>(dy, x, mean, inv_std, gamma, rows,
+                                                             (unsigned)cols, n, dx);
+  check_launch("layer_norm thread_bwd");
+}
+
+}  // namespace
+
+void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *beta, uint64_t rows,
+                    uint64_t cols, float eps, float *y, float *mean, float *inv_std) {
+  cudaStream_t st = stream(dev);
+  const float n = static_cast<float>(cols);
+#define TLRT_LN_ARGS st, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std
+  if (cols <= 32) {
+    switch (red::pow2_at_least(cols)) {
+      case 1: launch_thread_fwd<1>(TLRT_LN_ARGS); break;
+      case 2: launch_thread_fwd<2>(TLRT_LN_ARGS); break;
+      case 4: launch_thread_fwd<4>(TLRT_LN_ARGS); break;
+      case 8: launch_thread_fwd<8>(TLRT_LN_ARGS); break;
+      case 16: launch_thread_fwd<16>(TLRT_LN_ARGS); break;
+      default: launch_thread_fwd<32>(TLRT_LN_ARGS); break;
+    }
+  } else if (cols <= 256) {
+    launch_group_fwd<32, 1, 1>(TLRT_LN_ARGS);
+  } else if (cols <= 512) {
+    launch_group_fwd<32, 1, 2>(TLRT_LN_ARGS);
+  } else if (cols <= 1024) {
+    launch_group_fwd<32, 1, 4>(TLRT_LN_ARGS);
+  } else if (cols <= 2048) {
+    launch_group_fwd<64, 1, 8>(TLRT_LN_ARGS);
+  } else if (cols <= 4096) {
+    launch_group_fwd<128, 1, 16>(TLRT_LN_ARGS);
+  } else if (cols <= 8192) {
+    launch_group_fwd<256, 2, 16>(TLRT_LN_ARGS);
+  } else {
+    long_fwd(dev, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
+  }
+#undef TLRT_LN_ARGS
+}
+
+void layer_norm_bwd(int dev, const float *dy, const float *x, const float *mean,
+                    const float *inv_std, const float *gamma, uint64_t rows, uint64_t cols,
+                    float *dx, float *dgamma, float *dbeta) {
+  cudaStream_t st = stream(dev);
+  const float n = static_cast<float>(cols);
+#define TLRT_LN_ARGS st, dy, x, mean, inv_std, gamma, rows, cols, n, dx
+  if (cols <= 32) {
+    switch (red::pow2_at_least(cols)) {
+      case 1: launch_thread_bwd<1>(TLRT_LN_ARGS); break;
+      case 2: launch_thread_bwd<2>(TLRT_LN_ARGS); break;
+      case 4: launch_thread_bwd<4>(TLRT_LN_ARGS); break;
+      case 8: launch_thread_bwd<8>(TLRT_LN_ARGS); break;
+      case 16: launch_thread_bwd<16>(TLRT_LN_ARGS); break;
+      default: launch_thread_bwd<32>(TLRT_LN_ARGS); break;
+    }
+  } else if (cols <= 256) {
+    launch_group_bwd<32, 1, 1>(TLRT_LN_ARGS);
+  } else if (cols <= 512) {
+    launch_group_bwd<32, 1, 2>(TLRT_LN_ARGS);
+  } else if (cols <= 1024) {
+    launch_group_bwd<64, 1, 4>(TLRT_LN_ARGS);
+  } else if (cols <= 2048) {
+    launch_group_bwd<128, 1, 8>(TLRT_LN_ARGS);
+  } else if (cols <= 4096) {
+    launch_group_bwd<256, 1, 16>(TLRT_LN_ARGS);
+  } else {
+    long_dx(dev, dy, x, mean, inv_std, gamma, rows, cols, n, dx);
+  }
+#undef TLRT_LN_ARGS
+  column_sums(dev, dy, x, mean, inv_std, rows, cols, dgamma, dbeta);
+}
+
+}  // namespace cuda
 }  // namespace tlrt

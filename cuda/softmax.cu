@@ -1,6 +1,472 @@
-// CUDA backend, softmax, log-softmax and the hard-masked row softmax, with backward kernels.
+// CUDA backend, softmax, log-softmax and the hard-masked row softmax, with backward kernels: the
+// definitions of abi/tlrt_softmax.h with the formulas of core/numerics/row_ops.hpp and THE TREE of
+// core/numerics/reduce_tree.hpp, bit for bit the CPU's. Built with -fmad=false; exp / log are the
+// shared tlrt::math functions, divisions __fdiv_rn; no atomics; everything on the library stream.
+//
+// Three strategies, chosen by cols (all grid sizes capped at 2^31 - 1 blocks, kernels loop past
+// it):
+//
+// thread_fwd / thread_bwd (cols <= 32): one thread per row. The row (W = next power of two >= cols
+// values) stays in registers; the sum is red::small (the tree of <= 32 elements), as the CPU's
+// reduce_axis does it. A warp reads 32 consecutive rows (32 * cols contiguous floats; each thread
+// its own row, the lines shared through L1). Bytes: 8 per element forward (x read, y written;
+// masked 12: the mask too), 12 backward (y, g read, dx written). Measured: (pending GPU run).
+//
+// group_fwd / group_bwd (32 < cols <= 8192 forward, <= 4096 backward): one group of NT threads per
+// row (NT = 32 for cols <= 1024 forward / 512 backward, then 64, 128, 256 as cols doubles; a
+// 256-thread block holds 256 / NT rows), the whole row in registers (at most 32 values per thread
+// forward, 16 + 16 backward), so every input element is read once and every output written once:
+// 8 bytes per element (softmax, log-softmax), 12 (masked: x and mask read; backward: y and g read).
+// Thread T holds the tree's lanes T + NT k (row::dev::Layout): each warp access is 128 contiguous
+// bytes, all of a thread's loads are issued before the first use (up to 32 in flight). Per row: the
+// maximum (order-free: xor-shuffles, then one exchange through shared memory when NT > 32), the
+// exponentials folded into the lanes in the tree's order (the tree's step 2), the halving (steps
+// h >= NT in registers, h = NT/2..32 through shared memory after one barrier, h = 16..1 by
+// shuffles; a two-chunk row adds its two chunk values, the tree's next level), then e / s (or
+// (x - m) - log s) written from registers. Double-buffered shared memory: one barrier per
+// reduction. Predicted: 85-90% of copy bandwidth on (65536, 1024) and (16384, 4096) (the exp
+// costs 21 instructions per element, the IEEE division about 10: below the ~60 the bandwidth
+// leaves per element at 8 bytes). Measured: (pending GPU run).
+//
+// Long rows (cols > 8192 forward, > 4096 backward): chunk-parallel passes, one 256-thread block per
+// (row, chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima; chunk sums of e (the
+// tree's first level) -> reduce_axis (the tree's next levels) -> row sums; then one pass writing
+// the outputs (recomputing e). Scratch: 2 * rows floats + rows * ceil(cols / 4096) partials.
+// Bytes: 16 per element forward (x read three times, y written), 12 + 4 backward (softmax: y, g
+// read twice), log-softmax backward 16 (g read by reduce_axis, then y, g, dx). Measured: (pending
+// GPU run).
+#include "core/backend/memory.hpp"
+#include "core/backend/reduce.hpp"
 #include "core/backend/softmax.hpp"
+#include "cuda/cuda_common.cuh"
 
 namespace tlrt {
-namespace cuda {}  // namespace cuda
+namespace cuda {
+
+namespace {
+
+using row::Kind;
+using row::dev::chunk_map;
+using row::dev::chunk_reduce;
+using row::dev::Exchange;
+using row::dev::group_max;
+using row::dev::kThreads;
+using row::dev::Layout;
+using row::dev::row_sums;
+
+constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
+
+unsigned blocks(uint64_t items, uint64_t per_block) {
+  const uint64_t b = (items + per_block - 1) / per_block;
+  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
+}
+
+// Stream-ordered scratch from the pool, returned in stream order when this object dies (after the
+// kernels using it have been queued).
+class Scratch {
+ public:
+  Scratch(int dev, uint64_t n)
+      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  ~Scratch() { dealloc(dev_, p_, bytes_); }
+  float *get() const { return p_; }
+
+ private:
+  int dev_;
+  uint64_t bytes_;
+  float *p_;
+};
+
+// ---- one thread per row (cols <= 32) ------------------------------------------------------------
+
+template <Kind KIND, unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    thread_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows,
+               unsigned cols, float *__restrict y) {
+  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
+       rw += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t base = rw * cols;
+    float v[W], e[W];
+    bool al[W];
+    float m = row::neg_inf();
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j) {
+      v[j] = 0.0f;
+      e[j] = 0.0f;
+      al[j] = true;
+      if (j < cols) {
+        v[j] = x[base + j];
+        if (KIND == Kind::Masked) al[j] = row::allowed(mask[base + j]);
+        m = ew::max_f(m, al[j] ? v[j] : row::neg_inf());
+      }
+    }
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j)
+      if (j < cols) e[j] = al[j] ? row::shifted_exp(v[j], m) : 0.0f;
+    const float s = red::small<red::Op::Sum, W>([&](unsigned j) { return e[j]; }, cols);
+    const float ls = KIND == Kind::LogSoftmax ? math::log_f(s) : 0.0f;
+    const bool none = KIND == Kind::Masked && m == row::neg_inf();
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j) {
+      if (j >= cols) continue;
+      float out;
+      if constexpr (KIND == Kind::LogSoftmax)
+        out = row::log_softmax_out(v[j], m, ls);
+      else if constexpr (KIND == Kind::Masked)
+        out = (none || !al[j]) ? 0.0f : row::softmax_out(e[j], s);
+      else
+        out = row::softmax_out(e[j], s);
+      y[base + j] = out;
+    }
+  }
+}
+
+template <bool LOG, unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    thread_bwd(const float *__restrict y, const float *__restrict g, uint64_t rows, unsigned cols,
+               float *__restrict dx) {
+  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
+       rw += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t base = rw * cols;
+    float yv[W], gv[W];
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j) {
+      yv[j] = 0.0f;
+      gv[j] = 0.0f;
+      if (j < cols) {
+        yv[j] = y[base + j];
+        gv[j] = g[base + j];
+      }
+    }
+    const float s = red::small<red::Op::Sum, W>(
+        [&](unsigned j) { return LOG ? gv[j] : row::softmax_bwd_term(yv[j], gv[j]); }, cols);
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j)
+      if (j < cols)
+        dx[base + j] =
+            LOG ? row::log_softmax_bwd_out(yv[j], gv[j], s) : row::softmax_bwd_out(yv[j], gv[j], s);
+  }
+}
+
+// ---- one group of NT threads per row, the row in registers --------------------------------------
+
+template <Kind KIND, unsigned NT, unsigned NC, unsigned R>
+__global__ void __launch_bounds__(kThreads)
+    group_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows, uint64_t cols,
+              float *__restrict y) {
+  using L = Layout<NT, NC, R>;
+  static_assert(L::V <= 32, "the blocked-entry mask is one 32-bit word");
+  __shared__ float sh[2][kThreads * NC];
+  Exchange<kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const uint64_t g0 = threadIdx.x / NT;
+  // Block-uniform loop (every group of the block runs every barrier).
+  for (uint64_t first = (uint64_t)blockIdx.x * L::kGroups; first < rows;
+       first += (uint64_t)gridDim.x * L::kGroups) {
+    const uint64_t rw = first + g0;
+    const bool active = rw < rows;
+    const uint64_t base = active ? rw * cols : 0;
+    float v[L::V];
+    uint32_t blocked = 0;
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      v[i] = row::neg_inf();
+      if (active && e < cols) {
+        v[i] = x[base + e];
+        if (KIND == Kind::Masked && !row::allowed(mask[base + e])) blocked |= 1u << i;
+      }
+    }
+    float m = row::neg_inf();
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i)
+      m = ew::max_f(m, ((blocked >> i) & 1u) ? row::neg_inf() : v[i]);
+    m = group_max<NT>(m, ex);
+    float s[1];
+    row_sums<NT, NC, R, 1>(
+        [&](unsigned, unsigned i) {
+          const float e = ((blocked >> i) & 1u) ? 0.0f : row::shifted_exp(v[i], m);
+          if (KIND != Kind::LogSoftmax) v[i] = e;
+          return e;
+        },
+        cols, active, ex, s);
+    if (active) {
+      const float ls = KIND == Kind::LogSoftmax ? math::log_f(s[0]) : 0.0f;
+      const bool none = KIND == Kind::Masked && m == row::neg_inf();
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e >= cols) continue;
+        float out;
+        if constexpr (KIND == Kind::LogSoftmax)
+          out = row::log_softmax_out(v[i], m, ls);
+        else if constexpr (KIND == Kind::Masked)
+          out = (none || ((blocked >> i) & 1u)) ? 0.0f : row::softmax_out(v[i], s[0]);
+        else
+          out = row::softmax_out(v[i], s[0]);
+        y[base + e] = out;
+      }
+    }
+  }
+}
+
+template <bool LOG, unsigned NT, unsigned NC, unsigned R>
+__global__ void __launch_bounds__(kThreads)
+    group_bwd(const float *__restrict y, const float *__restrict g, uint64_t rows, uint64_t cols,
+              float *__restrict dx) {
+  using L = Layout<NT, NC, R>;
+  __shared__ float sh[2][kThreads * NC];
+  Exchange<kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const uint64_t g0 = threadIdx.x / NT;
+  for (uint64_t first = (uint64_t)blockIdx.x * L::kGroups; first < rows;
+       first += (uint64_t)gridDim.x * L::kGroups) {
+    const uint64_t rw = first + g0;
+    const bool active = rw < rows;
+    const uint64_t base = active ? rw * cols : 0;
+    float yv[L::V], gv[L::V];
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      yv[i] = 0.0f;
+      gv[i] = 0.0f;
+      if (active && e < cols) {
+        yv[i] = y[base + e];
+        gv[i] = g[base + e];
+      }
+    }
+    float s[1];
+    row_sums<NT, NC, R, 1>(
+        [&](unsigned, unsigned i) { return LOG ? gv[i] : row::softmax_bwd_term(yv[i], gv[i]); },
+        cols, active, ex, s);
+    if (active) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols)
+          dx[base + e] = LOG ? row::log_softmax_bwd_out(yv[i], gv[i], s[0])
+                             : row::softmax_bwd_out(yv[i], gv[i], s[0]);
+      }
+    }
+  }
+}
+
+// ---- long rows: chunk-parallel passes -----------------------------------------------------------
+
+struct NoRow {};
+
+// Chunk maxima of the (masked) scores.
+struct MaxF {
+  const float *x, *mask;
+  uint64_t cols;
+  __device__ NoRow prep(uint64_t) const { return {}; }
+  __device__ void operator()(NoRow, uint64_t rw, uint64_t e, float (&out)[1]) const {
+    const uint64_t k = rw * cols + e;
+    out[0] = mask ? row::masked_score(x[k], mask[k]) : x[k];
+  }
+};
+
+// Chunk sums of e.
+struct ExpF {
+  const float *x, *mask, *m;
+  uint64_t cols;
+  __device__ float prep(uint64_t rw) const { return m[rw]; }
+  __device__ void operator()(float mr, uint64_t rw, uint64_t e, float (&out)[1]) const {
+    const uint64_t k = rw * cols + e;
+    out[0] = mask ? row::masked_exp(x[k], mask[k], mr) : row::shifted_exp(x[k], mr);
+  }
+};
+
+struct RowMS {
+  float m, s, ls;
+};
+
+template <Kind KIND>
+struct OutF {
+  const float *x, *mask, *m, *s;
+  uint64_t cols;
+  __device__ RowMS prep(uint64_t rw) const {
+    const float sr = s[rw];
+    return RowMS{m[rw], sr, KIND == Kind::LogSoftmax ? math::log_f(sr) : 0.0f};
+  }
+  __device__ float operator()(const RowMS &p, uint64_t rw, uint64_t e) const {
+    const uint64_t k = rw * cols + e;
+    if constexpr (KIND == Kind::LogSoftmax) return row::log_softmax_out(x[k], p.m, p.ls);
+    if constexpr (KIND == Kind::Masked) {
+      if (p.m == row::neg_inf()) return 0.0f;
+      return row::masked_out(row::masked_exp(x[k], mask[k], p.m), mask[k], p.s);
+    }
+    return row::softmax_out(row::shifted_exp(x[k], p.m), p.s);
+  }
+};
+
+struct TermF {
+  const float *y, *g;
+  uint64_t cols;
+  __device__ NoRow prep(uint64_t) const { return {}; }
+  __device__ void operator()(NoRow, uint64_t rw, uint64_t e, float (&out)[1]) const {
+    const uint64_t k = rw * cols + e;
+    out[0] = row::softmax_bwd_term(y[k], g[k]);
+  }
+};
+
+template <bool LOG>
+struct BwdF {
+  const float *y, *g, *s;
+  uint64_t cols;
+  __device__ float prep(uint64_t rw) const { return s[rw]; }
+  __device__ float operator()(float sr, uint64_t rw, uint64_t e) const {
+    const uint64_t k = rw * cols + e;
+    return LOG ? row::log_softmax_bwd_out(y[k], g[k], sr) : row::softmax_bwd_out(y[k], g[k], sr);
+  }
+};
+
+template <Kind KIND>
+void long_fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t cols, float *y) {
+  cudaStream_t st = stream(dev);
+  const uint64_t nc = red::chunks_of(cols);
+  Scratch part(dev, rows * nc), m(dev, rows), s(dev, rows);
+  const unsigned grid = blocks(rows * nc, 1);
+  const float *mk = KIND == Kind::Masked ? mask : nullptr;
+  chunk_reduce<red::Op::Max, 1>
+      <<<grid, kThreads, 0, st>>>(MaxF{x, mk, cols}, rows, cols, nc, part.get(), nullptr);
+  check_launch("softmax chunk_reduce (max)");
+  reduce_axis(dev, red::Op::Max, part.get(), rows, nc, 1, 1.0f, m.get());
+  chunk_reduce<red::Op::Sum, 1>
+      <<<grid, kThreads, 0, st>>>(ExpF{x, mk, m.get(), cols}, rows, cols, nc, part.get(), nullptr);
+  check_launch("softmax chunk_reduce (sum)");
+  reduce_axis(dev, red::Op::Sum, part.get(), rows, nc, 1, 1.0f, s.get());
+  chunk_map<<<grid, kThreads, 0, st>>>(OutF<KIND>{x, mk, m.get(), s.get(), cols}, rows, cols, nc,
+                                       y);
+  check_launch("softmax chunk_map");
+}
+
+template <bool LOG>
+void long_bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t cols, float *dx) {
+  cudaStream_t st = stream(dev);
+  const uint64_t nc = red::chunks_of(cols);
+  const unsigned grid = blocks(rows * nc, 1);
+  Scratch s(dev, rows);
+  if (LOG) {
+    reduce_axis(dev, red::Op::Sum, g, rows, cols, 1, 1.0f, s.get());
+  } else {
+    Scratch part(dev, rows * nc);
+    chunk_reduce<red::Op::Sum, 1>
+        <<<grid, kThreads, 0, st>>>(TermF{y, g, cols}, rows, cols, nc, part.get(), nullptr);
+    check_launch("softmax_bwd chunk_reduce");
+    reduce_axis(dev, red::Op::Sum, part.get(), rows, nc, 1, 1.0f, s.get());
+  }
+  chunk_map<<<grid, kThreads, 0, st>>>(BwdF<LOG>{y, g, s.get(), cols}, rows, cols, nc, dx);
+  check_launch("softmax_bwd chunk_map");
+}
+
+// ---- dispatch by cols ---------------------------------------------------------------------------
+
+template <Kind KIND, unsigned W>
+void launch_thread_fwd(cudaStream_t st, const float *x, const float *mask, uint64_t rows,
+                       uint64_t cols, float *y) {
+  thread_fwd<KIND, W>
+      <<<blocks(rows, kThreads), kThreads, 0, st>>>(x, mask, rows, (unsigned)cols, y);
+  check_launch("softmax thread_fwd");
+}
+
+template <Kind KIND, unsigned NT, unsigned NC, unsigned R>
+void launch_group_fwd(cudaStream_t st, const float *x, const float *mask, uint64_t rows,
+                      uint64_t cols, float *y) {
+  group_fwd<KIND, NT, NC, R>
+      <<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(x, mask, rows, cols, y);
+  check_launch("softmax group_fwd");
+}
+
+template <Kind KIND>
+void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t cols, float *y) {
+  cudaStream_t st = stream(dev);
+  if (cols <= 32) {
+    switch (red::pow2_at_least(cols)) {
+      case 1: launch_thread_fwd<KIND, 1>(st, x, mask, rows, cols, y); break;
+      case 2: launch_thread_fwd<KIND, 2>(st, x, mask, rows, cols, y); break;
+      case 4: launch_thread_fwd<KIND, 4>(st, x, mask, rows, cols, y); break;
+      case 8: launch_thread_fwd<KIND, 8>(st, x, mask, rows, cols, y); break;
+      case 16: launch_thread_fwd<KIND, 16>(st, x, mask, rows, cols, y); break;
+      default: launch_thread_fwd<KIND, 32>(st, x, mask, rows, cols, y); break;
+    }
+  } else if (cols <= 256) {
+    launch_group_fwd<KIND, 32, 1, 1>(st, x, mask, rows, cols, y);
+  } else if (cols <= 512) {  // 8 values per thread up to 2048 columns: see the header comment
+    launch_group_fwd<KIND, 64, 1, 2>(st, x, mask, rows, cols, y);
+  } else if (cols <= 1024) {
+    launch_group_fwd<KIND, 128, 1, 4>(st, x, mask, rows, cols, y);
+  } else if (cols <= 2048) {
+    launch_group_fwd<KIND, 256, 1, 8>(st, x, mask, rows, cols, y);
+  } else if (cols <= 4096) {
+    launch_group_fwd<KIND, 256, 1, 16>(st, x, mask, rows, cols, y);
+  } else if (cols <= 8192) {
+    launch_group_fwd<KIND, 256, 2, 16>(st, x, mask, rows, cols, y);
+  } else {
+    long_fwd<KIND>(dev, x, mask, rows, cols, y);
+  }
+}
+
+template <bool LOG, unsigned W>
+void launch_thread_bwd(cudaStream_t st, const float *y, const float *g, uint64_t rows,
+                       uint64_t cols, float *dx) {
+  thread_bwd<LOG, W><<<blocks(rows, kThreads), kThreads, 0, st>>>(y, g, rows, (unsigned)cols, dx);
+  check_launch("softmax thread_bwd");
+}
+
+template <bool LOG, unsigned NT, unsigned NC, unsigned R>
+void launch_group_bwd(cudaStream_t st, const float *y, const float *g, uint64_t rows, uint64_t cols,
+                      float *dx) {
+  group_bwd<LOG, NT, NC, R><<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(y, g, rows, cols, dx);
+  check_launch("softmax group_bwd");
+}
+
+template <bool LOG>
+void bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t cols, float *dx) {
+  cudaStream_t st = stream(dev);
+  if (cols <= 32) {
+    switch (red::pow2_at_least(cols)) {
+      case 1: launch_thread_bwd<LOG, 1>(st, y, g, rows, cols, dx); break;
+      case 2: launch_thread_bwd<LOG, 2>(st, y, g, rows, cols, dx); break;
+      case 4: launch_thread_bwd<LOG, 4>(st, y, g, rows, cols, dx); break;
+      case 8: launch_thread_bwd<LOG, 8>(st, y, g, rows, cols, dx); break;
+      case 16: launch_thread_bwd<LOG, 16>(st, y, g, rows, cols, dx); break;
+      default: launch_thread_bwd<LOG, 32>(st, y, g, rows, cols, dx); break;
+    }
+  } else if (cols <= 256) {
+    launch_group_bwd<LOG, 32, 1, 1>(st, y, g, rows, cols, dx);
+  } else if (cols <= 512) {
+    launch_group_bwd<LOG, 32, 1, 2>(st, y, g, rows, cols, dx);
+  } else if (cols <= 1024) {
+    launch_group_bwd<LOG, 64, 1, 4>(st, y, g, rows, cols, dx);
+  } else if (cols <= 2048) {
+    launch_group_bwd<LOG, 128, 1, 8>(st, y, g, rows, cols, dx);
+  } else if (cols <= 4096) {
+    launch_group_bwd<LOG, 256, 1, 16>(st, y, g, rows, cols, dx);
+  } else {
+    long_bwd<LOG>(dev, y, g, rows, cols, dx);
+  }
+}
+
+}  // namespace
+
+void softmax_fwd(int dev, row::Kind kind, const float *x, const float *mask, uint64_t rows,
+                 uint64_t cols, float *y) {
+  switch (kind) {
+    case Kind::Softmax: fwd<Kind::Softmax>(dev, x, nullptr, rows, cols, y); break;
+    case Kind::LogSoftmax: fwd<Kind::LogSoftmax>(dev, x, nullptr, rows, cols, y); break;
+    case Kind::Masked: fwd<Kind::Masked>(dev, x, mask, rows, cols, y); break;
+  }
+}
+
+void softmax_bwd(int dev, bool log, const float *y, const float *g, uint64_t rows, uint64_t cols,
+                 float *dx) {
+  if (log)
+    bwd<true>(dev, y, g, rows, cols, dx);
+  else
+    bwd<false>(dev, y, g, rows, cols, dx);
+}
+
+}  // namespace cuda
 }  // namespace tlrt

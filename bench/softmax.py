@@ -1,0 +1,163 @@
+"""Softmax-family and layer-norm benchmark on the GPU against PyTorch in the same process.
+
+Times tlrt_softmax, tlrt_log_softmax, tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd,
+tlrt_log_softmax_bwd, tlrt_layer_norm_fwd and tlrt_layer_norm_bwd on (65536, 1024) and
+(16384, 4096) (64M elements each; the brief's targets), plus (4096, 16384) and (1024, 65536)
+(the long-row path), (1048576, 64) and (8388608, 8) (short rows), against torch.softmax /
+log_softmax, softmax over masked_fill(mask == 0, -inf), aten._softmax_backward_data /
+_log_softmax_backward_data, F.layer_norm and aten.native_layer_norm_backward on the same values.
+
+Reported per op and shape: the NOMINAL bytes (every input read once, every output written once:
+softmax / log-softmax 8 per element, masked 12, backward 12, layer norm forward 8 (+ 8 per row),
+layer norm backward 12 (+ 8 per row + 8 per column); the same count is credited to PyTorch),
+our time with the determinism switch off and on (the fixed tree is the same in both modes, so the
+two columns should agree), achieved GB/s, the fraction of the measured device-to-device copy
+bandwidth, PyTorch's time and the ratio. Both sides are timed the same way: wall clock around N
+back-to-back calls (each of ours followed by freeing its outputs, stream-ordered), synchronised
+before and after. Targets (H200): softmax, log-softmax and layer norm >= 0.85 of copy bandwidth on
+the 64M-element shapes, and no slower than PyTorch.
+
+  TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/softmax.py [--out FILE] [--iters N]
+      [--shapes 65536x1024,16384x4096]
+"""
+import argparse
+import ctypes
+import datetime
+import os
+import sys
+import time
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+DEFAULT_SHAPES = "65536x1024,16384x4096,4096x16384,1024x65536,1048576x64,8388608x8"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES)
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
+    import torchlean_rt as rt
+    try:
+        import torch
+    except ImportError:
+        print("torch is not installed: nothing to compare with"); return 77
+    if not (torch.cuda.is_available() and rt.cuda_available()):
+        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    dev = rt.cuda(0)
+    lib = rt.lib
+    lines = []
+    emit = lambda s="": (print(s), lines.append(s))
+
+    def wall(fn, sync):
+        for _ in range(3):
+            fn()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / args.iters
+
+    tsync = torch.cuda.synchronize
+    osync = lambda: rt.synchronize(dev)
+    src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
+    copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync) / 1e9
+    del src, dst
+
+    emit("# Softmax family and layer norm on the GPU against PyTorch")
+    emit()
+    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
+         f"PyTorch {torch.__version__}")
+    emit(f"- library: {rt.build_info()}")
+    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
+    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls; "
+         "bytes = nominal minimum (inputs read once, outputs written once)")
+    emit()
+    emit("| op | shape | bytes | ours ms (det off) | ours ms (det on) | GB/s | of copy BW | "
+         "torch ms | ours/torch |")
+    emit("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+
+    g = torch.Generator(device="cuda").manual_seed(7)
+    aten = torch.ops.aten
+
+    def up(t):
+        return rt.Buffer.from_buffer(t.detach().flatten().cpu().numpy(), dev)
+
+    def ours(fname, inputs, scalars, n_out):
+        cfn = getattr(lib, "tlrt_" + fname)
+        outs = [ctypes.c_void_p() for _ in range(n_out)]
+        argv = [b.handle for b in inputs] + list(scalars) + [ctypes.byref(o) for o in outs]
+
+        def call():
+            st = cfn(*argv)
+            if st != 0:
+                raise RuntimeError(f"{fname}: {st} {rt.last_error()}")
+            for o in outs:
+                lib.tlrt_buffer_free(o)
+        return call
+
+    def row(name, shape, nbytes, call, ref):
+        prev = lib.tlrt_set_deterministic(False)
+        t_off = wall(call, osync)
+        lib.tlrt_set_deterministic(True)
+        t_on = wall(call, osync)
+        lib.tlrt_set_deterministic(prev)
+        t_ref = wall(ref, tsync)
+        gbs = nbytes / t_off / 1e9
+        emit(f"| {name} | {shape[0]}x{shape[1]} | {nbytes} | {t_off*1e3:.3f} | {t_on*1e3:.3f} | "
+             f"{gbs:.0f} | {gbs/copy_bw:.2f} | {t_ref*1e3:.3f} | {t_off/t_ref:.2f} |")
+
+    for spec in args.shapes.split(","):
+        R, C = (int(v) for v in spec.split("x"))
+        n = R * C
+        x = torch.randn(R, C, device="cuda", generator=g) * 3
+        gr = torch.randn(R, C, device="cuda", generator=g)
+        mask = (torch.rand(R, C, device="cuda", generator=g) > 0.25).float()
+        bx, bg, bm = up(x), up(gr), up(mask)
+        y = torch.softmax(x, -1)
+        ly = torch.log_softmax(x, -1)
+        by, bly = up(y), up(ly)
+        neg_inf = torch.tensor(float("-inf"), device="cuda")
+        row("softmax", (R, C), 8 * n, ours("softmax", [bx], [R, C], 1), lambda: torch.softmax(x, -1))
+        row("log_softmax", (R, C), 8 * n, ours("log_softmax", [bx], [R, C], 1),
+            lambda: torch.log_softmax(x, -1))
+        row("masked softmax", (R, C), 12 * n,
+            ours("hard_masked_softmax_by_row", [bx, bm], [R, C], 1),
+            lambda: torch.softmax(torch.where(mask != 0, x, neg_inf), -1))
+        row("softmax_bwd", (R, C), 12 * n, ours("softmax_bwd", [by, bg], [R, C], 1),
+            lambda: aten._softmax_backward_data(gr, y, -1, torch.float32))
+        row("log_softmax_bwd", (R, C), 12 * n, ours("log_softmax_bwd", [bly, bg], [R, C], 1),
+            lambda: aten._log_softmax_backward_data(gr, ly, -1, torch.float32))
+        gamma = torch.randn(C, device="cuda", generator=g)
+        beta = torch.randn(C, device="cuda", generator=g)
+        bgam, bbet = up(gamma), up(beta)
+        row("layer_norm_fwd", (R, C), 8 * n + 8 * R + 8 * C,
+            ours("layer_norm_fwd", [bx, bgam, bbet], [R, C, ctypes.c_double(1e-5)], 3),
+            lambda: torch.nn.functional.layer_norm(x, (C,), gamma, beta, 1e-5))
+        _, mean, rstd = aten.native_layer_norm(x, [C], gamma, beta, 1e-5)
+        outs = [ctypes.c_void_p() for _ in range(3)]
+        st = lib.tlrt_layer_norm_fwd(bx.handle, bgam.handle, bbet.handle, R, C,
+                                     ctypes.c_double(1e-5), *[ctypes.byref(o) for o in outs])
+        if st != 0:
+            raise RuntimeError(rt.last_error())
+        lib.tlrt_buffer_free(outs[0])
+        bmean, bstd = rt.Buffer(outs[1].value), rt.Buffer(outs[2].value)
+        row("layer_norm_bwd", (R, C), 12 * n + 8 * R + 8 * C,
+            ours("layer_norm_bwd", [bg, bx, bmean, bstd, bgam], [R, C], 3),
+            lambda: aten.native_layer_norm_backward(gr, x, [C], mean, rstd, gamma, beta,
+                                                    [True, True, True]))
+        for b in (bx, bg, bm, by, bly, bgam, bbet, bmean, bstd):
+            b.free()
+        del x, gr, mask, y, ly, mean, rstd
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

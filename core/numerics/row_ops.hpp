@@ -1,0 +1,340 @@
+// Row kernels shared by the softmax and layer-norm families (abi/tlrt_softmax.h,
+// abi/tlrt_layer_norm.h).
+//
+// Part 1 (host and device): the per-element formulas. Both backends call exactly these functions,
+// so the CPU stub and the CUDA kernels perform the same IEEE binary32 operations in the same order
+// (g++ -ffp-contract=off, nvcc -fmad=false; divisions, square roots and reciprocals are the
+// correctly rounded IEEE operations on both sides; exp and log are tlrt::math's shared float32
+// functions; the one fused multiply-add of each family is written as num::fma). Every sum over a
+// row or a column is THE TREE of core/numerics/reduce_tree.hpp; the row maximum is order-free
+// (ew::max_f is commutative and associative, -0 < +0 included; only the payload of a NaN could
+// depend on the order, and payloads are unspecified), so each backend may take it in any order.
+//
+// Part 2 (nvcc only): the building blocks of the CUDA row kernels (cuda/softmax.cu,
+// cuda/layer_norm.cu): the lane layout of a row held in registers by a group of threads, the
+// group-wide tree sum and maximum, and the chunk-parallel kernels of the long-row path.
+#pragma once
+
+#include <cstdint>
+
+#include "core/numerics/elementwise_ops.hpp"
+#include "core/numerics/hd.hpp"
+#include "core/numerics/reduce_tree.hpp"
+#include "core/numerics/shared_math.hpp"
+
+namespace tlrt {
+namespace row {
+
+// The three forward flavours of tlrt_softmax.h.
+enum class Kind : uint8_t { Softmax, LogSoftmax, Masked };
+
+TLRT_HD float neg_inf() { return num::u2f(0xFF800000u); }
+
+// Correctly rounded IEEE division, square root and reciprocal (one rounding each, both backends).
+TLRT_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+TLRT_HD float sqrt_rn(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return __builtin_sqrtf(a);
+#endif
+}
+TLRT_HD float rcp_rn(float a) {
+#if defined(__CUDA_ARCH__)
+  return __frcp_rn(a);
+#else
+  return 1.0f / a;
+#endif
+}
+
+// ---- softmax, log-softmax, hard-masked softmax --------------------------------------------------
+// Per row: m = max_j x[j]; e[j] = exp(x[j] - m); s = S(e); the outputs below.
+
+// A mask value allows its entry unless it compares equal to zero (+0 and -0 block; NaN allows).
+TLRT_HD bool allowed(float mask) { return !(mask == 0.0f); }
+// The value a masked entry contributes to the row maximum: x if allowed, -inf (the identity of
+// max) if blocked.
+TLRT_HD float masked_score(float x, float mask) { return allowed(mask) ? x : neg_inf(); }
+
+TLRT_HD float shifted_exp(float x, float m) { return math::exp_f(x - m); }
+// The masked e[j]: exp(x[j] - m) if allowed, exactly +0 if blocked.
+TLRT_HD float masked_exp(float x, float mask, float m) {
+  return allowed(mask) ? math::exp_f(x - m) : 0.0f;
+}
+TLRT_HD float softmax_out(float e, float s) { return div_rn(e, s); }
+TLRT_HD float log_softmax_out(float x, float m, float log_s) { return (x - m) - log_s; }
+// Hard-masked output for a row whose maximum m is not -inf (callers write +0 for the whole row
+// when it is).
+TLRT_HD float masked_out(float e, float mask, float s) {
+  return allowed(mask) ? div_rn(e, s) : 0.0f;
+}
+
+// Backward. softmax: dot = S(g[j] * y[j]), dx[j] = y[j] * (g[j] - dot).
+TLRT_HD float softmax_bwd_term(float y, float g) { return g * y; }
+TLRT_HD float softmax_bwd_out(float y, float g, float dot) { return y * (g - dot); }
+// log-softmax: sg = S(g), dx[j] = g[j] - exp(y[j]) * sg as ONE fused multiply-add.
+TLRT_HD float log_softmax_bwd_out(float y, float g, float sg) {
+  return num::fma(-math::exp_f(y), sg, g);
+}
+
+// ---- layer norm ---------------------------------------------------------------------------------
+// n = (float)cols (rounded once, by the backend's host code). Per row:
+//   mean = S(x) / n; var = S(sq_dev(x, mean)) / n; inv_std = 1 / sqrt(var + eps);
+//   xhat = (x - mean) * inv_std; y = fma(xhat, gamma, beta).
+// The divisions by n are red::finish (the one tlrt_reduce_mean uses: r / n, and r itself when
+// n == 1, which is the same value).
+TLRT_HD float per_col(float s, float n) { return red::finish(s, n); }
+TLRT_HD float sq_dev(float x, float mean) {
+  const float d = x - mean;
+  return d * d;
+}
+TLRT_HD float inv_std_of(float var, float eps) { return rcp_rn(sqrt_rn(var + eps)); }
+TLRT_HD float xhat_of(float x, float mean, float inv_std) { return (x - mean) * inv_std; }
+TLRT_HD float ln_out(float xhat, float gamma, float beta) { return num::fma(xhat, gamma, beta); }
+// Backward, per row: d = dy * gamma; a = S(d) / n; b = S(d * xhat) / n;
+// dx = (d - (a + xhat * b)) * inv_std. Columns: dgamma = S_rows(dy * xhat), dbeta = S_rows(dy).
+TLRT_HD float ln_d(float dy, float gamma) { return dy * gamma; }
+TLRT_HD float ln_bwd_out(float d, float xhat, float a, float b, float inv_std) {
+  return (d - (a + xhat * b)) * inv_std;
+}
+
+// Lanes of the column tree of dgamma / dbeta: the rows of chunk k (rows 4096 k .. 4096 k + 4095)
+// are folded lane by lane, lane t taking rows 4096 k + t + 256 r (r = 0..15) in order; the lane
+// values of a chunk are then reduced by the tree (a sequence of at most 256 values, each its own
+// lane: exactly the tree's halving), and the chunk values by the tree again. With a single chunk of
+// rows <= 256 rows, each lane holds one row and only `rows` lanes exist (the halving over the
+// other, identity lanes changes nothing).
+TLRT_HD unsigned col_lanes(uint64_t rows) {
+  return rows < red::kLanes ? (unsigned)rows : red::kLanes;
+}
+
+}  // namespace row
+}  // namespace tlrt
+
+// ==== Part 2: CUDA building blocks ===============================================================
+#if defined(__CUDACC__)
+
+namespace tlrt {
+namespace row {
+namespace dev {
+
+constexpr unsigned kThreads = 256;  // threads per block of every row kernel
+
+// A group of NT threads (32, 64, 128 or 256; kThreads / NT groups per block) holds one row in
+// registers. Thread T (0..NT-1) holds, for each chunk c < NC of the row and each r < R, the tree's
+// lanes t = T + NT k (k < K = 256 / NT), i.e. row element 4096 c + 256 r + T + NT k, at value index
+// v = (c R + r) K + k. So every lane's elements are in one thread (it folds them in r order), and
+// for fixed (c, r, k) a warp touches 32 consecutive floats (128-byte coalesced accesses).
+// A row of cols elements fits when cols <= NC * R * 256 (with R = 16 whenever NC > 1).
+template <unsigned NT, unsigned NC, unsigned R>
+struct Layout {
+  static_assert(NT == 32 || NT == 64 || NT == 128 || NT == 256, "NT: 32, 64, 128 or 256");
+  static_assert(NC == 1 || R == 16, "multi-chunk rows hold whole chunks");
+  static constexpr unsigned K = 256 / NT;
+  static constexpr unsigned V = NC * R * K;
+  static constexpr unsigned kGroups = kThreads / NT;
+  static constexpr uint64_t kMaxCols = (uint64_t)NC * R * 256;
+  __device__ __forceinline__ static unsigned off(unsigned T, unsigned v) {
+    const unsigned k = v % K, r = (v / K) % R, c = v / (K * R);
+    return c * red::kChunk + r * red::kLanes + T + NT * k;
+  }
+};
+
+// Two shared-memory buffers used alternately by successive group reductions, so that one
+// __syncthreads per reduction suffices (the reads of reduction n precede, in program order, the
+// barrier of reduction n + 1, so reduction n + 2 may overwrite its buffer). Every thread of the
+// block must make the same sequence of calls (the row loops of the kernels are block-uniform).
+template <unsigned WORDS>
+struct Exchange {
+  float (*sh)[WORDS];
+  unsigned buf;
+  __device__ __forceinline__ float *next() {
+    float *p = sh[buf];
+    buf ^= 1u;
+    return p;
+  }
+};
+
+// Maximum over the group (order-free): in-thread value m, xor-shuffles in the warp, then across the
+// group's warps through shared memory (NT / 32 words of the group's slice). Every thread of the
+// group gets the result.
+template <unsigned NT, unsigned W>
+__device__ __forceinline__ float group_max(float m, Exchange<W> &ex) {
+#pragma unroll
+  for (unsigned d = 16; d >= 1; d >>= 1) m = ew::max_f(m, __shfl_xor_sync(0xFFFFFFFFu, m, d));
+  if constexpr (NT > 32) {
+    float *sh = ex.next() + (threadIdx.x / NT) * (NT / 32);
+    const unsigned T = threadIdx.x % NT;
+    if ((T & 31u) == 0) sh[T >> 5] = m;
+    __syncthreads();
+    float r = sh[0];
+#pragma unroll
+    for (unsigned w = 1; w < NT / 32; ++w) r = ew::max_f(r, sh[w]);
+    m = r;
+  }
+  return m;
+}
+
+// The tree's halving for NS independent sequences at once. a[s][k] is the value of lane T + NT k of
+// sequence s after its fold (the tree's step 2); returns, in every thread of the group, the value
+// of lane 0 after the halving steps h = 128, 64, ..., 1 (step 3):
+//  - h >= NT pair lanes of one thread (k with k + h / NT);
+//  - h = NT / 2 .. 32 pair lanes of different warps: each thread stores its lane, and after one
+//    barrier every warp of the group reads lanes w + 32 j (j < NT / 32) and halves over j;
+//  - h = 16 .. 1 with __shfl_down_sync, then lane 0's value is broadcast.
+// Every warp of the group performs the same operations on the same values, so all agree.
+template <red::Op OP, unsigned NT, unsigned NS, unsigned W>
+__device__ __forceinline__ void group_halving(float (&a)[NS][256 / NT], Exchange<W> &ex,
+                                              float (&out)[NS]) {
+  using O = red::Ops<OP>;
+  constexpr unsigned K = 256 / NT;
+  constexpr unsigned kSteps = K >= 8 ? 3 : K >= 4 ? 2 : K >= 2 ? 1 : 0;
+  static_assert((1u << kSteps) == K, "K is a power of two <= 8");
+  if constexpr (K > 1) {
+#pragma unroll
+    for (unsigned step = 0; step < kSteps; ++step) {
+      const unsigned hk = K >> (step + 1);
+#pragma unroll
+      for (unsigned s = 0; s < NS; ++s)
+#pragma unroll
+        for (unsigned k = 0; k < K / 2; ++k)
+          if (k < hk) a[s][k] = O::op(a[s][k], a[s][k + hk]);
+    }
+  }
+  const unsigned w = threadIdx.x & 31u;
+  float v[NS];
+  if constexpr (NT == 32) {
+#pragma unroll
+    for (unsigned s = 0; s < NS; ++s) v[s] = a[s][0];
+  } else {
+    static_assert(NS * kThreads <= W, "exchange buffer too small for the block's groups");
+    float *sh = ex.next() + (threadIdx.x / NT) * (NS * NT);
+    const unsigned T = threadIdx.x % NT;
+#pragma unroll
+    for (unsigned s = 0; s < NS; ++s) sh[s * NT + T] = a[s][0];
+    __syncthreads();
+    constexpr unsigned J = NT / 32;
+    constexpr unsigned kJSteps = J >= 8 ? 3 : J >= 4 ? 2 : 1;
+#pragma unroll
+    for (unsigned s = 0; s < NS; ++s) {
+      float b[J];
+#pragma unroll
+      for (unsigned j = 0; j < J; ++j) b[j] = sh[s * NT + w + 32 * j];
+#pragma unroll
+      for (unsigned step = 0; step < kJSteps; ++step) {
+        const unsigned hj = J >> (step + 1);
+#pragma unroll
+        for (unsigned j = 0; j < J / 2; ++j)
+          if (j < hj) b[j] = O::op(b[j], b[j + hj]);
+      }
+      v[s] = b[0];
+    }
+  }
+#pragma unroll
+  for (unsigned s = 0; s < NS; ++s) {
+    float x = v[s];
+#pragma unroll
+    for (unsigned d = 16; d >= 1; d >>= 1) x = O::op(x, __shfl_down_sync(0xFFFFFFFFu, x, d));
+    out[s] = __shfl_sync(0xFFFFFFFFu, x, 0);
+  }
+}
+
+// The tree value of a row held in registers, for NS sequences at once: fold(s, v) is element value
+// index v of sequence s (only called for elements inside the row: off(T, v) < cols). The chunk
+// values of a two-chunk row are combined as the tree does it: (-0 + c0) + (-0 + c1) = c0 + c1.
+template <unsigned NT, unsigned NC, unsigned R, unsigned NS, unsigned W, class Val>
+__device__ __forceinline__ void row_sums(Val val, uint64_t cols, bool active, Exchange<W> &ex,
+                                         float (&out)[NS]) {
+  using L = Layout<NT, NC, R>;
+  using O = red::Ops<red::Op::Sum>;
+  const unsigned T = threadIdx.x % NT;
+  float a[NS * NC][L::K];
+#pragma unroll
+  for (unsigned i = 0; i < NS * NC; ++i)
+#pragma unroll
+    for (unsigned k = 0; k < L::K; ++k) a[i][k] = O::identity();
+#pragma unroll
+  for (unsigned v = 0; v < L::V; ++v) {
+    const unsigned k = v % L::K, c = v / (L::K * R);
+    if (active && L::off(T, v) < cols) {
+#pragma unroll
+      for (unsigned s = 0; s < NS; ++s) a[s * NC + c][k] = O::op(a[s * NC + c][k], val(s, v));
+    }
+  }
+  float r[NS * NC];
+  group_halving<red::Op::Sum, NT, NS * NC>(a, ex, r);
+#pragma unroll
+  for (unsigned s = 0; s < NS; ++s) out[s] = NC == 1 ? r[s] : r[s * NC] + r[s * NC + 1];
+}
+
+// ---- long rows: one 256-thread block per (row, chunk of 4096 elements) --------------------------
+// Thread T is the tree's lane T of the chunk: it folds elements 256 r + T (r = 0..15) in order;
+// the block halves the 256 lane values (group_halving with NT = 256). Partial values go to
+// part[row * nc + chunk]; the caller finishes each row with the reduction backend's reduce_axis
+// over (rows, nc, 1), i.e. the tree's next levels. F: f.prep(row) -> per-row state P (loads of
+// per-row statistics); f(p, row, e, out[NS]) writes the NS values of element e of the row.
+template <red::Op OP, unsigned NS, class F>
+__global__ void __launch_bounds__(kThreads)
+    chunk_reduce(F f, uint64_t rows, uint64_t cols, uint64_t nc, float *__restrict part0,
+                 float *__restrict part1) {
+  using O = red::Ops<OP>;
+  __shared__ float sh[2][NS * kThreads];
+  Exchange<NS * kThreads> ex{sh, 0};
+  const unsigned T = threadIdx.x;
+  const uint64_t tasks = rows * nc;
+  for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+    const uint64_t rw = task / nc;
+    const uint64_t e0 = (task - rw * nc) * red::kChunk;
+    const uint64_t len = cols - e0 < red::kChunk ? cols - e0 : red::kChunk;
+    const auto p = f.prep(rw);
+    float a[NS][1];
+#pragma unroll
+    for (unsigned s = 0; s < NS; ++s) a[s][0] = O::identity();
+#pragma unroll 4
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t e = (uint64_t)r * red::kLanes + T;
+      if (e < len) {
+        float v[NS];
+        f(p, rw, e0 + e, v);
+#pragma unroll
+        for (unsigned s = 0; s < NS; ++s) a[s][0] = O::op(a[s][0], v[s]);
+      }
+    }
+    float out[NS];
+    group_halving<OP, kThreads, NS>(a, ex, out);
+    if (T == 0) {
+      part0[task] = out[0];
+      if constexpr (NS > 1) part1[task] = out[1];
+    }
+  }
+}
+
+// y[row * cols + e] = f(f.prep(row), row, e) for every element, one block per (row, chunk).
+template <class F>
+__global__ void __launch_bounds__(kThreads)
+    chunk_map(F f, uint64_t rows, uint64_t cols, uint64_t nc, float *__restrict y) {
+  const uint64_t tasks = rows * nc;
+  for (uint64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+    const uint64_t rw = task / nc;
+    const uint64_t e0 = (task - rw * nc) * red::kChunk;
+    const auto p = f.prep(rw);
+    float *yr = y + rw * cols;
+#pragma unroll 4
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t e = e0 + (uint64_t)r * red::kLanes + threadIdx.x;
+      if (e < cols) yr[e] = f(p, rw, e);
+    }
+  }
+}
+
+}  // namespace dev
+}  // namespace row
+}  // namespace tlrt
+
+#endif  // __CUDACC__
