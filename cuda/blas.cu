@@ -1,0 +1,148 @@
+// CUDA backend, matrix products: cuBLAS, no kernel of our own.
+//
+// bmm: cublasSgemmStridedBatched (cublasSgemm when batch == 1, the call torch.matmul makes, so the
+// two pick the same kernels) with the row-major mapping of abi/tlrt_blas.h: the row-major product
+// C = A B is the column-major product C^T = B^T A^T, so cuBLAS gets (b, a) with
+// (m', n', k) = (p, m, n), ldb = trans_b ? n : p, lda = trans_a ? m : n, ldc = p, strides n p,
+// m n, m p, alpha = 1, beta = 0 (C is not read). Batches beyond INT_MAX are split into several
+// calls (core has checked that m, n, p fit in an int). The cost is cuBLAS's: 2 batch m n p flops,
+// at least 4 (batch (m n + n p + m p)) bytes; a 512^3 or larger product is compute-bound (about
+// 50 TFLOP/s float32 on an H100/H200 without TF32).
+// Measured: (pending GPU run) bmm 64 x 512^3 and matmul 4096^3 against torch.bmm / torch.matmul
+// with TF32 off (bench/blas.py).
+//
+// Handles: one cuBLAS handle per (host thread, device), created on the thread's first product on
+// that device, bound once to the library stream (cublasSetStream), with a workspace of its own
+// from the stream-ordered pool (cublasSetWorkspace; 32 MiB on compute capability 9.x, 4 MiB
+// otherwise, cuBLAS's recommended sizes and PyTorch's, so that the same kernels are eligible), so
+// no call allocates. The math mode is set only when the TF32 switch changed since this handle's
+// last call: CUBLAS_DEFAULT_MATH (float32) or CUBLAS_TF32_TENSOR_OP_MATH. The handles live in a
+// thread_local object whose destructor, at thread exit, destroys them (cublasDestroy waits for
+// the device's work) and returns the workspaces to the pool; for the main thread that runs in
+// exit() before static destructors and atexit handlers, hence before the CUDA runtime's own
+// teardown. Errors there are ignored (a thread exit has nobody to report to). A thread that ends
+// without running its thread_local destructors (killed, or a process ended by _exit) leaves its
+// handles to the driver's teardown of the process.
+//
+// Status mapping: CUBLAS_STATUS_ALLOC_FAILED -> TLRT_ERR_OUT_OF_MEMORY; a failed execution with a
+// CUDA error pending -> that CUDA error (TLRT_ERR_DEVICE_LOST for sticky errors, else
+// TLRT_ERR_CUDA); any other status -> TLRT_ERR_LIBRARY; the message has the status name
+// (cublasGetStatusName) and its description.
+#include <cublas_v2.h>
+
+#include <climits>
+
+#include "core/backend/blas.hpp"
+#include "core/backend/memory.hpp"
+#include "cuda/cuda_common.cuh"
+
+namespace tlrt {
+namespace cuda {
+
+namespace {
+
+void check_cublas(cublasStatus_t s, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  if (s == CUBLAS_STATUS_ALLOC_FAILED)
+    fail(TLRT_ERR_OUT_OF_MEMORY, "%s: %s (%s)", what, cublasGetStatusName(s),
+         cublasGetStatusString(s));
+  if (s == CUBLAS_STATUS_EXECUTION_FAILED || s == CUBLAS_STATUS_INTERNAL_ERROR) {
+    const cudaError_t e = cudaPeekAtLastError();
+    if (e != cudaSuccess) check(e, what);
+  }
+  fail(TLRT_ERR_LIBRARY, "%s: %s (%s)", what, cublasGetStatusName(s), cublasGetStatusString(s));
+}
+
+struct Handle {
+  cublasHandle_t h = nullptr;
+  cublasMath_t mode = CUBLAS_DEFAULT_MATH;
+  void *workspace = nullptr;
+  uint64_t workspace_bytes = 0;
+};
+
+struct ThreadHandles {
+  Handle per_dev[kMaxCudaDevices];
+  ~ThreadHandles() {
+    for (int d = 0; d < kMaxCudaDevices; ++d) {
+      Handle &x = per_dev[d];
+      if (x.h == nullptr) continue;
+      (void)cudaSetDevice(d);
+      (void)cublasDestroy(x.h);  // waits for the device's work, which may use the workspace
+      if (x.workspace) dealloc(d, x.workspace, x.workspace_bytes);
+      x = Handle{};
+    }
+  }
+};
+
+thread_local ThreadHandles t_handles;
+
+uint64_t workspace_bytes(int dev) {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    major = 0;
+  }
+  return major >= 9 ? (uint64_t{32} << 20) : (uint64_t{4} << 20);
+}
+
+// This thread's handle for dev, bound to the library stream, in the requested math mode.
+cublasHandle_t handle(int dev, bool tf32) {
+  const cudaStream_t s = stream(dev);  // also makes dev current
+  Handle &h = t_handles.per_dev[dev];
+  if (h.h == nullptr) {
+    Handle fresh;
+    check_cublas(cublasCreate(&fresh.h), "cublasCreate");
+    try {
+      check_cublas(cublasSetStream(fresh.h, s), "cublasSetStream");
+      // After cublasSetStream, which resets the workspace to cuBLAS's default.
+      fresh.workspace_bytes = workspace_bytes(dev);
+      fresh.workspace = alloc(dev, fresh.workspace_bytes);
+      check_cublas(cublasSetWorkspace(fresh.h, fresh.workspace, fresh.workspace_bytes),
+                   "cublasSetWorkspace");
+      check_cublas(cublasSetMathMode(fresh.h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    } catch (...) {
+      (void)cublasDestroy(fresh.h);
+      if (fresh.workspace) dealloc(dev, fresh.workspace, fresh.workspace_bytes);
+      throw;
+    }
+    fresh.mode = CUBLAS_DEFAULT_MATH;
+    h = fresh;
+  }
+  const cublasMath_t want = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  if (h.mode != want) {
+    check_cublas(cublasSetMathMode(h.h, want), "cublasSetMathMode");
+    h.mode = want;
+  }
+  return h.h;
+}
+
+}  // namespace
+
+void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, uint64_t n,
+         uint64_t p, bool trans_a, bool trans_b, bool allow_tf32, float *c) {
+  const cublasHandle_t h = handle(dev, allow_tf32);
+  const float one = 1.0f, zero = 0.0f;  // host pointer mode (the handle's default)
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int M = (int)p, N = (int)m, K = (int)n;
+  const int ldb = trans_b ? (int)n : (int)p;
+  const int lda = trans_a ? (int)m : (int)n;
+  const int ldc = (int)p;
+  if (batch == 1) {
+    check_cublas(cublasSgemm(h, op_b, op_a, M, N, K, &one, b, ldb, a, lda, &zero, c, ldc),
+                 "cublasSgemm");
+    return;
+  }
+  const long long sa = (long long)(m * n), sb = (long long)(n * p), sc = (long long)(m * p);
+  for (uint64_t q0 = 0; q0 < batch; q0 += (uint64_t)INT_MAX) {
+    const uint64_t left = batch - q0;
+    const int count = left < (uint64_t)INT_MAX ? (int)left : INT_MAX;
+    check_cublas(cublasSgemmStridedBatched(h, op_b, op_a, M, N, K, &one, b + q0 * n * p, ldb, sb,
+                                           a + q0 * m * n, lda, sa, &zero, c + q0 * m * p, ldc,
+                                           sc, count),
+                 "cublasSgemmStridedBatched");
+  }
+}
+
+}  // namespace cuda
+}  // namespace tlrt
