@@ -24,5 +24,6 @@
 #include "tlrt_index.h"
 #include "tlrt_softmax.h"
 #include "tlrt_layer_norm.h"
+#include "tlrt_blas.h"
 
 #endif /* TORCHLEAN_RT_H */

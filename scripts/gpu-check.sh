@@ -6,7 +6,7 @@
 #   scripts/gpu-check.sh [STEP...]     steps: build test memcheck sanitizers math hostcost bench
 #                                      (default: all, in that order; a step needs the build;
 #                                      `parity` runs only the parity suite)
-# BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax).
+# BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax blas).
 # Environment: MATH_STRIDE (default 1 = all 2^32 inputs), PARITY_SANITIZE_MAX_N (default 4097).
 set -u
 OUT=${OUT:-$PWD/gpu-out}
@@ -92,7 +92,7 @@ fi
 
 # Benchmarks against PyTorch in the same process: bench/<name>.py for each name in BENCHES.
 if has bench; then
-  for name in ${BENCHES:-elementwise reduce layout index softmax}; do
+  for name in ${BENCHES:-elementwise reduce layout index softmax blas}; do
     [ -f "bench/$name.py" ] || continue
     if TORCHLEAN_RT_LIB=$PWD/$B/libtorchlean_rt.so TORCHLEAN_RT_INCLUDE=$PWD/abi timeout 300 \
         python3 "bench/$name.py" --out "$OUT/bench_$name.md" >"$OUT/bench_$name.log" 2>&1; then
