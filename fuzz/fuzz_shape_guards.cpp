@@ -1,5 +1,5 @@
-// libFuzzer target for the shape, rank, axis and count guards of the entry points that take
-// dimensions: the input decodes into one call with arbitrary ranks, dimensions (small values,
+// libFuzzer target for the shape, rank, axis, index and count guards of the entry points that take
+// dimensions or index lists (reductions, broadcast_to, permute, slices, gather/scatter): the input decodes into one call with arbitrary ranks, dimensions (small values,
 // 0, powers of two up to 2^63, values around 2^32, 2^60 and 2^64 - 1, so products overflow in
 // every way), axes and axis maps, over a real CPU buffer whose size may or may not match.
 // An independent oracle (128-bit products, its own validation) says whether the call is valid:
@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "torchlean_rt.h"
@@ -245,6 +246,137 @@ void fuzz_from_broadcast(Input &in, const tlrt_buffer *x, const std::vector<floa
   expect_values("tlrt_reduce_from_broadcast", s, out, want);
 }
 
+
+// tlrt_broadcast_to: the forward of the same axis map.
+void fuzz_broadcast_to(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  const Map m = decode_map(in, in.byte() % 4 != 0);
+  const u128 po = product(m.out_dims, m.out_rank);
+  const bool valid = po <= kMaxElements && m.valid(xv.size(), (uint64_t)po);
+  if (valid && po > kMaxRun) return;  // valid, output too large to run here
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  const tlrt_status s =
+      tlrt_broadcast_to(x, m.in_dims, m.in_rank, m.out_dims, m.out_rank, m.map, &out);
+  if (!valid) {
+    expect_failure("tlrt_broadcast_to", s, out,
+                   {TLRT_ERR_INVALID_ARGUMENT, TLRT_ERR_INDEX, TLRT_ERR_SHAPE, TLRT_ERR_OVERFLOW});
+    return;
+  }
+  std::vector<float> want((size_t)po);
+  for (uint64_t b = 0; b < want.size(); ++b) want[b] = xv[source_of(m, b)];
+  expect_values("tlrt_broadcast_to", s, out, want);
+}
+
+// tlrt_permute: arbitrary ranks, dims and permutation entries.
+void fuzz_permute(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  uint64_t dims[10];
+  uint32_t perm[10];
+  const uint32_t rank = in.byte() % 10;
+  for (uint32_t i = 0; i < rank; ++i) dims[i] = in.dim();
+  const bool shuffle = in.byte() % 4 != 0;  // mostly real permutations
+  for (uint32_t i = 0; i < rank; ++i) perm[i] = shuffle ? i : in.byte() % 10;
+  for (uint32_t i = rank; shuffle && i > 1; --i) std::swap(perm[i - 1], perm[in.byte() % i]);
+  bool valid = rank <= 8 && product(dims, rank) == xv.size();
+  bool seen[10] = {};
+  for (uint32_t i = 0; i < rank && valid; ++i) {
+    if (perm[i] >= rank || seen[perm[i]]) valid = false;
+    else seen[perm[i]] = true;
+  }
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  const tlrt_status s = tlrt_permute(x, dims, rank, perm, &out);
+  if (!valid) {
+    expect_failure("tlrt_permute", s, out,
+                   {TLRT_ERR_INVALID_ARGUMENT, TLRT_ERR_INDEX, TLRT_ERR_SHAPE, TLRT_ERR_OVERFLOW});
+    return;
+  }
+  uint64_t odims[10];
+  for (uint32_t i = 0; i < rank; ++i) odims[i] = dims[perm[i]];
+  const std::vector<uint64_t> si = strides(dims, rank), so = strides(odims, rank);
+  std::vector<float> want(xv.size());
+  for (uint64_t b = 0; b < want.size(); ++b) {
+    uint64_t a = 0;
+    for (uint32_t i = 0; i < rank; ++i) a += (b / so[i]) % odims[i] * si[perm[i]];
+    want[b] = xv[a];
+  }
+  expect_values("tlrt_permute", s, out, want);
+}
+
+// An index list: mostly small (in and out of range), sometimes around 2^60 and 2^64.
+std::vector<uint64_t> decode_indices(Input &in, uint64_t k) {
+  std::vector<uint64_t> idx(k);
+  for (auto &v : idx) {
+    const uint8_t sel = in.byte();
+    switch (sel % 16) {
+      case 0: v = kMaxElements - 1 + in.byte() % 3; break;  // 2^60 - 1 (out of range), 2^60, +1
+      case 1: v = UINT64_MAX - in.byte() % 2; break;         // -1, -2 cast
+      default: v = (uint64_t)in.byte() << (sel % 3 == 0 ? 4 : 0);
+    }
+  }
+  return idx;
+}
+
+// tlrt_gather_vec / tlrt_scatter_add with a stated n and a host list that may hold non-indices.
+void fuzz_gather_scatter(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  const uint64_t n = in.byte() % 8 == 0 ? in.dim() : xv.size();
+  const uint64_t k = in.byte() % 40;
+  const std::vector<uint64_t> idx = decode_indices(in, k);
+  const bool scatter = in.byte() % 2;
+  bool indices_ok = true;
+  for (uint64_t v : idx) indices_ok = indices_ok && v < kMaxElements;
+  const bool valid = n == xv.size() && indices_ok;
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  tlrt_status s;
+  std::vector<float> vals(k);
+  for (uint64_t j = 0; j < k; ++j) vals[j] = (float)(int)(j % 7) - 3.0f;
+  tlrt_buffer *vb = nullptr;
+  if (scatter) {
+    if (tlrt_buffer_from_f32(TLRT_DEVICE_CPU, vals.data(), k, &vb) != TLRT_OK) std::abort();
+    s = tlrt_scatter_add(x, vb, n, idx.data(), k, &out);
+  } else {
+    s = tlrt_gather_vec(x, n, idx.data(), k, &out);
+  }
+  tlrt_buffer_free(vb);
+  const char *fn = scatter ? "tlrt_scatter_add" : "tlrt_gather_vec";
+  if (!valid) {
+    expect_failure(fn, s, out, {TLRT_ERR_SHAPE, TLRT_ERR_INDEX, TLRT_ERR_OVERFLOW});
+    return;
+  }
+  std::vector<float> want;
+  if (scatter) {
+    want = xv;
+    // Small integers: any order of the additions gives these exact sums.
+    std::vector<float> add(xv.size(), 0.0f);
+    std::vector<bool> hit(xv.size(), false);
+    for (uint64_t j = 0; j < k; ++j)
+      if (idx[j] < xv.size()) add[idx[j]] += vals[j], hit[idx[j]] = true;
+    for (size_t t = 0; t < want.size(); ++t)
+      if (hit[t]) want[t] += add[t];
+  } else {
+    for (uint64_t v : idx) want.push_back(v < xv.size() ? xv[v] : 0.0f);
+  }
+  expect_values(fn, s, out, want);
+}
+
+// tlrt_slice1d / tlrt_slice_axis0 with bounds anywhere in 64 bits.
+void fuzz_slice(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  const bool axis0 = in.byte() % 2;
+  const uint64_t inner = axis0 ? in.dim() : 1;
+  const uint64_t rows = in.byte() % 4 == 0 ? in.dim() : (inner ? xv.size() / inner : in.dim());
+  const uint64_t start = in.byte() % 2 ? in.dim() : in.byte() % 8;
+  const uint64_t len = in.byte() % 2 ? in.dim() : in.byte() % 8;
+  const uint64_t d[2] = {rows, inner};
+  const bool valid = product(d, 2) == xv.size() && start <= rows && len <= rows - start;
+  if (valid && (u128)len * inner > kMaxRun) return;
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  const tlrt_status s = axis0 ? tlrt_slice_axis0(x, rows, inner, start, len, &out)
+                              : tlrt_slice1d(x, rows, start, len, &out);
+  if (!valid) {
+    expect_failure("tlrt_slice", s, out, {TLRT_ERR_SHAPE, TLRT_ERR_INDEX, TLRT_ERR_OVERFLOW});
+    return;
+  }
+  const std::vector<float> want(xv.begin() + start * inner, xv.begin() + (start + len) * inner);
+  expect_values("tlrt_slice", s, out, want);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -256,10 +388,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (uint64_t i = 0; i < n; ++i) xv[i] = (float)((int)(i * 7 + in.byte()) % 17 - 8);
   tlrt_buffer *x = nullptr;
   if (tlrt_buffer_from_f32(TLRT_DEVICE_CPU, xv.data(), n, &x) != TLRT_OK) std::abort();
-  switch (in.byte() % 3) {
+  switch (in.byte() % 7) {
     case 0: fuzz_sum_axis(in, x, xv); break;
     case 1: fuzz_matrix(in, x, xv); break;
-    default: fuzz_from_broadcast(in, x, xv); break;
+    case 2: fuzz_from_broadcast(in, x, xv); break;
+    case 3: fuzz_broadcast_to(in, x, xv); break;
+    case 4: fuzz_permute(in, x, xv); break;
+    case 5: fuzz_gather_scatter(in, x, xv); break;
+    default: fuzz_slice(in, x, xv); break;
   }
   tlrt_buffer_free(x);
   return 0;
