@@ -1,7 +1,9 @@
 // libFuzzer target for the shape, rank, axis, index and count guards of the entry points that take
-// dimensions or index lists (reductions, broadcast_to, permute, slices, gather/scatter): the input decodes into one call with arbitrary ranks, dimensions (small values,
-// 0, powers of two up to 2^63, values around 2^32, 2^60 and 2^64 - 1, so products overflow in
-// every way), axes and axis maps, over a real CPU buffer whose size may or may not match.
+// dimensions or index lists (reductions, broadcast_to, permute, slices, concatenation,
+// gather/scatter) and of the float32 byte transfers: the input decodes into one call with
+// arbitrary ranks, dimensions (small values, 0, powers of two up to 2^63, values around 2^32,
+// 2^60 and 2^64 - 1, so products overflow in every way), axes and axis maps, over a real CPU
+// buffer whose size may or may not match.
 // An independent oracle (128-bit products, its own validation) says whether the call is valid:
 //   - valid: the call must succeed, the output must have the predicted size and the predicted
 //     values (inputs are small integers, so every sum is exact whatever the order);
@@ -377,6 +379,71 @@ void fuzz_slice(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
   expect_values("tlrt_slice", s, out, want);
 }
 
+// tlrt_concat1d / tlrt_concat_axis0 of x and a second real buffer y, with claimed counts anywhere
+// in 64 bits (sums and products that overflow included).
+void fuzz_concat(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  const uint64_t ny = in.byte() % 40;
+  std::vector<float> yv(ny);
+  for (uint64_t i = 0; i < ny; ++i) yv[i] = (float)((int)in.byte() % 9 - 4);
+  tlrt_buffer *y = nullptr;
+  if (tlrt_buffer_from_f32(TLRT_DEVICE_CPU, yv.data(), ny, &y) != TLRT_OK) std::abort();
+  const bool axis0 = in.byte() % 2;
+  const uint64_t inner = axis0 ? (in.byte() % 4 == 0 ? in.dim() : 1 + in.byte() % 4) : 1;
+  // Claimed row counts: mostly the true ones (when inner divides), sometimes arbitrary.
+  auto rows_of = [&](uint64_t size) {
+    return (in.byte() % 4 == 0 || inner == 0) ? in.dim() : size / inner;
+  };
+  const uint64_t ra = rows_of(xv.size()), rb = rows_of(ny);
+  const uint64_t da[2] = {ra, inner}, db[2] = {rb, inner};
+  const u128 rows = (u128)ra + rb;
+  const bool valid = product(da, 2) == xv.size() && product(db, 2) == ny &&
+                     rows <= (u128)UINT64_MAX && (inner == 0 || rows * inner <= kMaxElements);
+  tlrt_buffer *out = (tlrt_buffer *)1;
+  const tlrt_status s = axis0 ? tlrt_concat_axis0(x, y, ra, rb, inner, &out)
+                              : tlrt_concat1d(x, y, ra, rb, &out);
+  if (!valid) {
+    expect_failure("tlrt_concat", s, out, {TLRT_ERR_SHAPE, TLRT_ERR_OVERFLOW});
+  } else {
+    std::vector<float> want(xv);
+    want.insert(want.end(), yv.begin(), yv.end());
+    expect_values("tlrt_concat", s, out, want);
+  }
+  tlrt_buffer_free(y);
+}
+
+// The float32 byte transfers: uploads of any byte count (a multiple of 4 or not) and downloads
+// with claimed counts anywhere in 64 bits, into a destination of the true size.
+void fuzz_bytes(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
+  const uint64_t nb = in.byte() % 4 == 0 ? in.dim() : in.byte() % 64;
+  if (in.byte() % 2) {  // upload: only byte counts that fit the source are passed with real data
+    std::vector<uint8_t> src(nb <= 256 ? nb : 0);
+    for (auto &b : src) b = in.byte();
+    tlrt_buffer *out = (tlrt_buffer *)1;
+    const tlrt_status s = tlrt_buffer_from_bytes(TLRT_DEVICE_CPU, src.data(), src.size(), &out);
+    if (src.size() % 4 != 0) {
+      expect_failure("tlrt_buffer_from_bytes", s, out, {TLRT_ERR_SHAPE});
+      return;
+    }
+    std::vector<float> want(src.size() / 4);
+    std::memcpy(want.data(), src.data(), src.size());
+    if (s != TLRT_OK || out == nullptr) violated("tlrt_buffer_from_bytes", s);
+    std::vector<uint8_t> back(src.size());
+    if (tlrt_buffer_to_bytes(out, back.data(), back.size()) != TLRT_OK || back != src)
+      violated("tlrt_buffer_to_bytes round trip", TLRT_ERR_INTERNAL);
+    tlrt_buffer_free(out);
+    return;
+  }
+  // download with a claimed count: must fail unless it equals 4 * size, never write past dst
+  std::vector<uint8_t> dst(xv.size() * 4 + 1, 0xA5);
+  const tlrt_status s = tlrt_buffer_to_bytes(x, dst.data(), nb);
+  if (nb != xv.size() * 4) {
+    if (s != TLRT_ERR_SHAPE) violated("tlrt_buffer_to_bytes (wrong count)", s);
+    return;
+  }
+  if (s != TLRT_OK || std::memcmp(dst.data(), xv.data(), nb) != 0 || dst[nb] != 0xA5)
+    violated("tlrt_buffer_to_bytes", s);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -388,14 +455,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (uint64_t i = 0; i < n; ++i) xv[i] = (float)((int)(i * 7 + in.byte()) % 17 - 8);
   tlrt_buffer *x = nullptr;
   if (tlrt_buffer_from_f32(TLRT_DEVICE_CPU, xv.data(), n, &x) != TLRT_OK) std::abort();
-  switch (in.byte() % 7) {
+  switch (in.byte() % 9) {
     case 0: fuzz_sum_axis(in, x, xv); break;
     case 1: fuzz_matrix(in, x, xv); break;
     case 2: fuzz_from_broadcast(in, x, xv); break;
     case 3: fuzz_broadcast_to(in, x, xv); break;
     case 4: fuzz_permute(in, x, xv); break;
     case 5: fuzz_gather_scatter(in, x, xv); break;
-    default: fuzz_slice(in, x, xv); break;
+    case 6: fuzz_slice(in, x, xv); break;
+    case 7: fuzz_concat(in, x, xv); break;
+    default: fuzz_bytes(in, x, xv); break;
   }
   tlrt_buffer_free(x);
   return 0;
