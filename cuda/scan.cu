@@ -1,0 +1,418 @@
+// CUDA backend, selective scan: the DEFINITIONS of abi/tlrt_scan.h (chunks of L = TLRT_SCAN_CHUNK =
+// 64 steps) with the step formulas of core/backend/scan.hpp (__fmul_rn / __fadd_rn: nothing can
+// contract) and, for diag_bwd's sums over time, THE TREE of core/numerics/reduce_tree.hpp: bit for
+// bit the CPU's (stub/scan.cpp). No atomics, no host synchronisation; everything on the library
+// stream; scratch from the stream-ordered pool, returned in stream order. Grids: x over blocks of
+// channels (consecutive threads = consecutive channels, so every row access of a warp is one
+// coalesced 128-byte line), y over chunks (capped at 65535; kernels loop over the rest).
+//
+// FORWARD, C = ceil(T / L) chunks; bytes per element of X (4 bytes each of X, A, B, out):
+// fwd_aggregate (C > 1): one thread per (channel, chunk c < C-1) walks its chunk from a zero state
+//   and writes the chunk's aggregate (l at the last step, P = product of A) to scratch: reads X
+//   (var: A, B, X), 2 floats written per 64 steps. The loads of a chunk do not depend on the
+//   recurrence: unrolled by 16, they are in flight together.
+// fwd_carry (C > 1): one thread per channel runs the carry scan over chunks, k_{c+1} = l_c + P_c *
+//   k_c (C dependent steps; loads batched 16 chunks ahead of the dependent chain). 8 C D bytes read,
+//   4 C D written: about 1/5 of X's size, mostly from L2. Its latency (C steps of a dependent
+//   multiply-add plus ~C/16 load round trips) is the scan's only sequential part: about 20-40 us at
+//   C = 1024 (T = 65536), predicted.
+// fwd_out: one thread per (channel, chunk) walks its chunk again from the zero state and writes
+//   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
+// Total: diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every pass streams
+// at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T = 4096..65536,
+// D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured: (pending GPU run;
+// bench/scan.py).
+//
+// BACKWARD: the same three phases in reverse time. bwd_aggregate (chunks c >= 1: m and Q at the
+// chunk's first step; reads dY, var: A), bwd_carry (q_{c-1} = A_{cL} * (m_c + Q_c * q_c), the last
+// chunk without a carry), bwd_out (g = m + Q * q per step).
+// diag_var: bwd_out writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0 (reads
+// dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element (ideal 32).
+// diag: bwd_out stores g in dX, then lane_fold runs THE TREE's first step down each column like
+// cuda/layer_norm.cu's dgamma / dbeta (one thread per (4096-step chunk k, lane t, channel j) folds
+// steps 4096 k + t + 256 r, r = 0..15, of h_{t-1} g and X g in order and rewrites dX = B g), and
+// reduce_axis performs the halving and the chunk levels: 28 bytes per element (dY twice; g
+// written and read back; out, X read; dX written; ideal 16) plus 2 D / 16 partials per step.
+// Measured: (pending GPU run).
+#include "core/backend/memory.hpp"
+#include "core/backend/reduce.hpp"
+#include "core/backend/scan.hpp"
+#include "core/numerics/row_ops.hpp"
+#include "cuda/cuda_common.cuh"
+
+namespace tlrt {
+namespace cuda {
+
+namespace {
+
+using scan::kChunk;
+
+constexpr unsigned kMaxGridY = 65535;
+constexpr unsigned kCarryThreads = 64;  // channels per block of the carry scans (more SMs busy)
+constexpr unsigned kBatch = 16;         // chunks loaded ahead in the carry scans
+constexpr unsigned kFoldThreads = 256;
+constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
+
+unsigned blocks(uint64_t items, uint64_t per_block) {
+  const uint64_t b = (items + per_block - 1) / per_block;
+  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
+}
+
+// Stream-ordered scratch from the pool, returned in stream order when this object dies.
+class Scratch {
+ public:
+  Scratch(int dev, uint64_t n)
+      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  ~Scratch() { dealloc(dev_, p_, bytes_); }
+  float *get() const { return p_; }
+
+ private:
+  int dev_;
+  uint64_t bytes_;
+  float *p_;
+};
+
+// Launch geometry of the (channel, chunk) kernels: threads along channels (a multiple of 32, at
+// most 256), blocks.x over channels, blocks.y over `nchunks` chunks (capped). blocks.x covers D
+// whole for any D a device could hold (2^31 - 1 blocks of 256 channels).
+struct Geometry {
+  dim3 grid;
+  unsigned threads;
+};
+
+Geometry geometry(uint64_t D, uint64_t nchunks) {
+  const uint64_t w = (D + 31) / 32 * 32;
+  const unsigned threads = (unsigned)(w < 256 ? w : 256);
+  const uint64_t gy = nchunks < kMaxGridY ? nchunks : kMaxGridY;
+  return {dim3(blocks(D, threads), (unsigned)(gy == 0 ? 1 : gy), 1), threads};
+}
+
+// Coefficient of channel j at step t: the (T, D) row (VAR) or the D-vector.
+template <bool VAR>
+__device__ __forceinline__ float coef(const float *__restrict p, uint64_t t, uint64_t D,
+                                      uint64_t j) {
+  return VAR ? p[t * D + j] : p[j];
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+// Walks chunk [c0, e] of channel j from a zero state: l and P after each step; WRITE: out = l + P * k
+// at each step. The inputs of kWalk steps are loaded before they are used (they do not depend on
+// the recurrence), so each thread keeps kWalk (var: 3 kWalk) loads in flight.
+constexpr unsigned kWalk = 16;
+
+template <bool VAR, bool WRITE>
+__device__ __forceinline__ void walk_fwd(const float *__restrict A, const float *__restrict B,
+                                         const float *__restrict X, uint64_t c0, uint64_t e,
+                                         uint64_t D, uint64_t j, float k, float *__restrict out,
+                                         float &l, float &P) {
+  const float a0 = VAR ? 0.0f : A[j], b0 = VAR ? 0.0f : B[j];
+  for (uint64_t tb = c0; tb <= e; tb += kWalk) {
+    float xv[kWalk], av[kWalk], bv[kWalk];
+#pragma unroll
+    for (unsigned u = 0; u < kWalk; ++u) {
+      const uint64_t t = tb + u;
+      xv[u] = t <= e ? X[t * D + j] : 0.0f;
+      av[u] = VAR ? (t <= e ? A[t * D + j] : 0.0f) : a0;
+      bv[u] = VAR ? (t <= e ? B[t * D + j] : 0.0f) : b0;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < kWalk; ++u) {
+      const uint64_t t = tb + u;
+      if (t <= e) {
+        if (t == c0) {
+          l = scan::fwd_first(bv[u], xv[u]);
+          P = av[u];
+        } else {
+          l = scan::fwd_step(av[u], l, bv[u], xv[u]);
+          P = scan::mul(P, av[u]);
+        }
+        if (WRITE) out[t * D + j] = scan::apply(l, P, k);
+      }
+    }
+  }
+}
+
+// Aggregate (l at the last step, P) of chunk c < C - 1 from a zero state.
+template <bool VAR>
+__global__ void fwd_aggregate(const float *__restrict A, const float *__restrict B,
+                              const float *__restrict X, uint64_t T, uint64_t D, uint64_t C,
+                              float *__restrict agg_l, float *__restrict agg_p) {
+  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  for (uint64_t c = blockIdx.y; c + 1 < C; c += gridDim.y) {
+    float l = 0.0f, P = 0.0f;
+    walk_fwd<VAR, false>(A, B, X, c * kChunk, scan::chunk_end(c, T), D, j, 0.0f, nullptr, l, P);
+    agg_l[c * D + j] = l;
+    agg_p[c * D + j] = P;
+  }
+}
+
+// Carry-in of every chunk: carry[0] = h0, carry[c + 1] = agg_l[c] + agg_p[c] * carry[c].
+__global__ void fwd_carry(const float *__restrict h0, const float *__restrict agg_l,
+                          const float *__restrict agg_p, uint64_t D, uint64_t C,
+                          float *__restrict carry) {
+  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  float k = h0[j];
+  for (uint64_t c0 = 0; c0 < C; c0 += kBatch) {
+    float la[kBatch], pa[kBatch];
+#pragma unroll
+    for (unsigned u = 0; u < kBatch; ++u) {
+      const uint64_t c = c0 + u;
+      la[u] = c + 1 < C ? agg_l[c * D + j] : 0.0f;
+      pa[u] = c + 1 < C ? agg_p[c * D + j] : 0.0f;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < kBatch; ++u) {
+      const uint64_t c = c0 + u;
+      if (c < C) {
+        carry[c * D + j] = k;
+        k = scan::apply(la[u], pa[u], k);
+      }
+    }
+  }
+}
+
+// out over chunk c with carry-in carry[c * D + j] (with one chunk, carry is h0).
+template <bool VAR>
+__global__ void fwd_out(const float *__restrict A, const float *__restrict B,
+                        const float *__restrict X, const float *__restrict carry, uint64_t T,
+                        uint64_t D, uint64_t C, float *__restrict out) {
+  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  for (uint64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    float l = 0.0f, P = 0.0f;
+    walk_fwd<VAR, true>(A, B, X, c * kChunk, scan::chunk_end(c, T), D, j, carry[c * D + j], out, l,
+                        P);
+  }
+}
+
+template <bool VAR>
+void forward(int dev, const float *A, const float *B, const float *X, const float *h0, uint64_t T,
+             uint64_t D, float *out) {
+  cudaStream_t st = stream(dev);
+  const uint64_t C = scan::chunks(T);
+  if (C == 1) {
+    const Geometry g = geometry(D, 1);
+    fwd_out<VAR><<<g.grid, g.threads, 0, st>>>(A, B, X, h0, T, D, 1, out);
+    check_launch("selective_scan fwd_out");
+    return;
+  }
+  Scratch agg_l(dev, (C - 1) * D), agg_p(dev, (C - 1) * D), carry(dev, C * D);
+  const Geometry ga = geometry(D, C - 1);
+  fwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, B, X, T, D, C, agg_l.get(), agg_p.get());
+  check_launch("selective_scan fwd_aggregate");
+  fwd_carry<<<blocks(D, kCarryThreads), kCarryThreads, 0, st>>>(h0, agg_l.get(), agg_p.get(), D, C,
+                                                               carry.get());
+  check_launch("selective_scan fwd_carry");
+  const Geometry go = geometry(D, C);
+  fwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, carry.get(), T, D, C, out);
+  check_launch("selective_scan fwd_out");
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// Aggregate (m, Q at the chunk's first step) of chunk c >= 1, walking from its last step; slot
+// c - 1 of agg_m / agg_q.
+template <bool VAR>
+__global__ void bwd_aggregate(const float *__restrict A, const float *__restrict dY, uint64_t T,
+                              uint64_t D, uint64_t C, float *__restrict agg_m,
+                              float *__restrict agg_q) {
+  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  for (uint64_t c = 1 + (uint64_t)blockIdx.y; c < C; c += gridDim.y) {
+    const uint64_t c0 = c * kChunk, e = scan::chunk_end(c, T);
+    float m = dY[e * D + j], Q = 1.0f;
+#pragma unroll 16
+    for (uint64_t t = e; t-- > c0;) {
+      const float an = coef<VAR>(A, t + 1, D, j);
+      m = scan::bwd_step(an, m, dY[t * D + j]);
+      Q = scan::mul(an, Q);
+    }
+    agg_m[(c - 1) * D + j] = m;
+    agg_q[(c - 1) * D + j] = Q;
+  }
+}
+
+// Carry-in of chunks c < C - 1: q_{c-1} = A_{cL} * g_{cL}, g_{cL} = m_c (c = C - 1) or
+// m_c + Q_c * q_c; stored in carry[(c - 1) * D + j].
+template <bool VAR>
+__global__ void bwd_carry(const float *__restrict A, const float *__restrict agg_m,
+                          const float *__restrict agg_q, uint64_t D, uint64_t C,
+                          float *__restrict carry) {
+  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  float q = 0.0f;
+  // Chunks C-1 down to 1, in batches; step s handles chunk c = C - 1 - s.
+  for (uint64_t s0 = 0; s0 + 1 < C; s0 += kBatch) {
+    float ma[kBatch], qa[kBatch], aa[kBatch];
+#pragma unroll
+    for (unsigned u = 0; u < kBatch; ++u) {
+      const uint64_t s = s0 + u;
+      const bool in = s + 1 < C;
+      const uint64_t c = in ? C - 1 - s : 1;
+      ma[u] = in ? agg_m[(c - 1) * D + j] : 0.0f;
+      qa[u] = in ? agg_q[(c - 1) * D + j] : 0.0f;
+      aa[u] = in ? coef<VAR>(A, c * kChunk, D, j) : 0.0f;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < kBatch; ++u) {
+      const uint64_t s = s0 + u;
+      if (s + 1 < C) {
+        const uint64_t c = C - 1 - s;
+        const float g = s == 0 ? ma[u] : scan::apply(ma[u], qa[u], q);
+        q = scan::mul(aa[u], g);
+        carry[(c - 1) * D + j] = q;
+      }
+    }
+  }
+}
+
+// The adjoint over chunk c (carry-in carry[c * D + j] unless c is the last chunk), and the per-step
+// gradients: VAR writes dA, dB, dX; diag stores g in dX (lane_fold finishes). dH0 from chunk 0.
+template <bool VAR>
+__global__ void bwd_out(const float *__restrict A, const float *__restrict B,
+                        const float *__restrict X, const float *__restrict h0,
+                        const float *__restrict out, const float *__restrict dY,
+                        const float *__restrict carry, uint64_t T, uint64_t D, uint64_t C,
+                        float *__restrict dA, float *__restrict dB, float *__restrict dX,
+                        float *__restrict dH0) {
+  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  for (uint64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    const uint64_t c0 = c * kChunk, e = scan::chunk_end(c, T);
+    const bool has_q = c + 1 < C;
+    const float q = has_q ? carry[c * D + j] : 0.0f;
+    float m = 0.0f, Q = 1.0f, g = 0.0f;
+#pragma unroll 16
+    for (uint64_t t = e + 1; t-- > c0;) {
+      const uint64_t i = t * D + j;
+      if (t == e) {
+        m = dY[i];
+        Q = 1.0f;
+      } else {
+        const float an = coef<VAR>(A, t + 1, D, j);
+        m = scan::bwd_step(an, m, dY[i]);
+        Q = scan::mul(an, Q);
+      }
+      g = has_q ? scan::apply(m, Q, q) : m;
+      if constexpr (VAR) {
+        const float hp = t == 0 ? h0[j] : out[i - D];
+        dA[i] = scan::mul(hp, g);
+        dB[i] = scan::mul(X[i], g);
+        dX[i] = scan::mul(B[i], g);
+      } else {
+        dX[i] = g;
+      }
+    }
+    if (c == 0) dH0[j] = scan::mul(coef<VAR>(A, 0, D, j), g);
+  }
+}
+
+// diag: THE TREE's first step down each channel's column of h_{t-1} g_t and X_t g_t (g held in
+// dX), one thread per (4096-step chunk k, lane t, channel j); also rewrites dX = B g. Consecutive
+// threads take consecutive channels (coalesced).
+__global__ void __launch_bounds__(kFoldThreads)
+    lane_fold(const float *__restrict B, const float *__restrict X, const float *__restrict h0,
+              const float *__restrict out, uint64_t T, uint64_t D, unsigned lanes, uint64_t nc,
+              float *__restrict dX, float *__restrict pa, float *__restrict pb) {
+  const uint64_t total = nc * lanes * D;
+  for (uint64_t qi = (uint64_t)blockIdx.x * kFoldThreads + threadIdx.x; qi < total;
+       qi += (uint64_t)gridDim.x * kFoldThreads) {
+    const uint64_t kt = qi / D;
+    const uint64_t j = qi - kt * D;
+    const uint64_t k = kt / lanes;
+    const uint64_t i0 = k * red::kChunk + (kt - k * lanes);
+    const float b = B[j];
+    float aa = red::Ops<red::Op::Sum>::identity(), ab = aa;
+#pragma unroll
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t t = i0 + (uint64_t)r * red::kLanes;
+      if (t < T) {
+        const uint64_t i = t * D + j;
+        const float g = dX[i];
+        const float hp = t == 0 ? h0[j] : out[i - D];
+        aa = aa + scan::mul(hp, g);
+        ab = ab + scan::mul(X[i], g);
+        dX[i] = scan::mul(b, g);
+      }
+    }
+    pa[qi] = aa;
+    pb[qi] = ab;
+  }
+}
+
+template <bool VAR>
+void adjoint(int dev, const float *A, const float *B, const float *X, const float *h0,
+             const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
+             float *dX, float *dH0) {
+  cudaStream_t st = stream(dev);
+  const uint64_t C = scan::chunks(T);
+  const Geometry go = geometry(D, C);
+  if (C == 1) {
+    bwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, h0, out, dY, nullptr, T, D, 1, dA, dB,
+                                                 dX, dH0);
+    check_launch("selective_scan bwd_out");
+    return;
+  }
+  Scratch agg_m(dev, (C - 1) * D), agg_q(dev, (C - 1) * D), carry(dev, (C - 1) * D);
+  const Geometry ga = geometry(D, C - 1);
+  bwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, dY, T, D, C, agg_m.get(), agg_q.get());
+  check_launch("selective_scan bwd_aggregate");
+  bwd_carry<VAR><<<blocks(D, kCarryThreads), kCarryThreads, 0, st>>>(A, agg_m.get(), agg_q.get(),
+                                                                     D, C, carry.get());
+  check_launch("selective_scan bwd_carry");
+  bwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, dA, dB,
+                                               dX, dH0);
+  check_launch("selective_scan bwd_out");
+}
+
+}  // namespace
+
+void scan_diag_fwd(int dev, const float *A, const float *B, const float *X, const float *h0,
+                   uint64_t T, uint64_t D, float *out) {
+  forward<false>(dev, A, B, X, h0, T, D, out);
+}
+
+void scan_var_fwd(int dev, const float *A, const float *B, const float *X, const float *h0,
+                  uint64_t T, uint64_t D, float *out) {
+  forward<true>(dev, A, B, X, h0, T, D, out);
+}
+
+void scan_var_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
+                  const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
+                  float *dX, float *dH0) {
+  adjoint<true>(dev, A, B, X, h0, out, dY, T, D, dA, dB, dX, dH0);
+}
+
+void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
+                   const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
+                   float *dX, float *dH0) {
+  cudaStream_t st = stream(dev);
+  // g into dX (dA, dB unused by the diag kernels).
+  adjoint<false>(dev, A, B, X, h0, out, dY, T, D, nullptr, nullptr, dX, dH0);
+  // dA, dB: THE TREE down each column (as cuda/layer_norm.cu's column_sums).
+  const uint64_t nc = red::chunks_of(T);
+  const unsigned lanes = row::col_lanes(T);
+  const uint64_t np = nc * lanes * D;  // <= T * D + 255 * D
+  Scratch pa(dev, np), pb(dev, np);
+  lane_fold<<<blocks(np, kFoldThreads), kFoldThreads, 0, st>>>(B, X, h0, out, T, D, lanes, nc, dX,
+                                                               pa.get(), pb.get());
+  check_launch("selective_scan_diag_bwd lane_fold");
+  if (nc == 1) {
+    reduce_axis(dev, red::Op::Sum, pa.get(), 1, lanes, D, 1.0f, dA);
+    reduce_axis(dev, red::Op::Sum, pb.get(), 1, lanes, D, 1.0f, dB);
+    return;
+  }
+  Scratch ca(dev, nc * D), cb(dev, nc * D);
+  reduce_axis(dev, red::Op::Sum, pa.get(), nc, lanes, D, 1.0f, ca.get());
+  reduce_axis(dev, red::Op::Sum, pb.get(), nc, lanes, D, 1.0f, cb.get());
+  reduce_axis(dev, red::Op::Sum, ca.get(), 1, nc, D, 1.0f, dA);
+  reduce_axis(dev, red::Op::Sum, cb.get(), 1, nc, D, 1.0f, dB);
+}
+
+}  // namespace cuda
+}  // namespace tlrt
