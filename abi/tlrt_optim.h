@@ -1,0 +1,118 @@
+/* libtorchlean_rt: fused optimizer steps (SGD with momentum, Adam, AdamW).
+ *
+ * IN PLACE. These are the only functions of the library that modify their arguments (DESIGN
+ * section 2): one call updates the parameter buffer and the optimizer-state buffers in place, so a
+ * training loop allocates nothing per step. Nothing else is allocated either (no output buffer, no
+ * scratch), on either backend; on CUDA a step is one kernel launch per parameter buffer, queued on
+ * the library stream like every other op (the call does not wait for it).
+ *
+ * Buffers: param, grad and the state buffers must all have the same number of elements and live on
+ * the same device, and must be distinct handles (param passed again as grad, or a state buffer
+ * passed twice, is TLRT_ERR_INVALID_ARGUMENT: an in-place update reading its own output is never
+ * what the caller meant). grad is only read. Empty buffers (0 elements) are fine: the call
+ * validates its arguments and does nothing. Updating a buffer while another thread reads or
+ * writes it is a data race (the caller orders them); steps on different buffers may run
+ * concurrently from different threads.
+ *
+ * The caller owns the state: it creates the state buffers (tlrt_buffer_zeros: PyTorch's state
+ * starts at zero), passes the same ones at every step with step = 1, 2, 3, ..., and keeps them (or
+ * downloads them to checkpoint). step is the 1-based number of the step being taken (PyTorch's
+ * state["step"] after its increment).
+ *
+ * DEFINITIONS. PyTorch's update formulas (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW,
+ * version 2.x, with maximize = False, amsgrad = False), evaluated per element i in IEEE binary32
+ * with one fixed order of operations on both backends: every operation below is ONE correctly
+ * rounded binary32 operation (the square root and the division included), evaluated in the order
+ * written, with no contraction; fma(a, b, c) = a * b + c with a single rounding. The host scalars
+ * (double) are rounded once to float32 (written f32(.)); where a scalar is a function of several
+ * arguments it is computed in double on the host, once per call, then rounded once:
+ *
+ * SGD (tlrt_sgd_step), with lr = f32(lr), mu = f32(momentum), wd = f32(weight_decay),
+ * omd = f32(1 - dampening):
+ *   g = grad[i]
+ *   if wd != 0:        g = fma(wd, p[i], g)                       (L2 penalty: g + wd * p)
+ *   if mu != 0:        b = (step == 1) ? g : fma(omd, g, mu * buf[i])
+ *                      buf[i] = b                      (step 1: PyTorch's buffer = clone(g))
+ *                      d = nesterov ? fma(mu, b, g) : b
+ *   else:              d = g
+ *   p[i] = fma(-lr, d, p[i])
+ *
+ * Adam / AdamW (tlrt_adam_step), with b1 = f32(beta1), b2 = f32(beta2), omb1 = f32(1 - beta1),
+ * omb2 = f32(1 - beta2), eps = f32(eps), and PyTorch's bias corrections computed in double on the
+ * host (pow in double: there is no float32 powf in the definition):
+ *   step_size = f32(lr / (1 - beta1^step)),   bc2_sqrt = f32(sqrt(1 - beta2^step))
+ *   wd = f32(weight_decay) (Adam),            decay = f32(-(lr * weight_decay)) (AdamW)
+ *   p = param[i], g = grad[i]
+ *   Adam  (decoupled == false), if wd != 0:     g = fma(wd, p, g)          (L2 penalty)
+ *   AdamW (decoupled == true),  if decay != 0:  p = fma(decay, p, p)       (p * (1 - lr * wd))
+ *   m[i]  = fma(omb1, g, b1 * m[i])
+ *   v[i]  = fma(omb2, g * g, b2 * v[i])
+ *   denom = sqrt(v[i]) / bc2_sqrt + eps
+ *   param[i] = fma(-step_size, m[i] / denom, p)
+ * which is PyTorch's p -= step_size * m / (sqrt(v) / bc2_sqrt + eps). Differences from PyTorch's
+ * eager float32 kernels are rounding-level only: PyTorch writes m as lerp(m, g, 1 - beta1) and the
+ * AdamW decay as p * f32(1 - lr * wd) (here one rounding of p - lr * wd * p, which keeps the low
+ * bits of a small lr * wd); its fused CUDA kernel computes the same quantities in a different
+ * order. (Upstream TorchLean's fused step used the textbook (m / bc1) / (sqrt(v / bc2) + eps).)
+ *
+ * NUMERIC CLASS: exact. Every operation is a correctly rounded IEEE binary32 operation in the
+ * order above and the scalars come from the host, so the CPU and CUDA backends produce bitwise
+ * identical param and state buffers, every step (the parity suite compares them bit for bit;
+ * NaN payloads are unspecified). tlrt_set_deterministic changes nothing. Against a float64
+ * evaluation of PyTorch's formulas on the same float32 inputs, one step is within a few units of
+ * 2^-24 relative to the magnitudes involved (tests/unit/test_optim.cpp checks this per step and
+ * over trajectories).
+ *
+ * SPECIAL VALUES propagate as in PyTorch: a NaN in grad or state makes that element's param (and
+ * state) NaN; an infinite gradient gives Adam m = +-inf, v = +inf and param NaN (inf / inf); with
+ * eps = 0 an element whose m and v are both 0 becomes NaN (0 / 0), as in PyTorch. No argument is
+ * checked for finiteness element by element. */
+#ifndef TLRT_OPTIM_H
+#define TLRT_OPTIM_H
+
+#include "tlrt_buffer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One SGD step, in place (DEFINITIONS above): updates param, and momentum_buf when mu != 0.
+ * param, grad and momentum_buf have the same size n and live on one device.
+ * momentum_buf: the momentum buffer (n elements), required (non-NULL) when mu = f32(momentum) != 0
+ * and NULL when mu == 0 (a buffer that would silently not be updated is refused). At step 1 its
+ * contents are not read (it is set to the gradient, as PyTorch creates it), so it may be created
+ * with any values. step: 1-based step number; only step == 1 versus step > 1 matters here.
+ * Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each must be
+ * finite and stay finite when rounded to float32 (then so is 1 - dampening); nesterov requires
+ * momentum > 0 and dampening == 0 (PyTorch's rule).
+ * Errors: TLRT_ERR_NULL_ARGUMENT (param, grad; momentum_buf when mu != 0);
+ * TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad or momentum_buf not the size of param);
+ * TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar outside its domain, step == 0,
+ * nesterov without momentum or with dampening, momentum_buf given with mu == 0, the same
+ * handle passed twice); TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure nothing is modified. */
+TLRT_API tlrt_status tlrt_sgd_step(tlrt_buffer *param, const tlrt_buffer *grad,
+                                   tlrt_buffer *momentum_buf, uint64_t step, double lr,
+                                   double momentum, double dampening, double weight_decay,
+                                   bool nesterov);
+
+/* One Adam (decoupled == false) or AdamW (decoupled == true) step, in place (DEFINITIONS above):
+ * updates param, m (first moment, PyTorch's exp_avg) and v (second moment, exp_avg_sq).
+ * param, grad, m and v have the same size n and live on one device; m and v start as zeros.
+ * step: 1-based step number (>= 1), used for the bias corrections.
+ * Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each finite and
+ * finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very
+ * close to 1 with a large lr could overflow it). PyTorch's defaults: lr = 1e-3, betas = (0.9,
+ * 0.999), eps = 1e-8, weight_decay = 0 (Adam) or 1e-2 (AdamW).
+ * Errors: TLRT_ERR_NULL_ARGUMENT (param, grad, m, v); TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad, m
+ * or v not the size of param); TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar
+ * outside its domain, step == 0, the same handle passed twice); TLRT_ERR_CUDA;
+ * TLRT_ERR_DEVICE_LOST. On failure nothing is modified. */
+TLRT_API tlrt_status tlrt_adam_step(tlrt_buffer *param, const tlrt_buffer *grad, tlrt_buffer *m,
+                                    tlrt_buffer *v, uint64_t step, double lr, double beta1,
+                                    double beta2, double eps, double weight_decay, bool decoupled);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TLRT_OPTIM_H */

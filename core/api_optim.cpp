@@ -1,0 +1,161 @@
+// Optimizer-step entry points (abi/tlrt_optim.h): validate, compute the float32 scalars on the host
+// (the bias corrections in double, once per call), dispatch. These update their buffers in place:
+// nothing is allocated, no out-parameter exists. The backends only see n >= 1 and distinct
+// buffers on one device. The determinism switch is not consulted (exact class: no reduction).
+#include <cmath>
+
+#include "abi/tlrt_optim.h"
+#include "core/backend/optim.hpp"
+#include "core/buffer.hpp"
+#include "core/error.hpp"
+
+using namespace tlrt;
+
+namespace {
+
+using ull = unsigned long long;
+
+// A host scalar that must be finite, stay finite when rounded to float32, and (when nonneg) be
+// >= 0 (-0 is accepted). Returns the float32 value.
+float scalar(double v, const char *name, bool nonneg) {
+  if (!std::isfinite(v) || (nonneg && !(v >= 0.0)))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %g must be finite%s", name, v,
+         nonneg ? " and >= 0" : "");
+  const float f = to_f32(v);
+  if (!std::isfinite(f))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %g rounds to %s in float32", name, v,
+         f > 0 ? "+inf" : "-inf");
+  return f;
+}
+
+// A float32 scalar derived from several arguments (named in `what`) must be finite.
+float derived(double v, const char *what) {
+  const float f = to_f32(v);
+  if (!std::isfinite(f))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "%s = %g is not finite in float32", what, v);
+  return f;
+}
+
+void check_step(uint64_t step) {
+  if (step == 0) fail(TLRT_ERR_INVALID_ARGUMENT, "argument step = 0 must be >= 1 (1-based)");
+}
+
+void check_beta(double b, const char *name) {
+  if (!(b >= 0.0 && b < 1.0))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %g must be in [0, 1)", name, b);
+}
+
+// In-place updates need distinct handles (no buffer is both read as one argument and written as
+// another).
+void distinct(const tlrt_buffer *a, const char *an, const tlrt_buffer *b, const char *bn) {
+  if (a == b)
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument %s and argument %s are the same buffer (an in-place step needs distinct "
+         "buffers)",
+         an, bn);
+}
+
+}  // namespace
+
+extern "C" {
+
+TLRT_API tlrt_status tlrt_sgd_step(tlrt_buffer *param, const tlrt_buffer *grad,
+                                   tlrt_buffer *momentum_buf, uint64_t step, double lr,
+                                   double momentum, double dampening, double weight_decay,
+                                   bool nesterov) {
+  return guarded(__func__, [&] {
+    const tlrt_buffer &P = input(param, "param");
+    const tlrt_buffer &G = input(grad, "grad");
+    const float mu = scalar(momentum, "momentum", true);
+    const bool has_momentum = mu != 0.0f;
+    if (has_momentum && momentum_buf == nullptr)
+      fail(TLRT_ERR_NULL_ARGUMENT, "argument momentum_buf is NULL, but argument momentum = %g",
+           momentum);
+    if (!has_momentum && momentum_buf != nullptr)
+      fail(TLRT_ERR_INVALID_ARGUMENT,
+           "argument momentum_buf is given, but argument momentum = %g (it would not be updated; "
+           "pass NULL)",
+           momentum);
+    const tlrt_buffer *B = has_momentum ? &input(momentum_buf, "momentum_buf") : nullptr;
+    distinct(param, "param", grad, "grad");
+    if (B) {
+      distinct(param, "param", momentum_buf, "momentum_buf");
+      distinct(grad, "grad", momentum_buf, "momentum_buf");
+    }
+    same_device(P, "param", G, "grad");
+    if (B) same_device(P, "param", *B, "momentum_buf");
+    same_size(P, "param", G, "grad");
+    if (B) same_size(P, "param", *B, "momentum_buf");
+    check_step(step);
+    opt::SgdParams s{};
+    s.neg_lr = -scalar(lr, "lr", true);
+    s.momentum = mu;
+    scalar(dampening, "dampening", false);
+    // Finite: |dampening| <= FLT_MAX here, and adding 1 cannot cross float32's overflow threshold
+    // (1 is far below double's resolution at that magnitude).
+    s.omd = to_f32(1.0 - dampening);
+    s.weight_decay = scalar(weight_decay, "weight_decay", true);
+    s.first = step == 1;
+    s.nesterov = nesterov;
+    if (nesterov && (!has_momentum || dampening != 0.0))
+      fail(TLRT_ERR_INVALID_ARGUMENT,
+           "argument nesterov needs argument momentum > 0 and argument dampening == 0 (got "
+           "momentum = %g, dampening = %g)",
+           momentum, dampening);
+    if (P.size == 0) return;
+    TLRT_DISPATCH(P.dev, sgd_step, P.dev.ordinal, P.data, G.data, B ? B->data : nullptr, P.size,
+                  s);
+  });
+}
+
+TLRT_API tlrt_status tlrt_adam_step(tlrt_buffer *param, const tlrt_buffer *grad, tlrt_buffer *m,
+                                    tlrt_buffer *v, uint64_t step, double lr, double beta1,
+                                    double beta2, double eps, double weight_decay,
+                                    bool decoupled) {
+  return guarded(__func__, [&] {
+    const tlrt_buffer &P = input(param, "param");
+    const tlrt_buffer &G = input(grad, "grad");
+    const tlrt_buffer &M = input(m, "m");
+    const tlrt_buffer &V = input(v, "v");
+    distinct(param, "param", grad, "grad");
+    distinct(param, "param", m, "m");
+    distinct(param, "param", v, "v");
+    distinct(grad, "grad", m, "m");
+    distinct(grad, "grad", v, "v");
+    distinct(m, "m", v, "v");
+    same_device(P, "param", G, "grad");
+    same_device(P, "param", M, "m");
+    same_device(P, "param", V, "v");
+    same_size(P, "param", G, "grad");
+    same_size(P, "param", M, "m");
+    same_size(P, "param", V, "v");
+    check_step(step);
+    scalar(lr, "lr", true);
+    check_beta(beta1, "beta1");
+    check_beta(beta2, "beta2");
+    opt::AdamParams a{};
+    a.b1 = to_f32(beta1);
+    a.b2 = to_f32(beta2);
+    a.omb1 = to_f32(1.0 - beta1);
+    a.omb2 = to_f32(1.0 - beta2);
+    a.eps = scalar(eps, "eps", true);
+    const float wd = scalar(weight_decay, "weight_decay", true);
+    // PyTorch's bias corrections, in double (step beyond 2^53 rounds; beta^step is 0 there).
+    const double s = static_cast<double>(step);
+    const double bc1 = 1.0 - std::pow(beta1, s);
+    const double bc2 = 1.0 - std::pow(beta2, s);
+    a.neg_step_size = -derived(lr / bc1, "argument lr / (1 - argument beta1^argument step)");
+    a.bc2_sqrt = to_f32(std::sqrt(bc2));  // in [2^-26.5, 1]: always a normal float32
+    if (decoupled) {
+      a.l2 = 0.0f;
+      a.decay = derived(-(lr * weight_decay), "argument lr * argument weight_decay");
+    } else {
+      a.l2 = wd;
+      a.decay = 0.0f;
+    }
+    if (P.size == 0) return;
+    TLRT_DISPATCH(P.dev, adam_step, P.dev.ordinal, P.data, G.data, M.data, V.data, P.size, a);
+  });
+}
+
+}  // extern "C"
