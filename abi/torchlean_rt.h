@@ -25,5 +25,9 @@
 #include "tlrt_softmax.h"
 #include "tlrt_layer_norm.h"
 #include "tlrt_blas.h"
+#include "tlrt_tape.h"
+#include "tlrt_optim.h"
+#include "tlrt_fft.h"
+#include "tlrt_scan.h"
 
 #endif /* TORCHLEAN_RT_H */

@@ -7,8 +7,10 @@
 #                                      (default: all, in that order; a step needs the build;
 #                                      `parity` runs only the parity suite)
 # BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax blas).
-# Environment: MATH_STRIDE (default 1 = all 2^32 inputs), PARITY_SANITIZE_MAX_N (default 4097).
+# Environment: MATH_STRIDE (default 1 = all 2^32 inputs), PARITY_SANITIZE_MAX_N (default 4097),
+# SANITIZE_ONLY (a shell pattern over the test binaries' names, default: all of them).
 set -u
+shopt -s extglob  # SANITIZE_ONLY may be a pattern like "*_@(fft|scan)"
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 steps=${*:-build test memcheck sanitizers math hostcost bench}
@@ -57,6 +59,7 @@ fi
 sanitize() {
   for t in "$B"/tests/parity/test_* "$B"/tests/grad/test_*; do
     [ -f "$t" ] && [ -x "$t" ] || continue
+    case "$(basename "$t")" in ${SANITIZE_ONLY:-*}) ;; *) continue ;; esac
     for tool in "$@"; do
       log=/tmp/sanitizer-$(basename "$t")-$tool.log
       if TLRT_PARITY_MAX_N=${PARITY_SANITIZE_MAX_N:-4097} timeout 240 \

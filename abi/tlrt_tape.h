@@ -1,0 +1,358 @@
+/* libtorchlean_rt: the autograd tape (reverse-mode automatic differentiation).
+ *
+ * A tlrt_tape records a computation as a list of NODES, in the order the host records them, and
+ * later walks that list backwards to compute gradients. It is written against the public headers
+ * only: every recorded op calls the tlrt_* function of the same name (tlrt_tape_X records tlrt_X),
+ * and every backward rule is a composition of public tlrt_* calls (tlrt_add, tlrt_relu_bwd,
+ * tlrt_matmul, ...). So a tape gives the same values as the ops themselves, on the tape's device.
+ *
+ * NODES. A node is named by a uint64_t id, its index in the tape: the first node recorded after
+ * tlrt_tape_new or tlrt_tape_reset has id 0, the next 1, and so on (no handle to free). A node has
+ *  - a VALUE: a tlrt_buffer on the tape's device, never modified after recording;
+ *  - a SHAPE: dims[0..rank), rank <= TLRT_TAPE_MAX_RANK (8), row-major, outermost first; rank 0
+ *    is a scalar (one element). The element count (the product of dims) always equals the size of
+ *    the value. Shapes let every recording call check its arguments (matmul of (m, n) by (n, p))
+ *    and spare the host from passing sizes: where the op takes sizes (rows, cols, m, n, p ...),
+ *    the recording call reads them from the nodes' shapes and takes only the other parameters
+ *    (scalars, flags, axes, index lists, target shapes);
+ *  - REQUIRES_GRAD: set by the host for a leaf; for any other node, true when at least one input
+ *    node requires it. Backward rules run only for nodes that require a gradient, and only
+ *    contributions to such nodes are computed.
+ * A LEAF is a host buffer entered with tlrt_tape_leaf (a parameter, an input, a target). Every
+ * other node is the output of a recording call. Leaves must be entered again after each
+ * tlrt_tape_reset: parameters are buffers that the host keeps (and updates with an optimizer step)
+ * between steps; the tape holds them only from tlrt_tape_leaf to the next reset or free.
+ *
+ * A TRAINING STEP:
+ *     tlrt_tape_leaf(t, W, dims, 2, true, &w);  tlrt_tape_leaf(t, X, ...false, &x); ...
+ *     tlrt_tape_linear(t, x, w, b, &h); tlrt_tape_relu(t, h, &a); ...; tlrt_tape_mse_loss(.., &loss);
+ *     tlrt_tape_backward(t, loss);
+ *     tlrt_tape_grad(t, w, &dW);  ... optimizer step on W with dW ...;  tlrt_buffer_free(dW);
+ *     tlrt_tape_reset(t);
+ *
+ * BACKWARD. tlrt_tape_backward seeds the gradient of a node with one element with 1;
+ * tlrt_tape_backward_seed with a buffer of the node's size. Nodes are then visited from that node
+ * down to id 0 (reverse recording order, so every consumer of a node is visited before the node);
+ * each visited node that requires a gradient and received one runs its backward rule, and the
+ * contributions it produces for its inputs are summed with tlrt_add (a node used twice, or reached
+ * through two paths, receives the sum of its contributions; the order of that sum follows the
+ * reverse recording order and is deterministic). The gradient of an intermediate node is released
+ * as soon as it has been propagated; the gradients of leaves are kept until reset or free.
+ * Nodes recorded after the starting node take no part.
+ * Calling backward again without a reset is allowed and ACCUMULATES: the new leaf gradients are
+ * added to those already held (as PyTorch's .backward() without zero_grad). Workspace saved for
+ * backward (layer norm statistics, index lists, ...) is kept until tlrt_tape_reset or
+ * tlrt_tape_free, so a graph may be differentiated several times (with different seeds).
+ * A backward is all or nothing: if any call inside it fails, the leaf gradients are those held
+ * before the call, every buffer the failed call allocated is freed, and the status and message
+ * (prefixed with "tlrt_tape_backward: ") are those of the op that failed.
+ *
+ * NUMERICS. Values are those of the recorded ops (their numeric classes, abi/tlrt_*.h). Gradients
+ * are compositions of the ops' backward kernels and elementwise/reduction/product calls, each in
+ * its own numeric class; a gradient is therefore "library" class when any matmul/bmm lies on its
+ * path, and otherwise bitwise identical between the CPU and CUDA tapes (exact, shared math and
+ * ordered reduction ops only; the parity suite checks this). No gradient depends on the
+ * determinism switch beyond what the ops themselves state.
+ *
+ * ERRORS, for every tlrt_tape_* function (on failure every out-parameter is NULL / 0, nothing
+ * leaks, the tape is unchanged, and tlrt_last_error() names the function, the argument and the
+ * condition):
+ *  - TLRT_ERR_NULL_ARGUMENT: tape, an out pointer, or a required array is NULL;
+ *  - TLRT_ERR_INDEX: a node id that is not < the number of nodes in the tape (the message gives
+ *    the id and the count), or an axis that is not < the rank. Ids recorded before a reset are
+ *    stale: after the reset they fail with TLRT_ERR_INDEX or name a newer node (ids are plain
+ *    indices; the host must not keep them across a reset);
+ *  - TLRT_ERR_SHAPE: at RECORD time, shapes that the op cannot accept; the message names the
+ *    recording call, the arguments and both shapes, e.g.
+ *    "tlrt_tape_matmul: inner dimensions differ: argument a has shape (3, 4), argument b has
+ *    shape (5, 2)";
+ *  - TLRT_ERR_INVALID_ARGUMENT: rank > TLRT_TAPE_MAX_RANK; a scalar outside its domain (as the
+ *    op); tlrt_tape_grad of a node that is not a leaf requiring a gradient;
+ *  - TLRT_ERR_DEVICE_MISMATCH: a leaf or seed buffer on another device than the tape;
+ *  - TLRT_ERR_RELEASED: a leaf or seed buffer whose storage was released (also later, at an op or
+ *    backward that reads a leaf released after it was recorded);
+ *  - TLRT_ERR_BACKEND_UNAVAILABLE / TLRT_ERR_NO_DEVICE: tlrt_tape_new for CUDA in a build without
+ *    CUDA / with no such device;
+ *  - TLRT_ERR_OUT_OF_MEMORY, TLRT_ERR_CUDA, TLRT_ERR_DEVICE_LOST, TLRT_ERR_LIBRARY and the other
+ *    codes of the recorded op, passed through with the op's message ("tlrt_tape_add: tlrt_add: ...").
+ *
+ * THREADING. A tape is NOT thread-safe: use one tape per thread (or serialise all calls on one
+ * tape). Different tapes on different threads are independent, and may share leaf buffers (they
+ * only read them).
+ *
+ * NOT YET RECORDABLE (TODO, they land with their families): attention, conv and pooling. The
+ * optimizer steps are not tape ops; the plain transforms tlrt_rfft1d_packed / tlrt_irfft1d_packed
+ * are not recorded (their packed layout has no use in a graph; record the spectral convolution). */
+#ifndef TLRT_TAPE_H
+#define TLRT_TAPE_H
+
+#include "tlrt_buffer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tlrt_tape tlrt_tape;
+
+/* Largest rank of a node's shape. */
+#define TLRT_TAPE_MAX_RANK 8u
+/* "No node": the optional bias of tlrt_tape_linear. Never a valid id. */
+#define TLRT_TAPE_NONE UINT64_MAX
+
+/* ---- lifetime ------------------------------------------------------------------------------- */
+
+/* New empty tape whose nodes live on `device` (TLRT_DEVICE_CPU or TLRT_DEVICE_CUDA(ordinal)).
+ * Errors: TLRT_ERR_NULL_ARGUMENT (out); TLRT_ERR_INVALID_ARGUMENT (malformed device);
+ * TLRT_ERR_BACKEND_UNAVAILABLE (CUDA in a build without CUDA); TLRT_ERR_NO_DEVICE;
+ * TLRT_ERR_OUT_OF_MEMORY. */
+TLRT_API tlrt_status tlrt_tape_new(tlrt_device device, tlrt_tape **out);
+
+/* Free the tape with every node value, saved workspace and gradient it holds (leaf buffers lose
+ * the reference the tape took; the host's own references stay valid). NULL is a no-op. */
+TLRT_API void tlrt_tape_free(tlrt_tape *tape);
+
+/* Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,
+ * and the next node recorded has id 0. Never fails for a non-NULL tape.
+ * Errors: TLRT_ERR_NULL_ARGUMENT. */
+TLRT_API tlrt_status tlrt_tape_reset(tlrt_tape *tape);
+
+/* *count = the number of nodes in the tape; *device = its device.
+ * Errors: TLRT_ERR_NULL_ARGUMENT. */
+TLRT_API tlrt_status tlrt_tape_node_count(const tlrt_tape *tape, uint64_t *count);
+TLRT_API tlrt_status tlrt_tape_device(const tlrt_tape *tape, tlrt_device *device);
+
+/* ---- leaves and reading nodes ------------------------------------------------------------------- */
+
+/* Record a leaf: `buffer` (retained, NOT copied: the host must not release its storage while the
+ * tape may still read it) with shape dims[0..rank). requires_grad says whether tlrt_tape_backward
+ * computes its gradient. dims may be NULL when rank == 0 (a scalar).
+ * Errors: TLRT_ERR_NULL_ARGUMENT (tape, buffer, dims with rank > 0, out);
+ * TLRT_ERR_INVALID_ARGUMENT (rank > 8); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (buffer not
+ * on the tape's device); TLRT_ERR_SHAPE (product of dims != size of buffer, product computed
+ * exactly); TLRT_ERR_OUT_OF_MEMORY. */
+TLRT_API tlrt_status tlrt_tape_leaf(tlrt_tape *tape, tlrt_buffer *buffer, const uint64_t *dims,
+                                    uint32_t rank, bool requires_grad, uint64_t *out);
+
+/* *out = a NEW reference to the node's value (the caller frees it with tlrt_buffer_free).
+ * Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INDEX (node). */
+TLRT_API tlrt_status tlrt_tape_value(const tlrt_tape *tape, uint64_t node, tlrt_buffer **out);
+
+/* *out = a NEW reference to the accumulated gradient of a leaf that requires a gradient (same
+ * size and shape as the leaf). A leaf that has received no gradient (no backward yet since the
+ * last reset, or the leaf does not influence the node backward started from) gets a fresh buffer
+ * of +0.0f, never NULL. Gradients of intermediate nodes are not kept (released once propagated).
+ * Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INDEX (node); TLRT_ERR_INVALID_ARGUMENT (node is not a
+ * leaf, or a leaf recorded with requires_grad = false); TLRT_ERR_OUT_OF_MEMORY (the zeros). */
+TLRT_API tlrt_status tlrt_tape_grad(const tlrt_tape *tape, uint64_t node, tlrt_buffer **out);
+
+/* The node's shape: dims[0..*rank) are written; dims must have room for TLRT_TAPE_MAX_RANK
+ * values (entries from *rank on are left untouched). *requires_grad (optional, may be NULL) = the
+ * node's requires_grad. Errors: TLRT_ERR_NULL_ARGUMENT (tape, dims, rank); TLRT_ERR_INDEX. On
+ * failure *rank is 0. */
+TLRT_API tlrt_status tlrt_tape_shape(const tlrt_tape *tape, uint64_t node, uint64_t *dims,
+                                     uint32_t *rank, bool *requires_grad);
+
+/* ---- backward ------------------------------------------------------------------------------ */
+
+/* Backward from `node`, which must have exactly one element (any rank), seeded with 1.
+ * See BACKWARD above (accumulates into leaf gradients; all or nothing).
+ * Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INDEX; TLRT_ERR_SHAPE (node has != 1 element);
+ * the codes of the ops the backward rules call. A node that does not require a gradient is
+ * accepted and changes nothing. */
+TLRT_API tlrt_status tlrt_tape_backward(tlrt_tape *tape, uint64_t node);
+
+/* Backward from `node` seeded with `seed` (a buffer of the node's element count, on the tape's
+ * device; read, not retained). Errors: as tlrt_tape_backward, plus TLRT_ERR_NULL_ARGUMENT (seed);
+ * TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_SHAPE (seed size != node's element
+ * count; any element count is accepted for the node). */
+TLRT_API tlrt_status tlrt_tape_backward_seed(tlrt_tape *tape, uint64_t node,
+                                             const tlrt_buffer *seed);
+
+/* ---- recording: elementwise (abi/tlrt_elementwise.h) ------------------------------------------ */
+/* Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record
+ * tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
+ *   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
+ *   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
+ *   axpy (out = fma(c, b, a)): (g, c g). */
+TLRT_API tlrt_status tlrt_tape_add(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_sub(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_mul(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_div(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_max(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_min(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_axpy(tlrt_tape *tape, uint64_t a, uint64_t b, double c,
+                                    uint64_t *out);
+
+/* Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
+ * abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+ * tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
+ * passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
+ * the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). */
+TLRT_API tlrt_status tlrt_tape_neg(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_scale(tlrt_tape *tape, uint64_t x, double c, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_abs(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_sqrt(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_inv(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_relu(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_clamp(tlrt_tape *tape, uint64_t x, double lo, double hi,
+                                     uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_exp(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_log(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_safe_log(tlrt_tape *tape, uint64_t x, double eps, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_sigmoid(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_tanh(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_softplus(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_gelu(tlrt_tape *tape, uint64_t x, uint64_t *out);
+
+/* ---- recording: reductions (abi/tlrt_reduce.h) ----------------------------------------------- */
+/* reduce_sum / reduce_mean: all elements of x, output a scalar (rank 0). Gradients: g broadcast
+ * to x's shape (times 1 / n rounded to float32 for the mean; an empty x has an empty gradient).
+ * reduce_sum_axis0 / reduce_sum_axis1: x must have rank 2 (rows, cols); output (cols) / (rows).
+ * reduce_sum_axis: x of rank >= 1, axis < rank (TLRT_ERR_INDEX otherwise); output x's shape
+ * without that axis (rank - 1). Gradients: g broadcast back along the summed axis.
+ * reduce_max_axis0 / reduce_max_axis1: x of rank 2; output (cols) / (rows). Gradient: the
+ * maxima share g EQUALLY (as torch.amax): an element equal to its column's (row's) maximum
+ * receives g / k, k the number of such elements (ties counted with tlrt_max's order, so +0 and
+ * -0 tie), every other element 0; a NaN maximum makes the gradient of its column (row) NaN.
+ * An empty reduced axis (rows == 0 for axis0) gives an empty gradient. */
+TLRT_API tlrt_status tlrt_tape_reduce_sum(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_reduce_mean(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_reduce_sum_axis0(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_reduce_sum_axis1(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_reduce_sum_axis(tlrt_tape *tape, uint64_t x, uint32_t axis,
+                                               uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_reduce_max_axis0(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_reduce_max_axis1(tlrt_tape *tape, uint64_t x, uint64_t *out);
+
+/* ---- recording: layout (abi/tlrt_layout.h) --------------------------------------------------- */
+/* reshape: the same values with shape dims[0..rank) (same element count, else TLRT_ERR_SHAPE; the
+ * value buffer is shared, not copied); gradient: g reshaped back. Not an op of tlrt_layout.h: a
+ * tape-only view, like upstream's flatten/reshape.
+ * transpose2d: x (rows, cols) -> (cols, rows); gradient: g transposed back.
+ * permute: x of rank r, perm[0..r) a permutation (as tlrt_permute); gradient: the inverse
+ * permutation. swap_adjacent_at_depth: as tlrt_swap_adjacent_at_depth; gradient: the same swap.
+ * broadcast_to: x's shape is in_dims; the output has shape out_dims[0..out_rank) through
+ * axis_map[0..out_rank) (tlrt_broadcast_to's convention and validation); gradient:
+ * tlrt_reduce_from_broadcast. broadcast_vec_to_rows: v (cols) -> (rows, cols); gradient: column
+ * sums. broadcast_vec_to_cols: v (rows) -> (rows, cols); gradient: row sums.
+ * concat1d: a (n), b (m) -> (n + m). concat_axis0: a (ra, d1, ...), b (rb, d1, ...) with the same
+ * trailing dims (rank >= 1) -> (ra + rb, d1, ...). Gradients: slices of g.
+ * slice1d: x (n) -> (len), x[start .. start + len). slice_axis0: x (r, d1, ...) of rank >= 1 ->
+ * (len, d1, ...), rows start .. start + len. TLRT_ERR_INDEX unless start + len <= n (r).
+ * Gradients: g padded with zeros to x's shape. */
+TLRT_API tlrt_status tlrt_tape_reshape(tlrt_tape *tape, uint64_t x, const uint64_t *dims,
+                                       uint32_t rank, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_transpose2d(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_permute(tlrt_tape *tape, uint64_t x, const uint32_t *perm,
+                                       uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_swap_adjacent_at_depth(tlrt_tape *tape, uint64_t x, uint32_t depth,
+                                                      uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_broadcast_to(tlrt_tape *tape, uint64_t x, const uint64_t *out_dims,
+                                            uint32_t out_rank, const uint32_t *axis_map,
+                                            uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_broadcast_vec_to_rows(tlrt_tape *tape, uint64_t v, uint64_t rows,
+                                                     uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_broadcast_vec_to_cols(tlrt_tape *tape, uint64_t v, uint64_t cols,
+                                                     uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_concat1d(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_concat_axis0(tlrt_tape *tape, uint64_t a, uint64_t b,
+                                            uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_slice1d(tlrt_tape *tape, uint64_t x, uint64_t start, uint64_t len,
+                                       uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_slice_axis0(tlrt_tape *tape, uint64_t x, uint64_t start,
+                                           uint64_t len, uint64_t *out);
+
+/* ---- recording: indexing (abi/tlrt_index.h) -------------------------------------------------- */
+/* The index list idx[0..k) is copied into the tape (kept for backward until reset). Entries follow
+ * the rule of abi/tlrt_index.h: out of range reads +0 (and receives no gradient), >= 2^60 is
+ * TLRT_ERR_INDEX.
+ * gather_vec: v of any shape, read flat (n = its element count) -> (k); gradient: tlrt_scatter_add
+ * of g into zeros (duplicates accumulate). gather_rows: mat (rows, cols) -> (k, cols); gradient:
+ * tlrt_scatter_add_rows into zeros.
+ * scatter_add: x of any shape (n elements, flat), vals (k) -> x's shape; gradients: (g,
+ * gather_vec(g, idx)). scatter_add_rows: mat (rows, cols), vals (k, cols) -> (rows, cols);
+ * gradients: (g, gather_rows(g, idx)). */
+TLRT_API tlrt_status tlrt_tape_gather_vec(tlrt_tape *tape, uint64_t v, const uint64_t *idx,
+                                          uint64_t k, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_gather_rows(tlrt_tape *tape, uint64_t mat, const uint64_t *idx,
+                                           uint64_t k, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_scatter_add(tlrt_tape *tape, uint64_t x, uint64_t vals,
+                                           const uint64_t *idx, uint64_t k, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_scatter_add_rows(tlrt_tape *tape, uint64_t mat, uint64_t vals,
+                                                const uint64_t *idx, uint64_t k, uint64_t *out);
+
+/* ---- recording: softmax, layer norm, products --------------------------------------------------- */
+/* softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
+ * 0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.
+ * Gradients: tlrt_softmax_bwd / tlrt_log_softmax_bwd on the recorded output (no extra workspace).
+ * layer_norm over the last axis of x (rank >= 1, cols = last dim), gamma and beta of shape (cols)
+ * (rank 1); eps as tlrt_layer_norm_fwd. Output: x's shape. The forward's mean and inv_std are
+ * kept as workspace; gradients (x, gamma, beta) from tlrt_layer_norm_bwd.
+ * matmul: a of rank 2 stored (m, n), or (n, m) when trans_a; b of rank 2 stored (n, p), or (p, n)
+ * when trans_b (tlrt_matmul's convention); output (m, p). bmm: rank 3, (batch, ., .) each, equal
+ * batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.
+ * Gradients: products of g with the other operand, honouring the flags (no transposed copy is
+ * made). */
+TLRT_API tlrt_status tlrt_tape_softmax(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_log_softmax(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_layer_norm(tlrt_tape *tape, uint64_t x, uint64_t gamma,
+                                          uint64_t beta, double eps, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_matmul(tlrt_tape *tape, uint64_t a, uint64_t b, bool trans_a,
+                                      bool trans_b, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_bmm(tlrt_tape *tape, uint64_t a, uint64_t b, bool trans_a,
+                                   bool trans_b, uint64_t *out);
+
+/* ---- recording: spectral convolution (abi/tlrt_fft.h) and selective scan (abi/tlrt_scan.h) -- */
+/* spectral_conv1d_rfft: x (grid, width), w_re and w_im (modes, width, width) each (rank 3, the
+ * same shape); output (grid, width), tlrt_spectral_conv1d_rfft_fwd. Gradients:
+ * tlrt_spectral_conv1d_rfft_bwd_x and tlrt_spectral_conv1d_rfft_bwd_w (one pass for both weight
+ * parts). The op's own domain errors (grid == 0, modes > grid / 2 + 1) pass through.
+ * selective_scan_diag: A, B, h0 of shape (D), X of shape (T, D); output (T, D),
+ * tlrt_selective_scan_diag_fwd; gradients (A, B, X, h0) from tlrt_selective_scan_diag_bwd.
+ * selective_scan_diag_var: A, B, X of shape (T, D), h0 (D); output (T, D); gradients from
+ * tlrt_selective_scan_diag_var_bwd. No workspace: the backward reads the recorded output. */
+TLRT_API tlrt_status tlrt_tape_spectral_conv1d_rfft(tlrt_tape *tape, uint64_t x, uint64_t w_re,
+                                                    uint64_t w_im, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_selective_scan_diag(tlrt_tape *tape, uint64_t A, uint64_t B,
+                                                   uint64_t X, uint64_t h0, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_selective_scan_diag_var(tlrt_tape *tape, uint64_t A, uint64_t B,
+                                                       uint64_t X, uint64_t h0, uint64_t *out);
+
+/* ---- composites ------------------------------------------------------------------------------ */
+/* Composites record several primitive nodes (so ids advance by more than one) and return the id of
+ * the last; gradients follow from the primitives.
+ *
+ * linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
+ * output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
+ * matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+ *
+ * mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
+ * shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
+ * pred gives NaN (0 / 0).
+ *
+ * cross_entropy: mean over the batch of -log_softmax(logits)[i, labels[i]]; logits (batch,
+ * classes) of rank 2, labels[0..batch) host class indices (copied), each < classes
+ * (TLRT_ERR_INDEX naming labels otherwise: a wrong label would silently give a wrong loss).
+ * labels may be NULL when batch == 0 (the loss is then NaN). A scalar. Recorded as log_softmax,
+ * gather_vec (flat indices i * classes + labels[i]), reduce_mean, neg.
+ *
+ * batchnorm: batch-first, training mode: x (N, C), gamma and beta (C); per channel c the batch
+ * statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c) /
+ * sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
+ * statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
+ * transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
+ * mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics). */
+TLRT_API tlrt_status tlrt_tape_linear(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
+                                      uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_mse_loss(tlrt_tape *tape, uint64_t pred, uint64_t target,
+                                        uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_cross_entropy(tlrt_tape *tape, uint64_t logits,
+                                             const uint64_t *labels, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_batchnorm(tlrt_tape *tape, uint64_t x, uint64_t gamma,
+                                         uint64_t beta, double eps, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TLRT_TAPE_H */

@@ -1,0 +1,1006 @@
+// The autograd tape: recording calls and their backward rules (abi/tlrt_tape.h). Each recording
+// call checks the shapes of its nodes, runs the op of the same name on the nodes' values, and
+// appends a node whose backward rule is a composition of public tlrt_* calls. Public headers only
+// (see tape_internal.hpp).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tape/tape_internal.hpp"
+
+namespace tlrt {
+namespace tape {
+namespace {
+
+using ull = unsigned long long;
+
+// A snapshot of an input node: its id, value and shape (safe to keep while nodes are appended).
+struct In {
+  uint64_t id;
+  const tlrt_buffer *v;
+  Shape s;
+};
+In in(const tlrt_tape &t, uint64_t id, const char *arg) {
+  const Node &n = node_at(t, id, arg);
+  return In{id, n.value.get(), n.shape};
+}
+
+Shape shape1(uint64_t a) {
+  Shape s;
+  s.rank = 1;
+  s.d[0] = a;
+  return s;
+}
+Shape shape2(uint64_t a, uint64_t b) {
+  Shape s;
+  s.rank = 2;
+  s.d[0] = a;
+  s.d[1] = b;
+  return s;
+}
+
+void need_rank(const In &x, const char *arg, uint32_t rank) {
+  if (x.s.rank != rank)
+    fail(TLRT_ERR_SHAPE, "argument %s must have rank %u, has shape %s", arg, rank,
+         x.s.str().c_str());
+}
+void need_rank_at_least(const In &x, const char *arg, uint32_t rank) {
+  if (x.s.rank < rank)
+    fail(TLRT_ERR_SHAPE, "argument %s must have rank >= %u, has shape %s", arg, rank,
+         x.s.str().c_str());
+}
+void need_same(const In &a, const char *an, const In &b, const char *bn) {
+  if (a.s != b.s)
+    fail(TLRT_ERR_SHAPE, "shapes differ: argument %s has shape %s, argument %s has shape %s", an,
+         a.s.str().c_str(), bn, b.s.str().c_str());
+}
+
+// Product of dims[from..to).
+uint64_t prod(const Shape &s, uint32_t from, uint32_t to) {
+  uint64_t p = 1;
+  for (uint32_t i = from; i < to; ++i) p *= s.d[i];
+  return p;
+}
+
+// Rows and columns of the last-axis view: (prod of leading dims, last dim); rank 0 is (1, 1).
+void last_axis(const Shape &s, uint64_t *rows, uint64_t *cols) {
+  if (s.rank == 0) {
+    *rows = 1;
+    *cols = 1;
+    return;
+  }
+  *cols = s.d[s.rank - 1];
+  *rows = prod(s, 0, s.rank - 1);
+}
+
+// ---- elementwise ----------------------------------------------------------------------------
+
+enum class Bin { Add, Sub, Mul, Div, Max, Min };
+
+uint64_t rec_binary(tlrt_tape &t, Bin op, uint64_t ai, uint64_t bi) {
+  const In a = in(t, ai, "a"), b = in(t, bi, "b");
+  need_same(a, "a", b, "b");
+  Buf y;
+  BackwardFn bw;
+  switch (op) {
+    case Bin::Add:
+      y = TAPE_CALL(tlrt_add, a.v, b.v);
+      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+        if (need(t, n, 0)) o[0] = share(g);
+        if (need(t, n, 1)) o[1] = share(g);
+      };
+      break;
+    case Bin::Sub:
+      y = TAPE_CALL(tlrt_sub, a.v, b.v);
+      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+        if (need(t, n, 0)) o[0] = share(g);
+        if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_neg, g);
+      };
+      break;
+    case Bin::Mul:
+      y = TAPE_CALL(tlrt_mul, a.v, b.v);
+      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+        if (need(t, n, 0)) o[0] = TAPE_CALL(tlrt_mul, g, parent_value(t, n, 1));
+        if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_mul, g, parent_value(t, n, 0));
+      };
+      break;
+    case Bin::Div:
+      y = TAPE_CALL(tlrt_div, a.v, b.v);
+      // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b: with q = g / b, (q, -(q * y)).
+      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+        Buf q = TAPE_CALL(tlrt_div, g, parent_value(t, n, 1));
+        if (need(t, n, 1)) {
+          Buf qy = TAPE_CALL(tlrt_mul, q.get(), n.value.get());
+          o[1] = TAPE_CALL(tlrt_neg, qy.get());
+        }
+        if (need(t, n, 0)) o[0] = std::move(q);
+      };
+      break;
+    case Bin::Max:
+    case Bin::Min: {
+      const bool mx = op == Bin::Max;
+      y = mx ? TAPE_CALL(tlrt_max, a.v, b.v) : TAPE_CALL(tlrt_min, a.v, b.v);
+      bw = [mx](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+        tlrt_buffer *da = nullptr, *db = nullptr;
+        const tlrt_status s =
+            mx ? tlrt_max_bwd(parent_value(t, n, 0), parent_value(t, n, 1), g, &da, &db)
+               : tlrt_min_bwd(parent_value(t, n, 0), parent_value(t, n, 1), g, &da, &db);
+        Buf A(da), B(db);
+        check(s);
+        if (need(t, n, 0)) o[0] = std::move(A);
+        if (need(t, n, 1)) o[1] = std::move(B);
+      };
+      break;
+    }
+  }
+  return push(t, std::move(y), a.s, {ai, bi}, std::move(bw));
+}
+
+uint64_t rec_axpy(tlrt_tape &t, uint64_t ai, uint64_t bi, double c) {
+  const In a = in(t, ai, "a"), b = in(t, bi, "b");
+  need_same(a, "a", b, "b");
+  Buf y = TAPE_CALL(tlrt_axpy, a.v, b.v, c);
+  return push(t, std::move(y), a.s, {ai, bi},
+              [c](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+                if (need(t, n, 0)) o[0] = share(g);
+                if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_scale, g, c);
+              });
+}
+
+// Unary ops whose gradient is tlrt_<op>_bwd(x, g).
+using FwdFn = tlrt_status (*)(const tlrt_buffer *, tlrt_buffer **);
+using BwdFn = tlrt_status (*)(const tlrt_buffer *, const tlrt_buffer *, tlrt_buffer **);
+
+uint64_t rec_unary(tlrt_tape &t, uint64_t xi, FwdFn f, BwdFn b) {
+  const In x = in(t, xi, "x");
+  Buf y = TAPE_CALL(f, x.v);
+  return push(t, std::move(y), x.s, {xi},
+              [b](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(b, parent_value(t, n, 0), g);
+              });
+}
+
+uint64_t rec_neg(tlrt_tape &t, uint64_t xi) {
+  const In x = in(t, xi, "x");
+  Buf y = TAPE_CALL(tlrt_neg, x.v);
+  return push(t, std::move(y), x.s, {xi},
+              [](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_neg, g);
+              });
+}
+
+uint64_t rec_scale(tlrt_tape &t, uint64_t xi, double c) {
+  const In x = in(t, xi, "x");
+  Buf y = TAPE_CALL(tlrt_scale, x.v, c);
+  return push(t, std::move(y), x.s, {xi},
+              [c](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_scale, g, c);
+              });
+}
+
+uint64_t rec_clamp(tlrt_tape &t, uint64_t xi, double lo, double hi) {
+  const In x = in(t, xi, "x");
+  Buf y = TAPE_CALL(tlrt_clamp, x.v, lo, hi);
+  return push(t, std::move(y), x.s, {xi},
+              [lo, hi](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+                       std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_clamp_bwd, parent_value(t, n, 0), g, lo, hi);
+              });
+}
+
+uint64_t rec_safe_log(tlrt_tape &t, uint64_t xi, double eps) {
+  const In x = in(t, xi, "x");
+  Buf y = TAPE_CALL(tlrt_safe_log, x.v, eps);
+  return push(t, std::move(y), x.s, {xi},
+              [eps](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_safe_log_bwd, parent_value(t, n, 0), g, eps);
+              });
+}
+
+// ---- reductions ----------------------------------------------------------------------------
+
+// g (of shape `from`) broadcast to `to` along the axes marked 0 in map (others map in order).
+Buf broadcast(const tlrt_buffer *g, const Shape &from, const Shape &to, const uint32_t *map) {
+  return TAPE_CALL(tlrt_broadcast_to, g, from.d, from.rank, to.d, to.rank, map);
+}
+
+uint64_t rec_reduce_all(tlrt_tape &t, uint64_t xi, bool mean) {
+  const In x = in(t, xi, "x");
+  Buf y = mean ? TAPE_CALL(tlrt_reduce_mean, x.v) : TAPE_CALL(tlrt_reduce_sum, x.v);
+  const Shape xs = x.s;
+  return push(t, std::move(y), Shape{}, {xi},
+              [xs, mean](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+                         std::vector<Buf> &o) {
+                const uint32_t map[TLRT_TAPE_MAX_RANK] = {};  // every output axis is inserted
+                Buf b = broadcast(g, n.shape, xs, map);
+                if (mean) {
+                  const uint64_t cnt = xs.numel();
+                  b = TAPE_CALL(tlrt_scale, b.get(), cnt ? 1.0 / (double)cnt : 0.0);
+                }
+                o[0] = std::move(b);
+              });
+}
+
+uint64_t rec_sum_axis01(tlrt_tape &t, uint64_t xi, int axis) {
+  const In x = in(t, xi, "x");
+  need_rank(x, "x", 2);
+  const uint64_t r = x.s.d[0], c = x.s.d[1];
+  Buf y = axis == 0 ? TAPE_CALL(tlrt_reduce_sum_axis0, x.v, r, c)
+                    : TAPE_CALL(tlrt_reduce_sum_axis1, x.v, r, c);
+  return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi},
+              [r, c, axis](const tlrt_tape &, const Node &, const tlrt_buffer *g,
+                           std::vector<Buf> &o) {
+                o[0] = axis == 0 ? TAPE_CALL(tlrt_broadcast_vec_to_rows, g, r, c)
+                                 : TAPE_CALL(tlrt_broadcast_vec_to_cols, g, r, c);
+              });
+}
+
+uint64_t rec_sum_axis(tlrt_tape &t, uint64_t xi, uint32_t axis) {
+  const In x = in(t, xi, "x");
+  if (axis >= x.s.rank)
+    fail(TLRT_ERR_INDEX, "argument axis is %u, node x has shape %s (rank %u)", axis,
+         x.s.str().c_str(), x.s.rank);
+  Buf y = TAPE_CALL(tlrt_reduce_sum_axis, x.v, x.s.d, x.s.rank, axis);
+  Shape ys;
+  ys.rank = x.s.rank - 1;
+  for (uint32_t i = 0, j = 0; i < x.s.rank; ++i)
+    if (i != axis) ys.d[j++] = x.s.d[i];
+  const Shape xs = x.s;
+  return push(t, std::move(y), ys, {xi},
+              [xs, axis](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+                         std::vector<Buf> &o) {
+                uint32_t map[TLRT_TAPE_MAX_RANK] = {};
+                for (uint32_t i = 0, k = 0; i < xs.rank; ++i) map[i] = i == axis ? 0 : ++k;
+                o[0] = broadcast(g, n.shape, xs, map);
+              });
+}
+
+// Max over an axis of a (rows, cols) matrix. Backward (abi/tlrt_tape.h): the elements equal to
+// their maximum share g equally. With m the maximum broadcast back, tlrt_max_bwd(x, m, 1) is 0.5
+// exactly where x ties m (1 where x is NaN: a NaN operand wins), 0 where x loses; c = its sum
+// along the axis is half the number of winners k; dx = tie * broadcast(g / c) = g / k, with
+// every scaling by 0.5 and 2 exact.
+uint64_t rec_max_axis01(tlrt_tape &t, uint64_t xi, int axis) {
+  const In x = in(t, xi, "x");
+  need_rank(x, "x", 2);
+  const uint64_t r = x.s.d[0], c = x.s.d[1];
+  Buf y = axis == 0 ? TAPE_CALL(tlrt_reduce_max_axis0, x.v, r, c)
+                    : TAPE_CALL(tlrt_reduce_max_axis1, x.v, r, c);
+  return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi},
+              [r, c, axis](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+                           std::vector<Buf> &o) {
+                auto spread = [&](const tlrt_buffer *v) {
+                  return axis == 0 ? TAPE_CALL(tlrt_broadcast_vec_to_rows, v, r, c)
+                                   : TAPE_CALL(tlrt_broadcast_vec_to_cols, v, r, c);
+                };
+                Buf mb = spread(n.value.get());
+                Buf ones = TAPE_CALL(tlrt_buffer_full, t.device, r * c, 1.0);
+                tlrt_buffer *da = nullptr, *db = nullptr;
+                const tlrt_status s = tlrt_max_bwd(parent_value(t, n, 0), mb.get(), ones.get(),
+                                                   &da, &db);
+                Buf tie(da), unused(db);
+                check(s);
+                unused.reset();
+                mb.reset();
+                ones.reset();
+                Buf half = axis == 0 ? TAPE_CALL(tlrt_reduce_sum_axis0, tie.get(), r, c)
+                                     : TAPE_CALL(tlrt_reduce_sum_axis1, tie.get(), r, c);
+                Buf q = TAPE_CALL(tlrt_div, g, half.get());
+                half.reset();
+                Buf qb = spread(q.get());
+                o[0] = TAPE_CALL(tlrt_mul, tie.get(), qb.get());
+              });
+}
+
+// ---- layout --------------------------------------------------------------------------------
+
+Shape make_shape(const uint64_t *dims, uint32_t rank, const char *darg, const char *rarg) {
+  if (rank > TLRT_TAPE_MAX_RANK)
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s is %u, at most %u", rarg, rank,
+         TLRT_TAPE_MAX_RANK);
+  if (rank > 0 && dims == nullptr)
+    fail(TLRT_ERR_NULL_ARGUMENT, "argument %s is NULL with %s %u", darg, rarg, rank);
+  Shape s;
+  s.rank = rank;
+  for (uint32_t i = 0; i < rank; ++i) s.d[i] = dims[i];
+  return s;
+}
+
+// Exact product of a shape's dims; false when it does not fit in 64 bits (a zero dim gives 0).
+bool exact_numel(const Shape &s, uint64_t *n) {
+  for (uint32_t i = 0; i < s.rank; ++i)
+    if (s.d[i] == 0) {
+      *n = 0;
+      return true;
+    }
+  uint64_t p = 1;
+  for (uint32_t i = 0; i < s.rank; ++i)
+    if (__builtin_mul_overflow(p, s.d[i], &p)) return false;
+  *n = p;
+  return true;
+}
+
+uint64_t rec_reshape(tlrt_tape &t, uint64_t xi, const uint64_t *dims, uint32_t rank) {
+  const In x = in(t, xi, "x");
+  const Shape s = make_shape(dims, rank, "dims", "rank");
+  uint64_t n = 0;
+  if (!exact_numel(s, &n) || n != x.s.numel())
+    fail(TLRT_ERR_SHAPE, "argument dims %s does not have the element count of node x, shape %s",
+         s.str().c_str(), x.s.str().c_str());
+  return push(t, share(x.v), s, {xi},
+              [](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = share(g);  // buffers are flat: the gradient's layout is the same
+              });
+}
+
+uint64_t rec_transpose2d(tlrt_tape &t, uint64_t xi) {
+  const In x = in(t, xi, "x");
+  need_rank(x, "x", 2);
+  const uint64_t r = x.s.d[0], c = x.s.d[1];
+  Buf y = TAPE_CALL(tlrt_transpose2d, x.v, r, c);
+  return push(t, std::move(y), shape2(c, r), {xi},
+              [r, c](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_transpose2d, g, c, r);
+              });
+}
+
+uint64_t rec_permute(tlrt_tape &t, uint64_t xi, const uint32_t *perm) {
+  const In x = in(t, xi, "x");
+  Buf y = TAPE_CALL(tlrt_permute, x.v, x.s.d, x.s.rank, perm);  // validates perm
+  Shape ys;
+  ys.rank = x.s.rank;
+  uint32_t inv[TLRT_TAPE_MAX_RANK] = {};
+  for (uint32_t i = 0; i < x.s.rank; ++i) {
+    ys.d[i] = x.s.d[perm[i]];
+    inv[perm[i]] = i;
+  }
+  return push(t, std::move(y), ys, {xi},
+              [inv](const tlrt_tape &, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_permute, g, n.shape.d, n.shape.rank, inv);
+              });
+}
+
+uint64_t rec_swap(tlrt_tape &t, uint64_t xi, uint32_t depth) {
+  const In x = in(t, xi, "x");
+  Buf y = TAPE_CALL(tlrt_swap_adjacent_at_depth, x.v, x.s.d, x.s.rank, depth);  // validates
+  Shape ys = x.s;
+  std::swap(ys.d[depth], ys.d[depth + 1]);
+  return push(t, std::move(y), ys, {xi},
+              [depth](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+                      std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_swap_adjacent_at_depth, g, n.shape.d, n.shape.rank, depth);
+              });
+}
+
+uint64_t rec_broadcast_to(tlrt_tape &t, uint64_t xi, const uint64_t *out_dims, uint32_t out_rank,
+                          const uint32_t *axis_map) {
+  const In x = in(t, xi, "x");
+  const Shape ys = make_shape(out_dims, out_rank, "out_dims", "out_rank");
+  if (out_rank > 0 && axis_map == nullptr)
+    fail(TLRT_ERR_NULL_ARGUMENT, "argument axis_map is NULL with out_rank %u", out_rank);
+  Buf y = TAPE_CALL(tlrt_broadcast_to, x.v, x.s.d, x.s.rank, ys.d, ys.rank, axis_map);
+  uint32_t map[TLRT_TAPE_MAX_RANK] = {};
+  for (uint32_t i = 0; i < out_rank; ++i) map[i] = axis_map[i];
+  const Shape xs = x.s;
+  return push(t, std::move(y), ys, {xi},
+              [xs, map](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+                        std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_reduce_from_broadcast, g, xs.d, xs.rank, n.shape.d,
+                                 n.shape.rank, map);
+              });
+}
+
+uint64_t rec_vec_bcast(tlrt_tape &t, uint64_t vi, uint64_t other, bool to_rows) {
+  const In v = in(t, vi, "v");
+  need_rank(v, "v", 1);
+  const uint64_t r = to_rows ? other : v.s.d[0], c = to_rows ? v.s.d[0] : other;
+  Buf y = to_rows ? TAPE_CALL(tlrt_broadcast_vec_to_rows, v.v, r, c)
+                  : TAPE_CALL(tlrt_broadcast_vec_to_cols, v.v, r, c);
+  return push(t, std::move(y), shape2(r, c), {vi},
+              [r, c, to_rows](const tlrt_tape &, const Node &, const tlrt_buffer *g,
+                              std::vector<Buf> &o) {
+                o[0] = to_rows ? TAPE_CALL(tlrt_reduce_sum_axis0, g, r, c)
+                               : TAPE_CALL(tlrt_reduce_sum_axis1, g, r, c);
+              });
+}
+
+uint64_t rec_concat1d(tlrt_tape &t, uint64_t ai, uint64_t bi) {
+  const In a = in(t, ai, "a"), b = in(t, bi, "b");
+  need_rank(a, "a", 1);
+  need_rank(b, "b", 1);
+  const uint64_t n = a.s.d[0], m = b.s.d[0];
+  Buf y = TAPE_CALL(tlrt_concat1d, a.v, b.v, n, m);
+  return push(t, std::move(y), shape1(n + m), {ai, bi},
+              [n, m](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+                     std::vector<Buf> &o) {
+                if (need(t, nd, 0)) o[0] = TAPE_CALL(tlrt_slice1d, g, n + m, 0, n);
+                if (need(t, nd, 1)) o[1] = TAPE_CALL(tlrt_slice1d, g, n + m, n, m);
+              });
+}
+
+uint64_t rec_concat_axis0(tlrt_tape &t, uint64_t ai, uint64_t bi) {
+  const In a = in(t, ai, "a"), b = in(t, bi, "b");
+  need_rank_at_least(a, "a", 1);
+  bool same = a.s.rank == b.s.rank;
+  for (uint32_t i = 1; same && i < a.s.rank; ++i) same = a.s.d[i] == b.s.d[i];
+  if (!same)
+    fail(TLRT_ERR_SHAPE,
+         "trailing dimensions differ: argument a has shape %s, argument b has shape %s",
+         a.s.str().c_str(), b.s.str().c_str());
+  const uint64_t ra = a.s.d[0], rb = b.s.d[0], inner = prod(a.s, 1, a.s.rank);
+  Buf y = TAPE_CALL(tlrt_concat_axis0, a.v, b.v, ra, rb, inner);
+  Shape ys = a.s;
+  ys.d[0] = ra + rb;  // the op checked that the output exists
+  return push(t, std::move(y), ys, {ai, bi},
+              [ra, rb, inner](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+                              std::vector<Buf> &o) {
+                if (need(t, nd, 0)) o[0] = TAPE_CALL(tlrt_slice_axis0, g, ra + rb, inner, 0, ra);
+                if (need(t, nd, 1)) o[1] = TAPE_CALL(tlrt_slice_axis0, g, ra + rb, inner, ra, rb);
+              });
+}
+
+// g (len rows of `inner`) placed at rows start.. of a zero (rows, inner) array.
+Buf pad_rows(const tlrt_tape &t, const tlrt_buffer *g, uint64_t rows, uint64_t inner,
+             uint64_t start, uint64_t len) {
+  const uint64_t after = rows - start - len;
+  Buf z0 = TAPE_CALL(tlrt_buffer_zeros, t.device, start * inner);
+  Buf head = TAPE_CALL(tlrt_concat_axis0, z0.get(), g, start, len, inner);
+  z0.reset();
+  Buf z1 = TAPE_CALL(tlrt_buffer_zeros, t.device, after * inner);
+  return TAPE_CALL(tlrt_concat_axis0, head.get(), z1.get(), start + len, after, inner);
+}
+
+uint64_t rec_slice1d(tlrt_tape &t, uint64_t xi, uint64_t start, uint64_t len) {
+  const In x = in(t, xi, "x");
+  need_rank(x, "x", 1);
+  const uint64_t n = x.s.d[0];
+  Buf y = TAPE_CALL(tlrt_slice1d, x.v, n, start, len);  // checks start + len <= n
+  return push(t, std::move(y), shape1(len), {xi},
+              [n, start, len](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+                              std::vector<Buf> &o) { o[0] = pad_rows(t, g, n, 1, start, len); });
+}
+
+uint64_t rec_slice_axis0(tlrt_tape &t, uint64_t xi, uint64_t start, uint64_t len) {
+  const In x = in(t, xi, "x");
+  need_rank_at_least(x, "x", 1);
+  const uint64_t rows = x.s.d[0], inner = prod(x.s, 1, x.s.rank);
+  Buf y = TAPE_CALL(tlrt_slice_axis0, x.v, rows, inner, start, len);
+  Shape ys = x.s;
+  ys.d[0] = len;
+  return push(t, std::move(y), ys, {xi},
+              [rows, inner, start, len](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+                                        std::vector<Buf> &o) {
+                o[0] = pad_rows(t, g, rows, inner, start, len);
+              });
+}
+
+// ---- indexing ------------------------------------------------------------------------------
+
+using Index = std::shared_ptr<const std::vector<uint64_t>>;
+Index copy_index(const uint64_t *idx, uint64_t k) {  // after the op validated idx and k
+  return std::make_shared<const std::vector<uint64_t>>(idx, idx + k);
+}
+
+uint64_t rec_gather_vec(tlrt_tape &t, uint64_t vi, const uint64_t *idx, uint64_t k) {
+  const In v = in(t, vi, "v");
+  const uint64_t n = v.s.numel();
+  Buf y = TAPE_CALL(tlrt_gather_vec, v.v, n, idx, k);
+  Index ix = copy_index(idx, k);
+  return push(t, std::move(y), shape1(k), {vi},
+              [n, ix](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+                      std::vector<Buf> &o) {
+                Buf z = TAPE_CALL(tlrt_buffer_zeros, t.device, n);
+                o[0] = TAPE_CALL(tlrt_scatter_add, z.get(), g, n, ix->data(), ix->size());
+              });
+}
+
+uint64_t rec_gather_rows(tlrt_tape &t, uint64_t mi, const uint64_t *idx, uint64_t k) {
+  const In m = in(t, mi, "mat");
+  need_rank(m, "mat", 2);
+  const uint64_t rows = m.s.d[0], cols = m.s.d[1];
+  Buf y = TAPE_CALL(tlrt_gather_rows, m.v, rows, cols, idx, k);
+  Index ix = copy_index(idx, k);
+  return push(t, std::move(y), shape2(k, cols), {mi},
+              [rows, cols, ix](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+                               std::vector<Buf> &o) {
+                Buf z = TAPE_CALL(tlrt_buffer_zeros, t.device, rows * cols);
+                o[0] = TAPE_CALL(tlrt_scatter_add_rows, z.get(), g, rows, cols, ix->data(),
+                                 ix->size());
+              });
+}
+
+uint64_t rec_scatter_add(tlrt_tape &t, uint64_t xi, uint64_t vi, const uint64_t *idx,
+                         uint64_t k) {
+  const In x = in(t, xi, "x"), v = in(t, vi, "vals");
+  need_rank(v, "vals", 1);
+  if (v.s.d[0] != k)
+    fail(TLRT_ERR_SHAPE, "argument vals has shape %s, argument k is %llu", v.s.str().c_str(),
+         (ull)k);
+  const uint64_t n = x.s.numel();
+  Buf y = TAPE_CALL(tlrt_scatter_add, x.v, v.v, n, idx, k);
+  Index ix = copy_index(idx, k);
+  return push(t, std::move(y), x.s, {xi, vi},
+              [n, ix](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+                      std::vector<Buf> &o) {
+                if (need(t, nd, 0)) o[0] = share(g);
+                if (need(t, nd, 1))
+                  o[1] = TAPE_CALL(tlrt_gather_vec, g, n, ix->data(), ix->size());
+              });
+}
+
+uint64_t rec_scatter_add_rows(tlrt_tape &t, uint64_t mi, uint64_t vi, const uint64_t *idx,
+                              uint64_t k) {
+  const In m = in(t, mi, "mat"), v = in(t, vi, "vals");
+  need_rank(m, "mat", 2);
+  need_rank(v, "vals", 2);
+  const uint64_t rows = m.s.d[0], cols = m.s.d[1];
+  if (v.s.d[0] != k || v.s.d[1] != cols)
+    fail(TLRT_ERR_SHAPE, "argument vals has shape %s, expected (k, cols) = (%llu, %llu) for "
+         "argument mat of shape %s", v.s.str().c_str(), (ull)k, (ull)cols, m.s.str().c_str());
+  Buf y = TAPE_CALL(tlrt_scatter_add_rows, m.v, v.v, rows, cols, idx, k);
+  Index ix = copy_index(idx, k);
+  return push(t, std::move(y), m.s, {mi, vi},
+              [rows, cols, ix](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+                               std::vector<Buf> &o) {
+                if (need(t, nd, 0)) o[0] = share(g);
+                if (need(t, nd, 1))
+                  o[1] = TAPE_CALL(tlrt_gather_rows, g, rows, cols, ix->data(), ix->size());
+              });
+}
+
+// ---- softmax, layer norm, products --------------------------------------------------------
+
+uint64_t rec_softmax(tlrt_tape &t, uint64_t xi, bool log) {
+  const In x = in(t, xi, "x");
+  uint64_t r, c;
+  last_axis(x.s, &r, &c);
+  Buf y = log ? TAPE_CALL(tlrt_log_softmax, x.v, r, c) : TAPE_CALL(tlrt_softmax, x.v, r, c);
+  return push(t, std::move(y), x.s, {xi},
+              [r, c, log](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+                          std::vector<Buf> &o) {
+                o[0] = log ? TAPE_CALL(tlrt_log_softmax_bwd, n.value.get(), g, r, c)
+                           : TAPE_CALL(tlrt_softmax_bwd, n.value.get(), g, r, c);
+              });
+}
+
+uint64_t rec_layer_norm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
+  const In x = in(t, xi, "x"), gm = in(t, gi, "gamma"), bt = in(t, bi, "beta");
+  need_rank_at_least(x, "x", 1);
+  const uint64_t c = x.s.d[x.s.rank - 1], r = prod(x.s, 0, x.s.rank - 1);
+  if (gm.s != shape1(c))
+    fail(TLRT_ERR_SHAPE, "argument gamma has shape %s, expected (%llu) for argument x of shape %s",
+         gm.s.str().c_str(), (ull)c, x.s.str().c_str());
+  if (bt.s != shape1(c))
+    fail(TLRT_ERR_SHAPE, "argument beta has shape %s, expected (%llu) for argument x of shape %s",
+         bt.s.str().c_str(), (ull)c, x.s.str().c_str());
+  tlrt_buffer *y = nullptr, *mean = nullptr, *istd = nullptr;
+  const tlrt_status s = tlrt_layer_norm_fwd(x.v, gm.v, bt.v, r, c, eps, &y, &mean, &istd);
+  Buf Y(y), M(mean), I(istd);
+  check(s);
+  std::vector<Buf> saved;
+  saved.push_back(std::move(M));
+  saved.push_back(std::move(I));
+  return push(t, std::move(Y), x.s, {xi, gi, bi},
+              [r, c](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+                     std::vector<Buf> &o) {
+                tlrt_buffer *dx = nullptr, *dg = nullptr, *db = nullptr;
+                const tlrt_status s = tlrt_layer_norm_bwd(
+                    g, parent_value(t, n, 0), n.saved[0].get(), n.saved[1].get(),
+                    parent_value(t, n, 1), r, c, &dx, &dg, &db);
+                Buf DX(dx), DG(dg), DB(db);
+                check(s);
+                if (need(t, n, 0)) o[0] = std::move(DX);
+                if (need(t, n, 1)) o[1] = std::move(DG);
+                if (need(t, n, 2)) o[2] = std::move(DB);
+              },
+              std::move(saved));
+}
+
+// C (m, p) = A (m, n) B (n, p) per batch, operands stored transposed when their flag is set.
+// With G = dC: dA = G B^T and dB = A^T G; for a stored-transposed operand its gradient is the
+// transpose of that, which is again one product of the stored buffers with suitable flags.
+uint64_t rec_product(tlrt_tape &t, uint64_t ai, uint64_t bi, bool ta, bool tb, bool batched) {
+  const In a = in(t, ai, "a"), b = in(t, bi, "b");
+  const uint32_t rk = batched ? 3 : 2, o = batched ? 1 : 0;
+  need_rank(a, "a", rk);
+  need_rank(b, "b", rk);
+  if (batched && a.s.d[0] != b.s.d[0])
+    fail(TLRT_ERR_SHAPE, "batches differ: argument a has shape %s, argument b has shape %s",
+         a.s.str().c_str(), b.s.str().c_str());
+  const uint64_t batch = batched ? a.s.d[0] : 1;
+  const uint64_t m = ta ? a.s.d[o + 1] : a.s.d[o], n = ta ? a.s.d[o] : a.s.d[o + 1];
+  const uint64_t nb = tb ? b.s.d[o + 1] : b.s.d[o], p = tb ? b.s.d[o] : b.s.d[o + 1];
+  if (n != nb)
+    fail(TLRT_ERR_SHAPE,
+         "inner dimensions differ: argument a has shape %s (trans_a = %s), argument b has shape "
+         "%s (trans_b = %s)", a.s.str().c_str(), ta ? "true" : "false", b.s.str().c_str(),
+         tb ? "true" : "false");
+  Buf y = TAPE_CALL(tlrt_bmm, a.v, b.v, batch, m, n, p, ta, tb);
+  Shape ys;
+  ys.rank = rk;
+  if (batched) ys.d[0] = batch;
+  ys.d[o] = m;
+  ys.d[o + 1] = p;
+  return push(
+      t, std::move(y), ys, {ai, bi},
+      [batch, m, n, p, ta, tb](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+                               std::vector<Buf> &out) {
+        const tlrt_buffer *A = parent_value(t, nd, 0), *B = parent_value(t, nd, 1);
+        if (need(t, nd, 0)) {
+          if (!ta)  // dA (m, n) = G (m, p) B^T; B^T is b read transposed unless b is stored so
+            out[0] = TAPE_CALL(tlrt_bmm, g, B, batch, m, p, n, false, !tb);
+          else  // stored (n, m): dA^T = B G^T (B is b stored transposed when tb)
+            out[0] = TAPE_CALL(tlrt_bmm, B, g, batch, n, p, m, tb, true);
+        }
+        if (need(t, nd, 1)) {
+          if (!tb)  // dB (n, p) = A^T G
+            out[1] = TAPE_CALL(tlrt_bmm, A, g, batch, n, m, p, !ta, false);
+          else  // stored (p, n): dB^T = G^T A
+            out[1] = TAPE_CALL(tlrt_bmm, g, A, batch, p, m, n, true, ta);
+        }
+      });
+}
+
+// ---- spectral convolution, selective scan -------------------------------------------------
+
+uint64_t rec_spectral(tlrt_tape &t, uint64_t xi, uint64_t ri, uint64_t ii) {
+  const In x = in(t, xi, "x"), wr = in(t, ri, "w_re"), wi = in(t, ii, "w_im");
+  need_rank(x, "x", 2);
+  need_rank(wr, "w_re", 3);
+  need_same(wr, "w_re", wi, "w_im");
+  const uint64_t grid = x.s.d[0], width = x.s.d[1], modes = wr.s.d[0];
+  if (wr.s.d[1] != width || wr.s.d[2] != width)
+    fail(TLRT_ERR_SHAPE, "argument w_re has shape %s, expected (modes, %llu, %llu) for argument x "
+         "of shape %s", wr.s.str().c_str(), (ull)width, (ull)width, x.s.str().c_str());
+  Buf y = TAPE_CALL(tlrt_spectral_conv1d_rfft_fwd, x.v, wr.v, wi.v, grid, width, modes);
+  return push(t, std::move(y), x.s, {xi, ri, ii},
+              [grid, width, modes](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+                                   std::vector<Buf> &o) {
+                const tlrt_buffer *X = parent_value(t, n, 0), *R = parent_value(t, n, 1),
+                                  *I = parent_value(t, n, 2);
+                if (need(t, n, 0))
+                  o[0] = TAPE_CALL(tlrt_spectral_conv1d_rfft_bwd_x, X, R, I, g, grid, width, modes);
+                if (need(t, n, 1) || need(t, n, 2)) {
+                  tlrt_buffer *dr = nullptr, *di = nullptr;
+                  const tlrt_status s = tlrt_spectral_conv1d_rfft_bwd_w(X, R, I, g, grid, width,
+                                                                        modes, &dr, &di);
+                  Buf DR(dr), DI(di);
+                  check(s);
+                  if (need(t, n, 1)) o[1] = std::move(DR);
+                  if (need(t, n, 2)) o[2] = std::move(DI);
+                }
+              });
+}
+
+uint64_t rec_scan(tlrt_tape &t, uint64_t ai, uint64_t bi, uint64_t xi, uint64_t hi, bool var) {
+  const In A = in(t, ai, "A"), B = in(t, bi, "B"), X = in(t, xi, "X"), h = in(t, hi, "h0");
+  need_rank(X, "X", 2);
+  const uint64_t T = X.s.d[0], D = X.s.d[1];
+  if (var) {
+    need_same(A, "A", X, "X");
+    need_same(B, "B", X, "X");
+  } else {
+    if (A.s != shape1(D))
+      fail(TLRT_ERR_SHAPE, "argument A has shape %s, expected (%llu) for argument X of shape %s",
+           A.s.str().c_str(), (ull)D, X.s.str().c_str());
+    if (B.s != shape1(D))
+      fail(TLRT_ERR_SHAPE, "argument B has shape %s, expected (%llu) for argument X of shape %s",
+           B.s.str().c_str(), (ull)D, X.s.str().c_str());
+  }
+  if (h.s != shape1(D))
+    fail(TLRT_ERR_SHAPE, "argument h0 has shape %s, expected (%llu) for argument X of shape %s",
+         h.s.str().c_str(), (ull)D, X.s.str().c_str());
+  Buf y = var ? TAPE_CALL(tlrt_selective_scan_diag_var_fwd, A.v, B.v, X.v, h.v, T, D)
+              : TAPE_CALL(tlrt_selective_scan_diag_fwd, A.v, B.v, X.v, h.v, T, D);
+  return push(t, std::move(y), X.s, {ai, bi, xi, hi},
+              [T, D, var](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+                          std::vector<Buf> &o) {
+                tlrt_buffer *r[4] = {nullptr, nullptr, nullptr, nullptr};
+                const tlrt_buffer *a = parent_value(t, n, 0), *b = parent_value(t, n, 1),
+                                  *x = parent_value(t, n, 2), *h0 = parent_value(t, n, 3);
+                const tlrt_status s =
+                    var ? tlrt_selective_scan_diag_var_bwd(a, b, x, h0, n.value.get(), g, T, D,
+                                                           &r[0], &r[1], &r[2], &r[3])
+                        : tlrt_selective_scan_diag_bwd(a, b, x, h0, n.value.get(), g, T, D, &r[0],
+                                                       &r[1], &r[2], &r[3]);
+                Buf R[4] = {Buf(r[0]), Buf(r[1]), Buf(r[2]), Buf(r[3])};
+                check(s);
+                for (size_t i = 0; i < 4; ++i)
+                  if (need(t, n, i)) o[i] = std::move(R[i]);
+              });
+}
+
+// A constant leaf made inside a composite (no gradient).
+uint64_t const_leaf(tlrt_tape &t, Buf v, const Shape &s) { return push_leaf(t, std::move(v), s, false); }
+
+// ---- composites ----------------------------------------------------------------------------
+
+uint64_t rec_linear(tlrt_tape &t, uint64_t xi, uint64_t wi, uint64_t bi) {
+  const In x = in(t, xi, "x"), w = in(t, wi, "w");
+  need_rank(x, "x", 2);
+  need_rank(w, "w", 2);
+  if (w.s.d[1] != x.s.d[1])
+    fail(TLRT_ERR_SHAPE, "in features differ: argument x has shape %s (batch, in), argument w "
+         "has shape %s (out, in)", x.s.str().c_str(), w.s.str().c_str());
+  if (bi != TLRT_TAPE_NONE) {
+    const In b = in(t, bi, "b");
+    if (b.s != shape1(w.s.d[0]))
+      fail(TLRT_ERR_SHAPE, "argument b has shape %s, expected (%llu) for argument w of shape %s",
+           b.s.str().c_str(), (ull)w.s.d[0], w.s.str().c_str());
+  }
+  const uint64_t h = rec_product(t, xi, wi, false, true, false);
+  if (bi == TLRT_TAPE_NONE) return h;
+  const uint64_t bb = rec_vec_bcast(t, bi, x.s.d[0], true);
+  return rec_binary(t, Bin::Add, h, bb);
+}
+
+uint64_t rec_mse(tlrt_tape &t, uint64_t pi, uint64_t ti) {
+  const In p = in(t, pi, "pred"), q = in(t, ti, "target");
+  need_same(p, "pred", q, "target");
+  const uint64_t d = rec_binary(t, Bin::Sub, pi, ti);
+  const uint64_t sq = rec_binary(t, Bin::Mul, d, d);
+  return rec_reduce_all(t, sq, true);
+}
+
+uint64_t rec_cross_entropy(tlrt_tape &t, uint64_t li, const uint64_t *labels) {
+  const In l = in(t, li, "logits");
+  need_rank(l, "logits", 2);
+  const uint64_t batch = l.s.d[0], classes = l.s.d[1];
+  if (batch > 0 && labels == nullptr)
+    fail(TLRT_ERR_NULL_ARGUMENT, "argument labels is NULL with batch %llu", (ull)batch);
+  std::vector<uint64_t> flat(batch);
+  for (uint64_t i = 0; i < batch; ++i) {
+    if (labels[i] >= classes)
+      fail(TLRT_ERR_INDEX, "argument labels: labels[%llu] = %llu is not < classes = %llu", (ull)i,
+           (ull)labels[i], (ull)classes);
+    flat[i] = i * classes + labels[i];
+  }
+  const uint64_t lsm = rec_softmax(t, li, true);
+  const uint64_t picked = rec_gather_vec(t, lsm, flat.data(), batch);
+  const uint64_t mean = rec_reduce_all(t, picked, true);
+  return rec_neg(t, mean);
+}
+
+uint64_t rec_batchnorm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
+  const In x = in(t, xi, "x"), gm = in(t, gi, "gamma"), bt = in(t, bi, "beta");
+  need_rank(x, "x", 2);
+  const uint64_t N = x.s.d[0], C = x.s.d[1];
+  if (gm.s != shape1(C))
+    fail(TLRT_ERR_SHAPE, "argument gamma has shape %s, expected (%llu) for argument x of shape %s",
+         gm.s.str().c_str(), (ull)C, x.s.str().c_str());
+  if (bt.s != shape1(C))
+    fail(TLRT_ERR_SHAPE, "argument beta has shape %s, expected (%llu) for argument x of shape %s",
+         bt.s.str().c_str(), (ull)C, x.s.str().c_str());
+  // Per-channel statistics over the batch = layer norm of the rows of x^T (C, N).
+  const uint64_t xt = rec_transpose2d(t, xi);
+  const uint64_t one = const_leaf(t, TAPE_CALL(tlrt_buffer_full, t.device, N, 1.0), shape1(N));
+  const uint64_t zero = const_leaf(t, TAPE_CALL(tlrt_buffer_zeros, t.device, N), shape1(N));
+  const uint64_t ln = rec_layer_norm(t, xt, one, zero, eps);
+  const uint64_t xh = rec_transpose2d(t, ln);
+  const uint64_t gb = rec_vec_bcast(t, gi, N, true);
+  const uint64_t y1 = rec_binary(t, Bin::Mul, xh, gb);
+  const uint64_t bb = rec_vec_bcast(t, bi, N, true);
+  return rec_binary(t, Bin::Add, y1, bb);
+}
+
+// Runs one recording body under the entry-point guard: out cleared first, the tape checked, and
+// every node appended by a failing body removed again.
+template <class Body>
+tlrt_status record(const char *fn, tlrt_tape *tape, uint64_t *out, Body &&body) {
+  return guarded(fn, [&] {
+    clear_out_value(out, "out");
+    tlrt_tape &t = tape_ref(tape);
+    Rollback rb(t);
+    ensure_room(t, 16);  // a composite appends at most 9 nodes
+    const uint64_t id = body(t);
+    rb.commit();
+    *out = id;
+  });
+}
+
+}  // namespace
+}  // namespace tape
+}  // namespace tlrt
+
+using namespace tlrt;
+using namespace tlrt::tape;
+
+#define TAPE_REC(name, ...) \
+  record("tlrt_tape_" #name, tape, out, [&](tlrt_tape &t) { return __VA_ARGS__; })
+
+extern "C" {
+
+// elementwise
+TLRT_API tlrt_status tlrt_tape_add(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out) {
+  return TAPE_REC(add, rec_binary(t, Bin::Add, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_sub(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out) {
+  return TAPE_REC(sub, rec_binary(t, Bin::Sub, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_mul(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out) {
+  return TAPE_REC(mul, rec_binary(t, Bin::Mul, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_div(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out) {
+  return TAPE_REC(div, rec_binary(t, Bin::Div, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_max(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out) {
+  return TAPE_REC(max, rec_binary(t, Bin::Max, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_min(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out) {
+  return TAPE_REC(min, rec_binary(t, Bin::Min, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_axpy(tlrt_tape *tape, uint64_t a, uint64_t b, double c,
+                                    uint64_t *out) {
+  return TAPE_REC(axpy, rec_axpy(t, a, b, c));
+}
+TLRT_API tlrt_status tlrt_tape_neg(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(neg, rec_neg(t, x));
+}
+TLRT_API tlrt_status tlrt_tape_scale(tlrt_tape *tape, uint64_t x, double c, uint64_t *out) {
+  return TAPE_REC(scale, rec_scale(t, x, c));
+}
+#define TAPE_UNARY(name)                                                                  \
+  TLRT_API tlrt_status tlrt_tape_##name(tlrt_tape *tape, uint64_t x, uint64_t *out) {     \
+    return TAPE_REC(name, rec_unary(t, x, tlrt_##name, tlrt_##name##_bwd));               \
+  }
+TAPE_UNARY(abs)
+TAPE_UNARY(sqrt)
+TAPE_UNARY(inv)
+TAPE_UNARY(relu)
+TAPE_UNARY(exp)
+TAPE_UNARY(log)
+TAPE_UNARY(sigmoid)
+TAPE_UNARY(tanh)
+TAPE_UNARY(softplus)
+TAPE_UNARY(gelu)
+#undef TAPE_UNARY
+TLRT_API tlrt_status tlrt_tape_clamp(tlrt_tape *tape, uint64_t x, double lo, double hi,
+                                     uint64_t *out) {
+  return TAPE_REC(clamp, rec_clamp(t, x, lo, hi));
+}
+TLRT_API tlrt_status tlrt_tape_safe_log(tlrt_tape *tape, uint64_t x, double eps, uint64_t *out) {
+  return TAPE_REC(safe_log, rec_safe_log(t, x, eps));
+}
+
+// reductions
+TLRT_API tlrt_status tlrt_tape_reduce_sum(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(reduce_sum, rec_reduce_all(t, x, false));
+}
+TLRT_API tlrt_status tlrt_tape_reduce_mean(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(reduce_mean, rec_reduce_all(t, x, true));
+}
+TLRT_API tlrt_status tlrt_tape_reduce_sum_axis0(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(reduce_sum_axis0, rec_sum_axis01(t, x, 0));
+}
+TLRT_API tlrt_status tlrt_tape_reduce_sum_axis1(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(reduce_sum_axis1, rec_sum_axis01(t, x, 1));
+}
+TLRT_API tlrt_status tlrt_tape_reduce_sum_axis(tlrt_tape *tape, uint64_t x, uint32_t axis,
+                                               uint64_t *out) {
+  return TAPE_REC(reduce_sum_axis, rec_sum_axis(t, x, axis));
+}
+TLRT_API tlrt_status tlrt_tape_reduce_max_axis0(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(reduce_max_axis0, rec_max_axis01(t, x, 0));
+}
+TLRT_API tlrt_status tlrt_tape_reduce_max_axis1(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(reduce_max_axis1, rec_max_axis01(t, x, 1));
+}
+
+// layout
+TLRT_API tlrt_status tlrt_tape_reshape(tlrt_tape *tape, uint64_t x, const uint64_t *dims,
+                                       uint32_t rank, uint64_t *out) {
+  return TAPE_REC(reshape, rec_reshape(t, x, dims, rank));
+}
+TLRT_API tlrt_status tlrt_tape_transpose2d(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(transpose2d, rec_transpose2d(t, x));
+}
+TLRT_API tlrt_status tlrt_tape_permute(tlrt_tape *tape, uint64_t x, const uint32_t *perm,
+                                       uint64_t *out) {
+  return TAPE_REC(permute, rec_permute(t, x, perm));
+}
+TLRT_API tlrt_status tlrt_tape_swap_adjacent_at_depth(tlrt_tape *tape, uint64_t x, uint32_t depth,
+                                                      uint64_t *out) {
+  return TAPE_REC(swap_adjacent_at_depth, rec_swap(t, x, depth));
+}
+TLRT_API tlrt_status tlrt_tape_broadcast_to(tlrt_tape *tape, uint64_t x, const uint64_t *out_dims,
+                                            uint32_t out_rank, const uint32_t *axis_map,
+                                            uint64_t *out) {
+  return TAPE_REC(broadcast_to, rec_broadcast_to(t, x, out_dims, out_rank, axis_map));
+}
+TLRT_API tlrt_status tlrt_tape_broadcast_vec_to_rows(tlrt_tape *tape, uint64_t v, uint64_t rows,
+                                                     uint64_t *out) {
+  return TAPE_REC(broadcast_vec_to_rows, rec_vec_bcast(t, v, rows, true));
+}
+TLRT_API tlrt_status tlrt_tape_broadcast_vec_to_cols(tlrt_tape *tape, uint64_t v, uint64_t cols,
+                                                     uint64_t *out) {
+  return TAPE_REC(broadcast_vec_to_cols, rec_vec_bcast(t, v, cols, false));
+}
+TLRT_API tlrt_status tlrt_tape_concat1d(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out) {
+  return TAPE_REC(concat1d, rec_concat1d(t, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_concat_axis0(tlrt_tape *tape, uint64_t a, uint64_t b,
+                                            uint64_t *out) {
+  return TAPE_REC(concat_axis0, rec_concat_axis0(t, a, b));
+}
+TLRT_API tlrt_status tlrt_tape_slice1d(tlrt_tape *tape, uint64_t x, uint64_t start, uint64_t len,
+                                       uint64_t *out) {
+  return TAPE_REC(slice1d, rec_slice1d(t, x, start, len));
+}
+TLRT_API tlrt_status tlrt_tape_slice_axis0(tlrt_tape *tape, uint64_t x, uint64_t start,
+                                           uint64_t len, uint64_t *out) {
+  return TAPE_REC(slice_axis0, rec_slice_axis0(t, x, start, len));
+}
+
+// indexing
+TLRT_API tlrt_status tlrt_tape_gather_vec(tlrt_tape *tape, uint64_t v, const uint64_t *idx,
+                                          uint64_t k, uint64_t *out) {
+  return TAPE_REC(gather_vec, rec_gather_vec(t, v, idx, k));
+}
+TLRT_API tlrt_status tlrt_tape_gather_rows(tlrt_tape *tape, uint64_t mat, const uint64_t *idx,
+                                           uint64_t k, uint64_t *out) {
+  return TAPE_REC(gather_rows, rec_gather_rows(t, mat, idx, k));
+}
+TLRT_API tlrt_status tlrt_tape_scatter_add(tlrt_tape *tape, uint64_t x, uint64_t vals,
+                                           const uint64_t *idx, uint64_t k, uint64_t *out) {
+  return TAPE_REC(scatter_add, rec_scatter_add(t, x, vals, idx, k));
+}
+TLRT_API tlrt_status tlrt_tape_scatter_add_rows(tlrt_tape *tape, uint64_t mat, uint64_t vals,
+                                                const uint64_t *idx, uint64_t k, uint64_t *out) {
+  return TAPE_REC(scatter_add_rows, rec_scatter_add_rows(t, mat, vals, idx, k));
+}
+
+// softmax, layer norm, products
+TLRT_API tlrt_status tlrt_tape_softmax(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(softmax, rec_softmax(t, x, false));
+}
+TLRT_API tlrt_status tlrt_tape_log_softmax(tlrt_tape *tape, uint64_t x, uint64_t *out) {
+  return TAPE_REC(log_softmax, rec_softmax(t, x, true));
+}
+TLRT_API tlrt_status tlrt_tape_layer_norm(tlrt_tape *tape, uint64_t x, uint64_t gamma,
+                                          uint64_t beta, double eps, uint64_t *out) {
+  return TAPE_REC(layer_norm, rec_layer_norm(t, x, gamma, beta, eps));
+}
+TLRT_API tlrt_status tlrt_tape_matmul(tlrt_tape *tape, uint64_t a, uint64_t b, bool trans_a,
+                                      bool trans_b, uint64_t *out) {
+  return TAPE_REC(matmul, rec_product(t, a, b, trans_a, trans_b, false));
+}
+TLRT_API tlrt_status tlrt_tape_bmm(tlrt_tape *tape, uint64_t a, uint64_t b, bool trans_a,
+                                   bool trans_b, uint64_t *out) {
+  return TAPE_REC(bmm, rec_product(t, a, b, trans_a, trans_b, true));
+}
+
+// spectral convolution, selective scan
+TLRT_API tlrt_status tlrt_tape_spectral_conv1d_rfft(tlrt_tape *tape, uint64_t x, uint64_t w_re,
+                                                    uint64_t w_im, uint64_t *out) {
+  return TAPE_REC(spectral_conv1d_rfft, rec_spectral(t, x, w_re, w_im));
+}
+TLRT_API tlrt_status tlrt_tape_selective_scan_diag(tlrt_tape *tape, uint64_t A, uint64_t B,
+                                                   uint64_t X, uint64_t h0, uint64_t *out) {
+  return TAPE_REC(selective_scan_diag, rec_scan(t, A, B, X, h0, false));
+}
+TLRT_API tlrt_status tlrt_tape_selective_scan_diag_var(tlrt_tape *tape, uint64_t A, uint64_t B,
+                                                       uint64_t X, uint64_t h0, uint64_t *out) {
+  return TAPE_REC(selective_scan_diag_var, rec_scan(t, A, B, X, h0, true));
+}
+
+// composites
+TLRT_API tlrt_status tlrt_tape_linear(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
+                                      uint64_t *out) {
+  return TAPE_REC(linear, rec_linear(t, x, w, b));
+}
+TLRT_API tlrt_status tlrt_tape_mse_loss(tlrt_tape *tape, uint64_t pred, uint64_t target,
+                                        uint64_t *out) {
+  return TAPE_REC(mse_loss, rec_mse(t, pred, target));
+}
+TLRT_API tlrt_status tlrt_tape_cross_entropy(tlrt_tape *tape, uint64_t logits,
+                                             const uint64_t *labels, uint64_t *out) {
+  return TAPE_REC(cross_entropy, rec_cross_entropy(t, logits, labels));
+}
+TLRT_API tlrt_status tlrt_tape_batchnorm(tlrt_tape *tape, uint64_t x, uint64_t gamma,
+                                         uint64_t beta, double eps, uint64_t *out) {
+  return TAPE_REC(batchnorm, rec_batchnorm(t, x, gamma, beta, eps));
+}
+
+}  // extern "C"

@@ -1,0 +1,536 @@
+// Bad input for every tlrt_tape_* entry point (abi/tlrt_tape.h): NULL tape and out-parameters,
+// node ids not in the tape (also stale ids after a reset), shapes rejected at record time (the
+// message names the recording call, the arguments and both shapes), released and foreign-device
+// leaf and seed buffers, malformed and unavailable devices, out-of-domain scalars passed through
+// from the op; out-parameters cleared on failure, the tape unchanged, and nothing leaked.
+#include <string>
+#include <vector>
+
+#include "bad_input.hpp"
+
+namespace {
+
+using th::Buf;
+const uint64_t kBad = 1000;  // never a node id in these tapes
+
+struct Nodes {
+  uint64_t m34, m34b, v4, v3, m43, s, t234, pos;
+};
+
+uint64_t leaf(tlrt_tape *t, std::vector<uint64_t> dims, bool rg = true, float lo = -1.0f) {
+  uint64_t n = 1;
+  for (uint64_t d : dims) n *= d;
+  Buf b(th::upload(th::Rng(n).vec(n, lo, 1.0f)));
+  uint64_t id = UINT64_MAX;
+  TH_OK(tlrt_tape_leaf(t, b.get(), dims.data(), (uint32_t)dims.size(), rg, &id));
+  return id;
+}
+
+Nodes make_nodes(tlrt_tape *t) {
+  Nodes n;
+  n.m34 = leaf(t, {3, 4});
+  n.m34b = leaf(t, {3, 4});
+  n.v4 = leaf(t, {4});
+  n.v3 = leaf(t, {3});
+  n.m43 = leaf(t, {4, 3});
+  n.s = leaf(t, {});
+  n.t234 = leaf(t, {2, 3, 4});
+  n.pos = leaf(t, {3, 4}, true, 0.5f);
+  return n;
+}
+
+uint64_t count(tlrt_tape *t) {
+  uint64_t c = 0;
+  TH_OK(tlrt_tape_node_count(t, &c));
+  return c;
+}
+
+// The three checks every recording call gets: NULL tape, NULL out, and each node argument
+// replaced by an id that is not in the tape. `call(tape, ids, out)` records with the given ids.
+template <class Call>
+void common(const char *fn, tlrt_tape *t, std::vector<uint64_t> ids,
+            std::initializer_list<const char *> names, Call call) {
+  uint64_t out = 77;
+  BAD(call(nullptr, ids, &out), TLRT_ERR_NULL_ARGUMENT, fn, "tape");
+  TH_CHECK(out == 0);
+  BAD(call(t, ids, nullptr), TLRT_ERR_NULL_ARGUMENT, fn, "out");
+  const uint64_t before = count(t);
+  size_t i = 0;
+  for (const char *name : names) {
+    std::vector<uint64_t> bad = ids;
+    bad[i++] = kBad;
+    out = 77;
+    BAD(call(t, bad, &out), TLRT_ERR_INDEX, fn, name);
+    TH_CHECK(out == 0);
+  }
+  TH_CHECK(count(t) == before);
+  // The call works with the good ids (so the failures above are about the bad argument); a
+  // composite appends several nodes and returns the last.
+  out = 77;
+  const tlrt_status s = call(t, ids, &out);
+  TH_CHECK_MSG(s == TLRT_OK && out >= before && out + 1 == count(t), "%s with valid ids: %s (%s)",
+               fn, tlrt_status_string(s), tlrt_last_error());
+}
+
+using Unary = tlrt_status (*)(tlrt_tape *, uint64_t, uint64_t *);
+using Binary = tlrt_status (*)(tlrt_tape *, uint64_t, uint64_t, uint64_t *);
+
+void test_lifetime_and_leaves() {
+  // tlrt_tape_new: NULL out, malformed device, unavailable CUDA.
+  BAD(tlrt_tape_new(TLRT_DEVICE_CPU, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_new", "out");
+  tlrt_tape *t = reinterpret_cast<tlrt_tape *>(uintptr_t{1});
+  BAD(tlrt_tape_new((tlrt_device)(7u << 16), &t), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_new");
+  TH_CHECK(t == nullptr);
+  const uint32_t rs = tlrt_runtime_status();
+  if (rs == TLRT_RUNTIME_CPU_ONLY) {
+    BAD(tlrt_tape_new(TLRT_DEVICE_CUDA(0), &t), TLRT_ERR_BACKEND_UNAVAILABLE, "tlrt_tape_new");
+    TH_CHECK(t == nullptr);
+  } else if (rs == TLRT_RUNTIME_CUDA_NO_DEVICE) {
+    BAD(tlrt_tape_new(TLRT_DEVICE_CUDA(0), &t), TLRT_ERR_NO_DEVICE, "tlrt_tape_new");
+    TH_CHECK(t == nullptr);
+  } else {
+    BAD(tlrt_tape_new(TLRT_DEVICE_CUDA(0xFFFF), &t), TLRT_ERR_NO_DEVICE, "tlrt_tape_new");
+    TH_CHECK(t == nullptr);
+  }
+  tlrt_tape_free(nullptr);  // a no-op
+
+  TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &t));
+  Fixture f = make_fixture();
+  const uint64_t d4[1] = {4}, d22[2] = {2, 2}, d9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 4};
+  const uint64_t dbig[2] = {UINT64_MAX, 4}, dz[2] = {0, UINT64_MAX};
+  uint64_t id = 77;
+  BAD(tlrt_tape_leaf(nullptr, f.a, d4, 1, true, &id), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_leaf",
+      "tape");
+  TH_CHECK(id == 0);
+  BAD(tlrt_tape_leaf(t, f.a, d4, 1, true, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_leaf",
+      "out");
+  BAD(tlrt_tape_leaf(t, nullptr, d4, 1, true, &id), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_leaf",
+      "buffer");
+  BAD(tlrt_tape_leaf(t, f.a, nullptr, 1, true, &id), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_leaf",
+      "dims");
+  BAD(tlrt_tape_leaf(t, f.a, d9, 9, true, &id), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_leaf",
+      "rank");
+  BAD(tlrt_tape_leaf(t, f.a, d22, 1, true, &id), TLRT_ERR_SHAPE, "tlrt_tape_leaf", "buffer",
+      "dims");
+  BAD(tlrt_tape_leaf(t, f.short3, d22, 2, true, &id), TLRT_ERR_SHAPE, "tlrt_tape_leaf", "buffer");
+  BAD(tlrt_tape_leaf(t, f.a, dbig, 2, true, &id), TLRT_ERR_SHAPE, "tlrt_tape_leaf", "dims");
+  BAD(tlrt_tape_leaf(t, f.a, nullptr, 0, true, &id), TLRT_ERR_SHAPE, "tlrt_tape_leaf");  // scalar
+  TH_OK(tlrt_tape_leaf(t, f.empty, dz, 2, true, &id));  // a 0 dim makes any other dim fine
+  BAD(tlrt_tape_leaf(t, f.released, d4, 1, true, &id), TLRT_ERR_RELEASED, "tlrt_tape_leaf",
+      "buffer");
+  TH_CHECK(id == 0);
+  uint64_t c = 99;
+  BAD(tlrt_tape_node_count(nullptr, &c), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_node_count", "tape");
+  TH_CHECK(c == 0);
+  BAD(tlrt_tape_node_count(t, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_node_count", "count");
+  tlrt_device dev = 99;
+  BAD(tlrt_tape_device(nullptr, &dev), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_device", "tape");
+  TH_CHECK(dev == 0);
+  BAD(tlrt_tape_device(t, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_device", "device");
+  BAD(tlrt_tape_reset(nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_reset", "tape");
+
+  // value / grad / shape.
+  uint64_t a = 0, nog = 0, mid = 0;
+  TH_OK(tlrt_tape_leaf(t, f.a, d4, 1, true, &a));
+  TH_OK(tlrt_tape_leaf(t, f.b, d4, 1, false, &nog));
+  TH_OK(tlrt_tape_exp(t, a, &mid));
+  tlrt_buffer *out = kSentinel;
+  BAD(tlrt_tape_value(nullptr, a, &out), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_value", "tape");
+  CLEARED(out);
+  BAD(tlrt_tape_value(t, a, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_value", "out");
+  out = kSentinel;
+  BAD(tlrt_tape_value(t, kBad, &out), TLRT_ERR_INDEX, "tlrt_tape_value", "node");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_tape_grad(nullptr, a, &out), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_grad", "tape");
+  CLEARED(out);
+  BAD(tlrt_tape_grad(t, a, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_grad", "out");
+  out = kSentinel;
+  BAD(tlrt_tape_grad(t, kBad, &out), TLRT_ERR_INDEX, "tlrt_tape_grad", "node");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_tape_grad(t, nog, &out), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_grad");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_tape_grad(t, mid, &out), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_grad");
+  CLEARED(out);
+  TH_OK(tlrt_tape_grad(t, a, &out));  // no backward yet: zeros
+  expect_result("tlrt_tape_grad", out, 4);
+  uint64_t dims[8];
+  uint32_t rank = 9;
+  bool rg = true;
+  BAD(tlrt_tape_shape(nullptr, a, dims, &rank, &rg), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_shape",
+      "tape");
+  TH_CHECK(rank == 0 && !rg);
+  BAD(tlrt_tape_shape(t, a, nullptr, &rank, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_shape",
+      "dims");
+  BAD(tlrt_tape_shape(t, a, dims, nullptr, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_shape",
+      "rank");
+  rank = 9;
+  BAD(tlrt_tape_shape(t, kBad, dims, &rank, nullptr), TLRT_ERR_INDEX, "tlrt_tape_shape", "node");
+  TH_CHECK(rank == 0);
+
+  // backward / backward_seed.
+  BAD(tlrt_tape_backward(nullptr, mid), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_backward", "tape");
+  BAD(tlrt_tape_backward(t, kBad), TLRT_ERR_INDEX, "tlrt_tape_backward", "node");
+  BAD(tlrt_tape_backward(t, mid), TLRT_ERR_SHAPE, "tlrt_tape_backward");  // 4 elements, no seed
+  BAD(tlrt_tape_backward_seed(nullptr, mid, f.g), TLRT_ERR_NULL_ARGUMENT,
+      "tlrt_tape_backward_seed", "tape");
+  BAD(tlrt_tape_backward_seed(t, mid, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_backward_seed",
+      "seed");
+  BAD(tlrt_tape_backward_seed(t, kBad, f.g), TLRT_ERR_INDEX, "tlrt_tape_backward_seed", "node");
+  BAD(tlrt_tape_backward_seed(t, mid, f.short3), TLRT_ERR_SHAPE, "tlrt_tape_backward_seed",
+      "seed");
+  BAD(tlrt_tape_backward_seed(t, mid, f.released), TLRT_ERR_RELEASED, "tlrt_tape_backward_seed",
+      "seed");
+  // Stale ids after a reset.
+  TH_OK(tlrt_tape_reset(t));
+  BAD(tlrt_tape_backward_seed(t, mid, f.g), TLRT_ERR_INDEX, "tlrt_tape_backward_seed", "node");
+  BAD(tlrt_tape_exp(t, a, &id), TLRT_ERR_INDEX, "tlrt_tape_exp", "x");
+
+  // A leaf whose storage is released AFTER recording: the op reading it fails with RELEASED.
+  Buf late(th::upload({1, 2, 3, 4}));
+  uint64_t l = 0;
+  TH_OK(tlrt_tape_leaf(t, late.get(), d4, 1, true, &l));
+  TH_OK(tlrt_buffer_release_storage(late.get(), nullptr));
+  BAD(tlrt_tape_exp(t, l, &id), TLRT_ERR_RELEASED, "tlrt_tape_exp");
+  TH_CHECK(id == 0);
+
+  // Mixed devices: a CPU buffer on a CUDA tape (needs a GPU).
+  if (th::cuda_ready()) {
+    tlrt_tape *g = nullptr;
+    TH_OK(tlrt_tape_new(TLRT_DEVICE_CUDA(0), &g));
+    BAD(tlrt_tape_leaf(g, f.a, d4, 1, true, &id), TLRT_ERR_DEVICE_MISMATCH, "tlrt_tape_leaf",
+        "buffer");
+    Buf cb;
+    TH_OK(tlrt_buffer_to_device(f.a, TLRT_DEVICE_CUDA(0), cb.out()));
+    TH_OK(tlrt_tape_leaf(g, cb.get(), d4, 1, true, &id));
+    uint64_t e = 0;
+    TH_OK(tlrt_tape_exp(g, id, &e));
+    BAD(tlrt_tape_backward_seed(g, e, f.g), TLRT_ERR_DEVICE_MISMATCH, "tlrt_tape_backward_seed",
+        "seed");
+    BAD(tlrt_tape_leaf(t, cb.get(), d4, 1, true, &id), TLRT_ERR_DEVICE_MISMATCH, "tlrt_tape_leaf",
+        "buffer");
+    tlrt_tape_free(g);
+  } else {
+    std::printf("no usable CUDA device: mixed-device checks skipped\n");
+  }
+  free_fixture(f);
+  tlrt_tape_free(t);
+}
+
+void test_recording() {
+  tlrt_tape *t = nullptr;
+  TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &t));
+  const Nodes n = make_nodes(t);
+
+  // ---- elementwise ----
+  struct B { const char *fn; Binary f; };
+  for (B b : {B{"tlrt_tape_add", tlrt_tape_add}, B{"tlrt_tape_sub", tlrt_tape_sub},
+              B{"tlrt_tape_mul", tlrt_tape_mul}, B{"tlrt_tape_div", tlrt_tape_div},
+              B{"tlrt_tape_max", tlrt_tape_max}, B{"tlrt_tape_min", tlrt_tape_min}}) {
+    common(b.fn, t, {n.m34, n.m34b}, {"a", "b"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return b.f(tp, x[0], x[1], o);
+           });
+    uint64_t o = 77;
+    BAD(b.f(t, n.m34, n.m43, &o), TLRT_ERR_SHAPE, b.fn, "a", "b");  // same count, other shape
+    TH_CHECK(o == 0);
+    const std::string msg = tlrt_last_error();
+    TH_CHECK_MSG(msg.find("(3, 4)") != std::string::npos && msg.find("(4, 3)") != std::string::npos,
+                 "message does not name both shapes: %s", msg.c_str());
+    BAD(b.f(t, n.v4, n.v3, &o), TLRT_ERR_SHAPE, b.fn, "a", "b");
+  }
+  common("tlrt_tape_axpy", t, {n.m34, n.m34b}, {"a", "b"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_axpy(tp, x[0], x[1], 0.5, o);
+         });
+  uint64_t o = 77;
+  BAD(tlrt_tape_axpy(t, n.v4, n.m34, 0.5, &o), TLRT_ERR_SHAPE, "tlrt_tape_axpy", "a", "b");
+  struct U { const char *fn; Unary f; };
+  for (U u : {U{"tlrt_tape_neg", tlrt_tape_neg}, U{"tlrt_tape_abs", tlrt_tape_abs},
+              U{"tlrt_tape_sqrt", tlrt_tape_sqrt}, U{"tlrt_tape_inv", tlrt_tape_inv},
+              U{"tlrt_tape_relu", tlrt_tape_relu}, U{"tlrt_tape_exp", tlrt_tape_exp},
+              U{"tlrt_tape_log", tlrt_tape_log}, U{"tlrt_tape_sigmoid", tlrt_tape_sigmoid},
+              U{"tlrt_tape_tanh", tlrt_tape_tanh}, U{"tlrt_tape_softplus", tlrt_tape_softplus},
+              U{"tlrt_tape_gelu", tlrt_tape_gelu}, U{"tlrt_tape_reduce_sum", tlrt_tape_reduce_sum},
+              U{"tlrt_tape_reduce_mean", tlrt_tape_reduce_mean},
+              U{"tlrt_tape_softmax", tlrt_tape_softmax},
+              U{"tlrt_tape_log_softmax", tlrt_tape_log_softmax},
+              U{"tlrt_tape_transpose2d", tlrt_tape_transpose2d},
+              U{"tlrt_tape_reduce_sum_axis0", tlrt_tape_reduce_sum_axis0},
+              U{"tlrt_tape_reduce_sum_axis1", tlrt_tape_reduce_sum_axis1},
+              U{"tlrt_tape_reduce_max_axis0", tlrt_tape_reduce_max_axis0},
+              U{"tlrt_tape_reduce_max_axis1", tlrt_tape_reduce_max_axis1}}) {
+    common(u.fn, t, {n.pos}, {"x"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return u.f(tp, x[0], o);
+           });
+  }
+  // Rank-2 only ops reject other ranks.
+  for (U u : {U{"tlrt_tape_transpose2d", tlrt_tape_transpose2d},
+              U{"tlrt_tape_reduce_sum_axis0", tlrt_tape_reduce_sum_axis0},
+              U{"tlrt_tape_reduce_sum_axis1", tlrt_tape_reduce_sum_axis1},
+              U{"tlrt_tape_reduce_max_axis0", tlrt_tape_reduce_max_axis0},
+              U{"tlrt_tape_reduce_max_axis1", tlrt_tape_reduce_max_axis1}}) {
+    BAD(u.f(t, n.t234, &o), TLRT_ERR_SHAPE, u.fn, "x");
+    BAD(u.f(t, n.v4, &o), TLRT_ERR_SHAPE, u.fn, "x");
+  }
+  common("tlrt_tape_scale", t, {n.m34}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_scale(tp, x[0], 2.0, o);
+         });
+  common("tlrt_tape_clamp", t, {n.m34}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_clamp(tp, x[0], -0.5, 0.5, o);
+         });
+  BAD(tlrt_tape_clamp(t, n.m34, NAN, 0.5, &o), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_clamp");
+  common("tlrt_tape_safe_log", t, {n.m34}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_safe_log(tp, x[0], 1e-3, o);
+         });
+  BAD(tlrt_tape_safe_log(t, n.m34, -1.0, &o), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_safe_log");
+
+  // ---- reductions ----
+  common("tlrt_tape_reduce_sum_axis", t, {n.t234}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_reduce_sum_axis(tp, x[0], 2, o);
+         });
+  BAD(tlrt_tape_reduce_sum_axis(t, n.t234, 3, &o), TLRT_ERR_INDEX, "tlrt_tape_reduce_sum_axis",
+      "axis");
+  BAD(tlrt_tape_reduce_sum_axis(t, n.s, 0, &o), TLRT_ERR_INDEX, "tlrt_tape_reduce_sum_axis",
+      "axis");
+
+  // ---- layout ----
+  const uint64_t d12[1] = {12}, d5[1] = {5}, d9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 12};
+  common("tlrt_tape_reshape", t, {n.m34}, {"x"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_reshape(tp, x[0], d12, 1, o);
+         });
+  BAD(tlrt_tape_reshape(t, n.m34, d5, 1, &o), TLRT_ERR_SHAPE, "tlrt_tape_reshape", "dims");
+  BAD(tlrt_tape_reshape(t, n.m34, nullptr, 1, &o), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_reshape",
+      "dims");
+  BAD(tlrt_tape_reshape(t, n.m34, d9, 9, &o), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_reshape",
+      "rank");
+  const uint32_t perm[3] = {2, 0, 1}, dup[3] = {0, 0, 1}, oob[3] = {0, 1, 3};
+  common("tlrt_tape_permute", t, {n.t234}, {"x"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_permute(tp, x[0], perm, o);
+         });
+  BAD(tlrt_tape_permute(t, n.t234, dup, &o), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_permute",
+      "perm");
+  BAD(tlrt_tape_permute(t, n.t234, oob, &o), TLRT_ERR_INDEX, "tlrt_tape_permute", "perm");
+  BAD(tlrt_tape_permute(t, n.t234, nullptr, &o), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_permute",
+      "perm");
+  common("tlrt_tape_swap_adjacent_at_depth", t, {n.t234}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_swap_adjacent_at_depth(tp, x[0], 1, o);
+         });
+  BAD(tlrt_tape_swap_adjacent_at_depth(t, n.t234, 2, &o), TLRT_ERR_INDEX,
+      "tlrt_tape_swap_adjacent_at_depth", "depth");
+  const uint64_t od[2] = {3, 4}, odbad[2] = {3, 5};
+  const uint32_t map[2] = {0, 1}, mapbad[2] = {0, 2};
+  common("tlrt_tape_broadcast_to", t, {n.v4}, {"x"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_broadcast_to(tp, x[0], od, 2, map, o);
+         });
+  BAD(tlrt_tape_broadcast_to(t, n.v4, odbad, 2, map, &o), TLRT_ERR_SHAPE, "tlrt_tape_broadcast_to",
+      "in_dims");
+  BAD(tlrt_tape_broadcast_to(t, n.v4, od, 2, mapbad, &o), TLRT_ERR_INDEX, "tlrt_tape_broadcast_to",
+      "axis_map");
+  BAD(tlrt_tape_broadcast_to(t, n.v4, od, 2, nullptr, &o), TLRT_ERR_NULL_ARGUMENT,
+      "tlrt_tape_broadcast_to", "axis_map");
+  BAD(tlrt_tape_broadcast_to(t, n.v4, nullptr, 2, map, &o), TLRT_ERR_NULL_ARGUMENT,
+      "tlrt_tape_broadcast_to", "out_dims");
+  common("tlrt_tape_broadcast_vec_to_rows", t, {n.v4}, {"v"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_broadcast_vec_to_rows(tp, x[0], 3, o);
+         });
+  BAD(tlrt_tape_broadcast_vec_to_rows(t, n.m34, 3, &o), TLRT_ERR_SHAPE,
+      "tlrt_tape_broadcast_vec_to_rows", "v");
+  BAD(tlrt_tape_broadcast_vec_to_rows(t, n.v4, UINT64_MAX, &o), TLRT_ERR_OVERFLOW,
+      "tlrt_tape_broadcast_vec_to_rows");
+  common("tlrt_tape_broadcast_vec_to_cols", t, {n.v3}, {"v"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_broadcast_vec_to_cols(tp, x[0], 4, o);
+         });
+  BAD(tlrt_tape_broadcast_vec_to_cols(t, n.s, 4, &o), TLRT_ERR_SHAPE,
+      "tlrt_tape_broadcast_vec_to_cols", "v");
+  common("tlrt_tape_concat1d", t, {n.v4, n.v3}, {"a", "b"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_concat1d(tp, x[0], x[1], o);
+         });
+  BAD(tlrt_tape_concat1d(t, n.v4, n.m34, &o), TLRT_ERR_SHAPE, "tlrt_tape_concat1d", "b");
+  common("tlrt_tape_concat_axis0", t, {n.m34, n.m34b}, {"a", "b"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_concat_axis0(tp, x[0], x[1], o);
+         });
+  BAD(tlrt_tape_concat_axis0(t, n.m34, n.m43, &o), TLRT_ERR_SHAPE, "tlrt_tape_concat_axis0", "a",
+      "b");
+  BAD(tlrt_tape_concat_axis0(t, n.s, n.s, &o), TLRT_ERR_SHAPE, "tlrt_tape_concat_axis0", "a");
+  common("tlrt_tape_slice1d", t, {n.v4}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_slice1d(tp, x[0], 1, 2, o);
+         });
+  BAD(tlrt_tape_slice1d(t, n.v4, 3, 2, &o), TLRT_ERR_INDEX, "tlrt_tape_slice1d", "start", "len");
+  BAD(tlrt_tape_slice1d(t, n.m34, 0, 1, &o), TLRT_ERR_SHAPE, "tlrt_tape_slice1d", "x");
+  common("tlrt_tape_slice_axis0", t, {n.m34}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_slice_axis0(tp, x[0], 1, 2, o);
+         });
+  BAD(tlrt_tape_slice_axis0(t, n.m34, UINT64_MAX, 2, &o), TLRT_ERR_INDEX, "tlrt_tape_slice_axis0",
+      "start", "len");
+
+  // ---- indexing ----
+  const uint64_t idx[3] = {0, 2, 11}, badidx[2] = {0, TLRT_MAX_ELEMENTS};
+  common("tlrt_tape_gather_vec", t, {n.m34}, {"v"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_gather_vec(tp, x[0], idx, 3, o);
+         });
+  BAD(tlrt_tape_gather_vec(t, n.m34, badidx, 2, &o), TLRT_ERR_INDEX, "tlrt_tape_gather_vec", "idx");
+  BAD(tlrt_tape_gather_vec(t, n.m34, nullptr, 2, &o), TLRT_ERR_NULL_ARGUMENT,
+      "tlrt_tape_gather_vec", "idx");
+  common("tlrt_tape_gather_rows", t, {n.m34}, {"mat"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_gather_rows(tp, x[0], idx, 3, o);
+         });
+  BAD(tlrt_tape_gather_rows(t, n.t234, idx, 3, &o), TLRT_ERR_SHAPE, "tlrt_tape_gather_rows", "mat");
+  BAD(tlrt_tape_gather_rows(t, n.m34, badidx, 2, &o), TLRT_ERR_INDEX, "tlrt_tape_gather_rows",
+      "idx");
+  common("tlrt_tape_scatter_add", t, {n.m34, n.v3}, {"x", "vals"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_scatter_add(tp, x[0], x[1], idx, 3, o);
+         });
+  BAD(tlrt_tape_scatter_add(t, n.m34, n.v4, idx, 3, &o), TLRT_ERR_SHAPE, "tlrt_tape_scatter_add",
+      "vals");
+  const uint64_t ridx[4] = {0, 2, 2, 9};
+  common("tlrt_tape_scatter_add_rows", t, {n.m34, n.m34b}, {"mat", "vals"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_scatter_add_rows(tp, x[0], x[1], ridx, 3, o);
+         });
+  BAD(tlrt_tape_scatter_add_rows(t, n.m34, n.m43, ridx, 4, &o), TLRT_ERR_SHAPE,
+      "tlrt_tape_scatter_add_rows", "vals");
+
+  // ---- layer norm, products ----
+  common("tlrt_tape_layer_norm", t, {n.m34, n.v4, n.v4}, {"x", "gamma", "beta"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_layer_norm(tp, x[0], x[1], x[2], 1e-5, o);
+         });
+  BAD(tlrt_tape_layer_norm(t, n.m34, n.v3, n.v4, 1e-5, &o), TLRT_ERR_SHAPE, "tlrt_tape_layer_norm",
+      "gamma", "x");
+  BAD(tlrt_tape_layer_norm(t, n.m34, n.v4, n.m34, 1e-5, &o), TLRT_ERR_SHAPE,
+      "tlrt_tape_layer_norm", "beta", "x");
+  BAD(tlrt_tape_layer_norm(t, n.s, n.v4, n.v4, 1e-5, &o), TLRT_ERR_SHAPE, "tlrt_tape_layer_norm",
+      "x");
+  BAD(tlrt_tape_layer_norm(t, n.m34, n.v4, n.v4, -1.0, &o), TLRT_ERR_INVALID_ARGUMENT,
+      "tlrt_tape_layer_norm");
+  common("tlrt_tape_matmul", t, {n.m34, n.m43}, {"a", "b"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_matmul(tp, x[0], x[1], false, false, o);
+         });
+  BAD(tlrt_tape_matmul(t, n.m34, n.m34b, false, false, &o), TLRT_ERR_SHAPE, "tlrt_tape_matmul",
+      "a", "b");
+  {
+    const std::string msg = tlrt_last_error();
+    TH_CHECK_MSG(msg.find("inner dimensions") != std::string::npos &&
+                     msg.find("(3, 4)") != std::string::npos,
+                 "matmul message: %s", msg.c_str());
+  }
+  TH_OK(tlrt_tape_matmul(t, n.m34, n.m34b, false, true, &o));  // (3,4) x (4,3) stored (3,4)
+  BAD(tlrt_tape_matmul(t, n.t234, n.m43, false, false, &o), TLRT_ERR_SHAPE, "tlrt_tape_matmul",
+      "a");
+  uint64_t b1 = 0, b2 = 0;
+  const uint64_t r[3] = {2, 4, 3};
+  TH_OK(tlrt_tape_reshape(t, n.t234, r, 3, &b2));  // (2, 4, 3)
+  b1 = n.t234;                                     // (2, 3, 4)
+  common("tlrt_tape_bmm", t, {b1, b2}, {"a", "b"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_bmm(tp, x[0], x[1], false, false, o);
+         });
+  BAD(tlrt_tape_bmm(t, b1, b1, false, false, &o), TLRT_ERR_SHAPE, "tlrt_tape_bmm", "a", "b");
+  BAD(tlrt_tape_bmm(t, n.m34, n.m43, false, false, &o), TLRT_ERR_SHAPE, "tlrt_tape_bmm", "a");
+  const uint64_t r3[3] = {3, 4, 2};
+  uint64_t b3 = 0;
+  TH_OK(tlrt_tape_reshape(t, n.t234, r3, 3, &b3));  // batch 3
+  BAD(tlrt_tape_bmm(t, b1, b3, false, false, &o), TLRT_ERR_SHAPE, "tlrt_tape_bmm", "a", "b");
+
+  // ---- spectral convolution, selective scan ----
+  {
+    const uint64_t w = leaf(t, {2, 4, 4}), w2 = leaf(t, {2, 4, 4}), x8 = leaf(t, {8, 4});
+    const uint64_t wbig = leaf(t, {6, 4, 4}), wbig2 = leaf(t, {6, 4, 4});
+    common("tlrt_tape_spectral_conv1d_rfft", t, {x8, w, w2}, {"x", "w_re", "w_im"},
+           [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return tlrt_tape_spectral_conv1d_rfft(tp, x[0], x[1], x[2], o);
+           });
+    BAD(tlrt_tape_spectral_conv1d_rfft(t, x8, w, n.t234, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_spectral_conv1d_rfft", "w_re", "w_im");
+    BAD(tlrt_tape_spectral_conv1d_rfft(t, n.m43, w, w2, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_spectral_conv1d_rfft", "w_re", "x");
+    BAD(tlrt_tape_spectral_conv1d_rfft(t, x8, wbig, wbig2, &o), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_spectral_conv1d_rfft");  // 6 modes > 8 / 2 + 1
+    common("tlrt_tape_selective_scan_diag", t, {n.v4, n.v4, n.m34, n.v4}, {"A", "B", "X", "h0"},
+           [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return tlrt_tape_selective_scan_diag(tp, x[0], x[1], x[2], x[3], o);
+           });
+    BAD(tlrt_tape_selective_scan_diag(t, n.v3, n.v4, n.m34, n.v4, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_selective_scan_diag", "A", "X");
+    BAD(tlrt_tape_selective_scan_diag(t, n.v4, n.v4, n.m34, n.v3, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_selective_scan_diag", "h0", "X");
+    common("tlrt_tape_selective_scan_diag_var", t, {n.m34, n.m34b, n.m34, n.v4},
+           {"A", "B", "X", "h0"},
+           [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return tlrt_tape_selective_scan_diag_var(tp, x[0], x[1], x[2], x[3], o);
+           });
+    BAD(tlrt_tape_selective_scan_diag_var(t, n.v4, n.m34b, n.m34, n.v4, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_selective_scan_diag_var", "A", "X");
+    BAD(tlrt_tape_selective_scan_diag_var(t, n.m34, n.m34b, n.t234, n.v4, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_selective_scan_diag_var", "X");
+  }
+
+  // ---- composites ----
+  // linear: x (4, 3) (m43), W (4, 3) needs in = 3: W = m43 reshaped? use x = m34 (3, 4), W = m34b
+  // (3, 4): y (3, 3), b (3).
+  common("tlrt_tape_linear", t, {n.m34, n.m34b, n.v3}, {"x", "w", "b"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_linear(tp, x[0], x[1], x[2], o);
+         });
+  BAD(tlrt_tape_linear(t, n.m34, n.m43, TLRT_TAPE_NONE, &o), TLRT_ERR_SHAPE, "tlrt_tape_linear",
+      "x", "w");
+  BAD(tlrt_tape_linear(t, n.m34, n.m34b, n.v4, &o), TLRT_ERR_SHAPE, "tlrt_tape_linear", "b", "w");
+  common("tlrt_tape_mse_loss", t, {n.m34, n.m34b}, {"pred", "target"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_mse_loss(tp, x[0], x[1], o);
+         });
+  BAD(tlrt_tape_mse_loss(t, n.m34, n.m43, &o), TLRT_ERR_SHAPE, "tlrt_tape_mse_loss", "pred",
+      "target");
+  const uint64_t labels[3] = {0, 3, 1}, badlabels[3] = {0, 4, 1};
+  common("tlrt_tape_cross_entropy", t, {n.m34}, {"logits"},
+         [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_cross_entropy(tp, x[0], labels, o);
+         });
+  BAD(tlrt_tape_cross_entropy(t, n.m34, badlabels, &o), TLRT_ERR_INDEX, "tlrt_tape_cross_entropy",
+      "labels");
+  BAD(tlrt_tape_cross_entropy(t, n.m34, nullptr, &o), TLRT_ERR_NULL_ARGUMENT,
+      "tlrt_tape_cross_entropy", "labels");
+  BAD(tlrt_tape_cross_entropy(t, n.t234, labels, &o), TLRT_ERR_SHAPE, "tlrt_tape_cross_entropy",
+      "logits");
+  common("tlrt_tape_batchnorm", t, {n.m34, n.v4, n.v4}, {"x", "gamma", "beta"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_batchnorm(tp, x[0], x[1], x[2], 1e-5, o);
+         });
+  BAD(tlrt_tape_batchnorm(t, n.m34, n.v3, n.v4, 1e-5, &o), TLRT_ERR_SHAPE, "tlrt_tape_batchnorm",
+      "gamma");
+  BAD(tlrt_tape_batchnorm(t, n.m34, n.v4, n.v4, NAN, &o), TLRT_ERR_INVALID_ARGUMENT,
+      "tlrt_tape_batchnorm");
+  tlrt_tape_free(t);
+}
+
+}  // namespace
+
+int main() {
+  const tlrt_allocator_stats start = th::stats();
+  test_lifetime_and_leaves();
+  test_recording();
+  expect_no_leaks(start);
+  return th::finish("test_bad_input_tape");
+}

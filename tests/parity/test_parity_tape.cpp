@@ -1,0 +1,246 @@
+// Parity of the autograd tape (abi/tlrt_tape.h): the same graphs recorded on a CPU tape and on a
+// CUDA tape from the same seeded leaves; values and leaf gradients compared by numeric class.
+//  (1) Graphs of exact, shared-math and ordered-reduction ops only (every elementwise op, the
+//      reductions, layout, indexing, softmax, log-softmax, layer norm, batchnorm): values and
+//      gradients bit for bit, and unchanged on CUDA with the determinism switch flipped
+//      (parity::run_multi).
+//  (2) A graph through matmul / bmm / linear (class library: different summation orders on the
+//      two backends): values and gradients within |cpu - cuda| <= 1e-5 (1 + max|cpu|) per output,
+//      the largest difference printed (the products here have n <= 7 terms of size <= 1).
+//  (3) A 200-step training loop on the CUDA tape: live bytes on CUDA(0) flat after warm-up.
+// Exits 77 (skipped) unless a CUDA device is usable.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "parity.hpp"
+
+namespace {
+
+using th::Buf;
+
+struct Leaf {
+  std::vector<uint64_t> dims;
+  std::vector<float> data;
+};
+using Build = std::function<uint64_t(tlrt_tape *, const std::vector<uint64_t> &)>;
+
+// Records the graph on a tape on dev, backward from its output with seed w, and moves the output
+// value and every leaf gradient into outs.
+tlrt_status run_graph(tlrt_device dev, const std::vector<Leaf> &leaves, const Build &build,
+                      std::vector<Buf> &outs) {
+  tlrt_tape *t = nullptr;
+  tlrt_status s = tlrt_tape_new(dev, &t);
+  if (s != TLRT_OK) return s;
+  std::vector<uint64_t> ids;
+  for (const Leaf &l : leaves) {
+    Buf b(th::upload(l.data, dev));
+    uint64_t id = 0;
+    s = tlrt_tape_leaf(t, b.get(), l.dims.data(), (uint32_t)l.dims.size(), true, &id);
+    if (s != TLRT_OK) break;
+    ids.push_back(id);
+  }
+  uint64_t out = UINT64_MAX;
+  if (s == TLRT_OK) out = build(t, ids);
+  if (out == UINT64_MAX && s == TLRT_OK) s = TLRT_ERR_INTERNAL;
+  if (s == TLRT_OK) {
+    uint64_t dims[8];
+    uint32_t rank = 0;
+    tlrt_tape_shape(t, out, dims, &rank, nullptr);
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < rank; ++i) n *= dims[i];
+    Buf w(th::upload(th::Rng(0xABC).vec(n, -1, 1), dev));
+    s = tlrt_tape_backward_seed(t, out, w.get());
+  }
+  if (s == TLRT_OK) {
+    outs.emplace_back();
+    s = tlrt_tape_value(t, out, outs.back().out());
+  }
+  for (size_t i = 0; s == TLRT_OK && i < ids.size(); ++i) {
+    outs.emplace_back();
+    s = tlrt_tape_grad(t, ids[i], outs.back().out());
+  }
+  tlrt_tape_free(t);
+  return s;
+}
+
+std::vector<float> uni(uint64_t n, uint64_t salt, float lo = -1, float hi = 1) {
+  return th::Rng(salt).vec(n, lo, hi);
+}
+
+#define G(body)                                                       \
+  [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {     \
+    uint64_t a = 0, b = 0, c = 0, d = 0, e = 0, o = 0;                \
+    (void)a; (void)b; (void)c; (void)d; (void)e;                      \
+    if (!(body)) return UINT64_MAX;                                   \
+    return o;                                                         \
+  }
+#define OK(call) ((call) == TLRT_OK)
+
+void bitwise(const char *name, std::vector<Leaf> leaves, const Build &build) {
+  parity::run_multi(std::string("tape ") + name,
+                    [&](tlrt_device dev, std::vector<Buf> &outs) {
+                      return run_graph(dev, leaves, build, outs);
+                    });
+}
+
+void library(const char *name, std::vector<Leaf> leaves, const Build &build) {
+  std::vector<Buf> c, g;
+  TH_OK(run_graph(parity::kCpu, leaves, build, c));
+  TH_OK(run_graph(parity::kGpu, leaves, build, g));
+  if (c.size() != g.size()) {
+    TH_CHECK(c.size() == g.size());
+    return;
+  }
+  double worst = 0;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const std::vector<float> a = th::download(c[k].get()), b = th::download(g[k].get());
+    TH_CHECK(a.size() == b.size());
+    double m = 0;
+    for (float v : a) m = std::max(m, (double)std::fabs(v));
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      const double d = std::fabs((double)a[i] - b[i]);
+      worst = std::max(worst, d / (1 + m));
+      TH_CHECK_MSG(d <= 1e-5 * (1 + m), "tape %s output %zu [%zu]: cpu %s cuda %s", name, k, i,
+                   th::hex(a[i]).c_str(), th::hex(b[i]).c_str());
+    }
+  }
+  std::printf("tape %s (library): largest |cpu - cuda| / (1 + max|g|) = %.3g\n", name, worst);
+}
+
+void training_loop_flat() {
+  const tlrt_device dev = parity::kGpu;
+  const uint64_t B = 16, I = 32, H = 24, O = 5;
+  th::Rng rng(3);
+  Buf X(th::upload(rng.vec(B * I), dev));
+  uint64_t labels[B];
+  for (uint64_t i = 0; i < B; ++i) labels[i] = i % O;
+  Buf W1(th::upload(rng.vec(H * I, -0.2f, 0.2f), dev)), b1(th::upload(rng.vec(H, -0.1f, 0.1f), dev));
+  Buf W2(th::upload(rng.vec(O * H, -0.2f, 0.2f), dev)), b2(th::upload(rng.vec(O, -0.1f, 0.1f), dev));
+  Buf *p[4] = {&W1, &b1, &W2, &b2};
+  const std::vector<std::vector<uint64_t>> pd = {{H, I}, {H}, {O, H}, {O}};
+  tlrt_tape *t = nullptr;
+  TH_OK(tlrt_tape_new(dev, &t));
+  tlrt_allocator_stats warm{};
+  float first = 0, last = 0;
+  for (int step = 0; step < 200; ++step) {
+    uint64_t x, id[4], h, a, z, loss;
+    const uint64_t xd[2] = {B, I};
+    TH_OK(tlrt_tape_leaf(t, X.get(), xd, 2, false, &x));
+    for (int i = 0; i < 4; ++i)
+      TH_OK(tlrt_tape_leaf(t, p[i]->get(), pd[i].data(), (uint32_t)pd[i].size(), true, &id[i]));
+    TH_OK(tlrt_tape_linear(t, x, id[0], id[1], &h));
+    TH_OK(tlrt_tape_gelu(t, h, &a));
+    TH_OK(tlrt_tape_linear(t, a, id[2], id[3], &z));
+    TH_OK(tlrt_tape_cross_entropy(t, z, labels, &loss));
+    TH_OK(tlrt_tape_backward(t, loss));
+    if (step == 0 || step == 199) {
+      Buf lv;
+      TH_OK(tlrt_tape_value(t, loss, lv.out()));
+      (step == 0 ? first : last) = th::download(lv.get())[0];
+    }
+    for (int i = 0; i < 4; ++i) {
+      Buf g, np;
+      TH_OK(tlrt_tape_grad(t, id[i], g.out()));
+      TH_OK(tlrt_axpy(p[i]->get(), g.get(), -0.2, np.out()));
+      *p[i] = std::move(np);
+    }
+    TH_OK(tlrt_tape_reset(t));
+    if (step == 10) warm = th::stats(dev);
+  }
+  const tlrt_allocator_stats end = th::stats(dev);
+  TH_CHECK_MSG(end.live_bytes == warm.live_bytes, "CUDA live bytes %llu after warm-up, %llu at end",
+               (unsigned long long)warm.live_bytes, (unsigned long long)end.live_bytes);
+  TH_CHECK_MSG(last < first, "CUDA training loss %g -> %g", first, last);
+  std::printf("tape CUDA training loop: loss %.4f -> %.4f, live bytes %llu flat\n", first, last,
+              (unsigned long long)end.live_bytes);
+  tlrt_tape_free(t);
+}
+
+}  // namespace
+
+int main() {
+  if (!parity::start("parity_tape")) return 77;
+  const std::vector<uint64_t> s = {6, 10};
+  bitwise("elementwise chain", {{s, uni(60, 1, -2, 2)}, {s, uni(60, 2, 0.5f, 2)}},
+          G(OK(tlrt_tape_mul(t, x[0], x[1], &a)) && OK(tlrt_tape_div(t, a, x[1], &b)) &&
+            OK(tlrt_tape_gelu(t, b, &c)) && OK(tlrt_tape_tanh(t, c, &d)) &&
+            OK(tlrt_tape_sigmoid(t, d, &e)) && OK(tlrt_tape_softplus(t, e, &a)) &&
+            OK(tlrt_tape_exp(t, a, &b)) && OK(tlrt_tape_log(t, x[1], &c)) &&
+            OK(tlrt_tape_sqrt(t, x[1], &d)) && OK(tlrt_tape_inv(t, d, &e)) &&
+            OK(tlrt_tape_axpy(t, b, c, 0.3, &a)) && OK(tlrt_tape_max(t, a, e, &b)) &&
+            OK(tlrt_tape_min(t, b, x[0], &c)) && OK(tlrt_tape_relu(t, c, &d)) &&
+            OK(tlrt_tape_abs(t, x[0], &e)) && OK(tlrt_tape_clamp(t, e, 0.1, 1.5, &a)) &&
+            OK(tlrt_tape_safe_log(t, a, 1e-3, &b)) && OK(tlrt_tape_sub(t, d, b, &c)) &&
+            OK(tlrt_tape_scale(t, c, 0.7, &d)) && OK(tlrt_tape_neg(t, d, &o))));
+  bitwise("norms and softmax", {{s, uni(60, 3, -3, 3)}, {{10}, uni(10, 4)}, {{10}, uni(10, 5)},
+                                {{6}, uni(6, 6)}, {{6}, uni(6, 7)}},
+          G(OK(tlrt_tape_layer_norm(t, x[0], x[1], x[2], 1e-5, &a)) &&
+            OK(tlrt_tape_softmax(t, a, &b)) && OK(tlrt_tape_log_softmax(t, x[0], &c)) &&
+            OK(tlrt_tape_add(t, b, c, &d)) &&
+            OK(tlrt_tape_batchnorm(t, d, x[1], x[2], 1e-5, &e)) &&
+            OK(tlrt_tape_transpose2d(t, e, &a)) &&  // (10, 6)
+            OK(tlrt_tape_layer_norm(t, a, x[3], x[4], 1e-5, &o))));
+  {
+    const uint64_t idx[7] = {3, 3, 59, 0, 100, 17, 3}, rows[4] = {5, 1, 5, 9};
+    const uint64_t labels[6] = {0, 9, 3, 3, 7, 1};
+    bitwise("reductions, layout, indexing", {{s, uni(60, 8, -2, 2)}, {{10}, uni(10, 9)}},
+            G(OK(tlrt_tape_reduce_max_axis1(t, x[0], &a)) &&           // (6)
+              OK(tlrt_tape_reduce_max_axis0(t, x[0], &b)) &&           // (10)
+              OK(tlrt_tape_concat1d(t, a, b, &c)) &&                   // (16)
+              OK(tlrt_tape_slice1d(t, c, 2, 10, &d)) &&                // (10)
+              OK(tlrt_tape_mul(t, d, x[1], &e)) &&                     // (10)
+              OK(tlrt_tape_broadcast_vec_to_rows(t, e, 6, &a)) &&      // (6, 10)
+              OK(tlrt_tape_add(t, a, x[0], &b)) &&
+              OK(tlrt_tape_gather_rows(t, b, rows, 4, &c)) &&          // (4, 10)
+              OK(tlrt_tape_concat_axis0(t, b, c, &d)) &&               // (10, 10)
+              OK(tlrt_tape_slice_axis0(t, d, 1, 6, &e)) &&             // (6, 10)
+              OK(tlrt_tape_reduce_sum_axis0(t, e, &a)) &&              // (10)
+              OK(tlrt_tape_broadcast_vec_to_cols(t, a, 3, &b)) &&      // (10, 3)
+              OK(tlrt_tape_reduce_sum_axis1(t, b, &c)) &&              // (10)
+              OK(tlrt_tape_gather_vec(t, e, idx, 7, &d)) &&            // (7)
+              OK(tlrt_tape_reduce_mean(t, d, &a)) &&                   // ()
+              OK(tlrt_tape_cross_entropy(t, e, labels, &b)) &&         // ()
+              OK(tlrt_tape_add(t, a, b, &d)) && OK(tlrt_tape_reduce_sum(t, c, &a)) &&
+              OK(tlrt_tape_mul(t, d, a, &o))));
+  }
+  {
+    const uint64_t d3[3] = {2, 3, 10}, od[3] = {2, 3, 10};
+    const uint32_t perm[3] = {2, 0, 1}, map[3] = {0, 1, 2};
+    const uint64_t sidx[4] = {59, 0, 59, 1000};
+    bitwise("permute, broadcast, scatter", {{s, uni(60, 10)}, {{3, 1}, uni(3, 11)}, {{4}, uni(4, 12)}},
+            G(OK(tlrt_tape_reshape(t, x[0], d3, 3, &a)) &&
+              OK(tlrt_tape_permute(t, a, perm, &b)) &&                       // (10, 2, 3)
+              OK(tlrt_tape_swap_adjacent_at_depth(t, b, 0, &c)) &&           // (2, 10, 3)
+              OK(tlrt_tape_reduce_sum_axis(t, c, 1, &d)) &&                  // (2, 3)
+              OK(tlrt_tape_broadcast_to(t, x[1], od, 3, map, &e)) &&         // (2, 3, 10)
+              OK(tlrt_tape_mul(t, e, a, &b)) &&
+              OK(tlrt_tape_scatter_add(t, b, x[2], sidx, 4, &c)) &&          // (2, 3, 10)
+              OK(tlrt_tape_reduce_sum_axis(t, c, 2, &e)) &&                  // (2, 3)
+              OK(tlrt_tape_add(t, e, d, &o))));
+  }
+  bitwise("selective scans", {{{4}, uni(4, 19, 0.5f, 0.95f)}, {{4}, uni(4, 20)},
+                              {{70, 4}, uni(280, 21)}, {{4}, uni(4, 22)},
+                              {{70, 4}, uni(280, 23, 0.5f, 0.99f)}},
+          G(OK(tlrt_tape_selective_scan_diag(t, x[0], x[1], x[2], x[3], &a)) &&
+            OK(tlrt_tape_selective_scan_diag_var(t, x[4], a, x[2], x[3], &o))));
+  library("spectral convolution", {{{16, 3}, uni(48, 24)}, {{4, 3, 3}, uni(36, 25)},
+                                   {{4, 3, 3}, uni(36, 26)}},
+          G(OK(tlrt_tape_spectral_conv1d_rfft(t, x[0], x[1], x[2], &a)) &&
+            OK(tlrt_tape_tanh(t, a, &o))));
+  library("matmul / bmm / linear / mse",
+          {{{5, 7}, uni(35, 13)}, {{4, 7}, uni(28, 14)}, {{4}, uni(4, 15)}, {{2, 4, 3}, uni(24, 16)},
+           {{2, 3, 5}, uni(30, 17)}, {{5, 4}, uni(20, 18)}},
+          G(OK(tlrt_tape_linear(t, x[0], x[1], x[2], &a)) &&             // (5, 4)
+            OK(tlrt_tape_tanh(t, a, &b)) && OK(tlrt_tape_matmul(t, b, x[5], true, false, &c)) &&
+            OK(tlrt_tape_bmm(t, x[3], x[4], false, false, &d)) &&        // (2, 4, 5)
+            OK(tlrt_tape_reduce_sum_axis(t, d, 0, &e)) &&                // (4, 5)
+            OK(tlrt_tape_transpose2d(t, e, &a)) &&                       // (5, 4)
+            OK(tlrt_tape_mse_loss(t, a, x[5], &b)) && OK(tlrt_tape_reduce_sum(t, c, &d)) &&
+            OK(tlrt_tape_add(t, b, d, &o))));
+  training_loop_flat();
+  parity::print_summary("parity_tape");
+  return th::finish("test_parity_tape");
+}
