@@ -113,6 +113,7 @@ def _eval_int_define(value, known):
     """Evaluates an integer #define value such as ((tlrt_device)0u), (((uint64_t)1) << 60) or
     ((A << 16) | B) with previously parsed names; returns None if it is not an integer expression."""
     v = re.sub(r"\(\s*(?:uint64_t|uint32_t|uint8_t|int|tlrt_device|tlrt_status)\s*\)", "", value)
+    known = dict({"UINT64_MAX": (1 << 64) - 1, "UINT32_MAX": (1 << 32) - 1}, **known)
     for name in sorted(re.findall(r"\b[A-Za-z_]\w*\b", v), key=len, reverse=True):
         if name in known:
             v = re.sub(r"\b" + name + r"\b", "(%d)" % known[name], v)
@@ -322,6 +323,9 @@ _POINTERS = {
     "const tlrt_buffer *": ctypes.c_void_p,
     "tlrt_buffer *": ctypes.c_void_p,
     "tlrt_buffer **": ctypes.POINTER(ctypes.c_void_p),
+    "const tlrt_tape *": ctypes.c_void_p,
+    "tlrt_tape *": ctypes.c_void_p,
+    "tlrt_tape **": ctypes.POINTER(ctypes.c_void_p),
     "bool *": ctypes.POINTER(ctypes.c_bool),
     "uint64_t *": ctypes.POINTER(ctypes.c_uint64),
     "uint32_t *": ctypes.POINTER(ctypes.c_uint32),
@@ -477,15 +481,26 @@ class Buffer:
         if mv.format.startswith(">") or fmt not in ("f", "d") or not mv.c_contiguous:
             raise TypeError(f"expected a contiguous native float32 or float64 buffer, got format "
                             f"{mv.format!r}")
-        if mv.readonly:
-            mv = memoryview(bytearray(mv.tobytes())).cast(fmt)
-        mv = mv.cast("B").cast(fmt)
-        n = len(mv)
         ctype = ctypes.c_float if fmt == "f" else ctypes.c_double
-        data = (ctype * n).from_buffer(mv) if n else None
         fname = "tlrt_buffer_from_f32" if fmt == "f" else "tlrt_buffer_from_f64"
-        ptr = ctypes.cast(data, ctypes.POINTER(ctype)) if n else None
-        return cls._out(fname, device, ptr, n)
+        n = mv.nbytes // ctypes.sizeof(ctype)
+        if n == 0:
+            return cls._out(fname, device, None, 0)
+        # Zero-copy: the library copies the values before it returns, so it may read the caller's
+        # memory directly (numpy's pointer, or the writable buffer's); a read-only non-numpy buffer
+        # is copied once into bytes, whose pointer ctypes passes as is.
+        if _np is not None and isinstance(obj, _np.ndarray):
+            ptr, keep = obj.ctypes.data_as(ctypes.POINTER(ctype)), obj
+        elif not mv.readonly:
+            keep = (ctype * n).from_buffer(mv.cast("B"))
+            ptr = ctypes.cast(keep, ctypes.POINTER(ctype))
+        else:
+            keep = mv.tobytes()
+            ptr = ctypes.cast(ctypes.c_char_p(keep), ctypes.POINTER(ctype))
+        try:
+            return cls._out(fname, device, ptr, n)
+        finally:
+            del keep
 
     @classmethod
     def from_list(cls, values, device=CPU):
@@ -565,6 +580,28 @@ class Buffer:
 
     def to_list(self):
         return self.to_array().tolist()
+
+    def copy_to(self, out):
+        """Downloads into a writable, C-contiguous float32 buffer-protocol object of exactly
+        size elements (array('f'), bytearray of 4*size bytes, numpy float32, memoryview): no
+        intermediate copy. Returns out."""
+        mv = memoryview(out)
+        fmt = mv.format.lstrip("@=<")
+        if mv.readonly or not mv.c_contiguous or mv.format.startswith(">") or fmt not in ("f", "B"):
+            raise TypeError("copy_to needs a writable contiguous float32 (or byte) buffer, got "
+                            f"format {mv.format!r}{' (read-only)' if mv.readonly else ''}")
+        n = self.size
+        if mv.nbytes != 4 * n:
+            raise ValueError(f"copy_to: the target has {mv.nbytes} bytes, the buffer {4 * n}")
+        if n:
+            dst = (ctypes.c_float * n).from_buffer(mv.cast("B"))
+            _check(lib.tlrt_buffer_to_f32(self._h, dst, n), "tlrt_buffer_to_f32")
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        """numpy.asarray(buffer): a new float32 array (needs numpy)."""
+        a = self.to_numpy()
+        return a if dtype is None else a.astype(dtype)
 
     def to_f64_list(self):
         n = self.size
@@ -661,13 +698,28 @@ def stats(device=CPU):
 
 # Headers whose functions are ops; the runtime/buffer headers have hand-written wrappers above.
 _OP_HEADERS = ("tlrt_elementwise.h", "tlrt_rng.h", "tlrt_reduce.h", "tlrt_layout.h",
-               "tlrt_index.h", "tlrt_softmax.h", "tlrt_layer_norm.h", "tlrt_blas.h")
+               "tlrt_index.h", "tlrt_softmax.h", "tlrt_layer_norm.h", "tlrt_blas.h", "tlrt_fft.h",
+               "tlrt_scan.h", "tlrt_optim.h")
 # Functions of those headers that are not ops (no output buffer): wrapped by hand or left to
 # rt.call / rt.lib.
 _NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32"}
-_IN_KINDS = {"const tlrt_buffer *": "buffer", "double": "float", "uint64_t": "int",
-             "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
-             "const uint64_t *": "array64", "const uint32_t *": "array32"}
+_IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double": "float",
+             "uint64_t": "int", "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
+             "const uint64_t *": "array64", "const uint32_t *": "array32",
+             "tlrt_tape *": "tape", "const tlrt_tape *": "tape"}
+# Trailing out-parameters other than buffers (the tape's node ids, counts, devices).
+_OUT_SCALARS = {"uint64_t *": ctypes.c_uint64, "uint32_t *": ctypes.c_uint32,
+                "tlrt_device *": ctypes.c_uint32, "bool *": ctypes.c_bool}
+# Optional buffer arguments (None passes NULL).
+_OPTIONAL_BUFFERS = {("tlrt_sgd_step", "momentum_buf")}
+# Arrays with no count parameter after them: the library reads as many entries as the named count
+# (or the rank / first dimension of a tape node) says, so the wrapper checks the length first.
+_UNCOUNTED = {("tlrt_permute", "perm"): ("param", "rank"),
+              ("tlrt_broadcast_to", "axis_map"): ("param", "out_rank"),
+              ("tlrt_reduce_from_broadcast", "axis_map"): ("param", "out_rank"),
+              ("tlrt_tape_permute", "perm"): ("node_rank", "x"),
+              ("tlrt_tape_broadcast_to", "axis_map"): ("param", "out_rank"),
+              ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits")}
 # An array argument followed by one of these count parameters: the count is its length, filled in
 # by the wrapper (rt.reduce_sum_axis(x, dims=[2, 3], axis=1)).
 _LENGTH_NAMES = {"rank", "in_rank", "out_rank", "k"}
@@ -676,12 +728,12 @@ _LENGTH_NAMES = {"rank", "in_rank", "out_rank", "k"}
 def _make_op(proto):
     if proto.restype != "tlrt_status":
         raise HeaderParseError(f"{proto.name}: op does not return tlrt_status")
-    ins, nout, seen_out = [], 0, False
+    ins, outs, seen_out = [], [], False
     params = proto.params
     for i, (t, n) in enumerate(params):
-        if t == "tlrt_buffer **":
+        if t == "tlrt_buffer **" or t in _OUT_SCALARS:
             seen_out = True
-            nout += 1
+            outs.append(t)
         elif seen_out:
             raise HeaderParseError(f"{proto.name}: input {n} after an out-parameter")
         elif t in _IN_KINDS:
@@ -694,9 +746,8 @@ def _make_op(proto):
         else:
             raise HeaderParseError(f"{proto.name}: cannot generate a wrapper for parameter "
                                    f"{t} {n}")
-    if nout == 0:
-        raise HeaderParseError(f"{proto.name}: op without an output buffer")
     cfn, fname = getattr(lib, proto.name), proto.name
+    nout = len(outs)
     names = [n for n, k in ins if k != "length"]
     nargs = len(names)
 
@@ -713,14 +764,21 @@ def _make_op(proto):
         if len(args) != nargs:
             raise TypeError(f"{fname[5:]}({', '.join(names)}) takes {nargs} arguments, "
                             f"{len(args)} given")
-        cargs, it, last_len = [], iter(args), 0
+        cargs, it, last_len, values = [], iter(args), 0, {}
         for n, kind in ins:
             if kind == "length":
                 cargs.append(last_len)
+                values[n] = last_len
                 continue
             a = next(it)
+            values[n] = a
             if kind == "buffer":
-                cargs.append(_handle(a, fname, n))
+                if a is None and (fname, n) in _OPTIONAL_BUFFERS:
+                    cargs.append(None)
+                else:
+                    cargs.append(_handle(a, fname, n))
+            elif kind == "tape":
+                cargs.append(_tape_handle(a, fname))
             elif kind == "float":
                 cargs.append(float(a))
             elif kind == "bool":
@@ -736,17 +794,25 @@ def _make_op(proto):
                 ct = ctypes.c_uint64 if kind == "array64" else ctypes.c_uint32
                 cargs.append((ct * len(vals))(*vals) if vals else None)
                 last_len = len(vals)
+                src = _UNCOUNTED.get((fname, n))
+                if src is not None:
+                    want = (values[src[1]] if src[0] == "param" else
+                            _node_extent(values[params[0][1]], values[src[1]], src[0]))
+                    if len(vals) != want:
+                        raise ValueError(f"{fname}: argument {n} has {len(vals)} entries, "
+                                         f"expected {want}")
             else:
                 v = int(a)
                 bits = 64 if kind == "int" else 32
                 if not 0 <= v < 1 << bits:
                     raise ValueError(f"{fname}: argument {n} = {v} is not a uint{bits}_t")
                 cargs.append(v)
-        outs = [ctypes.c_void_p() for _ in range(nout)]
-        status = cfn(*cargs, *[ctypes.byref(o) for o in outs])
+        places = [ctypes.c_void_p() if t == "tlrt_buffer **" else _OUT_SCALARS[t]() for t in outs]
+        status = cfn(*cargs, *[ctypes.byref(o) for o in places])
         _check(status, fname)
-        res = tuple(Buffer(o.value) for o in outs)
-        return res[0] if nout == 1 else res
+        res = tuple(Buffer(o.value) if t == "tlrt_buffer **" else o.value
+                    for t, o in zip(outs, places))
+        return None if nout == 0 else res[0] if nout == 1 else res
 
     op.__name__ = op.__qualname__ = proto.name[5:]
     op.__signature__ = _inspect.Signature(
@@ -764,4 +830,107 @@ for _proto in PROTOTYPES.values():
 globals().update(OPS)
 __all__ += sorted(OPS)
 
-del _hname, _text, _p, _e, _d, _s, _proto, _fn
+
+# ---------------------------------------------------------------------------------------------
+# The autograd tape (abi/tlrt_tape.h): one method per tlrt_tape_* recording call, generated from
+# its prototype like the ops (node ids are ints; index lists are sequences).
+# ---------------------------------------------------------------------------------------------
+
+class Tape:
+    """Owns a tlrt_tape * (one thread at a time). Nodes are int ids (indices into the tape).
+
+        t = rt.Tape(rt.CPU)
+        w = t.leaf(W, [out, in], True); x = t.leaf(X, [batch, in], False)
+        loss = t.mse_loss(t.linear(x, w, rt.TLRT_TAPE_NONE), y)
+        t.backward(loss); dW = t.grad(w); t.reset()
+
+    Every tlrt_tape_X is the method X (t.add(a, b), t.matmul(a, b, False, True), t.value(n),
+    t.grad(n), t.backward(n), t.reset(), ...); t.shape(n) -> (dims, requires_grad). The finalizer
+    frees the tape; free() frees it now."""
+
+    __slots__ = ("_h", "__weakref__")
+    _free_fn = lib.tlrt_tape_free if "tlrt_tape_free" in PROTOTYPES else None
+
+    def __init__(self, device=CPU):
+        out = ctypes.c_void_p()
+        _check(lib.tlrt_tape_new(_as_device(device), ctypes.byref(out)), "tlrt_tape_new")
+        self._h = out.value
+
+    def free(self):
+        h, self._h = self._h, None
+        if h:
+            Tape._free_fn(h)
+
+    def __del__(self):
+        try:
+            h = getattr(self, "_h", None)
+            if h:
+                self._h = None
+                Tape._free_fn(h)
+        except BaseException:  # a finalizer never raises
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False
+
+    @property
+    def handle(self):
+        return self._h
+
+    def shape(self, node):
+        """(dims as a list, requires_grad) of a node."""
+        dims = (ctypes.c_uint64 * DEFINES["TLRT_TAPE_MAX_RANK"])()
+        rank, rg = ctypes.c_uint32(), ctypes.c_bool()
+        _check(lib.tlrt_tape_shape(_tape_handle(self, "tlrt_tape_shape"), int(node), dims,
+                                   ctypes.byref(rank), ctypes.byref(rg)), "tlrt_tape_shape")
+        return list(dims[:rank.value]), rg.value
+
+    def __repr__(self):
+        return "Tape(<freed>)" if self._h is None else f"Tape(nodes={self.node_count()})"
+
+
+def _tape_handle(t, fname):
+    if not isinstance(t, Tape):
+        raise TypeError(f"{fname}: expected a Tape, not {type(t).__name__}")
+    if t._h is None:
+        raise ValueError(f"{fname}: the tape was freed")
+    return t._h
+
+
+def _node_extent(tape, node, what):
+    dims, _ = tape.shape(node)
+    return len(dims) if what == "node_rank" else (dims[0] if dims else 1)
+
+
+TAPE_METHODS = []
+_m = None
+for _proto in PROTOTYPES.values():
+    if (_proto.name.startswith("tlrt_tape_") and _proto.params and _proto.params[0][0] in
+            ("tlrt_tape *", "const tlrt_tape *") and _proto.restype == "tlrt_status"
+            and _proto.name not in ("tlrt_tape_shape",)):
+        _m = _make_op(_proto)
+        _m.__name__ = _m.__qualname__ = _proto.name[len("tlrt_tape_"):]
+        setattr(Tape, _m.__name__, _m)
+        TAPE_METHODS.append(_m.__name__)
+__all__ += ["Tape", "buffer"]
+
+
+def buffer(obj, device=CPU):
+    """A Buffer from a Buffer (returned as is), a buffer-protocol object (array('f'), memoryview,
+    numpy float32/float64 arrays, bytes of float32) or a sequence of numbers."""
+    if isinstance(obj, Buffer):
+        return obj
+    if isinstance(obj, (bytes, bytearray)):
+        return Buffer.from_bytes(obj, device)
+    try:
+        memoryview(obj)
+    except TypeError:
+        return Buffer.from_list(obj, device)
+    return Buffer.from_buffer(obj, device)
+
+
+del _hname, _text, _p, _e, _d, _s, _proto, _fn, _m

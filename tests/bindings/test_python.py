@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Suite 'bindings', test 'python': the ctypes loader bindings/python/torchlean_rt.py.
 
-Plain script (no pytest): exit 0 pass, 1 fail, 77 skip. meson passes TORCHLEAN_RT_LIB (the built
-library), TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
+A pytest suite (`python3 -m pytest -q tests/bindings/test_python.py`; pytest is the Debian
+package python3-pytest or the PyPI package pytest). Run as a script (what meson does) it hands
+itself to pytest when pytest is importable and otherwise runs every test_* function itself:
+exit 0 pass, 1 fail, 77 skip. meson passes TORCHLEAN_RT_LIB (the built library),
+TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
   - the prototypes parsed from the headers cover exactly the symbols of abi/torchlean_rt.map, and
     every library function has argtypes/restype set from them; unknown C types fail loudly;
   - upload/download round trips of every kind (float32 bits incl. NaN payloads, bytes, float64
-    rounding, array('f'), numpy when importable), empty buffers;
-  - generated ops (add, clamp, max_bwd's tuple, RNG against the SplitMix64 formula of the header);
+    rounding, array('f'), memoryview, numpy when importable, zero-copy copy_to), empty buffers;
+  - generated ops (add, clamp, max_bwd's tuple, RNG against the SplitMix64 formula of the header),
+    in-place optimizer steps, length checks of uncounted arrays;
+  - the Tape: leaves, recording, backward, values and gradients against hand-computed ones, errors;
   - errors become TlrtError with the right status, name and message;
   - finalizers free handles: live_handles returns to its baseline after del + gc.collect().
-Skipped (77) under the valgrind test setup (TLRT_UNDER_VALGRIND): CPython under memcheck is slow
+Skipped under the valgrind test setup (TLRT_UNDER_VALGRIND): CPython under memcheck is slow
 and noisy, and the library code it reaches is covered by the C++ suites there.
 """
 import array
@@ -22,10 +27,14 @@ import struct
 import sys
 
 if os.environ.get("TLRT_UNDER_VALGRIND"):
-    print("python: skipped under valgrind")
-    sys.exit(77)
+    if __name__ == "__main__":
+        print("python: skipped under valgrind")
+        sys.exit(77)
+    import pytest
+    pytest.skip("skipped under valgrind", allow_module_level=True)
 
-if len(sys.argv) > 1:  # optional: the directory holding torchlean_rt.py
+# optional (meson): the directory holding torchlean_rt.py
+if len(sys.argv) > 1 and os.path.isfile(os.path.join(sys.argv[1], "torchlean_rt.py")):
     sys.path.insert(0, sys.argv[1])
 
 import torchlean_rt as rt  # noqa: E402
@@ -35,11 +44,11 @@ CHECKS = 0
 
 
 def check(cond, what):
-    global FAILURES, CHECKS
+    """An assertion that counts: fails the current test at once (pytest or the script runner)."""
+    global CHECKS
     CHECKS += 1
     if not cond:
-        FAILURES += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+        raise AssertionError(what)
 
 
 def expect_error(fn, status_name, contains=(), what=""):
@@ -354,25 +363,143 @@ def test_finalizers():
           f"live_bytes {s1['live_bytes']} (baseline {base_bytes})")
 
 
+def test_buffer_protocol():
+    """Uploads from sequences and buffer-protocol objects, downloads into them (no copies)."""
+    vals = [1.5, -2.0, 0.25, 3.0e-40]
+    want = bits(vals)
+    check(rt.buffer(vals).to_bytes() == want, "rt.buffer(list)")
+    check(rt.buffer(tuple(vals)).to_bytes() == want, "rt.buffer(tuple)")
+    check(rt.buffer(x for x in vals).to_bytes() == want, "rt.buffer(generator)")
+    check(rt.buffer(array.array("f", vals)).to_bytes() == want, "rt.buffer(array('f'))")
+    check(rt.buffer(memoryview(array.array("f", vals))).to_bytes() == want, "writable memoryview")
+    check(rt.buffer(memoryview(want).cast("f")).to_bytes() == want, "read-only memoryview")
+    check(rt.buffer(want).to_bytes() == want, "bytes are float32 little-endian")
+    check(rt.buffer(bytearray(want)).to_bytes() == want, "bytearray")
+    b = rt.buffer(vals)
+    check(rt.buffer(b) is b, "a Buffer passes through")
+    out = array.array("f", [0.0] * 4)
+    check(b.copy_to(out) is out and out.tobytes() == want, "copy_to(array('f'))")
+    raw = bytearray(16)
+    b.copy_to(raw)
+    check(bytes(raw) == want, "copy_to(bytearray)")
+    for bad, exc in ((array.array("f", [0.0] * 3), ValueError), (b"\0" * 16, TypeError),
+                     (array.array("d", [0.0] * 4), TypeError)):
+        try:
+            b.copy_to(bad)
+            check(False, f"copy_to accepted {bad!r}")
+        except exc:
+            pass
+    check(rt.buffer([]).size == 0 and rt.Buffer.zeros(0).copy_to(bytearray()) == bytearray(),
+          "empty")
+    if rt._np is not None:
+        np = rt._np
+        x = np.array([[1.0, 2.0], [3.0, -0.0]], dtype=np.float32)
+        x.setflags(write=False)  # read-only numpy: read through its pointer, no copy
+        check(rt.buffer(x).to_bytes() == x.tobytes(), "read-only numpy float32")
+        y = np.empty(4, dtype=np.float32)
+        rt.buffer(x).copy_to(y)
+        check(y.tobytes() == x.tobytes(), "copy_to(numpy)")
+        check(np.asarray(rt.buffer(x)).tobytes() == x.tobytes(), "numpy.asarray(Buffer)")
+        check(rt.buffer(x.T).to_list() == [1.0, 3.0, 2.0, -0.0], "transposed numpy is made contiguous")
+
+
+def test_inplace_and_uncounted():
+    p = rt.Buffer.from_list([1.0, -1.0])
+    g = rt.Buffer.from_list([0.5, 0.25])
+    check(rt.sgd_step(p, g, None, 1, 0.5, 0.0, 0.0, 0.0, False) is None, "in-place op returns None")
+    check(p.to_list() == [0.75, -1.125], f"sgd step updated in place: {p.to_list()}")
+    expect_error(lambda: rt.sgd_step(p, g, None, 1, 0.5, 0.9, 0.0, 0.0, False),
+                 "TLRT_ERR_NULL_ARGUMENT", ("momentum_buf",), "momentum without a buffer")
+    m = rt.Buffer.zeros(2)
+    rt.sgd_step(p, g, m, 1, 0.5, 0.9, 0.0, 0.0, False)
+    check(m.to_list() == [0.5, 0.25], "momentum buffer = g at step 1")
+    x = rt.Buffer.from_list([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    check(rt.permute(x, [2, 3], [1, 0]).to_list() == [1.0, 4.0, 2.0, 5.0, 3.0, 6.0], "permute")
+    for perm in ([0], [0, 1, 2]):
+        try:
+            rt.permute(x, [2, 3], perm)
+            check(False, f"perm {perm} of the wrong length reached the library")
+        except ValueError as e:
+            check("perm" in str(e), str(e))
+
+
+def test_tape():
+    """A linear layer + relu + sum through the tape, against gradients computed by hand."""
+    xv = [1.0, -2.0, 0.5, 3.0, 1.0, -1.0]
+    wv = [0.5, 0.25, -1.0, -0.5, 1.0, 2.0]
+    bv = [0.125, -0.25]
+    with rt.Tape(rt.CPU) as t:
+        x = t.leaf(rt.buffer(xv), [2, 3], False)
+        w = t.leaf(rt.buffer(wv), [2, 3], True)
+        b = t.leaf(rt.buffer(bv), [2], True)
+        check((x, w, b) == (0, 1, 2), "leaf ids are indices")
+        h = t.linear(x, w, b)
+        check(t.shape(h) == ([2, 2], True), f"shape {t.shape(h)}")
+        a = t.relu(h)
+        loss = t.reduce_sum(a)
+        check(t.shape(loss) == ([], True), "the loss is a scalar")
+        t.backward(loss)
+        want_h = [sum(xv[i * 3 + k] * wv[o * 3 + k] for k in range(3)) + bv[o]
+                  for i in range(2) for o in range(2)]
+        got_h = t.value(h).to_list()
+        check(all(abs(g - w_) < 1e-5 for g, w_ in zip(got_h, want_h)), f"h {got_h} vs {want_h}")
+        mask = [1.0 if v > 0 else 0.0 for v in want_h]
+        want_dw = [sum(mask[i * 2 + o] * xv[i * 3 + k] for i in range(2))
+                   for o in range(2) for k in range(3)]
+        check(t.grad(w).to_list() == want_dw, f"dW {t.grad(w).to_list()} vs {want_dw}")
+        check(t.grad(b).to_list() == [mask[0] + mask[2], mask[1] + mask[3]], "db")
+        t.backward(loss)  # a second backward accumulates
+        check(t.grad(b).to_list() == [2 * (mask[0] + mask[2]), 2 * (mask[1] + mask[3])],
+              "backward accumulates")
+        expect_error(lambda: t.add(w, b), "TLRT_ERR_SHAPE", ("tlrt_tape_add",), "shape mismatch")
+        expect_error(lambda: t.relu(999), "TLRT_ERR_INDEX", (), "bad node id")
+        expect_error(lambda: t.grad(x), "TLRT_ERR_INVALID_ARGUMENT", (), "grad of a constant")
+        for bad in (lambda: t.permute(w, [0]), lambda: t.cross_entropy(h, [0])):
+            try:
+                bad()
+                check(False, "an array of the wrong length reached the library")
+            except ValueError:
+                pass
+        ce = t.cross_entropy(h, [1, 0])
+        check(t.shape(ce)[0] == [], "cross_entropy is a scalar")
+        check(t.node_count() > 5 and t.device() == rt.CPU, "node_count / device")
+        t.reset()
+        check(t.node_count() == 0, "reset")
+    check(t.handle is None and repr(t) == "Tape(<freed>)", "freed at the end of the with block")
+    try:
+        rt.Tape(rt.CPU).add("a", 1)
+        check(False, "a string node id accepted")
+    except (TypeError, ValueError):
+        pass
+
+
+TESTS = ("test_prototypes", "test_round_trips", "test_ops", "test_shaped_ops", "test_errors",
+         "test_buffer_protocol", "test_inplace_and_uncounted", "test_tape", "test_finalizers")
+
+
 def main():
+    try:
+        import pytest
+    except ImportError:
+        pytest = None
+    if pytest is not None:
+        return pytest.main(["-q", "-p", "no:cacheprovider", os.path.abspath(__file__)])
+    print("python: pytest not importable; running the tests directly")
     print("python: library", rt.LIB_PATH, "headers", rt.INCLUDE_DIR)
     print("python:", rt.build_info())
-    for t in (test_prototypes, test_round_trips, test_ops, test_shaped_ops, test_errors,
-              test_finalizers):
-        before = FAILURES
+    global FAILURES
+    for name in TESTS:
         try:
-            t()
-        except Exception as e:  # an unexpected exception is a failure of that test
-            global_fail(f"{t.__name__} raised {type(e).__name__}: {e}")
-        print(f"python: {t.__name__}: {'ok' if FAILURES == before else 'FAILED'}")
+            globals()[name]()
+            ok = True
+        except Exception:  # an assertion or an unexpected exception fails that test
+            import traceback
+            traceback.print_exc()
+            FAILURES += 1
+            ok = False
+        print(f"python: {name}: {'ok' if ok else 'FAILED'}")
     print(f"python: {CHECKS} checks, {FAILURES} failures")
     return 0 if FAILURES == 0 else 1
-
-
-def global_fail(msg):
-    import traceback
-    traceback.print_exc()
-    check(False, msg)
 
 
 if __name__ == "__main__":
