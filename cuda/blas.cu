@@ -34,6 +34,7 @@
 
 #include "core/backend/blas.hpp"
 #include "core/backend/memory.hpp"
+#include "cuda/cublas_handle.cuh"
 #include "cuda/cuda_common.cuh"
 
 namespace tlrt {
@@ -143,6 +144,11 @@ void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, ui
                  "cublasSgemmStridedBatched");
   }
 }
+
+// Shared with the other cuBLAS users (cuda/cublas_handle.cuh): this thread's handle and the status
+// mapping above.
+cublasHandle_t cublas_handle(int dev, bool allow_tf32) { return handle(dev, allow_tf32); }
+void cublas_check(cublasStatus_t s, const char *what) { check_cublas(s, what); }
 
 }  // namespace cuda
 }  // namespace tlrt
