@@ -1,0 +1,149 @@
+/* libtorchlean_rt: fused scaled dot-product attention (FlashAttention-2 order), forward and
+ * backward.
+ *
+ * SHAPES AND LAYOUT. q, k and v are row-major (bh, n, d) tensors (bh = batch * heads; one
+ * independent attention problem per leading index). The optional mask is either (bh, n, n) (one
+ * mask per problem) or (n, n) (the same mask broadcast over bh); which one is decided by its
+ * element count (bh * n * n or n * n; when bh == 1 the two coincide). Every output is a fresh
+ * buffer on the device of the inputs. Limits: 1 <= d <= 256 (the head dimension), n <= 2^31 - 1
+ * and bh <= 2^31 - 1 (kernel grid limits); d == 0 or n == 0 or bh == 0 give empty outputs.
+ *
+ * DEFINITIONS. For problem b, query row i and key j (i, j < n):
+ *   blocked(i, j) = (causal && j > i) || (mask != NULL && m[i, j] == 0)
+ *     where m is mask[b] or the broadcast (n, n) mask. ONLY +0 and -0 block: any other value,
+ *     NaN included, means "allowed" (upstream's hard-mask rule; the mask is a 0/1 selector, not an
+ *     additive bias).
+ *   dot(i, j) = q[i, 0] k[j, 0] + ... + q[i, d-1] k[j, d-1], evaluated as the fma chain
+ *     acc = 0; acc = fma(q[i, t], k[j, t], acc) for t = 0, 1, ..., d - 1
+ *   s(i, j)   = dot(i, j) * scale                                      (one rounding)
+ *               + mask_fill if blocked(i, j) and mask_fill is finite   (one more rounding)
+ *               excluded    if blocked(i, j) and mask_fill == -inf
+ *   P(i, j)   = exp(s(i, j) - lse(i)) over the non-excluded j, 0 for excluded j,
+ *   lse(i)    = log sum_j exp(s(i, j)) over the non-excluded j,
+ *   out[i, :] = sum_j P(i, j) v[j, :].
+ * A finite mask_fill is the seeds' additive convention: a blocked score still enters the softmax
+ * with mask_fill added (-1000.0 in the seeds; the result then differs from exact exclusion only
+ * when every score of a row is blocked, or by e^-1000 = 0 in float32 otherwise). mask_fill = -inf
+ * is exact exclusion (upstream's hard mask): a row with every key excluded has out = 0,
+ * lse = -inf, and zero gradients. +inf or NaN for mask_fill is TLRT_ERR_INVALID_ARGUMENT.
+ * Backward, with dout the upstream gradient of out:
+ *   D(i)     = sum_t dout[i, t] out[i, t]   (fma chain over t = 0..d-1)
+ *   dP(i, j) = dout[i, :] . v[j, :]          (fma chain over t)
+ *   dS(i, j) = P(i, j) (dP(i, j) - D(i)),   0 for excluded (i, j)
+ *   dq[i, :] = scale * sum_j dS(i, j) k[j, :],  dk[j, :] = scale * sum_i dS(i, j) q[i, :],
+ *   dv[j, :] = sum_i P(i, j) dout[i, :]
+ * (sums over j and i ascending, fma chains, the factor scale applied once at the end). mask_fill,
+ * the mask and causal are constants: no gradient flows to them.
+ *
+ * ORDER OF OPERATIONS (FlashAttention-2, both backends). Query rows in blocks of 64 (32 when
+ * d > 128), keys in tiles of 64. Per row and key tile (out-of-range keys have s = excluded):
+ * tile max mt = max over the tile's scores (excluded = -inf), taken as 8 lane maxima (lane
+ * x < 8 owns keys x, x + 8, ..., x + 56) combined in the butterfly ((0 1)(2 3))((4 5)(6 7));
+ * m' = max(m, mt); alpha = exp(m - m') (1 while m' = -inf); p = exp(s - m') (0 for excluded);
+ * l = l * alpha + rowsum(p) (rowsum: the same 8 lanes, each summing its 8 keys in order, then the
+ * butterfly); acc = acc * alpha, then acc = fma(p, v[j, :], acc) for the tile's keys in order.
+ * Finally out = acc / l and lse = m + log(l), except l == 0 (every key excluded): out = 0,
+ * lse = -inf. exp and log are the shared float32 functions of
+ * tlrt_exp / tlrt_log (<= 0.9 ulp). The backward recomputes P = exp(s - lse) from the saved lse
+ * (never an n x n matrix in memory): dk and dv per block of keys looping over query blocks, dq per
+ * block of queries looping over key tiles, every sum in ascending index order.
+ * With mask_fill == -inf and causal, key tiles entirely above the diagonal are skipped (they
+ * contribute nothing); with a finite mask_fill they are computed like any other tile.
+ *
+ * NUMERIC CLASS: library (bound against float64), with both backends performing the same IEEE
+ * operations in the same order (above), so CPU and CUDA agree bit for bit (the parity suite checks
+ * it; NaN payloads unspecified). The determinism switch changes nothing: there are no atomics.
+ * TF32 is never used (tlrt_set_allow_tf32 does not apply to this family).
+ * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
+ * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
+ * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same
+ * formula for x evaluated in float64 with every term replaced by its absolute value, e.g.
+ * A(out[i,t]) = sum_j P(i,j) |v[j,t]|):
+ *   |x - x64| <= u (2 n + 4 d + 8 d S + 64) A(x)   for out, dq, dk and dv,
+ *   |lse - lse64| <= u (4 d S + 2 n + 8) (1 + |lse|).
+ * (Measured worst error / bound: 0.043 over the unit test's grid of shapes, masks and fills;
+ * the unit test prints it.) S large (scores of magnitude ~100 and beyond) loses digits in
+ * exp(s - m) like every float32 softmax.
+ *
+ * SPECIAL VALUES. A NaN in q, k or v (or an infinite score) makes the affected rows NaN; an
+ * infinite mask entry counts as allowed. Inputs are not scanned.
+ *
+ * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output is
+ * lse (bh * n floats); the backward's scratch is D (bh * n floats); the seeds' single-gradient
+ * entry points also hold out and lse (bh * n * d + bh * n floats) from their internal forward. */
+#ifndef TLRT_ATTENTION_H
+#define TLRT_ATTENTION_H
+
+#include <stdbool.h>
+
+#include "tlrt_buffer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
+ * (bh * n * d each) and an optional mask (NULL = none; bh * n * n or n * n elements). scale and
+ * mask_fill are doubles rounded once to float32 (scale is usually 1 / sqrt(d)).
+ * Empty cases: bh == 0 or n == 0 gives empty outputs; d == 0 (q, k, v empty) gives an empty out
+ * and the lse of the DEFINITIONS with every dot product 0 (s = 0, or mask_fill where blocked; so
+ * log of the number of non-excluded keys without fill, -inf for a fully excluded row).
+ * Errors: TLRT_ERR_NULL_ARGUMENT (q, k, v, out, lse); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH
+ * (q, k, v, mask on different devices); TLRT_ERR_SHAPE (q not bh * n * d, the product taken
+ * exactly; k or v a different size than q; mask neither bh * n * n nor n * n elements);
+ * TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
+ * +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
+ * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
+ * Cost (CUDA): one kernel; q, k, v read once per 64-row query block from L2, out and lse
+ * written once; 4 n^2 d FLOPs per problem (half with causal and mask_fill == -inf). */
+TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_buffer *k,
+                                              const tlrt_buffer *v, const tlrt_buffer *mask,
+                                              uint64_t bh, uint64_t n, uint64_t d, double scale,
+                                              bool causal, double mask_fill, tlrt_buffer **out,
+                                              tlrt_buffer **lse);
+
+/* Fused attention backward (DEFINITIONS above): dq, dk, dv (bh * n * d each) from the forward's
+ * inputs, the upstream gradient dout, and the forward's own out and lse (the tape uses this one).
+ * out and lse are not checked to be the forward's; P is recomputed from lse, so a foreign lse
+ * gives the gradient of a different (unnormalised) map. Arguments as tlrt_flash_attention_fwd.
+ * Empty cases: any of bh, n, d zero gives empty outputs (d == 0: nothing to differentiate).
+ * Errors: as tlrt_flash_attention_fwd, plus TLRT_ERR_NULL_ARGUMENT (dout, out, lse, dq, dk, dv)
+ * and TLRT_ERR_SHAPE (dout or out a different size than q; lse not bh * n elements).
+ * On failure *dq, *dk and *dv are NULL.
+ * Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
+ * keys, 32 for d > 64, 16 for d > 128, looping over query blocks) and a dq kernel (one block per
+ * query block, looping over key tiles): P recomputed twice, ~10 n^2 d FLOPs per problem. No
+ * atomics: deterministic. */
+TLRT_API tlrt_status tlrt_flash_attention_bwd(
+    const tlrt_buffer *q, const tlrt_buffer *k, const tlrt_buffer *v, const tlrt_buffer *mask,
+    const tlrt_buffer *dout, const tlrt_buffer *out, const tlrt_buffer *lse, uint64_t bh,
+    uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer **dq,
+    tlrt_buffer **dk, tlrt_buffer **dv);
+
+/* The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+ * the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
+ * (out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
+ * and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
+ * tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+ * tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter). */
+TLRT_API tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer *q, const tlrt_buffer *k,
+                                                const tlrt_buffer *v, const tlrt_buffer *mask,
+                                                const tlrt_buffer *dout, uint64_t bh, uint64_t n,
+                                                uint64_t d, double scale, bool causal,
+                                                double mask_fill, tlrt_buffer **dq);
+TLRT_API tlrt_status tlrt_flash_attention_bwd_k(const tlrt_buffer *q, const tlrt_buffer *k,
+                                                const tlrt_buffer *v, const tlrt_buffer *mask,
+                                                const tlrt_buffer *dout, uint64_t bh, uint64_t n,
+                                                uint64_t d, double scale, bool causal,
+                                                double mask_fill, tlrt_buffer **dk);
+TLRT_API tlrt_status tlrt_flash_attention_bwd_v(const tlrt_buffer *q, const tlrt_buffer *k,
+                                                const tlrt_buffer *v, const tlrt_buffer *mask,
+                                                const tlrt_buffer *dout, uint64_t bh, uint64_t n,
+                                                uint64_t d, double scale, bool causal,
+                                                double mask_fill, tlrt_buffer **dv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TLRT_ATTENTION_H */

@@ -1,0 +1,153 @@
+"""Fused attention benchmark on the GPU against torch.nn.functional.scaled_dot_product_attention
+in the same process (float32, TF32 off on both sides).
+
+Times tlrt_flash_attention_fwd and tlrt_flash_attention_bwd (the fused backward, given the
+forward's out and lse) on (bh, n, d) = (32, 1024, 64), (16, 4096, 64) and (32, 1024, 128), each
+unmasked, causal (mask_fill = -inf: tiles above the diagonal skipped) and masked (a random 0/1
+(n, n) mask broadcast over bh, ~30% blocked, mask_fill = -inf), against SDPA (forward; forward +
+backward through autograd minus the forward for the backward) with is_causal / a boolean
+attn_mask (True = allowed) on the same values. Also reports achieved TFLOP/s (forward 4 n^2 d
+FLOPs per problem, backward 2.5x that; causal counts half) and the fraction of the measured SGEMM
+peak (torch.matmul on 8192^3 float32 with TF32 off, same timing method). Targets (H100): forward
+at most 0.5x PyTorch's time, backward at most 0.7x.
+
+  TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention.py [--out FILE] [--iters N]
+      [--shapes 32x1024x64,16x4096x64,32x1024x128]
+"""
+import argparse
+import ctypes
+import datetime
+import math
+import os
+import sys
+import time
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+DEFAULT_SHAPES = "32x1024x64,16x4096x64,32x1024x128"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES)
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
+    import torchlean_rt as rt
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("torch is not installed: nothing to compare with"); return 77
+    if not (torch.cuda.is_available() and rt.cuda_available()):
+        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = rt.cuda(0)
+    lib = rt.lib
+    P = ctypes.c_void_p
+    lib.tlrt_flash_attention_fwd.argtypes = [P, P, P, P, ctypes.c_uint64, ctypes.c_uint64,
+                                             ctypes.c_uint64, ctypes.c_double, ctypes.c_bool,
+                                             ctypes.c_double, ctypes.POINTER(P), ctypes.POINTER(P)]
+    lib.tlrt_flash_attention_bwd.argtypes = [P] * 7 + [ctypes.c_uint64] * 3 + [
+        ctypes.c_double, ctypes.c_bool, ctypes.c_double] + [ctypes.POINTER(P)] * 3
+    lib.tlrt_buffer_free.argtypes = [P]
+    lines = []
+    emit = lambda s="": (print(s), lines.append(s))
+
+    def wall(fn, sync):
+        for _ in range(3):
+            fn()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / args.iters
+
+    tsync = torch.cuda.synchronize
+    osync = lambda: rt.synchronize(dev)
+    a = torch.randn(8192, 8192, device="cuda"); b = torch.randn_like(a)
+    sgemm = 2 * 8192 ** 3 / wall(lambda: torch.matmul(a, b), tsync) / 1e12
+    del a, b
+
+    emit("# Fused attention on the GPU against torch SDPA (float32, TF32 off)")
+    emit()
+    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
+         f"PyTorch {torch.__version__}")
+    emit(f"- library: {rt.build_info()}")
+    emit(f"- measured SGEMM peak (torch.matmul 8192^3, TF32 off): {sgemm:.1f} TFLOP/s")
+    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls")
+    emit()
+    emit("| pass | (bh, n, d) | mask | ours ms | TFLOP/s | of SGEMM | torch ms | ours/torch | target |")
+    emit("|---|---|---|---|---|---|---|---|---|")
+
+    def to_buf(t):
+        return rt.Buffer.from_buffer(t.detach().flatten().cpu().numpy(), dev)
+
+    for shape in args.shapes.split(","):
+        bh, n, d = (int(x) for x in shape.split("x"))
+        g = torch.Generator(device="cuda").manual_seed(bh * 7 + n + d)
+        q, k, v, do = (torch.randn(bh, n, d, device="cuda", generator=g) for _ in range(4))
+        scale = 1.0 / math.sqrt(d)
+        bq, bk, bv, bdo = to_buf(q), to_buf(k), to_buf(v), to_buf(do)
+        maskt = torch.rand(n, n, device="cuda", generator=g) >= 0.3
+        maskt.fill_diagonal_(True)  # no fully blocked row (SDPA gives NaN there)
+        bmask = to_buf(maskt.float())
+        for kind in ("none", "causal", "masked"):
+            causal = kind == "causal"
+            mh = bmask.handle if kind == "masked" else None
+            flops = 4.0 * bh * n * n * d * (0.5 if causal else 1.0)
+            outs = [P(), P()]
+
+            def ours_fwd():
+                o, l = P(), P()
+                st = lib.tlrt_flash_attention_fwd(bq.handle, bk.handle, bv.handle, mh, bh, n, d,
+                                                  scale, causal, -math.inf, ctypes.byref(o),
+                                                  ctypes.byref(l))
+                assert st == 0, rt.last_error()
+                lib.tlrt_buffer_free(o); lib.tlrt_buffer_free(l)
+
+            st = lib.tlrt_flash_attention_fwd(bq.handle, bk.handle, bv.handle, mh, bh, n, d, scale,
+                                              causal, -math.inf, ctypes.byref(outs[0]),
+                                              ctypes.byref(outs[1]))
+            assert st == 0, rt.last_error()
+
+            def ours_bwd():
+                g3 = [P(), P(), P()]
+                st = lib.tlrt_flash_attention_bwd(bq.handle, bk.handle, bv.handle, mh, bdo.handle,
+                                                  outs[0], outs[1], bh, n, d, scale, causal,
+                                                  -math.inf, *[ctypes.byref(x) for x in g3])
+                assert st == 0, rt.last_error()
+                for x in g3:
+                    lib.tlrt_buffer_free(x)
+
+            am = maskt if kind == "masked" else None
+            qt, kt, vt = (x.clone().requires_grad_(True) for x in (q, k, v))
+            t_fwd_torch = wall(lambda: F.scaled_dot_product_attention(
+                q, k, v, attn_mask=am, is_causal=causal, scale=scale), tsync)
+
+            def torch_fb():
+                o = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=am, is_causal=causal,
+                                                   scale=scale)
+                torch.autograd.grad(o, (qt, kt, vt), do)
+            t_fb_torch = wall(torch_fb, tsync)
+            t_bwd_torch = max(t_fb_torch - t_fwd_torch, 1e-9)
+            t_fwd = wall(ours_fwd, osync)
+            t_bwd = wall(ours_bwd, osync)
+            for name, t, tt, fl, target in (("fwd", t_fwd, t_fwd_torch, flops, 0.5),
+                                            ("bwd", t_bwd, t_bwd_torch, 2.5 * flops, 0.7)):
+                tf = fl / t / 1e12
+                emit(f"| {name} | ({bh}, {n}, {d}) | {kind} | {t * 1e3:.3f} | {tf:.1f} | "
+                     f"{tf / sgemm:.2f} | {tt * 1e3:.3f} | {t / tt:.2f} | <= {target} |")
+            lib.tlrt_buffer_free(outs[0]); lib.tlrt_buffer_free(outs[1])
+        for b_ in (bq, bk, bv, bdo, bmask):
+            b_.free()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
