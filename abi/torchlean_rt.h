@@ -29,5 +29,8 @@
 #include "tlrt_optim.h"
 #include "tlrt_fft.h"
 #include "tlrt_scan.h"
+#include "tlrt_pool.h"
+#include "tlrt_attention.h"
+#include "tlrt_conv.h"
 
 #endif /* TORCHLEAN_RT_H */

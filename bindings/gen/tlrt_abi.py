@@ -223,9 +223,21 @@ UNCOUNTED = {
     ("tlrt_tape_permute", "perm"): ("node_rank", "x"),
     ("tlrt_tape_broadcast_to", "axis_map"): ("param", "out_rank"),
     ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits"),
+    # N-D convolution and pooling: the per-axis geometry arrays have `rank` entries (the count of
+    # in_spatial).
+    **{(f"tlrt_{op}", arr): ("param", "rank")
+       for op in ("conv_fwd", "conv_bwd", "convtranspose_fwd", "convtranspose_bwd")
+       for arr in ("kernel_size", "stride", "padding", "dilation")},
+    **{(f"tlrt_{op}", arr): ("param", "rank")
+       for op in ("maxpool_fwd", "maxpool_bwd", "avgpool_fwd", "avgpool_bwd",
+                  "smooth_maxpool_fwd", "smooth_maxpool_bwd")
+       for arr in ("kernel", "stride", "padding")},
 }
 # Optional buffers (NULL allowed): Option in Lean / Rust, `nothing` in Julia.
-OPTIONAL = {("tlrt_sgd_step", "momentum_buf")}
+OPTIONAL = {("tlrt_sgd_step", "momentum_buf"),
+            *{(f"tlrt_{op}_fwd", "bias")
+              for op in ("conv", "conv2d", "convtranspose", "convtranspose2d")},
+            *{(f"tlrt_flash_attention_{e}", "mask") for e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")}}
 # Optional scalar out-parameters (NULL allowed): the bindings always pass a place.
 OPTIONAL_OUT = {("tlrt_tape_shape", "requires_grad")}
 

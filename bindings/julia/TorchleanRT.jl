@@ -245,6 +245,31 @@ tlrt_selective_scan_diag_fwd(A, B, X, h0, seq_len, state, out) = @ccall libtorch
 tlrt_selective_scan_diag_bwd(A, B, X, h0, out, dY, seq_len, state, dA, dB, dX, dH0) = @ccall libtorchlean_rt.tlrt_selective_scan_diag_bwd(A::Ptr{tlrt_buffer}, B::Ptr{tlrt_buffer}, X::Ptr{tlrt_buffer}, h0::Ptr{tlrt_buffer}, out::Ptr{tlrt_buffer}, dY::Ptr{tlrt_buffer}, seq_len::UInt64, state::UInt64, dA::Ptr{Ptr{tlrt_buffer}}, dB::Ptr{Ptr{tlrt_buffer}}, dX::Ptr{Ptr{tlrt_buffer}}, dH0::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_selective_scan_diag_var_fwd(A, B, X, h0, seq_len, state, out) = @ccall libtorchlean_rt.tlrt_selective_scan_diag_var_fwd(A::Ptr{tlrt_buffer}, B::Ptr{tlrt_buffer}, X::Ptr{tlrt_buffer}, h0::Ptr{tlrt_buffer}, seq_len::UInt64, state::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_selective_scan_diag_var_bwd(A, B, X, h0, out, dY, seq_len, state, dA, dB, dX, dH0) = @ccall libtorchlean_rt.tlrt_selective_scan_diag_var_bwd(A::Ptr{tlrt_buffer}, B::Ptr{tlrt_buffer}, X::Ptr{tlrt_buffer}, h0::Ptr{tlrt_buffer}, out::Ptr{tlrt_buffer}, dY::Ptr{tlrt_buffer}, seq_len::UInt64, state::UInt64, dA::Ptr{Ptr{tlrt_buffer}}, dB::Ptr{Ptr{tlrt_buffer}}, dX::Ptr{Ptr{tlrt_buffer}}, dH0::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_maxpool2d_fwd(x, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out) = @ccall libtorchlean_rt.tlrt_maxpool2d_fwd(x::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_h::UInt64, in_w::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_maxpool2d_bwd(x, dy, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dx) = @ccall libtorchlean_rt.tlrt_maxpool2d_bwd(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_h::UInt64, in_w::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_maxpool_fwd(x, batch, channels, in_spatial, rank, kernel, stride, padding, out) = @ccall libtorchlean_rt.tlrt_maxpool_fwd(x::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_maxpool_bwd(x, dy, batch, channels, in_spatial, rank, kernel, stride, padding, dx) = @ccall libtorchlean_rt.tlrt_maxpool_bwd(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_avgpool2d_fwd(x, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad, out) = @ccall libtorchlean_rt.tlrt_avgpool2d_fwd(x::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_h::UInt64, in_w::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, count_include_pad::Bool, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_avgpool2d_bwd(dy, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad, dx) = @ccall libtorchlean_rt.tlrt_avgpool2d_bwd(dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_h::UInt64, in_w::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, count_include_pad::Bool, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_avgpool_fwd(x, batch, channels, in_spatial, rank, kernel, stride, padding, count_include_pad, out) = @ccall libtorchlean_rt.tlrt_avgpool_fwd(x::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, count_include_pad::Bool, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_avgpool_bwd(dy, batch, channels, in_spatial, rank, kernel, stride, padding, count_include_pad, dx) = @ccall libtorchlean_rt.tlrt_avgpool_bwd(dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, count_include_pad::Bool, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_smooth_maxpool2d_fwd(x, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, beta, out) = @ccall libtorchlean_rt.tlrt_smooth_maxpool2d_fwd(x::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_h::UInt64, in_w::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, beta::Cdouble, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_smooth_maxpool2d_bwd(x, dy, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, beta, dx) = @ccall libtorchlean_rt.tlrt_smooth_maxpool2d_bwd(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_h::UInt64, in_w::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, beta::Cdouble, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_smooth_maxpool_fwd(x, batch, channels, in_spatial, rank, kernel, stride, padding, beta, out) = @ccall libtorchlean_rt.tlrt_smooth_maxpool_fwd(x::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, beta::Cdouble, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_smooth_maxpool_bwd(x, dy, batch, channels, in_spatial, rank, kernel, stride, padding, beta, dx) = @ccall libtorchlean_rt.tlrt_smooth_maxpool_bwd(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, beta::Cdouble, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_flash_attention_fwd(q, k, v, mask, bh, n, d, scale, causal, mask_fill, out, lse) = @ccall libtorchlean_rt.tlrt_flash_attention_fwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, out::Ptr{Ptr{tlrt_buffer}}, lse::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_flash_attention_bwd(q, k, v, mask, dout, out, lse, bh, n, d, scale, causal, mask_fill, dq, dk, dv) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, out::Ptr{tlrt_buffer}, lse::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{Ptr{tlrt_buffer}}, dk::Ptr{Ptr{tlrt_buffer}}, dv::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_flash_attention_bwd_q(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dq) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_q(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_flash_attention_bwd_k(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dk) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_k(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dk::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_flash_attention_bwd_v(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dv) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_v(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dv::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_conv_fwd(kernel, bias, input, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, out) = @ccall libtorchlean_rt.tlrt_conv_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_conv_bwd(kernel, input, grad_out, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_conv_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_conv2d_fwd(kernel, bias, input, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, out) = @ccall libtorchlean_rt.tlrt_conv2d_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_conv2d_bwd(kernel, input, grad_out, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_conv2d_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_convtranspose_fwd(kernel, bias, input, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, out) = @ccall libtorchlean_rt.tlrt_convtranspose_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_convtranspose_bwd(kernel, input, grad_out, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_convtranspose_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_convtranspose2d_fwd(kernel, bias, input, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, out) = @ccall libtorchlean_rt.tlrt_convtranspose2d_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_convtranspose2d_bwd(kernel, input, grad_out, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_convtranspose2d_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
 
 end # module C
 
@@ -3545,6 +3570,491 @@ function selective_scan_diag_var_bwd(A::Buffer, B::Buffer, X::Buffer, h0::Buffer
     o_dH0 = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
     GC.@preserve A B X h0 out dY check(C.tlrt_selective_scan_diag_var_bwd(A.ptr, B.ptr, X.ptr, h0.ptr, out.ptr, dY.ptr, UInt64(seq_len), UInt64(state), o_dA, o_dB, o_dX, o_dH0), "tlrt_selective_scan_diag_var_bwd")
     (Buffer(o_dA[]), Buffer(o_dB[]), Buffer(o_dX[]), Buffer(o_dH0[]))
+end
+
+"""
+    maxpool2d_fwd(x, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w)
+
+`tlrt_status tlrt_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** out)`
+
+2-D max pool forward: x is (batch, channels, in_h, in_w); out is (batch, channels, out_h, out_w)
+(GEOMETRY and DEFINITIONS above). Numeric class: exact.
+"""
+function maxpool2d_fwd(x::Buffer, batch::Integer, channels::Integer, in_h::Integer, in_w::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_maxpool2d_fwd(x.ptr, UInt64(batch), UInt64(channels), UInt64(in_h), UInt64(in_w), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), o_out), "tlrt_maxpool2d_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    maxpool2d_bwd(x, dy, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w)
+
+`tlrt_status tlrt_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** dx)`
+
+2-D max pool backward: dx (x's shape) from the forward input x and the gradient dy of the
+output. The selected cell of each window is recomputed from x with the forward's rule. Numeric
+class: ordered reduction.
+"""
+function maxpool2d_bwd(x::Buffer, dy::Buffer, batch::Integer, channels::Integer, in_h::Integer, in_w::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer)
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x dy check(C.tlrt_maxpool2d_bwd(x.ptr, dy.ptr, UInt64(batch), UInt64(channels), UInt64(in_h), UInt64(in_w), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), o_dx), "tlrt_maxpool2d_bwd")
+    Buffer(o_dx[])
+end
+
+"""
+    maxpool_fwd(x, batch, channels, in_spatial, kernel, stride, padding)
+
+`tlrt_status tlrt_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** out)`
+
+N-D max pool forward: in_spatial, kernel, stride and padding each hold rank values (rank 1 .. 8);
+x is (batch, channels, in_spatial...). Numeric class: exact.
+"""
+function maxpool_fwd(x::Buffer, batch::Integer, channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer})
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel = UInt64[kernel...]
+    checklen("tlrt_maxpool_fwd", "kernel", length(c_kernel), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_maxpool_fwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_maxpool_fwd", "padding", length(c_padding), length(in_spatial))
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x c_in_spatial c_kernel c_stride c_padding check(C.tlrt_maxpool_fwd(x.ptr, UInt64(batch), UInt64(channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel, c_stride, c_padding, o_out), "tlrt_maxpool_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    maxpool_bwd(x, dy, batch, channels, in_spatial, kernel, stride, padding)
+
+`tlrt_status tlrt_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** dx)`
+
+N-D max pool backward (see tlrt_maxpool2d_bwd). Numeric class: ordered reduction.
+"""
+function maxpool_bwd(x::Buffer, dy::Buffer, batch::Integer, channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer})
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel = UInt64[kernel...]
+    checklen("tlrt_maxpool_bwd", "kernel", length(c_kernel), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_maxpool_bwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_maxpool_bwd", "padding", length(c_padding), length(in_spatial))
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x dy c_in_spatial c_kernel c_stride c_padding check(C.tlrt_maxpool_bwd(x.ptr, dy.ptr, UInt64(batch), UInt64(channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel, c_stride, c_padding, o_dx), "tlrt_maxpool_bwd")
+    Buffer(o_dx[])
+end
+
+"""
+    avgpool2d_fwd(x, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad)
+
+`tlrt_status tlrt_avgpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** out)`
+
+2-D average pool forward. count_include_pad: true divides by kernel_h * kernel_w (PyTorch's
+default, upstream's behaviour), false by the number of real cells of the window.
+Numeric class: ordered reduction.
+"""
+function avgpool2d_fwd(x::Buffer, batch::Integer, channels::Integer, in_h::Integer, in_w::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, count_include_pad::Bool)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_avgpool2d_fwd(x.ptr, UInt64(batch), UInt64(channels), UInt64(in_h), UInt64(in_w), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), Bool(count_include_pad), o_out), "tlrt_avgpool2d_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    avgpool2d_bwd(dy, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad)
+
+`tlrt_status tlrt_avgpool2d_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** dx)`
+
+2-D average pool backward: dx (batch, channels, in_h, in_w) from dy alone (the operation is
+linear). Errors as above; TLRT_ERR_OVERFLOW also when dx would exceed TLRT_MAX_ELEMENTS.
+Numeric class: ordered reduction.
+"""
+function avgpool2d_bwd(dy::Buffer, batch::Integer, channels::Integer, in_h::Integer, in_w::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, count_include_pad::Bool)
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve dy check(C.tlrt_avgpool2d_bwd(dy.ptr, UInt64(batch), UInt64(channels), UInt64(in_h), UInt64(in_w), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), Bool(count_include_pad), o_dx), "tlrt_avgpool2d_bwd")
+    Buffer(o_dx[])
+end
+
+"""
+    avgpool_fwd(x, batch, channels, in_spatial, kernel, stride, padding, count_include_pad)
+
+`tlrt_status tlrt_avgpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** out)`
+
+N-D average pool forward (see tlrt_avgpool2d_fwd). Numeric class: ordered reduction.
+"""
+function avgpool_fwd(x::Buffer, batch::Integer, channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, count_include_pad::Bool)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel = UInt64[kernel...]
+    checklen("tlrt_avgpool_fwd", "kernel", length(c_kernel), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_avgpool_fwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_avgpool_fwd", "padding", length(c_padding), length(in_spatial))
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x c_in_spatial c_kernel c_stride c_padding check(C.tlrt_avgpool_fwd(x.ptr, UInt64(batch), UInt64(channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel, c_stride, c_padding, Bool(count_include_pad), o_out), "tlrt_avgpool_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    avgpool_bwd(dy, batch, channels, in_spatial, kernel, stride, padding, count_include_pad)
+
+`tlrt_status tlrt_avgpool_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** dx)`
+
+N-D average pool backward (see tlrt_avgpool2d_bwd). Numeric class: ordered reduction.
+"""
+function avgpool_bwd(dy::Buffer, batch::Integer, channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, count_include_pad::Bool)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel = UInt64[kernel...]
+    checklen("tlrt_avgpool_bwd", "kernel", length(c_kernel), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_avgpool_bwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_avgpool_bwd", "padding", length(c_padding), length(in_spatial))
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve dy c_in_spatial c_kernel c_stride c_padding check(C.tlrt_avgpool_bwd(dy.ptr, UInt64(batch), UInt64(channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel, c_stride, c_padding, Bool(count_include_pad), o_dx), "tlrt_avgpool_bwd")
+    Buffer(o_dx[])
+end
+
+"""
+    smooth_maxpool2d_fwd(x, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, beta)
+
+`tlrt_status tlrt_smooth_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** out)`
+
+2-D smooth max pool forward: y = pivot + log(sum_j exp(b (v_j - pivot))) / b per window, b =
+beta rounded to float32 (DEFINITIONS above). Numeric class: shared math + ordered reduction.
+"""
+function smooth_maxpool2d_fwd(x::Buffer, batch::Integer, channels::Integer, in_h::Integer, in_w::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, beta::Real)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_smooth_maxpool2d_fwd(x.ptr, UInt64(batch), UInt64(channels), UInt64(in_h), UInt64(in_w), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), Float64(beta), o_out), "tlrt_smooth_maxpool2d_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    smooth_maxpool2d_bwd(x, dy, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, beta)
+
+`tlrt_status tlrt_smooth_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** dx)`
+
+2-D smooth max pool backward: dx (x's shape) from x and dy; each window passes dy times the
+softmax weight exp(b (x - pivot)) / S of the cell. A window whose pivot is NaN or +-inf passes
+NaN to its cells (as the gradient of a log-sum-exp at infinity, PyTorch's included).
+Numeric class: shared math + ordered reduction.
+"""
+function smooth_maxpool2d_bwd(x::Buffer, dy::Buffer, batch::Integer, channels::Integer, in_h::Integer, in_w::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, beta::Real)
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x dy check(C.tlrt_smooth_maxpool2d_bwd(x.ptr, dy.ptr, UInt64(batch), UInt64(channels), UInt64(in_h), UInt64(in_w), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), Float64(beta), o_dx), "tlrt_smooth_maxpool2d_bwd")
+    Buffer(o_dx[])
+end
+
+"""
+    smooth_maxpool_fwd(x, batch, channels, in_spatial, kernel, stride, padding, beta)
+
+`tlrt_status tlrt_smooth_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** out)`
+
+N-D smooth max pool forward (see tlrt_smooth_maxpool2d_fwd).
+"""
+function smooth_maxpool_fwd(x::Buffer, batch::Integer, channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, beta::Real)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel = UInt64[kernel...]
+    checklen("tlrt_smooth_maxpool_fwd", "kernel", length(c_kernel), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_smooth_maxpool_fwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_smooth_maxpool_fwd", "padding", length(c_padding), length(in_spatial))
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x c_in_spatial c_kernel c_stride c_padding check(C.tlrt_smooth_maxpool_fwd(x.ptr, UInt64(batch), UInt64(channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel, c_stride, c_padding, Float64(beta), o_out), "tlrt_smooth_maxpool_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    smooth_maxpool_bwd(x, dy, batch, channels, in_spatial, kernel, stride, padding, beta)
+
+`tlrt_status tlrt_smooth_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** dx)`
+
+N-D smooth max pool backward (see tlrt_smooth_maxpool2d_bwd).
+"""
+function smooth_maxpool_bwd(x::Buffer, dy::Buffer, batch::Integer, channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, beta::Real)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel = UInt64[kernel...]
+    checklen("tlrt_smooth_maxpool_bwd", "kernel", length(c_kernel), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_smooth_maxpool_bwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_smooth_maxpool_bwd", "padding", length(c_padding), length(in_spatial))
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x dy c_in_spatial c_kernel c_stride c_padding check(C.tlrt_smooth_maxpool_bwd(x.ptr, dy.ptr, UInt64(batch), UInt64(channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel, c_stride, c_padding, Float64(beta), o_dx), "tlrt_smooth_maxpool_bwd")
+    Buffer(o_dx[])
+end
+
+"""
+    flash_attention_fwd(q, k, v, mask, bh, n, d, scale, causal, mask_fill)
+
+`tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)`
+
+Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
+(bh * n * d each) and an optional mask (NULL = none; bh * n * n or n * n elements). scale and
+mask_fill are doubles rounded once to float32 (scale is usually 1 / sqrt(d)).
+Empty cases: bh == 0 or n == 0 gives empty outputs; d == 0 (q, k, v empty) gives an empty out
+and the lse of the DEFINITIONS with every dot product 0 (s = 0, or mask_fill where blocked; so
+log of the number of non-excluded keys without fill, -inf for a fully excluded row).
+Errors: TLRT_ERR_NULL_ARGUMENT (q, k, v, out, lse); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH
+(q, k, v, mask on different devices); TLRT_ERR_SHAPE (q not bh * n * d, the product taken
+exactly; k or v a different size than q; mask neither bh * n * n nor n * n elements);
+TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
++-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
+TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
+Cost (CUDA): one kernel; q, k, v read once per 64-row query block from L2, out and lse
+written once; 4 n^2 d FLOPs per problem (half with causal and mask_fill == -inf).
+"""
+function flash_attention_fwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_lse = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve q k v mask check(C.tlrt_flash_attention_fwd(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), UInt64(bh), UInt64(n), UInt64(d), Float64(scale), Bool(causal), Float64(mask_fill), o_out, o_lse), "tlrt_flash_attention_fwd")
+    (Buffer(o_out[]), Buffer(o_lse[]))
+end
+
+"""
+    flash_attention_bwd(q, k, v, mask, dout, out, lse, bh, n, d, scale, causal, mask_fill)
+
+`tlrt_status tlrt_flash_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq, tlrt_buffer ** dk, tlrt_buffer ** dv)`
+
+Fused attention backward (DEFINITIONS above): dq, dk, dv (bh * n * d each) from the forward's
+inputs, the upstream gradient dout, and the forward's own out and lse (the tape uses this one).
+out and lse are not checked to be the forward's; P is recomputed from lse, so a foreign lse
+gives the gradient of a different (unnormalised) map. Arguments as tlrt_flash_attention_fwd.
+Empty cases: any of bh, n, d zero gives empty outputs (d == 0: nothing to differentiate).
+Errors: as tlrt_flash_attention_fwd, plus TLRT_ERR_NULL_ARGUMENT (dout, out, lse, dq, dk, dv)
+and TLRT_ERR_SHAPE (dout or out a different size than q; lse not bh * n elements).
+On failure *dq, *dk and *dv are NULL.
+Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
+keys, 32 for d > 64, 16 for d > 128, looping over query blocks) and a dq kernel (one block per
+query block, looping over key tiles): P recomputed twice, ~10 n^2 d FLOPs per problem. No
+atomics: deterministic.
+"""
+function flash_attention_bwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, out::Buffer, lse::Buffer, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
+    o_dq = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_dk = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_dv = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve q k v mask dout out lse check(C.tlrt_flash_attention_bwd(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, out.ptr, lse.ptr, UInt64(bh), UInt64(n), UInt64(d), Float64(scale), Bool(causal), Float64(mask_fill), o_dq, o_dk, o_dv), "tlrt_flash_attention_bwd")
+    (Buffer(o_dq[]), Buffer(o_dk[]), Buffer(o_dv[]))
+end
+
+"""
+    flash_attention_bwd_q(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill)
+
+`tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq)`
+
+The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
+(out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
+and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
+tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter).
+"""
+function flash_attention_bwd_q(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
+    o_dq = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve q k v mask dout check(C.tlrt_flash_attention_bwd_q(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, UInt64(bh), UInt64(n), UInt64(d), Float64(scale), Bool(causal), Float64(mask_fill), o_dq), "tlrt_flash_attention_bwd_q")
+    Buffer(o_dq[])
+end
+
+"""
+    flash_attention_bwd_k(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill)
+
+`tlrt_status tlrt_flash_attention_bwd_k(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dk)`
+
+The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
+(out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
+and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
+tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter).
+"""
+function flash_attention_bwd_k(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
+    o_dk = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve q k v mask dout check(C.tlrt_flash_attention_bwd_k(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, UInt64(bh), UInt64(n), UInt64(d), Float64(scale), Bool(causal), Float64(mask_fill), o_dk), "tlrt_flash_attention_bwd_k")
+    Buffer(o_dk[])
+end
+
+"""
+    flash_attention_bwd_v(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill)
+
+`tlrt_status tlrt_flash_attention_bwd_v(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dv)`
+
+The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
+(out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
+and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
+tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter).
+"""
+function flash_attention_bwd_v(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
+    o_dv = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve q k v mask dout check(C.tlrt_flash_attention_bwd_v(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, UInt64(bh), UInt64(n), UInt64(d), Float64(scale), Bool(causal), Float64(mask_fill), o_dv), "tlrt_flash_attention_bwd_v")
+    Buffer(o_dv[])
+end
+
+"""
+    conv_fwd(kernel, bias, input, batch, in_channels, out_channels, in_spatial, kernel_size, stride, padding, dilation, groups)
+
+`tlrt_status tlrt_conv_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)`
+
+N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,
+padding: rank values each; dilation: rank values, or NULL for all 1. kernel has out_channels *
+(in_channels / groups) * prod(kernel_size) elements; bias is NULL or has out_channels; input has
+batch * in_channels * prod(in_spatial). out: (batch, out_channels, out_spatial...) with the
+convolution's out[d] above. Upstream: torchlean_cuda_buffer_conv_fwd (no batch, dilation or
+groups).
+"""
+function conv_fwd(kernel::Buffer, bias::Union{Buffer,Nothing}, input::Buffer, batch::Integer, in_channels::Integer, out_channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel_size::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, dilation::AbstractVector{<:Integer}, groups::Integer)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel_size = UInt64[kernel_size...]
+    checklen("tlrt_conv_fwd", "kernel_size", length(c_kernel_size), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_conv_fwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_conv_fwd", "padding", length(c_padding), length(in_spatial))
+    c_dilation = UInt64[dilation...]
+    checklen("tlrt_conv_fwd", "dilation", length(c_dilation), length(in_spatial))
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel bias input c_in_spatial c_kernel_size c_stride c_padding c_dilation check(C.tlrt_conv_fwd(kernel.ptr, (bias === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : bias.ptr), input.ptr, UInt64(batch), UInt64(in_channels), UInt64(out_channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel_size, c_stride, c_padding, c_dilation, UInt64(groups), o_out), "tlrt_conv_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    conv_bwd(kernel, input, grad_out, batch, in_channels, out_channels, in_spatial, kernel_size, stride, padding, dilation, groups)
+
+`tlrt_status tlrt_conv_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+N-D convolution backward: d_kernel (kernel's shape), d_bias (out_channels) and d_input (input's
+shape) of tlrt_conv_fwd with the same geometry, from its kernel and input and grad_out (the
+forward output's shape, batch * out_channels * prod(out)). Each out-parameter may be NULL to
+skip that gradient; at least one must be non-NULL. The bias itself is not needed.
+"""
+function conv_bwd(kernel::Buffer, input::Buffer, grad_out::Buffer, batch::Integer, in_channels::Integer, out_channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel_size::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, dilation::AbstractVector{<:Integer}, groups::Integer)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel_size = UInt64[kernel_size...]
+    checklen("tlrt_conv_bwd", "kernel_size", length(c_kernel_size), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_conv_bwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_conv_bwd", "padding", length(c_padding), length(in_spatial))
+    c_dilation = UInt64[dilation...]
+    checklen("tlrt_conv_bwd", "dilation", length(c_dilation), length(in_spatial))
+    o_d_kernel = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_bias = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_input = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel input grad_out c_in_spatial c_kernel_size c_stride c_padding c_dilation check(C.tlrt_conv_bwd(kernel.ptr, input.ptr, grad_out.ptr, UInt64(batch), UInt64(in_channels), UInt64(out_channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel_size, c_stride, c_padding, c_dilation, UInt64(groups), o_d_kernel, o_d_bias, o_d_input), "tlrt_conv_bwd")
+    (Buffer(o_d_kernel[]), Buffer(o_d_bias[]), Buffer(o_d_input[]))
+end
+
+"""
+    conv2d_fwd(kernel, bias, input, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
+
+`tlrt_status tlrt_conv2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out)`
+
+2-D convolution forward: tlrt_conv_fwd with rank 2, in_spatial = (in_h, in_w), kernel_size =
+(kernel_h, kernel_w), stride = (stride_h, stride_w), padding = (pad_h, pad_w), dilation =
+(dilation_h, dilation_w). Upstream's torchlean_cuda_buffer_conv2d_fwd(inC, inH, inW, outC, kH,
+kW, stride, padding) is batch = 1, stride_h = stride_w = stride, pad_h = pad_w = padding,
+dilation 1, groups 1. out: (batch, out_channels, out_h, out_w).
+"""
+function conv2d_fwd(kernel::Buffer, bias::Union{Buffer,Nothing}, input::Buffer, batch::Integer, in_channels::Integer, in_h::Integer, in_w::Integer, out_channels::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, dilation_h::Integer, dilation_w::Integer, groups::Integer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel bias input check(C.tlrt_conv2d_fwd(kernel.ptr, (bias === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : bias.ptr), input.ptr, UInt64(batch), UInt64(in_channels), UInt64(in_h), UInt64(in_w), UInt64(out_channels), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), UInt64(dilation_h), UInt64(dilation_w), UInt64(groups), o_out), "tlrt_conv2d_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    conv2d_bwd(kernel, input, grad_out, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
+
+`tlrt_status tlrt_conv2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+2-D convolution backward: tlrt_conv_bwd with the 2-D geometry of tlrt_conv2d_fwd.
+"""
+function conv2d_bwd(kernel::Buffer, input::Buffer, grad_out::Buffer, batch::Integer, in_channels::Integer, in_h::Integer, in_w::Integer, out_channels::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, dilation_h::Integer, dilation_w::Integer, groups::Integer)
+    o_d_kernel = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_bias = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_input = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel input grad_out check(C.tlrt_conv2d_bwd(kernel.ptr, input.ptr, grad_out.ptr, UInt64(batch), UInt64(in_channels), UInt64(in_h), UInt64(in_w), UInt64(out_channels), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), UInt64(dilation_h), UInt64(dilation_w), UInt64(groups), o_d_kernel, o_d_bias, o_d_input), "tlrt_conv2d_bwd")
+    (Buffer(o_d_kernel[]), Buffer(o_d_bias[]), Buffer(o_d_input[]))
+end
+
+"""
+    convtranspose_fwd(kernel, bias, input, batch, in_channels, out_channels, in_spatial, kernel_size, stride, padding, dilation, groups)
+
+`tlrt_status tlrt_convtranspose_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)`
+
+N-D transposed convolution forward (DEFINITIONS above; PyTorch's conv_transpose with
+output_padding 0). kernel has in_channels * (out_channels / groups) * prod(kernel_size)
+elements; bias is NULL or has out_channels; input has batch * in_channels * prod(in_spatial).
+out: (batch, out_channels, out_spatial...) with the transposed out[d] above. Upstream:
+torchlean_cuda_buffer_convtranspose_fwd.
+"""
+function convtranspose_fwd(kernel::Buffer, bias::Union{Buffer,Nothing}, input::Buffer, batch::Integer, in_channels::Integer, out_channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel_size::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, dilation::AbstractVector{<:Integer}, groups::Integer)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel_size = UInt64[kernel_size...]
+    checklen("tlrt_convtranspose_fwd", "kernel_size", length(c_kernel_size), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_convtranspose_fwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_convtranspose_fwd", "padding", length(c_padding), length(in_spatial))
+    c_dilation = UInt64[dilation...]
+    checklen("tlrt_convtranspose_fwd", "dilation", length(c_dilation), length(in_spatial))
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel bias input c_in_spatial c_kernel_size c_stride c_padding c_dilation check(C.tlrt_convtranspose_fwd(kernel.ptr, (bias === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : bias.ptr), input.ptr, UInt64(batch), UInt64(in_channels), UInt64(out_channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel_size, c_stride, c_padding, c_dilation, UInt64(groups), o_out), "tlrt_convtranspose_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    convtranspose_bwd(kernel, input, grad_out, batch, in_channels, out_channels, in_spatial, kernel_size, stride, padding, dilation, groups)
+
+`tlrt_status tlrt_convtranspose_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+N-D transposed convolution backward: d_kernel, d_bias (out_channels), d_input of
+tlrt_convtranspose_fwd, from its kernel, input and grad_out (batch * out_channels * prod(out)).
+NULL out-parameters skip that gradient; at least one must be non-NULL. d_input is the
+convolution of grad_out with the kernel (no bias).
+"""
+function convtranspose_bwd(kernel::Buffer, input::Buffer, grad_out::Buffer, batch::Integer, in_channels::Integer, out_channels::Integer, in_spatial::AbstractVector{<:Integer}, kernel_size::AbstractVector{<:Integer}, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, dilation::AbstractVector{<:Integer}, groups::Integer)
+    c_in_spatial = UInt64[in_spatial...]
+    c_kernel_size = UInt64[kernel_size...]
+    checklen("tlrt_convtranspose_bwd", "kernel_size", length(c_kernel_size), length(in_spatial))
+    c_stride = UInt64[stride...]
+    checklen("tlrt_convtranspose_bwd", "stride", length(c_stride), length(in_spatial))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_convtranspose_bwd", "padding", length(c_padding), length(in_spatial))
+    c_dilation = UInt64[dilation...]
+    checklen("tlrt_convtranspose_bwd", "dilation", length(c_dilation), length(in_spatial))
+    o_d_kernel = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_bias = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_input = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel input grad_out c_in_spatial c_kernel_size c_stride c_padding c_dilation check(C.tlrt_convtranspose_bwd(kernel.ptr, input.ptr, grad_out.ptr, UInt64(batch), UInt64(in_channels), UInt64(out_channels), c_in_spatial, UInt32(length(c_in_spatial)), c_kernel_size, c_stride, c_padding, c_dilation, UInt64(groups), o_d_kernel, o_d_bias, o_d_input), "tlrt_convtranspose_bwd")
+    (Buffer(o_d_kernel[]), Buffer(o_d_bias[]), Buffer(o_d_input[]))
+end
+
+"""
+    convtranspose2d_fwd(kernel, bias, input, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
+
+`tlrt_status tlrt_convtranspose2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out)`
+
+2-D transposed convolution forward: tlrt_convtranspose_fwd with rank 2 and the 2-D argument
+names of tlrt_conv2d_fwd. out: (batch, out_channels, out_h, out_w).
+"""
+function convtranspose2d_fwd(kernel::Buffer, bias::Union{Buffer,Nothing}, input::Buffer, batch::Integer, in_channels::Integer, in_h::Integer, in_w::Integer, out_channels::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, dilation_h::Integer, dilation_w::Integer, groups::Integer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel bias input check(C.tlrt_convtranspose2d_fwd(kernel.ptr, (bias === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : bias.ptr), input.ptr, UInt64(batch), UInt64(in_channels), UInt64(in_h), UInt64(in_w), UInt64(out_channels), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), UInt64(dilation_h), UInt64(dilation_w), UInt64(groups), o_out), "tlrt_convtranspose2d_fwd")
+    Buffer(o_out[])
+end
+
+"""
+    convtranspose2d_bwd(kernel, input, grad_out, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
+
+`tlrt_status tlrt_convtranspose2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+2-D transposed convolution backward: tlrt_convtranspose_bwd with the 2-D geometry.
+"""
+function convtranspose2d_bwd(kernel::Buffer, input::Buffer, grad_out::Buffer, batch::Integer, in_channels::Integer, in_h::Integer, in_w::Integer, out_channels::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, dilation_h::Integer, dilation_w::Integer, groups::Integer)
+    o_d_kernel = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_bias = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_input = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel input grad_out check(C.tlrt_convtranspose2d_bwd(kernel.ptr, input.ptr, grad_out.ptr, UInt64(batch), UInt64(in_channels), UInt64(in_h), UInt64(in_w), UInt64(out_channels), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), UInt64(dilation_h), UInt64(dilation_w), UInt64(groups), o_d_kernel, o_d_bias, o_d_input), "tlrt_convtranspose2d_bwd")
+    (Buffer(o_d_kernel[]), Buffer(o_d_bias[]), Buffer(o_d_input[]))
 end
 
 end # module TorchleanRT

@@ -699,7 +699,7 @@ def stats(device=CPU):
 # Headers whose functions are ops; the runtime/buffer headers have hand-written wrappers above.
 _OP_HEADERS = ("tlrt_elementwise.h", "tlrt_rng.h", "tlrt_reduce.h", "tlrt_layout.h",
                "tlrt_index.h", "tlrt_softmax.h", "tlrt_layer_norm.h", "tlrt_blas.h", "tlrt_fft.h",
-               "tlrt_scan.h", "tlrt_optim.h")
+               "tlrt_scan.h", "tlrt_optim.h", "tlrt_pool.h", "tlrt_attention.h", "tlrt_conv.h")
 # Functions of those headers that are not ops (no output buffer): wrapped by hand or left to
 # rt.call / rt.lib.
 _NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32"}
@@ -711,7 +711,13 @@ _IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double
 _OUT_SCALARS = {"uint64_t *": ctypes.c_uint64, "uint32_t *": ctypes.c_uint32,
                 "tlrt_device *": ctypes.c_uint32, "bool *": ctypes.c_bool}
 # Optional buffer arguments (None passes NULL).
-_OPTIONAL_BUFFERS = {("tlrt_sgd_step", "momentum_buf")}
+_OPTIONAL_BUFFERS = {("tlrt_sgd_step", "momentum_buf"),
+                     # tlrt_conv.h: the bias of the forward functions (None: no bias).
+                     *{(f"tlrt_{_op}_fwd", "bias")
+                       for _op in ("conv", "conv2d", "convtranspose", "convtranspose2d")},
+                     # tlrt_attention.h: the mask (None: no mask).
+                     *{(f"tlrt_flash_attention_{_e}", "mask")
+                       for _e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")}}
 # Arrays with no count parameter after them: the library reads as many entries as the named count
 # (or the rank / first dimension of a tape node) says, so the wrapper checks the length first.
 _UNCOUNTED = {("tlrt_permute", "perm"): ("param", "rank"),
@@ -719,7 +725,15 @@ _UNCOUNTED = {("tlrt_permute", "perm"): ("param", "rank"),
               ("tlrt_reduce_from_broadcast", "axis_map"): ("param", "out_rank"),
               ("tlrt_tape_permute", "perm"): ("node_rank", "x"),
               ("tlrt_tape_broadcast_to", "axis_map"): ("param", "out_rank"),
-              ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits")}
+              ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits"),
+              # tlrt_pool.h: kernel, stride and padding hold `rank` values (the length of in_spatial).
+              **{(f"tlrt_{_op}_{_dir}", _arg): ("param", "rank")
+                 for _op in ("maxpool", "avgpool", "smooth_maxpool") for _dir in ("fwd", "bwd")
+                 for _arg in ("kernel", "stride", "padding")},
+              # tlrt_conv.h: kernel_size, stride, padding, dilation hold `rank` values.
+              **{(f"tlrt_{_op}_{_dir}", _arg): ("param", "rank")
+                 for _op in ("conv", "convtranspose") for _dir in ("fwd", "bwd")
+                 for _arg in ("kernel_size", "stride", "padding", "dilation")}}
 # An array argument followed by one of these count parameters: the count is its length, filled in
 # by the wrapper (rt.reduce_sum_axis(x, dims=[2, 3], axis=1)).
 _LENGTH_NAMES = {"rank", "in_rank", "out_rank", "k"}

@@ -1934,6 +1934,202 @@ out or dY not the size of X; h0 not state elements); TLRT_ERR_OUT_OF_MEMORY; TLR
 TLRT_ERR_DEVICE_LOST. On failure *dA, *dB, *dX and *dH0 are NULL. -/
 @[extern "tlrt_lean_selective_scan_diag_var_bwd"] opaque selectiveScanDiagVarBwd (A : @& Buffer) (B : @& Buffer) (X : @& Buffer) (h0 : @& Buffer) (out : @& Buffer) (dY : @& Buffer) (seq_len : UInt64) (state : UInt64) : IO (Buffer × Buffer × Buffer × Buffer)
 
+/-- `tlrt_status tlrt_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** out)`
+
+2-D max pool forward: x is (batch, channels, in_h, in_w); out is (batch, channels, out_h, out_w)
+(GEOMETRY and DEFINITIONS above). Numeric class: exact. -/
+@[extern "tlrt_lean_maxpool2d_fwd"] opaque maxpool2dFwd (x : @& Buffer) (batch : UInt64) (channels : UInt64) (in_h : UInt64) (in_w : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** dx)`
+
+2-D max pool backward: dx (x's shape) from the forward input x and the gradient dy of the
+output. The selected cell of each window is recomputed from x with the forward's rule. Numeric
+class: ordered reduction. -/
+@[extern "tlrt_lean_maxpool2d_bwd"] opaque maxpool2dBwd (x : @& Buffer) (dy : @& Buffer) (batch : UInt64) (channels : UInt64) (in_h : UInt64) (in_w : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** out)`
+
+N-D max pool forward: in_spatial, kernel, stride and padding each hold rank values (rank 1 .. 8);
+x is (batch, channels, in_spatial...). Numeric class: exact. -/
+@[extern "tlrt_lean_maxpool_fwd"] opaque maxpoolFwd (x : @& Buffer) (batch : UInt64) (channels : UInt64) (in_spatial : @& Array UInt64) (kernel : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** dx)`
+
+N-D max pool backward (see tlrt_maxpool2d_bwd). Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_maxpool_bwd"] opaque maxpoolBwd (x : @& Buffer) (dy : @& Buffer) (batch : UInt64) (channels : UInt64) (in_spatial : @& Array UInt64) (kernel : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_avgpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** out)`
+
+2-D average pool forward. count_include_pad: true divides by kernel_h * kernel_w (PyTorch's
+default, upstream's behaviour), false by the number of real cells of the window.
+Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_avgpool2d_fwd"] opaque avgpool2dFwd (x : @& Buffer) (batch : UInt64) (channels : UInt64) (in_h : UInt64) (in_w : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (count_include_pad : Bool) : IO Buffer
+
+/-- `tlrt_status tlrt_avgpool2d_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** dx)`
+
+2-D average pool backward: dx (batch, channels, in_h, in_w) from dy alone (the operation is
+linear). Errors as above; TLRT_ERR_OVERFLOW also when dx would exceed TLRT_MAX_ELEMENTS.
+Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_avgpool2d_bwd"] opaque avgpool2dBwd (dy : @& Buffer) (batch : UInt64) (channels : UInt64) (in_h : UInt64) (in_w : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (count_include_pad : Bool) : IO Buffer
+
+/-- `tlrt_status tlrt_avgpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** out)`
+
+N-D average pool forward (see tlrt_avgpool2d_fwd). Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_avgpool_fwd"] opaque avgpoolFwd (x : @& Buffer) (batch : UInt64) (channels : UInt64) (in_spatial : @& Array UInt64) (kernel : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (count_include_pad : Bool) : IO Buffer
+
+/-- `tlrt_status tlrt_avgpool_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** dx)`
+
+N-D average pool backward (see tlrt_avgpool2d_bwd). Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_avgpool_bwd"] opaque avgpoolBwd (dy : @& Buffer) (batch : UInt64) (channels : UInt64) (in_spatial : @& Array UInt64) (kernel : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (count_include_pad : Bool) : IO Buffer
+
+/-- `tlrt_status tlrt_smooth_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** out)`
+
+2-D smooth max pool forward: y = pivot + log(sum_j exp(b (v_j - pivot))) / b per window, b =
+beta rounded to float32 (DEFINITIONS above). Numeric class: shared math + ordered reduction. -/
+@[extern "tlrt_lean_smooth_maxpool2d_fwd"] opaque smoothMaxpool2dFwd (x : @& Buffer) (batch : UInt64) (channels : UInt64) (in_h : UInt64) (in_w : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (beta : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_smooth_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** dx)`
+
+2-D smooth max pool backward: dx (x's shape) from x and dy; each window passes dy times the
+softmax weight exp(b (x - pivot)) / S of the cell. A window whose pivot is NaN or +-inf passes
+NaN to its cells (as the gradient of a log-sum-exp at infinity, PyTorch's included).
+Numeric class: shared math + ordered reduction. -/
+@[extern "tlrt_lean_smooth_maxpool2d_bwd"] opaque smoothMaxpool2dBwd (x : @& Buffer) (dy : @& Buffer) (batch : UInt64) (channels : UInt64) (in_h : UInt64) (in_w : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (beta : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_smooth_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** out)`
+
+N-D smooth max pool forward (see tlrt_smooth_maxpool2d_fwd). -/
+@[extern "tlrt_lean_smooth_maxpool_fwd"] opaque smoothMaxpoolFwd (x : @& Buffer) (batch : UInt64) (channels : UInt64) (in_spatial : @& Array UInt64) (kernel : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (beta : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_smooth_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** dx)`
+
+N-D smooth max pool backward (see tlrt_smooth_maxpool2d_bwd). -/
+@[extern "tlrt_lean_smooth_maxpool_bwd"] opaque smoothMaxpoolBwd (x : @& Buffer) (dy : @& Buffer) (batch : UInt64) (channels : UInt64) (in_spatial : @& Array UInt64) (kernel : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (beta : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)`
+
+Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
+(bh * n * d each) and an optional mask (NULL = none; bh * n * n or n * n elements). scale and
+mask_fill are doubles rounded once to float32 (scale is usually 1 / sqrt(d)).
+Empty cases: bh == 0 or n == 0 gives empty outputs; d == 0 (q, k, v empty) gives an empty out
+and the lse of the DEFINITIONS with every dot product 0 (s = 0, or mask_fill where blocked; so
+log of the number of non-excluded keys without fill, -inf for a fully excluded row).
+Errors: TLRT_ERR_NULL_ARGUMENT (q, k, v, out, lse); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH
+(q, k, v, mask on different devices); TLRT_ERR_SHAPE (q not bh * n * d, the product taken
+exactly; k or v a different size than q; mask neither bh * n * n nor n * n elements);
+TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
++-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
+TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
+Cost (CUDA): one kernel; q, k, v read once per 64-row query block from L2, out and lse
+written once; 4 n^2 d FLOPs per problem (half with causal and mask_fill == -inf). -/
+@[extern "tlrt_lean_flash_attention_fwd"] opaque flashAttentionFwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer)
+
+/-- `tlrt_status tlrt_flash_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq, tlrt_buffer ** dk, tlrt_buffer ** dv)`
+
+Fused attention backward (DEFINITIONS above): dq, dk, dv (bh * n * d each) from the forward's
+inputs, the upstream gradient dout, and the forward's own out and lse (the tape uses this one).
+out and lse are not checked to be the forward's; P is recomputed from lse, so a foreign lse
+gives the gradient of a different (unnormalised) map. Arguments as tlrt_flash_attention_fwd.
+Empty cases: any of bh, n, d zero gives empty outputs (d == 0: nothing to differentiate).
+Errors: as tlrt_flash_attention_fwd, plus TLRT_ERR_NULL_ARGUMENT (dout, out, lse, dq, dk, dv)
+and TLRT_ERR_SHAPE (dout or out a different size than q; lse not bh * n elements).
+On failure *dq, *dk and *dv are NULL.
+Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
+keys, 32 for d > 64, 16 for d > 128, looping over query blocks) and a dq kernel (one block per
+query block, looping over key tiles): P recomputed twice, ~10 n^2 d FLOPs per problem. No
+atomics: deterministic. -/
+@[extern "tlrt_lean_flash_attention_bwd"] opaque flashAttentionBwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (out : @& Buffer) (lse : @& Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer × Buffer)
+
+/-- `tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq)`
+
+The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
+(out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
+and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
+tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter). -/
+@[extern "tlrt_lean_flash_attention_bwd_q"] opaque flashAttentionBwdQ (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_flash_attention_bwd_k(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dk)`
+
+The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
+(out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
+and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
+tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter). -/
+@[extern "tlrt_lean_flash_attention_bwd_k"] opaque flashAttentionBwdK (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_flash_attention_bwd_v(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dv)`
+
+The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
+(out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
+and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
+tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter). -/
+@[extern "tlrt_lean_flash_attention_bwd_v"] opaque flashAttentionBwdV (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_conv_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)`
+
+N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,
+padding: rank values each; dilation: rank values, or NULL for all 1. kernel has out_channels *
+(in_channels / groups) * prod(kernel_size) elements; bias is NULL or has out_channels; input has
+batch * in_channels * prod(in_spatial). out: (batch, out_channels, out_spatial...) with the
+convolution's out[d] above. Upstream: torchlean_cuda_buffer_conv_fwd (no batch, dilation or
+groups). -/
+@[extern "tlrt_lean_conv_fwd"] opaque convFwd (kernel : @& Buffer) (bias : @& Option Buffer) (input : @& Buffer) (batch : UInt64) (in_channels : UInt64) (out_channels : UInt64) (in_spatial : @& Array UInt64) (kernel_size : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (dilation : @& Array UInt64) (groups : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_conv_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+N-D convolution backward: d_kernel (kernel's shape), d_bias (out_channels) and d_input (input's
+shape) of tlrt_conv_fwd with the same geometry, from its kernel and input and grad_out (the
+forward output's shape, batch * out_channels * prod(out)). Each out-parameter may be NULL to
+skip that gradient; at least one must be non-NULL. The bias itself is not needed. -/
+@[extern "tlrt_lean_conv_bwd"] opaque convBwd (kernel : @& Buffer) (input : @& Buffer) (grad_out : @& Buffer) (batch : UInt64) (in_channels : UInt64) (out_channels : UInt64) (in_spatial : @& Array UInt64) (kernel_size : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (dilation : @& Array UInt64) (groups : UInt64) : IO (Buffer × Buffer × Buffer)
+
+/-- `tlrt_status tlrt_conv2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out)`
+
+2-D convolution forward: tlrt_conv_fwd with rank 2, in_spatial = (in_h, in_w), kernel_size =
+(kernel_h, kernel_w), stride = (stride_h, stride_w), padding = (pad_h, pad_w), dilation =
+(dilation_h, dilation_w). Upstream's torchlean_cuda_buffer_conv2d_fwd(inC, inH, inW, outC, kH,
+kW, stride, padding) is batch = 1, stride_h = stride_w = stride, pad_h = pad_w = padding,
+dilation 1, groups 1. out: (batch, out_channels, out_h, out_w). -/
+@[extern "tlrt_lean_conv2d_fwd"] opaque conv2dFwd (kernel : @& Buffer) (bias : @& Option Buffer) (input : @& Buffer) (batch : UInt64) (in_channels : UInt64) (in_h : UInt64) (in_w : UInt64) (out_channels : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (dilation_h : UInt64) (dilation_w : UInt64) (groups : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_conv2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+2-D convolution backward: tlrt_conv_bwd with the 2-D geometry of tlrt_conv2d_fwd. -/
+@[extern "tlrt_lean_conv2d_bwd"] opaque conv2dBwd (kernel : @& Buffer) (input : @& Buffer) (grad_out : @& Buffer) (batch : UInt64) (in_channels : UInt64) (in_h : UInt64) (in_w : UInt64) (out_channels : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (dilation_h : UInt64) (dilation_w : UInt64) (groups : UInt64) : IO (Buffer × Buffer × Buffer)
+
+/-- `tlrt_status tlrt_convtranspose_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)`
+
+N-D transposed convolution forward (DEFINITIONS above; PyTorch's conv_transpose with
+output_padding 0). kernel has in_channels * (out_channels / groups) * prod(kernel_size)
+elements; bias is NULL or has out_channels; input has batch * in_channels * prod(in_spatial).
+out: (batch, out_channels, out_spatial...) with the transposed out[d] above. Upstream:
+torchlean_cuda_buffer_convtranspose_fwd. -/
+@[extern "tlrt_lean_convtranspose_fwd"] opaque convtransposeFwd (kernel : @& Buffer) (bias : @& Option Buffer) (input : @& Buffer) (batch : UInt64) (in_channels : UInt64) (out_channels : UInt64) (in_spatial : @& Array UInt64) (kernel_size : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (dilation : @& Array UInt64) (groups : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_convtranspose_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+N-D transposed convolution backward: d_kernel, d_bias (out_channels), d_input of
+tlrt_convtranspose_fwd, from its kernel, input and grad_out (batch * out_channels * prod(out)).
+NULL out-parameters skip that gradient; at least one must be non-NULL. d_input is the
+convolution of grad_out with the kernel (no bias). -/
+@[extern "tlrt_lean_convtranspose_bwd"] opaque convtransposeBwd (kernel : @& Buffer) (input : @& Buffer) (grad_out : @& Buffer) (batch : UInt64) (in_channels : UInt64) (out_channels : UInt64) (in_spatial : @& Array UInt64) (kernel_size : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (dilation : @& Array UInt64) (groups : UInt64) : IO (Buffer × Buffer × Buffer)
+
+/-- `tlrt_status tlrt_convtranspose2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out)`
+
+2-D transposed convolution forward: tlrt_convtranspose_fwd with rank 2 and the 2-D argument
+names of tlrt_conv2d_fwd. out: (batch, out_channels, out_h, out_w). -/
+@[extern "tlrt_lean_convtranspose2d_fwd"] opaque convtranspose2dFwd (kernel : @& Buffer) (bias : @& Option Buffer) (input : @& Buffer) (batch : UInt64) (in_channels : UInt64) (in_h : UInt64) (in_w : UInt64) (out_channels : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (dilation_h : UInt64) (dilation_w : UInt64) (groups : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_convtranspose2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+2-D transposed convolution backward: tlrt_convtranspose_bwd with the 2-D geometry. -/
+@[extern "tlrt_lean_convtranspose2d_bwd"] opaque convtranspose2dBwd (kernel : @& Buffer) (input : @& Buffer) (grad_out : @& Buffer) (batch : UInt64) (in_channels : UInt64) (in_h : UInt64) (in_w : UInt64) (out_channels : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (dilation_h : UInt64) (dilation_w : UInt64) (groups : UInt64) : IO (Buffer × Buffer × Buffer)
+
 /-- `tlrt_allocator_stats_get` as a structure. -/
 def allocatorStats (device : UInt32) : IO AllocatorStats :=
   return AllocatorStats.ofArray (← allocatorStatsGet device)

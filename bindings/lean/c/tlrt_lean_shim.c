@@ -3016,3 +3016,596 @@ done:
   ;
   return res;
 }
+
+/* tlrt_status tlrt_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_maxpool2d_fwd(b_lean_obj_arg l_x, uint64_t l_batch, uint64_t l_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_maxpool2d_fwd((const tlrt_buffer *)x_h, (uint64_t)l_batch, (uint64_t)l_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_maxpool2d_bwd(b_lean_obj_arg l_x, b_lean_obj_arg l_dy, uint64_t l_batch, uint64_t l_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_buffer *o_dx = NULL;
+  st = tlrt_maxpool2d_bwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)dy_h, (uint64_t)l_batch, (uint64_t)l_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_maxpool_fwd(b_lean_obj_arg l_x, uint64_t l_batch, uint64_t l_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  tlrt_buffer *o_out = NULL;
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_fwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_fwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_fwd", "kernel", lean_array_size(l_kernel), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_maxpool_fwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_maxpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel, &c_kernel) != 0) { res = tlrt_lean_oom("tlrt_maxpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_maxpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_maxpool_fwd"); goto done; }
+  st = tlrt_maxpool_fwd((const tlrt_buffer *)x_h, (uint64_t)l_batch, (uint64_t)l_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  free(c_in_spatial);
+  free(c_kernel);
+  free(c_stride);
+  free(c_padding);
+  return res;
+}
+
+/* tlrt_status tlrt_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_maxpool_bwd(b_lean_obj_arg l_x, b_lean_obj_arg l_dy, uint64_t l_batch, uint64_t l_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  tlrt_buffer *o_dx = NULL;
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_bwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_bwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_bwd", "kernel", lean_array_size(l_kernel), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_maxpool_bwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_maxpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel, &c_kernel) != 0) { res = tlrt_lean_oom("tlrt_maxpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_maxpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_maxpool_bwd"); goto done; }
+  st = tlrt_maxpool_bwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)dy_h, (uint64_t)l_batch, (uint64_t)l_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  free(c_in_spatial);
+  free(c_kernel);
+  free(c_stride);
+  free(c_padding);
+  return res;
+}
+
+/* tlrt_status tlrt_avgpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_avgpool2d_fwd(b_lean_obj_arg l_x, uint64_t l_batch, uint64_t l_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint8_t l_count_include_pad, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_avgpool2d_fwd((const tlrt_buffer *)x_h, (uint64_t)l_batch, (uint64_t)l_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (bool)(l_count_include_pad != 0), (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_avgpool2d_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_avgpool2d_bwd(b_lean_obj_arg l_dy, uint64_t l_batch, uint64_t l_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint8_t l_count_include_pad, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_buffer *o_dx = NULL;
+  st = tlrt_avgpool2d_bwd((const tlrt_buffer *)dy_h, (uint64_t)l_batch, (uint64_t)l_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (bool)(l_count_include_pad != 0), (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_avgpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_avgpool_fwd(b_lean_obj_arg l_x, uint64_t l_batch, uint64_t l_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, uint8_t l_count_include_pad, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  tlrt_buffer *o_out = NULL;
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_fwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_fwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_fwd", "kernel", lean_array_size(l_kernel), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_avgpool_fwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_avgpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel, &c_kernel) != 0) { res = tlrt_lean_oom("tlrt_avgpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_avgpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_avgpool_fwd"); goto done; }
+  st = tlrt_avgpool_fwd((const tlrt_buffer *)x_h, (uint64_t)l_batch, (uint64_t)l_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (bool)(l_count_include_pad != 0), (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  free(c_in_spatial);
+  free(c_kernel);
+  free(c_stride);
+  free(c_padding);
+  return res;
+}
+
+/* tlrt_status tlrt_avgpool_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_avgpool_bwd(b_lean_obj_arg l_dy, uint64_t l_batch, uint64_t l_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, uint8_t l_count_include_pad, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  tlrt_buffer *o_dx = NULL;
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_bwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_bwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_bwd", "kernel", lean_array_size(l_kernel), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_avgpool_bwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_avgpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel, &c_kernel) != 0) { res = tlrt_lean_oom("tlrt_avgpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_avgpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_avgpool_bwd"); goto done; }
+  st = tlrt_avgpool_bwd((const tlrt_buffer *)dy_h, (uint64_t)l_batch, (uint64_t)l_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (bool)(l_count_include_pad != 0), (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  free(c_in_spatial);
+  free(c_kernel);
+  free(c_stride);
+  free(c_padding);
+  return res;
+}
+
+/* tlrt_status tlrt_smooth_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_smooth_maxpool2d_fwd(b_lean_obj_arg l_x, uint64_t l_batch, uint64_t l_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, double l_beta, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_smooth_maxpool2d_fwd((const tlrt_buffer *)x_h, (uint64_t)l_batch, (uint64_t)l_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (double)l_beta, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_smooth_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_smooth_maxpool2d_bwd(b_lean_obj_arg l_x, b_lean_obj_arg l_dy, uint64_t l_batch, uint64_t l_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, double l_beta, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_buffer *o_dx = NULL;
+  st = tlrt_smooth_maxpool2d_bwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)dy_h, (uint64_t)l_batch, (uint64_t)l_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (double)l_beta, (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_smooth_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_smooth_maxpool_fwd(b_lean_obj_arg l_x, uint64_t l_batch, uint64_t l_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, double l_beta, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  tlrt_buffer *o_out = NULL;
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_fwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_fwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_fwd", "kernel", lean_array_size(l_kernel), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_smooth_maxpool_fwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel, &c_kernel) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_fwd"); goto done; }
+  st = tlrt_smooth_maxpool_fwd((const tlrt_buffer *)x_h, (uint64_t)l_batch, (uint64_t)l_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (double)l_beta, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  free(c_in_spatial);
+  free(c_kernel);
+  free(c_stride);
+  free(c_padding);
+  return res;
+}
+
+/* tlrt_status tlrt_smooth_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_smooth_maxpool_bwd(b_lean_obj_arg l_x, b_lean_obj_arg l_dy, uint64_t l_batch, uint64_t l_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, double l_beta, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  tlrt_buffer *o_dx = NULL;
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_bwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_bwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_bwd", "kernel", lean_array_size(l_kernel), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_smooth_maxpool_bwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel, &c_kernel) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_smooth_maxpool_bwd"); goto done; }
+  st = tlrt_smooth_maxpool_bwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)dy_h, (uint64_t)l_batch, (uint64_t)l_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (double)l_beta, (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  free(c_in_spatial);
+  free(c_kernel);
+  free(c_stride);
+  free(c_padding);
+  return res;
+}
+
+/* tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse) */
+LEAN_EXPORT lean_obj_res tlrt_lean_flash_attention_fwd(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, uint64_t l_bh, uint64_t l_n, uint64_t l_d, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *q_h = tlrt_lean_buffer_of(l_q);
+  tlrt_buffer *k_h = tlrt_lean_buffer_of(l_k);
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  tlrt_buffer *o_out = NULL;
+  tlrt_buffer *o_lse = NULL;
+  st = tlrt_flash_attention_fwd((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (uint64_t)l_bh, (uint64_t)l_n, (uint64_t)l_d, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer **)&o_out, (tlrt_buffer **)&o_lse);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_out), tlrt_lean_wrap_buffer(o_lse)));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_flash_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq, tlrt_buffer ** dk, tlrt_buffer ** dv) */
+LEAN_EXPORT lean_obj_res tlrt_lean_flash_attention_bwd(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, b_lean_obj_arg l_dout, b_lean_obj_arg l_out, b_lean_obj_arg l_lse, uint64_t l_bh, uint64_t l_n, uint64_t l_d, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *q_h = tlrt_lean_buffer_of(l_q);
+  tlrt_buffer *k_h = tlrt_lean_buffer_of(l_k);
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  tlrt_buffer *dout_h = tlrt_lean_buffer_of(l_dout);
+  tlrt_buffer *out_h = tlrt_lean_buffer_of(l_out);
+  tlrt_buffer *lse_h = tlrt_lean_buffer_of(l_lse);
+  tlrt_buffer *o_dq = NULL;
+  tlrt_buffer *o_dk = NULL;
+  tlrt_buffer *o_dv = NULL;
+  st = tlrt_flash_attention_bwd((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (const tlrt_buffer *)dout_h, (const tlrt_buffer *)out_h, (const tlrt_buffer *)lse_h, (uint64_t)l_bh, (uint64_t)l_n, (uint64_t)l_d, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer **)&o_dq, (tlrt_buffer **)&o_dk, (tlrt_buffer **)&o_dv);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_dq), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_dk), tlrt_lean_wrap_buffer(o_dv))));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq) */
+LEAN_EXPORT lean_obj_res tlrt_lean_flash_attention_bwd_q(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, b_lean_obj_arg l_dout, uint64_t l_bh, uint64_t l_n, uint64_t l_d, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *q_h = tlrt_lean_buffer_of(l_q);
+  tlrt_buffer *k_h = tlrt_lean_buffer_of(l_k);
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  tlrt_buffer *dout_h = tlrt_lean_buffer_of(l_dout);
+  tlrt_buffer *o_dq = NULL;
+  st = tlrt_flash_attention_bwd_q((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (const tlrt_buffer *)dout_h, (uint64_t)l_bh, (uint64_t)l_n, (uint64_t)l_d, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer **)&o_dq);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dq));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_flash_attention_bwd_k(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dk) */
+LEAN_EXPORT lean_obj_res tlrt_lean_flash_attention_bwd_k(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, b_lean_obj_arg l_dout, uint64_t l_bh, uint64_t l_n, uint64_t l_d, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *q_h = tlrt_lean_buffer_of(l_q);
+  tlrt_buffer *k_h = tlrt_lean_buffer_of(l_k);
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  tlrt_buffer *dout_h = tlrt_lean_buffer_of(l_dout);
+  tlrt_buffer *o_dk = NULL;
+  st = tlrt_flash_attention_bwd_k((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (const tlrt_buffer *)dout_h, (uint64_t)l_bh, (uint64_t)l_n, (uint64_t)l_d, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer **)&o_dk);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dk));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_flash_attention_bwd_v(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dv) */
+LEAN_EXPORT lean_obj_res tlrt_lean_flash_attention_bwd_v(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, b_lean_obj_arg l_dout, uint64_t l_bh, uint64_t l_n, uint64_t l_d, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *q_h = tlrt_lean_buffer_of(l_q);
+  tlrt_buffer *k_h = tlrt_lean_buffer_of(l_k);
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  tlrt_buffer *dout_h = tlrt_lean_buffer_of(l_dout);
+  tlrt_buffer *o_dv = NULL;
+  st = tlrt_flash_attention_bwd_v((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (const tlrt_buffer *)dout_h, (uint64_t)l_bh, (uint64_t)l_n, (uint64_t)l_d, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer **)&o_dv);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dv));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_conv_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_conv_fwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_bias, b_lean_obj_arg l_input, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_out_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel_size, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, b_lean_obj_arg l_dilation, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *bias_h = tlrt_lean_opt_buffer_of(l_bias);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel_size = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  uint64_t *c_dilation = NULL;
+  tlrt_buffer *o_out = NULL;
+  if (lean_array_size(l_dilation) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_fwd", "dilation", lean_array_size(l_dilation), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_fwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_fwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel_size) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_fwd", "kernel_size", lean_array_size(l_kernel_size), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_conv_fwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_conv_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel_size, &c_kernel_size) != 0) { res = tlrt_lean_oom("tlrt_conv_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_conv_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_conv_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_dilation, &c_dilation) != 0) { res = tlrt_lean_oom("tlrt_conv_fwd"); goto done; }
+  st = tlrt_conv_fwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)bias_h, (const tlrt_buffer *)input_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_out_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel_size, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (const uint64_t *)c_dilation, (uint64_t)l_groups, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  free(c_in_spatial);
+  free(c_kernel_size);
+  free(c_stride);
+  free(c_padding);
+  free(c_dilation);
+  return res;
+}
+
+/* tlrt_status tlrt_conv_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input) */
+LEAN_EXPORT lean_obj_res tlrt_lean_conv_bwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_input, b_lean_obj_arg l_grad_out, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_out_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel_size, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, b_lean_obj_arg l_dilation, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *grad_out_h = tlrt_lean_buffer_of(l_grad_out);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel_size = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  uint64_t *c_dilation = NULL;
+  tlrt_buffer *o_d_kernel = NULL;
+  tlrt_buffer *o_d_bias = NULL;
+  tlrt_buffer *o_d_input = NULL;
+  if (lean_array_size(l_dilation) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_bwd", "dilation", lean_array_size(l_dilation), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_bwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_bwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel_size) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_bwd", "kernel_size", lean_array_size(l_kernel_size), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_conv_bwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_conv_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel_size, &c_kernel_size) != 0) { res = tlrt_lean_oom("tlrt_conv_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_conv_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_conv_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_dilation, &c_dilation) != 0) { res = tlrt_lean_oom("tlrt_conv_bwd"); goto done; }
+  st = tlrt_conv_bwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)input_h, (const tlrt_buffer *)grad_out_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_out_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel_size, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (const uint64_t *)c_dilation, (uint64_t)l_groups, (tlrt_buffer **)&o_d_kernel, (tlrt_buffer **)&o_d_bias, (tlrt_buffer **)&o_d_input);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_kernel), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_bias), tlrt_lean_wrap_buffer(o_d_input))));
+done:
+  free(c_in_spatial);
+  free(c_kernel_size);
+  free(c_stride);
+  free(c_padding);
+  free(c_dilation);
+  return res;
+}
+
+/* tlrt_status tlrt_conv2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_conv2d_fwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_bias, b_lean_obj_arg l_input, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_out_channels, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint64_t l_dilation_h, uint64_t l_dilation_w, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *bias_h = tlrt_lean_opt_buffer_of(l_bias);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_conv2d_fwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)bias_h, (const tlrt_buffer *)input_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_out_channels, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (uint64_t)l_dilation_h, (uint64_t)l_dilation_w, (uint64_t)l_groups, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_conv2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input) */
+LEAN_EXPORT lean_obj_res tlrt_lean_conv2d_bwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_input, b_lean_obj_arg l_grad_out, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_out_channels, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint64_t l_dilation_h, uint64_t l_dilation_w, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *grad_out_h = tlrt_lean_buffer_of(l_grad_out);
+  tlrt_buffer *o_d_kernel = NULL;
+  tlrt_buffer *o_d_bias = NULL;
+  tlrt_buffer *o_d_input = NULL;
+  st = tlrt_conv2d_bwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)input_h, (const tlrt_buffer *)grad_out_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_out_channels, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (uint64_t)l_dilation_h, (uint64_t)l_dilation_w, (uint64_t)l_groups, (tlrt_buffer **)&o_d_kernel, (tlrt_buffer **)&o_d_bias, (tlrt_buffer **)&o_d_input);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_kernel), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_bias), tlrt_lean_wrap_buffer(o_d_input))));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_convtranspose_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose_fwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_bias, b_lean_obj_arg l_input, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_out_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel_size, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, b_lean_obj_arg l_dilation, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *bias_h = tlrt_lean_opt_buffer_of(l_bias);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel_size = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  uint64_t *c_dilation = NULL;
+  tlrt_buffer *o_out = NULL;
+  if (lean_array_size(l_dilation) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_fwd", "dilation", lean_array_size(l_dilation), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_fwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_fwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel_size) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_fwd", "kernel_size", lean_array_size(l_kernel_size), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_convtranspose_fwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel_size, &c_kernel_size) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_fwd"); goto done; }
+  if (tlrt_lean_u64s(l_dilation, &c_dilation) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_fwd"); goto done; }
+  st = tlrt_convtranspose_fwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)bias_h, (const tlrt_buffer *)input_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_out_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel_size, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (const uint64_t *)c_dilation, (uint64_t)l_groups, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  free(c_in_spatial);
+  free(c_kernel_size);
+  free(c_stride);
+  free(c_padding);
+  free(c_dilation);
+  return res;
+}
+
+/* tlrt_status tlrt_convtranspose_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input) */
+LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose_bwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_input, b_lean_obj_arg l_grad_out, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_out_channels, b_lean_obj_arg l_in_spatial, b_lean_obj_arg l_kernel_size, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, b_lean_obj_arg l_dilation, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *grad_out_h = tlrt_lean_buffer_of(l_grad_out);
+  uint64_t *c_in_spatial = NULL;
+  uint64_t *c_kernel_size = NULL;
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  uint64_t *c_dilation = NULL;
+  tlrt_buffer *o_d_kernel = NULL;
+  tlrt_buffer *o_d_bias = NULL;
+  tlrt_buffer *o_d_input = NULL;
+  if (lean_array_size(l_dilation) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_bwd", "dilation", lean_array_size(l_dilation), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_padding) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_bwd", "padding", lean_array_size(l_padding), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_stride) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_bwd", "stride", lean_array_size(l_stride), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_kernel_size) != lean_array_size(l_in_spatial)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_bwd", "kernel_size", lean_array_size(l_kernel_size), lean_array_size(l_in_spatial)); goto done; }
+  if (lean_array_size(l_in_spatial) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_convtranspose_bwd", "in_spatial", lean_array_size(l_in_spatial), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_in_spatial, &c_in_spatial) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_kernel_size, &c_kernel_size) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_bwd"); goto done; }
+  if (tlrt_lean_u64s(l_dilation, &c_dilation) != 0) { res = tlrt_lean_oom("tlrt_convtranspose_bwd"); goto done; }
+  st = tlrt_convtranspose_bwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)input_h, (const tlrt_buffer *)grad_out_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_out_channels, (const uint64_t *)c_in_spatial, (uint32_t)lean_array_size(l_in_spatial), (const uint64_t *)c_kernel_size, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (const uint64_t *)c_dilation, (uint64_t)l_groups, (tlrt_buffer **)&o_d_kernel, (tlrt_buffer **)&o_d_bias, (tlrt_buffer **)&o_d_input);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_kernel), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_bias), tlrt_lean_wrap_buffer(o_d_input))));
+done:
+  free(c_in_spatial);
+  free(c_kernel_size);
+  free(c_stride);
+  free(c_padding);
+  free(c_dilation);
+  return res;
+}
+
+/* tlrt_status tlrt_convtranspose2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose2d_fwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_bias, b_lean_obj_arg l_input, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_out_channels, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint64_t l_dilation_h, uint64_t l_dilation_w, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *bias_h = tlrt_lean_opt_buffer_of(l_bias);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_convtranspose2d_fwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)bias_h, (const tlrt_buffer *)input_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_out_channels, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (uint64_t)l_dilation_h, (uint64_t)l_dilation_w, (uint64_t)l_groups, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_convtranspose2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input) */
+LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose2d_bwd(b_lean_obj_arg l_kernel, b_lean_obj_arg l_input, b_lean_obj_arg l_grad_out, uint64_t l_batch, uint64_t l_in_channels, uint64_t l_in_h, uint64_t l_in_w, uint64_t l_out_channels, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint64_t l_dilation_h, uint64_t l_dilation_w, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *grad_out_h = tlrt_lean_buffer_of(l_grad_out);
+  tlrt_buffer *o_d_kernel = NULL;
+  tlrt_buffer *o_d_bias = NULL;
+  tlrt_buffer *o_d_input = NULL;
+  st = tlrt_convtranspose2d_bwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)input_h, (const tlrt_buffer *)grad_out_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_out_channels, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (uint64_t)l_dilation_h, (uint64_t)l_dilation_w, (uint64_t)l_groups, (tlrt_buffer **)&o_d_kernel, (tlrt_buffer **)&o_d_bias, (tlrt_buffer **)&o_d_input);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_kernel), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_bias), tlrt_lean_wrap_buffer(o_d_input))));
+done:
+  ;
+  return res;
+}

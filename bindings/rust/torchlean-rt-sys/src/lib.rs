@@ -644,4 +644,82 @@ extern "C" {
     /// Backward of tlrt_selective_scan_diag_var_fwd (new: upstream had none) for the upstream gradient
     /// (full contract: abi/tlrt_scan.h)
     pub fn tlrt_selective_scan_diag_var_bwd(A: *const tlrt_buffer, B: *const tlrt_buffer, X: *const tlrt_buffer, h0: *const tlrt_buffer, out: *const tlrt_buffer, dY: *const tlrt_buffer, seq_len: u64, state: u64, dA: *mut *mut tlrt_buffer, dB: *mut *mut tlrt_buffer, dX: *mut *mut tlrt_buffer, dH0: *mut *mut tlrt_buffer) -> tlrt_status;
+    // ---- tlrt_pool.h
+    /// 2-D max pool forward: x is (batch, channels, in_h, in_w); out is (batch, channels, out_h, out_w)
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_maxpool2d_fwd(x: *const tlrt_buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D max pool backward: dx (x's shape) from the forward input x and the gradient dy of the
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_maxpool2d_bwd(x: *const tlrt_buffer, dy: *const tlrt_buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D max pool forward: in_spatial, kernel, stride and padding each hold rank values (rank 1 .. 8);
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_maxpool_fwd(x: *const tlrt_buffer, batch: u64, channels: u64, in_spatial: *const u64, rank: u32, kernel: *const u64, stride: *const u64, padding: *const u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D max pool backward (see tlrt_maxpool2d_bwd). Numeric class: ordered reduction.
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_maxpool_bwd(x: *const tlrt_buffer, dy: *const tlrt_buffer, batch: u64, channels: u64, in_spatial: *const u64, rank: u32, kernel: *const u64, stride: *const u64, padding: *const u64, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D average pool forward. count_include_pad: true divides by kernel_h * kernel_w (PyTorch's
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_avgpool2d_fwd(x: *const tlrt_buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, count_include_pad: bool, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D average pool backward: dx (batch, channels, in_h, in_w) from dy alone (the operation is
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_avgpool2d_bwd(dy: *const tlrt_buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, count_include_pad: bool, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D average pool forward (see tlrt_avgpool2d_fwd). Numeric class: ordered reduction.
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_avgpool_fwd(x: *const tlrt_buffer, batch: u64, channels: u64, in_spatial: *const u64, rank: u32, kernel: *const u64, stride: *const u64, padding: *const u64, count_include_pad: bool, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D average pool backward (see tlrt_avgpool2d_bwd). Numeric class: ordered reduction.
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_avgpool_bwd(dy: *const tlrt_buffer, batch: u64, channels: u64, in_spatial: *const u64, rank: u32, kernel: *const u64, stride: *const u64, padding: *const u64, count_include_pad: bool, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D smooth max pool forward: y = pivot + log(sum_j exp(b (v_j - pivot))) / b per window, b =
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_smooth_maxpool2d_fwd(x: *const tlrt_buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, beta: f64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D smooth max pool backward: dx (x's shape) from x and dy; each window passes dy times the
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_smooth_maxpool2d_bwd(x: *const tlrt_buffer, dy: *const tlrt_buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, beta: f64, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D smooth max pool forward (see tlrt_smooth_maxpool2d_fwd).
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_smooth_maxpool_fwd(x: *const tlrt_buffer, batch: u64, channels: u64, in_spatial: *const u64, rank: u32, kernel: *const u64, stride: *const u64, padding: *const u64, beta: f64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D smooth max pool backward (see tlrt_smooth_maxpool2d_bwd).
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_smooth_maxpool_bwd(x: *const tlrt_buffer, dy: *const tlrt_buffer, batch: u64, channels: u64, in_spatial: *const u64, rank: u32, kernel: *const u64, stride: *const u64, padding: *const u64, beta: f64, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    // ---- tlrt_attention.h
+    /// Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_flash_attention_fwd(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64, out: *mut *mut tlrt_buffer, lse: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Fused attention backward (DEFINITIONS above): dq, dk, dv (bh * n * d each) from the forward's
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_flash_attention_bwd(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, out: *const tlrt_buffer, lse: *const tlrt_buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64, dq: *mut *mut tlrt_buffer, dk: *mut *mut tlrt_buffer, dv: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_flash_attention_bwd_q(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64, dq: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_flash_attention_bwd_k(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64, dk: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_flash_attention_bwd_v(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64, dv: *mut *mut tlrt_buffer) -> tlrt_status;
+    // ---- tlrt_conv.h
+    /// N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_conv_fwd(kernel: *const tlrt_buffer, bias: *const tlrt_buffer, input: *const tlrt_buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: *const u64, rank: u32, kernel_size: *const u64, stride: *const u64, padding: *const u64, dilation: *const u64, groups: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D convolution backward: d_kernel (kernel's shape), d_bias (out_channels) and d_input (input's
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_conv_bwd(kernel: *const tlrt_buffer, input: *const tlrt_buffer, grad_out: *const tlrt_buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: *const u64, rank: u32, kernel_size: *const u64, stride: *const u64, padding: *const u64, dilation: *const u64, groups: u64, d_kernel: *mut *mut tlrt_buffer, d_bias: *mut *mut tlrt_buffer, d_input: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D convolution forward: tlrt_conv_fwd with rank 2, in_spatial = (in_h, in_w), kernel_size =
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_conv2d_fwd(kernel: *const tlrt_buffer, bias: *const tlrt_buffer, input: *const tlrt_buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D convolution backward: tlrt_conv_bwd with the 2-D geometry of tlrt_conv2d_fwd.
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_conv2d_bwd(kernel: *const tlrt_buffer, input: *const tlrt_buffer, grad_out: *const tlrt_buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64, d_kernel: *mut *mut tlrt_buffer, d_bias: *mut *mut tlrt_buffer, d_input: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D transposed convolution forward (DEFINITIONS above; PyTorch's conv_transpose with
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_convtranspose_fwd(kernel: *const tlrt_buffer, bias: *const tlrt_buffer, input: *const tlrt_buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: *const u64, rank: u32, kernel_size: *const u64, stride: *const u64, padding: *const u64, dilation: *const u64, groups: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// N-D transposed convolution backward: d_kernel, d_bias (out_channels), d_input of
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_convtranspose_bwd(kernel: *const tlrt_buffer, input: *const tlrt_buffer, grad_out: *const tlrt_buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: *const u64, rank: u32, kernel_size: *const u64, stride: *const u64, padding: *const u64, dilation: *const u64, groups: u64, d_kernel: *mut *mut tlrt_buffer, d_bias: *mut *mut tlrt_buffer, d_input: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D transposed convolution forward: tlrt_convtranspose_fwd with rank 2 and the 2-D argument
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_convtranspose2d_fwd(kernel: *const tlrt_buffer, bias: *const tlrt_buffer, input: *const tlrt_buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// 2-D transposed convolution backward: tlrt_convtranspose_bwd with the 2-D geometry.
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_convtranspose2d_bwd(kernel: *const tlrt_buffer, input: *const tlrt_buffer, grad_out: *const tlrt_buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64, d_kernel: *mut *mut tlrt_buffer, d_bias: *mut *mut tlrt_buffer, d_input: *mut *mut tlrt_buffer) -> tlrt_status;
 }

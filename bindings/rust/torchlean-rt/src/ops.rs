@@ -706,6 +706,251 @@ pub fn selective_scan_diag_var_bwd(A: &Buffer, B: &Buffer, X: &Buffer, h0: &Buff
     Ok((Buffer { raw: o_dA }, Buffer { raw: o_dB }, Buffer { raw: o_dX }, Buffer { raw: o_dH0 }))
 }
 
+/// 2-D max pool forward: x is (batch, channels, in_h, in_w); out is (batch, channels, out_h, out_w)
+/// `tlrt_status tlrt_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn maxpool2d_fwd(x: &Buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_maxpool2d_fwd", unsafe { sys::tlrt_maxpool2d_fwd(x.raw as *const sys::tlrt_buffer, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// 2-D max pool backward: dx (x's shape) from the forward input x and the gradient dy of the
+/// `tlrt_status tlrt_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn maxpool2d_bwd(x: &Buffer, dy: &Buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64) -> Result<Buffer> {
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_maxpool2d_bwd", unsafe { sys::tlrt_maxpool2d_bwd(x.raw as *const sys::tlrt_buffer, dy.raw as *const sys::tlrt_buffer, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// N-D max pool forward: in_spatial, kernel, stride and padding each hold rank values (rank 1 .. 8);
+/// `tlrt_status tlrt_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn maxpool_fwd(x: &Buffer, batch: u64, channels: u64, in_spatial: &[u64], kernel: &[u64], stride: &[u64], padding: &[u64]) -> Result<Buffer> {
+    check_len("tlrt_maxpool_fwd", "kernel", kernel.len(), in_spatial.len())?;
+    check_len("tlrt_maxpool_fwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_maxpool_fwd", "padding", padding.len(), in_spatial.len())?;
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_maxpool_fwd", unsafe { sys::tlrt_maxpool_fwd(x.raw as *const sys::tlrt_buffer, batch, channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_maxpool_fwd", "rank", in_spatial.len())?, if kernel.is_empty() { core::ptr::null() } else { kernel.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// N-D max pool backward (see tlrt_maxpool2d_bwd). Numeric class: ordered reduction.
+/// `tlrt_status tlrt_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn maxpool_bwd(x: &Buffer, dy: &Buffer, batch: u64, channels: u64, in_spatial: &[u64], kernel: &[u64], stride: &[u64], padding: &[u64]) -> Result<Buffer> {
+    check_len("tlrt_maxpool_bwd", "kernel", kernel.len(), in_spatial.len())?;
+    check_len("tlrt_maxpool_bwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_maxpool_bwd", "padding", padding.len(), in_spatial.len())?;
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_maxpool_bwd", unsafe { sys::tlrt_maxpool_bwd(x.raw as *const sys::tlrt_buffer, dy.raw as *const sys::tlrt_buffer, batch, channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_maxpool_bwd", "rank", in_spatial.len())?, if kernel.is_empty() { core::ptr::null() } else { kernel.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// 2-D average pool forward. count_include_pad: true divides by kernel_h * kernel_w (PyTorch's
+/// `tlrt_status tlrt_avgpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn avgpool2d_fwd(x: &Buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, count_include_pad: bool) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_avgpool2d_fwd", unsafe { sys::tlrt_avgpool2d_fwd(x.raw as *const sys::tlrt_buffer, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// 2-D average pool backward: dx (batch, channels, in_h, in_w) from dy alone (the operation is
+/// `tlrt_status tlrt_avgpool2d_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn avgpool2d_bwd(dy: &Buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, count_include_pad: bool) -> Result<Buffer> {
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_avgpool2d_bwd", unsafe { sys::tlrt_avgpool2d_bwd(dy.raw as *const sys::tlrt_buffer, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// N-D average pool forward (see tlrt_avgpool2d_fwd). Numeric class: ordered reduction.
+/// `tlrt_status tlrt_avgpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn avgpool_fwd(x: &Buffer, batch: u64, channels: u64, in_spatial: &[u64], kernel: &[u64], stride: &[u64], padding: &[u64], count_include_pad: bool) -> Result<Buffer> {
+    check_len("tlrt_avgpool_fwd", "kernel", kernel.len(), in_spatial.len())?;
+    check_len("tlrt_avgpool_fwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_avgpool_fwd", "padding", padding.len(), in_spatial.len())?;
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_avgpool_fwd", unsafe { sys::tlrt_avgpool_fwd(x.raw as *const sys::tlrt_buffer, batch, channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_avgpool_fwd", "rank", in_spatial.len())?, if kernel.is_empty() { core::ptr::null() } else { kernel.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, count_include_pad, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// N-D average pool backward (see tlrt_avgpool2d_bwd). Numeric class: ordered reduction.
+/// `tlrt_status tlrt_avgpool_bwd(const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, bool count_include_pad, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn avgpool_bwd(dy: &Buffer, batch: u64, channels: u64, in_spatial: &[u64], kernel: &[u64], stride: &[u64], padding: &[u64], count_include_pad: bool) -> Result<Buffer> {
+    check_len("tlrt_avgpool_bwd", "kernel", kernel.len(), in_spatial.len())?;
+    check_len("tlrt_avgpool_bwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_avgpool_bwd", "padding", padding.len(), in_spatial.len())?;
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_avgpool_bwd", unsafe { sys::tlrt_avgpool_bwd(dy.raw as *const sys::tlrt_buffer, batch, channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_avgpool_bwd", "rank", in_spatial.len())?, if kernel.is_empty() { core::ptr::null() } else { kernel.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, count_include_pad, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// 2-D smooth max pool forward: y = pivot + log(sum_j exp(b (v_j - pivot))) / b per window, b =
+/// `tlrt_status tlrt_smooth_maxpool2d_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn smooth_maxpool2d_fwd(x: &Buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, beta: f64) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_smooth_maxpool2d_fwd", unsafe { sys::tlrt_smooth_maxpool2d_fwd(x.raw as *const sys::tlrt_buffer, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, beta, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// 2-D smooth max pool backward: dx (x's shape) from x and dy; each window passes dy times the
+/// `tlrt_status tlrt_smooth_maxpool2d_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, uint64_t in_h, uint64_t in_w, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, double beta, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn smooth_maxpool2d_bwd(x: &Buffer, dy: &Buffer, batch: u64, channels: u64, in_h: u64, in_w: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, beta: f64) -> Result<Buffer> {
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_smooth_maxpool2d_bwd", unsafe { sys::tlrt_smooth_maxpool2d_bwd(x.raw as *const sys::tlrt_buffer, dy.raw as *const sys::tlrt_buffer, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, beta, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// N-D smooth max pool forward (see tlrt_smooth_maxpool2d_fwd).
+/// `tlrt_status tlrt_smooth_maxpool_fwd(const tlrt_buffer * x, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn smooth_maxpool_fwd(x: &Buffer, batch: u64, channels: u64, in_spatial: &[u64], kernel: &[u64], stride: &[u64], padding: &[u64], beta: f64) -> Result<Buffer> {
+    check_len("tlrt_smooth_maxpool_fwd", "kernel", kernel.len(), in_spatial.len())?;
+    check_len("tlrt_smooth_maxpool_fwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_smooth_maxpool_fwd", "padding", padding.len(), in_spatial.len())?;
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_smooth_maxpool_fwd", unsafe { sys::tlrt_smooth_maxpool_fwd(x.raw as *const sys::tlrt_buffer, batch, channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_smooth_maxpool_fwd", "rank", in_spatial.len())?, if kernel.is_empty() { core::ptr::null() } else { kernel.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, beta, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// N-D smooth max pool backward (see tlrt_smooth_maxpool2d_bwd).
+/// `tlrt_status tlrt_smooth_maxpool_bwd(const tlrt_buffer * x, const tlrt_buffer * dy, uint64_t batch, uint64_t channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel, const uint64_t * stride, const uint64_t * padding, double beta, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn smooth_maxpool_bwd(x: &Buffer, dy: &Buffer, batch: u64, channels: u64, in_spatial: &[u64], kernel: &[u64], stride: &[u64], padding: &[u64], beta: f64) -> Result<Buffer> {
+    check_len("tlrt_smooth_maxpool_bwd", "kernel", kernel.len(), in_spatial.len())?;
+    check_len("tlrt_smooth_maxpool_bwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_smooth_maxpool_bwd", "padding", padding.len(), in_spatial.len())?;
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_smooth_maxpool_bwd", unsafe { sys::tlrt_smooth_maxpool_bwd(x.raw as *const sys::tlrt_buffer, dy.raw as *const sys::tlrt_buffer, batch, channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_smooth_maxpool_bwd", "rank", in_spatial.len())?, if kernel.is_empty() { core::ptr::null() } else { kernel.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, beta, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
+/// `tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)` (abi/tlrt_attention.h).
+pub fn flash_attention_fwd(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64) -> Result<(Buffer, Buffer)> {
+    let mut o_out = core::ptr::null_mut();
+    let mut o_lse = core::ptr::null_mut();
+    check("tlrt_flash_attention_fwd", unsafe { sys::tlrt_flash_attention_fwd(q.raw as *const sys::tlrt_buffer, k.raw as *const sys::tlrt_buffer, v.raw as *const sys::tlrt_buffer, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), bh, n, d, scale, causal, mask_fill, &mut o_out, &mut o_lse) })?;
+    Ok((Buffer { raw: o_out }, Buffer { raw: o_lse }))
+}
+
+/// Fused attention backward (DEFINITIONS above): dq, dk, dv (bh * n * d each) from the forward's
+/// `tlrt_status tlrt_flash_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq, tlrt_buffer ** dk, tlrt_buffer ** dv)` (abi/tlrt_attention.h).
+pub fn flash_attention_bwd(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, dout: &Buffer, out: &Buffer, lse: &Buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64) -> Result<(Buffer, Buffer, Buffer)> {
+    let mut o_dq = core::ptr::null_mut();
+    let mut o_dk = core::ptr::null_mut();
+    let mut o_dv = core::ptr::null_mut();
+    check("tlrt_flash_attention_bwd", unsafe { sys::tlrt_flash_attention_bwd(q.raw as *const sys::tlrt_buffer, k.raw as *const sys::tlrt_buffer, v.raw as *const sys::tlrt_buffer, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), dout.raw as *const sys::tlrt_buffer, out.raw as *const sys::tlrt_buffer, lse.raw as *const sys::tlrt_buffer, bh, n, d, scale, causal, mask_fill, &mut o_dq, &mut o_dk, &mut o_dv) })?;
+    Ok((Buffer { raw: o_dq }, Buffer { raw: o_dk }, Buffer { raw: o_dv }))
+}
+
+/// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+/// `tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq)` (abi/tlrt_attention.h).
+pub fn flash_attention_bwd_q(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, dout: &Buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64) -> Result<Buffer> {
+    let mut o_dq = core::ptr::null_mut();
+    check("tlrt_flash_attention_bwd_q", unsafe { sys::tlrt_flash_attention_bwd_q(q.raw as *const sys::tlrt_buffer, k.raw as *const sys::tlrt_buffer, v.raw as *const sys::tlrt_buffer, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), dout.raw as *const sys::tlrt_buffer, bh, n, d, scale, causal, mask_fill, &mut o_dq) })?;
+    Ok(Buffer { raw: o_dq })
+}
+
+/// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+/// `tlrt_status tlrt_flash_attention_bwd_k(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dk)` (abi/tlrt_attention.h).
+pub fn flash_attention_bwd_k(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, dout: &Buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64) -> Result<Buffer> {
+    let mut o_dk = core::ptr::null_mut();
+    check("tlrt_flash_attention_bwd_k", unsafe { sys::tlrt_flash_attention_bwd_k(q.raw as *const sys::tlrt_buffer, k.raw as *const sys::tlrt_buffer, v.raw as *const sys::tlrt_buffer, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), dout.raw as *const sys::tlrt_buffer, bh, n, d, scale, causal, mask_fill, &mut o_dk) })?;
+    Ok(Buffer { raw: o_dk })
+}
+
+/// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
+/// `tlrt_status tlrt_flash_attention_bwd_v(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dv)` (abi/tlrt_attention.h).
+pub fn flash_attention_bwd_v(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, dout: &Buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64) -> Result<Buffer> {
+    let mut o_dv = core::ptr::null_mut();
+    check("tlrt_flash_attention_bwd_v", unsafe { sys::tlrt_flash_attention_bwd_v(q.raw as *const sys::tlrt_buffer, k.raw as *const sys::tlrt_buffer, v.raw as *const sys::tlrt_buffer, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), dout.raw as *const sys::tlrt_buffer, bh, n, d, scale, causal, mask_fill, &mut o_dv) })?;
+    Ok(Buffer { raw: o_dv })
+}
+
+/// N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,
+/// `tlrt_status tlrt_conv_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)` (abi/tlrt_conv.h).
+pub fn conv_fwd(kernel: &Buffer, bias: Option<&Buffer>, input: &Buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: &[u64], kernel_size: &[u64], stride: &[u64], padding: &[u64], dilation: &[u64], groups: u64) -> Result<Buffer> {
+    check_len("tlrt_conv_fwd", "kernel_size", kernel_size.len(), in_spatial.len())?;
+    check_len("tlrt_conv_fwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_conv_fwd", "padding", padding.len(), in_spatial.len())?;
+    check_len("tlrt_conv_fwd", "dilation", dilation.len(), in_spatial.len())?;
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_conv_fwd", unsafe { sys::tlrt_conv_fwd(kernel.raw as *const sys::tlrt_buffer, bias.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), input.raw as *const sys::tlrt_buffer, batch, in_channels, out_channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_conv_fwd", "rank", in_spatial.len())?, if kernel_size.is_empty() { core::ptr::null() } else { kernel_size.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, if dilation.is_empty() { core::ptr::null() } else { dilation.as_ptr() }, groups, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// N-D convolution backward: d_kernel (kernel's shape), d_bias (out_channels) and d_input (input's
+/// `tlrt_status tlrt_conv_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)` (abi/tlrt_conv.h).
+pub fn conv_bwd(kernel: &Buffer, input: &Buffer, grad_out: &Buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: &[u64], kernel_size: &[u64], stride: &[u64], padding: &[u64], dilation: &[u64], groups: u64) -> Result<(Buffer, Buffer, Buffer)> {
+    check_len("tlrt_conv_bwd", "kernel_size", kernel_size.len(), in_spatial.len())?;
+    check_len("tlrt_conv_bwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_conv_bwd", "padding", padding.len(), in_spatial.len())?;
+    check_len("tlrt_conv_bwd", "dilation", dilation.len(), in_spatial.len())?;
+    let mut o_d_kernel = core::ptr::null_mut();
+    let mut o_d_bias = core::ptr::null_mut();
+    let mut o_d_input = core::ptr::null_mut();
+    check("tlrt_conv_bwd", unsafe { sys::tlrt_conv_bwd(kernel.raw as *const sys::tlrt_buffer, input.raw as *const sys::tlrt_buffer, grad_out.raw as *const sys::tlrt_buffer, batch, in_channels, out_channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_conv_bwd", "rank", in_spatial.len())?, if kernel_size.is_empty() { core::ptr::null() } else { kernel_size.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, if dilation.is_empty() { core::ptr::null() } else { dilation.as_ptr() }, groups, &mut o_d_kernel, &mut o_d_bias, &mut o_d_input) })?;
+    Ok((Buffer { raw: o_d_kernel }, Buffer { raw: o_d_bias }, Buffer { raw: o_d_input }))
+}
+
+/// 2-D convolution forward: tlrt_conv_fwd with rank 2, in_spatial = (in_h, in_w), kernel_size =
+/// `tlrt_status tlrt_conv2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out)` (abi/tlrt_conv.h).
+pub fn conv2d_fwd(kernel: &Buffer, bias: Option<&Buffer>, input: &Buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_conv2d_fwd", unsafe { sys::tlrt_conv2d_fwd(kernel.raw as *const sys::tlrt_buffer, bias.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), input.raw as *const sys::tlrt_buffer, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// 2-D convolution backward: tlrt_conv_bwd with the 2-D geometry of tlrt_conv2d_fwd.
+/// `tlrt_status tlrt_conv2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)` (abi/tlrt_conv.h).
+pub fn conv2d_bwd(kernel: &Buffer, input: &Buffer, grad_out: &Buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64) -> Result<(Buffer, Buffer, Buffer)> {
+    let mut o_d_kernel = core::ptr::null_mut();
+    let mut o_d_bias = core::ptr::null_mut();
+    let mut o_d_input = core::ptr::null_mut();
+    check("tlrt_conv2d_bwd", unsafe { sys::tlrt_conv2d_bwd(kernel.raw as *const sys::tlrt_buffer, input.raw as *const sys::tlrt_buffer, grad_out.raw as *const sys::tlrt_buffer, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, &mut o_d_kernel, &mut o_d_bias, &mut o_d_input) })?;
+    Ok((Buffer { raw: o_d_kernel }, Buffer { raw: o_d_bias }, Buffer { raw: o_d_input }))
+}
+
+/// N-D transposed convolution forward (DEFINITIONS above; PyTorch's conv_transpose with
+/// `tlrt_status tlrt_convtranspose_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)` (abi/tlrt_conv.h).
+pub fn convtranspose_fwd(kernel: &Buffer, bias: Option<&Buffer>, input: &Buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: &[u64], kernel_size: &[u64], stride: &[u64], padding: &[u64], dilation: &[u64], groups: u64) -> Result<Buffer> {
+    check_len("tlrt_convtranspose_fwd", "kernel_size", kernel_size.len(), in_spatial.len())?;
+    check_len("tlrt_convtranspose_fwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_convtranspose_fwd", "padding", padding.len(), in_spatial.len())?;
+    check_len("tlrt_convtranspose_fwd", "dilation", dilation.len(), in_spatial.len())?;
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_convtranspose_fwd", unsafe { sys::tlrt_convtranspose_fwd(kernel.raw as *const sys::tlrt_buffer, bias.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), input.raw as *const sys::tlrt_buffer, batch, in_channels, out_channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_convtranspose_fwd", "rank", in_spatial.len())?, if kernel_size.is_empty() { core::ptr::null() } else { kernel_size.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, if dilation.is_empty() { core::ptr::null() } else { dilation.as_ptr() }, groups, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// N-D transposed convolution backward: d_kernel, d_bias (out_channels), d_input of
+/// `tlrt_status tlrt_convtranspose_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)` (abi/tlrt_conv.h).
+pub fn convtranspose_bwd(kernel: &Buffer, input: &Buffer, grad_out: &Buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: &[u64], kernel_size: &[u64], stride: &[u64], padding: &[u64], dilation: &[u64], groups: u64) -> Result<(Buffer, Buffer, Buffer)> {
+    check_len("tlrt_convtranspose_bwd", "kernel_size", kernel_size.len(), in_spatial.len())?;
+    check_len("tlrt_convtranspose_bwd", "stride", stride.len(), in_spatial.len())?;
+    check_len("tlrt_convtranspose_bwd", "padding", padding.len(), in_spatial.len())?;
+    check_len("tlrt_convtranspose_bwd", "dilation", dilation.len(), in_spatial.len())?;
+    let mut o_d_kernel = core::ptr::null_mut();
+    let mut o_d_bias = core::ptr::null_mut();
+    let mut o_d_input = core::ptr::null_mut();
+    check("tlrt_convtranspose_bwd", unsafe { sys::tlrt_convtranspose_bwd(kernel.raw as *const sys::tlrt_buffer, input.raw as *const sys::tlrt_buffer, grad_out.raw as *const sys::tlrt_buffer, batch, in_channels, out_channels, if in_spatial.is_empty() { core::ptr::null() } else { in_spatial.as_ptr() }, count_u32("tlrt_convtranspose_bwd", "rank", in_spatial.len())?, if kernel_size.is_empty() { core::ptr::null() } else { kernel_size.as_ptr() }, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, if dilation.is_empty() { core::ptr::null() } else { dilation.as_ptr() }, groups, &mut o_d_kernel, &mut o_d_bias, &mut o_d_input) })?;
+    Ok((Buffer { raw: o_d_kernel }, Buffer { raw: o_d_bias }, Buffer { raw: o_d_input }))
+}
+
+/// 2-D transposed convolution forward: tlrt_convtranspose_fwd with rank 2 and the 2-D argument
+/// `tlrt_status tlrt_convtranspose2d_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** out)` (abi/tlrt_conv.h).
+pub fn convtranspose2d_fwd(kernel: &Buffer, bias: Option<&Buffer>, input: &Buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_convtranspose2d_fwd", unsafe { sys::tlrt_convtranspose2d_fwd(kernel.raw as *const sys::tlrt_buffer, bias.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), input.raw as *const sys::tlrt_buffer, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// 2-D transposed convolution backward: tlrt_convtranspose_bwd with the 2-D geometry.
+/// `tlrt_status tlrt_convtranspose2d_bwd(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, uint64_t batch, uint64_t in_channels, uint64_t in_h, uint64_t in_w, uint64_t out_channels, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)` (abi/tlrt_conv.h).
+pub fn convtranspose2d_bwd(kernel: &Buffer, input: &Buffer, grad_out: &Buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64) -> Result<(Buffer, Buffer, Buffer)> {
+    let mut o_d_kernel = core::ptr::null_mut();
+    let mut o_d_bias = core::ptr::null_mut();
+    let mut o_d_input = core::ptr::null_mut();
+    check("tlrt_convtranspose2d_bwd", unsafe { sys::tlrt_convtranspose2d_bwd(kernel.raw as *const sys::tlrt_buffer, input.raw as *const sys::tlrt_buffer, grad_out.raw as *const sys::tlrt_buffer, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, &mut o_d_kernel, &mut o_d_bias, &mut o_d_input) })?;
+    Ok((Buffer { raw: o_d_kernel }, Buffer { raw: o_d_bias }, Buffer { raw: o_d_input }))
+}
+
 impl Tape {
     /// Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,
     /// `tlrt_status tlrt_tape_reset(tlrt_tape * tape)` (abi/tlrt_tape.h).
