@@ -20,8 +20,12 @@
 //   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
 // Total: diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every pass streams
 // at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T = 4096..65536,
-// D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured: (pending GPU run;
-// bench/scan.py).
+// D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
+// bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T = 65536,
+// D = 1024: fwd_aggregate 98 us (85% of DRAM peak), fwd_carry 115 us (!), fwd_out 191 us (82%);
+// at T = 16384, D = 4096 the carry takes 31 us. The carry chain, not the streaming passes, is the
+// gap at long T and few channels: 112 ns per chunk step with only 16 blocks busy, unchanged with
+// 64 chunks loaded ahead instead of 16 (tried) -- so not load batching; look at its SASS next.
 //
 // BACKWARD: the same three phases in reverse time. bwd_aggregate (chunks c >= 1: m and Q at the
 // chunk's first step; reads dY, var: A), bwd_carry (q_{c-1} = A_{cL} * (m_c + Q_c * q_c), the last
