@@ -28,7 +28,7 @@
  *   CUDA backend: cuFFT in float32 (R2C / C2R, cufftMakePlanMany64) on the library stream.
  *   Error bound tested by the parity suite, normwise per row:
  *     ||v - v64||_2 <= 2^-24 (2 log2(n) + 8) ||v64||_2      (v the whole output row)
- *   measured: (pending a GPU run; the parity test prints the largest ratio).
+ *   measured on an H100 (2026-11-22): largest error / bound 0.19 over the parity test's shapes.
  *   Measured on the CPU (tests/unit/test_fft.cpp, uniform and wide-exponent inputs, n = 1 .. 64,
  *   powers of two, odd, prime and composite n up to 4099, seeds 0x5eed2026 and 7): largest
  *   normwise relative error 5.4e-8 = 0.91 u (forward), 4.3e-8 = 0.71 u (inverse), i.e. the float32

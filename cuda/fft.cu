@@ -23,7 +23,8 @@
 // 1/n and zeroing the imaginary parts of bins 0 and n/2 ("ignored"): 8 bytes read + 8 written per
 // bin; then one C2R into the output. The 1/n is applied to the spectrum (one rounding more than
 // torch's post-scale, none of its extra pass).
-// Measured: (pending GPU run) 4096 x 4096 rfft / irfft against torch.fft (bench/fft.py).
+// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-fft.md): 4096 x 4096 rfft 0.050 ms
+// (0.99x torch.fft.rfft), irfft 0.104 ms (0.70x torch.fft.irfft).
 //
 // SPECTRAL CONVOLUTION (abi/tlrt_fft.h): X = R2C_cols(x) (h = grid/2 + 1 bins x width), then
 // mix_fwd: Z[k, o] = (1/grid) sum_c X[k, c] W[k, c, o] for k < modes (imaginary part zeroed at
@@ -38,7 +39,8 @@
 //   consecutive threads consecutive o (coalesced writes: 4 bytes per weight and part written), X
 //   a broadcast, D[k, .] cached. Only the requested parts are computed and written.
 // Per call: fwd and bwd_x two cuFFT transforms of grid x width, scratch 2 h width complex;
-// bwd_w two R2C. Measured: (pending GPU run) against torch.fft.rfft + einsum + torch.fft.irfft.
+// bwd_w two R2C. Measured (H100, 2026-11-22): grid 4096, width 64, modes 32: forward 0.044 ms,
+// backward 0.191 ms, 0.09x / 0.16x the time of torch.fft.rfft + einsum + torch.fft.irfft.
 //
 // Status mapping (as cuBLAS in cuda/blas.cu): CUFFT_ALLOC_FAILED -> TLRT_ERR_OUT_OF_MEMORY; a failed
 // execution with a CUDA error pending -> that error (TLRT_ERR_DEVICE_LOST when sticky, else
