@@ -102,7 +102,6 @@ Plan plan_for(const Call &c, Dev dev) {
   }
   bool ov = false;
   const uint64_t ksz = geo_detail::zero_aware_product(g.kernel, c.rank, 1, &ov);
-  const bool ksz_ov = ov;
   // Caller-facing counts.
   p.x_elems = g.in_elems;
   if (g.in_overflow) p.x_elems = UINT64_MAX;  // never matches a buffer (checked by the callers)
@@ -120,7 +119,10 @@ Plan plan_for(const Call &c, Dev dev) {
   for (uint32_t d = 0; d < c.rank; ++d) wf[d + 1] = g.kernel[d];
   bool w_ov = false;
   p.w_elems = geo_detail::zero_aware_product(wf, c.rank + 1, lead, &w_ov);
-  if (w_ov || ksz_ov) p.w_elems = UINT64_MAX;  // never matches a buffer
+  // Exact (zero-aware) count: a zero channel factor makes the kernel empty even when the kernel
+  // extents alone multiply beyond 64 bits (found by fuzz_conv_geometry); ksz then never reaches a
+  // backend (no input or no output: nothing to compute).
+  if (w_ov) p.w_elems = UINT64_MAX;  // never matches a buffer
   // The convolution view.
   v.in_c = c.transposed ? c.out_c : c.in_c;
   v.out_c = c.transposed ? c.in_c : c.out_c;

@@ -370,6 +370,26 @@ void empty_cases() {
     expect_vec("in_channels 0 d_bias", r.db, {14, 22});
     TH_CHECK(r.dw.empty() && r.dx.empty());
   }
+  // in_channels 0 with kernel extents whose product alone is beyond 64 bits: the kernel's exact
+  // count is 0 (a zero channel factor), so an empty kernel matches and the output is the bias
+  // (regression: found by fuzz_conv_geometry, the kernel was rejected as "beyond 64 bits").
+  {
+    Geo g;
+    g.in_c = 0;
+    g.out_c = 2;
+    g.batch = 2;
+    g.in = {1, 1};
+    g.k = {uint64_t{1} << 40, uint64_t{1} << 40};
+    g.s = {1, 1};
+    g.p = {uint64_t{1} << 39, uint64_t{1} << 39};
+    g.d = {1, 1};
+    const std::vector<float> b{0.5f, -1.0f};
+    tlrt_status st = TLRT_ERR_INTERNAL;
+    const std::vector<float> y = run_fwd(g, {}, &b, {}, &st);
+    TH_CHECK_MSG(st == TLRT_OK, "in_channels 0, huge kernel extents: %s", tlrt_status_string(st));
+    expect_vec("in_channels 0, huge kernel extents", y,
+               {0.5f, 0.5f, 0.5f, 0.5f, -1, -1, -1, -1, 0.5f, 0.5f, 0.5f, 0.5f, -1, -1, -1, -1});
+  }
   // An empty input with padding: in 0, k 1, p 1 -> 2 outputs holding the bias.
   {
     const std::vector<float> b{4};
