@@ -160,14 +160,102 @@ std::vector<Case> cases(tlrt_device dev, const tlrt_buffer *a, const tlrt_buffer
   return v;
 }
 
+// The later families, one or two allocating entry points each, on small shapes: a is a (3, 4)
+// matrix (and a (3, 4) image, a (3, 4) scan of 4 channels, a (1, 3, 4) attention problem), v4 a
+// 4-vector, v6 a 6-vector (a (2, 3) pooled/convolved output), v9 a (1, 3, 3) spectral weight, v3
+// a 3-vector. The optimizer steps allocate nothing and are not listed.
+struct Small {
+  const tlrt_buffer *a, *b, *g, *pos, *v3, *v4, *v6, *v9;
+};
+
+std::vector<Case> later_cases(const Small &t) {
+  std::vector<Case> v;
+  v.push_back({"tlrt_concat1d", 1,
+               [=](const Outs &o) { return tlrt_concat1d(t.a, t.b, 12, 12, o[0]); }});
+  v.push_back({"tlrt_transpose2d", 1,
+               [=](const Outs &o) { return tlrt_transpose2d(t.a, 3, 4, o[0]); }});
+  v.push_back({"tlrt_permute", 1, [=](const Outs &o) {
+                 const uint64_t dims[] = {2, 3, 2};
+                 const uint32_t perm[] = {2, 0, 1};
+                 return tlrt_permute(t.a, dims, 3, perm, o[0]);
+               }});
+  v.push_back({"tlrt_gather_rows", 1, [=](const Outs &o) {
+                 const uint64_t idx[] = {2, 0};
+                 return tlrt_gather_rows(t.a, 3, 4, idx, 2, o[0]);
+               }});
+  v.push_back({"tlrt_scatter_add_rows", 1, [=](const Outs &o) {
+                 const uint64_t idx[] = {0, 2, 0};
+                 return tlrt_scatter_add_rows(t.a, t.b, 3, 4, idx, 3, o[0]);
+               }});
+  v.push_back({"tlrt_softmax", 1, [=](const Outs &o) { return tlrt_softmax(t.a, 3, 4, o[0]); }});
+  v.push_back({"tlrt_log_softmax", 1,
+               [=](const Outs &o) { return tlrt_log_softmax(t.a, 3, 4, o[0]); }});
+  v.push_back({"tlrt_layer_norm_fwd", 3, [=](const Outs &o) {
+                 return tlrt_layer_norm_fwd(t.a, t.v4, t.v4, 3, 4, 1e-5, o[0], o[1], o[2]);
+               }});
+  v.push_back({"tlrt_matmul", 1,
+               [=](const Outs &o) { return tlrt_matmul(t.a, t.b, 3, 4, 3, false, true, o[0]); }});
+  v.push_back({"tlrt_bmm", 1,
+               [=](const Outs &o) { return tlrt_bmm(t.a, t.b, 1, 3, 4, 3, false, true, o[0]); }});
+  v.push_back({"tlrt_rfft1d_packed", 1,
+               [=](const Outs &o) { return tlrt_rfft1d_packed(t.a, 3, 4, o[0]); }});
+  v.push_back({"tlrt_irfft1d_packed", 1,
+               [=](const Outs &o) { return tlrt_irfft1d_packed(t.a, 2, 4, o[0]); }});
+  v.push_back({"tlrt_spectral_conv1d_rfft_fwd", 1, [=](const Outs &o) {
+                 return tlrt_spectral_conv1d_rfft_fwd(t.a, t.v9, t.v9, 4, 3, 1, o[0]);
+               }});
+  v.push_back({"tlrt_spectral_conv1d_rfft_bwd_w", 2, [=](const Outs &o) {
+                 return tlrt_spectral_conv1d_rfft_bwd_w(t.a, t.v9, t.v9, t.g, 4, 3, 1, o[0], o[1]);
+               }});
+  v.push_back({"tlrt_selective_scan_diag_fwd", 1, [=](const Outs &o) {
+                 return tlrt_selective_scan_diag_fwd(t.v4, t.v4, t.a, t.v4, 3, 4, o[0]);
+               }});
+  v.push_back({"tlrt_selective_scan_diag_bwd", 4, [=](const Outs &o) {
+                 return tlrt_selective_scan_diag_bwd(t.v4, t.v4, t.a, t.v4, t.b, t.g, 3, 4, o[0],
+                                                     o[1], o[2], o[3]);
+               }});
+  v.push_back({"tlrt_maxpool2d_fwd", 1, [=](const Outs &o) {
+                 return tlrt_maxpool2d_fwd(t.a, 1, 1, 3, 4, 2, 2, 1, 1, 0, 0, o[0]);
+               }});
+  v.push_back({"tlrt_maxpool2d_bwd", 1, [=](const Outs &o) {
+                 return tlrt_maxpool2d_bwd(t.a, t.v6, 1, 1, 3, 4, 2, 2, 1, 1, 0, 0, o[0]);
+               }});
+  v.push_back({"tlrt_avgpool2d_fwd", 1, [=](const Outs &o) {
+                 return tlrt_avgpool2d_fwd(t.a, 1, 1, 3, 4, 2, 2, 1, 1, 0, 0, true, o[0]);
+               }});
+  v.push_back({"tlrt_conv2d_fwd", 1, [=](const Outs &o) {
+                 return tlrt_conv2d_fwd(t.v4, nullptr, t.a, 1, 1, 3, 4, 1, 2, 2, 1, 1, 0, 0, 1, 1,
+                                        1, o[0]);
+               }});
+  v.push_back({"tlrt_conv2d_bwd", 3, [=](const Outs &o) {
+                 return tlrt_conv2d_bwd(t.v4, t.a, t.v6, 1, 1, 3, 4, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1,
+                                        o[0], o[1], o[2]);
+               }});
+  v.push_back({"tlrt_flash_attention_fwd", 2, [=](const Outs &o) {
+                 return tlrt_flash_attention_fwd(t.a, t.b, t.g, nullptr, 1, 3, 4, 0.5, false,
+                                                 -1000.0, o[0], o[1]);
+               }});
+  v.push_back({"tlrt_flash_attention_bwd", 3, [=](const Outs &o) {
+                 return tlrt_flash_attention_bwd(t.a, t.b, t.g, nullptr, t.pos, t.a, t.v3, 1, 3, 4,
+                                                 0.5, false, -1000.0, o[0], o[1], o[2]);
+               }});
+  return v;
+}
+
 void run_device(tlrt_device dev) {
   th::Rng rng(11);
   Buf a(th::upload(rng.vec(12, -1.0f, 1.0f), dev));
   Buf b(th::upload(rng.vec(12, -1.0f, 1.0f), dev));
   Buf g(th::upload(rng.vec(12, -1.0f, 1.0f), dev));
   Buf pos(th::upload(rng.vec(12, 0.5f, 2.0f), dev));
+  Buf v3(th::upload(rng.vec(3, 0.5f, 2.0f), dev));
+  Buf v4(th::upload(rng.vec(4, 0.5f, 1.0f), dev));
+  Buf v6(th::upload(rng.vec(6, -1.0f, 1.0f), dev));
+  Buf v9(th::upload(rng.vec(9, -1.0f, 1.0f), dev));
   const tlrt_allocator_stats start = th::stats(dev);
   for (const Case &c : cases(dev, a.get(), b.get(), g.get(), pos.get())) sweep(c, dev);
+  const Small t{a.get(), b.get(), g.get(), pos.get(), v3.get(), v4.get(), v6.get(), v9.get()};
+  for (const Case &c : later_cases(t)) sweep(c, dev);
   const tlrt_allocator_stats end = th::stats(dev);
   TH_CHECK_MSG(end.live_bytes == start.live_bytes && end.live_handles == start.live_handles,
                "leak over the whole sweep: %llu -> %llu bytes",
