@@ -11,25 +11,24 @@
 //   and writes the chunk's aggregate (l at the last step, P = product of A) to scratch: reads X
 //   (var: A, B, X), 2 floats written per 64 steps. The loads of a chunk do not depend on the
 //   recurrence: unrolled by 16, they are in flight together.
-// fwd_carry (C > 1): one thread per channel runs the carry scan over chunks, k_{c+1} = l_c + P_c *
-//   k_c (C dependent steps; loads batched 16 chunks ahead of the dependent chain). 8 C D bytes read,
-//   4 C D written: about 1/5 of X's size, mostly from L2. Its latency (C steps of a dependent
-//   multiply-add plus ~C/16 load round trips) is the scan's only sequential part: about 20-40 us at
-//   C = 1024 (T = 65536), predicted.
+// carry_scan (C > 1): the carry scan over chunks, k_{c+1} = l_c + P_c * k_c, C - 1 dependent steps
+//   per channel; 8 warps stage the aggregates through shared memory 64 chunks at a time while one
+//   warp runs the chain (see carry_scan). 8 C D bytes read, 4 C D written: about 1/5 of X's size,
+//   mostly from L2. Predicted ~10-20 us at C = 1024 (T = 65536), D = 1024: one ~1 us load round
+//   trip per 64 steps, overlapped with 64 x ~10 cycles of chain.
 // fwd_out: one thread per (channel, chunk) walks its chunk again from the zero state and writes
 //   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
 // Total: diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every pass streams
 // at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T = 4096..65536,
 // D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
 // bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T = 65536,
-// D = 1024: fwd_aggregate 98 us (85% of DRAM peak), fwd_carry 115 us (!), fwd_out 191 us (82%);
-// at T = 16384, D = 4096 the carry takes 31 us. The carry chain, not the streaming passes, is the
-// gap at long T and few channels: 112 ns per chunk step with only 16 blocks busy, unchanged with
-// 64 chunks loaded ahead instead of 16 (tried) -- so not load batching; look at its SASS next.
+// D = 1024: fwd_aggregate 98 us (85% of DRAM peak), carry 115 us, fwd_out 191 us (82%) with the
+// old carry kernel (one thread per channel, loads batched 16 chunks ahead: 112 ns per chunk step
+// with 16 blocks busy, unchanged at 64 ahead), which carry_scan replaced.
 //
 // BACKWARD: the same three phases in reverse time. bwd_aggregate (chunks c >= 1: m and Q at the
-// chunk's first step; reads dY, var: A), bwd_carry (q_{c-1} = A_{cL} * (m_c + Q_c * q_c), the last
-// chunk without a carry), bwd_out (g = m + Q * q per step).
+// chunk's first step; reads dY, var: A), carry_scan with BwdChain (q_{c-1} = A_{cL} * (m_c + Q_c *
+// q_c), the last chunk without a carry), bwd_out (g = m + Q * q per step).
 // diag_var: bwd_out writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0 (reads
 // dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element (ideal 32).
 // diag: bwd_out stores g in dX, then lane_fold runs THE TREE's first step down each column like
@@ -52,8 +51,6 @@ namespace {
 using scan::kChunk;
 
 constexpr unsigned kMaxGridY = 65535;
-constexpr unsigned kCarryThreads = 64;  // channels per block of the carry scans (more SMs busy)
-constexpr unsigned kBatch = 16;         // chunks loaded ahead in the carry scans
 constexpr unsigned kFoldThreads = 256;
 constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 
@@ -154,31 +151,91 @@ __global__ void fwd_aggregate(const float *__restrict A, const float *__restrict
   }
 }
 
-// Carry-in of every chunk: carry[0] = h0, carry[c + 1] = agg_l[c] + agg_p[c] * carry[c].
-__global__ void fwd_carry(const float *__restrict h0, const float *__restrict agg_l,
-                          const float *__restrict agg_p, uint64_t D, uint64_t C,
-                          float *__restrict carry) {
-  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= D) return;
-  float k = h0[j];
-  for (uint64_t c0 = 0; c0 < C; c0 += kBatch) {
-    float la[kBatch], pa[kBatch];
+// ---- the carry chains ---------------------------------------------------------------------------
+
+// carry_scan<Chain>: the sequential part of a scan, S dependent steps per channel. A block owns 32
+// channels (one lane each) and has 8 warps: all 8 stream the chain's inputs, kStage steps at a time
+// (each warp row by row, 128 coalesced bytes per row), into a double-buffered shared-memory stage
+// while warp 0 runs the chain over the previous stage from shared memory. The global load latency
+// (~1 us) is thus paid once per 64 steps and overlapped with the chain, instead of once per few
+// steps per thread (the one-thread-per-channel kernels this replaces: 112 ns per step at T = 65536,
+// D = 1024, 115 us of a 390 us forward). Chain::step performs exactly the old per-step operations
+// in the same order, so the bits do not change.
+constexpr unsigned kCarryLanes = 32;  // channels per block
+constexpr unsigned kCarryWarps = 8;   // loader warps per block (warp 0 also runs the chain)
+constexpr unsigned kStage = 64;       // chain steps per shared-memory stage
+
+template <class Chain>
+__global__ void __launch_bounds__(kCarryLanes * kCarryWarps)
+    carry_scan(Chain ch, uint64_t D, uint64_t S) {
+  constexpr unsigned NIN = Chain::kInputs, PER = kStage / kCarryWarps;
+  __shared__ float buf[2][NIN][kStage][kCarryLanes];  // <= 48 KiB for NIN <= 3
+  const unsigned lane = threadIdx.x % kCarryLanes, w = threadIdx.x / kCarryLanes;
+  const uint64_t j = (uint64_t)blockIdx.x * kCarryLanes + lane;
+  const bool live = j < D;
+  const uint64_t stages = (S + kStage - 1) / kStage;
+  float reg[NIN][PER];
+  auto fetch = [&](uint64_t g) {
 #pragma unroll
-    for (unsigned u = 0; u < kBatch; ++u) {
-      const uint64_t c = c0 + u;
-      la[u] = c + 1 < C ? agg_l[c * D + j] : 0.0f;
-      pa[u] = c + 1 < C ? agg_p[c * D + j] : 0.0f;
+    for (unsigned r = 0; r < PER; ++r) {
+      const uint64_t s = g * kStage + w + kCarryWarps * r;
+#pragma unroll
+      for (unsigned i = 0; i < NIN; ++i) reg[i][r] = live && s < S ? ch.input(i, s, j) : 0.0f;
     }
+  };
+  auto deposit = [&](unsigned b) {
 #pragma unroll
-    for (unsigned u = 0; u < kBatch; ++u) {
-      const uint64_t c = c0 + u;
-      if (c < C) {
-        carry[c * D + j] = k;
-        k = scan::apply(la[u], pa[u], k);
+    for (unsigned r = 0; r < PER; ++r) {
+#pragma unroll
+      for (unsigned i = 0; i < NIN; ++i) buf[b][i][w + kCarryWarps * r][lane] = reg[i][r];
+    }
+  };
+  float state = live ? ch.init(j) : 0.0f;
+  if (stages > 0) {
+    fetch(0);
+    deposit(0);
+  }
+  __syncthreads();
+  for (uint64_t g = 0; g < stages; ++g) {
+    // Loads of stage g + 1 are issued first and stay in flight while warp 0 runs stage g; the
+    // buffer they go to was last read in stage g - 1, before the barrier that ended it.
+    if (g + 1 < stages) fetch(g + 1);
+    if (w == 0 && live) {
+      const unsigned b = g & 1;
+      const uint64_t n = S - g * kStage < kStage ? S - g * kStage : kStage;
+#pragma unroll 16
+      for (unsigned u = 0; u < n; ++u) {
+        float in[NIN];
+#pragma unroll
+        for (unsigned i = 0; i < NIN; ++i) in[i] = buf[b][i][u][lane];
+        state = ch.step(state, in, g * kStage + u, j);
       }
     }
+    if (g + 1 < stages) deposit((g + 1) & 1);
+    __syncthreads();
   }
 }
+
+// Forward carry-in of every chunk: carry[0] = h0, carry[c + 1] = agg_l[c] + agg_p[c] * carry[c]
+// (S = C - 1 steps; step s uses chunk s's aggregate).
+struct FwdChain {
+  static constexpr unsigned kInputs = 2;
+  const float *h0, *agg_l, *agg_p;
+  float *carry;
+  __device__ float input(unsigned i, uint64_t s, uint64_t j) const {
+    return (i == 0 ? agg_l : agg_p)[s * D + j];
+  }
+  __device__ float init(uint64_t j) const {
+    carry[j] = h0[j];
+    return h0[j];
+  }
+  __device__ float step(float k, const float *in, uint64_t s, uint64_t j) const {
+    k = scan::apply(in[0], in[1], k);
+    carry[(s + 1) * D + j] = k;
+    return k;
+  }
+  uint64_t D;
+};
 
 // out over chunk c with carry-in carry[c * D + j] (with one chunk, carry is h0).
 template <bool VAR>
@@ -209,9 +266,9 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
   const Geometry ga = geometry(D, C - 1);
   fwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, B, X, T, D, C, agg_l.get(), agg_p.get());
   check_launch("selective_scan fwd_aggregate");
-  fwd_carry<<<blocks(D, kCarryThreads), kCarryThreads, 0, st>>>(h0, agg_l.get(), agg_p.get(), D, C,
-                                                               carry.get());
-  check_launch("selective_scan fwd_carry");
+  const FwdChain fc{h0, agg_l.get(), agg_p.get(), carry.get(), D};
+  carry_scan<<<blocks(D, kCarryLanes), kCarryLanes * kCarryWarps, 0, st>>>(fc, D, C - 1);
+  check_launch("selective_scan fwd carry_scan");
   const Geometry go = geometry(D, C);
   fwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, carry.get(), T, D, C, out);
   check_launch("selective_scan fwd_out");
@@ -241,39 +298,28 @@ __global__ void bwd_aggregate(const float *__restrict A, const float *__restrict
   }
 }
 
-// Carry-in of chunks c < C - 1: q_{c-1} = A_{cL} * g_{cL}, g_{cL} = m_c (c = C - 1) or
-// m_c + Q_c * q_c; stored in carry[(c - 1) * D + j].
+// Backward carry-in of chunks c < C - 1, from the last chunk down (S = C - 1 steps; step s handles
+// chunk c = C - 1 - s): q_{c-1} = A_{cL} * g_{cL}, g_{cL} = m_c (s = 0) or m_c + Q_c * q_c; stored
+// in carry[(c - 1) * D + j].
 template <bool VAR>
-__global__ void bwd_carry(const float *__restrict A, const float *__restrict agg_m,
-                          const float *__restrict agg_q, uint64_t D, uint64_t C,
-                          float *__restrict carry) {
-  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= D) return;
-  float q = 0.0f;
-  // Chunks C-1 down to 1, in batches; step s handles chunk c = C - 1 - s.
-  for (uint64_t s0 = 0; s0 + 1 < C; s0 += kBatch) {
-    float ma[kBatch], qa[kBatch], aa[kBatch];
-#pragma unroll
-    for (unsigned u = 0; u < kBatch; ++u) {
-      const uint64_t s = s0 + u;
-      const bool in = s + 1 < C;
-      const uint64_t c = in ? C - 1 - s : 1;
-      ma[u] = in ? agg_m[(c - 1) * D + j] : 0.0f;
-      qa[u] = in ? agg_q[(c - 1) * D + j] : 0.0f;
-      aa[u] = in ? coef<VAR>(A, c * kChunk, D, j) : 0.0f;
-    }
-#pragma unroll
-    for (unsigned u = 0; u < kBatch; ++u) {
-      const uint64_t s = s0 + u;
-      if (s + 1 < C) {
-        const uint64_t c = C - 1 - s;
-        const float g = s == 0 ? ma[u] : scan::apply(ma[u], qa[u], q);
-        q = scan::mul(aa[u], g);
-        carry[(c - 1) * D + j] = q;
-      }
-    }
+struct BwdChain {
+  static constexpr unsigned kInputs = 3;
+  const float *A, *agg_m, *agg_q;
+  float *carry;
+  uint64_t D, C;
+  __device__ float input(unsigned i, uint64_t s, uint64_t j) const {
+    const uint64_t c = C - 1 - s;
+    return i == 0 ? agg_m[(c - 1) * D + j]
+                  : i == 1 ? agg_q[(c - 1) * D + j] : coef<VAR>(A, c * kChunk, D, j);
   }
-}
+  __device__ float init(uint64_t) const { return 0.0f; }
+  __device__ float step(float q, const float *in, uint64_t s, uint64_t j) const {
+    const float g = s == 0 ? in[0] : scan::apply(in[0], in[1], q);
+    q = scan::mul(in[2], g);
+    carry[(C - 2 - s) * D + j] = q;
+    return q;
+  }
+};
 
 // The adjoint over chunk c (carry-in carry[c * D + j] unless c is the last chunk), and the per-step
 // gradients: VAR writes dA, dB, dX; diag stores g in dX (lane_fold finishes). dH0 from chunk 0.
@@ -366,9 +412,9 @@ void adjoint(int dev, const float *A, const float *B, const float *X, const floa
   const Geometry ga = geometry(D, C - 1);
   bwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, dY, T, D, C, agg_m.get(), agg_q.get());
   check_launch("selective_scan bwd_aggregate");
-  bwd_carry<VAR><<<blocks(D, kCarryThreads), kCarryThreads, 0, st>>>(A, agg_m.get(), agg_q.get(),
-                                                                     D, C, carry.get());
-  check_launch("selective_scan bwd_carry");
+  const BwdChain<VAR> bc{A, agg_m.get(), agg_q.get(), carry.get(), D, C};
+  carry_scan<<<blocks(D, kCarryLanes), kCarryLanes * kCarryWarps, 0, st>>>(bc, D, C - 1);
+  check_launch("selective_scan bwd carry_scan");
   bwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, dA, dB,
                                                dX, dH0);
   check_launch("selective_scan bwd_out");
