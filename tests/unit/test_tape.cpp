@@ -781,7 +781,7 @@ void test_training_loops_flat() {
               REC(tlrt_tape_linear(t, f, p[2], p[3], &z));
               return z;
             }},
-      3, 0.2);
+      3, 0.5);
 }
 
 }  // namespace
