@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# examples/run-digits.sh [--cuda] [--python]: from a fresh Debian 12 machine to a trained model in
-# one command. Installs what is missing (meson, ninja, a C/C++ compiler via apt-get; scikit-learn
-# via pip, or Debian's python3-sklearn), configures the build directory `build` at the repository
-# root, builds the library and examples/digits_mlp, exports scikit-learn's handwritten digits from
-# the installed package to build/digits.bin, and trains the MLP: one line per epoch, then the final
-# test accuracy (exit status 1 below 95%).
+# examples/run-digits.sh [--cuda] [--python | --cnn]: from a fresh Debian 12 machine to a trained
+# model in one command. Installs what is missing (meson, ninja, a C/C++ compiler via apt-get;
+# scikit-learn via pip, or Debian's python3-sklearn), configures the build directory `build` at the
+# repository root, builds the library and examples/digits_mlp and digits_cnn, exports
+# scikit-learn's handwritten digits from the installed package to build/digits.bin, and trains the
+# MLP: one line per epoch, then the final test accuracy (exit status 1 below 95%).
 #   (no flag)  CPU-only build (-Dcuda=disabled), trains on the CPU;
 #   --cuda     CUDA build (-Dcuda=enabled, nvcc from $CUDA_HOME/bin, default /usr/local/cuda),
 #              trains on GPU 0. Without a GPU this fails loudly with the status name and message
 #              (exit 1): the library never falls back to the CPU silently.
-#   --python   runs examples/digits_mlp.py (the same program through the Python bindings) instead.
+#   --python   runs examples/digits_mlp.py (the same program through the Python bindings) instead;
+#   --cnn      trains the convolutional network of examples/digits_cnn.c instead (same data and
+#              split; convolution, pooling and a linear layer on the tape; exit 1 below 97%).
 set -eu
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,7 +21,8 @@ for a in "$@"; do
   case "$a" in
     --cuda) mode=cuda ;;
     --python) lang=python ;;
-    *) echo "usage: $0 [--cuda] [--python]" >&2; exit 2 ;;
+    --cnn) lang=cnn ;;
+    *) echo "usage: $0 [--cuda] [--python | --cnn]" >&2; exit 2 ;;
   esac
 done
 
@@ -62,10 +65,11 @@ if [ -f build/meson-private/coredata.dat ]; then
 else
   meson setup build "${opts[@]}" >/dev/null
 fi
-meson compile -C build examples/digits_mlp
+meson compile -C build examples/digits_mlp examples/digits_cnn
 $PY examples/export_digits.py build/digits.bin
 echo
 if [ "$lang" = python ]; then
   TORCHLEAN_RT_LIB="$PWD/build/libtorchlean_rt.so" exec $PY examples/digits_mlp.py "${args[@]+"${args[@]}"}" build/digits.bin
 fi
+[ "$lang" = cnn ] && exec build/examples/digits_cnn "${args[@]+"${args[@]}"}" build/digits.bin
 exec build/examples/digits_mlp "${args[@]+"${args[@]}"}" build/digits.bin

@@ -7,8 +7,8 @@
 # copied into this repository.
 # Under the valgrind test setup (TLRT_UNDER_VALGRIND set) meson's wrapper runs this shell under
 # memcheck, so the shell never exits by itself (bash leaks at exit): it ends by exec. A native
-# COMMAND then runs under memcheck itself, for 2 epochs with no accuracy target (the full run
-# takes minutes there); a Python one is skipped (CPython under memcheck is slow and noisy; the C
+# COMMAND then runs under memcheck itself, for DIGITS_VALGRIND_EPOCHS epochs (default 2) with no
+# accuracy target (the full run takes minutes there); a Python one is skipped (CPython under memcheck is slow and noisy; the C
 # example makes the same library calls).
 set -u
 py=$1
@@ -23,7 +23,7 @@ extra=()
 if [ -n "${TLRT_UNDER_VALGRIND:-}" ]; then
   [ "$1" = "$py" ] && skip "Python example: skipped under valgrind"
   wrap=(valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect)
-  extra=(--epochs 2 --target 0)
+  extra=(--epochs "${DIGITS_VALGRIND_EPOCHS:-2}" --target 0)
 fi
 "$py" "$export_script" "$data" || exec false
 exec "${wrap[@]+"${wrap[@]}"}" "$@" "${extra[@]+"${extra[@]}"}" "$data"

@@ -172,6 +172,9 @@ def gen_rust_fn(fn, method):
                            f"check_len(\"{fn.name}\", \"{p.name}\", {n}.len(), {rust_ident(src[1])} as usize)?;")
             elif src[0] == "node_rank":
                 pre.append(f"check_len(\"{fn.name}\", \"{p.name}\", {n}.len(), self.shape({rust_ident(src[1])})?.0.len())?;")
+            elif src[0] == "node_spatial":
+                pre.append(f"check_len(\"{fn.name}\", \"{p.name}\", {n}.len(), "
+                           f"self.shape({rust_ident(src[1])})?.0.len().saturating_sub(2))?;")
             elif src[0] == "node_dim0":
                 pre.append(f"check_len(\"{fn.name}\", \"{p.name}\", {n}.len(), "
                            f"self.shape({rust_ident(src[1])})?.0.first().copied().unwrap_or(1) as usize)?;")
@@ -614,9 +617,11 @@ def gen_lean_wrapper(fn, world):
                 want = f"lean_array_size(l_{cp.of})" if cp.kind == "count" else f"(size_t)l_{cp.name}"
                 conv.insert(0, f"if (lean_array_size(l_{n}) != {want}) "
                             + err(f'tlrt_lean_shim_error(TLRT_ERR_SHAPE, "{fn.name}", "{n}", lean_array_size(l_{n}), {want})'))
-            elif src[0] in ("node_rank", "node_dim0"):
+            elif src[0] in ("node_rank", "node_dim0", "node_spatial"):
                 node_shape_needed.add(src[1])
-                want = f"ns_{src[1]}_{'rank' if src[0] == 'node_rank' else 'dim0'}"
+                r = f"ns_{src[1]}_rank"
+                want = {"node_rank": r, "node_dim0": f"ns_{src[1]}_dim0",
+                        "node_spatial": f"({r} < 2 ? 0 : {r} - 2)"}[src[0]]
                 conv.insert(0, f"if (lean_array_size(l_{n}) != {want}) "
                             + err(f'tlrt_lean_shim_error(TLRT_ERR_SHAPE, "{fn.name}", "{n}", lean_array_size(l_{n}), {want})'))
         elif p.kind == "count":
@@ -930,6 +935,9 @@ def gen_julia_fn(fn):
                 pre.append(f"checklen(\"{fn.name}\", \"{n}\", length(c_{n}), {want})")
             elif src[0] == "node_rank":
                 pre.append(f"checklen(\"{fn.name}\", \"{n}\", length(c_{n}), length(tape_shape({tape}, {src[1]})[1]))")
+            elif src[0] == "node_spatial":
+                pre.append(f"checklen(\"{fn.name}\", \"{n}\", length(c_{n}), "
+                           f"max(length(tape_shape({tape}, {src[1]})[1]) - 2, 0))")
             elif src[0] == "node_dim0":
                 pre.append(f"checklen(\"{fn.name}\", \"{n}\", length(c_{n}), (d = tape_shape({tape}, {src[1]})[1]; isempty(d) ? 1 : Int(d[1])))")
         elif p.kind == "count":

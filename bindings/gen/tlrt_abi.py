@@ -210,7 +210,9 @@ HOST_DATA_OUT = {"float *": "f32", "double *": "f64", "uint8_t *": "u8"}
 #   ('param', name)       the value of an integer parameter;
 #   ('product', [names])  the product of integer parameters (overflow-checked by the binding);
 #   ('node_rank', name)   the rank of a tape node (tlrt_tape_shape);
-#   ('node_dim0', name)   the first dimension of a tape node.
+#   ('node_dim0', name)   the first dimension of a tape node;
+#   ('node_spatial', name) the rank of a tape node minus 2 (its spatial axes after batch and
+#                         channels; 0 for a node of rank < 2, which the library then rejects).
 # A binding checks an input array's length against it (else the library would read past it) and
 # allocates an output array of that length.
 UNCOUNTED = {
@@ -223,6 +225,7 @@ UNCOUNTED = {
     ("tlrt_tape_permute", "perm"): ("node_rank", "x"),
     ("tlrt_tape_broadcast_to", "axis_map"): ("param", "out_rank"),
     ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits"),
+    **{("tlrt_tape_conv", arr): ("node_spatial", "x") for arr in ("stride", "padding", "dilation")},
     # N-D convolution and pooling: the per-axis geometry arrays have `rank` entries (the count of
     # in_spatial).
     **{(f"tlrt_{op}", arr): ("param", "rank")
@@ -237,7 +240,8 @@ UNCOUNTED = {
 OPTIONAL = {("tlrt_sgd_step", "momentum_buf"),
             *{(f"tlrt_{op}_fwd", "bias")
               for op in ("conv", "conv2d", "convtranspose", "convtranspose2d")},
-            *{(f"tlrt_flash_attention_{e}", "mask") for e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")}}
+            *{(f"tlrt_flash_attention_{e}", "mask") for e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")},
+            ("tlrt_tape_flash_attention", "mask")}
 # Optional scalar out-parameters (NULL allowed): the bindings always pass a place.
 OPTIONAL_OUT = {("tlrt_tape_shape", "requires_grad")}
 

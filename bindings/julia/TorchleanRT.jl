@@ -228,10 +228,16 @@ tlrt_tape_bmm(tape, a, b, trans_a, trans_b, out) = @ccall libtorchlean_rt.tlrt_t
 tlrt_tape_spectral_conv1d_rfft(tape, x, w_re, w_im, out) = @ccall libtorchlean_rt.tlrt_tape_spectral_conv1d_rfft(tape::Ptr{tlrt_tape}, x::UInt64, w_re::UInt64, w_im::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_selective_scan_diag(tape, A, B, X, h0, out) = @ccall libtorchlean_rt.tlrt_tape_selective_scan_diag(tape::Ptr{tlrt_tape}, A::UInt64, B::UInt64, X::UInt64, h0::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_selective_scan_diag_var(tape, A, B, X, h0, out) = @ccall libtorchlean_rt.tlrt_tape_selective_scan_diag_var(tape::Ptr{tlrt_tape}, A::UInt64, B::UInt64, X::UInt64, h0::UInt64, out::Ptr{UInt64})::Cint
+tlrt_tape_conv2d(tape, x, w, b, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, out) = @ccall libtorchlean_rt.tlrt_tape_conv2d(tape::Ptr{tlrt_tape}, x::UInt64, w::UInt64, b::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, out::Ptr{UInt64})::Cint
+tlrt_tape_conv(tape, x, w, b, stride, padding, dilation, groups, out) = @ccall libtorchlean_rt.tlrt_tape_conv(tape::Ptr{tlrt_tape}, x::UInt64, w::UInt64, b::UInt64, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, out::Ptr{UInt64})::Cint
+tlrt_tape_maxpool2d(tape, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out) = @ccall libtorchlean_rt.tlrt_tape_maxpool2d(tape::Ptr{tlrt_tape}, x::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, out::Ptr{UInt64})::Cint
+tlrt_tape_avgpool2d(tape, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad, out) = @ccall libtorchlean_rt.tlrt_tape_avgpool2d(tape::Ptr{tlrt_tape}, x::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, count_include_pad::Bool, out::Ptr{UInt64})::Cint
+tlrt_tape_flash_attention(tape, q, k, v, mask, scale, causal, mask_fill, out) = @ccall libtorchlean_rt.tlrt_tape_flash_attention(tape::Ptr{tlrt_tape}, q::UInt64, k::UInt64, v::UInt64, mask::Ptr{tlrt_buffer}, scale::Cdouble, causal::Bool, mask_fill::Cdouble, out::Ptr{UInt64})::Cint
 tlrt_tape_linear(tape, x, w, b, out) = @ccall libtorchlean_rt.tlrt_tape_linear(tape::Ptr{tlrt_tape}, x::UInt64, w::UInt64, b::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_mse_loss(tape, pred, target, out) = @ccall libtorchlean_rt.tlrt_tape_mse_loss(tape::Ptr{tlrt_tape}, pred::UInt64, target::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_cross_entropy(tape, logits, labels, out) = @ccall libtorchlean_rt.tlrt_tape_cross_entropy(tape::Ptr{tlrt_tape}, logits::UInt64, labels::Ptr{UInt64}, out::Ptr{UInt64})::Cint
 tlrt_tape_batchnorm(tape, x, gamma, beta, eps, out) = @ccall libtorchlean_rt.tlrt_tape_batchnorm(tape::Ptr{tlrt_tape}, x::UInt64, gamma::UInt64, beta::UInt64, eps::Cdouble, out::Ptr{UInt64})::Cint
+tlrt_tape_multi_head_attention(tape, x, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, num_heads, causal, out) = @ccall libtorchlean_rt.tlrt_tape_multi_head_attention(tape::Ptr{tlrt_tape}, x::UInt64, w_q::UInt64, w_k::UInt64, w_v::UInt64, w_o::UInt64, b_q::UInt64, b_k::UInt64, b_v::UInt64, b_o::UInt64, num_heads::UInt64, causal::Bool, out::Ptr{UInt64})::Cint
 tlrt_sgd_step(param, grad, momentum_buf, step, lr, momentum, dampening, weight_decay, nesterov) = @ccall libtorchlean_rt.tlrt_sgd_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, momentum_buf::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, momentum::Cdouble, dampening::Cdouble, weight_decay::Cdouble, nesterov::Bool)::Cint
 tlrt_adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled) = @ccall libtorchlean_rt.tlrt_adam_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, m::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, beta1::Cdouble, beta2::Cdouble, eps::Cdouble, weight_decay::Cdouble, decoupled::Bool)::Cint
 tlrt_rfft1d_packed(x, batch, n, out) = @ccall libtorchlean_rt.tlrt_rfft1d_packed(x::Ptr{tlrt_buffer}, batch::UInt64, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -3186,6 +3192,181 @@ function tape_selective_scan_diag_var(tape::Tape, A::Integer, B::Integer, X::Int
 end
 
 """
+    tape_conv2d(tape, x, w, b, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups)
+
+`tlrt_status tlrt_tape_conv2d(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA.
+"""
+function tape_conv2d(tape::Tape, x::Integer, w::Integer, b::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, dilation_h::Integer, dilation_w::Integer, groups::Integer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_conv2d(tape.ptr, UInt64(x), UInt64(w), UInt64(b), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), UInt64(dilation_h), UInt64(dilation_w), UInt64(groups), o_out), "tlrt_tape_conv2d")
+    o_out[]
+end
+
+"""
+    tape_conv(tape, x, w, b, stride, padding, dilation, groups)
+
+`tlrt_status tlrt_tape_conv(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA.
+"""
+function tape_conv(tape::Tape, x::Integer, w::Integer, b::Integer, stride::AbstractVector{<:Integer}, padding::AbstractVector{<:Integer}, dilation::AbstractVector{<:Integer}, groups::Integer)
+    c_stride = UInt64[stride...]
+    checklen("tlrt_tape_conv", "stride", length(c_stride), max(length(tape_shape(tape, x)[1]) - 2, 0))
+    c_padding = UInt64[padding...]
+    checklen("tlrt_tape_conv", "padding", length(c_padding), max(length(tape_shape(tape, x)[1]) - 2, 0))
+    c_dilation = UInt64[dilation...]
+    checklen("tlrt_tape_conv", "dilation", length(c_dilation), max(length(tape_shape(tape, x)[1]) - 2, 0))
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape c_stride c_padding c_dilation check(C.tlrt_tape_conv(tape.ptr, UInt64(x), UInt64(w), UInt64(b), c_stride, c_padding, c_dilation, UInt64(groups), o_out), "tlrt_tape_conv")
+    o_out[]
+end
+
+"""
+    tape_maxpool2d(tape, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w)
+
+`tlrt_status tlrt_tape_maxpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA.
+"""
+function tape_maxpool2d(tape::Tape, x::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_maxpool2d(tape.ptr, UInt64(x), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), o_out), "tlrt_tape_maxpool2d")
+    o_out[]
+end
+
+"""
+    tape_avgpool2d(tape, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad)
+
+`tlrt_status tlrt_tape_avgpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA.
+"""
+function tape_avgpool2d(tape::Tape, x::Integer, kernel_h::Integer, kernel_w::Integer, stride_h::Integer, stride_w::Integer, pad_h::Integer, pad_w::Integer, count_include_pad::Bool)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_avgpool2d(tape.ptr, UInt64(x), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), Bool(count_include_pad), o_out), "tlrt_tape_avgpool2d")
+    o_out[]
+end
+
+"""
+    tape_flash_attention(tape, q, k, v, mask, scale, causal, mask_fill)
+
+`tlrt_status tlrt_tape_flash_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, const tlrt_buffer * mask, double scale, bool causal, double mask_fill, uint64_t * out)`
+
+flash_attention: q, k and v of rank 3 and the same shape (bh, n, d); output (bh, n, d),
+tlrt_flash_attention_fwd. mask is NULL or a CONSTANT buffer (not a node: it gets no gradient) of
+bh * n * n or n * n elements on the tape's device, selecting with 0 as the op says; the tape
+retains it (not copied, like a leaf's buffer: the host must not release its storage while the
+tape may read it) until reset or free. scale, causal and mask_fill as tlrt_flash_attention_fwd,
+with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256, scale not finite, mask_fill NaN or +inf).
+The forward's lse (bh * n floats) is kept as workspace; gradients (q, k, v) from one
+tlrt_flash_attention_bwd call (it computes all three; those of nodes without a gradient are
+dropped). One node may be q, k and v at once (its gradient is the sum of the three).
+Record-time errors besides the common ones: TLRT_ERR_SHAPE (q, k or v not of rank 3 or not of
+one shape; mask of another size); TLRT_ERR_RELEASED and TLRT_ERR_DEVICE_MISMATCH (mask).
+Numeric class: the op's (library against float64, but bitwise identical between CPU and CUDA,
+values and gradients).
+"""
+function tape_flash_attention(tape::Tape, q::Integer, k::Integer, v::Integer, mask::Union{Buffer,Nothing}, scale::Real, causal::Bool, mask_fill::Real)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape mask check(C.tlrt_tape_flash_attention(tape.ptr, UInt64(q), UInt64(k), UInt64(v), (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), Float64(scale), Bool(causal), Float64(mask_fill), o_out), "tlrt_tape_flash_attention")
+    o_out[]
+end
+
+"""
     tape_linear(tape, x, w, b)
 
 `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
@@ -3213,6 +3394,23 @@ sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, wi
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
 mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention).
 """
 function tape_linear(tape::Tape, x::Integer, w::Integer, b::Integer)
     o_out = Ref{UInt64}(0)
@@ -3248,6 +3446,23 @@ sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, wi
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
 mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention).
 """
 function tape_mse_loss(tape::Tape, pred::Integer, target::Integer)
     o_out = Ref{UInt64}(0)
@@ -3283,6 +3498,23 @@ sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, wi
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
 mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention).
 """
 function tape_cross_entropy(tape::Tape, logits::Integer, labels::AbstractVector{<:Integer})
     c_labels = UInt64[labels...]
@@ -3320,10 +3552,79 @@ sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, wi
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
 mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention).
 """
 function tape_batchnorm(tape::Tape, x::Integer, gamma::Integer, beta::Integer, eps::Real)
     o_out = Ref{UInt64}(0)
     GC.@preserve tape check(C.tlrt_tape_batchnorm(tape.ptr, UInt64(x), UInt64(gamma), UInt64(beta), Float64(eps), o_out), "tlrt_tape_batchnorm")
+    o_out[]
+end
+
+"""
+    tape_multi_head_attention(tape, x, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, num_heads, causal)
+
+`tlrt_status tlrt_tape_multi_head_attention(tlrt_tape * tape, uint64_t x, uint64_t w_q, uint64_t w_k, uint64_t w_v, uint64_t w_o, uint64_t b_q, uint64_t b_k, uint64_t b_v, uint64_t b_o, uint64_t num_heads, bool causal, uint64_t * out)`
+
+Composites record several primitive nodes (so ids advance by more than one) and return the id of
+the last; gradients follow from the primitives.
+
+linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
+matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+
+mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
+shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
+pred gives NaN (0 / 0).
+
+cross_entropy: mean over the batch of -log_softmax(logits)[i, labels[i]]; logits (batch,
+classes) of rank 2, labels[0..batch) host class indices (copied), each < classes
+(TLRT_ERR_INDEX naming labels otherwise: a wrong label would silently give a wrong loss).
+labels may be NULL when batch == 0 (the loss is then NaN). A scalar. Recorded as log_softmax,
+gather_vec (flat indices i * classes + labels[i]), reduce_mean, neg.
+
+batchnorm: batch-first, training mode: x (N, C), gamma and beta (C); per channel c the batch
+statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c) /
+sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
+statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
+transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
+mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention).
+"""
+function tape_multi_head_attention(tape::Tape, x::Integer, w_q::Integer, w_k::Integer, w_v::Integer, w_o::Integer, b_q::Integer, b_k::Integer, b_v::Integer, b_o::Integer, num_heads::Integer, causal::Bool)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_multi_head_attention(tape.ptr, UInt64(x), UInt64(w_q), UInt64(w_k), UInt64(w_v), UInt64(w_o), UInt64(b_q), UInt64(b_k), UInt64(b_v), UInt64(b_o), UInt64(num_heads), Bool(causal), o_out), "tlrt_tape_multi_head_attention")
     o_out[]
 end
 

@@ -717,7 +717,8 @@ _OPTIONAL_BUFFERS = {("tlrt_sgd_step", "momentum_buf"),
                        for _op in ("conv", "conv2d", "convtranspose", "convtranspose2d")},
                      # tlrt_attention.h: the mask (None: no mask).
                      *{(f"tlrt_flash_attention_{_e}", "mask")
-                       for _e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")}}
+                       for _e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")},
+                     ("tlrt_tape_flash_attention", "mask")}
 # Arrays with no count parameter after them: the library reads as many entries as the named count
 # (or the rank / first dimension of a tape node) says, so the wrapper checks the length first.
 _UNCOUNTED = {("tlrt_permute", "perm"): ("param", "rank"),
@@ -726,6 +727,9 @@ _UNCOUNTED = {("tlrt_permute", "perm"): ("param", "rank"),
               ("tlrt_tape_permute", "perm"): ("node_rank", "x"),
               ("tlrt_tape_broadcast_to", "axis_map"): ("param", "out_rank"),
               ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits"),
+              # tlrt_tape_conv: one entry per spatial axis of x (its rank minus batch and channels).
+              **{("tlrt_tape_conv", _arg): ("node_spatial", "x")
+                 for _arg in ("stride", "padding", "dilation")},
               # tlrt_pool.h: kernel, stride and padding hold `rank` values (the length of in_spatial).
               **{(f"tlrt_{_op}_{_dir}", _arg): ("param", "rank")
                  for _op in ("maxpool", "avgpool", "smooth_maxpool") for _dir in ("fwd", "bwd")
@@ -917,7 +921,11 @@ def _tape_handle(t, fname):
 
 def _node_extent(tape, node, what):
     dims, _ = tape.shape(node)
-    return len(dims) if what == "node_rank" else (dims[0] if dims else 1)
+    if what == "node_rank":
+        return len(dims)
+    if what == "node_spatial":
+        return len(dims) - 2 if len(dims) > 2 else 0  # (max is rt.max in this module)
+    return dims[0] if dims else 1
 
 
 TAPE_METHODS = []

@@ -74,9 +74,6 @@ uint64_t push_leaf(tlrt_tape &t, Buf value, const Shape &shape, bool requires_gr
   return t.nodes.size() - 1;
 }
 
-namespace {
-
-// Checks that buffer b is usable on the tape: not released, on the tape's device; returns its size.
 uint64_t check_buffer(const tlrt_tape &t, const tlrt_buffer *b, const char *arg) {
   uint64_t size = 0;
   const tlrt_status s = tlrt_buffer_size(b, &size);
@@ -91,6 +88,8 @@ uint64_t check_buffer(const tlrt_tape &t, const tlrt_buffer *b, const char *arg)
          TLRT_DEVICE_ORDINAL(t.device));
   return size;
 }
+
+namespace {
 
 // The reverse sweep of abi/tlrt_tape.h: all or nothing, intermediate gradients freed as soon as
 // they have been propagated.

@@ -14,13 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "abi/tlrt_attention.h"
 #include "abi/tlrt_blas.h"
 #include "abi/tlrt_buffer.h"
+#include "abi/tlrt_conv.h"
 #include "abi/tlrt_elementwise.h"
 #include "abi/tlrt_fft.h"
 #include "abi/tlrt_index.h"
 #include "abi/tlrt_layer_norm.h"
 #include "abi/tlrt_layout.h"
+#include "abi/tlrt_pool.h"
 #include "abi/tlrt_reduce.h"
 #include "abi/tlrt_runtime.h"
 #include "abi/tlrt_scan.h"
@@ -179,6 +182,10 @@ inline void ensure_room(tlrt_tape &t, size_t k) {
     t.nodes.reserve(want > 2 * t.nodes.capacity() ? want : 2 * t.nodes.capacity());
   }
 }
+
+// Checks that buffer b (a leaf, a seed, an attention mask) is usable on the tape: not released
+// (TLRT_ERR_RELEASED), on the tape's device (TLRT_ERR_DEVICE_MISMATCH); returns its size.
+uint64_t check_buffer(const tlrt_tape &t, const tlrt_buffer *b, const char *arg);
 
 // Validates the tape pointer of an entry point.
 tlrt_tape &tape_ref(tlrt_tape *t);

@@ -2,6 +2,7 @@
 // call checks the shapes of its nodes, runs the op of the same name on the nodes' values, and
 // appends a node whose backward rule is a composition of public tlrt_* calls. Public headers only
 // (see tape_internal.hpp).
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -712,6 +713,192 @@ uint64_t rec_scan(tlrt_tape &t, uint64_t ai, uint64_t bi, uint64_t xi, uint64_t 
               });
 }
 
+// ---- convolution, pooling, attention ------------------------------------------------------
+
+// Output extent of a window of k cells dilated by dil (extent dil (k - 1) + 1) sliding with
+// stride s over `in` cells padded with p cells on both sides: floor((in + 2 p - extent) / s) + 1,
+// or 0 when the window exceeds the padded axis (the GEOMETRY of tlrt_conv.h and tlrt_pool.h).
+// Evaluated only after the op accepted the geometry (k, s >= 1; the extent fits in 64 bits), in
+// 128 bits so that nothing wraps.
+uint64_t window_extent(uint64_t in, uint64_t k, uint64_t dil, uint64_t s, uint64_t p) {
+  using u128 = unsigned __int128;
+  const u128 padded = (u128)in + 2 * (u128)p, ext = (u128)dil * (k - 1) + 1;
+  return padded < ext ? 0 : (uint64_t)((padded - ext) / s + 1);
+}
+
+// The shape the tape derived for an op's output must describe the op's buffer (the node
+// invariant of abi/tlrt_tape.h); a disagreement is a bug here, never the host's.
+void expect_numel(const Buf &y, const Shape &s) {
+  uint64_t size = 0, n = 0;
+  check(tlrt_buffer_size(y.get(), &size));
+  if (!exact_numel(s, &n) || n != size)
+    fail(TLRT_ERR_INTERNAL, "derived output shape %s does not match the op's %llu elements",
+         s.str().c_str(), (ull)size);
+}
+
+// A recorded convolution's geometry, in the terms of tlrt_conv_fwd; two_d records the 2-D entry
+// points instead (same results; their messages use tlrt_tape_conv2d's argument names).
+struct ConvGeo {
+  bool two_d = false;
+  uint32_t r = 0;  // spatial axes
+  uint64_t N = 0, C = 0, Cout = 0, groups = 0;
+  uint64_t in[TLRT_TAPE_MAX_RANK] = {}, k[TLRT_TAPE_MAX_RANK] = {}, s[TLRT_TAPE_MAX_RANK] = {},
+           p[TLRT_TAPE_MAX_RANK] = {}, dil[TLRT_TAPE_MAX_RANK] = {};
+};
+
+tlrt_status conv_fwd(const ConvGeo &g, const tlrt_buffer *w, const tlrt_buffer *b,
+                     const tlrt_buffer *x, tlrt_buffer **out) {
+  if (g.two_d)
+    return tlrt_conv2d_fwd(w, b, x, g.N, g.C, g.in[0], g.in[1], g.Cout, g.k[0], g.k[1], g.s[0],
+                           g.s[1], g.p[0], g.p[1], g.dil[0], g.dil[1], g.groups, out);
+  return tlrt_conv_fwd(w, b, x, g.N, g.C, g.Cout, g.in, g.r, g.k, g.s, g.p, g.dil, g.groups, out);
+}
+
+tlrt_status conv_bwd(const ConvGeo &g, const tlrt_buffer *w, const tlrt_buffer *x,
+                     const tlrt_buffer *gy, tlrt_buffer **dw, tlrt_buffer **db,
+                     tlrt_buffer **dx) {
+  if (g.two_d)
+    return tlrt_conv2d_bwd(w, x, gy, g.N, g.C, g.in[0], g.in[1], g.Cout, g.k[0], g.k[1], g.s[0],
+                           g.s[1], g.p[0], g.p[1], g.dil[0], g.dil[1], g.groups, dw, db, dx);
+  return tlrt_conv_bwd(w, x, gy, g.N, g.C, g.Cout, g.in, g.r, g.k, g.s, g.p, g.dil, g.groups, dw,
+                       db, dx);
+}
+
+// x (N, C, spatial...), w (C_out, C / groups, kernel...), optional b (C_out); parents (x, w[, b]).
+uint64_t rec_conv(tlrt_tape &t, uint64_t xi, uint64_t wi, uint64_t bi, const uint64_t *stride,
+                  const uint64_t *padding, const uint64_t *dilation, uint64_t groups,
+                  bool two_d) {
+  const In x = in(t, xi, "x"), w = in(t, wi, "w");
+  if (two_d) {
+    need_rank(x, "x", 4);
+    need_rank(w, "w", 4);
+  } else {
+    need_rank_at_least(x, "x", 3);
+    if (w.s.rank != x.s.rank)
+      fail(TLRT_ERR_SHAPE, "ranks differ: argument w has shape %s, argument x has shape %s",
+           w.s.str().c_str(), x.s.str().c_str());
+  }
+  if (stride == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument stride is NULL");
+  if (padding == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument padding is NULL");
+  ConvGeo g;
+  g.two_d = two_d;
+  g.r = x.s.rank - 2;
+  g.N = x.s.d[0];
+  g.C = x.s.d[1];
+  g.Cout = w.s.d[0];
+  g.groups = groups;
+  for (uint32_t i = 0; i < g.r; ++i) {
+    g.in[i] = x.s.d[i + 2];
+    g.k[i] = w.s.d[i + 2];
+    g.s[i] = stride[i];
+    g.p[i] = padding[i];
+    g.dil[i] = dilation ? dilation[i] : 1;
+  }
+  // groups == 0 and channels not divisible by groups are the op's INVALID_ARGUMENT.
+  if (groups != 0 && g.C % groups == 0 && w.s.d[1] != g.C / groups)
+    fail(TLRT_ERR_SHAPE, "argument w has shape %s, expected (C_out, %llu, ...) for argument x of "
+         "shape %s and groups = %llu", w.s.str().c_str(), (ull)(g.C / groups), x.s.str().c_str(),
+         (ull)groups);
+  std::vector<uint64_t> parents = {xi, wi};
+  const tlrt_buffer *bias = nullptr;
+  if (bi != TLRT_TAPE_NONE) {
+    const In b = in(t, bi, "b");
+    if (b.s != shape1(g.Cout))
+      fail(TLRT_ERR_SHAPE, "argument b has shape %s, expected (%llu) for argument w of shape %s",
+           b.s.str().c_str(), (ull)g.Cout, w.s.str().c_str());
+    bias = b.v;
+    parents.push_back(bi);
+  }
+  Buf y = call([&](tlrt_buffer **o) { return conv_fwd(g, w.v, bias, x.v, o); });
+  Shape ys = x.s;
+  ys.d[1] = g.Cout;
+  for (uint32_t i = 0; i < g.r; ++i)
+    ys.d[i + 2] = window_extent(g.in[i], g.k[i], g.dil[i], g.s[i], g.p[i]);
+  expect_numel(y, ys);
+  return push(t, std::move(y), ys, std::move(parents),
+              [g](const tlrt_tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
+                const bool nx = need(t, n, 0), nw = need(t, n, 1);
+                const bool nb = n.parents.size() > 2 && need(t, n, 2);
+                tlrt_buffer *dw = nullptr, *db = nullptr, *dx = nullptr;
+                const tlrt_status s = conv_bwd(g, parent_value(t, n, 1), parent_value(t, n, 0), gy,
+                                               nw ? &dw : nullptr, nb ? &db : nullptr,
+                                               nx ? &dx : nullptr);
+                Buf DW(dw), DB(db), DX(dx);
+                check(s);
+                o[0] = std::move(DX);
+                o[1] = std::move(DW);
+                if (nb) o[2] = std::move(DB);
+              });
+}
+
+// 2-D max / average pool of x (N, C, H, W).
+struct PoolGeo {
+  uint64_t N, C, H, W, kh, kw, sh, sw, ph, pw;
+  bool max, count_include_pad;
+};
+
+uint64_t rec_pool(tlrt_tape &t, uint64_t xi, PoolGeo g) {
+  const In x = in(t, xi, "x");
+  need_rank(x, "x", 4);
+  g.N = x.s.d[0];
+  g.C = x.s.d[1];
+  g.H = x.s.d[2];
+  g.W = x.s.d[3];
+  Buf y = g.max ? TAPE_CALL(tlrt_maxpool2d_fwd, x.v, g.N, g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw,
+                            g.ph, g.pw)
+                : TAPE_CALL(tlrt_avgpool2d_fwd, x.v, g.N, g.C, g.H, g.W, g.kh, g.kw, g.sh, g.sw,
+                            g.ph, g.pw, g.count_include_pad);
+  Shape ys = x.s;  // pooling gives an empty axis for an empty input axis, whatever the padding
+  ys.d[2] = g.H == 0 ? 0 : window_extent(g.H, g.kh, 1, g.sh, g.ph);
+  ys.d[3] = g.W == 0 ? 0 : window_extent(g.W, g.kw, 1, g.sw, g.pw);
+  expect_numel(y, ys);
+  return push(t, std::move(y), ys, {xi},
+              [g](const tlrt_tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
+                o[0] = g.max ? TAPE_CALL(tlrt_maxpool2d_bwd, parent_value(t, n, 0), gy, g.N, g.C,
+                                         g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw)
+                             : TAPE_CALL(tlrt_avgpool2d_bwd, gy, g.N, g.C, g.H, g.W, g.kh, g.kw,
+                                         g.sh, g.sw, g.ph, g.pw, g.count_include_pad);
+              });
+}
+
+// Fused attention of q, k, v (bh, len, d); workspace: saved[0] = the forward's lse, saved[1] =
+// the retained mask (when there is one).
+uint64_t rec_attention(tlrt_tape &t, uint64_t qi, uint64_t ki, uint64_t vi,
+                       const tlrt_buffer *mask, double scale, bool causal, double fill) {
+  const In q = in(t, qi, "q"), k = in(t, ki, "k"), v = in(t, vi, "v");
+  need_rank(q, "q", 3);
+  need_same(q, "q", k, "k");
+  need_same(q, "q", v, "v");
+  const uint64_t bh = q.s.d[0], len = q.s.d[1], d = q.s.d[2];
+  std::vector<Buf> saved(1);
+  if (mask != nullptr) {
+    check_buffer(t, mask, "mask");
+    saved.push_back(share(mask));
+  }
+  tlrt_buffer *o = nullptr, *lse = nullptr;
+  const tlrt_status s =
+      tlrt_flash_attention_fwd(q.v, k.v, v.v, mask, bh, len, d, scale, causal, fill, &o, &lse);
+  Buf O(o), L(lse);
+  check(s);
+  saved[0] = std::move(L);
+  return push(t, std::move(O), q.s, {qi, ki, vi},
+              [bh, len, d, scale, causal, fill](const tlrt_tape &t, const Node &n,
+                                                const tlrt_buffer *g, std::vector<Buf> &out) {
+                const tlrt_buffer *m = n.saved.size() > 1 ? n.saved[1].get() : nullptr;
+                tlrt_buffer *dq = nullptr, *dk = nullptr, *dv = nullptr;
+                const tlrt_status s = tlrt_flash_attention_bwd(
+                    parent_value(t, n, 0), parent_value(t, n, 1), parent_value(t, n, 2), m, g,
+                    n.value.get(), n.saved[0].get(), bh, len, d, scale, causal, fill, &dq, &dk,
+                    &dv);
+                Buf DQ(dq), DK(dk), DV(dv);
+                check(s);
+                if (need(t, n, 0)) out[0] = std::move(DQ);
+                if (need(t, n, 1)) out[1] = std::move(DK);
+                if (need(t, n, 2)) out[2] = std::move(DV);
+              },
+              std::move(saved));
+}
+
 // A constant leaf made inside a composite (no gradient).
 uint64_t const_leaf(tlrt_tape &t, Buf v, const Shape &s) { return push_leaf(t, std::move(v), s, false); }
 
@@ -785,6 +972,58 @@ uint64_t rec_batchnorm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, doub
   return rec_binary(t, Bin::Add, y1, bb);
 }
 
+// Rows (batch * len, heads * dh) of a projection -> (batch * heads, len, dh), head h holding
+// columns h * dh .. (h + 1) * dh - 1; merge_heads is its inverse.
+uint64_t split_heads(tlrt_tape &t, uint64_t xi, uint64_t batch, uint64_t len, uint64_t heads,
+                     uint64_t dh) {
+  const uint64_t d4[4] = {batch, len, heads, dh}, d3[3] = {batch * heads, len, dh};
+  const uint32_t perm[4] = {0, 2, 1, 3};
+  return rec_reshape(t, rec_permute(t, rec_reshape(t, xi, d4, 4), perm), d3, 3);
+}
+uint64_t merge_heads(tlrt_tape &t, uint64_t ai, uint64_t batch, uint64_t len, uint64_t heads,
+                     uint64_t dh) {
+  const uint64_t d4[4] = {batch, heads, len, dh}, d2[2] = {batch * len, heads * dh};
+  const uint32_t perm[4] = {0, 2, 1, 3};
+  return rec_reshape(t, rec_permute(t, rec_reshape(t, ai, d4, 4), perm), d2, 2);
+}
+
+uint64_t rec_mha(tlrt_tape &t, uint64_t xi, const uint64_t w[4], const uint64_t b[4],
+                 uint64_t heads, bool causal) {
+  static const char *const wn[4] = {"w_q", "w_k", "w_v", "w_o"}, *const bn[4] = {"b_q", "b_k",
+                                                                                 "b_v", "b_o"};
+  const In x = in(t, xi, "x");
+  need_rank(x, "x", 3);
+  const uint64_t batch = x.s.d[0], len = x.s.d[1], dm = x.s.d[2];
+  for (int i = 0; i < 4; ++i) {
+    const In wi = in(t, w[i], wn[i]);
+    if (wi.s != shape2(dm, dm))
+      fail(TLRT_ERR_SHAPE, "argument %s has shape %s, expected (%llu, %llu) for argument x of "
+           "shape %s", wn[i], wi.s.str().c_str(), (ull)dm, (ull)dm, x.s.str().c_str());
+    if (b[i] == TLRT_TAPE_NONE) continue;
+    const In bi = in(t, b[i], bn[i]);
+    if (bi.s != shape1(dm))
+      fail(TLRT_ERR_SHAPE, "argument %s has shape %s, expected (%llu) for argument x of shape %s",
+           bn[i], bi.s.str().c_str(), (ull)dm, x.s.str().c_str());
+  }
+  if (heads == 0 || dm == 0 || dm % heads != 0)
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument num_heads = %llu does not divide d_model = %llu "
+         "(argument x has shape %s)", (ull)heads, (ull)dm, x.s.str().c_str());
+  const uint64_t dh = dm / heads;
+  uint64_t bh = 0;  // beyond 2^31 - 1 the attention op refuses it anyway; here it must not wrap
+  if (__builtin_mul_overflow(batch, heads, &bh))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "batch * num_heads (%llu * %llu) is beyond 64 bits",
+         (ull)batch, (ull)heads);
+  const uint64_t rows[2] = {batch * len, dm};
+  const uint64_t x2 = rec_reshape(t, xi, rows, 2);
+  uint64_t qkv[3];
+  for (int i = 0; i < 3; ++i)
+    qkv[i] = split_heads(t, rec_linear(t, x2, w[i], b[i]), batch, len, heads, dh);
+  const uint64_t a = rec_attention(t, qkv[0], qkv[1], qkv[2], nullptr,
+                                   1.0 / std::sqrt((double)dh), causal, -INFINITY);
+  const uint64_t y = rec_linear(t, merge_heads(t, a, batch, len, heads, dh), w[3], b[3]);
+  return rec_reshape(t, y, x.s.d, 3);
+}
+
 // Runs one recording body under the entry-point guard: out cleared first, the tape checked, and
 // every node appended by a failing body removed again.
 template <class Body>
@@ -793,7 +1032,7 @@ tlrt_status record(const char *fn, tlrt_tape *tape, uint64_t *out, Body &&body) 
     clear_out_value(out, "out");
     tlrt_tape &t = tape_ref(tape);
     Rollback rb(t);
-    ensure_room(t, 16);  // a composite appends at most 9 nodes
+    ensure_room(t, 32);  // a composite appends at most 27 nodes (multi_head_attention)
     const uint64_t id = body(t);
     rb.commit();
     *out = id;
@@ -985,6 +1224,40 @@ TLRT_API tlrt_status tlrt_tape_selective_scan_diag_var(tlrt_tape *tape, uint64_t
   return TAPE_REC(selective_scan_diag_var, rec_scan(t, A, B, X, h0, true));
 }
 
+// convolution, pooling, attention
+TLRT_API tlrt_status tlrt_tape_conv2d(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
+                                      uint64_t stride_h, uint64_t stride_w, uint64_t pad_h,
+                                      uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w,
+                                      uint64_t groups, uint64_t *out) {
+  const uint64_t st[2] = {stride_h, stride_w}, pd[2] = {pad_h, pad_w},
+                 dl[2] = {dilation_h, dilation_w};
+  return TAPE_REC(conv2d, rec_conv(t, x, w, b, st, pd, dl, groups, true));
+}
+TLRT_API tlrt_status tlrt_tape_conv(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
+                                    const uint64_t *stride, const uint64_t *padding,
+                                    const uint64_t *dilation, uint64_t groups, uint64_t *out) {
+  return TAPE_REC(conv, rec_conv(t, x, w, b, stride, padding, dilation, groups, false));
+}
+TLRT_API tlrt_status tlrt_tape_maxpool2d(tlrt_tape *tape, uint64_t x, uint64_t kernel_h,
+                                         uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w,
+                                         uint64_t pad_h, uint64_t pad_w, uint64_t *out) {
+  const PoolGeo g{0, 0, 0, 0, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, true, false};
+  return TAPE_REC(maxpool2d, rec_pool(t, x, g));
+}
+TLRT_API tlrt_status tlrt_tape_avgpool2d(tlrt_tape *tape, uint64_t x, uint64_t kernel_h,
+                                         uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w,
+                                         uint64_t pad_h, uint64_t pad_w, bool count_include_pad,
+                                         uint64_t *out) {
+  const PoolGeo g{0, 0, 0, 0, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, false,
+                  count_include_pad};
+  return TAPE_REC(avgpool2d, rec_pool(t, x, g));
+}
+TLRT_API tlrt_status tlrt_tape_flash_attention(tlrt_tape *tape, uint64_t q, uint64_t k, uint64_t v,
+                                               const tlrt_buffer *mask, double scale, bool causal,
+                                               double mask_fill, uint64_t *out) {
+  return TAPE_REC(flash_attention, rec_attention(t, q, k, v, mask, scale, causal, mask_fill));
+}
+
 // composites
 TLRT_API tlrt_status tlrt_tape_linear(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
                                       uint64_t *out) {
@@ -1001,6 +1274,14 @@ TLRT_API tlrt_status tlrt_tape_cross_entropy(tlrt_tape *tape, uint64_t logits,
 TLRT_API tlrt_status tlrt_tape_batchnorm(tlrt_tape *tape, uint64_t x, uint64_t gamma,
                                          uint64_t beta, double eps, uint64_t *out) {
   return TAPE_REC(batchnorm, rec_batchnorm(t, x, gamma, beta, eps));
+}
+TLRT_API tlrt_status tlrt_tape_multi_head_attention(tlrt_tape *tape, uint64_t x, uint64_t w_q,
+                                                    uint64_t w_k, uint64_t w_v, uint64_t w_o,
+                                                    uint64_t b_q, uint64_t b_k, uint64_t b_v,
+                                                    uint64_t b_o, uint64_t num_heads, bool causal,
+                                                    uint64_t *out) {
+  const uint64_t w[4] = {w_q, w_k, w_v, w_o}, b[4] = {b_q, b_k, b_v, b_o};
+  return TAPE_REC(multi_head_attention, rec_mha(t, x, w, b, num_heads, causal));
 }
 
 }  // extern "C"

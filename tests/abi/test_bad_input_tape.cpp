@@ -3,6 +3,7 @@
 // message names the recording call, the arguments and both shapes), released and foreign-device
 // leaf and seed buffers, malformed and unavailable devices, out-of-domain scalars passed through
 // from the op; out-parameters cleared on failure, the tape unchanged, and nothing leaked.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,14 @@ void test_lifetime_and_leaves() {
         "seed");
     BAD(tlrt_tape_leaf(t, cb.get(), d4, 1, true, &id), TLRT_ERR_DEVICE_MISMATCH, "tlrt_tape_leaf",
         "buffer");
+    // An attention mask on the CPU for a CUDA tape: (1, 1, 4) nodes, a 1-element mask.
+    const uint64_t d114[3] = {1, 1, 4};
+    uint64_t q = 0, o = 7;
+    TH_OK(tlrt_tape_leaf(g, cb.get(), d114, 3, true, &q));
+    Buf m1(th::upload({1}));
+    BAD(tlrt_tape_flash_attention(g, q, q, q, m1.get(), 0.5, false, -INFINITY, &o),
+        TLRT_ERR_DEVICE_MISMATCH, "tlrt_tape_flash_attention", "mask");
+    TH_CHECK(o == 0);
     tlrt_tape_free(g);
   } else {
     std::printf("no usable CUDA device: mixed-device checks skipped\n");
@@ -485,6 +494,146 @@ void test_recording() {
         "tlrt_tape_selective_scan_diag_var", "A", "X");
     BAD(tlrt_tape_selective_scan_diag_var(t, n.m34, n.m34b, n.t234, n.v4, &o), TLRT_ERR_SHAPE,
         "tlrt_tape_selective_scan_diag_var", "X");
+  }
+
+  // ---- convolution, pooling ----
+  {
+    const uint64_t x4 = leaf(t, {2, 3, 5, 5}), w4 = leaf(t, {4, 3, 3, 3}), b4 = leaf(t, {4});
+    const uint64_t w6c = leaf(t, {6, 1, 3, 3});                        // one channel per group
+    const uint64_t x0 = leaf(t, {1, 1, 0, 0}), w11 = leaf(t, {1, 1, 1, 1});  // empty input
+    common("tlrt_tape_conv2d", t, {x4, w4, b4}, {"x", "w", "b"},
+           [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return tlrt_tape_conv2d(tp, x[0], x[1], x[2], 2, 1, 1, 0, 1, 2, 1, o);
+           });
+    BAD(tlrt_tape_conv2d(t, n.t234, w4, b4, 1, 1, 0, 0, 1, 1, 1, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_conv2d", "x");
+    BAD(tlrt_tape_conv2d(t, x4, n.t234, b4, 1, 1, 0, 0, 1, 1, 1, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_conv2d", "w");
+    BAD(tlrt_tape_conv2d(t, x4, w6c, TLRT_TAPE_NONE, 1, 1, 0, 0, 1, 1, 1, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_conv2d", "w", "x");  // 1 channel per group, 3 / groups = 3 expected
+    BAD(tlrt_tape_conv2d(t, x4, w4, n.v3, 1, 1, 0, 0, 1, 1, 1, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_conv2d", "b", "w");
+    TH_OK(tlrt_tape_conv2d(t, x4, w6c, TLRT_TAPE_NONE, 1, 1, 1, 1, 1, 1, 3, &o));  // depthwise
+    BAD(tlrt_tape_conv2d(t, x4, w4, b4, 0, 1, 0, 0, 1, 1, 1, &o), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_conv2d", "stride_h");
+    BAD(tlrt_tape_conv2d(t, x4, w4, b4, 1, 1, 0, 0, 1, 0, 1, &o), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_conv2d", "dilation_w");
+    BAD(tlrt_tape_conv2d(t, x4, w4, b4, 1, 1, 0, 0, 1, 1, 0, &o), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_conv2d", "groups");
+    BAD(tlrt_tape_conv2d(t, x4, w6c, TLRT_TAPE_NONE, 1, 1, 0, 0, 1, 1, 2, &o),
+        TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_conv2d", "groups");  // 3 channels in 2 groups
+    // 5 + 2 pad >= 2^62 (64-bit signed index arithmetic), with a stride that keeps the output
+    // small (2 rows).
+    BAD(tlrt_tape_conv2d(t, x4, w4, b4, uint64_t{1} << 62, 1, uint64_t{1} << 61, 0, 1, 1, 1, &o),
+        TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_conv2d", "pad_h");
+    // An empty input padded by 2^40 cells: windows everywhere, (2^41 + 1)^2 outputs.
+    BAD(tlrt_tape_conv2d(t, x0, w11, TLRT_TAPE_NONE, 1, 1, uint64_t{1} << 40, uint64_t{1} << 40, 1,
+                         1, 1, &o), TLRT_ERR_OVERFLOW, "tlrt_tape_conv2d");
+    TH_CHECK(o == 0);
+
+    const uint64_t x3 = leaf(t, {2, 3, 7}), w3 = leaf(t, {4, 3, 3});
+    const uint64_t one[1] = {1}, zero[1] = {0}, two[2] = {1, 1};
+    common("tlrt_tape_conv", t, {x3, w3, b4}, {"x", "w", "b"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return tlrt_tape_conv(tp, x[0], x[1], x[2], one, one, nullptr, 1, o);
+           });
+    BAD(tlrt_tape_conv(t, x3, w3, b4, nullptr, one, one, 1, &o), TLRT_ERR_NULL_ARGUMENT,
+        "tlrt_tape_conv", "stride");
+    BAD(tlrt_tape_conv(t, x3, w3, b4, one, nullptr, one, 1, &o), TLRT_ERR_NULL_ARGUMENT,
+        "tlrt_tape_conv", "padding");
+    BAD(tlrt_tape_conv(t, x3, w4, b4, one, one, nullptr, 1, &o), TLRT_ERR_SHAPE, "tlrt_tape_conv",
+        "w", "x");  // rank 4 kernel for a 1-D input
+    BAD(tlrt_tape_conv(t, n.m34, n.m34b, TLRT_TAPE_NONE, one, one, nullptr, 1, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_conv", "x");  // no spatial axis
+    BAD(tlrt_tape_conv(t, x3, w3, b4, zero, one, nullptr, 1, &o), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_conv", "stride");
+    BAD(tlrt_tape_conv(t, x3, w3, b4, one, one, zero, 1, &o), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_conv", "dilation");
+    TH_OK(tlrt_tape_conv(t, x4, w4, TLRT_TAPE_NONE, two, two, two, 1, &o));  // 2-D via N-D
+
+    using Pool = std::function<tlrt_status(tlrt_tape *, uint64_t, uint64_t, uint64_t, uint64_t,
+                                           uint64_t, uint64_t, uint64_t, uint64_t *)>;
+    struct P { const char *fn; Pool f; };
+    for (const P &pl : {P{"tlrt_tape_maxpool2d", tlrt_tape_maxpool2d},
+                        P{"tlrt_tape_avgpool2d",
+                          [](tlrt_tape *tp, uint64_t x, uint64_t kh, uint64_t kw, uint64_t sh,
+                             uint64_t sw, uint64_t ph, uint64_t pw, uint64_t *o) {
+                            return tlrt_tape_avgpool2d(tp, x, kh, kw, sh, sw, ph, pw, false, o);
+                          }}}) {
+      common(pl.fn, t, {x4}, {"x"},
+             [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+               return pl.f(tp, x[0], 3, 2, 2, 2, 1, 1, o);
+             });
+      BAD(pl.f(t, n.t234, 2, 2, 2, 2, 0, 0, &o), TLRT_ERR_SHAPE, pl.fn, "x");
+      BAD(pl.f(t, x4, 2, 0, 2, 2, 0, 0, &o), TLRT_ERR_INVALID_ARGUMENT, pl.fn, "kernel_w");
+      BAD(pl.f(t, x4, 2, 2, 0, 2, 0, 0, &o), TLRT_ERR_INVALID_ARGUMENT, pl.fn, "stride_h");
+      BAD(pl.f(t, x4, 3, 3, 1, 1, 2, 0, &o), TLRT_ERR_INVALID_ARGUMENT, pl.fn, "pad_h",
+          "kernel_h");  // 2 pad > kernel
+      TH_CHECK(o == 0);
+    }
+  }
+
+  // ---- attention ----
+  {
+    const uint64_t q = leaf(t, {2, 3, 4}), k = leaf(t, {2, 3, 4}), v = leaf(t, {2, 3, 4});
+    const uint64_t big = leaf(t, {1, 2, 257});
+    Buf mask(th::upload({1, 0, 1, 1, 1, 0, 0, 1, 1})), mask4(th::upload({1, 1, 1, 1}));
+    Buf gone(th::upload({1, 1, 1, 1, 1, 1, 1, 1, 1}));
+    TH_OK(tlrt_buffer_release_storage(gone.get(), nullptr));
+    common("tlrt_tape_flash_attention", t, {q, k, v}, {"q", "k", "v"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return tlrt_tape_flash_attention(tp, x[0], x[1], x[2], mask.get(), 0.5, true,
+                                              -INFINITY, o);
+           });
+    BAD(tlrt_tape_flash_attention(t, q, n.t234, n.m34, nullptr, 0.5, false, -1e3, &o),
+        TLRT_ERR_SHAPE, "tlrt_tape_flash_attention", "q", "v");
+    BAD(tlrt_tape_flash_attention(t, n.m34, n.m34, n.m34, nullptr, 0.5, false, -1e3, &o),
+        TLRT_ERR_SHAPE, "tlrt_tape_flash_attention", "q");
+    const uint64_t k2 = leaf(t, {2, 4, 3});
+    BAD(tlrt_tape_flash_attention(t, q, k2, v, nullptr, 0.5, false, -1e3, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_flash_attention", "q", "k");
+    BAD(tlrt_tape_flash_attention(t, q, k, v, mask4.get(), 0.5, false, -1e3, &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_flash_attention", "mask");
+    BAD(tlrt_tape_flash_attention(t, q, k, v, gone.get(), 0.5, false, -1e3, &o), TLRT_ERR_RELEASED,
+        "tlrt_tape_flash_attention", "mask");
+    BAD(tlrt_tape_flash_attention(t, q, k, v, nullptr, NAN, false, -1e3, &o),
+        TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_flash_attention", "scale");
+    BAD(tlrt_tape_flash_attention(t, q, k, v, nullptr, 0.5, false, INFINITY, &o),
+        TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_flash_attention", "mask_fill");
+    BAD(tlrt_tape_flash_attention(t, big, big, big, nullptr, 0.5, false, -1e3, &o),
+        TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_flash_attention", "d");
+    TH_CHECK(o == 0);
+
+    const uint64_t x = leaf(t, {2, 3, 4}), w = leaf(t, {4, 4}), w2 = leaf(t, {4, 4});
+    const uint64_t b = leaf(t, {4});
+    auto mha = [](tlrt_tape *tp, const std::vector<uint64_t> &a, uint64_t heads, uint64_t *o) {
+      return tlrt_tape_multi_head_attention(tp, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
+                                            a[8], heads, true, o);
+    };
+    const std::vector<uint64_t> ok = {x, w, w2, w, w2, b, b, TLRT_TAPE_NONE, b};
+    common("tlrt_tape_multi_head_attention", t, ok,
+           {"x", "w_q", "w_k", "w_v", "w_o", "b_q", "b_k"},  // b_v is none here
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &a, uint64_t *o) {
+             return mha(tp, a, 2, o);
+           });
+    const char *const names[9] = {"x", "w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"};
+    for (int i = 0; i < 9; ++i) {  // each argument with a wrong shape in turn
+      std::vector<uint64_t> bad = ok;
+      bad[i] = i == 0 ? n.m34 : i < 5 ? n.m43 : n.v3;
+      BAD(mha(t, bad, 2, &o), TLRT_ERR_SHAPE, "tlrt_tape_multi_head_attention", names[i]);
+    }
+    BAD(mha(t, ok, 0, &o), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_multi_head_attention",
+        "num_heads");
+    BAD(mha(t, ok, 3, &o), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_multi_head_attention",
+        "num_heads");
+    TH_CHECK(o == 0);
+    // d_head = 257 > 256: the attention op's INVALID_ARGUMENT after the projections (rolled back).
+    const uint64_t xb = leaf(t, {1, 2, 257}), wb = leaf(t, {257, 257});
+    const uint64_t before = count(t);
+    BAD(mha(t, {xb, wb, wb, wb, wb, TLRT_TAPE_NONE, TLRT_TAPE_NONE, TLRT_TAPE_NONE,
+                TLRT_TAPE_NONE}, 1, &o), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_multi_head_attention", "d");
+    TH_CHECK(count(t) == before);
   }
 
   // ---- composites ----

@@ -473,8 +473,46 @@ def test_tape():
         pass
 
 
+
+def test_tape_conv_pool_attention():
+    """The convolution, pooling and attention recording calls through the generated methods: a
+    hand-computed 1-D convolution (N-D call, per-axis arrays checked against the node's spatial
+    rank), 2-D conv + max pool, and attention with an optional mask (None or a buffer)."""
+    with rt.Tape(rt.CPU) as t:
+        x = t.leaf(rt.buffer([1.0, 2.0, 3.0, 4.0, 5.0]), [1, 1, 5], True)
+        w = t.leaf(rt.buffer([1.0, 1.0, 1.0]), [1, 1, 3], True)
+        c = t.conv(x, w, rt.TLRT_TAPE_NONE, [1], [1], [1], 1)
+        check(t.value(c).to_list() == [3.0, 6.0, 9.0, 12.0, 9.0], "1-D moving sums")
+        try:
+            t.conv(x, w, rt.TLRT_TAPE_NONE, [1, 1], [1], [1], 1)
+            check(False, "a stride array longer than the spatial rank reached the library")
+        except ValueError as e:
+            check("stride" in str(e), str(e))
+        img = t.leaf(rt.buffer([float(i) for i in range(16)]), [1, 1, 4, 4], True)
+        k = t.leaf(rt.buffer([1.0] * 9), [1, 1, 3, 3], True)
+        b = t.leaf(rt.buffer([0.5]), [1], True)
+        y = t.conv2d(img, k, b, 1, 1, 1, 1, 1, 1, 1)
+        p = t.maxpool2d(y, 2, 2, 2, 2, 0, 0)
+        a = t.avgpool2d(p, 2, 2, 1, 1, 0, 0, True)
+        check(t.shape(p) == ([1, 1, 2, 2], True) and t.shape(a)[0] == [1, 1, 1, 1], "pool shapes")
+        t.backward(a)
+        check(t.grad(b).to_list() == [1.0], "d bias of a mean of maxima is 1")
+        expect_error(lambda: t.maxpool2d(img, 3, 3, 1, 1, 2, 2), "TLRT_ERR_INVALID_ARGUMENT",
+                     ("tlrt_tape_maxpool2d",), "padding above half the kernel")
+        q = t.leaf(rt.buffer([0.5, -1.0, 0.25, 2.0]), [1, 2, 2], True)
+        o1 = t.flash_attention(q, q, q, None, 0.5, True, float("-inf"))
+        o2 = t.flash_attention(q, q, q, rt.buffer([1.0, 0.0, 1.0, 1.0]), 0.5, False,
+                               float("-inf"))
+        check(t.value(o1).to_list() == t.value(o2).to_list(), "causal == lower-triangular mask")
+        check(t.value(o1).to_list()[:2] == [0.5, -1.0], "the first query sees only itself")
+        wq = t.leaf(rt.buffer([0.1] * 4), [2, 2], True)
+        m = t.multi_head_attention(q, wq, wq, wq, wq, *[rt.TLRT_TAPE_NONE] * 4, 2, False)
+        check(t.shape(m) == ([1, 2, 2], True), "multi-head attention keeps x's shape")
+
+
 TESTS = ("test_prototypes", "test_round_trips", "test_ops", "test_shaped_ops", "test_errors",
-         "test_buffer_protocol", "test_inplace_and_uncounted", "test_tape", "test_finalizers")
+         "test_buffer_protocol", "test_inplace_and_uncounted", "test_tape",
+         "test_tape_conv_pool_attention", "test_finalizers")
 
 
 def main():

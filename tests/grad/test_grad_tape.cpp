@@ -327,6 +327,69 @@ void run_all(tlrt_device dev) {
          L({3}, uni(3, 93))},
         OUT1(tlrt_tape_selective_scan_diag_var(t, x[0], x[1], x[2], x[3], &o)));
 
+  // ---- convolution, pooling, attention ----
+  // conv2d: stride (2, 1), padding (1, 1), dilation (1, 2), 2 groups: x (2, 4, 5, 4), w (6, 2, 3,
+  // 2) -> (2, 6, 3, 4).
+  check("conv2d", dev, {L({2, 4, 5, 4}, uni(160, 94)), L({6, 2, 3, 2}, uni(72, 95)),
+                        L({6}, uni(6, 96))},
+        OUT1(tlrt_tape_conv2d(t, x[0], x[1], x[2], 2, 1, 1, 1, 1, 2, 2, &o)));
+  check("conv2d, constant x, no bias", dev,
+        {L({1, 2, 4, 4}, uni(32, 97), false), L({3, 2, 2, 2}, uni(24, 98))},
+        OUT1(tlrt_tape_conv2d(t, x[0], x[1], TLRT_TAPE_NONE, 1, 2, 0, 1, 1, 1, 1, &o)));
+  {
+    const uint64_t s2[1] = {2}, p1[1] = {1}, d2[1] = {2};
+    check("conv 1-D", dev, {L({2, 3, 7}, uni(42, 99)), L({4, 3, 3}, uni(36, 100)),
+                            L({4}, uni(4, 101))},
+          OUT1(tlrt_tape_conv(t, x[0], x[1], x[2], s2, p1, d2, 1, &o)));
+    const uint64_t s111[3] = {1, 2, 1}, p101[3] = {1, 0, 1};
+    check("conv 3-D", dev, {L({1, 2, 4, 3, 3}, uni(72, 102)), L({2, 2, 2, 2, 2}, uni(32, 103))},
+          OUT1(tlrt_tape_conv(t, x[0], x[1], TLRT_TAPE_NONE, s111, p101, nullptr, 1, &o)));
+  }
+  check("maxpool2d", dev, {L({1, 2, 5, 5}, distinct(50, 104))},
+        OUT1(tlrt_tape_maxpool2d(t, x[0], 3, 2, 2, 1, 1, 1, &o)));
+  check("avgpool2d count_include_pad", dev, {L({2, 1, 5, 4}, uni(40, 105))},
+        OUT1(tlrt_tape_avgpool2d(t, x[0], 3, 2, 2, 1, 1, 1, true, &o)));
+  check("avgpool2d real cells", dev, {L({2, 1, 5, 4}, uni(40, 106))},
+        OUT1(tlrt_tape_avgpool2d(t, x[0], 2, 3, 1, 2, 1, 1, false, &o)));
+  {
+    // Masks: one (n, n) mask for every problem, one (bh, n, n); 0 blocks.
+    const uint64_t bh = 2, n = 4, d = 3;
+    std::vector<float> m1(n * n), m2(bh * n * n);
+    th::Rng r(107);
+    for (float &v : m1) v = r.uniform(0, 1) < 0.3f ? 0.0f : 1.0f;
+    for (float &v : m2) v = r.uniform(0, 1) < 0.3f ? 0.0f : 1.0f;
+    Buf M1(th::upload(m1, dev)), M2(th::upload(m2, dev));
+    const std::vector<uint64_t> sq = {bh, n, d};
+    check("flash_attention", dev,
+          {L(sq, uni(24, 108)), L(sq, uni(24, 109)), L(sq, uni(24, 110))},
+          OUT1(tlrt_tape_flash_attention(t, x[0], x[1], x[2], nullptr, 0.6, false, -INFINITY,
+                                         &o)));
+    check("flash_attention mask, causal", dev,
+          {L(sq, uni(24, 111)), L(sq, uni(24, 112)), L(sq, uni(24, 113))},
+          OUT1(tlrt_tape_flash_attention(t, x[0], x[1], x[2], M1.get(), 0.6, true, -INFINITY,
+                                         &o)));
+    check("flash_attention mask, fill -3", dev,
+          {L(sq, uni(24, 114)), L(sq, uni(24, 115), false), L(sq, uni(24, 116))},
+          OUT1(tlrt_tape_flash_attention(t, x[0], x[1], x[2], M2.get(), 0.6, false, -3.0, &o)));
+    // One node as q, k and v.
+    check("self attention (node used 3 times)", dev, {L({1, 5, 4}, uni(20, 117))},
+          OUT1(tlrt_tape_flash_attention(t, x[0], x[0], x[0], nullptr, 0.5, true, -INFINITY,
+                                         &o)));
+  }
+  {
+    std::vector<Leaf> mha = {L({2, 3, 4}, uni(24, 118))};
+    for (uint64_t i = 0; i < 4; ++i) mha.push_back(L({4, 4}, uni(16, 119 + i, -0.7f, 0.7f)));
+    for (uint64_t i = 0; i < 4; ++i) mha.push_back(L({4}, uni(4, 123 + i, -0.3f, 0.3f)));
+    check("multi_head_attention causal", dev, mha,
+          OUT1(tlrt_tape_multi_head_attention(t, x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                                              x[8], 2, true, &o)));
+    mha.resize(5);
+    check("multi_head_attention 1 head, no bias", dev, mha,
+          OUT1(tlrt_tape_multi_head_attention(t, x[0], x[1], x[2], x[3], x[4], TLRT_TAPE_NONE,
+                                              TLRT_TAPE_NONE, TLRT_TAPE_NONE, TLRT_TAPE_NONE, 1,
+                                              false, &o)));
+  }
+
   // ---- composites ----
   check("linear", dev, {L({4, 3}, uni(12, 57)), L({2, 3}, uni(6, 58)), L({2}, uni(2, 59))},
         OUT1(tlrt_tape_linear(t, x[0], x[1], x[2], &o)));
@@ -372,6 +435,36 @@ void run_all(tlrt_device dev) {
           if (tlrt_tape_tanh(t, x[2], &dead) || tlrt_tape_sigmoid(t, x[0], &o)) return UINT64_MAX;
           return o;
         });
+  // x as the input, the kernel and a factor of one graph: x * conv2d(x, x) (padding 1).
+  check("conv node used 3 times", dev, {L({1, 1, 3, 3}, uni(9, 127))},
+        [](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+          uint64_t c, o;
+          if (tlrt_tape_conv2d(t, x[0], x[0], TLRT_TAPE_NONE, 1, 1, 1, 1, 1, 1, 1, &c) ||
+              tlrt_tape_mul(t, c, x[0], &o))
+            return UINT64_MAX;
+          return o;
+        });
+  // A small CNN: conv 3x3 (padding 1) -> tanh -> 2x2 average pool -> reshape -> linear -> cross
+  // entropy (smooth everywhere: no kink for the finite differences to straddle).
+  {
+    const uint64_t labels[2] = {3, 0};
+    check("cnn", dev,
+          {L({2, 1, 4, 4}, uni(32, 128), false), L({3, 1, 3, 3}, uni(27, 129)),
+           L({3}, uni(3, 130)), L({5, 12}, uni(60, 131)), L({5}, uni(5, 132))},
+          [&labels](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+            const uint64_t flat[2] = {2, 12};
+            uint64_t c, a, p, f, z, o;
+            if (tlrt_tape_conv2d(t, x[0], x[1], x[2], 1, 1, 1, 1, 1, 1, 1, &c) ||
+                tlrt_tape_tanh(t, c, &a) ||
+                tlrt_tape_avgpool2d(t, a, 2, 2, 2, 2, 0, 0, true, &p) ||
+                tlrt_tape_reshape(t, p, flat, 2, &f) ||
+                tlrt_tape_linear(t, f, x[3], x[4], &z) ||
+                tlrt_tape_cross_entropy(t, z, labels, &o))
+              return UINT64_MAX;
+            return o;
+          },
+          true);
+  }
   // A small MLP with everything: linear -> gelu -> layer_norm -> linear -> cross entropy.
   {
     const uint64_t labels[3] = {1, 0, 1};

@@ -7,7 +7,10 @@
 //  (2) A graph through matmul / bmm / linear (class library: different summation orders on the
 //      two backends): values and gradients within |cpu - cuda| <= 1e-5 (1 + max|cpu|) per output,
 //      the largest difference printed (the products here have n <= 7 terms of size <= 1).
-//  (3) A 200-step training loop on the CUDA tape: live bytes on CUDA(0) flat after warm-up.
+//      Pooling and fused attention join (1) (bit for bit on both backends); convolution and
+//      multi-head attention (products) join (2).
+//  (3) 200-step training loops on the CUDA tape (an MLP; a conv net with pooling and multi-head
+//      attention): live bytes on CUDA(0) flat after warm-up.
 // Exits 77 (skipped) unless a CUDA device is usable.
 #include <algorithm>
 #include <cmath>
@@ -77,6 +80,14 @@ std::vector<float> uni(uint64_t n, uint64_t salt, float lo = -1, float hi = 1) {
     if (!(body)) return UINT64_MAX;                                   \
     return o;                                                         \
   }
+// The same for the training loops: the input leaf x and the parameter leaves id.
+#define GL(body)                                                                \
+  [&](tlrt_tape *t, uint64_t x, const std::vector<uint64_t> &id) -> uint64_t {  \
+    uint64_t a = 0, b = 0, c = 0, d = 0, e = 0, o = 0;                          \
+    (void)a; (void)b; (void)c; (void)d; (void)e; (void)id;                      \
+    if (!(body)) return UINT64_MAX;                                             \
+    return o;                                                                   \
+  }
 #define OK(call) ((call) == TLRT_OK)
 
 void bitwise(const char *name, std::vector<Leaf> leaves, const Build &build) {
@@ -110,53 +121,86 @@ void library(const char *name, std::vector<Leaf> leaves, const Build &build) {
   std::printf("tape %s (library): largest |cpu - cuda| / (1 + max|g|) = %.3g\n", name, worst);
 }
 
-void training_loop_flat() {
+// A 200-step training loop on the CUDA tape: cross entropy of the logits that `logits` records
+// from the input leaf and the parameter leaves (uniform in +-0.2, vectors +-0.1), SGD through
+// tlrt_axpy. Live bytes on CUDA(0) stay flat after warm-up and the loss falls.
+using Logits = std::function<uint64_t(tlrt_tape *, uint64_t, const std::vector<uint64_t> &)>;
+void training_loop_flat(const char *name, const std::vector<uint64_t> &xd,
+                        const std::vector<std::vector<uint64_t>> &pd, uint64_t classes,
+                        double lr, const Logits &logits) {
   const tlrt_device dev = parity::kGpu;
-  const uint64_t B = 16, I = 32, H = 24, O = 5;
   th::Rng rng(3);
-  Buf X(th::upload(rng.vec(B * I), dev));
-  uint64_t labels[B];
-  for (uint64_t i = 0; i < B; ++i) labels[i] = i % O;
-  Buf W1(th::upload(rng.vec(H * I, -0.2f, 0.2f), dev)), b1(th::upload(rng.vec(H, -0.1f, 0.1f), dev));
-  Buf W2(th::upload(rng.vec(O * H, -0.2f, 0.2f), dev)), b2(th::upload(rng.vec(O, -0.1f, 0.1f), dev));
-  Buf *p[4] = {&W1, &b1, &W2, &b2};
-  const std::vector<std::vector<uint64_t>> pd = {{H, I}, {H}, {O, H}, {O}};
+  uint64_t xn = 1;
+  for (uint64_t d : xd) xn *= d;
+  Buf X(th::upload(rng.vec(xn), dev));
+  std::vector<uint64_t> labels(xd[0]);
+  for (uint64_t i = 0; i < xd[0]; ++i) labels[i] = i % classes;
+  std::vector<Buf> p;
+  for (const auto &d : pd) {
+    uint64_t n = 1;
+    for (uint64_t e : d) n *= e;
+    const float r = d.size() > 1 ? 0.2f : 0.1f;
+    p.emplace_back(th::upload(rng.vec(n, -r, r), dev));
+  }
   tlrt_tape *t = nullptr;
   TH_OK(tlrt_tape_new(dev, &t));
   tlrt_allocator_stats warm{};
   float first = 0, last = 0;
   for (int step = 0; step < 200; ++step) {
-    uint64_t x, id[4], h, a, z, loss;
-    const uint64_t xd[2] = {B, I};
-    TH_OK(tlrt_tape_leaf(t, X.get(), xd, 2, false, &x));
-    for (int i = 0; i < 4; ++i)
-      TH_OK(tlrt_tape_leaf(t, p[i]->get(), pd[i].data(), (uint32_t)pd[i].size(), true, &id[i]));
-    TH_OK(tlrt_tape_linear(t, x, id[0], id[1], &h));
-    TH_OK(tlrt_tape_gelu(t, h, &a));
-    TH_OK(tlrt_tape_linear(t, a, id[2], id[3], &z));
-    TH_OK(tlrt_tape_cross_entropy(t, z, labels, &loss));
+    uint64_t x, loss = UINT64_MAX;
+    std::vector<uint64_t> id(p.size());
+    TH_OK(tlrt_tape_leaf(t, X.get(), xd.data(), (uint32_t)xd.size(), false, &x));
+    for (size_t i = 0; i < p.size(); ++i)
+      TH_OK(tlrt_tape_leaf(t, p[i].get(), pd[i].data(), (uint32_t)pd[i].size(), true, &id[i]));
+    const uint64_t z = logits(t, x, id);
+    TH_CHECK_MSG(z != UINT64_MAX, "%s: recording failed: %s", name, tlrt_last_error());
+    TH_OK(tlrt_tape_cross_entropy(t, z, labels.data(), &loss));
     TH_OK(tlrt_tape_backward(t, loss));
     if (step == 0 || step == 199) {
       Buf lv;
       TH_OK(tlrt_tape_value(t, loss, lv.out()));
-      (step == 0 ? first : last) = th::download(lv.get())[0];
+      if (lv.get()) (step == 0 ? first : last) = th::download(lv.get())[0];
     }
-    for (int i = 0; i < 4; ++i) {
+    for (size_t i = 0; i < p.size(); ++i) {
       Buf g, np;
       TH_OK(tlrt_tape_grad(t, id[i], g.out()));
-      TH_OK(tlrt_axpy(p[i]->get(), g.get(), -0.2, np.out()));
-      *p[i] = std::move(np);
+      TH_OK(tlrt_axpy(p[i].get(), g.get(), -lr, np.out()));
+      p[i] = std::move(np);
     }
     TH_OK(tlrt_tape_reset(t));
     if (step == 10) warm = th::stats(dev);
   }
   const tlrt_allocator_stats end = th::stats(dev);
-  TH_CHECK_MSG(end.live_bytes == warm.live_bytes, "CUDA live bytes %llu after warm-up, %llu at end",
+  TH_CHECK_MSG(end.live_bytes == warm.live_bytes,
+               "%s: CUDA live bytes %llu after warm-up, %llu at end", name,
                (unsigned long long)warm.live_bytes, (unsigned long long)end.live_bytes);
-  TH_CHECK_MSG(last < first, "CUDA training loss %g -> %g", first, last);
-  std::printf("tape CUDA training loop: loss %.4f -> %.4f, live bytes %llu flat\n", first, last,
-              (unsigned long long)end.live_bytes);
+  TH_CHECK_MSG(last < first, "%s: CUDA training loss %g -> %g", name, first, last);
+  std::printf("tape CUDA training loop (%s): loss %.4f -> %.4f, live bytes %llu flat\n", name,
+              first, last, (unsigned long long)end.live_bytes);
   tlrt_tape_free(t);
+}
+
+void training_loops_flat() {
+  training_loop_flat("mlp", {16, 32}, {{24, 32}, {24}, {5, 24}, {5}}, 5, 0.2,
+                     GL(OK(tlrt_tape_linear(t, x, id[0], id[1], &a)) &&
+                       OK(tlrt_tape_gelu(t, a, &b)) &&
+                       OK(tlrt_tape_linear(t, b, id[2], id[3], &o))));
+  // conv 3x3 (1 -> 4, padding 1) + relu, 2x2 max pool, causal multi-head self-attention over
+  // the 4 channels (9 features each, 3 heads of 3), 3x3 average pool, linear (4 -> 3).
+  const uint64_t seq[3] = {6, 4, 9}, img[4] = {6, 4, 3, 3}, flat[2] = {6, 4};
+  training_loop_flat("conv net", {6, 1, 6, 6},
+                     {{4, 1, 3, 3}, {4}, {9, 9}, {9, 9}, {9, 9}, {9, 9}, {3, 4}, {3}}, 3, 0.2,
+                     GL(OK(tlrt_tape_conv2d(t, x, id[0], id[1], 1, 1, 1, 1, 1, 1, 1, &a)) &&
+                       OK(tlrt_tape_relu(t, a, &b)) &&
+                       OK(tlrt_tape_maxpool2d(t, b, 2, 2, 2, 2, 0, 0, &c)) &&
+                       OK(tlrt_tape_reshape(t, c, seq, 3, &d)) &&
+                       OK(tlrt_tape_multi_head_attention(
+                           t, d, id[2], id[3], id[4], id[5], TLRT_TAPE_NONE, TLRT_TAPE_NONE,
+                           TLRT_TAPE_NONE, TLRT_TAPE_NONE, 3, true, &e)) &&
+                       OK(tlrt_tape_reshape(t, e, img, 4, &a)) &&
+                       OK(tlrt_tape_avgpool2d(t, a, 3, 3, 1, 1, 0, 0, true, &b)) &&
+                       OK(tlrt_tape_reshape(t, b, flat, 2, &c)) &&
+                       OK(tlrt_tape_linear(t, c, id[6], id[7], &o))));
 }
 
 }  // namespace
@@ -230,6 +274,67 @@ int main() {
                                    {{4, 3, 3}, uni(36, 26)}},
           G(OK(tlrt_tape_spectral_conv1d_rfft(t, x[0], x[1], x[2], &a)) &&
             OK(tlrt_tape_tanh(t, a, &o))));
+  {
+    // Pooling and attention: max pool exact, average pool and every backward an ordered
+    // reduction, attention the same IEEE operations on both backends: bit for bit.
+    const uint64_t seq[3] = {2, 6, 5};
+    std::vector<float> m(6 * 6);
+    th::Rng r(30);
+    for (float &v : m) v = r.uniform(0, 1) < 0.25f ? 0.0f : 1.0f;
+    Buf mc(th::upload(m)), mg(th::upload(m, parity::kGpu));
+    bitwise("pooling and attention",
+            {{{2, 2, 7, 6}, uni(168, 27, -2, 2)}, {{2, 6, 5}, uni(60, 28)},
+             {{2, 6, 5}, uni(60, 29)}},
+            [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+              tlrt_device dev = 0;
+              uint64_t a, b, c, d, e, f, o;
+              if (tlrt_tape_device(t, &dev) != TLRT_OK) return UINT64_MAX;
+              const tlrt_buffer *mask = dev == parity::kCpu ? mc.get() : mg.get();
+              if (!(OK(tlrt_tape_maxpool2d(t, x[0], 3, 2, 2, 1, 1, 1, &a)) &&     // (2, 2, 4, 7)
+                    OK(tlrt_tape_avgpool2d(t, a, 2, 2, 1, 2, 1, 0, false, &b)) && // (2, 2, 5, 3)
+                    OK(tlrt_tape_avgpool2d(t, x[0], 2, 3, 2, 1, 1, 1, true, &c)) &&
+                    OK(tlrt_tape_reshape(t, b, seq, 3, &d)) &&                    // (2, 6, 5)
+                    OK(tlrt_tape_flash_attention(t, d, x[1], x[2], mask, 0.45, true, -INFINITY,
+                                                 &e)) &&
+                    OK(tlrt_tape_flash_attention(t, e, e, x[1], nullptr, 0.3, false, -1000.0,
+                                                 &f)) &&
+                    OK(tlrt_tape_reduce_sum(t, c, &a)) && OK(tlrt_tape_reduce_sum(t, f, &b)) &&
+                    OK(tlrt_tape_add(t, a, b, &o))))
+                return UINT64_MAX;
+              return o;
+            });
+  }
+  {
+    const uint64_t s1[1] = {2}, p1[1] = {1}, d1[1] = {2}, flat[2] = {3, 16};
+    library("convolution", {{{3, 4, 6, 5}, uni(360, 31)}, {{6, 2, 3, 2}, uni(72, 32)},
+                            {{6}, uni(6, 33)}, {{3, 6, 9}, uni(162, 34)}, {{2, 6, 3}, uni(36, 35)}},
+            G(OK(tlrt_tape_conv2d(t, x[0], x[1], x[2], 2, 1, 1, 1, 1, 2, 2, &a)) &&  // (3,6,3,4)
+              OK(tlrt_tape_tanh(t, a, &b)) &&
+              OK(tlrt_tape_conv(t, x[3], x[4], TLRT_TAPE_NONE, s1, p1, d1, 1, &c)) &&  // (3,2,4)
+              OK(tlrt_tape_maxpool2d(t, b, 2, 2, 1, 1, 0, 0, &d)) &&                  // (3,6,2,3)
+              OK(tlrt_tape_reduce_sum(t, d, &e)) && OK(tlrt_tape_reduce_sum(t, c, &a)) &&
+              OK(tlrt_tape_mul(t, e, a, &o))));
+    library("cnn and multi-head attention",
+            {{{3, 1, 4, 4}, uni(48, 36)}, {{4, 1, 3, 3}, uni(36, 37)}, {{4}, uni(4, 38)},
+             {{4, 4}, uni(16, 39)}, {{4, 4}, uni(16, 40)}, {{4, 4}, uni(16, 41)},
+             {{4, 4}, uni(16, 42)}, {{4}, uni(4, 43)}, {{5, 16}, uni(80, 44)}},
+            [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+              const uint64_t seq[3] = {3, 4, 4};
+              const uint64_t labels[3] = {0, 4, 2};
+              uint64_t a, b, c, d, e, f, o;
+              if (!(OK(tlrt_tape_conv2d(t, x[0], x[1], x[2], 1, 1, 1, 1, 1, 1, 1, &a)) &&
+                    OK(tlrt_tape_gelu(t, a, &b)) &&
+                    OK(tlrt_tape_avgpool2d(t, b, 2, 2, 2, 2, 0, 0, true, &c)) &&  // (3, 4, 2, 2)
+                    OK(tlrt_tape_reshape(t, c, seq, 3, &d)) &&
+                    OK(tlrt_tape_multi_head_attention(t, d, x[3], x[4], x[5], x[6], x[7], x[7],
+                                                      TLRT_TAPE_NONE, x[7], 2, true, &e)) &&
+                    OK(tlrt_tape_reshape(t, e, flat, 2, &f)) &&
+                    OK(tlrt_tape_matmul(t, f, x[8], false, true, &a)) &&
+                    OK(tlrt_tape_cross_entropy(t, a, labels, &o))))
+                return UINT64_MAX;
+              return o;
+            });
+  }
   library("matmul / bmm / linear / mse",
           {{{5, 7}, uni(35, 13)}, {{4, 7}, uni(28, 14)}, {{4}, uni(4, 15)}, {{2, 4, 3}, uni(24, 16)},
            {{2, 3, 5}, uni(30, 17)}, {{5, 4}, uni(20, 18)}},
@@ -240,7 +345,7 @@ int main() {
             OK(tlrt_tape_transpose2d(t, e, &a)) &&                       // (5, 4)
             OK(tlrt_tape_mse_loss(t, a, x[5], &b)) && OK(tlrt_tape_reduce_sum(t, c, &d)) &&
             OK(tlrt_tape_add(t, b, d, &o))));
-  training_loop_flat();
+  training_loops_flat();
   parity::print_summary("parity_tape");
   return th::finish("test_parity_tape");
 }

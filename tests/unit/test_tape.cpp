@@ -2,10 +2,14 @@
 // to the ops' own results bit for bit, hand-computed gradients, accumulation over two backwards,
 // reset, zeros for leaves without a gradient, the max ties rule, rank-0 and empty cases, the
 // release of workspace and intermediate gradients (allocator telemetry), the all-or-nothing
-// backward, and a 1000-step training loop of a small MLP (SGD through tlrt_axpy) whose live bytes
-// and handles stay flat after warm-up while its loss falls.
+// backward, convolution, pooling and attention (hand-computed answers, the fused ops' own results
+// bit for bit, multi-head attention against float64), and 1000-step training loops of a small MLP
+// and a small conv net (SGD through tlrt_axpy) whose live bytes and handles stay flat after
+// warm-up while their losses fall.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -252,6 +256,331 @@ void test_max_ties_and_special() {
   TH_OK(tlrt_tape_backward(t, cs));
 }
 
+std::vector<uint64_t> shape_of(tlrt_tape *t, uint64_t id) {
+  uint64_t dims[8] = {0};
+  uint32_t rank = 0;
+  TH_OK(tlrt_tape_shape(t, id, dims, &rank, nullptr));
+  return std::vector<uint64_t>(dims, dims + rank);
+}
+
+// Convolution: hand-computed values and gradients; values and gradients of a random geometry
+// (stride, padding, dilation, groups, bias) equal to tlrt_conv2d_fwd / tlrt_conv2d_bwd bit for bit
+// (the tape makes exactly those calls); the N-D form in 1-D and 3-D; empty outputs.
+void test_conv_known() {
+  Tape T;
+  tlrt_tape *t = T.t;
+  // x (1, 1, 3, 3) = 1..9, w (1, 1, 2, 2) = (1, 0; 0, -1), b = 0.5: out[i, j] = x[i, j] -
+  // x[i + 1, j + 1] + 0.5 = -3.5. L = sum(out): dw[a, b] = sum of the x cells it meets, db = 4,
+  // dx[r, c] = sum of the w entries that touch x[r, c].
+  const uint64_t x = leaf(t, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}, true);
+  const uint64_t w = leaf(t, {1, 0, 0, -1}, {1, 1, 2, 2}, true);
+  const uint64_t b = leaf(t, {0.5f}, {1}, true);
+  uint64_t y, L;
+  TH_OK(tlrt_tape_conv2d(t, x, w, b, 1, 1, 0, 0, 1, 1, 1, &y));
+  TH_CHECK((shape_of(t, y) == std::vector<uint64_t>{1, 1, 2, 2}));
+  EXPECT_VEC(value(t, y), {-3.5f, -3.5f, -3.5f, -3.5f});
+  TH_OK(tlrt_tape_reduce_sum(t, y, &L));
+  TH_OK(tlrt_tape_backward(t, L));
+  EXPECT_VEC(grad(t, w), {12, 16, 24, 28});
+  EXPECT_VEC(grad(t, b), {4});
+  EXPECT_VEC(grad(t, x), {1, 1, 0, 1, 0, -1, 0, -1, -1});
+
+  // 1-D through the N-D call: x (1, 1, 5) = 1..5, w = (1, 1, 1), padding 1: moving sums
+  // (3, 6, 9, 12, 9); stride 2: (3, 9, 9).
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t x1 = leaf(t, {1, 2, 3, 4, 5}, {1, 1, 5}, true);
+  const uint64_t w1 = leaf(t, {1, 1, 1}, {1, 1, 3}, true);
+  const uint64_t one[1] = {1}, two[1] = {2};
+  uint64_t c1, c2;
+  TH_OK(tlrt_tape_conv(t, x1, w1, TLRT_TAPE_NONE, one, one, nullptr, 1, &c1));
+  EXPECT_VEC(value(t, c1), {3, 6, 9, 12, 9});
+  TH_OK(tlrt_tape_conv(t, x1, w1, TLRT_TAPE_NONE, two, one, one, 1, &c2));
+  TH_CHECK((shape_of(t, c2) == std::vector<uint64_t>{1, 1, 3}));
+  EXPECT_VEC(value(t, c2), {3, 9, 9});
+
+  // Random geometries: the tape's value and gradients are the ops' own, bit for bit.
+  th::Rng rng(21);
+  struct G2 { uint64_t N, C, H, W, Co, kh, kw, sh, sw, ph, pw, dh, dw, g; bool bias; };
+  for (const G2 &g : {G2{2, 4, 7, 6, 6, 3, 2, 2, 1, 1, 0, 1, 2, 2, true},
+                      G2{1, 3, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, false},
+                      G2{3, 2, 4, 9, 4, 1, 4, 1, 3, 0, 2, 1, 1, 1, true}}) {
+    TH_OK(tlrt_tape_reset(t));
+    const std::vector<float> xv = rng.vec(g.N * g.C * g.H * g.W, -1, 1);
+    const std::vector<float> wv = rng.vec(g.Co * (g.C / g.g) * g.kh * g.kw, -1, 1);
+    const std::vector<float> bv = rng.vec(g.Co, -1, 1);
+    const uint64_t xi = leaf(t, xv, {g.N, g.C, g.H, g.W}, true);
+    const uint64_t wi = leaf(t, wv, {g.Co, g.C / g.g, g.kh, g.kw}, true);
+    const uint64_t bi = g.bias ? leaf(t, bv, {g.Co}, true) : TLRT_TAPE_NONE;
+    uint64_t yi;
+    TH_OK(tlrt_tape_conv2d(t, xi, wi, bi, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.g, &yi));
+    Buf X(th::upload(xv)), W(th::upload(wv)), B(th::upload(bv)), ref, dW, dB, dX;
+    TH_OK(tlrt_conv2d_fwd(W.get(), g.bias ? B.get() : nullptr, X.get(), g.N, g.C, g.H, g.W, g.Co,
+                          g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.g, ref.out()));
+    const std::vector<float> rv = th::download(ref.get());
+    TH_CHECK(same(value(t, yi), rv));
+    const std::vector<uint64_t> ys = shape_of(t, yi);
+    TH_CHECK(ys.size() == 4 && ys[0] == g.N && ys[1] == g.Co &&
+             ys[0] * ys[1] * ys[2] * ys[3] == rv.size());
+    const std::vector<float> sv = rng.vec(rv.size(), -1, 1);
+    Buf S(th::upload(sv));
+    TH_OK(tlrt_tape_backward_seed(t, yi, S.get()));
+    TH_OK(tlrt_conv2d_bwd(W.get(), X.get(), S.get(), g.N, g.C, g.H, g.W, g.Co, g.kh, g.kw, g.sh,
+                          g.sw, g.ph, g.pw, g.dh, g.dw, g.g, dW.out(), dB.out(), dX.out()));
+    TH_CHECK(same(grad(t, xi), th::download(dX.get())));
+    TH_CHECK(same(grad(t, wi), th::download(dW.get())));
+    if (g.bias) TH_CHECK(same(grad(t, bi), th::download(dB.get())));
+  }
+  // 3-D through the N-D call, against tlrt_conv_fwd.
+  {
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t in[3] = {4, 3, 5}, k[3] = {2, 3, 2}, st[3] = {1, 2, 1}, pd[3] = {1, 1, 0},
+                   dl[3] = {2, 1, 1};
+    const std::vector<float> xv = rng.vec(2 * 2 * 60, -1, 1), wv = rng.vec(3 * 2 * 12, -1, 1);
+    const uint64_t xi = leaf(t, xv, {2, 2, 4, 3, 5}, false);
+    const uint64_t wi = leaf(t, wv, {3, 2, 2, 3, 2}, true);
+    uint64_t yi;
+    TH_OK(tlrt_tape_conv(t, xi, wi, TLRT_TAPE_NONE, st, pd, dl, 1, &yi));
+    Buf X(th::upload(xv)), W(th::upload(wv)), ref;
+    TH_OK(tlrt_conv_fwd(W.get(), nullptr, X.get(), 2, 2, 3, in, 3, k, st, pd, dl, 1, ref.out()));
+    TH_CHECK(same(value(t, yi), th::download(ref.get())));
+    // out extents: (4 + 2 - 3) / 1 + 1 = 4, (3 + 2 - 3) / 2 + 1 = 2, 5 - 2 + 1 = 4
+    TH_CHECK((shape_of(t, yi) == std::vector<uint64_t>{2, 3, 4, 2, 4}));
+  }
+  // A window larger than the padded input: an empty output, zero gradients (x, w, b).
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t xe = leaf(t, rng.vec(4, -1, 1), {1, 1, 2, 2}, true);
+  const uint64_t we = leaf(t, rng.vec(9, -1, 1), {1, 1, 3, 3}, true);
+  const uint64_t be = leaf(t, {2}, {1}, true);
+  uint64_t ye;
+  TH_OK(tlrt_tape_conv2d(t, xe, we, be, 1, 1, 0, 0, 1, 1, 1, &ye));
+  TH_CHECK((shape_of(t, ye) == std::vector<uint64_t>{1, 1, 0, 0}));
+  Buf es(th::upload({}));
+  TH_OK(tlrt_tape_backward_seed(t, ye, es.get()));
+  EXPECT_VEC(grad(t, xe), {0, 0, 0, 0});
+  EXPECT_VEC(grad(t, we), std::vector<float>(9, 0.0f));
+  EXPECT_VEC(grad(t, be), {0});
+  // Batch 0: an empty output of shape (0, C_out, ...).
+  const uint64_t x0 = leaf(t, {}, {0, 1, 4, 4}, true);
+  uint64_t y0;
+  TH_OK(tlrt_tape_conv2d(t, x0, we, be, 1, 1, 1, 1, 1, 1, 1, &y0));
+  TH_CHECK((shape_of(t, y0) == std::vector<uint64_t>{0, 1, 4, 4}));
+  // A NaN in x poisons the outputs whose window covers it (and only those).
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t xn = leaf(t, {NAN, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 3, 3}, true);
+  const uint64_t wn = leaf(t, {1, 1, 1, 1}, {1, 1, 2, 2}, true);
+  uint64_t yn;
+  TH_OK(tlrt_tape_conv2d(t, xn, wn, TLRT_TAPE_NONE, 1, 1, 0, 0, 1, 1, 1, &yn));
+  const std::vector<float> nv = value(t, yn);
+  TH_CHECK(nv.size() == 4 && std::isnan(nv[0]) && nv[1] == 4 && nv[2] == 4 && nv[3] == 4);
+}
+
+// Pooling: hand-computed windows, ties (first wins), NaN selection, average with and without
+// padding counted; the gradients route to the selected cells / spread over the windows.
+void test_pool_known() {
+  Tape T;
+  tlrt_tape *t = T.t;
+  // x (1, 1, 4, 4), windows 2x2 stride 2: maxima 6, 8, 14, 16 (cells 5, 7, 13, 15).
+  std::vector<float> xv(16);
+  for (int i = 0; i < 16; ++i) xv[i] = (float)(i + 1);
+  const uint64_t x = leaf(t, xv, {1, 1, 4, 4}, true);
+  uint64_t m, a, ap;
+  TH_OK(tlrt_tape_maxpool2d(t, x, 2, 2, 2, 2, 0, 0, &m));
+  TH_CHECK((shape_of(t, m) == std::vector<uint64_t>{1, 1, 2, 2}));
+  EXPECT_VEC(value(t, m), {6, 8, 14, 16});
+  Buf s4(th::upload({1, 2, 3, 4}));
+  TH_OK(tlrt_tape_backward_seed(t, m, s4.get()));
+  EXPECT_VEC(grad(t, x), {0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4});
+  // Average 2x2 stride 2: (1+2+5+6)/4 = 3.5, 5.5, 11.5, 13.5; gradient seed / 4 to each cell.
+  TH_OK(tlrt_tape_avgpool2d(t, x, 2, 2, 2, 2, 0, 0, true, &a));
+  EXPECT_VEC(value(t, a), {3.5f, 5.5f, 11.5f, 13.5f});
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t x2 = leaf(t, xv, {1, 1, 4, 4}, true);
+  TH_OK(tlrt_tape_avgpool2d(t, x2, 2, 2, 2, 2, 0, 0, true, &a));
+  TH_OK(tlrt_tape_backward_seed(t, a, s4.get()));
+  EXPECT_VEC(grad(t, x2), {0.25f, 0.25f, 0.5f, 0.5f, 0.25f, 0.25f, 0.5f, 0.5f, 0.75f, 0.75f, 1,
+                           1, 0.75f, 0.75f, 1, 1});
+  // Padding 1, kernel 2, stride 2 on (1, 1, 2, 2) = (1, 2; 3, 4): every window holds one real
+  // cell; count_include_pad divides by 4, otherwise by 1.
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t x3 = leaf(t, {1, 2, 3, 4}, {1, 1, 2, 2}, true);
+  TH_OK(tlrt_tape_avgpool2d(t, x3, 2, 2, 2, 2, 1, 1, true, &a));
+  TH_OK(tlrt_tape_avgpool2d(t, x3, 2, 2, 2, 2, 1, 1, false, &ap));
+  EXPECT_VEC(value(t, a), {0.25f, 0.5f, 0.75f, 1});
+  EXPECT_VEC(value(t, ap), {1, 2, 3, 4});
+  TH_OK(tlrt_tape_maxpool2d(t, x3, 2, 2, 2, 2, 1, 1, &m));
+  EXPECT_VEC(value(t, m), {1, 2, 3, 4});
+  // Ties: the first maximum takes the gradient (+0 and -0 tie too); a NaN is selected.
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t x4 = leaf(t, {5, 5, 1, 5, -0.0f, 0.0f, -1, -2, 3, NAN, 7, 1}, {1, 3, 2, 2}, true);
+  TH_OK(tlrt_tape_maxpool2d(t, x4, 2, 2, 1, 1, 0, 0, &m));
+  const std::vector<float> mv = value(t, m);
+  TH_CHECK(mv.size() == 3 && mv[0] == 5 && th::same_bits(mv[1], -0.0f) && std::isnan(mv[2]));
+  Buf s3(th::upload({1, 2, 3}));
+  TH_OK(tlrt_tape_backward_seed(t, m, s3.get()));
+  EXPECT_VEC(grad(t, x4), {1, 0, 0, 0, 2, 0, 0, 0, 0, 3, 0, 0});
+  // A kernel larger than the padded input: empty output; its gradient is +0.
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t x5 = leaf(t, {1, 2, 3, 4}, {1, 1, 2, 2}, true);
+  TH_OK(tlrt_tape_maxpool2d(t, x5, 3, 3, 1, 1, 0, 0, &m));
+  TH_CHECK((shape_of(t, m) == std::vector<uint64_t>{1, 1, 0, 0}));
+  Buf es(th::upload({}));
+  TH_OK(tlrt_tape_backward_seed(t, m, es.get()));
+  EXPECT_VEC(grad(t, x5), {0, 0, 0, 0});
+  // Size 1: a 1x1 window is the identity, gradient passes through.
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t x6 = leaf(t, {-7}, {1, 1, 1, 1}, true);
+  TH_OK(tlrt_tape_avgpool2d(t, x6, 1, 1, 1, 1, 0, 0, true, &a));
+  EXPECT_VEC(value(t, a), {-7});
+  TH_OK(tlrt_tape_backward(t, a));
+  EXPECT_VEC(grad(t, x6), {1});
+}
+
+// Attention: one key (out = v, gradients (0, 0, seed)); the tape against the fused ops bit for
+// bit with a mask whose host reference is dropped after recording (the tape retains it); a node
+// used as q, k and v; multi-head attention against a float64 evaluation; a composite that fails
+// after recording 19 nodes leaves the tape as it was.
+void test_attention_known() {
+  Tape T;
+  tlrt_tape *t = T.t;
+  th::Rng rng(31);
+  {
+    const std::vector<float> qv = rng.vec(6, -1, 1), kv = rng.vec(6, -1, 1), vv = rng.vec(6, -1, 1);
+    const uint64_t q = leaf(t, qv, {2, 1, 3}, true), k = leaf(t, kv, {2, 1, 3}, true);
+    const uint64_t v = leaf(t, vv, {2, 1, 3}, true);
+    uint64_t o;
+    TH_OK(tlrt_tape_flash_attention(t, q, k, v, nullptr, 0.5, false, -INFINITY, &o));
+    EXPECT_VEC(value(t, o), vv);
+    const std::vector<float> sv = rng.vec(6, -1, 1);
+    Buf S(th::upload(sv));
+    TH_OK(tlrt_tape_backward_seed(t, o, S.get()));
+    EXPECT_VEC(grad(t, v), sv);
+    for (float g : grad(t, q)) TH_CHECK(g == 0);
+    for (float g : grad(t, k)) TH_CHECK(g == 0);
+  }
+  {
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t bh = 2, n = 5, d = 4;
+    const std::vector<float> qv = rng.vec(bh * n * d, -1, 1), kv = rng.vec(bh * n * d, -1, 1),
+                             vv = rng.vec(bh * n * d, -1, 1);
+    std::vector<float> mv(n * n);
+    for (float &m : mv) m = rng.uniform(0, 1) < 0.3f ? 0.0f : 1.0f;
+    const uint64_t q = leaf(t, qv, {bh, n, d}, true), k = leaf(t, kv, {bh, n, d}, true);
+    const uint64_t v = leaf(t, vv, {bh, n, d}, false);
+    tlrt_buffer *mask = th::upload(mv);
+    uint64_t o;
+    TH_OK(tlrt_tape_flash_attention(t, q, k, v, mask, 0.4, true, -1000.0, &o));
+    tlrt_buffer_free(mask);  // the tape keeps its own reference for the backward
+    Buf Q(th::upload(qv)), K(th::upload(kv)), V(th::upload(vv)), M(th::upload(mv)), out, lse;
+    TH_OK(tlrt_flash_attention_fwd(Q.get(), K.get(), V.get(), M.get(), bh, n, d, 0.4, true,
+                                   -1000.0, out.out(), lse.out()));
+    TH_CHECK(same(value(t, o), th::download(out.get())));
+    const std::vector<float> sv = rng.vec(bh * n * d, -1, 1);
+    Buf S(th::upload(sv)), dq, dk, dv;
+    TH_OK(tlrt_tape_backward_seed(t, o, S.get()));
+    TH_OK(tlrt_flash_attention_bwd(Q.get(), K.get(), V.get(), M.get(), S.get(), out.get(),
+                                   lse.get(), bh, n, d, 0.4, true, -1000.0, dq.out(), dk.out(),
+                                   dv.out()));
+    TH_CHECK(same(grad(t, q), th::download(dq.get())));
+    TH_CHECK(same(grad(t, k), th::download(dk.get())));
+    // Self-attention of one node: its gradient is dq + dk + dv (summed in that order).
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t x = leaf(t, qv, {bh, n, d}, true);
+    TH_OK(tlrt_tape_flash_attention(t, x, x, x, nullptr, 0.4, false, -INFINITY, &o));
+    Buf o2, l2, a, b, c, s1, s2;
+    TH_OK(tlrt_flash_attention_fwd(Q.get(), Q.get(), Q.get(), nullptr, bh, n, d, 0.4, false,
+                                   -INFINITY, o2.out(), l2.out()));
+    TH_OK(tlrt_tape_backward_seed(t, o, S.get()));
+    TH_OK(tlrt_flash_attention_bwd(Q.get(), Q.get(), Q.get(), nullptr, S.get(), o2.get(), l2.get(),
+                                   bh, n, d, 0.4, false, -INFINITY, a.out(), b.out(), c.out()));
+    // The tape sums a node's contributions in parent order: (dq + dk) + dv.
+    TH_OK(tlrt_add(a.get(), b.get(), s1.out()));
+    TH_OK(tlrt_add(s1.get(), c.get(), s2.out()));
+    TH_CHECK(same(grad(t, x), th::download(s2.get())));
+  }
+
+  // Multi-head attention against float64: batch 2, n 3, d_model 4, 2 heads, biases, both causal
+  // settings.
+  for (int causal = 0; causal < 2; ++causal) {
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t B = 2, n = 3, dm = 4, H = 2, dh = 2;
+    const std::vector<float> xv = rng.vec(B * n * dm, -1, 1);
+    std::vector<std::vector<float>> W(4), Bs(4);
+    uint64_t wid[4], bid[4], x = leaf(t, xv, {B, n, dm}, true);
+    for (int i = 0; i < 4; ++i) {
+      W[i] = rng.vec(dm * dm, -0.7f, 0.7f);
+      Bs[i] = rng.vec(dm, -0.3f, 0.3f);
+      wid[i] = leaf(t, W[i], {dm, dm}, true);
+      bid[i] = leaf(t, Bs[i], {dm}, true);
+    }
+    uint64_t before = 0, after = 0, o;
+    TH_OK(tlrt_tape_node_count(t, &before));
+    TH_OK(tlrt_tape_multi_head_attention(t, x, wid[0], wid[1], wid[2], wid[3], bid[0], bid[1],
+                                         bid[2], bid[3], H, causal != 0, &o));
+    TH_OK(tlrt_tape_node_count(t, &after));
+    TH_CHECK_MSG(after - before == 27, "multi_head_attention recorded %llu nodes",
+                 (unsigned long long)(after - before));
+    TH_CHECK((shape_of(t, o) == std::vector<uint64_t>{B, n, dm}));
+    // Reference: projections, per-head softmax(q k^T / sqrt(dh)) v, output projection.
+    auto proj = [&](int i, uint64_t row, uint64_t f) {
+      double acc = Bs[i][f];
+      for (uint64_t j = 0; j < dm; ++j) acc += (double)xv[row * dm + j] * W[i][f * dm + j];
+      return acc;
+    };
+    std::vector<double> A(B * n * dm);
+    for (uint64_t bb = 0; bb < B; ++bb)
+      for (uint64_t h = 0; h < H; ++h)
+        for (uint64_t i = 0; i < n; ++i) {
+          std::vector<double> sc(n, -INFINITY);
+          double mx = -INFINITY, sum = 0;
+          for (uint64_t j = 0; j < n; ++j) {
+            if (causal && j > i) continue;
+            double dot = 0;
+            for (uint64_t e = 0; e < dh; ++e)
+              dot += proj(0, bb * n + i, h * dh + e) * proj(1, bb * n + j, h * dh + e);
+            sc[j] = dot / std::sqrt((double)dh);
+            mx = std::max(mx, sc[j]);
+          }
+          for (uint64_t j = 0; j < n; ++j) sum += std::exp(sc[j] - mx);
+          for (uint64_t e = 0; e < dh; ++e) {
+            double acc = 0;
+            for (uint64_t j = 0; j < n; ++j)
+              acc += std::exp(sc[j] - mx) / sum * proj(2, bb * n + j, h * dh + e);
+            A[(bb * n + i) * dm + h * dh + e] = acc;
+          }
+        }
+    const std::vector<float> got = value(t, o);
+    TH_CHECK(got.size() == B * n * dm);
+    for (uint64_t r = 0; r < B * n && got.size() == B * n * dm; ++r)
+      for (uint64_t f = 0; f < dm; ++f) {
+        double want = Bs[3][f];
+        for (uint64_t j = 0; j < dm; ++j) want += A[r * dm + j] * W[3][f * dm + j];
+        TH_CHECK_MSG(std::fabs(got[r * dm + f] - want) <= 1e-5 * (1 + std::fabs(want)),
+                     "mha (causal %d) out[%llu, %llu] = %.8g, float64 %.8g", causal,
+                     (unsigned long long)r, (unsigned long long)f, got[r * dm + f], want);
+      }
+    // Without biases: 2 nodes fewer per bias (its broadcast and add): 27 - 8 = 19.
+    TH_OK(tlrt_tape_node_count(t, &before));
+    TH_OK(tlrt_tape_multi_head_attention(t, x, wid[0], wid[1], wid[2], wid[3], TLRT_TAPE_NONE,
+                                         TLRT_TAPE_NONE, TLRT_TAPE_NONE, TLRT_TAPE_NONE, 1,
+                                         causal != 0, &o));
+    TH_OK(tlrt_tape_node_count(t, &after));
+    TH_CHECK(after - before == 19);
+  }
+  // d_head 257 > 256: the attention op refuses it after the projections were recorded; the
+  // composite is rolled back.
+  TH_OK(tlrt_tape_reset(t));
+  const uint64_t dm = 257;
+  const uint64_t x = leaf(t, rng.vec(dm, -1, 1), {1, 1, dm}, true);
+  const uint64_t w = leaf(t, rng.vec(dm * dm, -0.1f, 0.1f), {dm, dm}, true);
+  uint64_t count = 0, o = 5;
+  TH_STATUS(tlrt_tape_multi_head_attention(t, x, w, w, w, w, TLRT_TAPE_NONE, TLRT_TAPE_NONE,
+                                           TLRT_TAPE_NONE, TLRT_TAPE_NONE, 1, false, &o),
+            TLRT_ERR_INVALID_ARGUMENT);
+  TH_CHECK(o == 0);
+  TH_OK(tlrt_tape_node_count(t, &count));
+  TH_CHECK(count == 2);
+}
+
 // Workspace and gradients: after reset (and after freeing the tape) live bytes and handles are
 // back where they started; a failed backward leaves the leaf gradients as they were.
 void test_memory_and_failure() {
@@ -347,57 +676,112 @@ void test_intermediate_release() {
                (unsigned long long)(after.live_bytes - before.live_bytes));
 }
 
-// The training loop: a (16 -> 12 -> 4) MLP with relu and cross entropy, SGD through tlrt_axpy
-// (new parameter buffers each step, the old ones freed).
-void test_training_loop_flat() {
+// A model of the training loops: parameter shapes (initialised uniform in +-0.3, vectors in
+// +-0.1), the input's shape, and the recording of the logits (batch, classes) from the input leaf
+// x and the parameter leaves p.
+struct Model {
+  const char *name;
+  std::vector<uint64_t> xdims;
+  std::vector<std::vector<uint64_t>> pdims;
+  std::function<uint64_t(tlrt_tape *, uint64_t x, const std::vector<uint64_t> &p)> logits;
+};
+
+// The training loop: cross entropy against fixed labels, SGD through tlrt_axpy (new parameter
+// buffers each step, the old ones freed). Live bytes and handles stay flat after warm-up; the
+// loss falls below half its start.
+void training_loop_flat(const Model &m, const uint64_t classes, double lr) {
   const int steps = th::under_valgrind() ? 150 : 1000, warm = 10;
   th::Rng rng(11);
-  const uint64_t B = 8, I = 16, H = 12, O = 4;
-  std::vector<float> xs = rng.vec(B * I, -1, 1);
-  uint64_t labels[B];
-  for (uint64_t i = 0; i < B; ++i) labels[i] = i % O;
-  Buf X(th::upload(xs));
-  Buf W1(th::upload(rng.vec(H * I, -0.3f, 0.3f))), b1(th::upload(rng.vec(H, -0.1f, 0.1f)));
-  Buf W2(th::upload(rng.vec(O * H, -0.3f, 0.3f))), b2(th::upload(rng.vec(O, -0.1f, 0.1f)));
-  Buf *params[4] = {&W1, &b1, &W2, &b2};
-  const std::vector<std::vector<uint64_t>> pdims = {{H, I}, {H}, {O, H}, {O}};
+  uint64_t xn = 1;
+  for (uint64_t d : m.xdims) xn *= d;
+  const uint64_t B = m.xdims[0];
+  Buf X(th::upload(rng.vec(xn, -1, 1)));
+  std::vector<uint64_t> labels(B);
+  for (uint64_t i = 0; i < B; ++i) labels[i] = i % classes;
+  std::vector<Buf> params;
+  for (const auto &d : m.pdims) {
+    uint64_t n = 1;
+    for (uint64_t e : d) n *= e;
+    const float r = d.size() > 1 ? 0.3f : 0.1f;
+    params.emplace_back(th::upload(rng.vec(n, -r, r)));
+  }
   Tape T;
   tlrt_tape *t = T.t;
   tlrt_allocator_stats warm_stats{};
   float first_loss = 0, last_loss = 0;
   for (int step = 0; step < steps; ++step) {
-    uint64_t x, p[4], h, a, z, loss;
-    const uint64_t xd[2] = {B, I};
-    TH_OK(tlrt_tape_leaf(t, X.get(), xd, 2, false, &x));
-    for (int i = 0; i < 4; ++i)
-      TH_OK(tlrt_tape_leaf(t, params[i]->get(), pdims[i].data(), (uint32_t)pdims[i].size(), true,
-                           &p[i]));
-    TH_OK(tlrt_tape_linear(t, x, p[0], p[1], &h));
-    TH_OK(tlrt_tape_relu(t, h, &a));
-    TH_OK(tlrt_tape_linear(t, a, p[2], p[3], &z));
-    TH_OK(tlrt_tape_cross_entropy(t, z, labels, &loss));
+    uint64_t x, loss;
+    std::vector<uint64_t> p(params.size());
+    TH_OK(tlrt_tape_leaf(t, X.get(), m.xdims.data(), (uint32_t)m.xdims.size(), false, &x));
+    for (size_t i = 0; i < params.size(); ++i)
+      TH_OK(tlrt_tape_leaf(t, params[i].get(), m.pdims[i].data(), (uint32_t)m.pdims[i].size(),
+                           true, &p[i]));
+    const uint64_t z = m.logits(t, x, p);
+    TH_OK(tlrt_tape_cross_entropy(t, z, labels.data(), &loss));
     TH_OK(tlrt_tape_backward(t, loss));
     const std::vector<float> lv = value(t, loss);
-    if (step == 0) first_loss = lv[0];
-    last_loss = lv[0];
-    for (int i = 0; i < 4; ++i) {
+    if (step == 0) first_loss = lv.empty() ? 0 : lv[0];
+    last_loss = lv.empty() ? 0 : lv[0];
+    for (size_t i = 0; i < params.size(); ++i) {
       Buf g, np;
       TH_OK(tlrt_tape_grad(t, p[i], g.out()));
-      TH_OK(tlrt_axpy(params[i]->get(), g.get(), -0.1, np.out()));
-      *params[i] = std::move(np);
+      TH_OK(tlrt_axpy(params[i].get(), g.get(), -lr, np.out()));
+      params[i] = std::move(np);
     }
     TH_OK(tlrt_tape_reset(t));
     if (step == warm) warm_stats = th::stats();
   }
   const tlrt_allocator_stats end = th::stats();
   TH_CHECK_MSG(end.live_bytes == warm_stats.live_bytes && end.live_handles == warm_stats.live_handles,
-               "live bytes %llu after warm-up, %llu after %d steps; handles %llu -> %llu",
-               (unsigned long long)warm_stats.live_bytes, (unsigned long long)end.live_bytes, steps,
+               "%s: live bytes %llu after warm-up, %llu after %d steps; handles %llu -> %llu",
+               m.name, (unsigned long long)warm_stats.live_bytes,
+               (unsigned long long)end.live_bytes, steps,
                (unsigned long long)warm_stats.live_handles, (unsigned long long)end.live_handles);
-  TH_CHECK_MSG(last_loss < 0.5f * first_loss, "loss %g -> %g over %d steps", first_loss, last_loss,
-               steps);
-  std::printf("training loop: %d steps, loss %.4f -> %.4f, live bytes %llu flat\n", steps,
-              first_loss, last_loss, (unsigned long long)end.live_bytes);
+  TH_CHECK_MSG(last_loss < 0.5f * first_loss, "%s: loss %g -> %g over %d steps", m.name,
+               first_loss, last_loss, steps);
+  std::printf("training loop (%s): %d steps, loss %.4f -> %.4f, live bytes %llu flat\n", m.name,
+              steps, first_loss, last_loss, (unsigned long long)end.live_bytes);
+}
+
+#define REC(call)                        \
+  do {                                   \
+    const tlrt_status s_ = (call);       \
+    TH_OK(s_);                           \
+    if (s_ != TLRT_OK) return UINT64_MAX; \
+  } while (0)
+
+void test_training_loops_flat() {
+  // A (16 -> 12 -> 4) MLP with relu.
+  training_loop_flat(
+      Model{"mlp", {8, 16}, {{12, 16}, {12}, {4, 12}, {4}},
+            [](tlrt_tape *t, uint64_t x, const std::vector<uint64_t> &p) -> uint64_t {
+              uint64_t h, a, z;
+              REC(tlrt_tape_linear(t, x, p[0], p[1], &h));
+              REC(tlrt_tape_relu(t, h, &a));
+              REC(tlrt_tape_linear(t, a, p[2], p[3], &z));
+              return z;
+            }},
+      4, 0.1);
+  // A small conv net on (6, 1, 6, 6) images: conv 3x3 (1 -> 4, padding 1) + relu, 2x2 max pool,
+  // self-attention over the 4 channels (9 features each), 3x3 average pool of the attended
+  // maps, linear (4 -> 3).
+  training_loop_flat(
+      Model{"conv net", {6, 1, 6, 6}, {{4, 1, 3, 3}, {4}, {3, 4}, {3}},
+            [](tlrt_tape *t, uint64_t x, const std::vector<uint64_t> &p) -> uint64_t {
+              const uint64_t seq[3] = {6, 4, 9}, img[4] = {6, 4, 3, 3}, flat[2] = {6, 4};
+              uint64_t c, r, m, s, a, i, v, f, z;
+              REC(tlrt_tape_conv2d(t, x, p[0], p[1], 1, 1, 1, 1, 1, 1, 1, &c));
+              REC(tlrt_tape_relu(t, c, &r));
+              REC(tlrt_tape_maxpool2d(t, r, 2, 2, 2, 2, 0, 0, &m));
+              REC(tlrt_tape_reshape(t, m, seq, 3, &s));
+              REC(tlrt_tape_flash_attention(t, s, s, s, nullptr, 1.0 / 3, false, -INFINITY, &a));
+              REC(tlrt_tape_reshape(t, a, img, 4, &i));
+              REC(tlrt_tape_avgpool2d(t, i, 3, 3, 1, 1, 0, 0, true, &v));
+              REC(tlrt_tape_reshape(t, v, flat, 2, &f));
+              REC(tlrt_tape_linear(t, f, p[2], p[3], &z));
+              return z;
+            }},
+      3, 0.5);
 }
 
 }  // namespace
@@ -407,8 +791,11 @@ int main() {
   test_known_gradients();
   test_composites_known();
   test_max_ties_and_special();
+  test_conv_known();
+  test_pool_known();
+  test_attention_known();
   test_memory_and_failure();
   test_intermediate_release();
-  test_training_loop_flat();
+  test_training_loops_flat();
   return th::finish("test_tape");
 }

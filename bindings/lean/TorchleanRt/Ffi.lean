@@ -1690,6 +1690,135 @@ selective_scan_diag_var: A, B, X of shape (T, D), h0 (D); output (T, D); gradien
 tlrt_selective_scan_diag_var_bwd. No workspace: the backward reads the recorded output. -/
 @[extern "tlrt_lean_tape_selective_scan_diag_var"] opaque tapeSelectiveScanDiagVar (tape : @& Tape) (A : UInt64) (B : UInt64) (X : UInt64) (h0 : UInt64) : IO UInt64
 
+/-- `tlrt_status tlrt_tape_conv2d(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA. -/
+@[extern "tlrt_lean_tape_conv2d"] opaque tapeConv2d (tape : @& Tape) (x : UInt64) (w : UInt64) (b : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (dilation_h : UInt64) (dilation_w : UInt64) (groups : UInt64) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_conv(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA. -/
+@[extern "tlrt_lean_tape_conv"] opaque tapeConv (tape : @& Tape) (x : UInt64) (w : UInt64) (b : UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (dilation : @& Array UInt64) (groups : UInt64) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_maxpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA. -/
+@[extern "tlrt_lean_tape_maxpool2d"] opaque tapeMaxpool2d (tape : @& Tape) (x : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_avgpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, uint64_t * out)`
+
+conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+(PyTorch's layout); b (C_out) of rank 1, or TLRT_TAPE_NONE for no bias; stride, padding (the
+same number of zero cells on both sides of an axis), dilation and groups as tlrt_conv2d_fwd.
+Output (N, C_out, out_h, out_w) with tlrt_conv.h's GEOMETRY (an EMPTY output when the dilated
+window exceeds the padded input). Gradients (x, w, b): one tlrt_conv2d_bwd call that requests
+only the gradients of nodes requiring one. No workspace: the backward reads x and w.
+conv: the N-D form of tlrt_conv_fwd / tlrt_conv_bwd: x (N, C, in_0, ..., in_{r-1}) with
+r = rank(x) - 2 spatial axes, 1 <= r <= 6 (a node has rank <= 8); w (C_out, C / groups, k_0,
+..., k_{r-1}) of the same rank; stride and padding hold r values each, dilation r values or
+NULL for all 1. A 1-D convolution is r = 1: x (N, C, length), w (C_out, C / groups, k).
+Record-time errors: TLRT_ERR_SHAPE (x or w of another rank, rank(x) != rank(w), x's rank < 3
+for conv; w's second dim times groups != C; b not of shape (C_out)); TLRT_ERR_NULL_ARGUMENT
+(stride or padding NULL); the op's own: TLRT_ERR_INVALID_ARGUMENT (a stride, dilation or groups
+of 0; C or C_out not divisible by groups; padding too large for 64-bit index arithmetic),
+TLRT_ERR_OVERFLOW (an output beyond TLRT_MAX_ELEMENTS). Numeric class: library (tlrt_conv.h):
+values and gradients through a convolution are NOT bitwise identical between CPU and CUDA.
+
+maxpool2d / avgpool2d: x (N, C, H, W) of rank 4; kernel, stride and padding per axis as
+tlrt_maxpool2d_fwd / tlrt_avgpool2d_fwd (their domain: kernel and stride >= 1, 2 pad <=
+kernel, else TLRT_ERR_INVALID_ARGUMENT); count_include_pad as tlrt_avgpool2d_fwd. Output (N, C,
+out_h, out_w) with tlrt_pool.h's GEOMETRY. Gradients: tlrt_maxpool2d_bwd (the cell each window
+selected, its first maximum or first NaN, receives that window's gradient) and
+tlrt_avgpool2d_bwd. No workspace. Numeric classes: the ops' (max pool forward exact; average
+pool and both backward kernels ordered reduction): bitwise identical between CPU and CUDA. -/
+@[extern "tlrt_lean_tape_avgpool2d"] opaque tapeAvgpool2d (tape : @& Tape) (x : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (count_include_pad : Bool) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_flash_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, const tlrt_buffer * mask, double scale, bool causal, double mask_fill, uint64_t * out)`
+
+flash_attention: q, k and v of rank 3 and the same shape (bh, n, d); output (bh, n, d),
+tlrt_flash_attention_fwd. mask is NULL or a CONSTANT buffer (not a node: it gets no gradient) of
+bh * n * n or n * n elements on the tape's device, selecting with 0 as the op says; the tape
+retains it (not copied, like a leaf's buffer: the host must not release its storage while the
+tape may read it) until reset or free. scale, causal and mask_fill as tlrt_flash_attention_fwd,
+with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256, scale not finite, mask_fill NaN or +inf).
+The forward's lse (bh * n floats) is kept as workspace; gradients (q, k, v) from one
+tlrt_flash_attention_bwd call (it computes all three; those of nodes without a gradient are
+dropped). One node may be q, k and v at once (its gradient is the sum of the three).
+Record-time errors besides the common ones: TLRT_ERR_SHAPE (q, k or v not of rank 3 or not of
+one shape; mask of another size); TLRT_ERR_RELEASED and TLRT_ERR_DEVICE_MISMATCH (mask).
+Numeric class: the op's (library against float64, but bitwise identical between CPU and CUDA,
+values and gradients). -/
+@[extern "tlrt_lean_tape_flash_attention"] opaque tapeFlashAttention (tape : @& Tape) (q : UInt64) (k : UInt64) (v : UInt64) (mask : @& Option Buffer) (scale : Float) (causal : Bool) (mask_fill : Float) : IO UInt64
+
 /-- `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
@@ -1714,7 +1843,24 @@ statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c
 sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
-mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics). -/
+mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention). -/
 @[extern "tlrt_lean_tape_linear"] opaque tapeLinear (tape : @& Tape) (x : UInt64) (w : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_mse_loss(tlrt_tape * tape, uint64_t pred, uint64_t target, uint64_t * out)`
@@ -1741,7 +1887,24 @@ statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c
 sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
-mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics). -/
+mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention). -/
 @[extern "tlrt_lean_tape_mse_loss"] opaque tapeMseLoss (tape : @& Tape) (pred : UInt64) (target : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_cross_entropy(tlrt_tape * tape, uint64_t logits, const uint64_t * labels, uint64_t * out)`
@@ -1768,7 +1931,24 @@ statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c
 sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
-mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics). -/
+mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention). -/
 @[extern "tlrt_lean_tape_cross_entropy"] opaque tapeCrossEntropy (tape : @& Tape) (logits : UInt64) (labels : @& Array UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_batchnorm(tlrt_tape * tape, uint64_t x, uint64_t gamma, uint64_t beta, double eps, uint64_t * out)`
@@ -1795,8 +1975,69 @@ statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c
 sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
 statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
 transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
-mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics). -/
+mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention). -/
 @[extern "tlrt_lean_tape_batchnorm"] opaque tapeBatchnorm (tape : @& Tape) (x : UInt64) (gamma : UInt64) (beta : UInt64) (eps : Float) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_multi_head_attention(tlrt_tape * tape, uint64_t x, uint64_t w_q, uint64_t w_k, uint64_t w_v, uint64_t w_o, uint64_t b_q, uint64_t b_k, uint64_t b_v, uint64_t b_o, uint64_t num_heads, bool causal, uint64_t * out)`
+
+Composites record several primitive nodes (so ids advance by more than one) and return the id of
+the last; gradients follow from the primitives.
+
+linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
+matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+
+mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
+shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
+pred gives NaN (0 / 0).
+
+cross_entropy: mean over the batch of -log_softmax(logits)[i, labels[i]]; logits (batch,
+classes) of rank 2, labels[0..batch) host class indices (copied), each < classes
+(TLRT_ERR_INDEX naming labels otherwise: a wrong label would silently give a wrong loss).
+labels may be NULL when batch == 0 (the loss is then NaN). A scalar. Recorded as log_softmax,
+gather_vec (flat indices i * classes + labels[i]), reduce_mean, neg.
+
+batchnorm: batch-first, training mode: x (N, C), gamma and beta (C); per channel c the batch
+statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c) /
+sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
+statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
+transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
+mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention). -/
+@[extern "tlrt_lean_tape_multi_head_attention"] opaque tapeMultiHeadAttention (tape : @& Tape) (x : UInt64) (w_q : UInt64) (w_k : UInt64) (w_v : UInt64) (w_o : UInt64) (b_q : UInt64) (b_k : UInt64) (b_v : UInt64) (b_o : UInt64) (num_heads : UInt64) (causal : Bool) : IO UInt64
 
 /-- `tlrt_status tlrt_sgd_step(tlrt_buffer * param, const tlrt_buffer * grad, tlrt_buffer * momentum_buf, uint64_t step, double lr, double momentum, double dampening, double weight_decay, bool nesterov)`
 

@@ -2717,6 +2717,95 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_tape_conv2d(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_conv2d(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_w, uint64_t l_b, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint64_t l_dilation_h, uint64_t l_dilation_w, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_conv2d((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_w, (uint64_t)l_b, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (uint64_t)l_dilation_h, (uint64_t)l_dilation_w, (uint64_t)l_groups, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_conv(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_conv(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_w, uint64_t l_b, b_lean_obj_arg l_stride, b_lean_obj_arg l_padding, b_lean_obj_arg l_dilation, uint64_t l_groups, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t *c_stride = NULL;
+  uint64_t *c_padding = NULL;
+  uint64_t *c_dilation = NULL;
+  uint64_t o_out = 0;
+  size_t ns_x_rank = 0, ns_x_dim0 = 0;
+  { tlrt_status sst = tlrt_lean_node_shape(tape_h, l_x, &ns_x_rank, &ns_x_dim0); if (sst != TLRT_OK) { res = tlrt_lean_status_error(sst); goto done; } }
+  if (lean_array_size(l_dilation) != (ns_x_rank < 2 ? 0 : ns_x_rank - 2)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_tape_conv", "dilation", lean_array_size(l_dilation), (ns_x_rank < 2 ? 0 : ns_x_rank - 2)); goto done; }
+  if (lean_array_size(l_padding) != (ns_x_rank < 2 ? 0 : ns_x_rank - 2)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_tape_conv", "padding", lean_array_size(l_padding), (ns_x_rank < 2 ? 0 : ns_x_rank - 2)); goto done; }
+  if (lean_array_size(l_stride) != (ns_x_rank < 2 ? 0 : ns_x_rank - 2)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_tape_conv", "stride", lean_array_size(l_stride), (ns_x_rank < 2 ? 0 : ns_x_rank - 2)); goto done; }
+  if (tlrt_lean_u64s(l_stride, &c_stride) != 0) { res = tlrt_lean_oom("tlrt_tape_conv"); goto done; }
+  if (tlrt_lean_u64s(l_padding, &c_padding) != 0) { res = tlrt_lean_oom("tlrt_tape_conv"); goto done; }
+  if (tlrt_lean_u64s(l_dilation, &c_dilation) != 0) { res = tlrt_lean_oom("tlrt_tape_conv"); goto done; }
+  st = tlrt_tape_conv((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_w, (uint64_t)l_b, (const uint64_t *)c_stride, (const uint64_t *)c_padding, (const uint64_t *)c_dilation, (uint64_t)l_groups, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  free(c_stride);
+  free(c_padding);
+  free(c_dilation);
+  return res;
+}
+
+/* tlrt_status tlrt_tape_maxpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_maxpool2d(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_maxpool2d((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_avgpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_avgpool2d(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_kernel_h, uint64_t l_kernel_w, uint64_t l_stride_h, uint64_t l_stride_w, uint64_t l_pad_h, uint64_t l_pad_w, uint8_t l_count_include_pad, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_avgpool2d((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (bool)(l_count_include_pad != 0), (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_flash_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, const tlrt_buffer * mask, double scale, bool causal, double mask_fill, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_flash_attention(b_lean_obj_arg l_tape, uint64_t l_q, uint64_t l_k, uint64_t l_v, b_lean_obj_arg l_mask, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  uint64_t o_out = 0;
+  st = tlrt_tape_flash_attention((tlrt_tape *)tape_h, (uint64_t)l_q, (uint64_t)l_k, (uint64_t)l_v, (const tlrt_buffer *)mask_h, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_tape_linear(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_w, uint64_t l_b, lean_obj_arg w) {
   (void)w;
@@ -2775,6 +2864,21 @@ LEAN_EXPORT lean_obj_res tlrt_lean_tape_batchnorm(b_lean_obj_arg l_tape, uint64_
   tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
   uint64_t o_out = 0;
   st = tlrt_tape_batchnorm((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_gamma, (uint64_t)l_beta, (double)l_eps, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_multi_head_attention(tlrt_tape * tape, uint64_t x, uint64_t w_q, uint64_t w_k, uint64_t w_v, uint64_t w_o, uint64_t b_q, uint64_t b_k, uint64_t b_v, uint64_t b_o, uint64_t num_heads, bool causal, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_multi_head_attention(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_w_q, uint64_t l_w_k, uint64_t l_w_v, uint64_t l_w_o, uint64_t l_b_q, uint64_t l_b_k, uint64_t l_b_v, uint64_t l_b_o, uint64_t l_num_heads, uint8_t l_causal, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_multi_head_attention((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_w_q, (uint64_t)l_w_k, (uint64_t)l_w_v, (uint64_t)l_w_o, (uint64_t)l_b_q, (uint64_t)l_b_k, (uint64_t)l_b_v, (uint64_t)l_b_o, (uint64_t)l_num_heads, (bool)(l_causal != 0), (uint64_t *)&o_out);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(lean_box_uint64(o_out));
 done:

@@ -590,6 +590,21 @@ extern "C" {
     /// spectral_conv1d_rfft: x (grid, width), w_re and w_im (modes, width, width) each (rank 3, the
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_selective_scan_diag_var(tape: *mut tlrt_tape, A: u64, B: u64, X: u64, h0: u64, out: *mut u64) -> tlrt_status;
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_conv2d(tape: *mut tlrt_tape, x: u64, w: u64, b: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64, out: *mut u64) -> tlrt_status;
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_conv(tape: *mut tlrt_tape, x: u64, w: u64, b: u64, stride: *const u64, padding: *const u64, dilation: *const u64, groups: u64, out: *mut u64) -> tlrt_status;
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_maxpool2d(tape: *mut tlrt_tape, x: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, out: *mut u64) -> tlrt_status;
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_avgpool2d(tape: *mut tlrt_tape, x: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, count_include_pad: bool, out: *mut u64) -> tlrt_status;
+    /// flash_attention: q, k and v of rank 3 and the same shape (bh, n, d); output (bh, n, d),
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_flash_attention(tape: *mut tlrt_tape, q: u64, k: u64, v: u64, mask: *const tlrt_buffer, scale: f64, causal: bool, mask_fill: f64, out: *mut u64) -> tlrt_status;
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_linear(tape: *mut tlrt_tape, x: u64, w: u64, b: u64, out: *mut u64) -> tlrt_status;
@@ -602,6 +617,9 @@ extern "C" {
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_batchnorm(tape: *mut tlrt_tape, x: u64, gamma: u64, beta: u64, eps: f64, out: *mut u64) -> tlrt_status;
+    /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_multi_head_attention(tape: *mut tlrt_tape, x: u64, w_q: u64, w_k: u64, w_v: u64, w_o: u64, b_q: u64, b_k: u64, b_v: u64, b_o: u64, num_heads: u64, causal: bool, out: *mut u64) -> tlrt_status;
     // ---- tlrt_optim.h
     /// One SGD step, in place (DEFINITIONS above): updates param, and momentum_buf when mu != 0.
     /// (full contract: abi/tlrt_optim.h)

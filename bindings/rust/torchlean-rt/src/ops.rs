@@ -1423,6 +1423,49 @@ impl Tape {
         Ok(o_out)
     }
 
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// `tlrt_status tlrt_tape_conv2d(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn conv2d(&mut self, x: u64, w: u64, b: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_conv2d", unsafe { sys::tlrt_tape_conv2d(self.raw, x, w, b, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// `tlrt_status tlrt_tape_conv(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn conv(&mut self, x: u64, w: u64, b: u64, stride: &[u64], padding: &[u64], dilation: &[u64], groups: u64) -> Result<u64> {
+        check_len("tlrt_tape_conv", "stride", stride.len(), self.shape(x)?.0.len().saturating_sub(2))?;
+        check_len("tlrt_tape_conv", "padding", padding.len(), self.shape(x)?.0.len().saturating_sub(2))?;
+        check_len("tlrt_tape_conv", "dilation", dilation.len(), self.shape(x)?.0.len().saturating_sub(2))?;
+        let mut o_out = 0;
+        check("tlrt_tape_conv", unsafe { sys::tlrt_tape_conv(self.raw, x, w, b, if stride.is_empty() { core::ptr::null() } else { stride.as_ptr() }, if padding.is_empty() { core::ptr::null() } else { padding.as_ptr() }, if dilation.is_empty() { core::ptr::null() } else { dilation.as_ptr() }, groups, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// `tlrt_status tlrt_tape_maxpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn maxpool2d(&mut self, x: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_maxpool2d", unsafe { sys::tlrt_tape_maxpool2d(self.raw, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// conv2d: x (N, C, H, W) of rank 4; w (C_out, C / groups, kernel_h, kernel_w) of rank 4
+    /// `tlrt_status tlrt_tape_avgpool2d(tlrt_tape * tape, uint64_t x, uint64_t kernel_h, uint64_t kernel_w, uint64_t stride_h, uint64_t stride_w, uint64_t pad_h, uint64_t pad_w, bool count_include_pad, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn avgpool2d(&mut self, x: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, count_include_pad: bool) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_avgpool2d", unsafe { sys::tlrt_tape_avgpool2d(self.raw, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// flash_attention: q, k and v of rank 3 and the same shape (bh, n, d); output (bh, n, d),
+    /// `tlrt_status tlrt_tape_flash_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, const tlrt_buffer * mask, double scale, bool causal, double mask_fill, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn flash_attention(&mut self, q: u64, k: u64, v: u64, mask: Option<&Buffer>, scale: f64, causal: bool, mask_fill: f64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_flash_attention", unsafe { sys::tlrt_tape_flash_attention(self.raw, q, k, v, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), scale, causal, mask_fill, &mut o_out) })?;
+        Ok(o_out)
+    }
+
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)` (abi/tlrt_tape.h).
     pub fn linear(&mut self, x: u64, w: u64, b: u64) -> Result<u64> {
@@ -1453,6 +1496,14 @@ impl Tape {
     pub fn batchnorm(&mut self, x: u64, gamma: u64, beta: u64, eps: f64) -> Result<u64> {
         let mut o_out = 0;
         check("tlrt_tape_batchnorm", unsafe { sys::tlrt_tape_batchnorm(self.raw, x, gamma, beta, eps, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
+    /// `tlrt_status tlrt_tape_multi_head_attention(tlrt_tape * tape, uint64_t x, uint64_t w_q, uint64_t w_k, uint64_t w_v, uint64_t w_o, uint64_t b_q, uint64_t b_k, uint64_t b_v, uint64_t b_o, uint64_t num_heads, bool causal, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn multi_head_attention(&mut self, x: u64, w_q: u64, w_k: u64, w_v: u64, w_o: u64, b_q: u64, b_k: u64, b_v: u64, b_o: u64, num_heads: u64, causal: bool) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_multi_head_attention", unsafe { sys::tlrt_tape_multi_head_attention(self.raw, x, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, num_heads, causal, &mut o_out) })?;
         Ok(o_out)
     }
 
