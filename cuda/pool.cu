@@ -3,37 +3,62 @@
 // CPU backend runs, so results agree bit for bit. Built with -fmad=false; divisions are __fdiv_rn;
 // exp / log are the shared float32 functions. No atomics anywhere (the deterministic and the fast
 // mode are one path); everything on the library stream; the geometry travels as a kernel
-// parameter (pool::Dims by value: no device copy of the dims, no synchronisation). Kernels are
-// instantiated for rank 1, 2, 3 and "any rank" (R = 0), and for 32-bit indices when every count
-// and extent fits in 31 bits (cheaper index division), else 64-bit.
+// parameter (pool::Dims by value: no device copy of the dims, no synchronisation).
 //
-// fwd_kernel<K> (max / average / smooth forward): one thread per output cell, grid-stride;
-// consecutive threads take consecutive cells of the last axis, so a warp reads a contiguous span
-// of x (stride * 32 + kernel floats) per window row: coalesced. Each input cell is read from DRAM
-// about once (overlapping windows hit L1/L2). Bytes: 4 * (|x| + |y|); for (32, 64, 112, 112) k3 s2
-// p1: 102.8 MB read + 25.7 MB written. Target >= 80% of copy bandwidth (H100 ~ 2.9 TB/s copy:
-// ~ 55 us). FLOPs: negligible for max / average (a compare or an add per cell, ~20 integer
-// instructions per output for the index decomposition); smooth max adds 2 passes over the window
-// (pivot, then exp) and one log per output. Measured (H100, 2026-11-22,
-// bench/results/2026-11-22-h100-pool.md): forward max 0.65-0.76 / avg 0.55-0.63 of copy bandwidth
-// at (32, 64, 112, 112), 0.26-0.29 at k3 s1 (32, 256, 56, 56); backward 0.12-0.27.
+// Two families of kernels. FAST kernels (bodies in cuda/pool_kernels.hpp, executed on the CPU over
+// their whole grid by tests/unit/test_pool_kernels.cpp) for rank 2 and 3, 32-bit indices and the
+// compiled configurations of the last two axes (k2 s2 p0, k3 s2 p1, k3 s1 p1); GENERIC kernels
+// (below, any rank and geometry, 32- or 64-bit indices, rank 1, 2, 3 and any instantiated) for
+// everything else. Bytes below: 4 (|x| + |y|) forward, 4 (2 |x| + |y|) max / smooth backward,
+// 4 (|x| + |y|) average backward (the benchmark's nominal bytes).
 //
-// Backward, deterministic WITHOUT atomics in both modes: one thread per INPUT cell gathers the
-// windows that contain it (pool::windows_of: per axis the output range
+// fast_fwd_kernel: one thread per 4 consecutive outputs of an output row: it loads the
+//   3 SW + KW input columns its 4 windows span, window row by window row (float4 loads when the
+//   rows are 16-byte aligned: 3 per row for k3 s2 p1), so neighbouring windows share loads through
+//   registers; max is a strict '>' select from -inf plus a NaN flag (a rare second walk finds the
+//   first NaN), average a sum with padding read as -0 (the identity), float4 stores. Index math: 2
+//   or 3 multiply-shift divisions per thread. ~12 instructions per output for k3 s2 max, ~45 for
+//   k3 s1 max (9 compare-selects per window).
+// scatter_kernel (backward, disjoint windows: stride >= kernel on every axis, e.g. k2 s2 and 3-D
+//   k2 s2): one thread per 4 windows computes their statistic from x once (the selected cell;
+//   dy / divisor; pivot and sum) and writes its whole slab of dx, zeros included, as float4
+//   stores: x and dy read once, dx written once, no gather, no scratch.
+// tile_kernel (backward, overlapping windows, rank 2, e.g. k3 s2 p1 and k3 s1 p1): one block per
+//   tile of tr x 4 tx input cells of one plane (tx <= 64, tr tx <= 256). Phase 1: one thread per
+//   window of the tile's covering grid (at most (tr + 2) (4 tx + 2) windows: < 24.7 KB of shared
+//   memory for smooth's 12 bytes per window) stores dy with the selected cell's position in the
+//   window (max), dy / divisor (average) or dy, pivot and sum (smooth). Phase 2: one thread per 4
+//   cells of a row sums, in output order, the terms of the windows containing each cell: dx is
+//   written once, x and dy read once plus the halo windows (about 20% for these tiles, from L2).
+//   No scratch in global memory, one launch.
+// Predicted on the H100 (not measured yet: no GPU where this was written), fraction of the copy
+// bandwidth with the nominal bytes, at the benchmark's shapes (bench/pool.py):
+//   forward max / avg: stem k3 s2 p1 0.85 / 0.85, k2 s2 0.88 / 0.88, k3 s1 p1 0.80 / 0.82 (the
+//   most instructions per byte), 3-D k2 s2 0.85 / 0.85;
+//   backward max / avg: k2 s2 (scatter) 0.85 / 0.85, 3-D k2 s2 (scatter) 0.85 / 0.85, stem
+//   (tile) 0.80 / 0.85, k3 s1 p1 (tile) 0.75 / 0.82 (phase 1 recomputes 1.2 windows per cell);
+//   smooth max: forward 0.6 (stem, k2 s2) and 0.3 (k3 s1: exp per cell and window), backward
+//   scatter 0.6, tile 0.2 - 0.35 (one exp and one division per cell and window).
+// Last measured, the previous one-thread-per-output kernels (H100, 2026-11-22,
+// bench/results/2026-11-22-h100-pool.md): forward 0.26 - 0.76, backward 0.12 - 0.27.
+//
+// Generic kernels. fwd_kernel: one thread per output cell, grid-stride, windows walked with
+// pool::window_of / pool::walk. Backward, deterministic WITHOUT atomics in both modes: one thread
+// per INPUT cell gathers the windows that contain it (pool::windows_of: per axis the output range
 // [ceil((i + p - k + 1) / s), floor((i + p) / s)]), walking them in output order, so every dx cell
 // sums its terms in the order the CPU backend's scatter adds them.
 // max_arg_kernel + max_gather_kernel (maxpool_bwd): pass 1, one thread per output cell, writes the
 //   selected cell (plane offset of the first maximum / first NaN) to stream-ordered scratch (4 or 8
-//   bytes per output); pass 2 gathers dy[w] where arg[w] == cell. Bytes: |x| + |y| (idx) + 2 |y|
-//   (dy, idx) * (windows per cell, from cache) + |x| (dx): ~ 2.5 |x| + 2 |y| floats for k3 s2.
+//   bytes per output); pass 2 gathers dy[w] where arg[w] == cell.
 // avg_gather_kernel (avgpool_bwd): dy[w] / D_w over the containing windows (D_w recomputed from
-//   the window's extent when count_include_pad is false). Bytes: |y| read (cached) + |x| written.
+//   the window's extent when count_include_pad is false).
 // smooth_stats_kernel + smooth_gather_kernel (smooth_maxpool_bwd): pass 1 writes pivot and S per
 //   window (8 bytes per output); pass 2 gathers dy[w] * (exp(b (x - pivot_w)) / S_w).
 #include "core/backend/memory.hpp"
 #include "core/backend/pool.hpp"
 #include "core/numerics/pool_ops.hpp"
 #include "cuda/cuda_common.cuh"
+#include "cuda/pool_kernels.hpp"
 
 namespace tlrt {
 namespace cuda {
@@ -41,10 +66,8 @@ namespace cuda {
 namespace {
 
 using pool::Dims;
-
-constexpr unsigned kThreads = 256;
-
-enum class Kind { Max, Avg, Smooth };
+using pool::fast::Kind;
+using pool::fast::kThreads;
 
 // Stream-ordered scratch from the pool, returned in stream order when this object dies.
 class Scratch {
@@ -181,6 +204,57 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- fast kernels (bodies: cuda/pool_kernels.hpp) ----------------------------------------------
+
+template <Kind K, class C, int R>
+__global__ void __launch_bounds__(kThreads)
+    fast_fwd_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
+                    float *__restrict y, bool include_pad, float beta) {
+  const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
+  if (t < p.total) pool::fast::fwd_thread<K, C, R>(m, p, x, y, t, include_pad, beta);
+}
+
+// At least 3 resident blocks per SM (at most 85 registers: rank 3 max would take 102, 2 blocks).
+template <Kind K, class C, int R>
+__global__ void __launch_bounds__(kThreads, 3)
+    scatter_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
+                   const float *__restrict dy, bool include_pad, float beta,
+                   float *__restrict dx) {
+  const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
+  if (t < p.total) pool::fast::scatter_thread<K, C, R>(m, p, x, dy, include_pad, beta, dx, t);
+}
+
+template <Kind K, class C>
+__global__ void __launch_bounds__(kThreads)
+    tile_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
+                const float *__restrict dy, bool include_pad, float beta, float *__restrict dx) {
+  extern __shared__ float sm[];
+  const pool::fast::Tile T = pool::fast::tile_of<C>(m, p, blockIdx.x);
+  for (uint32_t i = threadIdx.x; i < p.wr * p.wc; i += kThreads)
+    pool::fast::tile_window<K, C>(m, p, T, x, dy, include_pad, beta, sm, i);
+  __syncthreads();
+  pool::fast::tile_cells<K, C>(m, p, T, x, beta, sm, threadIdx.x, dx);
+}
+
+// The fast backward of kind K when g has one (launched, true), else false.
+template <Kind K>
+bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const float *dy,
+                   bool include_pad, float beta, float *dx) {
+  using pool::fast::Plan;
+  return pool::fast::bwd_path(
+      g, x, dy, dx,
+      [&](auto c, auto r, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
+        scatter_kernel<K, decltype(c), decltype(r)::value>
+            <<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, beta, dx);
+        check_launch("pool scatter_kernel");
+      },
+      [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
+        tile_kernel<K, decltype(c)><<<blocks, kThreads, pool::fast::tile_smem_bytes<K>(p), st>>>(
+            m, p, x, dy, include_pad, beta, dx);
+        check_launch("pool tile_kernel");
+      });
+}
+
 // ---- dispatch -----------------------------------------------------------------------------
 
 // Calls f(Dims<I>, integral_constant<R>) with the index type and rank instantiation for g.
@@ -204,11 +278,18 @@ template <Kind K>
 void forward(int dev, const ConvGeometry &g, const float *x, bool include_pad, float beta,
              float *y) {
   cudaStream_t st = stream(dev);
-  dispatch(g, [&](auto m, auto r) {
-    using I = decltype(m.nc);
-    fwd_kernel<K, decltype(r)::value, I>
-        <<<grid_all(g.out_elems, kThreads), kThreads, 0, st>>>(m, x, y, include_pad, beta);
-  });
+  const bool fast = pool::fast::fwd_path(
+      g, x, y,
+      [&](auto c, auto r, uint32_t blocks, const Dims<uint32_t> &m, const pool::fast::Plan &p) {
+        fast_fwd_kernel<K, decltype(c), decltype(r)::value>
+            <<<blocks, kThreads, 0, st>>>(m, p, x, y, include_pad, beta);
+      });
+  if (!fast)
+    dispatch(g, [&](auto m, auto r) {
+      using I = decltype(m.nc);
+      fwd_kernel<K, decltype(r)::value, I>
+          <<<grid_all(g.out_elems, kThreads), kThreads, 0, st>>>(m, x, y, include_pad, beta);
+    });
   check_launch("pool fwd_kernel");
 }
 
@@ -229,6 +310,7 @@ void smooth_maxpool_fwd(int dev, const ConvGeometry &g, const float *x, float be
 
 void maxpool_bwd(int dev, const ConvGeometry &g, const float *x, const float *dy, float *dx) {
   cudaStream_t st = stream(dev);
+  if (fast_backward<Kind::Max>(st, g, x, dy, false, 0.0f, dx)) return;
   dispatch(g, [&](auto m, auto r) {
     using I = decltype(m.nc);
     constexpr int R = decltype(r)::value;
@@ -244,6 +326,7 @@ void maxpool_bwd(int dev, const ConvGeometry &g, const float *x, const float *dy
 void avgpool_bwd(int dev, const ConvGeometry &g, const float *dy, bool count_include_pad,
                  float *dx) {
   cudaStream_t st = stream(dev);
+  if (fast_backward<Kind::Avg>(st, g, nullptr, dy, count_include_pad, 0.0f, dx)) return;
   dispatch(g, [&](auto m, auto r) {
     using I = decltype(m.nc);
     avg_gather_kernel<decltype(r)::value, I>
@@ -255,6 +338,7 @@ void avgpool_bwd(int dev, const ConvGeometry &g, const float *dy, bool count_inc
 void smooth_maxpool_bwd(int dev, const ConvGeometry &g, const float *x, const float *dy,
                         float beta, float *dx) {
   cudaStream_t st = stream(dev);
+  if (fast_backward<Kind::Smooth>(st, g, x, dy, false, beta, dx)) return;
   dispatch(g, [&](auto m, auto r) {
     using I = decltype(m.nc);
     constexpr int R = decltype(r)::value;

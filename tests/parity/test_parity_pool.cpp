@@ -10,7 +10,8 @@
 // Geometries: random ranks 1 .. 8 (kernel up to 5, stride up to 3, padding up to kernel / 2,
 // overlapping and disjoint windows, outputs of extent 0), the CUDA rank instantiations (1, 2, 3,
 // any), the 64-bit index path (a stride of 2^31 on small tensors), the benchmark shapes
-// (N, 64, 112, 112) k3 s2 p1 and k2 s2 and (N, 256, 56, 56) k3 s1 p1, and a 1-D row of 2^22.
+// (N, 64, 112, 112) k3 s2 p1 and k2 s2 and (N, 256, 56, 56) k3 s1 p1, a 1-D row of 2^22, and
+// the fast kernels' cases (every compiled configuration, float4 and scalar rows, edges).
 // Inputs: every th::Dist (uniform, wide exponents, bit patterns with NaN / inf / subnormals, edge
 // values, positive); dy uniform (bit patterns for the bits case); beta in {1, -1, 7.5, -0.25}.
 // TLRT_PARITY_MAX_N=<n> caps the input sizes. Exits 77 (skipped) unless a CUDA device is usable;
@@ -146,6 +147,42 @@ void all() {
        }) {
     if (g.in_elems() > max_n()) continue;
     for (Dist d : {Dist::Uniform, Dist::Edge}) one(g, d, salt += 3);
+  }
+  // The fast kernels (cuda/pool_kernels.hpp; tests/unit/test_pool_kernels.cpp runs the same list
+  // through their CPU emulation): every compiled configuration at rank 2 and 3, float4 rows and
+  // scalar rows, partial groups, padding, tails and gaps, scatter / tile / several tiles.
+  for (const Geo &g : {
+           Geo{2, 3, {8, 16}, {2, 2}, {2, 2}, {0, 0}},
+           Geo{1, 2, {9, 13}, {2, 2}, {2, 2}, {0, 0}},
+           Geo{1, 2, {6, 12}, {2, 2}, {2, 2}, {0, 0}},
+           Geo{2, 1, {7, 36}, {2, 2}, {2, 2}, {0, 0}},
+           Geo{1, 2, {9, 16}, {2, 2}, {3, 2}, {1, 0}},
+           Geo{1, 1, {3, 4}, {2, 2}, {2, 2}, {1, 0}},
+           Geo{2, 2, {4, 6, 8}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}},
+           Geo{1, 2, {6, 8, 16}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}},
+           Geo{1, 2, {7, 5, 11}, {2, 2, 2}, {3, 2, 2}, {1, 1, 0}},
+           Geo{2, 2, {4, 64}, {2, 2}, {2, 2}, {0, 0}},
+           Geo{2, 2, {7, 20}, {2, 2}, {1, 2}, {0, 0}},
+           Geo{2, 2, {11, 12}, {3, 3}, {2, 2}, {1, 1}},
+           Geo{1, 3, {10, 16}, {3, 3}, {2, 2}, {1, 1}},
+           Geo{2, 2, {9, 9}, {3, 3}, {2, 2}, {1, 1}},
+           Geo{1, 2, {12, 10}, {3, 3}, {4, 2}, {1, 1}},
+           Geo{1, 2, {14, 14}, {3, 3}, {1, 2}, {0, 1}},
+           Geo{2, 2, {13, 8}, {3, 3}, {1, 1}, {1, 1}},
+           Geo{1, 2, {6, 7}, {3, 3}, {1, 1}, {1, 1}},
+           Geo{1, 2, {9, 5}, {3, 3}, {2, 1}, {0, 1}},
+           Geo{1, 1, {5, 300}, {3, 3}, {1, 1}, {1, 1}},
+           Geo{1, 1, {40, 260}, {3, 3}, {2, 2}, {1, 1}},
+           Geo{1, 1, {70, 3}, {3, 3}, {1, 1}, {1, 1}},
+           Geo{1, 2, {1, 1}, {3, 3}, {1, 1}, {1, 1}},
+           Geo{1, 2, {2, 2}, {2, 2}, {2, 2}, {0, 0}},
+           Geo{1, 2, {5, 7, 9}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}},
+           Geo{1, 2, {4, 6, 8}, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}},
+           Geo{2, 1, {5, 6, 12}, {2, 2, 2}, {1, 2, 2}, {0, 0, 0}},
+           Geo{2, 8, {16, 64, 64}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}},  // the 3-D benchmark shape
+       }) {
+    if (g.in_elems() > max_n()) continue;
+    for (Dist d : {Dist::Uniform, Dist::Wide, Dist::Bits, Dist::Edge}) one(g, d, salt += 3);
   }
 }
 

@@ -1,0 +1,826 @@
+// The per-thread bodies of the fast CUDA pooling kernels (cuda/pool.cu) and the host-side choice
+// of path and launch shape, written __host__ __device__ so that tests/unit/test_pool_kernels.cpp
+// runs exactly this code on the CPU over the whole launch grid, block by block and phase by phase,
+// and compares it bit for bit with the CPU backend: the GPU gets only kernels whose indexing and
+// order of operations have been executed. The arithmetic is the shared per-window arithmetic of
+// core/numerics/pool_ops.hpp; the orders are the header's (abi/tlrt_pool.h): windows walked over
+// their real cells row-major, backward sums over the windows of a cell in output order from +0.
+//
+// Fast paths: rank 2 or 3, 32-bit indices (pool::fits32), and the last two axes' kernel (KH, KW),
+// the last axis' stride SW and padding PW one of the compiled configurations (Cfg below, chosen by
+// with_cfg); every other geometry runs the generic kernels of cuda/pool.cu. Strides, paddings and
+// kernels of the other axes stay run-time values. Index divisions are multiply-shifts (FastDiv)
+// precomputed on the host, a few per thread, none in the loops over window cells.
+//
+// fwd_thread: one thread per kV = 4 consecutive outputs of one output row: the thread loads the
+//   (kV - 1) SW + KW input columns its windows span, row by row of the window (float4 loads when
+//   the rows are 16-byte aligned), and every window reads its cells from those registers.
+// scatter_thread (backward, windows that do not overlap: stride >= kernel on every axis): one
+//   thread per kV windows along the last axis; it computes their statistic (max: the selected
+//   cell; average: dy / divisor; smooth: pivot and sum) from x once and writes its whole slab of
+//   dx (the window cells and the cells up to the next window, or to the end of the axis after the
+//   last window): a streaming write, every dx cell written by exactly one thread.
+// tile_window / tile_cells (backward, overlapping windows, rank 2): one block per tile of tr x 4 tx
+//   input cells of one plane. Phase 1: one thread per covering window stores its statistic in
+//   shared memory (max: dy and the selected cell's position in the window; average: dy / divisor;
+//   smooth: dy, pivot, sum). Phase 2: one thread per 4 cells of a row sums the terms of the windows
+//   that contain each cell, in output order.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
+#include "core/conv_geometry.hpp"
+#include "core/numerics/pool_ops.hpp"
+
+#if !defined(__CUDA_ARCH__)
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#endif
+
+// Full unrolling of the loops over compile-time extents (register arrays); the host compiler
+// needs no hint.
+#if defined(__CUDA_ARCH__)
+#define TLRT_UNROLL _Pragma("unroll")
+#else
+#define TLRT_UNROLL
+#endif
+
+namespace tlrt {
+namespace pool {
+namespace fast {
+
+constexpr int kV = 4;               // cells per thread along the last axis
+constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
+
+enum class Kind { Max, Avg, Smooth };
+
+// Emulation-only check (host): an index that the GPU would read out of bounds stops the test.
+TLRT_HD void emu_check(bool ok, const char *what) {
+#if !defined(__CUDA_ARCH__)
+  if (!ok) {
+    std::fprintf(stderr, "pool_kernels: %s\n", what);
+    std::abort();
+  }
+#else
+  (void)ok;
+  (void)what;
+#endif
+}
+
+// n / d for n < 2^31 as one 32 x 32 -> 64-bit multiply and a shift (Granlund-Montgomery with
+// l = ceil(log2 d), m = floor(2^(31 + l) / d) + 1 < 2^32: then 2^(31 + l) <= m d <= 2^(31 + l) +
+// 2^l, which makes the quotient exact for every n < 2^31).
+struct FastDiv {
+  uint32_t m, sh;
+};
+inline FastDiv make_fastdiv(uint32_t d) {
+  uint32_t l = 0;
+  while ((uint64_t{1} << l) < d) ++l;
+  return {(uint32_t)((uint64_t{1} << (31 + l)) / d + 1), 31 + l};
+}
+TLRT_HD uint32_t fdiv(FastDiv f, uint32_t n) { return (uint32_t)(((uint64_t)n * f.m) >> f.sh); }
+
+TLRT_HD constexpr int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+TLRT_HD constexpr int ceil_div(int a, int b) { return -floor_div(-a, b); }
+
+// Compile-time part of a fast-path geometry: kernel of the last two axes, stride and padding of
+// the last one.
+template <int KH_, int KW_, int SW_, int PW_>
+struct Cfg {
+  static constexpr int KH = KH_, KW = KW_, SW = SW_, PW = PW_;
+  static constexpr int L = (kV - 1) * SW + KW;  // input columns spanned by kV windows
+  // Windows (relative to column / SW) containing column + i, i < kV, for column a multiple of 4
+  // (SW divides 4): [rlo(i), rhi(i)].
+  TLRT_HD static constexpr int rlo(int i) { return ceil_div(i + PW - KW + 1, SW); }
+  TLRT_HD static constexpr int rhi(int i) { return floor_div(i + PW, SW); }
+};
+
+// Calls f(Cfg<...>{}) when g has a fast path (rank 2 or 3, 32-bit indices, a compiled
+// configuration); returns whether it did. The list is the benchmark's shapes (bench/pool.py).
+template <class F>
+bool with_cfg(const ConvGeometry &g, F &&f) {
+  if (g.rank < 2 || g.rank > 3 || !fits32(g)) return false;
+  const uint32_t r = g.rank;
+  const uint64_t kh = g.kernel[r - 2], kw = g.kernel[r - 1], sw = g.stride[r - 1],
+                 pw = g.pad[r - 1];
+  if (kh == 2 && kw == 2 && sw == 2 && pw == 0) return f(Cfg<2, 2, 2, 0>{}), true;
+  if (kh == 3 && kw == 3 && sw == 2 && pw == 1) return f(Cfg<3, 3, 2, 1>{}), true;
+  if (kh == 3 && kw == 3 && sw == 1 && pw == 1) return f(Cfg<3, 3, 1, 1>{}), true;
+  return false;
+}
+
+// True when no two windows share a cell (stride >= kernel on every axis): the scatter backward.
+inline bool disjoint(const ConvGeometry &g) {
+  for (uint32_t d = 0; d < g.rank; ++d)
+    if (g.stride[d] < g.kernel[d]) return false;
+  return true;
+}
+
+// Run-time launch data of the fast kernels (by value as a kernel parameter).
+struct Plan {
+  uint32_t groups;      // kV-groups per output row: ceil(out_w / kV)
+  uint32_t total;       // fwd / scatter threads: output rows * groups
+  FastDiv by_groups;    // / groups
+  FastDiv by_out[2];    // / out[d], d = 0 .. rank - 2 (output row -> plane and coordinates)
+  FastDiv by_stride;    // / stride[0] (tile kernel: windows containing a row)
+  bool vec_in, vec_out;  // rows of x / dx, resp. y / dy, 16-byte aligned: float4 accesses
+  // Tile kernel (rank 2): tx threads per tile row (4 tx columns), tr rows; tiles_x * tiles_y
+  // tiles per plane; the tile's windows: wr output rows x wc output columns.
+  uint32_t tx, tr, tiles_x, tiles_y, wr, wc;
+  FastDiv by_tx, by_tiles_x, by_tiles_y, by_wc;
+};
+
+inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// in_ptrs: the buffers with x's shape (x, dx); out_ptrs: those with y's shape (y, dy); NULL entries
+// are ignored.
+template <class C>
+Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_ptrs,
+               std::initializer_list<const void *> out_ptrs) {
+  const int R = m.rank;
+  const uint32_t W = m.out[R - 1], IW = m.in[R - 1];
+  Plan p{};
+  p.groups = (W + kV - 1) / kV;
+  p.total = m.nc * (m.out_sp / W) * p.groups;
+  p.by_groups = make_fastdiv(p.groups);
+  for (int d = 0; d < R - 1; ++d) p.by_out[d] = make_fastdiv(m.out[d]);
+  p.by_stride = make_fastdiv(m.s[0]);
+  p.vec_in = IW % 4 == 0;
+  for (const void *q : in_ptrs) p.vec_in = p.vec_in && (q == nullptr || aligned16(q));
+  p.vec_out = W % 4 == 0;
+  for (const void *q : out_ptrs) p.vec_out = p.vec_out && (q == nullptr || aligned16(q));
+  if (R == 2) {
+    const uint32_t cols = (IW + kV - 1) / kV;  // 4-cell groups per input row
+    p.tx = cols < 64 ? cols : 64;
+    p.tr = kThreads / p.tx;
+    p.tiles_x = (cols + p.tx - 1) / p.tx;
+    p.tiles_y = (m.in[0] + p.tr - 1) / p.tr;
+    // Windows containing rows h0 .. h0 + tr - 1: at most floor((tr + KH - 2) / SH) + 1 (the first
+    // is ceil((h0 + PH - KH + 1) / SH), the last floor((h0 + tr - 1 + PH) / SH)); columns alike.
+    p.wr = (p.tr + C::KH - 2) / m.s[0] + 1;
+    p.wc = (kV * p.tx + C::KW - 2) / C::SW + 1;
+    p.by_tx = make_fastdiv(p.tx);
+    p.by_tiles_x = make_fastdiv(p.tiles_x);
+    p.by_tiles_y = make_fastdiv(p.tiles_y);
+    p.by_wc = make_fastdiv(p.wc);
+  }
+  return p;
+}
+
+// ---- loads and stores ---------------------------------------------------------------------------
+
+struct F4 {
+  float v[4];
+};
+TLRT_HD F4 ld4(const float *p) {
+#if defined(__CUDA_ARCH__)
+  const float4 q = *reinterpret_cast<const float4 *>(p);
+  return {{q.x, q.y, q.z, q.w}};
+#else
+  emu_check(aligned16(p), "unaligned float4 load");
+  F4 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+#endif
+}
+TLRT_HD void st4(float *p, const F4 &r) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<float4 *>(p) = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+#else
+  emu_check(aligned16(p), "unaligned float4 store");
+  std::memcpy(p, r.v, sizeof r.v);
+#endif
+}
+
+// Loads columns col0 .. col0 + L - 1 of one input row into c; columns outside [0, IW) read as
+// `fill`. vec: IW % 4 == 0 and the row 16-byte aligned; col0 + PW is then a multiple of 4 (the
+// callers' first column is a multiple of 4 windows' stride), so whole float4 chunks are in or out.
+template <class C>
+TLRT_HD void load_row(const float *row, int col0, uint32_t IW, bool vec, float fill,
+                      float (&c)[C::L]) {
+  if (vec) {
+    constexpr int qlo = floor_div(-C::PW, 4), qhi = floor_div(C::L - 1 - C::PW, 4);
+    const int a = col0 + C::PW;
+    TLRT_UNROLL
+    for (int q = qlo; q <= qhi; ++q) {
+      const int cs = a + 4 * q;
+      F4 v = {{fill, fill, fill, fill}};
+      if ((unsigned)cs < IW) v = ld4(row + cs);
+      TLRT_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const int j = 4 * q + e + C::PW;
+        if (j >= 0 && j < C::L) c[j] = v.v[e];
+      }
+    }
+  } else {
+    TLRT_UNROLL
+    for (int j = 0; j < C::L; ++j) {
+      const int col = col0 + j;
+      c[j] = (unsigned)col < IW ? row[col] : fill;
+    }
+  }
+}
+
+// ---- windows of one output row ------------------------------------------------------------------
+
+// A window along one axis: its start (may be negative: padding) and its real cells [lo, hi).
+struct Span {
+  int ws, lo, hi;
+};
+TLRT_HD Span span_of(const Dims<uint32_t> &m, int d, uint32_t o) {
+  const int ws = (int)(o * m.s[d]) - (int)m.p[d];
+  const int we = ws + (int)m.k[d];
+  return {ws, ws > 0 ? ws : 0, we < (int)m.in[d] ? we : (int)m.in[d]};
+}
+
+// One output row of the per-output kernels: thread t owns outputs ow0 .. ow0 + nv - 1 of output
+// row r (flat over plane and the leading output coordinates), whose windows span sp[] on the
+// leading axes and start at column col0.
+template <int R>
+struct Row {
+  uint32_t r, plane, ow0;
+  int nv, col0;
+  uint32_t o[R - 1];  // output coordinates on the leading axes
+  Span sp[R - 1];
+};
+template <class C, int R>
+TLRT_HD Row<R> row_of(const Dims<uint32_t> &m, const Plan &f, uint32_t t) {
+  Row<R> w;
+  w.r = fdiv(f.by_groups, t);
+  w.ow0 = (t - w.r * f.groups) * kV;
+  uint32_t q = w.r;
+  TLRT_UNROLL
+  for (int d = R - 2; d >= 0; --d) {
+    const uint32_t qq = fdiv(f.by_out[d], q);
+    w.o[d] = q - qq * m.out[d];
+    w.sp[d] = span_of(m, d, w.o[d]);
+    q = qq;
+  }
+  w.plane = q;
+  const uint32_t W = m.out[R - 1];
+  w.nv = W - w.ow0 < (uint32_t)kV ? (int)(W - w.ow0) : kV;
+  w.col0 = (int)(w.ow0 * C::SW) - C::PW;
+  return w;
+}
+
+// Calls f(row offset in the plane, a) for every real row of the windows of w, row-major: the depth
+// axis (rank 3, run time) outside, the KH rows of axis rank - 2 inside (a = row within the window).
+template <class C, int R, class F>
+TLRT_HD void for_rows(const Dims<uint32_t> &m, const Span *sp, F &&f) {
+  const uint32_t IH = m.in[R - 2], IW = m.in[R - 1];
+  int dlo = 0, dhi = 1;
+  if constexpr (R == 3) {
+    dlo = sp[0].lo;
+    dhi = sp[0].hi;
+  }
+  for (int dd = dlo; dd < dhi; ++dd) {
+    const uint32_t base = R == 3 ? (uint32_t)dd * m.istr[0] : 0u;
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) {
+      const int h = sp[R - 2].ws + a;
+      if ((unsigned)h < IH) f(base + (uint32_t)h * IW, a);
+    }
+  }
+}
+
+// Real cells of window v along the last axis (its columns col0 + v SW + j, j < KW, inside).
+template <class C>
+TLRT_HD uint32_t real_cols(int col0, int v, uint32_t IW) {
+  uint32_t n = 0;
+  TLRT_UNROLL
+  for (int j = 0; j < C::KW; ++j) n += (unsigned)(col0 + v * C::SW + j) < IW ? 1u : 0u;
+  return n;
+}
+
+// Real rows of the windows of a row (product over the leading axes).
+template <class C, int R>
+TLRT_HD uint32_t real_rows(const Span *sp) {
+  uint32_t n = 1;
+  TLRT_UNROLL
+  for (int d = 0; d < R - 1; ++d) n *= (uint32_t)(sp[d].hi - sp[d].lo);
+  return n;
+}
+
+// Plane offset of the first NaN of window v (rows row-major, then columns); the caller knows
+// there is one. The max rule selects it (pool::max_takes); rare, so a plain second walk.
+template <class C, int R>
+TLRT_HD uint32_t first_nan_at(const Dims<uint32_t> &m, const float *xp, const Span *sp, int wcol) {
+  const uint32_t IW = m.in[R - 1];
+  uint32_t at = 0;
+  bool found = false;
+  for_rows<C, R>(m, sp, [&](uint32_t off, int) {
+    for (int j = 0; j < C::KW; ++j) {
+      const int col = wcol + j;
+      if (!found && (unsigned)col < IW && xp[off + col] != xp[off + col]) {
+        at = off + (uint32_t)col;
+        found = true;
+      }
+    }
+  });
+  return at;
+}
+
+// Pivot of the smooth max (first max for beta > 0, first min for beta < 0, first NaN if any) of
+// the kV windows of a row: min / max with fill +-inf, then the first NaN where one was seen (the
+// same value pool::smooth_window's walk with max_takes / min_takes selects).
+template <class C, int R>
+TLRT_HD void smooth_pivots(const Dims<uint32_t> &m, const Plan &f, const float *xp,
+                           const Row<R> &w, float beta, float (&pv)[kV]) {
+  const float inf = num::u2f(0x7f800000u);
+  const bool up = beta > 0.0f;
+  bool nan[kV];
+  TLRT_UNROLL
+  for (int v = 0; v < kV; ++v) {
+    pv[v] = up ? -inf : inf;
+    nan[v] = false;
+  }
+  for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
+    float c[C::L];
+    load_row<C>(xp + off, w.col0, m.in[R - 1], f.vec_in, up ? -inf : inf, c);
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v)
+      TLRT_UNROLL
+      for (int j = 0; j < C::KW; ++j) {
+        const float x = c[v * C::SW + j];
+        nan[v] = nan[v] || x != x;
+        pv[v] = (up ? x > pv[v] : x < pv[v]) ? x : pv[v];
+      }
+  });
+  TLRT_UNROLL
+  for (int v = 0; v < kV; ++v)
+    if (v < w.nv && nan[v]) pv[v] = xp[first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW)];
+}
+
+// The smooth-max sums S = (+0 + e_1) + ... over the real cells, row-major, e = exp(b (x - pv)).
+template <class C, int R>
+TLRT_HD void smooth_sums(const Dims<uint32_t> &m, const Plan &f, const float *xp, const Row<R> &w,
+                         float beta, const float (&pv)[kV], float (&s)[kV]) {
+  const uint32_t IW = m.in[R - 1];
+  TLRT_UNROLL
+  for (int v = 0; v < kV; ++v) s[v] = 0.0f;
+  for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
+    float c[C::L];
+    load_row<C>(xp + off, w.col0, IW, f.vec_in, 0.0f, c);
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v)
+      TLRT_UNROLL
+      for (int j = 0; j < C::KW; ++j)
+        if ((unsigned)(w.col0 + v * C::SW + j) < IW)
+          s[v] += smooth_term(c[v * C::SW + j], pv[v], beta);
+  });
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+// Thread t < f.total: outputs ow0 .. ow0 + nv - 1 of output row r.
+template <Kind K, class C, int R>
+TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, float *y,
+                        uint32_t t, bool include_pad, float beta) {
+  const Row<R> w = row_of<C, R>(m, f, t);
+  const uint32_t IW = m.in[R - 1];
+  const float *xp = x + (uint64_t)w.plane * m.in_sp;
+  const float inf = num::u2f(0x7f800000u);
+  float out[kV];
+  if constexpr (K == Kind::Max) {
+    // First maximum by strict '>' from -inf (padding reads as -inf and never wins); a window with
+    // a NaN takes its first NaN instead: together pool::max_takes' selection.
+    bool nan[kV];
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) {
+      out[v] = -inf;
+      nan[v] = false;
+    }
+    for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
+      float c[C::L];
+      load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
+      TLRT_UNROLL
+      for (int v = 0; v < kV; ++v)
+        TLRT_UNROLL
+        for (int j = 0; j < C::KW; ++j) {
+          const float x = c[v * C::SW + j];
+          nan[v] = nan[v] || x != x;
+          out[v] = x > out[v] ? x : out[v];
+        }
+    });
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v)
+      if (v < w.nv && nan[v]) out[v] = xp[first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW)];
+  } else if constexpr (K == Kind::Avg) {
+    // Padding reads as -0, the identity of the sum from -0 (s + -0 == s for every s).
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) out[v] = -0.0f;
+    for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
+      float c[C::L];
+      load_row<C>(xp + off, w.col0, IW, f.vec_in, -0.0f, c);
+      TLRT_UNROLL
+      for (int v = 0; v < kV; ++v)
+        TLRT_UNROLL
+        for (int j = 0; j < C::KW; ++j) out[v] += c[v * C::SW + j];
+    });
+    const uint32_t rows = real_rows<C, R>(w.sp);
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v)
+      out[v] = div_rn(out[v], include_pad ? (float)m.window
+                                          : (float)(rows * real_cols<C>(w.col0, v, IW)));
+  } else {
+    float pv[kV], s[kV];
+    smooth_pivots<C, R>(m, f, xp, w, beta, pv);
+    smooth_sums<C, R>(m, f, xp, w, beta, pv, s);
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) out[v] = smooth_out(pv[v], s[v], beta);
+  }
+  float *yr = y + (uint64_t)w.r * m.out[R - 1] + w.ow0;
+  if (f.vec_out && w.nv == kV) {
+    st4(yr, F4{{out[0], out[1], out[2], out[3]}});
+  } else {
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v)
+      if (v < w.nv) yr[v] = out[v];
+  }
+}
+
+// ---- backward, disjoint windows: scatter of whole slabs -----------------------------------------
+
+// Thread t < f.total: the kV windows of fwd_thread's outputs. dx cells of these windows get
+// +0 + term (the CPU's dx = +0 followed by its one addition), every other cell of the slab +0.
+template <Kind K, class C, int R>
+TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
+                            const float *dy, bool include_pad, float beta, float *dx, uint32_t t) {
+  static_assert(C::SW >= C::KW, "scatter: windows must not overlap");
+  const Row<R> w = row_of<C, R>(m, f, t);
+  const uint32_t W = m.out[R - 1], IW = m.in[R - 1];
+  const float *xp = x ? x + (uint64_t)w.plane * m.in_sp : nullptr;
+  float *dp = dx + (uint64_t)w.plane * m.in_sp;
+  const float *gr = dy + (uint64_t)w.r * W + w.ow0;
+  float g[kV];
+  if (f.vec_out && w.nv == kV) {
+    const F4 q = ld4(gr);
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) g[v] = q.v[v];
+  } else {
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) g[v] = v < w.nv ? gr[v] : 0.0f;
+  }
+  const float inf = num::u2f(0x7f800000u);
+  float a0[kV], a1[kV];  // max: -; average: dy / divisor; smooth: pivot, sum
+  uint32_t at[kV];       // max: plane offset of the selected cell
+  if constexpr (K == Kind::Max) {
+    // First real cell: the selection when every cell is -inf.
+    uint32_t first = 0;
+    {
+      int dlo = 0;
+      if constexpr (R == 3) dlo = w.sp[0].lo;
+      first = (R == 3 ? (uint32_t)dlo * m.istr[0] : 0u) + (uint32_t)w.sp[R - 2].lo * IW;
+    }
+    bool nan[kV];
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) {
+      const int c0 = w.col0 + v * C::SW;
+      a0[v] = -inf;
+      at[v] = first + (uint32_t)(c0 > 0 ? c0 : 0);
+      nan[v] = false;
+    }
+    for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
+      float c[C::L];
+      load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
+      TLRT_UNROLL
+      for (int v = 0; v < kV; ++v)
+        TLRT_UNROLL
+        for (int j = 0; j < C::KW; ++j) {
+          const float x = c[v * C::SW + j];
+          nan[v] = nan[v] || x != x;
+          if (x > a0[v]) {
+            a0[v] = x;
+            at[v] = off + (uint32_t)(w.col0 + v * C::SW + j);
+          }
+        }
+    });
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v)
+      if (v < w.nv && nan[v]) at[v] = first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW);
+  } else if constexpr (K == Kind::Avg) {
+    const uint32_t rows = real_rows<C, R>(w.sp);
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v)
+      a0[v] = div_rn(g[v], include_pad ? (float)m.window
+                                       : (float)(rows * real_cols<C>(w.col0, v, IW)));
+  } else {
+    smooth_pivots<C, R>(m, f, xp, w, beta, a0);
+    smooth_sums<C, R>(m, f, xp, w, beta, a0, a1);
+  }
+  // The term of window v for a cell of it (plane offset off).
+  auto term = [&](int v, uint32_t off) -> float {
+    if constexpr (K == Kind::Max)
+      return off == at[v] ? 0.0f + g[v] : 0.0f;
+    else if constexpr (K == Kind::Avg)
+      return 0.0f + a0[v];
+    else
+      return 0.0f + smooth_grad(g[v], xp[off], a0[v], a1[v], beta);
+  };
+  // Slabs of the leading axes: from the window start (clipped at 0) to the next window's start,
+  // or to the end of the axis for the last window; rows outside the window get zeros.
+  int slo[2], shi[2];
+  TLRT_UNROLL
+  for (int d = 0; d < R - 1; ++d) {
+    slo[d] = w.sp[d].lo;
+    shi[d] = w.o[d] == m.out[d] - 1 ? (int)m.in[d] : w.sp[d].ws + (int)m.s[d];
+  }
+  const bool last_group = w.ow0 + (uint32_t)w.nv == W;
+  const bool vec_row = C::PW == 0 && f.vec_in && w.nv == kV && !last_group;
+  auto write_row = [&](uint32_t off, bool in_win) {
+    if (vec_row) {  // the kV SW columns from col0 (a multiple of 4): SW float4 stores
+      TLRT_UNROLL
+      for (int q = 0; q < C::SW; ++q) {
+        F4 o;
+        TLRT_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int j = 4 * q + e, v = j / C::SW, jj = j % C::SW;
+          o.v[e] = in_win && jj < C::KW ? term(v, off + (uint32_t)(w.col0 + j)) : 0.0f;
+        }
+        st4(dp + off + (uint32_t)w.col0 + 4u * q, o);
+      }
+      return;
+    }
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) {
+      if (v < w.nv) {
+        const int ws = w.col0 + v * C::SW;
+        const int lo = ws > 0 ? ws : 0;
+        const int hi = v == w.nv - 1 && last_group ? (int)IW : ws + C::SW;
+        for (int col = lo; col < hi; ++col)
+          dp[off + (uint32_t)col] =
+              in_win && col - ws < C::KW ? term(v, off + (uint32_t)col) : 0.0f;
+      }
+    }
+  };
+  const uint32_t IH = m.in[R - 2];
+  const int hws = w.sp[R - 2].ws;
+  int dlo = 0, dhi = 1, dws = 0;
+  if constexpr (R == 3) {
+    dlo = slo[0];
+    dhi = shi[0];
+    dws = w.sp[0].ws;
+  }
+  for (int dd = dlo; dd < dhi; ++dd) {
+    const bool din = R == 2 || (uint32_t)(dd - dws) < m.k[0];
+    const uint32_t base = R == 3 ? (uint32_t)dd * m.istr[0] : 0u;
+    for (int h = slo[R - 2]; h < shi[R - 2]; ++h) {
+      emu_check((uint32_t)h < IH, "scatter row outside the input");
+      write_row(base + (uint32_t)h * IW, din && (uint32_t)(h - hws) < (uint32_t)C::KH);
+    }
+  }
+}
+
+// ---- backward, overlapping windows (rank 2): shared-memory tile ---------------------------------
+
+// Shared memory of a tile: n = wr * wc windows; max: dy[n] then the selected cell's position in
+// its window (a KW + j) as bytes[n]; average: (dy / divisor)[n]; smooth: dy[n], pivot[n], sum[n].
+template <Kind K>
+inline uint32_t tile_smem_bytes(const Plan &p) {
+  const uint32_t n = p.wr * p.wc;
+  return K == Kind::Max ? n * 5u : K == Kind::Avg ? n * 4u : n * 12u;
+}
+
+struct Tile {
+  uint32_t plane;
+  int h0, w0;    // first input cell
+  int oh0, ow0;  // first window (output coordinates) of the shared-memory grid
+};
+
+template <class C>
+TLRT_HD Tile tile_of(const Dims<uint32_t> &m, const Plan &f, uint32_t b) {
+  const uint32_t q = fdiv(f.by_tiles_x, b), bx = b - q * f.tiles_x;
+  const uint32_t plane = fdiv(f.by_tiles_y, q), by = q - plane * f.tiles_y;
+  Tile T;
+  T.plane = plane;
+  T.h0 = (int)(by * f.tr);
+  T.w0 = (int)(bx * f.tx * kV);
+  const int hp = T.h0 + (int)m.p[0];
+  T.oh0 = hp >= C::KH ? (int)fdiv(f.by_stride, (uint32_t)(hp - C::KH)) + 1 : 0;
+  T.ow0 = T.w0 + C::PW >= C::KW ? (T.w0 + C::PW - C::KW) / C::SW + 1 : 0;
+  return T;
+}
+
+// Phase 1: window idx < wr * wc of the tile's grid (windows outside the output are skipped; phase
+// 2 never reads them).
+template <Kind K, class C>
+TLRT_HD void tile_window(const Dims<uint32_t> &m, const Plan &f, const Tile &T, const float *x,
+                         const float *dy, bool include_pad, float beta, float *sm, uint32_t idx) {
+  const uint32_t n = f.wr * f.wc;
+  const uint32_t wr = fdiv(f.by_wc, idx), wc = idx - wr * f.wc;
+  const uint32_t oh = (uint32_t)T.oh0 + wr, ow = (uint32_t)T.ow0 + wc;
+  const uint32_t IH = m.in[0], IW = m.in[1], W = m.out[1];
+  if (oh >= m.out[0] || ow >= W) return;
+  const float g = dy[(uint64_t)T.plane * m.out_sp + oh * W + ow];
+  const float *xp = x ? x + (uint64_t)T.plane * m.in_sp : nullptr;
+  const int hs = (int)(oh * m.s[0]) - (int)m.p[0], ws = (int)(ow * C::SW) - C::PW;
+  const float inf = num::u2f(0x7f800000u);
+  if constexpr (K == Kind::Max) {
+    float best = -inf;
+    int code = (hs < 0 ? -hs : 0) * C::KW + (ws < 0 ? -ws : 0);  // first real cell
+    bool nan = false;
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) {
+      const int h = hs + a;
+      if ((unsigned)h >= IH) continue;
+      TLRT_UNROLL
+      for (int j = 0; j < C::KW; ++j) {
+        const int col = ws + j;
+        const float v = (unsigned)col < IW ? xp[h * (int)IW + col] : -inf;
+        nan = nan || v != v;
+        if (v > best) {
+          best = v;
+          code = a * C::KW + j;
+        }
+      }
+    }
+    if (nan) {
+      bool found = false;
+      for (int a = 0; a < C::KH; ++a)
+        for (int j = 0; j < C::KW; ++j) {
+          const int h = hs + a, col = ws + j;
+          if (!found && (unsigned)h < IH && (unsigned)col < IW &&
+              xp[h * (int)IW + col] != xp[h * (int)IW + col]) {
+            code = a * C::KW + j;
+            found = true;
+          }
+        }
+    }
+    sm[idx] = g;
+    reinterpret_cast<uint8_t *>(sm + n)[idx] = (uint8_t)code;
+  } else if constexpr (K == Kind::Avg) {
+    float d = (float)m.window;
+    if (!include_pad) {
+      const int h1 = hs + C::KH < (int)IH ? hs + C::KH : (int)IH;
+      const int c1 = ws + C::KW < (int)IW ? ws + C::KW : (int)IW;
+      d = (float)((uint32_t)(h1 - (hs > 0 ? hs : 0)) * (uint32_t)(c1 - (ws > 0 ? ws : 0)));
+    }
+    sm[idx] = div_rn(g, d);
+  } else {
+    // pool::smooth_window on this window (2-D, compile-time kernel).
+    const bool up = beta > 0.0f;
+    float pv = up ? -inf : inf;
+    bool nan = false;
+    int nan_at = -1;
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) {
+      const int h = hs + a;
+      if ((unsigned)h >= IH) continue;
+      TLRT_UNROLL
+      for (int j = 0; j < C::KW; ++j) {
+        const int col = ws + j;
+        if ((unsigned)col >= IW) continue;
+        const float v = xp[h * (int)IW + col];
+        if (v != v && !nan) nan_at = h * (int)IW + col;
+        nan = nan || v != v;
+        pv = (up ? v > pv : v < pv) ? v : pv;
+      }
+    }
+    if (nan) pv = xp[nan_at];
+    float s = 0.0f;
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) {
+      const int h = hs + a;
+      if ((unsigned)h >= IH) continue;
+      TLRT_UNROLL
+      for (int j = 0; j < C::KW; ++j) {
+        const int col = ws + j;
+        if ((unsigned)col < IW) s += smooth_term(xp[h * (int)IW + col], pv, beta);
+      }
+    }
+    sm[idx] = g;
+    sm[n + idx] = pv;
+    sm[2 * n + idx] = s;
+  }
+}
+
+// Phase 2: thread tid's 4 cells (row T.h0 + tid / tx, columns T.w0 + 4 (tid % tx) ..): the sum,
+// over the windows containing each cell in output order, of the window's term, from +0.
+template <Kind K, class C>
+TLRT_HD void tile_cells(const Dims<uint32_t> &m, const Plan &f, const Tile &T, const float *x,
+                        float beta, const float *sm, uint32_t tid, float *dx) {
+  constexpr int RLO = C::rlo(0), RHI = C::rhi(kV - 1), NW = RHI - RLO + 1;
+  static_assert(4 % C::SW == 0, "tile: the stride must divide 4");
+  const uint32_t ty = fdiv(f.by_tx, tid), tx = tid - ty * f.tx;
+  const uint32_t IH = m.in[0], IW = m.in[1], W = m.out[1];
+  const int h = T.h0 + (int)ty, w = T.w0 + (int)tx * kV;
+  if (ty >= f.tr || (uint32_t)h >= IH || (uint32_t)w >= IW) return;
+  const uint32_t n = f.wr * f.wc;
+  const uint64_t pbase = (uint64_t)T.plane * m.in_sp + (uint64_t)h * IW + (uint32_t)w;
+  float xv[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if constexpr (K == Kind::Smooth) {
+    if (f.vec_in) {
+      const F4 q = ld4(x + pbase);
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i) xv[i] = q.v[i];
+    } else {
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i)
+        if ((uint32_t)w + i < IW) xv[i] = x[pbase + i];
+    }
+  }
+  const int hp = h + (int)m.p[0];
+  const int ohlo = hp >= C::KH ? (int)fdiv(f.by_stride, (uint32_t)(hp - C::KH)) + 1 : 0;
+  int ohhi = (int)fdiv(f.by_stride, (uint32_t)hp);
+  ohhi = ohhi < (int)m.out[0] - 1 ? ohhi : (int)m.out[0] - 1;
+  const int wq = w / C::SW;
+  float acc[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int oh = ohlo; oh <= ohhi; ++oh) {
+    const int a = h - ((int)(oh * m.s[0]) - (int)m.p[0]);  // row of the cell in the window
+    const int rowbase = (oh - T.oh0) * (int)f.wc - T.ow0;
+    float g[NW], s1[NW], s2[NW];
+    int code[NW];
+    bool ok[NW];
+    TLRT_UNROLL
+    for (int q = 0; q < NW; ++q) {
+      const int ow = wq + RLO + q;
+      ok[q] = (unsigned)ow < W;
+      const int i = rowbase + ow;
+      if (ok[q]) emu_check(oh >= T.oh0 && (uint32_t)(oh - T.oh0) < f.wr &&
+                               (uint32_t)(ow - T.ow0) < f.wc, "tile window outside the grid");
+      if constexpr (K == Kind::Max) {
+        g[q] = ok[q] ? sm[i] : 0.0f;
+        code[q] = ok[q] ? (int)reinterpret_cast<const uint8_t *>(sm + n)[i] : -1;
+      } else if constexpr (K == Kind::Avg) {
+        g[q] = ok[q] ? sm[i] : -0.0f;  // -0: the identity of the sums below
+      } else {
+        g[q] = ok[q] ? sm[i] : 0.0f;
+        s1[q] = ok[q] ? sm[n + i] : 0.0f;
+        s2[q] = ok[q] ? sm[2 * n + i] : 1.0f;
+      }
+    }
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i)
+      TLRT_UNROLL
+      for (int rel = C::rlo(i); rel <= C::rhi(i); ++rel) {
+        const int q = rel - RLO;
+        if constexpr (K == Kind::Max) {
+          if (code[q] == a * C::KW + (i - rel * C::SW + C::PW)) acc[i] += g[q];
+        } else if constexpr (K == Kind::Avg) {
+          acc[i] += g[q];
+        } else {
+          if (ok[q]) acc[i] += smooth_grad(g[q], xv[i], s1[q], s2[q], beta);
+        }
+      }
+    (void)s1;
+    (void)s2;
+    (void)code;
+  }
+  if (f.vec_in) {
+    st4(dx + pbase, F4{{acc[0], acc[1], acc[2], acc[3]}});
+  } else {
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i)
+      if ((uint32_t)w + i < IW) dx[pbase + i] = acc[i];
+  }
+}
+
+// ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
+
+// Forward: calls launch(C{}, integral_constant<int, R>{}, blocks, m, plan); false when g has no
+// fast path.
+template <class Launch>
+bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&launch) {
+  return with_cfg(g, [&](auto c) {
+    using C = decltype(c);
+    const Dims<uint32_t> m = make_dims<uint32_t>(g);
+    const Plan p = make_plan<C>(m, {x}, {y});
+    const uint32_t blocks = (p.total + kThreads - 1) / kThreads;
+    if (g.rank == 2)
+      launch(c, std::integral_constant<int, 2>{}, blocks, m, p);
+    else
+      launch(c, std::integral_constant<int, 3>{}, blocks, m, p);
+  });
+}
+
+// Backward: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint windows,
+// tile(C{}, blocks, m, plan) for overlapping rank-2 windows; false when g has no fast path.
+template <class Scatter, class TileLaunch>
+bool bwd_path(const ConvGeometry &g, const float *x, const float *dy, const float *dx,
+              Scatter &&scatter, TileLaunch &&tile) {
+  if (!disjoint(g) && g.rank != 2) return false;
+  return with_cfg(g, [&](auto c) {
+    using C = decltype(c);
+    const Dims<uint32_t> m = make_dims<uint32_t>(g);
+    const Plan p = make_plan<C>(m, {x, dx}, {dy});
+    if constexpr (C::SW >= C::KW) {
+      if (disjoint(g)) {
+        const uint32_t blocks = (p.total + kThreads - 1) / kThreads;
+        if (g.rank == 2)
+          scatter(c, std::integral_constant<int, 2>{}, blocks, m, p);
+        else
+          scatter(c, std::integral_constant<int, 3>{}, blocks, m, p);
+        return;
+      }
+    }
+    tile(c, m.nc * p.tiles_y * p.tiles_x, m, p);
+  });
+}
+
+}  // namespace fast
+}  // namespace pool
+}  // namespace tlrt

@@ -1,0 +1,293 @@
+// The fast CUDA pooling kernels EXECUTED ON THE CPU: cuda/pool_kernels.hpp holds their per-thread
+// bodies and the launch choice as __host__ __device__ code; this test runs them over the whole
+// launch grid that cuda/pool.cu uses (every thread of every block; the tile kernel block by block,
+// phase 1 for all threads, then phase 2, as __syncthreads orders them) and compares every output
+// BIT FOR BIT (th::same_bits) with the CPU backend (tlrt_* on TLRT_DEVICE_CPU), for max, average
+// (both padding modes) and smooth max pooling (beta > 0 and < 0), forward and backward.
+//
+// Covered: every compiled configuration (k2 s2 p0, k3 s2 p1, k3 s1 p1 on the last two axes) at
+// rank 2 and 3; the float4 paths (rows a multiple of 4) and the scalar ones; partial groups of 4
+// at row ends; padding at both ends; tails of cells in no window; leading strides above, equal to
+// and below the kernel (gaps, disjoint slabs, overlapping tile); several tiles across and down a
+// plane; N, C > 1; every th::Dist, and an input made of ties (+0 / -0, equal values, -inf
+// windows, several NaNs per window). Each output is computed twice
+// over buffers pre-filled with two different patterns, so a cell that no thread writes fails.
+// Shared memory is pre-filled with garbage, so a window read before phase 1 wrote it fails. An
+// out-of-range shared-memory index or an unaligned float4 access aborts (emu_check).
+// Also: FastDiv against '/' on edge and random operands.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/pool_kernels.hpp"
+#include "harness.hpp"
+
+namespace {
+
+using namespace tlrt;
+using namespace tlrt::pool::fast;
+using th::Dist;
+
+struct Geo {
+  uint64_t N, C;
+  std::vector<uint64_t> in, k, s, p;
+  const char *expect_bwd;  // "scatter", "tile" or "generic"
+};
+
+ConvGeometry geometry(const Geo &q) {
+  ConvGeometry g{};
+  g.rank = (uint32_t)q.in.size();
+  g.nc = q.N * q.C;
+  g.in_spatial = g.out_spatial = g.window = 1;
+  for (uint32_t d = 0; d < g.rank; ++d) {
+    g.in[d] = q.in[d];
+    g.kernel[d] = q.k[d];
+    g.stride[d] = q.s[d];
+    g.pad[d] = q.p[d];
+    g.dilation[d] = 1;
+    g.out[d] = (q.in[d] + 2 * q.p[d] - q.k[d]) / q.s[d] + 1;
+    g.in_spatial *= g.in[d];
+    g.out_spatial *= g.out[d];
+    g.window *= g.kernel[d];
+  }
+  g.in_elems = g.nc * g.in_spatial;
+  g.out_elems = g.nc * g.out_spatial;
+  return g;
+}
+
+std::string name(const Geo &q) {
+  std::string t = "(" + std::to_string(q.N) + ", " + std::to_string(q.C);
+  for (auto v : q.in) t += ", " + std::to_string(v);
+  t += ") k";
+  for (auto v : q.k) t += " " + std::to_string(v);
+  t += " s";
+  for (auto v : q.s) t += " " + std::to_string(v);
+  t += " p";
+  for (auto v : q.p) t += " " + std::to_string(v);
+  return t;
+}
+
+// 16-byte aligned float storage (the CUDA pool's blocks are at least that aligned).
+struct Aligned {
+  std::vector<float> raw;
+  float *p = nullptr;
+  explicit Aligned(size_t n, uint32_t fill) : raw(n + 4) {
+    p = raw.data();
+    while ((uintptr_t)p & 15u) ++p;
+    for (size_t i = 0; i < n; ++i) std::memcpy(p + i, &fill, 4);
+  }
+};
+
+const uint32_t kFills[2] = {0x7f7fd00du, 0xff7fbeefu};  // finite, unlikely, different
+
+// Emulated launches (the lambdas mirror the kernels of cuda/pool.cu one for one).
+template <Kind K>
+bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float beta) {
+  return fwd_path(g, x, y, [&](auto c, auto r, uint32_t blocks, const pool::Dims<uint32_t> &m,
+                               const Plan &p) {
+    using C = decltype(c);
+    for (uint32_t t = 0; t < blocks * kThreads; ++t)
+      if (t < p.total) fwd_thread<K, C, decltype(r)::value>(m, p, x, y, t, pad, beta);
+  });
+}
+
+template <Kind K>
+const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
+                    float beta) {
+  const char *path = "generic";
+  bwd_path(
+      g, x, dy, dx,
+      [&](auto c, auto r, uint32_t blocks, const pool::Dims<uint32_t> &m, const Plan &p) {
+        using C = decltype(c);
+        path = "scatter";
+        for (uint32_t t = 0; t < blocks * kThreads; ++t)
+          if (t < p.total) scatter_thread<K, C, decltype(r)::value>(m, p, x, dy, pad, beta, dx, t);
+      },
+      [&](auto c, uint32_t blocks, const pool::Dims<uint32_t> &m, const Plan &p) {
+        using C = decltype(c);
+        path = "tile";
+        std::vector<float> smem((tile_smem_bytes<K>(p) + 3) / 4);
+        for (uint32_t b = 0; b < blocks; ++b) {
+          std::memset(smem.data(), 0xEE, smem.size() * 4);  // garbage (a NaN pattern, code 0xEE)
+          const Tile T = tile_of<C>(m, p, b);
+          for (uint32_t tid = 0; tid < kThreads; ++tid)
+            for (uint32_t i = tid; i < p.wr * p.wc; i += kThreads)
+              tile_window<K, C>(m, p, T, x, dy, pad, beta, smem.data(), i);
+          for (uint32_t tid = 0; tid < kThreads; ++tid)
+            tile_cells<K, C>(m, p, T, x, beta, smem.data(), tid, dx);
+        }
+      });
+  return path;
+}
+
+void compare(const std::string &what, const std::vector<float> &ref, const float *got) {
+  ++th::checks();
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (!th::same_bits(ref[i], got[i])) {
+      th::report(__FILE__, __LINE__,
+                 what + ": element " + std::to_string(i) + " is " + th::hex(got[i]) +
+                     ", the CPU backend gives " + th::hex(ref[i]));
+      return;
+    }
+}
+
+int fast_fwd = 0, paths_checked = 0;
+
+template <Kind K>
+void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
+              const std::vector<float> &dy, bool pad, double beta, const std::string &w) {
+  const uint32_t R = g.rank;
+  const uint64_t *in = q.in.data(), *k = q.k.data(), *s = q.s.data(), *p = q.p.data();
+  th::Buf bx(th::upload(x)), bdy(th::upload(dy)), ry, rdx;
+  const float b32 = (float)beta;
+  if (K == Kind::Max) {
+    TH_OK(tlrt_maxpool_fwd(bx.get(), q.N, q.C, in, R, k, s, p, ry.out()));
+    TH_OK(tlrt_maxpool_bwd(bx.get(), bdy.get(), q.N, q.C, in, R, k, s, p, rdx.out()));
+  } else if (K == Kind::Avg) {
+    TH_OK(tlrt_avgpool_fwd(bx.get(), q.N, q.C, in, R, k, s, p, pad, ry.out()));
+    TH_OK(tlrt_avgpool_bwd(bdy.get(), q.N, q.C, in, R, k, s, p, pad, rdx.out()));
+  } else {
+    TH_OK(tlrt_smooth_maxpool_fwd(bx.get(), q.N, q.C, in, R, k, s, p, beta, ry.out()));
+    TH_OK(tlrt_smooth_maxpool_bwd(bx.get(), bdy.get(), q.N, q.C, in, R, k, s, p, beta,
+                                  rdx.out()));
+  }
+  const std::vector<float> ref_y = th::download(ry.get()), ref_dx = th::download(rdx.get());
+  Aligned ax(x.size(), 0), ady(dy.size(), 0);
+  std::memcpy(ax.p, x.data(), x.size() * 4);
+  std::memcpy(ady.p, dy.data(), dy.size() * 4);
+  for (uint32_t fill : kFills) {
+    Aligned y(g.out_elems, fill), dx(g.in_elems, fill);
+    if (emu_fwd<K>(g, ax.p, y.p, pad, b32)) {
+      compare(w + " fwd", ref_y, y.p);
+      ++fast_fwd;
+    }
+    const char *path = emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32);
+    ++th::checks();
+    if (std::strcmp(path, q.expect_bwd) != 0)
+      th::report(__FILE__, __LINE__, w + ": backward took the " + path + " path, expected " +
+                                         q.expect_bwd);
+    if (std::strcmp(path, "generic") != 0) {
+      compare(w + " bwd (" + path + ")", ref_dx, dx.p);
+      ++paths_checked;
+    }
+  }
+}
+
+// Ties everywhere: +0 and -0, equal values, -inf windows, several NaNs (with different payloads)
+// in one window: the first-maximum / first-NaN rules and the sign of zero sums are decided here.
+std::vector<float> ties(uint64_t n, uint64_t salt) {
+  const float inf = INFINITY;
+  const float pool[] = {0.0f, -0.0f, 0.0f, -0.0f, 1.0f, 1.0f, -inf, -inf, 2.0f, -1.0f};
+  th::Rng rng(salt);
+  std::vector<float> v(n);
+  for (auto &x : v) {
+    const uint64_t r = rng.gen() % 64;
+    if (r == 0) {
+      const uint32_t u = 0x7fc00000u | (uint32_t)(rng.gen() & 0xffff);  // a NaN, random payload
+      std::memcpy(&x, &u, 4);
+    } else {
+      x = pool[r % 10];
+    }
+  }
+  return v;
+}
+
+// d < 0: the ties() input.
+void one(const Geo &q, int d, uint64_t salt) {
+  const ConvGeometry g = geometry(q);
+  const Dist dist = d < 0 ? Dist::Uniform : (Dist)d;
+  const std::vector<float> x = d < 0 ? ties(g.in_elems, salt) : th::make(dist, g.in_elems, salt);
+  const std::vector<float> dy =
+      d < 0 ? ties(g.out_elems, salt + 1)
+            : th::make(dist == Dist::Bits ? Dist::Bits : Dist::Uniform, g.out_elems, salt + 1);
+  const std::string w = name(q) + " " + (d < 0 ? "ties" : th::dist_name(dist));
+  one_kind<Kind::Max>(q, g, x, dy, false, 0.0, w + " max");
+  for (bool pad : {true, false})
+    one_kind<Kind::Avg>(q, g, x, dy, pad, 0.0, w + (pad ? " avg" : " avg (no pad)"));
+  const double beta = salt % 2 ? 1.5 : -0.75;
+  one_kind<Kind::Smooth>(q, g, x, dy, false, beta, w + " smooth beta " + std::to_string(beta));
+}
+
+void fastdiv() {
+  th::Rng rng(5);
+  std::vector<uint32_t> ds = {1, 2, 3, 5, 7, 14, 28, 56, 112, 255, 256, 257, 3136, 12544,
+                              65535, 65536, 65537, 0x7fffffffu, 0x40000000u, 0x40000001u};
+  for (int i = 0; i < 2000; ++i) ds.push_back(1 + (uint32_t)(rng.gen() % 0x7fffffffu));
+  for (int i = 0; i < 2000; ++i) ds.push_back(1 + (uint32_t)(rng.gen() % 5000));
+  for (uint32_t d : ds) {
+    const FastDiv f = make_fastdiv(d);
+    std::vector<uint32_t> ns = {0, 1, d - 1, d, 0x7fffffffu, 0x7ffffffeu};
+    if (d < 0x7fffffffu) ns.push_back(d + 1);
+    for (int i = 0; i < 64; ++i) ns.push_back((uint32_t)(rng.gen() % 0x80000000u));
+    for (int i = 0; i < 16; ++i) {
+      const uint64_t mlt = (uint64_t)d * (rng.gen() % (0x80000000ull / d + 1));
+      if (mlt < 0x80000000ull) {
+        ns.push_back((uint32_t)mlt);
+        ns.push_back((uint32_t)(mlt ? mlt - 1 : 0));
+      }
+    }
+    ++th::checks();
+    for (uint32_t n : ns)
+      if (n < 0x80000000u && fdiv(f, n) != n / d) {
+        th::report(__FILE__, __LINE__, "fdiv(" + std::to_string(n) + ", " + std::to_string(d) +
+                                           ") = " + std::to_string(fdiv(f, n)));
+        break;
+      }
+  }
+}
+
+}  // namespace
+
+int main() {
+  fastdiv();
+  const std::vector<Geo> geos = {
+      // k2 s2 p0: disjoint -> scatter (rank 2 and 3), float4 and scalar, tails, partial groups
+      {2, 3, {8, 16}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
+      {1, 2, {9, 13}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
+      {1, 2, {6, 12}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
+      {2, 1, {7, 36}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
+      {1, 2, {9, 16}, {2, 2}, {3, 2}, {1, 0}, "scatter"},  // row gaps, padded first row
+      {1, 1, {3, 4}, {2, 2}, {2, 2}, {1, 0}, "scatter"},
+      {2, 2, {4, 6, 8}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, "scatter"},
+      {1, 2, {6, 8, 16}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, "scatter"},
+      {1, 2, {7, 5, 11}, {2, 2, 2}, {3, 2, 2}, {1, 1, 0}, "scatter"},
+      {2, 2, {4, 64}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
+      // k2 s(1, 2): overlapping rows -> tile with the k2 s2 configuration
+      {2, 2, {7, 20}, {2, 2}, {1, 2}, {0, 0}, "tile"},
+      // k3 s2 p1 (the stem pool): tile; k3 s1 p1: tile
+      {2, 2, {11, 12}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {1, 3, {10, 16}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {2, 2, {9, 9}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {1, 2, {12, 10}, {3, 3}, {4, 2}, {1, 1}, "tile"},  // rows in no window
+      {1, 2, {14, 14}, {3, 3}, {1, 2}, {0, 1}, "tile"},
+      {2, 2, {13, 8}, {3, 3}, {1, 1}, {1, 1}, "tile"},
+      {1, 2, {6, 7}, {3, 3}, {1, 1}, {1, 1}, "tile"},
+      {1, 2, {9, 5}, {3, 3}, {2, 1}, {0, 1}, "tile"},
+      {1, 1, {5, 300}, {3, 3}, {1, 1}, {1, 1}, "tile"},  // several tiles across
+      {1, 1, {40, 260}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {1, 1, {70, 3}, {3, 3}, {1, 1}, {1, 1}, "tile"},  // several tiles down, 1 thread per row
+      {1, 2, {1, 1}, {3, 3}, {1, 1}, {1, 1}, "tile"},
+      {1, 2, {2, 2}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
+      // the benchmark shapes, small batch
+      {1, 2, {112, 112}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {1, 2, {112, 112}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
+      {1, 2, {56, 56}, {3, 3}, {1, 1}, {1, 1}, "tile"},
+      {1, 2, {8, 64, 64}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, "scatter"},
+      // rank 3 with overlapping windows: fast forward, generic backward
+      {1, 2, {5, 7, 9}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, "generic"},
+      {1, 2, {4, 6, 8}, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}, "generic"},
+      {2, 1, {5, 6, 12}, {2, 2, 2}, {1, 2, 2}, {0, 0, 0}, "generic"},
+      // no fast path at all
+      {1, 2, {9, 9}, {3, 3}, {3, 3}, {1, 1}, "generic"},
+      {1, 2, {9}, {2}, {2}, {0}, "generic"},
+  };
+  uint64_t salt = 100;
+  for (const Geo &q : geos)
+    for (int d : {-1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits, (int)Dist::Edge,
+                  (int)Dist::Positive})
+      one(q, d, salt += 3);
+  std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
+              paths_checked);
+  return th::finish("test_pool_kernels");
+}
