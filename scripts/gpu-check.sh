@@ -3,7 +3,7 @@
 # not skip), compute-sanitizer over the parity tests, the exhaustive host/device math check, and
 # the benchmarks against PyTorch. Logs go to $OUT (default ./gpu-out); a summary is printed last.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: build test memcheck sanitizers math hostcost bench
+#   scripts/gpu-check.sh [STEP...]     steps: build test digits memcheck sanitizers math hostcost bench
 #                                      (default: all, in that order; a step needs the build;
 #                                      `parity` runs only the parity suite)
 # BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax blas).
@@ -28,11 +28,12 @@ if ! command -v meson >/dev/null 2>&1; then
   meson() { python3 -m mesonbuild.mesonmain "$@"; }
 fi
 
+# A build directory left by an earlier call on a still-warm machine is rebuilt incrementally.
 if has build || [ ! -f "$B/build.ninja" ]; then
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
-  rm -rf "$B"
-  if meson setup "$B" -Dcuda=enabled -Dgpu_arch="$arch" >/tmp/setup.log 2>&1 &&
-     ninja -C "$B" >/tmp/build.log 2>&1; then
+  [ -f "$B/build.ninja" ] || { rm -rf "$B"; meson setup "$B" -Dcuda=enabled -Dgpu_arch="$arch" \
+                                 >/tmp/setup.log 2>&1; }
+  if [ -f "$B/build.ninja" ] && ninja -C "$B" >/tmp/build.log 2>&1; then
     note "build: ok (sm_$arch)"
   else
     note "build: FAILED"; tail -40 /tmp/setup.log /tmp/build.log; exit 1
@@ -54,6 +55,18 @@ if has test; then
   grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|SKIP|TIMEOUT|ERROR)' /tmp/test.log | head -20
 fi
 
+# The digits examples on the GPU (the device has no scikit-learn: the data file exported on the
+# build machine travels in .gl/digits.bin, carried).
+if has digits && [ -f .gl/digits.bin ]; then
+  for ex in digits_mlp digits_cnn; do
+    if "$B/examples/$ex" --cuda .gl/digits.bin >"$OUT/$ex-cuda.log" 2>&1; then
+      note "$ex --cuda: ok ($(tail -1 "$OUT/$ex-cuda.log"))"
+    else
+      note "$ex --cuda: FAILED"; tail -5 "$OUT/$ex-cuda.log"
+    fi
+  done
+fi
+
 # compute-sanitizer over every parity test binary (any finding -> non-zero exit). Sizes are capped
 # to keep the instrumented runs short; the full sizes ran uninstrumented in `test`.
 sanitize() {
@@ -62,11 +75,15 @@ sanitize() {
     case "$(basename "$t")" in ${SANITIZE_ONLY:-*}) ;; *) continue ;; esac
     for tool in "$@"; do
       log=/tmp/sanitizer-$(basename "$t")-$tool.log
-      if TLRT_PARITY_MAX_N=${PARITY_SANITIZE_MAX_N:-4097} timeout 240 \
-          compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >"$log" 2>&1; then
+      TLRT_PARITY_MAX_N=${PARITY_SANITIZE_MAX_N:-4097} timeout 240 \
+          compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >"$log" 2>&1
+      rc=$?
+      if [ $rc -eq 0 ]; then
         note "compute-sanitizer $tool $(basename "$t"): clean ($(grep -o 'ERROR SUMMARY.*' "$log" | tail -1))"
+      elif [ $rc -eq 124 ]; then
+        note "compute-sanitizer $tool $(basename "$t"): TIMED OUT after 240 s (no finding before)"
       else
-        note "compute-sanitizer $tool $(basename "$t"): FINDINGS or failure (rc=$?)"
+        note "compute-sanitizer $tool $(basename "$t"): FINDINGS or failure (rc=$rc)"
         tail -30 "$log"
       fi
       { echo "#### $tool $(basename "$t")"; cat "$log"; } >>"$OUT/sanitizer.log"
