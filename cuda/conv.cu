@@ -302,25 +302,37 @@ struct Taps {
   int kstr[R];  // row-major strides of the kernel window: the tap's index in w is sum j * kstr
 };
 
-// A gather GEMM (forward and input gradient): for group g (blockIdx.z), dst channel m < M and
-// column n = (image, col) < N,
+// A gather GEMM (forward and input gradient) of up to kPhasesPerLaunch phases (the input
+// gradient's stride phases; the forward is one phase): for phase ph, group g (blockIdx.z), dst
+// channel m < M and column n = (image, col) < N of the phase (col over col_ext),
 //   dst[image, g M + m, p(col)] = bias[g M + m] + sum over kc < Kc, taps jj < nj (that order) of
 //       w[g w_group + m wm + kc wc + wj(jj)] * src[image, g Kc + kc, col * cs + cb + o(jj)]
 // where a source coordinate outside src_ext reads as +0 (padding), and p(col) = col * ds + db.
+// blockIdx.x runs over the phases' column tiles one phase after another (from tile0).
+constexpr int kPhasesPerLaunch = 16;
+
+template <int R>
+struct IgPhase {
+  Taps<R> taps;
+  int col_ext[R], db[R], nj, col_sp;
+  ll N;
+  unsigned tile0;
+};
+
 template <int R>
 struct IgArgs {
-  Taps<R> taps;
-  int nj, M, Kc;
-  ll N;
-  int col_ext[R], col_sp, cs[R], cb[R];
+  IgPhase<R> ph[kPhasesPerLaunch];
+  int nph, M, Kc;
+  int cs[R], cb[R];
   int src_ext[R], src_str[R], src_sp;
   ll src_img;
-  int ds[R], db[R], dst_str[R], dst_sp;
+  int ds[R], dst_str[R], dst_sp;
   ll dst_img;
   ll w_group;
   int wm, wc;
   bool skip_pad;  // products with padding are not formed (input gradient): see igemm_kernel
 };
+static_assert(sizeof(IgArgs<3>) + 4 * sizeof(void *) <= 4096, "the 4 KiB kernel-parameter limit");
 
 // Shared-memory tap table: per tap, t = (linear source offset mod 2^32, o[0], o[1], o[2]) in one
 // int4 (one shared load per gathered element) and the tap's index in the kernel window.
@@ -351,8 +363,13 @@ __device__ void build_taps(const Taps<R> &t, int nj, const int *src_str, TapTabl
   }
 }
 
-// Thread tile: 16 x 16 threads, each TM = BM / 16 rows by 8 columns (two float4 column groups
-// 64 apart; rows likewise for TM = 8), so shared-memory reads are float4 and conflict-free.
+// Thread tile: 16 x 16 threads (ty, tx), each TM = BM / 16 rows by 8 columns (two float4 column
+// groups 64 apart; rows likewise for TM = 8), so shared-memory reads are float4 and conflict-free.
+// A warp is 4 x 8 threads: per reduction step it reads 8 x 2 distinct float4 of B and 4 of A (3
+// shared-memory wavefronts), not the 16 x 2 of a 2 x 16 warp (measured nowhere yet; the count
+// matters most for BM = 32, where the A and B reads would otherwise outrun the FMAs).
+__device__ __forceinline__ int ty_of(int tid) { return (tid >> 6) * 4 + ((tid & 31) >> 3); }
+__device__ __forceinline__ int tx_of(int tid) { return ((tid >> 5) & 1) * 8 + (tid & 7); }
 template <int TM>
 __device__ __forceinline__ int row_of(int ty, int i) {
   if (TM == 8) return i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4;
@@ -440,6 +457,7 @@ struct GatherLoader {
   const float *colp;             // the column's image and group in src (NULL: no column)
   int base[R];
   unsigned base_lin;
+  int nj;            // taps of the phase
   int ma, kca, jja;  // A: first row, reduction state of row kk
   int kcb, jjb;      // B: reduction state of the first of four rows
   bool bad;          // a non-finite weight was read
@@ -455,7 +473,7 @@ struct GatherLoader {
       bad |= !isfinite(v);
       ra[i] = v;
     }
-    k_advance(kca, jja, kBK, a.nj);
+    k_advance(kca, jja, kBK, nj);
     int kc = kcb, jj = jjb;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -464,9 +482,9 @@ struct GatherLoader {
 #pragma unroll
       for (int d = 0; d < R; ++d) ok = ok && (unsigned)(base[d] + tap_o(t, d)) < (unsigned)a.src_ext[d];
       rb[i] = ok ? __ldg(colp + (ll)kc * a.src_sp + (base_lin + (unsigned)t.x)) : 0.0f;
-      if (++jj == a.nj) jj = 0, ++kc;
+      if (++jj == nj) jj = 0, ++kc;
     }
-    k_advance(kcb, jjb, kBK, a.nj);
+    k_advance(kcb, jjb, kBK, nj);
   }
   __device__ void stash(Stage<BM> &s) const {
     const int kk = threadIdx.x % kBK;
@@ -493,12 +511,12 @@ __device__ __forceinline__ void decode(int lin, const int *ext, int (&c)[R]) {
 // One output of the gather GEMM summed directly, skipping padding (the rare path of
 // igemm_kernel).
 template <int R>
-__device__ __forceinline__ float direct_sum(const IgArgs<R> &a, const TapTable<R> &tab,
+__device__ __forceinline__ float direct_sum(const IgArgs<R> &a, const TapTable<R> &tab, int nj,
                                          const float *__restrict__ wm,
                                          const float *__restrict__ sp, const int (&col)[R]) {
   float v = 0.0f;
   for (int kc = 0; kc < a.Kc; ++kc)
-    for (int jj = 0; jj < a.nj; ++jj) {
+    for (int jj = 0; jj < nj; ++jj) {
       bool ok = true;
       unsigned off = 0;
 #pragma unroll
@@ -518,27 +536,32 @@ __device__ __forceinline__ float direct_sum(const IgArgs<R> &a, const TapTable<R
 // the same order; only then can inf * 0 = NaN differ from skipping the term); for finite weights
 // fmaf(w, +0, acc) == acc, so both give the same value.
 template <int R, int BM>
-__global__ void __launch_bounds__(256, BM == 128 ? 1 : 2) igemm_kernel(IgArgs<R> a, const float *__restrict__ src,
-                                                    const float *__restrict__ w,
-                                                    const float *__restrict__ bias,
-                                                    float *__restrict__ dst) {
+__global__ void __launch_bounds__(256, BM == 128 ? 1 : 2)
+    igemm_kernel(IgArgs<R> a, const float *__restrict__ src, const float *__restrict__ w,
+                 const float *__restrict__ bias, float *__restrict__ dst) {
   constexpr int TM = BM / 16;
   __shared__ TapTable<R> tab;
   __shared__ __align__(16) Stage<BM> st[2];
-  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+  const int tid = threadIdx.x, ty = ty_of(tid), tx = tx_of(tid);
   const int g = blockIdx.z, m0 = blockIdx.y * BM;
-  const ll n0 = (ll)blockIdx.x * kBN;
-  build_taps<R>(a.taps, a.nj, a.src_str, tab);
+  int ph = 0;
+  while (ph + 1 < a.nph && blockIdx.x >= a.ph[ph + 1].tile0) ++ph;
+  const int nj = a.ph[ph].nj, col_sp = a.ph[ph].col_sp;
+  const ll N = a.ph[ph].N, n0 = (ll)(blockIdx.x - a.ph[ph].tile0) * kBN;
+  int col_ext[R], db[R];
+#pragma unroll
+  for (int d = 0; d < R; ++d) col_ext[d] = a.ph[ph].col_ext[d], db[d] = a.ph[ph].db[d];
+  build_taps<R>(a.ph[ph].taps, nj, a.src_str, tab);
   __syncthreads();
 
   const float *__restrict__ src_g = src + (ll)g * a.Kc * a.src_sp;
-  GatherLoader<R, BM> ld{a, tab, w + g * a.w_group, nullptr, {}, 0u, m0 + tid / kBK, 0, 0, 0, 0,
-                         false, {}, {}};
+  GatherLoader<R, BM> ld{
+      a, tab, w + g * a.w_group, nullptr, {}, 0u, nj, m0 + tid / kBK, 0, 0, 0, 0, false, {}, {}};
   const ll n = n0 + tid % kBN;
-  if (n < a.N) {
-    const ll img = n / a.col_sp;
+  if (n < N) {
+    const ll img = n / col_sp;
     int col[R];
-    decode<R>((int)(n - img * a.col_sp), a.col_ext, col);
+    decode<R>((int)(n - img * col_sp), col_ext, col);
     ld.colp = src_g + img * a.src_img;
 #pragma unroll
     for (int d = 0; d < R; ++d) {
@@ -546,11 +569,11 @@ __global__ void __launch_bounds__(256, BM == 128 ? 1 : 2) igemm_kernel(IgArgs<R>
       ld.base_lin += (unsigned)ld.base[d] * (unsigned)a.src_str[d];
     }
   }
-  const ll stages = a.nj == 0 ? 0 : ((ll)a.Kc * a.nj + kBK - 1) / kBK;
+  const ll stages = nj == 0 ? 0 : ((ll)a.Kc * nj + kBK - 1) / kBK;
   if (stages) {
     const int ka = tid % kBK, kb = 4 * (tid / kBN);
-    ld.kca = ka / a.nj, ld.jja = ka % a.nj;
-    ld.kcb = kb / a.nj, ld.jjb = kb % a.nj;
+    ld.kca = ka / nj, ld.jja = ka % nj;
+    ld.kcb = kb / nj, ld.jjb = kb % nj;
   }
   float acc[TM][8] = {};
   stage_loop<BM>(ld, stages, st, acc, ty, tx);
@@ -559,21 +582,21 @@ __global__ void __launch_bounds__(256, BM == 128 ? 1 : 2) igemm_kernel(IgArgs<R>
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const ll nc = n0 + col_of(tx, j);
-    if (nc >= a.N) continue;
-    const ll img = nc / a.col_sp;
+    if (nc >= N) continue;
+    const ll img = nc / col_sp;
     int col[R];
-    decode<R>((int)(nc - img * a.col_sp), a.col_ext, col);
+    decode<R>((int)(nc - img * col_sp), col_ext, col);
     int p = 0;
 #pragma unroll
-    for (int d = 0; d < R; ++d) p += (col[d] * a.ds[d] + a.db[d]) * a.dst_str[d];
+    for (int d = 0; d < R; ++d) p += (col[d] * a.ds[d] + db[d]) * a.dst_str[d];
     float *__restrict__ out = dst + img * a.dst_img + p;
     const float *__restrict__ sp = src_g + img * a.src_img;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const int m = m0 + row_of<TM>(ty, i);
       if (m >= a.M) continue;
-      const float v = redo ? direct_sum<R>(a, tab, w + g * a.w_group + (ll)m * a.wm, sp, col)
-                           : acc[i][j];
+      const float v =
+          redo ? direct_sum<R>(a, tab, nj, w + g * a.w_group + (ll)m * a.wm, sp, col) : acc[i][j];
       const int ch = g * a.M + m;
       out[(ll)ch * a.dst_sp] = bias ? v + bias[ch] : v;
     }
@@ -665,13 +688,13 @@ struct WgradLoader {
 };
 
 template <int R, int BM>
-__global__ void __launch_bounds__(256, BM == 128 ? 1 : 2) wgrad_kernel(KgArgs<R> a, const float *__restrict__ x,
-                                                    const float *__restrict__ dy,
-                                                    float *__restrict__ part) {
+__global__ void __launch_bounds__(256, BM == 128 ? 1 : 2)
+    wgrad_kernel(KgArgs<R> a, const float *__restrict__ x, const float *__restrict__ dy,
+                 float *__restrict__ part) {
   constexpr int TM = BM / 16;
   __shared__ TapTable<R> tab;
   __shared__ __align__(16) Stage<BM> st[2];
-  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
+  const int tid = threadIdx.x, ty = ty_of(tid), tx = tx_of(tid);
   const int g = blockIdx.z, m0 = blockIdx.y * BM;
   const int slice = blockIdx.x / a.ntiles, n0 = (blockIdx.x - slice * a.ntiles) * kBN;
   build_taps<R>(a.taps, a.nj, a.in_str, tab);
@@ -1003,20 +1026,23 @@ template <int R>
 IgArgs<R> fwd_args(const ConvShape &s) {
   IgArgs<R> a{};
   const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups;
-  a.taps = fwd_taps<R>(s);
-  a.nj = (int)s.ksz;
+  IgPhase<R> &p = a.ph[0];
+  a.nph = 1;
+  p.taps = fwd_taps<R>(s);
+  p.nj = (int)s.ksz;
+  p.col_sp = (int)s.out_sp;
+  p.N = (ll)(s.batch * s.out_sp);
+  p.tile0 = 0;
   a.M = (int)ocg;
   a.Kc = (int)icg;
-  a.N = (ll)(s.batch * s.out_sp);
   for (int d = 0; d < R; ++d) {
-    a.col_ext[d] = (int)s.out[d];
+    p.col_ext[d] = (int)s.out[d];
+    p.db[d] = 0;
     a.cs[d] = (int)s.stride[d];
     a.cb[d] = -(int)s.pad[d];
     a.src_ext[d] = (int)s.in[d];
     a.ds[d] = 1;
-    a.db[d] = 0;
   }
-  a.col_sp = (int)s.out_sp;
   strides_of<R>(s.in, a.src_str);
   a.src_sp = (int)s.in_sp;
   a.src_img = (ll)(s.in_c * s.in_sp);
@@ -1033,8 +1059,9 @@ IgArgs<R> fwd_args(const ConvShape &s) {
 template <int R, int BM>
 void launch_igemm(const IgArgs<R> &a, uint64_t groups, const float *src, const float *w,
                   const float *bias, float *dst, cudaStream_t st) {
-  const dim3 grid((unsigned)((a.N + kBN - 1) / kBN), (unsigned)((a.M + BM - 1) / BM),
-                  (unsigned)groups);
+  const IgPhase<R> &last = a.ph[a.nph - 1];
+  const dim3 grid((unsigned)(last.tile0 + (last.N + kBN - 1) / kBN),
+                  (unsigned)((a.M + BM - 1) / BM), (unsigned)groups);
   igemm_kernel<R, BM><<<grid, 256, 0, st>>>(a, src, w, bias, dst);
   check_launch("igemm_kernel");
 }
@@ -1042,7 +1069,6 @@ void launch_igemm(const IgArgs<R> &a, uint64_t groups, const float *src, const f
 template <int R>
 void igemm(const IgArgs<R> &a, uint64_t groups, const float *src, const float *w,
            const float *bias, float *dst, cudaStream_t st) {
-  if (a.N == 0) return;
   switch (bm_for((uint64_t)a.M)) {
     case 16: launch_igemm<R, 16>(a, groups, src, w, bias, dst, st); break;
     case 32: launch_igemm<R, 32>(a, groups, src, w, bias, dst, st); break;
@@ -1063,9 +1089,9 @@ uint64_t phase_count(const ConvShape &s) {
   return n;
 }
 
-// Input gradient, one launch per stride phase rho (rho[d] < min(stride, in)): the positions p =
-// rho + stride * t gather dy at q = t + (rho + pad - j dil) / stride over the taps j on their
-// lattice, a dense gather (no taps wasted on the lattice test).
+// Input gradient by stride phase rho (rho[d] < min(stride, in); up to kPhasesPerLaunch phases
+// per launch): the positions p = rho + stride * t gather dy at q = t + (rho + pad - j dil) /
+// stride over the taps j on their lattice, a dense gather (no taps wasted on the lattice test).
 template <int R>
 void ig_bwd_input(const ConvShape &s, const float *dy, const float *w, const float *bias,
                   float *dx, cudaStream_t st) {
@@ -1089,11 +1115,13 @@ void ig_bwd_input(const ConvShape &s, const float *dy, const float *w, const flo
   a.wm = (int)s.ksz;
   a.wc = (int)(icg * s.ksz);
   a.skip_pad = true;
-  strides_of<R>(s.kernel, a.taps.kstr);
   int rho[R] = {};
-  for (;;) {
-    a.nj = 1;
-    int col_sp = 1;
+  unsigned tiles = 0;
+  for (bool more = true; more;) {
+    IgPhase<R> &p = a.ph[a.nph];
+    strides_of<R>(s.kernel, p.taps.kstr);
+    p.nj = 1;
+    p.col_sp = 1;
     for (int d = 0; d < R; ++d) {
       const ll st_d = (ll)s.stride[d], dil = (ll)s.dilation[d], k = (ll)s.kernel[d];
       const ll num = rho[d] + (ll)s.pad[d];
@@ -1104,26 +1132,32 @@ void ig_bwd_input(const ConvShape &s, const float *dy, const float *w, const flo
           if (cnt == 1) second = (int)j;
           ++cnt;
         }
-      a.taps.n[d] = cnt;
-      a.taps.j0[d] = first;
-      a.taps.step[d] = cnt > 1 ? second - first : 1;  // the lattice taps are a residue class
-      a.taps.oa[d] = (int)num;
-      a.taps.ob[d] = -(int)dil;
-      a.taps.od[d] = (int)st_d;
-      a.nj *= cnt;
-      a.col_ext[d] = (int)(((ll)s.in[d] - rho[d] + st_d - 1) / st_d);
-      a.db[d] = rho[d];
-      col_sp *= a.col_ext[d];
+      p.taps.n[d] = cnt;
+      p.taps.j0[d] = first;
+      p.taps.step[d] = cnt > 1 ? second - first : 1;  // the lattice taps are a residue class
+      p.taps.oa[d] = (int)num;
+      p.taps.ob[d] = -(int)dil;
+      p.taps.od[d] = (int)st_d;
+      p.nj *= cnt;
+      p.col_ext[d] = (int)(((ll)s.in[d] - rho[d] + st_d - 1) / st_d);
+      p.db[d] = rho[d];
+      p.col_sp *= p.col_ext[d];
     }
-    a.col_sp = col_sp;
-    a.N = (ll)s.batch * col_sp;
-    igemm<R>(a, s.groups, dy, w, bias, dx, st);
+    p.N = (ll)s.batch * p.col_sp;
+    p.tile0 = tiles;
+    tiles += (unsigned)((p.N + kBN - 1) / kBN);
+    ++a.nph;
     int d = R - 1;  // next phase, row-major
     for (; d >= 0; --d) {
       if (++rho[d] < (int)std::min(s.stride[d], s.in[d])) break;
       rho[d] = 0;
     }
-    if (d < 0) break;
+    more = d >= 0;
+    if (a.nph == kPhasesPerLaunch || !more) {
+      igemm<R>(a, s.groups, dy, w, bias, dx, st);
+      a.nph = 0;
+      tiles = 0;
+    }
   }
 }
 
