@@ -1,7 +1,67 @@
-// CUDA backend, convolution (core/backend/conv.hpp): im2col + cuBLAS, col2im as a gather.
+// CUDA backend, convolution (core/backend/conv.hpp): implicit GEMM and direct depthwise kernels,
+// with im2col + cuBLAS where those do not apply or do not pay.
 //
-// The images are processed in chunks whose scratch (column matrices, plus the kernel gradient's
-// per-image partials) fits kScratchBudget (256 MiB; at least one image per chunk). Per chunk:
+// DISPATCH (per pass; ig_ok: rank <= 3, prod(k) <= 512, coordinates, strides and dilations
+// < 2^30, one image's input and output < 2^31 elements, groups <= 65535; else im2col):
+//   depthwise (groups == in_c == out_c, prod(k) <= 27) and ig_ok: dw_* direct kernels, all three
+//     passes, TF32 or not (they are float32 FMA; TF32 is a permission, not a request);
+//   1 x ... x 1 kernel with stride 1 and no padding, or TF32 on: cuBLAS (im2col-free for 1x1);
+//   ig_ok, and (>= 128 blocks or a reduction < 256 long): implicit GEMM: igemm_kernel for the
+//     forward and the input gradient (<= 64 stride phases, else col2im), wgrad_kernel for the
+//     kernel gradient (always: it splits its reduction, so it never lacks blocks);
+//   otherwise: im2col + cuBLAS (below). Example: conv2d (1, 64, 56, 56) 3x3 (25 tiles, K = 576)
+//     keeps cuBLAS, measured 1.08x cuDNN there (2026-11-22).
+//
+// IMPLICIT GEMM (igemm_kernel): per group, C (M, N) = A (M, K) * B (K, N) with no column matrix in
+//   memory. Forward: M = out_c / groups, N = batch * out_sp, K = in_c / groups * prod(k) in the
+//   order (channel, tap), A = the weights, B = x gathered at q * stride - pad + j * dil (+0 in the
+//   padding). Input gradient (and the transposed convolution's forward): split by stride phase rho
+//   (input positions p = rho + stride * t): M = in_c / groups, N = batch * prod(phase extents),
+//   K = out_c / groups * (taps j on the phase's lattice), B = dy gathered at q = t + (rho + pad -
+//   j dil) / stride: a dense gather, no lattice test and no wasted tap; up to 16 phases share a
+//   launch. A block owns a BM x 128 tile (BM = 16, 32, 64, 128: the smallest covering M), 256
+//   threads as 16 x 16 with TM = BM / 16 rows x 8 columns each (warps 4 x 8 threads), reduction
+//   stages of 8 through double-buffered shared memory (global loads of stage t + 1 in registers
+//   while stage t is multiplied; one barrier per stage). The taps (source offset per axis, linear
+//   offset, kernel index) sit in a shared-memory table built per block, one int4 load per gathered
+//   element; each thread decodes its B column once per tile and walks (channel, tap) by increment:
+//   no division in the loop. A warp loads 32 consecutive columns: coalesced for stride 1. Every
+//   output is one fmaf chain in increasing k: deterministic, bitwise the same on every run and
+//   grid. Bytes: x (or dy) and w are read from L2 once per M tile; y written once.
+//   The input gradient forms no products with padding (the header); a gathered +0 times a finite
+//   weight adds exactly 0, so only a block that reads a non-finite weight recomputes its tile with
+//   a direct loop that skips those terms (same order, same finite values).
+// KERNEL GRADIENT (wgrad_kernel): per group C (M = out_c / groups, N = in_c / groups * prod(k)) =
+//   dy (M, r) * gathered x (r, N) over r = (image, position); the long reduction is cut into
+//   fixed slices (aiming at 512 blocks, slices >= 128 positions, partials <= 64 MiB of pool
+//   scratch) that sum_images_kernel adds in slice order (one slice writes dw directly). The slice
+//   count depends on the shape only, so the bits are the same on every GPU model. One reduction row
+//   per thread (an odometer over (image, q), advanced by 8 per stage) serves both operands; the 4 B
+//   columns of a thread are decoded once per block. Same tile and stage loop as igemm_kernel.
+// DEPTHWISE: dw_fwd_kernel / dw_bwd_input_kernel: one thread per output (input) element, taps in
+//   row-major order from L1/L2, one fmaf chain (the input gradient skips off-lattice and
+//   out-of-range taps); dw_wgrad_kernel: block (slice, channel) keeps one accumulator per tap
+//   (<= 27), strides its slice's positions, then a shared-memory tree per tap; channel_sum_final
+//   adds the slices in order. Reads x and dy once per pass (plus L1 reuse of the window).
+// Registers (ptxas -v, sm_90, nvcc 13.0; no spills, no stack): igemm_kernel<R, BM> for R = 1, 2, 3:
+//   BM 16: 100/105/108, 32: 96/99/95, 64: 113/109/110, 128: 136/139/153 (2 blocks per SM up to
+//   BM 64, 1 for 128); wgrad_kernel BM 16: 121/122/122, 32: 103/115/119, 64: 119/123/127,
+//   128: 154/160/171; dw_wgrad_kernel 48/48/56.
+// PREDICTED (H100, TF32 off; not measured yet; bench/conv.py cases, cuDNN 2026-11-22 in brackets):
+//   conv2d (32, 64, 56, 56) 3x3: forward ~20 TFLOP/s (28.4), ~1.4x; backward ~18 (28.6), ~1.5x
+//     (input gradient as the forward; kernel gradient 515 blocks of 122 stages).
+//   conv2d (1, 64, 56, 56) 3x3: forward and input gradient on cuBLAS as before (6.1); kernel
+//     gradient 120 blocks: backward ~1.0x.
+//   conv3d (4, 32, 32^3) 3x3x3: forward ~15 TFLOP/s (27.1), ~1.8x (BM = 32: ~56% of the issue
+//     slots are FMAs); backward ~14 (8.1), ~0.6x.
+//   convT2d (32, 64, 28, 28) 4x4 s2: forward (4 phases, 784 blocks, K = 256) ~15 TFLOP/s (15.4),
+//     ~1.0x; backward ~13 (19.9), ~1.5x.
+//   depthwise (32, 64, 56, 56) 3x3: forward ~25 us (66 us), backward ~70 us (269 us).
+//   1x1 (32, 256, 28, 28): cuBLAS, unchanged (0.88x / 0.60x).
+//
+// IM2COL + cuBLAS (the rest). The images are processed in chunks whose scratch (column matrices,
+// plus the kernel gradient's per-image partials) fits kScratchBudget (256 MiB; at least one image
+// per chunk). Per chunk:
 //   forward      im2col_kernel -> per group one cublasSgemmStridedBatched over the chunk's images
 //                (cublasSgemm for one image): y[n, g] (ocg, out_sp) = w[g] (ocg, kg) * cols[n, g]
 //                (kg, out_sp), strideA = 0; then add_bias_kernel over y.
@@ -13,10 +73,12 @@
 //                chunk of one image writes its GEMM into dw directly (beta = 0, then 1).
 // A 1 x ... x 1 kernel with stride 1 and no padding skips im2col and col2im (the GEMMs read x and
 // write dx in place of the column matrices). The geometry travels by value in kernel parameters
-// (Geo, ~300 bytes); nothing is copied to the device or synchronised per call; scratch comes from
-// the stream-ordered pool and is released in stream order. TF32 only when allow_tf32.
+// (Geo, ~300 bytes; IgArgs <= 4 KiB); nothing is copied to the device or synchronised per call;
+// scratch comes from the stream-ordered pool and is released in stream order. TF32 only when
+// allow_tf32.
 //
-// Kernels (rank is a template parameter for 1, 2 and 3, a runtime loop otherwise):
+// Kernels of the im2col path (rank is a template parameter for 1, 2 and 3, a runtime loop
+// otherwise):
 //   im2col_kernel: grid y = column-matrix rows (image, channel, window offset j; j decoded once per
 //     row), x = output positions, one thread per element: reads x (cached; each input element is
 //     read about ksz / prod(stride) times, mostly from L1/L2), writes 4 * in_c * ksz * out_sp
@@ -26,15 +88,16 @@
 //     that are not on the stride lattice or fall outside the output: deterministic, no atomics.
 //     Reads 4 * in_c * ksz * out_sp bytes per image (coalesced along the last axis for stride 1),
 //     writes dx once.
-//   add_bias_kernel / channel_fill_kernel: one thread per element, 8 (4) bytes per element.
+//   bias_kernel (add, or fill): one thread per element, 8 (4) bytes per element.
 //   channel_sum_kernel: block (split, channel) sums a contiguous range of its channel's
 //     batch * spatial values (256 threads, strided loads, a shared-memory tree), then
 //     channel_sum_final adds the split partials in order: deterministic. Reads dy once.
 //   sum_images_kernel: dw[i] (+)= part[0][i] + part[1][i] + ... in order; 4 (cnt + 2) bytes per
 //     weight.
 // FLOPs: 2 * batch * out_c * kg * out_sp per GEMM pass (forward, input grad, kernel grad each).
-// Measured: pending a GPU run (bench/conv.py: conv2d (32, 64, 56, 56) 3x3, (1, 64, 56, 56), 3-D
-// (4, 32, 32^3) 3x3x3, transposed (32, 64, 28, 28) 4x4 stride 2, against cuDNN with TF32 off).
+// Measured (im2col + cuBLAS everywhere, H100, 2026-11-22, bench/results/2026-11-22-h100-conv.md):
+// forward / backward vs cuDNN 2.78x / 2.41x (32, 64, 56, 56) 3x3, 6.07x / 2.27x 3-D, 3.68x / 2.20x
+// transposed, 14x / 7.4x depthwise.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -366,8 +429,8 @@ __device__ void build_taps(const Taps<R> &t, int nj, const int *src_str, TapTabl
 // Thread tile: 16 x 16 threads (ty, tx), each TM = BM / 16 rows by 8 columns (two float4 column
 // groups 64 apart; rows likewise for TM = 8), so shared-memory reads are float4 and conflict-free.
 // A warp is 4 x 8 threads: per reduction step it reads 8 x 2 distinct float4 of B and 4 of A (3
-// shared-memory wavefronts), not the 16 x 2 of a 2 x 16 warp (measured nowhere yet; the count
-// matters most for BM = 32, where the A and B reads would otherwise outrun the FMAs).
+// shared-memory wavefronts), not the 16 x 2 of a 2 x 16 warp (5 wavefronts; with BM = 32 those
+// would take longer than the warp's 16 FMAs per step).
 __device__ __forceinline__ int ty_of(int tid) { return (tid >> 6) * 4 + ((tid & 31) >> 3); }
 __device__ __forceinline__ int tx_of(int tid) { return ((tid >> 5) & 1) * 8 + (tid & 7); }
 template <int TM>
@@ -1170,7 +1233,7 @@ void launch_wgrad(const KgArgs<R> &a, unsigned slices, unsigned mt, uint64_t gro
 }
 
 // Kernel gradient: the reduction over batch * out_sp split into `slices` fixed ranges (enough
-// blocks for kTargetBlocks, each range >= 256 positions, partials within kWgradScratch), summed
+// blocks for kTargetBlocks, each range >= 128 positions, partials within kWgradScratch), summed
 // in slice order by sum_images_kernel; one slice writes dw directly.
 template <int R>
 void ig_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy, float *dw,
@@ -1200,7 +1263,7 @@ void ig_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy,
   const ll mt = ((ll)ocg + bm - 1) / bm;
   const ll tiles = (ll)a.ntiles * mt * (ll)s.groups;
   ll slices = (kTargetBlocks + tiles - 1) / tiles;
-  slices = std::min<ll>(slices, std::max<ll>(1, a.total / 256));
+  slices = std::min<ll>(slices, std::max<ll>(1, a.total / 128));
   slices = std::min<ll>(slices, std::max<ll>(1, (ll)(kWgradScratch / 4) / a.w_size));
   slices = std::min<ll>(slices, INT_MAX / a.ntiles);
   a.per_slice = (a.total + slices - 1) / slices;
