@@ -1041,6 +1041,7 @@ bool ig_ok(const ConvShape &s) {
       return false;
   const uint64_t lim = uint64_t{1} << 31, icg = s.in_c / s.groups, ocg = s.out_c / s.groups;
   return s.in_c * s.in_sp < lim && s.out_c * s.out_sp < lim && ocg * s.ksz < lim &&
+         icg * s.ksz < lim - kBN &&  // wgrad_kernel's int column indices, one tile past the end
          s.batch * std::max(s.in_sp, s.out_sp) / kBN < (uint64_t)INT_MAX &&
          (std::max(icg, ocg) + 15) / 16 <= 65535;
 }
