@@ -343,7 +343,7 @@ __global__ void sum_images_kernel(const float *__restrict__ part, ull cnt, ull s
   }
 }
 
-// ---- implicit GEMM (forward, input gradient, kernel gradient) -------------------------------------
+// ---- implicit GEMM (forward, input gradient, kernel gradient) -----------------------------------
 //
 // All index arithmetic below is 32-bit within one image (ig_ok() routes larger problems to
 // im2col); image offsets are 64-bit.
@@ -405,7 +405,9 @@ struct TapTable {
   int wj[kMaxTaps];
 };
 
-__device__ __forceinline__ int tap_o(const int4 &t, int d) { return d == 0 ? t.y : d == 1 ? t.z : t.w; }
+__device__ __forceinline__ int tap_o(const int4 &t, int d) {
+  return d == 0 ? t.y : d == 1 ? t.z : t.w;
+}
 
 template <int R>
 __device__ void build_taps(const Taps<R> &t, int nj, const int *src_str, TapTable<R> &tab) {
@@ -438,7 +440,9 @@ __device__ __forceinline__ int row_of(int ty, int i) {
   if (TM == 8) return i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4;
   return ty * TM + i;
 }
-__device__ __forceinline__ int col_of(int tx, int j) { return j < 4 ? tx * 4 + j : 60 + tx * 4 + j; }
+__device__ __forceinline__ int col_of(int tx, int j) {
+  return j < 4 ? tx * 4 + j : 60 + tx * 4 + j;
+}
 
 // Shared-memory stage: As[kk][m] (BM rows, padded by 4 so the transposed stores do not conflict),
 // Bs[kk][n].
@@ -543,7 +547,8 @@ struct GatherLoader {
       const int4 t = tab.t[jj];
       bool ok = colp != nullptr && kc < a.Kc;
 #pragma unroll
-      for (int d = 0; d < R; ++d) ok = ok && (unsigned)(base[d] + tap_o(t, d)) < (unsigned)a.src_ext[d];
+      for (int d = 0; d < R; ++d)
+        ok = ok && (unsigned)(base[d] + tap_o(t, d)) < (unsigned)a.src_ext[d];
       rb[i] = ok ? __ldg(colp + (ll)kc * a.src_sp + (base_lin + (unsigned)t.x)) : 0.0f;
       if (++jj == nj) jj = 0, ++kc;
     }
@@ -553,7 +558,8 @@ struct GatherLoader {
     const int kk = threadIdx.x % kBK;
 #pragma unroll
     for (int i = 0; i < kAE; ++i)
-      if (BM * kBK >= 256 || threadIdx.x + 256 * i < BM * kBK) s.a[kk][threadIdx.x / kBK + 32 * i] = ra[i];
+      if (BM * kBK >= 256 || threadIdx.x + 256 * i < BM * kBK)
+        s.a[kk][threadIdx.x / kBK + 32 * i] = ra[i];
     const int n = threadIdx.x % kBN, k0 = 4 * (threadIdx.x / kBN);
 #pragma unroll
     for (int i = 0; i < 4; ++i) s.b[k0 + i][n] = rb[i];
@@ -804,7 +810,7 @@ __global__ void __launch_bounds__(256, BM == 128 ? 1 : 2)
   }
 }
 
-// ---- depthwise (groups == in_c == out_c): direct kernels ------------------------------------------
+// ---- depthwise (groups == in_c == out_c): direct kernels ----------------------------------------
 
 template <int R>
 struct DwArgs {
@@ -924,7 +930,8 @@ __global__ void dw_wgrad_kernel(DwArgs<R> a, Taps<R> taps, const float *__restri
         const int4 tt = tab.t[t];
         bool ok = true;
 #pragma unroll
-        for (int d = 0; d < R; ++d) ok = ok && (unsigned)(base[d] + tap_o(tt, d)) < (unsigned)a.in_ext[d];
+        for (int d = 0; d < R; ++d)
+          ok = ok && (unsigned)(base[d] + tap_o(tt, d)) < (unsigned)a.in_ext[d];
         acc[t] = fmaf(g, ok ? __ldg(xc + (base_lin + (unsigned)tt.x)) : 0.0f, acc[t]);
       }
     }
@@ -1023,7 +1030,7 @@ void gemm_rm(cublasHandle_t h, bool ta, bool tb, int m, int n, int p, const floa
                "cublasSgemmStridedBatched");
 }
 
-// ---- implicit GEMM and depthwise: host side -------------------------------------------------------
+// ---- implicit GEMM and depthwise: host side -----------------------------------------------------
 
 constexpr uint64_t kWgradScratch = uint64_t{64} << 20;  // bytes of kernel-gradient partials
 constexpr ll kTargetBlocks = 512;  // slices of a long reduction aim at this many blocks (fixed,
