@@ -51,18 +51,24 @@
  * layer without bias); at least one must be non-NULL. Requested gradients are computed
  * independently: skipping one changes neither the values nor the cost of the others.
  *
- * IMPLEMENTATION. Both backends lower the convolution to matrix products: im2col (each image's
- * windows unrolled into a (in_channels / groups * prod(k), prod(out)) column matrix per group)
- * followed by a GEMM per group with the kernel viewed as (out_channels / groups, in_channels /
- * groups * prod(k)); the input gradient is the transposed GEMM followed by col2im, a gather (each
- * input element sums its own contributions in a fixed order: no atomics, deterministic); the kernel
+ * IMPLEMENTATION. The CPU lowers the convolution to matrix products: im2col (each image's windows
+ * unrolled into a (in_channels / groups * prod(k), prod(out)) column matrix per group) followed by
+ * a GEMM per group with the kernel viewed as (out_channels / groups, in_channels / groups *
+ * prod(k)); the input gradient is the transposed GEMM followed by col2im, a gather (each input
+ * element sums its own contributions in a fixed order: no atomics, deterministic); the kernel
  * gradient is one GEMM per image summed over the images in increasing order. A 1 x ... x 1 kernel
  * with stride 1 and no padding skips im2col and col2im. CPU: the project's blocked SGEMM
- * (abi/tlrt_blas.h), single-threaded, one image's column matrix of scratch. CUDA: an im2col kernel
- * into stream-ordered scratch (at most about 256 MiB, images in chunks; at least one image),
- * cublasSgemmStridedBatched over the images of a chunk on the library stream, a gather col2im
- * kernel; no device synchronisation and no host copy per call; the geometry travels in kernel
- * parameters. TF32 only when tlrt_get_allow_tf32() (abi/tlrt_blas.h) is on, as for tlrt_bmm.
+ * (abi/tlrt_blas.h), single-threaded, one image's column matrix of scratch. CUDA, for rank <= 3
+ * (and windows of at most 512 offsets, per-image sizes below 2^31 elements): implicit-GEMM kernels
+ * that gather the windows into on-chip tiles without a column matrix in memory (the input
+ * gradient split by stride phase; the kernel gradient's long sum cut into fixed slices of pool
+ * scratch added in a fixed order), and direct kernels for the depthwise case (groups =
+ * in_channels = out_channels, windows of at most 27 offsets); everything else (rank > 3, 1 x ... x
+ * 1 kernels with stride 1 and no padding, TF32 on, problems too small to fill the GPU with a long
+ * reduction) takes im2col into stream-ordered scratch (at most about 256 MiB, images in chunks; at
+ * least one image), cublasSgemmStridedBatched over the images of a chunk, a gather col2im kernel.
+ * No device synchronisation and no host copy per call; the geometry travels in kernel parameters.
+ * TF32 only when tlrt_get_allow_tf32() (abi/tlrt_blas.h) is on, as for tlrt_bmm (cuBLAS path).
  *
  * NUMERIC CLASS: library (DESIGN section 4). The backends sum in different orders, so CPU and CUDA
  * results are NOT bitwise identical; each is within a stated bound of the exact result. For an
@@ -72,8 +78,9 @@
  *   |result - exact| <= 2 (T + 1) u S        (float32 math; (2^-9 + 2 (T + 1) u) S with TF32)
  * while nothing overflows or underflows into subnormals. The unit tests check this bound against a
  * float64 reference on the CPU; the parity test checks it on both backends. Each backend is
- * deterministic: the same call on the same device gives the same bits (cuBLAS's results are
- * reproducible on one GPU model; no atomics are used), whatever tlrt_set_deterministic says.
+ * deterministic: the same call on the same device gives the same bits (the CUDA kernels sum in a
+ * fixed order that depends on the shape only; cuBLAS's results are reproducible on one GPU model;
+ * no atomics are used), whatever tlrt_set_deterministic says.
  *
  * SPECIAL VALUES: NaN and infinities propagate through the products as in IEEE arithmetic: a NaN
  * in the input poisons every output whose window covers it (and, in the backward, the d_kernel

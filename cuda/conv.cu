@@ -1,7 +1,67 @@
-// CUDA backend, convolution (core/backend/conv.hpp): im2col + cuBLAS, col2im as a gather.
+// CUDA backend, convolution (core/backend/conv.hpp): implicit GEMM and direct depthwise kernels,
+// with im2col + cuBLAS where those do not apply or do not pay.
 //
-// The images are processed in chunks whose scratch (column matrices, plus the kernel gradient's
-// per-image partials) fits kScratchBudget (256 MiB; at least one image per chunk). Per chunk:
+// DISPATCH (per pass; ig_ok: rank <= 3, prod(k) <= 512, coordinates, strides and dilations
+// < 2^30, one image's input and output < 2^31 elements, groups <= 65535; else im2col):
+//   depthwise (groups == in_c == out_c, prod(k) <= 27) and ig_ok: dw_* direct kernels, all three
+//     passes, TF32 or not (they are float32 FMA; TF32 is a permission, not a request);
+//   1 x ... x 1 kernel with stride 1 and no padding, or TF32 on: cuBLAS (im2col-free for 1x1);
+//   ig_ok, and (>= 128 blocks or a reduction < 256 long): implicit GEMM: igemm_kernel for the
+//     forward and the input gradient (<= 64 stride phases, else col2im), wgrad_kernel for the
+//     kernel gradient (always: it splits its reduction, so it never lacks blocks);
+//   otherwise: im2col + cuBLAS (below). Example: conv2d (1, 64, 56, 56) 3x3 (25 tiles, K = 576)
+//     keeps cuBLAS, measured 1.08x cuDNN there (2026-11-22).
+//
+// IMPLICIT GEMM (igemm_kernel): per group, C (M, N) = A (M, K) * B (K, N) with no column matrix in
+//   memory. Forward: M = out_c / groups, N = batch * out_sp, K = in_c / groups * prod(k) in the
+//   order (channel, tap), A = the weights, B = x gathered at q * stride - pad + j * dil (+0 in the
+//   padding). Input gradient (and the transposed convolution's forward): split by stride phase rho
+//   (input positions p = rho + stride * t): M = in_c / groups, N = batch * prod(phase extents),
+//   K = out_c / groups * (taps j on the phase's lattice), B = dy gathered at q = t + (rho + pad -
+//   j dil) / stride: a dense gather, no lattice test and no wasted tap; up to 16 phases share a
+//   launch. A block owns a BM x 128 tile (BM = 16, 32, 64, 128: the smallest covering M), 256
+//   threads as 16 x 16 with TM = BM / 16 rows x 8 columns each (warps 4 x 8 threads), reduction
+//   stages of 8 through double-buffered shared memory (global loads of stage t + 1 in registers
+//   while stage t is multiplied; one barrier per stage). The taps (source offset per axis, linear
+//   offset, kernel index) sit in a shared-memory table built per block, one int4 load per gathered
+//   element; each thread decodes its B column once per tile and walks (channel, tap) by increment:
+//   no division in the loop. A warp loads 32 consecutive columns: coalesced for stride 1. Every
+//   output is one fmaf chain in increasing k: deterministic, bitwise the same on every run and
+//   grid. Bytes: x (or dy) and w are read from L2 once per M tile; y written once.
+//   The input gradient forms no products with padding (the header); a gathered +0 times a finite
+//   weight adds exactly 0, so only a block that reads a non-finite weight recomputes its tile with
+//   a direct loop that skips those terms (same order, same finite values).
+// KERNEL GRADIENT (wgrad_kernel): per group C (M = out_c / groups, N = in_c / groups * prod(k)) =
+//   dy (M, r) * gathered x (r, N) over r = (image, position); the long reduction is cut into
+//   fixed slices (aiming at 512 blocks, slices >= 128 positions, partials <= 64 MiB of pool
+//   scratch) that sum_images_kernel adds in slice order (one slice writes dw directly). The slice
+//   count depends on the shape only, so the bits are the same on every GPU model. One reduction row
+//   per thread (an odometer over (image, q), advanced by 8 per stage) serves both operands; the 4 B
+//   columns of a thread are decoded once per block. Same tile and stage loop as igemm_kernel.
+// DEPTHWISE: dw_fwd_kernel / dw_bwd_input_kernel: one thread per output (input) element, taps in
+//   row-major order from L1/L2, one fmaf chain (the input gradient skips off-lattice and
+//   out-of-range taps); dw_wgrad_kernel: block (slice, channel) keeps one accumulator per tap
+//   (<= 27), strides its slice's positions, then a shared-memory tree per tap; channel_sum_final
+//   adds the slices in order. Reads x and dy once per pass (plus L1 reuse of the window).
+// Registers (ptxas -v, sm_90, nvcc 13.0; no spills, no stack): igemm_kernel<R, BM> for R = 1, 2, 3:
+//   BM 16: 100/105/108, 32: 96/99/95, 64: 113/109/110, 128: 136/139/153 (2 blocks per SM up to
+//   BM 64, 1 for 128); wgrad_kernel BM 16: 121/122/122, 32: 103/115/119, 64: 119/123/127,
+//   128: 154/160/171; dw_wgrad_kernel 48/48/56.
+// PREDICTED (H100, TF32 off; not measured yet; bench/conv.py cases, cuDNN 2026-11-22 in brackets):
+//   conv2d (32, 64, 56, 56) 3x3: forward ~20 TFLOP/s (28.4), ~1.4x; backward ~18 (28.6), ~1.5x
+//     (input gradient as the forward; kernel gradient 515 blocks of 122 stages).
+//   conv2d (1, 64, 56, 56) 3x3: forward and input gradient on cuBLAS as before (6.1); kernel
+//     gradient 120 blocks: backward ~1.0x.
+//   conv3d (4, 32, 32^3) 3x3x3: forward ~15 TFLOP/s (27.1), ~1.8x (BM = 32: ~56% of the issue
+//     slots are FMAs); backward ~14 (8.1), ~0.6x.
+//   convT2d (32, 64, 28, 28) 4x4 s2: forward (4 phases, 784 blocks, K = 256) ~15 TFLOP/s (15.4),
+//     ~1.0x; backward ~13 (19.9), ~1.5x.
+//   depthwise (32, 64, 56, 56) 3x3: forward ~25 us (66 us), backward ~70 us (269 us).
+//   1x1 (32, 256, 28, 28): cuBLAS, unchanged (0.88x / 0.60x).
+//
+// IM2COL + cuBLAS (the rest). The images are processed in chunks whose scratch (column matrices,
+// plus the kernel gradient's per-image partials) fits kScratchBudget (256 MiB; at least one image
+// per chunk). Per chunk:
 //   forward      im2col_kernel -> per group one cublasSgemmStridedBatched over the chunk's images
 //                (cublasSgemm for one image): y[n, g] (ocg, out_sp) = w[g] (ocg, kg) * cols[n, g]
 //                (kg, out_sp), strideA = 0; then add_bias_kernel over y.
@@ -13,10 +73,12 @@
 //                chunk of one image writes its GEMM into dw directly (beta = 0, then 1).
 // A 1 x ... x 1 kernel with stride 1 and no padding skips im2col and col2im (the GEMMs read x and
 // write dx in place of the column matrices). The geometry travels by value in kernel parameters
-// (Geo, ~300 bytes); nothing is copied to the device or synchronised per call; scratch comes from
-// the stream-ordered pool and is released in stream order. TF32 only when allow_tf32.
+// (Geo, ~300 bytes; IgArgs <= 4 KiB); nothing is copied to the device or synchronised per call;
+// scratch comes from the stream-ordered pool and is released in stream order. TF32 only when
+// allow_tf32.
 //
-// Kernels (rank is a template parameter for 1, 2 and 3, a runtime loop otherwise):
+// Kernels of the im2col path (rank is a template parameter for 1, 2 and 3, a runtime loop
+// otherwise):
 //   im2col_kernel: grid y = column-matrix rows (image, channel, window offset j; j decoded once per
 //     row), x = output positions, one thread per element: reads x (cached; each input element is
 //     read about ksz / prod(stride) times, mostly from L1/L2), writes 4 * in_c * ksz * out_sp
@@ -26,19 +88,21 @@
 //     that are not on the stride lattice or fall outside the output: deterministic, no atomics.
 //     Reads 4 * in_c * ksz * out_sp bytes per image (coalesced along the last axis for stride 1),
 //     writes dx once.
-//   add_bias_kernel / channel_fill_kernel: one thread per element, 8 (4) bytes per element.
+//   bias_kernel (add, or fill): one thread per element, 8 (4) bytes per element.
 //   channel_sum_kernel: block (split, channel) sums a contiguous range of its channel's
 //     batch * spatial values (256 threads, strided loads, a shared-memory tree), then
 //     channel_sum_final adds the split partials in order: deterministic. Reads dy once.
 //   sum_images_kernel: dw[i] (+)= part[0][i] + part[1][i] + ... in order; 4 (cnt + 2) bytes per
 //     weight.
 // FLOPs: 2 * batch * out_c * kg * out_sp per GEMM pass (forward, input grad, kernel grad each).
-// Measured: pending a GPU run (bench/conv.py: conv2d (32, 64, 56, 56) 3x3, (1, 64, 56, 56), 3-D
-// (4, 32, 32^3) 3x3x3, transposed (32, 64, 28, 28) 4x4 stride 2, against cuDNN with TF32 off).
+// Measured (im2col + cuBLAS everywhere, H100, 2026-11-22, bench/results/2026-11-22-h100-conv.md):
+// forward / backward vs cuDNN 2.78x / 2.41x (32, 64, 56, 56) 3x3, 6.07x / 2.27x 3-D, 3.68x / 2.20x
+// transposed, 14x / 7.4x depthwise.
 #include <cublas_v2.h>
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "core/backend/conv.hpp"
 #include "core/backend/memory.hpp"
@@ -279,6 +343,613 @@ __global__ void sum_images_kernel(const float *__restrict__ part, ull cnt, ull s
   }
 }
 
+// ---- implicit GEMM (forward, input gradient, kernel gradient) -----------------------------------
+//
+// All index arithmetic below is 32-bit within one image (ig_ok() routes larger problems to
+// im2col); image offsets are 64-bit.
+
+constexpr int kBK = 8;          // reduction depth of one shared-memory stage
+constexpr int kBN = 128;        // tile columns
+constexpr int kMaxTaps = 512;   // window offsets in the shared-memory table (more: im2col)
+constexpr int kMaxPhases = 64;  // stride phases of the input gradient (more: col2im)
+constexpr ll kCoordMax = ll{1} << 30;
+constexpr int kDwTaps = 27;     // depthwise kernels up to 3 x 3 x 3 run the direct kernels
+
+// The window offsets ("taps") a gather visits, in increasing row-major order of j: per axis the
+// offsets j = j0 + i * step (i < n), each moving the source coordinate by o = (oa + j * ob) / od
+// (exact division). Forward: every j, o = j * dil. Input gradient, stride phase rho: the j on the
+// lattice, o = (rho + pad - j * dil) / stride.
+template <int R>
+struct Taps {
+  int n[R], j0[R], step[R], oa[R], ob[R], od[R];
+  int kstr[R];  // row-major strides of the kernel window: the tap's index in w is sum j * kstr
+};
+
+// A gather GEMM (forward and input gradient) of up to kPhasesPerLaunch phases (the input
+// gradient's stride phases; the forward is one phase): for phase ph, group g (blockIdx.z), dst
+// channel m < M and column n = (image, col) < N of the phase (col over col_ext),
+//   dst[image, g M + m, p(col)] = bias[g M + m] + sum over kc < Kc, taps jj < nj (that order) of
+//       w[g w_group + m wm + kc wc + wj(jj)] * src[image, g Kc + kc, col * cs + cb + o(jj)]
+// where a source coordinate outside src_ext reads as +0 (padding), and p(col) = col * ds + db.
+// blockIdx.x runs over the phases' column tiles one phase after another (from tile0).
+constexpr int kPhasesPerLaunch = 16;
+
+template <int R>
+struct IgPhase {
+  Taps<R> taps;
+  int col_ext[R], db[R], nj, col_sp;
+  ll N;
+  unsigned tile0;
+};
+
+template <int R>
+struct IgArgs {
+  IgPhase<R> ph[kPhasesPerLaunch];
+  int nph, M, Kc;
+  int cs[R], cb[R];
+  int src_ext[R], src_str[R], src_sp;
+  ll src_img;
+  int ds[R], dst_str[R], dst_sp;
+  ll dst_img;
+  ll w_group;
+  int wm, wc;
+  bool skip_pad;  // products with padding are not formed (input gradient): see igemm_kernel
+};
+static_assert(sizeof(IgArgs<3>) + 4 * sizeof(void *) <= 4096, "the 4 KiB kernel-parameter limit");
+
+// Shared-memory tap table: per tap, t = (linear source offset mod 2^32, o[0], o[1], o[2]) in one
+// int4 (one shared load per gathered element) and the tap's index in the kernel window.
+template <int R>
+struct TapTable {
+  int4 t[kMaxTaps];
+  int wj[kMaxTaps];
+};
+
+__device__ __forceinline__ int tap_o(const int4 &t, int d) {
+  return d == 0 ? t.y : d == 1 ? t.z : t.w;
+}
+
+template <int R>
+__device__ void build_taps(const Taps<R> &t, int nj, const int *src_str, TapTable<R> &tab) {
+  for (int jj = threadIdx.x; jj < nj; jj += blockDim.x) {
+    int rest = jj, wj = 0, o[3] = {0, 0, 0};
+    unsigned lin = 0;
+#pragma unroll
+    for (int d = R - 1; d >= 0; --d) {
+      const int i = rest % t.n[d];
+      rest /= t.n[d];
+      const int j = t.j0[d] + i * t.step[d];
+      o[d] = (t.oa[d] + j * t.ob[d]) / t.od[d];
+      lin += (unsigned)o[d] * (unsigned)src_str[d];
+      wj += j * t.kstr[d];
+    }
+    tab.t[jj] = make_int4((int)lin, o[0], o[1], o[2]);
+    tab.wj[jj] = wj;
+  }
+}
+
+// Thread tile: 16 x 16 threads (ty, tx), each TM = BM / 16 rows by 8 columns (two float4 column
+// groups 64 apart; rows likewise for TM = 8), so shared-memory reads are float4 and conflict-free.
+// A warp is 4 x 8 threads: per reduction step it reads 8 x 2 distinct float4 of B and 4 of A (3
+// shared-memory wavefronts), not the 16 x 2 of a 2 x 16 warp (5 wavefronts; with BM = 32 those
+// would take longer than the warp's 16 FMAs per step).
+__device__ __forceinline__ int ty_of(int tid) { return (tid >> 6) * 4 + ((tid & 31) >> 3); }
+__device__ __forceinline__ int tx_of(int tid) { return ((tid >> 5) & 1) * 8 + (tid & 7); }
+template <int TM>
+__device__ __forceinline__ int row_of(int ty, int i) {
+  if (TM == 8) return i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4;
+  return ty * TM + i;
+}
+__device__ __forceinline__ int col_of(int tx, int j) {
+  return j < 4 ? tx * 4 + j : 60 + tx * 4 + j;
+}
+
+// Shared-memory stage: As[kk][m] (BM rows, padded by 4 so the transposed stores do not conflict),
+// Bs[kk][n].
+template <int BM>
+struct Stage {
+  float a[kBK][BM + 4];
+  float b[kBK][kBN + 4];
+};
+
+// acc[i][j] += sum over kk (increasing) of As[kk][row i] * Bs[kk][col j]: one fmaf each.
+template <int BM>
+__device__ __forceinline__ void stage_fma(const Stage<BM> &s, float (&acc)[BM / 16][8], int ty,
+                                          int tx) {
+  constexpr int TM = BM / 16;
+#pragma unroll
+  for (int kk = 0; kk < kBK; ++kk) {
+    float a[TM], b[8];
+    const float4 b0 = *reinterpret_cast<const float4 *>(&s.b[kk][tx * 4]);
+    const float4 b1 = *reinterpret_cast<const float4 *>(&s.b[kk][64 + tx * 4]);
+    b[0] = b0.x, b[1] = b0.y, b[2] = b0.z, b[3] = b0.w;
+    b[4] = b1.x, b[5] = b1.y, b[6] = b1.z, b[7] = b1.w;
+    if constexpr (TM >= 4) {
+#pragma unroll
+      for (int h = 0; h < TM / 4; ++h) {
+        const float4 v = *reinterpret_cast<const float4 *>(&s.a[kk][h * 64 + ty * 4]);
+        a[4 * h] = v.x, a[4 * h + 1] = v.y, a[4 * h + 2] = v.z, a[4 * h + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < TM; ++i) a[i] = s.a[kk][ty * TM + i];
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+  }
+}
+
+// The stage loop shared by both GEMM kernels: Loader::fetch() reads the next stage from global
+// memory into registers (and advances), Loader::stash(stage) writes them to shared memory. Double
+// buffered: the loads of stage t + 1 are in flight while stage t is multiplied; one barrier per
+// stage. The reduction order is fixed (stage by stage, kk increasing): deterministic.
+template <int BM, class Loader>
+__device__ __forceinline__ void stage_loop(Loader &ld, ll stages, Stage<BM> (&st)[2],
+                                           float (&acc)[BM / 16][8], int ty, int tx) {
+  if (stages == 0) return;
+  ld.fetch();
+  ld.stash(st[0]);
+  __syncthreads();
+  for (ll t = 0; t < stages; ++t) {
+    const int cur = (int)(t & 1);
+    const bool more = t + 1 < stages;
+    if (more) ld.fetch();
+    stage_fma<BM>(st[cur], acc, ty, tx);
+    if (more) ld.stash(st[cur ^ 1]);
+    __syncthreads();
+  }
+}
+
+// (kc, jj) <- (kc, jj) + by in the order k = kc * nj + jj (nj >= 1).
+__device__ __forceinline__ void k_advance(int &kc, int &jj, int by, int nj) {
+  jj += by;
+  if (jj >= nj) {
+    const int c = jj / nj;
+    kc += c;
+    jj -= c * nj;
+  }
+}
+
+// Loader of the gather GEMM. A (weights, BM x kBK): thread row kk = tid % 8 and rows m = tid / 8
+// + 32 i. B (gathered source, kBK x kBN): thread column tid % 128 (decoded once per tile: the
+// warp reads 32 consecutive columns, coalesced for stride 1) and rows 4 (tid / 128) + 0..3.
+template <int R, int BM>
+struct GatherLoader {
+  static constexpr int kAE = (BM * kBK + 255) / 256;
+  const IgArgs<R> &a;
+  const TapTable<R> &tab;
+  const float *__restrict__ wg;  // the group's weights
+  const float *colp;             // the column's image and group in src (NULL: no column)
+  int base[R];
+  unsigned base_lin;
+  int nj;            // taps of the phase
+  int ma, kca, jja;  // A: first row, reduction state of row kk
+  int kcb, jjb;      // B: reduction state of the first of four rows
+  bool bad;          // a non-finite weight was read
+  float ra[kAE], rb[4];
+
+  __device__ void fetch() {
+#pragma unroll
+    for (int i = 0; i < kAE; ++i) {
+      const int m = ma + 32 * i;
+      float v = 0.0f;
+      if ((BM * kBK >= 256 || threadIdx.x + 256 * i < BM * kBK) && m < a.M && kca < a.Kc)
+        v = __ldg(wg + (ll)m * a.wm + (ll)kca * a.wc + tab.wj[jja]);
+      bad |= !isfinite(v);
+      ra[i] = v;
+    }
+    k_advance(kca, jja, kBK, nj);
+    int kc = kcb, jj = jjb;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int4 t = tab.t[jj];
+      bool ok = colp != nullptr && kc < a.Kc;
+#pragma unroll
+      for (int d = 0; d < R; ++d)
+        ok = ok && (unsigned)(base[d] + tap_o(t, d)) < (unsigned)a.src_ext[d];
+      rb[i] = ok ? __ldg(colp + (ll)kc * a.src_sp + (base_lin + (unsigned)t.x)) : 0.0f;
+      if (++jj == nj) jj = 0, ++kc;
+    }
+    k_advance(kcb, jjb, kBK, nj);
+  }
+  __device__ void stash(Stage<BM> &s) const {
+    const int kk = threadIdx.x % kBK;
+#pragma unroll
+    for (int i = 0; i < kAE; ++i)
+      if (BM * kBK >= 256 || threadIdx.x + 256 * i < BM * kBK)
+        s.a[kk][threadIdx.x / kBK + 32 * i] = ra[i];
+    const int n = threadIdx.x % kBN, k0 = 4 * (threadIdx.x / kBN);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s.b[k0 + i][n] = rb[i];
+  }
+};
+
+// col (linear, < col_sp) -> per-axis coordinates over ext (row-major).
+template <int R>
+__device__ __forceinline__ void decode(int lin, const int *ext, int (&c)[R]) {
+#pragma unroll
+  for (int d = R - 1; d > 0; --d) {
+    c[d] = lin % ext[d];
+    lin /= ext[d];
+  }
+  c[0] = lin;
+}
+
+// One output of the gather GEMM summed directly, skipping padding (the rare path of
+// igemm_kernel).
+template <int R>
+__device__ __forceinline__ float direct_sum(const IgArgs<R> &a, const TapTable<R> &tab, int nj,
+                                         const float *__restrict__ wm,
+                                         const float *__restrict__ sp, const int (&col)[R]) {
+  float v = 0.0f;
+  for (int kc = 0; kc < a.Kc; ++kc)
+    for (int jj = 0; jj < nj; ++jj) {
+      bool ok = true;
+      unsigned off = 0;
+#pragma unroll
+      for (int d = 0; d < R; ++d) {
+        const int c = col[d] * a.cs[d] + a.cb[d] + tap_o(tab.t[jj], d);
+        ok = ok && (unsigned)c < (unsigned)a.src_ext[d];
+        off += (unsigned)c * (unsigned)a.src_str[d];
+      }
+      if (ok) v = fmaf(wm[(ll)kc * a.wc + tab.wj[jj]], sp[(ll)kc * a.src_sp + off], v);
+    }
+  return v;
+}
+
+// Block: group blockIdx.z, dst channels [blockIdx.y BM, +BM), columns [blockIdx.x kBN, +kBN).
+// When skip_pad is set (input gradient: the adjoint forms no products with padding) and the block
+// read a non-finite weight, the tile is recomputed without the padding products (a direct loop in
+// the same order; only then can inf * 0 = NaN differ from skipping the term); for finite weights
+// fmaf(w, +0, acc) == acc, so both give the same value.
+template <int R, int BM>
+__global__ void __launch_bounds__(256, BM == 128 ? 1 : 2)
+    igemm_kernel(IgArgs<R> a, const float *__restrict__ src, const float *__restrict__ w,
+                 const float *__restrict__ bias, float *__restrict__ dst) {
+  constexpr int TM = BM / 16;
+  __shared__ TapTable<R> tab;
+  __shared__ __align__(16) Stage<BM> st[2];
+  const int tid = threadIdx.x, ty = ty_of(tid), tx = tx_of(tid);
+  const int g = blockIdx.z, m0 = blockIdx.y * BM;
+  int ph = 0;
+  while (ph + 1 < a.nph && blockIdx.x >= a.ph[ph + 1].tile0) ++ph;
+  const int nj = a.ph[ph].nj, col_sp = a.ph[ph].col_sp;
+  const ll N = a.ph[ph].N, n0 = (ll)(blockIdx.x - a.ph[ph].tile0) * kBN;
+  int col_ext[R], db[R];
+#pragma unroll
+  for (int d = 0; d < R; ++d) col_ext[d] = a.ph[ph].col_ext[d], db[d] = a.ph[ph].db[d];
+  build_taps<R>(a.ph[ph].taps, nj, a.src_str, tab);
+  __syncthreads();
+
+  const float *__restrict__ src_g = src + (ll)g * a.Kc * a.src_sp;
+  GatherLoader<R, BM> ld{
+      a, tab, w + g * a.w_group, nullptr, {}, 0u, nj, m0 + tid / kBK, 0, 0, 0, 0, false, {}, {}};
+  const ll n = n0 + tid % kBN;
+  if (n < N) {
+    const ll img = n / col_sp;
+    int col[R];
+    decode<R>((int)(n - img * col_sp), col_ext, col);
+    ld.colp = src_g + img * a.src_img;
+#pragma unroll
+    for (int d = 0; d < R; ++d) {
+      ld.base[d] = col[d] * a.cs[d] + a.cb[d];
+      ld.base_lin += (unsigned)ld.base[d] * (unsigned)a.src_str[d];
+    }
+  }
+  const ll stages = nj == 0 ? 0 : ((ll)a.Kc * nj + kBK - 1) / kBK;
+  if (stages) {
+    const int ka = tid % kBK, kb = 4 * (tid / kBN);
+    ld.kca = ka / nj, ld.jja = ka % nj;
+    ld.kcb = kb / nj, ld.jjb = kb % nj;
+  }
+  float acc[TM][8] = {};
+  stage_loop<BM>(ld, stages, st, acc, ty, tx);
+  const bool redo = a.skip_pad && __syncthreads_or(ld.bad);
+
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const ll nc = n0 + col_of(tx, j);
+    if (nc >= N) continue;
+    const ll img = nc / col_sp;
+    int col[R];
+    decode<R>((int)(nc - img * col_sp), col_ext, col);
+    int p = 0;
+#pragma unroll
+    for (int d = 0; d < R; ++d) p += (col[d] * a.ds[d] + db[d]) * a.dst_str[d];
+    float *__restrict__ out = dst + img * a.dst_img + p;
+    const float *__restrict__ sp = src_g + img * a.src_img;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int m = m0 + row_of<TM>(ty, i);
+      if (m >= a.M) continue;
+      const float v =
+          redo ? direct_sum<R>(a, tab, nj, w + g * a.w_group + (ll)m * a.wm, sp, col) : acc[i][j];
+      const int ch = g * a.M + m;
+      out[(ll)ch * a.dst_sp] = bias ? v + bias[ch] : v;
+    }
+  }
+}
+
+// Kernel gradient (the forward's geometry): for group g (blockIdx.z), out channel m < M and
+// weight column n = (c, tap) < Nk,
+//   part[slice][(g M + m) Nk + n] = sum over r = (image, q) in the slice's range [r0, r1), r
+//       increasing, of dy[image, g M + m, q] * x[image, g icg + c, q * stride - pad + o(tap)]
+// (padding reads +0 and takes part, as in im2col). blockIdx.x = slice * ntiles + column tile.
+template <int R>
+struct KgArgs {
+  Taps<R> taps;
+  int nj, M, Nk, icg, ntiles;
+  ll total, per_slice;  // batch * out_sp; reduction length of a slice
+  int out_ext[R], out_sp, stride[R], pad[R];
+  int in_ext[R], in_str[R], in_sp;
+  ll x_img, dy_img, w_size;
+};
+
+// Loader of the kernel gradient: one reduction row r per thread (row kk = tid % 8; odometer
+// advanced by 8 per stage) shared by A (dy, rows m = tid / 8 + 32 i) and B (gathered x, columns
+// tid / 8 + 32 i, decoded once per block): a warp reads 8 consecutive positions of 4 columns.
+template <int R, int BM>
+struct WgradLoader {
+  static constexpr int kAE = (BM * kBK + 255) / 256;
+  const KgArgs<R> &a;
+  const float *__restrict__ dyg;  // dy at the group's first channel, image 0
+  const float *__restrict__ xg;   // x at the group's first channel, image 0
+  ll r, r1;
+  ll img;
+  int q[R], qf;
+  int ma;
+  int coff[4], o[4][R];
+  unsigned lin[4];
+  bool cok[4];
+  float ra[kAE], rb[4];
+
+  __device__ void fetch() {
+    const bool row = r < r1;
+    int base[R];
+    unsigned base_lin = 0;
+#pragma unroll
+    for (int d = 0; d < R; ++d) {
+      base[d] = q[d] * a.stride[d] - a.pad[d];
+      base_lin += (unsigned)base[d] * (unsigned)a.in_str[d];
+    }
+#pragma unroll
+    for (int i = 0; i < kAE; ++i) {
+      const int m = ma + 32 * i;
+      const bool ok = row && (BM * kBK >= 256 || threadIdx.x + 256 * i < BM * kBK) && m < a.M;
+      ra[i] = ok ? __ldg(dyg + img * a.dy_img + (ll)m * a.out_sp + qf) : 0.0f;
+    }
+    const float *__restrict__ xi = xg + img * a.x_img;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      bool ok = row && cok[i];
+#pragma unroll
+      for (int d = 0; d < R; ++d) ok = ok && (unsigned)(base[d] + o[i][d]) < (unsigned)a.in_ext[d];
+      rb[i] = ok ? __ldg(xi + coff[i] + (base_lin + lin[i])) : 0.0f;
+    }
+    // Advance r by kBK: odometer over (image, q[0], ..., q[R - 1]).
+    r += kBK;
+    qf += kBK;
+    if (qf >= a.out_sp) qf -= (qf / a.out_sp) * a.out_sp;
+    q[R - 1] += kBK;
+#pragma unroll
+    for (int d = R - 1; d > 0; --d)
+      if (q[d] >= a.out_ext[d]) {
+        const int c = q[d] / a.out_ext[d];
+        q[d] -= c * a.out_ext[d];
+        q[d - 1] += c;
+      }
+    if (q[0] >= a.out_ext[0]) {
+      const int c = q[0] / a.out_ext[0];
+      q[0] -= c * a.out_ext[0];
+      img += c;
+    }
+  }
+  __device__ void stash(Stage<BM> &s) const {
+    const int kk = threadIdx.x % kBK, c = threadIdx.x / kBK;
+#pragma unroll
+    for (int i = 0; i < kAE; ++i)
+      if (BM * kBK >= 256 || threadIdx.x + 256 * i < BM * kBK) s.a[kk][c + 32 * i] = ra[i];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s.b[kk][c + 32 * i] = rb[i];
+  }
+};
+
+template <int R, int BM>
+__global__ void __launch_bounds__(256, BM == 128 ? 1 : 2)
+    wgrad_kernel(KgArgs<R> a, const float *__restrict__ x, const float *__restrict__ dy,
+                 float *__restrict__ part) {
+  constexpr int TM = BM / 16;
+  __shared__ TapTable<R> tab;
+  __shared__ __align__(16) Stage<BM> st[2];
+  const int tid = threadIdx.x, ty = ty_of(tid), tx = tx_of(tid);
+  const int g = blockIdx.z, m0 = blockIdx.y * BM;
+  const int slice = blockIdx.x / a.ntiles, n0 = (blockIdx.x - slice * a.ntiles) * kBN;
+  build_taps<R>(a.taps, a.nj, a.in_str, tab);
+  __syncthreads();
+
+  const ll r0 = (ll)slice * a.per_slice;
+  const ll r1 = r0 + a.per_slice < a.total ? r0 + a.per_slice : a.total;
+  WgradLoader<R, BM> ld{a, dy + (ll)g * a.M * a.out_sp, x + (ll)g * a.icg * a.in_sp, 0, r1, 0,
+                        {}, 0, m0 + tid / kBK, {}, {}, {}, {}, {}, {}};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = n0 + tid / kBK + 32 * i;
+    ld.cok[i] = n < a.Nk;
+    const int c = ld.cok[i] ? n / a.nj : 0, jj = ld.cok[i] ? n - c * a.nj : 0;
+    ld.coff[i] = c * a.in_sp;
+    const int4 t = tab.t[jj];
+    ld.lin[i] = (unsigned)t.x;
+#pragma unroll
+    for (int d = 0; d < R; ++d) ld.o[i][d] = tap_o(t, d);
+  }
+  const ll rs = r0 + tid % kBK;
+  const ll stages = r1 > r0 ? (r1 - r0 + kBK - 1) / kBK : 0;
+  if (rs < r1) {  // else the row reads nothing: r >= r1 throughout
+    ld.r = rs;
+    ld.img = rs / a.out_sp;
+    ld.qf = (int)(rs - ld.img * a.out_sp);
+    decode<R>(ld.qf, a.out_ext, ld.q);
+  } else {
+    ld.r = r1;
+  }
+  float acc[TM][8] = {};
+  stage_loop<BM>(ld, stages, st, acc, ty, tx);
+
+  float *__restrict__ out = part + (ll)slice * a.w_size + (ll)g * a.M * a.Nk;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + row_of<TM>(ty, i);
+    if (m >= a.M) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int n = n0 + col_of(tx, j);
+      if (n < a.Nk) out[(ll)m * a.Nk + n] = acc[i][j];
+    }
+  }
+}
+
+// ---- depthwise (groups == in_c == out_c): direct kernels ----------------------------------------
+
+template <int R>
+struct DwArgs {
+  int out_ext[R], in_ext[R], in_str[R], k[R], stride[R], pad[R], dil[R];
+  int ksz, out_sp, in_sp, C;
+};
+
+// y[n, c, q] = bias[c] + sum over taps j (row-major) of w[c, j] * x[n, c, q * s - p + j dil]
+// (padding +0 takes part). One thread per output.
+template <int R>
+__global__ void dw_fwd_kernel(DwArgs<R> a, const float *__restrict__ x,
+                              const float *__restrict__ w, const float *__restrict__ bias,
+                              float *__restrict__ y, ll total) {
+  for (ll e = (ll)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+       e += (ll)blockDim.x * gridDim.x) {
+    const ll nc = e / a.out_sp;
+    const int c = (int)(nc % a.C);
+    int q[R];
+    decode<R>((int)(e - nc * a.out_sp), a.out_ext, q);
+    const float *__restrict__ xc = x + nc * a.in_sp;
+    const float *__restrict__ wc = w + (ll)c * a.ksz;
+    int j[R] = {};
+    float acc = 0.0f;
+    for (int t = 0; t < a.ksz; ++t) {
+      bool ok = true;
+      unsigned off = 0;
+#pragma unroll
+      for (int d = 0; d < R; ++d) {
+        const int i = q[d] * a.stride[d] - a.pad[d] + j[d] * a.dil[d];
+        ok = ok && (unsigned)i < (unsigned)a.in_ext[d];
+        off += (unsigned)i * (unsigned)a.in_str[d];
+      }
+      acc = fmaf(__ldg(wc + t), ok ? __ldg(xc + off) : 0.0f, acc);
+#pragma unroll
+      for (int d = R - 1; d >= 0; --d) {  // odometer, row-major
+        if (++j[d] < a.k[d]) break;
+        j[d] = 0;
+      }
+    }
+    y[e] = bias ? acc + bias[c] : acc;
+  }
+}
+
+// dx[n, c, p] = bias_in[c] + sum over taps j (row-major) with q = (p + pad - j dil) / s on the
+// lattice and inside the output of w[c, j] * dy[n, c, q] (no products with padding). One thread
+// per input element.
+template <int R>
+__global__ void dw_bwd_input_kernel(DwArgs<R> a, const float *__restrict__ dy,
+                                    const float *__restrict__ w, const float *__restrict__ bias,
+                                    float *__restrict__ dx, ll total) {
+  for (ll e = (ll)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+       e += (ll)blockDim.x * gridDim.x) {
+    const ll nc = e / a.in_sp;
+    const int c = (int)(nc % a.C);
+    int p[R];
+    decode<R>((int)(e - nc * a.in_sp), a.in_ext, p);
+    const float *__restrict__ dyc = dy + nc * a.out_sp;
+    const float *__restrict__ wc = w + (ll)c * a.ksz;
+    int j[R] = {};
+    float acc = 0.0f;
+    for (int t = 0; t < a.ksz; ++t) {
+      bool ok = true;
+      unsigned off = 0;
+#pragma unroll
+      for (int d = 0; d < R; ++d) {
+        const int num = p[d] + a.pad[d] - j[d] * a.dil[d];
+        const int qd = num / a.stride[d];
+        ok = ok && num >= 0 && qd * a.stride[d] == num && qd < a.out_ext[d];
+        off = off * (unsigned)a.out_ext[d] + (unsigned)qd;  // < out_sp while valid
+      }
+      if (ok) acc = fmaf(__ldg(wc + t), __ldg(dyc + off), acc);
+#pragma unroll
+      for (int d = R - 1; d >= 0; --d) {
+        if (++j[d] < a.k[d]) break;
+        j[d] = 0;
+      }
+    }
+    dx[e] = bias ? acc + bias[c] : acc;
+  }
+}
+
+// part[(c * ksz + t) * slices + s] = sum over e in slice s of [0, batch * out_sp) (e = n * out_sp
+// + q; thread-strided, e increasing, then a shared-memory tree) of dy[n, c, q] * x[n, c, q * s - p
+// + o(t)] (padding +0 takes part) for every tap t < ksz <= kDwTaps (one accumulator each, so a
+// position is decoded once). Block (s, c).
+template <int R>
+__global__ void dw_wgrad_kernel(DwArgs<R> a, Taps<R> taps, const float *__restrict__ x,
+                                const float *__restrict__ dy, ll batch, ll per_slice,
+                                float *__restrict__ part) {
+  __shared__ TapTable<R> tab;
+  __shared__ float sh[kThreads];
+  build_taps<R>(taps, a.ksz, a.in_str, tab);
+  __syncthreads();
+  const ll total = batch * a.out_sp;
+  const ll e0 = (ll)blockIdx.x * per_slice;
+  const ll e1 = e0 + per_slice < total ? e0 + per_slice : total;
+  for (int c = blockIdx.y; c < a.C; c += gridDim.y) {
+    float acc[kDwTaps] = {};
+    for (ll e = e0 + threadIdx.x; e < e1; e += kThreads) {
+      const ll n = e / a.out_sp;
+      const int qf = (int)(e - n * a.out_sp);
+      int q[R];
+      decode<R>(qf, a.out_ext, q);
+      int base[R];
+      unsigned base_lin = 0;
+#pragma unroll
+      for (int d = 0; d < R; ++d) {
+        base[d] = q[d] * a.stride[d] - a.pad[d];
+        base_lin += (unsigned)base[d] * (unsigned)a.in_str[d];
+      }
+      const ll nc = n * a.C + c;
+      const float g = __ldg(dy + nc * a.out_sp + qf);
+      const float *__restrict__ xc = x + nc * a.in_sp;
+#pragma unroll
+      for (int t = 0; t < kDwTaps; ++t) {
+        if (t >= a.ksz) break;
+        const int4 tt = tab.t[t];
+        bool ok = true;
+#pragma unroll
+        for (int d = 0; d < R; ++d)
+          ok = ok && (unsigned)(base[d] + tap_o(tt, d)) < (unsigned)a.in_ext[d];
+        acc[t] = fmaf(g, ok ? __ldg(xc + (base_lin + (unsigned)tt.x)) : 0.0f, acc[t]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kDwTaps; ++t) {
+      if (t >= a.ksz) break;
+      sh[threadIdx.x] = acc[t];
+      __syncthreads();
+      for (unsigned h = kThreads / 2; h > 0; h /= 2) {
+        if (threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
+        __syncthreads();
+      }
+      if (threadIdx.x == 0) part[((ll)c * a.ksz + t) * gridDim.x + blockIdx.x] = sh[0];
+      __syncthreads();
+    }
+  }
+}
+
 // ---- host side ------------------------------------------------------------------------------------
 
 bool direct(const ConvShape &s) {
@@ -359,14 +1030,352 @@ void gemm_rm(cublasHandle_t h, bool ta, bool tb, int m, int n, int p, const floa
                "cublasSgemmStridedBatched");
 }
 
+// ---- implicit GEMM and depthwise: host side -----------------------------------------------------
+
+constexpr uint64_t kWgradScratch = uint64_t{64} << 20;  // bytes of kernel-gradient partials
+constexpr ll kTargetBlocks = 512;  // slices of a long reduction aim at this many blocks (fixed,
+                                   // not device-dependent: the same bits on every GPU model)
+
+// The implicit-GEMM and depthwise kernels index one image in 32 bits and hold the window in a
+// shared-memory table: rank <= 3, at most kMaxTaps window offsets, every coordinate, stride and
+// dilation below 2^30, one image's input and output below 2^31 elements, and the launch grid in
+// range. Everything else takes the im2col path.
+bool ig_ok(const ConvShape &s) {
+  if (s.rank > 3 || s.ksz > (uint64_t)kMaxTaps || s.groups > 65535) return false;
+  for (uint32_t d = 0; d < s.rank; ++d)
+    if (s.in[d] + 2 * s.pad[d] >= (uint64_t)kCoordMax || s.stride[d] >= (uint64_t)kCoordMax ||
+        s.dilation[d] >= (uint64_t)kCoordMax)
+      return false;
+  const uint64_t lim = uint64_t{1} << 31, icg = s.in_c / s.groups, ocg = s.out_c / s.groups;
+  return s.in_c * s.in_sp < lim && s.out_c * s.out_sp < lim && ocg * s.ksz < lim &&
+         icg * s.ksz < lim - kBN &&  // wgrad_kernel's int column indices, one tile past the end
+         s.batch * std::max(s.in_sp, s.out_sp) / kBN < (uint64_t)INT_MAX &&
+         (std::max(icg, ocg) + 15) / 16 <= 65535;
+}
+
+// Tile rows: the smallest of 16, 32, 64, 128 covering m (m > 128: tiles of 128).
+int bm_for(uint64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
+
+// A gather GEMM of few blocks (less than one per SM of an H100) with a long reduction leaves most
+// of the GPU idle for a long time; cuBLAS splits such products (measured: conv2d (1, 64, 56, 56)
+// 3x3 on im2col + cuBLAS 1.08x cuDNN), so they keep the im2col path.
+bool ig_worth(uint64_t n, uint64_t m, uint64_t groups, uint64_t k) {
+  const uint64_t blocks = (n + kBN - 1) / kBN * ((m + bm_for(m) - 1) / bm_for(m)) * groups;
+  return blocks >= 128 || k < 256;
+}
+
+bool depthwise(const ConvShape &s) {
+  return s.groups == s.in_c && s.in_c == s.out_c && s.ksz <= (uint64_t)kDwTaps;
+}
+
+template <int R>
+void strides_of(const uint64_t *ext, int (&str)[R]) {
+  int m = 1;
+  for (int d = R - 1; d >= 0; --d) {
+    str[d] = m;
+    m *= (int)ext[d];
+  }
+}
+
+// Every window offset: o = j * dil.
+template <int R>
+Taps<R> fwd_taps(const ConvShape &s) {
+  Taps<R> t{};
+  for (int d = 0; d < R; ++d) {
+    t.n[d] = (int)s.kernel[d];
+    t.j0[d] = 0;
+    t.step[d] = 1;
+    t.oa[d] = 0;
+    t.ob[d] = (int)s.dilation[d];
+    t.od[d] = 1;
+  }
+  strides_of<R>(s.kernel, t.kstr);
+  return t;
+}
+
+template <int R>
+IgArgs<R> fwd_args(const ConvShape &s) {
+  IgArgs<R> a{};
+  const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups;
+  IgPhase<R> &p = a.ph[0];
+  a.nph = 1;
+  p.taps = fwd_taps<R>(s);
+  p.nj = (int)s.ksz;
+  p.col_sp = (int)s.out_sp;
+  p.N = (ll)(s.batch * s.out_sp);
+  p.tile0 = 0;
+  a.M = (int)ocg;
+  a.Kc = (int)icg;
+  for (int d = 0; d < R; ++d) {
+    p.col_ext[d] = (int)s.out[d];
+    p.db[d] = 0;
+    a.cs[d] = (int)s.stride[d];
+    a.cb[d] = -(int)s.pad[d];
+    a.src_ext[d] = (int)s.in[d];
+    a.ds[d] = 1;
+  }
+  strides_of<R>(s.in, a.src_str);
+  a.src_sp = (int)s.in_sp;
+  a.src_img = (ll)(s.in_c * s.in_sp);
+  strides_of<R>(s.out, a.dst_str);
+  a.dst_sp = (int)s.out_sp;
+  a.dst_img = (ll)(s.out_c * s.out_sp);
+  a.w_group = (ll)(ocg * icg * s.ksz);
+  a.wm = (int)(icg * s.ksz);
+  a.wc = (int)s.ksz;
+  a.skip_pad = false;
+  return a;
+}
+
+template <int R, int BM>
+void launch_igemm(const IgArgs<R> &a, uint64_t groups, const float *src, const float *w,
+                  const float *bias, float *dst, cudaStream_t st) {
+  const IgPhase<R> &last = a.ph[a.nph - 1];
+  const dim3 grid((unsigned)(last.tile0 + (last.N + kBN - 1) / kBN),
+                  (unsigned)((a.M + BM - 1) / BM), (unsigned)groups);
+  igemm_kernel<R, BM><<<grid, 256, 0, st>>>(a, src, w, bias, dst);
+  check_launch("igemm_kernel");
+}
+
+template <int R>
+void igemm(const IgArgs<R> &a, uint64_t groups, const float *src, const float *w,
+           const float *bias, float *dst, cudaStream_t st) {
+  switch (bm_for((uint64_t)a.M)) {
+    case 16: launch_igemm<R, 16>(a, groups, src, w, bias, dst, st); break;
+    case 32: launch_igemm<R, 32>(a, groups, src, w, bias, dst, st); break;
+    case 64: launch_igemm<R, 64>(a, groups, src, w, bias, dst, st); break;
+    default: launch_igemm<R, 128>(a, groups, src, w, bias, dst, st); break;
+  }
+}
+
+template <int R>
+void ig_fwd(const ConvShape &s, const float *x, const float *w, const float *bias, float *y,
+            cudaStream_t st) {
+  igemm<R>(fwd_args<R>(s), s.groups, x, w, bias, y, st);
+}
+
+uint64_t phase_count(const ConvShape &s) {
+  uint64_t n = 1;
+  for (uint32_t d = 0; d < s.rank; ++d) n *= std::min(s.stride[d], s.in[d]);
+  return n;
+}
+
+// Input gradient by stride phase rho (rho[d] < min(stride, in); up to kPhasesPerLaunch phases
+// per launch): the positions p = rho + stride * t gather dy at q = t + (rho + pad - j dil) /
+// stride over the taps j on their lattice, a dense gather (no taps wasted on the lattice test).
+template <int R>
+void ig_bwd_input(const ConvShape &s, const float *dy, const float *w, const float *bias,
+                  float *dx, cudaStream_t st) {
+  const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups;
+  IgArgs<R> a{};
+  a.M = (int)icg;
+  a.Kc = (int)ocg;
+  for (int d = 0; d < R; ++d) {
+    a.cs[d] = 1;
+    a.cb[d] = 0;
+    a.src_ext[d] = (int)s.out[d];
+    a.ds[d] = (int)s.stride[d];
+  }
+  strides_of<R>(s.out, a.src_str);
+  a.src_sp = (int)s.out_sp;
+  a.src_img = (ll)(s.out_c * s.out_sp);
+  strides_of<R>(s.in, a.dst_str);
+  a.dst_sp = (int)s.in_sp;
+  a.dst_img = (ll)(s.in_c * s.in_sp);
+  a.w_group = (ll)(ocg * icg * s.ksz);
+  a.wm = (int)s.ksz;
+  a.wc = (int)(icg * s.ksz);
+  a.skip_pad = true;
+  int rho[R] = {};
+  unsigned tiles = 0;
+  for (bool more = true; more;) {
+    IgPhase<R> &p = a.ph[a.nph];
+    strides_of<R>(s.kernel, p.taps.kstr);
+    p.nj = 1;
+    p.col_sp = 1;
+    for (int d = 0; d < R; ++d) {
+      const ll st_d = (ll)s.stride[d], dil = (ll)s.dilation[d], k = (ll)s.kernel[d];
+      const ll num = rho[d] + (ll)s.pad[d];
+      int cnt = 0, first = 0, second = 0;
+      for (ll j = 0; j < k; ++j)
+        if ((num - j * dil) % st_d == 0) {
+          if (cnt == 0) first = (int)j;
+          if (cnt == 1) second = (int)j;
+          ++cnt;
+        }
+      p.taps.n[d] = cnt;
+      p.taps.j0[d] = first;
+      p.taps.step[d] = cnt > 1 ? second - first : 1;  // the lattice taps are a residue class
+      p.taps.oa[d] = (int)num;
+      p.taps.ob[d] = -(int)dil;
+      p.taps.od[d] = (int)st_d;
+      p.nj *= cnt;
+      p.col_ext[d] = (int)(((ll)s.in[d] - rho[d] + st_d - 1) / st_d);
+      p.db[d] = rho[d];
+      p.col_sp *= p.col_ext[d];
+    }
+    p.N = (ll)s.batch * p.col_sp;
+    p.tile0 = tiles;
+    tiles += (unsigned)((p.N + kBN - 1) / kBN);
+    ++a.nph;
+    int d = R - 1;  // next phase, row-major
+    for (; d >= 0; --d) {
+      if (++rho[d] < (int)std::min(s.stride[d], s.in[d])) break;
+      rho[d] = 0;
+    }
+    more = d >= 0;
+    if (a.nph == kPhasesPerLaunch || !more) {
+      igemm<R>(a, s.groups, dy, w, bias, dx, st);
+      a.nph = 0;
+      tiles = 0;
+    }
+  }
+}
+
+template <int R, int BM>
+void launch_wgrad(const KgArgs<R> &a, unsigned slices, unsigned mt, uint64_t groups,
+                  const float *x, const float *dy, float *part, cudaStream_t st) {
+  const dim3 grid((unsigned)a.ntiles * slices, mt, (unsigned)groups);
+  wgrad_kernel<R, BM><<<grid, 256, 0, st>>>(a, x, dy, part);
+  check_launch("wgrad_kernel");
+}
+
+// Kernel gradient: the reduction over batch * out_sp split into `slices` fixed ranges (enough
+// blocks for kTargetBlocks, each range >= 128 positions, partials within kWgradScratch), summed
+// in slice order by sum_images_kernel; one slice writes dw directly.
+template <int R>
+void ig_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy, float *dw,
+                   cudaStream_t st) {
+  const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
+  KgArgs<R> a{};
+  a.taps = fwd_taps<R>(s);
+  a.nj = (int)s.ksz;
+  a.M = (int)ocg;
+  a.Nk = (int)kg;
+  a.icg = (int)icg;
+  a.ntiles = (int)((kg + kBN - 1) / kBN);
+  a.total = (ll)(s.batch * s.out_sp);
+  for (int d = 0; d < R; ++d) {
+    a.out_ext[d] = (int)s.out[d];
+    a.stride[d] = (int)s.stride[d];
+    a.pad[d] = (int)s.pad[d];
+    a.in_ext[d] = (int)s.in[d];
+  }
+  a.out_sp = (int)s.out_sp;
+  strides_of<R>(s.in, a.in_str);
+  a.in_sp = (int)s.in_sp;
+  a.x_img = (ll)(s.in_c * s.in_sp);
+  a.dy_img = (ll)(s.out_c * s.out_sp);
+  a.w_size = (ll)(s.out_c * kg);
+  const int bm = bm_for(ocg);
+  const ll mt = ((ll)ocg + bm - 1) / bm;
+  const ll tiles = (ll)a.ntiles * mt * (ll)s.groups;
+  ll slices = (kTargetBlocks + tiles - 1) / tiles;
+  slices = std::min<ll>(slices, std::max<ll>(1, a.total / 128));
+  slices = std::min<ll>(slices, std::max<ll>(1, (ll)(kWgradScratch / 4) / a.w_size));
+  slices = std::min<ll>(slices, INT_MAX / a.ntiles);
+  a.per_slice = (a.total + slices - 1) / slices;
+  slices = (a.total + a.per_slice - 1) / a.per_slice;  // no empty slice
+  Scratch part(dev, slices > 1 ? (uint64_t)(slices * a.w_size) : 0);
+  float *dst = slices > 1 ? part.get() : dw;
+  const unsigned sl = (unsigned)slices, m = (unsigned)mt;
+  switch (bm) {
+    case 16: launch_wgrad<R, 16>(a, sl, m, s.groups, x, dy, dst, st); break;
+    case 32: launch_wgrad<R, 32>(a, sl, m, s.groups, x, dy, dst, st); break;
+    case 64: launch_wgrad<R, 64>(a, sl, m, s.groups, x, dy, dst, st); break;
+    default: launch_wgrad<R, 128>(a, sl, m, s.groups, x, dy, dst, st); break;
+  }
+  if (slices > 1) {
+    sum_images_kernel<<<grid_for((uint64_t)a.w_size, kThreads, dev), kThreads, 0, st>>>(
+        part.get(), (ull)slices, (ull)a.w_size, false, dw);
+    check_launch("sum_images_kernel");
+  }
+}
+
+template <int R>
+DwArgs<R> dw_args(const ConvShape &s) {
+  DwArgs<R> a{};
+  for (int d = 0; d < R; ++d) {
+    a.out_ext[d] = (int)s.out[d];
+    a.in_ext[d] = (int)s.in[d];
+    a.k[d] = (int)s.kernel[d];
+    a.stride[d] = (int)s.stride[d];
+    a.pad[d] = (int)s.pad[d];
+    a.dil[d] = (int)s.dilation[d];
+  }
+  strides_of<R>(s.in, a.in_str);
+  a.ksz = (int)s.ksz;
+  a.out_sp = (int)s.out_sp;
+  a.in_sp = (int)s.in_sp;
+  a.C = (int)s.in_c;
+  return a;
+}
+
+template <int R>
+void dw_fwd(const ConvShape &s, const float *x, const float *w, const float *bias, float *y,
+            cudaStream_t st) {
+  const ll total = (ll)(s.batch * s.out_c * s.out_sp);
+  dw_fwd_kernel<R><<<grid_all((uint64_t)total, kThreads), kThreads, 0, st>>>(dw_args<R>(s), x, w,
+                                                                             bias, y, total);
+  check_launch("dw_fwd_kernel");
+}
+
+template <int R>
+void dw_bwd_input(const ConvShape &s, const float *dy, const float *w, const float *bias,
+                  float *dx, cudaStream_t st) {
+  const ll total = (ll)(s.batch * s.in_c * s.in_sp);
+  dw_bwd_input_kernel<R><<<grid_all((uint64_t)total, kThreads), kThreads, 0, st>>>(
+      dw_args<R>(s), dy, w, bias, dx, total);
+  check_launch("dw_bwd_input_kernel");
+}
+
+// Depthwise kernel gradient: per channel, slices of the batch * out_sp positions (enough blocks
+// for kTargetBlocks, each >= 1024 positions), then channel_sum_final adds the slices in order.
+template <int R>
+void dw_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy, float *dw,
+                   cudaStream_t st) {
+  const ll total = (ll)(s.batch * s.out_sp), C = (ll)s.in_c;
+  ll slices = std::min<ll>((kTargetBlocks + C - 1) / C, std::max<ll>(1, total / 1024));
+  slices = std::min<ll>(slices, 65535);
+  const ll per_slice = (total + slices - 1) / slices;
+  slices = (total + per_slice - 1) / per_slice;
+  Scratch part(dev, (uint64_t)(C * s.ksz * slices));
+  const dim3 grid((unsigned)slices, (unsigned)std::min<ll>(C, 65535), 1);
+  dw_wgrad_kernel<R><<<grid, kThreads, 0, st>>>(dw_args<R>(s), fwd_taps<R>(s), x, dy,
+                                                (ll)s.batch, per_slice, part.get());
+  check_launch("dw_wgrad_kernel");
+  channel_sum_final<<<grid_for(C * s.ksz, kThreads, dev), kThreads, 0, st>>>(
+      part.get(), (ull)(C * s.ksz), (unsigned)slices, dw);
+  check_launch("channel_sum_final");
+}
+
+// Calls f(std::integral_constant<int, rank>) (rank 1, 2 or 3: ig_ok() holds).
+template <class F>
+void by_rank(uint32_t rank, F &&f) {
+  switch (rank) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    default: f(std::integral_constant<int, 3>{}); break;
+  }
+}
+
 }  // namespace
 
 void conv_fwd(int dev, const ConvShape &s, const float *x, const float *w, const float *bias,
               bool allow_tf32, float *y) {
   const cudaStream_t st = stream(dev);
+  if (ig_ok(s) && depthwise(s)) {
+    by_rank(s.rank, [&](auto r) { dw_fwd<decltype(r)::value>(s, x, w, bias, y, st); });
+    return;
+  }
+  const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
+  if (ig_ok(s) && !allow_tf32 && !direct(s) &&
+      ig_worth(s.batch * s.out_sp, ocg, s.groups, kg)) {
+    by_rank(s.rank, [&](auto r) { ig_fwd<decltype(r)::value>(s, x, w, bias, y, st); });
+    return;
+  }
   const cublasHandle_t h = cublas_handle(dev, allow_tf32);
   const Geo g = geo_of(s);
-  const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
   const bool dir = direct(s);
   const uint64_t col_img = dir ? 0 : s.in_c * s.ksz * s.out_sp;  // floats per image
   const uint64_t chunk = chunk_of(s.batch, col_img);
@@ -392,9 +1401,18 @@ void conv_fwd(int dev, const ConvShape &s, const float *x, const float *w, const
 void conv_bwd_input(int dev, const ConvShape &s, const float *dy, const float *w,
                     const float *bias_in, bool allow_tf32, float *dx) {
   const cudaStream_t st = stream(dev);
+  if (ig_ok(s) && depthwise(s)) {
+    by_rank(s.rank, [&](auto r) { dw_bwd_input<decltype(r)::value>(s, dy, w, bias_in, dx, st); });
+    return;
+  }
+  const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
+  if (ig_ok(s) && !allow_tf32 && !direct(s) && phase_count(s) <= (uint64_t)kMaxPhases &&
+      ig_worth(s.batch * s.in_sp, icg, s.groups, ocg * s.ksz / phase_count(s))) {
+    by_rank(s.rank, [&](auto r) { ig_bwd_input<decltype(r)::value>(s, dy, w, bias_in, dx, st); });
+    return;
+  }
   const cublasHandle_t h = cublas_handle(dev, allow_tf32);
   const Geo g = geo_of(s);
-  const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
   const bool dir = direct(s);
   const uint64_t col_img = dir ? 0 : s.in_c * s.ksz * s.out_sp;
   const uint64_t chunk = chunk_of(s.batch, col_img);
@@ -417,6 +1435,14 @@ void conv_bwd_input(int dev, const ConvShape &s, const float *dy, const float *w
 void conv_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy,
                      bool allow_tf32, float *dw) {
   const cudaStream_t st = stream(dev);
+  if (ig_ok(s) && depthwise(s)) {
+    by_rank(s.rank, [&](auto r) { dw_bwd_kernel<decltype(r)::value>(dev, s, x, dy, dw, st); });
+    return;
+  }
+  if (ig_ok(s) && !allow_tf32 && !direct(s)) {
+    by_rank(s.rank, [&](auto r) { ig_bwd_kernel<decltype(r)::value>(dev, s, x, dy, dw, st); });
+    return;
+  }
   const cublasHandle_t h = cublas_handle(dev, allow_tf32);
   const Geo g = geo_of(s);
   const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;

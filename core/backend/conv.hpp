@@ -1,4 +1,5 @@
-// Backend interface: convolution lowered to im2col / col2im and matrix products. Defined by
+// Backend interface: convolution (CPU: im2col / col2im and matrix products; CUDA: implicit GEMM,
+// direct depthwise kernels, im2col + cuBLAS for the rest; see cuda/conv.cu). Defined by
 // stub/conv.cpp and cuda/conv.cu. Numeric class "library" (abi/tlrt_conv.h): the backends do not
 // agree bit for bit.
 //

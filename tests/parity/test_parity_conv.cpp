@@ -9,9 +9,15 @@
 //     (forward in_c / groups * prod(k) + 1, d_input out_c / groups * prod(k), d_kernel and d_bias
 //     batch * prod(out));
 //   - special values (Dist::Edge): NaN and infinity positions identical on both backends;
-//   - chunking: a (10, 64, 96, 96) 3x3 problem whose column matrices exceed the 256 MiB scratch
-//     budget, so the CUDA backend runs several chunks (the kernel gradient accumulating across
-//     them);
+//   - every CUDA dispatch branch (cuda/conv.cu): implicit GEMM with tiles of 16, 32, 64 and 128
+//     rows (several row tiles, odd sizes, groups, dilation, stride 2 phases, 1-D, 2-D, 3-D, up to
+//     the 16 phases of one launch and beyond), its non-finite-weight recomputation (Dist::Edge),
+//     the sliced kernel gradient, the direct depthwise kernels (1-D, 2-D, 3-D, strided, dilated),
+//     and im2col + cuBLAS (rank > 3, 1x1, few blocks with a long reduction, TF32); the small
+//     random cases take the implicit GEMM for rank <= 3;
+//   - chunking: a (12, 64, 96, 96) 3x3 problem whose column matrices exceed the 256 MiB scratch
+//     budget, with TF32 on (only then does it take im2col), so the CUDA backend runs several
+//     chunks (the kernel gradient accumulating across them);
 //   - TF32 (tlrt_set_allow_tf32): within (2^-9 + ...) S with it on; off again reproduces the off
 //     result bit for bit;
 //   - bench shapes: conv2d (32, 64, 56, 56) 3x3 pad 1, (1, 64, 56, 56), 3-D (4, 32, 32^3) 3x3x3,
@@ -208,8 +214,49 @@ int main() {
   // Chunking: (10, 64, 96, 96) 3x3: 21 MB of columns per image, 212 MB in all, plus partials: the
   // kernel gradient's scratch exceeds 256 MiB at 10 images -> several chunks for bwd_kernel; the
   // (12, ...) case exceeds it for every pass.
-  one_case("chunked 12x64x96x96", make(false, 12, 64, 64, 1, {96, 96}, {3, 3}, {1, 1}, {1, 1},
-                                       {1, 1}), th::Dist::Uniform, 1010, false);
+  one_case("12x64x96x96", make(false, 12, 64, 64, 1, {96, 96}, {3, 3}, {1, 1}, {1, 1}, {1, 1}),
+           th::Dist::Uniform, 1010, false);
+  // CUDA dispatch branches. 160 out channels: 2 row tiles of 128 (forward, kernel gradient); the
+  // input gradient (24 rows, 144 column tiles) on the implicit GEMM too.
+  one_case("igemm 128-row tiles 8x24x48x48", make(false, 8, 24, 160, 1, {48, 48}, {3, 3}, {1, 1},
+                                                  {1, 1}, {1, 1}), th::Dist::Uniform, 1012, false);
+  // The transposed bench shape at half batch: 4 stride phases in one launch.
+  one_case("convtranspose 16x64x28x28 4x4 s2", make(true, 16, 64, 64, 1, {28, 28}, {4, 4}, {2, 2},
+                                                    {1, 1}, {1, 1}), th::Dist::Uniform, 1013,
+           false);
+  // 3-D with 32-row tiles (216 column tiles: the forward takes the implicit GEMM).
+  one_case("conv3d 2x32x24^3 3x3x3", make(false, 2, 32, 32, 1, {24, 24, 24}, {3, 3, 3}, {1, 1, 1},
+                                          {1, 1, 1}, {1, 1, 1}), th::Dist::Uniform, 1014, false);
+  // Stride 2: forward on cuBLAS (32 column tiles, reduction 576), input gradient by phases.
+  one_case("stride 2 4x64x64x64", make(false, 4, 64, 64, 1, {64, 64}, {3, 3}, {2, 2}, {1, 1},
+                                       {1, 1}), th::Dist::Uniform, 1015, false);
+  // Odd sizes, dilation, 33 out channels (64-row tiles, half empty), 3 x 5 window.
+  one_case("dilated odd 5x20x37x29", make(false, 5, 20, 33, 1, {37, 29}, {3, 5}, {1, 2}, {2, 1},
+                                          {2, 3}), th::Dist::Uniform, 1016, false);
+  // 1-D, 140 out channels (2 row tiles), odd length.
+  one_case("conv1d 2x130x257", make(false, 2, 130, 140, 1, {257}, {3}, {1}, {1}, {1}),
+           th::Dist::Uniform, 1017, false);
+  // Depthwise direct kernels: 3-D strided and dilated, 1-D strided and dilated.
+  one_case("depthwise 3-D 2x8x9x10x11", make(false, 2, 8, 8, 8, {9, 10, 11}, {3, 3, 3}, {2, 1, 1},
+                                             {1, 1, 1}, {1, 2, 1}), th::Dist::Uniform, 1018,
+           false);
+  one_case("depthwise 1-D 3x12x101", make(false, 3, 12, 12, 12, {101}, {5}, {2}, {3}, {2}),
+           th::Dist::Uniform, 1019, false);
+  // Channel multiplier 2 (not depthwise: 16-row tiles), stride 2, odd sizes.
+  one_case("multiplier 2x16x26x27", make(false, 2, 16, 32, 16, {26, 27}, {3, 3}, {2, 2}, {1, 1},
+                                         {1, 1}), th::Dist::Uniform, 1020, false);
+  // Non-finite weights and inputs through the phased input gradient and the transposed forward
+  // (the implicit GEMM's recomputation without padding products).
+  one_case("edge grouped 2x12x9x11 s2", make(false, 2, 12, 18, 3, {9, 11}, {3, 3}, {2, 2}, {1, 1},
+                                             {1, 1}), th::Dist::Edge, 1021, false);
+  one_case("edge convtranspose 2x8x15x13 s2", make(true, 2, 8, 6, 2, {15, 13}, {3, 4}, {2, 2},
+                                                   {1, 2}, {1, 1}), th::Dist::Edge, 1022, false);
+  // 20 stride phases (two launches of the input gradient), 3-D with 27 phases, empty-tap phases.
+  one_case("20 phases 2x6x41x37", make(false, 2, 6, 8, 1, {41, 37}, {2, 3}, {5, 4}, {1, 0},
+                                       {1, 1}), th::Dist::Uniform, 1023, false);
+  one_case("27 phases 3-D 2x4x13x12x11", make(false, 2, 4, 5, 1, {13, 12, 11}, {2, 2, 1},
+                                              {3, 3, 3}, {0, 1, 0}, {1, 2, 1}),
+           th::Dist::Uniform, 1024, false);
   // TF32: on, then off again reproduces the off result bit for bit.
   {
     const Geo g = make(false, 4, 64, 64, 1, {28, 28}, {3, 3}, {1, 1}, {1, 1}, {1, 1});
@@ -220,6 +267,8 @@ int main() {
     const Out off1 = run(parity::kGpu, g, w, b, x, dy);
     const bool prev = tlrt_set_allow_tf32(true);
     one_case("tf32 4x64x28x28", g, th::Dist::Uniform, 1011, false);
+    one_case("tf32 chunked 12x64x96x96", make(false, 12, 64, 64, 1, {96, 96}, {3, 3}, {1, 1},
+                                              {1, 1}, {1, 1}), th::Dist::Uniform, 1025, false);
     tlrt_set_allow_tf32(false);
     const Out off2 = run(parity::kGpu, g, w, b, x, dy);
     tlrt_set_allow_tf32(prev);
