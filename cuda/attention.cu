@@ -59,6 +59,12 @@ class Scratch {
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
   int dev;
+  size_t smem_limit() const {
+    int v = 0;
+    check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+          "attention: cudaDeviceGetAttribute");
+    return (size_t)v;
+  }
   template <class K, class... A>
   void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
                   A... args) const {

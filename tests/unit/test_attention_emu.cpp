@@ -8,7 +8,9 @@
 // n = 1, odd n and n across the 32/64/128-row block edges and the 64-key tiles; masks none /
 // per problem / broadcast / causal / causal + mask / fully blocked rows with both fill
 // conventions; the fused backward and its three single-gradient forms; special values.
-// TLRT_EMU_FULL=1 runs every schedule on every case (the default rotates them).
+// Each case also runs as on devices with less shared memory (sm_80, sm_86/89), where the plans
+// pick the smaller-block variants. TLRT_EMU_FULL=1 runs every schedule on every case (the default
+// rotates them).
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -24,11 +26,19 @@ namespace {
 using tlrt::attn::Problem;
 namespace ak = tlrt::cuda::attn_kernels;
 
+// Shared memory per block of the emulated device: sm_90, sm_80, sm_86/89 (the plans pick
+// smaller-block variants below sm_90; d > 64 needs sm_80's, d > 128 sm_90's, as before).
+constexpr size_t kSmemLimits[] = {232448, 166912, 101376};
+
 struct EmuLaunch {
   emu::Policy policy;
+  size_t limit;
+  size_t smem_limit() const { return limit; }
   template <class K, class... A>
-  void operator()(const char *, K kernel, dim3 grid, unsigned threads, size_t smem,
+  void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
                   A... args) const {
+    TH_CHECK_MSG(smem <= limit, "%s: %zu bytes of shared memory, the device has %zu", name, smem,
+                 limit);
     emu::launch(policy, grid, dim3(threads), smem, [=] { kernel(args...); });
   }
 };
@@ -66,7 +76,7 @@ struct Case {
   th::Dist dist;
 };
 
-void run_case(const Case &c, uint64_t salt, int policy_index) {
+void run_case(const Case &c, uint64_t salt, int policy_index, size_t limit) {
   const uint64_t N = c.bh * c.n * c.d;
   const std::vector<float> q = th::make(c.dist, N, salt + 1), k = th::make(c.dist, N, salt + 2),
                            v = th::make(c.dist, N, salt + 3),
@@ -81,10 +91,10 @@ void run_case(const Case &c, uint64_t salt, int policy_index) {
       for (uint64_t j = 0; j < c.n; ++j) mask[(c.n / 2) * c.n + j] = 0.0f;
   }
   const double scale = 1.0 / std::sqrt((double)std::max<uint64_t>(c.d, 1));
-  char tag[160];
-  std::snprintf(tag, sizeof tag, "(%llu, %llu, %llu) mask %d fill %g %s policy %d",
+  char tag[192];
+  std::snprintf(tag, sizeof tag, "(%llu, %llu, %llu) mask %d fill %g %s policy %d smem %zu",
                 (unsigned long long)c.bh, (unsigned long long)c.n, (unsigned long long)c.d, c.mk,
-                c.fill, th::dist_name(c.dist), policy_index);
+                c.fill, th::dist_name(c.dist), policy_index, limit);
   const std::string w = tag;
 
   // CPU backend through the public API.
@@ -110,7 +120,7 @@ void run_case(const Case &c, uint64_t salt, int policy_index) {
   p.scale = (float)scale;
   p.fill = (float)c.fill;
   p.causal = causal;
-  EmuLaunch launch{kPolicies[policy_index]};
+  EmuLaunch launch{kPolicies[policy_index], limit};
   std::vector<float> eo(N, 7.0f), el(c.bh * c.n, 7.0f);
   ak::fwd_plan(launch, p, q.data(), k.data(), v.data(), eo.data(), el.data());
   same(w + " fwd out", out, eo);
@@ -147,10 +157,13 @@ int main() {
   int rot = 0;
   auto go = [&](const Case &c) {
     salt += 10;
-    if (all)
-      for (int pi = 0; pi < kNumPolicies; ++pi) run_case(c, salt, pi);
-    else
-      run_case(c, salt, rot++ % kNumPolicies);
+    for (size_t limit : kSmemLimits) {
+      if ((c.d > 64 && limit < 166912) || (c.d > 128 && limit < 232448)) continue;
+      if (all)
+        for (int pi = 0; pi < kNumPolicies; ++pi) run_case(c, salt, pi, limit);
+      else
+        run_case(c, salt, rot++ % kNumPolicies, limit);
+    }
   };
   for (Dims s : {Dims{1, 1, 1}, Dims{2, 1, 64}, Dims{1, 3, 5}, Dims{3, 17, 32}, Dims{2, 64, 64},
                  Dims{1, 65, 64}, Dims{2, 100, 33}, Dims{1, 129, 128}, Dims{1, 70, 100},
