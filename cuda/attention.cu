@@ -2,33 +2,57 @@
 // abi/tlrt_attention.h, the same IEEE operations in the same order as stub/attention.cpp (bit for
 // bit). Built with -fmad=false: every fusion is an explicit __fmaf_rn (num::fma); the division is
 // __fdiv_rn; exp / log are the shared float32 functions. No atomics, no n x n buffer, everything
-// on the library stream, nothing synchronises. Every kernel has 128 threads seen as 16 row groups
-// (ty) x 8 lanes (tx, consecutive lanes of one warp): a thread owns RM rows ty + 16 a and, of a
-// 64-wide tile, the columns tx + 8 c (c < 8); of a (., DP) matrix the columns tx + 8 c' (c' <
-// DP / 8). Row statistics combine the 8 lanes with __shfl_xor 1, 2, 4. Shared-memory rows are
-// padded to DP + 1 (65 for tiles) floats: every access pattern below is free of bank conflicts.
-// DP (the head dimension rounded up to 32, 64, 128 or 256) is a template parameter; EXACT = (d ==
-// DP) fixes the dot-product loop length at compile time, otherwise it runs to the runtime d (the
-// zero padding of q, k, v beyond d never enters a dot product).
+// on the library stream, nothing synchronises. The kernels and their launch plan are in
+// cuda/attention_kernels.cuh, which tests/unit/test_attention_emu.cpp also runs on a CPU emulator
+// of the GPU (bit for bit against the CPU backend, under several thread schedules).
 //
-// fwd_kernel<DP, RM>: one block per (problem, BR = 16 RM query rows; RM = 4, or 2 when DP = 256);
-// Q block in shared memory; per key tile of 64: K and V tiles in shared memory, S = Q K^T in
-// registers (RM x 8 per thread, fma chains over t), online softmax (running max m, sum l,
-// rescale alpha), P through shared memory, acc += P V in registers (RM x DP / 8). Skips the tiles
-// above the diagonal with causal and exclusion. FLOPs 4 n^2 d per problem (2 n^2 d each for S and
-// PV) + ~25 n^2 for exp; bytes: q, out once, k and v once per query block (from L2).
-// Shared loads per FMA: (RM + 8) / (8 RM) in S, (RM + DP / 8) / (RM DP / 8) in PV.
+// Common to the kernels: 256 threads; tiles of 64 keys (queries in dk/dv); every (., d) tile in
+// shared memory row-major with rows padded to DP + 4 floats (DP: d rounded up to 32, 64, 128, 256;
+// 64 at least in the backward), so that the dot products over t read float4s along t: a thread
+// computing RA x RB dot products issues RA + RB 16-byte loads per 4 steps of its RA RB fma chains
+// (the chains themselves are unchanged: t = 0 .. d - 1 in order). The products with a 64-wide
+// operand (P V, P^T dout, dS^T Q, dS K) read float4s of the weights along the tile and of the
+// (64, DP) operand along its row. Tiles arrive by cp.async (16-byte copies when d % 4 == 0 and
+// the tensors are 16-byte aligned, else 4-byte) with zero fill past n, into single buffers that
+// are refilled as soon as the last reader is past a barrier (next K during P V, next V during
+// the next S, ...), so loads overlap compute with two to four barriers per tile. A mask entry is
+// copied asynchronously by the thread that reads it, into that thread's own slot of the P / dS
+// tile (no barrier needed). EXACT = (d == DP) fixes the loop lengths at compile time. On devices
+// with less shared memory per block than sm_90 the plan picks smaller-block variants (same bits).
+//
+// fwd_kernel<DP, RM>: one block per (problem, 32 RM query rows; RM = 4 for 64 < d <= 128, else
+// 2). Thread (row group g < 32, lane tx < 8): rows g + 32 a, keys tx + 8 c of a tile (the lane
+// layout of the header's row maxima and sums, combined with __shfl_xor 1, 2, 4), output columns
+// 4 tx + 32 c4 + e. Q block resident; per key tile: S = Q K^T (RM x 8 chains), online softmax,
+// P to shared memory, acc += P V (RM x DP / 8 in registers). With skipping (causal, exclusion)
+// the block stops at its diagonal; rows of a 128-row block whose own tiles end earlier leave the
+// last tile out, and the blocks with most tiles start first. FLOPs 4 n^2 d + ~30 n^2 others
+// (score, exp, sums) per problem; bytes: q, out once, k and v once per query block from L2.
+// Issue slots per 64-key tile and thread (d = 64, RM = 2): 2048 FMA, 320 LDS.128, ~560 softmax.
 // d_kernel: D[i] = sum_t dout[i, t] out[i, t], one thread per row (an fma chain, as the CPU).
-// dkdv_kernel<DP, RM>: one block per (problem, BK = 16 RM keys; RM = 4, 2, 1 for DP <= 64, 128,
-// 256); K, V block in shared memory; per query tile of 64 (from the first tile reaching the
-// diagonal when skipping): Q, dout tiles, lse, D in shared memory; S^T and dP^T (RM x 8 per
-// thread), P = exp(S - lse), dS = P (dP - D); P and dS through shared memory; dv += P^T dout,
-// dk += dS^T Q in registers. FLOPs 8 n^2 d (4 with dv only: no dP, no dk).
-// dq_kernel<DP, RM>: one block per (problem, 16 RM query rows); Q, dout in shared memory; per key
-// tile of 64: K, V tiles; S, dP, P, dS recomputed; dS through shared memory; dq += dS K. FLOPs
-// 6 n^2 d. The backward thus recomputes P twice (FA2's deterministic two-kernel form).
-// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-attention.md, TF32 off): forward
-// 11-19 TFLOP/s (0.40-1.73x SDPA's time), backward 6-12 TFLOP/s (1.5-6.8x); SGEMM peak 51.6.
+// dkdv_kernel<DP, RK>: one block per (problem, 16 RK keys; RK = 4, or 2 for DP = 256). Thread (key
+// group kg < 16 fast, query lane ql < 16): keys kg + 16 a, queries ql + 16 c of a tile, columns
+// 4 ql + 64 c4 + e of dk, dv. K, V block resident; per query tile (from the tile reaching the
+// diagonal when skipping): dP^T = V dout^T, S^T = K Q^T (RK x 4 chains each), P^T and dS^T to
+// shared memory, dv += P^T dout, dk += dS^T Q (RK x DP / 16 each). FLOPs 8 n^2 d (4 with dv only).
+// dq_kernel<DP, RQ>: one block per (problem, 16 RQ query rows; RQ = 4, or 2 for DP = 256). Thread
+// (row group rg < 16, key lane kl < 16 fast): rows rg + 16 a, keys kl + 16 c, columns 4 kl + 64
+// c4 + e. Q, dout block resident; per key tile: dP, S, dS to shared memory, dq += dS K. FLOPs
+// 6 n^2 d. The backward thus recomputes P in both kernels (FA2's deterministic two-kernel form),
+// 14 n^2 d FLOPs against the 10 n^2 d the benchmark counts.
+// Registers (sm_90, ptxas, no spills): fwd 96-116 (RM = 2, DP <= 64; two blocks per SM), 209-216
+// (DP = 128, RM = 4), 164-168 (DP = 256); dkdv 128 (DP = 64), 208-216 (DP = 128), 157-161 (256);
+// dq 118-123 (DP = 64), 126-168 (128), 146-154 (256).
+// Measured before this design (H100, 2026-11-22, bench/results/2026-11-22-h100-attention.md, TF32
+// off): forward 11-19 TFLOP/s (0.40-1.73x SDPA's time), backward 6-12 TFLOP/s (1.5-6.8x); SGEMM
+// peak 51.6. PREDICTED for this design (H100; not measured yet; issue-slot count above, ~70% of it
+// realised; backward in the benchmark's 10 n^2 d count):
+//   fwd (32,1024,64) none ~28 TFLOP/s (~0.55x SDPA), causal ~24, masked ~26;
+//   fwd (16,4096,64) none ~30 (~0.55x), causal ~26, masked ~27;
+//   fwd (32,1024,128) none ~27 (~0.85x), causal ~21, masked ~25;
+//   bwd (32,1024,64) none ~20 (~1.5x), causal ~16, masked ~18;
+//   bwd (16,4096,64) none ~21 (~1.5x), causal ~17, masked ~19;
+//   bwd (32,1024,128) none ~20 (~2.0x), causal ~16, masked ~18.
 #include "cuda/attention_kernels.cuh"
 
 #include "core/backend/attention.hpp"
