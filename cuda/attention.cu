@@ -92,9 +92,15 @@ struct Launch {
   template <class K, class... A>
   void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
                   A... args) const {
+    cudaStream_t st = stream(dev);  // makes dev current: the attributes below are per device
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
           "attention: cudaFuncSetAttribute");
-    kernel<<<grid, threads, smem, stream(dev)>>>(args...);
+    // All of the unified L1 / shared memory as shared, so that two blocks of ~105 KB fit per SM.
+    if (smem != 0)
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 (int)cudaSharedmemCarveoutMaxShared),
+            "attention: cudaFuncSetAttribute");
+    kernel<<<grid, threads, smem, st>>>(args...);
     check_launch(name);
   }
 };
