@@ -319,14 +319,19 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// D[r] = sum_t dout[r, t] out[r, t] (an fma chain, as the CPU), one thread per row.
+// D[r] = sum_t dout[r, t] out[r, t] (an fma chain, as the CPU), one thread per row; float4
+// loads when vec (d % 4 == 0, aligned).
 __global__ void __launch_bounds__(256)
     d_kernel(const float *__restrict out, const float *__restrict dout, uint64_t rows, unsigned d,
-             float *__restrict D) {
+             bool vec, float *__restrict D) {
   for (uint64_t r = (uint64_t)blockIdx.x * 256 + threadIdx.x; r < rows;
        r += (uint64_t)gridDim.x * 256) {
+    const float *a = dout + r * d, *o = out + r * d;
     float acc = 0.0f;
-    for (unsigned t = 0; t < d; ++t) acc = num::fma(dout[r * d + t], out[r * d + t], acc);
+    if (vec)
+      for (unsigned t = 0; t < d; t += 4) acc = dot4(ld4(a + t), ld4(o + t), acc);
+    else
+      for (unsigned t = 0; t < d; ++t) acc = num::fma(a[t], o[t], acc);
     D[r] = acc;
   }
 }
@@ -617,14 +622,15 @@ template <class L>
 void bwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
               const float *out, const float *dout, const float *lse, float *D, float *dq,
               float *dk, float *dv) {
+  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) &&
+                                   aligned16(out) && aligned16(dq) && aligned16(dk) &&
+                                   aligned16(dv));
   const uint64_t rows = p.bh * p.n;
   if (dq || dk) {
     const uint64_t blocks = (rows + 255) / 256;
     launch("attention d_kernel", d_kernel, dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u,
-           size_t(0), out, dout, rows, (unsigned)p.d, D);
+           size_t(0), out, dout, rows, (unsigned)p.d, kp.vec, D);
   }
-  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) &&
-                                   aligned16(dq) && aligned16(dk) && aligned16(dv));
   const bool exact = bwd_dp(p.d) == p.d;
 #define TLRT_ATTN_BWD(DP)                                                             \
   return exact ? bwd_pick<DP, true>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv) \
