@@ -83,6 +83,7 @@ class Scratch {
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
   int dev;
+  unsigned max_grid_y() const { return 65535; }
   size_t smem_limit() const {
     int v = 0;
     check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),

@@ -1,6 +1,8 @@
 // Device code of cuda/attention.cu (its top comment explains the kernels): the kernels and their
 // launch plan, kept apart so that the CPU emulator test (tests/unit/test_attention_emu.cpp) runs
-// the same source. A plan takes a launcher, launch(name, kernel, grid, threads, smem, args...).
+// the same source. A plan takes a launcher: launch(name, kernel, grid, threads, smem, args...)
+// starts a kernel, launch.smem_limit() is the device's shared memory per block (bytes) and
+// launch.max_grid_y() the most blocks along y.
 #pragma once
 
 #include <type_traits>
@@ -36,7 +38,17 @@ struct KP {
 };
 
 __device__ __forceinline__ float4 ld4(const float *p) {
+#ifdef TLRT_CUDA_EMULATION
+  emu::check_aligned(p, 16);
+#endif
   return *reinterpret_cast<const float4 *>(p);
+}
+
+__device__ __forceinline__ void st4(float *p, const float4 &v) {
+#ifdef TLRT_CUDA_EMULATION
+  emu::check_aligned(p, 16);
+#endif
+  *reinterpret_cast<float4 *>(p) = v;
 }
 
 // Component e (a constant after unrolling) of a float4.
@@ -71,7 +83,7 @@ __device__ __forceinline__ float score_of(const KP &p, unsigned i, unsigned j, f
 // written by the tile copies, and the products read them. A barrier must follow before any copy.
 __device__ __forceinline__ void zero_smem(float *sm, unsigned floats) {
   for (unsigned e = threadIdx.x; e < floats / 4; e += kThreads)
-    reinterpret_cast<float4 *>(sm)[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    st4(sm + 4 * e, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
 }
 
 // Issues the copies of rows r0 .. r0 + ROWS - 1 (columns 0 .. d - 1) of a row-major (n, d) matrix
@@ -172,7 +184,7 @@ __device__ __forceinline__ void store_rows(const float (&acc)[RA][C4][4], bool s
 #pragma unroll
       for (unsigned e = 0; e < 4; ++e) x[e] = scale_it ? acc[a][c4][e] * factor : acc[a][c4][e];
       if (vec && col < d) {
-        *reinterpret_cast<float4 *>(row + col) = make_float4(x[0], x[1], x[2], x[3]);
+        st4(row + col, make_float4(x[0], x[1], x[2], x[3]));
       } else {
 #pragma unroll
         for (unsigned e = 0; e < 4; ++e)
@@ -542,8 +554,12 @@ inline KP kernel_view(const Problem &p, bool aligned) {
             p.causal, p.causal && p.fill == kNegInf, aligned && p.d % 4 == 0};
 }
 
-inline dim3 grid_of(uint64_t blocks_x, uint64_t bh) {
-  return dim3((unsigned)blocks_x, (unsigned)(bh < 65535 ? bh : 65535), 1);
+// Blocks along x; problems along y up to the launcher's limit (65535 on CUDA), the kernels loop
+// over the rest.
+template <class L>
+dim3 grid_of(const L &launch, uint64_t blocks_x, uint64_t bh) {
+  const uint64_t cap = launch.max_grid_y();
+  return dim3((unsigned)blocks_x, (unsigned)(bh < cap ? bh : cap), 1);
 }
 
 // Each kernel has a variant for devices with less shared memory per block than sm_90's 227 KB
@@ -553,7 +569,7 @@ template <unsigned DP, unsigned RM, bool EXACT, class L>
 void fwd_launch(L &launch, const KP &kp, const float *q, const float *k, const float *v,
                 float *out, float *lse) {
   constexpr unsigned BR = 32 * RM;
-  launch("attention fwd_kernel", fwd_kernel<DP, RM, EXACT>, grid_of((kp.n + BR - 1) / BR, kp.bh),
+  launch("attention fwd_kernel", fwd_kernel<DP, RM, EXACT>, grid_of(launch, (kp.n + BR - 1) / BR, kp.bh),
          kThreads, fwd_smem_floats<DP, RM>() * sizeof(float), kp, q, k, v, out, lse);
 }
 
@@ -578,7 +594,7 @@ void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const flo
     auto go = [&](auto rk) {
       constexpr unsigned RK = decltype(rk)::value;
       launch("attention dkdv_kernel", dkdv_kernel<DP, RK, EXACT>,
-             grid_of((kp.n + 16 * RK - 1) / (16 * RK), kp.bh), kThreads,
+             grid_of(launch, (kp.n + 16 * RK - 1) / (16 * RK), kp.bh), kThreads,
              dkdv_smem_floats<DP, RK>() * sizeof(float), kp, q, k, v, dout, lse, D, dk, dv);
     };
     if constexpr (DP != 256) {
@@ -592,7 +608,7 @@ void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const flo
   }
   if (dq)
     launch("attention dq_kernel", dq_kernel<DP, R, EXACT>,
-           grid_of((kp.n + 16 * R - 1) / (16 * R), kp.bh), kThreads,
+           grid_of(launch, (kp.n + 16 * R - 1) / (16 * R), kp.bh), kThreads,
            dq_smem_floats<DP, R>() * sizeof(float), kp, q, k, v, dout, lse, D, dq);
 }
 

@@ -15,7 +15,8 @@
 // never reaches is reported as a deadlock (std::runtime_error).
 //
 // Include this header, then define TLRT_CUDA_EMULATION before including the kernel header (the
-// kernel header takes its cp.async and shared-memory primitives from here instead of PTX).
+// kernel header takes its cp.async and shared-memory primitives from here instead of PTX, and
+// checks the alignment of its float4 accesses with emu::check_aligned).
 #pragma once
 
 #include <ucontext.h>
@@ -205,6 +206,12 @@ inline void launch(const Policy &policy, dim3 grid, dim3 threads, size_t smem_by
     }
 }
 
+// A misaligned vector access or 16-byte copy faults on the GPU: here it throws.
+inline void check_aligned(const void *p, uintptr_t bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0)
+    throw std::runtime_error("emu: misaligned " + std::to_string(bytes) + "-byte access");
+}
+
 }  // namespace emu
 
 inline void __syncthreads() {
@@ -235,6 +242,8 @@ inline float *dynamic_smem() {
 }
 
 inline void copy(float *dst, const float *src, unsigned bytes, bool valid) {
+  emu::check_aligned(dst, bytes);
+  emu::check_aligned(src, bytes);
   auto &b = emu::detail::block();
   auto &f = b.fibers[b.cur];
   const emu::detail::PendingCopy c{dst, src, bytes, valid ? bytes : 0u, f.committed};

@@ -42,7 +42,9 @@ constexpr size_t kSmemLimits[] = {232448, 166912, 101376};
 struct EmuLaunch {
   emu::Policy policy;
   size_t limit;
+  unsigned grid_y;
   size_t smem_limit() const { return limit; }
+  unsigned max_grid_y() const { return grid_y; }
   template <class K, class... A>
   void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
                   A... args) const {
@@ -83,6 +85,8 @@ struct Case {
   int mk;  // 0 none, 1 per problem, 2 broadcast, 3 causal, 4 causal + broadcast, 5 full rows
   double fill;
   th::Dist dist;
+  bool odd = false;  // tensors 4 bytes past 16-byte alignment (element-wise copies and stores);
+                     // the grid then has 2 blocks along y, so blocks loop over problems
 };
 
 void run_case(const Case &c, uint64_t salt, int policy_index, size_t limit) {
@@ -124,35 +128,47 @@ void run_case(const Case &c, uint64_t salt, int policy_index, size_t limit) {
   p.bh = c.bh;
   p.n = c.n;
   p.d = c.d;
-  p.mask = mask.empty() ? nullptr : mask.data();
+  p.mask = mask.empty() ? nullptr : mask.data();  // (masks are read element by element)
   p.mask_stride = (!mask.empty() && mask.size() == c.bh * c.n * c.n && c.bh > 1) ? c.n * c.n : 0;
   p.scale = (float)scale;
   p.fill = (float)c.fill;
   p.causal = causal;
-  EmuLaunch launch{kPolicies[policy_index], limit};
-  std::vector<float> eo(N, 7.0f), el(c.bh * c.n, 7.0f);
-  ak::fwd_plan(launch, p, q.data(), k.data(), v.data(), eo.data(), el.data());
-  same(w + " fwd out", out, eo);
-  same(w + " fwd lse", lse, el);
-  std::vector<float> D(c.bh * c.n), eq(N, 7.0f), ek(N, 7.0f), ev(N, 7.0f);
-  ak::bwd_plan(launch, p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(),
-               D.data(), eq.data(), ek.data(), ev.data());
-  same(w + " bwd dq", gq, eq);
-  same(w + " bwd dk", gk, ek);
-  same(w + " bwd dv", gv, ev);
+  EmuLaunch launch{kPolicies[policy_index], limit, c.odd ? 2u : 65535u};
+  // Device-side copies, shifted by one float when c.odd.
+  const size_t sh = c.odd ? 1 : 0;
+  auto dev = [&](const std::vector<float> &x) {
+    std::vector<float> y(x.size() + sh + 1, 5.0f);
+    std::copy(x.begin(), x.end(), y.begin() + sh);
+    return y;
+  };
+  std::vector<float> dq_ = dev(q), dk_ = dev(k), dv_ = dev(v), ddo = dev(dout), dout_ = dev(out),
+                     dlse = dev(lse);
+  const float *Qp = dq_.data() + sh, *Kp = dk_.data() + sh, *Vp = dv_.data() + sh,
+              *DOp = ddo.data() + sh, *Op = dout_.data() + sh, *Lp = dlse.data() + sh;
+  std::vector<float> o1 = dev(std::vector<float>(N, 7.0f)), o2 = dev(std::vector<float>(N, 7.0f)),
+                     o3 = dev(std::vector<float>(N, 7.0f)), o4 = dev(std::vector<float>(c.bh * c.n));
+  auto res = [&](const std::vector<float> &o, size_t count) {
+    return std::vector<float>(o.begin() + sh, o.begin() + sh + count);
+  };
+  auto reset = [&](std::vector<float> &o) { std::fill(o.begin(), o.end(), 7.0f); };
+  ak::fwd_plan(launch, p, Qp, Kp, Vp, o1.data() + sh, o4.data() + sh);
+  same(w + " fwd out", out, res(o1, N));
+  same(w + " fwd lse", lse, res(o4, c.bh * c.n));
+  std::vector<float> D(c.bh * c.n);
+  reset(o1);
+  ak::bwd_plan(launch, p, Qp, Kp, Vp, Op, DOp, Lp, D.data(), o1.data() + sh, o2.data() + sh,
+               o3.data() + sh);
+  same(w + " bwd dq", gq, res(o1, N));
+  same(w + " bwd dk", gk, res(o2, N));
+  same(w + " bwd dv", gv, res(o3, N));
   // The single-gradient paths (each kernel alone; dv alone skips D and dS).
-  std::vector<float> s(N, 7.0f);
-  ak::bwd_plan(launch, p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(),
-               D.data(), nullptr, nullptr, s.data());
-  same(w + " bwd dv alone", gv, s);
-  std::fill(s.begin(), s.end(), 7.0f);
-  ak::bwd_plan(launch, p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(),
-               D.data(), nullptr, s.data(), nullptr);
-  same(w + " bwd dk alone", gk, s);
-  std::fill(s.begin(), s.end(), 7.0f);
-  ak::bwd_plan(launch, p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(),
-               D.data(), s.data(), nullptr, nullptr);
-  same(w + " bwd dq alone", gq, s);
+  reset(o1), reset(o2), reset(o3);
+  ak::bwd_plan(launch, p, Qp, Kp, Vp, Op, DOp, Lp, D.data(), nullptr, nullptr, o3.data() + sh);
+  same(w + " bwd dv alone", gv, res(o3, N));
+  ak::bwd_plan(launch, p, Qp, Kp, Vp, Op, DOp, Lp, D.data(), nullptr, o2.data() + sh, nullptr);
+  same(w + " bwd dk alone", gk, res(o2, N));
+  ak::bwd_plan(launch, p, Qp, Kp, Vp, Op, DOp, Lp, D.data(), o1.data() + sh, nullptr, nullptr);
+  same(w + " bwd dq alone", gq, res(o1, N));
 }
 
 }  // namespace
@@ -195,6 +211,13 @@ int main() {
   go(Case{2, 257, 128, 4, -(double)INFINITY, th::Dist::Uniform});
   go(Case{1, 160, 256, 3, -(double)INFINITY, th::Dist::Uniform});
   go(Case{1, 193, 64, 1, -1000.0, th::Dist::Uniform});
+  // Misaligned tensors (element-wise paths of the exact kernels) and blocks looping over problems.
+  for (Dims s : {Dims{3, 70, 64}, Dims{3, 129, 128}, Dims{3, 33, 32}, Dims{3, 40, 256}})
+    for (int mk : {0, 1, 4}) {
+      Case c{s.bh, s.n, s.d, mk, -(double)INFINITY, th::Dist::Uniform};
+      c.odd = true;
+      go(c);
+    }
   // Special values: NaN / inf / subnormal inputs, and magnitudes where the order matters.
   for (th::Dist dist : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
     for (int mk : {0, 3, 1})
