@@ -4,7 +4,7 @@
 // causal skipping, barriers and asynchronous copies are checked without a GPU. Every case runs
 // under several schedules (fibers resumed in ascending, descending and random order; cp.async
 // copies landing at issue or only at the wait): a missing barrier or wait changes the bits.
-// The shapes reach every kernel instantiation (d = 1, 5, 32, 33, 64, 100, 128, 200, 256),
+// The shapes reach every kernel instantiation (d = 0, 1, 5, 32, 33, 64, 100, 128, 200, 256),
 // n = 1, odd n and n across the 32/64/128-row block edges and the 64-key tiles; masks none /
 // per problem / broadcast / causal / causal + mask / fully blocked rows with both fill
 // conventions; the fused backward and its three single-gradient forms; special values.
@@ -200,7 +200,7 @@ int main() {
         run_case(c, salt, rot++ % kNumPolicies, limit);
     }
   };
-  for (Dims s : {Dims{1, 1, 1}, Dims{2, 1, 64}, Dims{1, 3, 5}, Dims{3, 17, 32}, Dims{2, 64, 64},
+  for (Dims s : {Dims{2, 70, 0}, Dims{1, 1, 1}, Dims{2, 1, 64}, Dims{1, 3, 5}, Dims{3, 17, 32}, Dims{2, 64, 64},
                  Dims{1, 65, 64}, Dims{2, 100, 33}, Dims{1, 129, 128}, Dims{1, 70, 100},
                  Dims{1, 67, 256}, Dims{1, 50, 200}, Dims{1, 200, 64}, Dims{1, 130, 32}})
     for (int mk = 0; mk < 6; ++mk)
