@@ -167,7 +167,7 @@ __device__ __forceinline__ void tile_axpy(const float *W, unsigned w0, unsigned 
 }
 
 // dst[r, col0 + CS c4 + e] = acc[a][c4][e] * factor (factor 1: the value itself) for the rows
-// r = r0 + ra0 + sr a below n and the columns below d.
+// r = r0 + sr a below n and the columns below d.
 template <unsigned RA, unsigned C4, unsigned CS>
 __device__ __forceinline__ void store_rows(const float (&acc)[RA][C4][4], bool scale_it,
                                            float factor, float *dst, unsigned r0, unsigned sr,
