@@ -446,7 +446,8 @@ __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
       if (more) load_tile<DP, kT, EXACT>(qs, q + base, i0 + kT, p.n, p.d, p.vec);
       async::commit();
     }
-    if (want_v) store_rows<RK, C4, 64>(gv, false, 1.0f, dv + base, jb + kg, 16, 4 * ql, p.n, p.d, p.vec);
+    if (want_v)
+      store_rows<RK, C4, 64>(gv, false, 1.0f, dv + base, jb + kg, 16, 4 * ql, p.n, p.d, p.vec);
     if (want_k)
       store_rows<RK, C4, 64>(gk, true, p.scale, dk + base, jb + kg, 16, 4 * ql, p.n, p.d, p.vec);
   }
@@ -569,8 +570,9 @@ template <unsigned DP, unsigned RM, bool EXACT, class L>
 void fwd_launch(L &launch, const KP &kp, const float *q, const float *k, const float *v,
                 float *out, float *lse) {
   constexpr unsigned BR = 32 * RM;
-  launch("attention fwd_kernel", fwd_kernel<DP, RM, EXACT>, grid_of(launch, (kp.n + BR - 1) / BR, kp.bh),
-         kThreads, fwd_smem_floats<DP, RM>() * sizeof(float), kp, q, k, v, out, lse);
+  launch("attention fwd_kernel", fwd_kernel<DP, RM, EXACT>,
+         grid_of(launch, (kp.n + BR - 1) / BR, kp.bh), kThreads,
+         fwd_smem_floats<DP, RM>() * sizeof(float), kp, q, k, v, out, lse);
 }
 
 // Forward: 64 query rows per block (RM = 2), except 128 (RM = 4) for d in 65 .. 128, where shared

@@ -1,11 +1,12 @@
 // CPU backend, fused attention: the ORDER OF OPERATIONS of abi/tlrt_attention.h, the same IEEE
 // operations as cuda/attention.cu in the same order, so the two agree bit for bit.
 //
-// Forward: per problem, per block of 64 query rows, per row, per key tile of 64: the scores as fma chains over t (vectorised across the tile's 64 keys through a
-// transposed copy of the K tile), the lane maxima / lane sums of the CUDA thread layout (lane x
-// owns keys x, x + 8, ..., x + 56, combined in the butterfly of __shfl_xor 1, 2, 4, as seen by
-// lane 0), the online-softmax update, and acc = fma(p, v[j, :], acc) over the tile's keys in order
-// (vectorised across t). Keys past n are computed like CUDA's zero padding: p = 0, v = 0.
+// Forward: per problem, per block of 64 query rows, per row, per key tile of 64: the scores as
+// fma chains over t (vectorised across the tile's 64 keys through a transposed copy of the K
+// tile), the lane maxima / lane sums of the CUDA thread layout (lane x owns keys x, x + 8, ...,
+// x + 56, combined in the butterfly of __shfl_xor 1, 2, 4, as seen by lane 0), the online-softmax
+// update, and acc = fma(p, v[j, :], acc) over the tile's keys in order (vectorised across t).
+// Keys past n are computed like CUDA's zero padding: p = 0, v = 0.
 // Backward: the same P and dS values; dv[j], dk[j] accumulate over i ascending, dq[i] over j
 // ascending, exactly as the CUDA kernels do, with the header's tile skipping (causal with
 // exclusion: row i visits the key tiles starting at or before i; key j the query tiles ending at
@@ -192,6 +193,7 @@ void attention_bwd(int, const Problem &p, const float *q, const float *k, const 
         const uint64_t i0 = i - i % kBc;
         const bool dkdv_visits = !skip || i0 >= j0;
         const bool dq_visits = !skip || j0 <= i;
+        if (!dkdv_visits && !dq_visits) continue;
         tile_scores(p, b, i, qb + i * d, kT.data(), j0, s.data());
         const float L = lse[b * n + i];
         probs64(s.data(), L, pr.data());

@@ -145,8 +145,9 @@ void run_case(const Case &c, uint64_t salt, int policy_index, size_t limit) {
                      dlse = dev(lse);
   const float *Qp = dq_.data() + sh, *Kp = dk_.data() + sh, *Vp = dv_.data() + sh,
               *DOp = ddo.data() + sh, *Op = dout_.data() + sh, *Lp = dlse.data() + sh;
-  std::vector<float> o1 = dev(std::vector<float>(N, 7.0f)), o2 = dev(std::vector<float>(N, 7.0f)),
-                     o3 = dev(std::vector<float>(N, 7.0f)), o4 = dev(std::vector<float>(c.bh * c.n));
+  const std::vector<float> sevens(N, 7.0f);
+  std::vector<float> o1 = dev(sevens), o2 = dev(sevens), o3 = dev(sevens),
+                     o4 = dev(std::vector<float>(c.bh * c.n));
   auto res = [&](const std::vector<float> &o, size_t count) {
     return std::vector<float>(o.begin() + sh, o.begin() + sh + count);
   };
@@ -200,9 +201,10 @@ int main() {
         run_case(c, salt, rot++ % kNumPolicies, limit);
     }
   };
-  for (Dims s : {Dims{2, 70, 0}, Dims{1, 1, 1}, Dims{2, 1, 64}, Dims{1, 3, 5}, Dims{3, 17, 32}, Dims{2, 64, 64},
-                 Dims{1, 65, 64}, Dims{2, 100, 33}, Dims{1, 129, 128}, Dims{1, 70, 100},
-                 Dims{1, 67, 256}, Dims{1, 50, 200}, Dims{1, 200, 64}, Dims{1, 130, 32}})
+  for (Dims s : {Dims{2, 70, 0}, Dims{1, 1, 1}, Dims{2, 1, 64}, Dims{1, 3, 5}, Dims{3, 17, 32},
+                 Dims{2, 64, 64}, Dims{1, 65, 64}, Dims{2, 100, 33}, Dims{1, 129, 128},
+                 Dims{1, 70, 100}, Dims{1, 67, 256}, Dims{1, 50, 200}, Dims{1, 200, 64},
+                 Dims{1, 130, 32}})
     for (int mk = 0; mk < 6; ++mk)
       for (double fill : {-(double)INFINITY, -1000.0})
         go(Case{s.bh, s.n, s.d, mk, fill, th::Dist::Uniform});
