@@ -40,9 +40,11 @@
 // c4 + e. Q, dout block resident; per key tile: dP, S, dS to shared memory, dq += dS K. FLOPs
 // 6 n^2 d. The backward thus recomputes P in both kernels (FA2's deterministic two-kernel form),
 // 14 n^2 d FLOPs against the 10 n^2 d the benchmark counts.
-// Registers (sm_90, ptxas, no spills): fwd 96-116 (RM = 2, DP <= 64; two blocks per SM), 209-216
-// (DP = 128, RM = 4), 164-168 (DP = 256); dkdv 128 (DP = 64), 208-216 (DP = 128), 157-161 (256);
-// dq 118-123 (DP = 64), 126-168 (128), 146-154 (256).
+// Tiles wholly in range, unmasked and on or below the causal diagonal take a scoring path without
+// the per-entry bounds, causal and mask tests (same values).
+// Registers (sm_90, ptxas, no spills): fwd 100-128 (RM = 2, DP <= 64; two blocks per SM), 198-216
+// (DP = 128, RM = 4), 164-168 (DP = 256); dkdv 124-128 (DP = 64; two blocks per SM), 210-220
+// (DP = 128), 161-162 (256); dq 128 (DP = 64; two blocks per SM), 128-168 (128), 128-150 (256).
 // Measured before this design (H100, 2026-11-22, bench/results/2026-11-22-h100-attention.md, TF32
 // off): forward 11-19 TFLOP/s (0.40-1.73x SDPA's time), backward 6-12 TFLOP/s (1.5-6.8x); SGEMM
 // peak 51.6. PREDICTED for this design (H100; not measured yet; issue-slot count above, ~70% of it

@@ -79,6 +79,25 @@ __device__ __forceinline__ float score_of(const KP &p, unsigned i, unsigned j, f
   return attn::score(dot, blocked, p.scale, p.fill);
 }
 
+// The thread's dot products turned into scores in place. plain: the block's whole tile is in
+// range, unmasked and on or below the causal diagonal, so every score is dot * scale (the value
+// score_of gives there, in fewer instructions); otherwise general(a, c, dot).
+template <unsigned RA, unsigned RB, class F>
+__device__ __forceinline__ void score_tile(bool plain, float scale, float (&s)[RA][RB],
+                                           F general) {
+  if (plain) {
+#pragma unroll
+    for (unsigned a = 0; a < RA; ++a)
+#pragma unroll
+      for (unsigned c = 0; c < RB; ++c) s[a][c] = s[a][c] * scale;
+  } else {
+#pragma unroll
+    for (unsigned a = 0; a < RA; ++a)
+#pragma unroll
+      for (unsigned c = 0; c < RB; ++c) s[a][c] = general(a, c, s[a][c]);
+  }
+}
+
 // Zeroes the dynamic shared memory (floats, a multiple of 4): the padding columns are never
 // written by the tile copies, and the products read them. A barrier must follow before any copy.
 __device__ __forceinline__ void zero_smem(float *sm, unsigned floats) {
@@ -271,20 +290,19 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
       float s[RM][8];
       dots<DP, EXACT, RM, 8>(qs, g, 32, ks, tx, 8, p.d, s);
       async::wait<0>();  // the mask entries (own) and V tile j0
+      score_tile(!mb && i0 + BR <= p.n && j0 + kT <= p.n && !(p.causal && j0 + kT - 1 > i0),
+                 p.scale, s, [&](unsigned a, unsigned c, float dot) {
+                   const unsigned i = i0 + g + 32 * a, j = j0 + tx + 8 * c;
+                   const float m = mb ? ps[(g + 32 * a) * kPS + tx + 8 * c] : 1.0f;
+                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                 });
 #pragma unroll
       for (unsigned a = 0; a < RM; ++a) {
         if (a < a_first) continue;
-        const unsigned i = i0 + g + 32 * a;
         float *prow = ps + (g + 32 * a) * kPS;
-        float mt = kNegInf;
+        float mt = s[a][0];
 #pragma unroll
-        for (unsigned c = 0; c < 8; ++c) {
-          const unsigned j = j0 + tx + 8 * c;
-          s[a][c] = (i < p.n && j < p.n)
-                        ? score_of(p, i, j, s[a][c], mb ? prow[tx + 8 * c] : 1.0f)
-                        : kNegInf;
-          mt = c == 0 ? s[a][0] : attn::amax(mt, s[a][c]);
-        }
+        for (unsigned c = 1; c < 8; ++c) mt = attn::amax(mt, s[a][c]);
         const float mn = attn::amax(m[a], lane_max(mt));
         const float alpha = mn == kNegInf ? 1.0f : math::exp_f(m[a] - mn);
         float rs = 0.0f;
@@ -420,14 +438,18 @@ __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
       async::wait<0>();  // Q tile i0
       __syncthreads();
       dots<DP, EXACT, RK, 4>(ks, kg, 16, qs, ql, 16, p.d, s);
+      score_tile(!mb && i0 + kT <= p.n && jb + BK <= p.n && !(p.causal && jb + BK - 1 > i0),
+                 p.scale, s, [&](unsigned a, unsigned c, float dot) {
+                   const unsigned j = jb + kg + 16 * a, i = i0 + ql + 16 * c;
+                   const float m = mb ? pT[(kg + 16 * a) * kGT + ql + 16 * c] : 1.0f;
+                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                 });
 #pragma unroll
       for (unsigned a = 0; a < RK; ++a)
 #pragma unroll
         for (unsigned c = 0; c < 4; ++c) {
-          const unsigned j = jb + kg + 16 * a, i = i0 + ql + 16 * c;
           const unsigned at = (kg + 16 * a) * kGT + ql + 16 * c;
-          const float sc =
-              (i < p.n && j < p.n) ? score_of(p, i, j, s[a][c], mb ? pT[at] : 1.0f) : kNegInf;
+          const float sc = s[a][c];
           const float pr = attn::prob(sc, L[c]);
           pT[at] = pr;
           if (want_k) dST[at] = sc == kNegInf ? 0.0f : pr * (dp[a][c] - Di[c]);
@@ -521,14 +543,18 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
       if (more) load_tile<DP, kT, EXACT>(vs, v + base, j0 + kT, p.n, p.d, p.vec);
       async::commit();
       dots<DP, EXACT, RQ, 4>(qs, rg, 16, ks, kl, 16, p.d, s);
+      score_tile(!mb && ib + BQ <= p.n && j0 + kT <= p.n && !(p.causal && j0 + kT - 1 > ib),
+                 p.scale, s, [&](unsigned a, unsigned c, float dot) {
+                   const unsigned i = ib + rg + 16 * a, j = j0 + kl + 16 * c;
+                   const float m = mb ? dS[(rg + 16 * a) * kGS + kl + 16 * c] : 1.0f;
+                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                 });
 #pragma unroll
       for (unsigned a = 0; a < RQ; ++a)
 #pragma unroll
         for (unsigned c = 0; c < 4; ++c) {
-          const unsigned i = ib + rg + 16 * a, j = j0 + kl + 16 * c;
           const unsigned at = (rg + 16 * a) * kGS + kl + 16 * c;
-          const float sc =
-              (i < p.n && j < p.n) ? score_of(p, i, j, s[a][c], mb ? dS[at] : 1.0f) : kNegInf;
+          const float sc = s[a][c];
           const float pr = attn::prob(sc, L[a]);
           dS[at] = sc == kNegInf ? 0.0f : pr * (dp[a][c] - Dr[a]);
         }
