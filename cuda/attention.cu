@@ -28,7 +28,8 @@
 // the block stops at its diagonal; rows of a 128-row block whose own tiles end earlier leave the
 // last tile out, and the blocks with most tiles start first. FLOPs 4 n^2 d + ~30 n^2 others
 // (score, exp, sums) per problem; bytes: q, out once, k and v once per query block from L2.
-// Issue slots per 64-key tile and thread (d = 64, RM = 2): 2048 FMA, 320 LDS.128, ~560 softmax.
+// Issue slots per 64-key tile and thread (d = 64, RM = 2): 2048 FMA, 320 LDS.128, ~500 softmax
+// (score, max, exp, sum, P store), ~150 loop, copy and rescale: ~67% FMA.
 // d_kernel: D[i] = sum_t dout[i, t] out[i, t], one thread per row (an fma chain, as the CPU).
 // dkdv_kernel<DP, RK>: one block per (problem, 16 RK keys; RK = 4, or 2 for DP = 256). Thread (key
 // group kg < 16 fast, query lane ql < 16): keys kg + 16 a, queries ql + 16 c of a tile, columns
