@@ -35,8 +35,8 @@
  * (sums over j and i ascending, fma chains, the factor scale applied once at the end). mask_fill,
  * the mask and causal are constants: no gradient flows to them.
  *
- * ORDER OF OPERATIONS (FlashAttention-2, both backends). Query rows in blocks of 64 (32 when
- * d > 128), keys in tiles of 64. Per row and key tile (out-of-range keys have s = excluded):
+ * ORDER OF OPERATIONS (FlashAttention-2, both backends). Keys in tiles of 64 (and, in the dk / dv
+ * sums, queries in tiles of 64). Per row and key tile (out-of-range keys have s = excluded):
  * tile max mt = max over the tile's scores (excluded = -inf), taken as 8 lane maxima (lane
  * x < 8 owns keys x, x + 8, ..., x + 56) combined in the butterfly ((0 1)(2 3))((4 5)(6 7));
  * m' = max(m, mt); alpha = exp(m - m') (1 while m' = -inf); p = exp(s - m') (0 for excluded);
@@ -47,8 +47,12 @@
  * tlrt_exp / tlrt_log (<= 0.9 ulp). The backward recomputes P = exp(s - lse) from the saved lse
  * (never an n x n matrix in memory): dk and dv per block of keys looping over query blocks, dq per
  * block of queries looping over key tiles, every sum in ascending index order.
- * With mask_fill == -inf and causal, key tiles entirely above the diagonal are skipped (they
- * contribute nothing); with a finite mask_fill they are computed like any other tile.
+ * With mask_fill == -inf and causal, tiles entirely above the diagonal are skipped: row i (out and
+ * dq) visits only the key tiles starting at or before i, and a key j (dk and dv) only the query
+ * tiles ending at or after the start of j's key tile. A skipped tile adds nothing (a visited one
+ * whose terms are all excluded still adds p = 0 times its values, which matters only for
+ * non-finite values or a -0 sum). With a finite mask_fill every tile is computed. How the CUDA
+ * kernels group rows into blocks does not enter the order.
  *
  * NUMERIC CLASS: library (bound against float64), with both backends performing the same IEEE
  * operations in the same order (above), so CPU and CUDA agree bit for bit (the parity suite checks
@@ -94,8 +98,9 @@ extern "C" {
  * TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
  * +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
  * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
- * Cost (CUDA): one kernel; q, k, v read once per 64-row query block from L2, out and lse
- * written once; 4 n^2 d FLOPs per problem (half with causal and mask_fill == -inf). */
+ * Cost (CUDA): one kernel; q read once, k and v once per query block (64 rows; 128 for
+ * 64 < d <= 128) from L2, out and lse written once; 4 n^2 d FLOPs per problem (about half with
+ * causal and mask_fill == -inf). */
 TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_buffer *k,
                                               const tlrt_buffer *v, const tlrt_buffer *mask,
                                               uint64_t bh, uint64_t n, uint64_t d, double scale,
@@ -111,9 +116,9 @@ TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_b
  * and TLRT_ERR_SHAPE (dout or out a different size than q; lse not bh * n elements).
  * On failure *dq, *dk and *dv are NULL.
  * Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
- * keys, 32 for d > 64, 16 for d > 128, looping over query blocks) and a dq kernel (one block per
- * query block, looping over key tiles): P recomputed twice, ~10 n^2 d FLOPs per problem. No
- * atomics: deterministic. */
+ * keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
+ * 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
+ * usual count is 10 n^2 d). No atomics: deterministic. */
 TLRT_API tlrt_status tlrt_flash_attention_bwd(
     const tlrt_buffer *q, const tlrt_buffer *k, const tlrt_buffer *v, const tlrt_buffer *mask,
     const tlrt_buffer *dout, const tlrt_buffer *out, const tlrt_buffer *lse, uint64_t bh,

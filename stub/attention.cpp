@@ -1,16 +1,18 @@
 // CPU backend, fused attention: the ORDER OF OPERATIONS of abi/tlrt_attention.h, the same IEEE
 // operations as cuda/attention.cu in the same order, so the two agree bit for bit.
 //
-// Forward: per problem, per block of fwd_rows(d) query rows (the CUDA block), per row, per key
-// tile of 64: the scores as fma chains over t (vectorised across the tile's 64 keys through a
-// transposed copy of the K tile), the lane maxima / lane sums of the CUDA thread layout (lane x
-// owns keys x, x + 8, ..., x + 56, combined in the butterfly of __shfl_xor 1, 2, 4, as seen by
-// lane 0), the online-softmax update, and acc = fma(p, v[j, :], acc) over the tile's keys in order
-// (vectorised across t). Keys past n are computed like CUDA's zero padding: p = 0, v = 0.
+// Forward: per problem, per block of 64 query rows, per row, per key tile of 64: the scores as
+// fma chains over t (vectorised across the tile's 64 keys through a transposed copy of the K
+// tile), the lane maxima / lane sums of the CUDA thread layout (lane x owns keys x, x + 8, ...,
+// x + 56, combined in the butterfly of __shfl_xor 1, 2, 4, as seen by lane 0), the online-softmax
+// update, and acc = fma(p, v[j, :], acc) over the tile's keys in order (vectorised across t).
+// Keys past n are computed like CUDA's zero padding: p = 0, v = 0.
 // Backward: the same P and dS values; dv[j], dk[j] accumulate over i ascending, dq[i] over j
-// ascending, exactly as the CUDA kernels do, with CUDA's tile skipping (causal with exclusion)
-// and one fma(0, 0, acc) for every partial tile the CUDA kernels pad (it turns a -0 accumulator
-// into +0, as the padded steps on the GPU do; any other value is unchanged).
+// ascending, exactly as the CUDA kernels do, with the header's tile skipping (causal with
+// exclusion: row i visits the key tiles starting at or before i; key j the query tiles ending at
+// or after the start of j's tile), which does not depend on the CUDA kernels' block sizes, and
+// one fma(0, 0, acc) for every partial tile the CUDA kernels pad (it turns a -0 accumulator into
+// +0, as the padded steps on the GPU do; any other value is unchanged).
 // Loops are built like stub/elementwise.cpp (-ffp-contract=off, clones for x86-64-v3/v4).
 #include "core/backend/attention.hpp"
 
@@ -113,13 +115,13 @@ bool skips_causally(const Problem &p) { return p.causal && p.fill == kNegInf; }
 void attention_fwd(int, const Problem &p, const float *q, const float *k, const float *v,
                    float *out, float *lse) {
   const uint64_t n = p.n, d = p.d;
-  const uint64_t R = attn::fwd_rows(d);
+  const uint64_t R = kBc;  // query rows per block (any block size gives the same values)
   std::vector<float> kT(d * kBc), s(kBc), pr(kBc), m(R), l(R), acc(R * d);
   for (uint64_t b = 0; b < p.bh; ++b) {
     const float *qb = q + b * n * d, *kb = k + b * n * d, *vb = v + b * n * d;
     for (uint64_t i0 = 0; i0 < n; i0 += R) {
       const uint64_t rows = std::min(R, n - i0);
-      // Key tiles this query block visits (the CUDA block's loop bound).
+      // Key tiles this query block visits: with skipping, those starting at or before its rows.
       const uint64_t jend = skips_causally(p) ? std::min(n, i0 + R) : n;
       std::fill(m.begin(), m.end(), kNegInf);
       std::fill(l.begin(), l.end(), 0.0f);
@@ -162,7 +164,6 @@ void attention_bwd(int, const Problem &p, const float *q, const float *k, const 
                    float *dv) {
   const uint64_t n = p.n, d = p.d;
   const bool need_ds = dq || dk;
-  const uint64_t BK = 16 * attn::bwd_rm(d);  // keys per dk/dv block, queries per dq block
   const bool skip = skips_causally(p);
   std::vector<float> kT(d * kBc), vT(d * kBc), s(kBc), pr(kBc), dp(kBc), D(n);
   // ds / p of one query row against all keys would be n floats: instead every row is processed
@@ -181,19 +182,18 @@ void attention_bwd(int, const Problem &p, const float *q, const float *k, const 
     if (dqb) std::fill(dqb, dqb + n * d, 0.0f);
     if (dkb) std::fill(dkb, dkb + n * d, 0.0f);
     if (dvb) std::fill(dvb, dvb + n * d, 0.0f);
-    // Over key tiles of 64 (the dq kernel's tiles; each lies inside whole dk/dv key blocks, as
-    // BK divides 64), then over query rows ascending.
+    // Over key tiles of 64, then over query rows ascending.
     for (uint64_t j0 = 0; j0 < n; j0 += kBc) {
       load_kt(kb, n, d, j0, kT.data());
       if (need_ds) load_kt(vb, n, d, j0, vT.data());
       const uint64_t jn = std::min<uint64_t>(kBc, n - j0);
       for (uint64_t i = 0; i < n; ++i) {
-        // dk / dv kernel: the query tile of 64 containing i is skipped for key block jb when
-        // every i' of the tile is below every key of the block: i0 + 63 < jb.
-        // dq kernel: key tile j0 is skipped for the query block of i when j0 > its last row.
+        // With skipping, dk / dv of the keys of tile j0 skip the query tile of i when it ends
+        // before j0 (i0 < j0), and dq[i] skips the key tiles starting after i.
         const uint64_t i0 = i - i % kBc;
-        const uint64_t qlast = i - i % BK + BK - 1;
-        const bool dq_visits = !skip || j0 <= qlast;
+        const bool dkdv_visits = !skip || i0 >= j0;
+        const bool dq_visits = !skip || j0 <= i;
+        if (!dkdv_visits && !dq_visits) continue;
         tile_scores(p, b, i, qb + i * d, kT.data(), j0, s.data());
         const float L = lse[b * n + i];
         probs64(s.data(), L, pr.data());
@@ -202,13 +202,12 @@ void attention_bwd(int, const Problem &p, const float *q, const float *k, const 
           for (unsigned jj = 0; jj < kBc; ++jj)
             dsr[jj] = s[jj] == kNegInf ? 0.0f : pr[jj] * (dp[jj] - D[i]);
         }
-        for (uint64_t jj = 0; jj < jn; ++jj) {
-          const uint64_t j = j0 + jj;
-          const uint64_t jb = j - j % BK;
-          if (skip && i0 + kBc - 1 < jb) continue;  // the dk / dv kernel skips this query tile
-          if (dvb) axpy_row(pr[jj], dob + i * d, d, dvb + j * d);
-          if (dkb) axpy_row(dsr[jj], qb + i * d, d, dkb + j * d);
-        }
+        if (dkdv_visits)
+          for (uint64_t jj = 0; jj < jn; ++jj) {
+            const uint64_t j = j0 + jj;
+            if (dvb) axpy_row(pr[jj], dob + i * d, d, dvb + j * d);
+            if (dkb) axpy_row(dsr[jj], qb + i * d, d, dkb + j * d);
+          }
         if (dqb && dq_visits) {
           for (uint64_t jj = 0; jj < jn; ++jj)
             axpy_row(dsr[jj], kb + (j0 + jj) * d, d, dqb + i * d);

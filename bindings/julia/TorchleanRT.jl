@@ -4100,8 +4100,9 @@ exactly; k or v a different size than q; mask neither bh * n * n nor n * n eleme
 TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
 +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
 TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
-Cost (CUDA): one kernel; q, k, v read once per 64-row query block from L2, out and lse
-written once; 4 n^2 d FLOPs per problem (half with causal and mask_fill == -inf).
+Cost (CUDA): one kernel; q read once, k and v once per query block (64 rows; 128 for
+64 < d <= 128) from L2, out and lse written once; 4 n^2 d FLOPs per problem (about half with
+causal and mask_fill == -inf).
 """
 function flash_attention_fwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -4124,9 +4125,9 @@ Errors: as tlrt_flash_attention_fwd, plus TLRT_ERR_NULL_ARGUMENT (dout, out, lse
 and TLRT_ERR_SHAPE (dout or out a different size than q; lse not bh * n elements).
 On failure *dq, *dk and *dv are NULL.
 Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
-keys, 32 for d > 64, 16 for d > 128, looping over query blocks) and a dq kernel (one block per
-query block, looping over key tiles): P recomputed twice, ~10 n^2 d FLOPs per problem. No
-atomics: deterministic.
+keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
+32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
+usual count is 10 n^2 d). No atomics: deterministic.
 """
 function flash_attention_bwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, out::Buffer, lse::Buffer, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
     o_dq = Ref{Ptr{C.tlrt_buffer}}(C_NULL)

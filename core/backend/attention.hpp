@@ -20,12 +20,6 @@ constexpr unsigned kCols = 8;         // keys per lane per tile
 constexpr unsigned kBc = kLanes * kCols;  // keys per tile (64)
 constexpr unsigned kMaxD = 256;
 
-// Query rows per forward block: 64, or 32 when d > 128 (register budget of the CUDA kernel).
-constexpr unsigned fwd_rows(uint64_t d) { return d > 128 ? 32u : 64u; }
-
-// Query rows (dq) or keys (dk, dv) per backward block: 16 * bwd_rm(d).
-constexpr unsigned bwd_rm(uint64_t d) { return d > 128 ? 1u : (d > 64 ? 2u : 4u); }
-
 // ---- per-element formulas, the same on both backends --------------------------------------------
 constexpr float kNegInf = -__builtin_huge_valf();
 

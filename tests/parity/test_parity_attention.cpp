@@ -1,10 +1,11 @@
 // Parity of the attention entry points (abi/tlrt_attention.h): CPU and CUDA on the same seeded
 // inputs, compared bit for bit (the header's claim: both backends perform the same IEEE
 // operations in the same order). Shapes cover every CUDA template (d = 32, 64, 128, 256 exact and
-// the generic padded path: d = 1, 5, 33, 100, 200), n = 1, odd n, n across 64-row / 16-row block
-// edges; masks none / per-problem / broadcast / causal / causal + mask / fully blocked rows, both
-// fill conventions; the fused backward on the CPU forward's out and lse, and the seeds' three
-// single-gradient entry points; one n = 16384 problem whose device peak must stay far below n^2.
+// the generic padded path: d = 1, 5, 33, 100, 200), n = 1, odd n, n across the 32/64/128-row
+// block edges; masks none / per-problem / broadcast / causal / causal + mask / fully blocked rows,
+// both fill conventions; special values (NaN, inf, subnormals) around skipped tiles; the fused
+// backward on the CPU forward's out and lse, and the seeds' three single-gradient entry points;
+// one n = 16384 problem whose device peak must stay far below n^2.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -16,12 +17,12 @@ namespace {
 using namespace parity;
 using th::Buf;
 
-void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt) {
+void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt,
+         th::Dist dist = th::Dist::Uniform) {
   const uint64_t N = bh * n * d;
   if (N > max_n()) return;
-  const std::vector<float> q = th::make(th::Dist::Uniform, N, salt + 1),
-                           k = th::make(th::Dist::Uniform, N, salt + 2),
-                           v = th::make(th::Dist::Uniform, N, salt + 3),
+  const std::vector<float> q = th::make(dist, N, salt + 1), k = th::make(dist, N, salt + 2),
+                           v = th::make(dist, N, salt + 3),
                            dout = th::make(th::Dist::Uniform, N, salt + 4);
   std::vector<float> mask;
   const bool causal = mk == 3 || mk == 4;
@@ -34,7 +35,7 @@ void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt
   const double scale = 1.0 / std::sqrt((double)d);
   const std::string w = "(" + std::to_string(bh) + ", " + std::to_string(n) + ", " +
                         std::to_string(d) + ") mask " + std::to_string(mk) + " fill " +
-                        std::to_string(fill) + " ";
+                        std::to_string(fill) + " " + th::dist_name(dist) + " ";
   auto up = [&](const std::vector<float> &x, tlrt_device dev) {
     return Buf(x.empty() ? nullptr : th::upload(x, dev));
   };
@@ -107,6 +108,12 @@ int main() {
       for (double fill : {-(double)INFINITY, -1000.0}) one(s.bh, s.n, s.d, mk, fill, salt += 10);
   one(4, 1024, 64, 3, -(double)INFINITY, 999);
   one(2, 1000, 128, 1, -1000.0, 1999);
+  // Special values (NaN, inf, -0, subnormals) where tiles are skipped or padded: a skipped tile
+  // must add nothing, a visited all-excluded one p = 0 times its values (the 128-row forward
+  // blocks of 64 < d <= 128 leave the last diagonal tile out for their first 64 rows).
+  for (th::Dist dist : {th::Dist::Edge, th::Dist::Bits})
+    for (Dims s : {Dims{1, 200, 128}, Dims{2, 130, 64}, Dims{1, 100, 33}, Dims{1, 70, 256}})
+      for (int mk : {0, 3, 4}) one(s.bh, s.n, s.d, mk, -(double)INFINITY, salt += 10, dist);
   long_problem();
   print_summary("parity_attention");
   return th::finish("test_parity_attention");

@@ -1,0 +1,692 @@
+// Device code of cuda/attention.cu (its top comment explains the kernels): the kernels and their
+// launch plan, kept apart so that the CPU emulator test (tests/unit/test_attention_emu.cpp) runs
+// the same source. A plan takes a launcher: launch(name, kernel, grid, threads, smem, args...)
+// starts a kernel, launch.smem_limit() is the device's shared memory per block (bytes) and
+// launch.max_grid_y() the most blocks along y.
+#pragma once
+
+#include <type_traits>
+
+#include "core/backend/attention.hpp"
+#ifndef TLRT_CUDA_EMULATION
+#include "cuda/cp_async.cuh"
+#endif
+
+namespace tlrt {
+namespace cuda {
+namespace attn_kernels {
+
+using attn::kNegInf;
+using attn::Problem;
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kT = attn::kBc;  // 64: keys per tile (fwd, dq), queries per tile (dk/dv)
+constexpr unsigned kFull = 0xffffffffu;
+constexpr unsigned kPS = kT + 8;    // row stride of the forward's P tile
+constexpr unsigned kGT = kT + 4;    // row stride of the dk/dv kernel's P^T and dS^T tiles
+constexpr unsigned kGS = kT + 16;   // row stride of the dq kernel's dS tile
+
+// Kernel-side view of the problem. vec: d % 4 == 0 and every tensor 16-byte aligned, so rows
+// move as float4 (16-byte cp.async, float4 stores); otherwise element by element.
+struct KP {
+  unsigned n, d;
+  unsigned bh;
+  const float *mask;
+  uint64_t mask_stride;
+  float scale, fill;
+  bool causal, skip, vec;
+};
+
+__device__ __forceinline__ float4 ld4(const float *p) {
+#ifdef TLRT_CUDA_EMULATION
+  emu::check_aligned(p, 16);
+#endif
+  return *reinterpret_cast<const float4 *>(p);
+}
+
+__device__ __forceinline__ void st4(float *p, const float4 &v) {
+#ifdef TLRT_CUDA_EMULATION
+  emu::check_aligned(p, 16);
+#endif
+  *reinterpret_cast<float4 *>(p) = v;
+}
+
+// Component e (a constant after unrolling) of a float4.
+__device__ __forceinline__ float comp(const float4 &v, unsigned e) {
+  return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ void fma4(float a, const float4 &b, float (&acc)[4]) {
+  acc[0] = num::fma(a, b.x, acc[0]);
+  acc[1] = num::fma(a, b.y, acc[1]);
+  acc[2] = num::fma(a, b.z, acc[2]);
+  acc[3] = num::fma(a, b.w, acc[3]);
+}
+
+// s += a[t] b[t] for the 4 t of one float4 step, in t order (one step of the fma chain).
+__device__ __forceinline__ float dot4(const float4 &a, const float4 &b, float s) {
+  s = num::fma(a.x, b.x, s);
+  s = num::fma(a.y, b.y, s);
+  s = num::fma(a.z, b.z, s);
+  return num::fma(a.w, b.w, s);
+}
+
+// s(i, j) of the header for in-range i, j from the fma-chain dot product; m is the mask entry
+// (read only when there is a mask).
+__device__ __forceinline__ float score_of(const KP &p, unsigned i, unsigned j, float dot,
+                                          float m) {
+  const bool blocked = (p.causal && j > i) || (p.mask != nullptr && m == 0.0f);
+  return attn::score(dot, blocked, p.scale, p.fill);
+}
+
+// The thread's dot products turned into scores in place. plain: the block's whole tile is in
+// range, unmasked and on or below the causal diagonal, so every score is dot * scale (the value
+// score_of gives there, in fewer instructions); otherwise general(a, c, dot).
+template <unsigned RA, unsigned RB, class F>
+__device__ __forceinline__ void score_tile(bool plain, float scale, float (&s)[RA][RB],
+                                           F general) {
+  if (plain) {
+#pragma unroll
+    for (unsigned a = 0; a < RA; ++a)
+#pragma unroll
+      for (unsigned c = 0; c < RB; ++c) s[a][c] = s[a][c] * scale;
+  } else {
+#pragma unroll
+    for (unsigned a = 0; a < RA; ++a)
+#pragma unroll
+      for (unsigned c = 0; c < RB; ++c) s[a][c] = general(a, c, s[a][c]);
+  }
+}
+
+// Zeroes the dynamic shared memory (floats, a multiple of 4): the padding columns are never
+// written by the tile copies, and the products read them. A barrier must follow before any copy.
+__device__ __forceinline__ void zero_smem(float *sm, unsigned floats) {
+  for (unsigned e = threadIdx.x; e < floats / 4; e += kThreads)
+    st4(sm + 4 * e, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+}
+
+// Issues the copies of rows r0 .. r0 + ROWS - 1 (columns 0 .. d - 1) of a row-major (n, d) matrix
+// into dst (row stride DP + 4); rows past n become zeros. Columns d .. DP + 3 are not touched.
+template <unsigned DP, unsigned ROWS, bool EXACT>
+__device__ __forceinline__ void load_tile(float *dst, const float *src, unsigned r0, unsigned n,
+                                          unsigned d, bool vec) {
+  constexpr unsigned SD = DP + 4;
+  if (vec) {
+    const unsigned d4 = EXACT ? DP / 4 : d / 4;
+    for (unsigned e = threadIdx.x; e < ROWS * d4; e += kThreads) {
+      const unsigned r = e / d4, c = e % d4;
+      const bool ok = r0 + r < n;
+      async::copy16(dst + r * SD + 4 * c, ok ? src + (uint64_t)(r0 + r) * d + 4 * c : src, ok);
+    }
+  } else {
+    for (unsigned e = threadIdx.x; e < ROWS * d; e += kThreads) {
+      const unsigned r = e / d, t = e % d;
+      const bool ok = r0 + r < n;
+      async::copy4(dst + r * SD + t, ok ? src + (uint64_t)(r0 + r) * d + t : src, ok);
+    }
+  }
+}
+
+// The RA x RB fma-chain dot products s[a][c] = sum_t A[ra(a), t] B[rb(c), t] (t = 0 .. d - 1 in
+// order, from 0) of rows of two shared tiles with row stride DP + 4: rows a0 + sa a of A and
+// b0 + sb c of B. Float4 steps, then the d % 4 tail when the length is not a constant.
+template <unsigned DP, bool EXACT, unsigned RA, unsigned RB>
+__device__ __forceinline__ void dots(const float *A, unsigned a0, unsigned sa, const float *B,
+                                     unsigned b0, unsigned sb, unsigned d, float (&s)[RA][RB]) {
+  constexpr unsigned SD = DP + 4;
+  const unsigned dl = EXACT ? DP : d;
+#pragma unroll
+  for (unsigned a = 0; a < RA; ++a)
+#pragma unroll
+    for (unsigned c = 0; c < RB; ++c) s[a][c] = 0.0f;
+#pragma unroll 1
+  for (unsigned t = 0; t + 4 <= dl; t += 4) {
+    float4 av[RA];
+#pragma unroll
+    for (unsigned a = 0; a < RA; ++a) av[a] = ld4(A + (a0 + sa * a) * SD + t);
+#pragma unroll
+    for (unsigned c = 0; c < RB; ++c) {
+      const float4 bv = ld4(B + (b0 + sb * c) * SD + t);
+#pragma unroll
+      for (unsigned a = 0; a < RA; ++a) s[a][c] = dot4(av[a], bv, s[a][c]);
+    }
+  }
+  if (!EXACT)
+    for (unsigned t = dl & ~3u; t < dl; ++t)
+#pragma unroll
+      for (unsigned a = 0; a < RA; ++a)
+#pragma unroll
+        for (unsigned c = 0; c < RB; ++c)
+          s[a][c] = num::fma(A[(a0 + sa * a) * SD + t], B[(b0 + sb * c) * SD + t], s[a][c]);
+}
+
+// acc[a][c4][e] = fma(W[w0 + sw a, j], M[j, col0 + CS c4 + e], acc) for j = 0 .. 63 in order: W
+// a tile of weights (row stride WS), M a shared (64, DP) tile (row stride DP + 4).
+// With PART, the rows a < a_first are left out (their acc untouched).
+template <unsigned DP, unsigned RA, unsigned C4, unsigned WS, unsigned CS, bool PART = false>
+__device__ __forceinline__ void tile_axpy(const float *W, unsigned w0, unsigned sw,
+                                          const float *M, unsigned col0,
+                                          float (&acc)[RA][C4][4], unsigned a_first = 0) {
+  constexpr unsigned SD = DP + 4;
+#pragma unroll 1
+  for (unsigned j = 0; j < kT; j += 4) {
+    float4 wv[RA];
+#pragma unroll
+    for (unsigned a = 0; a < RA; ++a) wv[a] = ld4(W + (w0 + sw * a) * WS + j);
+#pragma unroll
+    for (unsigned e = 0; e < 4; ++e)
+#pragma unroll
+      for (unsigned c4 = 0; c4 < C4; ++c4) {
+        const float4 mv = ld4(M + (j + e) * SD + col0 + CS * c4);
+#pragma unroll
+        for (unsigned a = 0; a < RA; ++a)
+          if (!PART || a >= a_first) fma4(comp(wv[a], e), mv, acc[a][c4]);
+      }
+  }
+}
+
+// dst[r, col0 + CS c4 + e] = acc[a][c4][e] * factor (factor 1: the value itself) for the rows
+// r = r0 + sr a below n and the columns below d.
+template <unsigned RA, unsigned C4, unsigned CS>
+__device__ __forceinline__ void store_rows(const float (&acc)[RA][C4][4], bool scale_it,
+                                           float factor, float *dst, unsigned r0, unsigned sr,
+                                           unsigned col0, unsigned n, unsigned d, bool vec) {
+#pragma unroll
+  for (unsigned a = 0; a < RA; ++a) {
+    const unsigned r = r0 + sr * a;
+    if (r >= n) continue;
+    float *row = dst + (uint64_t)r * d;
+#pragma unroll
+    for (unsigned c4 = 0; c4 < C4; ++c4) {
+      const unsigned col = col0 + CS * c4;
+      float x[4];
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) x[e] = scale_it ? acc[a][c4][e] * factor : acc[a][c4][e];
+      if (vec && col < d) {
+        st4(row + col, make_float4(x[0], x[1], x[2], x[3]));
+      } else {
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e)
+          if (col + e < d) row[col + e] = x[e];
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ float lane_max(float v) {
+  v = attn::amax(v, __shfl_xor_sync(kFull, v, 1));
+  v = attn::amax(v, __shfl_xor_sync(kFull, v, 2));
+  return attn::amax(v, __shfl_xor_sync(kFull, v, 4));
+}
+
+__device__ __forceinline__ float lane_sum(float v) {
+  v = v + __shfl_xor_sync(kFull, v, 1);
+  v = v + __shfl_xor_sync(kFull, v, 2);
+  return v + __shfl_xor_sync(kFull, v, 4);
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+template <unsigned DP, unsigned RM>
+__host__ __device__ constexpr unsigned fwd_smem_floats() {
+  return (32 * RM + 2 * kT) * (DP + 4) + 32 * RM * kPS;
+}
+
+template <unsigned DP, unsigned RM, bool EXACT>
+__global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
+    fwd_kernel(KP p, const float *__restrict q, const float *__restrict k,
+               const float *__restrict v, float *__restrict out, float *__restrict lse) {
+  constexpr unsigned BR = 32 * RM, SD = DP + 4, C4 = DP / 32;
+  float *sm = async::dynamic_smem();
+  float *qs = sm, *ks = qs + BR * SD, *vs = ks + kT * SD, *ps = vs + kT * SD;
+  // Lane tx of row group g: rows g + 32 a; keys tx + 8 c of a tile; columns 4 tx + 32 c4 + e.
+  const unsigned tx = threadIdx.x % 8, g = threadIdx.x / 8;
+  // With skipping, row i visits the key tiles starting at or before i, so the block visits those
+  // starting before i0 + BR, and later blocks visit more: they start first.
+  const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BR;
+  const unsigned jend = p.skip ? min(p.n, i0 + BR) : p.n;
+  zero_smem(sm, fwd_smem_floats<DP, RM>());
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const uint64_t base = b * p.n * p.d;
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    __syncthreads();  // zeroing, or the previous problem's readers, done
+    load_tile<DP, BR, EXACT>(qs, q + base, i0, p.n, p.d, p.vec);
+    load_tile<DP, kT, EXACT>(ks, k + base, 0, p.n, p.d, p.vec);
+    async::commit();
+    load_tile<DP, kT, EXACT>(vs, v + base, 0, p.n, p.d, p.vec);
+    async::commit();
+    float m[RM], l[RM], acc[RM][C4][4];
+#pragma unroll
+    for (unsigned a = 0; a < RM; ++a) {
+      m[a] = kNegInf;
+      l[a] = 0.0f;
+#pragma unroll
+      for (unsigned c4 = 0; c4 < C4; ++c4)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = 0.0f;
+    }
+    async::wait<1>();  // Q, K tile 0
+    __syncthreads();
+    // Loop invariant at the top: K tile j0 visible in ks; V tile j0 in flight into vs.
+    for (unsigned j0 = 0; j0 < jend; j0 += kT) {
+      const bool more = j0 + kT < jend;
+      // Rows a < a_first start after j0 + 63 (the first half of a 128-row block at the last tile
+      // of its diagonal, with skipping): they leave this tile out. The same for the whole block.
+      unsigned a_first = 0;
+#pragma unroll
+      for (unsigned a = 0; a < RM; ++a)
+        if (p.skip && j0 > i0 + 32 * a + 31) a_first = a + 1;
+      if (mb) {  // this thread's mask entries of the tile, into its own P slots
+#pragma unroll
+        for (unsigned a = 0; a < RM; ++a)
+#pragma unroll
+          for (unsigned c = 0; c < 8; ++c) {
+            const unsigned i = i0 + g + 32 * a, j = j0 + tx + 8 * c;
+            if (i < p.n && j < p.n)
+              async::copy4(ps + (g + 32 * a) * kPS + tx + 8 * c, mb + (uint64_t)i * p.n + j, true);
+          }
+      }
+      async::commit();
+      float s[RM][8];
+      dots<DP, EXACT, RM, 8>(qs, g, 32, ks, tx, 8, p.d, s);
+      async::wait<0>();  // the mask entries (own) and V tile j0
+      score_tile(!mb && i0 + BR <= p.n && j0 + kT <= p.n && !(p.causal && j0 + kT - 1 > i0),
+                 p.scale, s, [&](unsigned a, unsigned c, float dot) {
+                   const unsigned i = i0 + g + 32 * a, j = j0 + tx + 8 * c;
+                   const float m = mb ? ps[(g + 32 * a) * kPS + tx + 8 * c] : 1.0f;
+                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                 });
+#pragma unroll
+      for (unsigned a = 0; a < RM; ++a) {
+        if (a < a_first) continue;
+        float *prow = ps + (g + 32 * a) * kPS;
+        float mt = s[a][0];
+#pragma unroll
+        for (unsigned c = 1; c < 8; ++c) mt = attn::amax(mt, s[a][c]);
+        const float mn = attn::amax(m[a], lane_max(mt));
+        const float alpha = mn == kNegInf ? 1.0f : math::exp_f(m[a] - mn);
+        float rs = 0.0f;
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c) {
+          const float pr = attn::prob(s[a][c], mn);
+          rs = c == 0 ? pr : rs + pr;
+          prow[tx + 8 * c] = pr;
+        }
+        l[a] = l[a] * alpha + lane_sum(rs);
+        m[a] = mn;
+#pragma unroll
+        for (unsigned c4 = 0; c4 < C4; ++c4)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = acc[a][c4][e] * alpha;
+      }
+      __syncthreads();  // P and V visible; every read of ks done
+      if (more) load_tile<DP, kT, EXACT>(ks, k + base, j0 + kT, p.n, p.d, p.vec);
+      async::commit();
+      if (a_first == 0)
+        tile_axpy<DP, RM, C4, kPS, 32>(ps, g, 32, vs, 4 * tx, acc);
+      else
+        tile_axpy<DP, RM, C4, kPS, 32, true>(ps, g, 32, vs, 4 * tx, acc, a_first);
+      async::wait<0>();  // the next K tile
+      __syncthreads();   // it is visible; every read of vs and ps done
+      if (more) load_tile<DP, kT, EXACT>(vs, v + base, j0 + kT, p.n, p.d, p.vec);
+      async::commit();
+    }
+#pragma unroll
+    for (unsigned a = 0; a < RM; ++a) {
+      const bool none = l[a] == 0.0f;  // every key excluded (a NaN score makes l NaN)
+      const float la = l[a];
+#pragma unroll
+      for (unsigned c4 = 0; c4 < C4; ++c4)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e)
+          acc[a][c4][e] = none ? 0.0f : __fdiv_rn(acc[a][c4][e], la);
+      const unsigned i = i0 + g + 32 * a;
+      if (tx == 0 && i < p.n) lse[b * p.n + i] = none ? kNegInf : m[a] + math::log_f(la);
+    }
+    store_rows<RM, C4, 32>(acc, false, 1.0f, out + base, i0 + g, 32, 4 * tx, p.n, p.d, p.vec);
+  }
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// D[r] = sum_t dout[r, t] out[r, t] (an fma chain, as the CPU), one thread per row; float4
+// loads when vec (d % 4 == 0, aligned).
+__global__ void __launch_bounds__(256)
+    d_kernel(const float *__restrict out, const float *__restrict dout, uint64_t rows, unsigned d,
+             bool vec, float *__restrict D) {
+  for (uint64_t r = (uint64_t)blockIdx.x * 256 + threadIdx.x; r < rows;
+       r += (uint64_t)gridDim.x * 256) {
+    const float *a = dout + r * d, *o = out + r * d;
+    float acc = 0.0f;
+    if (vec)
+      for (unsigned t = 0; t < d; t += 4) acc = dot4(ld4(a + t), ld4(o + t), acc);
+    else
+      for (unsigned t = 0; t < d; ++t) acc = num::fma(a[t], o[t], acc);
+    D[r] = acc;
+  }
+}
+
+template <unsigned DP, unsigned RK>
+__host__ __device__ constexpr unsigned dkdv_smem_floats() {
+  return (2 * 16 * RK + 2 * kT) * (DP + 4) + 2 * 16 * RK * kGT;
+}
+
+// dk (if dk != nullptr) and dv (if dv != nullptr) for BK = 16 RK keys per block, looping over
+// query tiles of 64 in ascending order.
+template <unsigned DP, unsigned RK, bool EXACT>
+__global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
+    dkdv_kernel(KP p, const float *__restrict q, const float *__restrict k,
+                const float *__restrict v, const float *__restrict dout,
+                const float *__restrict lse, const float *__restrict D, float *__restrict dk,
+                float *__restrict dv) {
+  constexpr unsigned BK = 16 * RK, SD = DP + 4, C4 = DP / 64;
+  float *sm = async::dynamic_smem();
+  float *ks = sm, *vs = ks + BK * SD, *qs = vs + BK * SD, *dos = qs + kT * SD, *pT = dos + kT * SD,
+        *dST = pT + BK * kGT;
+  // Key group kg (fast index, so a warp's mask reads run along a row): keys kg + 16 a; query lane
+  // ql: queries ql + 16 c of a tile, columns 4 ql + 64 c4 + e of dk, dv.
+  const unsigned kg = threadIdx.x % 16, ql = threadIdx.x / 16;
+  const unsigned jb = blockIdx.x * BK;
+  const bool want_k = dk != nullptr, want_v = dv != nullptr;
+  const unsigned ifirst = p.skip ? jb - jb % kT : 0;
+  zero_smem(sm, dkdv_smem_floats<DP, RK>());
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const uint64_t base = b * p.n * p.d;
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    __syncthreads();  // zeroing, or the previous problem's readers, done
+    // This thread's mask entries of query tile i0, into its own P^T slots.
+    auto load_mask = [&](unsigned i0) {
+      if (!mb) return;
+#pragma unroll
+      for (unsigned a = 0; a < RK; ++a)
+#pragma unroll
+        for (unsigned c = 0; c < 4; ++c) {
+          const unsigned i = i0 + ql + 16 * c, j = jb + kg + 16 * a;
+          if (i < p.n && j < p.n)
+            async::copy4(pT + (kg + 16 * a) * kGT + ql + 16 * c, mb + (uint64_t)i * p.n + j, true);
+        }
+    };
+    load_tile<DP, BK, EXACT>(ks, k + base, jb, p.n, p.d, p.vec);
+    load_tile<DP, BK, EXACT>(vs, v + base, jb, p.n, p.d, p.vec);
+    load_tile<DP, kT, EXACT>(dos, dout + base, ifirst, p.n, p.d, p.vec);
+    load_mask(ifirst);
+    async::commit();
+    load_tile<DP, kT, EXACT>(qs, q + base, ifirst, p.n, p.d, p.vec);
+    async::commit();
+    float gk[RK][C4][4], gv[RK][C4][4];
+#pragma unroll
+    for (unsigned a = 0; a < RK; ++a)
+#pragma unroll
+      for (unsigned c4 = 0; c4 < C4; ++c4)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) gk[a][c4][e] = gv[a][c4][e] = 0.0f;
+    async::wait<1>();  // K, V, dout tile, mask entries
+    __syncthreads();
+    // Loop invariant at the top: dout tile i0 visible in dos, this thread's mask entries in its
+    // P^T slots; Q tile i0 in flight into qs.
+    for (unsigned i0 = ifirst; i0 < p.n; i0 += kT) {
+      const bool more = i0 + kT < p.n;
+      float L[4], Di[4];
+#pragma unroll
+      for (unsigned c = 0; c < 4; ++c) {
+        const unsigned i = i0 + ql + 16 * c;
+        L[c] = i < p.n ? lse[b * p.n + i] : 0.0f;
+        Di[c] = (want_k && i < p.n) ? D[b * p.n + i] : 0.0f;
+      }
+      float s[RK][4], dp[RK][4];
+      if (want_k) dots<DP, EXACT, RK, 4>(vs, kg, 16, dos, ql, 16, p.d, dp);
+      async::wait<0>();  // Q tile i0
+      __syncthreads();
+      dots<DP, EXACT, RK, 4>(ks, kg, 16, qs, ql, 16, p.d, s);
+      score_tile(!mb && i0 + kT <= p.n && jb + BK <= p.n && !(p.causal && jb + BK - 1 > i0),
+                 p.scale, s, [&](unsigned a, unsigned c, float dot) {
+                   const unsigned j = jb + kg + 16 * a, i = i0 + ql + 16 * c;
+                   const float m = mb ? pT[(kg + 16 * a) * kGT + ql + 16 * c] : 1.0f;
+                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                 });
+#pragma unroll
+      for (unsigned a = 0; a < RK; ++a)
+#pragma unroll
+        for (unsigned c = 0; c < 4; ++c) {
+          const unsigned at = (kg + 16 * a) * kGT + ql + 16 * c;
+          const float sc = s[a][c];
+          const float pr = attn::prob(sc, L[c]);
+          pT[at] = pr;
+          if (want_k) dST[at] = sc == kNegInf ? 0.0f : pr * (dp[a][c] - Di[c]);
+        }
+      __syncthreads();  // P^T, dS^T visible
+      if (want_v) tile_axpy<DP, RK, C4, kGT, 64>(pT, kg, 16, dos, 4 * ql, gv);
+      __syncthreads();  // every read of dos and pT done
+      if (more) {
+        load_tile<DP, kT, EXACT>(dos, dout + base, i0 + kT, p.n, p.d, p.vec);
+        load_mask(i0 + kT);
+      }
+      async::commit();
+      if (want_k) tile_axpy<DP, RK, C4, kGT, 64>(dST, kg, 16, qs, 4 * ql, gk);
+      async::wait<0>();  // the next dout tile and mask entries
+      __syncthreads();   // visible; every read of qs and dST done
+      if (more) load_tile<DP, kT, EXACT>(qs, q + base, i0 + kT, p.n, p.d, p.vec);
+      async::commit();
+    }
+    if (want_v)
+      store_rows<RK, C4, 64>(gv, false, 1.0f, dv + base, jb + kg, 16, 4 * ql, p.n, p.d, p.vec);
+    if (want_k)
+      store_rows<RK, C4, 64>(gk, true, p.scale, dk + base, jb + kg, 16, 4 * ql, p.n, p.d, p.vec);
+  }
+}
+
+template <unsigned DP, unsigned RQ>
+__host__ __device__ constexpr unsigned dq_smem_floats() {
+  return (2 * 16 * RQ + 2 * kT) * (DP + 4) + 16 * RQ * kGS;
+}
+
+// dq for BQ = 16 RQ query rows per block, looping over key tiles of 64 in ascending order.
+template <unsigned DP, unsigned RQ, bool EXACT>
+__global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
+    dq_kernel(KP p, const float *__restrict q, const float *__restrict k,
+              const float *__restrict v, const float *__restrict dout,
+              const float *__restrict lse, const float *__restrict D, float *__restrict dq) {
+  constexpr unsigned BQ = 16 * RQ, SD = DP + 4, C4 = DP / 64;
+  float *sm = async::dynamic_smem();
+  float *qs = sm, *dos = qs + BQ * SD, *ks = dos + BQ * SD, *vs = ks + kT * SD, *dS = vs + kT * SD;
+  // Row group rg: rows rg + 16 a; key lane kl (fast index): keys kl + 16 c of a tile, columns
+  // 4 kl + 64 c4 + e of dq.
+  const unsigned kl = threadIdx.x % 16, rg = threadIdx.x / 16;
+  // With skipping, later query blocks visit more key tiles: they start first.
+  const unsigned ib = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BQ;
+  const unsigned jend = p.skip ? min(p.n, ib + BQ) : p.n;
+  zero_smem(sm, dq_smem_floats<DP, RQ>());
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const uint64_t base = b * p.n * p.d;
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    __syncthreads();  // zeroing, or the previous problem's readers, done
+    // This thread's mask entries of key tile j0, into its own dS slots.
+    auto load_mask = [&](unsigned j0) {
+      if (!mb) return;
+#pragma unroll
+      for (unsigned a = 0; a < RQ; ++a)
+#pragma unroll
+        for (unsigned c = 0; c < 4; ++c) {
+          const unsigned i = ib + rg + 16 * a, j = j0 + kl + 16 * c;
+          if (i < p.n && j < p.n)
+            async::copy4(dS + (rg + 16 * a) * kGS + kl + 16 * c, mb + (uint64_t)i * p.n + j, true);
+        }
+    };
+    load_tile<DP, BQ, EXACT>(qs, q + base, ib, p.n, p.d, p.vec);
+    load_tile<DP, BQ, EXACT>(dos, dout + base, ib, p.n, p.d, p.vec);
+    load_tile<DP, kT, EXACT>(vs, v + base, 0, p.n, p.d, p.vec);
+    load_mask(0);
+    async::commit();
+    load_tile<DP, kT, EXACT>(ks, k + base, 0, p.n, p.d, p.vec);
+    async::commit();
+    float L[RQ], Dr[RQ], g[RQ][C4][4];
+#pragma unroll
+    for (unsigned a = 0; a < RQ; ++a) {
+      const unsigned i = ib + rg + 16 * a;
+      L[a] = i < p.n ? lse[b * p.n + i] : 0.0f;
+      Dr[a] = i < p.n ? D[b * p.n + i] : 0.0f;
+#pragma unroll
+      for (unsigned c4 = 0; c4 < C4; ++c4)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) g[a][c4][e] = 0.0f;
+    }
+    async::wait<1>();  // Q, dout, V tile 0, mask entries
+    __syncthreads();
+    // Loop invariant at the top: V tile j0 visible in vs, this thread's mask entries in its dS
+    // slots; K tile j0 in flight into ks.
+    for (unsigned j0 = 0; j0 < jend; j0 += kT) {
+      const bool more = j0 + kT < jend;
+      float s[RQ][4], dp[RQ][4];
+      dots<DP, EXACT, RQ, 4>(dos, rg, 16, vs, kl, 16, p.d, dp);
+      async::wait<0>();  // K tile j0
+      __syncthreads();   // visible; every read of vs done
+      if (more) load_tile<DP, kT, EXACT>(vs, v + base, j0 + kT, p.n, p.d, p.vec);
+      async::commit();
+      dots<DP, EXACT, RQ, 4>(qs, rg, 16, ks, kl, 16, p.d, s);
+      score_tile(!mb && ib + BQ <= p.n && j0 + kT <= p.n && !(p.causal && j0 + kT - 1 > ib),
+                 p.scale, s, [&](unsigned a, unsigned c, float dot) {
+                   const unsigned i = ib + rg + 16 * a, j = j0 + kl + 16 * c;
+                   const float m = mb ? dS[(rg + 16 * a) * kGS + kl + 16 * c] : 1.0f;
+                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                 });
+#pragma unroll
+      for (unsigned a = 0; a < RQ; ++a)
+#pragma unroll
+        for (unsigned c = 0; c < 4; ++c) {
+          const unsigned at = (rg + 16 * a) * kGS + kl + 16 * c;
+          const float sc = s[a][c];
+          const float pr = attn::prob(sc, L[a]);
+          dS[at] = sc == kNegInf ? 0.0f : pr * (dp[a][c] - Dr[a]);
+        }
+      __syncthreads();  // dS visible
+      tile_axpy<DP, RQ, C4, kGS, 64>(dS, rg, 16, ks, 4 * kl, g);
+      async::wait<0>();  // the next V tile
+      __syncthreads();   // visible; every read of ks and dS done
+      if (more) {
+        load_tile<DP, kT, EXACT>(ks, k + base, j0 + kT, p.n, p.d, p.vec);
+        load_mask(j0 + kT);
+      }
+      async::commit();
+    }
+    store_rows<RQ, C4, 64>(g, true, p.scale, dq + base, ib + rg, 16, 4 * kl, p.n, p.d, p.vec);
+  }
+}
+
+// ---- launch plan --------------------------------------------------------------------------------
+
+inline bool aligned16(const void *ptr) { return ptr == nullptr || (uintptr_t)ptr % 16 == 0; }
+
+inline KP kernel_view(const Problem &p, bool aligned) {
+  return KP{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, p.mask, p.mask_stride, p.scale, p.fill,
+            p.causal, p.causal && p.fill == kNegInf, aligned && p.d % 4 == 0};
+}
+
+// Blocks along x; problems along y up to the launcher's limit (65535 on CUDA), the kernels loop
+// over the rest.
+template <class L>
+dim3 grid_of(const L &launch, uint64_t blocks_x, uint64_t bh) {
+  const uint64_t cap = launch.max_grid_y();
+  return dim3((unsigned)blocks_x, (unsigned)(bh < cap ? bh : cap), 1);
+}
+
+// Each kernel has a variant for devices with less shared memory per block than sm_90's 227 KB
+// (launch.smem_limit(), bytes; sm_80: 163 KB, sm_86/89: 99 KB): fewer rows per block. The block
+// sizes do not enter the order of operations, so every variant gives the same bits.
+template <unsigned DP, unsigned RM, bool EXACT, class L>
+void fwd_launch(L &launch, const KP &kp, const float *q, const float *k, const float *v,
+                float *out, float *lse) {
+  constexpr unsigned BR = 32 * RM;
+  launch("attention fwd_kernel", fwd_kernel<DP, RM, EXACT>,
+         grid_of(launch, (kp.n + BR - 1) / BR, kp.bh), kThreads,
+         fwd_smem_floats<DP, RM>() * sizeof(float), kp, q, k, v, out, lse);
+}
+
+// Forward: 64 query rows per block (RM = 2), except 128 (RM = 4) for d in 65 .. 128, where shared
+// memory allows one block per SM either way and the larger block reuses each K, V tile twice as
+// much (4 rows per thread for d <= 64 would need more than the 128 registers of two blocks).
+template <unsigned DP, bool EXACT, class L>
+void fwd_pick(L &launch, const KP &kp, const float *q, const float *k, const float *v,
+              float *out, float *lse) {
+  if constexpr (DP == 128)
+    if (fwd_smem_floats<DP, 4>() * sizeof(float) <= launch.smem_limit())
+      return fwd_launch<DP, 4, EXACT>(launch, kp, q, k, v, out, lse);
+  fwd_launch<DP, 2, EXACT>(launch, kp, q, k, v, out, lse);
+}
+
+template <unsigned DP, bool EXACT, class L>
+void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const float *v,
+              const float *dout, const float *lse, const float *D, float *dq, float *dk,
+              float *dv) {
+  constexpr unsigned R = DP == 256 ? 2 : 4;
+  if (dk || dv) {
+    auto go = [&](auto rk) {
+      constexpr unsigned RK = decltype(rk)::value;
+      launch("attention dkdv_kernel", dkdv_kernel<DP, RK, EXACT>,
+             grid_of(launch, (kp.n + 16 * RK - 1) / (16 * RK), kp.bh), kThreads,
+             dkdv_smem_floats<DP, RK>() * sizeof(float), kp, q, k, v, dout, lse, D, dk, dv);
+    };
+    if constexpr (DP != 256) {
+      if (dkdv_smem_floats<DP, R>() * sizeof(float) > launch.smem_limit())
+        go(std::integral_constant<unsigned, 2>());
+      else
+        go(std::integral_constant<unsigned, R>());
+    } else {
+      go(std::integral_constant<unsigned, R>());
+    }
+  }
+  if (dq)
+    launch("attention dq_kernel", dq_kernel<DP, R, EXACT>,
+           grid_of(launch, (kp.n + 16 * R - 1) / (16 * R), kp.bh), kThreads,
+           dq_smem_floats<DP, R>() * sizeof(float), kp, q, k, v, dout, lse, D, dq);
+}
+
+// The head dimension rounded up to a kernel's DP (the backward's layouts need DP >= 64).
+inline unsigned fwd_dp(uint64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+inline unsigned bwd_dp(uint64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+
+template <class L>
+void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
+              float *out, float *lse) {
+  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
+  const bool exact = fwd_dp(p.d) == p.d;
+#define TLRT_ATTN_FWD(DP)                                          \
+  return exact ? fwd_pick<DP, true>(launch, kp, q, k, v, out, lse) \
+               : fwd_pick<DP, false>(launch, kp, q, k, v, out, lse)
+  switch (fwd_dp(p.d)) {
+    case 32: TLRT_ATTN_FWD(32);
+    case 64: TLRT_ATTN_FWD(64);
+    case 128: TLRT_ATTN_FWD(128);
+    default: TLRT_ATTN_FWD(256);
+  }
+#undef TLRT_ATTN_FWD
+}
+
+// D (bh * n floats of scratch, read only when dq or dk is wanted) is computed here first.
+template <class L>
+void bwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
+              const float *out, const float *dout, const float *lse, float *D, float *dq,
+              float *dk, float *dv) {
+  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) &&
+                                   aligned16(out) && aligned16(dq) && aligned16(dk) &&
+                                   aligned16(dv));
+  const uint64_t rows = p.bh * p.n;
+  if (dq || dk) {
+    const uint64_t blocks = (rows + 255) / 256;
+    launch("attention d_kernel", d_kernel, dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u,
+           size_t(0), out, dout, rows, (unsigned)p.d, kp.vec, D);
+  }
+  const bool exact = bwd_dp(p.d) == p.d;
+#define TLRT_ATTN_BWD(DP)                                                             \
+  return exact ? bwd_pick<DP, true>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv) \
+               : bwd_pick<DP, false>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv)
+  switch (bwd_dp(p.d)) {
+    case 64: TLRT_ATTN_BWD(64);
+    case 128: TLRT_ATTN_BWD(128);
+    default: TLRT_ATTN_BWD(256);
+  }
+#undef TLRT_ATTN_BWD
+}
+
+}  // namespace attn_kernels
+}  // namespace cuda
+}  // namespace tlrt

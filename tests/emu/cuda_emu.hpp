@@ -1,0 +1,278 @@
+// A CPU emulator for CUDA kernels written in the plain subset used by cuda/*_kernels.cuh: it lets
+// the CPU build run the very kernel source of a CUDA family and compare it bit for bit with the
+// stub, so index arithmetic, boundary tiles, barriers and asynchronous copies are checked on
+// machines without a GPU. It is not a performance model.
+//
+// Each block runs as blockDim.x fibers (ucontext) on the calling thread. A fiber runs until it
+// reaches __syncthreads() (released when every thread of the block has arrived), a warp shuffle
+// (released when the 32 lanes of its warp have arrived), or its end; between those points its
+// code runs atomically. The order in which runnable fibers are resumed is a policy (ascending,
+// descending, or seeded random, fresh each round), and so is the completion of cp.async copies:
+// Early (at issue) or Late (at the issuing thread's cp_async_wait). A kernel that is correct for
+// every schedule CUDA allows gives the same bits under every policy; a missing barrier or wait,
+// or a read of shared memory that no thread wrote (dynamic shared memory starts as a NaN pattern
+// in every block), shows up as a difference from the reference. A barrier that some thread
+// never reaches is reported as a deadlock (std::runtime_error).
+//
+// Include this header, then define TLRT_CUDA_EMULATION before including the kernel header (the
+// kernel header takes its cp.async and shared-memory primitives from here instead of PTX, and
+// checks the alignment of its float4 accesses with emu::check_aligned).
+#pragma once
+
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+  unsigned x, y, z;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
+inline uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+
+namespace emu {
+
+enum class Order { Ascending, Descending, Random };
+enum class Copy { Early, Late };
+
+struct Policy {
+  Order order = Order::Ascending;
+  Copy copy = Copy::Late;
+  uint64_t seed = 1;
+};
+
+namespace detail {
+
+enum class St { Run, Barrier, Shfl, Done };
+
+struct PendingCopy {
+  void *dst;
+  const void *src;
+  unsigned bytes, src_bytes;
+  unsigned group;
+};
+
+struct Fiber {
+  ucontext_t ctx;
+  char *stack = nullptr;
+  St st = St::Run;
+  unsigned parity = 0;     // alternating shuffle slot
+  unsigned committed = 0;  // cp.async groups committed so far
+  std::vector<PendingCopy> pending;
+};
+
+struct Block {
+  std::vector<Fiber> fibers;
+  std::vector<float> slots;  // [warp][parity][lane]
+  ucontext_t sched;
+  unsigned cur = 0;
+  std::function<void()> body;
+  Policy policy;
+};
+
+inline Block &block() {
+  static Block b;
+  return b;
+}
+
+inline std::vector<float4> &smem_store() {
+  static std::vector<float4> s;
+  return s;
+}
+
+constexpr size_t kStack = 512 * 1024;
+
+inline void set_thread(unsigned t) {
+  block().cur = t;
+  threadIdx = uint3{t % blockDim.x, 0, 0};
+}
+
+inline void yield_to_scheduler() {
+  Block &b = block();
+  swapcontext(&b.fibers[b.cur].ctx, &b.sched);
+}
+
+inline void trampoline() {
+  Block &b = block();
+  b.body();
+  b.fibers[b.cur].st = St::Done;
+  swapcontext(&b.fibers[b.cur].ctx, &b.sched);
+}
+
+inline void perform(const PendingCopy &c) {
+  std::memcpy(c.dst, c.src, c.src_bytes);
+  std::memset(static_cast<char *>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
+}
+
+inline void run_block(unsigned nthreads) {
+  Block &b = block();
+  if (b.fibers.size() < nthreads) b.fibers.resize(nthreads);
+  b.slots.assign((nthreads + 31) / 32 * 64, 0.0f);
+  for (unsigned t = 0; t < nthreads; ++t) {
+    Fiber &f = b.fibers[t];
+    if (!f.stack) f.stack = new char[kStack];
+    f.st = St::Run;
+    f.parity = 0;
+    f.committed = 0;
+    f.pending.clear();
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = kStack;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, trampoline, 0);
+  }
+  std::mt19937_64 rng(b.policy.seed ^ (uint64_t(blockIdx.x) << 20) ^ (uint64_t(blockIdx.y) << 40));
+  std::vector<unsigned> order(nthreads);
+  for (unsigned done = 0;;) {
+    for (unsigned t = 0; t < nthreads; ++t) order[t] = t;
+    if (b.policy.order == Order::Descending) std::reverse(order.begin(), order.end());
+    if (b.policy.order == Order::Random) std::shuffle(order.begin(), order.end(), rng);
+    bool progress = false;
+    for (unsigned t : order) {
+      if (b.fibers[t].st != St::Run) continue;
+      set_thread(t);
+      swapcontext(&b.sched, &b.fibers[t].ctx);
+      progress = true;
+    }
+    done = 0;
+    unsigned at_barrier = 0;
+    for (unsigned t = 0; t < nthreads; ++t) {
+      done += b.fibers[t].st == St::Done;
+      at_barrier += b.fibers[t].st == St::Barrier;
+    }
+    if (done == nthreads) break;
+    if (at_barrier == nthreads) {
+      for (auto &f : b.fibers) f.st = St::Run;
+      continue;
+    }
+    if (done != 0 && at_barrier != 0)
+      throw std::runtime_error("emu: __syncthreads() after some threads of the block returned");
+    bool released = false;
+    for (unsigned w = 0; w * 32 < nthreads; ++w) {
+      const unsigned lo = w * 32, hi = std::min(nthreads, lo + 32);
+      bool all = true;
+      for (unsigned t = lo; t < hi; ++t) all = all && b.fibers[t].st == St::Shfl;
+      if (!all) continue;
+      for (unsigned t = lo; t < hi; ++t) b.fibers[t].st = St::Run;
+      released = true;
+    }
+    if (!progress && !released) throw std::runtime_error("emu: deadlock (a barrier is never met)");
+  }
+}
+
+}  // namespace detail
+
+// Runs `body` (a call of the kernel with its arguments) for every block of the grid under the
+// policy, with `smem_bytes` of dynamic shared memory starting as a NaN pattern in each block.
+inline void launch(const Policy &policy, dim3 grid, dim3 threads, size_t smem_bytes,
+                   std::function<void()> body) {
+  detail::Block &b = detail::block();
+  b.policy = policy;
+  b.body = std::move(body);
+  gridDim = grid;
+  blockDim = threads;
+  for (unsigned y = 0; y < grid.y; ++y)
+    for (unsigned x = 0; x < grid.x; ++x) {
+      blockIdx = uint3{x, y, 0};
+      auto &s = detail::smem_store();
+      s.assign((smem_bytes + 15) / 16, float4{NAN, NAN, NAN, NAN});
+      detail::run_block(threads.x);
+    }
+}
+
+// A misaligned vector access or 16-byte copy faults on the GPU: here it throws.
+inline void check_aligned(const void *p, uintptr_t bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0)
+    throw std::runtime_error("emu: misaligned " + std::to_string(bytes) + "-byte access");
+}
+
+}  // namespace emu
+
+inline void __syncthreads() {
+  auto &b = emu::detail::block();
+  b.fibers[b.cur].st = emu::detail::St::Barrier;
+  emu::detail::yield_to_scheduler();
+}
+
+inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+  auto &b = emu::detail::block();
+  auto &f = b.fibers[b.cur];
+  const unsigned lane = b.cur % 32, warp = b.cur / 32;
+  float *slot = &b.slots[(warp * 2 + f.parity) * 32];
+  slot[lane] = v;
+  f.st = emu::detail::St::Shfl;
+  emu::detail::yield_to_scheduler();
+  f.parity ^= 1u;
+  return slot[lane ^ (unsigned)lane_mask];
+}
+
+namespace tlrt {
+namespace cuda {
+namespace async {
+
+// The same interface as cuda/cp_async.cuh.
+inline float *dynamic_smem() {
+  return reinterpret_cast<float *>(emu::detail::smem_store().data());
+}
+
+inline void copy(float *dst, const float *src, unsigned bytes, bool valid) {
+  emu::check_aligned(dst, bytes);
+  emu::check_aligned(src, bytes);
+  auto &b = emu::detail::block();
+  auto &f = b.fibers[b.cur];
+  const emu::detail::PendingCopy c{dst, src, bytes, valid ? bytes : 0u, f.committed};
+  if (b.policy.copy == emu::Copy::Early)
+    emu::detail::perform(c);
+  else
+    f.pending.push_back(c);
+}
+inline void copy16(float *dst, const float *src, bool valid) { copy(dst, src, 16, valid); }
+inline void copy4(float *dst, const float *src, bool valid) { copy(dst, src, 4, valid); }
+
+inline void commit() {
+  auto &b = emu::detail::block();
+  ++b.fibers[b.cur].committed;
+}
+
+template <unsigned N>
+inline void wait() {
+  auto &b = emu::detail::block();
+  auto &f = b.fibers[b.cur];
+  std::vector<emu::detail::PendingCopy> keep;
+  for (const auto &c : f.pending)
+    if (c.group + N < f.committed)
+      emu::detail::perform(c);
+    else
+      keep.push_back(c);
+  f.pending.swap(keep);
+}
+
+}  // namespace async
+}  // namespace cuda
+}  // namespace tlrt
