@@ -48,8 +48,14 @@
 // (DP = 128), 161-162 (256); dq 128 (DP = 64; two blocks per SM), 128-168 (128), 128-150 (256).
 // Measured before this design (H100, 2026-11-22, bench/results/2026-11-22-h100-attention.md, TF32
 // off): forward 11-19 TFLOP/s (0.40-1.73x SDPA's time), backward 6-12 TFLOP/s (1.5-6.8x); SGEMM
-// peak 51.6. PREDICTED for this design (H100; not measured yet; issue-slot count above, ~70% of it
-// realised; backward in the benchmark's 10 n^2 d count):
+// peak 51.6. MEASURED for this design (H100, 2026-11-24,
+// bench/results/2026-11-24-h100-attention.md):
+//   fwd 22.4 / 14.3 / 19.2 TFLOP/s (32,1024,64) none / causal / masked = 0.67 / 0.41 / 0.62x SDPA;
+//   23.0 / 18.8 / 19.5 (16,4096,64) = 0.71 / 0.33 / 0.62x; 30.4 / 17.4 / 25.3 (32,1024,128) =
+//   0.75 / 0.55 / 0.76x; bwd 20.4 / 13.1 / 18.6 = 1.43 / 1.12 / 1.58x; 21.0 / 17.2 / 19.0 = 1.49 /
+//   0.91 / 1.65x; 20.4 / 15.1 / 18.7 = 1.98 / 1.34 / 2.16x (forward below, causal far below, the
+//   prediction; backward as predicted). PREDICTED before that run (issue-slot count above, ~70%
+// of it realised; backward in the benchmark's 10 n^2 d count):
 //   fwd (32,1024,64) none ~28 TFLOP/s (~0.55x SDPA), causal ~24, masked ~26;
 //   fwd (16,4096,64) none ~30 (~0.55x), causal ~26, masked ~27;
 //   fwd (32,1024,128) none ~27 (~0.85x), causal ~21, masked ~25;

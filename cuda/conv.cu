@@ -47,7 +47,11 @@
 //   BM 16: 100/105/108, 32: 96/99/95, 64: 113/109/110, 128: 136/139/153 (2 blocks per SM up to
 //   BM 64, 1 for 128); wgrad_kernel BM 16: 121/122/122, 32: 103/115/119, 64: 119/123/127,
 //   128: 154/160/171; dw_wgrad_kernel 48/48/56.
-// PREDICTED (H100, TF32 off; not measured yet; bench/conv.py cases, cuDNN 2026-11-22 in brackets):
+// MEASURED (H100, 2026-11-24, bench/results/2026-11-24-h100-conv.md; ours / cuDNN time, TF32 off):
+//   conv2d (32, 64, 56, 56) 3x3 fwd 20.3 TFLOP/s 1.42x, bwd 19.7 1.46x; (1, 64, 56, 56) 0.97x /
+//   0.70x; 3-D 14.6 TFLOP/s 1.88x / 14.2 0.57x; transposed 15.2 1.02x / 17.6 1.14x; depthwise
+//   89 us 1.36x / 305 us 1.14x (the depthwise kernels missed their prediction by 3-4x: next look).
+// PREDICTED before that run (bench/conv.py cases, cuDNN 2026-11-22 in brackets):
 //   conv2d (32, 64, 56, 56) 3x3: forward ~20 TFLOP/s (28.4), ~1.4x; backward ~18 (28.6), ~1.5x
 //     (input gradient as the forward; kernel gradient 515 blocks of 122 stages).
 //   conv2d (1, 64, 56, 56) 3x3: forward and input gradient on cuBLAS as before (6.1); kernel

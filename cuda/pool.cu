@@ -31,7 +31,12 @@
 //   cells of a row sums, in output order, the terms of the windows containing each cell: dx is
 //   written once, x and dy read once plus the halo windows (about 20% for these tiles, from L2).
 //   No scratch in global memory, one launch.
-// Predicted on the H100 (not measured yet: no GPU where this was written), fraction of the copy
+// MEASURED (H100, 2026-11-24, bench/results/2026-11-24-h100-pool.md), fraction of copy bandwidth:
+//   forward max / avg: stem 0.89 / 0.91, k2 s2 0.92 / 0.92, k3 s1 p1 0.60 / 0.91, 3-D 0.91 / 0.93;
+//   backward max / avg: stem 0.68 / 0.65, k2 s2 0.85 / 0.55, k3 s1 p1 0.38 / 0.53, 3-D 0.70 / 0.41;
+//   every case 0.12-1.00x PyTorch's time. Missed predictions: max k3 s1 forward, the avg scatter
+//   backward (0.41-0.55 against 0.85: look at its stores) and the k3 s1 tile backward.
+// Predicted before that run, fraction of the copy
 // bandwidth with the nominal bytes, at the benchmark's shapes (bench/pool.py):
 //   forward max / avg: stem k3 s2 p1 0.85 / 0.85, k2 s2 0.88 / 0.88, k3 s1 p1 0.80 / 0.82 (the
 //   most instructions per byte), 3-D k2 s2 0.85 / 0.85;
