@@ -35,7 +35,12 @@
 //   forward max / avg: stem 0.89 / 0.91, k2 s2 0.92 / 0.92, k3 s1 p1 0.60 / 0.91, 3-D 0.91 / 0.93;
 //   backward max / avg: stem 0.68 / 0.65, k2 s2 0.85 / 0.55, k3 s1 p1 0.38 / 0.53, 3-D 0.70 / 0.41;
 //   every case 0.12-1.00x PyTorch's time. Missed predictions: max k3 s1 forward, the avg scatter
-//   backward (0.41-0.55 against 0.85: look at its stores) and the k3 s1 tile backward.
+//   backward (0.41-0.55 against 0.85) and the k3 s1 tile backward. The scatter kernels write dx at
+//   only 1.2-1.3 TB/s (avg k2 s2: 103 MB in 78 us; max: the same writes plus 129 MB of reads in
+//   90 us) where a plain fill writes 3.1-3.25 TB/s on the same H100 (torch fill_, 128-512 MiB):
+//   each warp store instruction writes 16 of every 32 bytes (a thread's slab is 2 float4 wide at
+//   k2 s2), the suspect; next: one float4 per thread per store instruction (kV = 2 for SW = 2, or
+//   a shuffle so a warp's store covers 512 contiguous bytes).
 // Predicted before that run, fraction of the copy
 // bandwidth with the nominal bytes, at the benchmark's shapes (bench/pool.py):
 //   forward max / avg: stem k3 s2 p1 0.85 / 0.85, k2 s2 0.88 / 0.88, k3 s1 p1 0.80 / 0.82 (the
