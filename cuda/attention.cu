@@ -73,22 +73,6 @@ namespace cuda {
 
 namespace {
 
-// Stream-ordered scratch from the pool, returned in stream order when this object dies.
-class Scratch {
- public:
-  Scratch(int dev, uint64_t n)
-      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() { dealloc(dev_, p_, bytes_); }
-  float *get() const { return p_; }
-
- private:
-  int dev_;
-  uint64_t bytes_;
-  float *p_;
-};
-
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
   int dev;
@@ -127,7 +111,7 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
                    const float *v, const float *out, const float *dout, const float *lse,
                    float *dq, float *dk, float *dv) {
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
-  Scratch D(dev, (dq || dk) ? p.bh * p.n : 1);
+  FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
   attn_kernels::bwd_plan(launch, p, q, k, v, out, dout, lse, D.get(), dq, dk, dv);
 }

@@ -155,24 +155,6 @@ Geo geo_of(const ConvShape &s) {
   return g;
 }
 
-class Scratch {
- public:
-  Scratch(int dev, uint64_t floats)
-      : dev_(dev), bytes_(floats * 4),
-        p_(floats ? static_cast<float *>(alloc(dev, floats * 4)) : nullptr) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() {
-    if (p_) dealloc(dev_, p_, bytes_);
-  }
-  float *get() const { return p_; }
-
- private:
-  int dev_;
-  uint64_t bytes_;
-  float *p_;
-};
-
 // A 2-D grid: x over `items` per row (kThreads per block), y over `rows` (grid-stride past 65535).
 dim3 grid2(uint64_t items, uint64_t rows) {
   const uint64_t bx = std::min<uint64_t>((items + kThreads - 1) / kThreads, 0x7FFFFFFFull);
@@ -1280,7 +1262,7 @@ void ig_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy,
   slices = std::min<ll>(slices, INT_MAX / a.ntiles);
   a.per_slice = (a.total + slices - 1) / slices;
   slices = (a.total + a.per_slice - 1) / a.per_slice;  // no empty slice
-  Scratch part(dev, slices > 1 ? (uint64_t)(slices * a.w_size) : 0);
+  FloatScratch part(dev, slices > 1 ? (uint64_t)(slices * a.w_size) : 0);
   float *dst = slices > 1 ? part.get() : dw;
   const unsigned sl = (unsigned)slices, m = (unsigned)mt;
   switch (bm) {
@@ -1343,7 +1325,7 @@ void dw_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy,
   slices = std::min<ll>(slices, 65535);
   const ll per_slice = (total + slices - 1) / slices;
   slices = (total + per_slice - 1) / per_slice;
-  Scratch part(dev, (uint64_t)(C * s.ksz * slices));
+  FloatScratch part(dev, (uint64_t)(C * s.ksz * slices));
   const dim3 grid((unsigned)slices, (unsigned)std::min<ll>(C, 65535), 1);
   dw_wgrad_kernel<R><<<grid, kThreads, 0, st>>>(dw_args<R>(s), fwd_taps<R>(s), x, dy,
                                                 (ll)s.batch, per_slice, part.get());
@@ -1383,7 +1365,7 @@ void conv_fwd(int dev, const ConvShape &s, const float *x, const float *w, const
   const bool dir = direct(s);
   const uint64_t col_img = dir ? 0 : s.in_c * s.ksz * s.out_sp;  // floats per image
   const uint64_t chunk = chunk_of(s.batch, col_img);
-  Scratch cols(dev, chunk * col_img);
+  FloatScratch cols(dev, chunk * col_img);
   const uint64_t x_img = s.in_c * s.in_sp, y_img = s.out_c * s.out_sp;
   for (uint64_t n0 = 0; n0 < s.batch; n0 += chunk) {
     const uint64_t cnt = std::min(chunk, s.batch - n0);
@@ -1420,7 +1402,7 @@ void conv_bwd_input(int dev, const ConvShape &s, const float *dy, const float *w
   const bool dir = direct(s);
   const uint64_t col_img = dir ? 0 : s.in_c * s.ksz * s.out_sp;
   const uint64_t chunk = chunk_of(s.batch, col_img);
-  Scratch dcols(dev, chunk * col_img);
+  FloatScratch dcols(dev, chunk * col_img);
   const uint64_t x_img = s.in_c * s.in_sp, y_img = s.out_c * s.out_sp;
   for (uint64_t n0 = 0; n0 < s.batch; n0 += chunk) {
     const uint64_t cnt = std::min(chunk, s.batch - n0);
@@ -1455,8 +1437,8 @@ void conv_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *d
   const uint64_t w_size = s.out_c * kg;
   // Partials are needed only for chunks of more than one image.
   const uint64_t chunk = chunk_of(s.batch, col_img + (s.batch > 1 ? w_size : 0));
-  Scratch cols(dev, chunk * col_img);
-  Scratch part(dev, chunk > 1 ? chunk * w_size : 0);
+  FloatScratch cols(dev, chunk * col_img);
+  FloatScratch part(dev, chunk > 1 ? chunk * w_size : 0);
   const uint64_t x_img = s.in_c * s.in_sp, y_img = s.out_c * s.out_sp;
   for (uint64_t n0 = 0; n0 < s.batch; n0 += chunk) {
     const uint64_t cnt = std::min(chunk, s.batch - n0);
@@ -1492,7 +1474,7 @@ void channel_sum(int dev, const float *t, uint64_t batch, uint64_t channels, uin
   split = std::min<uint64_t>(split, (total + 4095) / 4096);
   split = std::max<uint64_t>(std::min<uint64_t>(split, 65535), 1);
   const uint64_t per_block = (total + split - 1) / split;
-  Scratch partial(dev, channels * split);
+  FloatScratch partial(dev, channels * split);
   const dim3 grid((unsigned)split, (unsigned)std::min<uint64_t>(channels, 65535), 1);
   channel_sum_kernel<<<grid, kThreads, 0, st>>>(t, batch, channels, spatial, per_block,
                                                 (unsigned)split, partial.get());

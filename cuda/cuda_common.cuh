@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/backend/memory.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 
@@ -43,6 +44,51 @@ inline unsigned grid_all(uint64_t items, unsigned threads) {
   const uint64_t cap = 0x7FFFFFFFull;
   return (unsigned)(needed == 0 ? 1 : (needed < cap ? needed : cap));
 }
+
+// A block of the stream-ordered pool for the duration of one call, returned to the pool in stream
+// order when this object dies, which is after the launches that use it have been queued: no
+// synchronisation. Zero bytes allocate nothing (the pointer is null). Movable, not copyable.
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(int dev, uint64_t bytes)
+      : dev_(dev), bytes_(bytes), p_(bytes ? alloc(dev, bytes) : nullptr) {}
+  Scratch(Scratch &&o) noexcept : dev_(o.dev_), bytes_(o.bytes_), p_(o.p_) { o.p_ = nullptr; }
+  Scratch &operator=(Scratch &&o) noexcept {
+    if (this != &o) {
+      release();
+      dev_ = o.dev_;
+      bytes_ = o.bytes_;
+      p_ = o.p_;
+      o.p_ = nullptr;
+    }
+    return *this;
+  }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  ~Scratch() { release(); }
+  template <class T>
+  T *as() const {
+    return static_cast<T *>(p_);
+  }
+
+ private:
+  void release() {
+    if (p_ != nullptr) dealloc(dev_, p_, bytes_);
+    p_ = nullptr;
+  }
+  int dev_ = 0;
+  uint64_t bytes_ = 0;
+  void *p_ = nullptr;
+};
+
+// The same, sized in floats.
+class FloatScratch : public Scratch {
+ public:
+  FloatScratch() = default;
+  FloatScratch(int dev, uint64_t n) : Scratch(dev, n * 4) {}
+  float *get() const { return as<float>(); }
+};
 
 }  // namespace cuda
 }  // namespace tlrt

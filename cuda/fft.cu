@@ -189,26 +189,6 @@ PlanCache &cache() {
   return *c;
 }
 
-// Stream-ordered scratch from the pool, returned in stream order when this object dies.
-class Scratch {
- public:
-  Scratch(int dev, u64 bytes) : dev_(dev), bytes_(bytes), p_(bytes ? alloc(dev, bytes) : nullptr) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() {
-    if (p_) dealloc(dev_, p_, bytes_);
-  }
-  template <class T>
-  T *as() const {
-    return static_cast<T *>(p_);
-  }
-
- private:
-  int dev_;
-  u64 bytes_;
-  void *p_;
-};
-
 // One execution on a checked-out plan: in -> out (out-of-place).
 void execute(int dev, cufftType type, u64 n, u64 batch, bool cols, const void *in, void *out) {
   const cudaStream_t s = stream(dev);  // also makes dev current

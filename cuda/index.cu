@@ -69,28 +69,6 @@ constexpr unsigned kThreads = 256;
 constexpr unsigned kShort = 8;  // segments this short are summed by rows_kernel
 constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 
-// A block of the stream-ordered pool, returned to it (in stream order) when this object dies,
-// which is after the launches that read it have been queued.
-class Scratch {
- public:
-  Scratch(int dev, uint64_t bytes)
-      : dev_(dev), bytes_(bytes), p_(bytes ? alloc(dev, bytes) : nullptr) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() {
-    if (p_ != nullptr) dealloc(dev_, p_, bytes_);
-  }
-  template <class T>
-  T *as() const {
-    return static_cast<T *>(p_);
-  }
-
- private:
-  int dev_;
-  uint64_t bytes_;
-  void *p_;
-};
-
 unsigned blocks(uint64_t items, uint64_t per_block) {
   const uint64_t b = (items + per_block - 1) / per_block;
   return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));

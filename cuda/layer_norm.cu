@@ -57,22 +57,6 @@ unsigned blocks(uint64_t items, uint64_t per_block) {
   return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
 
-// Stream-ordered scratch from the pool, returned in stream order when this object dies.
-class Scratch {
- public:
-  Scratch(int dev, uint64_t n)
-      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() { dealloc(dev_, p_, bytes_); }
-  float *get() const { return p_; }
-
- private:
-  int dev_;
-  uint64_t bytes_;
-  float *p_;
-};
-
 // ---- forward ------------------------------------------------------------------------------------
 
 template <unsigned W>
@@ -188,7 +172,7 @@ void long_fwd(int dev, const float *x, const float *gamma, const float *beta, ui
   cudaStream_t st = stream(dev);
   const uint64_t nc = red::chunks_of(cols);
   const unsigned grid = blocks(rows * nc, 1);
-  Scratch part(dev, rows * nc), var(dev, rows);
+  FloatScratch part(dev, rows * nc), var(dev, rows);
   chunk_reduce<red::Op::Sum, 1>
       <<<grid, kThreads, 0, st>>>(XF{x, cols}, rows, cols, nc, part.get(), nullptr);
   check_launch("layer_norm chunk_reduce (x)");
@@ -309,7 +293,7 @@ void long_dx(int dev, const float *dy, const float *x, const float *mean, const 
   cudaStream_t st = stream(dev);
   const uint64_t nc = red::chunks_of(cols);
   const unsigned grid = blocks(rows * nc, 1);
-  Scratch p0(dev, rows * nc), p1(dev, rows * nc), a(dev, rows), b(dev, rows);
+  FloatScratch p0(dev, rows * nc), p1(dev, rows * nc), a(dev, rows), b(dev, rows);
   chunk_reduce<red::Op::Sum, 2><<<grid, kThreads, 0, st>>>(
       TermsF{dy, x, gamma, mean, inv_std, cols}, rows, cols, nc, p0.get(), p1.get());
   check_launch("layer_norm_bwd chunk_reduce");
@@ -354,7 +338,7 @@ void column_sums(int dev, const float *dy, const float *x, const float *mean, co
   const uint64_t nc = red::chunks_of(rows);
   const unsigned lanes = row::col_lanes(rows);
   const uint64_t np = nc * lanes * cols;  // <= rows * cols + 255 * cols
-  Scratch pg(dev, np), pb(dev, np);
+  FloatScratch pg(dev, np), pb(dev, np);
   lane_fold<<<blocks(np, kThreads), kThreads, 0, st>>>(dy, x, mean, inv_std, rows, cols, lanes, nc,
                                                        pg.get(), pb.get());
   check_launch("layer_norm_bwd lane_fold");
@@ -363,7 +347,7 @@ void column_sums(int dev, const float *dy, const float *x, const float *mean, co
     reduce_axis(dev, red::Op::Sum, pb.get(), 1, lanes, cols, 1.0f, dbeta);
     return;
   }
-  Scratch cg(dev, nc * cols), cb(dev, nc * cols);
+  FloatScratch cg(dev, nc * cols), cb(dev, nc * cols);
   reduce_axis(dev, red::Op::Sum, pg.get(), nc, lanes, cols, 1.0f, cg.get());
   reduce_axis(dev, red::Op::Sum, pb.get(), nc, lanes, cols, 1.0f, cb.get());
   reduce_axis(dev, red::Op::Sum, cg.get(), 1, nc, cols, 1.0f, dgamma);

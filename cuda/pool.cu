@@ -79,24 +79,6 @@ using pool::Dims;
 using pool::fast::Kind;
 using pool::fast::kThreads;
 
-// Stream-ordered scratch from the pool, returned in stream order when this object dies.
-class Scratch {
- public:
-  Scratch(int dev, uint64_t bytes) : dev_(dev), bytes_(bytes), p_(alloc(dev, bytes)) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() { dealloc(dev_, p_, bytes_); }
-  template <class T>
-  T *as() const {
-    return static_cast<T *>(p_);
-  }
-
- private:
-  int dev_;
-  uint64_t bytes_;
-  void *p_;
-};
-
 // ---- forward ------------------------------------------------------------------------------
 
 template <Kind K, int R, class I>

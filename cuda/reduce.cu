@@ -64,39 +64,6 @@ constexpr unsigned kThreads = 256;
 constexpr unsigned kWarps = kThreads / 32;
 constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 
-// Partial sums between passes: a block of the stream-ordered pool, returned to it in stream order
-// when this object dies (after the kernel reading it has been queued).
-class Scratch {
- public:
-  Scratch() = default;
-  Scratch(int dev, uint64_t n)
-      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
-  Scratch(Scratch &&o) noexcept : dev_(o.dev_), bytes_(o.bytes_), p_(o.p_) { o.p_ = nullptr; }
-  Scratch &operator=(Scratch &&o) noexcept {
-    if (this != &o) {
-      reset();
-      dev_ = o.dev_;
-      bytes_ = o.bytes_;
-      p_ = o.p_;
-      o.p_ = nullptr;
-    }
-    return *this;
-  }
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() { reset(); }
-  float *get() const { return p_; }
-
- private:
-  void reset() {
-    if (p_ != nullptr) dealloc(dev_, p_, bytes_);
-    p_ = nullptr;
-  }
-  int dev_ = 0;
-  uint64_t bytes_ = 0;
-  float *p_ = nullptr;
-};
-
 // Sources of warp_kernel: sequence s, element e.
 struct Contig {
   const float *x;
@@ -420,8 +387,8 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
     check_launch("reduction fused_kernel_vec4 (pass)");
     return;
   }
-  Scratch part;
-  if (nc > 1) part = Scratch(dev, outer * nc);
+  FloatScratch part;
+  if (nc > 1) part = FloatScratch(dev, outer * nc);
   unsigned *counters = nc > 1 ? chunk_counters(dev) : nullptr;
   fused_kernel_vec4<OP><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(x, outer, m, nc, div,
                                                                          part.get(), counters, y);
@@ -433,7 +400,7 @@ template <red::Op OP>
 void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner, float div,
             float *y) {
   cudaStream_t s = stream(dev);
-  Scratch held;  // the partials x points into, after the first pass
+  FloatScratch held;  // the partials x points into, after the first pass
   for (;;) {
     if (m <= red::kSmall) {
       launch_small<OP>(dev, s, x, outer, m, inner, div, y);
@@ -445,10 +412,10 @@ void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner,
       fused<OP>(dev, s, x, outer, m, nc, div, y, false);
       return;
     }
-    Scratch next;
+    FloatScratch next;
     float *dst = y;
     if (nc > 1) {
-      next = Scratch(dev, outer * nc * inner);  // <= outer * m * inner: no overflow
+      next = FloatScratch(dev, outer * nc * inner);  // <= outer * m * inner: no overflow
       dst = next.get();
     }
     if (vec4) {
@@ -486,10 +453,10 @@ void reduce_axis(int dev, red::Op op, const float *x, uint64_t outer, uint64_t m
 void reduce_strided(int dev, const float *x, const red::Strided &p, float *y) {
   cudaStream_t s = stream(dev);
   const uint64_t nc = red::chunks_of(p.m);
-  Scratch part;
+  FloatScratch part;
   float *dst = y;
   if (nc > 1) {
-    part = Scratch(dev, p.nq * nc);
+    part = FloatScratch(dev, p.nq * nc);
     dst = part.get();
   }
   warp_kernel<red::Op::Sum, Gather><<<blocks(p.nq * nc, kWarps), kThreads, 0, s>>>(

@@ -59,22 +59,6 @@ unsigned blocks(uint64_t items, uint64_t per_block) {
   return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
 
-// Stream-ordered scratch from the pool, returned in stream order when this object dies.
-class Scratch {
- public:
-  Scratch(int dev, uint64_t n)
-      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() { dealloc(dev_, p_, bytes_); }
-  float *get() const { return p_; }
-
- private:
-  int dev_;
-  uint64_t bytes_;
-  float *p_;
-};
-
 // Launch geometry of the (channel, chunk) kernels: threads along channels (a multiple of 32, at
 // most 256), blocks.x over channels, blocks.y over `nchunks` chunks (capped). blocks.x covers D
 // whole for any D a device could hold (2^31 - 1 blocks of 256 channels).
@@ -262,7 +246,7 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
     check_launch("selective_scan fwd_out");
     return;
   }
-  Scratch agg_l(dev, (C - 1) * D), agg_p(dev, (C - 1) * D), carry(dev, C * D);
+  FloatScratch agg_l(dev, (C - 1) * D), agg_p(dev, (C - 1) * D), carry(dev, C * D);
   const Geometry ga = geometry(D, C - 1);
   fwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, B, X, T, D, C, agg_l.get(), agg_p.get());
   check_launch("selective_scan fwd_aggregate");
@@ -408,7 +392,7 @@ void adjoint(int dev, const float *A, const float *B, const float *X, const floa
     check_launch("selective_scan bwd_out");
     return;
   }
-  Scratch agg_m(dev, (C - 1) * D), agg_q(dev, (C - 1) * D), carry(dev, (C - 1) * D);
+  FloatScratch agg_m(dev, (C - 1) * D), agg_q(dev, (C - 1) * D), carry(dev, (C - 1) * D);
   const Geometry ga = geometry(D, C - 1);
   bwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, dY, T, D, C, agg_m.get(), agg_q.get());
   check_launch("selective_scan bwd_aggregate");
@@ -448,7 +432,7 @@ void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, cons
   const uint64_t nc = red::chunks_of(T);
   const unsigned lanes = row::col_lanes(T);
   const uint64_t np = nc * lanes * D;  // <= T * D + 255 * D
-  Scratch pa(dev, np), pb(dev, np);
+  FloatScratch pa(dev, np), pb(dev, np);
   lane_fold<<<blocks(np, kFoldThreads), kFoldThreads, 0, st>>>(B, X, h0, out, T, D, lanes, nc, dX,
                                                                pa.get(), pb.get());
   check_launch("selective_scan_diag_bwd lane_fold");
@@ -457,7 +441,7 @@ void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, cons
     reduce_axis(dev, red::Op::Sum, pb.get(), 1, lanes, D, 1.0f, dB);
     return;
   }
-  Scratch ca(dev, nc * D), cb(dev, nc * D);
+  FloatScratch ca(dev, nc * D), cb(dev, nc * D);
   reduce_axis(dev, red::Op::Sum, pa.get(), nc, lanes, D, 1.0f, ca.get());
   reduce_axis(dev, red::Op::Sum, pb.get(), nc, lanes, D, 1.0f, cb.get());
   reduce_axis(dev, red::Op::Sum, ca.get(), 1, nc, D, 1.0f, dA);

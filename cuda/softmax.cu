@@ -61,23 +61,6 @@ unsigned blocks(uint64_t items, uint64_t per_block) {
   return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
 
-// Stream-ordered scratch from the pool, returned in stream order when this object dies (after the
-// kernels using it have been queued).
-class Scratch {
- public:
-  Scratch(int dev, uint64_t n)
-      : dev_(dev), bytes_(n * 4), p_(static_cast<float *>(alloc(dev, n * 4))) {}
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  ~Scratch() { dealloc(dev_, p_, bytes_); }
-  float *get() const { return p_; }
-
- private:
-  int dev_;
-  uint64_t bytes_;
-  float *p_;
-};
-
 // ---- one thread per row (cols <= 32) ------------------------------------------------------------
 
 template <Kind KIND, unsigned W>
@@ -326,7 +309,7 @@ template <Kind KIND>
 void long_fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t cols, float *y) {
   cudaStream_t st = stream(dev);
   const uint64_t nc = red::chunks_of(cols);
-  Scratch part(dev, rows * nc), m(dev, rows), s(dev, rows);
+  FloatScratch part(dev, rows * nc), m(dev, rows), s(dev, rows);
   const unsigned grid = blocks(rows * nc, 1);
   const float *mk = KIND == Kind::Masked ? mask : nullptr;
   chunk_reduce<red::Op::Max, 1>
@@ -347,11 +330,11 @@ void long_bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t c
   cudaStream_t st = stream(dev);
   const uint64_t nc = red::chunks_of(cols);
   const unsigned grid = blocks(rows * nc, 1);
-  Scratch s(dev, rows);
+  FloatScratch s(dev, rows);
   if (LOG) {
     reduce_axis(dev, red::Op::Sum, g, rows, cols, 1, 1.0f, s.get());
   } else {
-    Scratch part(dev, rows * nc);
+    FloatScratch part(dev, rows * nc);
     chunk_reduce<red::Op::Sum, 1>
         <<<grid, kThreads, 0, st>>>(TermF{y, g, cols}, rows, cols, nc, part.get(), nullptr);
     check_launch("softmax_bwd chunk_reduce");
