@@ -25,5 +25,10 @@ if [ -n "${TLRT_UNDER_VALGRIND:-}" ]; then
   wrap=(valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect)
   extra=(--epochs "${DIGITS_VALGRIND_EPOCHS:-2}" --target 0)
 fi
+# In a sanitizer build (DIGITS_SANITIZER_EPOCHS set by meson) a native COMMAND runs that many
+# epochs with no accuracy target.
+if [ -z "${TLRT_UNDER_VALGRIND:-}" ] && [ -n "${DIGITS_SANITIZER_EPOCHS:-}" ] && [ "$1" != "$py" ]; then
+  extra=(--epochs "$DIGITS_SANITIZER_EPOCHS" --target 0)
+fi
 "$py" "$export_script" "$data" || exec false
 exec "${wrap[@]+"${wrap[@]}"}" "$@" "${extra[@]+"${extra[@]}"}" "$data"
