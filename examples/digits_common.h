@@ -1,7 +1,9 @@
 /* digits_common.h: what the digits examples (digits_mlp.c, digits_cnn.c) share (C99): the
  * error-reporting macro, the command line, the TLDG data file of export_digits.py, the fixed-seed
- * random source and 80/20 split, PyTorch's uniform initialisation, batch upload and the accuracy
- * loop. Define DIGITS_PROG (the program's name, for messages) before including it. */
+ * random source and 80/20 split, PyTorch's uniform initialisation, batch upload, the accuracy
+ * loop and the training driver digits_main (tape step, Adam, per-epoch report, exit status); a
+ * program supplies only its model (DigitsModel). Define DIGITS_PROG (the program's name, for
+ * messages) before including it. */
 #ifndef DIGITS_COMMON_H
 #define DIGITS_COMMON_H
 
@@ -243,6 +245,193 @@ done:
   tlrt_buffer_free(xb);
   if (st != TLRT_OK) tlrt_tape_reset(t);
   return st;
+}
+
+/* ---- training driver ------------------------------------------------------------------------ */
+
+enum { DIGITS_MAX_PARAM = 8, DIGITS_MAX_RANK = 4 };
+
+
+/* Uploads the training batch idx[0..b) (features to *xb, labels to ys) through staging xs; may
+ * draw from *seed (augmentation). */
+typedef tlrt_status (*digits_train_batch)(const Dataset *ds, const uint32_t *idx, uint64_t b,
+                                          tlrt_device dev, uint64_t *seed, float *xs,
+                                          uint64_t *ys, tlrt_buffer **xb);
+
+/* What a program describes: its parameters (shapes in PyTorch's layout, fan-in of the default
+ * initialisation), its forward pass (a digits_forward whose model is a DigitsParams: it starts
+ * with digits_leaves), how training batches
+ * are made, and the optimiser's settings: Adam with the rate lr, decaying along a half cosine to
+ * lr_min over all steps of the run when lr_min < lr (constant when lr_min == lr). */
+typedef struct {
+  const char *summary; /* printed after the image counts, e.g. "MLP 64-128-10, Adam lr 0.002" */
+  int nparam;
+  uint64_t dims[DIGITS_MAX_PARAM][DIGITS_MAX_RANK];
+  uint32_t rank[DIGITS_MAX_PARAM];
+  uint64_t fan_in[DIGITS_MAX_PARAM];
+  digits_forward forward;
+  digits_train_batch train_batch;
+  uint32_t batch;
+  double lr, lr_min, beta1, beta2, eps;
+  double target; /* default --target, percent */
+} DigitsModel;
+
+/* A model's parameters: buffers the program keeps (updated in place by Adam), their leaf ids in
+ * the current recording (set by digits_leaves) and the model they belong to. */
+typedef struct {
+  tlrt_buffer *P[DIGITS_MAX_PARAM];
+  uint64_t ids[DIGITS_MAX_PARAM];
+  const DigitsModel *spec;
+} DigitsParams;
+
+/* Records every parameter as a leaf of t (with gradients when train): a forward's first step. */
+static tlrt_status digits_leaves(DigitsParams *m, tlrt_tape *t, int train) {
+  tlrt_status st = TLRT_OK;
+  int k;
+  for (k = 0; k < m->spec->nparam; ++k)
+    TRY(tlrt_tape_leaf(t, m->P[k], m->spec->dims[k], m->spec->rank[k], train != 0, &m->ids[k]));
+done:
+  return st;
+}
+
+/* The training batch without augmentation (a digits_train_batch). */
+static tlrt_status digits_plain_batch(const Dataset *ds, const uint32_t *idx, uint64_t b,
+                                      tlrt_device dev, uint64_t *seed, float *xs, uint64_t *ys,
+                                      tlrt_buffer **xb) {
+  (void)seed;
+  return batch_upload(ds, idx, b, dev, xs, ys, xb);
+}
+
+static uint64_t digits_param_size(const DigitsModel *spec, int k) {
+  uint64_t n = 1;
+  uint32_t i;
+  for (i = 0; i < spec->rank[k]; ++i) n *= spec->dims[k][i];
+  return n;
+}
+
+/* The whole program: command line, data, fixed-seed split and initialisation, `epochs` epochs of
+ * mini-batch training (each step records the forward pass on the tape, runs the backward pass,
+ * takes the parameter gradients, resets the tape and applies tlrt_adam_step in place), one line
+ * per epoch and the final accuracy. Returns the exit status: 0 when the final test accuracy
+ * reaches the target, 1 below it or on any error, 2 on a bad command line. */
+static int digits_main(int argc, char **argv, const DigitsModel *spec) {
+  const char *path = "digits.bin";
+  tlrt_device dev = TLRT_DEVICE_CPU;
+  int epochs = 30, rc = 1, k, epoch;
+  double target = spec->target;
+  tlrt_status st = TLRT_OK;
+  Dataset ds;
+  uint32_t *order = NULL, *train, *test, ntrain, ntest;
+  float *xs = NULL, *host = NULL;
+  uint64_t *ys = NULL, seed = 2026, step = 0, total_steps;
+  tlrt_tape *t = NULL;
+  DigitsParams m;
+  tlrt_buffer *M[DIGITS_MAX_PARAM] = {0}, *V[DIGITS_MAX_PARAM] = {0}, *G[DIGITS_MAX_PARAM] = {0};
+  tlrt_buffer *xb = NULL, *lossb = NULL;
+  double test_acc = 0.0, t0 = now_s();
+
+  memset(&m, 0, sizeof m);
+  m.spec = spec;
+  if ((rc = digits_args(argc, argv, &path, &dev, &epochs, &target)) != 0) return rc;
+  rc = 1;
+  if (read_digits(path, &ds) != 0) return 1;
+
+  /* Fixed-seed shuffle, 80/20 split. */
+  xs = (float *)malloc((size_t)DIGITS_EVAL_BATCH * DIGITS_FEATURES * sizeof *xs);
+  ys = (uint64_t *)malloc(DIGITS_EVAL_BATCH * sizeof *ys);
+  host = (float *)malloc((size_t)DIGITS_EVAL_BATCH * DIGITS_CLASSES * sizeof *host);
+  if (!xs || !ys || !host) {
+    fprintf(stderr, DIGITS_PROG ": out of host memory\n");
+    goto done;
+  }
+  if (digits_split(&ds, &seed, &order, &ntrain) != 0) goto done;
+  ntest = ds.n - ntrain;
+  train = order;
+  test = order + ntrain;
+  total_steps = (uint64_t)epochs * ((ntrain + spec->batch - 1) / spec->batch);
+
+  printf(DIGITS_PROG ": %u images (%u train, %u test), %s, batch %u, on %s\n", ds.n, ntrain,
+         ntest, spec->summary, spec->batch, dev == TLRT_DEVICE_CPU ? "the CPU" : "CUDA device 0");
+  printf("library: %s\n", tlrt_build_info());
+
+  /* Parameters (PyTorch's default initialisation) and zeroed Adam moments. */
+  TRY(tlrt_tape_new(dev, &t));
+  for (k = 0; k < spec->nparam; ++k) {
+    const uint64_t n = digits_param_size(spec, k);
+    TRY(upload_uniform(dev, n, 1.0 / sqrt((double)spec->fan_in[k]), &seed, &m.P[k]));
+    TRY(tlrt_buffer_zeros(dev, n, &M[k]));
+    TRY(tlrt_buffer_zeros(dev, n, &V[k]));
+  }
+
+  for (epoch = 1; epoch <= epochs; ++epoch) {
+    const double te = now_s();
+    double loss_sum = 0.0, train_acc = 0.0;
+    uint32_t nb = 0, off;
+    shuffle(train, ntrain, &seed);
+    for (off = 0; off < ntrain; off += spec->batch) {
+      const uint64_t b = ntrain - off < spec->batch ? ntrain - off : spec->batch;
+      const double lr =
+          spec->lr_min < spec->lr
+              ? spec->lr_min + 0.5 * (spec->lr - spec->lr_min) *
+                                   (1.0 + cos(3.14159265358979323846 * (double)step /
+                                              (double)total_steps))
+              : spec->lr;
+      uint64_t logits, loss;
+      float lv = 0.0f;
+      TRY(spec->train_batch(&ds, train + off, b, dev, &seed, xs, ys, &xb));
+      TRY(spec->forward(&m, t, xb, b, 1, &logits));
+      TRY(tlrt_tape_cross_entropy(t, logits, ys, &loss));
+      TRY(tlrt_tape_backward(t, loss));
+      TRY(tlrt_tape_value(t, loss, &lossb));
+      TRY(tlrt_buffer_to_f32(lossb, &lv, 1));
+      for (k = 0; k < spec->nparam; ++k) TRY(tlrt_tape_grad(t, m.ids[k], &G[k]));
+      TRY(tlrt_tape_reset(t));
+      ++step;
+      for (k = 0; k < spec->nparam; ++k) {
+        TRY(tlrt_adam_step(m.P[k], G[k], M[k], V[k], step, lr, spec->beta1, spec->beta2,
+                           spec->eps, 0.0, false));
+        tlrt_buffer_free(G[k]);
+        G[k] = NULL;
+      }
+      tlrt_buffer_free(lossb);
+      lossb = NULL;
+      tlrt_buffer_free(xb);
+      xb = NULL;
+      loss_sum += lv;
+      ++nb;
+    }
+    TRY(digits_accuracy(spec->forward, &m, t, &ds, train, ntrain, dev, xs, ys, host, &train_acc));
+    TRY(digits_accuracy(spec->forward, &m, t, &ds, test, ntest, dev, xs, ys, host, &test_acc));
+    printf("epoch %3d  loss %.4f  train acc %6.2f%%  test acc %6.2f%%  %.3f s\n", epoch,
+           loss_sum / nb, train_acc, test_acc, now_s() - te);
+    fflush(stdout);
+  }
+  printf("final test accuracy: %.2f%% (%u images; target >= %.0f%%), %.1f s in all\n", test_acc,
+         ntest, target, now_s() - t0);
+  if (test_acc >= target) {
+    rc = 0;
+  } else {
+    fprintf(stderr, DIGITS_PROG ": test accuracy %.2f%% is below the %.0f%% target\n", test_acc,
+            target);
+  }
+
+done:
+  for (k = 0; k < spec->nparam; ++k) {
+    tlrt_buffer_free(m.P[k]);
+    tlrt_buffer_free(M[k]);
+    tlrt_buffer_free(V[k]);
+    tlrt_buffer_free(G[k]);
+  }
+  tlrt_buffer_free(xb);
+  tlrt_buffer_free(lossb);
+  tlrt_tape_free(t);
+  free(order);
+  free(xs);
+  free(ys);
+  free(host);
+  free(ds.x);
+  free(ds.y);
+  return rc;
 }
 
 #endif /* DIGITS_COMMON_H */
