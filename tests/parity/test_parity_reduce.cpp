@@ -9,8 +9,9 @@
 // 2^-30..2^30, where any change of order changes bits), random bit patterns (NaN, inf, subnormals)
 // and ordinary values sprinkled with th::edge_values(). Sizes: whole-buffer 0, 1, 2, 3, 5, 31, 32,
 // 33, 63, 64, 255, 256, 257, 4095, 4096, 4097, 8191, 8193, 65535, 65537, 131071, 131073, 1000003,
-// 2^24, 2^24 + 3 and 2^26; (rows, cols) for every pair of {0, 1, 2, 3, 31, 32, 33, 255, 256, 257}
-// plus chunk/tile boundaries and the large (65536, 1024) and (1024, 65536); reduce_sum_axis on
+// 2^24, 2^24 + 3, 2^24 + 4, 3 * 2^23 + 12 and 2^26; (rows, cols) for every pair of {0, 1, 2, 3,
+// 31, 32, 33, 255, 256, 257} plus chunk/tile boundaries, the large (65536, 1024) and
+// (1024, 65536), and (3, 2^24 + 4); reduce_sum_axis on
 // ranks 1..8 and every axis; reduce_from_broadcast on the unit test's patterns plus large ones.
 // Upstream's 1e8-plus-4095-ones case is checked on the GPU against its exact value 100004080.
 // Every CUDA result is also recomputed with the determinism switch flipped and must not change.
@@ -54,7 +55,11 @@ void whole_parity() {
   const uint64_t sizes[] = {0,     1,     2,      3,      5,      31,      32,       33,
                             63,    64,    255,    256,    257,    4095,    4096,     4097,
                             8191,  8193,  65535,  65537,  131071, 131073,  1000003,
-                            uint64_t{1} << 24, (uint64_t{1} << 24) + 3, uint64_t{1} << 26};
+                            uint64_t{1} << 24, (uint64_t{1} << 24) + 3,
+                            // float4-aligned lengths past 2^24: the one-launch two-level tree
+                            // (a last group of 1 chunk, of 2049 chunks; 4 full groups)
+                            (uint64_t{1} << 24) + 4, 3 * (uint64_t{1} << 23) + 12,
+                            uint64_t{1} << 26};
   uint64_t salt = 1;
   for (uint64_t n : sizes) {
     if (n > max_n()) continue;
@@ -100,7 +105,8 @@ void matrix_parity() {
                   Shape{100000, 31}, Shape{31, 100000}, Shape{5000, 64}, Shape{64, 5000},
                   Shape{(uint64_t{1} << 24) + 3, 1}, Shape{4096 * 33 + 5, 40},
                   Shape{2000, 40}, Shape{300, 1030}, Shape{4500, 17}, Shape{1500, 20},
-                  Shape{65536, 1024}, Shape{1024, 65536}})
+                  Shape{65536, 1024}, Shape{1024, 65536},
+                  Shape{3, (uint64_t{1} << 24) + 4}})  // rows over 2^24: two-level, 3 sequences
     shapes.push_back(s);
   uint64_t salt = 100;
   for (const Shape &s : shapes) {
