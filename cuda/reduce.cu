@@ -14,17 +14,17 @@
 //
 // fused_kernel_vec4 (contiguous sequences, inner == 1, m > 32, 16-byte aligned, m % 4 == 0: the
 // common case): one warp per (sequence, chunk) with float4 loads (chunk_vec4: 512 contiguous bytes
-// per warp load, 8 loads in flight per thread); the warp finishing the last chunk of a sequence
-// (of a group of 4096 chunks, then of the groups, for sequences over 2^24 elements) also reduces
-// the chunk values (the tree's next levels), so the whole tree is ONE launch for sequences up to
-// 2^36 elements (counters, no atomics on data; at most 65536 counters). Bytes: 4 n read (+ 4 n /
-// 4096 partials written and read back).
+// per warp load, 8 loads in flight per thread); for up to 4096 chunks per sequence and up to 65536
+// sequences the warp finishing a sequence's last chunk also reduces its chunk values (the tree's
+// next level), so the whole tree is ONE launch (counters, no atomics on data). Longer sequences
+// take plain passes first. Bytes: 4 n read (+ 4 n / 4096 partials written and read back).
 // Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-reduce.md): 2^26 sum 0.91 of copy
-// bandwidth (1.04x torch.sum's time; 0.86 with the separate passes, 0.77 with scalar loads), when
-// 2^26 elements still took two launches (a pass writing 16384 chunk values, then the fused tree
-// over them); (65536, 1024) row sums 1.00 (0.93x torch); (1024, 65536) row sums 0.96 (1.01x).
-// Prediction for the one-launch two-level tree: the second launch and its ramp (~3 us of 98) go,
-// 2^26 sum 0.91 -> ~0.94 of copy bandwidth and ~1.0x torch. Measured: (pending GPU run).
+// bandwidth (1.04x torch.sum's time; 0.86 with the separate passes, 0.77 with scalar loads);
+// (65536, 1024) row sums 1.00 (0.93x torch); (1024, 65536) row sums 0.96 (1.01x).
+// Tried and reverted (2026-11-24): a two-level one-launch tree for sequences over 2^24 elements
+// (a counter per group of 4096 chunks, one for the groups), predicted to save the second launch
+// of a 2^26 sum (0.91 -> 0.94): measured 0.87 (0.102 ms against 0.098, 1.08x torch): the 16384
+// fenced atomics on 4 counters and the serial last-group reduction cost more than the launch.
 //
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
@@ -202,77 +202,44 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Contiguous, 16-byte aligned sequences (x aligned, m % 4 == 0), the whole tree in ONE launch:
-// one warp per (sequence, chunk) computes the chunk value with float4 loads. With several chunks
-// (nc > 1) it writes the value to partials[s * nc + k] and counts the chunks done; the warp that
-// completes a count reduces what it counted (the tree's next level), and resets the counter for
-// the next launch:
-// - nc <= kChunk (m <= 2^24): one counter per sequence (counters[s]); the completing warp reduces
-//   the nc chunk values (one chunk of the next level) and writes y[s].
-// - kChunk < nc <= kChunk^2 (m <= 2^36): chunks in groups of kChunk, one counter per group
-//   (counters[s * (ng + 1) + g]) and one for the groups (counters[s * (ng + 1) + ng]); the warp
-//   completing group g reduces its <= 4096 chunk values into partials2[s * ng + g] (the second
-//   level: exactly the chunk g of the pass over the nc chunk values) and counts it; the warp
-//   completing the last group reduces the ng <= 4096 group values and writes y[s].
-// The chunk values are those of the pass-by-pass evaluation, so the result is the same tree, bit
-// for bit; it saves the launches of the later passes (about 3 us each, 3-10% of a 2^26-element
-// sum). With counters == NULL it is one plain pass instead (chunk values to y[task]).
+// Contiguous, 16-byte aligned sequences (x aligned, m % 4 == 0) of at most kChunk^2 = 2^24
+// elements, the whole tree in ONE launch: one warp per (sequence, chunk) computes the chunk value
+// with float4 loads; with several chunks it writes the value to partials[s * nc + k] and counts
+// the chunks done in counters[s]; the warp that completes the count reduces the nc <= 4096
+// partials of its sequence (the tree's next level: one chunk) and writes y[s], and resets the
+// counter for the next launch. The chunk values are those of the pass-by-pass evaluation, so the
+// result is the same tree, bit for bit; it saves the launches of the later passes (about 3 us
+// each, 5-10% of a 2^26-element sum). With counters == NULL it is one plain pass instead (chunk
+// values to y[task]), for the first pass of sequences longer than 2^24.
 template <red::Op OP>
 __global__ void __launch_bounds__(kThreads)
     fused_kernel_vec4(const float *__restrict x, uint64_t nseq, uint64_t m, uint64_t nc, float div,
-                      float *partials, float *partials2, unsigned *counters,
-                      float *__restrict y) {
+                      float *partials, unsigned *counters, float *__restrict y) {
   const unsigned w = threadIdx.x & 31u;
   const uint64_t tasks = nseq * nc;
-  const uint64_t ng = nc <= red::kChunk ? 1 : red::chunks_of(nc);  // groups of chunks
   for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < tasks;
        task += (uint64_t)gridDim.x * kWarps) {
     const uint64_t s = task / nc;
-    const uint64_t k = task - s * nc;
-    const uint64_t e0 = k * red::kChunk;
+    const uint64_t e0 = (task - s * nc) * red::kChunk;
     const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
     const float v = chunk_vec4<OP>(x + s * m + e0, len);
     if (nc == 1 || counters == nullptr) {  // one chunk, or a plain pass writing chunk values
       if (w == 0) y[task] = red::finish(v, nc == 1 ? div : 1.0f);
       continue;
     }
-    // Level 1: count the chunks of group g (all nc chunks when ng == 1).
-    const uint64_t g = k / red::kChunk;
-    const uint64_t g0 = g * red::kChunk;
-    const uint64_t glen = nc - g0 < red::kChunk ? nc - g0 : red::kChunk;
-    unsigned *gcount = counters + (ng == 1 ? s : s * (ng + 1) + g);
     unsigned last = 0;
     if (w == 0) {
       partials[task] = v;
       __threadfence();  // the value is visible device-wide before the count says so
-      last = atomicAdd(gcount, 1u) == (unsigned)(glen - 1);
+      last = atomicAdd(counters + s, 1u) == (unsigned)(nc - 1);
     }
     last = __shfl_sync(0xFFFFFFFFu, last, 0);
     if (!last) continue;
     __threadfence();
-    const float r = chunk_scalar<OP>(L2Contig{partials}, s * nc, g0, glen);
-    if (ng == 1) {
-      if (w == 0) {
-        y[s] = red::finish(r, div);
-        *gcount = 0;
-      }
-      continue;
-    }
-    // Level 2: count the groups of sequence s.
-    unsigned *scount = counters + s * (ng + 1) + ng;
+    const float r = chunk_scalar<OP>(L2Contig{partials}, s * nc, 0, nc);
     if (w == 0) {
-      *gcount = 0;
-      partials2[s * ng + g] = r;
-      __threadfence();
-      last = atomicAdd(scount, 1u) == (unsigned)(ng - 1);
-    }
-    last = __shfl_sync(0xFFFFFFFFu, last, 0);
-    if (!last) continue;
-    __threadfence();
-    const float r2 = chunk_scalar<OP>(L2Contig{partials2}, s * ng, 0, ng);
-    if (w == 0) {
-      y[s] = red::finish(r2, div);
-      *scount = 0;
+      y[s] = red::finish(r, div);
+      counters[s] = 0;
     }
   }
 }
@@ -393,9 +360,8 @@ void launch_small(int dev, cudaStream_t s, const float *x, uint64_t outer, uint6
 // Chunk counters of fused_kernel_vec4: kMaxFusedSeq per device, zero between launches (each
 // launch's last warp per sequence resets its own), allocated once with cudaMalloc outside the
 // stream-ordered pool (so that tlrt_allocator_trim can still empty the pool) and kept for the life
-// of the process. Shapes needing more counters than that (one per sequence of <= 2^24 elements,
-// ng + 1 per longer one) take the pass-by-pass path, where the extra launches cost nothing
-// measurable (2^16 sequences of more than 4096 elements are over 2^28 elements).
+// of the process. More sequences than that (over 2^28 elements with chunks of 4096) take the
+// pass-by-pass path, where the extra launches cost nothing measurable.
 constexpr uint64_t kMaxFusedSeq = 65536;
 struct ChunkCounters {
   std::once_flag once;
@@ -414,32 +380,22 @@ unsigned *chunk_counters(int dev) {
   return c.p;
 }
 
-// Counters the one-launch tree needs for outer sequences of nc chunks (0: it does not fit).
-uint64_t fused_counters(uint64_t outer, uint64_t nc) {
-  if (nc == 1) return 0;
-  if (nc > red::kChunk * red::kChunk) return kMaxFusedSeq + 1;
-  const uint64_t per = nc <= red::kChunk ? 1 : red::chunks_of(nc) + 1;
-  return outer > kMaxFusedSeq ? kMaxFusedSeq + 1 : outer * per;
-}
-
-// plain: one pass, y receives outer * nc chunk values; otherwise the whole tree
-// (fused_counters(outer, nc) <= kMaxFusedSeq).
+// plain: one pass, y receives outer * nc chunk values; otherwise the whole tree (nc <= kChunk and
+// outer <= kMaxFusedSeq when nc > 1).
 template <red::Op OP>
 void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, uint64_t nc,
            float div, float *y, bool plain) {
   if (plain) {
-    fused_kernel_vec4<OP><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(
-        x, outer, m, nc, div, nullptr, nullptr, nullptr, y);
+    fused_kernel_vec4<OP><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(x, outer, m, nc, div,
+                                                                           nullptr, nullptr, y);
     check_launch("reduction fused_kernel_vec4 (pass)");
     return;
   }
-  const uint64_t ng = nc <= red::kChunk ? 0 : red::chunks_of(nc);
-  FloatScratch part, part2;
+  FloatScratch part;
   if (nc > 1) part = FloatScratch(dev, outer * nc);
-  if (ng > 0) part2 = FloatScratch(dev, outer * ng);
   unsigned *counters = nc > 1 ? chunk_counters(dev) : nullptr;
-  fused_kernel_vec4<OP><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(
-      x, outer, m, nc, div, part.get(), part2.get(), counters, y);
+  fused_kernel_vec4<OP><<<blocks(outer * nc, kWarps), kThreads, 0, s>>>(x, outer, m, nc, div,
+                                                                         part.get(), counters, y);
   check_launch("reduction fused_kernel_vec4");
 }
 
@@ -456,7 +412,7 @@ void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner,
     }
     const uint64_t nc = red::chunks_of(m);
     const bool vec4 = inner == 1 && m % 4 == 0 && ((uintptr_t)x & 15u) == 0;
-    if (vec4 && fused_counters(outer, nc) <= kMaxFusedSeq) {  // all in one launch
+    if (vec4 && nc <= red::kChunk && (nc == 1 || outer <= kMaxFusedSeq)) {  // all in one launch
       fused<OP>(dev, s, x, outer, m, nc, div, y, false);
       return;
     }
