@@ -42,6 +42,7 @@
 #include "core/backend/scan.hpp"
 #include "core/numerics/row_ops.hpp"
 #include "cuda/cuda_common.cuh"
+#include "cuda/scan_kernels.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -49,9 +50,10 @@ namespace cuda {
 namespace {
 
 using scan::kChunk;
+using scan_kernels::bwd_aggregate;
+using scan_kernels::coef;
 
 constexpr unsigned kMaxGridY = 65535;
-constexpr unsigned kFoldThreads = 256;
 constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 
 unsigned blocks(uint64_t items, uint64_t per_block) {
@@ -72,13 +74,6 @@ Geometry geometry(uint64_t D, uint64_t nchunks) {
   const unsigned threads = (unsigned)(w < 256 ? w : 256);
   const uint64_t gy = nchunks < kMaxGridY ? nchunks : kMaxGridY;
   return {dim3(blocks(D, threads), (unsigned)(gy == 0 ? 1 : gy), 1), threads};
-}
-
-// Coefficient of channel j at step t: the (T, D) row (VAR) or the D-vector.
-template <bool VAR>
-__device__ __forceinline__ float coef(const float *__restrict p, uint64_t t, uint64_t D,
-                                      uint64_t j) {
-  return VAR ? p[t * D + j] : p[j];
 }
 
 // ---- forward ------------------------------------------------------------------------------------
@@ -260,28 +255,6 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// Aggregate (m, Q at the chunk's first step) of chunk c >= 1, walking from its last step; slot
-// c - 1 of agg_m / agg_q.
-template <bool VAR>
-__global__ void bwd_aggregate(const float *__restrict A, const float *__restrict dY, uint64_t T,
-                              uint64_t D, uint64_t C, float *__restrict agg_m,
-                              float *__restrict agg_q) {
-  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= D) return;
-  for (uint64_t c = 1 + (uint64_t)blockIdx.y; c < C; c += gridDim.y) {
-    const uint64_t c0 = c * kChunk, e = scan::chunk_end(c, T);
-    float m = dY[e * D + j], Q = 1.0f;
-#pragma unroll 16
-    for (uint64_t t = e; t-- > c0;) {
-      const float an = coef<VAR>(A, t + 1, D, j);
-      m = scan::bwd_step(an, m, dY[t * D + j]);
-      Q = scan::mul(an, Q);
-    }
-    agg_m[(c - 1) * D + j] = m;
-    agg_q[(c - 1) * D + j] = Q;
-  }
-}
-
 // Backward carry-in of chunks c < C - 1, from the last chunk down (S = C - 1 steps; step s handles
 // chunk c = C - 1 - s): q_{c-1} = A_{cL} * g_{cL}, g_{cL} = m_c (s = 0) or m_c + Q_c * q_c; stored
 // in carry[(c - 1) * D + j].
@@ -305,15 +278,31 @@ struct BwdChain {
   }
 };
 
-// The adjoint over chunk c (carry-in carry[c * D + j] unless c is the last chunk), and the per-step
-// gradients: VAR writes dA, dB, dX; diag stores g in dX (lane_fold finishes). dH0 from chunk 0.
+// The carry-in of every chunk but the last (carry[c * D + j], c < C - 1): bwd_aggregate, then
+// carry_scan with BwdChain. Empty when C == 1.
 template <bool VAR>
-__global__ void bwd_out(const float *__restrict A, const float *__restrict B,
-                        const float *__restrict X, const float *__restrict h0,
-                        const float *__restrict out, const float *__restrict dY,
-                        const float *__restrict carry, uint64_t T, uint64_t D, uint64_t C,
-                        float *__restrict dA, float *__restrict dB, float *__restrict dX,
-                        float *__restrict dH0) {
+FloatScratch carries(int dev, const float *A, const float *dY, uint64_t T, uint64_t D) {
+  const uint64_t C = scan::chunks(T);
+  if (C == 1) return FloatScratch();
+  cudaStream_t st = stream(dev);
+  FloatScratch agg_m(dev, (C - 1) * D), agg_q(dev, (C - 1) * D), carry(dev, (C - 1) * D);
+  const Geometry ga = geometry(D, C - 1);
+  bwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, dY, T, D, C, agg_m.get(), agg_q.get());
+  check_launch("selective_scan bwd_aggregate");
+  const BwdChain<VAR> bc{A, agg_m.get(), agg_q.get(), carry.get(), D, C};
+  carry_scan<<<blocks(D, kCarryLanes), kCarryLanes * kCarryWarps, 0, st>>>(bc, D, C - 1);
+  check_launch("selective_scan bwd carry_scan");
+  return carry;  // agg_m, agg_q go back to the pool in stream order, after carry_scan
+}
+
+// diag_var: the adjoint over chunk c (carry-in carry[c * D + j] unless c is the last chunk) and
+// the per-step gradients dA, dB, dX; dH0 from chunk 0.
+__global__ void bwd_out_var(const float *__restrict A, const float *__restrict B,
+                            const float *__restrict X, const float *__restrict h0,
+                            const float *__restrict out, const float *__restrict dY,
+                            const float *__restrict carry, uint64_t T, uint64_t D, uint64_t C,
+                            float *__restrict dA, float *__restrict dB, float *__restrict dX,
+                            float *__restrict dH0) {
   const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= D) return;
   for (uint64_t c = blockIdx.y; c < C; c += gridDim.y) {
@@ -328,80 +317,18 @@ __global__ void bwd_out(const float *__restrict A, const float *__restrict B,
         m = dY[i];
         Q = 1.0f;
       } else {
-        const float an = coef<VAR>(A, t + 1, D, j);
+        const float an = A[i + D];
         m = scan::bwd_step(an, m, dY[i]);
         Q = scan::mul(an, Q);
       }
       g = has_q ? scan::apply(m, Q, q) : m;
-      if constexpr (VAR) {
-        const float hp = t == 0 ? h0[j] : out[i - D];
-        dA[i] = scan::mul(hp, g);
-        dB[i] = scan::mul(X[i], g);
-        dX[i] = scan::mul(B[i], g);
-      } else {
-        dX[i] = g;
-      }
+      const float hp = t == 0 ? h0[j] : out[i - D];
+      dA[i] = scan::mul(hp, g);
+      dB[i] = scan::mul(X[i], g);
+      dX[i] = scan::mul(B[i], g);
     }
-    if (c == 0) dH0[j] = scan::mul(coef<VAR>(A, 0, D, j), g);
+    if (c == 0) dH0[j] = scan::mul(A[j], g);
   }
-}
-
-// diag: THE TREE's first step down each channel's column of h_{t-1} g_t and X_t g_t (g held in
-// dX), one thread per (4096-step chunk k, lane t, channel j); also rewrites dX = B g. Consecutive
-// threads take consecutive channels (coalesced).
-__global__ void __launch_bounds__(kFoldThreads)
-    lane_fold(const float *__restrict B, const float *__restrict X, const float *__restrict h0,
-              const float *__restrict out, uint64_t T, uint64_t D, unsigned lanes, uint64_t nc,
-              float *__restrict dX, float *__restrict pa, float *__restrict pb) {
-  const uint64_t total = nc * lanes * D;
-  for (uint64_t qi = (uint64_t)blockIdx.x * kFoldThreads + threadIdx.x; qi < total;
-       qi += (uint64_t)gridDim.x * kFoldThreads) {
-    const uint64_t kt = qi / D;
-    const uint64_t j = qi - kt * D;
-    const uint64_t k = kt / lanes;
-    const uint64_t i0 = k * red::kChunk + (kt - k * lanes);
-    const float b = B[j];
-    float aa = red::Ops<red::Op::Sum>::identity(), ab = aa;
-#pragma unroll
-    for (unsigned r = 0; r < red::kDepth; ++r) {
-      const uint64_t t = i0 + (uint64_t)r * red::kLanes;
-      if (t < T) {
-        const uint64_t i = t * D + j;
-        const float g = dX[i];
-        const float hp = t == 0 ? h0[j] : out[i - D];
-        aa = aa + scan::mul(hp, g);
-        ab = ab + scan::mul(X[i], g);
-        dX[i] = scan::mul(b, g);
-      }
-    }
-    pa[qi] = aa;
-    pb[qi] = ab;
-  }
-}
-
-template <bool VAR>
-void adjoint(int dev, const float *A, const float *B, const float *X, const float *h0,
-             const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
-             float *dX, float *dH0) {
-  cudaStream_t st = stream(dev);
-  const uint64_t C = scan::chunks(T);
-  const Geometry go = geometry(D, C);
-  if (C == 1) {
-    bwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, h0, out, dY, nullptr, T, D, 1, dA, dB,
-                                                 dX, dH0);
-    check_launch("selective_scan bwd_out");
-    return;
-  }
-  FloatScratch agg_m(dev, (C - 1) * D), agg_q(dev, (C - 1) * D), carry(dev, (C - 1) * D);
-  const Geometry ga = geometry(D, C - 1);
-  bwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, dY, T, D, C, agg_m.get(), agg_q.get());
-  check_launch("selective_scan bwd_aggregate");
-  const BwdChain<VAR> bc{A, agg_m.get(), agg_q.get(), carry.get(), D, C};
-  carry_scan<<<blocks(D, kCarryLanes), kCarryLanes * kCarryWarps, 0, st>>>(bc, D, C - 1);
-  check_launch("selective_scan bwd carry_scan");
-  bwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, dA, dB,
-                                               dX, dH0);
-  check_launch("selective_scan bwd_out");
 }
 
 }  // namespace
@@ -419,23 +346,36 @@ void scan_var_fwd(int dev, const float *A, const float *B, const float *X, const
 void scan_var_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
                   const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
                   float *dX, float *dH0) {
-  adjoint<true>(dev, A, B, X, h0, out, dY, T, D, dA, dB, dX, dH0);
+  const uint64_t C = scan::chunks(T);
+  FloatScratch carry = carries<true>(dev, A, dY, T, D);
+  const Geometry go = geometry(D, C);
+  bwd_out_var<<<go.grid, go.threads, 0, stream(dev)>>>(A, B, X, h0, out, dY, carry.get(), T, D, C,
+                                                       dA, dB, dX, dH0);
+  check_launch("selective_scan bwd_out_var");
 }
 
 void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
                    const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
                    float *dX, float *dH0) {
-  cudaStream_t st = stream(dev);
-  // g into dX (dA, dB unused by the diag kernels).
-  adjoint<false>(dev, A, B, X, h0, out, dY, T, D, nullptr, nullptr, dX, dH0);
-  // dA, dB: THE TREE down each column (as cuda/layer_norm.cu's column_sums).
+  namespace sk = scan_kernels;
+  const uint64_t C = scan::chunks(T);
+  FloatScratch carry = carries<false>(dev, A, dY, T, D);
+  // The adjoint, dX = B g, dH0 and THE TREE's lane folds of h_{t-1} g and X g down each column
+  // (lanes of every 4096-step tree chunk, as cuda/layer_norm.cu's column sums lay them out).
   const uint64_t nc = red::chunks_of(T);
   const unsigned lanes = row::col_lanes(T);
   const uint64_t np = nc * lanes * D;  // <= T * D + 255 * D
   FloatScratch pa(dev, np), pb(dev, np);
-  lane_fold<<<blocks(np, kFoldThreads), kFoldThreads, 0, st>>>(B, X, h0, out, T, D, lanes, nc, dX,
-                                                               pa.get(), pb.get());
-  check_launch("selective_scan_diag_bwd lane_fold");
+  const uint64_t nkw = nc * sk::kQuarters;
+  const unsigned warps = sk::fold_warps(T);
+  const int smem = (int)sk::fold_smem_bytes(warps);
+  cudaStream_t st = stream(dev);  // makes dev current: the attributes below are per device
+  check(cudaFuncSetAttribute(sk::bwd_fold, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "selective_scan_diag_bwd: cudaFuncSetAttribute");
+  const dim3 grid(blocks(D, 32), (unsigned)(nkw < kMaxGridY ? nkw : kMaxGridY), 1);
+  sk::bwd_fold<<<grid, 32 * warps, smem, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, lanes,
+                                               nkw, dX, dH0, pa.get(), pb.get());
+  check_launch("selective_scan_diag_bwd bwd_fold");
   if (nc == 1) {
     reduce_axis(dev, red::Op::Sum, pa.get(), 1, lanes, D, 1.0f, dA);
     reduce_axis(dev, red::Op::Sum, pb.get(), 1, lanes, D, 1.0f, dB);

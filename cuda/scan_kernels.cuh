@@ -1,0 +1,193 @@
+// Device code of cuda/scan.cu's backward (its top comment explains the phases and the costs): the
+// chunk aggregates of the adjoint (bwd_aggregate) and diag's fused last pass (bwd_fold), kept apart
+// so that the CPU emulator test (tests/unit/test_scan_emu.cpp) runs the very source nvcc compiles,
+// bit for bit against the CPU backend, under several thread schedules.
+#pragma once
+
+#include <cstdint>
+
+#include "core/backend/scan.hpp"
+#include "core/numerics/reduce_tree.hpp"
+#ifndef TLRT_CUDA_EMULATION
+#include "cuda/cp_async.cuh"
+#endif
+
+namespace tlrt {
+namespace cuda {
+namespace scan_kernels {
+
+using scan::kChunk;
+
+// Coefficient of channel j at step t: the (T, D) row (VAR) or the D-vector.
+template <bool VAR>
+__device__ __forceinline__ float coef(const float *__restrict p, uint64_t t, uint64_t D,
+                                      uint64_t j) {
+  return VAR ? p[t * D + j] : p[j];
+}
+
+// Aggregate (m, Q at the chunk's first step) of chunk c >= 1, walking from its last step; slot
+// c - 1 of agg_m / agg_q. One thread per (channel, chunk); grid.y loops over chunks.
+template <bool VAR>
+__global__ void bwd_aggregate(const float *__restrict A, const float *__restrict dY, uint64_t T,
+                              uint64_t D, uint64_t C, float *__restrict agg_m,
+                              float *__restrict agg_q) {
+  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= D) return;
+  for (uint64_t c = 1 + (uint64_t)blockIdx.y; c < C; c += gridDim.y) {
+    const uint64_t c0 = c * kChunk, e = scan::chunk_end(c, T);
+    float m = dY[e * D + j], Q = 1.0f;
+#pragma unroll 16
+    for (uint64_t t = e; t-- > c0;) {
+      const float an = coef<VAR>(A, t + 1, D, j);
+      m = scan::bwd_step(an, m, dY[t * D + j]);
+      Q = scan::mul(an, Q);
+    }
+    agg_m[(c - 1) * D + j] = m;
+    agg_q[(c - 1) * D + j] = Q;
+  }
+}
+
+// ---- bwd_fold: diag's adjoint, dX and THE TREE's lane folds in one pass ------------------------
+//
+// THE TREE over t (core/numerics/reduce_tree.hpp) cuts time into 4096-step tree chunks; tree lane
+// L (0..255) of tree chunk k folds steps 4096 k + L + 256 r, r = 0..15, in order of r. A scan chunk
+// (64 steps) lies inside one tree chunk: step t = 4096 k + 256 r + 64 w + p (p = t mod 64) is in
+// scan chunk c = 64 k + 4 r + w, and is element r of lane L = 64 w + p. So the 16 scan chunks
+// c = 64 k + w + 4 r (r = 0..15) of one "quarter" (k, w) hold, position by position, all the
+// elements of the 64 lanes L = 64 w + p, one per chunk, in chunk order = fold order.
+//
+// A block owns 32 channels (one per lane of a warp: every row access is one 128-byte line) and one
+// quarter (k, w); warp r walks scan chunk 64 k + w + 4 r backwards from its end exactly as the
+// three-phase adjoint does (m, Q, g = m + Q q with the carry-in q from carry_scan), writes
+// dX = B g, and deposits the products h_{t-1} g and X g of each step into shared memory. The warps
+// move in step: after each stage of kStep positions a barrier, then every (position, product,
+// channel) of the stage is folded over r = 0..15 from shared memory, in order, by one thread,
+// which writes the finished lane value to the partials pa / pb ((nc, lanes, D) as before, for
+// reduce_axis). The stage buffers alternate, so one barrier per stage suffices: a buffer is
+// refilled only after the barrier that follows every thread's fold of it.
+// The folds and products are the very operations of the former lane_fold (aa = aa + hp * g, in
+// order of r, from the identity -0; a lane without elements keeps -0), so the bits do not change.
+constexpr unsigned kQuarters = red::kLanes / kChunk;  // 4 scan chunks across a tree row of lanes
+constexpr unsigned kFoldWarps = red::kDepth;          // 16: one warp per element of a lane
+constexpr unsigned kStep = 8;                         // positions per stage
+constexpr unsigned kStages = kChunk / kStep;          // 8 stages per scan chunk
+constexpr unsigned kSlot = kStep * 2 * 32;            // floats per warp per stage buffer
+static_assert(red::kLanes % kChunk == 0 && red::kChunk % kChunk == 0, "scan chunks tile lanes");
+static_assert(kChunk % (2 * kStep) == 0, "pairs of stages tile a scan chunk");
+
+// Warps per block for T steps: one per element r that a lane can have (fewer when T < 4096).
+__host__ __device__ inline unsigned fold_warps(uint64_t T) {
+  const uint64_t r = (T + red::kLanes - 1) / red::kLanes;
+  return (unsigned)(r < kFoldWarps ? r : kFoldWarps);
+}
+// Dynamic shared memory of a block of `warps` warps: two stage buffers.
+__host__ __device__ inline size_t fold_smem_bytes(unsigned warps) {
+  return 2u * warps * kSlot * sizeof(float);
+}
+
+// grid: x = ceil(D / 32) channel groups, y over the nkw = nc * kQuarters quarters (capped; blocks
+// loop). blockDim.x = 32 * fold_warps(T). carry: the carry-in of chunks c < C - 1 (unused when
+// C == 1). lanes = row::col_lanes(T).
+__global__ void __launch_bounds__(32 * kFoldWarps, 1)
+    bwd_fold(const float *__restrict A, const float *__restrict B, const float *__restrict X,
+             const float *__restrict h0, const float *__restrict out, const float *__restrict dY,
+             const float *__restrict carry, uint64_t T, uint64_t D, uint64_t C, unsigned lanes,
+             uint64_t nkw, float *__restrict dX, float *__restrict dH0, float *__restrict pa,
+             float *__restrict pb) {
+  float *sm = async::dynamic_smem();
+  const unsigned lane = threadIdx.x % 32, r = threadIdx.x / 32;
+  const uint64_t j0 = (uint64_t)blockIdx.x * 32, j = j0 + lane;
+  const bool live = j < D;
+  const float a = live ? A[j] : 0.0f, b = live ? B[j] : 0.0f;
+  for (uint64_t kw = blockIdx.y; kw < nkw; kw += gridDim.y) {
+    const uint64_t k = kw / kQuarters;
+    const unsigned w = (unsigned)(kw % kQuarters);
+    // T < 256: a quarter without lanes; the whole block skips it. (A quarter of the last tree
+    // chunk past T still runs: its lanes exist and are written as the identity.)
+    if (w * kChunk >= lanes) continue;
+    const uint64_t c = k * (red::kChunk / kChunk) + w + (uint64_t)kQuarters * r;
+    const bool run = live && c < C;
+    // Positions p = 0 .. pe of the chunk are steps t = 64 c + p < T; every offset below is taken
+    // from the chunk's last row, so a stage's addresses are one 64-bit base minus multiples of D.
+    const unsigned pe = run ? (unsigned)(scan::chunk_end(c, T) - c * kChunk) : 0;
+    const bool has_q = c + 1 < C, first = c == 0;
+    const float q = run && has_q ? carry[c * D + j] : 0.0f;
+    // Running pointers, one row (D floats) down per step from the row of position 63: the loads
+    // of the next stage (dY_t, out[t - 1], X_t) and the stores of dX_t.
+    const uint64_t top = run ? (c * kChunk + kChunk - 1) * D + j : 0;
+    const float *ly = dY + top, *lx = X + top;
+    const float *lo = out + top - D;  // out[t - 1]; read only for t >= 1
+    float *sx = dX + top;
+    float m = 0.0f, Q = 1.0f, g = 0.0f;
+    // Inputs of stage st (positions 63 - kStep st down to 63 - kStep st - kStep + 1): dY_t,
+    // h_{t-1} (out[t - 1], or h0 at t = 0) and X_t; they do not depend on the recurrence, so the
+    // next stage's loads are issued before the current stage is computed.
+    auto load = [&](unsigned st, float(&d)[kStep], float(&h)[kStep], float(&x)[kStep]) {
+#pragma unroll
+      for (unsigned s = 0; s < kStep; ++s) {
+        const unsigned p = kChunk - 1 - (st * kStep + s);
+        const bool ok = run && p <= pe;
+        d[s] = ok ? *ly : 0.0f;
+        h[s] = ok ? (first && p == 0 ? h0[j] : *lo) : 0.0f;
+        x[s] = ok ? *lx : 0.0f;
+        ly -= D;
+        lo -= D;
+        lx -= D;
+      }
+    };
+    // One stage: compute from (cd, ch, cx) while the next stage's loads land in (nd, nh, nx).
+    auto stage = [&](unsigned st, const float(&cd)[kStep], const float(&ch)[kStep],
+                     const float(&cx)[kStep], float(&nd)[kStep], float(&nh)[kStep],
+                     float(&nx)[kStep]) {
+      if (st + 1 < kStages) load(st + 1, nd, nh, nx);
+      float *buf = sm + (st & 1) * (blockDim.x / 32) * kSlot;
+#pragma unroll
+      for (unsigned s = 0; s < kStep; ++s) {
+        const unsigned p = kChunk - 1 - (st * kStep + s);
+        if (run && p <= pe) {
+          if (p == pe) {
+            m = cd[s];
+            Q = 1.0f;
+          } else {
+            m = scan::bwd_step(a, m, cd[s]);
+            Q = scan::mul(a, Q);
+          }
+          g = has_q ? scan::apply(m, Q, q) : m;
+          *sx = scan::mul(b, g);
+          buf[(r * kStep + s) * 64 + lane] = scan::mul(ch[s], g);
+          buf[(r * kStep + s) * 64 + 32 + lane] = scan::mul(cx[s], g);
+        }
+        sx -= D;
+      }
+      __syncthreads();
+      // Fold item f: channel j0 + f % 32, product f / 32 % 2 (0: h_{t-1} g into pa, 1: X g into
+      // pb), position of stage slot s = f / 64; over r = 0 .. nr - 1, the chunks that have that
+      // step (the elements of the lane below T).
+      for (unsigned f = threadIdx.x; f < kStep * 64; f += blockDim.x) {
+        const unsigned fl = f % 32, ab = f / 32 % 2, s = f / 64;
+        const unsigned L = w * kChunk + (kChunk - 1 - (st * kStep + s));
+        if (j0 + fl >= D || L >= lanes) continue;
+        const uint64_t base = k * red::kChunk + L;
+        const uint64_t left = base < T ? (T - base + red::kLanes - 1) / red::kLanes : 0;
+        const unsigned nr = (unsigned)(left < kFoldWarps ? left : kFoldWarps);
+        float acc = red::Ops<red::Op::Sum>::identity();
+        for (unsigned rr = 0; rr < nr; ++rr)
+          acc = scan::add(acc, buf[(rr * kStep + s) * 64 + ab * 32 + fl]);
+        (ab ? pb : pa)[(k * lanes + L) * D + j0 + fl] = acc;
+      }
+    };
+    float cd[kStep], ch[kStep], cx[kStep], nd[kStep], nh[kStep], nx[kStep];
+    load(0, cd, ch, cx);
+#pragma unroll 1
+    for (unsigned st = 0; st < kStages; st += 2) {
+      stage(st, cd, ch, cx, nd, nh, nx);
+      stage(st + 1, nd, nh, nx, cd, ch, cx);
+    }
+    // g of step 0 (chunk 0's first step, the last one walked).
+    if (run && first) dH0[j] = scan::mul(a, g);
+  }
+}
+
+}  // namespace scan_kernels
+}  // namespace cuda
+}  // namespace tlrt
