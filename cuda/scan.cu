@@ -28,15 +28,31 @@
 //
 // BACKWARD: the same three phases in reverse time. bwd_aggregate (chunks c >= 1: m and Q at the
 // chunk's first step; reads dY, var: A), carry_scan with BwdChain (q_{c-1} = A_{cL} * (m_c + Q_c *
-// q_c), the last chunk without a carry), bwd_out (g = m + Q * q per step).
-// diag_var: bwd_out writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0 (reads
-// dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element (ideal 32).
-// diag: bwd_out stores g in dX, then lane_fold runs THE TREE's first step down each column like
-// cuda/layer_norm.cu's dgamma / dbeta (one thread per (4096-step chunk k, lane t, channel j) folds
-// steps 4096 k + t + 256 r, r = 0..15, of h_{t-1} g and X g in order and rewrites dX = B g), and
-// reduce_axis performs the halving and the chunk levels: 28 bytes per element (dY twice; g
-// written and read back; out, X read; dX written; ideal 16) plus 2 D / 16 partials per step.
-// Measured (H100, 2026-11-22): diag backward 0.31-0.51, var backward 0.38-0.68 of copy bandwidth.
+// q_c), the last chunk without a carry), then the last pass (g = m + Q * q per step).
+// diag_var: bwd_out_var writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0
+// (reads dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element
+// (ideal 32). Measured (H100, 2026-11-24): 0.39-0.70 of copy bandwidth.
+// diag: bwd_fold (cuda/scan_kernels.cuh) walks the chunks as bwd_out did and, in the same pass,
+// writes dX = B g and folds h_{t-1} g and X g into THE TREE's lanes (the first step of the sums
+// over time, as cuda/layer_norm.cu's column sums lay them out): a block of 16 warps owns 32
+// channels and the 16 scan chunks whose steps are the 16 elements of 64 tree lanes, moves them in
+// step through shared-memory stages and folds each lane in order of its elements. reduce_axis
+// then performs the halving and the chunk levels (3 launches, 2 when T <= 4096; the lane level
+// of dA and dB in one).
+//   Bytes per element, before (2026-11-24): bwd_aggregate reads dY (4); bwd_out reads dY, writes g
+//   into dX (8); lane_fold reads g, out, X and rewrites dX (16); lanes ~1: 29 bytes, ideal 16 (read
+//   dY, out, X; write dX). Measured (H100, 2026-11-24): 0.32-0.52 of copy bandwidth, 0.49 at
+//   (T, D) = (65536, 1024), 0.42 at (16384, 1024): the passes streamed at ~0.9 (65536) and ~0.77
+//   (16384, more fixed cost: 8 launches, the carry chain) of copy bandwidth.
+//   Now: bwd_aggregate 4, bwd_fold 16 (dY, out, X read once; dX written once), lanes ~1, carries
+//   ~0.4: 21.4 bytes per element, one T x D write and one T x D read fewer, 6 launches (were 8).
+//   The fold and dX use exactly the former operations in the same order (same bits; the emulator
+//   test scan_emu checks it against the CPU). bwd_fold: 112 registers, no spills, 64 KiB of shared
+//   memory for 16 warps: one block per SM, ~48 KiB of loads in flight per SM (the next stage's).
+//   PREDICTION (H100): 16 / 21.4 of the former per-byte efficiency, less a few % for the stage
+//   barriers: (65536, 1024) 0.49 -> ~0.62-0.66, (16384, 1024) 0.42 -> ~0.52-0.55, (4096, 4096)
+//   0.44 -> ~0.55, (16384, 4096) 0.50 -> ~0.62 of copy bandwidth.
+//   Measured: (pending GPU run)
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/scan.hpp"
@@ -365,27 +381,29 @@ void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, cons
   const uint64_t nc = red::chunks_of(T);
   const unsigned lanes = row::col_lanes(T);
   const uint64_t np = nc * lanes * D;  // <= T * D + 255 * D
-  FloatScratch pa(dev, np), pb(dev, np);
+  FloatScratch part(dev, 2 * np);      // pa (h_{t-1} g lanes), then pb (X g lanes)
+  float *pa = part.get(), *pb = pa + np;
   const uint64_t nkw = nc * sk::kQuarters;
   const unsigned warps = sk::fold_warps(T);
   const int smem = (int)sk::fold_smem_bytes(warps);
-  cudaStream_t st = stream(dev);  // makes dev current: the attributes below are per device
+  cudaStream_t st = stream(dev);  // makes dev current: the attribute below is per device
   check(cudaFuncSetAttribute(sk::bwd_fold, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "selective_scan_diag_bwd: cudaFuncSetAttribute");
   const dim3 grid(blocks(D, 32), (unsigned)(nkw < kMaxGridY ? nkw : kMaxGridY), 1);
   sk::bwd_fold<<<grid, 32 * warps, smem, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, lanes,
-                                               nkw, dX, dH0, pa.get(), pb.get());
+                                               nkw, dX, dH0, pa, pb);
   check_launch("selective_scan_diag_bwd bwd_fold");
   if (nc == 1) {
-    reduce_axis(dev, red::Op::Sum, pa.get(), 1, lanes, D, 1.0f, dA);
-    reduce_axis(dev, red::Op::Sum, pb.get(), 1, lanes, D, 1.0f, dB);
+    reduce_axis(dev, red::Op::Sum, pa, 1, lanes, D, 1.0f, dA);
+    reduce_axis(dev, red::Op::Sum, pb, 1, lanes, D, 1.0f, dB);
     return;
   }
-  FloatScratch ca(dev, nc * D), cb(dev, nc * D);
-  reduce_axis(dev, red::Op::Sum, pa.get(), nc, lanes, D, 1.0f, ca.get());
-  reduce_axis(dev, red::Op::Sum, pb.get(), nc, lanes, D, 1.0f, cb.get());
-  reduce_axis(dev, red::Op::Sum, ca.get(), 1, nc, D, 1.0f, dA);
-  reduce_axis(dev, red::Op::Sum, cb.get(), 1, nc, D, 1.0f, dB);
+  // The lane level of both sums in one launch ((2 nc, lanes, D) -> (2 nc, D): the chunk values
+  // of dA, then of dB), then the chunk level of each.
+  FloatScratch cab(dev, 2 * nc * D);
+  reduce_axis(dev, red::Op::Sum, pa, 2 * nc, lanes, D, 1.0f, cab.get());
+  reduce_axis(dev, red::Op::Sum, cab.get(), 1, nc, D, 1.0f, dA);
+  reduce_axis(dev, red::Op::Sum, cab.get() + nc * D, 1, nc, D, 1.0f, dB);
 }
 
 }  // namespace cuda
