@@ -171,8 +171,9 @@ __global__ void __launch_bounds__(32 * kFoldWarps, 1)
         const uint64_t left = base < T ? (T - base + red::kLanes - 1) / red::kLanes : 0;
         const unsigned nr = (unsigned)(left < kFoldWarps ? left : kFoldWarps);
         float acc = red::Ops<red::Op::Sum>::identity();
-        for (unsigned rr = 0; rr < nr; ++rr)
-          acc = scan::add(acc, buf[(rr * kStep + s) * 64 + ab * 32 + fl]);
+#pragma unroll
+        for (unsigned rr = 0; rr < kFoldWarps; ++rr)
+          if (rr < nr) acc = scan::add(acc, buf[(rr * kStep + s) * 64 + ab * 32 + fl]);
         (ab ? pb : pa)[(k * lanes + L) * D + j0 + fl] = acc;
       }
     };

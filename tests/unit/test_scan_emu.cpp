@@ -12,8 +12,8 @@
 // random order; TLRT_EMU_FULL=1 runs all of them on every case). Outputs and partials start as a
 // pattern, shared memory as NaN, so an unwritten or early-read value changes the bits.
 // Shapes: T = 1, 2, the scan chunk (64) +- 1, the quarters of a tree row (128, 192, 256) +- 1,
-// primes, the tree chunk (4096) +- 1, several tree chunks; D = 1, 31, 32, 33, 70 (partial warps
-// and several channel groups). Inputs: uniform, A in [0.9, 1], wide, bit patterns, edge values.
+// primes, the tree chunk (4096) +- 1, several tree chunks (up to 16384 x 64); D = 1, 31, 32, 33,
+// 70 (partial warps and several channel groups). Inputs: uniform, A in [0.9, 1], wide, bit patterns, edge values.
 // Skipped (77) under valgrind, ASan and TSan, which do not follow the emulator's stack switches.
 #include <cmath>
 #include <cstdlib>
@@ -196,6 +196,7 @@ int main() {
       for (unsigned ycap : {65535u, 3u}) go(T, 3, k, ycap);
   go(16411, 2, Kind::LongMemory, 5);
   go(4160, 40, Kind::Bits, 2);
+  go(16384, 64, Kind::LongMemory, 65535);
   std::printf("test_scan_emu: %d runs with differences (%s schedules)\n", g_mismatch_runs,
               all ? "all" : "rotated");
   return th::finish("test_scan_emu");
