@@ -13,7 +13,8 @@
 // pattern, shared memory as NaN, so an unwritten or early-read value changes the bits.
 // Shapes: T = 1, 2, the scan chunk (64) +- 1, the quarters of a tree row (128, 192, 256) +- 1,
 // primes, the tree chunk (4096) +- 1, several tree chunks (up to 16384 x 64); D = 1, 31, 32, 33,
-// 70 (partial warps and several channel groups). Inputs: uniform, A in [0.9, 1], wide, bit patterns, edge values.
+// 70 (partial warps and several channel groups). Inputs: uniform, A in [0.9, 1], wide, bit
+// patterns, edge values.
 // Skipped (77) under valgrind, ASan and TSan, which do not follow the emulator's stack switches.
 #include <cmath>
 #include <cstdlib>
