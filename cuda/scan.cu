@@ -53,6 +53,8 @@
 //   barriers: (65536, 1024) 0.49 -> ~0.62-0.66, (16384, 1024) 0.42 -> ~0.52-0.55, (4096, 4096)
 //   0.44 -> ~0.55, (16384, 4096) 0.50 -> ~0.62 of copy bandwidth.
 //   Measured: (pending GPU run)
+#include <atomic>
+
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/scan.hpp"
@@ -370,6 +372,25 @@ void scan_var_bwd(int dev, const float *A, const float *B, const float *X, const
   check_launch("selective_scan bwd_out_var");
 }
 
+namespace {
+
+// bwd_fold's dynamic shared memory (64 KiB for 16 warps) is above the 48 KiB default: allowed once
+// per device, for the largest block, with dev current. Setting it again is harmless, so two
+// threads racing here only repeat it.
+void allow_fold_smem(int dev) {
+  namespace sk = scan_kernels;
+  constexpr int kDevs = 64;
+  static std::atomic<bool> done[kDevs];
+  const bool cached = dev >= 0 && dev < kDevs;
+  if (cached && done[dev].load(std::memory_order_acquire)) return;
+  check(cudaFuncSetAttribute(sk::bwd_fold, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)sk::fold_smem_bytes(sk::kFoldWarps)),
+        "selective_scan_diag_bwd: cudaFuncSetAttribute");
+  if (cached) done[dev].store(true, std::memory_order_release);
+}
+
+}  // namespace
+
 void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
                    const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
                    float *dX, float *dH0) {
@@ -386,9 +407,8 @@ void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, cons
   const uint64_t nkw = nc * sk::kQuarters;
   const unsigned warps = sk::fold_warps(T);
   const int smem = (int)sk::fold_smem_bytes(warps);
-  cudaStream_t st = stream(dev);  // makes dev current: the attribute below is per device
-  check(cudaFuncSetAttribute(sk::bwd_fold, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-        "selective_scan_diag_bwd: cudaFuncSetAttribute");
+  cudaStream_t st = stream(dev);  // makes dev current: the attribute is per device
+  allow_fold_smem(dev);
   const dim3 grid(blocks(D, 32), (unsigned)(nkw < kMaxGridY ? nkw : kMaxGridY), 1);
   sk::bwd_fold<<<grid, 32 * warps, smem, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, lanes,
                                                nkw, dX, dH0, pa, pb);

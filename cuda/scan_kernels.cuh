@@ -67,6 +67,14 @@ __global__ void bwd_aggregate(const float *__restrict A, const float *__restrict
 // refilled only after the barrier that follows every thread's fold of it.
 // The folds and products are the very operations of the former lane_fold (aa = aa + hp * g, in
 // order of r, from the identity -0; a lane without elements keeps -0), so the bits do not change.
+// Moves 16 bytes per element (reads dY, out, X once; writes dX once) plus 1/8 float of lane
+// partials per element; 6 flops per element in the walk and products, 2 in the folds. 109
+// registers, 64 KiB of shared memory (16 warps): one block per SM, the next stage's loads (24 per
+// thread, ~48 KiB per SM) in flight while a stage is computed and folded. PREDICTION: streams at
+// about the copy rate of the passes it replaces (bwd_out + lane_fold moved 24 bytes per element),
+// so diag_bwd 0.49 -> ~0.62-0.66 of copy bandwidth at (65536, 1024), 0.42 -> ~0.52-0.55 at
+// (16384, 1024) (cuda/scan.cu's top comment counts every pass).
+// Measured: (pending GPU run)
 constexpr unsigned kQuarters = red::kLanes / kChunk;  // 4 scan chunks across a tree row of lanes
 constexpr unsigned kFoldWarps = red::kDepth;          // 16: one warp per element of a lane
 constexpr unsigned kStep = 8;                         // positions per stage
