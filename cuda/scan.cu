@@ -18,6 +18,11 @@
 //   trip per 64 steps, overlapped with 64 x ~10 cycles of chain.
 // fwd_out: one thread per (channel, chunk) walks its chunk again from the zero state and writes
 //   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
+// fwd_chained (cuda/scan_kernels.cuh; diag with C > 1 and D >= 512, since 2026-11-24): the three
+//   phases in one kernel that keeps X in shared memory between its two walks; segments of 8 chunks
+//   pass their carry to the next segment's block through a flag in global memory. X read once: 8
+//   bytes per element (ideal 8). Same operations in the same order (same bits; the emulator test
+//   scan_emu checks it). Its top comment has the prediction; Measured: (pending GPU run).
 // Total: diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every pass streams
 // at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T = 4096..65536,
 // D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
@@ -248,6 +253,29 @@ __global__ void fwd_out(const float *__restrict A, const float *__restrict B,
   }
 }
 
+// A kernel attribute set once per device (with dev current), e.g. its dynamic shared memory above
+// the 48 KiB default for its largest block. Setting it again is harmless, so two threads racing
+// here only repeat it.
+struct SmemAllowed {
+  static constexpr int kDevs = 64;
+  std::atomic<bool> done[kDevs] = {};
+  template <class K>
+  void ensure(int dev, K kernel, size_t bytes, const char *what) {
+    ensure(dev, kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes, what);
+  }
+  template <class K>
+  void ensure(int dev, K kernel, cudaFuncAttribute attr, int value, const char *what) {
+    const bool cached = dev >= 0 && dev < kDevs;
+    if (cached && done[dev].load(std::memory_order_acquire)) return;
+    check(cudaFuncSetAttribute(kernel, attr, value), what);
+    if (cached) done[dev].store(true, std::memory_order_release);
+  }
+};
+
+// diag forward with C > 1 and at least this many channels: fwd_chained (one pass, X read once);
+// fewer channel groups than ~16 leave the segment hops of its carry chain exposed.
+constexpr uint64_t kChainedMinD = 512;
+
 template <bool VAR>
 void forward(int dev, const float *A, const float *B, const float *X, const float *h0, uint64_t T,
              uint64_t D, float *out) {
@@ -257,6 +285,25 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
     const Geometry g = geometry(D, 1);
     fwd_out<VAR><<<g.grid, g.threads, 0, st>>>(A, B, X, h0, T, D, 1, out);
     check_launch("selective_scan fwd_out");
+    return;
+  }
+  namespace sk = scan_kernels;
+  const uint64_t G = (D + 31) / 32, S = (C + sk::kSegWarps - 1) / sk::kSegWarps;
+  if (!VAR && D >= kChainedMinD && G * S < kMaxGrid) {
+    Scratch sync(dev, (1 + S * G) * sizeof(unsigned));  // ticket, then the segments' flags
+    FloatScratch seg_carry(dev, (S - 1) * D);
+    unsigned *ticket = sync.as<unsigned>();
+    check(cudaMemsetAsync(ticket, 0, (1 + S * G) * sizeof(unsigned), st),
+          "selective_scan fwd: cudaMemsetAsync");
+    static SmemAllowed allowed;
+    allowed.ensure(dev, sk::fwd_chained, sk::chained_smem_bytes(),
+                   "selective_scan fwd: cudaFuncSetAttribute");
+    static SmemAllowed carveout;  // all of L1 / shared memory as shared: 3 blocks of ~67 KiB
+    carveout.ensure(dev, sk::fwd_chained, cudaFuncAttributePreferredSharedMemoryCarveout,
+                    (int)cudaSharedmemCarveoutMaxShared, "selective_scan fwd: carveout");
+    sk::fwd_chained<<<blocks(G * S, 1), 32 * sk::kSegWarps, sk::chained_smem_bytes(), st>>>(
+        A, B, X, h0, T, D, C, G, ticket, ticket + 1, seg_carry.get(), out);
+    check_launch("selective_scan fwd_chained");
     return;
   }
   FloatScratch agg_l(dev, (C - 1) * D), agg_p(dev, (C - 1) * D), carry(dev, C * D);
@@ -372,25 +419,6 @@ void scan_var_bwd(int dev, const float *A, const float *B, const float *X, const
   check_launch("selective_scan bwd_out_var");
 }
 
-namespace {
-
-// bwd_fold's dynamic shared memory (64 KiB for 16 warps) is above the 48 KiB default: allowed once
-// per device, for the largest block, with dev current. Setting it again is harmless, so two
-// threads racing here only repeat it.
-void allow_fold_smem(int dev) {
-  namespace sk = scan_kernels;
-  constexpr int kDevs = 64;
-  static std::atomic<bool> done[kDevs];
-  const bool cached = dev >= 0 && dev < kDevs;
-  if (cached && done[dev].load(std::memory_order_acquire)) return;
-  check(cudaFuncSetAttribute(sk::bwd_fold, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)sk::fold_smem_bytes(sk::kFoldWarps)),
-        "selective_scan_diag_bwd: cudaFuncSetAttribute");
-  if (cached) done[dev].store(true, std::memory_order_release);
-}
-
-}  // namespace
-
 void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
                    const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
                    float *dX, float *dH0) {
@@ -408,7 +436,9 @@ void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, cons
   const unsigned warps = sk::fold_warps(T);
   const int smem = (int)sk::fold_smem_bytes(warps);
   cudaStream_t st = stream(dev);  // makes dev current: the attribute is per device
-  allow_fold_smem(dev);
+  static SmemAllowed fold_allowed;
+  fold_allowed.ensure(dev, sk::bwd_fold, sk::fold_smem_bytes(sk::kFoldWarps),
+                      "selective_scan_diag_bwd: cudaFuncSetAttribute");
   const dim3 grid(blocks(D, 32), (unsigned)(nkw < kMaxGridY ? nkw : kMaxGridY), 1);
   sk::bwd_fold<<<grid, 32 * warps, smem, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, lanes,
                                                nkw, dX, dH0, pa, pb);

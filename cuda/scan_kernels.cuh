@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#ifdef TLRT_CUDA_EMULATION
+#include <stdexcept>
+#endif
 
 #include "core/backend/scan.hpp"
 #include "core/numerics/reduce_tree.hpp"
@@ -195,6 +198,135 @@ __global__ void __launch_bounds__(32 * kFoldWarps, 1)
     // g of step 0 (chunk 0's first step, the last one walked).
     if (run && first) dH0[j] = scan::mul(a, g);
   }
+}
+
+// ---- fwd_chained: diag's forward in one pass ----------------------------------------------------
+//
+// The three-phase forward reads X twice (fwd_aggregate, fwd_out: 12 bytes per element, at most
+// 0.67 of copy bandwidth). Here a block keeps its X on chip between the two walks: it owns 32
+// channels (a channel group g) and a segment s of kSegWarps consecutive chunks, one per warp; each
+// thread copies its chunk's 64 values of X into shared memory at once (cp.async: 64 copies in
+// flight per thread, no registers held), walks them for the chunk's aggregate (l, P), warp 0 waits
+// for the carry into the segment from the block of segment s - 1 (a flag in global memory), runs
+// the carry chain k_{c+1} = l_c + P_c * k_c over the segment's chunks from shared memory and
+// publishes the carry out of the segment, and every warp walks its chunk again to write
+// out = l + P * k_c. The operations and their order are those of fwd_aggregate, FwdChain and
+// fwd_out, so the bits are the same; X is read once: 8 bytes per element.
+// Blocks take (s, g) from a ticket counter in the order they start (ticket = s G + g), so a block
+// only waits for a block that took its ticket earlier and is resident or done: no deadlock
+// whatever the block scheduling. The chain costs one flag hop (~1-2 us) per segment per channel
+// group; the launcher uses this kernel only with enough channel groups (D >= 512) for the hops of
+// different groups and of the ~12 segments resident per group to overlap.
+// Shared memory ~67 KiB per block of 8 warps: 3 blocks (24 warps) per SM, ~190 KiB of X in flight
+// per SM.
+// PREDICTION (H100): diag_fwd (16384, 1024) 0.48 -> ~0.65, (4096, 1024) 0.50 -> ~0.6, (65536,
+// 1024) 0.54 -> ~0.7 of copy bandwidth (8 instead of 12 bytes per element, 2 launches instead of
+// 3: a memset and this kernel). Measured: (pending GPU run)
+constexpr unsigned kSegWarps = 8;  // chunks per segment (one warp each)
+
+// Dynamic shared memory: the ticket (16 bytes, for alignment), l, P and k_c per chunk, then X of
+// the segment ([warp][step][lane]).
+__host__ __device__ inline size_t chained_smem_bytes() {
+  return 16 + (3u + kChunk) * kSegWarps * 32 * sizeof(float);
+}
+
+__device__ __forceinline__ void wait_flag(const unsigned *f) {
+#ifdef TLRT_CUDA_EMULATION
+  if (*f == 0) throw std::runtime_error("emu: fwd_chained waits for a segment that has not run");
+#else
+  while (*(const volatile unsigned *)f == 0) __nanosleep(64);
+  __threadfence();
+#endif
+}
+
+__device__ __forceinline__ void set_flag(unsigned *f) {
+#ifdef TLRT_CUDA_EMULATION
+  *f = 1u;
+#else
+  atomicExch(f, 1u);
+#endif
+}
+
+// grid: G S blocks (1-D), G = ceil(D / 32), S = ceil(C / kSegWarps); blockDim 32 kSegWarps.
+// ticket: one zeroed counter; flags: S G zeroed words; seg_carry: (S - 1) D floats, the carry
+// into segment s + 1 at row s.
+__global__ void __launch_bounds__(32 * kSegWarps)
+    fwd_chained(const float *__restrict A, const float *__restrict B, const float *__restrict X,
+                const float *__restrict h0, uint64_t T, uint64_t D, uint64_t C, uint64_t G,
+                unsigned *ticket, unsigned *flags, float *seg_carry, float *__restrict out) {
+  float *sm = async::dynamic_smem();
+  unsigned *tk = reinterpret_cast<unsigned *>(sm);
+  float *sl = sm + 4, *sp = sl + kSegWarps * 32, *sk = sp + kSegWarps * 32;
+  float *xs = sk + kSegWarps * 32;
+  if (threadIdx.x == 0) *tk = atomicAdd(ticket, 1u);
+  __syncthreads();
+  const uint64_t tick = *tk, s = tick / G, g = tick - s * G;
+  const unsigned lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const uint64_t j = g * 32 + lane;
+  const bool live = j < D;
+  const uint64_t c = s * kSegWarps + w;
+  const bool run = live && c < C;
+  const unsigned n = run ? (unsigned)(scan::chunk_end(c, T) - c * kChunk + 1) : 0;
+  const float a = live ? A[j] : 0.0f, b = live ? B[j] : 0.0f;
+  // This thread's X: xv[u] = X[(64 c + u) D + j] for u < n (zeros after).
+  float *xv = xs + w * kChunk * 32 + lane;
+  {
+    const float *xp = X + (run ? c * kChunk * D + j : 0);
+    const float *x0 = xp;  // a valid address for the copies that only write zeros
+    for (unsigned u = 0; u < kChunk; ++u, xp += D)
+      async::copy4(xv + u * 32, u < n ? xp : x0, u < n);
+    async::commit();
+    async::wait<0>();  // each thread reads only the copies it issued
+  }
+  // The chunk's walk from a zero state (fwd_aggregate's and fwd_out's operations); WRITE: out.
+  auto walk = [&](bool write, float k) {
+    float l = 0.0f, P = 0.0f;
+    float *op = out + (run ? c * kChunk * D + j : 0);
+#pragma unroll 16
+    for (unsigned u = 0; u < n; ++u, op += D) {
+      const float x = xv[u * 32];
+      if (u == 0) {
+        l = scan::fwd_first(b, x);
+        P = a;
+      } else {
+        l = scan::fwd_step(a, l, b, x);
+        P = scan::mul(P, a);
+      }
+      if (write) *op = scan::apply(l, P, k);
+    }
+    sl[w * 32 + lane] = l;
+    sp[w * 32 + lane] = P;
+  };
+  walk(false, 0.0f);
+  __syncthreads();
+  if (w == 0) {
+    float k = 0.0f;
+    if (s == 0) {
+      k = live ? h0[j] : 0.0f;
+    } else {
+      if (lane == 0) wait_flag(flags + (s - 1) * G + g);
+      __syncwarp();
+      k = live ? __ldcg(seg_carry + (s - 1) * D + j) : 0.0f;
+    }
+    // FwdChain's steps over the segment's chunks: sk = carry into the chunk, then k_{c+1}.
+    for (unsigned u = 0; u < kSegWarps; ++u) {
+      const uint64_t cc = s * kSegWarps + u;
+      if (cc >= C) break;
+      sk[u * 32 + lane] = k;
+      if (cc + 1 < C) k = scan::apply(sl[u * 32 + lane], sp[u * 32 + lane], k);
+    }
+    if ((s + 1) * kSegWarps < C) {
+      if (live) seg_carry[s * D + j] = k;
+      __threadfence();  // each lane's carry, then (after the warp barrier) lane 0's flag
+      __syncwarp();
+      if (lane == 0) {
+        __threadfence();
+        set_flag(flags + s * G + g);
+      }
+    }
+  }
+  __syncthreads();
+  if (run) walk(true, sk[w * 32 + lane]);
 }
 
 }  // namespace scan_kernels

@@ -46,6 +46,7 @@ const emu::Policy kPolicies[] = {
     {emu::Order::Ascending, emu::Copy::Late, 1},
     {emu::Order::Descending, emu::Copy::Late, 2},
     {emu::Order::Random, emu::Copy::Late, 3},
+    {emu::Order::Random, emu::Copy::Early, 4},
 };
 constexpr int kNumPolicies = sizeof kPolicies / sizeof kPolicies[0];
 constexpr float kPattern = 7.0f;
@@ -161,6 +162,38 @@ void run_case(uint64_t T, uint64_t D, Kind kind, uint64_t salt, int pi, unsigned
   same(w + " dB", wB, nc == 1 ? cb : axis0(cb, nc, D));
 }
 
+// diag forward: fwd_chained (one pass, blocks chained through flags) against the CPU backend.
+void run_fwd(uint64_t T, uint64_t D, Kind kind, uint64_t salt, int pi) {
+  const Dist d = kind == Kind::Wide   ? Dist::Wide
+                 : kind == Kind::Bits ? Dist::Bits
+                 : kind == Kind::Edge ? Dist::Edge
+                                      : Dist::Uniform;
+  const uint64_t n = T * D;
+  std::vector<float> A = th::make(d, D, salt);
+  if (kind == Kind::LongMemory) {
+    th::Rng rng(salt);
+    A = rng.vec(D, 0.9f, 1.0f);
+  }
+  const std::vector<float> B = th::make(d, D, salt + 1), X = th::make(d, n, salt + 2),
+                           h0 = th::make(d, D, salt + 3);
+  char tag[128];
+  std::snprintf(tag, sizeof tag, "fwd_chained (T %llu, D %llu) kind %d policy %d",
+                (unsigned long long)T, (unsigned long long)D, (int)kind, pi);
+  Buf a(th::upload(A)), b(th::upload(B)), x(th::upload(X)), h(th::upload(h0)), o;
+  TH_OK(tlrt_selective_scan_diag_fwd(a.get(), b.get(), x.get(), h.get(), T, D, o.out()));
+  const std::vector<float> want = th::download(o.get());
+  const uint64_t C = scan::chunks(T), G = (D + 31) / 32;
+  const uint64_t S = (C + sk::kSegWarps - 1) / sk::kSegWarps;
+  std::vector<unsigned> sync(1 + S * G, 0u);
+  std::vector<float> seg((S - 1) * D + 1, NAN), out(n, kPattern);
+  emu::launch(kPolicies[pi], dim3((unsigned)(G * S)), dim3(32 * sk::kSegWarps),
+              sk::chained_smem_bytes(), [&] {
+                sk::fwd_chained(A.data(), B.data(), X.data(), h0.data(), T, D, C, G, sync.data(),
+                                sync.data() + 1, seg.data(), out.data());
+              });
+  same(std::string(tag) + " out", want, out);
+}
+
 }  // namespace
 
 int main() {
@@ -198,6 +231,17 @@ int main() {
   go(16411, 2, Kind::LongMemory, 5);
   go(4160, 40, Kind::Bits, 2);
   go(16384, 64, Kind::LongMemory, 65535);
+  // The one-pass forward: one chunk, one segment (8 chunks = 512 steps) +- 1, several segments,
+  // partial warps and several channel groups.
+  for (uint64_t T : {1, 2, 63, 64, 65, 130, 511, 512, 513, 1021, 1024, 1025, 3001})
+    for (uint64_t D : {1, 33, 70})
+      for (Kind k : kinds) {
+        salt += 10;
+        if (all)
+          for (int pi = 0; pi < kNumPolicies; ++pi) run_fwd(T, D, k, salt, pi);
+        else
+          run_fwd(T, D, k, salt, rot++ % kNumPolicies);
+      }
   std::printf("test_scan_emu: %d runs with differences (%s schedules)\n", g_mismatch_runs,
               all ? "all" : "rotated");
   return th::finish("test_scan_emu");
