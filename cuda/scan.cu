@@ -18,12 +18,13 @@
 //   trip per 64 steps, overlapped with 64 x ~10 cycles of chain.
 // fwd_out: one thread per (channel, chunk) walks its chunk again from the zero state and writes
 //   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
-// fwd_chained (cuda/scan_kernels.cuh; diag with C > 1 and D >= 512, since 2026-11-24): the three
-//   phases in one kernel that keeps X in shared memory between its two walks; segments of 8 chunks
-//   pass their carry to the next segment's block through a flag in global memory. X read once: 8
-//   bytes per element (ideal 8). Same operations in the same order (same bits; the emulator test
-//   scan_emu checks it). Its top comment has the prediction; Measured: (pending GPU run).
-// Total: diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every pass streams
+// fwd_chained (cuda/scan_kernels.cuh; diag with C > 1 and D >= 1024, since 2026-11-24): the
+//   three phases in one kernel that keeps X in shared memory between its two walks; segments of 8
+//   chunks pass their carry to the next segment's block through flagged words in global memory.
+//   X read once: 8 bytes per element (ideal 8). Same operations in the same order (same bits; the
+//   emulator test scan_emu checks it). Its top comment has the prediction; Measured: (pending GPU
+//   run).
+// Total (three phases): diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every pass streams
 // at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T = 4096..65536,
 // D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
 // bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T = 65536,
@@ -273,8 +274,9 @@ struct SmemAllowed {
 };
 
 // diag forward with C > 1 and at least this many channels: fwd_chained (one pass, X read once);
-// fewer channel groups than ~16 leave the segment hops of its carry chain exposed.
-constexpr uint64_t kChainedMinD = 512;
+// with fewer channel groups (32 channels each) the segment hops of its carry chain would set the
+// pace (cuda/scan_kernels.cuh's cost model).
+constexpr uint64_t kChainedMinD = 1024;
 
 template <bool VAR>
 void forward(int dev, const float *A, const float *B, const float *X, const float *h0, uint64_t T,
@@ -290,11 +292,12 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
   namespace sk = scan_kernels;
   const uint64_t G = (D + 31) / 32, S = (C + sk::kSegWarps - 1) / sk::kSegWarps;
   if (!VAR && D >= kChainedMinD && G * S < kMaxGrid) {
-    Scratch sync(dev, (1 + S * G) * sizeof(unsigned));  // ticket, then the segments' flags
-    FloatScratch seg_carry(dev, (S - 1) * D);
+    // The ticket (16 bytes), then the flagged carry words of segments 1 .. S-1, all zeroed.
+    const uint64_t bytes = 16 + (S - 1) * D * sizeof(unsigned long long);
+    Scratch sync(dev, bytes);
     unsigned *ticket = sync.as<unsigned>();
-    check(cudaMemsetAsync(ticket, 0, (1 + S * G) * sizeof(unsigned), st),
-          "selective_scan fwd: cudaMemsetAsync");
+    unsigned long long *words = reinterpret_cast<unsigned long long *>(sync.as<char>() + 16);
+    check(cudaMemsetAsync(ticket, 0, bytes, st), "selective_scan fwd: cudaMemsetAsync");
     static SmemAllowed allowed;
     allowed.ensure(dev, sk::fwd_chained, sk::chained_smem_bytes(),
                    "selective_scan fwd: cudaFuncSetAttribute");
@@ -302,7 +305,7 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
     carveout.ensure(dev, sk::fwd_chained, cudaFuncAttributePreferredSharedMemoryCarveout,
                     (int)cudaSharedmemCarveoutMaxShared, "selective_scan fwd: carveout");
     sk::fwd_chained<<<blocks(G * S, 1), 32 * sk::kSegWarps, sk::chained_smem_bytes(), st>>>(
-        A, B, X, h0, T, D, C, G, ticket, ticket + 1, seg_carry.get(), out);
+        A, B, X, h0, T, D, C, G, ticket, words, out);
     check_launch("selective_scan fwd_chained");
     return;
   }

@@ -204,24 +204,31 @@ __global__ void __launch_bounds__(32 * kFoldWarps, 1)
 //
 // The three-phase forward reads X twice (fwd_aggregate, fwd_out: 12 bytes per element, at most
 // 0.67 of copy bandwidth). Here a block keeps its X on chip between the two walks: it owns 32
-// channels (a channel group g) and a segment s of kSegWarps consecutive chunks, one per warp; each
+// channels (a channel group g) and a segment s of kSegWarps consecutive chunks, one per warp. Each
 // thread copies its chunk's 64 values of X into shared memory at once (cp.async: 64 copies in
-// flight per thread, no registers held), walks them for the chunk's aggregate (l, P), warp 0 waits
-// for the carry into the segment from the block of segment s - 1 (a flag in global memory), runs
-// the carry chain k_{c+1} = l_c + P_c * k_c over the segment's chunks from shared memory and
-// publishes the carry out of the segment, and every warp walks its chunk again to write
-// out = l + P * k_c. The operations and their order are those of fwd_aggregate, FwdChain and
-// fwd_out, so the bits are the same; X is read once: 8 bytes per element.
+// flight per thread, no registers held) and walks them for the chunk's aggregate (l, P); warp 0
+// takes the carry into the segment from the block of segment s - 1 (one flagged 64-bit word per
+// channel in global memory), runs the carry chain k_{c+1} = l_c + P_c * k_c over the segment's
+// chunks from shared memory and publishes the carry out of the segment; then every warp walks its
+// chunk again and writes out = l + P * k_c. The operations and their order are those of
+// fwd_aggregate, FwdChain and fwd_out, so the bits are the same; X is read once: 8 bytes per
+// element.
 // Blocks take (s, g) from a ticket counter in the order they start (ticket = s G + g), so a block
 // only waits for a block that took its ticket earlier and is resident or done: no deadlock
-// whatever the block scheduling. The chain costs one flag hop (~1-2 us) per segment per channel
-// group; the launcher uses this kernel only with enough channel groups (D >= 512) for the hops of
-// different groups and of the ~12 segments resident per group to overlap.
+// whatever the block scheduling.
+// Cost model: the carry of a channel group moves one segment (8 chunks, 131 KB of X and out per
+// group) per hop, a hop being an L2 round trip or two (~1 us: the waiting lane polls the word
+// that holds value and flag together). The ~400 resident blocks (3 per SM) hold ~12 segments per
+// group at D = 1024, so loads run ahead of the chain; the chain caps the rate at G x 131 KB per
+// hop: ~4 TB/s at D = 1024 (G = 32), more above. Below D = 1024 the hops would dominate: the
+// launcher keeps the three-phase kernels there.
 // Shared memory ~67 KiB per block of 8 warps: 3 blocks (24 warps) per SM, ~190 KiB of X in flight
-// per SM.
-// PREDICTION (H100): diag_fwd (16384, 1024) 0.48 -> ~0.65, (4096, 1024) 0.50 -> ~0.6, (65536,
-// 1024) 0.54 -> ~0.7 of copy bandwidth (8 instead of 12 bytes per element, 2 launches instead of
-// 3: a memset and this kernel). Measured: (pending GPU run)
+// per SM. 32 registers.
+// PREDICTION (H100): diag_fwd (16384, 1024) 0.48 -> ~0.65, (4096, 1024) 0.50 -> ~0.55 (8 hops in
+// a 20 us call), (65536, 1024) 0.54 -> ~0.7, D = 4096: 0.51-0.61 -> ~0.7 of copy bandwidth (8
+// instead of 12 bytes per element; a memset and one kernel instead of three kernels). If the hop
+// is much slower than 1 us, D = 1024 is chain-bound: raise kChainedMinD in cuda/scan.cu.
+// Measured: (pending GPU run)
 constexpr unsigned kSegWarps = 8;  // chunks per segment (one warp each)
 
 // Dynamic shared memory: the ticket (16 bytes, for alignment), l, P and k_c per chunk, then X of
@@ -230,30 +237,38 @@ __host__ __device__ inline size_t chained_smem_bytes() {
   return 16 + (3u + kChunk) * kSegWarps * 32 * sizeof(float);
 }
 
-__device__ __forceinline__ void wait_flag(const unsigned *f) {
+// A carry handed from one block to another: one 64-bit word per channel, the float's bits in the
+// low half and 1 in the high half once written (0 before: the launcher zeroes the words). One
+// naturally aligned 64-bit store publishes value and flag together, so no fence is needed and the
+// waiting lane's poll returns the value itself.
+__device__ __forceinline__ void publish(unsigned long long *w, float v) {
+  const unsigned long long word = (1ull << 32) | (unsigned long long)__float_as_uint(v);
 #ifdef TLRT_CUDA_EMULATION
-  if (*f == 0) throw std::runtime_error("emu: fwd_chained waits for a segment that has not run");
+  *w = word;
 #else
-  while (*(const volatile unsigned *)f == 0) __nanosleep(64);
-  __threadfence();
+  *(volatile unsigned long long *)w = word;
 #endif
 }
 
-__device__ __forceinline__ void set_flag(unsigned *f) {
+__device__ __forceinline__ float await(const unsigned long long *w) {
 #ifdef TLRT_CUDA_EMULATION
-  *f = 1u;
+  if ((*w >> 32) == 0)
+    throw std::runtime_error("emu: fwd_chained waits for a segment that has not run");
+  return __uint_as_float((unsigned)*w);
 #else
-  atomicExch(f, 1u);
+  unsigned long long word;
+  while (((word = *(const volatile unsigned long long *)w) >> 32) == 0) __nanosleep(32);
+  return __uint_as_float((unsigned)word);
 #endif
 }
 
 // grid: G S blocks (1-D), G = ceil(D / 32), S = ceil(C / kSegWarps); blockDim 32 kSegWarps.
-// ticket: one zeroed counter; flags: S G zeroed words; seg_carry: (S - 1) D floats, the carry
-// into segment s + 1 at row s.
+// ticket: one zeroed counter; seg_carry: (S - 1) D zeroed words, the carry into segment s + 1 at
+// row s (publish / await).
 __global__ void __launch_bounds__(32 * kSegWarps)
     fwd_chained(const float *__restrict A, const float *__restrict B, const float *__restrict X,
                 const float *__restrict h0, uint64_t T, uint64_t D, uint64_t C, uint64_t G,
-                unsigned *ticket, unsigned *flags, float *seg_carry, float *__restrict out) {
+                unsigned *ticket, unsigned long long *seg_carry, float *__restrict out) {
   float *sm = async::dynamic_smem();
   unsigned *tk = reinterpret_cast<unsigned *>(sm);
   float *sl = sm + 4, *sp = sl + kSegWarps * 32, *sk = sp + kSegWarps * 32;
@@ -301,13 +316,7 @@ __global__ void __launch_bounds__(32 * kSegWarps)
   __syncthreads();
   if (w == 0) {
     float k = 0.0f;
-    if (s == 0) {
-      k = live ? h0[j] : 0.0f;
-    } else {
-      if (lane == 0) wait_flag(flags + (s - 1) * G + g);
-      __syncwarp();
-      k = live ? __ldcg(seg_carry + (s - 1) * D + j) : 0.0f;
-    }
+    if (live) k = s == 0 ? h0[j] : await(seg_carry + (s - 1) * D + j);
     // FwdChain's steps over the segment's chunks: sk = carry into the chunk, then k_{c+1}.
     for (unsigned u = 0; u < kSegWarps; ++u) {
       const uint64_t cc = s * kSegWarps + u;
@@ -315,15 +324,7 @@ __global__ void __launch_bounds__(32 * kSegWarps)
       sk[u * 32 + lane] = k;
       if (cc + 1 < C) k = scan::apply(sl[u * 32 + lane], sp[u * 32 + lane], k);
     }
-    if ((s + 1) * kSegWarps < C) {
-      if (live) seg_carry[s * D + j] = k;
-      __threadfence();  // each lane's carry, then (after the warp barrier) lane 0's flag
-      __syncwarp();
-      if (lane == 0) {
-        __threadfence();
-        set_flag(flags + s * G + g);
-      }
-    }
+    if (live && (s + 1) * kSegWarps < C) publish(seg_carry + s * D + j, k);
   }
   __syncthreads();
   if (run) walk(true, sk[w * 32 + lane]);

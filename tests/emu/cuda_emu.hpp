@@ -249,6 +249,16 @@ inline unsigned atomicExch(unsigned *p, unsigned v) {
 }
 inline void __threadfence() {}
 inline float __ldcg(const float *p) { return *p; }
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 namespace tlrt {
 namespace cuda {

@@ -108,9 +108,9 @@ int main() {
                          // chunk (4096), with partial and several 32-channel groups.
                          {3, 40},    {61, 17},   {67, 40},   {131, 9},   {191, 33},  {193, 3},
                          {509, 70},  {1021, 1030}, {4093, 5}, {4099, 33}, {8191, 3}, {12289, 65},
-                         // diag_fwd's one-pass kernel (D >= 512): 8-chunk segments chained
-                         // through flags, a last segment of one step, partial channel groups.
-                         {4097, 600}, {1543, 513}};
+                         // diag_fwd's one-pass kernel (D >= 1024): 8-chunk segments chained
+                         // through flagged words, a last segment of one step, partial groups.
+                         {4097, 1030}, {1543, 1025}};
   for (const Shape &s : small)
     for (Kind k : kinds)
       for (bool var : {false, true}) one(s.T, s.D, var, k, salt += 10);

@@ -184,12 +184,13 @@ void run_fwd(uint64_t T, uint64_t D, Kind kind, uint64_t salt, int pi) {
   const std::vector<float> want = th::download(o.get());
   const uint64_t C = scan::chunks(T), G = (D + 31) / 32;
   const uint64_t S = (C + sk::kSegWarps - 1) / sk::kSegWarps;
-  std::vector<unsigned> sync(1 + S * G, 0u);
-  std::vector<float> seg((S - 1) * D + 1, NAN), out(n, kPattern);
+  unsigned ticket = 0;
+  std::vector<unsigned long long> words((S - 1) * D + 1, 0ull);
+  std::vector<float> out(n, kPattern);
   emu::launch(kPolicies[pi], dim3((unsigned)(G * S)), dim3(32 * sk::kSegWarps),
               sk::chained_smem_bytes(), [&] {
-                sk::fwd_chained(A.data(), B.data(), X.data(), h0.data(), T, D, C, G, sync.data(),
-                                sync.data() + 1, seg.data(), out.data());
+                sk::fwd_chained(A.data(), B.data(), X.data(), h0.data(), T, D, C, G, &ticket,
+                                words.data(), out.data());
               });
   same(std::string(tag) + " out", want, out);
 }
