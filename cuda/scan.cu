@@ -25,8 +25,8 @@
 //   emulator test scan_emu checks it). Its top comment has the prediction; Measured: (pending GPU
 //   run).
 // Total (three phases): diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every
-// pass streams at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T = 4096..65536,
-// D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
+// pass streams at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at
+// T = 4096..65536, D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
 // bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T = 65536,
 // D = 1024: fwd_aggregate 98 us (85% of DRAM peak), carry 115 us, fwd_out 191 us (82%) with the
 // old carry kernel (one thread per channel, loads batched 16 chunks ahead: 112 ns per chunk step
