@@ -25,12 +25,12 @@
 //   emulator test scan_emu checks it). Its top comment has the prediction; Measured: (pending GPU
 //   run).
 // Total (three phases): diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every
-// pass streams at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at
-// T = 4096..65536, D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
-// bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T = 65536,
-// D = 1024: fwd_aggregate 98 us (85% of DRAM peak), carry 115 us, fwd_out 191 us (82%) with the
-// old carry kernel (one thread per channel, loads batched 16 chunks ahead: 112 ns per chunk step
-// with 16 blocks busy, unchanged at 64 ahead), which carry_scan replaced.
+// pass streams at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T =
+// 4096..65536, D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100,
+// 2026-11-22, bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T =
+// 65536, D = 1024: fwd_aggregate 98 us (85% of DRAM peak), carry 115 us, fwd_out 191 us (82%) with
+// the old carry kernel (one thread per channel, loads batched 16 chunks ahead: 112 ns per chunk
+// step with 16 blocks busy, unchanged at 64 ahead), which carry_scan replaced.
 //
 // BACKWARD: the same three phases in reverse time. bwd_aggregate (chunks c >= 1: m and Q at the
 // chunk's first step; reads dY, var: A), carry_scan with BwdChain (q_{c-1} = A_{cL} * (m_c + Q_c *
