@@ -66,9 +66,12 @@
  *
  * COST (CUDA, T > L; chunked in three phases, parallel over channels and chunks, no host
  * synchronisation, scratch of 2 C D floats from the stream-ordered pool): diag_fwd reads X twice
- * and writes out (12 bytes per element); diag_var_fwd reads A, B, X twice (28 bytes per element);
- * T <= L runs one phase (8 and 16 bytes). diag_bwd: about 28 bytes per element plus a column tree;
- * diag_var_bwd: about 40 bytes per element. cuda/scan.cu gives the kernels and measurements. */
+ * and writes out (12 bytes per element), or for D >= 1024 once, in one pass whose blocks hand the
+ * carries on in order (8 bytes per element; same operations, same bits); diag_var_fwd reads A, B,
+ * X twice (28 bytes per element); T <= L runs one phase (8 and 16 bytes). diag_bwd: about 21
+ * bytes per element (dY read twice, out and X once, dX written once, THE TREE's lane partials: 1/8
+ * float written and read per element); diag_var_bwd: about 40 bytes per element. cuda/scan.cu
+ * gives the kernels and measurements. */
 #ifndef TLRT_SCAN_H
 #define TLRT_SCAN_H
 

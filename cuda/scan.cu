@@ -18,30 +18,55 @@
 //   trip per 64 steps, overlapped with 64 x ~10 cycles of chain.
 // fwd_out: one thread per (channel, chunk) walks its chunk again from the zero state and writes
 //   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
-// Total: diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every pass streams
-// at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T = 4096..65536,
-// D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100, 2026-11-22,
-// bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T = 65536,
-// D = 1024: fwd_aggregate 98 us (85% of DRAM peak), carry 115 us, fwd_out 191 us (82%) with the
-// old carry kernel (one thread per channel, loads batched 16 chunks ahead: 112 ns per chunk step
-// with 16 blocks busy, unchanged at 64 ahead), which carry_scan replaced.
+// fwd_chained (cuda/scan_kernels.cuh; diag with C > 1 and D >= 1024, since 2026-11-24): the
+//   three phases in one kernel that keeps X in shared memory between its two walks; segments of 8
+//   chunks pass their carry to the next segment's block through flagged words in global memory.
+//   X read once: 8 bytes per element (ideal 8). Same operations in the same order (same bits; the
+//   emulator test scan_emu checks it). Its top comment has the prediction; Measured: (pending GPU
+//   run).
+// Total (three phases): diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every
+// pass streams at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T =
+// 4096..65536, D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100,
+// 2026-11-22, bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T =
+// 65536, D = 1024: fwd_aggregate 98 us (85% of DRAM peak), carry 115 us, fwd_out 191 us (82%) with
+// the old carry kernel (one thread per channel, loads batched 16 chunks ahead: 112 ns per chunk
+// step with 16 blocks busy, unchanged at 64 ahead), which carry_scan replaced.
 //
 // BACKWARD: the same three phases in reverse time. bwd_aggregate (chunks c >= 1: m and Q at the
 // chunk's first step; reads dY, var: A), carry_scan with BwdChain (q_{c-1} = A_{cL} * (m_c + Q_c *
-// q_c), the last chunk without a carry), bwd_out (g = m + Q * q per step).
-// diag_var: bwd_out writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0 (reads
-// dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element (ideal 32).
-// diag: bwd_out stores g in dX, then lane_fold runs THE TREE's first step down each column like
-// cuda/layer_norm.cu's dgamma / dbeta (one thread per (4096-step chunk k, lane t, channel j) folds
-// steps 4096 k + t + 256 r, r = 0..15, of h_{t-1} g and X g in order and rewrites dX = B g), and
-// reduce_axis performs the halving and the chunk levels: 28 bytes per element (dY twice; g
-// written and read back; out, X read; dX written; ideal 16) plus 2 D / 16 partials per step.
-// Measured (H100, 2026-11-22): diag backward 0.31-0.51, var backward 0.38-0.68 of copy bandwidth.
+// q_c), the last chunk without a carry), then the last pass (g = m + Q * q per step).
+// diag_var: bwd_out_var writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0
+// (reads dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element
+// (ideal 32). Measured (H100, 2026-11-24): 0.39-0.70 of copy bandwidth.
+// diag: bwd_fold (cuda/scan_kernels.cuh) walks the chunks as bwd_out did and, in the same pass,
+// writes dX = B g and folds h_{t-1} g and X g into THE TREE's lanes (the first step of the sums
+// over time, as cuda/layer_norm.cu's column sums lay them out): a block of 16 warps owns 32
+// channels and the 16 scan chunks whose steps are the 16 elements of 64 tree lanes, moves them in
+// step through shared-memory stages and folds each lane in order of its elements. reduce_axis
+// then performs the halving and the chunk levels (3 launches, 2 when T <= 4096; the lane level
+// of dA and dB in one).
+//   Bytes per element, before (2026-11-24): bwd_aggregate reads dY (4); bwd_out reads dY, writes g
+//   into dX (8); lane_fold reads g, out, X and rewrites dX (16); lanes ~1: 29 bytes, ideal 16 (read
+//   dY, out, X; write dX). Measured (H100, 2026-11-24): 0.32-0.52 of copy bandwidth, 0.49 at
+//   (T, D) = (65536, 1024), 0.42 at (16384, 1024): the passes streamed at ~0.9 (65536) and ~0.77
+//   (16384, more fixed cost: 8 launches, the carry chain) of copy bandwidth.
+//   Now: bwd_aggregate 4, bwd_fold 16 (dY, out, X read once; dX written once), lanes ~1, carries
+//   ~0.4: 21.4 bytes per element, one T x D write and one T x D read fewer, 6 launches (were 8).
+//   The fold and dX use exactly the former operations in the same order (same bits; the emulator
+//   test scan_emu checks it against the CPU). bwd_fold: 112 registers, no spills, 64 KiB of shared
+//   memory for 16 warps: one block per SM, ~48 KiB of loads in flight per SM (the next stage's).
+//   PREDICTION (H100): 16 / 21.4 of the former per-byte efficiency, less a few % for the stage
+//   barriers: (65536, 1024) 0.49 -> ~0.62-0.66, (16384, 1024) 0.42 -> ~0.52-0.55, (4096, 4096)
+//   0.44 -> ~0.55, (16384, 4096) 0.50 -> ~0.62 of copy bandwidth.
+//   Measured: (pending GPU run)
+#include <atomic>
+
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/scan.hpp"
 #include "core/numerics/row_ops.hpp"
 #include "cuda/cuda_common.cuh"
+#include "cuda/scan_kernels.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -49,9 +74,10 @@ namespace cuda {
 namespace {
 
 using scan::kChunk;
+using scan_kernels::bwd_aggregate;
+using scan_kernels::coef;
 
 constexpr unsigned kMaxGridY = 65535;
-constexpr unsigned kFoldThreads = 256;
 constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 
 unsigned blocks(uint64_t items, uint64_t per_block) {
@@ -72,13 +98,6 @@ Geometry geometry(uint64_t D, uint64_t nchunks) {
   const unsigned threads = (unsigned)(w < 256 ? w : 256);
   const uint64_t gy = nchunks < kMaxGridY ? nchunks : kMaxGridY;
   return {dim3(blocks(D, threads), (unsigned)(gy == 0 ? 1 : gy), 1), threads};
-}
-
-// Coefficient of channel j at step t: the (T, D) row (VAR) or the D-vector.
-template <bool VAR>
-__device__ __forceinline__ float coef(const float *__restrict p, uint64_t t, uint64_t D,
-                                      uint64_t j) {
-  return VAR ? p[t * D + j] : p[j];
 }
 
 // ---- forward ------------------------------------------------------------------------------------
@@ -235,6 +254,30 @@ __global__ void fwd_out(const float *__restrict A, const float *__restrict B,
   }
 }
 
+// A kernel attribute set once per device (with dev current), e.g. its dynamic shared memory above
+// the 48 KiB default for its largest block. Setting it again is harmless, so two threads racing
+// here only repeat it.
+struct SmemAllowed {
+  static constexpr int kDevs = 64;
+  std::atomic<bool> done[kDevs] = {};
+  template <class K>
+  void ensure(int dev, K kernel, size_t bytes, const char *what) {
+    ensure(dev, kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes, what);
+  }
+  template <class K>
+  void ensure(int dev, K kernel, cudaFuncAttribute attr, int value, const char *what) {
+    const bool cached = dev >= 0 && dev < kDevs;
+    if (cached && done[dev].load(std::memory_order_acquire)) return;
+    check(cudaFuncSetAttribute(kernel, attr, value), what);
+    if (cached) done[dev].store(true, std::memory_order_release);
+  }
+};
+
+// diag forward with C > 1 and at least this many channels: fwd_chained (one pass, X read once);
+// with fewer channel groups (32 channels each) the segment hops of its carry chain would set the
+// pace (cuda/scan_kernels.cuh's cost model).
+constexpr uint64_t kChainedMinD = 1024;
+
 template <bool VAR>
 void forward(int dev, const float *A, const float *B, const float *X, const float *h0, uint64_t T,
              uint64_t D, float *out) {
@@ -244,6 +287,26 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
     const Geometry g = geometry(D, 1);
     fwd_out<VAR><<<g.grid, g.threads, 0, st>>>(A, B, X, h0, T, D, 1, out);
     check_launch("selective_scan fwd_out");
+    return;
+  }
+  namespace sk = scan_kernels;
+  const uint64_t G = (D + 31) / 32, S = (C + sk::kSegWarps - 1) / sk::kSegWarps;
+  if (!VAR && D >= kChainedMinD && G * S < kMaxGrid) {
+    // The ticket (16 bytes), then the flagged carry words of segments 1 .. S-1, all zeroed.
+    const uint64_t bytes = 16 + (S - 1) * D * sizeof(unsigned long long);
+    Scratch sync(dev, bytes);
+    unsigned *ticket = sync.as<unsigned>();
+    unsigned long long *words = reinterpret_cast<unsigned long long *>(sync.as<char>() + 16);
+    check(cudaMemsetAsync(ticket, 0, bytes, st), "selective_scan fwd: cudaMemsetAsync");
+    static SmemAllowed allowed;
+    allowed.ensure(dev, sk::fwd_chained, sk::chained_smem_bytes(),
+                   "selective_scan fwd: cudaFuncSetAttribute");
+    static SmemAllowed carveout;  // all of L1 / shared memory as shared: 3 blocks of ~67 KiB
+    carveout.ensure(dev, sk::fwd_chained, cudaFuncAttributePreferredSharedMemoryCarveout,
+                    (int)cudaSharedmemCarveoutMaxShared, "selective_scan fwd: carveout");
+    sk::fwd_chained<<<blocks(G * S, 1), 32 * sk::kSegWarps, sk::chained_smem_bytes(), st>>>(
+        A, B, X, h0, T, D, C, G, ticket, words, out);
+    check_launch("selective_scan fwd_chained");
     return;
   }
   FloatScratch agg_l(dev, (C - 1) * D), agg_p(dev, (C - 1) * D), carry(dev, C * D);
@@ -259,28 +322,6 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
 }
 
 // ---- backward -----------------------------------------------------------------------------------
-
-// Aggregate (m, Q at the chunk's first step) of chunk c >= 1, walking from its last step; slot
-// c - 1 of agg_m / agg_q.
-template <bool VAR>
-__global__ void bwd_aggregate(const float *__restrict A, const float *__restrict dY, uint64_t T,
-                              uint64_t D, uint64_t C, float *__restrict agg_m,
-                              float *__restrict agg_q) {
-  const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= D) return;
-  for (uint64_t c = 1 + (uint64_t)blockIdx.y; c < C; c += gridDim.y) {
-    const uint64_t c0 = c * kChunk, e = scan::chunk_end(c, T);
-    float m = dY[e * D + j], Q = 1.0f;
-#pragma unroll 16
-    for (uint64_t t = e; t-- > c0;) {
-      const float an = coef<VAR>(A, t + 1, D, j);
-      m = scan::bwd_step(an, m, dY[t * D + j]);
-      Q = scan::mul(an, Q);
-    }
-    agg_m[(c - 1) * D + j] = m;
-    agg_q[(c - 1) * D + j] = Q;
-  }
-}
 
 // Backward carry-in of chunks c < C - 1, from the last chunk down (S = C - 1 steps; step s handles
 // chunk c = C - 1 - s): q_{c-1} = A_{cL} * g_{cL}, g_{cL} = m_c (s = 0) or m_c + Q_c * q_c; stored
@@ -305,15 +346,31 @@ struct BwdChain {
   }
 };
 
-// The adjoint over chunk c (carry-in carry[c * D + j] unless c is the last chunk), and the per-step
-// gradients: VAR writes dA, dB, dX; diag stores g in dX (lane_fold finishes). dH0 from chunk 0.
+// The carry-in of every chunk but the last (carry[c * D + j], c < C - 1): bwd_aggregate, then
+// carry_scan with BwdChain. Empty when C == 1.
 template <bool VAR>
-__global__ void bwd_out(const float *__restrict A, const float *__restrict B,
-                        const float *__restrict X, const float *__restrict h0,
-                        const float *__restrict out, const float *__restrict dY,
-                        const float *__restrict carry, uint64_t T, uint64_t D, uint64_t C,
-                        float *__restrict dA, float *__restrict dB, float *__restrict dX,
-                        float *__restrict dH0) {
+FloatScratch carries(int dev, const float *A, const float *dY, uint64_t T, uint64_t D) {
+  const uint64_t C = scan::chunks(T);
+  if (C == 1) return FloatScratch();
+  cudaStream_t st = stream(dev);
+  FloatScratch agg_m(dev, (C - 1) * D), agg_q(dev, (C - 1) * D), carry(dev, (C - 1) * D);
+  const Geometry ga = geometry(D, C - 1);
+  bwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, dY, T, D, C, agg_m.get(), agg_q.get());
+  check_launch("selective_scan bwd_aggregate");
+  const BwdChain<VAR> bc{A, agg_m.get(), agg_q.get(), carry.get(), D, C};
+  carry_scan<<<blocks(D, kCarryLanes), kCarryLanes * kCarryWarps, 0, st>>>(bc, D, C - 1);
+  check_launch("selective_scan bwd carry_scan");
+  return carry;  // agg_m, agg_q go back to the pool in stream order, after carry_scan
+}
+
+// diag_var: the adjoint over chunk c (carry-in carry[c * D + j] unless c is the last chunk) and
+// the per-step gradients dA, dB, dX; dH0 from chunk 0.
+__global__ void bwd_out_var(const float *__restrict A, const float *__restrict B,
+                            const float *__restrict X, const float *__restrict h0,
+                            const float *__restrict out, const float *__restrict dY,
+                            const float *__restrict carry, uint64_t T, uint64_t D, uint64_t C,
+                            float *__restrict dA, float *__restrict dB, float *__restrict dX,
+                            float *__restrict dH0) {
   const uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= D) return;
   for (uint64_t c = blockIdx.y; c < C; c += gridDim.y) {
@@ -328,80 +385,18 @@ __global__ void bwd_out(const float *__restrict A, const float *__restrict B,
         m = dY[i];
         Q = 1.0f;
       } else {
-        const float an = coef<VAR>(A, t + 1, D, j);
+        const float an = A[i + D];
         m = scan::bwd_step(an, m, dY[i]);
         Q = scan::mul(an, Q);
       }
       g = has_q ? scan::apply(m, Q, q) : m;
-      if constexpr (VAR) {
-        const float hp = t == 0 ? h0[j] : out[i - D];
-        dA[i] = scan::mul(hp, g);
-        dB[i] = scan::mul(X[i], g);
-        dX[i] = scan::mul(B[i], g);
-      } else {
-        dX[i] = g;
-      }
+      const float hp = t == 0 ? h0[j] : out[i - D];
+      dA[i] = scan::mul(hp, g);
+      dB[i] = scan::mul(X[i], g);
+      dX[i] = scan::mul(B[i], g);
     }
-    if (c == 0) dH0[j] = scan::mul(coef<VAR>(A, 0, D, j), g);
+    if (c == 0) dH0[j] = scan::mul(A[j], g);
   }
-}
-
-// diag: THE TREE's first step down each channel's column of h_{t-1} g_t and X_t g_t (g held in
-// dX), one thread per (4096-step chunk k, lane t, channel j); also rewrites dX = B g. Consecutive
-// threads take consecutive channels (coalesced).
-__global__ void __launch_bounds__(kFoldThreads)
-    lane_fold(const float *__restrict B, const float *__restrict X, const float *__restrict h0,
-              const float *__restrict out, uint64_t T, uint64_t D, unsigned lanes, uint64_t nc,
-              float *__restrict dX, float *__restrict pa, float *__restrict pb) {
-  const uint64_t total = nc * lanes * D;
-  for (uint64_t qi = (uint64_t)blockIdx.x * kFoldThreads + threadIdx.x; qi < total;
-       qi += (uint64_t)gridDim.x * kFoldThreads) {
-    const uint64_t kt = qi / D;
-    const uint64_t j = qi - kt * D;
-    const uint64_t k = kt / lanes;
-    const uint64_t i0 = k * red::kChunk + (kt - k * lanes);
-    const float b = B[j];
-    float aa = red::Ops<red::Op::Sum>::identity(), ab = aa;
-#pragma unroll
-    for (unsigned r = 0; r < red::kDepth; ++r) {
-      const uint64_t t = i0 + (uint64_t)r * red::kLanes;
-      if (t < T) {
-        const uint64_t i = t * D + j;
-        const float g = dX[i];
-        const float hp = t == 0 ? h0[j] : out[i - D];
-        aa = aa + scan::mul(hp, g);
-        ab = ab + scan::mul(X[i], g);
-        dX[i] = scan::mul(b, g);
-      }
-    }
-    pa[qi] = aa;
-    pb[qi] = ab;
-  }
-}
-
-template <bool VAR>
-void adjoint(int dev, const float *A, const float *B, const float *X, const float *h0,
-             const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
-             float *dX, float *dH0) {
-  cudaStream_t st = stream(dev);
-  const uint64_t C = scan::chunks(T);
-  const Geometry go = geometry(D, C);
-  if (C == 1) {
-    bwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, h0, out, dY, nullptr, T, D, 1, dA, dB,
-                                                 dX, dH0);
-    check_launch("selective_scan bwd_out");
-    return;
-  }
-  FloatScratch agg_m(dev, (C - 1) * D), agg_q(dev, (C - 1) * D), carry(dev, (C - 1) * D);
-  const Geometry ga = geometry(D, C - 1);
-  bwd_aggregate<VAR><<<ga.grid, ga.threads, 0, st>>>(A, dY, T, D, C, agg_m.get(), agg_q.get());
-  check_launch("selective_scan bwd_aggregate");
-  const BwdChain<VAR> bc{A, agg_m.get(), agg_q.get(), carry.get(), D, C};
-  carry_scan<<<blocks(D, kCarryLanes), kCarryLanes * kCarryWarps, 0, st>>>(bc, D, C - 1);
-  check_launch("selective_scan bwd carry_scan");
-  bwd_out<VAR><<<go.grid, go.threads, 0, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, dA, dB,
-                                               dX, dH0);
-  check_launch("selective_scan bwd_out");
 }
 
 }  // namespace
@@ -419,33 +414,49 @@ void scan_var_fwd(int dev, const float *A, const float *B, const float *X, const
 void scan_var_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
                   const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
                   float *dX, float *dH0) {
-  adjoint<true>(dev, A, B, X, h0, out, dY, T, D, dA, dB, dX, dH0);
+  const uint64_t C = scan::chunks(T);
+  FloatScratch carry = carries<true>(dev, A, dY, T, D);
+  const Geometry go = geometry(D, C);
+  bwd_out_var<<<go.grid, go.threads, 0, stream(dev)>>>(A, B, X, h0, out, dY, carry.get(), T, D, C,
+                                                       dA, dB, dX, dH0);
+  check_launch("selective_scan bwd_out_var");
 }
 
 void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, const float *h0,
                    const float *out, const float *dY, uint64_t T, uint64_t D, float *dA, float *dB,
                    float *dX, float *dH0) {
-  cudaStream_t st = stream(dev);
-  // g into dX (dA, dB unused by the diag kernels).
-  adjoint<false>(dev, A, B, X, h0, out, dY, T, D, nullptr, nullptr, dX, dH0);
-  // dA, dB: THE TREE down each column (as cuda/layer_norm.cu's column_sums).
+  namespace sk = scan_kernels;
+  const uint64_t C = scan::chunks(T);
+  FloatScratch carry = carries<false>(dev, A, dY, T, D);
+  // The adjoint, dX = B g, dH0 and THE TREE's lane folds of h_{t-1} g and X g down each column
+  // (lanes of every 4096-step tree chunk, as cuda/layer_norm.cu's column sums lay them out).
   const uint64_t nc = red::chunks_of(T);
   const unsigned lanes = row::col_lanes(T);
   const uint64_t np = nc * lanes * D;  // <= T * D + 255 * D
-  FloatScratch pa(dev, np), pb(dev, np);
-  lane_fold<<<blocks(np, kFoldThreads), kFoldThreads, 0, st>>>(B, X, h0, out, T, D, lanes, nc, dX,
-                                                               pa.get(), pb.get());
-  check_launch("selective_scan_diag_bwd lane_fold");
+  FloatScratch part(dev, 2 * np);      // pa (h_{t-1} g lanes), then pb (X g lanes)
+  float *pa = part.get(), *pb = pa + np;
+  const uint64_t nkw = nc * sk::kQuarters;
+  const unsigned warps = sk::fold_warps(T);
+  const int smem = (int)sk::fold_smem_bytes(warps);
+  cudaStream_t st = stream(dev);  // makes dev current: the attribute is per device
+  static SmemAllowed fold_allowed;
+  fold_allowed.ensure(dev, sk::bwd_fold, sk::fold_smem_bytes(sk::kFoldWarps),
+                      "selective_scan_diag_bwd: cudaFuncSetAttribute");
+  const dim3 grid(blocks(D, 32), (unsigned)(nkw < kMaxGridY ? nkw : kMaxGridY), 1);
+  sk::bwd_fold<<<grid, 32 * warps, smem, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, lanes,
+                                               nkw, dX, dH0, pa, pb);
+  check_launch("selective_scan_diag_bwd bwd_fold");
   if (nc == 1) {
-    reduce_axis(dev, red::Op::Sum, pa.get(), 1, lanes, D, 1.0f, dA);
-    reduce_axis(dev, red::Op::Sum, pb.get(), 1, lanes, D, 1.0f, dB);
+    reduce_axis(dev, red::Op::Sum, pa, 1, lanes, D, 1.0f, dA);
+    reduce_axis(dev, red::Op::Sum, pb, 1, lanes, D, 1.0f, dB);
     return;
   }
-  FloatScratch ca(dev, nc * D), cb(dev, nc * D);
-  reduce_axis(dev, red::Op::Sum, pa.get(), nc, lanes, D, 1.0f, ca.get());
-  reduce_axis(dev, red::Op::Sum, pb.get(), nc, lanes, D, 1.0f, cb.get());
-  reduce_axis(dev, red::Op::Sum, ca.get(), 1, nc, D, 1.0f, dA);
-  reduce_axis(dev, red::Op::Sum, cb.get(), 1, nc, D, 1.0f, dB);
+  // The lane level of both sums in one launch ((2 nc, lanes, D) -> (2 nc, D): the chunk values
+  // of dA, then of dB), then the chunk level of each.
+  FloatScratch cab(dev, 2 * nc * D);
+  reduce_axis(dev, red::Op::Sum, pa, 2 * nc, lanes, D, 1.0f, cab.get());
+  reduce_axis(dev, red::Op::Sum, cab.get(), 1, nc, D, 1.0f, dA);
+  reduce_axis(dev, red::Op::Sum, cab.get() + nc * D, 1, nc, D, 1.0f, dB);
 }
 
 }  // namespace cuda

@@ -232,6 +232,34 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   return slot[lane ^ (unsigned)lane_mask];
 }
 
+// Warp barrier: released when the 32 lanes of the warp have arrived (as a shuffle).
+inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)__shfl_xor_sync(mask, 0.0f, 0); }
+
+// Global-memory atomics and fences: a fiber runs atomically between barriers, and blocks run one
+// after another, so plain operations are exact here.
+inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  const unsigned o = *p;
+  *p = o + v;
+  return o;
+}
+inline unsigned atomicExch(unsigned *p, unsigned v) {
+  const unsigned o = *p;
+  *p = v;
+  return o;
+}
+inline void __threadfence() {}
+inline float __ldcg(const float *p) { return *p; }
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 namespace tlrt {
 namespace cuda {
 namespace async {

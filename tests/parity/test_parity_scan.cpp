@@ -7,11 +7,11 @@
 // determinism switch flipped and must not change.
 //
 // Shapes: T across the CUDA strategies and boundaries (one chunk up to 64 steps, then three phases;
-// the carry scans' 16-chunk batches; the tree's 256 lanes and 4096-step chunks; more than 65535
-// chunks, where the kernels loop over grid.y), D across the thread-block widths (1, 31, 32, 33,
-// 255, 256, 257, 1030), and the benchmark sizes (4096, 1024), (65536, 1024), (16384, 4096).
-// Inputs: uniform, A close to 1 (long memory), wide exponents, random bit patterns, edge values.
-// The backward runs on the CPU forward's out on both devices.
+// the carry scans' 16-chunk batches; the tree's 256 lanes and 4096-step chunks; primes near each;
+// more than 65535 chunks, where the kernels loop over grid.y), D across the thread-block widths
+// (1, 31, 32, 33, 255, 256, 257, 1030), and the benchmark sizes (4096, 1024), (65536, 1024),
+// (16384, 4096). Inputs: uniform, A close to 1 (long memory), wide exponents, random bit
+// patterns, edge values. The backward runs on the CPU forward's out on both devices.
 // TLRT_PARITY_MAX_N=<n> caps the input sizes. Exits 77 (skipped) unless a CUDA device is usable;
 // built with -DTLRT_PARITY_SELFTEST both sides run on the CPU.
 #include <string>
@@ -102,7 +102,15 @@ int main() {
   const Shape small[] = {{1, 1},    {1, 257},   {2, 3},     {63, 33},   {64, 32},   {65, 31},
                          {127, 5},  {128, 256}, {129, 255}, {255, 7},   {256, 3},   {257, 1},
                          {1000, 9}, {1088, 4},  {1089, 4},  {4095, 2},  {4096, 33}, {4097, 3},
-                         {8193, 5}, {70000, 2}, {300, 1030}};
+                         {8193, 5}, {70000, 2}, {300, 1030},
+                         // Prime T around the chunk (64), the quarters of a tree row of lanes
+                         // (64-step groups of diag_bwd's fused fold: 128, 192, 256) and the tree
+                         // chunk (4096), with partial and several 32-channel groups.
+                         {3, 40},    {61, 17},   {67, 40},   {131, 9},   {191, 33},  {193, 3},
+                         {509, 70},  {1021, 1030}, {4093, 5}, {4099, 33}, {8191, 3}, {12289, 65},
+                         // diag_fwd's one-pass kernel (D >= 1024): 8-chunk segments chained
+                         // through flagged words, a last segment of one step, partial groups.
+                         {4097, 1030}, {1543, 1025}};
   for (const Shape &s : small)
     for (Kind k : kinds)
       for (bool var : {false, true}) one(s.T, s.D, var, k, salt += 10);
