@@ -93,6 +93,9 @@ template <int KH_, int KW_, int SW_, int PW_>
 struct Cfg {
   static constexpr int KH = KH_, KW = KW_, SW = SW_, PW = PW_;
   static constexpr int L = (kV - 1) * SW + KW;  // input columns spanned by kV windows
+  // Windows per scatter thread: one float4 of dx per window row when SW divides 4 (kV = 4 at
+  // SW = 2 made every warp store cover every other 16 bytes, half of each 32-byte sector).
+  static constexpr int VS = 4 % SW == 0 ? 4 / SW : kV;
   // Windows (relative to column / SW) containing column + i, i < kV, for column a multiple of 4
   // (SW divides 4): [rlo(i), rhi(i)].
   TLRT_HD static constexpr int rlo(int i) { return ceil_div(i + PW - KW + 1, SW); }
@@ -122,7 +125,8 @@ inline bool disjoint(const ConvGeometry &g) {
 
 // Run-time launch data of the fast kernels (by value as a kernel parameter).
 struct Plan {
-  uint32_t groups;      // kV-groups per output row: ceil(out_w / kV)
+  uint32_t groups;      // v-groups per output row: ceil(out_w / v), v = kV (forward) or C::VS
+                        // (scatter)
   uint32_t total;       // fwd / scatter threads: output rows * groups
   FastDiv by_groups;    // / groups
   FastDiv by_out[2];    // / out[d], d = 0 .. rank - 2 (output row -> plane and coordinates)
@@ -140,11 +144,11 @@ inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 // are ignored.
 template <class C>
 Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_ptrs,
-               std::initializer_list<const void *> out_ptrs) {
+               std::initializer_list<const void *> out_ptrs, uint32_t v = kV) {
   const int R = m.rank;
   const uint32_t W = m.out[R - 1], IW = m.in[R - 1];
   Plan p{};
-  p.groups = (W + kV - 1) / kV;
+  p.groups = (W + v - 1) / v;
   p.total = m.nc * (m.out_sp / W) * p.groups;
   p.by_groups = make_fastdiv(p.groups);
   for (int d = 0; d < R - 1; ++d) p.by_out[d] = make_fastdiv(m.out[d]);
@@ -187,6 +191,20 @@ TLRT_HD F4 ld4(const float *p) {
   return r;
 #endif
 }
+struct F2 {
+  float v[2];
+};
+TLRT_HD F2 ld2(const float *p) {
+#if defined(__CUDA_ARCH__)
+  const float2 q = *reinterpret_cast<const float2 *>(p);
+  return {{q.x, q.y}};
+#else
+  emu_check(((uintptr_t)p & 7u) == 0, "unaligned float2 load");
+  F2 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+#endif
+}
 TLRT_HD void st4(float *p, const F4 &r) {
 #if defined(__CUDA_ARCH__)
   *reinterpret_cast<float4 *>(p) = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
@@ -196,14 +214,15 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #endif
 }
 
-// Loads columns col0 .. col0 + L - 1 of one input row into c; columns outside [0, IW) read as
-// `fill`. vec: IW % 4 == 0 and the row 16-byte aligned; col0 + PW is then a multiple of 4 (the
-// callers' first column is a multiple of 4 windows' stride), so whole float4 chunks are in or out.
-template <class C>
+// Loads columns col0 .. col0 + L - 1 of one input row into c (L = C::L for kV windows); columns
+// outside [0, IW) read as `fill`. vec: IW % 4 == 0 and the row 16-byte aligned; col0 + PW is then
+// a multiple of 4 (the callers' first column is a multiple of 4 / SW windows' stride), so whole
+// float4 chunks are in or out.
+template <class C, int L>
 TLRT_HD void load_row(const float *row, int col0, uint32_t IW, bool vec, float fill,
-                      float (&c)[C::L]) {
+                      float (&c)[L]) {
   if (vec) {
-    constexpr int qlo = floor_div(-C::PW, 4), qhi = floor_div(C::L - 1 - C::PW, 4);
+    constexpr int qlo = floor_div(-C::PW, 4), qhi = floor_div(L - 1 - C::PW, 4);
     const int a = col0 + C::PW;
     TLRT_UNROLL
     for (int q = qlo; q <= qhi; ++q) {
@@ -213,12 +232,12 @@ TLRT_HD void load_row(const float *row, int col0, uint32_t IW, bool vec, float f
       TLRT_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int j = 4 * q + e + C::PW;
-        if (j >= 0 && j < C::L) c[j] = v.v[e];
+        if (j >= 0 && j < L) c[j] = v.v[e];
       }
     }
   } else {
     TLRT_UNROLL
-    for (int j = 0; j < C::L; ++j) {
+    for (int j = 0; j < L; ++j) {
       const int col = col0 + j;
       c[j] = (unsigned)col < IW ? row[col] : fill;
     }
@@ -247,11 +266,11 @@ struct Row {
   uint32_t o[R - 1];  // output coordinates on the leading axes
   Span sp[R - 1];
 };
-template <class C, int R>
+template <class C, int R, int V = kV>
 TLRT_HD Row<R> row_of(const Dims<uint32_t> &m, const Plan &f, uint32_t t) {
   Row<R> w;
   w.r = fdiv(f.by_groups, t);
-  w.ow0 = (t - w.r * f.groups) * kV;
+  w.ow0 = (t - w.r * f.groups) * V;
   uint32_t q = w.r;
   TLRT_UNROLL
   for (int d = R - 2; d >= 0; --d) {
@@ -262,7 +281,7 @@ TLRT_HD Row<R> row_of(const Dims<uint32_t> &m, const Plan &f, uint32_t t) {
   }
   w.plane = q;
   const uint32_t W = m.out[R - 1];
-  w.nv = W - w.ow0 < (uint32_t)kV ? (int)(W - w.ow0) : kV;
+  w.nv = W - w.ow0 < (uint32_t)V ? (int)(W - w.ow0) : V;
   w.col0 = (int)(w.ow0 * C::SW) - C::PW;
   return w;
 }
@@ -325,24 +344,24 @@ TLRT_HD uint32_t first_nan_at(const Dims<uint32_t> &m, const float *xp, const Sp
 }
 
 // Pivot of the smooth max (first max for beta > 0, first min for beta < 0, first NaN if any) of
-// the kV windows of a row: min / max with fill +-inf, then the first NaN where one was seen (the
+// the V windows of a row: min / max with fill +-inf, then the first NaN where one was seen (the
 // same value pool::smooth_window's walk with max_takes / min_takes selects).
-template <class C, int R>
+template <class C, int R, int V>
 TLRT_HD void smooth_pivots(const Dims<uint32_t> &m, const Plan &f, const float *xp,
-                           const Row<R> &w, float beta, float (&pv)[kV]) {
+                           const Row<R> &w, float beta, float (&pv)[V]) {
   const float inf = num::u2f(0x7f800000u);
   const bool up = beta > 0.0f;
-  bool nan[kV];
+  bool nan[V];
   TLRT_UNROLL
-  for (int v = 0; v < kV; ++v) {
+  for (int v = 0; v < V; ++v) {
     pv[v] = up ? -inf : inf;
     nan[v] = false;
   }
   for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-    float c[C::L];
+    float c[(V - 1) * C::SW + C::KW];
     load_row<C>(xp + off, w.col0, m.in[R - 1], f.vec_in, up ? -inf : inf, c);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       TLRT_UNROLL
       for (int j = 0; j < C::KW; ++j) {
         const float x = c[v * C::SW + j];
@@ -351,22 +370,22 @@ TLRT_HD void smooth_pivots(const Dims<uint32_t> &m, const Plan &f, const float *
       }
   });
   TLRT_UNROLL
-  for (int v = 0; v < kV; ++v)
+  for (int v = 0; v < V; ++v)
     if (v < w.nv && nan[v]) pv[v] = xp[first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW)];
 }
 
 // The smooth-max sums S = (+0 + e_1) + ... over the real cells, row-major, e = exp(b (x - pv)).
-template <class C, int R>
+template <class C, int R, int V>
 TLRT_HD void smooth_sums(const Dims<uint32_t> &m, const Plan &f, const float *xp, const Row<R> &w,
-                         float beta, const float (&pv)[kV], float (&s)[kV]) {
+                         float beta, const float (&pv)[V], float (&s)[V]) {
   const uint32_t IW = m.in[R - 1];
   TLRT_UNROLL
-  for (int v = 0; v < kV; ++v) s[v] = 0.0f;
+  for (int v = 0; v < V; ++v) s[v] = 0.0f;
   for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-    float c[C::L];
+    float c[(V - 1) * C::SW + C::KW];
     load_row<C>(xp + off, w.col0, IW, f.vec_in, 0.0f, c);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       TLRT_UNROLL
       for (int j = 0; j < C::KW; ++j)
         if ((unsigned)(w.col0 + v * C::SW + j) < IW)
@@ -445,29 +464,33 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
 
 // ---- backward, disjoint windows: scatter of whole slabs -----------------------------------------
 
-// Thread t < f.total: the kV windows of fwd_thread's outputs. dx cells of these windows get
-// +0 + term (the CPU's dx = +0 followed by its one addition), every other cell of the slab +0.
+// Thread t < f.total (a plan made with v = C::VS): the V = C::VS windows ow0 .. ow0 + V - 1 of
+// output row r. dx cells of these windows get +0 + term (the CPU's dx = +0 followed by its one
+// addition), every other cell of the slab +0. Each row of the slab is V SW = 4 columns from a
+// multiple of 4 (SW = 2): ONE float4 store per thread and row, so consecutive lanes store
+// consecutive 16-byte chunks and a warp's store instruction covers whole 128-byte lines.
 template <Kind K, class C, int R>
 TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
                             const float *dy, bool include_pad, float beta, float *dx, uint32_t t) {
   static_assert(C::SW >= C::KW, "scatter: windows must not overlap");
-  const Row<R> w = row_of<C, R>(m, f, t);
+  constexpr int V = C::VS;
+  const Row<R> w = row_of<C, R, V>(m, f, t);
   const uint32_t W = m.out[R - 1], IW = m.in[R - 1];
   const float *xp = x ? x + (uint64_t)w.plane * m.in_sp : nullptr;
   float *dp = dx + (uint64_t)w.plane * m.in_sp;
   const float *gr = dy + (uint64_t)w.r * W + w.ow0;
-  float g[kV];
-  if (f.vec_out && w.nv == kV) {
-    const F4 q = ld4(gr);
+  float g[V];
+  if (V == 2 && f.vec_out && w.nv == V) {  // ow0 even, W % 4 == 0: 8-byte aligned
+    const F2 q = ld2(gr);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) g[v] = q.v[v];
+    for (int v = 0; v < V; ++v) g[v] = q.v[v % 2];
   } else {
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) g[v] = v < w.nv ? gr[v] : 0.0f;
+    for (int v = 0; v < V; ++v) g[v] = v < w.nv ? gr[v] : 0.0f;
   }
   const float inf = num::u2f(0x7f800000u);
-  float a0[kV], a1[kV];  // max: -; average: dy / divisor; smooth: pivot, sum
-  uint32_t at[kV];       // max: plane offset of the selected cell
+  float a0[V], a1[V];  // max: -; average: dy / divisor; smooth: pivot, sum
+  uint32_t at[V];      // max: plane offset of the selected cell
   if constexpr (K == Kind::Max) {
     // First real cell: the selection when every cell is -inf.
     uint32_t first = 0;
@@ -476,19 +499,19 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
       if constexpr (R == 3) dlo = w.sp[0].lo;
       first = (R == 3 ? (uint32_t)dlo * m.istr[0] : 0u) + (uint32_t)w.sp[R - 2].lo * IW;
     }
-    bool nan[kV];
+    bool nan[V];
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) {
+    for (int v = 0; v < V; ++v) {
       const int c0 = w.col0 + v * C::SW;
       a0[v] = -inf;
       at[v] = first + (uint32_t)(c0 > 0 ? c0 : 0);
       nan[v] = false;
     }
     for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-      float c[C::L];
+      float c[(V - 1) * C::SW + C::KW];
       load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
       TLRT_UNROLL
-      for (int v = 0; v < kV; ++v)
+      for (int v = 0; v < V; ++v)
         TLRT_UNROLL
         for (int j = 0; j < C::KW; ++j) {
           const float x = c[v * C::SW + j];
@@ -500,12 +523,12 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
         }
     });
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       if (v < w.nv && nan[v]) at[v] = first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW);
   } else if constexpr (K == Kind::Avg) {
     const uint32_t rows = real_rows<C, R>(w.sp);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       a0[v] = div_rn(g[v], include_pad ? (float)m.window
                                        : (float)(rows * real_cols<C>(w.col0, v, IW)));
   } else {
@@ -530,11 +553,15 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
     shi[d] = w.o[d] == m.out[d] - 1 ? (int)m.in[d] : w.sp[d].ws + (int)m.s[d];
   }
   const bool last_group = w.ow0 + (uint32_t)w.nv == W;
-  const bool vec_row = C::PW == 0 && f.vec_in && w.nv == kV && !last_group;
+  // Whole float4s: no padding, a full group, and (for the last group of the row) no tail of
+  // cells in no window after it (IW = W SW: every group of the row, 112 / 2 and 64 / 2 included).
+  constexpr int NQ = V * C::SW / 4;  // float4 stores per row: 1 when SW divides 4
+  const bool vec_row = C::PW == 0 && (V * C::SW) % 4 == 0 && f.vec_in && w.nv == V &&
+                       (!last_group || (uint32_t)w.col0 + (uint32_t)(V * C::SW) == IW);
   auto write_row = [&](uint32_t off, bool in_win) {
-    if (vec_row) {  // the kV SW columns from col0 (a multiple of 4): SW float4 stores
+    if (vec_row) {  // the V SW columns from col0 (a multiple of 4): NQ float4 stores
       TLRT_UNROLL
-      for (int q = 0; q < C::SW; ++q) {
+      for (int q = 0; q < NQ; ++q) {
         F4 o;
         TLRT_UNROLL
         for (int e = 0; e < 4; ++e) {
@@ -546,7 +573,7 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
       return;
     }
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) {
+    for (int v = 0; v < V; ++v) {
       if (v < w.nv) {
         const int ws = w.col0 + v * C::SW;
         const int lo = ws > 0 ? ws : 0;
@@ -809,11 +836,12 @@ bool bwd_path(const ConvGeometry &g, const float *x, const float *dy, const floa
     const Plan p = make_plan<C>(m, {x, dx}, {dy});
     if constexpr (C::SW >= C::KW) {
       if (disjoint(g)) {
-        const uint32_t blocks = (p.total + kThreads - 1) / kThreads;
+        const Plan ps = make_plan<C>(m, {x, dx}, {dy}, C::VS);
+        const uint32_t blocks = (ps.total + kThreads - 1) / kThreads;
         if (g.rank == 2)
-          scatter(c, std::integral_constant<int, 2>{}, blocks, m, p);
+          scatter(c, std::integral_constant<int, 2>{}, blocks, m, ps);
         else
-          scatter(c, std::integral_constant<int, 3>{}, blocks, m, p);
+          scatter(c, std::integral_constant<int, 3>{}, blocks, m, ps);
         return;
       }
     }
