@@ -217,6 +217,14 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 template <Kind K, class C>
+__global__ void __launch_bounds__(kThreads, 3)
+    stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
+                  const float *__restrict dy, bool include_pad, float *__restrict dx) {
+  const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
+  if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
+}
+
+template <Kind K, class C>
 __global__ void __launch_bounds__(kThreads)
     tile_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                 const float *__restrict dy, bool include_pad, float beta, float *__restrict dx) {
@@ -234,7 +242,7 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
                    bool include_pad, float beta, float *dx) {
   using pool::fast::Plan;
   return pool::fast::bwd_path(
-      g, x, dy, dx,
+      g, K, x, dy, dx,
       [&](auto c, auto r, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         scatter_kernel<K, decltype(c), decltype(r)::value>
             <<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, beta, dx);
@@ -244,6 +252,12 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
         tile_kernel<K, decltype(c)><<<blocks, kThreads, pool::fast::tile_smem_bytes<K>(p), st>>>(
             m, p, x, dy, include_pad, beta, dx);
         check_launch("pool tile_kernel");
+      },
+      [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
+        if constexpr (K != Kind::Smooth && decltype(c)::SW == 1) {
+          stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
+          check_launch("pool stream_kernel");
+        }
       });
 }
 

@@ -55,6 +55,7 @@ namespace fast {
 
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
+constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -136,6 +137,10 @@ struct Plan {
   // tiles per plane; the tile's windows: wr output rows x wc output columns.
   uint32_t tx, tr, tiles_x, tiles_y, wr, wc;
   FastDiv by_tx, by_tiles_x, by_tiles_y, by_wc;
+  // Stream kernel (rank 2, stride 1 on both axes): threads = nc * runs * cols; a thread owns kV
+  // columns of one run of rh consecutive rows.
+  uint32_t cols, runs, rh, stotal;
+  FastDiv by_cols, by_runs;
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -171,6 +176,14 @@ Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_p
     p.by_tiles_x = make_fastdiv(p.tiles_x);
     p.by_tiles_y = make_fastdiv(p.tiles_y);
     p.by_wc = make_fastdiv(p.wc);
+    // Runs of at most kStreamRows rows, as even as possible (56 rows: 4 runs of 14).
+    p.cols = cols;
+    p.runs = (m.in[0] + kStreamRows - 1) / kStreamRows;
+    p.rh = (m.in[0] + p.runs - 1) / p.runs;
+    p.runs = (m.in[0] + p.rh - 1) / p.rh;
+    p.stotal = m.nc * p.runs * p.cols;
+    p.by_cols = make_fastdiv(p.cols);
+    p.by_runs = make_fastdiv(p.runs);
   }
   return p;
 }
@@ -806,6 +819,233 @@ TLRT_HD void tile_cells(const Dims<uint32_t> &m, const Plan &f, const Tile &T, c
   }
 }
 
+// ---- backward, overlapping windows of stride 1 (rank 2): row streaming -------------------------
+
+// True when the stream kernel takes g (kind max or average, rank 2, stride 1 on both axes; C
+// already fixes the last axis).
+template <class C>
+inline bool stream_ok(const ConvGeometry &g, Kind k) {
+  return C::SW == 1 && g.rank == 2 && g.stride[0] == 1 && k != Kind::Smooth;
+}
+
+// Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
+// It walks the output rows oh whose windows touch the run, in increasing order, and for each one
+// (a) computes the statistic of the NW = KW + 3 windows (oh, w + RLO .. w + RHI) that contain its
+//     columns: average dy / divisor; max the selected cell, from per-input-row first maxima
+//     (value, column) that are computed once per input row and kept for the KH window rows in
+//     registers (a first maximum of a window is the first maximum of its first row holding the
+//     window's maximum: rows first, then columns, is row-major order);
+// (b) adds each window's term to the accumulators of the KH input rows it covers, windows in
+//     increasing ow: so every cell sums its windows in output order (oh, then ow), from +0;
+// (c) writes input row oh - PH, whose windows are all done (one float4 per thread).
+// No shared memory, no synchronisation: x and dy are read once per thread plus a halo of KW - 1
+// columns (L1) and KH - 1 rows per run (L2); dx is written once.
+template <Kind K, class C>
+TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
+                           const float *dy, bool include_pad, float *dx, uint32_t t) {
+  static_assert(C::SW == 1, "stream: stride 1 only");
+  constexpr int KH = C::KH, KW = C::KW, H = KW - 1;
+  constexpr int RLO = C::PW - KW + 1;  // first window column relative to w
+  constexpr int NW = kV + KW - 1;      // windows per output row containing the kV columns
+  constexpr int NC = kV + 2 * H;       // input columns of those windows: w - H .. w + 3 + H
+  const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
+  const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
+  const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
+  const int PH = (int)m.p[0];
+  const int w = (int)gx * kV;
+  const int hA = (int)(run * f.rh);
+  const int hB = hA + (int)f.rh < (int)IH ? hA + (int)f.rh : (int)IH;
+  const float *xp = x ? x + (uint64_t)plane * m.in_sp : nullptr;
+  const float *gp = dy + (uint64_t)plane * m.out_sp;
+  float *dp = dx + (uint64_t)plane * m.in_sp;
+  const float inf = num::u2f(0x7f800000u);
+  const int ohA = hA + PH - KH + 1 > 0 ? hA + PH - KH + 1 : 0;
+  const int ohB = hB - 1 + PH < (int)OH - 1 ? hB - 1 + PH : (int)OH - 1;
+
+  // Per input row (slot a = row oh - PH + a of the current window row): first maximum (value,
+  // column in the window: 4 bits per window in hj) of each window's cells in that row, and the
+  // row's NaN columns (bit e: column w - H + e).
+  static_assert(KW <= 16 && NW <= 8 && NC <= 32, "stream: packed columns");
+  float hv[KH][NW];
+  uint32_t hj[KH], nanm[KH];
+  // Window q's first real column (its selection when all its cells are -inf).
+  int j0[NW];
+  TLRT_UNROLL
+  for (int q = 0; q < NW; ++q) {
+    const int ws = w - H + q;
+    j0[q] = ws < 0 ? -ws : 0;
+  }
+  auto row_stats = [&](int h, float (&v)[NW], uint32_t &jp, uint32_t &nm) {
+    float c[NC];
+    nm = 0;
+    TLRT_UNROLL
+    for (int e = 0; e < NC; ++e) c[e] = -inf;
+    if ((unsigned)h < IH) {
+      const float *row = xp + (uint32_t)h * IW;
+      if (H == 2 && f.vec_in) {  // w - 2 .. w + 5: float2, float4, float2 (IW % 4 == 0)
+        if (w > 0) {
+          const F2 a = ld2(row + w - 2);
+          c[0] = a.v[0];
+          c[1] = a.v[1];
+        }
+        const F4 b = ld4(row + w);
+        TLRT_UNROLL
+        for (int e = 0; e < 4; ++e) c[2 + e] = b.v[e];
+        if ((uint32_t)w + 4 < IW) {
+          const F2 a = ld2(row + w + 4);
+          c[6 % NC] = a.v[0];
+          c[7 % NC] = a.v[1];
+        }
+      } else {
+        TLRT_UNROLL
+        for (int e = 0; e < NC; ++e) {
+          const int col = w - H + e;
+          if ((unsigned)col < IW) c[e] = row[col];
+        }
+      }
+      TLRT_UNROLL
+      for (int e = 0; e < NC; ++e) nm |= c[e] != c[e] ? 1u << e : 0u;
+    }
+    jp = 0;
+    TLRT_UNROLL
+    for (int q = 0; q < NW; ++q) {
+      v[q] = -inf;
+      int j = j0[q];
+      TLRT_UNROLL
+      for (int k = 0; k < KW; ++k)
+        if (c[q + k] > v[q]) {
+          v[q] = c[q + k];
+          j = k;
+        }
+      jp |= (uint32_t)j << (4 * q);
+    }
+  };
+  if constexpr (K == Kind::Max) {
+    TLRT_UNROLL
+    for (int a = 0; a + 1 < KH; ++a) row_stats(ohA - PH + a, hv[a + 1], hj[a + 1], nanm[a + 1]);
+  }
+  float acc[KH][kV];
+  TLRT_UNROLL
+  for (int a = 0; a < KH; ++a)
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i) acc[a][i] = 0.0f;
+  const bool vec_row = f.vec_in && (uint32_t)w + kV <= IW;
+  auto write_row = [&](int h, const float (&r)[kV]) {
+    if (h < hA || h >= hB) return;
+    float *o = dp + (uint32_t)h * IW + (uint32_t)w;
+    if (vec_row) {
+      st4(o, F4{{r[0], r[1], r[2], r[3]}});
+    } else {
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i)
+        if ((uint32_t)w + i < IW) o[i] = r[i];
+    }
+  };
+  for (int oh = ohA; oh <= ohB; ++oh) {
+    const int hs = oh - PH;  // first input row of the window row
+    // dy of the windows (oh, w + RLO + q); absent windows get a term that adds nothing.
+    float g[NW];
+    bool ok[NW];
+    const float *gr = gp + (uint32_t)oh * OW;
+    TLRT_UNROLL
+    for (int q = 0; q < NW; ++q) ok[q] = (unsigned)(w + RLO + q) < OW;
+    if (RLO == -1 && NW == 6 && f.vec_out && (uint32_t)w + 4 <= OW) {
+      const F4 b = ld4(gr + w);
+      g[0] = ok[0] ? gr[w - 1] : 0.0f;
+      TLRT_UNROLL
+      for (int e = 0; e < 4; ++e) g[(1 + e) % NW] = b.v[e];
+      g[5 % NW] = ok[5 % NW] ? gr[w + 4] : 0.0f;
+    } else {
+      TLRT_UNROLL
+      for (int q = 0; q < NW; ++q) g[q] = ok[q] ? gr[w + RLO + q] : 0.0f;
+    }
+    float term[NW];   // average: dy / divisor, -0 for an absent window
+    int code[NW];     // max: position a KW + j of the selected cell, -1 for an absent window
+    if constexpr (K == Kind::Max) {
+      TLRT_UNROLL
+      for (int a = 0; a + 1 < KH; ++a) {
+        TLRT_UNROLL
+        for (int q = 0; q < NW; ++q) hv[a][q] = hv[a + 1][q];
+        hj[a] = hj[a + 1];
+        nanm[a] = nanm[a + 1];
+      }
+      row_stats(hs + KH - 1, hv[KH - 1], hj[KH - 1], nanm[KH - 1]);
+      const int a0 = hs < 0 ? -hs : 0;  // first real row of the window
+      uint32_t nan_any = 0;
+      TLRT_UNROLL
+      for (int a = 0; a < KH; ++a) nan_any |= nanm[a];
+      TLRT_UNROLL
+      for (int q = 0; q < NW; ++q) {
+        float best = -inf;
+        int cd = a0 * KW + j0[q];
+        TLRT_UNROLL
+        for (int a = 0; a < KH; ++a)
+          if (hv[a][q] > best) {
+            best = hv[a][q];
+            cd = a * KW + (int)((hj[a] >> (4 * q)) & 15u);
+          }
+        if (nan_any) {  // rare: the first NaN of the window, rows first (padding is never NaN)
+          const uint32_t wm = ((1u << KW) - 1u) << q;
+          bool found = false;
+          TLRT_UNROLL
+          for (int a = 0; a < KH; ++a) {
+            const uint32_t b = (nanm[a] & wm) >> q;
+            if (!found && b != 0) {
+              int k = 0;
+              while (!((b >> k) & 1u)) ++k;
+              cd = a * KW + k;
+              found = true;
+            }
+          }
+        }
+        code[q] = ok[q] ? cd : -1;
+      }
+    } else {
+      uint32_t rows = (uint32_t)KH;
+      if (!include_pad) {
+        const int r0 = hs > 0 ? hs : 0, r1 = hs + KH < (int)IH ? hs + KH : (int)IH;
+        rows = (uint32_t)(r1 - r0);
+      }
+      TLRT_UNROLL
+      for (int q = 0; q < NW; ++q) {
+        float d = (float)m.window;
+        if (!include_pad) {
+          const int ws = w + RLO + q - C::PW;
+          const int c0 = ws > 0 ? ws : 0, c1 = ws + KW < (int)IW ? ws + KW : (int)IW;
+          d = (float)(rows * (uint32_t)(c1 - c0));
+        }
+        term[q] = ok[q] ? div_rn(g[q], d) : -0.0f;
+      }
+    }
+    // Terms into the KH rows hs .. hs + KH - 1, windows in increasing column.
+    TLRT_UNROLL
+    for (int a = 0; a < KH; ++a)
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i)
+        TLRT_UNROLL
+        for (int q = i; q < i + KW; ++q) {
+          // window q covers column w + i at position j = i + H - q... relative to its start
+          const int j = i - q + H;
+          if constexpr (K == Kind::Max)
+            acc[a][i] += code[q] == a * KW + j ? g[q] : 0.0f;
+          else
+            acc[a][i] += term[q];
+        }
+    (void)term;
+    (void)code;
+    write_row(hs, acc[0]);
+    TLRT_UNROLL
+    for (int a = 0; a + 1 < KH; ++a)
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i) acc[a][i] = acc[a + 1][i];
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i) acc[KH - 1][i] = 0.0f;
+  }
+  // Rows below the last window row (the plane's last rows): their windows are all done.
+  TLRT_UNROLL
+  for (int a = 0; a + 1 < KH; ++a) write_row(ohB + 1 - PH + a, acc[a]);
+}
+
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
 
 // Forward: calls launch(C{}, integral_constant<int, R>{}, blocks, m, plan); false when g has no
@@ -824,11 +1064,13 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
   });
 }
 
-// Backward: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint windows,
-// tile(C{}, blocks, m, plan) for overlapping rank-2 windows; false when g has no fast path.
-template <class Scatter, class TileLaunch>
-bool bwd_path(const ConvGeometry &g, const float *x, const float *dy, const float *dx,
-              Scatter &&scatter, TileLaunch &&tile) {
+// Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
+// windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of stride 1 (max and
+// average), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false when g has
+// no fast path.
+template <class Scatter, class TileLaunch, class StreamLaunch>
+bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, const float *dx,
+              Scatter &&scatter, TileLaunch &&tile, StreamLaunch &&stream) {
   if (!disjoint(g) && g.rank != 2) return false;
   return with_cfg(g, [&](auto c) {
     using C = decltype(c);
@@ -842,6 +1084,12 @@ bool bwd_path(const ConvGeometry &g, const float *x, const float *dy, const floa
           scatter(c, std::integral_constant<int, 2>{}, blocks, m, ps);
         else
           scatter(c, std::integral_constant<int, 3>{}, blocks, m, ps);
+        return;
+      }
+    }
+    if constexpr (C::SW == 1) {
+      if (stream_ok<C>(g, k)) {
+        stream(c, (p.stotal + kThreads - 1) / kThreads, m, p);
         return;
       }
     }
