@@ -254,7 +254,8 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
         check_launch("pool tile_kernel");
       },
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
-        if constexpr (K != Kind::Smooth && decltype(c)::SW == 1) {
+        using C = decltype(c);
+        if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
           stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }

@@ -819,60 +819,66 @@ TLRT_HD void tile_cells(const Dims<uint32_t> &m, const Plan &f, const Tile &T, c
   }
 }
 
-// ---- backward, overlapping windows of stride 1 (rank 2): row streaming -------------------------
+// ---- backward, overlapping windows (rank 2), equal strides: row streaming ---------------------
 
-// True when the stream kernel takes g (kind max or average, rank 2, stride 1 on both axes; C
-// already fixes the last axis).
+// True when the stream kernel takes g: kind max or average, rank 2, overlapping windows with the
+// same stride S on both axes, S dividing 4 (C fixes the last axis: k3 s1 p1 and the stem's k3 s2
+// p1). Smooth max keeps the tile kernel.
 template <class C>
 inline bool stream_ok(const ConvGeometry &g, Kind k) {
-  return C::SW == 1 && g.rank == 2 && g.stride[0] == 1 && k != Kind::Smooth;
+  return C::SW < C::KW && 4 % C::SW == 0 && g.rank == 2 && g.stride[0] == (uint64_t)C::SW &&
+         g.kernel[0] == (uint64_t)C::KH && C::SW <= C::KH && k != Kind::Smooth;
 }
 
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
 // It walks the output rows oh whose windows touch the run, in increasing order, and for each one
-// (a) computes the statistic of the NW = KW + 3 windows (oh, w + RLO .. w + RHI) that contain its
-//     columns: average dy / divisor; max the selected cell, from per-input-row first maxima
-//     (value, column) that are computed once per input row and kept for the KH window rows in
-//     registers (a first maximum of a window is the first maximum of its first row holding the
-//     window's maximum: rows first, then columns, is row-major order);
+// (a) computes the statistic of the NW windows (oh, w / S + RLO + q) that contain its columns:
+//     average dy / divisor; max the selected cell, from per-input-row first maxima (value,
+//     column) computed once per input row and kept for the KH window rows in registers (the
+//     first maximum of a window is the first maximum of its first row holding the window's
+//     maximum: rows first, then columns, is row-major order);
 // (b) adds each window's term to the accumulators of the KH input rows it covers, windows in
 //     increasing ow: so every cell sums its windows in output order (oh, then ow), from +0;
-// (c) writes input row oh - PH, whose windows are all done (one float4 per thread).
-// No shared memory, no synchronisation: x and dy are read once per thread plus a halo of KW - 1
-// columns (L1) and KH - 1 rows per run (L2); dx is written once.
+// (c) writes the S input rows hs .. hs + S - 1 (hs = oh S - PH), whose windows are all done: one
+//     float4 per thread and row.
+// No shared memory, no synchronisation: x and dy are read once per thread plus a halo of columns
+// (L1) and of KH - S rows per run (L2); dx is written once.
 template <Kind K, class C>
 TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
                            const float *dy, bool include_pad, float *dx, uint32_t t) {
-  static_assert(C::SW == 1, "stream: stride 1 only");
-  constexpr int KH = C::KH, KW = C::KW, H = KW - 1;
-  constexpr int RLO = C::PW - KW + 1;  // first window column relative to w
-  constexpr int NW = kV + KW - 1;      // windows per output row containing the kV columns
-  constexpr int NC = kV + 2 * H;       // input columns of those windows: w - H .. w + 3 + H
+  constexpr int KH = C::KH, KW = C::KW, S = C::SW;
+  static_assert(S < KW && S <= KH && 4 % S == 0, "stream: overlapping windows, S divides 4");
+  constexpr int RLO = C::rlo(0);                     // first window column relative to w / S
+  constexpr int NW = C::rhi(kV - 1) - RLO + 1;       // windows per output row on the kV columns
+  constexpr int HL = C::PW - RLO * S;                // input columns left of w
+  constexpr int HR = (RLO + NW - 1) * S - C::PW + KW - kV;  // input columns right of w + 3
+  constexpr int NC = kV + HL + HR;                   // window q: columns q S .. q S + KW - 1
+  static_assert(KW <= 16 && NW <= 8 && NC <= 32 && HL >= 0 && HR >= 0, "stream: packing");
   const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
   const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
   const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
   const int PH = (int)m.p[0];
-  const int w = (int)gx * kV;
+  const int w = (int)gx * kV, wo = (int)gx * (kV / S) + RLO;  // first column, first window
   const int hA = (int)(run * f.rh);
   const int hB = hA + (int)f.rh < (int)IH ? hA + (int)f.rh : (int)IH;
   const float *xp = x ? x + (uint64_t)plane * m.in_sp : nullptr;
   const float *gp = dy + (uint64_t)plane * m.out_sp;
   float *dp = dx + (uint64_t)plane * m.in_sp;
   const float inf = num::u2f(0x7f800000u);
-  const int ohA = hA + PH - KH + 1 > 0 ? hA + PH - KH + 1 : 0;
-  const int ohB = hB - 1 + PH < (int)OH - 1 ? hB - 1 + PH : (int)OH - 1;
+  // Window rows containing a row of the run: first and last.
+  const int ohA = hA + PH - KH + 1 > 0 ? ceil_div(hA + PH - KH + 1, S) : 0;
+  const int ohB = floor_div(hB - 1 + PH, S) < (int)OH - 1 ? floor_div(hB - 1 + PH, S) : (int)OH - 1;
 
-  // Per input row (slot a = row oh - PH + a of the current window row): first maximum (value,
-  // column in the window: 4 bits per window in hj) of each window's cells in that row, and the
-  // row's NaN columns (bit e: column w - H + e).
-  static_assert(KW <= 16 && NW <= 8 && NC <= 32, "stream: packed columns");
+  // Per input row (slot a = row oh S - PH + a of the current window row): first maximum (value,
+  // and its column in the window: 4 bits per window in hj) of each window's cells in that row,
+  // and the row's NaN columns (bit e: column w - HL + e). Absent rows: -inf, no NaN.
   float hv[KH][NW];
   uint32_t hj[KH], nanm[KH];
   // Window q's first real column (its selection when all its cells are -inf).
   int j0[NW];
   TLRT_UNROLL
   for (int q = 0; q < NW; ++q) {
-    const int ws = w - H + q;
+    const int ws = w - HL + q * S;
     j0[q] = ws < 0 ? -ws : 0;
   }
   auto row_stats = [&](int h, float (&v)[NW], uint32_t &jp, uint32_t &nm) {
@@ -882,24 +888,36 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     for (int e = 0; e < NC; ++e) c[e] = -inf;
     if ((unsigned)h < IH) {
       const float *row = xp + (uint32_t)h * IW;
-      if (H == 2 && f.vec_in) {  // w - 2 .. w + 5: float2, float4, float2 (IW % 4 == 0)
-        if (w > 0) {
-          const F2 a = ld2(row + w - 2);
-          c[0] = a.v[0];
-          c[1] = a.v[1];
-        }
+      if (f.vec_in) {  // IW % 4 == 0: the float4 at w is inside, halos are whole float2s or out
         const F4 b = ld4(row + w);
         TLRT_UNROLL
-        for (int e = 0; e < 4; ++e) c[2 + e] = b.v[e];
-        if ((uint32_t)w + 4 < IW) {
-          const F2 a = ld2(row + w + 4);
-          c[6 % NC] = a.v[0];
-          c[7 % NC] = a.v[1];
+        for (int e = 0; e < 4; ++e) c[HL + e] = b.v[e];
+        if (HL == 2) {
+          if (w > 0) {
+            const F2 a = ld2(row + w - 2);
+            c[0] = a.v[0];
+            c[1 % NC] = a.v[1];
+          }
+        } else {
+          TLRT_UNROLL
+          for (int e = 0; e < HL; ++e)
+            if (w - HL + e >= 0) c[e] = row[w - HL + e];
+        }
+        if (HR == 2) {
+          if ((uint32_t)w + 4 < IW) {
+            const F2 a = ld2(row + w + 4);
+            c[(HL + 4) % NC] = a.v[0];
+            c[(HL + 5) % NC] = a.v[1];
+          }
+        } else {
+          TLRT_UNROLL
+          for (int e = 0; e < HR; ++e)
+            if ((uint32_t)(w + 4 + e) < IW) c[HL + 4 + e] = row[w + 4 + e];
         }
       } else {
         TLRT_UNROLL
         for (int e = 0; e < NC; ++e) {
-          const int col = w - H + e;
+          const int col = w - HL + e;
           if ((unsigned)col < IW) c[e] = row[col];
         }
       }
@@ -913,8 +931,8 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       int j = j0[q];
       TLRT_UNROLL
       for (int k = 0; k < KW; ++k)
-        if (c[q + k] > v[q]) {
-          v[q] = c[q + k];
+        if (c[q * S + k] > v[q]) {
+          v[q] = c[q * S + k];
           j = k;
         }
       jp |= (uint32_t)j << (4 * q);
@@ -922,7 +940,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
   };
   if constexpr (K == Kind::Max) {
     TLRT_UNROLL
-    for (int a = 0; a + 1 < KH; ++a) row_stats(ohA - PH + a, hv[a + 1], hj[a + 1], nanm[a + 1]);
+    for (int a = 0; a < KH - S; ++a) row_stats(ohA * S - PH + a, hv[a + S], hj[a + S], nanm[a + S]);
   }
   float acc[KH][kV];
   TLRT_UNROLL
@@ -942,34 +960,35 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     }
   };
   for (int oh = ohA; oh <= ohB; ++oh) {
-    const int hs = oh - PH;  // first input row of the window row
-    // dy of the windows (oh, w + RLO + q); absent windows get a term that adds nothing.
+    const int hs = oh * S - PH;  // first input row of the window row
+    // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
     float g[NW];
     bool ok[NW];
     const float *gr = gp + (uint32_t)oh * OW;
     TLRT_UNROLL
-    for (int q = 0; q < NW; ++q) ok[q] = (unsigned)(w + RLO + q) < OW;
-    if (RLO == -1 && NW == 6 && f.vec_out && (uint32_t)w + 4 <= OW) {
-      const F4 b = ld4(gr + w);
+    for (int q = 0; q < NW; ++q) ok[q] = (unsigned)(wo + q) < OW;
+    if (S == 1 && RLO == -1 && NW == 6 && f.vec_out && (uint32_t)w + 4 <= OW) {
+      const F4 b = ld4(gr + w);  // windows w .. w + 3; w - 1 and w + 4 alone
       g[0] = ok[0] ? gr[w - 1] : 0.0f;
       TLRT_UNROLL
       for (int e = 0; e < 4; ++e) g[(1 + e) % NW] = b.v[e];
       g[5 % NW] = ok[5 % NW] ? gr[w + 4] : 0.0f;
     } else {
       TLRT_UNROLL
-      for (int q = 0; q < NW; ++q) g[q] = ok[q] ? gr[w + RLO + q] : 0.0f;
+      for (int q = 0; q < NW; ++q) g[q] = ok[q] ? gr[wo + q] : 0.0f;
     }
-    float term[NW];   // average: dy / divisor, -0 for an absent window
-    int code[NW];     // max: position a KW + j of the selected cell, -1 for an absent window
+    float term[NW];  // average: dy / divisor, -0 for an absent window
+    int code[NW];    // max: position a KW + j of the selected cell, -1 for an absent window
     if constexpr (K == Kind::Max) {
       TLRT_UNROLL
-      for (int a = 0; a + 1 < KH; ++a) {
+      for (int a = 0; a < KH - S; ++a) {
         TLRT_UNROLL
-        for (int q = 0; q < NW; ++q) hv[a][q] = hv[a + 1][q];
-        hj[a] = hj[a + 1];
-        nanm[a] = nanm[a + 1];
+        for (int q = 0; q < NW; ++q) hv[a][q] = hv[a + S][q];
+        hj[a] = hj[a + S];
+        nanm[a] = nanm[a + S];
       }
-      row_stats(hs + KH - 1, hv[KH - 1], hj[KH - 1], nanm[KH - 1]);
+      TLRT_UNROLL
+      for (int a = KH - S; a < KH; ++a) row_stats(hs + a, hv[a], hj[a], nanm[a]);
       const int a0 = hs < 0 ? -hs : 0;  // first real row of the window
       uint32_t nan_any = 0;
       TLRT_UNROLL
@@ -985,11 +1004,10 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
             cd = a * KW + (int)((hj[a] >> (4 * q)) & 15u);
           }
         if (nan_any) {  // rare: the first NaN of the window, rows first (padding is never NaN)
-          const uint32_t wm = ((1u << KW) - 1u) << q;
           bool found = false;
           TLRT_UNROLL
           for (int a = 0; a < KH; ++a) {
-            const uint32_t b = (nanm[a] & wm) >> q;
+            const uint32_t b = (nanm[a] >> (q * S)) & ((1u << KW) - 1u);
             if (!found && b != 0) {
               int k = 0;
               while (!((b >> k) & 1u)) ++k;
@@ -1010,7 +1028,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       for (int q = 0; q < NW; ++q) {
         float d = (float)m.window;
         if (!include_pad) {
-          const int ws = w + RLO + q - C::PW;
+          const int ws = w - HL + q * S;
           const int c0 = ws > 0 ? ws : 0, c1 = ws + KW < (int)IW ? ws + KW : (int)IW;
           d = (float)(rows * (uint32_t)(c1 - c0));
         }
@@ -1023,9 +1041,9 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       TLRT_UNROLL
       for (int i = 0; i < kV; ++i)
         TLRT_UNROLL
-        for (int q = i; q < i + KW; ++q) {
-          // window q covers column w + i at position j = i + H - q... relative to its start
-          const int j = i - q + H;
+        for (int q = 0; q < NW; ++q) {
+          const int j = i + HL - q * S;  // column of cell w + i in window q
+          if (j < 0 || j >= KW) continue;
           if constexpr (K == Kind::Max)
             acc[a][i] += code[q] == a * KW + j ? g[q] : 0.0f;
           else
@@ -1033,17 +1051,19 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
         }
     (void)term;
     (void)code;
-    write_row(hs, acc[0]);
     TLRT_UNROLL
-    for (int a = 0; a + 1 < KH; ++a)
+    for (int a = 0; a < S; ++a) write_row(hs + a, acc[a]);
+    TLRT_UNROLL
+    for (int a = 0; a < KH; ++a)
       TLRT_UNROLL
-      for (int i = 0; i < kV; ++i) acc[a][i] = acc[a + 1][i];
-    TLRT_UNROLL
-    for (int i = 0; i < kV; ++i) acc[KH - 1][i] = 0.0f;
+      for (int i = 0; i < kV; ++i) acc[a][i] = a + S < KH ? acc[(a + S) % KH][i] : 0.0f;
   }
-  // Rows below the last window row (the plane's last rows): their windows are all done.
+  // Rows below the last window row (the plane's last rows): their windows are all done; rows
+  // in no window at all (after the last window when S > 1 and PH < KH - S) get +0.
   TLRT_UNROLL
-  for (int a = 0; a + 1 < KH; ++a) write_row(ohB + 1 - PH + a, acc[a]);
+  for (int a = 0; a < KH - S; ++a) write_row(ohB * S - PH + S + a, acc[a]);
+  const float zero[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int h = ohB * S - PH + KH; h < hB; ++h) write_row(h, zero);
 }
 
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
@@ -1065,9 +1085,9 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
 }
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
-// windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of stride 1 (max and
-// average), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false when g has
-// no fast path.
+// windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
+// average: stream_ok), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false
+// when g has no fast path.
 template <class Scatter, class TileLaunch, class StreamLaunch>
 bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, const float *dx,
               Scatter &&scatter, TileLaunch &&tile, StreamLaunch &&stream) {
@@ -1087,7 +1107,7 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
         return;
       }
     }
-    if constexpr (C::SW == 1) {
+    if constexpr (C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
       if (stream_ok<C>(g, k)) {
         stream(c, (p.stotal + kThreads - 1) / kThreads, m, p);
         return;

@@ -122,7 +122,7 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
       [&](auto c, uint32_t blocks, const pool::Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         path = "stream";
-        if constexpr (K != Kind::Smooth && C::SW == 1)
+        if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH)
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
             if (t < p.stotal) stream_thread<K, C>(m, p, x, dy, pad, dx, t);
       });
@@ -266,16 +266,16 @@ int main() {
       // k2 s(1, 2): overlapping rows -> tile with the k2 s2 configuration
       {2, 2, {7, 20}, {2, 2}, {1, 2}, {0, 0}, "tile"},
       // k3 s2 p1 (the stem pool): tile; k3 s1 p1: tile
-      {2, 2, {11, 12}, {3, 3}, {2, 2}, {1, 1}, "tile"},
-      {1, 3, {10, 16}, {3, 3}, {2, 2}, {1, 1}, "tile"},
-      {2, 2, {9, 9}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {2, 2, {11, 12}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {1, 3, {10, 16}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {2, 2, {9, 9}, {3, 3}, {2, 2}, {1, 1}, "stream"},
       {1, 2, {12, 10}, {3, 3}, {4, 2}, {1, 1}, "tile"},  // rows in no window
       {1, 2, {14, 14}, {3, 3}, {1, 2}, {0, 1}, "tile"},
       {2, 2, {13, 8}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 2, {6, 7}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 2, {9, 5}, {3, 3}, {2, 1}, {0, 1}, "tile"},
       {1, 1, {5, 300}, {3, 3}, {1, 1}, {1, 1}, "stream"},  // several tiles across
-      {1, 1, {40, 260}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {1, 1, {40, 260}, {3, 3}, {2, 2}, {1, 1}, "stream"},
       {1, 1, {70, 3}, {3, 3}, {1, 1}, {1, 1}, "stream"},  // several tiles down, 1 thread per row
       {1, 2, {1, 1}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 2, {2, 2}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
@@ -291,13 +291,22 @@ int main() {
       {1, 1, {31, 4}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 2, {9, 8}, {3, 3}, {1, 1}, {0, 1}, "stream"},
       {1, 1, {20, 13}, {3, 3}, {1, 1}, {0, 1}, "stream"},
+      // stream with stride 2 (the stem pool's geometry): odd sizes, one plane, several runs
+      {1, 1, {7, 5}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {1, 1, {1, 1}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {1, 1, {2, 3}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {2, 1, {37, 21}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {1, 1, {33, 64}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {1, 2, {64, 8}, {3, 3}, {2, 2}, {1, 1}, "stream"},
+      {1, 1, {10, 9}, {3, 3}, {2, 2}, {0, 1}, "stream"},
+      {1, 1, {11, 16}, {3, 3}, {2, 2}, {0, 1}, "stream"},
       // scatter, two windows per thread: float4 rows (W even), scalar rows, one plane
       {1, 1, {5, 20}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
       {1, 1, {4, 6}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
       {3, 1, {6, 4}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
       {1, 1, {3, 5, 12}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, "scatter"},
       // the benchmark shapes, small batch
-      {1, 2, {112, 112}, {3, 3}, {2, 2}, {1, 1}, "tile"},
+      {1, 2, {112, 112}, {3, 3}, {2, 2}, {1, 1}, "stream"},
       {1, 2, {112, 112}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
       {1, 2, {56, 56}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 2, {8, 64, 64}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, "scatter"},
