@@ -337,12 +337,14 @@ TLRT_HD uint32_t real_rows(const Span *sp) {
   return n;
 }
 
-// Plane offset of the first NaN of window v (rows row-major, then columns); the caller knows
-// there is one. The max rule selects it (pool::max_takes); rare, so a plain second walk.
+// Plane offset of the first NaN of the window starting at column wcol (rows row-major, then
+// columns), or kNone (offsets are below 2^31) when it has none. The max rule selects it
+// (pool::max_takes); rare, so a plain second walk.
+constexpr uint32_t kNone = 0xffffffffu;
 template <class C, int R>
 TLRT_HD uint32_t first_nan_at(const Dims<uint32_t> &m, const float *xp, const Span *sp, int wcol) {
   const uint32_t IW = m.in[R - 1];
-  uint32_t at = 0;
+  uint32_t at = kNone;
   bool found = false;
   for_rows<C, R>(m, sp, [&](uint32_t off, int) {
     for (int j = 0; j < C::KW; ++j) {
@@ -418,29 +420,48 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
   const float inf = num::u2f(0x7f800000u);
   float out[kV];
   if constexpr (K == Kind::Max) {
-    // First maximum by strict '>' from -inf (padding reads as -inf and never wins); a window with
-    // a NaN takes its first NaN instead: together pool::max_takes' selection.
-    bool nan[kV];
+    // First maximum, rows first: per window row the first maximum of its KW cells, then the
+    // first of those row maxima that is largest (a strict '>' select keeps the earlier of equal
+    // values, -0 / +0 included, and is associative, so windows share partial selects: k3 s1
+    // takes 6 selects per row for its 4 windows and 2 per window across rows, against 9 per
+    // window). Padding reads as -inf (never selected over a real cell: values only, and a real
+    // -inf has its bits). NaN is not selected by '>': one flag for all the thread's cells, and a
+    // window holding a NaN takes its first NaN (a rare second walk): pool::max_takes' selection.
+    bool nan_any = false;
+    auto sel = [](float a, float b) { return b > a ? b : a; };  // first of a, b if not smaller
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) {
-      out[v] = -inf;
-      nan[v] = false;
-    }
+    for (int v = 0; v < kV; ++v) out[v] = -inf;
     for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
       float c[C::L];
       load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
       TLRT_UNROLL
-      for (int v = 0; v < kV; ++v)
+      for (int j = 0; j < C::L; ++j) nan_any = nan_any || c[j] != c[j];
+      float hm[kV];
+      if constexpr (C::SW == 1 && C::KW == 3 && kV == 4) {
+        const float p12 = sel(c[1], c[2]), p34 = sel(c[3], c[4]);
+        hm[0] = sel(c[0], p12);
+        hm[1] = sel(p12, c[3]);
+        hm[2] = sel(c[2], p34);
+        hm[3] = sel(p34, c[5]);
+      } else {
         TLRT_UNROLL
-        for (int j = 0; j < C::KW; ++j) {
-          const float x = c[v * C::SW + j];
-          nan[v] = nan[v] || x != x;
-          out[v] = x > out[v] ? x : out[v];
+        for (int v = 0; v < kV; ++v) {
+          hm[v] = c[v * C::SW];
+          TLRT_UNROLL
+          for (int j = 1; j < C::KW; ++j) hm[v] = sel(hm[v], c[v * C::SW + j]);
         }
+      }
+      TLRT_UNROLL
+      for (int v = 0; v < kV; ++v) out[v] = sel(out[v], hm[v]);
     });
-    TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
-      if (v < w.nv && nan[v]) out[v] = xp[first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW)];
+    if (nan_any) {
+      TLRT_UNROLL
+      for (int v = 0; v < kV; ++v) {
+        const uint32_t at =
+            v < w.nv ? first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW) : kNone;
+        if (at != kNone) out[v] = xp[at];
+      }
+    }
   } else if constexpr (K == Kind::Avg) {
     // Padding reads as -0, the identity of the sum from -0 (s + -0 == s for every s).
     TLRT_UNROLL
