@@ -14,17 +14,24 @@
 //
 // fwd_thread: one thread per kV = 4 consecutive outputs of one output row: the thread loads the
 //   (kV - 1) SW + KW input columns its windows span, row by row of the window (float4 loads when
-//   the rows are 16-byte aligned), and every window reads its cells from those registers.
+//   the rows are 16-byte aligned), and every window reads its cells from those registers. Max
+//   selects rows first (first maximum of each window row, then across rows: the same first
+//   maximum) with partial selects shared between neighbouring windows.
 // scatter_thread (backward, windows that do not overlap: stride >= kernel on every axis): one
-//   thread per kV windows along the last axis; it computes their statistic (max: the selected
-//   cell; average: dy / divisor; smooth: pivot and sum) from x once and writes its whole slab of
-//   dx (the window cells and the cells up to the next window, or to the end of the axis after the
-//   last window): a streaming write, every dx cell written by exactly one thread.
-// tile_window / tile_cells (backward, overlapping windows, rank 2): one block per tile of tr x 4 tx
-//   input cells of one plane. Phase 1: one thread per covering window stores its statistic in
-//   shared memory (max: dy and the selected cell's position in the window; average: dy / divisor;
-//   smooth: dy, pivot, sum). Phase 2: one thread per 4 cells of a row sums the terms of the windows
-//   that contain each cell, in output order.
+//   thread per VS = 4 / SW windows along the last axis (2 at k2 s2); it computes their statistic
+//   (max: the selected cell; average: dy / divisor; smooth: pivot and sum) from x once and writes
+//   its whole slab of dx (the window cells and the cells up to the next window, or to the end of
+//   the axis after the last window), one float4 per slab row: consecutive lanes write consecutive
+//   16 bytes, every dx cell written by exactly one thread.
+// stream_thread (backward, overlapping rank-2 windows with the same stride S on both axes, S
+//   dividing 4: k3 s1 p1 and the stem's k3 s2 p1; max and average): one thread per 4 columns of a
+//   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
+//   and its dx accumulators in registers, and writes S finished rows per window row.
+// tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
+//   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
+//   covering window stores its statistic in shared memory (max: dy and the selected cell's
+//   position in the window; average: dy / divisor; smooth: dy, pivot, sum). Phase 2: one thread per
+//   4 cells of a row sums the terms of the windows that contain each cell, in output order.
 #pragma once
 
 #include <cstdint>
