@@ -5,6 +5,9 @@
 // BIT FOR BIT (th::same_bits) with the CPU backend (tlrt_* on TLRT_DEVICE_CPU), for max, average
 // (both padding modes) and smooth max pooling (beta > 0 and < 0), forward and backward.
 //
+// Paths: scatter (disjoint windows), stream (max and average of overlapping rank-2 windows with
+// equal strides: k3 s1 p1, k3 s2 p1), tile (the other overlapping rank-2 windows, smooth max);
+// each geometry names the path it must take, so a changed dispatch fails here.
 // Covered: every compiled configuration (k2 s2 p0, k3 s2 p1, k3 s1 p1 on the last two axes) at
 // rank 2 and 3; the float4 paths (rows a multiple of 4) and the scalar ones; partial groups of 4
 // at row ends; padding at both ends; tails of cells in no window; leading strides above, equal to
