@@ -89,9 +89,11 @@
  * COST (CUDA): every kernel reads its inputs and writes its output about once. Rank 2 and 3 with the
  * common last-two-axes configurations (k2 s2 p0, k3 s2 p1, k3 s1 p1; cuda/pool.cu lists them):
  * forward one thread per 4 outputs of a row sharing loads; backward of disjoint windows (stride >=
- * kernel) one thread per 4 windows writing their whole dx slab; backward of overlapping rank-2
- * windows one block per tile with the windows' statistics in shared memory and one gather per
- * input cell; no scratch in global memory. Other geometries: one thread per output cell forward;
+ * kernel) one thread per 2 windows (k2 s2) writing their whole dx slab; max and average backward
+ * of overlapping rank-2 windows with equal strides one thread per 4 columns of a run of rows
+ * walking the window rows in order (each cell still sums its windows in output order); the other
+ * overlapping rank-2 windows one block per tile with the windows' statistics in shared memory and
+ * one gather per input cell; no scratch in global memory. Other geometries: one thread per output cell forward;
  * max / smooth backward one pass per output cell into stream-ordered scratch (the selected cell,
  * resp. pivot and S) and one gather per input cell; average backward one gather per input cell. */
 #ifndef TLRT_POOL_H

@@ -15,40 +15,49 @@
 // fast_fwd_kernel: one thread per 4 consecutive outputs of an output row: it loads the
 //   3 SW + KW input columns its 4 windows span, window row by window row (float4 loads when the
 //   rows are 16-byte aligned: 3 per row for k3 s2 p1), so neighbouring windows share loads through
-//   registers; max is a strict '>' select from -inf plus a NaN flag (a rare second walk finds the
-//   first NaN), average a sum with padding read as -0 (the identity), float4 stores. Index math: 2
-//   or 3 multiply-shift divisions per thread. ~12 instructions per output for k3 s2 max, ~45 for
-//   k3 s1 max (9 compare-selects per window).
+//   registers; max is a strict '>' select taken rows first (the first maximum of each window row,
+//   then the first largest of those: the same first maximum as the row-major walk, -0 / +0
+//   included) with partial selects shared by neighbouring windows, plus one NaN flag per thread
+//   (a rare second walk finds a window's first NaN); average a sum with padding read as -0 (the
+//   identity), float4 stores. Index math: 2 or 3 multiply-shift divisions per thread.
+//   k3 s1 max: 26 selects per 4 outputs (was 36 selects and 36 per-window NaN tests).
 // scatter_kernel (backward, disjoint windows: stride >= kernel on every axis, e.g. k2 s2 and 3-D
-//   k2 s2): one thread per 4 windows computes their statistic from x once (the selected cell;
-//   dy / divisor; pivot and sum) and writes its whole slab of dx, zeros included, as float4
-//   stores: x and dy read once, dx written once, no gather, no scratch.
-// tile_kernel (backward, overlapping windows, rank 2, e.g. k3 s2 p1 and k3 s1 p1): one block per
-//   tile of tr x 4 tx input cells of one plane (tx <= 64, tr tx <= 256). Phase 1: one thread per
-//   window of the tile's covering grid (at most (tr + 2) (4 tx + 2) windows: < 24.7 KB of shared
-//   memory for smooth's 12 bytes per window) stores dy with the selected cell's position in the
-//   window (max), dy / divisor (average) or dy, pivot and sum (smooth). Phase 2: one thread per 4
-//   cells of a row sums, in output order, the terms of the windows containing each cell: dx is
-//   written once, x and dy read once plus the halo windows (about 20% for these tiles, from L2).
-//   No scratch in global memory, one launch.
-// MEASURED (H100, 2026-11-24, bench/results/2026-11-24-h100-pool.md), fraction of copy bandwidth:
+//   k2 s2): one thread per VS = 4 / SW windows (2 at k2 s2) computes their statistic from x once
+//   (the selected cell; dy / divisor; pivot and sum) and writes its whole slab of dx, zeros
+//   included, one float4 per slab row: a warp's store instruction covers 512 contiguous bytes
+//   (whole 128-byte lines) where the 4-window thread's two float4s per row each covered half of
+//   every 32-byte sector of 1 KB; the last group of a row is a float4 too when IW = W SW (it was
+//   scalar: 1/14 of the threads at 112 columns). x and dy read once, dx written once, no scratch.
+// stream_kernel (backward, overlapping rank-2 windows with one stride S on both axes, S | 4: k3 s1
+//   p1 and the stem's k3 s2 p1; max and average): one thread per 4 columns of a run of at most 16
+//   rows of a plane walks the window rows oh in increasing order: per window row it reads its NW
+//   dy values (6 for s1, 3 for s2) and, for max, the S new x rows (8 or 7 columns: a float4 and
+//   its halo), keeps per input row each window's first maximum (value, column) and per window
+//   row the KH x 4 dx accumulators in registers, adds the window terms to the cells in output
+//   order, and writes the S rows finished (a float4 each). No shared memory, no barrier; x and dy
+//   are read once plus a halo of KH - S rows per run (L2: 1.14x at 56 rows in runs of 14) and a
+//   few columns (L1); dx written once. 77 / 47 registers (max / average, s1), no spills.
+// tile_kernel (backward, the other overlapping rank-2 windows: unequal strides, smooth max): one
+//   block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per window of the
+//   tile's covering grid (at most (tr + 2) (4 tx + 2) windows: < 24.7 KB of shared memory for
+//   smooth's 12 bytes per window) stores dy with the selected cell's position in the window
+//   (max), dy / divisor (average) or dy, pivot and sum (smooth). Phase 2: one thread per 4 cells
+//   of a row sums, in output order, the terms of the windows containing each cell: dx is written
+//   once, x and dy read once plus the halo windows (about 20% for these tiles, from L2).
+// PREDICTED for this revision (H100, fraction of copy bandwidth, bench/pool.py shapes):
+//   forward max k3 s1 p1 0.60 -> ~0.80 (fewer selects and NaN tests per output; the others
+//   unchanged); backward max / avg: k2 s2 0.86 / 0.55 -> ~0.88 / ~0.85, 3-D k2 s2 0.70 / 0.41 ->
+//   ~0.85 / ~0.80 (whole-line stores), stem k3 s2 p1 0.67 / 0.65 -> ~0.80 / ~0.85 and k3 s1 p1
+//   0.39 / 0.53 -> ~0.75 / ~0.82 (stream kernel: one pass, no shared-memory round trip, no
+//   barrier; max k3 s1 is the most instructions per byte: ~50 per cell); smooth unchanged.
+// Measured: (pending GPU run). Baseline re-measured on main in this session (H100, 2026-11-24,
+//   copy 2997 GB/s): identical to the table of bench/results/2026-11-24-h100-pool.md within 0.01.
+// MEASURED before this revision (H100, 2026-11-24, bench/results/2026-11-24-h100-pool.md):
 //   forward max / avg: stem 0.89 / 0.91, k2 s2 0.92 / 0.92, k3 s1 p1 0.60 / 0.91, 3-D 0.91 / 0.93;
 //   backward max / avg: stem 0.68 / 0.65, k2 s2 0.85 / 0.55, k3 s1 p1 0.38 / 0.53, 3-D 0.70 / 0.41;
-//   every case 0.12-1.00x PyTorch's time. Missed predictions: max k3 s1 forward, the avg scatter
-//   backward (0.41-0.55 against 0.85) and the k3 s1 tile backward. The scatter kernels write dx at
-//   only 1.2-1.3 TB/s (avg k2 s2: 103 MB in 78 us; max: the same writes plus 129 MB of reads in
-//   90 us) where a plain fill writes 3.1-3.25 TB/s on the same H100 (torch fill_, 128-512 MiB):
-//   each warp store instruction writes 16 of every 32 bytes (a thread's slab is 2 float4 wide at
-//   k2 s2), the suspect; next: one float4 per thread per store instruction (kV = 2 for SW = 2, or
-//   a shuffle so a warp's store covers 512 contiguous bytes).
-// Predicted before that run, fraction of the copy
-// bandwidth with the nominal bytes, at the benchmark's shapes (bench/pool.py):
-//   forward max / avg: stem k3 s2 p1 0.85 / 0.85, k2 s2 0.88 / 0.88, k3 s1 p1 0.80 / 0.82 (the
-//   most instructions per byte), 3-D k2 s2 0.85 / 0.85;
-//   backward max / avg: k2 s2 (scatter) 0.85 / 0.85, 3-D k2 s2 (scatter) 0.85 / 0.85, stem
-//   (tile) 0.80 / 0.85, k3 s1 p1 (tile) 0.75 / 0.82 (phase 1 recomputes 1.2 windows per cell);
-//   smooth max: forward 0.6 (stem, k2 s2) and 0.3 (k3 s1: exp per cell and window), backward
-//   scatter 0.6, tile 0.2 - 0.35 (one exp and one division per cell and window).
+//   every case 0.12-1.00x PyTorch's time. The scatter kernels wrote dx at only 1.2-1.3 TB/s (avg
+//   k2 s2: 103 MB in 78 us) where a plain fill writes 3.1-3.25 TB/s on the same H100: each warp
+//   store instruction wrote 16 of every 32 bytes (a thread's slab was 2 float4 wide at k2 s2).
 // Last measured, the previous one-thread-per-output kernels (H100, 2026-11-22,
 // bench/results/2026-11-22-h100-pool.md): forward 0.26 - 0.76, backward 0.12 - 0.27.
 //
@@ -217,6 +226,14 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 template <Kind K, class C>
+__global__ void __launch_bounds__(kThreads, 3)
+    stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
+                  const float *__restrict dy, bool include_pad, float *__restrict dx) {
+  const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
+  if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
+}
+
+template <Kind K, class C>
 __global__ void __launch_bounds__(kThreads)
     tile_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                 const float *__restrict dy, bool include_pad, float beta, float *__restrict dx) {
@@ -234,7 +251,7 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
                    bool include_pad, float beta, float *dx) {
   using pool::fast::Plan;
   return pool::fast::bwd_path(
-      g, x, dy, dx,
+      g, K, x, dy, dx,
       [&](auto c, auto r, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         scatter_kernel<K, decltype(c), decltype(r)::value>
             <<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, beta, dx);
@@ -244,6 +261,13 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
         tile_kernel<K, decltype(c)><<<blocks, kThreads, pool::fast::tile_smem_bytes<K>(p), st>>>(
             m, p, x, dy, include_pad, beta, dx);
         check_launch("pool tile_kernel");
+      },
+      [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
+        using C = decltype(c);
+        if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
+          stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
+          check_launch("pool stream_kernel");
+        }
       });
 }
 

@@ -14,17 +14,24 @@
 //
 // fwd_thread: one thread per kV = 4 consecutive outputs of one output row: the thread loads the
 //   (kV - 1) SW + KW input columns its windows span, row by row of the window (float4 loads when
-//   the rows are 16-byte aligned), and every window reads its cells from those registers.
+//   the rows are 16-byte aligned), and every window reads its cells from those registers. Max
+//   selects rows first (first maximum of each window row, then across rows: the same first
+//   maximum) with partial selects shared between neighbouring windows.
 // scatter_thread (backward, windows that do not overlap: stride >= kernel on every axis): one
-//   thread per kV windows along the last axis; it computes their statistic (max: the selected
-//   cell; average: dy / divisor; smooth: pivot and sum) from x once and writes its whole slab of
-//   dx (the window cells and the cells up to the next window, or to the end of the axis after the
-//   last window): a streaming write, every dx cell written by exactly one thread.
-// tile_window / tile_cells (backward, overlapping windows, rank 2): one block per tile of tr x 4 tx
-//   input cells of one plane. Phase 1: one thread per covering window stores its statistic in
-//   shared memory (max: dy and the selected cell's position in the window; average: dy / divisor;
-//   smooth: dy, pivot, sum). Phase 2: one thread per 4 cells of a row sums the terms of the windows
-//   that contain each cell, in output order.
+//   thread per VS = 4 / SW windows along the last axis (2 at k2 s2); it computes their statistic
+//   (max: the selected cell; average: dy / divisor; smooth: pivot and sum) from x once and writes
+//   its whole slab of dx (the window cells and the cells up to the next window, or to the end of
+//   the axis after the last window), one float4 per slab row: consecutive lanes write consecutive
+//   16 bytes, every dx cell written by exactly one thread.
+// stream_thread (backward, overlapping rank-2 windows with the same stride S on both axes, S
+//   dividing 4: k3 s1 p1 and the stem's k3 s2 p1; max and average): one thread per 4 columns of a
+//   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
+//   and its dx accumulators in registers, and writes S finished rows per window row.
+// tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
+//   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
+//   covering window stores its statistic in shared memory (max: dy and the selected cell's
+//   position in the window; average: dy / divisor; smooth: dy, pivot, sum). Phase 2: one thread per
+//   4 cells of a row sums the terms of the windows that contain each cell, in output order.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +62,7 @@ namespace fast {
 
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
+constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -93,6 +101,9 @@ template <int KH_, int KW_, int SW_, int PW_>
 struct Cfg {
   static constexpr int KH = KH_, KW = KW_, SW = SW_, PW = PW_;
   static constexpr int L = (kV - 1) * SW + KW;  // input columns spanned by kV windows
+  // Windows per scatter thread: one float4 of dx per window row when SW divides 4 (kV = 4 at
+  // SW = 2 made every warp store cover every other 16 bytes, half of each 32-byte sector).
+  static constexpr int VS = 4 % SW == 0 ? 4 / SW : kV;
   // Windows (relative to column / SW) containing column + i, i < kV, for column a multiple of 4
   // (SW divides 4): [rlo(i), rhi(i)].
   TLRT_HD static constexpr int rlo(int i) { return ceil_div(i + PW - KW + 1, SW); }
@@ -122,7 +133,8 @@ inline bool disjoint(const ConvGeometry &g) {
 
 // Run-time launch data of the fast kernels (by value as a kernel parameter).
 struct Plan {
-  uint32_t groups;      // kV-groups per output row: ceil(out_w / kV)
+  uint32_t groups;      // v-groups per output row: ceil(out_w / v), v = kV (forward) or C::VS
+                        // (scatter)
   uint32_t total;       // fwd / scatter threads: output rows * groups
   FastDiv by_groups;    // / groups
   FastDiv by_out[2];    // / out[d], d = 0 .. rank - 2 (output row -> plane and coordinates)
@@ -132,6 +144,10 @@ struct Plan {
   // tiles per plane; the tile's windows: wr output rows x wc output columns.
   uint32_t tx, tr, tiles_x, tiles_y, wr, wc;
   FastDiv by_tx, by_tiles_x, by_tiles_y, by_wc;
+  // Stream kernel (rank 2, stride 1 on both axes): threads = nc * runs * cols; a thread owns kV
+  // columns of one run of rh consecutive rows.
+  uint32_t cols, runs, rh, stotal;
+  FastDiv by_cols, by_runs;
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -140,11 +156,11 @@ inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 // are ignored.
 template <class C>
 Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_ptrs,
-               std::initializer_list<const void *> out_ptrs) {
+               std::initializer_list<const void *> out_ptrs, uint32_t v = kV) {
   const int R = m.rank;
   const uint32_t W = m.out[R - 1], IW = m.in[R - 1];
   Plan p{};
-  p.groups = (W + kV - 1) / kV;
+  p.groups = (W + v - 1) / v;
   p.total = m.nc * (m.out_sp / W) * p.groups;
   p.by_groups = make_fastdiv(p.groups);
   for (int d = 0; d < R - 1; ++d) p.by_out[d] = make_fastdiv(m.out[d]);
@@ -167,6 +183,14 @@ Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_p
     p.by_tiles_x = make_fastdiv(p.tiles_x);
     p.by_tiles_y = make_fastdiv(p.tiles_y);
     p.by_wc = make_fastdiv(p.wc);
+    // Runs of at most kStreamRows rows, as even as possible (56 rows: 4 runs of 14).
+    p.cols = cols;
+    p.runs = (m.in[0] + kStreamRows - 1) / kStreamRows;
+    p.rh = (m.in[0] + p.runs - 1) / p.runs;
+    p.runs = (m.in[0] + p.rh - 1) / p.rh;
+    p.stotal = m.nc * p.runs * p.cols;
+    p.by_cols = make_fastdiv(p.cols);
+    p.by_runs = make_fastdiv(p.runs);
   }
   return p;
 }
@@ -187,6 +211,20 @@ TLRT_HD F4 ld4(const float *p) {
   return r;
 #endif
 }
+struct F2 {
+  float v[2];
+};
+TLRT_HD F2 ld2(const float *p) {
+#if defined(__CUDA_ARCH__)
+  const float2 q = *reinterpret_cast<const float2 *>(p);
+  return {{q.x, q.y}};
+#else
+  emu_check(((uintptr_t)p & 7u) == 0, "unaligned float2 load");
+  F2 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+#endif
+}
 TLRT_HD void st4(float *p, const F4 &r) {
 #if defined(__CUDA_ARCH__)
   *reinterpret_cast<float4 *>(p) = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
@@ -196,14 +234,15 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #endif
 }
 
-// Loads columns col0 .. col0 + L - 1 of one input row into c; columns outside [0, IW) read as
-// `fill`. vec: IW % 4 == 0 and the row 16-byte aligned; col0 + PW is then a multiple of 4 (the
-// callers' first column is a multiple of 4 windows' stride), so whole float4 chunks are in or out.
-template <class C>
+// Loads columns col0 .. col0 + L - 1 of one input row into c (L = C::L for kV windows); columns
+// outside [0, IW) read as `fill`. vec: IW % 4 == 0 and the row 16-byte aligned; col0 + PW is then
+// a multiple of 4 (the callers' first column is a multiple of 4 / SW windows' stride), so whole
+// float4 chunks are in or out.
+template <class C, int L>
 TLRT_HD void load_row(const float *row, int col0, uint32_t IW, bool vec, float fill,
-                      float (&c)[C::L]) {
+                      float (&c)[L]) {
   if (vec) {
-    constexpr int qlo = floor_div(-C::PW, 4), qhi = floor_div(C::L - 1 - C::PW, 4);
+    constexpr int qlo = floor_div(-C::PW, 4), qhi = floor_div(L - 1 - C::PW, 4);
     const int a = col0 + C::PW;
     TLRT_UNROLL
     for (int q = qlo; q <= qhi; ++q) {
@@ -213,12 +252,12 @@ TLRT_HD void load_row(const float *row, int col0, uint32_t IW, bool vec, float f
       TLRT_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int j = 4 * q + e + C::PW;
-        if (j >= 0 && j < C::L) c[j] = v.v[e];
+        if (j >= 0 && j < L) c[j] = v.v[e];
       }
     }
   } else {
     TLRT_UNROLL
-    for (int j = 0; j < C::L; ++j) {
+    for (int j = 0; j < L; ++j) {
       const int col = col0 + j;
       c[j] = (unsigned)col < IW ? row[col] : fill;
     }
@@ -247,11 +286,11 @@ struct Row {
   uint32_t o[R - 1];  // output coordinates on the leading axes
   Span sp[R - 1];
 };
-template <class C, int R>
+template <class C, int R, int V = kV>
 TLRT_HD Row<R> row_of(const Dims<uint32_t> &m, const Plan &f, uint32_t t) {
   Row<R> w;
   w.r = fdiv(f.by_groups, t);
-  w.ow0 = (t - w.r * f.groups) * kV;
+  w.ow0 = (t - w.r * f.groups) * V;
   uint32_t q = w.r;
   TLRT_UNROLL
   for (int d = R - 2; d >= 0; --d) {
@@ -262,7 +301,7 @@ TLRT_HD Row<R> row_of(const Dims<uint32_t> &m, const Plan &f, uint32_t t) {
   }
   w.plane = q;
   const uint32_t W = m.out[R - 1];
-  w.nv = W - w.ow0 < (uint32_t)kV ? (int)(W - w.ow0) : kV;
+  w.nv = W - w.ow0 < (uint32_t)V ? (int)(W - w.ow0) : V;
   w.col0 = (int)(w.ow0 * C::SW) - C::PW;
   return w;
 }
@@ -305,12 +344,14 @@ TLRT_HD uint32_t real_rows(const Span *sp) {
   return n;
 }
 
-// Plane offset of the first NaN of window v (rows row-major, then columns); the caller knows
-// there is one. The max rule selects it (pool::max_takes); rare, so a plain second walk.
+// Plane offset of the first NaN of the window starting at column wcol (rows row-major, then
+// columns), or kNone (offsets are below 2^31) when it has none. The max rule selects it
+// (pool::max_takes); rare, so a plain second walk.
+constexpr uint32_t kNone = 0xffffffffu;
 template <class C, int R>
 TLRT_HD uint32_t first_nan_at(const Dims<uint32_t> &m, const float *xp, const Span *sp, int wcol) {
   const uint32_t IW = m.in[R - 1];
-  uint32_t at = 0;
+  uint32_t at = kNone;
   bool found = false;
   for_rows<C, R>(m, sp, [&](uint32_t off, int) {
     for (int j = 0; j < C::KW; ++j) {
@@ -325,24 +366,24 @@ TLRT_HD uint32_t first_nan_at(const Dims<uint32_t> &m, const float *xp, const Sp
 }
 
 // Pivot of the smooth max (first max for beta > 0, first min for beta < 0, first NaN if any) of
-// the kV windows of a row: min / max with fill +-inf, then the first NaN where one was seen (the
+// the V windows of a row: min / max with fill +-inf, then the first NaN where one was seen (the
 // same value pool::smooth_window's walk with max_takes / min_takes selects).
-template <class C, int R>
+template <class C, int R, int V>
 TLRT_HD void smooth_pivots(const Dims<uint32_t> &m, const Plan &f, const float *xp,
-                           const Row<R> &w, float beta, float (&pv)[kV]) {
+                           const Row<R> &w, float beta, float (&pv)[V]) {
   const float inf = num::u2f(0x7f800000u);
   const bool up = beta > 0.0f;
-  bool nan[kV];
+  bool nan[V];
   TLRT_UNROLL
-  for (int v = 0; v < kV; ++v) {
+  for (int v = 0; v < V; ++v) {
     pv[v] = up ? -inf : inf;
     nan[v] = false;
   }
   for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-    float c[C::L];
+    float c[(V - 1) * C::SW + C::KW];
     load_row<C>(xp + off, w.col0, m.in[R - 1], f.vec_in, up ? -inf : inf, c);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       TLRT_UNROLL
       for (int j = 0; j < C::KW; ++j) {
         const float x = c[v * C::SW + j];
@@ -351,22 +392,22 @@ TLRT_HD void smooth_pivots(const Dims<uint32_t> &m, const Plan &f, const float *
       }
   });
   TLRT_UNROLL
-  for (int v = 0; v < kV; ++v)
+  for (int v = 0; v < V; ++v)
     if (v < w.nv && nan[v]) pv[v] = xp[first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW)];
 }
 
 // The smooth-max sums S = (+0 + e_1) + ... over the real cells, row-major, e = exp(b (x - pv)).
-template <class C, int R>
+template <class C, int R, int V>
 TLRT_HD void smooth_sums(const Dims<uint32_t> &m, const Plan &f, const float *xp, const Row<R> &w,
-                         float beta, const float (&pv)[kV], float (&s)[kV]) {
+                         float beta, const float (&pv)[V], float (&s)[V]) {
   const uint32_t IW = m.in[R - 1];
   TLRT_UNROLL
-  for (int v = 0; v < kV; ++v) s[v] = 0.0f;
+  for (int v = 0; v < V; ++v) s[v] = 0.0f;
   for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-    float c[C::L];
+    float c[(V - 1) * C::SW + C::KW];
     load_row<C>(xp + off, w.col0, IW, f.vec_in, 0.0f, c);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       TLRT_UNROLL
       for (int j = 0; j < C::KW; ++j)
         if ((unsigned)(w.col0 + v * C::SW + j) < IW)
@@ -386,29 +427,48 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
   const float inf = num::u2f(0x7f800000u);
   float out[kV];
   if constexpr (K == Kind::Max) {
-    // First maximum by strict '>' from -inf (padding reads as -inf and never wins); a window with
-    // a NaN takes its first NaN instead: together pool::max_takes' selection.
-    bool nan[kV];
+    // First maximum, rows first: per window row the first maximum of its KW cells, then the
+    // first of those row maxima that is largest (a strict '>' select keeps the earlier of equal
+    // values, -0 / +0 included, and is associative, so windows share partial selects: k3 s1
+    // takes 6 selects per row for its 4 windows and 2 per window across rows, against 9 per
+    // window). Padding reads as -inf (never selected over a real cell: values only, and a real
+    // -inf has its bits). NaN is not selected by '>': one flag for all the thread's cells, and a
+    // window holding a NaN takes its first NaN (a rare second walk): pool::max_takes' selection.
+    bool nan_any = false;
+    auto sel = [](float a, float b) { return b > a ? b : a; };  // first of a, b if not smaller
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) {
-      out[v] = -inf;
-      nan[v] = false;
-    }
+    for (int v = 0; v < kV; ++v) out[v] = -inf;
     for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
       float c[C::L];
       load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
       TLRT_UNROLL
-      for (int v = 0; v < kV; ++v)
+      for (int j = 0; j < C::L; ++j) nan_any = nan_any || c[j] != c[j];
+      float hm[kV];
+      if constexpr (C::SW == 1 && C::KW == 3 && kV == 4) {
+        const float p12 = sel(c[1], c[2]), p34 = sel(c[3], c[4]);
+        hm[0] = sel(c[0], p12);
+        hm[1] = sel(p12, c[3]);
+        hm[2] = sel(c[2], p34);
+        hm[3] = sel(p34, c[5]);
+      } else {
         TLRT_UNROLL
-        for (int j = 0; j < C::KW; ++j) {
-          const float x = c[v * C::SW + j];
-          nan[v] = nan[v] || x != x;
-          out[v] = x > out[v] ? x : out[v];
+        for (int v = 0; v < kV; ++v) {
+          hm[v] = c[v * C::SW];
+          TLRT_UNROLL
+          for (int j = 1; j < C::KW; ++j) hm[v] = sel(hm[v], c[v * C::SW + j]);
         }
+      }
+      TLRT_UNROLL
+      for (int v = 0; v < kV; ++v) out[v] = sel(out[v], hm[v]);
     });
-    TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
-      if (v < w.nv && nan[v]) out[v] = xp[first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW)];
+    if (nan_any) {
+      TLRT_UNROLL
+      for (int v = 0; v < kV; ++v) {
+        const uint32_t at =
+            v < w.nv ? first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW) : kNone;
+        if (at != kNone) out[v] = xp[at];
+      }
+    }
   } else if constexpr (K == Kind::Avg) {
     // Padding reads as -0, the identity of the sum from -0 (s + -0 == s for every s).
     TLRT_UNROLL
@@ -445,29 +505,33 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
 
 // ---- backward, disjoint windows: scatter of whole slabs -----------------------------------------
 
-// Thread t < f.total: the kV windows of fwd_thread's outputs. dx cells of these windows get
-// +0 + term (the CPU's dx = +0 followed by its one addition), every other cell of the slab +0.
+// Thread t < f.total (a plan made with v = C::VS): the V = C::VS windows ow0 .. ow0 + V - 1 of
+// output row r. dx cells of these windows get +0 + term (the CPU's dx = +0 followed by its one
+// addition), every other cell of the slab +0. Each row of the slab is V SW = 4 columns from a
+// multiple of 4 (SW = 2): ONE float4 store per thread and row, so consecutive lanes store
+// consecutive 16-byte chunks and a warp's store instruction covers whole 128-byte lines.
 template <Kind K, class C, int R>
 TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
                             const float *dy, bool include_pad, float beta, float *dx, uint32_t t) {
   static_assert(C::SW >= C::KW, "scatter: windows must not overlap");
-  const Row<R> w = row_of<C, R>(m, f, t);
+  constexpr int V = C::VS;
+  const Row<R> w = row_of<C, R, V>(m, f, t);
   const uint32_t W = m.out[R - 1], IW = m.in[R - 1];
   const float *xp = x ? x + (uint64_t)w.plane * m.in_sp : nullptr;
   float *dp = dx + (uint64_t)w.plane * m.in_sp;
   const float *gr = dy + (uint64_t)w.r * W + w.ow0;
-  float g[kV];
-  if (f.vec_out && w.nv == kV) {
-    const F4 q = ld4(gr);
+  float g[V];
+  if (V == 2 && f.vec_out && w.nv == V) {  // ow0 even, W % 4 == 0: 8-byte aligned
+    const F2 q = ld2(gr);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) g[v] = q.v[v];
+    for (int v = 0; v < V; ++v) g[v] = q.v[v % 2];
   } else {
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) g[v] = v < w.nv ? gr[v] : 0.0f;
+    for (int v = 0; v < V; ++v) g[v] = v < w.nv ? gr[v] : 0.0f;
   }
   const float inf = num::u2f(0x7f800000u);
-  float a0[kV], a1[kV];  // max: -; average: dy / divisor; smooth: pivot, sum
-  uint32_t at[kV];       // max: plane offset of the selected cell
+  float a0[V], a1[V];  // max: -; average: dy / divisor; smooth: pivot, sum
+  uint32_t at[V];      // max: plane offset of the selected cell
   if constexpr (K == Kind::Max) {
     // First real cell: the selection when every cell is -inf.
     uint32_t first = 0;
@@ -476,19 +540,19 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
       if constexpr (R == 3) dlo = w.sp[0].lo;
       first = (R == 3 ? (uint32_t)dlo * m.istr[0] : 0u) + (uint32_t)w.sp[R - 2].lo * IW;
     }
-    bool nan[kV];
+    bool nan[V];
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) {
+    for (int v = 0; v < V; ++v) {
       const int c0 = w.col0 + v * C::SW;
       a0[v] = -inf;
       at[v] = first + (uint32_t)(c0 > 0 ? c0 : 0);
       nan[v] = false;
     }
     for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-      float c[C::L];
+      float c[(V - 1) * C::SW + C::KW];
       load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
       TLRT_UNROLL
-      for (int v = 0; v < kV; ++v)
+      for (int v = 0; v < V; ++v)
         TLRT_UNROLL
         for (int j = 0; j < C::KW; ++j) {
           const float x = c[v * C::SW + j];
@@ -500,12 +564,12 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
         }
     });
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       if (v < w.nv && nan[v]) at[v] = first_nan_at<C, R>(m, xp, w.sp, w.col0 + v * C::SW);
   } else if constexpr (K == Kind::Avg) {
     const uint32_t rows = real_rows<C, R>(w.sp);
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v)
+    for (int v = 0; v < V; ++v)
       a0[v] = div_rn(g[v], include_pad ? (float)m.window
                                        : (float)(rows * real_cols<C>(w.col0, v, IW)));
   } else {
@@ -530,11 +594,15 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
     shi[d] = w.o[d] == m.out[d] - 1 ? (int)m.in[d] : w.sp[d].ws + (int)m.s[d];
   }
   const bool last_group = w.ow0 + (uint32_t)w.nv == W;
-  const bool vec_row = C::PW == 0 && f.vec_in && w.nv == kV && !last_group;
+  // Whole float4s: no padding, a full group, and (for the last group of the row) no tail of
+  // cells in no window after it (IW = W SW: every group of the row, 112 / 2 and 64 / 2 included).
+  constexpr int NQ = V * C::SW / 4;  // float4 stores per row: 1 when SW divides 4
+  const bool vec_row = C::PW == 0 && (V * C::SW) % 4 == 0 && f.vec_in && w.nv == V &&
+                       (!last_group || (uint32_t)w.col0 + (uint32_t)(V * C::SW) == IW);
   auto write_row = [&](uint32_t off, bool in_win) {
-    if (vec_row) {  // the kV SW columns from col0 (a multiple of 4): SW float4 stores
+    if (vec_row) {  // the V SW columns from col0 (a multiple of 4): NQ float4 stores
       TLRT_UNROLL
-      for (int q = 0; q < C::SW; ++q) {
+      for (int q = 0; q < NQ; ++q) {
         F4 o;
         TLRT_UNROLL
         for (int e = 0; e < 4; ++e) {
@@ -546,7 +614,7 @@ TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float 
       return;
     }
     TLRT_UNROLL
-    for (int v = 0; v < kV; ++v) {
+    for (int v = 0; v < V; ++v) {
       if (v < w.nv) {
         const int ws = w.col0 + v * C::SW;
         const int lo = ws > 0 ? ws : 0;
@@ -779,6 +847,253 @@ TLRT_HD void tile_cells(const Dims<uint32_t> &m, const Plan &f, const Tile &T, c
   }
 }
 
+// ---- backward, overlapping windows (rank 2), equal strides: row streaming ---------------------
+
+// True when the stream kernel takes g: kind max or average, rank 2, overlapping windows with the
+// same stride S on both axes, S dividing 4 (C fixes the last axis: k3 s1 p1 and the stem's k3 s2
+// p1). Smooth max keeps the tile kernel.
+template <class C>
+inline bool stream_ok(const ConvGeometry &g, Kind k) {
+  return C::SW < C::KW && 4 % C::SW == 0 && g.rank == 2 && g.stride[0] == (uint64_t)C::SW &&
+         g.kernel[0] == (uint64_t)C::KH && C::SW <= C::KH && k != Kind::Smooth;
+}
+
+// Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
+// It walks the output rows oh whose windows touch the run, in increasing order, and for each one
+// (a) computes the statistic of the NW windows (oh, w / S + RLO + q) that contain its columns:
+//     average dy / divisor; max the selected cell, from per-input-row first maxima (value,
+//     column) computed once per input row and kept for the KH window rows in registers (the
+//     first maximum of a window is the first maximum of its first row holding the window's
+//     maximum: rows first, then columns, is row-major order);
+// (b) adds each window's term to the accumulators of the KH input rows it covers, windows in
+//     increasing ow: so every cell sums its windows in output order (oh, then ow), from +0;
+// (c) writes the S input rows hs .. hs + S - 1 (hs = oh S - PH), whose windows are all done: one
+//     float4 per thread and row.
+// No shared memory, no synchronisation: x and dy are read once per thread plus a halo of columns
+// (L1) and of KH - S rows per run (L2); dx is written once.
+template <Kind K, class C>
+TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
+                           const float *dy, bool include_pad, float *dx, uint32_t t) {
+  constexpr int KH = C::KH, KW = C::KW, S = C::SW;
+  static_assert(S < KW && S <= KH && 4 % S == 0, "stream: overlapping windows, S divides 4");
+  constexpr int RLO = C::rlo(0);                     // first window column relative to w / S
+  constexpr int NW = C::rhi(kV - 1) - RLO + 1;       // windows per output row on the kV columns
+  constexpr int HL = C::PW - RLO * S;                // input columns left of w
+  constexpr int HR = (RLO + NW - 1) * S - C::PW + KW - kV;  // input columns right of w + 3
+  constexpr int NC = kV + HL + HR;                   // window q: columns q S .. q S + KW - 1
+  static_assert(KW <= 16 && NW <= 8 && NC <= 32 && HL >= 0 && HR >= 0, "stream: packing");
+  const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
+  const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
+  const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
+  const int PH = (int)m.p[0];
+  const int w = (int)gx * kV, wo = (int)gx * (kV / S) + RLO;  // first column, first window
+  const int hA = (int)(run * f.rh);
+  const int hB = hA + (int)f.rh < (int)IH ? hA + (int)f.rh : (int)IH;
+  const float *xp = x ? x + (uint64_t)plane * m.in_sp : nullptr;
+  const float *gp = dy + (uint64_t)plane * m.out_sp;
+  float *dp = dx + (uint64_t)plane * m.in_sp;
+  const float inf = num::u2f(0x7f800000u);
+  // Window rows containing a row of the run: first and last.
+  const int ohA = hA + PH - KH + 1 > 0 ? ceil_div(hA + PH - KH + 1, S) : 0;
+  const int ohB = floor_div(hB - 1 + PH, S) < (int)OH - 1 ? floor_div(hB - 1 + PH, S) : (int)OH - 1;
+
+  // Per input row (slot a = row oh S - PH + a of the current window row): first maximum (value,
+  // and its column in the window: 4 bits per window in hj) of each window's cells in that row,
+  // and the row's NaN columns (bit e: column w - HL + e). Absent rows: -inf, no NaN.
+  float hv[KH][NW];
+  uint32_t hj[KH], nanm[KH];
+  // Window q's first real column (its selection when all its cells are -inf).
+  int j0[NW];
+  TLRT_UNROLL
+  for (int q = 0; q < NW; ++q) {
+    const int ws = w - HL + q * S;
+    j0[q] = ws < 0 ? -ws : 0;
+  }
+  auto row_stats = [&](int h, float (&v)[NW], uint32_t &jp, uint32_t &nm) {
+    float c[NC];
+    nm = 0;
+    TLRT_UNROLL
+    for (int e = 0; e < NC; ++e) c[e] = -inf;
+    if ((unsigned)h < IH) {
+      const float *row = xp + (uint32_t)h * IW;
+      if (f.vec_in) {  // IW % 4 == 0: the float4 at w is inside, halos are whole float2s or out
+        const F4 b = ld4(row + w);
+        TLRT_UNROLL
+        for (int e = 0; e < 4; ++e) c[HL + e] = b.v[e];
+        if (HL == 2) {
+          if (w > 0) {
+            const F2 a = ld2(row + w - 2);
+            c[0] = a.v[0];
+            c[1 % NC] = a.v[1];
+          }
+        } else {
+          TLRT_UNROLL
+          for (int e = 0; e < HL; ++e)
+            if (w - HL + e >= 0) c[e] = row[w - HL + e];
+        }
+        if (HR == 2) {
+          if ((uint32_t)w + 4 < IW) {
+            const F2 a = ld2(row + w + 4);
+            c[(HL + 4) % NC] = a.v[0];
+            c[(HL + 5) % NC] = a.v[1];
+          }
+        } else {
+          TLRT_UNROLL
+          for (int e = 0; e < HR; ++e)
+            if ((uint32_t)(w + 4 + e) < IW) c[HL + 4 + e] = row[w + 4 + e];
+        }
+      } else {
+        TLRT_UNROLL
+        for (int e = 0; e < NC; ++e) {
+          const int col = w - HL + e;
+          if ((unsigned)col < IW) c[e] = row[col];
+        }
+      }
+      TLRT_UNROLL
+      for (int e = 0; e < NC; ++e) nm |= c[e] != c[e] ? 1u << e : 0u;
+    }
+    jp = 0;
+    TLRT_UNROLL
+    for (int q = 0; q < NW; ++q) {
+      v[q] = -inf;
+      int j = j0[q];
+      TLRT_UNROLL
+      for (int k = 0; k < KW; ++k)
+        if (c[q * S + k] > v[q]) {
+          v[q] = c[q * S + k];
+          j = k;
+        }
+      jp |= (uint32_t)j << (4 * q);
+    }
+  };
+  if constexpr (K == Kind::Max) {
+    TLRT_UNROLL
+    for (int a = 0; a < KH - S; ++a) row_stats(ohA * S - PH + a, hv[a + S], hj[a + S], nanm[a + S]);
+  }
+  float acc[KH][kV];
+  TLRT_UNROLL
+  for (int a = 0; a < KH; ++a)
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i) acc[a][i] = 0.0f;
+  const bool vec_row = f.vec_in && (uint32_t)w + kV <= IW;
+  auto write_row = [&](int h, const float (&r)[kV]) {
+    if (h < hA || h >= hB) return;
+    float *o = dp + (uint32_t)h * IW + (uint32_t)w;
+    if (vec_row) {
+      st4(o, F4{{r[0], r[1], r[2], r[3]}});
+    } else {
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i)
+        if ((uint32_t)w + i < IW) o[i] = r[i];
+    }
+  };
+  for (int oh = ohA; oh <= ohB; ++oh) {
+    const int hs = oh * S - PH;  // first input row of the window row
+    // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
+    float g[NW];
+    bool ok[NW];
+    const float *gr = gp + (uint32_t)oh * OW;
+    TLRT_UNROLL
+    for (int q = 0; q < NW; ++q) ok[q] = (unsigned)(wo + q) < OW;
+    if (S == 1 && RLO == -1 && NW == 6 && f.vec_out && (uint32_t)w + 4 <= OW) {
+      const F4 b = ld4(gr + w);  // windows w .. w + 3; w - 1 and w + 4 alone
+      g[0] = ok[0] ? gr[w - 1] : 0.0f;
+      TLRT_UNROLL
+      for (int e = 0; e < 4; ++e) g[(1 + e) % NW] = b.v[e];
+      g[5 % NW] = ok[5 % NW] ? gr[w + 4] : 0.0f;
+    } else {
+      TLRT_UNROLL
+      for (int q = 0; q < NW; ++q) g[q] = ok[q] ? gr[wo + q] : 0.0f;
+    }
+    float term[NW];  // average: dy / divisor, -0 for an absent window
+    int code[NW];    // max: position a KW + j of the selected cell, -1 for an absent window
+    if constexpr (K == Kind::Max) {
+      TLRT_UNROLL
+      for (int a = 0; a < KH - S; ++a) {
+        TLRT_UNROLL
+        for (int q = 0; q < NW; ++q) hv[a][q] = hv[a + S][q];
+        hj[a] = hj[a + S];
+        nanm[a] = nanm[a + S];
+      }
+      TLRT_UNROLL
+      for (int a = KH - S; a < KH; ++a) row_stats(hs + a, hv[a], hj[a], nanm[a]);
+      const int a0 = hs < 0 ? -hs : 0;  // first real row of the window
+      uint32_t nan_any = 0;
+      TLRT_UNROLL
+      for (int a = 0; a < KH; ++a) nan_any |= nanm[a];
+      TLRT_UNROLL
+      for (int q = 0; q < NW; ++q) {
+        float best = -inf;
+        int cd = a0 * KW + j0[q];
+        TLRT_UNROLL
+        for (int a = 0; a < KH; ++a)
+          if (hv[a][q] > best) {
+            best = hv[a][q];
+            cd = a * KW + (int)((hj[a] >> (4 * q)) & 15u);
+          }
+        if (nan_any) {  // rare: the first NaN of the window, rows first (padding is never NaN)
+          bool found = false;
+          TLRT_UNROLL
+          for (int a = 0; a < KH; ++a) {
+            const uint32_t b = (nanm[a] >> (q * S)) & ((1u << KW) - 1u);
+            if (!found && b != 0) {
+              int k = 0;
+              while (!((b >> k) & 1u)) ++k;
+              cd = a * KW + k;
+              found = true;
+            }
+          }
+        }
+        code[q] = ok[q] ? cd : -1;
+      }
+    } else {
+      uint32_t rows = (uint32_t)KH;
+      if (!include_pad) {
+        const int r0 = hs > 0 ? hs : 0, r1 = hs + KH < (int)IH ? hs + KH : (int)IH;
+        rows = (uint32_t)(r1 - r0);
+      }
+      TLRT_UNROLL
+      for (int q = 0; q < NW; ++q) {
+        float d = (float)m.window;
+        if (!include_pad) {
+          const int ws = w - HL + q * S;
+          const int c0 = ws > 0 ? ws : 0, c1 = ws + KW < (int)IW ? ws + KW : (int)IW;
+          d = (float)(rows * (uint32_t)(c1 - c0));
+        }
+        term[q] = ok[q] ? div_rn(g[q], d) : -0.0f;
+      }
+    }
+    // Terms into the KH rows hs .. hs + KH - 1, windows in increasing column.
+    TLRT_UNROLL
+    for (int a = 0; a < KH; ++a)
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i)
+        TLRT_UNROLL
+        for (int q = 0; q < NW; ++q) {
+          const int j = i + HL - q * S;  // column of cell w + i in window q
+          if (j < 0 || j >= KW) continue;
+          if constexpr (K == Kind::Max)
+            acc[a][i] += code[q] == a * KW + j ? g[q] : 0.0f;
+          else
+            acc[a][i] += term[q];
+        }
+    (void)term;
+    (void)code;
+    TLRT_UNROLL
+    for (int a = 0; a < S; ++a) write_row(hs + a, acc[a]);
+    TLRT_UNROLL
+    for (int a = 0; a < KH; ++a)
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i) acc[a][i] = a + S < KH ? acc[(a + S) % KH][i] : 0.0f;
+  }
+  // Rows below the last window row (the plane's last rows): their windows are all done; rows
+  // in no window at all (after the last window when S > 1 and PH < KH - S) get +0.
+  TLRT_UNROLL
+  for (int a = 0; a < KH - S; ++a) write_row(ohB * S - PH + S + a, acc[a]);
+  const float zero[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int h = ohB * S - PH + KH; h < hB; ++h) write_row(h, zero);
+}
+
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
 
 // Forward: calls launch(C{}, integral_constant<int, R>{}, blocks, m, plan); false when g has no
@@ -797,11 +1112,13 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
   });
 }
 
-// Backward: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint windows,
-// tile(C{}, blocks, m, plan) for overlapping rank-2 windows; false when g has no fast path.
-template <class Scatter, class TileLaunch>
-bool bwd_path(const ConvGeometry &g, const float *x, const float *dy, const float *dx,
-              Scatter &&scatter, TileLaunch &&tile) {
+// Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
+// windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
+// average: stream_ok), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false
+// when g has no fast path.
+template <class Scatter, class TileLaunch, class StreamLaunch>
+bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, const float *dx,
+              Scatter &&scatter, TileLaunch &&tile, StreamLaunch &&stream) {
   if (!disjoint(g) && g.rank != 2) return false;
   return with_cfg(g, [&](auto c) {
     using C = decltype(c);
@@ -809,11 +1126,18 @@ bool bwd_path(const ConvGeometry &g, const float *x, const float *dy, const floa
     const Plan p = make_plan<C>(m, {x, dx}, {dy});
     if constexpr (C::SW >= C::KW) {
       if (disjoint(g)) {
-        const uint32_t blocks = (p.total + kThreads - 1) / kThreads;
+        const Plan ps = make_plan<C>(m, {x, dx}, {dy}, C::VS);
+        const uint32_t blocks = (ps.total + kThreads - 1) / kThreads;
         if (g.rank == 2)
-          scatter(c, std::integral_constant<int, 2>{}, blocks, m, p);
+          scatter(c, std::integral_constant<int, 2>{}, blocks, m, ps);
         else
-          scatter(c, std::integral_constant<int, 3>{}, blocks, m, p);
+          scatter(c, std::integral_constant<int, 3>{}, blocks, m, ps);
+        return;
+      }
+    }
+    if constexpr (C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
+      if (stream_ok<C>(g, k)) {
+        stream(c, (p.stotal + kThreads - 1) / kThreads, m, p);
         return;
       }
     }
