@@ -50,8 +50,13 @@
 //   ~0.85 / ~0.80 (whole-line stores), stem k3 s2 p1 0.67 / 0.65 -> ~0.80 / ~0.85 and k3 s1 p1
 //   0.39 / 0.53 -> ~0.75 / ~0.82 (stream kernel: one pass, no shared-memory round trip, no
 //   barrier; max k3 s1 is the most instructions per byte: ~50 per cell); smooth unchanged.
-// Measured: (pending GPU run). Baseline re-measured on main in this session (H100, 2026-11-24,
-//   copy 2997 GB/s): identical to the table of bench/results/2026-11-24-h100-pool.md within 0.01.
+// MEASURED (H100, 2026-11-24, bench/results/2026-11-24-h100-pool-stream.md, copy 2997 GB/s):
+//   forward max k3 s1 p1 0.60 -> 0.78 (others unchanged, 0.90-0.94); backward max / avg: k2 s2
+//   0.93 / 0.88, 3-D k2 s2 0.84 / 0.90, stem k3 s2 p1 0.75 / 0.78, k3 s1 p1 0.61 / 0.74; every
+//   case 0.10-0.75x PyTorch's time; parity bitwise and compute-sanitizer (4 tools) clean. The
+//   scatter kernels now meet their prediction; the stream kernel's max k3 s1 (0.61 against ~0.75)
+//   is short: ~50 instructions per cell and 3 blocks per SM (77 registers) without prefetch of
+//   the next window row: next, load row oh + 1 before computing row oh.
 // MEASURED before this revision (H100, 2026-11-24, bench/results/2026-11-24-h100-pool.md):
 //   forward max / avg: stem 0.89 / 0.91, k2 s2 0.92 / 0.92, k3 s1 p1 0.60 / 0.91, 3-D 0.91 / 0.93;
 //   backward max / avg: stem 0.68 / 0.65, k2 s2 0.85 / 0.55, k3 s1 p1 0.38 / 0.53, 3-D 0.70 / 0.41;
