@@ -10,9 +10,10 @@
 // (ew::max_f is commutative and associative, -0 < +0 included; only the payload of a NaN could
 // depend on the order, and payloads are unspecified), so each backend may take it in any order.
 //
-// Part 2 (nvcc only): the building blocks of the CUDA row kernels (cuda/softmax.cu,
-// cuda/layer_norm.cu): the lane layout of a row held in registers by a group of threads, the
-// group-wide tree sum and maximum, and the chunk-parallel kernels of the long-row path.
+// Part 2 (nvcc; also the CPU emulator, tests/emu/cuda_emu.hpp): the building blocks of the CUDA
+// row kernels (cuda/softmax.cu, cuda/layer_norm.cu): the lane layout of a row held in registers by
+// a group of threads, the group-wide tree sum and maximum, and the chunk-parallel kernels of the
+// long-row path.
 #pragma once
 
 #include <cstdint>
@@ -118,7 +119,7 @@ TLRT_HD unsigned col_lanes(uint64_t rows) {
 }  // namespace tlrt
 
 // ==== Part 2: CUDA building blocks ===============================================================
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(TLRT_CUDA_EMULATION)
 
 namespace tlrt {
 namespace row {
@@ -337,4 +338,4 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace row
 }  // namespace tlrt
 
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || TLRT_CUDA_EMULATION

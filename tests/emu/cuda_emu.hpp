@@ -36,6 +36,9 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+// Static shared memory: one object per kernel instantiation, shared by the fibers of the block that
+// runs (blocks run one after another). Unlike the dynamic kind it is not refilled with NaN.
+#define __shared__ static
 
 struct dim3 {
   unsigned x, y, z;
@@ -230,6 +233,30 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   emu::detail::yield_to_scheduler();
   f.parity ^= 1u;
   return slot[lane ^ (unsigned)lane_mask];
+}
+
+// The exchange of __shfl_xor_sync for the other shuffles the row kernels use: every lane stores
+// its value, waits for its warp, then reads the source lane's.
+inline float emu_shfl(float v, unsigned src_of_lane_fn(unsigned, unsigned), unsigned arg) {
+  auto &b = emu::detail::block();
+  auto &f = b.fibers[b.cur];
+  const unsigned lane = b.cur % 32, warp = b.cur / 32;
+  float *slot = &b.slots[(warp * 2 + f.parity) * 32];
+  slot[lane] = v;
+  f.st = emu::detail::St::Shfl;
+  emu::detail::yield_to_scheduler();
+  f.parity ^= 1u;
+  const unsigned src = src_of_lane_fn(lane, arg);
+  return src < 32 ? slot[src] : v;
+}
+
+// Lane + delta, or the caller's own value past lane 31 (as on the GPU).
+inline float __shfl_down_sync(unsigned, float v, unsigned delta) {
+  return emu_shfl(v, [](unsigned lane, unsigned d) { return lane + d; }, delta);
+}
+
+inline float __shfl_sync(unsigned, float v, int src_lane) {
+  return emu_shfl(v, [](unsigned, unsigned s) { return s % 32u; }, (unsigned)src_lane);
 }
 
 namespace tlrt {

@@ -90,7 +90,12 @@ void all_shapes() {
   };
   for (Shape s : {Shape{255, 40}, Shape{256, 40}, Shape{4095, 9}, Shape{4096, 33}, Shape{4097, 5},
                   Shape{8193, 70}, Shape{20000, 3}, Shape{20000, 300}, Shape{5000, 1025},
-                  Shape{70000, 1}, Shape{3000, 5000}}) {
+                  Shape{70000, 1}, Shape{3000, 5000},
+                  // the fused backward's blocks own G lanes of a chunk (16 G rows: 128, 64, 32,
+                  // 16 rows for 8, 4, 2, 1 groups; a whole chunk at cols <= 32): rows around them
+                  Shape{4096 + 127, 32}, Shape{8192 + 129, 33}, Shape{4096 + 63, 1024},
+                  Shape{4096 + 65, 513}, Shape{4096 + 33, 2048}, Shape{4096 + 17, 2049},
+                  Shape{4096 + 15, 4096}, Shape{12289, 8}, Shape{4351, 64}}) {
     if (s.rows * s.cols > max_n()) continue;
     for (Dist d : {Dist::Uniform, Dist::Edge, Dist::Positive})
       one_shape(s.rows, s.cols, d, 1e-5, ++salt);

@@ -1,0 +1,263 @@
+// Device code of the fused layer-norm backward (cuda/layer_norm.cu explains the strategy and its
+// costs): dx and the first levels of the column tree of dgamma / dbeta in one pass over dy and x.
+// Kept apart so that the CPU emulator test (tests/unit/test_layer_norm_emu.cpp) runs this very
+// source against the CPU backend bit for bit.
+//
+// THE COLUMN TREE (abi/tlrt_layer_norm.h, row::col_lanes): for each column, chunk k of 4096 rows
+// has 256 lanes; lane t folds rows 4096 k + t + 256 r (r = 0..15) in order; the lanes are halved
+// (h = 128, 64, ..., 1); the chunk values are reduced by the tree again.
+//
+// SCHEDULE. A block owns G lanes of one chunk: lanes t0 + S g (g = 0..G-1, S = 256 / G), so the
+// first log2(G) halving steps (h = 128 .. S) pair lanes of the same block. Group g of the block
+// (NT threads, one row at a time, the row in registers as in the forward) walks its lane's 16 rows
+// in order r = 0..15: per row it computes dx (the row sums S(d), S(d * xhat) by the tree) and
+// folds dy * xhat and dy into per-column lane accumulators held in registers next to the row
+// values (thread T holds the columns of its row slots, row::dev::Layout). After the 16 rows the G
+// lane values of each column meet in shared memory and are halved over g (h = 128 .. S): the block
+// writes the value of lane t0 after step h = S, i.e. partial (k, t0) of an (nc, S, cols) array.
+// The caller reduces it with reduce_axis over S (the steps h = S/2 .. 1: the tree of a sequence of
+// S <= 256 values, one per lane, is exactly that halving) and then over the nc chunks.
+// Nothing in the order of operations depends on the schedule: only who computes what.
+#pragma once
+
+#include <cstdint>
+
+#include "core/numerics/reduce_tree.hpp"
+#include "core/numerics/row_ops.hpp"
+
+namespace tlrt {
+namespace cuda {
+namespace ln_kernels {
+
+using row::dev::Exchange;
+using row::dev::group_halving;
+using row::dev::kThreads;
+using row::dev::Layout;
+using row::dev::row_sums;
+
+// Lane sets per chunk for the group kernel with NT threads per row: S = NT (G = 256 / NT groups).
+template <unsigned NT>
+constexpr unsigned kLaneSets = NT;
+
+// 32 < cols <= 4096: group kernel. nblk = nc * S blocks of work (grid-stride); block q takes chunk
+// k = q / S and lanes t0 + S g, t0 = q % S. pg, pb: (nblk, cols) partials (the lane value of
+// lane t0 after the halving steps h >= S).
+template <unsigned NT, unsigned NC, unsigned R>
+__global__ void __launch_bounds__(kThreads)
+    fused_group_bwd(const float *__restrict dy, const float *__restrict x,
+                    const float *__restrict mean, const float *__restrict inv_std,
+                    const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
+                    uint64_t nblk, float *__restrict dx, float *__restrict pg,
+                    float *__restrict pb) {
+  using L = Layout<NT, NC, R>;
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned G = L::kGroups;
+  constexpr unsigned S = red::kLanes / G;
+  constexpr unsigned C = (unsigned)L::kMaxCols;
+  static_assert(S == kLaneSets<NT>, "lane sets per chunk");
+  __shared__ float sh[2][2 * kThreads * NC];
+  // Lane values of the block's G groups for every column: [sequence][g][column].
+  __shared__ float cs[2][G > 1 ? G : 1][G > 1 ? C : 1];
+  Exchange<2 * kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const unsigned g = threadIdx.x / NT;
+  for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x) {
+    const uint64_t k = q / S;
+    const uint64_t row0 = k * red::kChunk + (q - k * S);  // group 0's row at r = 0
+    float ag[L::V], ab[L::V];
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) ag[i] = ab[i] = O::identity();
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t first = row0 + (uint64_t)r * red::kLanes;
+      if (first >= rows) break;  // block-uniform; later r only go further
+      const uint64_t rw = first + (uint64_t)g * S;
+      const bool active = rw < rows;
+      const uint64_t base = active ? rw * cols : 0;
+      const float mu = active ? mean[rw] : 0.0f, is = active ? inv_std[rw] : 0.0f;
+      float d[L::V], xh[L::V];
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        d[i] = 0.0f;
+        xh[i] = 0.0f;
+        if (active && e < cols) {
+          const float gy = dy[base + e];
+          d[i] = row::ln_d(gy, gamma[e]);
+          xh[i] = row::xhat_of(x[base + e], mu, is);
+          // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r.
+          ag[i] = ag[i] + gy * xh[i];
+          ab[i] = ab[i] + gy;
+        }
+      }
+      float s[2];
+      row_sums<NT, NC, R, 2>([&](unsigned p, unsigned i) { return p == 0 ? d[i] : d[i] * xh[i]; },
+                             cols, active, ex, s);
+      const float a = row::per_col(s[0], n), b = row::per_col(s[1], n);
+      if (active) {
+#pragma unroll
+        for (unsigned i = 0; i < L::V; ++i) {
+          const unsigned e = L::off(T, i);
+          if (e < cols) dx[base + e] = row::ln_bwd_out(d[i], xh[i], a, b, is);
+        }
+      }
+    }
+    float *og = pg + q * cols;
+    float *ob = pb + q * cols;
+    if constexpr (G == 1) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) {
+          og[e] = ag[i];
+          ob[e] = ab[i];
+        }
+      }
+    } else {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) {
+          cs[0][g][e] = ag[i];
+          cs[1][g][e] = ab[i];
+        }
+      }
+      __syncthreads();
+      // The halving over the block's lanes: step h = 128 pairs g with g + G/2, ..., h = S pairs
+      // g = 0 with g = 1.
+      constexpr unsigned kSteps = G >= 8 ? 3 : G >= 4 ? 2 : 1;
+      static_assert((1u << kSteps) == G, "G is 2, 4 or 8");
+      for (unsigned e = threadIdx.x; e < cols; e += kThreads) {
+#pragma unroll
+        for (unsigned p = 0; p < 2; ++p) {
+          float v[G];
+#pragma unroll
+          for (unsigned j = 0; j < G; ++j) v[j] = cs[p][j][e];
+#pragma unroll
+          for (unsigned step = 0; step < kSteps; ++step) {
+            const unsigned h = G >> (step + 1);
+#pragma unroll
+            for (unsigned j = 0; j < G / 2; ++j)
+              if (j < h) v[j] = O::op(v[j], v[j + h]);
+          }
+          (p == 0 ? og : ob)[e] = v[0];
+        }
+      }
+      __syncthreads();  // cs is rewritten by the next q
+    }
+  }
+}
+
+// cols <= 32 (W = pow2_at_least(cols)): one thread per row; a block owns a whole chunk (S = 1,
+// thread t = lane t, rows 4096 q + t + 256 r). After the 16 rows each column's 256 lane values
+// are halved across the block (row::dev::group_halving, the tree's steps h = 128..1) and thread 0
+// writes the chunk value: pg, pb are (nc, cols).
+template <unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    fused_thread_bwd(const float *__restrict dy, const float *__restrict x,
+                     const float *__restrict mean, const float *__restrict inv_std,
+                     const float *__restrict gamma, uint64_t rows, unsigned cols, float n,
+                     uint64_t nblk, float *__restrict dx, float *__restrict pg,
+                     float *__restrict pb) {
+  using O = red::Ops<red::Op::Sum>;
+  __shared__ float sh[2][2 * kThreads];
+  Exchange<2 * kThreads> ex{sh, 0};
+  for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x) {
+    float ag[W], ab[W];
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j) ag[j] = ab[j] = O::identity();
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t first = q * red::kChunk + (uint64_t)r * red::kLanes;
+      if (first >= rows) break;  // block-uniform
+      const uint64_t rw = first + threadIdx.x;
+      if (rw >= rows) continue;  // no barrier below inside the row loop
+      const uint64_t base = rw * cols;
+      const float mu = mean[rw], is = inv_std[rw];
+      float d[W], xh[W];
+#pragma unroll
+      for (unsigned j = 0; j < W; ++j) {
+        d[j] = 0.0f;
+        xh[j] = 0.0f;
+        if (j < cols) {
+          const float gy = dy[base + j];
+          d[j] = row::ln_d(gy, gamma[j]);
+          xh[j] = row::xhat_of(x[base + j], mu, is);
+          ag[j] = ag[j] + gy * xh[j];
+          ab[j] = ab[j] + gy;
+        }
+      }
+      const float a =
+          row::per_col(red::small<red::Op::Sum, W>([&](unsigned j) { return d[j]; }, cols), n);
+      const float b = row::per_col(
+          red::small<red::Op::Sum, W>([&](unsigned j) { return d[j] * xh[j]; }, cols), n);
+#pragma unroll
+      for (unsigned j = 0; j < W; ++j)
+        if (j < cols) dx[base + j] = row::ln_bwd_out(d[j], xh[j], a, b, is);
+    }
+#pragma unroll
+    for (unsigned j = 0; j < W; ++j) {
+      if (j < cols) {  // cols is uniform: every thread makes the same calls
+        float a2[2][1] = {{ag[j]}, {ab[j]}};
+        float out[2];
+        group_halving<red::Op::Sum, kThreads, 2>(a2, ex, out);
+        if (threadIdx.x == 0) {
+          pg[q * cols + j] = out[0];
+          pb[q * cols + j] = out[1];
+        }
+      }
+    }
+  }
+}
+
+// ---- launch plan (cols <= kFusedMaxCols) -------------------------------------------------------
+// Used by cuda/layer_norm.cu and the emulator test. A launcher: launch(name, kernel, grid, args...)
+// starts kernel with kThreads threads per block; launch.max_grid() is the most blocks per launch.
+
+constexpr uint64_t kFusedMaxCols = 4096;
+
+struct BwdArgs {
+  const float *dy, *x, *mean, *inv_std, *gamma;
+  uint64_t rows, cols;
+  float n;  // cols rounded to float32
+  float *dx;
+};
+
+// Lane sets per chunk S for this cols: the partials are (chunks_of(rows), S, cols) floats each.
+inline unsigned fused_lane_sets(uint64_t cols) {
+  return cols <= 32 ? 1u : cols <= 512 ? kLaneSets<32> : cols <= 1024 ? kLaneSets<64>
+                         : cols <= 2048 ? kLaneSets<128> : kLaneSets<256>;
+}
+
+template <class Launch>
+void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb) {
+  const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
+  const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
+#define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
+  launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
+         pg, pb)
+  const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
+  if (a.cols <= 32) {
+    switch (red::pow2_at_least(a.cols)) {
+      case 1: TLRT_LN_FUSED("fused_thread_bwd<1>", fused_thread_bwd<1>, c32); break;
+      case 2: TLRT_LN_FUSED("fused_thread_bwd<2>", fused_thread_bwd<2>, c32); break;
+      case 4: TLRT_LN_FUSED("fused_thread_bwd<4>", fused_thread_bwd<4>, c32); break;
+      case 8: TLRT_LN_FUSED("fused_thread_bwd<8>", fused_thread_bwd<8>, c32); break;
+      case 16: TLRT_LN_FUSED("fused_thread_bwd<16>", fused_thread_bwd<16>, c32); break;
+      default: TLRT_LN_FUSED("fused_thread_bwd<32>", fused_thread_bwd<32>, c32); break;
+    }
+  } else if (a.cols <= 256) {
+    TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
+  } else if (a.cols <= 512) {
+    TLRT_LN_FUSED("fused_group_bwd<32, 1, 2>", (fused_group_bwd<32, 1, 2>), a.cols);
+  } else if (a.cols <= 1024) {
+    TLRT_LN_FUSED("fused_group_bwd<64, 1, 4>", (fused_group_bwd<64, 1, 4>), a.cols);
+  } else if (a.cols <= 2048) {
+    TLRT_LN_FUSED("fused_group_bwd<128, 1, 8>", (fused_group_bwd<128, 1, 8>), a.cols);
+  } else {
+    TLRT_LN_FUSED("fused_group_bwd<256, 1, 16>", (fused_group_bwd<256, 1, 16>), a.cols);
+  }
+#undef TLRT_LN_FUSED
+}
+
+}  // namespace ln_kernels
+}  // namespace cuda
+}  // namespace tlrt
