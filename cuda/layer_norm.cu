@@ -13,10 +13,14 @@
 // then y written from registers; one barrier per reduction when NT > 32. Predicted: ~90% of copy
 // bandwidth on (65536, 1024) and (16384, 4096) (a handful of instructions per element).
 // Measured: (pending GPU run).
-// long rows (cols > 8192): chunk-parallel passes (row::dev::chunk_reduce, one block per (row,
-// 4096-chunk)) with reduce_axis finishing the tree: S(x) -> mean (written to the output), S(q) ->
-// var (scratch), inv_std per row, then chunk_map writes y: x read three times, 16 bytes per
-// element. Measured: (pending GPU run).
+// block_row_fwd (8192 < cols <= 2^20; cuda/layer_norm_kernels.cuh): one 256-thread block per row,
+// S(x), S((x - mean)^2) and y in ONE kernel (row::dev::block_row_*, as cuda/softmax.cu's long
+// rows): the second and third reads of a row come from L2 (about 24 MB of rows in flight), DRAM
+// traffic the nominal 8 bytes per element; 80 registers. Before (2026-11-22): chunk passes reading
+// x three times from DRAM, 0.46-0.47 of copy bandwidth (1.3x PyTorch). PREDICTION: ~0.8 at
+// (4096, 16384), ~0.7 at (1024, 65536). Measured: (pending GPU run).
+// Rows over 2^20: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
+// with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
 // BACKWARD (cols <= 4096), fused_group_bwd / fused_thread_bwd (cuda/layer_norm_kernels.cuh): dx
 // and the first levels of the column tree of dgamma / dbeta in ONE pass over dy and x. A block
@@ -37,10 +41,14 @@
 // ~0.85-0.9 of copy bandwidth on (65536, 1024) and (16384, 4096) (0.584 -> ~0.30 ms at 1024
 // columns, ~0.5x PyTorch's time), ~0.7-0.8 at 64 and 8 columns (one thread per row there reads
 // with a stride of cols floats). Measured: (pending GPU run).
-// Long rows (cols > 4096): dx by one chunk_reduce pass with both sums, reduce_axis, then chunk_map
-// (20 bytes per element); dgamma / dbeta by lane_fold: one thread per (chunk k of 4096 rows, lane
-// t, column j) folds rows 4096 k + t + 256 r (r = 0..15) of dy * xhat and of dy in order (dy and
-// x read once more: 8 bytes per element), reduce_axis the rest. Measured 2026-11-22: 0.33-0.38.
+// Long rows (cols > 4096): dx by block_row_dx (one block per row: S(d) and S(d * xhat) in one
+// pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
+// sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
+// rows, lane t, column j) folds rows 4096 k + t + 256 r (r = 0..15) of dy * xhat and of dy in order
+// (dy and x read once more: 8 bytes per element), reduce_axis the rest. Before (2026-11-22):
+// 0.33-0.38 of copy bandwidth (28 bytes per element); PREDICTION with block_row_dx: 20 bytes per
+// element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
+// not whole rows). Measured: (pending GPU run).
 #include "core/backend/layer_norm.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
@@ -65,6 +73,18 @@ unsigned blocks(uint64_t items, uint64_t per_block) {
   const uint64_t b = (items + per_block - 1) / per_block;
   return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
+
+struct CudaLaunch {
+  int dev;
+  cudaStream_t st;
+  uint64_t max_grid() const { return kMaxGrid; }
+  unsigned sms() const { return (unsigned)sm_count(dev); }
+  template <class K, class... A>
+  void operator()(const char *name, K kernel, unsigned grid, A... args) const {
+    kernel<<<grid, kThreads, 0, st>>>(args...);
+    check_launch(name);
+  }
+};
 
 // ---- forward ------------------------------------------------------------------------------------
 
@@ -315,15 +335,6 @@ void launch_thread_fwd(cudaStream_t st, const float *x, const float *gamma, cons
 
 // ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
 
-struct CudaLaunch {
-  cudaStream_t st;
-  uint64_t max_grid() const { return kMaxGrid; }
-  template <class K, class... A>
-  void operator()(const char *name, K kernel, unsigned grid, A... args) const {
-    kernel<<<grid, kThreads, 0, st>>>(args...);
-    check_launch(name);
-  }
-};
 
 // The partials (nc, S, cols) of the fused kernels -> dgamma, dbeta: the tree's halving over the S
 // values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
@@ -338,7 +349,7 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
     pg = FloatScratch(dev, nc * S * a.cols);
     pb = FloatScratch(dev, nc * S * a.cols);
   }
-  ln_kernels::fused_bwd_plan(CudaLaunch{stream(dev)}, a, direct ? dgamma : pg.get(),
+  ln_kernels::fused_bwd_plan(CudaLaunch{dev, stream(dev)}, a, direct ? dgamma : pg.get(),
                              direct ? dbeta : pb.get());
   if (direct) return;
   if (nc == 1) {
@@ -388,6 +399,9 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
     launch_group_fwd<128, 1, 16>(TLRT_LN_ARGS);
   } else if (cols <= 8192) {
     launch_group_fwd<256, 2, 16>(TLRT_LN_ARGS);
+  } else if (cols <= ln_kernels::kBlockRowMaxCols) {
+    ln_kernels::block_row_fwd_plan(CudaLaunch{dev, st}, x, gamma, beta, rows, cols, n, eps, y, mean,
+                                   inv_std);
   } else {
     long_fwd(dev, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
   }
@@ -403,7 +417,12 @@ void layer_norm_bwd(int dev, const float *dy, const float *x, const float *mean,
               dbeta);
     return;
   }
-  long_dx(dev, dy, x, mean, inv_std, gamma, rows, cols, n, dx);
+  if (cols <= ln_kernels::kBlockRowMaxCols) {
+    const ln_kernels::BwdArgs a{dy, x, mean, inv_std, gamma, rows, cols, n, dx};
+    ln_kernels::block_row_dx_plan(CudaLaunch{dev, stream(dev)}, a);
+  } else {
+    long_dx(dev, dy, x, mean, inv_std, gamma, rows, cols, n, dx);
+  }
   column_sums(dev, dy, x, mean, inv_std, rows, cols, dgamma, dbeta);
 }
 

@@ -29,6 +29,8 @@ namespace tlrt {
 namespace cuda {
 namespace ln_kernels {
 
+using row::dev::block_row_map;
+using row::dev::block_row_sum;
 using row::dev::Exchange;
 using row::dev::group_halving;
 using row::dev::kThreads;
@@ -256,6 +258,93 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
     TLRT_LN_FUSED("fused_group_bwd<256, 1, 16>", (fused_group_bwd<256, 1, 16>), a.cols);
   }
 #undef TLRT_LN_FUSED
+}
+
+// ---- long rows: one 256-thread block per row, all passes in one kernel -------------------------
+// (row::dev::block_row_*; cols <= kBlockRowMaxCols.) Forward: S(x) -> mean, S((x - mean)^2) ->
+// var -> inv_std, then y; backward dx: S(d) and S(d * xhat) in one pass, then dx. The operations
+// and their order are those of the DEFINITIONS (the same as the chunk passes they replace).
+
+constexpr uint64_t kBlockRowMaxCols = row::dev::kBlockRowMaxChunks * red::kChunk;
+
+__global__ void __launch_bounds__(kThreads)
+    block_row_fwd(const float *__restrict x, const float *__restrict gamma,
+                  const float *__restrict beta, uint64_t rows, uint64_t cols, float n, float eps,
+                  float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
+  TLRT_BLOCK_ROW_SHARED(sm);
+  for (uint64_t rw = blockIdx.x; rw < rows; rw += gridDim.x) {
+    const float *xr = x + rw * cols;
+    float *yr = y + rw * cols;
+    float s[1];
+    block_row_sum<1>([&](uint64_t e, float (&v)[1]) { v[0] = xr[e]; }, cols, sm, s);
+    const float mu = row::per_col(s[0], n);
+    block_row_sum<1>([&](uint64_t e, float (&v)[1]) { v[0] = row::sq_dev(xr[e], mu); }, cols, sm,
+                     s);
+    const float is = row::inv_std_of(row::per_col(s[0], n), eps);
+    block_row_map<3>(
+        [&](uint64_t e, float (&v)[3]) {
+          v[0] = xr[e];
+          v[1] = gamma[e];
+          v[2] = beta[e];
+        },
+        [&](uint64_t e, const float (&v)[3]) {
+          yr[e] = row::ln_out(row::xhat_of(v[0], mu, is), v[1], v[2]);
+        },
+        cols);
+    if (threadIdx.x == 0) {
+      mean[rw] = mu;
+      inv_std[rw] = is;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    block_row_dx(const float *__restrict dy, const float *__restrict x,
+                 const float *__restrict mean, const float *__restrict inv_std,
+                 const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
+                 float *__restrict dx) {
+  TLRT_BLOCK_ROW_SHARED(sm);
+  for (uint64_t rw = blockIdx.x; rw < rows; rw += gridDim.x) {
+    const float *dyr = dy + rw * cols, *xr = x + rw * cols;
+    float *dr = dx + rw * cols;
+    const float mu = mean[rw], is = inv_std[rw];
+    float s[2];
+    block_row_sum<2>(
+        [&](uint64_t e, float (&v)[2]) {
+          const float d = row::ln_d(dyr[e], gamma[e]);
+          v[0] = d;
+          v[1] = d * row::xhat_of(xr[e], mu, is);
+        },
+        cols, sm, s);
+    const float a = row::per_col(s[0], n), b = row::per_col(s[1], n);
+    block_row_map<3>(
+        [&](uint64_t e, float (&v)[3]) {
+          v[0] = dyr[e];
+          v[1] = xr[e];
+          v[2] = gamma[e];
+        },
+        [&](uint64_t e, const float (&v)[3]) {
+          dr[e] = row::ln_bwd_out(row::ln_d(v[0], v[2]), row::xhat_of(v[1], mu, is), a, b, is);
+        },
+        cols);
+  }
+}
+
+// A launcher as above, with launch.sms() the device's multiprocessor count.
+template <class Launch>
+void block_row_fwd_plan(const Launch &launch, const float *x, const float *gamma,
+                        const float *beta, uint64_t rows, uint64_t cols, float n, float eps,
+                        float *y, float *mean, float *inv_std) {
+  launch("layer_norm block_row_fwd", block_row_fwd,
+         row::dev::block_row_grid(rows, 4 * cols, launch.sms()), x, gamma, beta, rows, cols, n,
+         eps, y, mean, inv_std);
+}
+
+template <class Launch>
+void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
+  launch("layer_norm block_row_dx", block_row_dx,
+         row::dev::block_row_grid(a.rows, 8 * a.cols, launch.sms()), a.dy, a.x, a.mean,
+         a.inv_std, a.gamma, a.rows, a.cols, a.n, a.dx);
 }
 
 }  // namespace ln_kernels

@@ -28,17 +28,29 @@
 // costs 21 instructions per element, the IEEE division about 10: below the ~60 the bandwidth
 // leaves per element at 8 bytes). Measured: (pending GPU run).
 //
-// Long rows (cols > 8192 forward, > 4096 backward): chunk-parallel passes, one 256-thread block per
-// (row, chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima; chunk sums of e (the
-// tree's first level) -> reduce_axis (the tree's next levels) -> row sums; then one pass writing
-// the outputs (recomputing e). Scratch: 2 * rows floats + rows * ceil(cols / 4096) partials.
-// Bytes: 16 per element forward (x read three times, y written), 12 + 4 backward (softmax: y, g
-// read twice), log-softmax backward 16 (g read by reduce_axis, then y, g, dx). Measured: (pending
-// GPU run).
+// block_row_fwd / block_row_bwd (8192 < cols <= 2^20 forward, 4096 < cols <= 2^20 backward;
+// cuda/softmax_kernels.cuh): one 256-thread block per row and every pass in ONE kernel. Thread T
+// is the tree's lane T of every chunk; the block walks the row: the maximum (16 loads in flight
+// per thread, order-free), the sum of e two chunks at a time (32 loads in flight; both chunks'
+// lanes halved with one barrier; chunk values in shared memory, then one more halving over them:
+// the tree's next level), then the outputs (16 loads issued before their stores). The grid holds
+// about 24 MB of rows in flight (row::dev::block_row_grid: 2 blocks per SM at 16384 columns, 1 at
+// 65536), so the second and third reads of a row come from L2: DRAM traffic is the nominal
+// 8 bytes per element (12 masked and backward). Registers: 56-92 (fwd), 64-77 (bwd), no spills.
+// Before (2026-11-22): three kernels + two reduce_axis launches, x read three times from DRAM
+// (16 bytes per element): 0.37-0.41 of copy bandwidth, 2.1x PyTorch. PREDICTION: ~0.75-0.85 of
+// copy bandwidth at (4096, 16384) (L2 re-reads at ~2x DRAM bandwidth; one row per block leaves a
+// few percent idle at each row's barriers), ~0.7 at (1024, 65536) (33 MB of rows in flight:
+// some L2 misses). Measured: (pending GPU run).
+// Longer rows (> 2^20 columns, more than 256 chunks): the chunk-parallel passes below, one
+// 256-thread block per (row, chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima;
+// chunk sums of e -> reduce_axis -> row sums; then one pass writing the outputs (recomputing e).
+// 16 bytes per element forward, 12 + 4 backward.
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/softmax.hpp"
 #include "cuda/cuda_common.cuh"
+#include "cuda/softmax_kernels.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -344,6 +356,17 @@ void long_bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t c
   check_launch("softmax_bwd chunk_map");
 }
 
+struct CudaLaunch {
+  int dev;
+  cudaStream_t st;
+  unsigned sms() const { return (unsigned)sm_count(dev); }
+  template <class K, class... A>
+  void operator()(const char *name, K kernel, unsigned grid, A... args) const {
+    kernel<<<grid, kThreads, 0, st>>>(args...);
+    check_launch(name);
+  }
+};
+
 // ---- dispatch by cols ---------------------------------------------------------------------------
 
 template <Kind KIND, unsigned W>
@@ -386,6 +409,8 @@ void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t col
     launch_group_fwd<KIND, 256, 1, 16>(st, x, mask, rows, cols, y);
   } else if (cols <= 8192) {
     launch_group_fwd<KIND, 256, 2, 16>(st, x, mask, rows, cols, y);
+  } else if (cols <= softmax_kernels::kBlockRowMaxCols) {
+    softmax_kernels::block_row_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, cols, y);
   } else {
     long_fwd<KIND>(dev, x, mask, rows, cols, y);
   }
@@ -427,6 +452,8 @@ void bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t cols, 
     launch_group_bwd<LOG, 128, 1, 8>(st, y, g, rows, cols, dx);
   } else if (cols <= 4096) {
     launch_group_bwd<LOG, 256, 1, 16>(st, y, g, rows, cols, dx);
+  } else if (cols <= softmax_kernels::kBlockRowMaxCols) {
+    softmax_kernels::block_row_bwd_plan<LOG>(CudaLaunch{dev, st}, y, g, rows, cols, dx);
   } else {
     long_bwd<LOG>(dev, y, g, rows, cols, dx);
   }

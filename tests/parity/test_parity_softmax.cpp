@@ -145,6 +145,15 @@ void all_shapes() {
     if (s.rows * s.cols > max_n()) continue;
     for (Dist d : {Dist::Uniform, Dist::Edge}) one_shape(s.rows, s.cols, d, ++salt);
   }
+  // The one-block-per-row path: odd chunk counts (chunks are folded in pairs), partial last
+  // chunks, more rows than the grid (blocks loop over rows), and its upper edge 2^20 columns (the
+  // chunk passes beyond).
+  for (Shape s : {Shape{3, 12288}, Shape{5, 20481}, Shape{600, 8193}, Shape{300, 4097},
+                  Shape{2, uint64_t{1} << 20}, Shape{2, (uint64_t{1} << 20) + 1},
+                  Shape{1, (uint64_t{1} << 20) - 1}}) {
+    if (s.rows * s.cols > max_n()) continue;
+    for (Dist d : {Dist::Uniform, Dist::Edge}) one_shape(s.rows, s.cols, d, ++salt);
+  }
   // The large shapes of the brief.
   for (Shape s : {Shape{65536, 1024}, Shape{16384, 4096}, Shape{1024, 65536},
                   Shape{1, uint64_t{1} << 26}, Shape{uint64_t{1} << 26, 1}, Shape{1u << 21, 32}}) {

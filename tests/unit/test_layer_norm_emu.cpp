@@ -34,7 +34,9 @@ namespace red = tlrt::red;
 struct EmuLaunch {
   emu::Policy policy;
   uint64_t grid_cap;
+  unsigned sm = 132;
   uint64_t max_grid() const { return grid_cap; }
+  unsigned sms() const { return sm; }
   template <class K, class... A>
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     emu::launch(policy, dim3(grid), dim3(lk::kThreads), 0, [=] { kernel(args...); });
@@ -120,6 +122,39 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
   same(w + " dbeta", want_db, db);
 }
 
+// The long-row kernels (one block per row): forward for cols > 8192, dx for cols > 4096.
+void run_long(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi, unsigned sms) {
+  const uint64_t n = rows * cols;
+  const std::vector<float> x = th::make(dist, n, salt + 1), dy = th::make(dist, n, salt + 2),
+                           gamma = th::make(th::Dist::Uniform, cols, salt + 3),
+                           beta = th::make(th::Dist::Uniform, cols, salt + 4);
+  char tag[160];
+  std::snprintf(tag, sizeof tag, "long (%llu, %llu) %s policy %d sms %u", (unsigned long long)rows,
+                (unsigned long long)cols, th::dist_name(dist), pi, sms);
+  const std::string w = tag;
+  th::Buf X(th::upload(x)), DY(th::upload(dy)), G(th::upload(gamma)), B(th::upload(beta)), Y, M, S,
+      DX, DG, DB;
+  TH_OK(tlrt_layer_norm_fwd(X.get(), G.get(), B.get(), rows, cols, 1e-5, Y.out(), M.out(),
+                            S.out()));
+  TH_OK(tlrt_layer_norm_bwd(DY.get(), X.get(), M.get(), S.get(), G.get(), rows, cols, DX.out(),
+                            DG.out(), DB.out()));
+  const std::vector<float> mean = th::download(M.get()), is = th::download(S.get());
+  const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31, sms};
+  const float nf = static_cast<float>(cols);
+  if (cols > 8192) {
+    std::vector<float> y(n, 7.0f), m(rows, 7.0f), s(rows, 7.0f);
+    lk::block_row_fwd_plan(launch, x.data(), gamma.data(), beta.data(), rows, cols, nf, 1e-5f,
+                           y.data(), m.data(), s.data());
+    same(w + " y", th::download(Y.get()), y);
+    same(w + " mean", mean, m);
+    same(w + " inv_std", is, s);
+  }
+  std::vector<float> dx(n, 7.0f);
+  lk::block_row_dx_plan(launch, lk::BwdArgs{dy.data(), x.data(), mean.data(), is.data(),
+                                            gamma.data(), rows, cols, nf, dx.data()});
+  same(w + " dx", th::download(DX.get()), dx);
+}
+
 }  // namespace
 
 int main() {
@@ -154,6 +189,15 @@ int main() {
     for (uint64_t r : {4096, 4097, 8192 + 100, 8192 + 4095}) go(r, c, th::Dist::Uniform, big);
   for (uint64_t c : {5, 40, 513, 1500, 3000}) go(600, c, th::Dist::Uniform, 3);
   go(5000, 9, th::Dist::Uniform, 1);
+  // Long rows.
+  for (uint64_t c : {4097, 6000, 8192, 8193, 12288, 12289, 16385, 24577})
+    for (uint64_t r : {1, 3})
+      run_long(r, c, th::Dist::Uniform, salt += 10, rot++ % kNumPolicies, 132);
+  run_long(10, 8193, th::Dist::Positive, salt += 10, 0, 1);  // blocks loop over rows
+  run_long(2, 65536, th::Dist::Uniform, salt += 10, 1, 132);
+  run_long(1, uint64_t{1} << 20, th::Dist::Uniform, salt += 10, 2, 132);
+  for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
+    run_long(3, 9000, d, salt += 10, rot++ % kNumPolicies, 132);
   // Special values.
   for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
     for (uint64_t c : {3, 32, 70, 1024, 2500})
