@@ -104,8 +104,102 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------
+// Lane j of a segment holds element j of its row, so a warp reads 32 / W consecutive rows as one
+// contiguous run (coalesced; the thread-per-row kernels read each row with its own thread, a
+// stride of cols floats). The row sum is red::small<W>: lane j starts at -0 + e[j] (j < cols) or
+// -0, then the halving s[t] = s[t] + s[t + h] for h = W/2 .. 1, here by __shfl_down_sync within
+// the segment (lane t adds lane t + h); lane 0's value is broadcast. The maximum by xor shuffles
+// (order-free). Each thread takes U rows at a time (U independent loads in flight).
+constexpr unsigned kSegRows = 4;  // U
+
+template <unsigned W>
+__device__ __forceinline__ float seg_max(float v) {
+#pragma unroll
+  for (unsigned d = W / 2; d >= 1; d /= 2) v = ew::max_f(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+  return v;
+}
+
+template <unsigned W>
+__device__ __forceinline__ float seg_tree_sum(float v) {
+  #pragma unroll
+  for (unsigned h = W / 2; h >= 1; h /= 2) v = v + __shfl_down_sync(0xFFFFFFFFu, v, h, (int)W);
+  return W > 1 ? __shfl_sync(0xFFFFFFFFu, v, 0, (int)W) : v;
+}
+
+template <Kind KIND, unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    seg_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows, unsigned cols,
+            float *__restrict y) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned RB = kThreads / W;  // rows per block per step
+  constexpr unsigned U = kSegRows;
+  const unsigned j = threadIdx.x % W;
+  const unsigned sub = threadIdx.x / W;
+  for (uint64_t first = (uint64_t)blockIdx.x * RB * U; first < rows;
+       first += (uint64_t)gridDim.x * RB * U) {
+    float v[U], mk[U];
+    bool ok[U];
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const uint64_t rw = first + (uint64_t)u * RB + sub;
+      ok[u] = rw < rows && j < cols;
+      v[u] = ok[u] ? x[rw * cols + j] : 0.0f;
+      mk[u] = (KIND == Kind::Masked && ok[u]) ? mask[rw * cols + j] : 1.0f;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const bool al = KIND != Kind::Masked || row::allowed(mk[u]);
+      const float m = seg_max<W>(ok[u] && al ? v[u] : row::neg_inf());
+      const float e = al ? row::shifted_exp(v[u], m) : 0.0f;
+      const float s = seg_tree_sum<W>(ok[u] ? O::op(O::identity(), e) : O::identity());
+      if (!ok[u]) continue;  // no shuffle below
+      float out;
+      if constexpr (KIND == Kind::LogSoftmax)
+        out = row::log_softmax_out(v[u], m, math::log_f(s));
+      else if constexpr (KIND == Kind::Masked)
+        out = (m == row::neg_inf() || !al) ? 0.0f : row::softmax_out(e, s);
+      else
+        out = row::softmax_out(e, s);
+      y[(first + (uint64_t)u * RB + sub) * cols + j] = out;
+    }
+  }
+}
+
+template <bool LOG, unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    seg_bwd(const float *__restrict y, const float *__restrict g, uint64_t rows, unsigned cols,
+            float *__restrict dx) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned RB = kThreads / W;
+  constexpr unsigned U = kSegRows;
+  const unsigned j = threadIdx.x % W;
+  const unsigned sub = threadIdx.x / W;
+  for (uint64_t first = (uint64_t)blockIdx.x * RB * U; first < rows;
+       first += (uint64_t)gridDim.x * RB * U) {
+    float yv[U], gv[U];
+    bool ok[U];
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const uint64_t rw = first + (uint64_t)u * RB + sub;
+      ok[u] = rw < rows && j < cols;
+      yv[u] = ok[u] ? y[rw * cols + j] : 0.0f;
+      gv[u] = ok[u] ? g[rw * cols + j] : 0.0f;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const float t = LOG ? gv[u] : row::softmax_bwd_term(yv[u], gv[u]);
+      const float s = seg_tree_sum<W>(ok[u] ? O::op(O::identity(), t) : O::identity());
+      if (!ok[u]) continue;
+      dx[(first + (uint64_t)u * RB + sub) * cols + j] =
+          LOG ? row::log_softmax_bwd_out(yv[u], gv[u], s) : row::softmax_bwd_out(yv[u], gv[u], s);
+    }
+  }
+}
+
 // Launch plans. A launcher: launch(name, kernel, grid, args...) starts kernel with kThreads
-// threads per block; launch.sms() is the device's multiprocessor count.
+// threads per block; launch.sms() is the device's multiprocessor count, launch.grid_for(items,
+// per_block) the blocks for items (capped at the most a launch may have).
 template <Kind KIND, class Launch>
 void block_row_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
                         uint64_t cols, float *y) {
@@ -119,6 +213,41 @@ void block_row_bwd_plan(const Launch &launch, const float *y, const float *g, ui
                         uint64_t cols, float *dx) {
   launch("softmax block_row_bwd", block_row_bwd<LOG>,
          row::dev::block_row_grid(rows, 8 * cols, launch.sms()), y, g, rows, cols, dx);
+}
+
+// Short rows: grid of ceil(rows / (RB * U)) blocks (capped; the kernels loop).
+template <Kind KIND, class Launch>
+void seg_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
+                  unsigned cols, float *y) {
+#define TLRT_SEG(WW)                                                                          \
+  launch("softmax seg_fwd", seg_fwd<KIND, WW>,                                               \
+         launch.grid_for(rows, (uint64_t)(kThreads / WW) * kSegRows), x, mask, rows, cols, y)
+  switch (red::pow2_at_least(cols)) {
+    case 1: TLRT_SEG(1); break;
+    case 2: TLRT_SEG(2); break;
+    case 4: TLRT_SEG(4); break;
+    case 8: TLRT_SEG(8); break;
+    case 16: TLRT_SEG(16); break;
+    default: TLRT_SEG(32); break;
+  }
+#undef TLRT_SEG
+}
+
+template <bool LOG, class Launch>
+void seg_bwd_plan(const Launch &launch, const float *y, const float *g, uint64_t rows,
+                  unsigned cols, float *dx) {
+#define TLRT_SEG(WW)                                                                          \
+  launch("softmax seg_bwd", seg_bwd<LOG, WW>,                                                \
+         launch.grid_for(rows, (uint64_t)(kThreads / WW) * kSegRows), y, g, rows, cols, dx)
+  switch (red::pow2_at_least(cols)) {
+    case 1: TLRT_SEG(1); break;
+    case 2: TLRT_SEG(2); break;
+    case 4: TLRT_SEG(4); break;
+    case 8: TLRT_SEG(8); break;
+    case 16: TLRT_SEG(16); break;
+    default: TLRT_SEG(32); break;
+  }
+#undef TLRT_SEG
 }
 
 }  // namespace softmax_kernels

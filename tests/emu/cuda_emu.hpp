@@ -250,13 +250,28 @@ inline float emu_shfl(float v, unsigned src_of_lane_fn(unsigned, unsigned), unsi
   return src < 32 ? slot[src] : v;
 }
 
-// Lane + delta, or the caller's own value past lane 31 (as on the GPU).
-inline float __shfl_down_sync(unsigned, float v, unsigned delta) {
-  return emu_shfl(v, [](unsigned lane, unsigned d) { return lane + d; }, delta);
+// Within segments of `width` lanes (a power of two <= 32), as on the GPU: lane + delta, or the
+// caller's own value past the end of its segment; the segment's lane src_lane.
+inline float __shfl_down_sync(unsigned, float v, unsigned delta, int width = 32) {
+  const unsigned arg = delta | ((unsigned)width << 8);
+  return emu_shfl(
+      v,
+      [](unsigned lane, unsigned a) {
+        const unsigned d = a & 0xFFu, w = a >> 8;
+        return (lane % w) + d < w ? lane + d : lane;
+      },
+      arg);
 }
 
-inline float __shfl_sync(unsigned, float v, int src_lane) {
-  return emu_shfl(v, [](unsigned, unsigned s) { return s % 32u; }, (unsigned)src_lane);
+inline float __shfl_sync(unsigned, float v, int src_lane, int width = 32) {
+  const unsigned arg = ((unsigned)src_lane & 0xFFu) | ((unsigned)width << 8);
+  return emu_shfl(
+      v,
+      [](unsigned lane, unsigned a) {
+        const unsigned s = a & 0xFFu, w = a >> 8;
+        return (lane & ~(w - 1u)) + s % w;
+      },
+      arg);
 }
 
 namespace tlrt {

@@ -2,6 +2,7 @@
 // block per row, every pass in one kernel) run on the CPU under tests/emu/cuda_emu.hpp and
 // compared bit for bit with the CPU backend (tlrt_softmax, tlrt_log_softmax,
 // tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd, tlrt_log_softmax_bwd on CPU buffers).
+// Also the short-row segment kernels (cols <= 32, one W-lane segment per row).
 // Shapes: cols around the chunk edges past the dispatch thresholds (4097 backward, 8193 forward),
 // odd chunk counts (the kernels fold chunks in pairs), partial last chunks, 2^20 (the largest row
 // of this path); rows beyond the grid so that blocks loop over rows. Inputs: uniform, wide
@@ -33,7 +34,12 @@ using tlrt::row::Kind;
 struct EmuLaunch {
   emu::Policy policy;
   unsigned sm;
+  uint64_t cap = uint64_t{1} << 31;
   unsigned sms() const { return sm; }
+  unsigned grid_for(uint64_t items, uint64_t per_block) const {
+    const uint64_t b = (items + per_block - 1) / per_block;
+    return (unsigned)(b == 0 ? 1 : b < cap ? b : cap);
+  }
   template <class K, class... A>
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     emu::launch(policy, dim3(grid), dim3(sk::kThreads), 0, [=] { kernel(args...); });
@@ -76,9 +82,29 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
   // Backward on arbitrary y (x) as well as on the forward's output.
   TH_OK(tlrt_softmax_bwd(X.get(), G.get(), rows, cols, DY.out()));
   TH_OK(tlrt_log_softmax_bwd(X.get(), G.get(), rows, cols, DL.out()));
-  const EmuLaunch launch{kPolicies[pi], sms};
+  EmuLaunch launch{kPolicies[pi], sms};
+  if (cols <= 32 && sms == 1) launch.cap = 2;  // blocks loop over row groups
   std::vector<float> out(n);
   auto reset = [&] { std::fill(out.begin(), out.end(), 7.0f); };
+  if (cols <= 32) {
+    reset();
+    sk::seg_fwd_plan<Kind::Softmax>(launch, x.data(), nullptr, rows, (unsigned)cols, out.data());
+    same(w + " softmax", th::download(Y.get()), out);
+    reset();
+    sk::seg_fwd_plan<Kind::LogSoftmax>(launch, x.data(), nullptr, rows, (unsigned)cols, out.data());
+    same(w + " log_softmax", th::download(L.get()), out);
+    reset();
+    sk::seg_fwd_plan<Kind::Masked>(launch, x.data(), mask.data(), rows, (unsigned)cols,
+                                   out.data());
+    same(w + " masked softmax", th::download(HM.get()), out);
+    reset();
+    sk::seg_bwd_plan<false>(launch, x.data(), g.data(), rows, (unsigned)cols, out.data());
+    same(w + " softmax_bwd", th::download(DY.get()), out);
+    reset();
+    sk::seg_bwd_plan<true>(launch, x.data(), g.data(), rows, (unsigned)cols, out.data());
+    same(w + " log_softmax_bwd", th::download(DL.get()), out);
+    return;
+  }
   if (cols > 8192) {
     reset();
     sk::block_row_fwd_plan<Kind::Softmax>(launch, x.data(), nullptr, rows, cols, out.data());
@@ -115,6 +141,13 @@ int main() {
     salt += 10;
     run_case(rows, cols, d, salt, rot++ % 3, sms);
   };
+  // Short rows: every segment width, rows around the block's row groups (256 / W rows times 4).
+  for (uint64_t c : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32})
+    for (uint64_t r : {1, 2, 5, 63, 1000, 1025}) go(r, c, th::Dist::Uniform, 132);
+  go(3000, 8, th::Dist::Uniform, 1);  // 2 blocks looping
+  go(5000, 1, th::Dist::Uniform, 1);
+  for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})
+    for (uint64_t c : {1, 3, 8, 13, 32}) go(77, c, d, 132);
   for (uint64_t c : {4097, 5000, 8192, 8193, 12288, 12289, 16384, 16385, 20480, 24577})
     for (uint64_t r : {1, 3}) go(r, c, th::Dist::Uniform, 132);
   go(10, 8193, th::Dist::Uniform, 1);  // grid of 8 blocks: blocks loop over rows
