@@ -6,7 +6,11 @@
 //
 // FORWARD (bytes: x read, y written = 8 per element, plus 8 per row for mean and inv_std; gamma and
 // beta are re-read per row from L1/L2):
-// thread_fwd (cols <= 32): one thread per row, the row in registers, sums by red::small.
+// seg_fwd (cols <= 32; cuda/layer_norm_kernels.cuh): a segment of W = pow2_at_least(cols) lanes
+// per row (lane j = element j; warps read runs of rows, coalesced), sums by red::small<W> across
+// the segment (shuffles, the same additions in the same order). Before (2026-11-22): one thread per
+// row (strided reads), 0.51 of copy bandwidth at 8 columns. PREDICTION: ~0.8. Measured: (pending
+// GPU run).
 // group_fwd (32 < cols <= 8192): one group of NT threads per row (NT = 32 up to 1024 columns, then
 // 64, 128, 256 as cols doubles), the row in registers (<= 32 values per thread; lane layout and
 // reductions of row::dev, as in cuda/softmax.cu): S(x) -> mean, S((x - mean)^2) -> var -> inv_std,
@@ -79,6 +83,7 @@ struct CudaLaunch {
   cudaStream_t st;
   uint64_t max_grid() const { return kMaxGrid; }
   unsigned sms() const { return (unsigned)sm_count(dev); }
+  unsigned grid_for(uint64_t items, uint64_t per_block) const { return blocks(items, per_block); }
   template <class K, class... A>
   void operator()(const char *name, K kernel, unsigned grid, A... args) const {
     kernel<<<grid, kThreads, 0, st>>>(args...);
@@ -87,30 +92,6 @@ struct CudaLaunch {
 };
 
 // ---- forward ------------------------------------------------------------------------------------
-
-template <unsigned W>
-__global__ void __launch_bounds__(kThreads)
-    thread_fwd(const float *__restrict x, const float *__restrict gamma,
-               const float *__restrict beta, uint64_t rows, unsigned cols, float n, float eps,
-               float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
-  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
-       rw += (uint64_t)gridDim.x * kThreads) {
-    const uint64_t base = rw * cols;
-    float v[W];
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j) v[j] = j < cols ? x[base + j] : 0.0f;
-    const float mu =
-        row::per_col(red::small<red::Op::Sum, W>([&](unsigned j) { return v[j]; }, cols), n);
-    const float var = row::per_col(
-        red::small<red::Op::Sum, W>([&](unsigned j) { return row::sq_dev(v[j], mu); }, cols), n);
-    const float is = row::inv_std_of(var, eps);
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j)
-      if (j < cols) y[base + j] = row::ln_out(row::xhat_of(v[j], mu, is), gamma[j], beta[j]);
-    mean[rw] = mu;
-    inv_std[rw] = is;
-  }
-}
 
 // At most 80 registers (3 blocks of 256 threads per SM, as the softmax kernels reach unforced):
 // unbounded, the compiler hoists every gamma / beta load of the output loop (~100 registers).
@@ -324,17 +305,7 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
   check_launch("layer_norm group_fwd");
 }
 
-template <unsigned W>
-void launch_thread_fwd(cudaStream_t st, const float *x, const float *gamma, const float *beta,
-                       uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
-                       float *inv_std) {
-  thread_fwd<W><<<blocks(rows, kThreads), kThreads, 0, st>>>(x, gamma, beta, rows, (unsigned)cols,
-                                                             n, eps, y, mean, inv_std);
-  check_launch("layer_norm thread_fwd");
-}
-
 // ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
-
 
 // The partials (nc, S, cols) of the fused kernels -> dgamma, dbeta: the tree's halving over the S
 // values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
@@ -379,14 +350,8 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
   const float n = static_cast<float>(cols);
 #define TLRT_LN_ARGS st, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std
   if (cols <= 32) {
-    switch (red::pow2_at_least(cols)) {
-      case 1: launch_thread_fwd<1>(TLRT_LN_ARGS); break;
-      case 2: launch_thread_fwd<2>(TLRT_LN_ARGS); break;
-      case 4: launch_thread_fwd<4>(TLRT_LN_ARGS); break;
-      case 8: launch_thread_fwd<8>(TLRT_LN_ARGS); break;
-      case 16: launch_thread_fwd<16>(TLRT_LN_ARGS); break;
-      default: launch_thread_fwd<32>(TLRT_LN_ARGS); break;
-    }
+    ln_kernels::seg_fwd_plan(CudaLaunch{dev, st}, x, gamma, beta, rows, (unsigned)cols, n, eps, y,
+                             mean, inv_std);
   } else if (cols <= 256) {
     launch_group_fwd<32, 1, 1>(TLRT_LN_ARGS);
   } else if (cols <= 512) {

@@ -260,6 +260,71 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 #undef TLRT_LN_FUSED
 }
 
+// ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------
+// As cuda/softmax_kernels.cuh's seg_fwd: lane j holds element j, warps read runs of rows
+// (coalesced), each thread kSegRows rows at a time; both sums red::small<W> across the segment.
+constexpr unsigned kSegRows = 4;
+
+template <unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    seg_fwd(const float *__restrict x, const float *__restrict gamma,
+            const float *__restrict beta, uint64_t rows, unsigned cols, float n, float eps,
+            float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned RB = kThreads / W;
+  constexpr unsigned U = kSegRows;
+  const unsigned j = threadIdx.x % W;
+  const unsigned sub = threadIdx.x / W;
+  const bool col = j < cols;
+  const float ga = col ? gamma[j] : 0.0f, be = col ? beta[j] : 0.0f;
+  for (uint64_t first = (uint64_t)blockIdx.x * RB * U; first < rows;
+       first += (uint64_t)gridDim.x * RB * U) {
+    float v[U];
+    bool ok[U];
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const uint64_t rw = first + (uint64_t)u * RB + sub;
+      ok[u] = rw < rows && col;
+      v[u] = ok[u] ? x[rw * cols + j] : 0.0f;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const float mu =
+          row::per_col(row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), v[u]) : O::identity()), n);
+      const float q = row::sq_dev(v[u], mu);
+      const float var =
+          row::per_col(row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), q) : O::identity()), n);
+      const float is = row::inv_std_of(var, eps);
+      if (!ok[u]) continue;  // no shuffle below
+      const uint64_t rw = first + (uint64_t)u * RB + sub;
+      y[rw * cols + j] = row::ln_out(row::xhat_of(v[u], mu, is), ga, be);
+      if (j == 0) {
+        mean[rw] = mu;
+        inv_std[rw] = is;
+      }
+    }
+  }
+}
+
+template <class Launch>
+void seg_fwd_plan(const Launch &launch, const float *x, const float *gamma, const float *beta,
+                  uint64_t rows, unsigned cols, float n, float eps, float *y, float *mean,
+                  float *inv_std) {
+#define TLRT_SEG(WW)                                                                           \
+  launch("layer_norm seg_fwd", seg_fwd<WW>,                                                   \
+         launch.grid_for(rows, (uint64_t)(kThreads / WW) * kSegRows), x, gamma, beta, rows,   \
+         cols, n, eps, y, mean, inv_std)
+  switch (red::pow2_at_least(cols)) {
+    case 1: TLRT_SEG(1); break;
+    case 2: TLRT_SEG(2); break;
+    case 4: TLRT_SEG(4); break;
+    case 8: TLRT_SEG(8); break;
+    case 16: TLRT_SEG(16); break;
+    default: TLRT_SEG(32); break;
+  }
+#undef TLRT_SEG
+}
+
 // ---- long rows: one 256-thread block per row, all passes in one kernel -------------------------
 // (row::dev::block_row_*; cols <= kBlockRowMaxCols.) Forward: S(x) -> mean, S((x - mean)^2) ->
 // var -> inv_std, then y; backward dx: S(d) and S(d * xhat) in one pass, then dx. The operations

@@ -113,20 +113,6 @@ __global__ void __launch_bounds__(kThreads)
 // (order-free). Each thread takes U rows at a time (U independent loads in flight).
 constexpr unsigned kSegRows = 4;  // U
 
-template <unsigned W>
-__device__ __forceinline__ float seg_max(float v) {
-#pragma unroll
-  for (unsigned d = W / 2; d >= 1; d /= 2) v = ew::max_f(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
-  return v;
-}
-
-template <unsigned W>
-__device__ __forceinline__ float seg_tree_sum(float v) {
-  #pragma unroll
-  for (unsigned h = W / 2; h >= 1; h /= 2) v = v + __shfl_down_sync(0xFFFFFFFFu, v, h, (int)W);
-  return W > 1 ? __shfl_sync(0xFFFFFFFFu, v, 0, (int)W) : v;
-}
-
 template <Kind KIND, unsigned W>
 __global__ void __launch_bounds__(kThreads)
     seg_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows, unsigned cols,
@@ -150,9 +136,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (unsigned u = 0; u < U; ++u) {
       const bool al = KIND != Kind::Masked || row::allowed(mk[u]);
-      const float m = seg_max<W>(ok[u] && al ? v[u] : row::neg_inf());
+      const float m = row::dev::seg_max<W>(ok[u] && al ? v[u] : row::neg_inf());
       const float e = al ? row::shifted_exp(v[u], m) : 0.0f;
-      const float s = seg_tree_sum<W>(ok[u] ? O::op(O::identity(), e) : O::identity());
+      const float s = row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), e) : O::identity());
       if (!ok[u]) continue;  // no shuffle below
       float out;
       if constexpr (KIND == Kind::LogSoftmax)
@@ -189,7 +175,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (unsigned u = 0; u < U; ++u) {
       const float t = LOG ? gv[u] : row::softmax_bwd_term(yv[u], gv[u]);
-      const float s = seg_tree_sum<W>(ok[u] ? O::op(O::identity(), t) : O::identity());
+      const float s = row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), t) : O::identity());
       if (!ok[u]) continue;
       dx[(first + (uint64_t)u * RB + sub) * cols + j] =
           LOG ? row::log_softmax_bwd_out(yv[u], gv[u], s) : row::softmax_bwd_out(yv[u], gv[u], s);

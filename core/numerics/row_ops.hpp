@@ -334,6 +334,26 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- short rows: a segment of W lanes (a power of two <= 32) per row, lane j = element j ---------
+// red::small<W> across the segment: lane j starts at -0 + v[j] (j < cols) or -0 (the caller
+// passes that), then s[t] = s[t] + s[t + h] for h = W/2 .. 1 by __shfl_down_sync within the
+// segment (lane t adds lane t + h: the same additions in the same order); lane 0's value is
+// broadcast to the segment. Every lane of the warp must call these.
+template <unsigned W>
+__device__ __forceinline__ float seg_sum(float v) {
+#pragma unroll
+  for (unsigned h = W / 2; h >= 1; h /= 2) v = v + __shfl_down_sync(0xFFFFFFFFu, v, h, (int)W);
+  return W > 1 ? __shfl_sync(0xFFFFFFFFu, v, 0, (int)W) : v;
+}
+
+// Maximum over the segment (order-free), in every lane of it.
+template <unsigned W>
+__device__ __forceinline__ float seg_max(float v) {
+#pragma unroll
+  for (unsigned d = W / 2; d >= 1; d /= 2) v = ew::max_f(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+  return v;
+}
+
 // ---- long rows: one 256-thread block per row, every pass in one kernel --------------------------
 // The block walks its row chunk by chunk (thread T is the tree's lane T of every chunk: it folds
 // elements 4096 c + 256 r + T, r = 0..15, in order), two chunks at a time (32 independent loads

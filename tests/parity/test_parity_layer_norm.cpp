@@ -99,7 +99,9 @@ void all_shapes() {
                   // one block per row (forward > 8192 columns, dx > 4096) up to 2^20 columns,
                   // chunk passes beyond; more rows than the grid
                   Shape{600, 8193}, Shape{700, 4097}, Shape{3, 20481}, Shape{2, 1u << 20},
-                  Shape{2, (1u << 20) + 1}, Shape{1, (1u << 20) - 1}}) {
+                  Shape{2, (1u << 20) + 1}, Shape{1, (1u << 20) - 1},
+                  // the short-row forward's segments: a block step takes 4 * 256 / W rows
+                  Shape{129, 8}, Shape{4097, 2}, Shape{513, 16}, Shape{1025, 1}, Shape{131, 27}}) {
     if (s.rows * s.cols > max_n()) continue;
     for (Dist d : {Dist::Uniform, Dist::Edge, Dist::Positive})
       one_shape(s.rows, s.cols, d, 1e-5, ++salt);

@@ -1,13 +1,14 @@
-// The fused CUDA layer-norm backward (cuda/layer_norm_kernels.cuh, the very source nvcc compiles)
-// run on the CPU under tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend
-// (tlrt_layer_norm_bwd on CPU buffers): dx, and dgamma / dbeta after the kernel's partials are
-// reduced by the rest of the column tree (here on the host, as reduce_axis does it on the GPU).
-// So the kernels' lane sets, row walks, block-level halving and boundaries are checked without a
-// GPU. Shapes reach every instantiation (cols 1..4096 around each dispatch edge) and rows around
-// the tree's lane and chunk edges and the blocks' row sets (rows not a multiple of 16 G); some
-// cases cap the grid at a few blocks so that blocks loop over several lane sets. Every case runs
-// under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). Skipped (77) under valgrind,
-// ASan and TSan (unannotated stack switches).
+// The fused CUDA layer-norm backward, the short-row forward (cols <= 32) and the long-row kernels
+// (cuda/layer_norm_kernels.cuh, the very source nvcc compiles) run on the CPU under
+// tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend (tlrt_layer_norm_fwd /
+// tlrt_layer_norm_bwd on CPU buffers): y, mean, inv_std, dx, and dgamma / dbeta after the kernel's
+// partials are reduced by the rest of the column tree (here on the host, as reduce_axis does it on
+// the GPU). So the kernels' lane sets, row walks, block-level halving and boundaries are checked
+// without a GPU. Shapes reach every instantiation (cols 1..4096 around each dispatch edge) and rows
+// around the tree's lane and chunk edges and the blocks' row sets (rows not a multiple of 16 G);
+// some cases cap the grid at a few blocks so that blocks loop over several lane sets. Every case
+// runs under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). Skipped (77) under
+// valgrind, ASan and TSan (unannotated stack switches).
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -37,6 +38,10 @@ struct EmuLaunch {
   unsigned sm = 132;
   uint64_t max_grid() const { return grid_cap; }
   unsigned sms() const { return sm; }
+  unsigned grid_for(uint64_t items, uint64_t per_block) const {
+    const uint64_t b = (items + per_block - 1) / per_block;
+    return (unsigned)(b == 0 ? 1 : b < grid_cap ? b : grid_cap);
+  }
   template <class K, class... A>
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     emu::launch(policy, dim3(grid), dim3(lk::kThreads), 0, [=] { kernel(args...); });
@@ -99,6 +104,15 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
                            want_dx = th::download(DX.get()), want_dg = th::download(DG.get()),
                            want_db = th::download(DB.get());
 
+  if (cols <= 32) {  // the short-row forward
+    std::vector<float> y(n, 7.0f), m(rows, 7.0f), s(rows, 7.0f);
+    lk::seg_fwd_plan(EmuLaunch{kPolicies[pi], grid_cap}, x.data(), gamma.data(), beta.data(), rows,
+                     (unsigned)cols, static_cast<float>(cols), 1e-5f, y.data(), m.data(),
+                     s.data());
+    same(w + " seg_fwd y", th::download(Y.get()), y);
+    same(w + " seg_fwd mean", mean, m);
+    same(w + " seg_fwd inv_std", is, s);
+  }
   const uint64_t nc = red::chunks_of(rows);
   const unsigned ls = lk::fused_lane_sets(cols);
   std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
