@@ -19,6 +19,14 @@
 // ~0.85 at 32 (the shuffles, 2 log2(W) per element, stay under the ~60 instructions the bandwidth
 // leaves per element). Measured: (pending GPU run).
 //
+// warp_fwd (32 < cols <= 128 forward; cuda/softmax_kernels.cuh): one warp per row, K = 2 or 4
+// values per lane (every slot an element; the group kernel below keeps 8 slots per thread of which
+// only 2 or 4 hold elements at these widths), U = 4 or 2 rows per warp at once so that each thread
+// has 8 loads in flight; the tree's halving h >= 32 in the thread, h = 16 .. 1 by shuffles: the
+// group kernel's order. 32-48 registers. Before (2026-11-22): softmax 0.45, log_softmax 0.43 of
+// copy bandwidth at 64 columns (2.2x PyTorch). PREDICTION: ~0.75-0.8 (5 + 5 shuffles per row, i.e.
+// per 2 elements a lane at 64 columns, are the remaining cost). Measured: (pending GPU run).
+//
 // group_fwd / group_bwd (32 < cols <= 8192 forward, <= 4096 backward): one group of NT threads per
 // row (NT = 32 for cols <= 1024 forward / 512 backward, then 64, 128, 256 as cols doubles; a
 // 256-thread block holds 256 / NT rows), the whole row in registers (at most 32 values per thread
@@ -319,6 +327,8 @@ void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t col
   cudaStream_t st = stream(dev);
   if (cols <= 32) {
     softmax_kernels::seg_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, (unsigned)cols, y);
+  } else if (cols <= 128) {
+    softmax_kernels::warp_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, cols, y);
   } else if (cols <= 256) {
     launch_group_fwd<KIND, 32, 1, 1>(st, x, mask, rows, cols, y);
   } else if (cols <= 512) {  // 8 values per thread up to 2048 columns: see the header comment

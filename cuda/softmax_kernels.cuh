@@ -183,6 +183,73 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- 32 < cols <= 128: one warp per row, U = 8 / K rows per warp at once -----------------------
+// K = pow2_at_least(cols) / 32 values per lane: lane T holds elements T + 32 k (the tree's lanes,
+// one element each: a row of <= 256 elements is one chunk whose lanes hold one element), so the
+// tree is: lane value -0 + e (identity past cols), the halving steps h >= 32 inside the thread
+// (k with k + h / 32; the steps h >= 32 K only combine identities and are skipped), then h = 16 .. 1
+// by __shfl_down_sync and a broadcast -- row::dev::group_halving's order for NT = 32. The group
+// kernel with NT = 32 keeps 8 slots per thread of which 2 or 4 hold elements at these widths and
+// walks one row per warp at a time; here every slot is an element and a warp has U rows' loads in
+// flight (8 per thread).
+template <Kind KIND, unsigned K>
+__global__ void __launch_bounds__(kThreads)
+    warp_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows,
+             uint64_t cols, float *__restrict y) {
+  static_assert(K == 2 || K == 4, "64 or 128 columns at most");
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned U = 8 / K;
+  constexpr unsigned kWarps = kThreads / 32;
+  const unsigned T = threadIdx.x % 32;
+  for (uint64_t first = ((uint64_t)blockIdx.x * kWarps + threadIdx.x / 32) * U; first < rows;
+       first += (uint64_t)gridDim.x * kWarps * U) {  // warp-uniform
+    float v[U][K];
+    bool ok[U][K], al[U][K];
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u)
+#pragma unroll
+      for (unsigned k = 0; k < K; ++k) {
+        const uint64_t rw = first + u, e = T + 32 * k;
+        ok[u][k] = rw < rows && e < cols;
+        v[u][k] = ok[u][k] ? x[rw * cols + e] : 0.0f;
+        al[u][k] = KIND != Kind::Masked || !ok[u][k] || row::allowed(mask[rw * cols + e]);
+      }
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      float m = row::neg_inf();
+#pragma unroll
+      for (unsigned k = 0; k < K; ++k)
+        if (ok[u][k] && al[u][k]) m = ew::max_f(m, v[u][k]);
+      m = row::dev::seg_max<32>(m);
+      float e[K], a[K];
+#pragma unroll
+      for (unsigned k = 0; k < K; ++k) {
+        e[k] = al[u][k] ? row::shifted_exp(v[u][k], m) : 0.0f;
+        a[k] = ok[u][k] ? O::op(O::identity(), e[k]) : O::identity();
+      }
+#pragma unroll
+      for (unsigned hk = K / 2; hk >= 1; hk /= 2)
+#pragma unroll
+        for (unsigned k = 0; k < hk; ++k) a[k] = O::op(a[k], a[k + hk]);
+      const float s = row::dev::seg_sum<32>(a[0]);
+      const float ls = KIND == Kind::LogSoftmax ? math::log_f(s) : 0.0f;
+      const bool none = KIND == Kind::Masked && m == row::neg_inf();
+#pragma unroll
+      for (unsigned k = 0; k < K; ++k) {
+        if (!ok[u][k]) continue;
+        float out;
+        if constexpr (KIND == Kind::LogSoftmax)
+          out = row::log_softmax_out(v[u][k], m, ls);
+        else if constexpr (KIND == Kind::Masked)
+          out = (none || !al[u][k]) ? 0.0f : row::softmax_out(e[k], s);
+        else
+          out = row::softmax_out(e[k], s);
+        y[(first + u) * cols + T + 32 * k] = out;
+      }
+    }
+  }
+}
+
 // Launch plans. A launcher: launch(name, kernel, grid, args...) starts kernel with kThreads
 // threads per block; launch.sms() is the device's multiprocessor count, launch.grid_for(items,
 // per_block) the blocks for items (capped at the most a launch may have).
@@ -217,6 +284,17 @@ void seg_fwd_plan(const Launch &launch, const float *x, const float *mask, uint6
     default: TLRT_SEG(32); break;
   }
 #undef TLRT_SEG
+}
+
+template <Kind KIND, class Launch>
+void warp_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
+                   uint64_t cols, float *y) {
+  if (cols <= 64)
+    launch("softmax warp_fwd", warp_fwd<KIND, 2>, launch.grid_for(rows, (kThreads / 32) * 4), x,
+           mask, rows, cols, y);
+  else
+    launch("softmax warp_fwd", warp_fwd<KIND, 4>, launch.grid_for(rows, (kThreads / 32) * 2), x,
+           mask, rows, cols, y);
 }
 
 template <bool LOG, class Launch>

@@ -2,7 +2,8 @@
 // block per row, every pass in one kernel) run on the CPU under tests/emu/cuda_emu.hpp and
 // compared bit for bit with the CPU backend (tlrt_softmax, tlrt_log_softmax,
 // tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd, tlrt_log_softmax_bwd on CPU buffers).
-// Also the short-row segment kernels (cols <= 32, one W-lane segment per row).
+// Also the short-row segment kernels (cols <= 32, one W-lane segment per row) and the one-warp-
+// per-row forward (33 .. 128 columns, several rows per warp).
 // Shapes: cols around the chunk edges past the dispatch thresholds (4097 backward, 8193 forward),
 // odd chunk counts (the kernels fold chunks in pairs), partial last chunks, 2^20 (the largest row
 // of this path); rows beyond the grid so that blocks loop over rows. Inputs: uniform, wide
@@ -83,7 +84,7 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
   TH_OK(tlrt_softmax_bwd(X.get(), G.get(), rows, cols, DY.out()));
   TH_OK(tlrt_log_softmax_bwd(X.get(), G.get(), rows, cols, DL.out()));
   EmuLaunch launch{kPolicies[pi], sms};
-  if (cols <= 32 && sms == 1) launch.cap = 2;  // blocks loop over row groups
+  if (cols <= 128 && sms == 1) launch.cap = 2;  // blocks loop over row groups
   std::vector<float> out(n);
   auto reset = [&] { std::fill(out.begin(), out.end(), 7.0f); };
   if (cols <= 32) {
@@ -103,6 +104,18 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     reset();
     sk::seg_bwd_plan<true>(launch, x.data(), g.data(), rows, (unsigned)cols, out.data());
     same(w + " log_softmax_bwd", th::download(DL.get()), out);
+    return;
+  }
+  if (cols > 32 && cols <= 128) {  // warp_fwd (the backward is the group kernel, not here)
+    reset();
+    sk::warp_fwd_plan<Kind::Softmax>(launch, x.data(), nullptr, rows, cols, out.data());
+    same(w + " softmax", th::download(Y.get()), out);
+    reset();
+    sk::warp_fwd_plan<Kind::LogSoftmax>(launch, x.data(), nullptr, rows, cols, out.data());
+    same(w + " log_softmax", th::download(L.get()), out);
+    reset();
+    sk::warp_fwd_plan<Kind::Masked>(launch, x.data(), mask.data(), rows, cols, out.data());
+    same(w + " masked softmax", th::download(HM.get()), out);
     return;
   }
   if (cols > 8192) {
@@ -144,6 +157,13 @@ int main() {
   // Short rows: every segment width, rows around the block's row groups (256 / W rows times 4).
   for (uint64_t c : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32})
     for (uint64_t r : {1, 2, 5, 63, 1000, 1025}) go(r, c, th::Dist::Uniform, 132);
+  // One warp per row, 4 or 2 rows per warp (33 .. 128 columns).
+  for (uint64_t c : {33, 50, 63, 64, 65, 100, 127, 128})
+    for (uint64_t r : {1, 3, 31, 33, 70}) go(r, c, th::Dist::Uniform, 132);
+  go(300, 64, th::Dist::Uniform, 1);  // 2 blocks looping
+  go(300, 100, th::Dist::Uniform, 1);
+  for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})
+    for (uint64_t c : {40, 64, 128}) go(9, c, d, 132);
   go(3000, 8, th::Dist::Uniform, 1);  // 2 blocks looping
   go(5000, 1, th::Dist::Uniform, 1);
   for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})
