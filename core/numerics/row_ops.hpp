@@ -249,7 +249,10 @@ __device__ __forceinline__ void group_halving(float (&a)[NS][256 / NT], Exchange
 // The tree value of a row held in registers, for NS sequences at once: fold(s, v) is element value
 // index v of sequence s (only called for elements inside the row: off(T, v) < cols). The chunk
 // values of a two-chunk row are combined as the tree does it: (-0 + c0) + (-0 + c1) = c0 + c1.
-template <unsigned NT, unsigned NC, unsigned R, unsigned NS, unsigned W, class Val>
+// FULL: the caller guarantees cols == L::kMaxCols (no element of the layout is past the row), so
+// the per-element bounds tests go.
+template <unsigned NT, unsigned NC, unsigned R, unsigned NS, bool FULL = false, unsigned W,
+          class Val>
 __device__ __forceinline__ void row_sums(Val val, uint64_t cols, bool active, Exchange<W> &ex,
                                          float (&out)[NS]) {
   using L = Layout<NT, NC, R>;
@@ -263,7 +266,7 @@ __device__ __forceinline__ void row_sums(Val val, uint64_t cols, bool active, Ex
 #pragma unroll
   for (unsigned v = 0; v < L::V; ++v) {
     const unsigned k = v % L::K, c = v / (L::K * R);
-    if (active && L::off(T, v) < cols) {
+    if (active && (FULL || L::off(T, v) < cols)) {
 #pragma unroll
       for (unsigned s = 0; s < NS; ++s) a[s * NC + c][k] = O::op(a[s * NC + c][k], val(s, v));
     }
