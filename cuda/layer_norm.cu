@@ -26,25 +26,26 @@
 // Rows over 2^20: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
 // with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
-// BACKWARD (cols <= 4096), fused_group_bwd / fused_thread_bwd (cuda/layer_norm_kernels.cuh): dx
-// and the first levels of the column tree of dgamma / dbeta in ONE pass over dy and x. A block
-// owns G lanes of one 4096-row chunk of the column tree (lanes t0 + S g, S = 256 / G; G = 256 / NT
-// groups of NT threads, or 256 single threads for cols <= 32) and walks each lane's 16 rows in the
+// BACKWARD (cols <= 4096), fused_group_bwd / fused_seg_bwd (cuda/layer_norm_kernels.cuh): dx and
+// the first levels of the column tree of dgamma / dbeta in ONE pass over dy and x. A block owns G
+// lanes of one 4096-row chunk of the column tree (lanes t0 + S g, S = 256 / G; G = 256 / NT groups
+// of NT threads; for cols <= 32 all 256 lanes, W of them per segment of W = pow2(cols) lanes, lane
+// j of a segment holding column j: warps read runs of rows) and walks each lane's 16 rows in the
 // tree's order: per row, d = dy * gamma and xhat in registers, S(d) and S(d * xhat) by the tree
 // (one barrier), dx written; the same loads feed per-column lane accumulators (dy * xhat, dy) kept
-// in registers. After its rows the block halves its G lanes per column in shared memory (the
-// tree's steps h = 128 .. S) and writes one partial row per sequence: (nc, S, cols) partials,
-// 2 * rows * cols / (16 G) floats. reduce_axis finishes the halving over S and the chunk level.
-// Bytes: dy and x read once, dx written (12 per element) + 2 * 4 / (16 G) written and read back
-// (G = 4 at 1024 columns: 0.25 per element; G = 1 at 4096: 1). Registers (sm_90, -Xptxas -v):
-// 108-128 for the group kernels (2 blocks of 256 threads per SM, 8 rows in flight per SM, 32 loads
-// per thread issued before the first use), 61 at <= 256 columns; thread kernel 32-194 (W = 32:
-// 1 block per SM); no spills. Before (2026-11-22): dx kernel (12 bytes) + a separate lane_fold
-// pass re-reading dy and x (8 bytes) + rows / 16 lane partials = ~20.5 bytes per element:
-// 0.46 of copy bandwidth at every shape. PREDICTION: 12.25-13 bytes per element in one pass,
-// ~0.85-0.9 of copy bandwidth on (65536, 1024) and (16384, 4096) (0.584 -> ~0.30 ms at 1024
-// columns, ~0.5x PyTorch's time), ~0.7-0.8 at 64 and 8 columns (one thread per row there reads
-// with a stride of cols floats). Measured: (pending GPU run).
+// in registers. After its rows the block halves its G lanes per column in shared memory (the tree's
+// steps h = 128 .. S) and writes one partial row per sequence: (nc, S, cols) partials, 2 * rows *
+// cols / (16 G) floats. reduce_axis finishes the halving over S and the chunk level. Bytes: dy and
+// x read once, dx written (12 per element) + 2 * 4 / (16 G) written and read back (G = 4 at 1024
+// columns: 0.25 per element; G = 1 at 4096: 1). Registers (sm_90, -Xptxas -v): 108-128 for the
+// group kernels (2 blocks of 256 threads per SM, 8 rows in flight per SM, 32 loads per thread
+// issued before the first use), 61 at <= 256 columns; segment kernel: see below; no spills. Before
+// (2026-11-22): dx kernel (12 bytes) + a separate lane_fold pass re-reading dy and x (8 bytes) +
+// rows / 16 lane partials = ~20.5 bytes per element: 0.46 of copy bandwidth at every shape.
+// PREDICTION: 12.25-13 bytes per element in one pass, ~0.85-0.9 of copy bandwidth on (65536, 1024)
+// and (16384, 4096) (0.584 -> ~0.30 ms at 1024 columns, ~0.5x PyTorch's time), ~0.7-0.8 at 64
+// columns (one row per warp at a time, 2 of 8 slots used) and ~0.8 at 8 columns (segments:
+// coalesced, U = 4 rows' loads in flight per thread). Measured: (pending GPU run).
 // Long rows (cols > 4096): dx by block_row_dx (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096

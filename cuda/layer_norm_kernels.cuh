@@ -32,7 +32,6 @@ namespace ln_kernels {
 using row::dev::block_row_map;
 using row::dev::block_row_sum;
 using row::dev::Exchange;
-using row::dev::group_halving;
 using row::dev::kThreads;
 using row::dev::Layout;
 using row::dev::row_sums;
@@ -149,64 +148,96 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// cols <= 32 (W = pow2_at_least(cols)): one thread per row; a block owns a whole chunk (S = 1,
-// thread t = lane t, rows 4096 q + t + 256 r). After the 16 rows each column's 256 lane values
-// are halved across the block (row::dev::group_halving, the tree's steps h = 128..1) and thread 0
-// writes the chunk value: pg, pb are (nc, cols).
+// cols <= 32, segments (W = pow2_at_least(cols) lanes per row, lane j = column j; SG = 256 / W
+// segments per block): a block owns a whole chunk (S = 1); segment g owns the tree's lanes
+// t = g + SG i (i < W) and walks r = 0..15, each r the rows 4096 q + t + 256 r of its W lanes, U at
+// a time (loads of U rows in flight, coalesced: a warp reads runs of rows). Thread (g, j) folds
+// column j of lane i into its slot i (the lane fold, in r order). Then the halving over the 256
+// lanes of each column: steps h = 128 .. SG pair slots i and i + h / SG of the same thread; steps
+// h = SG/2 .. 1 pair segments g and g + h through shared memory (one barrier per step). Thread j
+// of segment 0 writes the chunk value of column j: pg, pb are (nc, cols), as fused_thread_bwd's.
 template <unsigned W>
 __global__ void __launch_bounds__(kThreads)
-    fused_thread_bwd(const float *__restrict dy, const float *__restrict x,
-                     const float *__restrict mean, const float *__restrict inv_std,
-                     const float *__restrict gamma, uint64_t rows, unsigned cols, float n,
-                     uint64_t nblk, float *__restrict dx, float *__restrict pg,
-                     float *__restrict pb) {
+    fused_seg_bwd(const float *__restrict dy, const float *__restrict x,
+                  const float *__restrict mean, const float *__restrict inv_std,
+                  const float *__restrict gamma, uint64_t rows, unsigned cols, float n,
+                  uint64_t nblk, float *__restrict dx, float *__restrict pg,
+                  float *__restrict pb) {
   using O = red::Ops<red::Op::Sum>;
-  __shared__ float sh[2][2 * kThreads];
-  Exchange<2 * kThreads> ex{sh, 0};
+  constexpr unsigned SG = kThreads / W;
+  constexpr unsigned U = W >= 4 ? 4 : W;  // rows per batch (divides W)
+  __shared__ float cs[2][kThreads];       // [sequence][g * W + j]
+  const unsigned j = threadIdx.x % W;
+  const unsigned g = threadIdx.x / W;
+  const bool col = j < cols;
+  const float ga = col ? gamma[j] : 0.0f;
   for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x) {
     float ag[W], ab[W];
 #pragma unroll
-    for (unsigned j = 0; j < W; ++j) ag[j] = ab[j] = O::identity();
+    for (unsigned i = 0; i < W; ++i) ag[i] = ab[i] = O::identity();
     for (unsigned r = 0; r < red::kDepth; ++r) {
       const uint64_t first = q * red::kChunk + (uint64_t)r * red::kLanes;
       if (first >= rows) break;  // block-uniform
-      const uint64_t rw = first + threadIdx.x;
-      if (rw >= rows) continue;  // no barrier below inside the row loop
-      const uint64_t base = rw * cols;
-      const float mu = mean[rw], is = inv_std[rw];
-      float d[W], xh[W];
 #pragma unroll
-      for (unsigned j = 0; j < W; ++j) {
-        d[j] = 0.0f;
-        xh[j] = 0.0f;
-        if (j < cols) {
-          const float gy = dy[base + j];
-          d[j] = row::ln_d(gy, gamma[j]);
-          xh[j] = row::xhat_of(x[base + j], mu, is);
-          ag[j] = ag[j] + gy * xh[j];
-          ab[j] = ab[j] + gy;
+      for (unsigned i0 = 0; i0 < W; i0 += U) {
+        float gy[U], xv[U], mu[U], is[U];
+        bool ok[U];
+#pragma unroll
+        for (unsigned u = 0; u < U; ++u) {
+          const uint64_t rw = first + g + (uint64_t)SG * (i0 + u);
+          ok[u] = rw < rows && col;
+          gy[u] = ok[u] ? dy[rw * cols + j] : 0.0f;
+          xv[u] = ok[u] ? x[rw * cols + j] : 0.0f;
+          mu[u] = rw < rows ? mean[rw] : 0.0f;
+          is[u] = rw < rows ? inv_std[rw] : 0.0f;
         }
-      }
-      const float a =
-          row::per_col(red::small<red::Op::Sum, W>([&](unsigned j) { return d[j]; }, cols), n);
-      const float b = row::per_col(
-          red::small<red::Op::Sum, W>([&](unsigned j) { return d[j] * xh[j]; }, cols), n);
 #pragma unroll
-      for (unsigned j = 0; j < W; ++j)
-        if (j < cols) dx[base + j] = row::ln_bwd_out(d[j], xh[j], a, b, is);
-    }
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j) {
-      if (j < cols) {  // cols is uniform: every thread makes the same calls
-        float a2[2][1] = {{ag[j]}, {ab[j]}};
-        float out[2];
-        group_halving<red::Op::Sum, kThreads, 2>(a2, ex, out);
-        if (threadIdx.x == 0) {
-          pg[q * cols + j] = out[0];
-          pb[q * cols + j] = out[1];
+        for (unsigned u = 0; u < U; ++u) {
+          const float d = row::ln_d(gy[u], ga);
+          const float xh = row::xhat_of(xv[u], mu[u], is[u]);
+          if (ok[u]) {
+            ag[i0 + u] = ag[i0 + u] + gy[u] * xh;
+            ab[i0 + u] = ab[i0 + u] + gy[u];
+          }
+          const float a = row::per_col(
+              row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), d) : O::identity()), n);
+          const float b = row::per_col(
+              row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), d * xh) : O::identity()), n);
+          if (ok[u]) {
+            const uint64_t rw = first + g + (uint64_t)SG * (i0 + u);
+            dx[rw * cols + j] = row::ln_bwd_out(d, xh, a, b, is[u]);
+          }
         }
       }
     }
+    // Halving steps h = 128 .. SG inside the thread (slots i and i + h / SG).
+    if constexpr (W > 1) {
+      constexpr unsigned kSteps = W >= 32 ? 5 : W >= 16 ? 4 : W >= 8 ? 3 : W >= 4 ? 2 : 1;
+#pragma unroll
+      for (unsigned step = 0; step < kSteps; ++step)  // hi = W/2, W/4, ..., 1
+#pragma unroll
+        for (unsigned i = 0; i < W / 2; ++i)
+          if (i < (W >> (step + 1))) {
+            ag[i] = O::op(ag[i], ag[i + (W >> (step + 1))]);
+            ab[i] = O::op(ab[i], ab[i + (W >> (step + 1))]);
+          }
+    }
+    // Steps h = SG/2 .. 1 across segments.
+    cs[0][threadIdx.x] = ag[0];
+    cs[1][threadIdx.x] = ab[0];
+    __syncthreads();
+    for (unsigned h = SG / 2; h >= 1; h /= 2) {
+      if (threadIdx.x < h * W) {
+        cs[0][threadIdx.x] = O::op(cs[0][threadIdx.x], cs[0][threadIdx.x + h * W]);
+        cs[1][threadIdx.x] = O::op(cs[1][threadIdx.x], cs[1][threadIdx.x + h * W]);
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x < cols) {
+      pg[q * cols + threadIdx.x] = cs[0][threadIdx.x];
+      pb[q * cols + threadIdx.x] = cs[1][threadIdx.x];
+    }
+    __syncthreads();  // cs is rewritten by the next q
   }
 }
 
@@ -239,12 +270,12 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
   if (a.cols <= 32) {
     switch (red::pow2_at_least(a.cols)) {
-      case 1: TLRT_LN_FUSED("fused_thread_bwd<1>", fused_thread_bwd<1>, c32); break;
-      case 2: TLRT_LN_FUSED("fused_thread_bwd<2>", fused_thread_bwd<2>, c32); break;
-      case 4: TLRT_LN_FUSED("fused_thread_bwd<4>", fused_thread_bwd<4>, c32); break;
-      case 8: TLRT_LN_FUSED("fused_thread_bwd<8>", fused_thread_bwd<8>, c32); break;
-      case 16: TLRT_LN_FUSED("fused_thread_bwd<16>", fused_thread_bwd<16>, c32); break;
-      default: TLRT_LN_FUSED("fused_thread_bwd<32>", fused_thread_bwd<32>, c32); break;
+      case 1: TLRT_LN_FUSED("fused_seg_bwd<1>", fused_seg_bwd<1>, c32); break;
+      case 2: TLRT_LN_FUSED("fused_seg_bwd<2>", fused_seg_bwd<2>, c32); break;
+      case 4: TLRT_LN_FUSED("fused_seg_bwd<4>", fused_seg_bwd<4>, c32); break;
+      case 8: TLRT_LN_FUSED("fused_seg_bwd<8>", fused_seg_bwd<8>, c32); break;
+      case 16: TLRT_LN_FUSED("fused_seg_bwd<16>", fused_seg_bwd<16>, c32); break;
+      default: TLRT_LN_FUSED("fused_seg_bwd<32>", fused_seg_bwd<32>, c32); break;
     }
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);

@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(kThreads)
 // ---- 32 < cols <= 128: one warp per row, U = 8 / K rows per warp at once -----------------------
 // K = pow2_at_least(cols) / 32 values per lane: lane T holds elements T + 32 k (the tree's lanes,
 // one element each: a row of <= 256 elements is one chunk whose lanes hold one element), so the
-// tree is: lane value -0 + e (identity past cols), the halving steps h >= 32 inside the thread
-// (k with k + h / 32; the steps h >= 32 K only combine identities and are skipped), then h = 16 .. 1
+// tree is: lane value -0 + e (identity past cols), the halving steps h >= 32 inside the thread (k
+// with k + h / 32; the steps h >= 32 K only combine identities and are skipped), then h = 16 .. 1
 // by __shfl_down_sync and a broadcast -- row::dev::group_halving's order for NT = 32. The group
 // kernel with NT = 32 keeps 8 slots per thread of which 2 or 4 hold elements at these widths and
 // walks one row per warp at a time; here every slot is an element and a warp has U rows' loads in

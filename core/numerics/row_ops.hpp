@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ---- short rows: a segment of W lanes (a power of two <= 32) per row, lane j = element j ---------
+// ---- short rows: a segment of W lanes (a power of two <= 32) per row, lane j = element j -------
 // red::small<W> across the segment: lane j starts at -0 + v[j] (j < cols) or -0 (the caller
 // passes that), then s[t] = s[t] + s[t + h] for h = W/2 .. 1 by __shfl_down_sync within the
 // segment (lane t adds lane t + h: the same additions in the same order); lane 0's value is
