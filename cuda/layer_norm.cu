@@ -6,37 +6,59 @@
 //
 // FORWARD (bytes: x read, y written = 8 per element, plus 8 per row for mean and inv_std; gamma and
 // beta are re-read per row from L1/L2):
-// thread_fwd (cols <= 32): one thread per row, the row in registers, sums by red::small.
+// seg_fwd (cols <= 32; cuda/layer_norm_kernels.cuh): a segment of W = pow2_at_least(cols) lanes
+// per row (lane j = element j; warps read runs of rows, coalesced), sums by red::small<W> across
+// the segment (shuffles, the same additions in the same order). Before (2026-11-22): one thread per
+// row (strided reads), 0.51 of copy bandwidth at 8 columns. PREDICTION: ~0.8. Measured: (pending
+// GPU run).
 // group_fwd (32 < cols <= 8192): one group of NT threads per row (NT = 32 up to 1024 columns, then
 // 64, 128, 256 as cols doubles), the row in registers (<= 32 values per thread; lane layout and
 // reductions of row::dev, as in cuda/softmax.cu): S(x) -> mean, S((x - mean)^2) -> var -> inv_std,
 // then y written from registers; one barrier per reduction when NT > 32. Predicted: ~90% of copy
 // bandwidth on (65536, 1024) and (16384, 4096) (a handful of instructions per element).
 // Measured: (pending GPU run).
-// long rows (cols > 8192): chunk-parallel passes (row::dev::chunk_reduce, one block per (row,
-// 4096-chunk)) with reduce_axis finishing the tree: S(x) -> mean (written to the output), S(q) ->
-// var (scratch), inv_std per row, then chunk_map writes y: x read three times, 16 bytes per
-// element. Measured: (pending GPU run).
+// block_row_fwd (8192 < cols <= 2^20; cuda/layer_norm_kernels.cuh): one 256-thread block per row,
+// S(x), S((x - mean)^2) and y in ONE kernel (row::dev::block_row_*, as cuda/softmax.cu's long
+// rows): the second and third reads of a row come from L2 (about 24 MB of rows in flight), DRAM
+// traffic the nominal 8 bytes per element; 80 registers. Before (2026-11-22): chunk passes reading
+// x three times from DRAM, 0.46-0.47 of copy bandwidth (1.3x PyTorch). PREDICTION: ~0.8 at
+// (4096, 16384), ~0.7 at (1024, 65536). Measured: (pending GPU run).
+// Rows over 2^20: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
+// with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
-// BACKWARD:
-// dx, thread_bwd / group_bwd (cols <= 4096; <= 16 + 16 values per thread): per row d = dy * gamma
-// and xhat (recomputed from x, mean, inv_std) held in registers, S(d) and S(d * xhat) in one pass
-// of the tree (two sequences halved together: one barrier), dx written: 12 bytes per element (dy,
-// x read, dx written). Long rows (cols > 4096): one chunk_reduce pass with both sums, reduce_axis,
-// then chunk_map for dx: 20 bytes per element.
-// dgamma, dbeta, lane_fold: THE TREE down each column, its first step fused with the product: one
-// thread per (chunk k of 4096 rows, lane t, column j) folds rows 4096 k + t + 256 r (r = 0..15)
-// of dy * xhat and of dy in order (32 independent loads in flight; consecutive threads take
-// consecutive columns: coalesced), writing the lane values (nc * L * cols each, L = 256 lanes, or
-// `rows` lanes when rows < 256); reduce_axis then reduces the L lane values of each chunk (the
-// halving) and, with several chunks, the chunk values (the next levels). Bytes: dy and x read once
-// more (8 per element) + 2 * 4 * rows / 16 per column written and read back. Backward in total:
-// about 21 bytes per element (PyTorch's two-kernel backward reads the same 20). Measured: (pending
-// GPU run).
+// BACKWARD (cols <= 4096), fused_group_bwd / fused_seg_bwd (cuda/layer_norm_kernels.cuh): dx and
+// the first levels of the column tree of dgamma / dbeta in ONE pass over dy and x. A block owns G
+// lanes of one 4096-row chunk of the column tree (lanes t0 + S g, S = 256 / G; G = 256 / NT groups
+// of NT threads; for cols <= 32 all 256 lanes, W of them per segment of W = pow2(cols) lanes, lane
+// j of a segment holding column j: warps read runs of rows) and walks each lane's 16 rows in the
+// tree's order: per row, d = dy * gamma and xhat in registers, S(d) and S(d * xhat) by the tree
+// (one barrier), dx written; the same loads feed per-column lane accumulators (dy * xhat, dy) kept
+// in registers. After its rows the block halves its G lanes per column in shared memory (the tree's
+// steps h = 128 .. S) and writes one partial row per sequence: (nc, S, cols) partials, 2 * rows *
+// cols / (16 G) floats. reduce_axis finishes the halving over S and the chunk level. Bytes: dy and
+// x read once, dx written (12 per element) + 2 * 4 / (16 G) written and read back (G = 4 at 1024
+// columns: 0.25 per element; G = 1 at 4096: 1). Registers (sm_90, -Xptxas -v): 108-128 for the
+// group kernels (2 blocks of 256 threads per SM, 8 rows in flight per SM, 32 loads per thread
+// issued before the first use), 61 at <= 256 columns; segment kernel: see below; no spills. Before
+// (2026-11-22): dx kernel (12 bytes) + a separate lane_fold pass re-reading dy and x (8 bytes) +
+// rows / 16 lane partials = ~20.5 bytes per element: 0.46 of copy bandwidth at every shape.
+// PREDICTION: 12.25-13 bytes per element in one pass, ~0.85-0.9 of copy bandwidth on (65536, 1024)
+// and (16384, 4096) (0.584 -> ~0.30 ms at 1024 columns, ~0.5x PyTorch's time), ~0.7-0.8 at 64
+// columns (one row per warp at a time, 2 of 8 slots used) and ~0.8 at 8 columns (segments:
+// coalesced, U = 4 rows' loads in flight per thread). Measured: (pending GPU run).
+// Long rows (cols > 4096): dx by block_row_dx (one block per row: S(d) and S(d * xhat) in one
+// pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
+// sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
+// rows, lane t, column j) folds rows 4096 k + t + 256 r (r = 0..15) of dy * xhat and of dy in order
+// (dy and x read once more: 8 bytes per element), reduce_axis the rest. Before (2026-11-22):
+// 0.33-0.38 of copy bandwidth (28 bytes per element); PREDICTION with block_row_dx: 20 bytes per
+// element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
+// not whole rows). Measured: (pending GPU run).
 #include "core/backend/layer_norm.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "cuda/cuda_common.cuh"
+#include "cuda/layer_norm_kernels.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -57,31 +79,20 @@ unsigned blocks(uint64_t items, uint64_t per_block) {
   return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
 
-// ---- forward ------------------------------------------------------------------------------------
-
-template <unsigned W>
-__global__ void __launch_bounds__(kThreads)
-    thread_fwd(const float *__restrict x, const float *__restrict gamma,
-               const float *__restrict beta, uint64_t rows, unsigned cols, float n, float eps,
-               float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
-  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
-       rw += (uint64_t)gridDim.x * kThreads) {
-    const uint64_t base = rw * cols;
-    float v[W];
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j) v[j] = j < cols ? x[base + j] : 0.0f;
-    const float mu =
-        row::per_col(red::small<red::Op::Sum, W>([&](unsigned j) { return v[j]; }, cols), n);
-    const float var = row::per_col(
-        red::small<red::Op::Sum, W>([&](unsigned j) { return row::sq_dev(v[j], mu); }, cols), n);
-    const float is = row::inv_std_of(var, eps);
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j)
-      if (j < cols) y[base + j] = row::ln_out(row::xhat_of(v[j], mu, is), gamma[j], beta[j]);
-    mean[rw] = mu;
-    inv_std[rw] = is;
+struct CudaLaunch {
+  int dev;
+  cudaStream_t st;
+  uint64_t max_grid() const { return kMaxGrid; }
+  unsigned sms() const { return (unsigned)sm_count(dev); }
+  unsigned grid_for(uint64_t items, uint64_t per_block) const { return blocks(items, per_block); }
+  template <class K, class... A>
+  void operator()(const char *name, K kernel, unsigned grid, A... args) const {
+    kernel<<<grid, kThreads, 0, st>>>(args...);
+    check_launch(name);
   }
-}
+};
+
+// ---- forward ------------------------------------------------------------------------------------
 
 // At most 80 registers (3 blocks of 256 threads per SM, as the softmax kernels reach unforced):
 // unbounded, the compiler hoists every gamma / beta load of the output loop (~100 registers).
@@ -190,76 +201,6 @@ void long_fwd(int dev, const float *x, const float *gamma, const float *beta, ui
 
 // ---- backward: dx -------------------------------------------------------------------------------
 
-template <unsigned W>
-__global__ void __launch_bounds__(kThreads)
-    thread_bwd(const float *__restrict dy, const float *__restrict x, const float *__restrict mean,
-               const float *__restrict inv_std, const float *__restrict gamma, uint64_t rows,
-               unsigned cols, float n, float *__restrict dx) {
-  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
-       rw += (uint64_t)gridDim.x * kThreads) {
-    const uint64_t base = rw * cols;
-    const float mu = mean[rw], is = inv_std[rw];
-    float d[W], xh[W];
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j) {
-      d[j] = 0.0f;
-      xh[j] = 0.0f;
-      if (j < cols) {
-        d[j] = row::ln_d(dy[base + j], gamma[j]);
-        xh[j] = row::xhat_of(x[base + j], mu, is);
-      }
-    }
-    const float a =
-        row::per_col(red::small<red::Op::Sum, W>([&](unsigned j) { return d[j]; }, cols), n);
-    const float b = row::per_col(
-        red::small<red::Op::Sum, W>([&](unsigned j) { return d[j] * xh[j]; }, cols), n);
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j)
-      if (j < cols) dx[base + j] = row::ln_bwd_out(d[j], xh[j], a, b, is);
-  }
-}
-
-template <unsigned NT, unsigned NC, unsigned R>
-__global__ void __launch_bounds__(kThreads)
-    group_bwd(const float *__restrict dy, const float *__restrict x, const float *__restrict mean,
-              const float *__restrict inv_std, const float *__restrict gamma, uint64_t rows,
-              uint64_t cols, float n, float *__restrict dx) {
-  using L = Layout<NT, NC, R>;
-  __shared__ float sh[2][2 * kThreads * NC];
-  Exchange<2 * kThreads * NC> ex{sh, 0};
-  const unsigned T = threadIdx.x % NT;
-  const uint64_t g0 = threadIdx.x / NT;
-  for (uint64_t first = (uint64_t)blockIdx.x * L::kGroups; first < rows;
-       first += (uint64_t)gridDim.x * L::kGroups) {
-    const uint64_t rw = first + g0;
-    const bool active = rw < rows;
-    const uint64_t base = active ? rw * cols : 0;
-    const float mu = active ? mean[rw] : 0.0f, is = active ? inv_std[rw] : 0.0f;
-    float d[L::V], xh[L::V];
-#pragma unroll
-    for (unsigned i = 0; i < L::V; ++i) {
-      const unsigned e = L::off(T, i);
-      d[i] = 0.0f;
-      xh[i] = 0.0f;
-      if (active && e < cols) {
-        d[i] = row::ln_d(dy[base + e], gamma[e]);
-        xh[i] = row::xhat_of(x[base + e], mu, is);
-      }
-    }
-    float s[2];
-    row_sums<NT, NC, R, 2>([&](unsigned q, unsigned i) { return q == 0 ? d[i] : d[i] * xh[i]; },
-                           cols, active, ex, s);
-    const float a = row::per_col(s[0], n), b = row::per_col(s[1], n);
-    if (active) {
-#pragma unroll
-      for (unsigned i = 0; i < L::V; ++i) {
-        const unsigned e = L::off(T, i);
-        if (e < cols) dx[base + e] = row::ln_bwd_out(d[i], xh[i], a, b, is);
-      }
-    }
-  }
-}
-
 // Long rows: S(d) and S(d * xhat) chunk by chunk, in one pass.
 struct TermsF {
   const float *dy, *x, *gamma, *mean, *inv_std;
@@ -365,31 +306,41 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
   check_launch("layer_norm group_fwd");
 }
 
-template <unsigned W>
-void launch_thread_fwd(cudaStream_t st, const float *x, const float *gamma, const float *beta,
-                       uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
-                       float *inv_std) {
-  thread_fwd<W><<<blocks(rows, kThreads), kThreads, 0, st>>>(x, gamma, beta, rows, (unsigned)cols,
-                                                             n, eps, y, mean, inv_std);
-  check_launch("layer_norm thread_fwd");
-}
+// ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
 
-template <unsigned NT, unsigned NC, unsigned R>
-void launch_group_bwd(cudaStream_t st, const float *dy, const float *x, const float *mean,
-                      const float *inv_std, const float *gamma, uint64_t rows, uint64_t cols,
-                      float n, float *dx) {
-  group_bwd<NT, NC, R><<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(dy, x, mean, inv_std,
-                                                                         gamma, rows, cols, n, dx);
-  check_launch("layer_norm group_bwd");
-}
-
-template <unsigned W>
-void launch_thread_bwd(cudaStream_t st, const float *dy, const float *x, const float *mean,
-                       const float *inv_std, const float *gamma, uint64_t rows, uint64_t cols,
-                       float n, float *dx) {
-  thread_bwd<W><<<blocks(rows, kThreads), kThreads, 0, st>>>(dy, x, mean, inv_std, gamma, rows,
-                                                             (unsigned)cols, n, dx);
-  check_launch("layer_norm thread_bwd");
+// The partials (nc, S, cols) of the fused kernels -> dgamma, dbeta: the tree's halving over the S
+// values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
+// that; S = 1 is the chunk value itself), then the tree over the nc chunk values.
+void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
+  const uint64_t nc = red::chunks_of(a.rows);
+  const unsigned S = ln_kernels::fused_lane_sets(a.cols);
+  // With one chunk and one lane set the kernel's partials are the column sums themselves.
+  const bool direct = nc == 1 && S == 1;
+  FloatScratch pg, pb;
+  if (!direct) {
+    pg = FloatScratch(dev, nc * S * a.cols);
+    pb = FloatScratch(dev, nc * S * a.cols);
+  }
+  ln_kernels::fused_bwd_plan(CudaLaunch{dev, stream(dev)}, a, direct ? dgamma : pg.get(),
+                             direct ? dbeta : pb.get());
+  if (direct) return;
+  if (nc == 1) {
+    reduce_axis(dev, red::Op::Sum, pg.get(), 1, S, a.cols, 1.0f, dgamma);
+    reduce_axis(dev, red::Op::Sum, pb.get(), 1, S, a.cols, 1.0f, dbeta);
+    return;
+  }
+  FloatScratch cg, cb;
+  const float *g = pg.get(), *b = pb.get();
+  if (S > 1) {
+    cg = FloatScratch(dev, nc * a.cols);
+    cb = FloatScratch(dev, nc * a.cols);
+    reduce_axis(dev, red::Op::Sum, g, nc, S, a.cols, 1.0f, cg.get());
+    reduce_axis(dev, red::Op::Sum, b, nc, S, a.cols, 1.0f, cb.get());
+    g = cg.get();
+    b = cb.get();
+  }
+  reduce_axis(dev, red::Op::Sum, g, 1, nc, a.cols, 1.0f, dgamma);
+  reduce_axis(dev, red::Op::Sum, b, 1, nc, a.cols, 1.0f, dbeta);
 }
 
 }  // namespace
@@ -400,14 +351,8 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
   const float n = static_cast<float>(cols);
 #define TLRT_LN_ARGS st, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std
   if (cols <= 32) {
-    switch (red::pow2_at_least(cols)) {
-      case 1: launch_thread_fwd<1>(TLRT_LN_ARGS); break;
-      case 2: launch_thread_fwd<2>(TLRT_LN_ARGS); break;
-      case 4: launch_thread_fwd<4>(TLRT_LN_ARGS); break;
-      case 8: launch_thread_fwd<8>(TLRT_LN_ARGS); break;
-      case 16: launch_thread_fwd<16>(TLRT_LN_ARGS); break;
-      default: launch_thread_fwd<32>(TLRT_LN_ARGS); break;
-    }
+    ln_kernels::seg_fwd_plan(CudaLaunch{dev, st}, x, gamma, beta, rows, (unsigned)cols, n, eps, y,
+                             mean, inv_std);
   } else if (cols <= 256) {
     launch_group_fwd<32, 1, 1>(TLRT_LN_ARGS);
   } else if (cols <= 512) {
@@ -420,6 +365,9 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
     launch_group_fwd<128, 1, 16>(TLRT_LN_ARGS);
   } else if (cols <= 8192) {
     launch_group_fwd<256, 2, 16>(TLRT_LN_ARGS);
+  } else if (cols <= ln_kernels::kBlockRowMaxCols) {
+    ln_kernels::block_row_fwd_plan(CudaLaunch{dev, st}, x, gamma, beta, rows, cols, n, eps, y, mean,
+                                   inv_std);
   } else {
     long_fwd(dev, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
   }
@@ -429,32 +377,18 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
 void layer_norm_bwd(int dev, const float *dy, const float *x, const float *mean,
                     const float *inv_std, const float *gamma, uint64_t rows, uint64_t cols,
                     float *dx, float *dgamma, float *dbeta) {
-  cudaStream_t st = stream(dev);
   const float n = static_cast<float>(cols);
-#define TLRT_LN_ARGS st, dy, x, mean, inv_std, gamma, rows, cols, n, dx
-  if (cols <= 32) {
-    switch (red::pow2_at_least(cols)) {
-      case 1: launch_thread_bwd<1>(TLRT_LN_ARGS); break;
-      case 2: launch_thread_bwd<2>(TLRT_LN_ARGS); break;
-      case 4: launch_thread_bwd<4>(TLRT_LN_ARGS); break;
-      case 8: launch_thread_bwd<8>(TLRT_LN_ARGS); break;
-      case 16: launch_thread_bwd<16>(TLRT_LN_ARGS); break;
-      default: launch_thread_bwd<32>(TLRT_LN_ARGS); break;
-    }
-  } else if (cols <= 256) {
-    launch_group_bwd<32, 1, 1>(TLRT_LN_ARGS);
-  } else if (cols <= 512) {
-    launch_group_bwd<32, 1, 2>(TLRT_LN_ARGS);
-  } else if (cols <= 1024) {
-    launch_group_bwd<64, 1, 4>(TLRT_LN_ARGS);
-  } else if (cols <= 2048) {
-    launch_group_bwd<128, 1, 8>(TLRT_LN_ARGS);
-  } else if (cols <= 4096) {
-    launch_group_bwd<256, 1, 16>(TLRT_LN_ARGS);
+  if (cols <= ln_kernels::kFusedMaxCols) {
+    fused_bwd(dev, ln_kernels::BwdArgs{dy, x, mean, inv_std, gamma, rows, cols, n, dx}, dgamma,
+              dbeta);
+    return;
+  }
+  if (cols <= ln_kernels::kBlockRowMaxCols) {
+    const ln_kernels::BwdArgs a{dy, x, mean, inv_std, gamma, rows, cols, n, dx};
+    ln_kernels::block_row_dx_plan(CudaLaunch{dev, stream(dev)}, a);
   } else {
     long_dx(dev, dy, x, mean, inv_std, gamma, rows, cols, n, dx);
   }
-#undef TLRT_LN_ARGS
   column_sums(dev, dy, x, mean, inv_std, rows, cols, dgamma, dbeta);
 }
 

@@ -6,11 +6,26 @@
 // Three strategies, chosen by cols (all grid sizes capped at 2^31 - 1 blocks, kernels loop past
 // it):
 //
-// thread_fwd / thread_bwd (cols <= 32): one thread per row. The row (W = next power of two >= cols
-// values) stays in registers; the sum is red::small (the tree of <= 32 elements), as the CPU's
-// reduce_axis does it. A warp reads 32 consecutive rows (32 * cols contiguous floats; each thread
-// its own row, the lines shared through L1). Bytes: 8 per element forward (x read, y written;
-// masked 12: the mask too), 12 backward (y, g read, dx written). Measured: (pending GPU run).
+// seg_fwd / seg_bwd (cols <= 32; cuda/softmax_kernels.cuh): a segment of W = pow2_at_least(cols)
+// lanes per row, lane j holding element j: a warp reads 32 / W consecutive rows as one contiguous
+// run, each thread U = 4 rows at a time (4 loads in flight, 8 backward). The sum is red::small<W>
+// (the tree of <= 32 elements) evaluated across the segment by __shfl_down_sync (lane t adds lane
+// t + h, h = W/2 .. 1: the same additions in the same order), the maximum by xor shuffles. Bytes:
+// 8 per element forward (masked 12), 12 backward. Before (2026-11-22): one thread per row, each
+// thread reading its own row (a warp load touching 32 rows, 8 times over for cols = 8; the
+// per-thread exp / division chains serialised): softmax 0.28 (8 columns, 3.2x PyTorch),
+// log_softmax 0.54, softmax_bwd 0.77, log_softmax_bwd 0.37 (2.8x). PREDICTION: coalesced 128-byte
+// warp accesses and one element per thread: ~0.8 of copy bandwidth for all four at 8 columns,
+// ~0.85 at 32 (the shuffles, 2 log2(W) per element, stay under the ~60 instructions the bandwidth
+// leaves per element). Measured: (pending GPU run).
+//
+// warp_fwd (32 < cols <= 128 forward; cuda/softmax_kernels.cuh): one warp per row, K = 2 or 4
+// values per lane (every slot an element; the group kernel below keeps 8 slots per thread of which
+// only 2 or 4 hold elements at these widths), U = 4 or 2 rows per warp at once so that each thread
+// has 8 loads in flight; the tree's halving h >= 32 in the thread, h = 16 .. 1 by shuffles: the
+// group kernel's order. 32-48 registers. Before (2026-11-22): softmax 0.45, log_softmax 0.43 of
+// copy bandwidth at 64 columns (2.2x PyTorch). PREDICTION: ~0.75-0.8 (5 + 5 shuffles per row, i.e.
+// per 2 elements a lane at 64 columns, are the remaining cost). Measured: (pending GPU run).
 //
 // group_fwd / group_bwd (32 < cols <= 8192 forward, <= 4096 backward): one group of NT threads per
 // row (NT = 32 for cols <= 1024 forward / 512 backward, then 64, 128, 256 as cols doubles; a
@@ -24,21 +39,43 @@
 // h >= NT in registers, h = NT/2..32 through shared memory after one barrier, h = 16..1 by
 // shuffles; a two-chunk row adds its two chunk values, the tree's next level), then e / s (or
 // (x - m) - log s) written from registers. Double-buffered shared memory: one barrier per
-// reduction. Predicted: 85-90% of copy bandwidth on (65536, 1024) and (16384, 4096) (the exp
-// costs 21 instructions per element, the IEEE division about 10: below the ~60 the bandwidth
-// leaves per element at 8 bytes). Measured: (pending GPU run).
+// reduction. Measured 2026-11-22: softmax 0.82 / 0.67, log_softmax 0.76 / 0.69 of copy bandwidth at
+// 1024 / 4096 columns (1.17-1.28x PyTorch). SASS (nvdisasm, sm_90) of the 1024-column kernel: 736
+// instructions for 8 elements per thread (softmax), 536 (log-softmax), i.e. 67-90 per element:
+// the exp (~20, of which 6 compares / selects for its clamps and special cases) and the division
+// (~10 with FCHK and its slow-path branch) plus ~15 per element of bounds tests and the
+// BSSY / BSYNC reconvergence around them. At 3 TB/s and 8 bytes per element an H100 issues at most
+// ~75-85 warp instructions per 32 elements, so these kernels are issue-bound, not memory-bound.
+// Rows that fill the layout exactly (cols == NC * R * 256: 256, 512, 1024, 2048, 4096, 8192) now
+// take a FULL instantiation without per-element bounds tests: 736 -> 616 (softmax), 536 -> 448
+// (log-softmax) at 1024 columns, 1216 -> 1088 / 928 -> 808 at 4096 (the operations on the
+// elements are the same). PREDICTION: instruction-bound time down by the same 12-16%: softmax
+// 0.82 -> ~0.92, log_softmax 0.76 -> ~0.88 at 1024 columns; 0.67-0.69 -> ~0.75 at 4096 (there
+// also one row per 256-thread block and two barriers per row). Measured: (pending GPU run).
 //
-// Long rows (cols > 8192 forward, > 4096 backward): chunk-parallel passes, one 256-thread block per
-// (row, chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima; chunk sums of e (the
-// tree's first level) -> reduce_axis (the tree's next levels) -> row sums; then one pass writing
-// the outputs (recomputing e). Scratch: 2 * rows floats + rows * ceil(cols / 4096) partials.
-// Bytes: 16 per element forward (x read three times, y written), 12 + 4 backward (softmax: y, g
-// read twice), log-softmax backward 16 (g read by reduce_axis, then y, g, dx). Measured: (pending
-// GPU run).
+// block_row_fwd / block_row_bwd (8192 < cols <= 2^20 forward, 4096 < cols <= 2^20 backward;
+// cuda/softmax_kernels.cuh): one 256-thread block per row and every pass in ONE kernel. Thread T
+// is the tree's lane T of every chunk; the block walks the row: the maximum (16 loads in flight
+// per thread, order-free), the sum of e two chunks at a time (32 loads in flight; both chunks'
+// lanes halved with one barrier; chunk values in shared memory, then one more halving over them:
+// the tree's next level), then the outputs (16 loads issued before their stores). The grid holds
+// about 24 MB of rows in flight (row::dev::block_row_grid: 2 blocks per SM at 16384 columns, 1 at
+// 65536), so the second and third reads of a row come from L2: DRAM traffic is the nominal
+// 8 bytes per element (12 masked and backward). Registers: 56-92 (fwd), 64-77 (bwd), no spills.
+// Before (2026-11-22): three kernels + two reduce_axis launches, x read three times from DRAM
+// (16 bytes per element): 0.37-0.41 of copy bandwidth, 2.1x PyTorch. PREDICTION: ~0.75-0.85 of
+// copy bandwidth at (4096, 16384) (L2 re-reads at ~2x DRAM bandwidth; one row per block leaves a
+// few percent idle at each row's barriers), ~0.7 at (1024, 65536) (33 MB of rows in flight:
+// some L2 misses). Measured: (pending GPU run).
+// Longer rows (> 2^20 columns, more than 256 chunks): the chunk-parallel passes below, one
+// 256-thread block per (row, chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima;
+// chunk sums of e -> reduce_axis -> row sums; then one pass writing the outputs (recomputing e).
+// 16 bytes per element forward, 12 + 4 backward.
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/softmax.hpp"
 #include "cuda/cuda_common.cuh"
+#include "cuda/softmax_kernels.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -61,80 +98,9 @@ unsigned blocks(uint64_t items, uint64_t per_block) {
   return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
 
-// ---- one thread per row (cols <= 32) ------------------------------------------------------------
-
-template <Kind KIND, unsigned W>
-__global__ void __launch_bounds__(kThreads)
-    thread_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows,
-               unsigned cols, float *__restrict y) {
-  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
-       rw += (uint64_t)gridDim.x * kThreads) {
-    const uint64_t base = rw * cols;
-    float v[W], e[W];
-    bool al[W];
-    float m = row::neg_inf();
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j) {
-      v[j] = 0.0f;
-      e[j] = 0.0f;
-      al[j] = true;
-      if (j < cols) {
-        v[j] = x[base + j];
-        if (KIND == Kind::Masked) al[j] = row::allowed(mask[base + j]);
-        m = ew::max_f(m, al[j] ? v[j] : row::neg_inf());
-      }
-    }
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j)
-      if (j < cols) e[j] = al[j] ? row::shifted_exp(v[j], m) : 0.0f;
-    const float s = red::small<red::Op::Sum, W>([&](unsigned j) { return e[j]; }, cols);
-    const float ls = KIND == Kind::LogSoftmax ? math::log_f(s) : 0.0f;
-    const bool none = KIND == Kind::Masked && m == row::neg_inf();
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j) {
-      if (j >= cols) continue;
-      float out;
-      if constexpr (KIND == Kind::LogSoftmax)
-        out = row::log_softmax_out(v[j], m, ls);
-      else if constexpr (KIND == Kind::Masked)
-        out = (none || !al[j]) ? 0.0f : row::softmax_out(e[j], s);
-      else
-        out = row::softmax_out(e[j], s);
-      y[base + j] = out;
-    }
-  }
-}
-
-template <bool LOG, unsigned W>
-__global__ void __launch_bounds__(kThreads)
-    thread_bwd(const float *__restrict y, const float *__restrict g, uint64_t rows, unsigned cols,
-               float *__restrict dx) {
-  for (uint64_t rw = (uint64_t)blockIdx.x * kThreads + threadIdx.x; rw < rows;
-       rw += (uint64_t)gridDim.x * kThreads) {
-    const uint64_t base = rw * cols;
-    float yv[W], gv[W];
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j) {
-      yv[j] = 0.0f;
-      gv[j] = 0.0f;
-      if (j < cols) {
-        yv[j] = y[base + j];
-        gv[j] = g[base + j];
-      }
-    }
-    const float s = red::small<red::Op::Sum, W>(
-        [&](unsigned j) { return LOG ? gv[j] : row::softmax_bwd_term(yv[j], gv[j]); }, cols);
-#pragma unroll
-    for (unsigned j = 0; j < W; ++j)
-      if (j < cols)
-        dx[base + j] =
-            LOG ? row::log_softmax_bwd_out(yv[j], gv[j], s) : row::softmax_bwd_out(yv[j], gv[j], s);
-  }
-}
-
 // ---- one group of NT threads per row, the row in registers --------------------------------------
 
-template <Kind KIND, unsigned NT, unsigned NC, unsigned R>
+template <Kind KIND, unsigned NT, unsigned NC, unsigned R, bool FULL>
 __global__ void __launch_bounds__(kThreads)
     group_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows, uint64_t cols,
               float *__restrict y) {
@@ -156,7 +122,7 @@ __global__ void __launch_bounds__(kThreads)
     for (unsigned i = 0; i < L::V; ++i) {
       const unsigned e = L::off(T, i);
       v[i] = row::neg_inf();
-      if (active && e < cols) {
+      if (active && (FULL || e < cols)) {
         v[i] = x[base + e];
         if (KIND == Kind::Masked && !row::allowed(mask[base + e])) blocked |= 1u << i;
       }
@@ -167,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
       m = ew::max_f(m, ((blocked >> i) & 1u) ? row::neg_inf() : v[i]);
     m = group_max<NT>(m, ex);
     float s[1];
-    row_sums<NT, NC, R, 1>(
+    row_sums<NT, NC, R, 1, FULL>(
         [&](unsigned, unsigned i) {
           const float e = ((blocked >> i) & 1u) ? 0.0f : row::shifted_exp(v[i], m);
           if (KIND != Kind::LogSoftmax) v[i] = e;
@@ -180,7 +146,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (unsigned i = 0; i < L::V; ++i) {
         const unsigned e = L::off(T, i);
-        if (e >= cols) continue;
+        if (!FULL && e >= cols) continue;
         float out;
         if constexpr (KIND == Kind::LogSoftmax)
           out = row::log_softmax_out(v[i], m, ls);
@@ -194,7 +160,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <bool LOG, unsigned NT, unsigned NC, unsigned R>
+template <bool LOG, unsigned NT, unsigned NC, unsigned R, bool FULL>
 __global__ void __launch_bounds__(kThreads)
     group_bwd(const float *__restrict y, const float *__restrict g, uint64_t rows, uint64_t cols,
               float *__restrict dx) {
@@ -214,20 +180,20 @@ __global__ void __launch_bounds__(kThreads)
       const unsigned e = L::off(T, i);
       yv[i] = 0.0f;
       gv[i] = 0.0f;
-      if (active && e < cols) {
+      if (active && (FULL || e < cols)) {
         yv[i] = y[base + e];
         gv[i] = g[base + e];
       }
     }
     float s[1];
-    row_sums<NT, NC, R, 1>(
+    row_sums<NT, NC, R, 1, FULL>(
         [&](unsigned, unsigned i) { return LOG ? gv[i] : row::softmax_bwd_term(yv[i], gv[i]); },
         cols, active, ex, s);
     if (active) {
 #pragma unroll
       for (unsigned i = 0; i < L::V; ++i) {
         const unsigned e = L::off(T, i);
-        if (e < cols)
+        if (FULL || e < cols)
           dx[base + e] = LOG ? row::log_softmax_bwd_out(yv[i], gv[i], s[0])
                              : row::softmax_bwd_out(yv[i], gv[i], s[0]);
       }
@@ -344,21 +310,30 @@ void long_bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t c
   check_launch("softmax_bwd chunk_map");
 }
 
-// ---- dispatch by cols ---------------------------------------------------------------------------
+struct CudaLaunch {
+  int dev;
+  cudaStream_t st;
+  unsigned sms() const { return (unsigned)sm_count(dev); }
+  unsigned grid_for(uint64_t items, uint64_t per_block) const { return blocks(items, per_block); }
+  template <class K, class... A>
+  void operator()(const char *name, K kernel, unsigned grid, A... args) const {
+    kernel<<<grid, kThreads, 0, st>>>(args...);
+    check_launch(name);
+  }
+};
 
-template <Kind KIND, unsigned W>
-void launch_thread_fwd(cudaStream_t st, const float *x, const float *mask, uint64_t rows,
-                       uint64_t cols, float *y) {
-  thread_fwd<KIND, W>
-      <<<blocks(rows, kThreads), kThreads, 0, st>>>(x, mask, rows, (unsigned)cols, y);
-  check_launch("softmax thread_fwd");
-}
+// ---- dispatch by cols ---------------------------------------------------------------------------
 
 template <Kind KIND, unsigned NT, unsigned NC, unsigned R>
 void launch_group_fwd(cudaStream_t st, const float *x, const float *mask, uint64_t rows,
                       uint64_t cols, float *y) {
-  group_fwd<KIND, NT, NC, R>
-      <<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(x, mask, rows, cols, y);
+  // Rows that fill the layout exactly (1024, 2048, 4096, 8192 columns...) skip the bounds tests.
+  if (cols == Layout<NT, NC, R>::kMaxCols)
+    group_fwd<KIND, NT, NC, R, true>
+        <<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(x, mask, rows, cols, y);
+  else
+    group_fwd<KIND, NT, NC, R, false>
+        <<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(x, mask, rows, cols, y);
   check_launch("softmax group_fwd");
 }
 
@@ -366,14 +341,9 @@ template <Kind KIND>
 void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t cols, float *y) {
   cudaStream_t st = stream(dev);
   if (cols <= 32) {
-    switch (red::pow2_at_least(cols)) {
-      case 1: launch_thread_fwd<KIND, 1>(st, x, mask, rows, cols, y); break;
-      case 2: launch_thread_fwd<KIND, 2>(st, x, mask, rows, cols, y); break;
-      case 4: launch_thread_fwd<KIND, 4>(st, x, mask, rows, cols, y); break;
-      case 8: launch_thread_fwd<KIND, 8>(st, x, mask, rows, cols, y); break;
-      case 16: launch_thread_fwd<KIND, 16>(st, x, mask, rows, cols, y); break;
-      default: launch_thread_fwd<KIND, 32>(st, x, mask, rows, cols, y); break;
-    }
+    softmax_kernels::seg_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, (unsigned)cols, y);
+  } else if (cols <= 128) {
+    softmax_kernels::warp_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, cols, y);
   } else if (cols <= 256) {
     launch_group_fwd<KIND, 32, 1, 1>(st, x, mask, rows, cols, y);
   } else if (cols <= 512) {  // 8 values per thread up to 2048 columns: see the header comment
@@ -386,22 +356,22 @@ void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t col
     launch_group_fwd<KIND, 256, 1, 16>(st, x, mask, rows, cols, y);
   } else if (cols <= 8192) {
     launch_group_fwd<KIND, 256, 2, 16>(st, x, mask, rows, cols, y);
+  } else if (cols <= softmax_kernels::kBlockRowMaxCols) {
+    softmax_kernels::block_row_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, cols, y);
   } else {
     long_fwd<KIND>(dev, x, mask, rows, cols, y);
   }
 }
 
-template <bool LOG, unsigned W>
-void launch_thread_bwd(cudaStream_t st, const float *y, const float *g, uint64_t rows,
-                       uint64_t cols, float *dx) {
-  thread_bwd<LOG, W><<<blocks(rows, kThreads), kThreads, 0, st>>>(y, g, rows, (unsigned)cols, dx);
-  check_launch("softmax thread_bwd");
-}
-
 template <bool LOG, unsigned NT, unsigned NC, unsigned R>
 void launch_group_bwd(cudaStream_t st, const float *y, const float *g, uint64_t rows, uint64_t cols,
                       float *dx) {
-  group_bwd<LOG, NT, NC, R><<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(y, g, rows, cols, dx);
+  if (cols == Layout<NT, NC, R>::kMaxCols)
+    group_bwd<LOG, NT, NC, R, true>
+        <<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(y, g, rows, cols, dx);
+  else
+    group_bwd<LOG, NT, NC, R, false>
+        <<<blocks(rows, kThreads / NT), kThreads, 0, st>>>(y, g, rows, cols, dx);
   check_launch("softmax group_bwd");
 }
 
@@ -409,14 +379,7 @@ template <bool LOG>
 void bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t cols, float *dx) {
   cudaStream_t st = stream(dev);
   if (cols <= 32) {
-    switch (red::pow2_at_least(cols)) {
-      case 1: launch_thread_bwd<LOG, 1>(st, y, g, rows, cols, dx); break;
-      case 2: launch_thread_bwd<LOG, 2>(st, y, g, rows, cols, dx); break;
-      case 4: launch_thread_bwd<LOG, 4>(st, y, g, rows, cols, dx); break;
-      case 8: launch_thread_bwd<LOG, 8>(st, y, g, rows, cols, dx); break;
-      case 16: launch_thread_bwd<LOG, 16>(st, y, g, rows, cols, dx); break;
-      default: launch_thread_bwd<LOG, 32>(st, y, g, rows, cols, dx); break;
-    }
+    softmax_kernels::seg_bwd_plan<LOG>(CudaLaunch{dev, st}, y, g, rows, (unsigned)cols, dx);
   } else if (cols <= 256) {
     launch_group_bwd<LOG, 32, 1, 1>(st, y, g, rows, cols, dx);
   } else if (cols <= 512) {
@@ -427,6 +390,8 @@ void bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t cols, 
     launch_group_bwd<LOG, 128, 1, 8>(st, y, g, rows, cols, dx);
   } else if (cols <= 4096) {
     launch_group_bwd<LOG, 256, 1, 16>(st, y, g, rows, cols, dx);
+  } else if (cols <= softmax_kernels::kBlockRowMaxCols) {
+    softmax_kernels::block_row_bwd_plan<LOG>(CudaLaunch{dev, st}, y, g, rows, cols, dx);
   } else {
     long_bwd<LOG>(dev, y, g, rows, cols, dx);
   }

@@ -10,9 +10,10 @@
 // (ew::max_f is commutative and associative, -0 < +0 included; only the payload of a NaN could
 // depend on the order, and payloads are unspecified), so each backend may take it in any order.
 //
-// Part 2 (nvcc only): the building blocks of the CUDA row kernels (cuda/softmax.cu,
-// cuda/layer_norm.cu): the lane layout of a row held in registers by a group of threads, the
-// group-wide tree sum and maximum, and the chunk-parallel kernels of the long-row path.
+// Part 2 (nvcc; also the CPU emulator, tests/emu/cuda_emu.hpp): the building blocks of the CUDA
+// row kernels (cuda/softmax.cu, cuda/layer_norm.cu): the lane layout of a row held in registers by
+// a group of threads, the group-wide tree sum and maximum, and the chunk-parallel kernels of the
+// long-row path.
 #pragma once
 
 #include <cstdint>
@@ -118,7 +119,7 @@ TLRT_HD unsigned col_lanes(uint64_t rows) {
 }  // namespace tlrt
 
 // ==== Part 2: CUDA building blocks ===============================================================
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(TLRT_CUDA_EMULATION)
 
 namespace tlrt {
 namespace row {
@@ -248,7 +249,10 @@ __device__ __forceinline__ void group_halving(float (&a)[NS][256 / NT], Exchange
 // The tree value of a row held in registers, for NS sequences at once: fold(s, v) is element value
 // index v of sequence s (only called for elements inside the row: off(T, v) < cols). The chunk
 // values of a two-chunk row are combined as the tree does it: (-0 + c0) + (-0 + c1) = c0 + c1.
-template <unsigned NT, unsigned NC, unsigned R, unsigned NS, unsigned W, class Val>
+// FULL: the caller guarantees cols == L::kMaxCols (no element of the layout is past the row), so
+// the per-element bounds tests go.
+template <unsigned NT, unsigned NC, unsigned R, unsigned NS, bool FULL = false, unsigned W,
+          class Val>
 __device__ __forceinline__ void row_sums(Val val, uint64_t cols, bool active, Exchange<W> &ex,
                                          float (&out)[NS]) {
   using L = Layout<NT, NC, R>;
@@ -262,7 +266,7 @@ __device__ __forceinline__ void row_sums(Val val, uint64_t cols, bool active, Ex
 #pragma unroll
   for (unsigned v = 0; v < L::V; ++v) {
     const unsigned k = v % L::K, c = v / (L::K * R);
-    if (active && L::off(T, v) < cols) {
+    if (active && (FULL || L::off(T, v) < cols)) {
 #pragma unroll
       for (unsigned s = 0; s < NS; ++s) a[s * NC + c][k] = O::op(a[s * NC + c][k], val(s, v));
     }
@@ -333,8 +337,177 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- short rows: a segment of W lanes (a power of two <= 32) per row, lane j = element j -------
+// red::small<W> across the segment: lane j starts at -0 + v[j] (j < cols) or -0 (the caller
+// passes that), then s[t] = s[t] + s[t + h] for h = W/2 .. 1 by __shfl_down_sync within the
+// segment (lane t adds lane t + h: the same additions in the same order); lane 0's value is
+// broadcast to the segment. Every lane of the warp must call these.
+template <unsigned W>
+__device__ __forceinline__ float seg_sum(float v) {
+#pragma unroll
+  for (unsigned h = W / 2; h >= 1; h /= 2) v = v + __shfl_down_sync(0xFFFFFFFFu, v, h, (int)W);
+  return W > 1 ? __shfl_sync(0xFFFFFFFFu, v, 0, (int)W) : v;
+}
+
+// Maximum over the segment (order-free), in every lane of it.
+template <unsigned W>
+__device__ __forceinline__ float seg_max(float v) {
+#pragma unroll
+  for (unsigned d = W / 2; d >= 1; d /= 2) v = ew::max_f(v, __shfl_xor_sync(0xFFFFFFFFu, v, d));
+  return v;
+}
+
+// ---- long rows: one 256-thread block per row, every pass in one kernel --------------------------
+// The block walks its row chunk by chunk (thread T is the tree's lane T of every chunk: it folds
+// elements 4096 c + 256 r + T, r = 0..15, in order), two chunks at a time (32 independent loads
+// in flight per thread), halves the lanes of both chunks with one barrier (group_halving, NT =
+// 256) and keeps the chunk values in shared memory; the tree's next level over the nc <= 256
+// chunk values is one more halving (lane t = -0 + chunk value t, as the tree builds it). These
+// are exactly the operations of chunk_reduce followed by reduce_axis over (rows, nc, 1). A row is
+// read once per pass; the caller sizes the grid so that the rows in flight stay in L2 and the
+// later passes hit it.
+constexpr uint64_t kBlockRowMaxChunks = 256;  // cols <= 256 * 4096 = 2^20
+
+// The shared state of one long-row block: the exchange buffers (reductions of up to two sequences
+// of two chunks; one Exchange for the block's whole life, so that successive reductions alternate
+// buffers as Exchange requires) and the chunk values of up to two sequences.
+constexpr unsigned kBlockRowWords = 4 * kThreads;
+struct BlockRow {
+  Exchange<kBlockRowWords> ex;
+  float (*cv)[kBlockRowMaxChunks];
+};
+#define TLRT_BLOCK_ROW_SHARED(NAME)                                  \
+  __shared__ float NAME##_ex[2][::tlrt::row::dev::kBlockRowWords];   \
+  __shared__ float NAME##_cv[2][::tlrt::row::dev::kBlockRowMaxChunks]; \
+  ::tlrt::row::dev::BlockRow NAME{{NAME##_ex, 0}, NAME##_cv}
+
+// out[s] = THE TREE sum over e = 0..cols-1 of val(e)[s], in every thread of the block.
+// val(e, v[NS]) is called for e < cols only. Every thread of the block must call this.
+template <unsigned NS, class Val>
+__device__ __forceinline__ void block_row_sum(Val val, uint64_t cols, BlockRow &sm,
+                                              float (&out)[NS]) {
+  static_assert(NS == 1 || NS == 2, "one or two sequences");
+  using O = red::Ops<red::Op::Sum>;
+  const unsigned T = threadIdx.x;
+  const uint64_t nc = red::chunks_of(cols);
+  for (uint64_t c0 = 0; c0 < nc; c0 += 2) {
+    float a[2 * NS][1];
+#pragma unroll
+    for (unsigned i = 0; i < 2 * NS; ++i) a[i][0] = O::identity();
+    if ((c0 + 2) * red::kChunk <= cols) {
+      // Both chunks full: no bounds tests, so all 32 loads of a thread are issued before the
+      // first fold (the folds themselves stay in the tree's order).
+      float v[2][red::kDepth][NS];
+#pragma unroll
+      for (unsigned h = 0; h < 2; ++h)
+#pragma unroll
+        for (unsigned r = 0; r < red::kDepth; ++r)
+          val((c0 + h) * red::kChunk + (uint64_t)r * red::kLanes + T, v[h][r]);
+#pragma unroll
+      for (unsigned h = 0; h < 2; ++h)
+#pragma unroll
+        for (unsigned r = 0; r < red::kDepth; ++r)
+#pragma unroll
+          for (unsigned s = 0; s < NS; ++s) a[s * 2 + h][0] = O::op(a[s * 2 + h][0], v[h][r][s]);
+    } else {
+#pragma unroll
+      for (unsigned h = 0; h < 2; ++h) {
+        const uint64_t e0 = (c0 + h) * red::kChunk + T;
+#pragma unroll
+        for (unsigned r = 0; r < red::kDepth; ++r) {
+          const uint64_t e = e0 + (uint64_t)r * red::kLanes;
+          if (e < cols) {
+            float v[NS];
+            val(e, v);
+#pragma unroll
+            for (unsigned s = 0; s < NS; ++s) a[s * 2 + h][0] = O::op(a[s * 2 + h][0], v[s]);
+          }
+        }
+      }
+    }
+    float o[2 * NS];
+    group_halving<red::Op::Sum, kThreads, 2 * NS>(a, sm.ex, o);
+    if (T == 0) {
+#pragma unroll
+      for (unsigned s = 0; s < NS; ++s) {
+        sm.cv[s][c0] = o[s * 2];
+        if (c0 + 1 < nc) sm.cv[s][c0 + 1] = o[s * 2 + 1];
+      }
+    }
+  }
+  __syncthreads();  // chunk values visible
+  float b[NS][1];
+#pragma unroll
+  for (unsigned s = 0; s < NS; ++s)
+    b[s][0] = T < nc ? O::op(O::identity(), sm.cv[s][T]) : O::identity();
+  // (The next call writes cv only after its first halving's barrier, which follows these reads.)
+  group_halving<red::Op::Sum, kThreads, NS>(b, sm.ex, out);
+}
+
+// Maximum over e = 0..cols-1 of val(e) (order-free), in every thread of the block.
+template <class Val>
+__device__ __forceinline__ float block_row_max(Val val, uint64_t cols, BlockRow &sm) {
+  constexpr unsigned B = 16;  // loads in flight per thread
+  static_assert(B == 16, "four halving steps below");
+  float m[B];
+#pragma unroll
+  for (unsigned i = 0; i < B; ++i) m[i] = red::Ops<red::Op::Max>::identity();
+  for (uint64_t e0 = 0; e0 < cols; e0 += B * kThreads) {
+    const uint64_t e = e0 + threadIdx.x;
+    if (e0 + B * kThreads <= cols) {
+#pragma unroll
+      for (unsigned i = 0; i < B; ++i) m[i] = ew::max_f(m[i], val(e + i * kThreads));
+    } else {
+#pragma unroll
+      for (unsigned i = 0; i < B; ++i)
+        if (e + i * kThreads < cols) m[i] = ew::max_f(m[i], val(e + i * kThreads));
+    }
+  }
+#pragma unroll
+  for (unsigned step = 0; step < 4; ++step)  // h = 8, 4, 2, 1 (order-free; any pairing would do)
+#pragma unroll
+    for (unsigned i = 0; i < B / 2; ++i)
+      if (i < (B / 2 >> step)) m[i] = ew::max_f(m[i], m[i + (B / 2 >> step)]);
+  return group_max<kThreads>(m[0], sm.ex);
+}
+
+// The output pass: for every e < cols, load(e, v) reads the NL inputs of element e into v and
+// store(e, v) computes and writes the output. Loads of 16 elements per thread are issued before
+// their stores (the compiler may not move loads across stores it cannot prove disjoint).
+template <unsigned NL, class Load, class Store>
+__device__ __forceinline__ void block_row_map(Load load, Store store, uint64_t cols) {
+  constexpr unsigned B = 16;
+  for (uint64_t e0 = 0; e0 < cols; e0 += B * kThreads) {
+    const uint64_t e = e0 + threadIdx.x;
+    float v[B][NL];
+    if (e0 + B * kThreads <= cols) {
+#pragma unroll
+      for (unsigned i = 0; i < B; ++i) load(e + i * kThreads, v[i]);
+#pragma unroll
+      for (unsigned i = 0; i < B; ++i) store(e + i * kThreads, v[i]);
+    } else {
+#pragma unroll
+      for (unsigned i = 0; i < B; ++i)
+        if (e + i * kThreads < cols) load(e + i * kThreads, v[i]);
+#pragma unroll
+      for (unsigned i = 0; i < B; ++i)
+        if (e + i * kThreads < cols) store(e + i * kThreads, v[i]);
+    }
+  }
+}
+
+// Long-row grid: one block per row, at most enough blocks that the rows in flight (bytes_per_row
+// each) fill about 24 MB of L2 (half of the H100's 50 MB: the later passes of a row must find it
+// there), at least one per SM and at most 8 per SM.
+inline unsigned block_row_grid(uint64_t rows, uint64_t bytes_per_row, unsigned sms) {
+  uint64_t per_sm = (24ull << 20) / ((uint64_t)sms * (bytes_per_row ? bytes_per_row : 1));
+  per_sm = per_sm < 1 ? 1 : per_sm > 8 ? 8 : per_sm;
+  const uint64_t g = (uint64_t)sms * per_sm;
+  return (unsigned)(rows < g ? rows : g);
+}
+
 }  // namespace dev
 }  // namespace row
 }  // namespace tlrt
 
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || TLRT_CUDA_EMULATION

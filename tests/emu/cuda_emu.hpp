@@ -36,6 +36,9 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+// Static shared memory: one object per kernel instantiation, shared by the fibers of the block that
+// runs (blocks run one after another). Unlike the dynamic kind it is not refilled with NaN.
+#define __shared__ static
 
 struct dim3 {
   unsigned x, y, z;
@@ -258,6 +261,45 @@ inline float __uint_as_float(unsigned u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// The exchange of __shfl_xor_sync for the other shuffles the row kernels use: every lane stores
+// its value, waits for its warp, then reads the source lane's.
+inline float emu_shfl(float v, unsigned src_of_lane_fn(unsigned, unsigned), unsigned arg) {
+  auto &b = emu::detail::block();
+  auto &f = b.fibers[b.cur];
+  const unsigned lane = b.cur % 32, warp = b.cur / 32;
+  float *slot = &b.slots[(warp * 2 + f.parity) * 32];
+  slot[lane] = v;
+  f.st = emu::detail::St::Shfl;
+  emu::detail::yield_to_scheduler();
+  f.parity ^= 1u;
+  const unsigned src = src_of_lane_fn(lane, arg);
+  return src < 32 ? slot[src] : v;
+}
+
+// Within segments of `width` lanes (a power of two <= 32), as on the GPU: lane + delta, or the
+// caller's own value past the end of its segment; the segment's lane src_lane.
+inline float __shfl_down_sync(unsigned, float v, unsigned delta, int width = 32) {
+  const unsigned arg = delta | ((unsigned)width << 8);
+  return emu_shfl(
+      v,
+      [](unsigned lane, unsigned a) {
+        const unsigned d = a & 0xFFu, w = a >> 8;
+        return (lane % w) + d < w ? lane + d : lane;
+      },
+      arg);
+}
+
+inline float __shfl_sync(unsigned, float v, int src_lane, int width = 32) {
+  const unsigned arg = ((unsigned)src_lane & 0xFFu) | ((unsigned)width << 8);
+  return emu_shfl(
+      v,
+      [](unsigned lane, unsigned a) {
+        const unsigned s = a & 0xFFu, w = a >> 8;
+        return (lane & ~(w - 1u)) + s % w;
+      },
+      arg);
 }
 
 namespace tlrt {

@@ -90,7 +90,18 @@ void all_shapes() {
   };
   for (Shape s : {Shape{255, 40}, Shape{256, 40}, Shape{4095, 9}, Shape{4096, 33}, Shape{4097, 5},
                   Shape{8193, 70}, Shape{20000, 3}, Shape{20000, 300}, Shape{5000, 1025},
-                  Shape{70000, 1}, Shape{3000, 5000}}) {
+                  Shape{70000, 1}, Shape{3000, 5000},
+                  // the fused backward's blocks own G lanes of a chunk (16 G rows: 128, 64, 32,
+                  // 16 rows for 8, 4, 2, 1 groups; a whole chunk at cols <= 32): rows around them
+                  Shape{4096 + 127, 32}, Shape{8192 + 129, 33}, Shape{4096 + 63, 1024},
+                  Shape{4096 + 65, 513}, Shape{4096 + 33, 2048}, Shape{4096 + 17, 2049},
+                  Shape{4096 + 15, 4096}, Shape{12289, 8}, Shape{4351, 64},
+                  // one block per row (forward > 8192 columns, dx > 4096) up to 2^20 columns,
+                  // chunk passes beyond; more rows than the grid
+                  Shape{600, 8193}, Shape{700, 4097}, Shape{3, 20481}, Shape{2, 1u << 20},
+                  Shape{2, (1u << 20) + 1}, Shape{1, (1u << 20) - 1},
+                  // the short-row forward's segments: a block step takes 4 * 256 / W rows
+                  Shape{129, 8}, Shape{4097, 2}, Shape{513, 16}, Shape{1025, 1}, Shape{131, 27}}) {
     if (s.rows * s.cols > max_n()) continue;
     for (Dist d : {Dist::Uniform, Dist::Edge, Dist::Positive})
       one_shape(s.rows, s.cols, d, 1e-5, ++salt);

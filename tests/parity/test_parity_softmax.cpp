@@ -141,7 +141,18 @@ void all_shapes() {
     uint64_t rows, cols;
   };
   for (Shape s : {Shape{1000, 1}, Shape{1000, 7}, Shape{777, 32}, Shape{517, 33}, Shape{300, 200},
-                  Shape{129, 700}, Shape{67, 1500}, Shape{45, 3000}, Shape{21, 6000}}) {
+                  Shape{129, 700}, Shape{67, 1500}, Shape{45, 3000}, Shape{21, 6000},
+                  // the short-row segments: a block step takes 4 * 256 / W rows
+                  Shape{129, 8}, Shape{4097, 2}, Shape{513, 16}, Shape{1025, 1}, Shape{131, 27}}) {
+    if (s.rows * s.cols > max_n()) continue;
+    for (Dist d : {Dist::Uniform, Dist::Edge}) one_shape(s.rows, s.cols, d, ++salt);
+  }
+  // The one-block-per-row path: odd chunk counts (chunks are folded in pairs), partial last
+  // chunks, more rows than the grid (blocks loop over rows), and its upper edge 2^20 columns (the
+  // chunk passes beyond).
+  for (Shape s : {Shape{3, 12288}, Shape{5, 20481}, Shape{600, 8193}, Shape{300, 4097},
+                  Shape{2, uint64_t{1} << 20}, Shape{2, (uint64_t{1} << 20) + 1},
+                  Shape{1, (uint64_t{1} << 20) - 1}}) {
     if (s.rows * s.cols > max_n()) continue;
     for (Dist d : {Dist::Uniform, Dist::Edge}) one_shape(s.rows, s.cols, d, ++salt);
   }

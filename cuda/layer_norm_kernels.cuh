@@ -1,0 +1,448 @@
+// Device code of the fused layer-norm backward (cuda/layer_norm.cu explains the strategy and its
+// costs): dx and the first levels of the column tree of dgamma / dbeta in one pass over dy and x.
+// Kept apart so that the CPU emulator test (tests/unit/test_layer_norm_emu.cpp) runs this very
+// source against the CPU backend bit for bit.
+//
+// THE COLUMN TREE (abi/tlrt_layer_norm.h, row::col_lanes): for each column, chunk k of 4096 rows
+// has 256 lanes; lane t folds rows 4096 k + t + 256 r (r = 0..15) in order; the lanes are halved
+// (h = 128, 64, ..., 1); the chunk values are reduced by the tree again.
+//
+// SCHEDULE. A block owns G lanes of one chunk: lanes t0 + S g (g = 0..G-1, S = 256 / G), so the
+// first log2(G) halving steps (h = 128 .. S) pair lanes of the same block. Group g of the block
+// (NT threads, one row at a time, the row in registers as in the forward) walks its lane's 16 rows
+// in order r = 0..15: per row it computes dx (the row sums S(d), S(d * xhat) by the tree) and
+// folds dy * xhat and dy into per-column lane accumulators held in registers next to the row
+// values (thread T holds the columns of its row slots, row::dev::Layout). After the 16 rows the G
+// lane values of each column meet in shared memory and are halved over g (h = 128 .. S): the block
+// writes the value of lane t0 after step h = S, i.e. partial (k, t0) of an (nc, S, cols) array.
+// The caller reduces it with reduce_axis over S (the steps h = S/2 .. 1: the tree of a sequence of
+// S <= 256 values, one per lane, is exactly that halving) and then over the nc chunks.
+// Nothing in the order of operations depends on the schedule: only who computes what.
+#pragma once
+
+#include <cstdint>
+
+#include "core/numerics/reduce_tree.hpp"
+#include "core/numerics/row_ops.hpp"
+
+namespace tlrt {
+namespace cuda {
+namespace ln_kernels {
+
+using row::dev::block_row_map;
+using row::dev::block_row_sum;
+using row::dev::Exchange;
+using row::dev::kThreads;
+using row::dev::Layout;
+using row::dev::row_sums;
+
+// Lane sets per chunk for the group kernel with NT threads per row: S = NT (G = 256 / NT groups).
+template <unsigned NT>
+constexpr unsigned kLaneSets = NT;
+
+// 32 < cols <= 4096: group kernel. nblk = nc * S blocks of work (grid-stride); block q takes chunk
+// k = q / S and lanes t0 + S g, t0 = q % S. pg, pb: (nblk, cols) partials (the lane value of
+// lane t0 after the halving steps h >= S).
+template <unsigned NT, unsigned NC, unsigned R>
+__global__ void __launch_bounds__(kThreads)
+    fused_group_bwd(const float *__restrict dy, const float *__restrict x,
+                    const float *__restrict mean, const float *__restrict inv_std,
+                    const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
+                    uint64_t nblk, float *__restrict dx, float *__restrict pg,
+                    float *__restrict pb) {
+  using L = Layout<NT, NC, R>;
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned G = L::kGroups;
+  constexpr unsigned S = red::kLanes / G;
+  constexpr unsigned C = (unsigned)L::kMaxCols;
+  static_assert(S == kLaneSets<NT>, "lane sets per chunk");
+  __shared__ float sh[2][2 * kThreads * NC];
+  // Lane values of the block's G groups for every column: [sequence][g][column].
+  __shared__ float cs[2][G > 1 ? G : 1][G > 1 ? C : 1];
+  Exchange<2 * kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const unsigned g = threadIdx.x / NT;
+  for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x) {
+    const uint64_t k = q / S;
+    const uint64_t row0 = k * red::kChunk + (q - k * S);  // group 0's row at r = 0
+    float ag[L::V], ab[L::V];
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) ag[i] = ab[i] = O::identity();
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t first = row0 + (uint64_t)r * red::kLanes;
+      if (first >= rows) break;  // block-uniform; later r only go further
+      const uint64_t rw = first + (uint64_t)g * S;
+      const bool active = rw < rows;
+      const uint64_t base = active ? rw * cols : 0;
+      const float mu = active ? mean[rw] : 0.0f, is = active ? inv_std[rw] : 0.0f;
+      float d[L::V], xh[L::V];
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        d[i] = 0.0f;
+        xh[i] = 0.0f;
+        if (active && e < cols) {
+          const float gy = dy[base + e];
+          d[i] = row::ln_d(gy, gamma[e]);
+          xh[i] = row::xhat_of(x[base + e], mu, is);
+          // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r.
+          ag[i] = ag[i] + gy * xh[i];
+          ab[i] = ab[i] + gy;
+        }
+      }
+      float s[2];
+      row_sums<NT, NC, R, 2>([&](unsigned p, unsigned i) { return p == 0 ? d[i] : d[i] * xh[i]; },
+                             cols, active, ex, s);
+      const float a = row::per_col(s[0], n), b = row::per_col(s[1], n);
+      if (active) {
+#pragma unroll
+        for (unsigned i = 0; i < L::V; ++i) {
+          const unsigned e = L::off(T, i);
+          if (e < cols) dx[base + e] = row::ln_bwd_out(d[i], xh[i], a, b, is);
+        }
+      }
+    }
+    float *og = pg + q * cols;
+    float *ob = pb + q * cols;
+    if constexpr (G == 1) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) {
+          og[e] = ag[i];
+          ob[e] = ab[i];
+        }
+      }
+    } else {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) {
+          cs[0][g][e] = ag[i];
+          cs[1][g][e] = ab[i];
+        }
+      }
+      __syncthreads();
+      // The halving over the block's lanes: step h = 128 pairs g with g + G/2, ..., h = S pairs
+      // g = 0 with g = 1.
+      constexpr unsigned kSteps = G >= 8 ? 3 : G >= 4 ? 2 : 1;
+      static_assert((1u << kSteps) == G, "G is 2, 4 or 8");
+      for (unsigned e = threadIdx.x; e < cols; e += kThreads) {
+#pragma unroll
+        for (unsigned p = 0; p < 2; ++p) {
+          float v[G];
+#pragma unroll
+          for (unsigned j = 0; j < G; ++j) v[j] = cs[p][j][e];
+#pragma unroll
+          for (unsigned step = 0; step < kSteps; ++step) {
+            const unsigned h = G >> (step + 1);
+#pragma unroll
+            for (unsigned j = 0; j < G / 2; ++j)
+              if (j < h) v[j] = O::op(v[j], v[j + h]);
+          }
+          (p == 0 ? og : ob)[e] = v[0];
+        }
+      }
+      __syncthreads();  // cs is rewritten by the next q
+    }
+  }
+}
+
+// cols <= 32, segments (W = pow2_at_least(cols) lanes per row, lane j = column j; SG = 256 / W
+// segments per block): a block owns a whole chunk (S = 1); segment g owns the tree's lanes
+// t = g + SG i (i < W) and walks r = 0..15, each r the rows 4096 q + t + 256 r of its W lanes, U at
+// a time (loads of U rows in flight, coalesced: a warp reads runs of rows). Thread (g, j) folds
+// column j of lane i into its slot i (the lane fold, in r order). Then the halving over the 256
+// lanes of each column: steps h = 128 .. SG pair slots i and i + h / SG of the same thread; steps
+// h = SG/2 .. 1 pair segments g and g + h through shared memory (one barrier per step). Thread j
+// of segment 0 writes the chunk value of column j: pg, pb are (nc, cols), as fused_thread_bwd's.
+template <unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    fused_seg_bwd(const float *__restrict dy, const float *__restrict x,
+                  const float *__restrict mean, const float *__restrict inv_std,
+                  const float *__restrict gamma, uint64_t rows, unsigned cols, float n,
+                  uint64_t nblk, float *__restrict dx, float *__restrict pg,
+                  float *__restrict pb) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned SG = kThreads / W;
+  constexpr unsigned U = W >= 4 ? 4 : W;  // rows per batch (divides W)
+  __shared__ float cs[2][kThreads];       // [sequence][g * W + j]
+  const unsigned j = threadIdx.x % W;
+  const unsigned g = threadIdx.x / W;
+  const bool col = j < cols;
+  const float ga = col ? gamma[j] : 0.0f;
+  for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x) {
+    float ag[W], ab[W];
+#pragma unroll
+    for (unsigned i = 0; i < W; ++i) ag[i] = ab[i] = O::identity();
+    for (unsigned r = 0; r < red::kDepth; ++r) {
+      const uint64_t first = q * red::kChunk + (uint64_t)r * red::kLanes;
+      if (first >= rows) break;  // block-uniform
+#pragma unroll
+      for (unsigned i0 = 0; i0 < W; i0 += U) {
+        float gy[U], xv[U], mu[U], is[U];
+        bool ok[U];
+#pragma unroll
+        for (unsigned u = 0; u < U; ++u) {
+          const uint64_t rw = first + g + (uint64_t)SG * (i0 + u);
+          ok[u] = rw < rows && col;
+          gy[u] = ok[u] ? dy[rw * cols + j] : 0.0f;
+          xv[u] = ok[u] ? x[rw * cols + j] : 0.0f;
+          mu[u] = rw < rows ? mean[rw] : 0.0f;
+          is[u] = rw < rows ? inv_std[rw] : 0.0f;
+        }
+#pragma unroll
+        for (unsigned u = 0; u < U; ++u) {
+          const float d = row::ln_d(gy[u], ga);
+          const float xh = row::xhat_of(xv[u], mu[u], is[u]);
+          if (ok[u]) {
+            ag[i0 + u] = ag[i0 + u] + gy[u] * xh;
+            ab[i0 + u] = ab[i0 + u] + gy[u];
+          }
+          const float a = row::per_col(
+              row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), d) : O::identity()), n);
+          const float b = row::per_col(
+              row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), d * xh) : O::identity()), n);
+          if (ok[u]) {
+            const uint64_t rw = first + g + (uint64_t)SG * (i0 + u);
+            dx[rw * cols + j] = row::ln_bwd_out(d, xh, a, b, is[u]);
+          }
+        }
+      }
+    }
+    // Halving steps h = 128 .. SG inside the thread (slots i and i + h / SG).
+    if constexpr (W > 1) {
+      constexpr unsigned kSteps = W >= 32 ? 5 : W >= 16 ? 4 : W >= 8 ? 3 : W >= 4 ? 2 : 1;
+#pragma unroll
+      for (unsigned step = 0; step < kSteps; ++step)  // hi = W/2, W/4, ..., 1
+#pragma unroll
+        for (unsigned i = 0; i < W / 2; ++i)
+          if (i < (W >> (step + 1))) {
+            ag[i] = O::op(ag[i], ag[i + (W >> (step + 1))]);
+            ab[i] = O::op(ab[i], ab[i + (W >> (step + 1))]);
+          }
+    }
+    // Steps h = SG/2 .. 1 across segments.
+    cs[0][threadIdx.x] = ag[0];
+    cs[1][threadIdx.x] = ab[0];
+    __syncthreads();
+    for (unsigned h = SG / 2; h >= 1; h /= 2) {
+      if (threadIdx.x < h * W) {
+        cs[0][threadIdx.x] = O::op(cs[0][threadIdx.x], cs[0][threadIdx.x + h * W]);
+        cs[1][threadIdx.x] = O::op(cs[1][threadIdx.x], cs[1][threadIdx.x + h * W]);
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x < cols) {
+      pg[q * cols + threadIdx.x] = cs[0][threadIdx.x];
+      pb[q * cols + threadIdx.x] = cs[1][threadIdx.x];
+    }
+    __syncthreads();  // cs is rewritten by the next q
+  }
+}
+
+// ---- launch plan (cols <= kFusedMaxCols) -------------------------------------------------------
+// Used by cuda/layer_norm.cu and the emulator test. A launcher: launch(name, kernel, grid, args...)
+// starts kernel with kThreads threads per block; launch.max_grid() is the most blocks per launch.
+
+constexpr uint64_t kFusedMaxCols = 4096;
+
+struct BwdArgs {
+  const float *dy, *x, *mean, *inv_std, *gamma;
+  uint64_t rows, cols;
+  float n;  // cols rounded to float32
+  float *dx;
+};
+
+// Lane sets per chunk S for this cols: the partials are (chunks_of(rows), S, cols) floats each.
+inline unsigned fused_lane_sets(uint64_t cols) {
+  return cols <= 32 ? 1u : cols <= 512 ? kLaneSets<32> : cols <= 1024 ? kLaneSets<64>
+                         : cols <= 2048 ? kLaneSets<128> : kLaneSets<256>;
+}
+
+template <class Launch>
+void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb) {
+  const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
+  const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
+#define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
+  launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
+         pg, pb)
+  const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
+  if (a.cols <= 32) {
+    switch (red::pow2_at_least(a.cols)) {
+      case 1: TLRT_LN_FUSED("fused_seg_bwd<1>", fused_seg_bwd<1>, c32); break;
+      case 2: TLRT_LN_FUSED("fused_seg_bwd<2>", fused_seg_bwd<2>, c32); break;
+      case 4: TLRT_LN_FUSED("fused_seg_bwd<4>", fused_seg_bwd<4>, c32); break;
+      case 8: TLRT_LN_FUSED("fused_seg_bwd<8>", fused_seg_bwd<8>, c32); break;
+      case 16: TLRT_LN_FUSED("fused_seg_bwd<16>", fused_seg_bwd<16>, c32); break;
+      default: TLRT_LN_FUSED("fused_seg_bwd<32>", fused_seg_bwd<32>, c32); break;
+    }
+  } else if (a.cols <= 256) {
+    TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
+  } else if (a.cols <= 512) {
+    TLRT_LN_FUSED("fused_group_bwd<32, 1, 2>", (fused_group_bwd<32, 1, 2>), a.cols);
+  } else if (a.cols <= 1024) {
+    TLRT_LN_FUSED("fused_group_bwd<64, 1, 4>", (fused_group_bwd<64, 1, 4>), a.cols);
+  } else if (a.cols <= 2048) {
+    TLRT_LN_FUSED("fused_group_bwd<128, 1, 8>", (fused_group_bwd<128, 1, 8>), a.cols);
+  } else {
+    TLRT_LN_FUSED("fused_group_bwd<256, 1, 16>", (fused_group_bwd<256, 1, 16>), a.cols);
+  }
+#undef TLRT_LN_FUSED
+}
+
+// ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------
+// As cuda/softmax_kernels.cuh's seg_fwd: lane j holds element j, warps read runs of rows
+// (coalesced), each thread kSegRows rows at a time; both sums red::small<W> across the segment.
+constexpr unsigned kSegRows = 4;
+
+template <unsigned W>
+__global__ void __launch_bounds__(kThreads)
+    seg_fwd(const float *__restrict x, const float *__restrict gamma,
+            const float *__restrict beta, uint64_t rows, unsigned cols, float n, float eps,
+            float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned RB = kThreads / W;
+  constexpr unsigned U = kSegRows;
+  const unsigned j = threadIdx.x % W;
+  const unsigned sub = threadIdx.x / W;
+  const bool col = j < cols;
+  const float ga = col ? gamma[j] : 0.0f, be = col ? beta[j] : 0.0f;
+  for (uint64_t first = (uint64_t)blockIdx.x * RB * U; first < rows;
+       first += (uint64_t)gridDim.x * RB * U) {
+    float v[U];
+    bool ok[U];
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const uint64_t rw = first + (uint64_t)u * RB + sub;
+      ok[u] = rw < rows && col;
+      v[u] = ok[u] ? x[rw * cols + j] : 0.0f;
+    }
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      const float mu =
+          row::per_col(row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), v[u]) : O::identity()), n);
+      const float q = row::sq_dev(v[u], mu);
+      const float var =
+          row::per_col(row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), q) : O::identity()), n);
+      const float is = row::inv_std_of(var, eps);
+      if (!ok[u]) continue;  // no shuffle below
+      const uint64_t rw = first + (uint64_t)u * RB + sub;
+      y[rw * cols + j] = row::ln_out(row::xhat_of(v[u], mu, is), ga, be);
+      if (j == 0) {
+        mean[rw] = mu;
+        inv_std[rw] = is;
+      }
+    }
+  }
+}
+
+template <class Launch>
+void seg_fwd_plan(const Launch &launch, const float *x, const float *gamma, const float *beta,
+                  uint64_t rows, unsigned cols, float n, float eps, float *y, float *mean,
+                  float *inv_std) {
+#define TLRT_SEG(WW)                                                                           \
+  launch("layer_norm seg_fwd", seg_fwd<WW>,                                                   \
+         launch.grid_for(rows, (uint64_t)(kThreads / WW) * kSegRows), x, gamma, beta, rows,   \
+         cols, n, eps, y, mean, inv_std)
+  switch (red::pow2_at_least(cols)) {
+    case 1: TLRT_SEG(1); break;
+    case 2: TLRT_SEG(2); break;
+    case 4: TLRT_SEG(4); break;
+    case 8: TLRT_SEG(8); break;
+    case 16: TLRT_SEG(16); break;
+    default: TLRT_SEG(32); break;
+  }
+#undef TLRT_SEG
+}
+
+// ---- long rows: one 256-thread block per row, all passes in one kernel -------------------------
+// (row::dev::block_row_*; cols <= kBlockRowMaxCols.) Forward: S(x) -> mean, S((x - mean)^2) ->
+// var -> inv_std, then y; backward dx: S(d) and S(d * xhat) in one pass, then dx. The operations
+// and their order are those of the DEFINITIONS (the same as the chunk passes they replace).
+
+constexpr uint64_t kBlockRowMaxCols = row::dev::kBlockRowMaxChunks * red::kChunk;
+
+__global__ void __launch_bounds__(kThreads)
+    block_row_fwd(const float *__restrict x, const float *__restrict gamma,
+                  const float *__restrict beta, uint64_t rows, uint64_t cols, float n, float eps,
+                  float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
+  TLRT_BLOCK_ROW_SHARED(sm);
+  for (uint64_t rw = blockIdx.x; rw < rows; rw += gridDim.x) {
+    const float *xr = x + rw * cols;
+    float *yr = y + rw * cols;
+    float s[1];
+    block_row_sum<1>([&](uint64_t e, float (&v)[1]) { v[0] = xr[e]; }, cols, sm, s);
+    const float mu = row::per_col(s[0], n);
+    block_row_sum<1>([&](uint64_t e, float (&v)[1]) { v[0] = row::sq_dev(xr[e], mu); }, cols, sm,
+                     s);
+    const float is = row::inv_std_of(row::per_col(s[0], n), eps);
+    block_row_map<3>(
+        [&](uint64_t e, float (&v)[3]) {
+          v[0] = xr[e];
+          v[1] = gamma[e];
+          v[2] = beta[e];
+        },
+        [&](uint64_t e, const float (&v)[3]) {
+          yr[e] = row::ln_out(row::xhat_of(v[0], mu, is), v[1], v[2]);
+        },
+        cols);
+    if (threadIdx.x == 0) {
+      mean[rw] = mu;
+      inv_std[rw] = is;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    block_row_dx(const float *__restrict dy, const float *__restrict x,
+                 const float *__restrict mean, const float *__restrict inv_std,
+                 const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
+                 float *__restrict dx) {
+  TLRT_BLOCK_ROW_SHARED(sm);
+  for (uint64_t rw = blockIdx.x; rw < rows; rw += gridDim.x) {
+    const float *dyr = dy + rw * cols, *xr = x + rw * cols;
+    float *dr = dx + rw * cols;
+    const float mu = mean[rw], is = inv_std[rw];
+    float s[2];
+    block_row_sum<2>(
+        [&](uint64_t e, float (&v)[2]) {
+          const float d = row::ln_d(dyr[e], gamma[e]);
+          v[0] = d;
+          v[1] = d * row::xhat_of(xr[e], mu, is);
+        },
+        cols, sm, s);
+    const float a = row::per_col(s[0], n), b = row::per_col(s[1], n);
+    block_row_map<3>(
+        [&](uint64_t e, float (&v)[3]) {
+          v[0] = dyr[e];
+          v[1] = xr[e];
+          v[2] = gamma[e];
+        },
+        [&](uint64_t e, const float (&v)[3]) {
+          dr[e] = row::ln_bwd_out(row::ln_d(v[0], v[2]), row::xhat_of(v[1], mu, is), a, b, is);
+        },
+        cols);
+  }
+}
+
+// A launcher as above, with launch.sms() the device's multiprocessor count.
+template <class Launch>
+void block_row_fwd_plan(const Launch &launch, const float *x, const float *gamma,
+                        const float *beta, uint64_t rows, uint64_t cols, float n, float eps,
+                        float *y, float *mean, float *inv_std) {
+  launch("layer_norm block_row_fwd", block_row_fwd,
+         row::dev::block_row_grid(rows, 4 * cols, launch.sms()), x, gamma, beta, rows, cols, n,
+         eps, y, mean, inv_std);
+}
+
+template <class Launch>
+void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
+  launch("layer_norm block_row_dx", block_row_dx,
+         row::dev::block_row_grid(a.rows, 8 * a.cols, launch.sms()), a.dy, a.x, a.mean,
+         a.inv_std, a.gamma, a.rows, a.cols, a.n, a.dx);
+}
+
+}  // namespace ln_kernels
+}  // namespace cuda
+}  // namespace tlrt

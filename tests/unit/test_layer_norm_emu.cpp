@@ -1,0 +1,222 @@
+// The fused CUDA layer-norm backward, the short-row forward (cols <= 32) and the long-row kernels
+// (cuda/layer_norm_kernels.cuh, the very source nvcc compiles) run on the CPU under
+// tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend (tlrt_layer_norm_fwd /
+// tlrt_layer_norm_bwd on CPU buffers): y, mean, inv_std, dx, and dgamma / dbeta after the kernel's
+// partials are reduced by the rest of the column tree (here on the host, as reduce_axis does it on
+// the GPU). So the kernels' lane sets, row walks, block-level halving and boundaries are checked
+// without a GPU. Shapes reach every instantiation (cols 1..4096 around each dispatch edge) and rows
+// around the tree's lane and chunk edges and the blocks' row sets (rows not a multiple of 16 G);
+// some cases cap the grid at a few blocks so that blocks loop over several lane sets. Every case
+// runs under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). Skipped (77) under
+// valgrind, ASan and TSan (unannotated stack switches).
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../emu/cuda_emu.hpp"
+#include "../harness.hpp"
+#define TLRT_CUDA_EMULATION 1
+#include "cuda/layer_norm_kernels.cuh"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TLRT_EMU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TLRT_EMU_SANITIZED 1
+#endif
+#endif
+
+namespace {
+
+namespace lk = tlrt::cuda::ln_kernels;
+namespace red = tlrt::red;
+
+struct EmuLaunch {
+  emu::Policy policy;
+  uint64_t grid_cap;
+  unsigned sm = 132;
+  uint64_t max_grid() const { return grid_cap; }
+  unsigned sms() const { return sm; }
+  unsigned grid_for(uint64_t items, uint64_t per_block) const {
+    const uint64_t b = (items + per_block - 1) / per_block;
+    return (unsigned)(b == 0 ? 1 : b < grid_cap ? b : grid_cap);
+  }
+  template <class K, class... A>
+  void operator()(const char *, K kernel, unsigned grid, A... args) const {
+    emu::launch(policy, dim3(grid), dim3(lk::kThreads), 0, [=] { kernel(args...); });
+  }
+};
+
+const emu::Policy kPolicies[] = {
+    {emu::Order::Ascending, emu::Copy::Late, 1},
+    {emu::Order::Descending, emu::Copy::Early, 2},
+    {emu::Order::Random, emu::Copy::Late, 3},
+};
+constexpr int kNumPolicies = sizeof kPolicies / sizeof kPolicies[0];
+
+bool full() {
+  const char *e = std::getenv("TLRT_EMU_FULL");
+  return e && *e && *e != '0';
+}
+
+int g_mismatch_runs = 0;
+
+void same(const std::string &what, const std::vector<float> &want, const std::vector<float> &got) {
+  size_t bad = 0, first = 0;
+  for (size_t e = 0; e < want.size(); ++e)
+    if (!th::same_bits(want[e], got[e]) && bad++ == 0) first = e;
+  TH_CHECK_MSG(bad == 0, "%s: %zu of %zu elements differ; first [%zu]: cpu %s, emulated cuda %s",
+               what.c_str(), bad, want.size(), first, th::hex(want[first]).c_str(),
+               th::hex(got[first]).c_str());
+  g_mismatch_runs += bad != 0;
+}
+
+// THE TREE over a sequence v[0..m) with stride, m <= 256 (one chunk, one element per lane): the
+// halving over the lanes, empty lanes holding the identity -0.
+float tree_small(const float *v, uint64_t m, uint64_t stride) {
+  float a[256];
+  const float id = red::Ops<red::Op::Sum>::identity();
+  for (unsigned t = 0; t < 256; ++t) a[t] = t < m ? id + v[t * stride] : id;
+  for (unsigned h = 128; h >= 1; h >>= 1)
+    for (unsigned t = 0; t < h; ++t) a[t] = a[t] + a[t + h];
+  return a[0];
+}
+
+void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi,
+              uint64_t grid_cap) {
+  const uint64_t n = rows * cols;
+  const std::vector<float> x = th::make(dist, n, salt + 1), dy = th::make(dist, n, salt + 2),
+                           gamma = th::make(th::Dist::Uniform, cols, salt + 3),
+                           beta = th::make(th::Dist::Uniform, cols, salt + 4);
+  char tag[160];
+  std::snprintf(tag, sizeof tag, "(%llu, %llu) %s policy %d grid cap %llu",
+                (unsigned long long)rows, (unsigned long long)cols, th::dist_name(dist), pi,
+                (unsigned long long)grid_cap);
+  const std::string w = tag;
+  th::Buf X(th::upload(x)), DY(th::upload(dy)), G(th::upload(gamma)), B(th::upload(beta)), Y, M, S,
+      DX, DG, DB;
+  TH_OK(tlrt_layer_norm_fwd(X.get(), G.get(), B.get(), rows, cols, 1e-5, Y.out(), M.out(),
+                            S.out()));
+  TH_OK(tlrt_layer_norm_bwd(DY.get(), X.get(), M.get(), S.get(), G.get(), rows, cols, DX.out(),
+                            DG.out(), DB.out()));
+  const std::vector<float> mean = th::download(M.get()), is = th::download(S.get()),
+                           want_dx = th::download(DX.get()), want_dg = th::download(DG.get()),
+                           want_db = th::download(DB.get());
+
+  if (cols <= 32) {  // the short-row forward
+    std::vector<float> y(n, 7.0f), m(rows, 7.0f), s(rows, 7.0f);
+    lk::seg_fwd_plan(EmuLaunch{kPolicies[pi], grid_cap}, x.data(), gamma.data(), beta.data(), rows,
+                     (unsigned)cols, static_cast<float>(cols), 1e-5f, y.data(), m.data(),
+                     s.data());
+    same(w + " seg_fwd y", th::download(Y.get()), y);
+    same(w + " seg_fwd mean", mean, m);
+    same(w + " seg_fwd inv_std", is, s);
+  }
+  const uint64_t nc = red::chunks_of(rows);
+  const unsigned ls = lk::fused_lane_sets(cols);
+  std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
+  lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
+                static_cast<float>(cols), dx.data()};
+  lk::fused_bwd_plan(EmuLaunch{kPolicies[pi], grid_cap}, a, pg.data(), pb.data());
+  same(w + " dx", want_dx, dx);
+  // The rest of the column tree: halving over the ls lane values of each chunk, then the tree over
+  // the chunk values (nc <= 256 here).
+  TH_CHECK_MSG(nc <= 256, "%s: test shapes keep nc <= 256", w.c_str());
+  std::vector<float> dg(cols), db(cols), cg(nc), cb(nc);
+  for (uint64_t j = 0; j < cols; ++j) {
+    for (uint64_t k = 0; k < nc; ++k) {
+      cg[k] = tree_small(pg.data() + k * ls * cols + j, ls, cols);
+      cb[k] = tree_small(pb.data() + k * ls * cols + j, ls, cols);
+    }
+    dg[j] = tree_small(cg.data(), nc, 1);
+    db[j] = tree_small(cb.data(), nc, 1);
+  }
+  same(w + " dgamma", want_dg, dg);
+  same(w + " dbeta", want_db, db);
+}
+
+// The long-row kernels (one block per row): forward for cols > 8192, dx for cols > 4096.
+void run_long(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi, unsigned sms) {
+  const uint64_t n = rows * cols;
+  const std::vector<float> x = th::make(dist, n, salt + 1), dy = th::make(dist, n, salt + 2),
+                           gamma = th::make(th::Dist::Uniform, cols, salt + 3),
+                           beta = th::make(th::Dist::Uniform, cols, salt + 4);
+  char tag[160];
+  std::snprintf(tag, sizeof tag, "long (%llu, %llu) %s policy %d sms %u", (unsigned long long)rows,
+                (unsigned long long)cols, th::dist_name(dist), pi, sms);
+  const std::string w = tag;
+  th::Buf X(th::upload(x)), DY(th::upload(dy)), G(th::upload(gamma)), B(th::upload(beta)), Y, M, S,
+      DX, DG, DB;
+  TH_OK(tlrt_layer_norm_fwd(X.get(), G.get(), B.get(), rows, cols, 1e-5, Y.out(), M.out(),
+                            S.out()));
+  TH_OK(tlrt_layer_norm_bwd(DY.get(), X.get(), M.get(), S.get(), G.get(), rows, cols, DX.out(),
+                            DG.out(), DB.out()));
+  const std::vector<float> mean = th::download(M.get()), is = th::download(S.get());
+  const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31, sms};
+  const float nf = static_cast<float>(cols);
+  if (cols > 8192) {
+    std::vector<float> y(n, 7.0f), m(rows, 7.0f), s(rows, 7.0f);
+    lk::block_row_fwd_plan(launch, x.data(), gamma.data(), beta.data(), rows, cols, nf, 1e-5f,
+                           y.data(), m.data(), s.data());
+    same(w + " y", th::download(Y.get()), y);
+    same(w + " mean", mean, m);
+    same(w + " inv_std", is, s);
+  }
+  std::vector<float> dx(n, 7.0f);
+  lk::block_row_dx_plan(launch, lk::BwdArgs{dy.data(), x.data(), mean.data(), is.data(),
+                                            gamma.data(), rows, cols, nf, dx.data()});
+  same(w + " dx", th::download(DX.get()), dx);
+}
+
+}  // namespace
+
+int main() {
+#ifdef TLRT_EMU_SANITIZED
+  std::printf("test_layer_norm_emu: skipped under ASan / TSan (unannotated stack switches)\n");
+  return 77;
+#endif
+  if (th::under_valgrind()) {
+    std::printf("test_layer_norm_emu: skipped under valgrind\n");
+    return 77;
+  }
+  const bool all = full();
+  uint64_t salt = 1;
+  int rot = 0;
+  auto go = [&](uint64_t rows, uint64_t cols, th::Dist d, uint64_t cap) {
+    salt += 10;
+    if (all)
+      for (int pi = 0; pi < kNumPolicies; ++pi) run_case(rows, cols, d, salt, pi, cap);
+    else
+      run_case(rows, cols, d, salt, rot++ % kNumPolicies, cap);
+  };
+  const uint64_t big = uint64_t{1} << 31;
+  // Every instantiation and its edges, rows around the lane sets and the tree's lane count.
+  for (uint64_t c : {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 100, 256, 257, 511, 512, 513, 1000, 1024,
+                     1025, 2047, 2048, 2049, 4095, 4096})
+    for (uint64_t r : {1, 2, 37, 255, 256, 257, 300}) {
+      if (r * c > 300000) continue;
+      go(r, c, th::Dist::Uniform, big);
+    }
+  // Several chunks of rows (nc = 2, 3), and grids of a few blocks looping over lane sets.
+  for (uint64_t c : {1, 7, 32, 40, 300, 700})
+    for (uint64_t r : {4096, 4097, 8192 + 100, 8192 + 4095}) go(r, c, th::Dist::Uniform, big);
+  for (uint64_t c : {5, 40, 513, 1500, 3000}) go(600, c, th::Dist::Uniform, 3);
+  go(5000, 9, th::Dist::Uniform, 1);
+  // Long rows.
+  for (uint64_t c : {4097, 6000, 8192, 8193, 12288, 12289, 16385, 24577})
+    for (uint64_t r : {1, 3})
+      run_long(r, c, th::Dist::Uniform, salt += 10, rot++ % kNumPolicies, 132);
+  run_long(10, 8193, th::Dist::Positive, salt += 10, 0, 1);  // blocks loop over rows
+  run_long(2, 65536, th::Dist::Uniform, salt += 10, 1, 132);
+  run_long(1, uint64_t{1} << 20, th::Dist::Uniform, salt += 10, 2, 132);
+  for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
+    run_long(3, 9000, d, salt += 10, rot++ % kNumPolicies, 132);
+  // Special values.
+  for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
+    for (uint64_t c : {3, 32, 70, 1024, 2500})
+      for (uint64_t r : {1, 70, 257}) go(r, c, d, big);
+  std::printf("test_layer_norm_emu: %d runs with differences (%s schedules)\n", g_mismatch_runs,
+              all ? "all" : "rotated");
+  return th::finish("test_layer_norm_emu");
+}
