@@ -111,9 +111,6 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
   __syncthreads();
   for (unsigned e = threadIdx.x; e < 256; e += kThreads) rowidx[e] = (float)(e / 16);
   __syncthreads();
-  // Which row of the warp's 16 each accumulator element holds (the same for every fragment).
-  FragC rowf;
-  wmma::load_matrix_sync(rowf, rowidx, 16, wmma::mem_row_major);
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const uint64_t base = b * p.n * p.d;
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
@@ -146,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
         FragC s[4];
 #pragma unroll
         for (unsigned nt = 0; nt < 4; ++nt) wmma::fill_fragment(s[nt], 0.0f);
-#pragma unroll 2
+#pragma unroll 1
         for (unsigned t = 0; t < DP; t += 8) {
           FragA ab, as;
           wmma::load_matrix_sync(ab, qs + 16 * w * SD + t, SD);
@@ -165,7 +162,6 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
         __syncwarp();
         // Online softmax of row i over the tile's keys (out-of-range rows / keys: excluded).
         const bool plain = !mb && iw + 15 < p.n && j0 + kT <= p.n && !(p.causal && j0 + kT - 1 > iw);
-        float sc[32];
         float mt = kNegInf;
 #pragma unroll
         for (unsigned c = 0; c < 32; ++c) {
@@ -178,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
             x = (i < p.n && j < p.n)
                     ? attn::score(dot, (p.causal && j > i) || ((blk >> c) & 1u), p.scale, p.fill)
                     : kNegInf;
-          sc[c] = x;
+          srow[h + 2 * c] = x;  // the score, in place (registers are short)
           mt = attn::amax(mt, x);
         }
         const float mn = attn::amax(m, attn::amax(mt, __shfl_xor_sync(kFull, mt, 1)));
@@ -186,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
         float rs = 0.0f;
 #pragma unroll
         for (unsigned c = 0; c < 32; ++c) {
-          const float pr = attn::prob(sc[c], mn);
+          const float pr = attn::prob(srow[h + 2 * c], mn);
           rs = rs + pr;
           srow[h + 2 * c] = pr;
         }
@@ -195,21 +191,23 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
         m = mn;
         if (h == 0) rv[r] = alpha;
         __syncwarp();
-        // O rows scaled by their alpha.
-        float al[FragC::num_elements];
+        // O rows scaled by their alpha. rowf: which row of the warp's 16 each accumulator element
+        // holds (the same for every fragment), loaded when needed (registers are short).
+        FragC rowf;
+        wmma::load_matrix_sync(rowf, rowidx, 16, wmma::mem_row_major);
 #pragma unroll
-        for (int e = 0; e < FragC::num_elements; ++e) al[e] = rv[(unsigned)rowf.x[e]];
+        for (int e = 0; e < FragC::num_elements; ++e) {
+          const float al = rv[(unsigned)rowf.x[e]];
 #pragma unroll
-        for (unsigned nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < FragC::num_elements; ++e) o[nt].x[e] = o[nt].x[e] * al[e];
+          for (unsigned nt = 0; nt < NT; ++nt) o[nt].x[e] = o[nt].x[e] * al;
+        }
       }
       async::wait<0>();  // V tile j0
       __syncthreads();   // V visible; every read of ks done
       if (more) load_tile<DP, kT, EXACT>(ks, k + base, j0 + kT, p.n, p.d, p.vec);
       async::commit();
       if (active) {
-#pragma unroll 2
+#pragma unroll 1
         for (unsigned jj = 0; jj < kT; jj += 8) {
           FragA ab, as;
           wmma::load_matrix_sync(ab, sw + jj, kSS);
@@ -233,17 +231,18 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
       if (h == 0) rv[r] = l;
       if (h == 0 && i < p.n) lse[b * p.n + i] = l == 0.0f ? kNegInf : m + math::log_f(l);
       __syncwarp();
-      float ld[FragC::num_elements];
+      FragC rowf;
+      wmma::load_matrix_sync(rowf, rowidx, 16, wmma::mem_row_major);
 #pragma unroll
-      for (int e = 0; e < FragC::num_elements; ++e) ld[e] = rv[(unsigned)rowf.x[e]];
+      for (int e = 0; e < FragC::num_elements; ++e) {
+        const float le = rv[(unsigned)rowf.x[e]];
+#pragma unroll
+        for (unsigned nt = 0; nt < NT; ++nt) o[nt].x[e] = le == 0.0f ? 0.0f : o[nt].x[e] / le;
+      }
       float *qw = qs + 16 * w * SD;  // the warp's own Q rows, no longer needed
 #pragma unroll
-      for (unsigned nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < FragC::num_elements; ++e)
-          o[nt].x[e] = ld[e] == 0.0f ? 0.0f : o[nt].x[e] / ld[e];
+      for (unsigned nt = 0; nt < NT; ++nt)
         wmma::store_matrix_sync(qw + 16 * nt, o[nt], SD, wmma::mem_row_major);
-      }
       __syncwarp();
       const unsigned rows = min(16u, p.n - iw);
       float *ob = out + base + (uint64_t)iw * p.d;
