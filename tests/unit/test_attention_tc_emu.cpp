@@ -84,7 +84,8 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
   const uint64_t N = bh * n * d;
   const std::vector<float> q = th::make(th::Dist::Uniform, N, salt + 1),
                            k = th::make(th::Dist::Uniform, N, salt + 2),
-                           v = th::make(th::Dist::Uniform, N, salt + 3);
+                           v = th::make(th::Dist::Uniform, N, salt + 3),
+                           dout = th::make(th::Dist::Uniform, N, salt + 4);
   attref::Case c{bh, n, d, {}, (float)(1.0 / std::sqrt((double)d)), fill, mk == 3 || mk == 4};
   if (mk == 1 || mk == 2 || mk == 4 || mk == 5) {
     c.mask = th::make(th::Dist::Positive, (mk == 2 || mk == 4) ? n * n : bh * n * n, salt + 5);
@@ -94,7 +95,7 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
         for (uint64_t i = 0; i < n; i += 3)
           for (uint64_t j = 0; j < n; ++j) c.mask[(c.mask.size() == n * n ? 0 : b * n * n) + i * n + j] = 0.0f;
   }
-  const attref::Ref r = attref::reference(c, q, k, v, {});
+  const attref::Ref r = attref::reference(c, q, k, v, dout);
   const double S = *std::max_element(r.S.begin(), r.S.end());
   Problem p{};
   p.bh = bh;
@@ -131,6 +132,19 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
                   (double)fill, split ? "split" : "tf32", pol, odd ? " odd" : "");
     compare(std::string(tag) + "out", out, r.out, r.aout, f, split ? 0 : 1);
     compare(std::string(tag) + "lse", lse, r.lse, r.alse, fl, split ? 0 : 1);
+    // The backward (the exact kernels, the CPU's bits) on this forward's out and lse, as the
+    // tape and the single-gradient entry points chain them on the fast path: the same bound.
+    {
+      th::Buf Q(th::upload(q)), K(th::upload(k)), V(th::upload(v)), DO(th::upload(dout)),
+          O(th::upload(out)), L(th::upload(lse)), M, gq, gk, gv;
+      if (!c.mask.empty()) M = th::Buf(th::upload(c.mask));
+      TH_OK(tlrt_flash_attention_bwd(Q.get(), K.get(), V.get(), M.get(), DO.get(), O.get(),
+                                     L.get(), bh, n, d, c.scale, c.causal, fill, gq.out(),
+                                     gk.out(), gv.out()));
+      compare(std::string(tag) + "dq", th::download(gq.get()), r.dq, r.adq, f, split ? 0 : 1);
+      compare(std::string(tag) + "dk", th::download(gk.get()), r.dk, r.adk, f, split ? 0 : 1);
+      compare(std::string(tag) + "dv", th::download(gv.get()), r.dv, r.adv, f, split ? 0 : 1);
+    }
     // Fully excluded rows: exactly zero out and lse = -inf (checked above through the inf).
     for (uint64_t e = 0; e < bh * n; ++e)
       if (std::isinf(r.lse[e]))
