@@ -63,11 +63,10 @@
 //   bwd (16,4096,64) none ~21 (~1.5x), causal ~17, masked ~19;
 //   bwd (32,1024,128) none ~20 (~2.0x), causal ~16, masked ~18.
 //
-// FAST PATH (determinism switch off, the default): the forward runs the tensor-core kernel of
-// cuda/attention_tc_kernels.cuh (split TF32, or one TF32 product with tlrt_set_allow_tf32; its top
-// comment has the design and the predictions) where it applies (sm_80+, d <= 128, enough shared
-// memory), else the exact kernels below. The backward always runs the exact kernels (from the
-// fast forward's out and lse when the tape or a seed entry point chains them).
+// FAST PATH (determinism switch off, the default): forward and backward run the tensor-core
+// kernels of cuda/attention_tc_kernels.cuh (split TF32, or one TF32 product with
+// tlrt_set_allow_tf32; its top comment has the design and the predictions) where they apply
+// (sm_80+, d <= 128, enough shared memory), else the exact kernels below.
 #include "cuda/attention_tc_kernels.cuh"
 
 #include "abi/tlrt_blas.h"
@@ -130,6 +129,10 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
   FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
+  if (!deterministic() && launch.tensor_cores() &&
+      attn_kernels::bwd_tc_plan(launch, p, !tlrt_get_allow_tf32(), q, k, v, out, dout, lse,
+                                D.get(), dq, dk, dv))
+    return;
   attn_kernels::bwd_plan(launch, p, q, k, v, out, dout, lse, D.get(), dq, dk, dv);
 }
 

@@ -132,18 +132,33 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
                   (double)fill, split ? "split" : "tf32", pol, odd ? " odd" : "");
     compare(std::string(tag) + "out", out, r.out, r.aout, f, split ? 0 : 1);
     compare(std::string(tag) + "lse", lse, r.lse, r.alse, fl, split ? 0 : 1);
-    // The backward (the exact kernels, the CPU's bits) on this forward's out and lse, as the
-    // tape and the single-gradient entry points chain them on the fast path: the same bound.
+    // The fast backward (dkdv_tc_kernel, dq_tc_kernel after the D kernel) on this forward's out
+    // and lse: the same bound; each gradient alone gives the same bits.
     {
-      th::Buf Q(th::upload(q)), K(th::upload(k)), V(th::upload(v)), DO(th::upload(dout)),
-          O(th::upload(out)), L(th::upload(lse)), M, gq, gk, gv;
-      if (!c.mask.empty()) M = th::Buf(th::upload(c.mask));
-      TH_OK(tlrt_flash_attention_bwd(Q.get(), K.get(), V.get(), M.get(), DO.get(), O.get(),
-                                     L.get(), bh, n, d, c.scale, c.causal, fill, gq.out(),
-                                     gk.out(), gv.out()));
-      compare(std::string(tag) + "dq", th::download(gq.get()), r.dq, r.adq, f, split ? 0 : 1);
-      compare(std::string(tag) + "dk", th::download(gk.get()), r.dk, r.adk, f, split ? 0 : 1);
-      compare(std::string(tag) + "dv", th::download(gv.get()), r.dv, r.adv, f, split ? 0 : 1);
+      std::vector<float> dout_ = dev(dout), out_ = dev(out), lse_ = lse, D(bh * n);
+      std::vector<float> g[3] = {dev(std::vector<float>(N, 7.0f)), dev(std::vector<float>(N, 7.0f)),
+                                 dev(std::vector<float>(N, 7.0f))};
+      const bool ran = ak::bwd_tc_plan(launch, p, split != 0, dq.data() + sh, dk.data() + sh,
+                                       dv.data() + sh, out_.data() + sh, dout_.data() + sh,
+                                       lse_.data(), D.data(), g[0].data() + sh, g[1].data() + sh,
+                                       g[2].data() + sh);
+      TH_CHECK_MSG(ran, "bwd_tc_plan declined d = %llu", (unsigned long long)d);
+      const std::vector<double> *want[3] = {&r.dq, &r.dk, &r.dv}, *aw[3] = {&r.adq, &r.adk, &r.adv};
+      for (int x = 0; x < 3; ++x) {
+        const std::vector<float> got(g[x].begin() + sh, g[x].begin() + sh + N);
+        compare(std::string(tag) + "d" + "qkv"[x], got, *want[x], *aw[x], f, split ? 0 : 1);
+        std::vector<float> alone = dev(std::vector<float>(N, 7.0f));
+        float *outs[3] = {nullptr, nullptr, nullptr};
+        outs[x] = alone.data() + sh;
+        ak::bwd_tc_plan(launch, p, split != 0, dq.data() + sh, dk.data() + sh, dv.data() + sh,
+                        out_.data() + sh, dout_.data() + sh, lse_.data(), D.data(), outs[0],
+                        outs[1], outs[2]);
+        bool same = true;
+        for (uint64_t e = 0; e < N; ++e) same = same && th::same_bits(alone[e + sh], got[e]);
+        TH_CHECK_MSG(same, "%sd%c alone differs from the fused backward's", tag, "qkv"[x]);
+        TH_CHECK_MSG(g[x][N + sh] == 5.0f && alone[N + sh] == 5.0f && (sh == 0 || alone[0] == 5.0f), "%sd%c written past its end",
+                     tag, "qkv"[x]);
+      }
     }
     // Fully excluded rows: exactly zero out and lse = -inf (checked above through the inf).
     for (uint64_t e = 0; e < bh * n; ++e)
