@@ -60,17 +60,18 @@
  *    order (above), so CPU and CUDA agree bit for bit (the parity suite checks it; NaN payloads
  *    unspecified). tlrt_set_allow_tf32 does not apply.
  *  - switch OFF (the default) on CUDA: the FAST PATH. The forward computes its two products
- *    (Q K^T and P V) on the tensor cores in "split TF32": each product a b of float32 values is
- *    big(a) big(b) + big(a) small(b) + small(a) big(b), big(x) = x rounded to TF32 (10 mantissa
- *    bits, nearest, ties away), small(x) = TF32(x - big(x)), accumulated in float32 (the dropped
- *    terms are ~2^-22 |a b|); the softmax is float32 as above, but the summation order is the
+ *    (Q K^T and P V), the backward its seven (dP = dout V^T and S = Q K^T in both of its kernels,
+ *    dv = P^T dout, dk = dS^T Q, dq = dS K), on the tensor cores in "split TF32": each product a b
+ *    of float32 values is big(a) big(b) + big(a) small(b) + small(a) big(b), with big(x) = x
+ *    rounded to TF32 (10 mantissa bits, nearest, ties away) and small(x) = TF32(x - big(x)),
+ *    accumulated in float32 (the dropped terms are ~2^-22 |a b|); the softmax is float32 as above, but the summation order is the
  *    tensor cores' (not the ORDER OF OPERATIONS above), so the bits differ from the CPU's within
  *    the FAST bound below. With tlrt_set_allow_tf32(true) only big(a) big(b) is formed (the TF32
- *    path: ~1e-3 relative, the TF32 bound below). The fast forward covers 1 <= d <= 128 on sm_80
- *    and later with the shared memory it needs (sm_90, sm_80: every d <= 128; 99 KB devices:
- *    d <= 32); elsewhere (d > 128 included) the exact kernels run. The backward always runs the
- *    exact kernels (on the fast forward's out and lse where the tape or the single-gradient entry
- *    points chain them; its results then carry the forward's error, within the FAST bound).
+ *    path: ~1e-3 relative, the TF32 bound below). D = rowsum(dout * out) stays the exact fma
+ *    chain. The fast kernels cover 1 <= d <= 128 on sm_80 and later with the shared memory they
+ *    need (sm_90: every d <= 128; sm_80: forward d <= 128, backward d <= 32; 99 KiB devices:
+ *    forward d <= 32, backward none); elsewhere (d > 128 included) the exact kernels run,
+ *    forward and backward chosen separately.
  * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
  * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
  * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same
@@ -140,7 +141,9 @@ TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_b
  * Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
  * keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
  * 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
- * usual count is 10 n^2 d), float32 SIMT in both modes. No atomics: deterministic. */
+ * usual count is 10 n^2 d). Fast path (switch off, d <= 128): the same three kernels with the
+ * products on the tensor cores (blocks of 128 keys / 128 query rows; 42 n^2 d tensor FLOPs in
+ * split TF32, 14 n^2 d with allow_tf32). No atomics: deterministic. */
 TLRT_API tlrt_status tlrt_flash_attention_bwd(
     const tlrt_buffer *q, const tlrt_buffer *k, const tlrt_buffer *v, const tlrt_buffer *mask,
     const tlrt_buffer *dout, const tlrt_buffer *out, const tlrt_buffer *lse, uint64_t bh,
@@ -151,7 +154,8 @@ TLRT_API tlrt_status tlrt_flash_attention_bwd(
  * the one gradient named, from q, k, v, the optional mask and dout; each runs the forward itself
  * (out and lse held as scratch for the call) and then computes only what it needs (dv needs no D
  * and no dS). The result is bit for bit the corresponding output of tlrt_flash_attention_bwd given
- * tlrt_flash_attention_fwd's out and lse. Arguments, empty cases and errors as
+ * tlrt_flash_attention_fwd's out and lse (all three called in the same mode: determinism switch
+ * and allow_tf32 unchanged). Arguments, empty cases and errors as
  * tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter). */
 TLRT_API tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer *q, const tlrt_buffer *k,
                                                 const tlrt_buffer *v, const tlrt_buffer *mask,

@@ -1,6 +1,6 @@
 // Device code of the FAST attention path (cuda/attention.cu picks it when the determinism switch
-// is off): a FlashAttention-2 forward whose two products (S = Q K^T and O += P V) run on the
-// tensor cores through WMMA (m16n16k8, precision::tf32, float accumulators; sm_80+), with
+// is off): a FlashAttention-2 forward and backward whose products (forward S = Q K^T, O += P V;
+// backward dP, S, dv, dk, dq) run on the tensor cores through WMMA (m16n16k8, precision::tf32, float accumulators; sm_80+), with
 // float32-grade accuracy by "split TF32": every product a b is big(a) big(b) + big(a) small(b) +
 // small(a) big(b), big(x) = x rounded to TF32 (cvt.rna), small(x) = tf32(x - big(x)); the dropped
 // small(a) small(b) and the residues below small are ~2^-22 of |a b|. With allow_tf32 (SPLIT =
@@ -37,6 +37,35 @@
 //   fwd (16,4096,64) none ~44 (~0.37x), causal ~34 (~0.22x), masked ~38 (~0.46x);
 //   fwd (32,1024,128) none ~45 (~0.50x), causal ~30 (~0.28x), masked ~40 (~0.55x).
 // allow_tf32 (one product): ~1.8x those TFLOP/s. Measured: (pending GPU run).
+//
+// Backward (after the exact D kernel: D = rowsum(dout * out), an fma chain per row):
+// dkdv_tc_kernel<DP, SPLIT, EXACT>: one block of 8 warps per (problem, 128 keys; warp w: keys
+// 16 w ..), K and V rows resident, looping over query tiles of T = 64 (32 for DP = 128, shared
+// memory) from the one reaching the diagonal when skipping: per tile and warp dP^T = V dout^T (dk
+// only) and S^T = K Q^T as accumulator fragments; P^T = exp(s - lse) and dS^T = P^T (dP^T - D)
+// element-wise IN the fragments, each element's (key, query) read from row / column index
+// fragments (loaded from two 16 x 16 index matrices; WMMA's layout stays opaque), lse and D of
+// the tile's queries from shared memory (cp.async with the dout tile); P^T and dS^T to the warp's
+// two strips, dv += P^T dout, dk += dS^T Q. A warp leaves out the tiles whose last query precedes
+// its first key (skipping). dq_tc_kernel<DP, SPLIT, EXACT>: one block per (problem, 128 query
+// rows), Q and dout rows resident, looping over key tiles of T: dP = dout V^T, S = Q K^T, dS
+// element-wise in the fragments (lse, D of the warp's rows from shared memory), dS to the warp's
+// strip, dq += dS K. Results are staged through the warp's own (no longer needed) input rows and
+// copied out row-major; padding columns are re-zeroed. FLOPs 8 n^2 d (dk/dv) + 6 n^2 d (dq), as
+// the exact kernels (the benchmark counts 10 n^2 d), three tensor products each with SPLIT.
+// Shared memory: dq 91 / 139 / 186 KiB, dk/dv 125 / 173 / 203 KiB for DP = 32 / 64 / 128: one
+// block (8 warps) per SM; registers 146-188 (dq), 167-254 (dk/dv), no spills (sm_90, ptxas).
+// PREDICTION (H100, benchmark's 10 n^2 d count; one block of 8 warps per SM hides less latency
+// than the forward, and every warp splits the shared B operands itself): ~22-25 TFLOP/s split:
+//   bwd (32,1024,64) none ~24 TFLOP/s (~1.2x SDPA; exact 1.43x), causal ~18 (~0.8x), masked ~20
+//   (~1.4x; the mask is read per fragment element from global memory);
+//   bwd (16,4096,64) none ~25 (~1.25x), causal ~20 (~0.8x), masked ~21 (~1.5x);
+//   bwd (32,1024,128) none ~22 (~1.8x), causal ~17 (~1.2x), masked ~20 (~2.0x);
+// allow_tf32: ~1.8x those TFLOP/s (~0.65-1.0x SDPA). So the split path is NOT predicted to reach
+// the issue's 0.7x backward target; the next steps would be splitting each shared K / V / Q /
+// dout tile once per block into big / small tiles in shared memory (8x fewer split
+// instructions), mask bits per tile instead of per-element global loads, and raw mma.sync with
+// register-resident operands. Measured: (pending GPU run).
 #pragma once
 
 #include "cuda/attention_kernels.cuh"
