@@ -11,6 +11,12 @@ FLOPs per problem, backward 2.5x that; causal counts half) and the fraction of t
 peak (torch.matmul on 8192^3 float32 with TF32 off, same timing method). Targets (H100): forward
 at most 0.5x PyTorch's time, backward at most 0.7x.
 
+Each of our passes is timed in three modes (the "path" column; abi/tlrt_attention.h):
+  fast   the default (determinism switch off, allow_tf32 off): split-TF32 tensor-core forward;
+  exact  determinism switch on: the kernels bit for bit equal to the CPU backend;
+  tf32   switch off and tlrt_set_allow_tf32(true): one TF32 product (~1e-3 relative).
+torch is always timed with TF32 off (the issue's comparison), also against the tf32 rows.
+
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention.py [--out FILE] [--iters N]
       [--shapes 32x1024x64,16x4096x64,32x1024x128]
 """
@@ -52,6 +58,16 @@ def main():
     lib.tlrt_flash_attention_bwd.argtypes = [P] * 7 + [ctypes.c_uint64] * 3 + [
         ctypes.c_double, ctypes.c_bool, ctypes.c_double] + [ctypes.POINTER(P)] * 3
     lib.tlrt_buffer_free.argtypes = [P]
+    for fn in ("tlrt_set_deterministic", "tlrt_set_allow_tf32"):
+        getattr(lib, fn).argtypes = [ctypes.c_bool]
+        getattr(lib, fn).restype = ctypes.c_bool
+    modes = (("fast", False, False), ("exact", True, False), ("tf32", False, True))
+
+    def set_mode(det, tf32):
+        lib.tlrt_set_deterministic(det)
+        lib.tlrt_set_allow_tf32(tf32)
+    was_det = lib.tlrt_set_deterministic(False)
+    was_tf32 = lib.tlrt_set_allow_tf32(False)
     lines = []
     emit = lambda s="": (print(s), lines.append(s))
 
@@ -79,8 +95,8 @@ def main():
     emit(f"- measured SGEMM peak (torch.matmul 8192^3, TF32 off): {sgemm:.1f} TFLOP/s")
     emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls")
     emit()
-    emit("| pass | (bh, n, d) | mask | ours ms | TFLOP/s | of SGEMM | torch ms | ours/torch | target |")
-    emit("|---|---|---|---|---|---|---|---|---|")
+    emit("| pass | (bh, n, d) | mask | path | ours ms | TFLOP/s | of SGEMM | torch ms | ours/torch | target |")
+    emit("|---|---|---|---|---|---|---|---|---|---|")
 
     def to_buf(t):
         return rt.Buffer.from_buffer(t.detach().flatten().cpu().numpy(), dev)
@@ -108,11 +124,6 @@ def main():
                 assert st == 0, rt.last_error()
                 lib.tlrt_buffer_free(o); lib.tlrt_buffer_free(l)
 
-            st = lib.tlrt_flash_attention_fwd(bq.handle, bk.handle, bv.handle, mh, bh, n, d, scale,
-                                              causal, -math.inf, ctypes.byref(outs[0]),
-                                              ctypes.byref(outs[1]))
-            assert st == 0, rt.last_error()
-
             def ours_bwd():
                 g3 = [P(), P(), P()]
                 st = lib.tlrt_flash_attention_bwd(bq.handle, bk.handle, bv.handle, mh, bdo.handle,
@@ -133,16 +144,28 @@ def main():
                 torch.autograd.grad(o, (qt, kt, vt), do)
             t_fb_torch = wall(torch_fb, tsync)
             t_bwd_torch = max(t_fb_torch - t_fwd_torch, 1e-9)
-            t_fwd = wall(ours_fwd, osync)
-            t_bwd = wall(ours_bwd, osync)
-            for name, t, tt, fl, target in (("fwd", t_fwd, t_fwd_torch, flops, 0.5),
-                                            ("bwd", t_bwd, t_bwd_torch, 2.5 * flops, 0.7)):
+            rows = []
+            for mode, det, tf32 in modes:
+                set_mode(det, tf32)
+                # The backward's out and lse come from this mode's forward.
+                st = lib.tlrt_flash_attention_fwd(bq.handle, bk.handle, bv.handle, mh, bh, n, d,
+                                                  scale, causal, -math.inf,
+                                                  ctypes.byref(outs[0]), ctypes.byref(outs[1]))
+                assert st == 0, rt.last_error()
+                t_fwd = wall(ours_fwd, osync)
+                t_bwd = wall(ours_bwd, osync)
+                lib.tlrt_buffer_free(outs[0]); lib.tlrt_buffer_free(outs[1])
+                rows.append(("fwd", mode, t_fwd, t_fwd_torch, flops, 0.5))
+                rows.append(("bwd", mode, t_bwd, t_bwd_torch, 2.5 * flops, 0.7))
+            set_mode(False, False)
+            for name, mode, t, tt, fl, target in sorted(rows, key=lambda r: r[0] == "bwd"):
                 tf = fl / t / 1e12
-                emit(f"| {name} | ({bh}, {n}, {d}) | {kind} | {t * 1e3:.3f} | {tf:.1f} | "
+                emit(f"| {name} | ({bh}, {n}, {d}) | {kind} | {mode} | {t * 1e3:.3f} | {tf:.1f} | "
                      f"{tf / sgemm:.2f} | {tt * 1e3:.3f} | {t / tt:.2f} | <= {target} |")
-            lib.tlrt_buffer_free(outs[0]); lib.tlrt_buffer_free(outs[1])
         for b_ in (bq, bk, bv, bdo, bmask):
             b_.free()
+    lib.tlrt_set_deterministic(was_det)
+    lib.tlrt_set_allow_tf32(was_tf32)
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -62,10 +62,17 @@
 //   bwd (32,1024,64) none ~20 (~1.5x), causal ~16, masked ~18;
 //   bwd (16,4096,64) none ~21 (~1.5x), causal ~17, masked ~19;
 //   bwd (32,1024,128) none ~20 (~2.0x), causal ~16, masked ~18.
-#include "cuda/attention_kernels.cuh"
+//
+// FAST PATH (determinism switch off, the default): forward and backward run the tensor-core
+// kernels of cuda/attention_tc_kernels.cuh (split TF32, or one TF32 product with
+// tlrt_set_allow_tf32; its top comment has the design and the predictions) where they apply
+// (sm_80+, d <= 128, enough shared memory), else the exact kernels below.
+#include "cuda/attention_tc_kernels.cuh"
 
+#include "abi/tlrt_blas.h"
 #include "core/backend/attention.hpp"
 #include "core/backend/memory.hpp"
+#include "core/runtime.hpp"
 #include "cuda/cuda_common.cuh"
 
 namespace tlrt {
@@ -77,6 +84,12 @@ namespace {
 struct Launch {
   int dev;
   unsigned max_grid_y() const { return 65535; }
+  bool tensor_cores() const {  // WMMA tf32: sm_80+
+    int major = 0;
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+          "attention: cudaDeviceGetAttribute");
+    return major >= 8;
+  }
   size_t smem_limit() const {
     int v = 0;
     check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
@@ -104,6 +117,9 @@ struct Launch {
 void attention_fwd(int dev, const attn::Problem &p, const float *q, const float *k,
                    const float *v, float *out, float *lse) {
   Launch launch{dev};
+  if (!deterministic() && launch.tensor_cores() &&
+      attn_kernels::fwd_tc_plan(launch, p, !tlrt_get_allow_tf32(), q, k, v, out, lse))
+    return;
   attn_kernels::fwd_plan(launch, p, q, k, v, out, lse);
 }
 
@@ -113,6 +129,10 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
   FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
+  if (!deterministic() && launch.tensor_cores() &&
+      attn_kernels::bwd_tc_plan(launch, p, !tlrt_get_allow_tf32(), q, k, v, out, dout, lse,
+                                D.get(), dq, dk, dv))
+    return;
   attn_kernels::bwd_plan(launch, p, q, k, v, out, dout, lse, D.get(), dq, dk, dv);
 }
 

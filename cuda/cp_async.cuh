@@ -11,7 +11,7 @@ namespace async {
 
 // The kernel's dynamic shared memory (16-byte aligned).
 __device__ __forceinline__ float *dynamic_smem() {
-  extern __shared__ float4 tlrt_dynamic_smem[];
+  extern __shared__ __align__(128) float4 tlrt_dynamic_smem[];  // 128: WMMA needs 32
   return reinterpret_cast<float *>(tlrt_dynamic_smem);
 }
 

@@ -29,6 +29,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -87,11 +88,20 @@ struct Fiber {
   St st = St::Run;
   unsigned parity = 0;     // alternating shuffle slot
   unsigned committed = 0;  // cp.async groups committed so far
+  uint64_t mma_calls = 0;  // wmma::mma_sync calls so far (the warp's lanes share the results)
   std::vector<PendingCopy> pending;
+};
+
+// One mma_sync result of a warp, kept until its 32 lanes have taken it (the lanes make the same
+// calls in the same order; a lane whose operands differ computes its own).
+struct MmaMemo {
+  std::vector<float> in, out;
+  unsigned uses = 0;
 };
 
 struct Block {
   std::vector<Fiber> fibers;
+  std::vector<std::vector<std::pair<uint64_t, MmaMemo>>> mma_memo;  // per warp
   std::vector<float> slots;  // [warp][parity][lane]
   ucontext_t sched;
   unsigned cur = 0;
@@ -137,12 +147,14 @@ inline void run_block(unsigned nthreads) {
   Block &b = block();
   if (b.fibers.size() < nthreads) b.fibers.resize(nthreads);
   b.slots.assign((nthreads + 31) / 32 * 64, 0.0f);
+  b.mma_memo.assign((nthreads + 31) / 32, {});
   for (unsigned t = 0; t < nthreads; ++t) {
     Fiber &f = b.fibers[t];
     if (!f.stack) f.stack = new char[kStack];
     f.st = St::Run;
     f.parity = 0;
     f.committed = 0;
+    f.mma_calls = 0;
     f.pending.clear();
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack;
@@ -204,7 +216,7 @@ inline void launch(const Policy &policy, dim3 grid, dim3 threads, size_t smem_by
     for (unsigned x = 0; x < grid.x; ++x) {
       blockIdx = uint3{x, y, 0};
       auto &s = detail::smem_store();
-      s.assign((smem_bytes + 15) / 16, float4{NAN, NAN, NAN, NAN});
+      s.assign((smem_bytes + 15) / 16 + 8, float4{NAN, NAN, NAN, NAN});  // + alignment slack
       detail::run_block(threads.x);
     }
 }
@@ -306,9 +318,10 @@ namespace tlrt {
 namespace cuda {
 namespace async {
 
-// The same interface as cuda/cp_async.cuh.
+// The same interface as cuda/cp_async.cuh. 128-byte aligned, as the GPU's (WMMA needs 32).
 inline float *dynamic_smem() {
-  return reinterpret_cast<float *>(emu::detail::smem_store().data());
+  const uintptr_t a = reinterpret_cast<uintptr_t>(emu::detail::smem_store().data());
+  return reinterpret_cast<float *>((a + 127) & ~uintptr_t(127));
 }
 
 inline void copy(float *dst, const float *src, unsigned bytes, bool valid) {
@@ -346,3 +359,139 @@ inline void wait() {
 }  // namespace async
 }  // namespace cuda
 }  // namespace tlrt
+
+// A minimal WMMA (nvcuda::wmma, float / tf32 fragments only) for kernels such as
+// cuda/attention_tc_kernels.cuh. Every lane's fragment holds the whole tile (x[r * C + c] is
+// element (r, c); num_elements = R * C), so element-wise loops over num_elements act on the whole
+// tile in each lane alike. load_matrix_sync reads the whole tile when the lane calls it;
+// store_matrix_sync writes only the elements e with e % 32 == lane, so a read of a tile before
+// the writing lanes are past a __syncwarp shows up as stale data (NaN pattern or an older tile)
+// under some schedule. mma_sync takes its a and b operands as the hardware does (the low 13 bits
+// of each float ignored: a missing conversion costs accuracy, as on the GPU) and rounds each
+// result element once from a float64 sum. Pointers must be 32-byte aligned and ldm a multiple of
+// 4, as for CUDA.
+namespace nvcuda {
+namespace wmma {
+
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision {
+struct tf32 {};
+}  // namespace precision
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K>
+struct frag_shape;
+template <int M, int N, int K>
+struct frag_shape<matrix_a, M, N, K> {
+  static constexpr int R = M, C = K;
+};
+template <int M, int N, int K>
+struct frag_shape<matrix_b, M, N, K> {
+  static constexpr int R = K, C = N;
+};
+template <int M, int N, int K>
+struct frag_shape<accumulator, M, N, K> {
+  static constexpr int R = M, C = N;
+};
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static constexpr int R = frag_shape<Use, M, N, K>::R, C = frag_shape<Use, M, N, K>::C;
+  enum { num_elements = R * C };
+  float x[R * C];
+};
+
+inline float __float_to_tf32(float x) {
+  if (!std::isfinite(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & ~0x1fffu;  // nearest, ties away from zero (sign-magnitude)
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+namespace detail {
+inline void check(const void *p, unsigned ldm) {
+  emu::check_aligned(p, 32);
+  if (ldm % 4 != 0) throw std::runtime_error("emu: wmma ldm not a multiple of 4");
+}
+// What the tensor cores use of an operand: the top 19 bits.
+inline double tf32_operand(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (std::isfinite(x)) u &= ~0x1fffu;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+}  // namespace detail
+
+template <class Use, int M, int N, int K, class T, class Layout>
+inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const float *p, unsigned ldm) {
+  detail::check(p, ldm);
+  using F = fragment<Use, M, N, K, T, Layout>;
+  constexpr bool col = std::is_same<Layout, col_major>::value;
+  for (int r = 0; r < F::R; ++r)
+    for (int c = 0; c < F::C; ++c) f.x[r * F::C + c] = col ? p[c * ldm + r] : p[r * ldm + c];
+}
+
+template <int M, int N, int K>
+inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p,
+                             unsigned ldm, layout_t layout) {
+  detail::check(p, ldm);
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      f.x[r * N + c] = layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
+}
+
+template <int M, int N, int K>
+inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
+                              unsigned ldm, layout_t layout) {
+  detail::check(p, ldm);
+  const unsigned lane = threadIdx.x % 32;
+  for (int e = (int)lane; e < M * N; e += 32) {
+    const int r = e / N, c = e % N;
+    (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[e];
+  }
+}
+
+template <class Use, int M, int N, int K, class T, class Layout>
+inline void fill_fragment(fragment<Use, M, N, K, T, Layout> &f, float v) {
+  for (auto &e : f.x) e = v;
+}
+
+template <int M, int N, int K, class T, class LA, class LB>
+inline void mma_sync(fragment<accumulator, M, N, K, float> &d,
+                     const fragment<matrix_a, M, N, K, T, LA> &a,
+                     const fragment<matrix_b, M, N, K, T, LB> &b,
+                     const fragment<accumulator, M, N, K, float> &c) {
+  auto &blk = emu::detail::block();
+  auto &memo = blk.mma_memo[blk.cur / 32];
+  const uint64_t call = blk.fibers[blk.cur].mma_calls++;
+  std::vector<float> in(a.x, a.x + M * K);
+  in.insert(in.end(), b.x, b.x + K * N);
+  in.insert(in.end(), c.x, c.x + M * N);
+  for (size_t e = 0; e < memo.size(); ++e)
+    if (memo[e].first == call &&
+        std::memcmp(memo[e].second.in.data(), in.data(), in.size() * 4) == 0) {
+      std::memcpy(d.x, memo[e].second.out.data(), M * N * 4);
+      if (++memo[e].second.uses == 32) memo.erase(memo.begin() + e);
+      return;
+    }
+  float res[M * N];
+  for (int r = 0; r < M; ++r)
+    for (int col = 0; col < N; ++col) {
+      double s = c.x[r * N + col];
+      for (int t = 0; t < K; ++t)
+        s += detail::tf32_operand(a.x[r * K + t]) * detail::tf32_operand(b.x[t * N + col]);
+      res[r * N + col] = (float)s;
+    }
+  std::memcpy(d.x, res, sizeof res);
+  memo.push_back({call, emu::detail::MmaMemo{std::move(in), std::vector<float>(res, res + M * N), 1}});
+}
+
+}  // namespace wmma
+}  // namespace nvcuda
