@@ -29,7 +29,7 @@ import time
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-DEFAULT_SHAPES = "65536x1024,16384x4096,4096x16384,1024x65536,1048576x64,8388608x8"
+DEFAULT_SHAPES = "65536x1024,16384x4096,8192x8192,4096x16384,1024x65536,1048576x64,8388608x8"
 
 
 def main():

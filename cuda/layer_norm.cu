@@ -16,14 +16,16 @@
 // reductions of row::dev, as in cuda/softmax.cu): S(x) -> mean, S((x - mean)^2) -> var -> inv_std,
 // then y written from registers; one barrier per reduction when NT > 32. Predicted: ~90% of copy
 // bandwidth on (65536, 1024) and (16384, 4096) (a handful of instructions per element).
-// Measured: (pending GPU run).
-// block_row_fwd (8192 < cols <= 2^20; cuda/layer_norm_kernels.cuh): one 256-thread block per row,
+// Measured (H100, 2026-11-24): 0.96 / 0.97 (0.87x / 0.68x PyTorch).
+// block_row_fwd (8192 < cols <= 16384; cuda/layer_norm_kernels.cuh): one 256-thread block per row,
 // S(x), S((x - mean)^2) and y in ONE kernel (row::dev::block_row_*, as cuda/softmax.cu's long
 // rows): the second and third reads of a row come from L2 (about 24 MB of rows in flight), DRAM
 // traffic the nominal 8 bytes per element; 80 registers. Before (2026-11-22): chunk passes reading
 // x three times from DRAM, 0.46-0.47 of copy bandwidth (1.3x PyTorch). PREDICTION: ~0.8 at
-// (4096, 16384), ~0.7 at (1024, 65536). Measured: (pending GPU run).
-// Rows over 2^20: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
+// (4096, 16384), ~0.7 at (1024, 65536). Measured (H100, 2026-11-24): 0.68 at (4096, 16384) (0.89x
+// PyTorch), but 0.39 at (1024, 65536), below the chunk passes' 0.46: one 8-warp block per SM
+// keeps too few loads in flight; so only up to 16384 columns (kBlockRowFwdMaxCols).
+// Longer rows: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
 // with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
 // BACKWARD (cols <= 4096), fused_group_bwd / fused_seg_bwd (cuda/layer_norm_kernels.cuh): dx and
@@ -45,15 +47,20 @@
 // PREDICTION: 12.25-13 bytes per element in one pass, ~0.85-0.9 of copy bandwidth on (65536, 1024)
 // and (16384, 4096) (0.584 -> ~0.30 ms at 1024 columns, ~0.5x PyTorch's time), ~0.7-0.8 at 64
 // columns (one row per warp at a time, 2 of 8 slots used) and ~0.8 at 8 columns (segments:
-// coalesced, U = 4 rows' loads in flight per thread). Measured: (pending GPU run).
-// Long rows (cols > 4096): dx by block_row_dx (one block per row: S(d) and S(d * xhat) in one
+// coalesced, U = 4 rows' loads in flight per thread). Measured (H100, 2026-11-24,
+// bench/results/2026-11-24-h100-softmax-fused.md): 0.71 of copy bandwidth at (65536, 1024) (0.61x
+// PyTorch; was 0.46), 0.52 at (16384, 4096) (0.82x; one block of G = 1 lanes per 4096-row chunk
+// leaves too few blocks), 0.54 at 64 columns, 0.76 at 8: short of the 0.85 prediction; the
+// partials and reduce_axis tail and 2 blocks per SM (108-128 registers) are the suspects.
+// Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
 // rows, lane t, column j) folds rows 4096 k + t + 256 r (r = 0..15) of dy * xhat and of dy in order
 // (dy and x read once more: 8 bytes per element), reduce_axis the rest. Before (2026-11-22):
 // 0.33-0.38 of copy bandwidth (28 bytes per element); PREDICTION with block_row_dx: 20 bytes per
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
-// not whole rows). Measured: (pending GPU run).
+// not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
+// no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
 #include "core/backend/layer_norm.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
@@ -64,6 +71,14 @@ namespace tlrt {
 namespace cuda {
 
 namespace {
+
+// Where the one-block-per-row kernels beat the chunk passes (H100, 2026-11-24): the forward at
+// 16384 columns 0.68 of copy bandwidth against 0.47, at 65536 0.39 against 0.46 (one 8-warp block
+// per SM); dx at 16384 0.37 against 0.38, at 65536 0.28 against 0.33. So the forward up to 16384
+// columns, dx up to 8192 (more blocks per SM there), longer rows the chunk passes.
+constexpr uint64_t kBlockRowFwdMaxCols = 16384;
+constexpr uint64_t kBlockRowBwdMaxCols = 8192;
+static_assert(kBlockRowFwdMaxCols <= ln_kernels::kBlockRowMaxCols, "block_row limit");
 
 using row::dev::chunk_map;
 using row::dev::chunk_reduce;
@@ -365,7 +380,7 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
     launch_group_fwd<128, 1, 16>(TLRT_LN_ARGS);
   } else if (cols <= 8192) {
     launch_group_fwd<256, 2, 16>(TLRT_LN_ARGS);
-  } else if (cols <= ln_kernels::kBlockRowMaxCols) {
+  } else if (cols <= kBlockRowFwdMaxCols) {
     ln_kernels::block_row_fwd_plan(CudaLaunch{dev, st}, x, gamma, beta, rows, cols, n, eps, y, mean,
                                    inv_std);
   } else {
@@ -383,7 +398,7 @@ void layer_norm_bwd(int dev, const float *dy, const float *x, const float *mean,
               dbeta);
     return;
   }
-  if (cols <= ln_kernels::kBlockRowMaxCols) {
+  if (cols <= kBlockRowBwdMaxCols) {
     const ln_kernels::BwdArgs a{dy, x, mean, inv_std, gamma, rows, cols, n, dx};
     ln_kernels::block_row_dx_plan(CudaLaunch{dev, stream(dev)}, a);
   } else {

@@ -17,7 +17,9 @@
 // log_softmax 0.54, softmax_bwd 0.77, log_softmax_bwd 0.37 (2.8x). PREDICTION: coalesced 128-byte
 // warp accesses and one element per thread: ~0.8 of copy bandwidth for all four at 8 columns,
 // ~0.85 at 32 (the shuffles, 2 log2(W) per element, stay under the ~60 instructions the bandwidth
-// leaves per element). Measured: (pending GPU run).
+// leaves per element). Measured (H100, 2026-11-24): at 8 columns softmax 0.79, log_softmax 0.63,
+// masked 0.97, softmax_bwd 1.00, log_softmax_bwd 1.00 of copy bandwidth (1.13x / 1.36x PyTorch
+// forward; backward 0.50x / 1.01x).
 //
 // warp_fwd (32 < cols <= 128 forward; cuda/softmax_kernels.cuh): one warp per row, K = 2 or 4
 // values per lane (every slot an element; the group kernel below keeps 8 slots per thread of which
@@ -25,7 +27,8 @@
 // has 8 loads in flight; the tree's halving h >= 32 in the thread, h = 16 .. 1 by shuffles: the
 // group kernel's order. 32-48 registers. Before (2026-11-22): softmax 0.45, log_softmax 0.43 of
 // copy bandwidth at 64 columns (2.2x PyTorch). PREDICTION: ~0.75-0.8 (5 + 5 shuffles per row, i.e.
-// per 2 elements a lane at 64 columns, are the remaining cost). Measured: (pending GPU run).
+// per 2 elements a lane at 64 columns, are the remaining cost). Measured (H100, 2026-11-24): 0.84
+// / 0.73 at 64 columns (1.17x / 1.33x PyTorch), masked 0.85.
 //
 // group_fwd / group_bwd (32 < cols <= 8192 forward, <= 4096 backward): one group of NT threads per
 // row (NT = 32 for cols <= 1024 forward / 512 backward, then 64, 128, 256 as cols doubles; a
@@ -51,9 +54,12 @@
 // (log-softmax) at 1024 columns, 1216 -> 1088 / 928 -> 808 at 4096 (the operations on the
 // elements are the same). PREDICTION: instruction-bound time down by the same 12-16%: softmax
 // 0.82 -> ~0.92, log_softmax 0.76 -> ~0.88 at 1024 columns; 0.67-0.69 -> ~0.75 at 4096 (there
-// also one row per 256-thread block and two barriers per row). Measured: (pending GPU run).
+// also one row per 256-thread block and two barriers per row). Measured (H100, 2026-11-24,
+// bench/results/2026-11-24-h100-softmax-fused.md): 0.97 / 0.97 at 1024 columns (0.98x / 0.99x
+// PyTorch), 0.97 / 0.97 at 4096 (0.80x / 0.83x): above the prediction.
 //
-// block_row_fwd / block_row_bwd (8192 < cols <= 2^20 forward, 4096 < cols <= 2^20 backward;
+// block_row_fwd / block_row_bwd (8192 < cols <= 16384 forward, not masked; 4096 < cols <= 8192
+// backward; the limits and why: kBlockRowFwdMaxCols below;
 // cuda/softmax_kernels.cuh): one 256-thread block per row and every pass in ONE kernel. Thread T
 // is the tree's lane T of every chunk; the block walks the row: the maximum (16 loads in flight
 // per thread, order-free), the sum of e two chunks at a time (32 loads in flight; both chunks'
@@ -66,8 +72,10 @@
 // (16 bytes per element): 0.37-0.41 of copy bandwidth, 2.1x PyTorch. PREDICTION: ~0.75-0.85 of
 // copy bandwidth at (4096, 16384) (L2 re-reads at ~2x DRAM bandwidth; one row per block leaves a
 // few percent idle at each row's barriers), ~0.7 at (1024, 65536) (33 MB of rows in flight:
-// some L2 misses). Measured: (pending GPU run).
-// Longer rows (> 2^20 columns, more than 256 chunks): the chunk-parallel passes below, one
+// some L2 misses). Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-softmax-fused.md):
+// 0.50 / 0.53 at (4096, 16384) (softmax / log-softmax; chunk passes 0.37 / 0.41), but 0.23 /
+// 0.24 at (1024, 65536): one 8-warp block per SM, too few loads in flight.
+// Longer rows (and masked rows over 8192 columns): the chunk-parallel passes below, one
 // 256-thread block per (row, chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima;
 // chunk sums of e -> reduce_axis -> row sums; then one pass writing the outputs (recomputing e).
 // 16 bytes per element forward, 12 + 4 backward.
@@ -337,6 +345,16 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *mask, uint64
   check_launch("softmax group_fwd");
 }
 
+// Where the one-block-per-row kernels beat the chunk passes (H100, 2026-11-24, 256-thread blocks
+// with ~24 MB of rows in flight): forward at 16384 columns 0.50-0.53 of copy bandwidth against
+// 0.37-0.41, but at 65536 columns 0.23-0.24 against 0.37-0.41 (one block, 8 warps, per SM: too
+// few loads in flight) and masked 0.30 against 0.34 at 16384; backward at 16384 0.53 / 0.70
+// against 0.59 / 0.70. So: softmax / log-softmax forward up to 16384 columns, the backward up to
+// 8192 (more blocks per SM there), masked and longer rows the chunk passes.
+constexpr uint64_t kBlockRowFwdMaxCols = 16384;
+constexpr uint64_t kBlockRowBwdMaxCols = 8192;
+static_assert(kBlockRowFwdMaxCols <= softmax_kernels::kBlockRowMaxCols, "block_row limit");
+
 template <Kind KIND>
 void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t cols, float *y) {
   cudaStream_t st = stream(dev);
@@ -356,7 +374,7 @@ void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t col
     launch_group_fwd<KIND, 256, 1, 16>(st, x, mask, rows, cols, y);
   } else if (cols <= 8192) {
     launch_group_fwd<KIND, 256, 2, 16>(st, x, mask, rows, cols, y);
-  } else if (cols <= softmax_kernels::kBlockRowMaxCols) {
+  } else if (KIND != Kind::Masked && cols <= kBlockRowFwdMaxCols) {
     softmax_kernels::block_row_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, cols, y);
   } else {
     long_fwd<KIND>(dev, x, mask, rows, cols, y);
@@ -390,7 +408,7 @@ void bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t cols, 
     launch_group_bwd<LOG, 128, 1, 8>(st, y, g, rows, cols, dx);
   } else if (cols <= 4096) {
     launch_group_bwd<LOG, 256, 1, 16>(st, y, g, rows, cols, dx);
-  } else if (cols <= softmax_kernels::kBlockRowMaxCols) {
+  } else if (cols <= kBlockRowBwdMaxCols) {
     softmax_kernels::block_row_bwd_plan<LOG>(CudaLaunch{dev, st}, y, g, rows, cols, dx);
   } else {
     long_bwd<LOG>(dev, y, g, rows, cols, dx);
