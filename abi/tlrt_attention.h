@@ -54,24 +54,22 @@
  * non-finite values or a -0 sum). With a finite mask_fill every tile is computed. How the CUDA
  * kernels group rows into blocks does not enter the order.
  *
- * NUMERIC CLASS: library (bound against float64), in two modes chosen by the determinism switch
- * (tlrt_set_deterministic; no atomics in either, so both give the same bits run to run):
- *  - switch ON, and always on the CPU: both backends perform the same IEEE operations in the same
- *    order (above), so CPU and CUDA agree bit for bit (the parity suite checks it; NaN payloads
- *    unspecified). tlrt_set_allow_tf32 does not apply.
- *  - switch OFF (the default) on CUDA: the FAST PATH. The forward computes its two products
- *    (Q K^T and P V), the backward its seven (dP = dout V^T and S = Q K^T in both of its kernels,
- *    dv = P^T dout, dk = dS^T Q, dq = dS K), on the tensor cores in "split TF32": each product a b
- *    of float32 values is big(a) big(b) + big(a) small(b) + small(a) big(b), with big(x) = x
- *    rounded to TF32 (10 mantissa bits, nearest, ties away) and small(x) = TF32(x - big(x)),
- *    accumulated in float32 (the dropped terms are ~2^-22 |a b|); the softmax is float32 as above, but the summation order is the
- *    tensor cores' (not the ORDER OF OPERATIONS above), so the bits differ from the CPU's within
- *    the FAST bound below. With tlrt_set_allow_tf32(true) only big(a) big(b) is formed (the TF32
- *    path: ~1e-3 relative, the TF32 bound below). D = rowsum(dout * out) stays the exact fma
- *    chain. The fast kernels cover 1 <= d <= 128 on sm_80 and later with the shared memory they
- *    need (sm_90: every d <= 128; sm_80: forward d <= 128, backward d <= 32; 99 KiB devices:
- *    forward d <= 32, backward none); elsewhere (d > 128 included) the exact kernels run,
- *    forward and backward chosen separately.
+ * NUMERIC CLASS: library (bound against float64). By default, in both determinism modes, both
+ * backends perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit
+ * for bit (the parity suite checks it; NaN payloads unspecified); there are no atomics.
+ * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
+ * determinism switch off, the forward, and the backward when mask == NULL, compute their matrix
+ * products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in both of its kernels,
+ * dv = P^T dout, dk = dS^T Q, dq = dS K) on the tensor cores with the operands rounded to TF32
+ * (10 mantissa bits, nearest, ties away), accumulated in float32 in the tensor cores' order (not
+ * the ORDER OF OPERATIONS above): ~1e-3 relative, the TF32 bound below, the same bits run to run.
+ * The softmax stays float32 as above and D = rowsum(dout * out) the exact fma chain. The TF32
+ * kernels cover 1 <= d <= 128 on sm_80 and later with the shared memory they need (sm_90: every
+ * d <= 128; sm_80: forward d <= 128, backward d <= 32; 99 KiB devices: forward d <= 32, backward
+ * none); elsewhere (d > 128, a masked backward, the determinism switch on) the exact kernels run.
+ * (The kernels also have a split-TF32 mode, three products per product for float32-grade error,
+ * with the split-TF32 bound below; it measured no faster than the exact kernels on the H100 and
+ * is not used; tests/unit/test_attention_tc_emu.cpp checks it in emulation.)
  * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
  * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
  * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same
@@ -80,19 +78,19 @@
  *   |x - x64| <= u (2 n + 4 d + 8 d S + 64) A(x)   for out, dq, dk and dv,
  *   |lse - lse64| <= u (4 d S + 2 n + 8) (1 + |lse|).
  * (Measured worst error / bound: 0.043 over the unit test's grid of shapes, masks and fills;
- * the unit test prints it.) FAST path (split TF32), for out, dq, dk, dv and lse:
+ * the unit test prints it.) Split TF32 (not dispatched), for out, dq, dk, dv and lse:
  *   |x - x64| <= u (4 n + 8 d + 16 (d + 2) S + 128) A(x),
  *   |lse - lse64| <= u (8 (d + 2) S + 4 n + 16) (1 + |lse|);
  * TF32 path: those plus 2^-11 (8 S + 8) A(x), and plus 2^-11 (4 S + 4) (1 + |lse|) for lse.
  * (tests/unit/test_attention_tc_emu.cpp checks them on an emulation of the kernel, the parity
- * suite on the GPU; both print the worst error / bound.) The fast path's bound assumes finite
- * inputs whose nonzero magnitudes lie in [2^-100, 2^126]: small(x) of tinier values may be
- * subnormal on the tensor cores, and big(x) of larger ones may round to infinity. S large (scores of magnitude ~100 and beyond) loses digits in
- * exp(s - m) like every float32 softmax.
+ * suite the TF32 path on the GPU; both print the worst error / bound.) These two bounds assume
+ * finite inputs whose nonzero magnitudes lie in [2^-100, 2^126]: small(x) of tinier values may
+ * be subnormal on the tensor cores, and big(x) of larger ones may round to infinity. S large
+ * (scores of magnitude ~100 and beyond) loses digits in exp(s - m) like every float32 softmax.
  *
  * SPECIAL VALUES. A NaN in q, k or v (or an infinite score) makes the affected rows NaN; an
- * infinite mask entry counts as allowed. Inputs are not scanned. On the fast path an infinite
- * q, k or v element also makes the affected rows NaN (its small part is inf - inf).
+ * infinite mask entry counts as allowed. Inputs are not scanned. On the TF32 path an infinite
+ * q, k or v element also makes the affected rows NaN.
  *
  * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output is
  * lse (bh * n floats); the backward's scratch is D (bh * n floats); the seeds' single-gradient
@@ -121,9 +119,9 @@ extern "C" {
  * +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
  * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
  * Cost (CUDA): one kernel; q read once, k and v once per query block (64 rows; 128 for
- * 64 < d <= 128; 128 on the fast path) from L2, out and lse written once; 4 n^2 d FLOPs per
- * problem (about half with causal and mask_fill == -inf); on the fast path as tensor-core TF32
- * products, three per FLOP pair in split TF32 (12 n^2 d tensor FLOPs), one with allow_tf32. */
+ * 64 < d <= 128; 128 on the TF32 path) from L2, out and lse written once; 4 n^2 d FLOPs per
+ * problem (about half with causal and mask_fill == -inf), on the TF32 path as tensor-core
+ * products. */
 TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_buffer *k,
                                               const tlrt_buffer *v, const tlrt_buffer *mask,
                                               uint64_t bh, uint64_t n, uint64_t d, double scale,
@@ -141,9 +139,9 @@ TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_b
  * Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
  * keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
  * 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
- * usual count is 10 n^2 d). Fast path (switch off, d <= 128): the same three kernels with the
- * products on the tensor cores (blocks of 128 keys / 128 query rows; 42 n^2 d tensor FLOPs in
- * split TF32, 14 n^2 d with allow_tf32). No atomics: deterministic. */
+ * usual count is 10 n^2 d). TF32 path (no mask, d <= 128): the same three kernels with the
+ * products on the tensor cores (blocks of 128 keys / 128 query rows). No atomics:
+ * deterministic. */
 TLRT_API tlrt_status tlrt_flash_attention_bwd(
     const tlrt_buffer *q, const tlrt_buffer *k, const tlrt_buffer *v, const tlrt_buffer *mask,
     const tlrt_buffer *dout, const tlrt_buffer *out, const tlrt_buffer *lse, uint64_t bh,

@@ -63,10 +63,17 @@
 //   bwd (16,4096,64) none ~21 (~1.5x), causal ~17, masked ~19;
 //   bwd (32,1024,128) none ~20 (~2.0x), causal ~16, masked ~18.
 //
-// FAST PATH (determinism switch off, the default): forward and backward run the tensor-core
-// kernels of cuda/attention_tc_kernels.cuh (split TF32, or one TF32 product with
-// tlrt_set_allow_tf32; its top comment has the design and the predictions) where they apply
-// (sm_80+, d <= 128, enough shared memory), else the exact kernels below.
+// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward, and the
+// backward without a mask, run the tensor-core kernels of cuda/attention_tc_kernels.cuh with one
+// TF32 product where they apply (sm_80+, d <= 128, enough shared memory); everything else runs
+// the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
+// tc.md): TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time),
+// backward 0.89 against 1.06 unmasked, but 1.34 against 1.15 masked (the mask read per element
+// in the backward kernels): so masked backward stays exact. The kernels' split-TF32 mode (three
+// products, float32-grade) measured no faster than the exact kernels (forward 0.39 against 0.38
+// ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
+// and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
+// checked in emulation (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
 #include "cuda/attention_tc_kernels.cuh"
 
 #include "abi/tlrt_blas.h"
@@ -117,8 +124,8 @@ struct Launch {
 void attention_fwd(int dev, const attn::Problem &p, const float *q, const float *k,
                    const float *v, float *out, float *lse) {
   Launch launch{dev};
-  if (!deterministic() && launch.tensor_cores() &&
-      attn_kernels::fwd_tc_plan(launch, p, !tlrt_get_allow_tf32(), q, k, v, out, lse))
+  if (!deterministic() && tlrt_get_allow_tf32() && launch.tensor_cores() &&
+      attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
     return;
   attn_kernels::fwd_plan(launch, p, q, k, v, out, lse);
 }
@@ -129,8 +136,8 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
   FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
-  if (!deterministic() && launch.tensor_cores() &&
-      attn_kernels::bwd_tc_plan(launch, p, !tlrt_get_allow_tf32(), q, k, v, out, dout, lse,
+  if (!deterministic() && tlrt_get_allow_tf32() && p.mask == nullptr && launch.tensor_cores() &&
+      attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse,
                                 D.get(), dq, dk, dv))
     return;
   attn_kernels::bwd_plan(launch, p, q, k, v, out, dout, lse, D.get(), dq, dk, dv);

@@ -1,5 +1,6 @@
-// Device code of the FAST attention path (cuda/attention.cu picks it when the determinism switch
-// is off): a FlashAttention-2 forward and backward whose products (forward S = Q K^T, O += P V;
+// Device code of the TF32 attention path (cuda/attention.cu picks it, SPLIT = false, when
+// allow_tf32 is on and the determinism switch off; the split mode is not dispatched, see the
+// measurements below): a FlashAttention-2 forward and backward whose products (forward S = Q K^T, O += P V;
 // backward dP, S, dv, dk, dq) run on the tensor cores through WMMA (m16n16k8, precision::tf32, float accumulators; sm_80+), with
 // float32-grade accuracy by "split TF32": every product a b is big(a) big(b) + big(a) small(b) +
 // small(a) big(b), big(x) = x rounded to TF32 (cvt.rna), small(x) = tf32(x - big(x)); the dropped
@@ -36,7 +37,16 @@
 //   fwd (32,1024,64) none ~40 TFLOP/s (~0.38x SDPA), causal ~28 (~0.21x), masked ~34 (~0.44x);
 //   fwd (16,4096,64) none ~44 (~0.37x), causal ~34 (~0.22x), masked ~38 (~0.46x);
 //   fwd (32,1024,128) none ~45 (~0.50x), causal ~30 (~0.28x), masked ~40 (~0.55x).
-// allow_tf32 (one product): ~1.8x those TFLOP/s. Measured: (pending GPU run).
+// allow_tf32 (one product): ~1.8x those TFLOP/s.
+// MEASURED (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-tc.md; SDPA fp32 times):
+//   split TF32 fwd (32,1024,64) none 21.8 TFLOP/s (0.68x SDPA; exact kernels 22.4), causal 11.0
+//   (0.54x; exact 0.42x), masked 17.2 (0.70x); (16,4096,64) 22.6 / 15.8 / 18.2; (32,1024,128)
+//   24.2 / 14.0 / 18.7 (0.96x / 0.70x / 1.04x): at or below the exact SIMT kernels everywhere,
+//   half the prediction or less. TF32 (one product): 33.5 / 16.8 / 23.6 TFLOP/s at (32,1024,64)
+//   (0.44x / 0.36x / 0.51x SDPA), 35.1 / 22.9 / 24.8 at (16,4096,64), 36.5 / 20.7 / 26.5 at
+//   (32,1024,128): 1.0-1.5x the exact kernels. The tensor cores are not the limit: each warp
+//   splits its operand fragments itself (cvt, sub, cvt per element, per use) and every product
+//   goes through store_matrix_sync / shared memory for the softmax; see the next steps below.
 //
 // Backward (after the exact D kernel: D = rowsum(dout * out), an fma chain per row):
 // dkdv_tc_kernel<DP, SPLIT, EXACT>: one block of 8 warps per (problem, 128 keys; warp w: keys
@@ -65,7 +75,13 @@
 // the issue's 0.7x backward target; the next steps would be splitting each shared K / V / Q /
 // dout tile once per block into big / small tiles in shared memory (8x fewer split
 // instructions), mask bits per tile instead of per-element global loads, and raw mma.sync with
-// register-resident operands. Measured: (pending GPU run).
+// register-resident operands.
+// MEASURED (H100, 2026-11-24): split TF32 bwd 15.4 / 8.9 / 11.6 TFLOP/s at (32,1024,64) none /
+//   causal / masked (1.93x / 1.44x / 2.53x SDPA; exact 1.46x / 0.98x / 1.57x), 16.2 / 12.7 /
+//   11.6 at (16,4096,64), 16.8 / 10.0 / 14.1 at (32,1024,128): slower than the exact kernels.
+//   TF32: 24.1 / 13.8 / 16.1 at (32,1024,64) (1.23x / 0.93x / 1.82x), 26.0 / 20.0 / 15.9 at
+//   (16,4096,64), 27.4 / 15.7 / 20.7 at (32,1024,128): faster than exact except masked (the
+//   per-element mask loads), so a masked backward stays on the exact kernels.
 #pragma once
 
 #include "cuda/attention_kernels.cuh"

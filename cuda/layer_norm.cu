@@ -75,7 +75,8 @@ namespace {
 // Where the one-block-per-row kernels beat the chunk passes (H100, 2026-11-24): the forward at
 // 16384 columns 0.68 of copy bandwidth against 0.47, at 65536 0.39 against 0.46 (one 8-warp block
 // per SM); dx at 16384 0.37 against 0.38, at 65536 0.28 against 0.33. So the forward up to 16384
-// columns, dx up to 8192 (more blocks per SM there), longer rows the chunk passes.
+// columns, dx up to 8192 (more blocks per SM there; the whole backward 0.45 at (8192, 8192)),
+// longer rows the chunk passes.
 constexpr uint64_t kBlockRowFwdMaxCols = 16384;
 constexpr uint64_t kBlockRowBwdMaxCols = 8192;
 static_assert(kBlockRowFwdMaxCols <= ln_kernels::kBlockRowMaxCols, "block_row limit");

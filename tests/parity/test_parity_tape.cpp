@@ -90,11 +90,11 @@ std::vector<float> uni(uint64_t n, uint64_t salt, float lo = -1, float hi = 1) {
   }
 #define OK(call) ((call) == TLRT_OK)
 
-void bitwise(const char *name, std::vector<Leaf> leaves, const Build &build, bool flip = true) {
+void bitwise(const char *name, std::vector<Leaf> leaves, const Build &build) {
   parity::run_multi(std::string("tape ") + name,
                     [&](tlrt_device dev, std::vector<Buf> &outs) {
                       return run_graph(dev, leaves, build, outs);
-                    }, flip);
+                    });
 }
 
 void library(const char *name, std::vector<Leaf> leaves, const Build &build) {
@@ -276,17 +276,16 @@ int main() {
             OK(tlrt_tape_tanh(t, a, &o))));
   {
     // Pooling and attention: max pool exact, average pool and every backward an ordered
-    // reduction, attention the same IEEE operations on both backends: bit for bit with the
-    // determinism switch on (attention's fast CUDA path, switch off, is checked below as a
-    // library-class graph).
+    // reduction, attention the same IEEE operations on both backends: bit for bit.
     const uint64_t seq[3] = {2, 6, 5};
     std::vector<float> m(6 * 6);
     th::Rng r(30);
     for (float &v : m) v = r.uniform(0, 1) < 0.25f ? 0.0f : 1.0f;
     Buf mc(th::upload(m)), mg(th::upload(m, parity::kGpu));
-    const std::vector<Leaf> leaves = {{{2, 2, 7, 6}, uni(168, 27, -2, 2)},
-                                      {{2, 6, 5}, uni(60, 28)}, {{2, 6, 5}, uni(60, 29)}};
-    auto graph = [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+    bitwise("pooling and attention",
+            {{{2, 2, 7, 6}, uni(168, 27, -2, 2)}, {{2, 6, 5}, uni(60, 28)},
+             {{2, 6, 5}, uni(60, 29)}},
+            [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
               tlrt_device dev = 0;
               uint64_t a, b, c, d, e, f, o;
               if (tlrt_tape_device(t, &dev) != TLRT_OK) return UINT64_MAX;
@@ -303,12 +302,7 @@ int main() {
                     OK(tlrt_tape_add(t, a, b, &o))))
                 return UINT64_MAX;
               return o;
-            };
-    const bool was = tlrt_set_deterministic(true);
-    bitwise("pooling and attention", leaves, graph, false);
-    tlrt_set_deterministic(false);
-    library("pooling and attention, fast attention", leaves, graph);
-    tlrt_set_deterministic(was);
+            });
   }
   {
     const uint64_t s1[1] = {2}, p1[1] = {1}, d1[1] = {2}, flat[2] = {3, 16};

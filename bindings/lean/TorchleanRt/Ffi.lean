@@ -2264,9 +2264,9 @@ TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rou
 +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
 TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
 Cost (CUDA): one kernel; q read once, k and v once per query block (64 rows; 128 for
-64 < d <= 128; 128 on the fast path) from L2, out and lse written once; 4 n^2 d FLOPs per
-problem (about half with causal and mask_fill == -inf); on the fast path as tensor-core TF32
-products, three per FLOP pair in split TF32 (12 n^2 d tensor FLOPs), one with allow_tf32. -/
+64 < d <= 128; 128 on the TF32 path) from L2, out and lse written once; 4 n^2 d FLOPs per
+problem (about half with causal and mask_fill == -inf), on the TF32 path as tensor-core
+products. -/
 @[extern "tlrt_lean_flash_attention_fwd"] opaque flashAttentionFwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer)
 
 /-- `tlrt_status tlrt_flash_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq, tlrt_buffer ** dk, tlrt_buffer ** dv)`
@@ -2282,9 +2282,9 @@ On failure *dq, *dk and *dv are NULL.
 Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
 keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
-usual count is 10 n^2 d). Fast path (switch off, d <= 128): the same three kernels with the
-products on the tensor cores (blocks of 128 keys / 128 query rows; 42 n^2 d tensor FLOPs in
-split TF32, 14 n^2 d with allow_tf32). No atomics: deterministic. -/
+usual count is 10 n^2 d). TF32 path (no mask, d <= 128): the same three kernels with the
+products on the tensor cores (blocks of 128 keys / 128 query rows). No atomics:
+deterministic. -/
 @[extern "tlrt_lean_flash_attention_bwd"] opaque flashAttentionBwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (out : @& Buffer) (lse : @& Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer × Buffer)
 
 /-- `tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq)`
