@@ -17,20 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "../emu/cuda_emu.hpp"
-#include "../harness.hpp"
+#include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
 #include "cuda/attention_kernels.cuh"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TLRT_EMU_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TLRT_EMU_SANITIZED 1
-#endif
-#endif
-
 namespace {
+
+using emu_check::full;
+using emu_check::same;
 
 using tlrt::attn::Problem;
 namespace ak = tlrt::cuda::attn_kernels;
@@ -62,23 +56,6 @@ const emu::Policy kPolicies[] = {
     {emu::Order::Random, emu::Copy::Early, 5},
 };
 constexpr int kNumPolicies = sizeof kPolicies / sizeof kPolicies[0];
-
-bool full() {
-  const char *e = std::getenv("TLRT_EMU_FULL");
-  return e && *e && *e != '0';
-}
-
-int g_mismatch_runs = 0;
-
-void same(const std::string &what, const std::vector<float> &want, const std::vector<float> &got) {
-  size_t bad = 0, first = 0;
-  for (size_t e = 0; e < want.size(); ++e)
-    if (!th::same_bits(want[e], got[e]) && bad++ == 0) first = e;
-  TH_CHECK_MSG(bad == 0, "%s: %zu of %zu elements differ; first [%zu]: cpu %s, emulated cuda %s",
-               what.c_str(), bad, want.size(), first, th::hex(want[first]).c_str(),
-               th::hex(got[first]).c_str());
-  g_mismatch_runs += bad != 0;
-}
 
 struct Case {
   uint64_t bh, n, d;
@@ -225,7 +202,7 @@ int main() {
     for (int mk : {0, 3, 1})
       for (Dims s : {Dims{1, 70, 64}, Dims{1, 33, 5}, Dims{1, 129, 128}})
         go(Case{s.bh, s.n, s.d, mk, -(double)INFINITY, dist});
-  std::printf("test_attention_emu: %d runs with differences (%s schedules)\n", g_mismatch_runs,
-              all ? "all" : "rotated");
+  std::printf("test_attention_emu: %d runs with differences (%s schedules)\n",
+              emu_check::mismatch_runs(), all ? "all" : "rotated");
   return th::finish("test_attention_emu");
 }

@@ -16,18 +16,9 @@
 #include <vector>
 
 #include "../attention_ref.hpp"
-#include "../emu/cuda_emu.hpp"
-#include "../harness.hpp"
+#include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
 #include "cuda/attention_tc_kernels.cuh"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TLRT_EMU_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TLRT_EMU_SANITIZED 1
-#endif
-#endif
 
 namespace {
 
@@ -93,7 +84,8 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
     if (mk == 5)
       for (uint64_t b = 0; b < bh; ++b)
         for (uint64_t i = 0; i < n; i += 3)
-          for (uint64_t j = 0; j < n; ++j) c.mask[(c.mask.size() == n * n ? 0 : b * n * n) + i * n + j] = 0.0f;
+          for (uint64_t j = 0; j < n; ++j)
+            c.mask[(c.mask.size() == n * n ? 0 : b * n * n) + i * n + j] = 0.0f;
   }
   const attref::Ref r = attref::reference(c, q, k, v, dout);
   const double S = *std::max_element(r.S.begin(), r.S.end());
@@ -120,12 +112,14 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
                                      dv.data() + sh, o.data() + sh, l.data());
     TH_CHECK_MSG(ran, "fwd_tc_plan declined d = %llu", (unsigned long long)d);
     if (!ran) return;
-    const std::vector<float> out(o.begin() + sh, o.begin() + sh + N), lse(l.begin(), l.begin() + bh * n);
+    const std::vector<float> out(o.begin() + sh, o.begin() + sh + N),
+        lse(l.begin(), l.begin() + bh * n);
     TH_CHECK_MSG(o[N + sh] == 7.0f && (sh == 0 || o[0] == 7.0f), "out written past its end");
     TH_CHECK_MSG(l[bh * n] == 7.0f, "lse written past its end");
     const double f = kU * (4.0 * n + 8.0 * d + 16.0 * (d + 2) * S + 128) +
                      (split ? 0.0 : kT32 * (8.0 * S + 8));
-    const double fl = kU * (8.0 * (d + 2) * S + 4.0 * n + 16) + (split ? 0.0 : kT32 * (4.0 * S + 4));
+    const double fl =
+        kU * (8.0 * (d + 2) * S + 4.0 * n + 16) + (split ? 0.0 : kT32 * (4.0 * S + 4));
     char tag[160];
     std::snprintf(tag, sizeof tag, "(%llu, %llu, %llu) mask %d fill %g %s policy %d%s ",
                   (unsigned long long)bh, (unsigned long long)n, (unsigned long long)d, mk,
@@ -156,8 +150,9 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
         bool same = true;
         for (uint64_t e = 0; e < N; ++e) same = same && th::same_bits(alone[e + sh], got[e]);
         TH_CHECK_MSG(same, "%sd%c alone differs from the fused backward's", tag, "qkv"[x]);
-        TH_CHECK_MSG(g[x][N + sh] == 5.0f && alone[N + sh] == 5.0f && (sh == 0 || alone[0] == 5.0f), "%sd%c written past its end",
-                     tag, "qkv"[x]);
+        TH_CHECK_MSG(
+            g[x][N + sh] == 5.0f && alone[N + sh] == 5.0f && (sh == 0 || alone[0] == 5.0f),
+            "%sd%c written past its end", tag, "qkv"[x]);
       }
     }
     // Fully excluded rows: exactly zero out and lse = -inf (checked above through the inf).
@@ -202,7 +197,8 @@ int main() {
                  Dims{2, 64, 64}, Dims{1, 65, 33}, Dims{1, 129, 64}, Dims{1, 70, 100},
                  Dims{1, 37, 128}})
     for (int mk = 0; mk < 6; ++mk)
-      for (float fill : {-INFINITY, -1000.0f}) run_case(s.bh, s.n, s.d, mk, fill, salt += 10, rot++ % 3);
+      for (float fill : {-INFINITY, -1000.0f})
+        run_case(s.bh, s.n, s.d, mk, fill, salt += 10, rot++ % 3);
   // Several tiles past the diagonal (causal skipping per block and per warp), two row blocks.
   run_case(1, 300, 32, 3, -INFINITY, salt += 10, 0);
   run_case(1, 257, 64, 4, -INFINITY, salt += 10, 1);

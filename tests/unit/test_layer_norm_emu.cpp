@@ -14,20 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "../emu/cuda_emu.hpp"
-#include "../harness.hpp"
+#include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
 #include "cuda/layer_norm_kernels.cuh"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TLRT_EMU_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TLRT_EMU_SANITIZED 1
-#endif
-#endif
-
 namespace {
+
+using emu_check::full;
+using emu_check::same;
 
 namespace lk = tlrt::cuda::ln_kernels;
 namespace red = tlrt::red;
@@ -54,23 +48,6 @@ const emu::Policy kPolicies[] = {
     {emu::Order::Random, emu::Copy::Late, 3},
 };
 constexpr int kNumPolicies = sizeof kPolicies / sizeof kPolicies[0];
-
-bool full() {
-  const char *e = std::getenv("TLRT_EMU_FULL");
-  return e && *e && *e != '0';
-}
-
-int g_mismatch_runs = 0;
-
-void same(const std::string &what, const std::vector<float> &want, const std::vector<float> &got) {
-  size_t bad = 0, first = 0;
-  for (size_t e = 0; e < want.size(); ++e)
-    if (!th::same_bits(want[e], got[e]) && bad++ == 0) first = e;
-  TH_CHECK_MSG(bad == 0, "%s: %zu of %zu elements differ; first [%zu]: cpu %s, emulated cuda %s",
-               what.c_str(), bad, want.size(), first, th::hex(want[first]).c_str(),
-               th::hex(got[first]).c_str());
-  g_mismatch_runs += bad != 0;
-}
 
 // THE TREE over a sequence v[0..m) with stride, m <= 256 (one chunk, one element per lane): the
 // halving over the lanes, empty lanes holding the identity -0.
@@ -216,7 +193,7 @@ int main() {
   for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
     for (uint64_t c : {3, 32, 70, 1024, 2500})
       for (uint64_t r : {1, 70, 257}) go(r, c, d, big);
-  std::printf("test_layer_norm_emu: %d runs with differences (%s schedules)\n", g_mismatch_runs,
-              all ? "all" : "rotated");
+  std::printf("test_layer_norm_emu: %d runs with differences (%s schedules)\n",
+              emu_check::mismatch_runs(), all ? "all" : "rotated");
   return th::finish("test_layer_norm_emu");
 }

@@ -21,21 +21,15 @@
 #include <string>
 #include <vector>
 
-#include "../emu/cuda_emu.hpp"
-#include "../harness.hpp"
+#include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
 #include "cuda/scan_kernels.cuh"
 #include "core/numerics/row_ops.hpp"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TLRT_EMU_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TLRT_EMU_SANITIZED 1
-#endif
-#endif
-
 namespace {
+
+using emu_check::full;
+using emu_check::same;
 
 namespace sk = tlrt::cuda::scan_kernels;
 namespace scan = tlrt::scan;
@@ -50,26 +44,6 @@ const emu::Policy kPolicies[] = {
 };
 constexpr int kNumPolicies = sizeof kPolicies / sizeof kPolicies[0];
 constexpr float kPattern = 7.0f;
-
-bool full() {
-  const char *e = std::getenv("TLRT_EMU_FULL");
-  return e && *e && *e != '0';
-}
-
-int g_mismatch_runs = 0;
-
-void same(const std::string &what, const std::vector<float> &want, const std::vector<float> &got) {
-  TH_CHECK_MSG(want.size() == got.size(), "%s: %zu elements, expected %zu", what.c_str(),
-               got.size(), want.size());
-  if (want.size() != got.size()) return;
-  size_t bad = 0, first = 0;
-  for (size_t e = 0; e < want.size(); ++e)
-    if (!th::same_bits(want[e], got[e]) && bad++ == 0) first = e;
-  TH_CHECK_MSG(bad == 0, "%s: %zu of %zu elements differ; first [%zu]: cpu %s, emulated cuda %s",
-               what.c_str(), bad, want.size(), first, th::hex(want[first]).c_str(),
-               th::hex(got[first]).c_str());
-  g_mismatch_runs += bad != 0;
-}
 
 // Column sums of a row-major (rows, cols) array by THE TREE (the CPU backend's reduce_axis).
 std::vector<float> axis0(const std::vector<float> &x, uint64_t rows, uint64_t cols) {
@@ -243,7 +217,7 @@ int main() {
         else
           run_fwd(T, D, k, salt, rot++ % kNumPolicies);
       }
-  std::printf("test_scan_emu: %d runs with differences (%s schedules)\n", g_mismatch_runs,
-              all ? "all" : "rotated");
+  std::printf("test_scan_emu: %d runs with differences (%s schedules)\n",
+              emu_check::mismatch_runs(), all ? "all" : "rotated");
   return th::finish("test_scan_emu");
 }

@@ -14,20 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "../emu/cuda_emu.hpp"
-#include "../harness.hpp"
+#include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
 #include "cuda/softmax_kernels.cuh"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TLRT_EMU_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TLRT_EMU_SANITIZED 1
-#endif
-#endif
-
 namespace {
+
+using emu_check::same;
 
 namespace sk = tlrt::cuda::softmax_kernels;
 using tlrt::row::Kind;
@@ -52,18 +45,6 @@ const emu::Policy kPolicies[] = {
     {emu::Order::Descending, emu::Copy::Early, 2},
     {emu::Order::Random, emu::Copy::Late, 3},
 };
-
-int g_mismatch_runs = 0;
-
-void same(const std::string &what, const std::vector<float> &want, const std::vector<float> &got) {
-  size_t bad = 0, first = 0;
-  for (size_t e = 0; e < want.size(); ++e)
-    if (!th::same_bits(want[e], got[e]) && bad++ == 0) first = e;
-  TH_CHECK_MSG(bad == 0, "%s: %zu of %zu elements differ; first [%zu]: cpu %s, emulated cuda %s",
-               what.c_str(), bad, want.size(), first, th::hex(want[first]).c_str(),
-               th::hex(got[first]).c_str());
-  g_mismatch_runs += bad != 0;
-}
 
 void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi, unsigned sms) {
   const uint64_t n = rows * cols;
@@ -175,6 +156,6 @@ int main() {
   go(1, uint64_t{1} << 20, th::Dist::Uniform, 132);
   for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})
     for (uint64_t c : {4099, 8200, 13000}) go(3, c, d, 132);
-  std::printf("test_softmax_emu: %d runs with differences\n", g_mismatch_runs);
+  std::printf("test_softmax_emu: %d runs with differences\n", emu_check::mismatch_runs());
   return th::finish("test_softmax_emu");
 }
