@@ -10,13 +10,11 @@ timed the same way: wall clock around N back-to-back calls, synchronised before 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/reduce.py [--out FILE] [--iters N]
 """
 import argparse
-import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def main():
@@ -24,41 +22,16 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--iters", type=int, default=30)
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
     dev = rt.cuda(0)
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
-
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 3)
     tsync = torch.cuda.synchronize
-    src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
-    copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync) / 1e9
-    del src, dst
-
-    emit("# Reductions on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
-    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls")
-    emit()
+    copy_bw = common.copy_bandwidth(torch, wall)
+    common.header(emit, "Reductions on the GPU against PyTorch", rt, common.gpu_setup(torch),
+                  common.copy_line(copy_bw), common.timing_line(args.iters, 3))
     emit("| op | shape | bytes | ours ms (det off) | ours ms (det on) | GB/s | of copy BW | "
          "torch ms | ours/torch |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -79,24 +52,10 @@ def main():
                       lambda t: t.amax(1), rows))
     for name, shape, ours, ref, out_elems in cases:
         t = torch.randn(*shape, device="cuda", generator=g)
-        host = t.flatten().cpu().numpy()
-        buf = rt.Buffer.from_buffer(host, dev)
-        fn_name, *rest = ours(buf)
-        cfn = getattr(rt.lib, "tlrt_" + fn_name)
-        argv = [buf.handle] + list(rest[1:])
-        out = ctypes.c_void_p()
-
-        def call():
-            st = cfn(*argv, ctypes.byref(out))
-            if st != 0:
-                raise RuntimeError(f"{fn_name}: {st} {rt.lib.tlrt_last_error()}")
-            rt.lib.tlrt_buffer_free(out)
-        osync = lambda: rt.synchronize(dev)
-        prev = rt.lib.tlrt_set_deterministic(False)
-        t_off = wall(call, osync)
-        rt.lib.tlrt_set_deterministic(True)
-        t_on = wall(call, osync)
-        rt.lib.tlrt_set_deterministic(prev)
+        buf = common.upload(rt, dev, t)
+        fn_name, _, *scalars = ours(buf)
+        call = common.freeing_call(rt, fn_name, [buf], scalars)
+        t_off, t_on = common.time_det_off_on(rt, wall, call, lambda: rt.synchronize(dev))
         t_ref = wall(lambda: ref(t), tsync)
         nbytes = (t.numel() + out_elems) * 4
         gbs = nbytes / t_off / 1e9
@@ -105,9 +64,7 @@ def main():
              f"{t_off/t_ref:.2f} |")
         buf.free()
         del t
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 
