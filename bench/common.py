@@ -109,6 +109,10 @@ def sgemm_peak(torch, wall, n=8192):
     return 2 * n ** 3 / wall(lambda: torch.matmul(a, b), torch.cuda.synchronize)
 
 
+# The timing-method item's tail in the scripts that count nominal bytes.
+NOMINAL_BYTES = "bytes = nominal minimum (inputs read once, outputs written once)"
+
+
 def gpu_setup(torch):
     """'GPU: <name>; PyTorch <version>', the setup named on the report's date line."""
     return f"GPU: {torch.cuda.get_device_name(0)}; PyTorch {torch.__version__}"

@@ -16,12 +16,11 @@ synchronised before and after.
 """
 import argparse
 import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 N26 = 2 ** 26
 
@@ -121,43 +120,20 @@ def main():
     ap.add_argument("--only", help="run the cases whose name contains this substring")
     ap.add_argument("--no-check", action="store_true", help="skip the bitwise agreement column")
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
     dev = rt.cuda(0)
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 3)
 
     tsync = torch.cuda.synchronize
-    src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
-    copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync) / 1e9
-    del src, dst
+    copy_bw = common.copy_bandwidth(torch, wall)
 
-    emit("# Layout ops on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
-    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls")
-    emit("- bytes: every output element written once + every input element read once (a "
-         "broadcast's repeated reads of its small input are not counted)")
-    emit()
+    common.header(emit, "Layout ops on the GPU against PyTorch", rt, common.gpu_setup(torch),
+                  common.copy_line(copy_bw), common.timing_line(args.iters, 3),
+                  "bytes: every output element written once + every input element read once (a "
+                  "broadcast's repeated reads of its small input are not counted)")
     emit("| op | shape | bytes | ours ms | GB/s | of copy BW | torch ms | torch GB/s | "
          "ours/torch | bitwise equal |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -197,9 +173,7 @@ def main():
             b.free()
         del ts
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 

@@ -19,12 +19,11 @@ step.
       [--sizes 1048576,16777216,67108864]
 """
 import argparse
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def main():
@@ -33,44 +32,21 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--sizes", default="1048576,16777216,67108864")
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
     dev = rt.cuda(0)
     lib = rt.lib
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 3)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
-    src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
-    copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync) / 1e9
-    del src, dst
+    copy_bw = common.copy_bandwidth(torch, wall)
 
-    emit("# Fused optimizer steps on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
-    emit(f"- {args.iters} timed steps after 3 warm-ups; wall clock around back-to-back steps; "
-         "bytes = nominal minimum")
-    emit()
+    common.header(emit, "Fused optimizer steps on the GPU against PyTorch", rt,
+                  common.gpu_setup(torch), common.copy_line(copy_bw),
+                  common.timing_line(args.iters, 3, "steps") + "; bytes = nominal minimum")
     emit("| op | n | bytes | ours ms | GB/s | of copy BW | torch ms | torch variant | ours/torch "
          "| max diff / max abs p |")
     emit("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
@@ -78,7 +54,7 @@ def main():
     g = torch.Generator(device="cuda").manual_seed(11)
 
     def up(t):
-        return rt.Buffer.from_buffer(t.detach().flatten().cpu().numpy(), dev)
+        return common.upload(rt, dev, t)
 
     def down(b, n):
         return torch.from_numpy(b.to_numpy().reshape(n)).to("cuda")
@@ -152,9 +128,7 @@ def main():
         bg.free()
         del p0, grad
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 

@@ -23,12 +23,11 @@ stream-ordered), synchronised before and after. Targets (H100): max and average 
 """
 import argparse
 import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 # (name, (N, C, spatial...), kernel, stride, padding)
 SHAPES = [
@@ -45,45 +44,21 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="only the two brief shapes")
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
+    F = torch.nn.functional
     dev = rt.cuda(0)
-    lib = rt.lib
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 3)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
-    src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
-    copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync) / 1e9
-    del src, dst
+    copy_bw = common.copy_bandwidth(torch, wall)
 
-    emit("# Pooling on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
-    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls; "
-         "bytes = nominal minimum (inputs read once, outputs written once)")
-    emit()
+    common.header(emit, "Pooling on the GPU against PyTorch", rt, common.gpu_setup(torch),
+                  common.copy_line(copy_bw),
+                  common.timing_line(args.iters, 3) + "; " + common.NOMINAL_BYTES)
     emit("| op | shape | bytes | ours ms (det off) | ours ms (det on) | GB/s | of copy BW | "
          "torch ms | ours/torch |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -92,26 +67,13 @@ def main():
     aten = torch.ops.aten
 
     def up(t):
-        return rt.Buffer.from_buffer(t.detach().contiguous().flatten().cpu().numpy(), dev)
+        return common.upload(rt, dev, t)
 
     def ours(fname, inputs, scalars):
-        cfn = getattr(lib, "tlrt_" + fname)
-        out = ctypes.c_void_p()
-        argv = [b.handle for b in inputs] + list(scalars) + [ctypes.byref(out)]
-
-        def call():
-            st = cfn(*argv)
-            if st != 0:
-                raise RuntimeError(f"{fname}: {st} {rt.last_error()}")
-            lib.tlrt_buffer_free(out)
-        return call
+        return common.freeing_call(rt, fname, inputs, scalars)
 
     def row(name, label, nbytes, call, ref):
-        prev = lib.tlrt_set_deterministic(False)
-        t_off = wall(call, osync)
-        lib.tlrt_set_deterministic(True)
-        t_on = wall(call, osync)
-        lib.tlrt_set_deterministic(prev)
+        t_off, t_on = common.time_det_off_on(rt, wall, call, osync)
         gbs = nbytes / t_off / 1e9
         if ref is None:
             tail = "- | - |"
@@ -167,9 +129,7 @@ def main():
             b.free()
         del x, y, idx, gy
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 

@@ -24,12 +24,11 @@ calls (each of ours followed by freeing its outputs, stream-ordered), synchronis
 """
 import argparse
 import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 DEFAULT_SHAPES = "4096x1024,16384x1024,65536x1024,4096x4096,16384x4096,65536x4096"
 
@@ -61,45 +60,22 @@ def main():
     ap.add_argument("--no-torch-bwd", action="store_true",
                     help="skip PyTorch's autograd backward (memory-hungry at the largest shapes)")
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
     dev = rt.cuda(0)
     lib = rt.lib
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 3)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
-    src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
-    copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync) / 1e9
-    del src, dst
+    copy_bw = common.copy_bandwidth(torch, wall)
 
-    emit("# Selective scan on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
-    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls; "
-         "bytes = nominal minimum (inputs read once, outputs written once); PyTorch: chunked "
-         "cumprod/cumsum formulation (A in [0.99, 1))")
-    emit()
+    common.header(emit, "Selective scan on the GPU against PyTorch", rt, common.gpu_setup(torch),
+                  common.copy_line(copy_bw),
+                  common.timing_line(args.iters, 3) + "; " + common.NOMINAL_BYTES + "; PyTorch: "
+                  "chunked cumprod/cumsum formulation (A in [0.99, 1))")
     emit("| op | shape | bytes | ours ms | GB/s | of copy BW | torch ms | ours/torch | "
          "max rel diff |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -107,20 +83,10 @@ def main():
     g = torch.Generator(device="cuda").manual_seed(11)
 
     def up(t):
-        return rt.Buffer.from_buffer(t.detach().contiguous().flatten().cpu().numpy(), dev)
+        return common.upload(rt, dev, t)
 
     def ours(fname, inputs, scalars, n_out):
-        cfn = getattr(lib, "tlrt_" + fname)
-        outs = [ctypes.c_void_p() for _ in range(n_out)]
-        argv = [b.handle for b in inputs] + list(scalars) + [ctypes.byref(o) for o in outs]
-
-        def call():
-            st = cfn(*argv)
-            if st != 0:
-                raise RuntimeError(f"{fname}: {st} {rt.last_error()}")
-            for o in outs:
-                lib.tlrt_buffer_free(o)
-        return call
+        return common.freeing_call(rt, fname, inputs, scalars, n_out)
 
     def one_output(fname, inputs, scalars):
         out = ctypes.c_void_p()
@@ -188,9 +154,7 @@ def main():
             torch.cuda.empty_cache()
     emit()
     emit("Note: the PyTorch backward column times forward + backward (autograd needs the graph).")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 

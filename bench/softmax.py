@@ -22,12 +22,11 @@ the 64M-element shapes, and no slower than PyTorch.
 """
 import argparse
 import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 DEFAULT_SHAPES = "65536x1024,16384x4096,8192x8192,4096x16384,1024x65536,1048576x64,8388608x8"
 
@@ -38,44 +37,21 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES)
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
     dev = rt.cuda(0)
     lib = rt.lib
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 3)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
-    src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
-    copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync) / 1e9
-    del src, dst
+    copy_bw = common.copy_bandwidth(torch, wall)
 
-    emit("# Softmax family and layer norm on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
-    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls; "
-         "bytes = nominal minimum (inputs read once, outputs written once)")
-    emit()
+    common.header(emit, "Softmax family and layer norm on the GPU against PyTorch", rt,
+                  common.gpu_setup(torch), common.copy_line(copy_bw),
+                  common.timing_line(args.iters, 3) + "; " + common.NOMINAL_BYTES)
     emit("| op | shape | bytes | ours ms (det off) | ours ms (det on) | GB/s | of copy BW | "
          "torch ms | ours/torch |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -84,27 +60,13 @@ def main():
     aten = torch.ops.aten
 
     def up(t):
-        return rt.Buffer.from_buffer(t.detach().flatten().cpu().numpy(), dev)
+        return common.upload(rt, dev, t)
 
     def ours(fname, inputs, scalars, n_out):
-        cfn = getattr(lib, "tlrt_" + fname)
-        outs = [ctypes.c_void_p() for _ in range(n_out)]
-        argv = [b.handle for b in inputs] + list(scalars) + [ctypes.byref(o) for o in outs]
-
-        def call():
-            st = cfn(*argv)
-            if st != 0:
-                raise RuntimeError(f"{fname}: {st} {rt.last_error()}")
-            for o in outs:
-                lib.tlrt_buffer_free(o)
-        return call
+        return common.freeing_call(rt, fname, inputs, scalars, n_out)
 
     def row(name, shape, nbytes, call, ref):
-        prev = lib.tlrt_set_deterministic(False)
-        t_off = wall(call, osync)
-        lib.tlrt_set_deterministic(True)
-        t_on = wall(call, osync)
-        lib.tlrt_set_deterministic(prev)
+        t_off, t_on = common.time_det_off_on(rt, wall, call, osync)
         t_ref = wall(ref, tsync)
         gbs = nbytes / t_off / 1e9
         emit(f"| {name} | {shape[0]}x{shape[1]} | {nbytes} | {t_off*1e3:.3f} | {t_on*1e3:.3f} | "
@@ -153,9 +115,7 @@ def main():
             b.free()
         del x, gr, mask, y, ly, mean, rstd
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 
