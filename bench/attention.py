@@ -22,13 +22,12 @@ torch is always timed with TF32 off (the issue's comparison), also against the t
 """
 import argparse
 import ctypes
-import datetime
 import math
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 DEFAULT_SHAPES = "32x1024x64,16x4096x64,32x1024x128"
 
 
@@ -38,15 +37,10 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES)
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
+    F = torch.nn.functional
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = rt.cuda(0)
@@ -68,38 +62,22 @@ def main():
         lib.tlrt_set_allow_tf32(tf32)
     was_det = lib.tlrt_set_deterministic(False)
     was_tf32 = lib.tlrt_set_allow_tf32(False)
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 3)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
-    a = torch.randn(8192, 8192, device="cuda"); b = torch.randn_like(a)
-    sgemm = 2 * 8192 ** 3 / wall(lambda: torch.matmul(a, b), tsync) / 1e12
-    del a, b
+    sgemm = common.sgemm_peak(torch, wall) / 1e12
 
-    emit("# Fused attention on the GPU against torch SDPA (float32, TF32 off)")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- measured SGEMM peak (torch.matmul 8192^3, TF32 off): {sgemm:.1f} TFLOP/s")
-    emit(f"- {args.iters} timed calls after 3 warm-ups; wall clock around back-to-back calls")
-    emit()
+    common.header(emit, "Fused attention on the GPU against torch SDPA (float32, TF32 off)", rt,
+                  common.gpu_setup(torch),
+                  f"measured SGEMM peak (torch.matmul 8192^3, TF32 off): {sgemm:.1f} TFLOP/s",
+                  common.timing_line(args.iters, 3))
     emit("| pass | (bh, n, d) | mask | path | ours ms | TFLOP/s | of SGEMM | torch ms | ours/torch | target |")
     emit("|---|---|---|---|---|---|---|---|---|---|")
 
     def to_buf(t):
-        return rt.Buffer.from_buffer(t.detach().flatten().cpu().numpy(), dev)
+        return common.upload(rt, dev, t)
 
     for shape in args.shapes.split(","):
         bh, n, d = (int(x) for x in shape.split("x"))
@@ -166,9 +144,7 @@ def main():
             b_.free()
     lib.tlrt_set_deterministic(was_det)
     lib.tlrt_set_allow_tf32(was_tf32)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 

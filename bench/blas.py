@@ -13,12 +13,11 @@ each call allocates its output (our pool, PyTorch's caching allocator).
 """
 import argparse
 import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def main():
@@ -26,38 +25,17 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--iters", type=int, default=50)
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
     dev = rt.cuda(0)
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(5):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 5)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
-    emit("# Matrix products on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- {args.iters} timed calls after 5 warm-ups; wall clock around back-to-back calls; "
-         "TFLOP/s = 2 batch m n p / time")
-    emit()
+    common.header(emit, "Matrix products on the GPU against PyTorch", rt, common.gpu_setup(torch),
+                  common.timing_line(args.iters, 5) + "; TFLOP/s = 2 batch m n p / time")
     emit("| op | batch x (m, n, p) | trans a, b | TF32 | ours ms | ours TFLOP/s | torch ms | "
          "torch TFLOP/s | ours/torch |")
     emit("|---|---|---|---|---:|---:|---:|---:|---:|")
@@ -86,8 +64,7 @@ def main():
                 ref = lambda: torch.matmul(la, lb)
             else:
                 ref = lambda: torch.bmm(la, lb)
-            abuf = rt.Buffer.from_buffer(A.flatten().cpu().numpy(), dev)
-            bbuf = rt.Buffer.from_buffer(B.flatten().cpu().numpy(), dev)
+            abuf, bbuf = common.upload(rt, dev, A), common.upload(rt, dev, B)
             out = ctypes.c_void_p()
             if op == "matmul":
                 cfn = rt.lib.tlrt_matmul
@@ -121,9 +98,7 @@ def main():
             del A, B, la, lb
     torch.backends.cuda.matmul.allow_tf32 = prev_tf32
     rt.lib.tlrt_set_allow_tf32(prev_ours)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 

@@ -20,13 +20,12 @@ the fraction of the SGEMM peak measured here (torch.matmul 8192^3 float32, TF32 
 """
 import argparse
 import ctypes
-import datetime
 import math
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def main():
@@ -34,28 +33,13 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--iters", type=int, default=30)
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
+    F = torch.nn.functional
     dev = rt.cuda(0)
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(5):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 5)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
@@ -67,19 +51,12 @@ def main():
     prev_ours = rt.lib.tlrt_set_allow_tf32(False)
 
     # SGEMM peak (float32, TF32 off), for the fraction column.
-    a = torch.randn(8192, 8192, device="cuda")
-    t_mm = wall(lambda: torch.matmul(a, a), tsync)
-    peak = 2.0 * 8192 ** 3 / t_mm
-    del a
+    peak = common.sgemm_peak(torch, wall)
 
-    emit("# Convolution on the GPU against PyTorch (cuDNN)")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- {args.iters} timed calls after 5 warm-ups; TF32 off on both sides; "
-         f"cudnn.benchmark on; measured SGEMM peak (8192^3): {peak/1e12:.1f} TFLOP/s")
-    emit()
+    common.header(emit, "Convolution on the GPU against PyTorch (cuDNN)", rt,
+                  common.gpu_setup(torch) + f"; cuDNN {torch.backends.cudnn.version()}",
+                  f"{args.iters} timed calls after 5 warm-ups; TF32 off on both sides; "
+                  f"cudnn.benchmark on; measured SGEMM peak (8192^3): {peak/1e12:.1f} TFLOP/s")
     emit("| case | pass | ours ms | ours TFLOP/s | % SGEMM peak | torch ms | torch TFLOP/s | "
          "ours/torch | target | max diff / max |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -114,7 +91,7 @@ def main():
             tfwd = lambda: conv(X, W, B, stride=s, padding=p, groups=grp)
         tbwd = lambda: torch.ops.aten.convolution_backward(
             DY, X, W, [cout], [s] * r, [p] * r, [1] * r, tr, [0] * r, grp, [True, True, True])
-        to_buf = lambda t: rt.Buffer.from_buffer(t.flatten().cpu().numpy(), dev)
+        to_buf = lambda t: common.upload(rt, dev, t)
         xb, wb, bb, dyb = to_buf(X), to_buf(W), to_buf(B), to_buf(DY)
         ins, ks, ss, ps, ds = u64a(sp), u64a([k] * r), u64a([s] * r), u64a([p] * r), u64a([1] * r)
         fwd_c = rt.lib.tlrt_convtranspose_fwd if tr else rt.lib.tlrt_conv_fwd
@@ -165,9 +142,7 @@ def main():
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32, \
         torch.backends.cudnn.benchmark = prev
     rt.lib.tlrt_set_allow_tf32(prev_ours)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 

@@ -20,12 +20,11 @@ stream-ordered), synchronised before and after.
 """
 import argparse
 import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def main():
@@ -33,35 +32,20 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--iters", type=int, default=50)
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
     dev = rt.cuda(0)
     lib = rt.lib
     u64 = ctypes.c_uint64
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(5):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / args.iters
+    emit = common.Report()
+    wall = common.wall_timer(args.iters, 5)
 
     tsync = torch.cuda.synchronize
     osync = lambda: rt.synchronize(dev)
 
     def upload(t):
-        return rt.Buffer.from_buffer(t.detach().contiguous().flatten().cpu().numpy(), dev)
+        return common.upload(rt, dev, t)
 
     def call_out(fname, *argv, nout=1):
         outs = [ctypes.c_void_p() for _ in range(nout)]
@@ -84,13 +68,8 @@ def main():
         a = a.flatten().float(); b = b.flatten().float()
         return float((a - b).abs().max()) / max(float(b.abs().max()), 1e-30)
 
-    emit("# Real FFT and spectral convolution on the GPU against PyTorch")
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; GPU: {torch.cuda.get_device_name(0)}; "
-         f"PyTorch {torch.__version__}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- {args.iters} timed calls after 5 warm-ups; wall clock around back-to-back calls")
-    emit()
+    common.header(emit, "Real FFT and spectral convolution on the GPU against PyTorch", rt,
+                  common.gpu_setup(torch), common.timing_line(args.iters, 5))
     emit("| op | shape | ours ms | ours GB/s | torch ms | torch GB/s | ours/torch | max diff/max |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|")
     g = torch.Generator(device="cuda").manual_seed(7)
@@ -185,9 +164,7 @@ def main():
              f"{nb/t_t/1e9:.0f} | {t_o/t_t:.3f} | |")
         for b in (xb, wrb, wib, dyb):
             b.free()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 
