@@ -31,12 +31,11 @@ np.add.at: sequential order, so scatter agreement is up to rounding) to check th
 """
 import argparse
 import ctypes
-import datetime
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def cases(scale):
@@ -65,56 +64,34 @@ def main():
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--cpu", action="store_true", help="smoke check on the CPU backend vs numpy")
     args = ap.parse_args()
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
     import numpy as np
-    import torchlean_rt as rt
+    rt = common.load_rt()
 
     iters = args.iters or (3 if args.cpu else 30)
     torch = None
     if not args.cpu:
-        try:
-            import torch
-        except ImportError:
-            print("torch is not installed: nothing to compare with"); return 77
-        if not (torch.cuda.is_available() and rt.cuda_available()):
-            print("no CUDA device (or a CPU-only library): skipped"); return 77
+        torch = common.import_torch_cuda(rt)
+        if torch is None:
+            return common.SKIP
     dev = rt.CPU if args.cpu else rt.cuda(0)
-    lines = []
-    emit = lambda s="": (print(s), lines.append(s))
-
-    def wall(fn, sync):
-        for _ in range(3):
-            fn()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        t1 = time.perf_counter()
-        sync()
-        t2 = time.perf_counter()
-        return (t2 - t0) / iters, (t1 - t0) / iters
+    emit = common.Report()
+    wall = common.wall_timer(iters, 3, host=True)  # (time, host time) per call
 
     osync = lambda: rt.synchronize(dev)
     if args.cpu:
         tsync = lambda: None
         src = np.ones(2**22, np.float32); dst = np.empty_like(src)
         copy_bw = 2 * src.nbytes / wall(lambda: np.copyto(dst, src), tsync)[0] / 1e9
+        del src, dst
         ref_name = f"numpy {np.__version__}"
     else:
         tsync = torch.cuda.synchronize
-        src = torch.empty(2**28, device="cuda"); dst = torch.empty_like(src)
-        copy_bw = 2 * src.numel() * 4 / wall(lambda: dst.copy_(src), tsync)[0] / 1e9
+        copy_bw = common.copy_bandwidth(torch, lambda fn, sync: wall(fn, sync)[0])
         ref_name = f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(0)}"
-    del src, dst
 
-    emit("# Index ops (gather / scatter-add with host index lists) against "
-         + ("numpy (CPU smoke check)" if args.cpu else "PyTorch"))
-    emit()
-    emit(f"- date: {datetime.date.today().isoformat()}; reference: {ref_name}")
-    emit(f"- library: {rt.build_info()}")
-    emit(f"- copy bandwidth (read + write, same timing method): {copy_bw:.0f} GB/s")
-    emit(f"- {iters} timed calls after 3 warm-ups; wall clock around back-to-back calls")
-    emit()
+    common.header(emit, "Index ops (gather / scatter-add with host index lists) against "
+                  + ("numpy (CPU smoke check)" if args.cpu else "PyTorch"), rt,
+                  f"reference: {ref_name}", common.copy_line(copy_bw), common.timing_line(iters, 3))
     emit("| op | rows x cols, k | model bytes | ours ms (det off) | ours ms (det on) | host ms | "
          "GB/s | of copy BW | ref ms | ref det ms | ours/ref | ours/ref det | agreement |")
     emit("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -153,11 +130,7 @@ def main():
             if not keep:
                 rt.lib.tlrt_buffer_free(out)
 
-        prev = rt.lib.tlrt_set_deterministic(False)
-        t_off, h_off = wall(call, osync)
-        rt.lib.tlrt_set_deterministic(True)
-        t_on, _ = wall(call, osync)
-        rt.lib.tlrt_set_deterministic(prev)
+        (t_off, h_off), (t_on, _) = common.time_det_off_on(rt, wall, call, osync)
         call(keep=True)
         ours = rt.Buffer(out.value).to_numpy()
 
@@ -213,9 +186,7 @@ def main():
              f"{h_off*1e3:.3f} | {gbs:.0f} | {gbs/copy_bw:.2f} | {t_ref*1e3:.3f} | {det} | "
              f"{t_off/t_ref:.2f} | {det_ratio} | {agree:.1e} |")
         bx.free(); bv.free()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    emit.write(args.out)
     return 0
 
 
