@@ -13,9 +13,9 @@ import argparse
 import ctypes as C
 import os
 import sys
-import time
 
-REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def main():
@@ -24,15 +24,11 @@ def main():
     ap.add_argument("--shapes", default="64:256:512:10,1024:1024:4096:1000,8192:2048:8192:1000")
     ap.add_argument("--out", help="also write the result lines to this markdown file")
     args = ap.parse_args()
-    lines = []
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: nothing to compare with"); return 77
-    if not (torch.cuda.is_available() and rt.cuda_available()):
-        print("no CUDA device (or a CPU-only library): skipped"); return 77
+    rt, torch = common.load_gpu()
+    if torch is None:
+        return common.SKIP
+    emit = common.Report()  # the result lines (the markdown file is written below)
+    timed = common.wall_timer(args.iters, 3)
     lib = rt.lib
     dev = C.c_uint32((1 << 16) | 0)  # TLRT_DEVICE_CUDA(0)
     u64, P = C.c_uint64, C.c_void_p
@@ -109,23 +105,12 @@ def main():
             for w in tw:
                 w.grad = None
 
-        def timed(fn, sync):
-            for _ in range(3):
-                fn()
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(args.iters):
-                fn()
-            sync()
-            return (time.perf_counter() - t0) / args.iters
-
         ours = timed(step, lambda: ok(lib.tlrt_synchronize(dev)))
         theirs = timed(tstep, torch.cuda.synchronize)
         line = (f"MLP B={B} {D}->{H}->{K}: tape {ours * 1e6:9.1f} us/step ({nodes.value} nodes, "
                 f"{ours * 1e6 / max(nodes.value, 1):6.1f} us/node), torch {theirs * 1e6:9.1f} us/step, "
                 f"ratio {ours / theirs:5.2f}")
-        print(line)
-        lines.append(line)
+        emit(line)
         lib.tlrt_tape_free(tape)
         for b in bufs + [xb]:
             lib.tlrt_buffer_free(b)
@@ -134,7 +119,7 @@ def main():
             f.write("# Autograd tape: one MLP training step on the GPU against PyTorch autograd\n\n")
             f.write(f"- GPU: {torch.cuda.get_device_name(0)}; PyTorch {torch.__version__}; "
                     f"{args.iters} timed steps after 3 warm-ups\n\n")
-            f.write("".join(f"- {l}\n" for l in lines))
+            f.write("".join(f"- {l}\n" for l in emit.lines))
     return 0
 
 
