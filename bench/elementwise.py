@@ -30,8 +30,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 # Scalar arguments of the ops, by parameter name in the header.
 SCALARS = {"c": 0.5, "lo": -1.0, "hi": 1.0, "eps": 1e-6, "mean": 0.0, "std": 1.0,
@@ -247,17 +247,6 @@ def free_all(r):
         r.free()
 
 
-def time_ours(rt, call, device, iters, warmup):
-    for _ in range(warmup):
-        free_all(call())
-    rt.synchronize(device)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        free_all(call())
-    rt.synchronize(device)
-    return (time.perf_counter() - t0) / iters
-
-
 def time_torch_cuda(torch, fn, iters, warmup):
     for _ in range(warmup):
         fn()
@@ -269,15 +258,6 @@ def time_torch_cuda(torch, fn, iters, warmup):
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3 / iters
-
-
-def time_host(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
 
 
 def median_us(samples_ns):
@@ -312,8 +292,7 @@ def main():
     args = parse_args()
     if args.lib:
         os.environ["TORCHLEAN_RT_LIB"] = os.path.abspath(args.lib)
-    sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
-    import torchlean_rt as rt
+    rt = common.load_rt()
 
     try:
         import numpy as np
@@ -324,11 +303,7 @@ def main():
     except ImportError:
         torch = None
 
-    lines = []
-
-    def emit(s=""):
-        lines.append(s)
-        print(s, flush=True)
+    emit = common.Report()
 
     if args.cpu:
         device = rt.CPU
@@ -394,7 +369,7 @@ def main():
     else:
         emit(f"- CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores")
     try:
-        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+        commit = subprocess.run(["git", "-C", common.REPO, "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, timeout=5).stdout.strip()
     except Exception:
         commit = ""
@@ -405,25 +380,21 @@ def main():
          f"{args.warmup} warm-ups per op")
 
     # 1. copy bandwidth (the roof).
+    wall = common.wall_timer(args.iters, args.warmup)
+    host_sync = lambda: None  # CPU mode: everything is synchronous
     if args.cpu:
         if torch is not None:
             src, dst = data["x"], torch.empty_like(data["x"])
-            t_copy = time_host(lambda: dst.copy_(src), args.iters, args.warmup)
+            t_copy = wall(lambda: dst.copy_(src), host_sync)
             how = "torch dst.copy_(src)"
         else:
             src, dst = host["x"], np.empty_like(host["x"])
-            t_copy = time_host(lambda: np.copyto(dst, src), args.iters, args.warmup)
+            t_copy = wall(lambda: np.copyto(dst, src), host_sync)
             how = "np.copyto"
-        copy_bytes = 8 * n
+        copy_bw = 8 * n / t_copy / 1e9
     else:
-        cn = 1 << 28
-        src = torch.rand(cn, device="cuda")
-        dst = torch.empty_like(src)
-        t_copy = time_torch_cuda(torch, lambda: dst.copy_(src), 20, 3)
-        copy_bytes = 8 * cn
+        copy_bw = common.copy_bandwidth(torch, lambda fn, sync: time_torch_cuda(torch, fn, 20, 3))
         how = "torch dst.copy_(src), 2^28 floats, CUDA events"
-        del src, dst
-    copy_bw = copy_bytes / t_copy / 1e9
     emit(f"- copy bandwidth (read + write): {copy_bw:.1f} GB/s ({how})")
     emit()
 
@@ -439,14 +410,14 @@ def main():
     emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in wanted:
         call, bpe = calls[name]
-        t_ours = time_ours(rt, call, device, args.iters, args.warmup)
+        t_ours = wall(lambda: free_all(call()), lambda: rt.synchronize(device))
         gbs = bpe * n / t_ours / 1e9
         t_ref, desc, agree = None, "-", None
         if name in refs:
             desc, build = refs[name]
             fn = build(data)
             if args.cpu:
-                t_ref = time_host(fn, args.iters, args.warmup)
+                t_ref = wall(fn, host_sync)
             else:
                 with torch.no_grad():
                     t_ref = time_torch_cuda(torch, fn, args.iters, args.warmup)
@@ -537,8 +508,7 @@ def main():
         emit(f"| {label} | {med:.2f} | {fmt(mean, '.2f')} |")
 
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+        emit.write(args.out)
         print(f"bench: report written to {args.out}")
     return 0
 
