@@ -133,6 +133,32 @@ __host__ __device__ constexpr unsigned fwd_tc_smem_floats() {
 
 __device__ __forceinline__ unsigned lane_id() { return threadIdx.x % 32; }
 
+// Copies a warp's 16 rows of a finished (16, DP) result, staged row-major (stride SD) at st, to
+// rows r0 .. of dst (row-major, d columns; rows at or past n left out), then re-zeroes the
+// staging rows' padding columns d .. DP - 1 (the staging area is an input tile's, whose padding
+// the products read as zeros).
+template <unsigned DP, bool EXACT>
+__device__ __forceinline__ void warp_rows_out(float *st, float *dst, unsigned r0, const KP &p) {
+  constexpr unsigned SD = DP + 4;
+  const unsigned lane = lane_id(), rows = min(16u, p.n - r0);
+  float *ob = dst + (uint64_t)r0 * p.d;
+  if (p.vec) {
+    const unsigned d4 = p.d / 4;
+    for (unsigned e = lane; e < rows * d4; e += 32) {
+      const unsigned rr = e / d4, c = e % d4;
+      st4(ob + (uint64_t)rr * p.d + 4 * c, ld4(st + rr * SD + 4 * c));
+    }
+  } else {
+    for (unsigned e = lane; e < rows * p.d; e += 32) {
+      const unsigned rr = e / p.d, c = e % p.d;
+      ob[(uint64_t)rr * p.d + c] = st[rr * SD + c];
+    }
+  }
+  if (!EXACT)
+    for (unsigned e = lane; e < 16 * (DP - p.d); e += 32)
+      st[(e / (DP - p.d)) * SD + p.d + e % (DP - p.d)] = 0.0f;
+}
+
 template <unsigned DP, bool SPLIT, bool EXACT>
 __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
     fwd_tc_kernel(KP p, const float *__restrict q, const float *__restrict k,
@@ -289,24 +315,8 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
       for (unsigned nt = 0; nt < NT; ++nt)
         wmma::store_matrix_sync(qw + 16 * nt, o[nt], SD, wmma::mem_row_major);
       __syncwarp();
-      const unsigned rows = min(16u, p.n - iw);
-      float *ob = out + base + (uint64_t)iw * p.d;
-      if (p.vec) {
-        const unsigned d4 = p.d / 4;
-        for (unsigned e = lane; e < rows * d4; e += 32) {
-          const unsigned rr = e / d4, c = e % d4;
-          st4(ob + (uint64_t)rr * p.d + 4 * c, ld4(qw + rr * SD + 4 * c));
-        }
-      } else {
-        for (unsigned e = lane; e < rows * p.d; e += 32) {
-          const unsigned rr = e / p.d, c = e % p.d;
-          ob[(uint64_t)rr * p.d + c] = qw[rr * SD + c];
-        }
-      }
-      // The padding columns d .. DP - 1 of Q must stay zero for the next problem.
-      if (!EXACT)
-        for (unsigned e = lane; e < 16 * (DP - p.d); e += 32)
-          qw[(e / (DP - p.d)) * SD + p.d + e % (DP - p.d)] = 0.0f;
+      // Staged in the warp's Q rows, whose padding columns must stay zero for the next problem.
+      warp_rows_out<DP, EXACT>(qw, out + base, iw, p);
     }
   }
 #endif
@@ -349,32 +359,6 @@ __device__ __forceinline__ void fill_index(float *idx) {
     idx[e] = (float)(e / 16);
     idx[256 + e] = (float)(e % 16);
   }
-}
-
-// Copies a warp's 16 rows of a finished (16, DP) result, staged row-major (stride SD) at st, to
-// rows r0 .. of dst (row-major, d columns; rows at or past n left out), then re-zeroes the
-// staging rows' padding columns d .. DP - 1 (the staging area is an input tile's, whose padding
-// the products read as zeros).
-template <unsigned DP, bool EXACT>
-__device__ __forceinline__ void warp_rows_out(float *st, float *dst, unsigned r0, const KP &p) {
-  constexpr unsigned SD = DP + 4;
-  const unsigned lane = lane_id(), rows = min(16u, p.n - r0);
-  float *ob = dst + (uint64_t)r0 * p.d;
-  if (p.vec) {
-    const unsigned d4 = p.d / 4;
-    for (unsigned e = lane; e < rows * d4; e += 32) {
-      const unsigned rr = e / d4, c = e % d4;
-      st4(ob + (uint64_t)rr * p.d + 4 * c, ld4(st + rr * SD + 4 * c));
-    }
-  } else {
-    for (unsigned e = lane; e < rows * p.d; e += 32) {
-      const unsigned rr = e / p.d, c = e % p.d;
-      ob[(uint64_t)rr * p.d + c] = st[rr * SD + c];
-    }
-  }
-  if (!EXACT)
-    for (unsigned e = lane; e < 16 * (DP - p.d); e += 32)
-      st[(e / (DP - p.d)) * SD + p.d + e % (DP - p.d)] = 0.0f;
 }
 
 // Element-wise pass over a warp's strip fragments: f(x, r, c) for every accumulator element, r
