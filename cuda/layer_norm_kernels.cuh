@@ -269,14 +269,9 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
          pg, pb)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
   if (a.cols <= 32) {
-    switch (red::pow2_at_least(a.cols)) {
-      case 1: TLRT_LN_FUSED("fused_seg_bwd<1>", fused_seg_bwd<1>, c32); break;
-      case 2: TLRT_LN_FUSED("fused_seg_bwd<2>", fused_seg_bwd<2>, c32); break;
-      case 4: TLRT_LN_FUSED("fused_seg_bwd<4>", fused_seg_bwd<4>, c32); break;
-      case 8: TLRT_LN_FUSED("fused_seg_bwd<8>", fused_seg_bwd<8>, c32); break;
-      case 16: TLRT_LN_FUSED("fused_seg_bwd<16>", fused_seg_bwd<16>, c32); break;
-      default: TLRT_LN_FUSED("fused_seg_bwd<32>", fused_seg_bwd<32>, c32); break;
-    }
+    row::with_segment_width(a.cols, [&](auto w) {
+      TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
+    });
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
   } else if (a.cols <= 512) {
@@ -341,19 +336,12 @@ template <class Launch>
 void seg_fwd_plan(const Launch &launch, const float *x, const float *gamma, const float *beta,
                   uint64_t rows, unsigned cols, float n, float eps, float *y, float *mean,
                   float *inv_std) {
-#define TLRT_SEG(WW)                                                                           \
-  launch("layer_norm seg_fwd", seg_fwd<WW>,                                                   \
-         launch.grid_for(rows, (uint64_t)(kThreads / WW) * kSegRows), x, gamma, beta, rows,   \
-         cols, n, eps, y, mean, inv_std)
-  switch (red::pow2_at_least(cols)) {
-    case 1: TLRT_SEG(1); break;
-    case 2: TLRT_SEG(2); break;
-    case 4: TLRT_SEG(4); break;
-    case 8: TLRT_SEG(8); break;
-    case 16: TLRT_SEG(16); break;
-    default: TLRT_SEG(32); break;
-  }
-#undef TLRT_SEG
+  row::with_segment_width(cols, [&](auto w) {
+    constexpr unsigned W = decltype(w)::value;
+    launch("layer_norm seg_fwd", seg_fwd<W>,
+           launch.grid_for(rows, (uint64_t)(kThreads / W) * kSegRows), x, gamma, beta, rows, cols,
+           n, eps, y, mean, inv_std);
+  });
 }
 
 // ---- long rows: one 256-thread block per row, all passes in one kernel -------------------------

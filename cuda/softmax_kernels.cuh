@@ -272,18 +272,11 @@ void block_row_bwd_plan(const Launch &launch, const float *y, const float *g, ui
 template <Kind KIND, class Launch>
 void seg_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
                   unsigned cols, float *y) {
-#define TLRT_SEG(WW)                                                                          \
-  launch("softmax seg_fwd", seg_fwd<KIND, WW>,                                               \
-         launch.grid_for(rows, (uint64_t)(kThreads / WW) * kSegRows), x, mask, rows, cols, y)
-  switch (red::pow2_at_least(cols)) {
-    case 1: TLRT_SEG(1); break;
-    case 2: TLRT_SEG(2); break;
-    case 4: TLRT_SEG(4); break;
-    case 8: TLRT_SEG(8); break;
-    case 16: TLRT_SEG(16); break;
-    default: TLRT_SEG(32); break;
-  }
-#undef TLRT_SEG
+  row::with_segment_width(cols, [&](auto w) {
+    constexpr unsigned W = decltype(w)::value;
+    launch("softmax seg_fwd", seg_fwd<KIND, W>,
+           launch.grid_for(rows, (uint64_t)(kThreads / W) * kSegRows), x, mask, rows, cols, y);
+  });
 }
 
 template <Kind KIND, class Launch>
@@ -300,18 +293,11 @@ void warp_fwd_plan(const Launch &launch, const float *x, const float *mask, uint
 template <bool LOG, class Launch>
 void seg_bwd_plan(const Launch &launch, const float *y, const float *g, uint64_t rows,
                   unsigned cols, float *dx) {
-#define TLRT_SEG(WW)                                                                          \
-  launch("softmax seg_bwd", seg_bwd<LOG, WW>,                                                \
-         launch.grid_for(rows, (uint64_t)(kThreads / WW) * kSegRows), y, g, rows, cols, dx)
-  switch (red::pow2_at_least(cols)) {
-    case 1: TLRT_SEG(1); break;
-    case 2: TLRT_SEG(2); break;
-    case 4: TLRT_SEG(4); break;
-    case 8: TLRT_SEG(8); break;
-    case 16: TLRT_SEG(16); break;
-    default: TLRT_SEG(32); break;
-  }
-#undef TLRT_SEG
+  row::with_segment_width(cols, [&](auto w) {
+    constexpr unsigned W = decltype(w)::value;
+    launch("softmax seg_bwd", seg_bwd<LOG, W>,
+           launch.grid_for(rows, (uint64_t)(kThreads / W) * kSegRows), y, g, rows, cols, dx);
+  });
 }
 
 }  // namespace softmax_kernels

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/numerics/elementwise_ops.hpp"
 #include "core/numerics/hd.hpp"
@@ -30,6 +31,20 @@ namespace row {
 enum class Kind : uint8_t { Softmax, LogSoftmax, Masked };
 
 TLRT_HD float neg_inf() { return num::u2f(0xFF800000u); }
+
+// The short-row kernels' segment-width dispatch (host side): f(std::integral_constant<unsigned,
+// W>()) with W = pow2_at_least(cols) for cols <= 32, W = 32 above.
+template <class F>
+void with_segment_width(uint64_t cols, F &&f) {
+  switch (red::pow2_at_least(cols)) {
+    case 1: f(std::integral_constant<unsigned, 1>()); break;
+    case 2: f(std::integral_constant<unsigned, 2>()); break;
+    case 4: f(std::integral_constant<unsigned, 4>()); break;
+    case 8: f(std::integral_constant<unsigned, 8>()); break;
+    case 16: f(std::integral_constant<unsigned, 16>()); break;
+    default: f(std::integral_constant<unsigned, 32>()); break;
+  }
+}
 
 // Correctly rounded IEEE division, square root and reciprocal (one rounding each, both backends).
 TLRT_HD float div_rn(float a, float b) {
