@@ -294,14 +294,6 @@ done:
   return st;
 }
 
-/* The training batch without augmentation (a digits_train_batch). */
-static tlrt_status digits_plain_batch(const Dataset *ds, const uint32_t *idx, uint64_t b,
-                                      tlrt_device dev, uint64_t *seed, float *xs, uint64_t *ys,
-                                      tlrt_buffer **xb) {
-  (void)seed;
-  return batch_upload(ds, idx, b, dev, xs, ys, xb);
-}
-
 static uint64_t digits_param_size(const DigitsModel *spec, int k) {
   uint64_t n = 1;
   uint32_t i;

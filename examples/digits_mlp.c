@@ -43,6 +43,14 @@ done:
   return st;
 }
 
+/* digits_train_batch: the training batch as it is (no augmentation). */
+static tlrt_status digits_plain_batch(const Dataset *ds, const uint32_t *idx, uint64_t b,
+                                      tlrt_device dev, uint64_t *seed, float *xs, uint64_t *ys,
+                                      tlrt_buffer **xb) {
+  (void)seed;
+  return batch_upload(ds, idx, b, dev, xs, ys, xb);
+}
+
 int main(int argc, char **argv) {
   static const DigitsModel spec = {
       "MLP 64-128-10, Adam lr 0.002",
