@@ -3,7 +3,7 @@
 # not skip), compute-sanitizer over the parity tests, the exhaustive host/device math check, and
 # the benchmarks against PyTorch. Logs go to $OUT (default ./gpu-out); a summary is printed last.
 #
-#   scripts/gpu-check.sh [STEP...]     steps: build test digits memcheck sanitizers math hostcost bench
+#   scripts/gpu-check.sh [STEP...]     steps: build test digits memcheck sanitizers mma math hostcost bench
 #                                      (default: all, in that order; a step needs the build;
 #                                      `parity` runs only the parity suite)
 # BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax blas).
@@ -13,7 +13,7 @@ set -u
 shopt -s extglob  # SANITIZE_ONLY may be a pattern like "*_@(fft|scan)"
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-steps=${*:-build test memcheck sanitizers math hostcost bench}
+steps=${*:-build test memcheck sanitizers mma math hostcost bench}
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -95,6 +95,18 @@ sanitize() {
 }
 has memcheck && sanitize memcheck
 has sanitizers && sanitize racecheck initcheck synccheck
+
+# The warp-level TF32 primitives (cuda/mma_tf32.cuh) on the tensor cores: the fragment layouts
+# the emulator assumes, checked on the device.
+if has mma; then
+  if nvcc -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.') \
+       -I. scripts/mma_check.cu -o /tmp/mma_check >"$OUT/mma_check.log" 2>&1 &&
+     /tmp/mma_check >>"$OUT/mma_check.log" 2>&1; then
+    note "mma primitives: $(tail -1 "$OUT/mma_check.log")"
+  else
+    note "mma primitives: FAILED"; tail -20 "$OUT/mma_check.log"
+  fi
+fi
 
 # Host vs device shared math, bit for bit.
 if has math && [ -x "$B/tests/parity/math_exhaustive" ]; then
