@@ -10,35 +10,7 @@
 #include <vector>
 
 #include "cuda/mma_tf32.cuh"
-
-namespace mma = tlrt::cuda::mma;
-
-template <bool SPLIT>
-__global__ void tiles(const float *A, const float *B, const float *B2, float *D, float *E) {
-  const unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float af[4] = {A[g * 8 + t], A[(g + 8) * 8 + t], A[g * 8 + t + 4], A[(g + 8) * 8 + t + 4]};
-  float bf[2] = {B[t * 8 + g], B[(t + 4) * 8 + g]};
-  mma::SplitA a;
-  mma::SplitB b;
-  mma::split(af, a);
-  mma::split(bf, b);
-  float d[4] = {0, 0, 0, 0};
-  mma::product<SPLIT>(d, a, b);
-  D[g * 8 + 2 * t] = d[0];
-  D[g * 8 + 2 * t + 1] = d[1];
-  D[(g + 8) * 8 + 2 * t] = d[2];
-  D[(g + 8) * 8 + 2 * t + 1] = d[3];
-  float ca[4], b2[2] = {B2[mma::kc_perm(t, 0) * 8 + g], B2[mma::kc_perm(t, 1) * 8 + g]};
-  mma::c_as_a(d, ca);
-  mma::split(ca, a);
-  mma::split(b2, b);
-  float e[4] = {0, 0, 0, 0};
-  mma::product<SPLIT>(e, a, b);
-  E[g * 8 + 2 * t] = e[0];
-  E[g * 8 + 2 * t + 1] = e[1];
-  E[(g + 8) * 8 + 2 * t] = e[2];
-  E[(g + 8) * 8 + 2 * t + 1] = e[3];
-}
+#include "tests/mma_tiles.cuh"
 
 static double worst_ratio(const std::vector<float> &got, const std::vector<float> &X,
                           const std::vector<float> &Y, double bound) {
@@ -71,7 +43,7 @@ static double run(std::mt19937 &gen) {
   cudaMemcpy(dA, A.data(), 512, cudaMemcpyHostToDevice);
   cudaMemcpy(dB, B.data(), 256, cudaMemcpyHostToDevice);
   cudaMemcpy(dB2, B2.data(), 256, cudaMemcpyHostToDevice);
-  tiles<SPLIT><<<1, 32>>>(dA, dB, dB2, dD, dE);
+  mma_tiles::tiles<SPLIT><<<1, 32>>>(dA, dB, dB2, dD, dE);
   cudaMemcpy(D.data(), dD, 512, cudaMemcpyDeviceToHost);
   cudaMemcpy(E.data(), dE, 512, cudaMemcpyDeviceToHost);
   const cudaError_t err = cudaGetLastError();

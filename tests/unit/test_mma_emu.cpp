@@ -10,39 +10,9 @@
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
 #include "cuda/mma_tf32.cuh"
+#include "../mma_tiles.cuh"
 
 namespace {
-
-namespace mma = tlrt::cuda::mma;
-
-// One warp: D = A B (16 x 8 x 8) from fragments read straight out of row-major A and B, then
-// E = D B2 with D's C fragment as the A operand (c_as_a / kc_perm).
-template <bool SPLIT>
-void kernel(const float *A, const float *B, const float *B2, float *D, float *E) {
-  const unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  float af[4] = {A[g * 8 + t], A[(g + 8) * 8 + t], A[g * 8 + t + 4], A[(g + 8) * 8 + t + 4]};
-  float bf[2] = {B[t * 8 + g], B[(t + 4) * 8 + g]};
-  mma::SplitA a;
-  mma::SplitB b;
-  mma::split(af, a);
-  mma::split(bf, b);
-  float d[4] = {0, 0, 0, 0};
-  mma::product<SPLIT>(d, a, b);
-  D[g * 8 + 2 * t] = d[0];
-  D[g * 8 + 2 * t + 1] = d[1];
-  D[(g + 8) * 8 + 2 * t] = d[2];
-  D[(g + 8) * 8 + 2 * t + 1] = d[3];
-  float ca[4], b2[2] = {B2[mma::kc_perm(t, 0) * 8 + g], B2[mma::kc_perm(t, 1) * 8 + g]};
-  mma::c_as_a(d, ca);
-  mma::split(ca, a);
-  mma::split(b2, b);
-  float e[4] = {0, 0, 0, 0};
-  mma::product<SPLIT>(e, a, b);
-  E[g * 8 + 2 * t] = e[0];
-  E[g * 8 + 2 * t + 1] = e[1];
-  E[(g + 8) * 8 + 2 * t] = e[2];
-  E[(g + 8) * 8 + 2 * t + 1] = e[3];
-}
 
 // got against X Y (rows x 8 times 8 x 8) in float64, each element within bound * sum |x y|.
 void check(const char *what, const std::vector<float> &got, const std::vector<double> &X,
@@ -70,7 +40,7 @@ void run_case(th::Rng &rng, double &worst) {
   A[5] = 0.0f;        // an exact zero and a value with a long mantissa
   B[9] = 1.0f / 3.0f;
   emu::launch(emu::Policy{}, dim3(1), dim3(32), 0,
-              [&] { kernel<SPLIT>(A.data(), B.data(), B2.data(), D.data(), E.data()); });
+              [&] { mma_tiles::tiles<SPLIT>(A.data(), B.data(), B2.data(), D.data(), E.data()); });
   const double bound = SPLIT ? 0x1p-20 : 0x1p-10;
   std::vector<double> Ad(A.begin(), A.end()), Bd(B.begin(), B.end()), B2d(B2.begin(), B2.end());
   check(SPLIT ? "split D = A B" : "tf32 D = A B", D, Ad, Bd, bound, worst);
