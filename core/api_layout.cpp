@@ -34,7 +34,7 @@ using ull = unsigned long long;
 // Whether a transposition of p x q (p: the extent of the axis contiguous in x, q: the extent of the
 // output's innermost axis) goes to tiled_transpose. The CPU's blocked transpose is right for any
 // extents (a gather would re-read x once per output row when p is small). CUDA's 4096-element
-// tiles (64 x 64, or thinner down to 8 x 512 / 512 x 8) need one side of at least 64 elements;
+// tiles (64 x 64, or thinner down to 2 x 2048 / 2048 x 2) need one side of at least 64 elements;
 // when both are shorter, each (p, q) slab of x is at most 16 KiB and strided_copy's gather, whose
 // reads then stay within a few cache lines per warp, is the better kernel (for example
 // (batch, 2, 40) -> (batch, 40, 2)).

@@ -38,14 +38,15 @@
 // elements of one batch (TP along the axis contiguous in x, TQ along the axis contiguous in y;
 // tiles of a batch in row-major order, then batches; blocks loop beyond 2^31 - 1 tiles); 16
 // elements per thread. 64 x 64 when both sides have >= 64 elements; a thin side gets the
-// smallest power of two >= it (at least 8) and the other side the rest (e.g. 8 x 512 for a
-// (2^23, 8) matrix), so every tile still reads and writes whole rows. Loads: thread t reads the
+// smallest power of two >= it (at least 2) and the other side the rest (e.g. 8 x 512 for a
+// (2^23, 8) matrix, 4 x 1024 for (4096, 4) slabs), so every tile still reads and writes whole
+// rows. Loads: thread t reads the
 // tile's linear positions t + 256 r (r < 16) in x's row-major order, so each warp load covers 32
 // consecutive floats of an x row (or 32 / TP whole short rows), all 16 loads issued before the
 // shared-memory stores; tile[j][i] has rows of TP + 1 floats (odd), so the column reads are
 // conflict-free for TQ >= 32 (at most 2-3 way for the thinner shapes); stores walk the tile in y's
 // row-major order (128 contiguous bytes per warp store). Interior tiles skip the bounds checks.
-// 16.4-18.4 KB of shared memory per block. Bytes: 8 per element (4 read + 4 written), each byte of
+// 16.4-24.6 KB of shared memory per block. Bytes: 8 per element (4 read + 4 written), each byte of
 // DRAM touched once.
 // Predicted: >= 0.85 of copy bandwidth for (65536, 1024), (1024, 65536) and 2^26-element 3-D
 // permutations, >= 0.6 for thin (8-wide) transposes. Measured: (pending GPU run).
@@ -256,7 +257,7 @@ struct TransK {
 };
 
 // Linear position L = t + 256 r (t = threadIdx.x < 256, r < 16) of a tile whose rows have W
-// elements (W a power of two, 8..512): row L / W = row0(t) + drow(r), column L % W = col0(t) +
+// elements (W a power of two, 2..2048): row L / W = row0(t) + drow(r), column L % W = col0(t) +
 // dcol(r), with the r parts compile-time constants once the loop over r is unrolled.
 template <unsigned W>
 struct Walk {
@@ -338,11 +339,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The tile shape: 64 x 64 when both sides have >= 64 elements; otherwise TP (resp. TQ) is the
-// smallest power of two >= the short side (at least 8) and the other side takes the rest of the
-// 4096 elements, so that thin transposes still move 4096-element tiles with whole rows.
+// smallest power of two >= the short side (at least 2) and the other side takes the rest of the
+// 4096 elements, so that thin transposes still move 4096-element tiles with whole rows. (The
+// floor was 8 until 2026-11-24: a 4-wide side then filled half of every tile, all of them
+// boundary tiles: permute3d_acb / _cab of (4096, 4096, 4) measured 0.64 of copy bandwidth
+// against 0.94-0.98 for the other permutations; 1.19x PyTorch's time for acb. PREDICTION with
+// 4 x 1024 tiles: ~0.9. Measured: (pending GPU run).)
 unsigned tile_p(uint64_t p, uint64_t q) {
   auto pow2 = [](uint64_t v) {
-    unsigned t = 8;
+    unsigned t = 2;
     while (t < v && t < 64) t *= 2;
     return t;
   };
@@ -380,13 +385,17 @@ void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y
 template <class I>
 void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y) {
   switch (tile_p(t.p, t.q)) {
+    case 2: return launch_transpose<I, 2>(dev, x, t, y);
+    case 4: return launch_transpose<I, 4>(dev, x, t, y);
     case 8: return launch_transpose<I, 8>(dev, x, t, y);
     case 16: return launch_transpose<I, 16>(dev, x, t, y);
     case 32: return launch_transpose<I, 32>(dev, x, t, y);
     case 64: return launch_transpose<I, 64>(dev, x, t, y);
     case 128: return launch_transpose<I, 128>(dev, x, t, y);
     case 256: return launch_transpose<I, 256>(dev, x, t, y);
-    default: return launch_transpose<I, 512>(dev, x, t, y);
+    case 512: return launch_transpose<I, 512>(dev, x, t, y);
+    case 1024: return launch_transpose<I, 1024>(dev, x, t, y);
+    default: return launch_transpose<I, 2048>(dev, x, t, y);
   }
 }
 
