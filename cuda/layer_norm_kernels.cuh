@@ -24,6 +24,9 @@
 
 #include "core/numerics/reduce_tree.hpp"
 #include "core/numerics/row_ops.hpp"
+#ifndef TLRT_CUDA_EMULATION
+#include "cuda/cp_async.cuh"
+#endif
 
 namespace tlrt {
 namespace cuda {
@@ -148,6 +151,178 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// 32 < cols <= 4096, PIPELINED: the same lanes, rows, sums and partials as fused_group_bwd (so the
+// same bits), but the rows of dy and x reach the block through a P-stage cp.async ring in dynamic
+// shared memory instead of registers: while a group works on its row r, its rows r + 1 .. r + P - 1
+// are already on the way. Each thread copies exactly the elements it later reads (4-byte copies
+// at its own slots [stage][array][i][threadIdx.x]), so the ring needs no barrier: the thread's
+// own cp.async wait makes its data visible to it. Per-thread registers: the lane accumulators
+// (2 V), gamma of the thread's columns (V, loaded once: a thread's columns never change) and the
+// ring of P (mean, inv_std) pairs; d and xhat are recomputed from shared memory (the same
+// operations on the same inputs, hence the same bits). At the end the ring's memory holds the
+// block's halving over its G lanes (cs of fused_group_bwd).
+template <unsigned V, unsigned P>
+__host__ __device__ constexpr size_t pipe_smem_bytes() {
+  return (size_t)P * 2 * V * kThreads * sizeof(float);
+}
+
+template <unsigned NT, unsigned R, unsigned P>
+__global__ void __launch_bounds__(kThreads, 3)
+    fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
+                   const float *__restrict mean, const float *__restrict inv_std,
+                   const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
+                   uint64_t nblk, float *__restrict dx, float *__restrict pg,
+                   float *__restrict pb) {
+  using L = Layout<NT, 1, R>;
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned G = L::kGroups;
+  constexpr unsigned S = red::kLanes / G;
+  constexpr unsigned V = L::V;
+  constexpr unsigned C = (unsigned)L::kMaxCols;
+  constexpr unsigned kArr = V * kThreads;  // floats of one array (dy or x) of one stage
+  static_assert(S == kLaneSets<NT>, "lane sets per chunk");
+  static_assert(P >= 2, "a ring of at least two stages");
+  static_assert(2 * G * C <= P * 2 * kArr, "the block's halving fits in the ring");
+  __shared__ float sh[2][2 * kThreads];
+  Exchange<2 * kThreads> ex{sh, 0};
+  float *ring = cuda::async::dynamic_smem();
+  const unsigned T = threadIdx.x % NT;
+  const unsigned g = threadIdx.x / NT;
+  float ga[V];
+#pragma unroll
+  for (unsigned i = 0; i < V; ++i) {
+    const unsigned e = L::off(T, i);
+    ga[i] = e < cols ? gamma[e] : 0.0f;
+  }
+  for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x) {
+    const uint64_t k = q / S;
+    const uint64_t row0 = k * red::kChunk + (q - k * S);  // group 0's row at r = 0
+    // Rows r < nr of the block (block-uniform): group 0's row of step r exists.
+    const unsigned nr =
+        row0 >= rows ? 0u
+                     : (unsigned)((rows - row0 + red::kLanes - 1) / red::kLanes < red::kDepth
+                                      ? (rows - row0 + red::kLanes - 1) / red::kLanes
+                                      : red::kDepth);
+    const uint64_t grow0 = row0 + (uint64_t)g * S;  // this group's row at r = 0
+    // Issue the copies of step r into stage r % P and load its row statistics (one commit group
+    // per step, empty past the end, so that wait<P - 1> always means "step r has landed").
+    float mu[P], is[P];
+    auto issue = [&](unsigned r, float &m, float &s) {
+      const uint64_t rw = grow0 + (uint64_t)r * red::kLanes;
+      const bool act = r < nr && rw < rows;
+      if (r < nr) {
+        float *sdy = ring + (size_t)(r % P) * 2 * kArr + threadIdx.x;
+        float *sx = sdy + kArr;
+        const uint64_t base = act ? rw * cols : 0;
+#pragma unroll
+        for (unsigned i = 0; i < V; ++i) {
+          const unsigned e = L::off(T, i);
+          const bool ok = act && e < cols;
+          cuda::async::copy4(sdy + i * kThreads, dy + (ok ? base + e : 0), ok);
+          cuda::async::copy4(sx + i * kThreads, x + (ok ? base + e : 0), ok);
+        }
+      }
+      cuda::async::commit();
+      m = act ? mean[rw] : 0.0f;
+      s = act ? inv_std[rw] : 0.0f;
+    };
+#pragma unroll
+    for (unsigned j = 0; j + 1 < P; ++j) issue(j, mu[j], is[j]);
+    float ag[V], ab[V];
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) ag[i] = ab[i] = O::identity();
+    for (unsigned r = 0; r < nr; ++r) {
+      // Stage (r + P - 1) % P was read by this thread alone, in step r - 1: free to refill.
+      issue(r + P - 1, mu[P - 1], is[P - 1]);
+      cuda::async::wait<P - 1>();  // step r's copies have landed
+      const uint64_t rw = grow0 + (uint64_t)r * red::kLanes;
+      const bool active = rw < rows;
+      const uint64_t base = active ? rw * cols : 0;
+      const float m = mu[0], s_ = is[0];
+      const float *sdy = ring + (size_t)(r % P) * 2 * kArr + threadIdx.x;
+      const float *sx = sdy + kArr;
+      // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r.
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (active && e < cols) {
+          const float gy = sdy[i * kThreads];
+          ag[i] = ag[i] + gy * row::xhat_of(sx[i * kThreads], m, s_);
+          ab[i] = ab[i] + gy;
+        }
+      }
+      float sums[2];
+      row_sums<NT, 1, R, 2>(
+          [&](unsigned p, unsigned i) {
+            const float d = row::ln_d(sdy[i * kThreads], ga[i]);
+            return p == 0 ? d : d * row::xhat_of(sx[i * kThreads], m, s_);
+          },
+          cols, active, ex, sums);
+      const float a = row::per_col(sums[0], n), b = row::per_col(sums[1], n);
+      if (active) {
+#pragma unroll
+        for (unsigned i = 0; i < V; ++i) {
+          const unsigned e = L::off(T, i);
+          if (e < cols)
+            dx[base + e] = row::ln_bwd_out(row::ln_d(sdy[i * kThreads], ga[i]),
+                                           row::xhat_of(sx[i * kThreads], m, s_), a, b, s_);
+        }
+      }
+#pragma unroll
+      for (unsigned j = 0; j + 1 < P; ++j) {
+        mu[j] = mu[j + 1];
+        is[j] = is[j + 1];
+      }
+    }
+    cuda::async::wait<0>();  // the empty groups past the end (nothing lands in the ring later)
+    float *og = pg + q * cols;
+    float *ob = pb + q * cols;
+    if constexpr (G == 1) {
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) {
+          og[e] = ag[i];
+          ob[e] = ab[i];
+        }
+      }
+    } else {
+      float *cs = ring;  // [sequence][g][column]
+      __syncthreads();   // every thread is past its last read of the ring
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) {
+          cs[(0 * G + g) * C + e] = ag[i];
+          cs[(1 * G + g) * C + e] = ab[i];
+        }
+      }
+      __syncthreads();
+      // The halving over the block's lanes: step h = 128 pairs g with g + G/2, ..., h = S pairs
+      // g = 0 with g = 1.
+      constexpr unsigned kSteps = G >= 8 ? 3 : G >= 4 ? 2 : 1;
+      static_assert((1u << kSteps) == G, "G is 2, 4 or 8");
+      for (unsigned e = threadIdx.x; e < cols; e += kThreads) {
+#pragma unroll
+        for (unsigned p = 0; p < 2; ++p) {
+          float v[G];
+#pragma unroll
+          for (unsigned j = 0; j < G; ++j) v[j] = cs[(p * G + j) * C + e];
+#pragma unroll
+          for (unsigned step = 0; step < kSteps; ++step) {
+            const unsigned h = G >> (step + 1);
+#pragma unroll
+            for (unsigned j = 0; j < G / 2; ++j)
+              if (j < h) v[j] = O::op(v[j], v[j + h]);
+          }
+          (p == 0 ? og : ob)[e] = v[0];
+        }
+      }
+    }
+    __syncthreads();  // the ring is refilled by the next q
+  }
+}
+
 // cols <= 32, segments (W = pow2_at_least(cols) lanes per row, lane j = column j; SG = 256 / W
 // segments per block): a block owns a whole chunk (S = 1); segment g owns the tree's lanes
 // t = g + SG i (i < W) and walks r = 0..15, each r the rows 4096 q + t + 256 r of its W lanes, U at
@@ -260,18 +435,40 @@ inline unsigned fused_lane_sets(uint64_t cols) {
                          : cols <= 2048 ? kLaneSets<128> : kLaneSets<256>;
 }
 
+// Ring stages of fused_pipe_bwd for V values per thread: 64 KiB of ring per block (3 blocks per
+// SM), i.e. P = 2 for V = 16, P = 4 for V = 8 (cols <= 256).
+template <unsigned V>
+constexpr unsigned kPipeStages = 32 / V;
+
+// launch.dyn(name, kernel, grid, smem_bytes, args...) starts kernel with that much dynamic shared
+// memory (allowing it above 48 KiB). pipelined = false: the register kernel fused_group_bwd (kept
+// for comparison; the same bits).
 template <class Launch>
-void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb) {
+void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb,
+                    bool pipelined = true) {
   const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
   const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
+#define TLRT_LN_PIPE(NT, R)                                                                      \
+  do {                                                                                           \
+    constexpr unsigned V = Layout<NT, 1, R>::V, P = kPipeStages<V>;                              \
+    launch.dyn("fused_pipe_bwd<" #NT ", " #R ">", fused_pipe_bwd<NT, R, P>, grid,              \
+               pipe_smem_bytes<V, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols,  \
+               a.n, nblk, a.dx, pg, pb);                                                         \
+  } while (0)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
   if (a.cols <= 32) {
     row::with_segment_width(a.cols, [&](auto w) {
       TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
     });
+  } else if (pipelined) {
+    if (a.cols <= 256) TLRT_LN_PIPE(32, 1);
+    else if (a.cols <= 512) TLRT_LN_PIPE(32, 2);
+    else if (a.cols <= 1024) TLRT_LN_PIPE(64, 4);
+    else if (a.cols <= 2048) TLRT_LN_PIPE(128, 8);
+    else TLRT_LN_PIPE(256, 16);
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
   } else if (a.cols <= 512) {
@@ -283,6 +480,7 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
   } else {
     TLRT_LN_FUSED("fused_group_bwd<256, 1, 16>", (fused_group_bwd<256, 1, 16>), a.cols);
   }
+#undef TLRT_LN_PIPE
 #undef TLRT_LN_FUSED
 }
 
