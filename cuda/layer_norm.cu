@@ -28,7 +28,8 @@
 // Longer rows: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
 // with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
-// BACKWARD (cols <= 4096), fused_group_bwd / fused_seg_bwd (cuda/layer_norm_kernels.cuh): dx and
+// BACKWARD (cols <= 4096), fused_group_bwd (now fused_pipe_bwd, below) / fused_seg_bwd
+// (cuda/layer_norm_kernels.cuh): dx and
 // the first levels of the column tree of dgamma / dbeta in ONE pass over dy and x. A block owns G
 // lanes of one 4096-row chunk of the column tree (lanes t0 + S g, S = 256 / G; G = 256 / NT groups
 // of NT threads; for cols <= 32 all 256 lanes, W of them per segment of W = pow2(cols) lanes, lane
@@ -52,6 +53,29 @@
 // PyTorch; was 0.46), 0.52 at (16384, 4096) (0.82x; one block of G = 1 lanes per 4096-row chunk
 // leaves too few blocks), 0.54 at 64 columns, 0.76 at 8: short of the 0.85 prediction; the
 // partials and reduce_axis tail and 2 blocks per SM (108-128 registers) are the suspects.
+// WHY 0.71 (2026-11-24 analysis, loads in flight per SM; HBM needs ~40-64 KB in flight per SM):
+// fused_group_bwd holds a row in registers (108-128 registers: 2 blocks of 256 threads per SM, 8
+// rows per SM at 1024 columns) and issues a row's loads only when the previous row is done: per row
+// a group waits one full memory latency, then folds, reduces (a block-wide barrier for NT > 32,
+// which lock-steps the block's groups) and writes dx with no load outstanding. So the 64 KB of
+// loads per SM (8 rows x 8 KB of dy and x) are in flight only at the start of each row; averaged
+// over a row it is well under the 40 KB HBM needs. At 4096 columns it is 2 rows (G = 1) per SM,
+// the same 64 KB peak, plus the partials (G = 1: 2 * 4 / 16 bytes written and read back per
+// element, ~8% of the 12) and 4 launches of reduce_axis: 0.52. The tail is not the main suspect
+// at 1024 columns: the partials are 2% of the bytes (8 MB written, 8 MB read) and the 4 reduce_axis
+// launches ~10 us of 379.
+// NOW (fused_pipe_bwd, 32 < cols <= 4096): the same lanes, sums and partials (the same bits), but
+// dy and x travel through a cp.async ring in shared memory, rows r + 1 .. r + P - 1 in flight while
+// row r is reduced; the loads never wait for a barrier. 257..4096 columns: P = 3, 96 KiB ring, 2
+// blocks per SM: 2 rows per group ahead = 128 KB in flight per SM at every width (16 rows of 8 KB
+// at 1024 columns, 4 rows of 32 KB at 4096), continuously. <= 256 columns: P = 4-6 (5 rows of
+// 512 B per group at 64 columns, 3 blocks of 8 groups: ~60 KB per SM).
+// PREDICTION: (65536, 1024) 0.379 -> ~0.31 ms, ~0.85 of copy bandwidth (kernel ~0.9, plus 2%
+// partials and the reduce_axis launches); (32768, 2048) the same; (16384, 4096) 0.515 -> ~0.34 ms,
+// ~0.8 (the G = 1 partials stay: ~8% of the bytes); 64 columns 0.54 -> ~0.7 (instruction-bound
+// per 64-element row: shuffles and the ring bookkeeping per 512 bytes). Measured: (pending GPU
+// run). fused_group_bwd stays, unused by the dispatch, for the probe (probe/ln_bwd_probe.cu)
+// and the emulator test to compare against; delete it once the GPU run confirms.
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -61,6 +85,10 @@
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
+#include <mutex>
+#include <set>
+#include <utility>
+
 #include "core/backend/layer_norm.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
@@ -105,6 +133,28 @@ struct CudaLaunch {
   void operator()(const char *name, K kernel, unsigned grid, A... args) const {
     kernel<<<grid, kThreads, 0, st>>>(args...);
     check_launch(name);
+  }
+  // With smem bytes of dynamic shared memory (above 48 KiB: the kernel's limit is raised first,
+  // once per kernel and device).
+  template <class K, class... A>
+  void dyn(const char *name, K kernel, unsigned grid, size_t smem, A... args) const {
+    if (smem > 48 * 1024) allow_smem(dev, reinterpret_cast<const void *>(kernel), name);
+    kernel<<<grid, kThreads, smem, st>>>(args...);
+    check_launch(name);
+  }
+  // Raises the kernel's dynamic shared memory limit to the device's opt-in maximum per block
+  // (and prefers shared memory over L1 in the carveout), once per (kernel, device).
+  static void allow_smem(int dev, const void *kernel, const char *name) {
+    static std::mutex mu;
+    static std::set<std::pair<const void *, int>> done;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!done.insert({kernel, dev}).second) return;
+    int most = 0;
+    check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), name);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most), name);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               (int)cudaSharedmemCarveoutMaxShared),
+          name);
   }
 };
 

@@ -26,6 +26,21 @@
 // of a 2^26 sum (0.91 -> 0.94): measured 0.87 (0.102 ms against 0.098, 1.08x torch): the 16384
 // fenced atomics on 4 counters and the serial last-group reduction cost more than the launch.
 //
+// fused2_kernel_vec4 (cuda/reduce_kernels.cuh; ONE contiguous 16-byte aligned sequence of 2^24 <
+// m <= 2^29 elements, m % 4 == 0: the whole-tensor sum / mean / max of 2^26 floats) does it again
+// without what made that attempt slow: one ticket per BLOCK of 8 chunks (2048 atomics on one
+// counter for 2^26, not 16384 on 4), and the block with the last ticket reduces the 16384 chunk
+// values with all its 256 threads (thread t is lane t of each group of 4096: its 16 loads of up to
+// 4 groups issued together from L2, one memory latency, then the halving in shared memory), not
+// one warp per group walking 4096 values in 8 dependent rounds (~5 us, at the very end of the
+// kernel). Bytes: 4 n read + 4 n / 4096 written and read back, as before. Where the time went
+// (2026-11-22/24, 2^26 sum, 0.098 ms): pass 1 ~93 us (2048 blocks = 1.94 waves of 8 blocks per
+// SM, 8 float4 loads in flight per thread: 256 KB per SM, plenty), then the second launch (launch
+// gap + a 4-warp kernel reading 64 KB of partials in dependent rounds + its last warp) ~5 us.
+// PREDICTION: the tail drops to ~1.5-2 us: 0.098 -> ~0.095 ms, ~0.94 of copy bandwidth, ~1.0x
+// torch.sum (0.095). Not a clear win over torch: pass 1 itself runs at ~2.9 TB/s. Measured:
+// (pending GPU run).
+//
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
 // (sequence, chunk); lane w holds the tree's lanes t = 32 g + w (g = 0..7) in 8 registers, reads
@@ -58,14 +73,19 @@
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "cuda/cuda_common.cuh"
+#include "cuda/reduce_kernels.cuh"
 
 namespace tlrt {
 namespace cuda {
 
 namespace {
 
-constexpr unsigned kThreads = 256;
-constexpr unsigned kWarps = kThreads / 32;
+using red_kernels::chunk_scalar;
+using red_kernels::chunk_vec4;
+using red_kernels::fused2_kernel_vec4;
+using red_kernels::kThreads;
+using red_kernels::kWarps;
+using red_kernels::L2Contig;
 constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 
 // Sources of warp_kernel: sequence s, element e.
@@ -86,106 +106,6 @@ struct Gather {
     return x[b + red::strided_offset(e, p.rr, p.rdim, p.rstride)];
   }
 };
-
-// Partials written by other warps of the same launch: read through L2 (not the incoherent L1).
-struct L2Contig {
-  const float *x;
-  __device__ __forceinline__ float at(uint64_t b, uint64_t e) const { return __ldcg(x + b + e); }
-};
-
-// The tree's value of the chunk [e0, e0 + len) of the sequence at b, computed by one warp; valid
-// in lane 0. Lane w holds the tree's lanes t = 32 g + w (g = 0..7).
-template <red::Op OP, class Src>
-__device__ __forceinline__ float chunk_scalar(const Src &src, uint64_t b, uint64_t e0,
-                                              uint64_t len) {
-  using O = red::Ops<OP>;
-  const unsigned w = threadIdx.x & 31u;
-  float a[8];
-#pragma unroll
-  for (int g = 0; g < 8; ++g) a[g] = O::identity();
-  if (len == red::kChunk) {
-#pragma unroll 2
-    for (unsigned r = 0; r < red::kDepth; ++r) {
-#pragma unroll
-      for (unsigned g = 0; g < 8; ++g)
-        a[g] = O::op(a[g], src.at(b, e0 + r * red::kLanes + g * 32 + w));
-    }
-  } else {
-    const unsigned full = (unsigned)(len / red::kLanes);  // rows of 256 present in full
-#pragma unroll 2
-    for (unsigned r = 0; r < full; ++r) {
-#pragma unroll
-      for (unsigned g = 0; g < 8; ++g)
-        a[g] = O::op(a[g], src.at(b, e0 + r * red::kLanes + g * 32 + w));
-    }
-#pragma unroll
-    for (unsigned g = 0; g < 8; ++g) {
-      const uint64_t e = (uint64_t)full * red::kLanes + g * 32 + w;
-      if (e < len) a[g] = O::op(a[g], src.at(b, e0 + e));
-    }
-  }
-  // Halving: lane t = 32 g + w. h = 128, 64, 32 pair registers of one thread.
-#pragma unroll
-  for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
-  a[0] = O::op(a[0], a[2]);
-  a[1] = O::op(a[1], a[3]);
-  a[0] = O::op(a[0], a[1]);
-  // h = 16 .. 1 across the warp: lane w < h takes lane w + h.
-  float v = a[0];
-#pragma unroll
-  for (unsigned h = 16; h >= 1; h >>= 1) v = O::op(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
-  return v;
-}
-
-// The same for a chunk starting 16-byte aligned with len % 4 == 0, with float4 loads. Lane w holds
-// the tree's lanes t = 128 q + 4 w + j (q = 0, 1; j = 0..3) in a[4 q + j]: each warp load reads
-// 512 contiguous bytes, a thread has 2 loads per row of 256 elements and 8 in flight (unroll 4).
-// Halving: h = 128 pairs a[j] with a[4 + j] in the thread; h = 64 .. 4 pair lane w with lane
-// w + h / 4 (shuffles); h = 2, 1 pair registers of one thread again. A float4 is either wholly
-// inside a partial chunk or wholly outside; lanes past the end fold the identity, which leaves
-// them unchanged bit for bit (x + -0 = x, max(x, -inf) = x).
-template <red::Op OP>
-__device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
-  using O = red::Ops<OP>;
-  const unsigned w = threadIdx.x & 31u;
-  const float4 *p = reinterpret_cast<const float4 *>(chunk) + w;  // row r: p[64 r], p[64 r + 32]
-  float a[8];
-#pragma unroll
-  for (int g = 0; g < 8; ++g) a[g] = O::identity();
-  auto fold = [&](float4 lo, float4 hi) {
-    a[0] = O::op(a[0], lo.x);
-    a[1] = O::op(a[1], lo.y);
-    a[2] = O::op(a[2], lo.z);
-    a[3] = O::op(a[3], lo.w);
-    a[4] = O::op(a[4], hi.x);
-    a[5] = O::op(a[5], hi.y);
-    a[6] = O::op(a[6], hi.z);
-    a[7] = O::op(a[7], hi.w);
-  };
-  const unsigned full = (unsigned)(len / red::kLanes);
-  if (full == red::kDepth) {
-#pragma unroll 4
-    for (unsigned r = 0; r < red::kDepth; ++r) fold(__ldg(p + 64 * r), __ldg(p + 64 * r + 32));
-  } else {
-#pragma unroll 4
-    for (unsigned r = 0; r < full; ++r) fold(__ldg(p + 64 * r), __ldg(p + 64 * r + 32));
-    const unsigned rest = (unsigned)(len - (uint64_t)full * red::kLanes);  // 0..252, % 4 == 0
-    if (rest != 0) {
-      const float4 id = make_float4(O::identity(), O::identity(), O::identity(), O::identity());
-      fold(4 * w < rest ? __ldg(p + 64 * full) : id, 128 + 4 * w < rest ? __ldg(p + 64 * full + 32) : id);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], a[4 + j]);  // h = 128
-#pragma unroll
-  for (unsigned d = 16; d >= 1; d >>= 1) {  // h = 64, 32, 16, 8, 4
-#pragma unroll
-    for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], __shfl_down_sync(0xFFFFFFFFu, a[j], d));
-  }
-  a[0] = O::op(a[0], a[2]);  // h = 2
-  a[1] = O::op(a[1], a[3]);
-  return O::op(a[0], a[1]);  // h = 1
-}
 
 // One pass over sequences with contiguous elements (inner == 1): one warp per (sequence, chunk).
 template <red::Op OP, class Src>
@@ -246,9 +166,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // Sums: at most 64 registers (4 blocks of 256 threads per SM), so the 512 blocks of (65536, 1024)
 // column sums are one wave on a 132-SM GPU instead of 1.3. Max (selects need more registers) would
-// spill at 64: 3 blocks per SM.
+// spill at 64. It had 3 blocks per SM (80 registers), which both spilled (sm_90 -Xptxas -v: 48-byte
+// stack frame, 80 / 104 bytes of spill stores / loads per thread) and left the 512 blocks of
+// (65536, 1024) in 1.3 waves (the second 30% full): 0.80 of copy bandwidth against the sums' 0.95.
+// Now 2 blocks per SM (96 registers, no spills): 512 blocks = 1.94 waves of 264, 64 KB of loads in
+// flight per SM (32 per thread). PREDICTION: (65536, 1024) max axis0 0.80 -> ~0.9; (1024, 65536)
+// 0.73 -> ~0.78 (no spills; its short columns keep the rest of the gap, as for the sums' 0.84).
+// Measured: (pending GPU run).
 template <red::Op OP>
-__global__ void __launch_bounds__(kThreads, OP == red::Op::Sum ? 4 : 3)
+__global__ void __launch_bounds__(kThreads, OP == red::Op::Sum ? 4 : 2)
     cols_kernel(const float *__restrict x, uint64_t outer, uint64_t m, uint64_t inner, uint64_t nc,
                 float div, float *__restrict y) {
   using O = red::Ops<OP>;
@@ -399,6 +325,17 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
   check_launch("reduction fused_kernel_vec4");
 }
 
+// One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in one launch.
+template <red::Op OP>
+void fused2(int dev, cudaStream_t s, const float *x, uint64_t m, uint64_t nc, float div,
+            float *y) {
+  FloatScratch part(dev, nc);
+  unsigned *counter = chunk_counters(dev);
+  fused2_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, div, part.get(),
+                                                                  counter, y);
+  check_launch("reduction fused2_kernel_vec4");
+}
+
 // The passes over the (outer, m, inner) view; m >= 1, outer * inner >= 1.
 template <red::Op OP>
 void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner, float div,
@@ -412,6 +349,11 @@ void passes(int dev, const float *x, uint64_t outer, uint64_t m, uint64_t inner,
     }
     const uint64_t nc = red::chunks_of(m);
     const bool vec4 = inner == 1 && m % 4 == 0 && ((uintptr_t)x & 15u) == 0;
+    if (vec4 && outer == 1 && nc > red::kChunk &&
+        nc <= (uint64_t)red::kChunk * red::kSmall) {  // two levels in one launch
+      fused2<OP>(dev, s, x, m, nc, div, y);
+      return;
+    }
     if (vec4 && nc <= red::kChunk && (nc == 1 || outer <= kMaxFusedSeq)) {  // all in one launch
       fused<OP>(dev, s, x, outer, m, nc, div, y, false);
       return;

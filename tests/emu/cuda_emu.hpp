@@ -264,6 +264,10 @@ inline unsigned atomicExch(unsigned *p, unsigned v) {
 }
 inline void __threadfence() {}
 inline float __ldcg(const float *p) { return *p; }
+inline float4 __ldg(const float4 *p) {
+  emu::check_aligned(p, 16);
+  return *p;
+}
 inline unsigned __float_as_uint(float f) {
   unsigned u;
   std::memcpy(&u, &f, 4);

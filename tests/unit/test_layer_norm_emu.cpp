@@ -40,6 +40,10 @@ struct EmuLaunch {
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     emu::launch(policy, dim3(grid), dim3(lk::kThreads), 0, [=] { kernel(args...); });
   }
+  template <class K, class... A>
+  void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
+    emu::launch(policy, dim3(grid), dim3(lk::kThreads), smem, [=] { kernel(args...); });
+  }
 };
 
 const emu::Policy kPolicies[] = {
@@ -59,6 +63,11 @@ float tree_small(const float *v, uint64_t m, uint64_t stride) {
     for (unsigned t = 0; t < h; ++t) a[t] = a[t] + a[t + h];
   return a[0];
 }
+
+void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc, unsigned ls,
+                 const std::vector<float> &want_dx, const std::vector<float> &want_dg,
+                 const std::vector<float> &want_db, const std::vector<float> &dx,
+                 const std::vector<float> &pg, const std::vector<float> &pb);
 
 void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi,
               uint64_t grid_cap) {
@@ -92,10 +101,24 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
   }
   const uint64_t nc = red::chunks_of(rows);
   const unsigned ls = lk::fused_lane_sets(cols);
-  std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
-  lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
-                static_cast<float>(cols), dx.data()};
-  lk::fused_bwd_plan(EmuLaunch{kPolicies[pi], grid_cap}, a, pg.data(), pb.data());
+  // The pipelined kernel (the plan's choice) and, for cols > 32, the register kernel it replaced:
+  // the same bits.
+  for (bool pipelined : {true, false}) {
+    if (!pipelined && cols <= 32) break;
+    const std::string wk = w + (pipelined ? "" : " register kernel");
+    std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
+    lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
+                  static_cast<float>(cols), dx.data()};
+    lk::fused_bwd_plan(EmuLaunch{kPolicies[pi], grid_cap}, a, pg.data(), pb.data(), pipelined);
+    check_fused(wk, rows, cols, nc, ls, want_dx, want_dg, want_db, dx, pg, pb);
+  }
+}
+
+void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc, unsigned ls,
+                 const std::vector<float> &want_dx, const std::vector<float> &want_dg,
+                 const std::vector<float> &want_db, const std::vector<float> &dx,
+                 const std::vector<float> &pg, const std::vector<float> &pb) {
+  (void)rows;
   same(w + " dx", want_dx, dx);
   // The rest of the column tree: halving over the ls lane values of each chunk, then the tree over
   // the chunk values (nc <= 256 here).
@@ -179,6 +202,9 @@ int main() {
   for (uint64_t c : {1, 7, 32, 40, 300, 700})
     for (uint64_t r : {4096, 4097, 8192 + 100, 8192 + 4095}) go(r, c, th::Dist::Uniform, big);
   for (uint64_t c : {5, 40, 513, 1500, 3000}) go(600, c, th::Dist::Uniform, 3);
+  // Primes (cols and rows), the pipelined kernel's ring wrapping with rows past a chunk's end.
+  for (uint64_t c : {97, 769, 1021, 2053, 4093}) go(c < 1000 ? 4099 : 263, c, th::Dist::Uniform, big);
+  go(4099, 61, th::Dist::Uniform, 5);
   go(5000, 9, th::Dist::Uniform, 1);
   // Long rows.
   for (uint64_t c : {4097, 6000, 8192, 8193, 12288, 12289, 16385, 24577})
