@@ -230,8 +230,16 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (t < p.total) pool::fast::scatter_thread<K, C, R>(m, p, x, dy, include_pad, beta, dx, t);
 }
 
+// Resident blocks per SM the stream kernel keeps (the register cap that gives): max s1 3 (80
+// registers), max s2 4 (64), average s1 5 (48), average s2 6 (40); the prefetch of the next
+// window rows must not cost a block.
 template <Kind K, class C>
-__global__ void __launch_bounds__(kThreads, 3)
+constexpr int stream_blocks() {
+  return K == Kind::Max ? (C::SW == 1 ? 3 : 4) : (C::SW == 1 ? 5 : 6);
+}
+
+template <Kind K, class C>
+__global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
     stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                   const float *__restrict dy, bool include_pad, float *__restrict dx) {
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;

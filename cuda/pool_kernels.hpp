@@ -43,6 +43,7 @@
 #include "core/numerics/pool_ops.hpp"
 
 #if !defined(__CUDA_ARCH__)
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,11 @@ namespace fast {
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
 constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
+// Stream kernel: window rows prefetched ahead of the one being computed.
+#ifndef TLRT_POOL_AHEAD
+#define TLRT_POOL_AHEAD 2
+#endif
+constexpr int kStreamAhead = TLRT_POOL_AHEAD;
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -231,6 +237,23 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #else
   emu_check(aligned16(p), "unaligned float4 store");
   std::memcpy(p, r.v, sizeof r.v);
+#endif
+}
+
+// Prefetch of the line holding plane[off] (off < n) toward the SM: no register, no result, so
+// it cannot change a value; on the host (emulation) it only checks that off is inside the plane.
+// TLRT_POOL_PREFETCH: 1 = into L1 (prefetch.global.L1), 2 = into L2 only, 0 = none.
+#ifndef TLRT_POOL_PREFETCH
+#define TLRT_POOL_PREFETCH 1
+#endif
+TLRT_HD void prefetch(const float *plane, uint32_t off, uint32_t n) {
+  emu_check(off < n, "prefetch outside the plane");
+#if defined(__CUDA_ARCH__) && TLRT_POOL_PREFETCH == 1
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(plane + off));
+#elif defined(__CUDA_ARCH__) && TLRT_POOL_PREFETCH == 2
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(plane + off));
+#else
+  (void)plane;
 #endif
 }
 
@@ -417,6 +440,16 @@ TLRT_HD void smooth_sums(const Dims<uint32_t> &m, const Plan &f, const float *xp
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// IEEE maxNum (the larger; the other operand when one is NaN; either zero when both are zeros):
+// one FMNMX on the GPU. Only used where its result's bits are checked or fixed afterwards.
+TLRT_HD float max_num(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, b);
+#else
+  return std::fmax(a, b);
+#endif
+}
+
 // Thread t < f.total: outputs ow0 .. ow0 + nv - 1 of output row r.
 template <Kind K, class C, int R>
 TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, float *y,
@@ -434,8 +467,17 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     // window). Padding reads as -inf (never selected over a real cell: values only, and a real
     // -inf has its bits). NaN is not selected by '>': one flag for all the thread's cells, and a
     // window holding a NaN takes its first NaN (a rare second walk): pool::max_takes' selection.
+    //
+    // Two passes at most. The first takes maxNum (one FMNMX where the select is a compare and a
+    // select): for a window without NaN it gives the value of the first maximum, and the same
+    // bits unless that value is zero (equal nonzero floats have equal bits; -0 and +0 are equal
+    // with different bits, and maxNum may return either). So a thread with a zero result runs
+    // the exact select pass again (its rows are in L1): -0 / +0 then come out as the first one.
     bool nan_any = false;
     auto sel = [](float a, float b) { return b > a ? b : a; };  // first of a, b if not smaller
+    auto mx = [](float a, float b) { return max_num(a, b); };
+    auto pass = [&](auto op) {
+    nan_any = false;
     TLRT_UNROLL
     for (int v = 0; v < kV; ++v) out[v] = -inf;
     for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
@@ -445,22 +487,28 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
       for (int j = 0; j < C::L; ++j) nan_any = nan_any || c[j] != c[j];
       float hm[kV];
       if constexpr (C::SW == 1 && C::KW == 3 && kV == 4) {
-        const float p12 = sel(c[1], c[2]), p34 = sel(c[3], c[4]);
-        hm[0] = sel(c[0], p12);
-        hm[1] = sel(p12, c[3]);
-        hm[2] = sel(c[2], p34);
-        hm[3] = sel(p34, c[5]);
+        const float p12 = op(c[1], c[2]), p34 = op(c[3], c[4]);
+        hm[0] = op(c[0], p12);
+        hm[1] = op(p12, c[3]);
+        hm[2] = op(c[2], p34);
+        hm[3] = op(p34, c[5]);
       } else {
         TLRT_UNROLL
         for (int v = 0; v < kV; ++v) {
           hm[v] = c[v * C::SW];
           TLRT_UNROLL
-          for (int j = 1; j < C::KW; ++j) hm[v] = sel(hm[v], c[v * C::SW + j]);
+          for (int j = 1; j < C::KW; ++j) hm[v] = op(hm[v], c[v * C::SW + j]);
         }
       }
       TLRT_UNROLL
-      for (int v = 0; v < kV; ++v) out[v] = sel(out[v], hm[v]);
+      for (int v = 0; v < kV; ++v) out[v] = op(out[v], hm[v]);
     });
+    };
+    pass(mx);
+    bool zero = false;
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) zero = zero || out[v] == 0.0f;
+    if (zero) pass(sel);
     if (nan_any) {
       TLRT_UNROLL
       for (int v = 0; v < kV; ++v) {
@@ -966,6 +1014,24 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       jp |= (uint32_t)j << (4 * q);
     }
   };
+  // Prefetch of what window row ohp adds: its dy row at the thread's windows and (max) its S new
+  // input rows, at the thread's float4 (the halo columns are the neighbouring threads' lines).
+  // Without it a thread has one row of loads in flight, and only while it is not computing: at 3
+  // to 5 resident blocks per SM, 12 to 20 KB in flight per SM where H100 needs ~40 to 64 KB.
+  const uint32_t cw = (uint32_t)(wo - RLO) < OW ? (uint32_t)(wo - RLO) : OW - 1;
+  auto ahead = [&](int ohp) {
+    if (ohp > ohB) return;
+    prefetch(gp, (uint32_t)ohp * OW + cw, m.out_sp);
+    if constexpr (K == Kind::Max) {
+      TLRT_UNROLL
+      for (int a = KH - S; a < KH; ++a) {
+        const int h = ohp * S - PH + a;
+        if ((unsigned)h < IH) prefetch(xp, (uint32_t)h * IW + (uint32_t)w, m.in_sp);
+      }
+    }
+  };
+  TLRT_UNROLL
+  for (int d = 0; d < kStreamAhead; ++d) ahead(ohA + d);
   if constexpr (K == Kind::Max) {
     TLRT_UNROLL
     for (int a = 0; a < KH - S; ++a) row_stats(ohA * S - PH + a, hv[a + S], hj[a + S], nanm[a + S]);
@@ -988,6 +1054,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     }
   };
   for (int oh = ohA; oh <= ohB; ++oh) {
+    ahead(oh + kStreamAhead);
     const int hs = oh * S - PH;  // first input row of the window row
     // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
     float g[NW];
