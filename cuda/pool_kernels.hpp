@@ -349,6 +349,37 @@ TLRT_HD void for_rows(const Dims<uint32_t> &m, const Span *sp, F &&f) {
   }
 }
 
+// Calls f(c) for every row of the windows of w in for_rows' order, c the row's C::L columns from
+// w.col0 (outside the input: fill). Unlike for_rows, the KH rows of a depth slice are all loaded
+// before the first is used, and a row outside the input is a row of `fill` (no load, no branch):
+// the thread has its KH rows in flight at once where for_rows' per-row branch let the compiler
+// issue one row, wait, compute, then the next (3 round trips to memory per thread at KH = 3).
+// fill must be the identity of f's operation (max: -inf; sum: -0), so the extra rows change
+// nothing.
+template <class C, int R, class F>
+TLRT_HD void for_loaded_rows(const Dims<uint32_t> &m, const float *xp, const Row<R> &w, bool vec,
+                             float fill, F &&f) {
+  const uint32_t IH = m.in[R - 2], IW = m.in[R - 1];
+  int dlo = 0, dhi = 1;
+  if constexpr (R == 3) {
+    dlo = w.sp[0].lo;
+    dhi = w.sp[0].hi;
+  }
+  for (int dd = dlo; dd < dhi; ++dd) {
+    const uint32_t base = R == 3 ? (uint32_t)dd * m.istr[0] : 0u;
+    float c[C::KH][C::L];
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) {
+      const int h = w.sp[R - 2].ws + a;
+      const bool in = (unsigned)h < IH;  // else width 0: every column reads as fill
+      load_row<C>(xp + base + (in ? (uint32_t)h * IW : 0u), w.col0, in ? IW : 0u, vec, fill,
+                  c[a]);
+    }
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) f(c[a]);
+  }
+}
+
 // Real cells of window v along the last axis (its columns col0 + v SW + j, j < KW, inside).
 template <class C>
 TLRT_HD uint32_t real_cols(int col0, int v, uint32_t IW) {
@@ -480,9 +511,7 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     nan_any = false;
     TLRT_UNROLL
     for (int v = 0; v < kV; ++v) out[v] = -inf;
-    for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-      float c[C::L];
-      load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
+    for_loaded_rows<C, R>(m, xp, w, f.vec_in, -inf, [&](const float(&c)[C::L]) {
       TLRT_UNROLL
       for (int j = 0; j < C::L; ++j) nan_any = nan_any || c[j] != c[j];
       float hm[kV];
@@ -521,9 +550,7 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     // Padding reads as -0, the identity of the sum from -0 (s + -0 == s for every s).
     TLRT_UNROLL
     for (int v = 0; v < kV; ++v) out[v] = -0.0f;
-    for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-      float c[C::L];
-      load_row<C>(xp + off, w.col0, IW, f.vec_in, -0.0f, c);
+    for_loaded_rows<C, R>(m, xp, w, f.vec_in, -0.0f, [&](const float(&c)[C::L]) {
       TLRT_UNROLL
       for (int v = 0; v < kV; ++v)
         TLRT_UNROLL
@@ -1139,9 +1166,12 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
         for (int q = 0; q < NW; ++q) {
           const int j = i + HL - q * S;  // column of cell w + i in window q
           if (j < 0 || j >= KW) continue;
-          if constexpr (K == Kind::Max)
-            acc[a][i] += code[q] == a * KW + j ? g[q] : 0.0f;
-          else
+          // Max: only the selected cell adds (a compare and a predicated add, where adding +0
+          // took a select too): the same sums, as +0 changes no acc (acc starts at +0 and is
+          // never -0: a rounded-to-nearest sum is -0 only when both terms are).
+          if constexpr (K == Kind::Max) {
+            if (code[q] == a * KW + j) acc[a][i] += g[q];
+          } else
             acc[a][i] += term[q];
         }
     (void)term;
