@@ -242,16 +242,17 @@ TLRT_HD void st4(float *p, const F4 &r) {
 
 // Prefetch of the line holding plane[off] (off < n) toward the SM: no register, no result, so
 // it cannot change a value; on the host (emulation) it only checks that off is inside the plane.
-// TLRT_POOL_PREFETCH: 1 = into L1 (prefetch.global.L1), 2 = into L2 only, 0 = none.
+// TLRT_POOL_PREFETCH: bit 0 = into L1 (prefetch.global.L1, CCTL.E.PF1), bit 1 = into L2
+// (prefetch.global.L2, CCTL.E.PF2); default 3, both: an L2 hit still saves most of a DRAM
+// round trip if the L1 hint is dropped, for one more instruction per row.
 #ifndef TLRT_POOL_PREFETCH
-#define TLRT_POOL_PREFETCH 1
+#define TLRT_POOL_PREFETCH 3
 #endif
 TLRT_HD void prefetch(const float *plane, uint32_t off, uint32_t n) {
   emu_check(off < n, "prefetch outside the plane");
-#if defined(__CUDA_ARCH__) && TLRT_POOL_PREFETCH == 1
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(plane + off));
-#elif defined(__CUDA_ARCH__) && TLRT_POOL_PREFETCH == 2
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(plane + off));
+#if defined(__CUDA_ARCH__)
+  if (TLRT_POOL_PREFETCH & 2) asm volatile("prefetch.global.L2 [%0];" ::"l"(plane + off));
+  if (TLRT_POOL_PREFETCH & 1) asm volatile("prefetch.global.L1 [%0];" ::"l"(plane + off));
 #else
   (void)plane;
 #endif
