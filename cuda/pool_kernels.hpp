@@ -64,11 +64,11 @@ namespace fast {
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
 constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
-// Stream kernel: window rows prefetched ahead of the one being computed.
+// Stream kernel: window rows prefetched ahead of the one being computed (TLRT_POOL_AHEAD > 0
+// overrides stream_ahead's choice).
 #ifndef TLRT_POOL_AHEAD
-#define TLRT_POOL_AHEAD 2
+#define TLRT_POOL_AHEAD 0
 #endif
-constexpr int kStreamAhead = TLRT_POOL_AHEAD;
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -934,6 +934,17 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
          g.kernel[0] == (uint64_t)C::KH && C::SW <= C::KH && k != Kind::Smooth;
 }
 
+// Window rows the stream kernel prefetches ahead: enough for ~48 KB in flight per SM on the
+// benchmark shapes (56 and 112 columns: 14 and 28 threads per row; resident threads from the
+// launch bounds, cuda/pool.cu). Bytes per window row per SM: max s1 768 / 14 threads x (x + dy
+// rows, 448 B) = 24.5 KB -> 2; max s2 1024 / 28 x (2 x rows + 1 dy row, 1120 B) = 41 KB -> 2
+// (82 KB: L1 holds it); average s1 1280 / 14 x 224 B = 20 KB -> 3; average s2 1536 / 28 x
+// 224 B = 12 KB -> 4.
+template <Kind K, int S>
+constexpr int stream_ahead() {
+  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : K == Kind::Max ? 2 : S == 1 ? 3 : 4;
+}
+
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
 // It walks the output rows oh whose windows touch the run, in increasing order, and for each one
 // (a) computes the statistic of the NW windows (oh, w / S + RLO + q) that contain its columns:
@@ -1058,8 +1069,9 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       }
     }
   };
+  constexpr int AHEAD = stream_ahead<K, S>();
   TLRT_UNROLL
-  for (int d = 0; d < kStreamAhead; ++d) ahead(ohA + d);
+  for (int d = 0; d < AHEAD; ++d) ahead(ohA + d);
   if constexpr (K == Kind::Max) {
     TLRT_UNROLL
     for (int a = 0; a < KH - S; ++a) row_stats(ohA * S - PH + a, hv[a + S], hj[a + S], nanm[a + S]);
@@ -1082,7 +1094,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     }
   };
   for (int oh = ohA; oh <= ohB; ++oh) {
-    ahead(oh + kStreamAhead);
+    ahead(oh + AHEAD);
     const int hs = oh * S - PH;  // first input row of the window row
     // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
     float g[NW];
