@@ -16,7 +16,9 @@
 //   (kV - 1) SW + KW input columns its windows span, row by row of the window (float4 loads when
 //   the rows are 16-byte aligned), and every window reads its cells from those registers. Max
 //   selects rows first (first maximum of each window row, then across rows: the same first
-//   maximum) with partial selects shared between neighbouring windows.
+//   maximum) with partial selects shared between neighbouring windows. The KH rows of a window
+//   row are loaded before any is used (for_loaded_rows: all in flight at once); max takes a
+//   maxNum pass and repeats the exact select pass only when a result is zero (the sign of zero).
 // scatter_thread (backward, windows that do not overlap: stride >= kernel on every axis): one
 //   thread per VS = 4 / SW windows along the last axis (2 at k2 s2); it computes their statistic
 //   (max: the selected cell; average: dy / divisor; smooth: pivot and sum) from x once and writes
@@ -26,7 +28,8 @@
 // stream_thread (backward, overlapping rank-2 windows with the same stride S on both axes, S
 //   dividing 4: k3 s1 p1 and the stem's k3 s2 p1; max and average): one thread per 4 columns of a
 //   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
-//   and its dx accumulators in registers, and writes S finished rows per window row.
+//   and its dx accumulators in registers, and writes S finished rows per window row; it
+//   prefetches the rows stream_ahead() window rows ahead (prefetch: no register, no result).
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
