@@ -21,6 +21,15 @@
 //   (a rare second walk finds a window's first NaN); average a sum with padding read as -0 (the
 //   identity), float4 stores. Index math: 2 or 3 multiply-shift divisions per thread.
 //   k3 s1 max: 26 selects per 4 outputs (was 36 selects and 36 per-window NaN tests).
+//   The KH rows of a window row are all loaded before any is used (pool::fast::for_loaded_rows:
+//   rows outside the input are rows of the identity, -inf / -0, with no load and no branch): the
+//   per-row branch of the previous revision made the compiler issue a row's loads, wait for
+//   them, compute, then the next row (SASS: 3 round trips to memory per thread at KH = 3); now
+//   all 9 loads of a k3 thread are in flight together. Max takes maxNum first (FMNMX, one
+//   instruction where the select was FSETP + FSEL) and redoes the exact select pass only in a
+//   thread with a zero result (maxNum may return either zero; equal nonzero floats have equal
+//   bits). Registers (sm_90, rank 2): max k3 s1 46 -> 48 (5 blocks per SM either way), k3 s2
+//   44 -> 61 (5 -> 4 blocks), average k3 s1 27 -> 32; rank 3 max lost its 4-24 byte spills.
 // scatter_kernel (backward, disjoint windows: stride >= kernel on every axis, e.g. k2 s2 and 3-D
 //   k2 s2): one thread per VS = 4 / SW windows (2 at k2 s2) computes their statistic from x once
 //   (the selected cell; dy / divisor; pivot and sum) and writes its whole slab of dx, zeros
@@ -36,7 +45,15 @@
 //   row the KH x 4 dx accumulators in registers, adds the window terms to the cells in output
 //   order, and writes the S rows finished (a float4 each). No shared memory, no barrier; x and dy
 //   are read once plus a halo of KH - S rows per run (L2: 1.14x at 56 rows in runs of 14) and a
-//   few columns (L1); dx written once. 77 / 47 registers (max / average, s1), no spills.
+//   few columns (L1); dx written once. Each thread prefetches (prefetch.global.L2 and .L1: no
+//   register, no result) the dy row and, for max, the S new x rows of the window row
+//   stream_ahead() rows ahead (max 2; average s1 3, s2 4): before, a thread had one window row of
+//   loads in flight and only while not computing, 12-20 KB per SM (max s1: 3 blocks x 256 threads
+//   x 32 B; average s1: 5 x 256 x 16 B) where an H100 needs ~40-64 KB; now ~48-82 KB per SM
+//   are requested ahead and the demand loads hit L1 / L2. Max adds only the selected cell's dy
+//   (ISETP + predicated FADD per cell and window, was ISETP + FSEL + FADD: 36 fewer instructions
+//   per window row at s1, SASS). Registers, sm_90 (launch bounds per kind and stride keep the
+//   resident blocks): max s1 78 (3 blocks), s2 64 (4); average s1 48 (5), s2 40 (6); no spills.
 // tile_kernel (backward, the other overlapping rank-2 windows: unequal strides, smooth max): one
 //   block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per window of the
 //   tile's covering grid (at most (tr + 2) (4 tx + 2) windows: < 24.7 KB of shared memory for
@@ -44,7 +61,19 @@
 //   (max), dy / divisor (average) or dy, pivot and sum (smooth). Phase 2: one thread per 4 cells
 //   of a row sums, in output order, the terms of the windows containing each cell: dx is written
 //   once, x and dy read once plus the halo windows (about 20% for these tiles, from L2).
-// PREDICTED for this revision (H100, fraction of copy bandwidth, bench/pool.py shapes):
+// PREDICTED for this revision (H100, fraction of copy bandwidth, bench/pool.py shapes; from the
+//   bytes in flight per SM and the SASS instruction counts above, not measured):
+//   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
+//   average forward on the same geometry, already 3 rows x 1 branch cheaper, is at 0.91); forward
+//   stem / k2 s2 / 3-D unchanged within noise (0.90-0.94; stem max now 4 blocks per SM);
+//   backward max / avg k3 s1 p1 0.61 / 0.74 -> ~0.75 / ~0.85, stem k3 s2 p1 0.75 / 0.78 ->
+//   ~0.82 / ~0.85 (prefetch; max k3 s1 stays the most instructions per byte, ~270 per window
+//   row of 4 cells, and runs 4.5 waves of 396 blocks: the last half wave idles half the SMs);
+//   scatter paths and smooth unchanged. If prefetch.global.L1 turns out to be dropped, the L2
+//   prefetch alone should still give most of it (-Dcuda_args=-DTLRT_POOL_PREFETCH=2 / =1 / =0
+//   compares the hints; -DTLRT_POOL_AHEAD=N overrides the distance).
+// Measured: (pending GPU run)
+// PREDICTED for the previous revision (stream kernel, H100):
 //   forward max k3 s1 p1 0.60 -> ~0.80 (fewer selects and NaN tests per output; the others
 //   unchanged); backward max / avg: k2 s2 0.86 / 0.55 -> ~0.88 / ~0.85, 3-D k2 s2 0.70 / 0.41 ->
 //   ~0.85 / ~0.80 (whole-line stores), stem k3 s2 p1 0.67 / 0.65 -> ~0.80 / ~0.85 and k3 s1 p1
@@ -230,8 +259,16 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (t < p.total) pool::fast::scatter_thread<K, C, R>(m, p, x, dy, include_pad, beta, dx, t);
 }
 
+// Resident blocks per SM the stream kernel keeps (the register cap that gives): max s1 3 (80
+// registers), max s2 4 (64), average s1 5 (48), average s2 6 (40); the prefetch of the next
+// window rows must not cost a block.
 template <Kind K, class C>
-__global__ void __launch_bounds__(kThreads, 3)
+constexpr int stream_blocks() {
+  return K == Kind::Max ? (C::SW == 1 ? 3 : 4) : (C::SW == 1 ? 5 : 6);
+}
+
+template <Kind K, class C>
+__global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
     stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                   const float *__restrict dy, bool include_pad, float *__restrict dx) {
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;

@@ -16,7 +16,9 @@
 //   (kV - 1) SW + KW input columns its windows span, row by row of the window (float4 loads when
 //   the rows are 16-byte aligned), and every window reads its cells from those registers. Max
 //   selects rows first (first maximum of each window row, then across rows: the same first
-//   maximum) with partial selects shared between neighbouring windows.
+//   maximum) with partial selects shared between neighbouring windows. The KH rows of a window
+//   row are loaded before any is used (for_loaded_rows: all in flight at once); max takes a
+//   maxNum pass and repeats the exact select pass only when a result is zero (the sign of zero).
 // scatter_thread (backward, windows that do not overlap: stride >= kernel on every axis): one
 //   thread per VS = 4 / SW windows along the last axis (2 at k2 s2); it computes their statistic
 //   (max: the selected cell; average: dy / divisor; smooth: pivot and sum) from x once and writes
@@ -26,7 +28,8 @@
 // stream_thread (backward, overlapping rank-2 windows with the same stride S on both axes, S
 //   dividing 4: k3 s1 p1 and the stem's k3 s2 p1; max and average): one thread per 4 columns of a
 //   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
-//   and its dx accumulators in registers, and writes S finished rows per window row.
+//   and its dx accumulators in registers, and writes S finished rows per window row; it
+//   prefetches the rows stream_ahead() window rows ahead (prefetch: no register, no result).
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
@@ -43,6 +46,7 @@
 #include "core/numerics/pool_ops.hpp"
 
 #if !defined(__CUDA_ARCH__)
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +67,11 @@ namespace fast {
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
 constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
+// Stream kernel: window rows prefetched ahead of the one being computed (TLRT_POOL_AHEAD > 0
+// overrides stream_ahead's choice).
+#ifndef TLRT_POOL_AHEAD
+#define TLRT_POOL_AHEAD 0
+#endif
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -234,6 +243,24 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #endif
 }
 
+// Prefetch of the line holding plane[off] (off < n) toward the SM: no register, no result, so
+// it cannot change a value; on the host (emulation) it only checks that off is inside the plane.
+// TLRT_POOL_PREFETCH: bit 0 = into L1 (prefetch.global.L1, CCTL.E.PF1), bit 1 = into L2
+// (prefetch.global.L2, CCTL.E.PF2); default 3, both: an L2 hit still saves most of a DRAM
+// round trip if the L1 hint is dropped, for one more instruction per row.
+#ifndef TLRT_POOL_PREFETCH
+#define TLRT_POOL_PREFETCH 3
+#endif
+TLRT_HD void prefetch(const float *plane, uint32_t off, uint32_t n) {
+  emu_check(off < n, "prefetch outside the plane");
+#if defined(__CUDA_ARCH__)
+  if (TLRT_POOL_PREFETCH & 2) asm volatile("prefetch.global.L2 [%0];" ::"l"(plane + off));
+  if (TLRT_POOL_PREFETCH & 1) asm volatile("prefetch.global.L1 [%0];" ::"l"(plane + off));
+#else
+  (void)plane;
+#endif
+}
+
 // Loads columns col0 .. col0 + L - 1 of one input row into c (L = C::L for kV windows); columns
 // outside [0, IW) read as `fill`. vec: IW % 4 == 0 and the row 16-byte aligned; col0 + PW is then
 // a multiple of 4 (the callers' first column is a multiple of 4 / SW windows' stride), so whole
@@ -323,6 +350,37 @@ TLRT_HD void for_rows(const Dims<uint32_t> &m, const Span *sp, F &&f) {
       const int h = sp[R - 2].ws + a;
       if ((unsigned)h < IH) f(base + (uint32_t)h * IW, a);
     }
+  }
+}
+
+// Calls f(c) for every row of the windows of w in for_rows' order, c the row's C::L columns from
+// w.col0 (outside the input: fill). Unlike for_rows, the KH rows of a depth slice are all loaded
+// before the first is used, and a row outside the input is a row of `fill` (no load, no branch):
+// the thread has its KH rows in flight at once where for_rows' per-row branch let the compiler
+// issue one row, wait, compute, then the next (3 round trips to memory per thread at KH = 3).
+// fill must be the identity of f's operation (max: -inf; sum: -0), so the extra rows change
+// nothing.
+template <class C, int R, class F>
+TLRT_HD void for_loaded_rows(const Dims<uint32_t> &m, const float *xp, const Row<R> &w, bool vec,
+                             float fill, F &&f) {
+  const uint32_t IH = m.in[R - 2], IW = m.in[R - 1];
+  int dlo = 0, dhi = 1;
+  if constexpr (R == 3) {
+    dlo = w.sp[0].lo;
+    dhi = w.sp[0].hi;
+  }
+  for (int dd = dlo; dd < dhi; ++dd) {
+    const uint32_t base = R == 3 ? (uint32_t)dd * m.istr[0] : 0u;
+    float c[C::KH][C::L];
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) {
+      const int h = w.sp[R - 2].ws + a;
+      const bool in = (unsigned)h < IH;  // else width 0: every column reads as fill
+      load_row<C>(xp + base + (in ? (uint32_t)h * IW : 0u), w.col0, in ? IW : 0u, vec, fill,
+                  c[a]);
+    }
+    TLRT_UNROLL
+    for (int a = 0; a < C::KH; ++a) f(c[a]);
   }
 }
 
@@ -417,6 +475,16 @@ TLRT_HD void smooth_sums(const Dims<uint32_t> &m, const Plan &f, const float *xp
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// IEEE maxNum (the larger; the other operand when one is NaN; either zero when both are zeros):
+// one FMNMX on the GPU. Only used where its result's bits are checked or fixed afterwards.
+TLRT_HD float max_num(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, b);
+#else
+  return std::fmax(a, b);
+#endif
+}
+
 // Thread t < f.total: outputs ow0 .. ow0 + nv - 1 of output row r.
 template <Kind K, class C, int R>
 TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, float *y,
@@ -434,33 +502,46 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     // window). Padding reads as -inf (never selected over a real cell: values only, and a real
     // -inf has its bits). NaN is not selected by '>': one flag for all the thread's cells, and a
     // window holding a NaN takes its first NaN (a rare second walk): pool::max_takes' selection.
+    //
+    // Two passes at most. The first takes maxNum (one FMNMX where the select is a compare and a
+    // select): for a window without NaN it gives the value of the first maximum, and the same
+    // bits unless that value is zero (equal nonzero floats have equal bits; -0 and +0 are equal
+    // with different bits, and maxNum may return either). So a thread with a zero result runs
+    // the exact select pass again (its rows are in L1): -0 / +0 then come out as the first one.
     bool nan_any = false;
     auto sel = [](float a, float b) { return b > a ? b : a; };  // first of a, b if not smaller
+    auto mx = [](float a, float b) { return max_num(a, b); };
+    auto pass = [&](auto op) {
+    nan_any = false;
     TLRT_UNROLL
     for (int v = 0; v < kV; ++v) out[v] = -inf;
-    for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-      float c[C::L];
-      load_row<C>(xp + off, w.col0, IW, f.vec_in, -inf, c);
+    for_loaded_rows<C, R>(m, xp, w, f.vec_in, -inf, [&](const float(&c)[C::L]) {
       TLRT_UNROLL
       for (int j = 0; j < C::L; ++j) nan_any = nan_any || c[j] != c[j];
       float hm[kV];
       if constexpr (C::SW == 1 && C::KW == 3 && kV == 4) {
-        const float p12 = sel(c[1], c[2]), p34 = sel(c[3], c[4]);
-        hm[0] = sel(c[0], p12);
-        hm[1] = sel(p12, c[3]);
-        hm[2] = sel(c[2], p34);
-        hm[3] = sel(p34, c[5]);
+        const float p12 = op(c[1], c[2]), p34 = op(c[3], c[4]);
+        hm[0] = op(c[0], p12);
+        hm[1] = op(p12, c[3]);
+        hm[2] = op(c[2], p34);
+        hm[3] = op(p34, c[5]);
       } else {
         TLRT_UNROLL
         for (int v = 0; v < kV; ++v) {
           hm[v] = c[v * C::SW];
           TLRT_UNROLL
-          for (int j = 1; j < C::KW; ++j) hm[v] = sel(hm[v], c[v * C::SW + j]);
+          for (int j = 1; j < C::KW; ++j) hm[v] = op(hm[v], c[v * C::SW + j]);
         }
       }
       TLRT_UNROLL
-      for (int v = 0; v < kV; ++v) out[v] = sel(out[v], hm[v]);
+      for (int v = 0; v < kV; ++v) out[v] = op(out[v], hm[v]);
     });
+    };
+    pass(mx);
+    bool zero = false;
+    TLRT_UNROLL
+    for (int v = 0; v < kV; ++v) zero = zero || out[v] == 0.0f;
+    if (zero) pass(sel);
     if (nan_any) {
       TLRT_UNROLL
       for (int v = 0; v < kV; ++v) {
@@ -473,9 +554,7 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     // Padding reads as -0, the identity of the sum from -0 (s + -0 == s for every s).
     TLRT_UNROLL
     for (int v = 0; v < kV; ++v) out[v] = -0.0f;
-    for_rows<C, R>(m, w.sp, [&](uint32_t off, int) {
-      float c[C::L];
-      load_row<C>(xp + off, w.col0, IW, f.vec_in, -0.0f, c);
+    for_loaded_rows<C, R>(m, xp, w, f.vec_in, -0.0f, [&](const float(&c)[C::L]) {
       TLRT_UNROLL
       for (int v = 0; v < kV; ++v)
         TLRT_UNROLL
@@ -858,6 +937,17 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
          g.kernel[0] == (uint64_t)C::KH && C::SW <= C::KH && k != Kind::Smooth;
 }
 
+// Window rows the stream kernel prefetches ahead: enough for ~48 KB in flight per SM on the
+// benchmark shapes (56 and 112 columns: 14 and 28 threads per row; resident threads from the
+// launch bounds, cuda/pool.cu). Bytes per window row per SM: max s1 768 / 14 threads x (x + dy
+// rows, 448 B) = 24.5 KB -> 2; max s2 1024 / 28 x (2 x rows + 1 dy row, 1120 B) = 41 KB -> 2
+// (82 KB: L1 holds it); average s1 1280 / 14 x 224 B = 20 KB -> 3; average s2 1536 / 28 x
+// 224 B = 12 KB -> 4.
+template <Kind K, int S>
+constexpr int stream_ahead() {
+  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : K == Kind::Max ? 2 : S == 1 ? 3 : 4;
+}
+
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
 // It walks the output rows oh whose windows touch the run, in increasing order, and for each one
 // (a) computes the statistic of the NW windows (oh, w / S + RLO + q) that contain its columns:
@@ -966,6 +1056,25 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       jp |= (uint32_t)j << (4 * q);
     }
   };
+  // Prefetch of what window row ohp adds: its dy row at the thread's windows and (max) its S new
+  // input rows, at the thread's float4 (the halo columns are the neighbouring threads' lines).
+  // Without it a thread has one row of loads in flight, and only while it is not computing: at 3
+  // to 5 resident blocks per SM, 12 to 20 KB in flight per SM where H100 needs ~40 to 64 KB.
+  const uint32_t cw = (uint32_t)(wo - RLO) < OW ? (uint32_t)(wo - RLO) : OW - 1;
+  auto ahead = [&](int ohp) {
+    if (ohp > ohB) return;
+    prefetch(gp, (uint32_t)ohp * OW + cw, m.out_sp);
+    if constexpr (K == Kind::Max) {
+      TLRT_UNROLL
+      for (int a = KH - S; a < KH; ++a) {
+        const int h = ohp * S - PH + a;
+        if ((unsigned)h < IH) prefetch(xp, (uint32_t)h * IW + (uint32_t)w, m.in_sp);
+      }
+    }
+  };
+  constexpr int AHEAD = stream_ahead<K, S>();
+  TLRT_UNROLL
+  for (int d = 0; d < AHEAD; ++d) ahead(ohA + d);
   if constexpr (K == Kind::Max) {
     TLRT_UNROLL
     for (int a = 0; a < KH - S; ++a) row_stats(ohA * S - PH + a, hv[a + S], hj[a + S], nanm[a + S]);
@@ -988,6 +1097,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     }
   };
   for (int oh = ohA; oh <= ohB; ++oh) {
+    ahead(oh + AHEAD);
     const int hs = oh * S - PH;  // first input row of the window row
     // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
     float g[NW];
@@ -1072,9 +1182,12 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
         for (int q = 0; q < NW; ++q) {
           const int j = i + HL - q * S;  // column of cell w + i in window q
           if (j < 0 || j >= KW) continue;
-          if constexpr (K == Kind::Max)
-            acc[a][i] += code[q] == a * KW + j ? g[q] : 0.0f;
-          else
+          // Max: only the selected cell adds (a compare and a predicated add, where adding +0
+          // took a select too): the same sums, as +0 changes no acc (acc starts at +0 and is
+          // never -0: a rounded-to-nearest sum is -0 only when both terms are).
+          if constexpr (K == Kind::Max) {
+            if (code[q] == a * KW + j) acc[a][i] += g[q];
+          } else
             acc[a][i] += term[q];
         }
     (void)term;

@@ -12,8 +12,10 @@
 // rank 2 and 3; the float4 paths (rows a multiple of 4) and the scalar ones; partial groups of 4
 // at row ends; padding at both ends; tails of cells in no window; leading strides above, equal to
 // and below the kernel (gaps, disjoint slabs, overlapping tile); several tiles across and down a
-// plane; N, C > 1; every th::Dist, and an input made of ties (+0 / -0, equal values, -inf
-// windows, several NaNs per window). Each output is computed twice
+// plane; N, C > 1; every th::Dist, an input made of ties (+0 / -0, equal values, -inf
+// windows, several NaNs per window) and one made mostly of signed zeros (the max forward's
+// maxNum pass and its exact second pass). The stream kernel's prefetches are checked to stay
+// inside their plane (emu_check). Each output is computed twice
 // over buffers pre-filled with two different patterns, so a cell that no thread writes fails.
 // Shared memory is pre-filled with garbage, so a window read before phase 1 wrote it fails. An
 // out-of-range shared-memory index or an unaligned float4 access aborts (emu_check).
@@ -206,15 +208,38 @@ std::vector<float> ties(uint64_t n, uint64_t salt) {
   return v;
 }
 
-// d < 0: the ties() input.
+// Mostly signed zeros (and -inf, -1, a rare NaN): most windows' maximum is a zero, so the max
+// forward's maxNum pass (which may return either zero) hands most threads to its exact select
+// pass, next to threads that keep the maxNum result; the backward's terms are +-0 sums.
+std::vector<float> zeros(uint64_t n, uint64_t salt) {
+  const float pool[] = {0.0f, -0.0f, -0.0f, 0.0f, -0.0f, -INFINITY, -1.0f, -0.0f};
+  th::Rng rng(salt);
+  std::vector<float> v(n);
+  for (auto &x : v) {
+    const uint64_t r = rng.gen() % 97;
+    if (r == 0) {
+      const uint32_t u = 0x7fc00001u;
+      std::memcpy(&x, &u, 4);
+    } else {
+      x = pool[r % 8];
+    }
+  }
+  return v;
+}
+
+// d = -1: the ties() input; d = -2: the zeros() input.
 void one(const Geo &q, int d, uint64_t salt) {
   const ConvGeometry g = geometry(q);
   const Dist dist = d < 0 ? Dist::Uniform : (Dist)d;
-  const std::vector<float> x = d < 0 ? ties(g.in_elems, salt) : th::make(dist, g.in_elems, salt);
+  const std::vector<float> x = d == -1   ? ties(g.in_elems, salt)
+                               : d == -2 ? zeros(g.in_elems, salt)
+                                         : th::make(dist, g.in_elems, salt);
   const std::vector<float> dy =
-      d < 0 ? ties(g.out_elems, salt + 1)
-            : th::make(dist == Dist::Bits ? Dist::Bits : Dist::Uniform, g.out_elems, salt + 1);
-  const std::string w = name(q) + " " + (d < 0 ? "ties" : th::dist_name(dist));
+      d == -1   ? ties(g.out_elems, salt + 1)
+      : d == -2 ? zeros(g.out_elems, salt + 1)
+                : th::make(dist == Dist::Bits ? Dist::Bits : Dist::Uniform, g.out_elems, salt + 1);
+  const std::string w =
+      name(q) + " " + (d == -1 ? "ties" : d == -2 ? "zeros" : th::dist_name(dist));
   one_kind<Kind::Max>(q, g, x, dy, false, 0.0, w + " max");
   for (bool pad : {true, false})
     one_kind<Kind::Avg>(q, g, x, dy, pad, 0.0, w + (pad ? " avg" : " avg (no pad)"));
@@ -317,13 +342,20 @@ int main() {
       {1, 2, {5, 7, 9}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, "generic"},
       {1, 2, {4, 6, 8}, {2, 3, 3}, {1, 1, 1}, {1, 1, 1}, "generic"},
       {2, 1, {5, 6, 12}, {2, 2, 2}, {1, 2, 2}, {0, 0, 0}, "generic"},
+      // forward rows outside the input above and below one window row (loaded as the identity,
+      // no branch), rank 3 with depth padding; stream backward with 1 and 2 rows, one column
+      {1, 1, {2, 5}, {3, 3}, {1, 1}, {1, 1}, "stream"},
+      {1, 1, {2, 1}, {3, 3}, {1, 1}, {1, 1}, "stream"},
+      {1, 1, {3, 1, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, "generic"},
+      {1, 1, {2, 3, 8}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, "generic"},
+      {3, 1, {1, 4}, {3, 3}, {2, 2}, {1, 1}, "stream"},
       // no fast path at all
       {1, 2, {9, 9}, {3, 3}, {3, 3}, {1, 1}, "generic"},
       {1, 2, {9}, {2}, {2}, {0}, "generic"},
   };
   uint64_t salt = 100;
   for (const Geo &q : geos)
-    for (int d : {-1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits, (int)Dist::Edge,
+    for (int d : {-2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits, (int)Dist::Edge,
                   (int)Dist::Positive})
       one(q, d, salt += 3);
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
