@@ -31,17 +31,19 @@ __global__ void rng_kernel(rng::Kind kind, float *__restrict out, uint64_t n, ui
 // Normal, pair form of Box-Muller (abi/tlrt_rng.h): each thread makes two pairs, outputs 4v..4v+3
 // from counters key + 4v .. key + 4v + 3, and writes them with one 16-byte store. Scalar tail for
 // n % 4 (at most three threads, each computing its output's whole pair).
-// Work per output (SASS, sm_90, cuobjdump -sass of this object; tests/parity/math_cost.cu
-// counts the pieces): one SplitMix64 hash (~20: 64-bit add, three shift-xors as funnel shifts
-// and LOP3s, two 64x64-bit low multiplies as 3 IMADs each), and half of: the (0, 1] and [0, 1)
-// conversions (~6), log_f (34), sqrt (__fsqrt_rn ~8 on the fast path), sincos2pi_f (~30 for both
-// results), two products and two fmas (4). About 60 per output, against ~135 before (two hashes,
-// a log, a cos and a sqrt per output).
-// PREDICTION (H100, n = 2^26): issue-bound at ~60 instructions per output, 132 SMs x 128 lanes x
-// ~1.75 GHz ~ 30 T thread-instructions/s -> ~0.5 T outputs/s, 0.13-0.15 ms: 0.28 -> ~0.6 of copy
-// bandwidth (2.2x faster than before), 0.85-1.0x torch.randn's time (0.153 ms). The issue's
-// 0.9 of copy bandwidth is NOT reachable with SplitMix64 + log + sincos: the hash alone is ~20
-// instructions per output (the uniform, one hash per output, sits at 1.0 with little to spare).
+// Work (SASS, sm_90, cuobjdump -sass of this object, nvcc -O2 -fmad=false; 24 registers, no
+// spills): the loop body is 230 instructions on the fast path for 4 outputs, 57.5 per output:
+// per pair two SplitMix64 hashes (~20 each: 64-bit add, three shift-xors as funnel shifts and
+// LOP3s, two 64x64-bit low multiplies as 4 IMADs each), the two conversions (6), log_core (~25:
+// log_f's body, its special-case selects cannot fire for u1 in [2^-24, 1]), __fsqrt_rn (~10
+// with its slow-path test), sincos2pi_nonneg (~26 for both results), two products and two
+// fmas; plus the loop and the 16-byte store. The old kernel: ~128 per output (two hashes, a
+// full log_f, a cos and a sqrt for each output), measured 0.319 ms at n = 2^26.
+// PREDICTION (H100, n = 2^26): issue-bound (FMA / IMAD pipes are below half busy): scaling the
+// old kernel's measured time by 57.5 / 128 gives ~0.143 ms: 0.28 -> ~0.62 of copy bandwidth,
+// ~0.93x torch.randn's time (0.153 ms). The issue's 0.9 of copy bandwidth is NOT reachable with
+// this contract (SplitMix64 + float32 log + sincos + correctly rounded sqrt): it would need ~40
+// instructions per output, and the hash alone is 20 (the uniform, one hash per output, is at 1.0).
 // Measured: (pending GPU run)
 __global__ void normal_kernel(float *__restrict out, uint64_t n, uint64_t key, float mean,
                               float stddev) {

@@ -15,8 +15,9 @@
 // Cost: every function is branch-free straight-line code (the main path is computed on a clamped
 // argument; special results are selected at the end), so the CPU loops vectorise and no GPU warp
 // diverges. SASS instructions per element on sm_90 (tests/parity/math_cost.cu): exp 21, log 34,
-// log1p 44, sigmoid 39, tanh 48, softplus 56, gelu 61, gelu_grad 91, cos2pi 27 (the H200
-// bandwidth roof leaves ~60 per element for a unary op, ~90 for a backward op).
+// log1p 44, sigmoid 39, tanh 48, softplus 56, gelu 61, gelu_grad 91, cos2pi 25, sin2pi 26,
+// sincos2pi 32 for both (the H200 bandwidth roof leaves ~60 per element for a unary op, ~90 for
+// a backward op).
 //
 // Accuracy: ulp error = |f - ref| / ulp(float(ref)) against a float64 reference, ulp of a
 // subnormal or zero = 2^-149 (tests/unit/test_shared_math.cpp; TLRT_MATH_STRIDE=1 runs all
