@@ -68,10 +68,9 @@ void generate(int dev, rng::Kind kind, float *out, uint64_t n, uint64_t key, flo
   cudaStream_t s = stream(dev);
   const unsigned grid = grid_for((n + 3) / 4, 256, dev);
   if (kind == rng::Kind::Normal)
-    normal_kernel<<<grid, 256, 0, s>>>(out, n, key, p0, p1);
+    launch("rng normal kernel", normal_kernel, grid, 256, 0, s, out, n, key, p0, p1);
   else
-    rng_kernel<<<grid, 256, 0, s>>>(kind, out, n, key, p0, p1);
-  check_launch("rng kernel");
+    launch("rng kernel", rng_kernel, grid, 256, 0, s, kind, out, n, key, p0, p1);
 }
 
 }  // namespace cuda
