@@ -5,8 +5,11 @@
  *   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;  z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
  *   sm(x) = z ^ (z >> 31);   r(x) = low 32 bits of sm(x).
  * Results are bitwise identical on the CPU and CUDA backends, for every n and in both
- * determinism modes (numeric class: exact, the normal generator included). Streams with keys k
- * and k + d overlap after d elements: space keys at least n apart (or hash them first).
+ * determinism modes (numeric class: exact, the normal generator included). Every generator uses
+ * counter key + i for output i (the normal pairs them up, see below), so streams with keys k and
+ * k + d overlap after d elements: space keys at least n apart (n + 1 for a normal of odd n; or
+ * hash them first). (An odd d shifts the normal's pairing, so its values are not a shifted copy
+ * of the other stream, but they reuse the same draws: overlapping all the same.)
  * Errors (all three): TLRT_ERR_NULL_ARGUMENT (out); TLRT_ERR_OVERFLOW (n > TLRT_MAX_ELEMENTS);
  * TLRT_ERR_INVALID_ARGUMENT (see each; malformed device); TLRT_ERR_BACKEND_UNAVAILABLE;
  * TLRT_ERR_NO_DEVICE; TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. */
@@ -25,11 +28,18 @@ extern "C" {
 TLRT_API tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t key,
                                        tlrt_buffer **out);
 
-/* Normal(mean, std) by Box-Muller, one value per pair of counters:
- *   u1 = ((r(key + 2i) >> 8) + 1) * 2^-24  in (0, 1],   u2 = (r(key + 2i + 1) >> 8) * 2^-24,
- *   z = sqrt(-2 * log(u1)) * cos(2 pi u2),  out[i] = fma(std, z, mean)
- * evaluated in float32 with the library's shared log and cos (see tlrt_elementwise.h), so both
- * backends produce the same bits. mean and std are rounded once to float32; |z| <= 5.8.
+/* Normal(mean, std) by the pair form of Box-Muller: outputs 2j and 2j + 1 share one pair of draws,
+ *   u1 = ((r(key + 2j) >> 8) + 1) * 2^-24  in (0, 1],   u2 = (r(key + 2j + 1) >> 8) * 2^-24,
+ *   R = sqrt(-2 * log(u1)),  theta = 2 pi u2,
+ *   out[2j] = fma(std, R * cos(theta), mean),  out[2j + 1] = fma(std, R * sin(theta), mean);
+ * for odd n the last output is the cos one of its pair. So output i uses counters key + (i & ~1)
+ * and key + (i | 1), and n outputs use the counters key .. key + n - 1 (n rounded up to even).
+ * Evaluated in float32 with the library's shared log and sincos (log_f, sincos2pi_f of
+ * core/numerics/shared_math.hpp: log within 0.9 ulp, cos and sin within 9e-8 absolute), a
+ * correctly rounded sqrt, one float32 product and the fma, so both backends produce the same
+ * bits. mean and std are rounded once to float32; |z| = |R cos| or |R sin| <= 5.7682 (R is largest
+ * for u1 = 2^-24: sqrt(48 ln 2)); z is within 1.5e-6 absolute of the float64 value of the same
+ * formula on the same draws (tests/unit/test_rng.cpp).
  * Errors: TLRT_ERR_INVALID_ARGUMENT if the float32-rounded mean or std is not finite or the
  * rounded std is negative (so std = -1e-50, which rounds to -0, is accepted, and mean = 1e300,
  * which rounds to inf, is rejected). */

@@ -3,7 +3,24 @@
 // also times the raw CUDA calls an op is made of (empty kernel launch, stream-ordered
 // allocate + free, cudaSetDevice), so the runtime's own share can be read off. Prints a markdown
 // table.   host_cost [--cuda] [--calls N]
+//
+// Two kinds of rows. "per call" rows time batches of N calls and one synchronisation: when the
+// device is slower than the host (a queue of tiny kernels), they show the device's rate, not the
+// host's. "host only" rows time batches of 32 calls WITHOUT the synchronisation that follows each
+// batch (the launch queue never fills, so no call blocks): the host time of the call itself. The
+// pieces of one tlrt_add + tlrt_buffer_free on CUDA (core/api_elementwise.cpp -> cuda/elementwise.cu,
+// cuda/memory.cu, core/allocator.cpp, core/buffer.cpp), each timed below where it can be:
+//   CUDA runtime: 1 cudaGetDevice (stream(), before the launch), 1 cudaLaunchKernel (no
+//     cudaGetLastError: launch() checks its return value); the block cache makes no CUDA call
+//     (before: 3 cudaGetDevice, the launch, 1 cudaGetLastError);
+//   locks: SizeClassPool take + give (a mutex and an unordered_map lookup each), std::call_once
+//     fast path (an acquire load) in state() / stream() three times;
+//   atomics: allocation-failure countdown (2 loads), allocs / live / peak (2 RMW + load), handle
+//     count and peak (RMW + load), refs (RMW), released (exchange), frees / live (2 RMW), handle
+//     count (RMW): 8 RMW + 1 exchange, uncontended;
+//   heap: new + delete of the 48-byte handle.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,11 +28,18 @@
 #include <string>
 #include <vector>
 
+#include "core/size_class_pool.hpp"
 #include "torchlean_rt.h"
 
 #if TLRT_HAVE_CUDA
 #include <cuda_runtime.h>
 __global__ void empty_kernel() {}
+// The signature of the binary elementwise kernels (cuda/elementwise.cu), so that the raw launch
+// passes the same 40 bytes of arguments as tlrt_add's.
+struct Params2 {
+  float p0, p1;
+};
+__global__ void args_kernel(const float *, const float *, float *, uint64_t, Params2) {}
 #endif
 
 namespace {
@@ -31,6 +55,21 @@ double time_us(int calls, const std::function<void()> &body, const std::function
     sync();
     const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (batch > 0) per_call.push_back(us / calls);  // batch 0 warms up
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+// Median over batches of the host time per call in microseconds: batches of `calls` calls, each
+// followed by an untimed sync (keep `calls` small, so that no call waits for the device).
+double host_us(int calls, const std::function<void()> &body, const std::function<void()> &sync) {
+  std::vector<double> per_call;
+  for (int batch = 0; batch < 201; ++batch) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) body();
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    sync();
+    if (batch > 0) per_call.push_back(us / calls);
   }
   std::sort(per_call.begin(), per_call.end());
   return per_call[per_call.size() / 2];
@@ -83,6 +122,35 @@ int main(int argc, char **argv) {
         must(tlrt_buffer_zeros(dev, 1024, &o), "zeros");
         tlrt_buffer_free(o);
       }, sync));
+  // Host only (see the top comment): what the caller's thread spends per call.
+  const int kHostBatch = 32;
+  row("host only: tlrt_add 1024 floats + tlrt_buffer_free", host_us(kHostBatch, [&] {
+        tlrt_buffer *o = nullptr;
+        must(tlrt_add(a, b, &o), "add");
+        tlrt_buffer_free(o);
+      }, sync));
+  {
+    // The pieces of the runtime that make no CUDA call.
+    tlrt::SizeClassPool pool(uint64_t{1} << 30);
+    static char block[4096];
+    pool.give(block, tlrt::size_class(4096));
+    auto nosync = [] {};
+    row("host only: SizeClassPool take + give (mutex + map, twice)", host_us(kHostBatch, [&] {
+          void *p = pool.take(tlrt::size_class(4096));
+          pool.give(p, tlrt::size_class(4096));
+        }, nosync));
+    row("host only: new + delete of a 48-byte handle", host_us(kHostBatch, [&] {
+          volatile char *h = new char[48];
+          h[0] = 1;
+          delete[] h;
+        }, nosync));
+    std::atomic<uint64_t> counter[8];
+    for (auto &c : counter) c.store(0);
+    row("host only: 9 uncontended atomic RMWs", host_us(kHostBatch, [&] {
+          for (auto &c : counter) c.fetch_add(1, std::memory_order_relaxed);
+          counter[0].exchange(1, std::memory_order_acq_rel);
+        }, nosync));
+  }
 #if TLRT_HAVE_CUDA
   if (cuda) {
     cudaStream_t s;
@@ -99,6 +167,30 @@ int main(int argc, char **argv) {
     int cur = 0;
     row("raw: cudaGetDevice", time_us(calls, [&] { cudaGetDevice(&cur); }, csync));
     row("raw: cudaGetLastError", time_us(calls, [&] { (void)cudaGetLastError(); }, csync));
+    // Host only: the launch itself, the way the library made it and the way it makes it now.
+    float *d = nullptr;
+    cudaMalloc(&d, 3 * 4096);
+    const Params2 prm{0.0f, 0.0f};
+    row("host only raw: empty kernel launch", host_us(32, [&] { empty_kernel<<<4, 256, 0, s>>>(); },
+                                                      csync));
+    row("host only raw: add-shaped launch <<<>>> + cudaGetLastError", host_us(32, [&] {
+          args_kernel<<<2, 256, 0, s>>>(d, d + 1024, d + 2048, uint64_t{1024}, prm);
+          (void)cudaGetLastError();
+        }, csync));
+    row("host only raw: add-shaped launch, cudaLaunchKernel's status", host_us(32, [&] {
+          const float *pa = d, *pb = d + 1024;
+          float *py = d + 2048;
+          uint64_t n = 1024;
+          Params2 p = prm;
+          void *args[] = {&pa, &pb, &py, &n, &p};
+          (void)cudaLaunchKernel((const void *)args_kernel, dim3(2), dim3(256), args, 0, s);
+        }, csync));
+    row("host only raw: 3 x cudaGetDevice (an add + free made 3, now 1)", host_us(32, [&] {
+          cudaGetDevice(&cur);
+          cudaGetDevice(&cur);
+          cudaGetDevice(&cur);
+        }, csync));
+    cudaFree(d);
     cudaStreamDestroy(s);
   }
 #endif

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <tuple>
+#include <utility>
 
 #include "core/backend/memory.hpp"
 #include "core/device.hpp"
@@ -24,8 +26,27 @@ void check_launch(const char *kernel);
 // its stream-ordered memory pool configured). Thread-safe.
 cudaStream_t stream(int dev);
 
-// Number of streaming multiprocessors of `dev` (cached).
+// Number of streaming multiprocessors of `dev` (cached; no CUDA call after the first).
 int sm_count(int dev);
+
+// kernel<<<grid, block, shmem, s>>>(args...) through cudaLaunchKernel, checking its return value:
+// the same errors <<<>>> followed by check_launch (cudaGetLastError) reports, one runtime call
+// fewer per launch (~0.04 us). The arguments are converted to the kernel's parameter types first,
+// as <<<>>> does.
+template <class... P, size_t... I>
+void launch_params(const char *what, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
+                   cudaStream_t s, std::index_sequence<I...>, std::tuple<P...> params) {
+  void *ptrs[] = {static_cast<void *>(&std::get<I>(params))..., nullptr};
+  check(cudaLaunchKernel(reinterpret_cast<const void *>(kernel), grid, block, ptrs, shmem, s),
+        what);
+}
+template <class... P, class... A>
+void launch(const char *what, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
+            cudaStream_t s, A &&...args) {
+  static_assert(sizeof...(P) == sizeof...(A), "launch: wrong number of kernel arguments");
+  launch_params(what, kernel, grid, block, shmem, s, std::index_sequence_for<P...>{},
+                std::tuple<P...>(std::forward<A>(args)...));
+}
 
 // A grid for a grid-stride loop over `items` work items with `threads` per block: enough blocks
 // to fill the device several times over, never more than needed.

@@ -139,17 +139,17 @@ void check_aligned(const void *p) {
 void unary(int dev, ew::Unary op, const float *x, float *y, uint64_t n, ew::Params p) {
   check_aligned(x);
   check_aligned(y);
-  cudaStream_t s = stream(dev);
-  const unsigned grid = grid_of(n);
+  void (*kernel)(const float *, float *, uint64_t, ew::Params) = nullptr;
   switch (op) {
-#define TLRT_CASE(name)                                                          \
-  case ew::Unary::name:                                                          \
-    unary_kernel<ew::Unary::name><<<grid, kThreads, 0, s>>>(x, y, n, p);         \
+#define TLRT_CASE(name)                          \
+  case ew::Unary::name:                          \
+    kernel = unary_kernel<ew::Unary::name>;      \
     break;
     TLRT_UNARY_OPS(TLRT_CASE)
 #undef TLRT_CASE
   }
-  check_launch("unary elementwise kernel");
+  if (kernel == nullptr) fail(TLRT_ERR_INTERNAL, "unary elementwise: unknown op %d", (int)op);
+  launch("unary elementwise kernel", kernel, grid_of(n), kThreads, 0, stream(dev), x, y, n, p);
 }
 
 void binary(int dev, ew::Binary op, const float *a, const float *b, float *y, uint64_t n,
@@ -157,17 +157,18 @@ void binary(int dev, ew::Binary op, const float *a, const float *b, float *y, ui
   check_aligned(a);
   check_aligned(b);
   check_aligned(y);
-  cudaStream_t s = stream(dev);
-  const unsigned grid = grid_of(n);
+  void (*kernel)(const float *, const float *, float *, uint64_t, ew::Params) = nullptr;
   switch (op) {
-#define TLRT_CASE(name)                                                           \
-  case ew::Binary::name:                                                          \
-    binary_kernel<ew::Binary::name><<<grid, kThreads, 0, s>>>(a, b, y, n, p);     \
+#define TLRT_CASE(name)                          \
+  case ew::Binary::name:                         \
+    kernel = binary_kernel<ew::Binary::name>;    \
     break;
     TLRT_BINARY_OPS(TLRT_CASE)
 #undef TLRT_CASE
   }
-  check_launch("binary elementwise kernel");
+  if (kernel == nullptr) fail(TLRT_ERR_INTERNAL, "binary elementwise: unknown op %d", (int)op);
+  launch("binary elementwise kernel", kernel, grid_of(n), kThreads, 0, stream(dev), a, b, y, n,
+         p);
 }
 
 void minmax_bwd(int dev, bool is_max, const float *a, const float *b, const float *g, float *da,
@@ -177,9 +178,8 @@ void minmax_bwd(int dev, bool is_max, const float *a, const float *b, const floa
   check_aligned(g);
   check_aligned(da);
   check_aligned(db);
-  cudaStream_t s = stream(dev);
-  minmax_bwd_kernel<<<grid_of(n), kThreads, 0, s>>>(is_max, a, b, g, da, db, n);
-  check_launch("minmax_bwd kernel");
+  launch("minmax_bwd kernel", minmax_bwd_kernel, grid_of(n), kThreads, 0, stream(dev), is_max, a,
+         b, g, da, db, n);
 }
 
 }  // namespace cuda

@@ -15,8 +15,9 @@
 // Cost: every function is branch-free straight-line code (the main path is computed on a clamped
 // argument; special results are selected at the end), so the CPU loops vectorise and no GPU warp
 // diverges. SASS instructions per element on sm_90 (tests/parity/math_cost.cu): exp 21, log 34,
-// log1p 44, sigmoid 39, tanh 48, softplus 56, gelu 61, gelu_grad 91, cos2pi 27 (the H200
-// bandwidth roof leaves ~60 per element for a unary op, ~90 for a backward op).
+// log1p 44, sigmoid 39, tanh 48, softplus 56, gelu 61, gelu_grad 91, cos2pi 25, sin2pi 26,
+// sincos2pi 32 for both (the H200 bandwidth roof leaves ~60 per element for a unary op, ~90 for
+// a backward op).
 //
 // Accuracy: ulp error = |f - ref| / ulp(float(ref)) against a float64 reference, ulp of a
 // subnormal or zero = 2^-149 (tests/unit/test_shared_math.cpp; TLRT_MATH_STRIDE=1 runs all
@@ -62,6 +63,7 @@ constexpr double kGeluGradMaxAbs = 9.0e-10;  // measured 8.53e-10 (window inputs
 constexpr float kGeluGradRootLo = -0.8f;
 constexpr float kGeluGradRootHi = -0.7f;
 constexpr double kCos2piMaxAbs = 9.0e-8;     // measured 8.41e-8 absolute
+constexpr double kSin2piMaxAbs = 9.0e-8;     // measured (pending) absolute
 
 namespace detail {
 
@@ -238,6 +240,31 @@ TLRT_MATH_HD void gelu_arg(float x, float& x2, float& c2l, float& th, float& tl)
   const float gl = num::fma(kKCHi, x2, kKHi - gh) + (c2l + kKLo);
   th = x * gh;
   tl = num::fma(x, gl, num::fma(x, gh, -th));
+}
+
+// ---- sin and cos of 2*pi*a ---------------------------------------------------------------------
+// The body of sincos2pi_f (which see) for 0 <= a <= 2^23 (+0, not -0): for such a,
+// sincos2pi_f(a) gives exactly these bits (its abs, clamp, sign and inf selects change nothing),
+// so callers whose argument is known to be in range (the RNG's u2 in [0, 1)) call this directly.
+TLRT_MATH_HD void sincos2pi_nonneg(float a, float& s, float& c) {
+  const float f = a - ((a + kShift) - kShift);
+  const float w = 4.0f * f;
+  const float tq = w + kShift;
+  const float r = w - (tq - kShift);
+  const uint32_t qb = num::f2u(tq);  // 0x4b400000 + q: the low bits are q mod 4
+  const float r2 = r * r;
+  float sp = -0x1.2a7638p-8f;
+  sp = num::fma(sp, r2, 0x1.46496cp-4f);
+  sp = num::fma(sp, r2, -0x1.4abb68p-1f);
+  sp = num::fma(sp, r2, 0x1.921fb4p0f);
+  float cp = -0x1.4eb112p-6f;
+  cp = num::fma(cp, r2, 0x1.03b18ep-2f);
+  cp = num::fma(cp, r2, -0x1.3bd3a2p0f);
+  const float sv = r * sp;                  // sin(pi/2 r)
+  const float cv = num::fma(cp, r2, 1.0f);  // cos(pi/2 r)
+  const bool odd = (qb & 1u) != 0;
+  c = num::u2f(num::f2u(odd ? sv : cv) ^ (((qb + 1u) & 2u) << 30));  // q = 1, 2 mod 4: negate
+  s = num::u2f(num::f2u(odd ? cv : sv) ^ ((qb & 2u) << 30));         // q = 2, 3 mod 4: negate
 }
 
 }  // namespace detail
@@ -448,37 +475,46 @@ TLRT_MATH_HD float gelu_grad_f(float x_in) {
   return x_in > 9.0f ? 1.0f : y;
 }
 
-// cos(2*pi*u). Meant for u in [0, 1) (Box-Muller, u a multiple of 2^-24) but defined for every
-// float. Method, all reductions exact: a = |u| clamped to 2^23 (floats that large are integers);
-// f = a - n, n an integer within 1 of a (the 1.5*2^23 shift); w = 4f; q = rint(w) by the same
-// shift (its low bits give q mod 4); r = w - q in [-1/2, 1/2], so 2*pi*u = 2*pi*k + (pi/2)(q + r).
+// cos(2*pi*u) and sin(2*pi*u), sharing one range reduction and one pair of polynomials. Meant
+// for u in [0, 1) (Box-Muller, u a multiple of 2^-24) but defined for every float. Method, all
+// reductions exact: a = |u| clamped to 2^23 (floats that large are integers); f = a - n, n an
+// integer within 1 of a (the 1.5*2^23 shift); w = 4f; q = rint(w) by the same shift (its low bits
+// give q mod 4); r = w - q in [-1/2, 1/2], so 2*pi*a = 2*pi*k + (pi/2)(q + r).
 // sin(pi/2 r) = r*S(r^2) (degree 7) and cos(pi/2 r) = 1 + r^2*C(r^2) (degree 6), near-minimax
-// absolute-error fits on |r| <= 1/2 (fit errors 5.0e-9 and 3.3e-8); q mod 4 selects cos, -sin,
-// -cos, sin (a select and a sign flip).
-// Measured max ABSOLUTE error: 8.41e-8 (exhaustive over all 2^32 floats and over u = i*2^-24,
-// i < 2^24; x = 0x3dfff495, 0.125, where |cos| ~ 0.7 and 0.5 ulp alone is 3e-8).
-// Special cases: NaN / +-inf -> NaN; |u| >= 2^22 (integers and half-integers) exact (+-1);
-// cos2pi_f(0.25) = -0.
-TLRT_MATH_HD float cos2pi_f(float u) {
+// absolute-error fits on |r| <= 1/2 (fit errors 5.0e-9 and 3.3e-8). By q mod 4 = 0, 1, 2, 3:
+// cos(2 pi a) is cos, -sin, -cos, sin of (pi/2 r) and sin(2 pi a) is sin, cos, -sin, -cos (a
+// select and a sign flip each); sin(2 pi u) then takes the sign of u (cos is even).
+// Both results are always computed (the polynomials are shared), so sincos costs about what one
+// of them does: cos2pi_f and sin2pi_f below are this function with one result unused.
+// Measured max ABSOLUTE error (exhaustive over all 2^32 floats and over u = i*2^-24, i < 2^24):
+// cos 8.41e-8 (x = 0x3dfff495, 0.125, where |cos| ~ 0.7 and 0.5 ulp alone is 3e-8); sin 8.41e-8
+// (x = 0x3f5ffd2b, ~0.875: the same polynomial value as cos at 0.125, by symmetry). Relative to
+// the result, both are within a few ulp except next to their zeros (|result| < 2^-4), where only
+// the absolute bound holds.
+// Special cases: NaN / +-inf -> NaN (both); |u| >= 2^22 (integers and half-integers) exact: cos
+// +-1, sin +-0; cos2pi(0.25) = -0; sin2pi(+-0) = +-0, sin2pi(0.5) = -0, sin2pi(0.25) = 1.
+TLRT_MATH_HD void sincos2pi_f(float u, float& s, float& c) {
   float a = detail::abs_bits(u);
   const bool inf = a == num::u2f(0x7f800000u);
   a = a > 0x1p23f ? 0x1p23f : a;  // NaN stays NaN
-  const float f = a - ((a + detail::kShift) - detail::kShift);
-  const float w = 4.0f * f;
-  const float tq = w + detail::kShift;
-  const float r = w - (tq - detail::kShift);
-  const uint32_t qb = num::f2u(tq);  // 0x4b400000 + q: the low bits are q mod 4
-  const float r2 = r * r;
-  float sp = -0x1.2a7638p-8f;
-  sp = num::fma(sp, r2, 0x1.46496cp-4f);
-  sp = num::fma(sp, r2, -0x1.4abb68p-1f);
-  sp = num::fma(sp, r2, 0x1.921fb4p0f);
-  float cp = -0x1.4eb112p-6f;
-  cp = num::fma(cp, r2, 0x1.03b18ep-2f);
-  cp = num::fma(cp, r2, -0x1.3bd3a2p0f);
-  const float v = (qb & 1u) ? r * sp : num::fma(cp, r2, 1.0f);  // q odd: sin, even: cos
-  const float y = num::u2f(num::f2u(v) ^ (((qb + 1u) & 2u) << 30));  // q = 1, 2 mod 4: negate
-  return inf ? u - u : y;
+  float sa, ca;
+  detail::sincos2pi_nonneg(a, sa, ca);
+  c = inf ? u - u : ca;
+  s = inf ? u - u : num::u2f(num::f2u(sa) ^ (num::f2u(u) & 0x80000000u));  // odd in u
+}
+
+// cos(2*pi*u): sincos2pi_f's cosine (same bits).
+TLRT_MATH_HD float cos2pi_f(float u) {
+  float s, c;
+  sincos2pi_f(u, s, c);
+  return c;
+}
+
+// sin(2*pi*u): sincos2pi_f's sine (same bits).
+TLRT_MATH_HD float sin2pi_f(float u) {
+  float s, c;
+  sincos2pi_f(u, s, c);
+  return s;
 }
 
 }  // namespace math

@@ -73,6 +73,12 @@ TLRT_COST_UNARY(softplus_f, tlrt::math::softplus_f(v))
 TLRT_COST_UNARY(gelu_f, tlrt::math::gelu_f(v))
 TLRT_COST_UNARY(gelu_grad_f, tlrt::math::gelu_grad_f(v))
 TLRT_COST_UNARY(cos2pi_f, tlrt::math::cos2pi_f(v))
+TLRT_COST_UNARY(sin2pi_f, tlrt::math::sin2pi_f(v))
+// Both results of sincos2pi_f (one load, two stores: subtract base + 1).
+extern "C" __global__ void sincos2pi_f(const float *__restrict x, float *__restrict y, int n) {
+  const int i = tid();
+  if (i < n) tlrt::math::sincos2pi_f(x[i], y[i], y[n + i]);
+}
 // The elementwise ops as cuda/elementwise.cu instantiates them.
 TLRT_COST_UNARY(op_safe_log, (tlrt::ew::unary<tlrt::ew::Unary::SafeLog>(v, kParams)))
 TLRT_COST_BINARY(op_exp_bwd, ExpBwd)
@@ -82,14 +88,30 @@ TLRT_COST_BINARY(op_softplus_bwd, SoftplusBwd)
 TLRT_COST_BINARY(op_gelu_bwd, GeluBwd)
 TLRT_COST_BINARY(op_safe_log_bwd, SafeLogBwd)
 
-// rand_normal's math for one element (the SplitMix64 hashing of cuda/rng.cu excluded): u1 in
-// (0, 1], u2 in [0, 1) as the RNG forms them from two 24-bit integers.
+// rand_normal's math for one PAIR of outputs (the SplitMix64 hashing of cuda/rng.cu excluded):
+// u1 in (0, 1], u2 in [0, 1) as the RNG forms them from two 24-bit integers; per output, half.
 extern "C" __global__ void normal_math(const unsigned *__restrict r1, const unsigned *__restrict r2,
                                        float *__restrict y, int n) {
   const int i = tid();
   if (i < n) {
     const float u1 = (float)((r1[i] >> 8) + 1u) * 5.9604644775390625e-8f;
     const float u2 = (float)(r2[i] >> 8) * 5.9604644775390625e-8f;
-    y[i] = __fsqrt_rn(-2.0f * tlrt::math::log_f(u1)) * tlrt::math::cos2pi_f(u2);
+    const float radius = __fsqrt_rn(-2.0f * tlrt::math::log_f(u1));
+    float s, c;
+    tlrt::math::sincos2pi_f(u2, s, c);
+    y[2 * i] = radius * c;
+    y[2 * i + 1] = radius * s;
   }
+}
+
+// The whole normal pair as the RNG computes it (tlrt::rng::normal_pair: two hashes included).
+extern "C" __global__ void normal_pair(float *__restrict y, int n, unsigned long long key) {
+  const int i = tid();
+  if (i < n) tlrt::rng::normal_pair(key, i, 0.0f, 1.0f, y[2 * i], y[2 * i + 1]);
+}
+
+// One SplitMix64 draw as a uniform (tlrt::rng::uniform).
+extern "C" __global__ void uniform_one(float *__restrict y, int n, unsigned long long key) {
+  const int i = tid();
+  if (i < n) y[i] = tlrt::rng::uniform(key, i);
 }

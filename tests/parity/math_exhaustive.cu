@@ -28,9 +28,9 @@
 
 namespace {
 
-const char* const kNames[] = {"exp_f",  "log_f",  "log1p_f",     "tanh_f",  "sigmoid_f",
-                              "softplus_f", "gelu_f", "gelu_grad_f", "cos2pi_f"};
-constexpr int kNumFns = 9;
+const char* const kNames[] = {"exp_f",  "log_f",  "log1p_f",     "tanh_f",   "sigmoid_f",
+                              "softplus_f", "gelu_f", "gelu_grad_f", "cos2pi_f", "sin2pi_f"};
+constexpr int kNumFns = 10;
 
 __host__ __device__ inline float eval_fn(int fn, float x) {
   switch (fn) {
@@ -42,7 +42,8 @@ __host__ __device__ inline float eval_fn(int fn, float x) {
     case 5: return tlrt::math::softplus_f(x);
     case 6: return tlrt::math::gelu_f(x);
     case 7: return tlrt::math::gelu_grad_f(x);
-    default: return tlrt::math::cos2pi_f(x);
+    case 8: return tlrt::math::cos2pi_f(x);
+    default: return tlrt::math::sin2pi_f(x);  // both through sincos2pi_f
   }
 }
 

@@ -329,10 +329,23 @@ float spec_uniform(uint64_t key, uint64_t i) {
   return std::ldexp((float)(r >> 8), -24);
 }
 
+// The normal the header specifies at (key, i), in float64 on the same draws (pair form: output 2j
+// the cos, 2j + 1 the sin, of the pair from counters key + 2j and key + 2j + 1).
+double spec_normal_z(uint64_t key, uint64_t i) {
+  const uint64_t c = key + (i & ~uint64_t{1});
+  const double u1 = std::ldexp((double)(((uint32_t)splitmix64(c) >> 8) + 1u), -24);
+  const double u2 = std::ldexp((double)((uint32_t)splitmix64(c + 1) >> 8), -24);
+  const double radius = std::sqrt(-2.0 * std::log(u1)), theta = 2.0 * 3.14159265358979323846 * u2;
+  return radius * ((i & 1) ? std::sin(theta) : std::cos(theta));
+}
+
 void rng_parity() {
   const uint64_t keys[] = {0, 42, 0x9E3779B97F4A7C15ull, UINT64_MAX - 1000, UINT64_MAX - 1,
                            UINT64_MAX};
-  const std::vector<size_t> sizes = all_sizes();
+  std::vector<size_t> sizes = all_sizes();
+  // The normal kernel makes two pairs (4 outputs) per thread: every n % 4 in its tail, and odd n.
+  for (size_t n : {size_t{2}, size_t{6}, size_t{7}, size_t{4098}})
+    if (n <= max_n()) sizes.push_back(n);
   for (uint64_t key : keys) {
     char kb[40];
     std::snprintf(kb, sizeof kb, "key=0x%016llx", (unsigned long long)key);
@@ -360,10 +373,18 @@ void rng_parity() {
         compare("rand_normal(mean=" + fmt_d(p.first) + ",std=" + fmt_d(p.second) + ") [" + where +
                     "]", {}, nc, ng, "");
         if (p.first == 0.0 && p.second == 1.0) {
-          uint64_t bad = 0;
-          for (float z : nc) bad += !(std::fabs(z) <= 5.8f);  // the header's |z| <= 5.8
-          TH_CHECK_MSG(bad == 0, "rand_normal [%s]: %llu values with |z| > 5.8 or NaN",
+          // The header's |z| <= 5.7682, and its 1.5e-6 (+ half an ulp from the fma) to the float64
+          // value of the pair formula on the same draws (the CUDA values: CPU == CUDA above).
+          uint64_t bad = 0, off = 0;
+          for (size_t i = 0; i < ng.size(); ++i) {
+            const float z = ng[i];
+            bad += !(std::fabs(z) <= 5.7682f);
+            off += !(std::fabs((double)z - spec_normal_z(key, i)) <= 1.5e-6 + 2.4e-7);
+          }
+          TH_CHECK_MSG(bad == 0, "rand_normal [%s]: %llu values with |z| > 5.7682 or NaN",
                        where.c_str(), (unsigned long long)bad);
+          TH_CHECK_MSG(ng.size() == n && off == 0, "rand_normal [%s]: %llu values off the "
+                       "header's pair formula", where.c_str(), (unsigned long long)off);
         }
       }
       // bernoulli: CPU == CUDA == (u < (float)p) for the uniform of the same key.

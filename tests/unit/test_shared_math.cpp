@@ -71,6 +71,12 @@ double ref_cos2pi(float uf) {
   const double f = u - std::nearbyint(u);  // exact in double
   return std::cos(2.0 * 3.14159265358979323846 * f);
 }
+double ref_sin2pi(float uf) {
+  const double u = uf;
+  if (!std::isfinite(u)) return std::nan("");
+  const double f = u - std::nearbyint(u);  // exact in double; sin(2 pi u) = sin(2 pi f)
+  return std::sin(2.0 * 3.14159265358979323846 * f);
+}
 
 // ---- functions under test ------------------------------------------------------------------
 float t_exp(float x) { return tlrt::math::exp_f(x); }
@@ -82,6 +88,7 @@ float t_softplus(float x) { return tlrt::math::softplus_f(x); }
 float t_gelu(float x) { return tlrt::math::gelu_f(x); }
 float t_gelu_grad(float x) { return tlrt::math::gelu_grad_f(x); }
 float t_cos2pi(float x) { return tlrt::math::cos2pi_f(x); }
+float t_sin2pi(float x) { return tlrt::math::sin2pi_f(x); }
 
 enum class Metric { kUlp, kAbs, kUlpOrAbs };
 
@@ -107,6 +114,7 @@ const Spec kSpecs[] = {
     {"gelu_grad_f", t_gelu_grad, ref_gelu_grad, Metric::kUlpOrAbs, tlrt::math::kGeluGradMaxUlp,
      tlrt::math::kGeluGradMaxAbs, false, tlrt::math::kGeluGradRootLo, tlrt::math::kGeluGradRootHi},
     {"cos2pi_f", t_cos2pi, ref_cos2pi, Metric::kAbs, 0, tlrt::math::kCos2piMaxAbs, false, 0, 0},
+    {"sin2pi_f", t_sin2pi, ref_sin2pi, Metric::kAbs, 0, tlrt::math::kSin2piMaxAbs, false, 0, 0},
 };
 
 double ulp_of(float y) {
@@ -304,6 +312,15 @@ void check_documented(uint32_t step) {
       {"cos2pi(2^22 + 0.5) = -1", cos2pi_f(0x1p22f + 0.5f), -1.0f},
       {"cos2pi(2^23 + 1) = 1", cos2pi_f(0x1p23f + 1.0f), 1.0f},
       {"cos2pi(-FLT_MAX) = 1", cos2pi_f(-FLT_MAX), 1.0f},
+      {"sin2pi(+0) = +0", sin2pi_f(0.0f), 0.0f},
+      {"sin2pi(-0) = -0", sin2pi_f(-0.0f), -0.0f},
+      {"sin2pi(0.25) = 1", sin2pi_f(0.25f), 1.0f},
+      {"sin2pi(-0.25) = -1", sin2pi_f(-0.25f), -1.0f},
+      {"sin2pi(0.5) = -0", sin2pi_f(0.5f), -0.0f},
+      {"sin2pi(0.75) = -1", sin2pi_f(0.75f), -1.0f},
+      {"sin2pi(2^22 + 0.5) = -0", sin2pi_f(0x1p22f + 0.5f), -0.0f},
+      {"sin2pi(2^23 + 1) = +0", sin2pi_f(0x1p23f + 1.0f), 0.0f},
+      {"sin2pi(-FLT_MAX) = -0", sin2pi_f(-FLT_MAX), -0.0f},
   };
   for (const Exact& e : exact)
     if (!same_bits(e.got, e.want)) doc_fail(e.what, 0.0f, e.got);
@@ -311,7 +328,8 @@ void check_documented(uint32_t step) {
   const float nan_of[] = {exp_f(nan),       log_f(nan),       log_f(-1.0f),     log_f(-inf),
                           log_f(-tiny),     log1p_f(nan),     log1p_f(-1.5f),   log1p_f(-inf),
                           tanh_f(nan),      sigmoid_f(nan),   softplus_f(nan),  gelu_f(nan),
-                          gelu_grad_f(nan), cos2pi_f(nan),    cos2pi_f(inf),    cos2pi_f(-inf)};
+                          gelu_grad_f(nan), cos2pi_f(nan),    cos2pi_f(inf),    cos2pi_f(-inf),
+                          sin2pi_f(nan),    sin2pi_f(inf),    sin2pi_f(-inf)};
   for (float y : nan_of)
     if (!(y != y)) doc_fail("NaN expected", 0.0f, y);
   // Saturation thresholds, each tight and held all the way to where the clamps take over.
@@ -330,6 +348,23 @@ void check_documented(uint32_t step) {
       {"gelu_grad(x) = -0 for x <= -10.8945389", gelu_grad_f, 0xc12e5008u, -10.9f, -0.0f},
   };
   for (const Threshold& th : thresholds) expect_threshold(th, step);
+  // The RNG (core/numerics/rng.hpp) calls the bodies of log_f and sincos2pi_f directly on its
+  // draws: u1 = k * 2^-24, k in [1, 2^24] and u2 = k * 2^-24, k in [0, 2^24); the same bits as
+  // the full functions for every one of them (all 2^24 + 2^24, whatever the stride).
+  for (uint32_t k = 1; k <= (1u << 24); ++k) {
+    const float u = static_cast<float>(k) * 0x1p-24f;
+    const float full = log_f(u), body = tlrt::math::detail::log_core(u, 0.0f);
+    if (!same_bits(full, body)) doc_fail("log_core(u, 0) == log_f(u) on the RNG's u1", u, body);
+  }
+  for (uint32_t k = 0; k < (1u << 24); ++k) {
+    const float u = static_cast<float>(k) * 0x1p-24f;
+    float s, c, sb, cb;
+    sincos2pi_f(u, s, c);
+    tlrt::math::detail::sincos2pi_nonneg(u, sb, cb);
+    if (!same_bits(s, sb) || !same_bits(c, cb) || !same_bits(c, cos2pi_f(u)) ||
+        !same_bits(s, sin2pi_f(u)))
+      doc_fail("sincos2pi_nonneg == sincos2pi_f == cos2pi_f, sin2pi_f on the RNG's u2", u, sb);
+  }
   // Beyond the clamps (a sparse look; the clamps and selects make these hold by construction).
   for (float x = 104.0f; x < 3e38f; x *= 1.37f) {
     const Exact far[] = {
@@ -367,7 +402,8 @@ int main() {
     const long long v = std::atoll(e);
     if (v >= 1) stride = static_cast<uint64_t>(v);
   }
-  // cos2pi_f's real domain: u = i * 2^-24, i in [0, 2^24); swept with a proportionally finer step.
+  // cos2pi_f's and sin2pi_f's real domain: u = i * 2^-24, i in [0, 2^24); swept with a
+  // proportionally finer step.
   const uint64_t dstride = stride == 1 ? 1 : (stride + 255) / 256;
   const std::vector<float> specials = special_values();
 
@@ -381,7 +417,7 @@ int main() {
     Stats st;
     for (float x : specials) check(s, x, st);
     for (uint64_t i = 0; i <= 0xffffffffull; i += stride) check(s, u2f(static_cast<uint32_t>(i)), st);
-    if (s.fn == t_cos2pi) {
+    if (s.fn == t_cos2pi || s.fn == t_sin2pi) {
       for (uint64_t i = 0; i < (1ull << 24); i += dstride) check(s, static_cast<float>(i) * 0x1p-24f, st);
     }
     const double bound = s.metric == Metric::kAbs ? s.max_abs : s.max_ulp;

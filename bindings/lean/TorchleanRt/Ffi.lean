@@ -301,11 +301,18 @@ probability 2^-25; this one never does.) -/
 
 /-- `tlrt_status tlrt_rand_normal(tlrt_device device, uint64_t n, double mean, double std, uint64_t key, tlrt_buffer ** out)`
 
-Normal(mean, std) by Box-Muller, one value per pair of counters:
-  u1 = ((r(key + 2i) >> 8) + 1) * 2^-24  in (0, 1],   u2 = (r(key + 2i + 1) >> 8) * 2^-24,
-  z = sqrt(-2 * log(u1)) * cos(2 pi u2),  out[i] = fma(std, z, mean)
-evaluated in float32 with the library's shared log and cos (see tlrt_elementwise.h), so both
-backends produce the same bits. mean and std are rounded once to float32; |z| <= 5.8.
+Normal(mean, std) by the pair form of Box-Muller: outputs 2j and 2j + 1 share one pair of draws,
+  u1 = ((r(key + 2j) >> 8) + 1) * 2^-24  in (0, 1],   u2 = (r(key + 2j + 1) >> 8) * 2^-24,
+  R = sqrt(-2 * log(u1)),  theta = 2 pi u2,
+  out[2j] = fma(std, R * cos(theta), mean),  out[2j + 1] = fma(std, R * sin(theta), mean);
+for odd n the last output is the cos one of its pair. So output i uses counters key + (i & ~1)
+and key + (i | 1), and n outputs use the counters key .. key + n - 1 (n rounded up to even).
+Evaluated in float32 with the library's shared log and sincos (log_f, sincos2pi_f of
+core/numerics/shared_math.hpp: log within 0.9 ulp, cos and sin within 9e-8 absolute), a
+correctly rounded sqrt, one float32 product and the fma, so both backends produce the same
+bits. mean and std are rounded once to float32; |z| = |R cos| or |R sin| <= 5.7682 (R is largest
+for u1 = 2^-24: sqrt(48 ln 2)); z is within 1.5e-6 absolute of the float64 value of the same
+formula on the same draws (tests/unit/test_rng.cpp).
 Errors: TLRT_ERR_INVALID_ARGUMENT if the float32-rounded mean or std is not finite or the
 rounded std is negative (so std = -1e-50, which rounds to -0, is accepted, and mean = 1e300,
 which rounds to inf, is rejected). -/

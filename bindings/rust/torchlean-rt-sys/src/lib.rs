@@ -171,7 +171,7 @@ extern "C" {
     /// Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0
     /// (full contract: abi/tlrt_rng.h)
     pub fn tlrt_rand_uniform(device: tlrt_device, n: u64, key: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
-    /// Normal(mean, std) by Box-Muller, one value per pair of counters:
+    /// Normal(mean, std) by the pair form of Box-Muller: outputs 2j and 2j + 1 share one pair of draws,
     /// (full contract: abi/tlrt_rng.h)
     pub fn tlrt_rand_normal(device: tlrt_device, n: u64, mean: f64, std: f64, key: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
     /// Bernoulli mask: out[i] = 1.0f if u[i] < (float)keep_prob else 0.0f, with u[i] the value

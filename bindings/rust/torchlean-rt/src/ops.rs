@@ -12,7 +12,7 @@ pub fn rand_uniform(device: Device, n: u64, key: u64) -> Result<Buffer> {
     Ok(Buffer { raw: o_out })
 }
 
-/// Normal(mean, std) by Box-Muller, one value per pair of counters:
+/// Normal(mean, std) by the pair form of Box-Muller: outputs 2j and 2j + 1 share one pair of draws,
 /// `tlrt_status tlrt_rand_normal(tlrt_device device, uint64_t n, double mean, double std, uint64_t key, tlrt_buffer ** out)` (abi/tlrt_rng.h).
 pub fn rand_normal(device: Device, n: u64, mean: f64, std: f64, key: u64) -> Result<Buffer> {
     let mut o_out = core::ptr::null_mut();
