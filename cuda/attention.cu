@@ -74,6 +74,7 @@
 // ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
 // and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
 // checked in emulation (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
+#include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
 
 #include "abi/tlrt_blas.h"
@@ -86,6 +87,10 @@ namespace tlrt {
 namespace cuda {
 
 namespace {
+
+// The allow_tf32 forward: false = the WMMA kernel of cuda/attention_tc_kernels.cuh (measured
+// 2026-11-24), true = fwd_mma_kernel with one TF32 product. Pending the lead's measurement of both.
+constexpr bool kTf32FwdOnMma = false;
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
@@ -124,9 +129,18 @@ struct Launch {
 void attention_fwd(int dev, const attn::Problem &p, const float *q, const float *k,
                    const float *v, float *out, float *lse) {
   Launch launch{dev};
-  if (!deterministic() && tlrt_get_allow_tf32() && launch.tensor_cores() &&
-      attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
-    return;
+  // Switch on: the exact kernels (bit for bit the CPU). Off: the 3xTF32 mma.sync kernel
+  // (cuda/attention_mma_kernels.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
+  // one-product TF32 path (the WMMA kernel until kTf32FwdOnMma is flipped after measuring both).
+  if (!deterministic() && launch.tensor_cores()) {
+    if (tlrt_get_allow_tf32()) {
+      if (kTf32FwdOnMma ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
+                        : attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
+        return;
+    } else if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse)) {
+      return;
+    }
+  }
   attn_kernels::fwd_plan(launch, p, q, k, v, out, lse);
 }
 
