@@ -63,6 +63,14 @@
 //   bwd (16,4096,64) none ~21 (~1.5x), causal ~17, masked ~19;
 //   bwd (32,1024,128) none ~20 (~2.0x), causal ~16, masked ~18.
 //
+// DEFAULT FAST FORWARD (determinism switch off, allow_tf32 off, sm_80+, d <= 128): the 3xTF32
+// FlashAttention-2 forward of cuda/attention_mma_kernels.cuh (mma.sync m16n8k8 on register
+// fragments, K / V split once per tile into fragment-ordered big / small planes in shared memory;
+// its top comment has the design and the PREDICTION: ~45 TFLOP/s at (32, 1024, 64), ~0.33x SDPA);
+// class library with the header's split-TF32 bound, run-to-run deterministic. With the switch on
+// (and for d > 128) the exact kernels below run, bit for bit the CPU. The backward's dispatch is
+// not changed by it. Measured: (pending GPU run).
+//
 // TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward, and the
 // backward without a mask, run the tensor-core kernels of cuda/attention_tc_kernels.cuh with one
 // TF32 product where they apply (sm_80+, d <= 128, enough shared memory); everything else runs
