@@ -40,16 +40,20 @@
 // 102 KB (2); two blocks (8 warps) per SM everywhere (registers: fwd_mma_min_blocks below).
 // Work per 64-key tile and warp (DP = 64, SPLIT): S 8 k-steps x 8 n-tiles x 3 = 192 mma, P V 8 x 8
 // x 3 = 192 mma; 128 LDS.128 (64 K, 64 V fragments); 32 exp and ~250 other softmax instructions
-// per lane; the split pass ~70 instructions per thread and tile; two barriers.
-// PREDICTION (H100 SXM, TF32 off, 4 n^2 d FLOPs; bound by shared-memory bandwidth (512 bytes per
-// LDS.128: 128 per tile and warp = 64 KB / 262 kFLOP) and mma.sync issue at ~40-50% of that
-// roof): ~45 TFLOP/s unmasked at d = 64, against SDPA's 14.8 (0.580 ms):
-//   fwd (32,1024,64)  none ~45 TFLOP/s (~0.33x SDPA), causal ~32 (~0.3x), masked ~35 (~0.42x);
-//   fwd (16,4096,64)  none ~48 (~0.32x), causal ~40 (~0.3x), masked ~37 (~0.4x);
-//   fwd (32,1024,128) none ~40 (~0.55x; KT = 32 halves the reuse of each Q fragment split),
-//   causal ~28 (~0.5x), masked ~33 (~0.6x).
-// SPLIT = false (allow_tf32): ~1.8x those TFLOP/s (one product instead of three; the softmax and
-// split pass then weigh more).
+// per lane; the split pass ~32 plane entries (~400 instructions) per thread and tile; two
+// barriers.
+// PREDICTION (H100 SXM, TF32 off, the benchmark's 4 n^2 d count, causal half; SDPA fp32 times of
+// bench/results/2026-11-24-h100-attention-tc.md). Per SM and tile, 8 warps: tensor pipe ~8 x 384
+// mma.sync at ~half of the TF32 peak rate (~80 TFLOP/s useful with 3 products), shared memory
+// 8 x 128 LDS.128 (~118 TFLOP/s roof), issue ~1400 slots per warp-tile (~180): ~55% of the
+// tensor-pipe bound after barriers, split pass and softmax latency:
+//   fwd (32,1024,64)  none ~45 TFLOP/s = 0.19 ms (~0.33x SDPA's 0.580), causal ~30 (~0.20x of
+//   0.717), masked ~35 (~0.34x of 0.716: the mask loads per element from global memory);
+//   fwd (16,4096,64)  none ~48 (~0.34x of 4.166), causal ~38 (~0.17x), masked ~37 (~0.34x);
+//   fwd (32,1024,128) none ~40 (~0.58x of 0.738: ABOVE the 0.5x target; KT = 32 and Q re-split
+//   per tile), causal ~28 (~0.35x), masked ~33 (~0.59x).
+// SPLIT = false (allow_tf32): ~1.6-1.8x those TFLOP/s (one product instead of three; the split
+// pass and the softmax then weigh more).
 // Measured: (pending GPU run)
 #pragma once
 
@@ -271,10 +275,14 @@ __global__ void __launch_bounds__(kMmaThreads, fwd_mma_min_blocks<DP>())
 #pragma unroll
         for (unsigned ks = 0; ks < KS; ++ks) {
           mma::SplitA a;
-          if (QPRE)
+          if (QPRE) {
             a = qa[QPRE ? ks : 0];
-          else
+          } else if (SPLIT) {
             mma::split(qf[ks], a);
+          } else {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) a.big[e] = mma::tf32(qf[ks][e]);
+          }
 #pragma unroll
           for (unsigned nt = 0; nt < NS; ++nt)
             mma::product<SPLIT>(s[nt], a, b_of(ld4(kpl + 4 * ((8 * nt + g) * SK4 + 4 * ks + t))));
