@@ -54,22 +54,28 @@
  * non-finite values or a -0 sum). With a finite mask_fill every tile is computed. How the CUDA
  * kernels group rows into blocks does not enter the order.
  *
- * NUMERIC CLASS: library (bound against float64). By default, in both determinism modes, both
- * backends perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit
- * for bit (the parity suite checks it; NaN payloads unspecified); there are no atomics.
+ * NUMERIC CLASS: library (bound against float64), run-to-run deterministic in every mode (no
+ * atomics; the same inputs give the same bits). With the determinism switch ON both backends
+ * perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit for bit
+ * (the parity suite checks it; NaN payloads unspecified).
+ * DEFAULT FAST FORWARD (CUDA, determinism switch OFF, allow_tf32 off; sm_80 and later, 1 <= d <=
+ * 128): the forward's products Q K^T and P V run on the tensor cores (mma.sync TF32) in "split
+ * TF32": each product a b is big(a) big(b) + big(a) small(b) + small(a) big(b), big(x) = x rounded
+ * to TF32 (10 mantissa bits, nearest, ties away), small(x) = big(x - big(x)), accumulated in
+ * float32 in the tensor cores' order (not the ORDER OF OPERATIONS above; keys in tiles of 64, 32
+ * for d > 64): float32-grade, within the split-TF32 bound below, but not bit for bit the CPU. The
+ * softmax is float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact
+ * kernels in both modes. The backward is unchanged by this (it runs the kernels named below).
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
  * determinism switch off, the forward, and the backward when mask == NULL, compute their matrix
  * products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in both of its kernels,
  * dv = P^T dout, dk = dS^T Q, dq = dS K) on the tensor cores with the operands rounded to TF32
- * (10 mantissa bits, nearest, ties away), accumulated in float32 in the tensor cores' order (not
- * the ORDER OF OPERATIONS above): ~1e-3 relative, the TF32 bound below, the same bits run to run.
- * The softmax stays float32 as above and D = rowsum(dout * out) the exact fma chain. The TF32
- * kernels cover 1 <= d <= 128 on sm_80 and later with the shared memory they need (sm_90: every
- * d <= 128; sm_80: forward d <= 128, backward d <= 32; 99 KiB devices: forward d <= 32, backward
- * none); elsewhere (d > 128, a masked backward, the determinism switch on) the exact kernels run.
- * (The kernels also have a split-TF32 mode, three products per product for float32-grade error,
- * with the split-TF32 bound below; it measured no faster than the exact kernels on the H100 and
- * is not used; tests/unit/test_attention_tc_emu.cpp checks it in emulation.)
+ * (one product big(a) big(b)), accumulated in float32 in the tensor cores' order: ~1e-3
+ * relative, the TF32 bound below, the same bits run to run. The softmax stays float32 as above
+ * and D = rowsum(dout * out) the exact fma chain. The TF32 kernels cover 1 <= d <= 128 on sm_80
+ * and later with the shared memory they need (sm_90: every d <= 128; sm_80: forward d <= 128,
+ * backward d <= 32; 99 KiB devices: forward d <= 32, backward none); elsewhere (d > 128, a masked
+ * backward, the determinism switch on) the exact kernels run.
  * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
  * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
  * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same
@@ -78,19 +84,23 @@
  *   |x - x64| <= u (2 n + 4 d + 8 d S + 64) A(x)   for out, dq, dk and dv,
  *   |lse - lse64| <= u (4 d S + 2 n + 8) (1 + |lse|).
  * (Measured worst error / bound: 0.043 over the unit test's grid of shapes, masks and fills;
- * the unit test prints it.) Split TF32 (not dispatched), for out, dq, dk, dv and lse:
+ * the unit test prints it.) Split TF32 (the default fast forward; tests/unit/
+ * test_attention_mma_emu.cpp checks it on an emulation of the kernel, the parity suite on the GPU),
+ * for out, dq, dk, dv and lse:
  *   |x - x64| <= u (4 n + 8 d + 16 (d + 2) S + 128) A(x),
  *   |lse - lse64| <= u (8 (d + 2) S + 4 n + 16) (1 + |lse|);
  * TF32 path: those plus 2^-11 (8 S + 8) A(x), and plus 2^-11 (4 S + 4) (1 + |lse|) for lse.
- * (tests/unit/test_attention_tc_emu.cpp checks them on an emulation of the kernel, the parity
- * suite the TF32 path on the GPU; both print the worst error / bound.) These two bounds assume
+ * (tests/unit/test_attention_tc_emu.cpp and test_attention_mma_emu.cpp check them on an
+ * emulation of the kernels, the parity suite on the GPU; all print the worst error / bound.)
+ * These two bounds assume
  * finite inputs whose nonzero magnitudes lie in [2^-100, 2^126]: small(x) of tinier values may
  * be subnormal on the tensor cores, and big(x) of larger ones may round to infinity. S large
  * (scores of magnitude ~100 and beyond) loses digits in exp(s - m) like every float32 softmax.
  *
  * SPECIAL VALUES. A NaN in q, k or v (or an infinite score) makes the affected rows NaN; an
- * infinite mask entry counts as allowed. Inputs are not scanned. On the TF32 path an infinite
- * q, k or v element also makes the affected rows NaN.
+ * infinite mask entry counts as allowed. Inputs are not scanned. On the default fast forward
+ * and the TF32 path an infinite q, k or v element also makes the affected rows NaN (small(inf)
+ * is NaN), including, for v, rows whose key tile holds it with p = 0.
  *
  * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output is
  * lse (bh * n floats); the backward's scratch is D (bh * n floats); the seeds' single-gradient
@@ -118,10 +128,11 @@ extern "C" {
  * TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
  * +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
  * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
- * Cost (CUDA): one kernel; q read once, k and v once per query block (64 rows; 128 for
- * 64 < d <= 128; 128 on the TF32 path) from L2, out and lse written once; 4 n^2 d FLOPs per
- * problem (about half with causal and mask_fill == -inf), on the TF32 path as tensor-core
- * products. */
+ * Cost (CUDA): one kernel; q read once, k and v once per query block from L2 (64 rows: the
+ * default fast forward, and the exact kernels for d <= 64; 128: the exact kernels for
+ * 64 < d <= 128, and the TF32 path), out and lse written once; 4 n^2 d FLOPs per problem (about
+ * half with causal and mask_fill == -inf), as tensor-core products on the default fast forward
+ * (three TF32 products each) and on the TF32 path (one). */
 TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_buffer *k,
                                               const tlrt_buffer *v, const tlrt_buffer *mask,
                                               uint64_t bh, uint64_t n, uint64_t d, double scale,

@@ -63,6 +63,14 @@
 //   bwd (16,4096,64) none ~21 (~1.5x), causal ~17, masked ~19;
 //   bwd (32,1024,128) none ~20 (~2.0x), causal ~16, masked ~18.
 //
+// DEFAULT FAST FORWARD (determinism switch off, allow_tf32 off, sm_80+, d <= 128): the 3xTF32
+// FlashAttention-2 forward of cuda/attention_mma_kernels.cuh (mma.sync m16n8k8 on register
+// fragments, K / V split once per tile into fragment-ordered big / small planes in shared memory;
+// its top comment has the design and the PREDICTION: ~45 TFLOP/s at (32, 1024, 64), ~0.33x SDPA);
+// class library with the header's split-TF32 bound, run-to-run deterministic. With the switch on
+// (and for d > 128) the exact kernels below run, bit for bit the CPU. The backward's dispatch is
+// not changed by it. Measured: (pending GPU run).
+//
 // TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward, and the
 // backward without a mask, run the tensor-core kernels of cuda/attention_tc_kernels.cuh with one
 // TF32 product where they apply (sm_80+, d <= 128, enough shared memory); everything else runs
@@ -74,6 +82,7 @@
 // ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
 // and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
 // checked in emulation (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
+#include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
 
 #include "abi/tlrt_blas.h"
@@ -86,6 +95,10 @@ namespace tlrt {
 namespace cuda {
 
 namespace {
+
+// The allow_tf32 forward: false = the WMMA kernel of cuda/attention_tc_kernels.cuh (measured
+// 2026-11-24), true = fwd_mma_kernel with one TF32 product. Pending the lead's measurement of both.
+constexpr bool kTf32FwdOnMma = false;
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
@@ -124,9 +137,18 @@ struct Launch {
 void attention_fwd(int dev, const attn::Problem &p, const float *q, const float *k,
                    const float *v, float *out, float *lse) {
   Launch launch{dev};
-  if (!deterministic() && tlrt_get_allow_tf32() && launch.tensor_cores() &&
-      attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
-    return;
+  // Switch on: the exact kernels (bit for bit the CPU). Off: the 3xTF32 mma.sync kernel
+  // (cuda/attention_mma_kernels.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
+  // one-product TF32 path (the WMMA kernel until kTf32FwdOnMma is flipped after measuring both).
+  if (!deterministic() && launch.tensor_cores()) {
+    if (tlrt_get_allow_tf32()) {
+      if (kTf32FwdOnMma ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
+                        : attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
+        return;
+    } else if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse)) {
+      return;
+    }
+  }
   attn_kernels::fwd_plan(launch, p, q, k, v, out, lse);
 }
 

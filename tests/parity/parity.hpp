@@ -95,10 +95,12 @@ inline void compare(const std::string &what, const std::vector<float> &cpu,
 // host-side) inputs to dev, calls the entry point, and moves its outputs into outs (th::Buf owns
 // them). Runs fn on the CPU and on the GPU, checks that every output is on the right device,
 // compares output k of both bit for bit, and runs the GPU again with the determinism switch
-// flipped: nothing may change.
+// flipped: nothing may change. flip = false leaves that last run out, for the entry points whose
+// CUDA path depends on the switch (attention's forward: the exact kernels with the switch on, the
+// 3xTF32 kernel, another numeric class, with it off); the caller then sets the switch to on.
 using MultiCall = std::function<tlrt_status(tlrt_device dev, std::vector<th::Buf> &outs)>;
 
-inline void run_multi(const std::string &what, const MultiCall &fn) {
+inline void run_multi(const std::string &what, const MultiCall &fn, bool flip = true) {
   std::vector<th::Buf> cy, gy, gy2;
   const tlrt_status cs = fn(kCpu, cy);
   TH_CHECK_MSG(cs == TLRT_OK, "%s (cpu) failed: %s", what.c_str(), tlrt_last_error());
@@ -119,6 +121,7 @@ inline void run_multi(const std::string &what, const MultiCall &fn) {
     const std::string w = gy.size() > 1 ? what + " [output " + std::to_string(k) + "]" : what;
     compare(w, th::download(cy[k].get()), g[k]);
   }
+  if (!flip) return;
   const bool was = tlrt_set_deterministic(!tlrt_get_deterministic());
   const tlrt_status gs2 = fn(kGpu, gy2);
   tlrt_set_deterministic(was);

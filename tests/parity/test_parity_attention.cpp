@@ -1,12 +1,17 @@
 // Parity of the attention entry points (abi/tlrt_attention.h): CPU and CUDA on the same seeded
-// inputs, compared bit for bit (the header's claim: both backends perform the same IEEE
-// operations in the same order). Shapes cover every CUDA template (d = 32, 64, 128, 256 exact and
+// inputs, compared bit for bit with the determinism switch ON (the header's claim: both backends
+// perform the same IEEE operations in the same order). Shapes cover every CUDA template (d = 32, 64, 128, 256 exact and
 // the generic padded path: d = 1, 5, 33, 100, 200), n = 1, odd n, n across the 32/64/128-row
 // block edges; masks none / per-problem / broadcast / causal / causal + mask / fully blocked rows,
 // both fill conventions; special values (NaN, inf, subnormals) around skipped tiles; the fused
 // backward on the CPU forward's out and lse, and the seeds' three single-gradient entry points;
-// one n = 16384 problem whose device peak must stay far below n^2. Every CUDA result is also
-// recomputed with the determinism switch flipped and must not change.
+// one n = 16384 problem whose device peak must stay far below n^2. The fused backward's CUDA
+// result is also recomputed with the determinism switch flipped and must not change (the forward,
+// and the single-gradient entry points that run it, take the 3xTF32 kernel with the switch off).
+// The default fast forward (switch off, allow_tf32 off: cuda/attention_mma_kernels.cuh, 3xTF32
+// for d <= 128) is checked against float64 with the header's split-TF32 bound on the grid below
+// (n = 1, 7, 16, 17, 64, 65, 130, 300, 1000, 1024; d = 1 .. 256), with the backward on its out
+// and lse, the single-gradient entry points and run-to-run equality, as the TF32 path.
 // The TF32 path (allow_tf32 on, switch off: tensor-core forward, and backward without a mask) is
 // checked against the float64 reference of tests/attention_ref.hpp with the header's TF32 bound
 // on a grid of shapes (n = 1, odd, not a multiple of 16; d = 1, 8,
@@ -48,12 +53,16 @@ void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt
   auto up = [&](const std::vector<float> &x, tlrt_device dev) {
     return Buf(x.empty() ? nullptr : th::upload(x, dev));
   };
-  run_multi(w + "fwd", [&](tlrt_device dev, std::vector<Buf> &o) {
-    Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev);
-    o.resize(2);
-    return tlrt_flash_attention_fwd(Q.get(), K.get(), V.get(), M.get(), bh, n, d, scale, causal,
-                                    fill, o[0].out(), o[1].out());
-  });
+  const bool was_det = tlrt_set_deterministic(true);
+  run_multi(
+      w + "fwd",
+      [&](tlrt_device dev, std::vector<Buf> &o) {
+        Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev);
+        o.resize(2);
+        return tlrt_flash_attention_fwd(Q.get(), K.get(), V.get(), M.get(), bh, n, d, scale,
+                                        causal, fill, o[0].out(), o[1].out());
+      },
+      /*flip=*/false);
   std::vector<float> out, lse;
   {
     Buf Q = up(q, kCpu), K = up(k, kCpu), V = up(v, kCpu), M = up(mask, kCpu), O, L;
@@ -76,12 +85,17 @@ void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt
   const Single fns[3] = {tlrt_flash_attention_bwd_q, tlrt_flash_attention_bwd_k,
                          tlrt_flash_attention_bwd_v};
   for (int s = 0; s < 3; ++s)
-    run_multi(w + "bwd_" + "qkv"[s], [&](tlrt_device dev, std::vector<Buf> &o) {
-      Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev), DO = up(dout, dev);
-      o.resize(1);
-      return fns[s](Q.get(), K.get(), V.get(), M.get(), DO.get(), bh, n, d, scale, causal, fill,
-                    o[0].out());
-    });
+    run_multi(
+        w + "bwd_" + "qkv"[s],
+        [&](tlrt_device dev, std::vector<Buf> &o) {
+          Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev),
+              DO = up(dout, dev);
+          o.resize(1);
+          return fns[s](Q.get(), K.get(), V.get(), M.get(), DO.get(), bh, n, d, scale, causal,
+                        fill, o[0].out());
+        },
+        /*flip=*/false);
+  tlrt_set_deterministic(was_det);
 }
 
 void long_problem() {
@@ -102,9 +116,10 @@ void long_problem() {
   TH_CHECK(grew <= 8 * n * d * 4);
 }
 
-// ---- TF32 path (switch off, allow_tf32 on) against float64 --------------------------------------
+// ---- the default fast forward (switch off) and the TF32 path (allow_tf32 on) against float64 -----
 
-double g_worst = 0;  // worst error / bound
+double g_worst_fast = 0, g_worst_tf32 = 0;  // worst error / bound
+double *g_worst = &g_worst_tf32;            // the path being checked
 
 void near(const std::string &what, const std::vector<float> &got, const std::vector<double> &ref,
           const std::vector<double> &abs, double factor) {
@@ -120,7 +135,7 @@ void near(const std::string &what, const std::vector<float> &got, const std::vec
       continue;
     }
     const double err = std::fabs((double)got[e] - ref[e]), bound = factor * abs[e];
-    if (bound > 0) g_worst = std::max(g_worst, err / bound);
+    if (bound > 0) *g_worst = std::max(*g_worst, err / bound);
     if (!(err <= bound) && bad++ < 3)
       TH_CHECK_MSG(false, "%s[%zu] = %s, reference %.17g, error %.3g > bound %.3g", what.c_str(),
                    e, th::hex(got[e]).c_str(), ref[e], err, bound);
@@ -131,7 +146,10 @@ void near(const std::string &what, const std::vector<float> &got, const std::vec
 }
 
 // mk: 0 none, 1 random per problem, 2 random broadcast, 3 causal, 5 fully blocked rows.
-void tf32_path(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt) {
+// tf32: allow_tf32 on (the TF32 path), else off (the default fast forward, 3xTF32; the backward
+// on its out and lse runs the exact kernels).
+void tf32_path(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt,
+               bool tf32 = true) {
   const uint64_t N = bh * n * d;
   if (N > max_n()) return;
   const std::vector<float> q = th::make(th::Dist::Uniform, N, salt + 1),
@@ -149,14 +167,15 @@ void tf32_path(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_
   }
   const attref::Ref r = attref::reference(c, q, k, v, dout);
   const double S = *std::max_element(r.S.begin(), r.S.end());
-  // The header's TF32 bound: the split-TF32 terms plus 2^-11 (8 S + 8) (lse: 2^-11 (4 S + 4)).
-  const double u = 0x1p-24, t = 0x1p-11;
+  // The header's split-TF32 bound; the TF32 path adds 2^-11 (8 S + 8) (lse: 2^-11 (4 S + 4)).
+  const double u = 0x1p-24, t = tf32 ? 0x1p-11 : 0.0;
+  g_worst = tf32 ? &g_worst_tf32 : &g_worst_fast;
   const double f = u * (4.0 * n + 8.0 * d + 16.0 * (d + 2) * S + 128) + t * (8.0 * S + 8);
   const double fl = u * (8.0 * (d + 2) * S + 4.0 * n + 16) + t * (4.0 * S + 4);
-  const std::string w = std::string("tf32 (") + std::to_string(bh) + ", " +
+  const std::string w = std::string(tf32 ? "tf32 (" : "fast (") + std::to_string(bh) + ", " +
                         std::to_string(n) + ", " + std::to_string(d) + ") mask " +
                         std::to_string(mk) + " fill " + std::to_string(fill) + " ";
-  const bool was_tf32 = tlrt_set_allow_tf32(true);
+  const bool was_tf32 = tlrt_set_allow_tf32(tf32);
   Buf Q(th::upload(q, kGpu)), K(th::upload(k, kGpu)), V(th::upload(v, kGpu)),
       DO(th::upload(dout, kGpu)), M;
   if (!c.mask.empty()) M = Buf(th::upload(c.mask, kGpu));
@@ -240,7 +259,22 @@ int main() {
   const bool was_tf32 = tlrt_set_allow_tf32(true);
   long_problem();  // the tensor-core kernels allocate nothing of size n^2 either
   tlrt_set_allow_tf32(was_tf32);
-  std::printf("parity_attention TF32 path: worst error / bound %.3g\n", g_worst);
+  // The default fast forward (switch off, allow_tf32 off): 3xTF32 for d <= 128 (d = 200, 256:
+  // the exact kernels, within the bound too), the backward on its out and lse.
+  for (Dims s : {Dims{1, 1, 1}, Dims{2, 7, 8}, Dims{1, 16, 16}, Dims{2, 17, 40}, Dims{1, 64, 64},
+                 Dims{2, 65, 100}, Dims{1, 130, 128}, Dims{1, 300, 64}, Dims{1, 67, 256},
+                 Dims{2, 129, 1}, Dims{1, 200, 32}, Dims{1, 50, 200}})
+    for (int mk : {0, 1, 2, 3, 5})
+      for (double fill : {-(double)INFINITY, -1000.0})
+        tf32_path(s.bh, s.n, s.d, mk, fill, salt += 10, false);
+  tf32_path(4, 1024, 64, 3, -(double)INFINITY, 5999, false);
+  tf32_path(2, 1000, 128, 1, -(double)INFINITY, 6999, false);
+  tf32_path(2, 1024, 64, 0, -(double)INFINITY, 7999, false);
+  tf32_path(2, 513, 100, 2, -1000.0, 8999, false);
+  long_problem();  // the default fast forward allocates nothing of size n^2 either
+  std::printf("parity_attention: worst error / bound: TF32 path %.3g, default fast forward "
+              "(3xTF32) %.3g\n",
+              g_worst_tf32, g_worst_fast);
   tlrt_set_deterministic(was_det);
   print_summary("parity_attention");
   return th::finish("test_parity_attention");

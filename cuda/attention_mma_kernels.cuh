@@ -1,0 +1,429 @@
+// Device code of the default fast attention FORWARD (cuda/attention.cu dispatches it with the
+// determinism switch off on sm_80+ for 1 <= d <= 128; SPLIT = true: float32-grade "3xTF32";
+// SPLIT = false: one TF32 product, the allow_tf32 variant): FlashAttention-2 on raw mma.sync
+// m16n8k8 TF32 (cuda/mma_tf32.cuh) with every operand and accumulator in REGISTER fragments.
+// tests/unit/test_attention_mma_emu.cpp runs this very source on the CPU emulator against float64.
+//
+// fwd_mma_kernel<DP, SPLIT, EXACT>: one block of 4 warps (128 threads) per (problem, 64 query
+// rows); warp w owns rows 16 w .. 16 w + 15 end to end. DP = d rounded up to 32, 64 or 128 (the
+// padding columns are zeros in Q, K and V); key tiles of KT = 64 keys (32 for DP = 128).
+//   Q: each lane loads its A fragments once from global memory (zeros past n and d); DP <= 64
+//   keeps them split (big and small TF32 parts: DP / 8 k-steps x 4 x 2 registers), DP = 128 keeps
+//   the float32 values (64 registers) and splits each k-step's fragment when it is used.
+//   K, V tiles: cp.async (16-byte copies when vec) into a raw (KT, DP + 4) staging pair while the
+//   previous tile is computed, then ONE split pass by the whole block (barrier, split, barrier)
+//   into "fragment-ordered" planes, so that a lane's B fragment (big and small) is ONE 16-byte
+//   shared load and no warp re-splits what the others use:
+//     K planes: row j, float4 c4 = 4 ks + t: {big, small of K[j][8 ks + t], big, small of
+//       K[j][8 ks + t + 4]} (row stride DP / 2 + 4 float4s: a quarter warp (g in {2h, 2h + 1},
+//       t = 0..3) reads 8 distinct 16-byte bank groups since the stride is 4 mod 8);
+//     V planes: key pair p (keys 2p, 2p + 1), column c: {big, small of V[2p][c], big, small of
+//       V[2p + 1][c]} (row stride DP + 2 float4s = 2 mod 8: t * 2 + g distinct mod 8), the B
+//       operand of P V read with the contraction permutation of mma_tf32.cuh (kc_perm).
+//   S = Q K^T: KT / 8 C fragments (16 x 8 each) per warp, DP / 8 k-steps, 3 mma each (1 without
+//   SPLIT, the small terms first). Scores, masks (read from global into registers before the
+//   products, so their latency hides under them), causal and bounds tests applied per element
+//   position (c[e]: row g + 8 (e / 2), key 2t + e % 2 of the n-tile), exactly the header's s(i, j).
+//   Online softmax on the C fragments in registers: row maxima over the lane's 2 KT / 8 values and
+//   the 4 lanes of a quad (__shfl_xor 1, 2); p = exp(s - m) with the shared tlrt::math exp; the
+//   row sum l is kept per lane and combined over the quad once at the end.
+//   O += P V: P's C fragments ARE the A fragments (c_as_a: keys permuted 2t <-> t, 2t + 1 <->
+//   t + 4, no shuffle), split in registers; O in DP / 8 C fragments (DP / 2 registers).
+//   End: l summed over the quad; out = O / l (__fdiv_rn), lse = m + log(l); l == 0 (every key
+//   excluded): out = 0, lse = -inf. Rows are written as float2 pairs (vec) or scalars.
+// With causal and mask_fill = -inf a block stops at its diagonal tile and a warp leaves out the
+// tiles whose first key is past its last row (KT = 32); blocks with the most tiles start first.
+// No atomics, no dependence on scheduling: the same bits run to run (the tensor cores' order is
+// fixed per instruction).
+// Shared memory (bytes): raw 2 KT (DP + 4) 4 + K planes KT (DP / 2 + 4) 16 + V planes
+// KT / 2 (DP + 2) 16: DP = 32: 56 KB, DP = 64: 105 KB, DP = 128 (KT = 32):
+// 102 KB (2); two blocks (8 warps) per SM everywhere (registers: fwd_mma_min_blocks below).
+// Work per 64-key tile and warp (DP = 64, SPLIT): S 8 k-steps x 8 n-tiles x 3 = 192 mma, P V 8 x 8
+// x 3 = 192 mma; 128 LDS.128 (64 K, 64 V fragments); 32 exp and ~250 other softmax instructions
+// per lane; the split pass ~32 plane entries (~400 instructions) per thread and tile; two
+// barriers.
+// PREDICTION (H100 SXM, TF32 off, the benchmark's 4 n^2 d count, causal half; SDPA fp32 times of
+// bench/results/2026-11-24-h100-attention-tc.md). Per SM and tile, 8 warps: tensor pipe ~8 x 384
+// mma.sync at ~half of the TF32 peak rate (~80 TFLOP/s useful with 3 products), shared memory
+// 8 x 128 LDS.128 (~118 TFLOP/s roof), issue ~1400 slots per warp-tile (~180): ~55% of the
+// tensor-pipe bound after barriers, split pass and softmax latency:
+//   fwd (32,1024,64)  none ~45 TFLOP/s = 0.19 ms (~0.33x SDPA's 0.580), causal ~30 (~0.20x of
+//   0.717), masked ~35 (~0.34x of 0.716: the mask loads per element from global memory);
+//   fwd (16,4096,64)  none ~48 (~0.34x of 4.166), causal ~38 (~0.17x), masked ~37 (~0.34x);
+//   fwd (32,1024,128) none ~40 (~0.58x of 0.738: ABOVE the 0.5x target; KT = 32 and Q re-split
+//   per tile), causal ~28 (~0.35x), masked ~33 (~0.59x).
+// SPLIT = false (allow_tf32): ~1.6-1.8x those TFLOP/s (one product instead of three; the split
+// pass and the softmax then weigh more).
+// Measured: (pending GPU run)
+#pragma once
+
+#include "cuda/attention_kernels.cuh"
+#include "cuda/mma_tf32.cuh"
+
+namespace tlrt {
+namespace cuda {
+namespace attn_kernels {
+
+constexpr unsigned kMmaThreads = 128;  // 4 warps
+constexpr unsigned kMmaRows = 64;      // query rows per block: 4 warps x 16
+
+// Keys per tile: 64, or 32 for DP = 128 (two blocks per SM in shared memory and registers).
+template <unsigned DP>
+__host__ __device__ constexpr unsigned mma_kt() {
+  return DP == 128 ? 32 : 64;
+}
+
+// Row strides: raw tiles (floats), K planes (float4 per key), V planes (float4 per key pair).
+template <unsigned DP>
+__host__ __device__ constexpr unsigned mma_raw_stride() {
+  return DP + 4;
+}
+template <unsigned DP>
+__host__ __device__ constexpr unsigned mma_k_stride4() {
+  return DP / 2 + 4;
+}
+template <unsigned DP>
+__host__ __device__ constexpr unsigned mma_v_stride4() {
+  return DP + 2;
+}
+
+template <unsigned DP>
+__host__ __device__ constexpr unsigned fwd_mma_smem_floats() {
+  return 2 * mma_kt<DP>() * mma_raw_stride<DP>() + 4 * mma_kt<DP>() * mma_k_stride4<DP>() +
+         4 * (mma_kt<DP>() / 2) * mma_v_stride4<DP>();
+}
+
+// Blocks per SM the kernel is compiled for (register budget 65536 / (128 x blocks)): 2 (at most
+// 255 registers). ptxas (sm_90, CUDA 13.0): 246-247 registers for DP = 64 and 128 with SPLIT, 196
+// / 231 without, no spills; DP = 32 spills at 3 blocks (168 registers), so it stays at 2 too.
+template <unsigned DP>
+__host__ __device__ constexpr unsigned fwd_mma_min_blocks() {
+  return 2;
+}
+
+// ---- helpers shareable with the backward ---------------------------------------------------------
+
+// Zeroes `floats` floats (a multiple of 4) of shared memory with NT threads.
+template <unsigned NT>
+__device__ __forceinline__ void zero_smem_nt(float *sm, unsigned floats) {
+  for (unsigned e = threadIdx.x; e < floats / 4; e += NT)
+    st4(sm + 4 * e, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+}
+
+// load_tile of cuda/attention_kernels.cuh for blocks of NT threads: rows r0 .. r0 + ROWS - 1
+// (columns 0 .. d - 1) of a row-major (n, d) matrix into dst (row stride DP + 4) by cp.async; rows
+// past n become zeros; columns d .. DP + 3 untouched.
+template <unsigned DP, unsigned ROWS, bool EXACT, unsigned NT>
+__device__ __forceinline__ void load_tile_nt(float *dst, const float *src, unsigned r0, unsigned n,
+                                             unsigned d, bool vec) {
+  constexpr unsigned SD = DP + 4;
+  if (vec) {
+    const unsigned d4 = EXACT ? DP / 4 : d / 4;
+    for (unsigned e = threadIdx.x; e < ROWS * d4; e += NT) {
+      const unsigned r = e / d4, c = e % d4;
+      const bool ok = r0 + r < n;
+      async::copy16(dst + r * SD + 4 * c, ok ? src + (uint64_t)(r0 + r) * d + 4 * c : src, ok);
+    }
+  } else {
+    for (unsigned e = threadIdx.x; e < ROWS * d; e += NT) {
+      const unsigned r = e / d, t = e % d;
+      const bool ok = r0 + r < n;
+      async::copy4(dst + r * SD + t, ok ? src + (uint64_t)(r0 + r) * d + t : src, ok);
+    }
+  }
+}
+
+// {big, small} of a and of b as one float4 of TF32 bit patterns (small left 0 without SPLIT).
+template <bool SPLIT>
+__device__ __forceinline__ float4 split_pair(float a, float b) {
+  uint32_t ab, as = 0, bb, bs = 0;
+  if (SPLIT) {
+    mma::split(a, ab, as);
+    mma::split(b, bb, bs);
+  } else {
+    ab = mma::tf32(a);
+    bb = mma::tf32(b);
+  }
+  return make_float4(__uint_as_float(ab), __uint_as_float(as), __uint_as_float(bb),
+                     __uint_as_float(bs));
+}
+
+// A raw (ROWS, DP) tile (row stride DP + 4) as a B operand over its COLUMNS (S = Q K^T: the
+// contraction runs along a row): planes[r][4 ks + t] = split pair of raw[r][8 ks + t] and
+// raw[r][8 ks + t + 4] (row stride DP / 2 + 4 float4s).
+template <unsigned DP, unsigned ROWS, bool SPLIT, unsigned NT>
+__device__ __forceinline__ void split_rows_tile(float *planes, const float *raw) {
+  constexpr unsigned SD = DP + 4, C4 = DP / 2, S4 = DP / 2 + 4;
+  for (unsigned e = threadIdx.x; e < ROWS * C4; e += NT) {
+    const unsigned r = e / C4, c4 = e % C4, col = 8 * (c4 / 4) + c4 % 4;
+    st4(planes + 4 * (r * S4 + c4), split_pair<SPLIT>(raw[r * SD + col], raw[r * SD + col + 4]));
+  }
+}
+
+// A raw (ROWS, DP) tile as a B operand over its ROWS with the permuted contraction index (O = P V:
+// the contraction runs down a column, rows 2t, 2t + 1 of each 8-row step in one lane):
+// planes[p][c] = split pair of raw[2p][c] and raw[2p + 1][c] (row stride DP + 2 float4s).
+template <unsigned DP, unsigned ROWS, bool SPLIT, unsigned NT>
+__device__ __forceinline__ void split_pairs_tile(float *planes, const float *raw) {
+  constexpr unsigned SD = DP + 4, S4 = DP + 2;
+  for (unsigned e = threadIdx.x; e < ROWS / 2 * DP; e += NT) {
+    const unsigned pr = e / DP, c = e % DP;
+    st4(planes + 4 * (pr * S4 + c),
+        split_pair<SPLIT>(raw[2 * pr * SD + c], raw[(2 * pr + 1) * SD + c]));
+  }
+}
+
+// The B fragment (big, small) of one 16-byte plane entry.
+__device__ __forceinline__ mma::SplitB b_of(const float4 f) {
+  mma::SplitB b;
+  b.big[0] = __float_as_uint(f.x);
+  b.small[0] = __float_as_uint(f.y);
+  b.big[1] = __float_as_uint(f.z);
+  b.small[1] = __float_as_uint(f.w);
+  return b;
+}
+
+// A C fragment's element e: row offset 8 (e / 2) from g, column 2t + e % 2 of its n-tile.
+__device__ __forceinline__ unsigned c_row(unsigned g, unsigned e) { return g + 8 * (e / 2); }
+__device__ __forceinline__ unsigned c_col(unsigned t, unsigned e) { return 2 * t + e % 2; }
+
+// Maximum and sum over the 4 lanes of a quad (the lanes holding one C-fragment row).
+__device__ __forceinline__ float quad_max(float v) {
+  v = attn::amax(v, __shfl_xor_sync(kFull, v, 1));
+  return attn::amax(v, __shfl_xor_sync(kFull, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v = v + __shfl_xor_sync(kFull, v, 1);
+  return v + __shfl_xor_sync(kFull, v, 2);
+}
+
+// ---- forward -------------------------------------------------------------------------------------
+
+template <unsigned DP, bool SPLIT, bool EXACT>
+__global__ void __launch_bounds__(kMmaThreads, fwd_mma_min_blocks<DP>())
+    fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict k,
+                   const float *__restrict v, float *__restrict out, float *__restrict lse) {
+#if defined(TLRT_CUDA_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  constexpr unsigned KT = mma_kt<DP>(), SD = mma_raw_stride<DP>(), SK4 = mma_k_stride4<DP>(),
+                     SV4 = mma_v_stride4<DP>();
+  constexpr unsigned KS = DP / 8;   // k-steps of S = Q K^T; n-tiles of O
+  constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
+  constexpr bool QPRE = DP <= 64;   // Q fragments kept split (else split per use)
+  float *sm = async::dynamic_smem();
+  float *kraw = sm, *vraw = kraw + KT * SD, *kpl = vraw + KT * SD, *vpl = kpl + 4 * KT * SK4;
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kMmaRows;
+  const unsigned iw = i0 + 16 * w;  // the warp's first row
+  const unsigned jend = p.skip ? min(p.n, i0 + kMmaRows) : p.n;
+  zero_smem_nt<kMmaThreads>(sm, 2 * KT * SD);  // the raw tiles' padding columns stay zero
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const uint64_t base = b * p.n * p.d;
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    __syncthreads();  // zeroing, or the previous problem's readers, done
+    load_tile_nt<DP, KT, EXACT, kMmaThreads>(kraw, k + base, 0, p.n, p.d, p.vec);
+    load_tile_nt<DP, KT, EXACT, kMmaThreads>(vraw, v + base, 0, p.n, p.d, p.vec);
+    async::commit();
+    // This lane's Q fragments (rows iw + g, iw + g + 8; columns 8 ks + t, 8 ks + t + 4).
+    float qf[KS][4];
+#pragma unroll
+    for (unsigned ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) {
+        const unsigned i = iw + g + 8 * (e % 2), c = 8 * ks + t + 4 * (e / 2);
+        qf[ks][e] = (i < p.n && c < p.d) ? q[base + (uint64_t)i * p.d + c] : 0.0f;
+      }
+    mma::SplitA qa[QPRE ? KS : 1];
+    if (QPRE)
+#pragma unroll
+      for (unsigned ks = 0; ks < KS; ++ks) mma::split(qf[ks], qa[QPRE ? ks : 0]);
+    float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f}, o[KS][4];
+#pragma unroll
+    for (unsigned nt = 0; nt < KS; ++nt)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) o[nt][e] = 0.0f;
+    async::wait<0>();
+    __syncthreads();  // raw tile 0 visible
+    split_rows_tile<DP, KT, SPLIT, kMmaThreads>(kpl, kraw);
+    split_pairs_tile<DP, KT, SPLIT, kMmaThreads>(vpl, vraw);
+    __syncthreads();  // planes of tile 0 visible; the raw tiles free
+    for (unsigned j0 = 0; j0 < jend; j0 += KT) {
+      const bool more = j0 + KT < jend;
+      if (more) {
+        load_tile_nt<DP, KT, EXACT, kMmaThreads>(kraw, k + base, j0 + KT, p.n, p.d, p.vec);
+        load_tile_nt<DP, KT, EXACT, kMmaThreads>(vraw, v + base, j0 + KT, p.n, p.d, p.vec);
+        async::commit();
+      }
+      // The warp visits the tile unless its rows are past n or (skipping) all before j0.
+      const bool active = iw < p.n && !(p.skip && j0 > iw + 15);
+      if (active) {
+        // Mask entries first (global loads in flight during the products); 1 = allowed.
+        float mk[NS][4];
+        if (mb) {
+#pragma unroll
+          for (unsigned nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) {
+              const unsigned i = iw + c_row(g, e), j = j0 + 8 * nt + c_col(t, e);
+              mk[nt][e] = (i < p.n && j < p.n) ? mb[(uint64_t)i * p.n + j] : 1.0f;
+            }
+        }
+        float s[NS][4];
+#pragma unroll
+        for (unsigned nt = 0; nt < NS; ++nt)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) s[nt][e] = 0.0f;
+#pragma unroll
+        for (unsigned ks = 0; ks < KS; ++ks) {
+          mma::SplitA a;
+          if (QPRE) {
+            a = qa[QPRE ? ks : 0];
+          } else if (SPLIT) {
+            mma::split(qf[ks], a);
+          } else {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) a.big[e] = mma::tf32(qf[ks][e]);
+          }
+#pragma unroll
+          for (unsigned nt = 0; nt < NS; ++nt)
+            mma::product<SPLIT>(s[nt], a, b_of(ld4(kpl + 4 * ((8 * nt + g) * SK4 + 4 * ks + t))));
+        }
+        // Scores by element position (out-of-range rows and keys: excluded).
+        const bool plain = !mb && iw + 16 <= p.n && j0 + KT <= p.n &&
+                           !(p.causal && j0 + KT - 1 > iw);
+#pragma unroll
+        for (unsigned nt = 0; nt < NS; ++nt)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            if (plain) {
+              s[nt][e] = s[nt][e] * p.scale;
+            } else {
+              const unsigned i = iw + c_row(g, e), j = j0 + 8 * nt + c_col(t, e);
+              const bool blocked = (p.causal && j > i) || (mb != nullptr && mk[nt][e] == 0.0f);
+              s[nt][e] = (i < p.n && j < p.n) ? attn::score(s[nt][e], blocked, p.scale, p.fill)
+                                              : kNegInf;
+            }
+          }
+        // Online softmax of rows g (r = 0) and g + 8 (r = 1).
+        float mn[2], alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (unsigned r = 0; r < 2; ++r) {
+          float mt = s[0][2 * r];
+#pragma unroll
+          for (unsigned nt = 0; nt < NS; ++nt)
+#pragma unroll
+            for (unsigned h = 0; h < 2; ++h) mt = attn::amax(mt, s[nt][2 * r + h]);
+          mn[r] = attn::amax(m[r], quad_max(mt));
+          alpha[r] = mn[r] == kNegInf ? 1.0f : math::exp_f(m[r] - mn[r]);
+        }
+#pragma unroll
+        for (unsigned nt = 0; nt < NS; ++nt)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            const float pr = attn::prob(s[nt][e], mn[e / 2]);
+            rs[e / 2] = rs[e / 2] + pr;
+            s[nt][e] = pr;
+          }
+#pragma unroll
+        for (unsigned r = 0; r < 2; ++r) {
+          l[r] = l[r] * alpha[r] + rs[r];  // this lane's part of the row sum
+          m[r] = mn[r];
+        }
+#pragma unroll
+        for (unsigned nt = 0; nt < KS; ++nt)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) o[nt][e] = o[nt][e] * alpha[e / 2];
+        // O += P V: P's C fragments as A fragments (keys 2t, 2t + 1 as A-columns t, t + 4).
+#pragma unroll
+        for (unsigned kk = 0; kk < NS; ++kk) {
+          float af[4];
+          mma::c_as_a(s[kk], af);
+          mma::SplitA a;
+          if (SPLIT) {
+            mma::split(af, a);
+          } else {
+#pragma unroll
+            for (unsigned e = 0; e < 4; ++e) a.big[e] = mma::tf32(af[e]);
+          }
+#pragma unroll
+          for (unsigned nt = 0; nt < KS; ++nt)
+            mma::product<SPLIT>(o[nt], a, b_of(ld4(vpl + 4 * ((4 * kk + t) * SV4 + 8 * nt + g))));
+        }
+      }
+      if (more) {
+        async::wait<0>();
+        __syncthreads();  // raw tile visible; every read of the planes done
+        split_rows_tile<DP, KT, SPLIT, kMmaThreads>(kpl, kraw);
+        split_pairs_tile<DP, KT, SPLIT, kMmaThreads>(vpl, vraw);
+        __syncthreads();  // planes visible; the raw tiles free
+      }
+    }
+    // out = O / l, lse = m + log(l) (l summed over the quad); l == 0: out 0, lse -inf.
+    if (iw < p.n) {
+#pragma unroll
+      for (unsigned r = 0; r < 2; ++r) l[r] = quad_sum(l[r]);
+#pragma unroll
+      for (unsigned r = 0; r < 2; ++r) {
+        const unsigned i = iw + g + 8 * r;
+        if (i >= p.n) continue;
+        const bool none = l[r] == 0.0f;
+        if (t == 0) lse[b * p.n + i] = none ? kNegInf : m[r] + math::log_f(l[r]);
+        float *row = out + base + (uint64_t)i * p.d;
+#pragma unroll
+        for (unsigned nt = 0; nt < KS; ++nt) {
+          const unsigned c = 8 * nt + 2 * t;
+          const float x0 = none ? 0.0f : __fdiv_rn(o[nt][2 * r], l[r]),
+                      x1 = none ? 0.0f : __fdiv_rn(o[nt][2 * r + 1], l[r]);
+          if (p.vec && c < p.d) {  // d % 4 == 0 and out 16-byte aligned: c + 1 < d, 8-byte aligned
+#ifdef TLRT_CUDA_EMULATION
+            emu::check_aligned(row + c, 8);
+            row[c] = x0;
+            row[c + 1] = x1;
+#else
+            *reinterpret_cast<float2 *>(row + c) = make_float2(x0, x1);
+#endif
+          } else {
+            if (c < p.d) row[c] = x0;
+            if (c + 1 < p.d) row[c + 1] = x1;
+          }
+        }
+      }
+    }
+  }
+#endif
+}
+
+// The fast forward's launch, or false (nothing launched) where it does not apply: d == 0 or
+// d > 128, or too little shared memory per block (the caller runs another forward then).
+template <class L>
+bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
+                  const float *v, float *out, float *lse) {
+  if (p.d == 0 || p.d > 128) return false;
+  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
+  const unsigned dp = p.d <= 32 ? 32 : p.d <= 64 ? 64 : 128;
+  const bool exact = dp == p.d;
+  auto go = [&](auto dpc, auto splitc, auto exactc) {
+    constexpr unsigned DP = decltype(dpc)::value;
+    constexpr size_t bytes = fwd_mma_smem_floats<DP>() * sizeof(float);
+    if (bytes > launch.smem_limit()) return false;
+    launch("attention fwd_mma_kernel",
+           fwd_mma_kernel<DP, decltype(splitc)::value, decltype(exactc)::value>,
+           grid_of(launch, (kp.n + kMmaRows - 1) / kMmaRows, kp.bh), kMmaThreads, bytes, kp, q, k,
+           v, out, lse);
+    return true;
+  };
+  using T = std::true_type;
+  using F = std::false_type;
+  auto by_flags = [&](auto dpc) {
+    if (split) return exact ? go(dpc, T{}, T{}) : go(dpc, T{}, F{});
+    return exact ? go(dpc, F{}, T{}) : go(dpc, F{}, F{});
+  };
+  switch (dp) {
+    case 32: return by_flags(std::integral_constant<unsigned, 32>());
+    case 64: return by_flags(std::integral_constant<unsigned, 64>());
+    default: return by_flags(std::integral_constant<unsigned, 128>());
+  }
+}
+
+}  // namespace attn_kernels
+}  // namespace cuda
+}  // namespace tlrt

@@ -1,0 +1,207 @@
+// The default fast CUDA attention forward (cuda/attention_mma_kernels.cuh: FlashAttention-2 on
+// mma.sync m16n8k8 TF32 register fragments, 3xTF32 and the one-product TF32 variant; the very
+// source nvcc compiles) run on the CPU under tests/emu/cuda_emu.hpp (whose m16n8k8 gathers the
+// fragments through emulated shuffles, so a wrong fragment index shows up as a wrong product),
+// against the float64 reference of tests/attention_ref.hpp with the bounds of
+// abi/tlrt_attention.h: the kernel's indexing (fragment-ordered K / V planes, the permuted P V
+// contraction), tiling (64-row blocks, 64- or 32-key tiles, d padded to 32 / 64 / 128), masks
+// (per problem, broadcast, causal, fully blocked rows, both fills), causal skipping, boundary
+// tiles, fully excluded rows (exactly 0 / -inf), misaligned tensors, problems looped over by the
+// blocks, and the barriers of the split pass (several thread schedules; shared memory starts as
+// NaN). The emulated tensor cores round once per element and instruction from a float64 sum; the
+// GPU's accumulation differs, which the parity suite's float64 comparison covers on the device.
+// Also checks that the plan declines d = 0, d > 128 and a device with too little shared memory,
+// and that two runs give the same bits. Skipped (77) under valgrind, ASan and TSan.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../attention_ref.hpp"
+#include "../emu/emu_check.hpp"
+#define TLRT_CUDA_EMULATION 1
+#include "cuda/attention_mma_kernels.cuh"
+
+namespace {
+
+using tlrt::attn::Problem;
+namespace ak = tlrt::cuda::attn_kernels;
+
+constexpr double kU = 0x1p-24, kT32 = 0x1p-11;
+
+struct EmuLaunch {
+  emu::Policy policy;
+  size_t limit;
+  unsigned grid_y;
+  size_t smem_limit() const { return limit; }
+  unsigned max_grid_y() const { return grid_y; }
+  template <class K, class... A>
+  void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
+                  A... args) const {
+    TH_CHECK_MSG(smem <= limit, "%s: %zu bytes of shared memory, the device has %zu", name, smem,
+                 limit);
+    emu::launch(policy, grid, dim3(threads), smem, [=] { kernel(args...); });
+  }
+};
+
+const emu::Policy kPolicies[] = {
+    {emu::Order::Ascending, emu::Copy::Late, 1},
+    {emu::Order::Descending, emu::Copy::Early, 2},
+    {emu::Order::Random, emu::Copy::Late, 3},
+};
+
+double g_worst[2] = {0, 0};  // worst error / bound: split, tf32
+int g_cases = 0;
+
+void compare(const std::string &what, const std::vector<float> &got,
+             const std::vector<double> &ref, const std::vector<double> &abs, double factor,
+             int cls) {
+  int bad = 0;
+  for (size_t e = 0; e < got.size(); ++e) {
+    if (std::isinf(ref[e])) {
+      if (got[e] != ref[e] && bad++ < 3)
+        TH_CHECK_MSG(false, "%s[%zu] = %s, expected %g", what.c_str(), e, th::hex(got[e]).c_str(),
+                     ref[e]);
+      continue;
+    }
+    const double err = std::fabs((double)got[e] - ref[e]), bound = factor * abs[e];
+    if (bound > 0) g_worst[cls] = std::max(g_worst[cls], err / bound);
+    if (!(err <= bound) && bad++ < 3)
+      TH_CHECK_MSG(false, "%s[%zu] = %s, reference %.17g, error %.3g > bound %.3g", what.c_str(),
+                   e, th::hex(got[e]).c_str(), ref[e], err, bound);
+  }
+}
+
+// mk: 0 none, 1 per problem, 2 broadcast, 3 causal, 4 causal + broadcast, 5 rows fully blocked.
+// splits: 1 = 3xTF32 only, 2 = also the one-product TF32 variant.
+void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t salt, int pol,
+              bool odd = false, int splits = 1) {
+  ++g_cases;
+  const uint64_t N = bh * n * d;
+  const std::vector<float> q = th::make(th::Dist::Uniform, N, salt + 1),
+                           k = th::make(th::Dist::Uniform, N, salt + 2),
+                           v = th::make(th::Dist::Uniform, N, salt + 3);
+  attref::Case c{bh, n, d, {}, (float)(1.0 / std::sqrt((double)d)), fill, mk == 3 || mk == 4};
+  if (mk == 1 || mk == 2 || mk == 4 || mk == 5) {
+    c.mask = th::make(th::Dist::Positive, (mk == 2 || mk == 4) ? n * n : bh * n * n, salt + 5);
+    for (auto &x : c.mask) x = x < 0.3f ? (x < 0.15f ? 0.0f : -0.0f) : (x < 0.33f ? NAN : 1.0f);
+    if (mk == 5)
+      for (uint64_t b = 0; b < bh; ++b)
+        for (uint64_t i = 0; i < n; i += 3)
+          for (uint64_t j = 0; j < n; ++j)
+            c.mask[(c.mask.size() == n * n ? 0 : b * n * n) + i * n + j] = 0.0f;
+  }
+  const attref::Ref r = attref::reference(c, q, k, v, {});
+  const double S = *std::max_element(r.S.begin(), r.S.end());
+  Problem p{};
+  p.bh = bh;
+  p.n = n;
+  p.d = d;
+  p.mask = c.mask.empty() ? nullptr : c.mask.data();
+  p.mask_stride = (!c.mask.empty() && c.mask.size() == bh * n * n && bh > 1) ? n * n : 0;
+  p.scale = c.scale;
+  p.fill = fill;
+  p.causal = c.causal;
+  const size_t sh = odd ? 1 : 0;
+  auto dev = [&](const std::vector<float> &x) {
+    std::vector<float> y(x.size() + sh + 1, 5.0f);
+    std::copy(x.begin(), x.end(), y.begin() + sh);
+    return y;
+  };
+  std::vector<float> dq = dev(q), dk = dev(k), dv = dev(v);
+  for (int split = 1; split >= 2 - splits; --split) {
+    std::vector<float> o(N + sh + 1, 7.0f), l(bh * n + 1, 7.0f);
+    EmuLaunch launch{kPolicies[pol], 232448, odd ? 2u : 65535u};
+    const bool ran = ak::fwd_mma_plan(launch, p, split != 0, dq.data() + sh, dk.data() + sh,
+                                      dv.data() + sh, o.data() + sh, l.data());
+    TH_CHECK_MSG(ran, "fwd_mma_plan declined d = %llu", (unsigned long long)d);
+    if (!ran) return;
+    const std::vector<float> out(o.begin() + sh, o.begin() + sh + N),
+        lse(l.begin(), l.begin() + bh * n);
+    TH_CHECK_MSG(o[N + sh] == 7.0f && (sh == 0 || o[0] == 7.0f), "out written past its end");
+    TH_CHECK_MSG(l[bh * n] == 7.0f, "lse written past its end");
+    // The header's bounds: split TF32; the TF32 variant adds 2^-11 (8 S + 8) (lse 2^-11 (4 S + 4)).
+    const double f = kU * (4.0 * n + 8.0 * d + 16.0 * (d + 2) * S + 128) +
+                     (split ? 0.0 : kT32 * (8.0 * S + 8));
+    const double fl =
+        kU * (8.0 * (d + 2) * S + 4.0 * n + 16) + (split ? 0.0 : kT32 * (4.0 * S + 4));
+    char tag[160];
+    std::snprintf(tag, sizeof tag, "(%llu, %llu, %llu) mask %d fill %g %s policy %d%s ",
+                  (unsigned long long)bh, (unsigned long long)n, (unsigned long long)d, mk,
+                  (double)fill, split ? "split" : "tf32", pol, odd ? " odd" : "");
+    compare(std::string(tag) + "out", out, r.out, r.aout, f, split ? 0 : 1);
+    compare(std::string(tag) + "lse", lse, r.lse, r.alse, fl, split ? 0 : 1);
+    // Fully excluded rows: exactly zero out and lse = -inf (checked above through the inf).
+    for (uint64_t e = 0; e < bh * n; ++e)
+      if (std::isinf(r.lse[e]))
+        for (uint64_t t = 0; t < d; ++t)
+          TH_CHECK_MSG(out[e * d + t] == 0.0f, "%sexcluded row %llu not zero", tag,
+                       (unsigned long long)e);
+    // Run to run: another schedule gives the same bits.
+    if (split && n <= 70) {
+      std::vector<float> o2(N + sh + 1, 7.0f), l2(bh * n + 1, 7.0f);
+      EmuLaunch other{kPolicies[(pol + 1) % 3], 232448, odd ? 2u : 65535u};
+      ak::fwd_mma_plan(other, p, true, dq.data() + sh, dk.data() + sh, dv.data() + sh,
+                       o2.data() + sh, l2.data());
+      bool same = true;
+      for (size_t e = 0; e < o.size(); ++e) same = same && th::same_bits(o[e], o2[e]);
+      for (size_t e = 0; e < l.size(); ++e) same = same && th::same_bits(l[e], l2[e]);
+      TH_CHECK_MSG(same, "%sdiffers under another schedule", tag);
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+#ifdef TLRT_EMU_SANITIZED
+  std::printf("test_attention_mma_emu: skipped under ASan / TSan (unannotated stack switches)\n");
+  return 77;
+#endif
+  if (th::under_valgrind()) {
+    std::printf("test_attention_mma_emu: skipped under valgrind\n");
+    return 77;
+  }
+  // The plan declines what the kernel does not take.
+  {
+    EmuLaunch small{kPolicies[0], 49152, 65535};
+    Problem p{};
+    p.bh = 1, p.n = 8, p.scale = 1, p.fill = -INFINITY;
+    float x[8 * 256] = {}, o[8 * 256], l[8];
+    p.d = 0;
+    TH_CHECK(!ak::fwd_mma_plan(small, p, true, x, x, x, o, l));
+    p.d = 129;
+    TH_CHECK(!ak::fwd_mma_plan(small, p, true, x, x, x, o, l));
+    p.d = 64;  // 105 KB of shared memory: not on a 48 KB device
+    TH_CHECK(!ak::fwd_mma_plan(small, p, true, x, x, x, o, l));
+  }
+  struct Dims {
+    uint64_t bh, n, d;
+  };
+  uint64_t salt = 1;
+  int rot = 0;
+  // n = 1, 7, 16, 17, 64, 65, 130 and d = 1, 8, 16, 40, 64, 100, 128 (DP = 32, 64, 128, padded
+  // and exact); every mask kind and both fills on the small shapes.
+  for (Dims s : {Dims{1, 1, 1}, Dims{2, 7, 8}, Dims{1, 16, 16}, Dims{2, 17, 40}, Dims{1, 17, 100},
+                 Dims{1, 16, 128}})
+    for (int mk = 0; mk < 6; ++mk)
+      for (float fill : {-INFINITY, -1000.0f})
+        run_case(s.bh, s.n, s.d, mk, fill, salt += 10, rot++ % 3, false, 2);
+  // Several key tiles and row blocks: tile edges, causal skipping per block and per warp (KT = 32
+  // for d = 128), the last partial tile.
+  for (int mk : {0, 1, 3, 4, 5}) {
+    run_case(1, 64, 64, mk, -INFINITY, salt += 10, rot++ % 3, false, mk == 0 ? 2 : 1);
+    run_case(1, 65, 40, mk, -INFINITY, salt += 10, rot++ % 3);
+    run_case(1, 130, 32, mk, mk == 1 ? -1000.0f : -INFINITY, salt += 10, rot++ % 3);
+  }
+  run_case(1, 130, 64, 3, -INFINITY, salt += 10, 0, false, 2);
+  run_case(1, 100, 128, 4, -INFINITY, salt += 10, 1);
+  run_case(1, 65, 128, 3, -1000.0f, salt += 10, 2);
+  run_case(1, 70, 100, 1, -INFINITY, salt += 10, 0, false, 2);
+  // Misaligned tensors (element-wise copies and stores), problems looped over by the blocks.
+  for (Dims s : {Dims{3, 20, 64}, Dims{3, 33, 32}, Dims{3, 9, 128}})
+    for (int mk : {0, 1, 4}) run_case(s.bh, s.n, s.d, mk, -INFINITY, salt += 10, rot++ % 3, true);
+  std::printf("test_attention_mma_emu: %d cases, worst error / bound: 3xTF32 %.3g, TF32 %.3g\n",
+              g_cases, g_worst[0], g_worst[1]);
+  return th::finish("test_attention_mma_emu");
+}
