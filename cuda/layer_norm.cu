@@ -149,9 +149,15 @@ struct CudaLaunch {
     static std::set<std::pair<const void *, int>> done;
     std::lock_guard<std::mutex> lock(mu);
     if (!done.insert({kernel, dev}).second) return;
+    // The limit counts dynamic memory only: the opt-in maximum less the kernel's static shared
+    // memory (asking for the whole opt-in maximum is cudaErrorInvalidValue then).
     int most = 0;
+    cudaFuncAttributes fa{};
     check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), name);
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most), name);
+    check(cudaFuncGetAttributes(&fa, kernel), name);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               most - (int)fa.sharedSizeBytes),
+          name);
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                (int)cudaSharedmemCarveoutMaxShared),
           name);

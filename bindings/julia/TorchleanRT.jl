@@ -4109,10 +4109,11 @@ exactly; k or v a different size than q; mask neither bh * n * n nor n * n eleme
 TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
 +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
 TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
-Cost (CUDA): one kernel; q read once, k and v once per query block (64 rows; 128 for
-64 < d <= 128; 128 on the TF32 path) from L2, out and lse written once; 4 n^2 d FLOPs per
-problem (about half with causal and mask_fill == -inf), on the TF32 path as tensor-core
-products.
+Cost (CUDA): one kernel; q read once, k and v once per query block from L2 (64 rows: the
+default fast forward, and the exact kernels for d <= 64; 128: the exact kernels for
+64 < d <= 128, and the TF32 path), out and lse written once; 4 n^2 d FLOPs per problem (about
+half with causal and mask_fill == -inf), as tensor-core products on the default fast forward
+(three TF32 products each) and on the TF32 path (one).
 """
 function flash_attention_fwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
