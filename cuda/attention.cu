@@ -82,6 +82,8 @@
 // ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
 // and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
 // checked in emulation (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
+#include <cstdlib>
+
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
 
@@ -96,9 +98,13 @@ namespace cuda {
 
 namespace {
 
-// The allow_tf32 forward: false = the WMMA kernel of cuda/attention_tc_kernels.cuh (measured
-// 2026-11-24), true = fwd_mma_kernel with one TF32 product. Pending the lead's measurement of both.
-constexpr bool kTf32FwdOnMma = false;
+// The allow_tf32 forward: the WMMA kernel of cuda/attention_tc_kernels.cuh (measured
+// 2026-11-24), or with TLRT_ATTN_TF32_MMA=1 (read per call; a measurement hook, pending the
+// lead's comparison of both) fwd_mma_kernel with one TF32 product.
+bool tf32_fwd_on_mma() {
+  const char *e = std::getenv("TLRT_ATTN_TF32_MMA");
+  return e != nullptr && e[0] == '1';
+}
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
@@ -142,7 +148,7 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
   // one-product TF32 path (the WMMA kernel until kTf32FwdOnMma is flipped after measuring both).
   if (!deterministic() && launch.tensor_cores()) {
     if (tlrt_get_allow_tf32()) {
-      if (kTf32FwdOnMma ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
+      if (tf32_fwd_on_mma() ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
                         : attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
         return;
     } else if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse)) {
