@@ -1183,7 +1183,10 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
           const int c0 = ws > 0 ? ws : 0, c1 = ws + KW < (int)IW ? ws + KW : (int)IW;
           d = (float)(rows * (uint32_t)(c1 - c0));
         }
-        term[q] = ok[q] ? div_rn(g[q], d) : -0.0f;
+        // Divided unconditionally (an absent window's g is 0), then selected: a branch around
+        // each division cost 3 instructions of ~19 (SASS).
+        const float t = div_rn(g[q], d);
+        term[q] = ok[q] ? t : -0.0f;
       }
     }
     // Terms into the KH rows hs .. hs + KH - 1, windows in increasing column.
