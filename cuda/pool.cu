@@ -55,9 +55,10 @@
 //   positions as a KW + j nibbles (a row shift is one subtraction) and one NaN flag per row
 //   (the rare window with a NaN finds it again from x). SASS of the max s1 loop, hot path (no
 //   NaN, float4 rows): ~430 -> ~410 instructions per window row of 4 cells, i.e. ~100 per cell
-//   for 12 bytes: at 3 TB/s an SM must retire ~1.1 cells per cycle, ~3.4 of its 4 warp
-//   instructions per cycle, so max s1 is nearly issue-bound (average s1: ~170 per window row,
-//   ~1.3 per cycle). Registers, sm_90 (launch bounds per kind and stride keep the resident
+//   for 12 bytes: at 3 TB/s an SM must retire ~1.1 cells per cycle, ~3.5 of its 4 warp
+//   instructions per cycle, so max s1 is nearly issue-bound (average s1: ~210 per window row,
+//   half of them its 6 correctly rounded divisions, now without a branch each; 8 bytes per cell:
+//   ~2.6 of 4 per cycle). Registers, sm_90 (launch bounds per kind and stride keep the resident
 //   blocks): max s1 78 (3 blocks), s2 61 (4); average s1 48 (5), s2 40 (6); no spills.
 // tile_kernel (backward, the other overlapping rank-2 windows: unequal strides, smooth max): one
 //   block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per window of the
