@@ -944,7 +944,7 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
 // (82 KB: L1 holds it); average s1 1280 / 14 x 224 B = 20 KB -> 3; average s2 1536 / 28 x
 // 224 B = 12 KB -> 4.
 template <Kind K, int S>
-constexpr int stream_ahead() {
+TLRT_HD constexpr int stream_ahead() {
   return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : K == Kind::Max ? 2 : S == 1 ? 3 : 4;
 }
 
