@@ -51,9 +51,15 @@
 //   loads in flight and only while not computing, 12-20 KB per SM (max s1: 3 blocks x 256 threads
 //   x 32 B; average s1: 5 x 256 x 16 B) where an H100 needs ~40-64 KB; now ~48-82 KB per SM
 //   are requested ahead and the demand loads hit L1 / L2. Max adds only the selected cell's dy
-//   (ISETP + predicated FADD per cell and window, was ISETP + FSEL + FADD: 36 fewer instructions
-//   per window row at s1, SASS). Registers, sm_90 (launch bounds per kind and stride keep the
-//   resident blocks): max s1 78 (3 blocks), s2 64 (4); average s1 48 (5), s2 40 (6); no spills.
+//   (ISETP + predicated FADD per cell and window, was ISETP + FSEL + FADD), keeps the per-row
+//   positions as a KW + j nibbles (a row shift is one subtraction) and one NaN flag per row
+//   (the rare window with a NaN finds it again from x). SASS of the max s1 loop, hot path (no
+//   NaN, float4 rows): ~430 -> ~410 instructions per window row of 4 cells, i.e. ~100 per cell
+//   for 12 bytes: at 3 TB/s an SM must retire ~1.1 cells per cycle, ~3.5 of its 4 warp
+//   instructions per cycle, so max s1 is nearly issue-bound (average s1: ~210 per window row,
+//   half of them its 6 correctly rounded divisions, now without a branch each; 8 bytes per cell:
+//   ~2.6 of 4 per cycle). Registers, sm_90 (launch bounds per kind and stride keep the resident
+//   blocks): max s1 78 (3 blocks), s2 61 (4); average s1 48 (5), s2 40 (6); no spills.
 // tile_kernel (backward, the other overlapping rank-2 windows: unequal strides, smooth max): one
 //   block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per window of the
 //   tile's covering grid (at most (tr + 2) (4 tx + 2) windows: < 24.7 KB of shared memory for
@@ -66,9 +72,10 @@
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
 //   average forward on the same geometry, already 3 rows x 1 branch cheaper, is at 0.91); forward
 //   stem / k2 s2 / 3-D unchanged within noise (0.90-0.94; stem max now 4 blocks per SM);
-//   backward max / avg k3 s1 p1 0.61 / 0.74 -> ~0.75 / ~0.85, stem k3 s2 p1 0.75 / 0.78 ->
-//   ~0.82 / ~0.85 (prefetch; max k3 s1 stays the most instructions per byte, ~270 per window
-//   row of 4 cells, and runs 4.5 waves of 396 blocks: the last half wave idles half the SMs);
+//   backward max / avg k3 s1 p1 0.61 / 0.74 -> ~0.70 / ~0.85, stem k3 s2 p1 0.75 / 0.78 ->
+//   ~0.82 / ~0.85 (prefetch; max k3 s1 stays the most instructions per byte, ~410 per window
+//   row of 4 cells, so it gains least from the prefetch and stays short of 0.80; it also runs
+//   4.5 waves of 396 blocks: the last half wave idles half the SMs);
 //   scatter paths and smooth unchanged. If prefetch.global.L1 turns out to be dropped, the L2
 //   prefetch alone should still give most of it (-Dcuda_args=-DTLRT_POOL_PREFETCH=2 / =1 / =0
 //   compares the hints; -DTLRT_POOL_AHEAD=N overrides the distance).

@@ -944,7 +944,7 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
 // (82 KB: L1 holds it); average s1 1280 / 14 x 224 B = 20 KB -> 3; average s2 1536 / 28 x
 // 224 B = 12 KB -> 4.
 template <Kind K, int S>
-constexpr int stream_ahead() {
+TLRT_HD constexpr int stream_ahead() {
   return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : K == Kind::Max ? 2 : S == 1 ? 3 : 4;
 }
 
@@ -988,10 +988,18 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
   const int ohB = floor_div(hB - 1 + PH, S) < (int)OH - 1 ? floor_div(hB - 1 + PH, S) : (int)OH - 1;
 
   // Per input row (slot a = row oh S - PH + a of the current window row): first maximum (value,
-  // and its column in the window: 4 bits per window in hj) of each window's cells in that row,
-  // and the row's NaN columns (bit e: column w - HL + e). Absent rows: -inf, no NaN.
+  // and its position a KW + j in the window: 4 bits per window in hj, so a shift of the rows by
+  // S slots is one subtraction, S KW from every nibble) of each window's cells in that row, and
+  // whether the row has a NaN among its NC columns (the NaN's place is found again from x in
+  // the rare window holding one). Absent rows: -inf, no NaN.
   float hv[KH][NW];
-  uint32_t hj[KH], nanm[KH];
+  uint32_t hj[KH], nanr[KH];
+  constexpr uint32_t kRep = [] {  // 1 in each of the NW nibbles
+    uint32_t r = 0;
+    for (int q = 0; q < NW; ++q) r |= 1u << (4 * q);
+    return r;
+  }();
+  static_assert(KH * KW <= 16, "stream: positions in 4 bits");
   // Window q's first real column (its selection when all its cells are -inf).
   int j0[NW];
   TLRT_UNROLL
@@ -999,9 +1007,9 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     const int ws = w - HL + q * S;
     j0[q] = ws < 0 ? -ws : 0;
   }
-  auto row_stats = [&](int h, float (&v)[NW], uint32_t &jp, uint32_t &nm) {
+  auto row_stats = [&](int h, int slot, float (&v)[NW], uint32_t &jp, uint32_t &nr) {
     float c[NC];
-    nm = 0;
+    bool nan = false;
     TLRT_UNROLL
     for (int e = 0; e < NC; ++e) c[e] = -inf;
     if ((unsigned)h < IH) {
@@ -1040,9 +1048,10 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
         }
       }
       TLRT_UNROLL
-      for (int e = 0; e < NC; ++e) nm |= c[e] != c[e] ? 1u << e : 0u;
+      for (int e = 0; e < NC; ++e) nan = nan || c[e] != c[e];
     }
-    jp = 0;
+    nr = nan ? 1u : 0u;
+    jp = (uint32_t)(slot * KW) * kRep;
     TLRT_UNROLL
     for (int q = 0; q < NW; ++q) {
       v[q] = -inf;
@@ -1053,7 +1062,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
           v[q] = c[q * S + k];
           j = k;
         }
-      jp |= (uint32_t)j << (4 * q);
+      jp += (uint32_t)j << (4 * q);  // no carry: slot KW + j < 16
     }
   };
   // Prefetch of what window row ohp adds: its dy row at the thread's windows and (max) its S new
@@ -1077,7 +1086,8 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
   for (int d = 0; d < AHEAD; ++d) ahead(ohA + d);
   if constexpr (K == Kind::Max) {
     TLRT_UNROLL
-    for (int a = 0; a < KH - S; ++a) row_stats(ohA * S - PH + a, hv[a + S], hj[a + S], nanm[a + S]);
+    for (int a = 0; a < KH - S; ++a)
+      row_stats(ohA * S - PH + a, a + S, hv[a + S], hj[a + S], nanr[a + S]);
   }
   float acc[KH][kV];
   TLRT_UNROLL
@@ -1122,15 +1132,15 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       for (int a = 0; a < KH - S; ++a) {
         TLRT_UNROLL
         for (int q = 0; q < NW; ++q) hv[a][q] = hv[a + S][q];
-        hj[a] = hj[a + S];
-        nanm[a] = nanm[a + S];
+        hj[a] = hj[a + S] - (uint32_t)(S * KW) * kRep;  // slot a + S -> a: S KW per nibble
+        nanr[a] = nanr[a + S];
       }
       TLRT_UNROLL
-      for (int a = KH - S; a < KH; ++a) row_stats(hs + a, hv[a], hj[a], nanm[a]);
+      for (int a = KH - S; a < KH; ++a) row_stats(hs + a, a, hv[a], hj[a], nanr[a]);
       const int a0 = hs < 0 ? -hs : 0;  // first real row of the window
       uint32_t nan_any = 0;
       TLRT_UNROLL
-      for (int a = 0; a < KH; ++a) nan_any |= nanm[a];
+      for (int a = 0; a < KH; ++a) nan_any |= nanr[a];
       TLRT_UNROLL
       for (int q = 0; q < NW; ++q) {
         float best = -inf;
@@ -1139,18 +1149,21 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
         for (int a = 0; a < KH; ++a)
           if (hv[a][q] > best) {
             best = hv[a][q];
-            cd = a * KW + (int)((hj[a] >> (4 * q)) & 15u);
+            cd = (int)((hj[a] >> (4 * q)) & 15u);
           }
-        if (nan_any) {  // rare: the first NaN of the window, rows first (padding is never NaN)
+        if (nan_any) {  // rare: the first NaN of the window, row-major, read again from x
           bool found = false;
-          TLRT_UNROLL
           for (int a = 0; a < KH; ++a) {
-            const uint32_t b = (nanm[a] >> (q * S)) & ((1u << KW) - 1u);
-            if (!found && b != 0) {
-              int k = 0;
-              while (!((b >> k) & 1u)) ++k;
-              cd = a * KW + k;
-              found = true;
+            const int h = hs + a;
+            for (int k = 0; k < KW; ++k) {
+              const int col = w - HL + q * S + k;
+              if (!found && (unsigned)h < IH && (unsigned)col < IW) {
+                const float v = xp[(uint32_t)h * IW + (uint32_t)col];
+                if (v != v) {
+                  cd = a * KW + k;
+                  found = true;
+                }
+              }
             }
           }
         }
@@ -1170,7 +1183,10 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
           const int c0 = ws > 0 ? ws : 0, c1 = ws + KW < (int)IW ? ws + KW : (int)IW;
           d = (float)(rows * (uint32_t)(c1 - c0));
         }
-        term[q] = ok[q] ? div_rn(g[q], d) : -0.0f;
+        // Divided unconditionally (an absent window's g is 0), then selected: a branch around
+        // each division cost 3 instructions of ~19 (SASS).
+        const float t = div_rn(g[q], d);
+        term[q] = ok[q] ? t : -0.0f;
       }
     }
     // Terms into the KH rows hs .. hs + KH - 1, windows in increasing column.
