@@ -69,7 +69,8 @@
 // row r is reduced; the loads never wait for a barrier. 257..4096 columns: P = 3, 96 KiB ring, 2
 // blocks per SM: 2 rows per group ahead = 128 KB in flight per SM at every width (16 rows of 8 KB
 // at 1024 columns, 4 rows of 32 KB at 4096), continuously. <= 256 columns: P = 4-6 (5 rows of
-// 512 B per group at 64 columns, 3 blocks of 8 groups: ~60 KB per SM).
+// 512 B per group at 64 columns, 3 blocks of 8 groups: ~60 KB per SM). Other GPUs: sm_80 fits
+// one 100 KB block per SM (64 KB in flight), sm_89 none (99 KB per block): the register kernel.
 // PREDICTION: (65536, 1024) 0.379 -> ~0.31 ms, ~0.85 of copy bandwidth (kernel ~0.9, plus 2%
 // partials and the reduce_axis launches); (32768, 2048) the same; (16384, 4096) 0.515 -> ~0.34 ms,
 // ~0.8 (the G = 1 partials stay: ~8% of the bytes); 64 columns 0.54 -> ~0.7 (instruction-bound
