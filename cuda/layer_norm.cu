@@ -69,12 +69,13 @@
 // row r is reduced; the loads never wait for a barrier. 257..4096 columns: P = 3, 96 KiB ring, 2
 // blocks per SM: 2 rows per group ahead = 128 KB in flight per SM at every width (16 rows of 8 KB
 // at 1024 columns, 4 rows of 32 KB at 4096), continuously. <= 256 columns: P = 4-6 (5 rows of
-// 512 B per group at 64 columns, 3 blocks of 8 groups: ~60 KB per SM).
+// 512 B per group at 64 columns, 3 blocks of 8 groups: ~60 KB per SM). Other GPUs: sm_80 fits
+// one 100 KB block per SM (64 KB in flight), sm_89 none (99 KB per block): the register kernel.
 // PREDICTION: (65536, 1024) 0.379 -> ~0.31 ms, ~0.85 of copy bandwidth (kernel ~0.9, plus 2%
 // partials and the reduce_axis launches); (32768, 2048) the same; (16384, 4096) 0.515 -> ~0.34 ms,
 // ~0.8 (the G = 1 partials stay: ~8% of the bytes); 64 columns 0.54 -> ~0.7 (instruction-bound
 // per 64-element row: shuffles and the ring bookkeeping per 512 bytes). Measured: (pending GPU
-// run). fused_group_bwd stays, unused by the dispatch, for the probe (probe/ln_bwd_probe.cu)
+// run). fused_group_bwd stays, unused by the dispatch, for the probe (bench/ln_bwd_probe.cu)
 // and the emulator test to compare against; delete it once the GPU run confirms.
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
@@ -134,11 +135,17 @@ struct CudaLaunch {
     kernel<<<grid, kThreads, 0, st>>>(args...);
     check_launch(name);
   }
-  // With smem bytes of dynamic shared memory (above 48 KiB: the kernel's limit is raised first,
-  // once per kernel and device).
+  size_t max_smem() const {
+    int most = 0;
+    check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+          "cudaDeviceGetAttribute (shared memory per block)");
+    return (size_t)most;
+  }
+  // With smem bytes of dynamic shared memory (the kernel's limit raised and shared memory preferred
+  // in the carveout first, once per kernel and device, so that 2-3 blocks fit per SM).
   template <class K, class... A>
   void dyn(const char *name, K kernel, unsigned grid, size_t smem, A... args) const {
-    if (smem > 48 * 1024) allow_smem(dev, reinterpret_cast<const void *>(kernel), name);
+    allow_smem(dev, reinterpret_cast<const void *>(kernel), name);
     kernel<<<grid, kThreads, smem, st>>>(args...);
     check_launch(name);
   }

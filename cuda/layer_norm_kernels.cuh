@@ -448,6 +448,22 @@ inline unsigned fused_lane_sets(uint64_t cols) {
 // Ring stages of fused_pipe_bwd: rows of 16 slots per thread (257..4096 columns) P = 3, a 96 KiB
 // ring (2 blocks per SM, 2 rows per group in flight: 128 KiB per SM); up to 128 columns (<= 4
 // slots) P = 6 (<= 48 KiB, 5 rows per group in flight), 129..256 columns P = 4 (<= 64 KiB).
+// pipe_bytes_for: the dynamic shared memory of the ring the plan picks for cols.
+inline size_t pipe_bytes_for(uint64_t cols) {
+  return cols <= 128    ? pipe_smem_bytes<32, 1, 6>(cols)
+         : cols <= 256  ? pipe_smem_bytes<32, 1, 4>(cols)
+         : cols <= 512  ? pipe_smem_bytes<32, 2, 3>(cols)
+         : cols <= 1024 ? pipe_smem_bytes<64, 4, 3>(cols)
+         : cols <= 2048 ? pipe_smem_bytes<128, 8, 3>(cols)
+                        : pipe_smem_bytes<256, 16, 3>(cols);
+}
+constexpr size_t kPipeStaticSmem = 2 * 2 * kThreads * sizeof(float);  // fused_pipe_bwd's sh
+
+// launch.dyn(name, kernel, grid, smem_bytes, args...) starts kernel with that much dynamic shared
+// memory (allowing it above 48 KiB); launch.max_smem() is the most shared memory a block may have
+// (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89). The pipelined kernel
+// where its ring fits (not the 96 KiB rings on sm_89), else, or with pipelined = false, the
+// register kernel fused_group_bwd (the same bits).
 template <class Launch>
 void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb,
                     bool pipelined = true) {
@@ -465,7 +481,7 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
     row::with_segment_width(a.cols, [&](auto w) {
       TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
     });
-  } else if (pipelined) {
+  } else if (pipelined && pipe_bytes_for(a.cols) + kPipeStaticSmem <= launch.max_smem()) {
     if (a.cols <= 128) TLRT_LN_PIPE(32, 1, 6);
     else if (a.cols <= 256) TLRT_LN_PIPE(32, 1, 4);
     else if (a.cols <= 512) TLRT_LN_PIPE(32, 2, 3);

@@ -31,6 +31,7 @@ struct EmuLaunch {
   uint64_t grid_cap;
   unsigned sm = 132;
   uint64_t max_grid() const { return grid_cap; }
+  size_t max_smem() const { return 227 * 1024; }  // sm_90's
   unsigned sms() const { return sm; }
   unsigned grid_for(uint64_t items, uint64_t per_block) const {
     const uint64_t b = (items + per_block - 1) / per_block;

@@ -1,5 +1,9 @@
-// Probe (not built by meson): times the fused layer-norm backward kernels on the GPU and checks the
-// pipelined kernel bit for bit against the register kernel.
+// Probe (not built by meson): times the fused layer-norm backward kernels alone (no reduce_axis
+// tail) on the GPU, the pipelined kernel (the plan's choice) against the register kernel
+// fused_group_bwd, checks that the two agree bit for bit (dx and the partials), and times a few
+// other ring depths P. Run from the repository root:
+//   nvcc -std=c++17 -fmad=false -O3 -gencode arch=compute_90,code=sm_90 -I. \
+//       bench/ln_bwd_probe.cu -o /tmp/ln_bwd_probe && /tmp/ln_bwd_probe
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +15,11 @@ namespace lk = tlrt::cuda::ln_kernels;
 
 struct L {
   uint64_t max_grid() const { return 0x7FFFFFFFull; }
+  size_t max_smem() const {
+    int most = 0;
+    CK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    return (size_t)most;
+  }
   template <class K, class... A>
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     kernel<<<grid, 256>>>(args...);
@@ -18,7 +27,7 @@ struct L {
   }
   template <class K, class... A>
   void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
-    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem()));
     kernel<<<grid, 256, smem>>>(args...);
     CK(cudaGetLastError());
   }
