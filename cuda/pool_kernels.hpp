@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -48,7 +49,6 @@
 #if !defined(__CUDA_ARCH__)
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #endif
 
@@ -157,6 +157,9 @@ struct Plan {
   // columns of one run of rh consecutive rows.
   uint32_t cols, runs, rh, stotal;
   FastDiv by_cols, by_runs;
+  // Stream kernel: prefetch window rows ahead (default). TLRT_POOL_NO_PREFETCH=1 in the
+  // environment (read per call) turns it off: a measurement hook for the A/B of the prefetch.
+  bool prefetch;
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -178,6 +181,8 @@ Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_p
   for (const void *q : in_ptrs) p.vec_in = p.vec_in && (q == nullptr || aligned16(q));
   p.vec_out = W % 4 == 0;
   for (const void *q : out_ptrs) p.vec_out = p.vec_out && (q == nullptr || aligned16(q));
+  const char *no_pf = std::getenv("TLRT_POOL_NO_PREFETCH");
+  p.prefetch = !(no_pf && no_pf[0] == '1');
   if (R == 2) {
     const uint32_t cols = (IW + kV - 1) / kV;  // 4-cell groups per input row
     p.tx = cols < 64 ? cols : 64;
@@ -1071,7 +1076,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
   // to 5 resident blocks per SM, 12 to 20 KB in flight per SM where H100 needs ~40 to 64 KB.
   const uint32_t cw = (uint32_t)(wo - RLO) < OW ? (uint32_t)(wo - RLO) : OW - 1;
   auto ahead = [&](int ohp) {
-    if (ohp > ohB) return;
+    if (ohp > ohB || !f.prefetch) return;
     prefetch(gp, (uint32_t)ohp * OW + cw, m.out_sp);
     if constexpr (K == Kind::Max) {
       TLRT_UNROLL
