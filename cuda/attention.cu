@@ -71,17 +71,19 @@
 // (and for d > 128) the exact kernels below run, bit for bit the CPU. The backward's dispatch is
 // not changed by it. Measured: (pending GPU run).
 //
-// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward, and the
-// backward without a mask, run the tensor-core kernels of cuda/attention_tc_kernels.cuh with one
-// TF32 product where they apply (sm_80+, d <= 128, enough shared memory); everything else runs
-// the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
-// tc.md): TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time),
-// backward 0.89 against 1.06 unmasked, but 1.34 against 1.15 masked (the mask read per element
-// in the backward kernels): so masked backward stays exact. The kernels' split-TF32 mode (three
-// products, float32-grade) measured no faster than the exact kernels (forward 0.39 against 0.38
-// ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
-// and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
-// checked in emulation (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
+// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward runs
+// fwd_mma_kernel of cuda/attention_mma_kernels.cuh with one TF32 product (kTf32FwdOnMma; the
+// measurements below are of the WMMA forward it replaces), the backward without a mask the
+// tensor-core kernels of cuda/attention_tc_kernels.cuh with one TF32 product where they apply
+// (sm_80+, d <= 128, enough shared memory); everything else runs the exact kernels below. Measured
+// (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-tc.md): TF32 forward 0.26 ms against
+// the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time), backward 0.89 against 1.06 unmasked,
+// but 1.34 against 1.15 masked (the mask read per element in the backward kernels): so masked
+// backward stays exact. The kernels' split-TF32 mode (three products, float32-grade) measured no
+// faster than the exact kernels (forward 0.39 against 0.38 ms, backward 1.40 against 1.06 at (32,
+// 1024, 64): the WMMA round trips through shared memory and the per-warp splits cost what the
+// tensor cores save), so it is not dispatched; it stays checked in emulation
+// (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
 
@@ -96,9 +98,11 @@ namespace cuda {
 
 namespace {
 
-// The allow_tf32 forward: false = the WMMA kernel of cuda/attention_tc_kernels.cuh (measured
-// 2026-11-24), true = fwd_mma_kernel with one TF32 product. Pending the lead's measurement of both.
-constexpr bool kTf32FwdOnMma = false;
+// The allow_tf32 forward: true = fwd_mma_kernel with one TF32 product (predicted ~1.7x the 3xTF32
+// kernel's TFLOP/s), false = the WMMA kernel of cuda/attention_tc_kernels.cuh (measured
+// 2026-11-24: 0.256 / 0.256 / 0.364 ms at (32, 1024, 64) none / causal / masked). Set back to
+// false if the bench's tf32 forward rows come out slower than those.
+constexpr bool kTf32FwdOnMma = true;
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
@@ -139,7 +143,7 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
   Launch launch{dev};
   // Switch on: the exact kernels (bit for bit the CPU). Off: the 3xTF32 mma.sync kernel
   // (cuda/attention_mma_kernels.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
-  // one-product TF32 path (the WMMA kernel until kTf32FwdOnMma is flipped after measuring both).
+  // one-product TF32 path (fwd_mma_kernel, or the WMMA kernel: kTf32FwdOnMma).
   if (!deterministic() && launch.tensor_cores()) {
     if (tlrt_get_allow_tf32()) {
       if (kTf32FwdOnMma ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
