@@ -59,13 +59,14 @@
  * perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit for bit
  * (the parity suite checks it; NaN payloads unspecified).
  * DEFAULT FAST FORWARD (CUDA, determinism switch OFF, allow_tf32 off; sm_80 and later, 1 <= d <=
- * 128): the forward's products Q K^T and P V run on the tensor cores (mma.sync TF32) in "split
- * TF32": each product a b is big(a) big(b) + big(a) small(b) + small(a) big(b), big(x) = x rounded
- * to TF32 (10 mantissa bits, nearest, ties away), small(x) = big(x - big(x)), accumulated in
- * float32 in the tensor cores' order (not the ORDER OF OPERATIONS above; keys in tiles of 64, 32
- * for d > 64): float32-grade, within the split-TF32 bound below, but not bit for bit the CPU. The
- * softmax is float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact
- * kernels in both modes. The backward is unchanged by this (it runs the kernels named below).
+ * 128 with 104 KiB of shared memory per block: sm_80, sm_90; 99 KiB devices d <= 32): the
+ * forward's products Q K^T and P V run on the tensor cores (mma.sync TF32) in "split TF32": each
+ * product a b is big(a) big(b) + big(a) small(b) + small(a) big(b), big(x) = x rounded to TF32 (10
+ * mantissa bits, nearest, ties away), small(x) = big(x - big(x)), accumulated in float32 in the
+ * tensor cores' order (not the ORDER OF OPERATIONS above; keys in tiles of 64, 32 for d > 64):
+ * float32-grade, within the split-TF32 bound below, but not bit for bit the CPU. The softmax is
+ * float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact kernels in
+ * both modes. The backward is unchanged by this (it runs the kernels named below).
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
  * determinism switch off, the forward, and the backward when mask == NULL, compute their matrix
  * products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in both of its kernels,
@@ -73,9 +74,9 @@
  * (one product big(a) big(b)), accumulated in float32 in the tensor cores' order: ~1e-3
  * relative, the TF32 bound below, the same bits run to run. The softmax stays float32 as above
  * and D = rowsum(dout * out) the exact fma chain. The TF32 kernels cover 1 <= d <= 128 on sm_80
- * and later with the shared memory they need (sm_90: every d <= 128; sm_80: forward d <= 128,
- * backward d <= 32; 99 KiB devices: forward d <= 32, backward none); elsewhere (d > 128, a masked
- * backward, the determinism switch on) the exact kernels run.
+ * and later with the shared memory they need (forward: 72 KiB per block, every d <= 128 on sm_80,
+ * sm_86 / 89 and sm_90; backward: sm_90 every d <= 128, sm_80 d <= 32, 99 KiB devices none);
+ * elsewhere (d > 128, a masked backward, the determinism switch on) the exact kernels run.
  * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
  * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
  * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same

@@ -71,17 +71,19 @@
 // (and for d > 128) the exact kernels below run, bit for bit the CPU. The backward's dispatch is
 // not changed by it. Measured: (pending GPU run).
 //
-// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward, and the
-// backward without a mask, run the tensor-core kernels of cuda/attention_tc_kernels.cuh with one
-// TF32 product where they apply (sm_80+, d <= 128, enough shared memory); everything else runs
-// the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
-// tc.md): TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time),
-// backward 0.89 against 1.06 unmasked, but 1.34 against 1.15 masked (the mask read per element
-// in the backward kernels): so masked backward stays exact. The kernels' split-TF32 mode (three
-// products, float32-grade) measured no faster than the exact kernels (forward 0.39 against 0.38
-// ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
-// and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
-// checked in emulation (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
+// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward runs
+// fwd_mma_kernel of cuda/attention_mma_kernels.cuh with one TF32 product (TLRT_ATTENTION_TF32_WMMA=1 picks
+// the WMMA forward it replaces, whose measurements follow), the backward without a mask the
+// tensor-core kernels of cuda/attention_tc_kernels.cuh with one TF32 product where they apply
+// (sm_80+, d <= 128, enough shared memory); everything else runs the exact kernels below. Measured
+// (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-tc.md): TF32 forward 0.26 ms against
+// the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time), backward 0.89 against 1.06 unmasked,
+// but 1.34 against 1.15 masked (the mask read per element in the backward kernels): so masked
+// backward stays exact. The kernels' split-TF32 mode (three products, float32-grade) measured no
+// faster than the exact kernels (forward 0.39 against 0.38 ms, backward 1.40 against 1.06 at (32,
+// 1024, 64): the WMMA round trips through shared memory and the per-warp splits cost what the
+// tensor cores save), so it is not dispatched; it stays checked in emulation
+// (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
 #include <cstdlib>
 
 #include "cuda/attention_mma_kernels.cuh"
@@ -98,11 +100,13 @@ namespace cuda {
 
 namespace {
 
-// The allow_tf32 forward: the WMMA kernel of cuda/attention_tc_kernels.cuh (measured
-// 2026-11-24), or with TLRT_ATTN_TF32_MMA=1 (read per call; a measurement hook, pending the
-// lead's comparison of both) fwd_mma_kernel with one TF32 product.
-bool tf32_fwd_on_mma() {
-  const char *e = std::getenv("TLRT_ATTN_TF32_MMA");
+// The allow_tf32 kernels: fwd_mma_kernel with one TF32 product (predicted ~1.7x the 3xTF32
+// kernel's TFLOP/s), or with TLRT_ATTENTION_TF32_WMMA=1 in the environment (read per call: a
+// measurement hook until the comparison is recorded) the WMMA kernels of
+// cuda/attention_tc_kernels.cuh (measured 2026-11-24: forward 0.256 / 0.256 / 0.364 ms at
+// (32, 1024, 64) none / causal / masked).
+bool tf32_on_wmma() {
+  const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
 }
 
@@ -145,10 +149,10 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
   Launch launch{dev};
   // Switch on: the exact kernels (bit for bit the CPU). Off: the 3xTF32 mma.sync kernel
   // (cuda/attention_mma_kernels.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
-  // one-product TF32 path (the WMMA kernel until kTf32FwdOnMma is flipped after measuring both).
+  // one-product TF32 path (fwd_mma_kernel, or the WMMA kernel: TLRT_ATTENTION_TF32_WMMA=1).
   if (!deterministic() && launch.tensor_cores()) {
     if (tlrt_get_allow_tf32()) {
-      if (tf32_fwd_on_mma() ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
+      if (!tf32_on_wmma() ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
                         : attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
         return;
     } else if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse)) {

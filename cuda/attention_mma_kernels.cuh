@@ -20,6 +20,8 @@
 //     V planes: key pair p (keys 2p, 2p + 1), column c: {big, small of V[2p][c], big, small of
 //       V[2p + 1][c]} (row stride DP + 2 float4s = 2 mod 8: t * 2 + g distinct mod 8), the B
 //       operand of P V read with the contraction permutation of mma_tf32.cuh (kc_perm).
+//   Without SPLIT (the TF32 variant) the entries hold the big parts only ({big, big}, 8 bytes:
+//   LDS.64, conflict-free with the strides of mma_k_stride / mma_v_stride), half the bytes.
 //   S = Q K^T: KT / 8 C fragments (16 x 8 each) per warp, DP / 8 k-steps, 3 mma each (1 without
 //   SPLIT, the small terms first). Scores, masks (read from global into registers before the
 //   products, so their latency hides under them), causal and bounds tests applied per element
@@ -38,6 +40,7 @@
 // Shared memory (bytes): raw 2 KT (DP + 4) 4 + K planes KT (DP / 2 + 4) 16 + V planes
 // KT / 2 (DP + 2) 16: DP = 32: 56 KB, DP = 64: 105 KB, DP = 128 (KT = 32):
 // 102 KB (2); two blocks (8 warps) per SM everywhere (registers: fwd_mma_min_blocks below).
+// Without SPLIT the planes take half: 37 / 71 / 69 KB (still two blocks: registers).
 // Work per 64-key tile and warp (DP = 64, SPLIT): S 8 k-steps x 8 n-tiles x 3 = 192 mma, P V 8 x 8
 // x 3 = 192 mma; 128 LDS.128 (64 K, 64 V fragments); 32 exp and ~250 other softmax instructions
 // per lane; the split pass ~32 plane entries (~400 instructions) per thread and tile; two
@@ -73,24 +76,34 @@ __host__ __device__ constexpr unsigned mma_kt() {
   return DP == 128 ? 32 : 64;
 }
 
-// Row strides: raw tiles (floats), K planes (float4 per key), V planes (float4 per key pair).
+// Plane entries: {big, small, big, small} (4 floats) with SPLIT, {big, big} (2 floats) without.
+// Row strides: raw tiles (floats), K planes (entries per key), V planes (entries per key pair).
+// Conflict-free fragment reads: 16-byte entries are served per quarter warp (8 lanes: g in
+// {2h, 2h + 1}, t = 0..3), 8-byte ones per half warp (g in 4h .. 4h + 3): K at g * SK + t needs
+// SK = 4 mod 8 (16 bytes) or mod 16 (8 bytes); V at t * SV + g needs SV = 2 mod 8 (16 bytes) or
+// 4 mod 16 (8 bytes).
+template <bool SPLIT>
+__host__ __device__ constexpr unsigned mma_pw() {
+  return SPLIT ? 4 : 2;
+}
 template <unsigned DP>
 __host__ __device__ constexpr unsigned mma_raw_stride() {
   return DP + 4;
 }
 template <unsigned DP>
-__host__ __device__ constexpr unsigned mma_k_stride4() {
+__host__ __device__ constexpr unsigned mma_k_stride() {
   return DP / 2 + 4;
 }
-template <unsigned DP>
-__host__ __device__ constexpr unsigned mma_v_stride4() {
-  return DP + 2;
+template <unsigned DP, bool SPLIT>
+__host__ __device__ constexpr unsigned mma_v_stride() {
+  return SPLIT ? DP + 2 : DP + 4;
 }
 
-template <unsigned DP>
+template <unsigned DP, bool SPLIT>
 __host__ __device__ constexpr unsigned fwd_mma_smem_floats() {
-  return 2 * mma_kt<DP>() * mma_raw_stride<DP>() + 4 * mma_kt<DP>() * mma_k_stride4<DP>() +
-         4 * (mma_kt<DP>() / 2) * mma_v_stride4<DP>();
+  return 2 * mma_kt<DP>() * mma_raw_stride<DP>() +
+         mma_pw<SPLIT>() * (mma_kt<DP>() * mma_k_stride<DP>() +
+                            (mma_kt<DP>() / 2) * mma_v_stride<DP, SPLIT>());
 }
 
 // Blocks per SM the kernel is compiled for (register budget 65536 / (128 x blocks)): 2 (at most
@@ -101,7 +114,7 @@ __host__ __device__ constexpr unsigned fwd_mma_min_blocks() {
   return 2;
 }
 
-// ---- helpers shareable with the backward ---------------------------------------------------------
+// ---- helpers shareable with the backward -------------------------------------------------------
 
 // Zeroes `floats` floats (a multiple of 4) of shared memory with NT threads.
 template <unsigned NT>
@@ -133,54 +146,75 @@ __device__ __forceinline__ void load_tile_nt(float *dst, const float *src, unsig
   }
 }
 
-// {big, small} of a and of b as one float4 of TF32 bit patterns (small left 0 without SPLIT).
+// Stores the plane entry of a and b: {big(a), small(a), big(b), small(b)} with SPLIT, else
+// {big(a), big(b)} (TF32 bit patterns as floats).
 template <bool SPLIT>
-__device__ __forceinline__ float4 split_pair(float a, float b) {
-  uint32_t ab, as = 0, bb, bs = 0;
+__device__ __forceinline__ void put_pair(float *dst, float a, float b) {
   if (SPLIT) {
+    uint32_t ab, as, bb, bs;
     mma::split(a, ab, as);
     mma::split(b, bb, bs);
+    st4(dst, make_float4(__uint_as_float(ab), __uint_as_float(as), __uint_as_float(bb),
+                         __uint_as_float(bs)));
   } else {
-    ab = mma::tf32(a);
-    bb = mma::tf32(b);
+    const float ab = __uint_as_float(mma::tf32(a)), bb = __uint_as_float(mma::tf32(b));
+#ifdef TLRT_CUDA_EMULATION
+    emu::check_aligned(dst, 8);
+    dst[0] = ab;
+    dst[1] = bb;
+#else
+    *reinterpret_cast<float2 *>(dst) = make_float2(ab, bb);
+#endif
   }
-  return make_float4(__uint_as_float(ab), __uint_as_float(as), __uint_as_float(bb),
-                     __uint_as_float(bs));
+}
+
+// The B fragment of one plane entry (one 16- or 8-byte shared load): b[0] from a, b[1] from b.
+template <bool SPLIT>
+__device__ __forceinline__ mma::SplitB get_pair(const float *src) {
+  mma::SplitB b;
+  if (SPLIT) {
+    const float4 f = ld4(src);
+    b.big[0] = __float_as_uint(f.x);
+    b.small[0] = __float_as_uint(f.y);
+    b.big[1] = __float_as_uint(f.z);
+    b.small[1] = __float_as_uint(f.w);
+  } else {
+#ifdef TLRT_CUDA_EMULATION
+    emu::check_aligned(src, 8);
+    b.big[0] = __float_as_uint(src[0]);
+    b.big[1] = __float_as_uint(src[1]);
+#else
+    const float2 f = *reinterpret_cast<const float2 *>(src);
+    b.big[0] = __float_as_uint(f.x);
+    b.big[1] = __float_as_uint(f.y);
+#endif
+    b.small[0] = b.small[1] = 0;  // not read by the one-product form
+  }
+  return b;
 }
 
 // A raw (ROWS, DP) tile (row stride DP + 4) as a B operand over its COLUMNS (S = Q K^T: the
-// contraction runs along a row): planes[r][4 ks + t] = split pair of raw[r][8 ks + t] and
-// raw[r][8 ks + t + 4] (row stride DP / 2 + 4 float4s).
+// contraction runs along a row): entry [r][4 ks + t] = the pair raw[r][8 ks + t],
+// raw[r][8 ks + t + 4] (row stride mma_k_stride entries).
 template <unsigned DP, unsigned ROWS, bool SPLIT, unsigned NT>
 __device__ __forceinline__ void split_rows_tile(float *planes, const float *raw) {
-  constexpr unsigned SD = DP + 4, C4 = DP / 2, S4 = DP / 2 + 4;
+  constexpr unsigned SD = DP + 4, C4 = DP / 2, SK = mma_k_stride<DP>(), PW = mma_pw<SPLIT>();
   for (unsigned e = threadIdx.x; e < ROWS * C4; e += NT) {
     const unsigned r = e / C4, c4 = e % C4, col = 8 * (c4 / 4) + c4 % 4;
-    st4(planes + 4 * (r * S4 + c4), split_pair<SPLIT>(raw[r * SD + col], raw[r * SD + col + 4]));
+    put_pair<SPLIT>(planes + PW * (r * SK + c4), raw[r * SD + col], raw[r * SD + col + 4]);
   }
 }
 
 // A raw (ROWS, DP) tile as a B operand over its ROWS with the permuted contraction index (O = P V:
 // the contraction runs down a column, rows 2t, 2t + 1 of each 8-row step in one lane):
-// planes[p][c] = split pair of raw[2p][c] and raw[2p + 1][c] (row stride DP + 2 float4s).
+// entry [p][c] = the pair raw[2p][c], raw[2p + 1][c] (row stride mma_v_stride entries).
 template <unsigned DP, unsigned ROWS, bool SPLIT, unsigned NT>
 __device__ __forceinline__ void split_pairs_tile(float *planes, const float *raw) {
-  constexpr unsigned SD = DP + 4, S4 = DP + 2;
+  constexpr unsigned SD = DP + 4, SV = mma_v_stride<DP, SPLIT>(), PW = mma_pw<SPLIT>();
   for (unsigned e = threadIdx.x; e < ROWS / 2 * DP; e += NT) {
     const unsigned pr = e / DP, c = e % DP;
-    st4(planes + 4 * (pr * S4 + c),
-        split_pair<SPLIT>(raw[2 * pr * SD + c], raw[(2 * pr + 1) * SD + c]));
+    put_pair<SPLIT>(planes + PW * (pr * SV + c), raw[2 * pr * SD + c], raw[(2 * pr + 1) * SD + c]);
   }
-}
-
-// The B fragment (big, small) of one 16-byte plane entry.
-__device__ __forceinline__ mma::SplitB b_of(const float4 f) {
-  mma::SplitB b;
-  b.big[0] = __float_as_uint(f.x);
-  b.small[0] = __float_as_uint(f.y);
-  b.big[1] = __float_as_uint(f.z);
-  b.small[1] = __float_as_uint(f.w);
-  return b;
 }
 
 // A C fragment's element e: row offset 8 (e / 2) from g, column 2t + e % 2 of its n-tile.
@@ -197,20 +231,20 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(kFull, v, 2);
 }
 
-// ---- forward -------------------------------------------------------------------------------------
+// ---- forward -----------------------------------------------------------------------------------
 
 template <unsigned DP, bool SPLIT, bool EXACT>
 __global__ void __launch_bounds__(kMmaThreads, fwd_mma_min_blocks<DP>())
     fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict k,
                    const float *__restrict v, float *__restrict out, float *__restrict lse) {
 #if defined(TLRT_CUDA_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  constexpr unsigned KT = mma_kt<DP>(), SD = mma_raw_stride<DP>(), SK4 = mma_k_stride4<DP>(),
-                     SV4 = mma_v_stride4<DP>();
+  constexpr unsigned KT = mma_kt<DP>(), SD = mma_raw_stride<DP>(), SK = mma_k_stride<DP>(),
+                     SV = mma_v_stride<DP, SPLIT>(), PW = mma_pw<SPLIT>();
   constexpr unsigned KS = DP / 8;   // k-steps of S = Q K^T; n-tiles of O
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
   constexpr bool QPRE = DP <= 64;   // Q fragments kept split (else split per use)
   float *sm = async::dynamic_smem();
-  float *kraw = sm, *vraw = kraw + KT * SD, *kpl = vraw + KT * SD, *vpl = kpl + 4 * KT * SK4;
+  float *kraw = sm, *vraw = kraw + KT * SD, *kpl = vraw + KT * SD, *vpl = kpl + PW * KT * SK;
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kMmaRows;
   const unsigned iw = i0 + 16 * w;  // the warp's first row
@@ -285,7 +319,8 @@ __global__ void __launch_bounds__(kMmaThreads, fwd_mma_min_blocks<DP>())
           }
 #pragma unroll
           for (unsigned nt = 0; nt < NS; ++nt)
-            mma::product<SPLIT>(s[nt], a, b_of(ld4(kpl + 4 * ((8 * nt + g) * SK4 + 4 * ks + t))));
+            mma::product<SPLIT>(s[nt], a,
+                                get_pair<SPLIT>(kpl + PW * ((8 * nt + g) * SK + 4 * ks + t)));
         }
         // Scores by element position (out-of-range rows and keys: excluded).
         const bool plain = !mb && iw + 16 <= p.n && j0 + KT <= p.n &&
@@ -346,7 +381,8 @@ __global__ void __launch_bounds__(kMmaThreads, fwd_mma_min_blocks<DP>())
           }
 #pragma unroll
           for (unsigned nt = 0; nt < KS; ++nt)
-            mma::product<SPLIT>(o[nt], a, b_of(ld4(vpl + 4 * ((4 * kk + t) * SV4 + 8 * nt + g))));
+            mma::product<SPLIT>(o[nt], a,
+                                get_pair<SPLIT>(vpl + PW * ((4 * kk + t) * SV + 8 * nt + g)));
         }
       }
       if (more) {
@@ -403,7 +439,7 @@ bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const
   const bool exact = dp == p.d;
   auto go = [&](auto dpc, auto splitc, auto exactc) {
     constexpr unsigned DP = decltype(dpc)::value;
-    constexpr size_t bytes = fwd_mma_smem_floats<DP>() * sizeof(float);
+    constexpr size_t bytes = fwd_mma_smem_floats<DP, decltype(splitc)::value>() * sizeof(float);
     if (bytes > launch.smem_limit()) return false;
     launch("attention fwd_mma_kernel",
            fwd_mma_kernel<DP, decltype(splitc)::value, decltype(exactc)::value>,

@@ -116,7 +116,7 @@ void long_problem() {
   TH_CHECK(grew <= 8 * n * d * 4);
 }
 
-// ---- the default fast forward (switch off) and the TF32 path (allow_tf32 on) against float64 -----
+// ---- the default fast forward (switch off) and the TF32 path (allow_tf32 on) against float64
 
 double g_worst_fast = 0, g_worst_tf32 = 0;  // worst error / bound
 double *g_worst = &g_worst_tf32;            // the path being checked

@@ -11,7 +11,8 @@
 // NaN). The emulated tensor cores round once per element and instruction from a float64 sum; the
 // GPU's accumulation differs, which the parity suite's float64 comparison covers on the device.
 // Also checks that the plan declines d = 0, d > 128 and a device with too little shared memory,
-// and that two runs give the same bits. Skipped (77) under valgrind, ASan and TSan.
+// and that two runs (two schedules) give the same bits. ~4 minutes of CPU: the emulated mma
+// exchanges every operand through emulated shuffles. Skipped (77) under valgrind, ASan and TSan.
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -138,7 +139,7 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
           TH_CHECK_MSG(out[e * d + t] == 0.0f, "%sexcluded row %llu not zero", tag,
                        (unsigned long long)e);
     // Run to run: another schedule gives the same bits.
-    if (split && n <= 70) {
+    if (split && n <= 70 && (mk == 0 || mk == 4)) {
       std::vector<float> o2(N + sh + 1, 7.0f), l2(bh * n + 1, 7.0f);
       EmuLaunch other{kPolicies[(pol + 1) % 3], 232448, odd ? 2u : 65535u};
       ak::fwd_mma_plan(other, p, true, dq.data() + sh, dk.data() + sh, dv.data() + sh,
@@ -186,7 +187,8 @@ int main() {
                  Dims{1, 16, 128}})
     for (int mk = 0; mk < 6; ++mk)
       for (float fill : {-INFINITY, -1000.0f})
-        run_case(s.bh, s.n, s.d, mk, fill, salt += 10, rot++ % 3, false, 2);
+        run_case(s.bh, s.n, s.d, mk, fill, salt += 10, rot++ % 3, false,
+                 std::isinf(fill) ? 2 : 1);
   // Several key tiles and row blocks: tile edges, causal skipping per block and per warp (KT = 32
   // for d = 128), the last partial tile.
   for (int mk : {0, 1, 3, 4, 5}) {
