@@ -54,22 +54,35 @@
  * non-finite values or a -0 sum). With a finite mask_fill every tile is computed. How the CUDA
  * kernels group rows into blocks does not enter the order.
  *
- * NUMERIC CLASS: library (bound against float64). By default, in both determinism modes, both
- * backends perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit
- * for bit (the parity suite checks it; NaN payloads unspecified); there are no atomics.
+ * NUMERIC CLASS: library (bound against float64). With the determinism switch on, both backends
+ * perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit for bit
+ * (the parity suite checks it; NaN payloads unspecified); there are no atomics. The CPU backend
+ * always does so; the CUDA backward with the switch off (the default) may run the fast backward:
+ * FAST BACKWARD (CUDA, determinism switch off, allow_tf32 off, sm_80+, 1 <= d <= 128, every mask
+ * kind): the backward's matrix products (dP = dout V^T and S = Q K^T in both of its kernels,
+ * dv = P^T dout, dk = dS^T Q, dq = dS K) run on the tensor cores as three TF32 products each
+ * (a b = small(a) big(b) + big(a) small(b) + big(a) big(b), big = a rounded to TF32, small =
+ * a - big rounded to TF32; float32-grade, the split-TF32 bound below for dq, dk and dv),
+ * accumulated in float32 in the tensor cores' order, not the ORDER OF OPERATIONS above; P, dS and
+ * D = rowsum(dout * out) are the float32 formulas above (the shared exp), and every sum has one
+ * fixed order: the same bits run to run (no atomics), and each single-gradient entry point gives
+ * the fused backward's bits. Elsewhere (d > 128, d == 0, a pre-sm_80 device, the switch on) and
+ * for the forward the exact kernels run. Coverage by shared memory: sm_90 and sm_80 every
+ * d <= 128, 99 KiB devices d <= 64.
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
- * determinism switch off, the forward, and the backward when mask == NULL, compute their matrix
- * products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in both of its kernels,
- * dv = P^T dout, dk = dS^T Q, dq = dS K) on the tensor cores with the operands rounded to TF32
- * (10 mantissa bits, nearest, ties away), accumulated in float32 in the tensor cores' order (not
- * the ORDER OF OPERATIONS above): ~1e-3 relative, the TF32 bound below, the same bits run to run.
- * The softmax stays float32 as above and D = rowsum(dout * out) the exact fma chain. The TF32
- * kernels cover 1 <= d <= 128 on sm_80 and later with the shared memory they need (sm_90: every
- * d <= 128; sm_80: forward d <= 128, backward d <= 32; 99 KiB devices: forward d <= 32, backward
- * none); elsewhere (d > 128, a masked backward, the determinism switch on) the exact kernels run.
- * (The kernels also have a split-TF32 mode, three products per product for float32-grade error,
- * with the split-TF32 bound below; it measured no faster than the exact kernels on the H100 and
- * is not used; tests/unit/test_attention_tc_emu.cpp checks it in emulation.)
+ * determinism switch off, the forward (unmasked or masked) and the backward (every mask kind)
+ * compute their matrix products (forward: Q K^T and P V; backward as the fast backward) on the
+ * tensor cores with the operands rounded to TF32 (10 mantissa bits, nearest, ties away), one
+ * product each, accumulated in float32 in the tensor cores' order (not the ORDER OF OPERATIONS
+ * above): ~1e-3 relative, the TF32 bound below, the same bits run to run. The softmax stays
+ * float32 as above and D = rowsum(dout * out) the exact fma chain. The TF32 forward covers
+ * 1 <= d <= 128 on sm_80 and later with the shared memory it needs (sm_90 and sm_80: d <= 128;
+ * 99 KiB devices: d <= 32), the TF32 backward what the fast backward covers (its kernels with one
+ * product instead of three); elsewhere (d > 128, the determinism switch on) the exact kernels
+ * run. (The forward's tensor-core kernels also have a split-TF32 mode, three products per product
+ * for float32-grade error, with the split-TF32 bound below; it measured no faster than the exact
+ * kernels on the H100 and is not used; tests/unit/test_attention_tc_emu.cpp checks it in
+ * emulation.)
  * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
  * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
  * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same
@@ -78,19 +91,21 @@
  *   |x - x64| <= u (2 n + 4 d + 8 d S + 64) A(x)   for out, dq, dk and dv,
  *   |lse - lse64| <= u (4 d S + 2 n + 8) (1 + |lse|).
  * (Measured worst error / bound: 0.043 over the unit test's grid of shapes, masks and fills;
- * the unit test prints it.) Split TF32 (not dispatched), for out, dq, dk, dv and lse:
+ * the unit test prints it.) Split TF32 (the fast backward's dq, dk, dv; for out and lse the
+ * forward's split mode, not dispatched):
  *   |x - x64| <= u (4 n + 8 d + 16 (d + 2) S + 128) A(x),
  *   |lse - lse64| <= u (8 (d + 2) S + 4 n + 16) (1 + |lse|);
  * TF32 path: those plus 2^-11 (8 S + 8) A(x), and plus 2^-11 (4 S + 4) (1 + |lse|) for lse.
- * (tests/unit/test_attention_tc_emu.cpp checks them on an emulation of the kernel, the parity
- * suite the TF32 path on the GPU; both print the worst error / bound.) These two bounds assume
+ * (tests/unit/test_attention_tc_emu.cpp and tests/unit/test_attention_mma_bwd_emu.cpp check them
+ * on an emulation of the kernels, the parity suite the fast backward and the TF32 path on the
+ * GPU; all print the worst error / bound.) These two bounds assume
  * finite inputs whose nonzero magnitudes lie in [2^-100, 2^126]: small(x) of tinier values may
  * be subnormal on the tensor cores, and big(x) of larger ones may round to infinity. S large
  * (scores of magnitude ~100 and beyond) loses digits in exp(s - m) like every float32 softmax.
  *
  * SPECIAL VALUES. A NaN in q, k or v (or an infinite score) makes the affected rows NaN; an
- * infinite mask entry counts as allowed. Inputs are not scanned. On the TF32 path an infinite
- * q, k or v element also makes the affected rows NaN.
+ * infinite mask entry counts as allowed. Inputs are not scanned. On the TF32 path and in the
+ * fast backward an infinite q, k, v (or dout) element also makes the affected rows NaN.
  *
  * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output is
  * lse (bh * n floats); the backward's scratch is D (bh * n floats); the seeds' single-gradient
@@ -139,9 +154,10 @@ TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_b
  * Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
  * keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
  * 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
- * usual count is 10 n^2 d). TF32 path (no mask, d <= 128): the same three kernels with the
- * products on the tensor cores (blocks of 128 keys / 128 query rows). No atomics:
- * deterministic. */
+ * usual count is 10 n^2 d). Fast backward and TF32 path (switch off, d <= 128, sm_80+): the
+ * same three kernels with the products on the tensor cores (mma.sync, blocks of 64 keys / 64
+ * query rows, tiles of 64 streamed through shared memory; three TF32 products per product, one
+ * on the TF32 path). No atomics: deterministic, run to run. */
 TLRT_API tlrt_status tlrt_flash_attention_bwd(
     const tlrt_buffer *q, const tlrt_buffer *k, const tlrt_buffer *v, const tlrt_buffer *mask,
     const tlrt_buffer *dout, const tlrt_buffer *out, const tlrt_buffer *lse, uint64_t bh,

@@ -11,10 +11,14 @@ FLOPs per problem, backward 2.5x that; causal counts half) and the fraction of t
 peak (torch.matmul on 8192^3 float32 with TF32 off, same timing method). Targets (H100): forward
 at most 0.5x PyTorch's time, backward at most 0.7x.
 
-Each of our passes is timed in two modes (the "path" column; abi/tlrt_attention.h):
-  exact  the default (allow_tf32 off): the kernels bit for bit equal to the CPU backend;
+Each of our passes is timed in three modes (the "path" column; abi/tlrt_attention.h):
+  fast   the default (determinism switch off, allow_tf32 off): the backward on the tensor
+         cores with three TF32 products per product (float32-grade; the forward as its
+         dispatch picks for this mode);
+  exact  determinism switch on: the kernels bit for bit equal to the CPU backend;
   tf32   determinism switch off and tlrt_set_allow_tf32(true): tensor-core TF32 products
-         (~1e-3 relative; a masked backward stays exact).
+         (~1e-3 relative). With TLRT_ATTENTION_TF32_WMMA=1 in the environment the TF32
+         backward runs the older WMMA kernels (unmasked only) instead, for comparison.
 torch is always timed with TF32 off (the issue's comparison), also against the tf32 rows.
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention.py [--out FILE] [--iters N]
@@ -55,7 +59,7 @@ def main():
     for fn in ("tlrt_set_deterministic", "tlrt_set_allow_tf32"):
         getattr(lib, fn).argtypes = [ctypes.c_bool]
         getattr(lib, fn).restype = ctypes.c_bool
-    modes = (("exact", False, False), ("tf32", False, True))
+    modes = (("fast", False, False), ("exact", True, False), ("tf32", False, True))
 
     def set_mode(det, tf32):
         lib.tlrt_set_deterministic(det)

@@ -74,7 +74,10 @@
 // ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
 // and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
 // checked in emulation (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
+#include "cuda/attention_mma_bwd_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
+
+#include <cstdlib>
 
 #include "abi/tlrt_blas.h"
 #include "core/backend/attention.hpp"
@@ -130,16 +133,36 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
   attn_kernels::fwd_plan(launch, p, q, k, v, out, lse);
 }
 
+// TLRT_ATTENTION_TF32_WMMA=1 (read once): the TF32 path's backward runs the WMMA kernels of
+// cuda/attention_tc_kernels.cuh (unmasked only) instead of the one-product mma.sync kernels, so
+// that both can be measured; to be removed with the slower of the two.
+static bool tf32_bwd_wmma() {
+  static const bool on = [] {
+    const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
+    return e != nullptr && e[0] == '1';
+  }();
+  return on;
+}
+
 void attention_bwd(int dev, const attn::Problem &p, const float *q, const float *k,
                    const float *v, const float *out, const float *dout, const float *lse,
                    float *dq, float *dk, float *dv) {
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
   FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
-  if (!deterministic() && tlrt_get_allow_tf32() && p.mask == nullptr && launch.tensor_cores() &&
-      attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse,
-                                D.get(), dq, dk, dv))
-    return;
+  // Determinism switch on: the exact kernels (bit for bit the CPU's). Off: the mma.sync kernels
+  // of cuda/attention_mma_bwd_kernels.cuh where they apply (sm_80+, d <= 128), three TF32
+  // products per product by default (float32-grade), one with allow_tf32.
+  if (!deterministic() && launch.tensor_cores()) {
+    const bool tf32 = tlrt_get_allow_tf32();
+    if (tf32 && tf32_bwd_wmma() && p.mask == nullptr &&
+        attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse, D.get(),
+                                  dq, dk, dv))
+      return;
+    if (attn_kernels::mma_bwd::bwd_mma_plan(launch, p, /*split=*/!tf32, q, k, v, out, dout,
+                                            lse, D.get(), dq, dk, dv))
+      return;
+  }
   attn_kernels::bwd_plan(launch, p, q, k, v, out, dout, lse, D.get(), dq, dk, dv);
 }
 

@@ -7,8 +7,9 @@
 //  (2) A graph through matmul / bmm / linear (class library: different summation orders on the
 //      two backends): values and gradients within |cpu - cuda| <= 1e-5 (1 + max|cpu|) per output,
 //      the largest difference printed (the products here have n <= 7 terms of size <= 1).
-//      Pooling and fused attention join (1) (bit for bit on both backends); convolution and
-//      multi-head attention (products) join (2).
+//      Pooling joins (1); fused attention is bit for bit with the determinism switch on and
+//      joins (2) as well (with the switch off its CUDA backward is the fast tensor-core one, float32
+//      grade); convolution and multi-head attention (products) join (2).
 //  (3) 200-step training loops on the CUDA tape (an MLP; a conv net with pooling and multi-head
 //      attention): live bytes on CUDA(0) flat after warm-up.
 // Exits 77 (skipped) unless a CUDA device is usable.
@@ -95,6 +96,21 @@ void bitwise(const char *name, std::vector<Leaf> leaves, const Build &build) {
                     [&](tlrt_device dev, std::vector<Buf> &outs) {
                       return run_graph(dev, leaves, build, outs);
                     });
+}
+
+// Bit for bit between the backends with the determinism switch on (not flipped): graphs through
+// fused attention, whose CUDA backward with the switch off is the fast tensor-core one.
+void bitwise_switch_on(const char *name, std::vector<Leaf> leaves, const Build &build) {
+  const bool was = tlrt_set_deterministic(true);
+  std::vector<Buf> c, g;
+  TH_OK(run_graph(parity::kCpu, leaves, build, c));
+  TH_OK(run_graph(parity::kGpu, leaves, build, g));
+  tlrt_set_deterministic(was);
+  TH_CHECK(c.size() == g.size());
+  for (size_t k = 0; k < c.size() && k < g.size(); ++k)
+    parity::compare(std::string("tape ") + name + " (switch on) [output " + std::to_string(k) +
+                        "]",
+                    th::download(c[k].get()), th::download(g[k].get()));
 }
 
 void library(const char *name, std::vector<Leaf> leaves, const Build &build) {
@@ -276,33 +292,35 @@ int main() {
             OK(tlrt_tape_tanh(t, a, &o))));
   {
     // Pooling and attention: max pool exact, average pool and every backward an ordered
-    // reduction, attention the same IEEE operations on both backends: bit for bit.
+    // reduction, attention the same IEEE operations on both backends with the determinism switch
+    // on: bit for bit; with it off (the fast attention backward) within the library tolerance.
     const uint64_t seq[3] = {2, 6, 5};
     std::vector<float> m(6 * 6);
     th::Rng r(30);
     for (float &v : m) v = r.uniform(0, 1) < 0.25f ? 0.0f : 1.0f;
     Buf mc(th::upload(m)), mg(th::upload(m, parity::kGpu));
-    bitwise("pooling and attention",
-            {{{2, 2, 7, 6}, uni(168, 27, -2, 2)}, {{2, 6, 5}, uni(60, 28)},
-             {{2, 6, 5}, uni(60, 29)}},
-            [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
-              tlrt_device dev = 0;
-              uint64_t a, b, c, d, e, f, o;
-              if (tlrt_tape_device(t, &dev) != TLRT_OK) return UINT64_MAX;
-              const tlrt_buffer *mask = dev == parity::kCpu ? mc.get() : mg.get();
-              if (!(OK(tlrt_tape_maxpool2d(t, x[0], 3, 2, 2, 1, 1, 1, &a)) &&     // (2, 2, 4, 7)
-                    OK(tlrt_tape_avgpool2d(t, a, 2, 2, 1, 2, 1, 0, false, &b)) && // (2, 2, 5, 3)
-                    OK(tlrt_tape_avgpool2d(t, x[0], 2, 3, 2, 1, 1, 1, true, &c)) &&
-                    OK(tlrt_tape_reshape(t, b, seq, 3, &d)) &&                    // (2, 6, 5)
-                    OK(tlrt_tape_flash_attention(t, d, x[1], x[2], mask, 0.45, true, -INFINITY,
-                                                 &e)) &&
-                    OK(tlrt_tape_flash_attention(t, e, e, x[1], nullptr, 0.3, false, -1000.0,
-                                                 &f)) &&
-                    OK(tlrt_tape_reduce_sum(t, c, &a)) && OK(tlrt_tape_reduce_sum(t, f, &b)) &&
-                    OK(tlrt_tape_add(t, a, b, &o))))
-                return UINT64_MAX;
-              return o;
-            });
+    const std::vector<Leaf> leaves = {{{2, 2, 7, 6}, uni(168, 27, -2, 2)},
+                                      {{2, 6, 5}, uni(60, 28)}, {{2, 6, 5}, uni(60, 29)}};
+    const Build graph = [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+      tlrt_device dev = 0;
+      uint64_t a, b, c, d, e, f, o;
+      if (tlrt_tape_device(t, &dev) != TLRT_OK) return UINT64_MAX;
+      const tlrt_buffer *mask = dev == parity::kCpu ? mc.get() : mg.get();
+      if (!(OK(tlrt_tape_maxpool2d(t, x[0], 3, 2, 2, 1, 1, 1, &a)) &&     // (2, 2, 4, 7)
+            OK(tlrt_tape_avgpool2d(t, a, 2, 2, 1, 2, 1, 0, false, &b)) && // (2, 2, 5, 3)
+            OK(tlrt_tape_avgpool2d(t, x[0], 2, 3, 2, 1, 1, 1, true, &c)) &&
+            OK(tlrt_tape_reshape(t, b, seq, 3, &d)) &&                    // (2, 6, 5)
+            OK(tlrt_tape_flash_attention(t, d, x[1], x[2], mask, 0.45, true, -INFINITY,
+                                         &e)) &&
+            OK(tlrt_tape_flash_attention(t, e, e, x[1], nullptr, 0.3, false, -1000.0,
+                                         &f)) &&
+            OK(tlrt_tape_reduce_sum(t, c, &a)) && OK(tlrt_tape_reduce_sum(t, f, &b)) &&
+            OK(tlrt_tape_add(t, a, b, &o))))
+        return UINT64_MAX;
+      return o;
+    };
+    bitwise_switch_on("pooling and attention", leaves, graph);
+    library("pooling and attention", leaves, graph);
   }
   {
     const uint64_t s1[1] = {2}, p1[1] = {1}, d1[1] = {2}, flat[2] = {3, 16};
