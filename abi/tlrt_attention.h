@@ -62,7 +62,7 @@
  * kind): the backward's matrix products (dP = dout V^T and S = Q K^T in both of its kernels,
  * dv = P^T dout, dk = dS^T Q, dq = dS K) run on the tensor cores as three TF32 products each
  * (a b = small(a) big(b) + big(a) small(b) + big(a) big(b), big = a rounded to TF32, small =
- * a - big rounded to TF32; float32-grade, the split-TF32 bound below for dq, dk and dv),
+ * a - big truncated to TF32; float32-grade, the split-TF32 bound below for dq, dk and dv),
  * accumulated in float32 in the tensor cores' order, not the ORDER OF OPERATIONS above; P, dS and
  * D = rowsum(dout * out) are the float32 formulas above (the shared exp), and every sum has one
  * fixed order: the same bits run to run (no atomics), and each single-gradient entry point gives

@@ -29,29 +29,33 @@
 // dq: key tiles after the block's last row) and, per warp, query (key) chunks that lie wholly on
 // the excluded side of the diagonal. Fixed order of every sum, no atomics: run-to-run
 // deterministic. Values are split into TF32 parts where they are read into fragments (every warp
-// splits what it reads; the split is 3 ALU operations per value).
+// splits what it reads; the split is 2 ALU operations per value: split_one).
 //
 // FLOPs: dkdv 8 n^2 d (4 with dv only), dq 6 n^2 d: 14 n^2 d per problem (the benchmark counts 10),
 // three TF32 products each with SPLIT. Bytes: q, dout once per 64-key block from L2, k, v once per
 // 64-row block; each output written once.
-// Registers (sm_90, ptxas -v): see the build log; the plan: dkdv DP = 64, QC = 64: dK, dV 64 +
-// S^T, dP^T 64 + fragments ~30; DP = 128, QC = 32: 128 + 32 + ~30; dq DP = 64: 32 + 64 + ~30,
-// DP = 128: 64 + 64 + ~30. No local memory.
+// Registers: the plan was dkdv DP = 64, QC = 64: dK, dV 64 + S^T, dP^T 64 + fragments ~30;
+// DP = 128, QC = 32: 128 + 32 + ~30; dq DP = 64: 32 + 64 + ~30, DP = 128: 64 + 64 + ~30. ptxas
+// (sm_90, CUDA 13.0, __launch_bounds__(128, 2): at most 255) gives, for DP = 32 / 64 / 128:
+// split dkdv 202 / 232 / 241, dq 209 / 251 / 225; one product dkdv 168 / 200 / 225, dq 198 / 244
+// / 206; no spills, no stack frame.
 // Shared memory (floats): dkdv 2 * 64 (DP + 4) + stages * (2 * 64 (DP + 4) + 128 [+ 64 * 68 mask]),
 // dq 2 * 64 (DP + 4) + stages * (2 * 64 (DP + 4) [+ 64 * 68 mask]). d = 64 unmasked, two stages:
 // 105 KB (two blocks per SM on sm_90).
 //
-// PREDICTION (H100, TF32 off, SPLIT; time per call, benchmark FLOPs 10 n^2 d): per 8-key by
-// 8-query step of a product the warp issues 3 mma + 2 LDS + 6 ALU for the B split (A splits
-// amortised over the n-tiles): issue-bound near 1/2 of mma.sync's TF32 rate (~250 TFLOP/s dense
-// on the H100 through mma.sync, so ~40 TFLOP/s of float32-grade work per kernel at 8 warps per
-// SM), plus the softmax / dS element work (~20%).
-//   bwd (32, 1024, 64) none: ~0.55 ms (~0.75x SDPA's 0.726; target 0.508), ~39 TFLOP/s counted;
-//   causal ~0.35 ms (~0.45x), masked ~0.65 ms (~0.9x);
-//   bwd (16, 4096, 64) none ~4.2 ms (~0.75x), causal ~2.3 ms (~0.42x), masked ~4.9 ms (~0.9x);
-//   bwd (32, 1024, 128) none ~1.1 ms (~1.05x: one block per SM, 4 warps), causal ~0.65, masked
-//   ~1.3.
-//   TF32 path (!SPLIT, one product): ~0.6x of those times.
+// PREDICTION (H100, TF32 off, SPLIT; time per call, the benchmark's 10 n^2 d FLOPs). Count per
+// warp and 64-wide tile, d = 64: dkdv 768 mma.sync + ~580 LDS + ~2200 ALU (B and A splits 2 per
+// value, ~25 per score for scale, exp, dS); dq 576 mma + ~1900 ALU. Assuming ~6 cycles per
+// m16n8k8 TF32 mma per SM sub-partition (mma.sync at ~2/3 of the H100's dense TF32 rate), the
+// tensor pipe and the issue slots are about balanced; with 8 warps per SM and ~75% of that
+// realised:
+//   bwd (32, 1024, 64): none ~0.45 ms (~0.62x SDPA's 0.726; target 0.508), ~48 TFLOP/s counted;
+//   causal ~0.27 ms (~0.32x), masked ~0.55 ms (~0.75x: the 16 KB mask tile per block and tile
+//   and the per-entry tests);
+//   bwd (16, 4096, 64): none ~3.6 ms (~0.66x), causal ~1.9 ms (~0.34x), masked ~4.4 ms (~0.8x);
+//   bwd (32, 1024, 128): none ~1.1 ms (~1.05x: 204 KB of shared memory, one 4-warp block per SM,
+//   too few warps to hide the mma and LDS latencies), causal ~0.65 ms, masked ~1.3 ms (one stage).
+//   TF32 path (one product instead of three): ~0.6x of those times.
 // Measured: (pending GPU run)
 #pragma once
 
@@ -69,11 +73,16 @@ constexpr unsigned kBlk = 16 * kWarps;  // keys (dkdv) / query rows (dq) per blo
 constexpr unsigned kTile = 64;          // queries (dkdv) / keys (dq) per streamed tile
 constexpr unsigned kMS = kTile + 4;     // row stride of the mask tile
 
-// x split into the fragment words: big and small TF32 parts (SPLIT), or x rounded to TF32.
+// x split into the fragment words: big = x rounded to TF32 and small = x - big (SPLIT), or x
+// rounded to TF32. small is passed as its float32 bits: the tensor cores read the top 19 bits
+// of an operand (truncation, as the emulation models), so it enters the product truncated to
+// TF32 instead of rounded (mma::split): an error below 2^-10 |small| <= 2^-21 |x| instead of
+// 2^-22 |x|, within the split bound, for one conversion less per value.
 template <bool SPLIT>
 __device__ __forceinline__ void split_one(float x, uint32_t &big, uint32_t &small) {
   if (SPLIT) {
-    mma::split(x, big, small);
+    big = mma::tf32(x);
+    small = __float_as_uint(x - __uint_as_float(big));
   } else {
     big = mma::tf32(x);
     small = 0;
