@@ -37,7 +37,7 @@
 // Registers: the plan was dkdv DP = 64, QC = 64: dK, dV 64 + S^T, dP^T 64 + fragments ~30;
 // DP = 128, QC = 32: 128 + 32 + ~30; dq DP = 64: 32 + 64 + ~30, DP = 128: 64 + 64 + ~30. ptxas
 // (sm_90, CUDA 13.0, __launch_bounds__(128, 2): at most 255) gives, for DP = 32 / 64 / 128:
-// split dkdv 202 / 232 / 241, dq 209 / 251 / 225; one product dkdv 168 / 200 / 225, dq 198 / 244
+// split dkdv 203 / 234 / 239, dq 200 / 217 / 222; one product dkdv 168 / 200 / 225, dq 198 / 244
 // / 206; no spills, no stack frame.
 // Shared memory (floats): dkdv 2 * 64 (DP + 4) + stages * (2 * 64 (DP + 4) + 128 [+ 64 * 68 mask]),
 // dq 2 * 64 (DP + 4) + stages * (2 * 64 (DP + 4) [+ 64 * 68 mask]). d = 64 unmasked, two stages:
