@@ -66,17 +66,18 @@
 // FAST BACKWARD (determinism switch off, the default; sm_80+, d <= 128): the mma.sync kernels of
 // cuda/attention_mma_bwd_kernels.cuh (register fragments, three TF32 products per product,
 // float32-grade; their top comment has the design, the plan and the PREDICTION: bwd (32, 1024,
-// 64) ~0.55 ms unmasked, ~0.75x SDPA). With the switch on, the exact kernels below (bit for bit
+// 64) ~0.45 ms unmasked, ~0.62x SDPA). With the switch on, the exact kernels below (bit for bit
 // the CPU's). Measured: (pending GPU run).
 // TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward runs the
 // tensor-core kernels of cuda/attention_tc_kernels.cuh with one TF32 product where they apply
 // (sm_80+, d <= 128, enough shared memory), the backward the fast backward's kernels with one
 // product instead of three (every mask kind); TLRT_ATTENTION_TF32_WMMA=1 in the environment
 // routes the unmasked backward to the WMMA kernels instead (to measure both; the slower goes).
-// Everything else runs the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
-// tc.md): TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time),
-// backward 0.89 against 1.06 unmasked, but 1.34 against 1.15 masked (the mask read per element
-// in the backward kernels): so masked backward stays exact. The kernels' split-TF32 mode (three
+// Everything else runs the exact kernels below. Measured (H100, 2026-11-24,
+// bench/results/2026-11-24-h100-attention-tc.md): TF32 forward 0.26 ms against the exact 0.38
+// at (32, 1024, 64) (0.44x SDPA's fp32 time), WMMA backward 0.89 against 1.06 unmasked, but 1.34
+// against 1.15 masked (the mask read per element in those kernels; the mma.sync kernels stage
+// the mask tile by cp.async instead). The WMMA kernels' split-TF32 mode (three
 // products, float32-grade) measured no faster than the exact kernels (forward 0.39 against 0.38
 // ms, backward 1.40 against 1.06 at (32, 1024, 64): the WMMA round trips through shared memory
 // and the per-warp splits cost what the tensor cores save), so it is not dispatched; it stays
