@@ -68,26 +68,34 @@
 // fragments, K / V split once per tile into fragment-ordered big / small planes in shared memory;
 // its top comment has the design and the PREDICTION: ~45 TFLOP/s at (32, 1024, 64), ~0.33x SDPA);
 // class library with the header's split-TF32 bound, run-to-run deterministic. With the switch on
-// (and for d > 128) the exact kernels below run, bit for bit the CPU. The backward's dispatch is
-// not changed by it. Measured: (pending GPU run).
+// (and for d > 128) the exact kernels below run, bit for bit the CPU. Measured: (pending GPU run).
 //
-// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward runs
-// fwd_mma_kernel of cuda/attention_mma_kernels.cuh with one TF32 product (TLRT_ATTENTION_TF32_WMMA=1 picks
-// the WMMA forward it replaces, whose measurements follow), the backward without a mask the
-// tensor-core kernels of cuda/attention_tc_kernels.cuh with one TF32 product where they apply
-// (sm_80+, d <= 128, enough shared memory); everything else runs the exact kernels below. Measured
-// (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-tc.md): TF32 forward 0.26 ms against
-// the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time), backward 0.89 against 1.06 unmasked,
-// but 1.34 against 1.15 masked (the mask read per element in the backward kernels): so masked
-// backward stays exact. The kernels' split-TF32 mode (three products, float32-grade) measured no
-// faster than the exact kernels (forward 0.39 against 0.38 ms, backward 1.40 against 1.06 at (32,
-// 1024, 64): the WMMA round trips through shared memory and the per-warp splits cost what the
-// tensor cores save), so it is not dispatched; it stays checked in emulation
-// (tests/unit/test_attention_tc_emu.cpp) as the base of a faster kernel.
+// FAST BACKWARD (determinism switch off, the default; sm_80+, d <= 128): the mma.sync kernels of
+// cuda/attention_mma_bwd_kernels.cuh (register fragments, three TF32 products per product,
+// float32-grade; their top comment has the design, the plan and the PREDICTION: bwd (32, 1024,
+// 64) ~0.45 ms unmasked, ~0.62x SDPA). With the switch on, the exact kernels below (bit for bit
+// the CPU's). Measured: (pending GPU run).
+//
+// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the same mma.sync
+// kernels with one TF32 product instead of three (every mask kind); TLRT_ATTENTION_TF32_WMMA=1 in
+// the environment routes the forward and the unmasked backward to the WMMA kernels of
+// cuda/attention_tc_kernels.cuh instead (to measure both; the slower goes). Everything else runs
+// the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
+// tc.md): WMMA TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32
+// time), WMMA backward 0.89 against 1.06 unmasked, but 1.34 against 1.15 masked (the mask read
+// per element in those kernels; the mma.sync kernels stage the mask tile by cp.async instead).
+// The WMMA kernels' split-TF32 mode (three products, float32-grade) measured no faster than the
+// exact kernels (forward 0.39 against 0.38 ms, backward 1.40 against 1.06 at (32, 1024, 64): the
+// WMMA round trips through shared memory and the per-warp splits cost what the tensor cores
+// save), so it is not dispatched; it stays checked in emulation
+// (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
 
+#include "cuda/attention_mma_bwd_kernels.cuh"
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
+
+#include <cstdlib>
 
 #include "abi/tlrt_blas.h"
 #include "core/backend/attention.hpp"
@@ -168,10 +176,19 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
   FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
-  if (!deterministic() && tlrt_get_allow_tf32() && p.mask == nullptr && launch.tensor_cores() &&
-      attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse,
-                                D.get(), dq, dk, dv))
-    return;
+  // Determinism switch on: the exact kernels (bit for bit the CPU's). Off: the mma.sync kernels
+  // of cuda/attention_mma_bwd_kernels.cuh where they apply (sm_80+, d <= 128), three TF32
+  // products per product by default (float32-grade), one with allow_tf32.
+  if (!deterministic() && launch.tensor_cores()) {
+    const bool tf32 = tlrt_get_allow_tf32();
+    if (tf32 && tf32_on_wmma() && p.mask == nullptr &&
+        attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse, D.get(),
+                                  dq, dk, dv))
+      return;
+    if (attn_kernels::mma_bwd::bwd_mma_plan(launch, p, /*split=*/!tf32, q, k, v, out, dout,
+                                            lse, D.get(), dq, dk, dv))
+      return;
+  }
   attn_kernels::bwd_plan(launch, p, q, k, v, out, dout, lse, D.get(), dq, dk, dv);
 }
 

@@ -5,19 +5,15 @@
 // block edges; masks none / per-problem / broadcast / causal / causal + mask / fully blocked rows,
 // both fill conventions; special values (NaN, inf, subnormals) around skipped tiles; the fused
 // backward on the CPU forward's out and lse, and the seeds' three single-gradient entry points;
-// one n = 16384 problem whose device peak must stay far below n^2. The fused backward's CUDA
-// result is also recomputed with the determinism switch flipped and must not change (the forward,
-// and the single-gradient entry points that run it, take the 3xTF32 kernel with the switch off).
-// The default fast forward (switch off, allow_tf32 off: cuda/attention_mma_kernels.cuh, 3xTF32
-// for d <= 128) is checked against float64 with the header's split-TF32 bound on the grid below
-// (n = 1, 7, 16, 17, 64, 65, 130, 300, 1000, 1024; d = 1 .. 256), with the backward on its out
-// and lse, the single-gradient entry points and run-to-run equality, as the TF32 path.
-// The TF32 path (allow_tf32 on, switch off: tensor-core forward, and backward without a mask) is
-// checked against the float64 reference of tests/attention_ref.hpp with the header's TF32 bound
-// on a grid of shapes (n = 1, odd, not a multiple of 16; d = 1, 8,
-// 64, 100, 128, 256), masks (none, random, causal, fully blocked rows), both fills: out, lse and
-// the three gradients of the fused backward on its out and lse, the single-gradient entry points,
-// and run-to-run equality (bit for bit: no atomics).
+// one n = 16384 problem whose device peak must stay far below n^2. The forward and the backward
+// (fused and single-gradient) are compared bit for bit with the determinism switch ON (the exact
+// kernels), since with it off the fast mma.sync kernels run.
+// The fast path (switch off: the split-TF32 mma.sync forward and backward, float32-grade) and the
+// TF32 path (allow_tf32 on, switch off: the same kernels with one product) are checked against
+// the float64 reference of tests/attention_ref.hpp with the header's bounds on a grid of shapes
+// (n = 1, odd, not a multiple of 16, up to 1024; d = 1 .. 256), masks (none, random, causal, fully
+// blocked rows), both fills: out, lse and the three gradients of the fused backward on its out
+// and lse, the single-gradient entry points, and run-to-run equality (bit for bit: no atomics).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -30,6 +26,31 @@ namespace {
 
 using namespace parity;
 using th::Buf;
+
+// run_multi with the determinism switch on and not flipped: the exact kernels, bit for bit the
+// CPU's (with the switch off the fast kernels run, checked by fast_path below).
+void run_exact(const std::string &what, const MultiCall &fn) {
+  const bool was = tlrt_set_deterministic(true);
+  std::vector<Buf> cy, gy;
+  const tlrt_status cs = fn(kCpu, cy);
+  TH_CHECK_MSG(cs == TLRT_OK, "%s (cpu) failed: %s", what.c_str(), tlrt_last_error());
+  const tlrt_status gs = fn(kGpu, gy);
+  TH_CHECK_MSG(gs == TLRT_OK, "%s (cuda) failed: %s", what.c_str(), tlrt_last_error());
+  tlrt_set_deterministic(was);
+  if (cs != TLRT_OK || gs != TLRT_OK || cy.size() != gy.size()) {
+    TH_CHECK_MSG(cy.size() == gy.size(), "%s: %zu outputs on the cpu, %zu on cuda", what.c_str(),
+                 cy.size(), gy.size());
+    ++summary().failed_runs;
+    return;
+  }
+  for (size_t k = 0; k < gy.size(); ++k) {
+    tlrt_device d = 0;
+    TH_OK(tlrt_buffer_device(gy[k].get(), &d));
+    TH_CHECK_MSG(d == kGpu, "%s: CUDA output %zu is on device 0x%x", what.c_str(), k, d);
+    const std::string w = gy.size() > 1 ? what + " [output " + std::to_string(k) + "]" : what;
+    compare(w, th::download(cy[k].get()), th::download(gy[k].get()));
+  }
+}
 
 void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt,
          th::Dist dist = th::Dist::Uniform) {
@@ -53,16 +74,12 @@ void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt
   auto up = [&](const std::vector<float> &x, tlrt_device dev) {
     return Buf(x.empty() ? nullptr : th::upload(x, dev));
   };
-  const bool was_det = tlrt_set_deterministic(true);
-  run_multi(
-      w + "fwd",
-      [&](tlrt_device dev, std::vector<Buf> &o) {
-        Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev);
-        o.resize(2);
-        return tlrt_flash_attention_fwd(Q.get(), K.get(), V.get(), M.get(), bh, n, d, scale,
-                                        causal, fill, o[0].out(), o[1].out());
-      },
-      /*flip=*/false);
+  run_exact(w + "fwd", [&](tlrt_device dev, std::vector<Buf> &o) {
+    Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev);
+    o.resize(2);
+    return tlrt_flash_attention_fwd(Q.get(), K.get(), V.get(), M.get(), bh, n, d, scale, causal,
+                                    fill, o[0].out(), o[1].out());
+  });
   std::vector<float> out, lse;
   {
     Buf Q = up(q, kCpu), K = up(k, kCpu), V = up(v, kCpu), M = up(mask, kCpu), O, L;
@@ -71,7 +88,7 @@ void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt
     out = th::download(O.get());
     lse = th::download(L.get());
   }
-  run_multi(w + "bwd", [&](tlrt_device dev, std::vector<Buf> &o) {
+  run_exact(w + "bwd", [&](tlrt_device dev, std::vector<Buf> &o) {
     Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev), DO = up(dout, dev),
         O = up(out, dev), L = up(lse, dev);
     o.resize(3);
@@ -85,17 +102,12 @@ void one(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt
   const Single fns[3] = {tlrt_flash_attention_bwd_q, tlrt_flash_attention_bwd_k,
                          tlrt_flash_attention_bwd_v};
   for (int s = 0; s < 3; ++s)
-    run_multi(
-        w + "bwd_" + "qkv"[s],
-        [&](tlrt_device dev, std::vector<Buf> &o) {
-          Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev),
-              DO = up(dout, dev);
-          o.resize(1);
-          return fns[s](Q.get(), K.get(), V.get(), M.get(), DO.get(), bh, n, d, scale, causal,
-                        fill, o[0].out());
-        },
-        /*flip=*/false);
-  tlrt_set_deterministic(was_det);
+    run_exact(w + "bwd_" + "qkv"[s], [&](tlrt_device dev, std::vector<Buf> &o) {
+      Buf Q = up(q, dev), K = up(k, dev), V = up(v, dev), M = up(mask, dev), DO = up(dout, dev);
+      o.resize(1);
+      return fns[s](Q.get(), K.get(), V.get(), M.get(), DO.get(), bh, n, d, scale, causal, fill,
+                    o[0].out());
+    });
 }
 
 void long_problem() {
@@ -116,10 +128,10 @@ void long_problem() {
   TH_CHECK(grew <= 8 * n * d * 4);
 }
 
-// ---- the default fast forward (switch off) and the TF32 path (allow_tf32 on) against float64
+// ---- fast path (switch off) and TF32 path (switch off, allow_tf32 on) against float64 -----------
 
-double g_worst_fast = 0, g_worst_tf32 = 0;  // worst error / bound
-double *g_worst = &g_worst_tf32;            // the path being checked
+double g_worst = 0, g_worst_fast = 0;  // worst error / bound: TF32 path, fast path
+double *g_cls = &g_worst;              // the one the current checks update
 
 void near(const std::string &what, const std::vector<float> &got, const std::vector<double> &ref,
           const std::vector<double> &abs, double factor) {
@@ -135,7 +147,7 @@ void near(const std::string &what, const std::vector<float> &got, const std::vec
       continue;
     }
     const double err = std::fabs((double)got[e] - ref[e]), bound = factor * abs[e];
-    if (bound > 0) *g_worst = std::max(*g_worst, err / bound);
+    if (bound > 0) *g_cls = std::max(*g_cls, err / bound);
     if (!(err <= bound) && bad++ < 3)
       TH_CHECK_MSG(false, "%s[%zu] = %s, reference %.17g, error %.3g > bound %.3g", what.c_str(),
                    e, th::hex(got[e]).c_str(), ref[e], err, bound);
@@ -146,10 +158,9 @@ void near(const std::string &what, const std::vector<float> &got, const std::vec
 }
 
 // mk: 0 none, 1 random per problem, 2 random broadcast, 3 causal, 5 fully blocked rows.
-// tf32: allow_tf32 on (the TF32 path), else off (the default fast forward, 3xTF32; the backward
-// on its out and lse runs the exact kernels).
-void tf32_path(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_t salt,
-               bool tf32 = true) {
+// tf32: allow_tf32 on (the TF32 bound), else off (the fast path's split-TF32 bound).
+void fast_path(bool tf32, uint64_t bh, uint64_t n, uint64_t d, int mk, double fill,
+               uint64_t salt) {
   const uint64_t N = bh * n * d;
   if (N > max_n()) return;
   const std::vector<float> q = th::make(th::Dist::Uniform, N, salt + 1),
@@ -167,9 +178,9 @@ void tf32_path(uint64_t bh, uint64_t n, uint64_t d, int mk, double fill, uint64_
   }
   const attref::Ref r = attref::reference(c, q, k, v, dout);
   const double S = *std::max_element(r.S.begin(), r.S.end());
-  // The header's split-TF32 bound; the TF32 path adds 2^-11 (8 S + 8) (lse: 2^-11 (4 S + 4)).
+  // The header's fast-path (split TF32) bound; TF32: plus 2^-11 (8 S + 8) (lse: 2^-11 (4 S + 4)).
   const double u = 0x1p-24, t = tf32 ? 0x1p-11 : 0.0;
-  g_worst = tf32 ? &g_worst_tf32 : &g_worst_fast;
+  g_cls = tf32 ? &g_worst : &g_worst_fast;
   const double f = u * (4.0 * n + 8.0 * d + 16.0 * (d + 2) * S + 128) + t * (8.0 * S + 8);
   const double fl = u * (8.0 * (d + 2) * S + 4.0 * n + 16) + t * (4.0 * S + 4);
   const std::string w = std::string(tf32 ? "tf32 (" : "fast (") + std::to_string(bh) + ", " +
@@ -245,36 +256,27 @@ int main() {
     for (Dims s : {Dims{1, 200, 128}, Dims{2, 130, 64}, Dims{1, 100, 33}, Dims{1, 70, 256}})
       for (int mk : {0, 3, 4}) one(s.bh, s.n, s.d, mk, -(double)INFINITY, salt += 10, dist);
   long_problem();
-  // The TF32 path (switch off, allow_tf32 on).
+  // The fast path (switch off) and the TF32 path (switch off, allow_tf32 on).
   const bool was_det = tlrt_set_deterministic(false);
-  for (Dims s : {Dims{1, 1, 1}, Dims{2, 1, 64}, Dims{1, 3, 8}, Dims{2, 17, 64}, Dims{1, 33, 100},
-                 Dims{1, 70, 128}, Dims{1, 67, 256}, Dims{2, 130, 64}, Dims{1, 129, 1},
-                 Dims{1, 200, 128}, Dims{1, 47, 32}})
-    for (int mk : {0, 1, 2, 3, 5})
-      for (double fill : {-(double)INFINITY, -1000.0})
-        tf32_path(s.bh, s.n, s.d, mk, fill, salt += 10);
-  tf32_path(4, 1024, 64, 3, -(double)INFINITY, 2999);
-  tf32_path(2, 1000, 128, 1, -(double)INFINITY, 3999);
-  tf32_path(2, 513, 64, 0, -(double)INFINITY, 4999);
-  const bool was_tf32 = tlrt_set_allow_tf32(true);
-  long_problem();  // the tensor-core kernels allocate nothing of size n^2 either
-  tlrt_set_allow_tf32(was_tf32);
-  // The default fast forward (switch off, allow_tf32 off): 3xTF32 for d <= 128 (d = 200, 256:
-  // the exact kernels, within the bound too), the backward on its out and lse.
-  for (Dims s : {Dims{1, 1, 1}, Dims{2, 7, 8}, Dims{1, 16, 16}, Dims{2, 17, 40}, Dims{1, 64, 64},
-                 Dims{2, 65, 100}, Dims{1, 130, 128}, Dims{1, 300, 64}, Dims{1, 67, 256},
-                 Dims{2, 129, 1}, Dims{1, 200, 32}, Dims{1, 50, 200}})
-    for (int mk : {0, 1, 2, 3, 5})
-      for (double fill : {-(double)INFINITY, -1000.0})
-        tf32_path(s.bh, s.n, s.d, mk, fill, salt += 10, false);
-  tf32_path(4, 1024, 64, 3, -(double)INFINITY, 5999, false);
-  tf32_path(2, 1000, 128, 1, -(double)INFINITY, 6999, false);
-  tf32_path(2, 1024, 64, 0, -(double)INFINITY, 7999, false);
-  tf32_path(2, 513, 100, 2, -1000.0, 8999, false);
-  long_problem();  // the default fast forward allocates nothing of size n^2 either
-  std::printf("parity_attention: worst error / bound: TF32 path %.3g, default fast forward "
-              "(3xTF32) %.3g\n",
-              g_worst_tf32, g_worst_fast);
+  for (bool tf32 : {false, true}) {
+    for (Dims s : {Dims{1, 1, 1}, Dims{2, 1, 64}, Dims{1, 3, 8}, Dims{2, 17, 64}, Dims{1, 33, 100},
+                   Dims{1, 70, 128}, Dims{1, 67, 256}, Dims{2, 130, 64}, Dims{1, 129, 1},
+                   Dims{1, 200, 128}, Dims{1, 47, 32}, Dims{1, 65, 40}, Dims{3, 16, 16},
+                   Dims{2, 7, 8}, Dims{1, 300, 64}, Dims{1, 50, 200}})
+      for (int mk : {0, 1, 2, 3, 5})
+        for (double fill : {-(double)INFINITY, -1000.0})
+          fast_path(tf32, s.bh, s.n, s.d, mk, fill, salt += 10);
+    fast_path(tf32, 4, 1024, 64, 3, -(double)INFINITY, 2999);
+    fast_path(tf32, 2, 1000, 128, 1, -(double)INFINITY, 3999);
+    fast_path(tf32, 2, 513, 64, 0, -(double)INFINITY, 4999);
+    fast_path(tf32, 1, 777, 100, 2, -1000.0, 5999);
+    fast_path(tf32, 2, 1024, 64, 0, -(double)INFINITY, 7999);
+    const bool was_tf32 = tlrt_set_allow_tf32(tf32);
+    long_problem();  // the tensor-core kernels allocate nothing of size n^2 either
+    tlrt_set_allow_tf32(was_tf32);
+  }
+  std::printf("parity_attention fast path: worst error / bound %.3g\n", g_worst_fast);
+  std::printf("parity_attention TF32 path: worst error / bound %.3g\n", g_worst);
   tlrt_set_deterministic(was_det);
   print_summary("parity_attention");
   return th::finish("test_parity_attention");

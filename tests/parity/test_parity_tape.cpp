@@ -7,8 +7,9 @@
 //  (2) A graph through matmul / bmm / linear (class library: different summation orders on the
 //      two backends): values and gradients within |cpu - cuda| <= 1e-5 (1 + max|cpu|) per output,
 //      the largest difference printed (the products here have n <= 7 terms of size <= 1).
-//      Pooling and fused attention join (1) (bit for bit on both backends); convolution and
-//      multi-head attention (products) join (2).
+//      Pooling joins (1); fused attention is bit for bit with the determinism switch on and
+//      joins (2) as well (with the switch off its CUDA backward is the fast tensor-core one, float32
+//      grade); convolution and multi-head attention (products) join (2).
 //  (3) 200-step training loops on the CUDA tape (an MLP; a conv net with pooling and multi-head
 //      attention): live bytes on CUDA(0) flat after warm-up.
 // Exits 77 (skipped) unless a CUDA device is usable.
