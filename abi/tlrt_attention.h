@@ -59,26 +59,25 @@
  * perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit for bit
  * (the parity suite checks it; NaN payloads unspecified). The CPU backend always does so; with
  * the switch OFF (the default) CUDA runs the fast kernels where they apply:
- * FAST FORWARD AND BACKWARD (CUDA, determinism switch OFF, allow_tf32 off; sm_80 and later,
- * 1 <= d <= 128, every mask kind; by shared memory: sm_80 and sm_90 every d <= 128, 99 KiB
- * devices forward d <= 32 and backward d <= 64): the matrix products (forward Q K^T and P V;
- * backward dP = dout V^T and S = Q K^T in both of its kernels, dv = P^T dout, dk = dS^T Q,
- * dq = dS K) run on the tensor cores (mma.sync TF32) in "split TF32": each product a b is
- * small(a) big(b) + big(a) small(b) + big(a) big(b), big(x) = x rounded to TF32 (10 mantissa
- * bits, nearest, ties away), small(x) = x - big(x) rounded to TF32 (forward) or truncated to it
- * by the tensor cores (backward), accumulated in float32 in the tensor cores' order (not the
- * ORDER OF OPERATIONS above; keys in tiles of 64, 32 for d > 64 in the forward): float32-grade,
- * within the split-TF32 bound below, but not bit for bit the CPU. The softmax, P, dS and
- * D = rowsum(dout * out) are the float32 formulas above with the shared exp / log; every sum has
- * one fixed order, and each single-gradient entry point gives the fused backward's bits. d > 128
- * (and devices below sm_80) run the exact kernels in both modes.
+ * FAST FORWARD (CUDA, determinism switch OFF, allow_tf32 off; sm_80 and later, 1 <= d <= 128,
+ * every mask kind; by shared memory: sm_80 and sm_90 every d <= 128, 99 KiB devices d <= 32):
+ * the forward's products Q K^T and P V run on the tensor cores (mma.sync TF32) in "split TF32":
+ * each product a b is small(a) big(b) + big(a) small(b) + big(a) big(b), big(x) = x rounded to
+ * TF32 (10 mantissa bits, nearest, ties away), small(x) = big(x - big(x)), accumulated in float32
+ * in the tensor cores' order (not the ORDER OF OPERATIONS above; keys in tiles of 64, 32 for
+ * d > 64): float32-grade, within the split-TF32 bound below, but not bit for bit the CPU. The
+ * softmax is float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact
+ * kernels in both modes. The backward runs the exact kernels in both modes (bit for bit the CPU),
+ * except on the TF32 path.
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
- * determinism switch off, the same kernels form one product each, big(a) big(b), accumulated in
- * float32 in the tensor cores' order: ~1e-3 relative, the TF32 bound below, the same bits run to
- * run; the softmax stays float32 as above; coverage as the fast kernels, elsewhere (d > 128, the
- * determinism switch on) the exact kernels run. (The WMMA tensor-core kernels of an earlier TF32
- * path, cuda/attention_tc_kernels.cuh, are kept for comparison and checked in emulation by
- * tests/unit/test_attention_tc_emu.cpp.)
+ * determinism switch off, the forward (every mask kind), and the backward when mask == NULL,
+ * compute their matrix products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in
+ * both of its kernels, dv = P^T dout, dk = dS^T Q, dq = dS K) on the tensor cores with the
+ * operands rounded to TF32 (one product big(a) big(b)), accumulated in float32 in the tensor
+ * cores' order: ~1e-3 relative, the TF32 bound below, the same bits run to run. The softmax
+ * stays float32 as above and D = rowsum(dout * out) the exact fma chain. Coverage: the forward
+ * as the fast forward; the backward 1 <= d <= 128 on sm_90 (sm_80 d <= 32, 99 KiB devices none);
+ * elsewhere (d > 128, a masked backward, the determinism switch on) the exact kernels run.
  * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
  * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
  * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same
@@ -87,20 +86,20 @@
  *   |x - x64| <= u (2 n + 4 d + 8 d S + 64) A(x)   for out, dq, dk and dv,
  *   |lse - lse64| <= u (4 d S + 2 n + 8) (1 + |lse|).
  * (Measured worst error / bound: 0.043 over the unit test's grid of shapes, masks and fills;
- * the unit test prints it.) Split TF32 (the fast forward and backward), for out, dq, dk, dv and
- * lse:
+ * the unit test prints it.) Split TF32 (the fast forward; its backward, exact, is within it
+ * too), for out, dq, dk, dv and lse:
  *   |x - x64| <= u (4 n + 8 d + 16 (d + 2) S + 128) A(x),
  *   |lse - lse64| <= u (8 (d + 2) S + 4 n + 16) (1 + |lse|);
  * TF32 path: those plus 2^-11 (8 S + 8) A(x), and plus 2^-11 (4 S + 4) (1 + |lse|) for lse.
- * (tests/unit/test_attention_mma_emu.cpp, test_attention_mma_bwd_emu.cpp and
- * test_attention_tc_emu.cpp check them on an emulation of the kernels, the parity suite on the
- * GPU; all print the worst error / bound.) These two bounds assume
+ * (tests/unit/test_attention_mma_emu.cpp and test_attention_tc_emu.cpp check them on an
+ * emulation of the kernels, the parity suite on the GPU; all print the worst error / bound.)
+ * These two bounds assume
  * finite inputs whose nonzero magnitudes lie in [2^-100, 2^126]: small(x) of tinier values may
  * be subnormal on the tensor cores, and big(x) of larger ones may round to infinity. S large
  * (scores of magnitude ~100 and beyond) loses digits in exp(s - m) like every float32 softmax.
  *
  * SPECIAL VALUES. A NaN in q, k or v (or an infinite score) makes the affected rows NaN; an
- * infinite mask entry counts as allowed. Inputs are not scanned. On the fast kernels and the
+ * infinite mask entry counts as allowed. Inputs are not scanned. On the fast forward and the
  * TF32 path an infinite q, k, v (or dout) element also makes the affected rows NaN (small(inf)
  * is NaN), including, for v, rows whose key tile holds it with p = 0.
  *

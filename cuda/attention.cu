@@ -70,17 +70,20 @@
 // class library with the header's split-TF32 bound, run-to-run deterministic. With the switch on
 // (and for d > 128) the exact kernels below run, bit for bit the CPU. Measured: (pending GPU run).
 //
-// FAST BACKWARD (determinism switch off, the default; sm_80+, d <= 128): the mma.sync kernels of
-// cuda/attention_mma_bwd_kernels.cuh (register fragments, three TF32 products per product,
-// float32-grade; their top comment has the design, the plan and the PREDICTION: bwd (32, 1024,
-// 64) ~0.45 ms unmasked, ~0.62x SDPA). With the switch on, the exact kernels below (bit for bit
-// the CPU's). Measured: (pending GPU run).
+// MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
+// (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
+// after the H100 run (git show 64d3a20:cuda/attention_mma_bwd_kernels.cuh, with its emulation
+// test): 1.22 ms against the exact kernels' 1.06 at (32, 1024, 64) unmasked, 2.39 against 1.16
+// masked, 3.75 against 2.09 at (32, 1024, 128); TF32 0.98 against the WMMA kernels' 0.90. The
+// exact kernels stay the backward with the switch off; the suspects are the per-warp splits of
+// every operand read from shared memory (2 ALU per value) and one 4-warp block per SM at d = 128.
 //
-// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the same mma.sync
-// kernels with one TF32 product instead of three (every mask kind); TLRT_ATTENTION_TF32_WMMA=1 in
-// the environment routes the forward and the unmasked backward to the WMMA kernels of
-// cuda/attention_tc_kernels.cuh instead (to measure both; the slower goes). Everything else runs
-// the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
+// TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward on the
+// mma.sync kernel with one TF32 product (faster than the WMMA forward in all nine benchmark cases
+// on the H100, 2026-11-24: 0.246 / 0.195 / 0.316 ms against 0.263 / 0.253 / 0.364 at (32, 1024,
+// 64) none / causal / masked; TLRT_ATTENTION_TF32_WMMA=1 in the environment still selects the
+// WMMA forward, for that comparison), the unmasked backward on the WMMA kernels of
+// cuda/attention_tc_kernels.cuh. Everything else runs the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
 // tc.md): WMMA TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32
 // time), WMMA backward 0.89 against 1.06 unmasked, but 1.34 against 1.15 masked (the mask read
 // per element in those kernels; the mma.sync kernels stage the mask tile by cp.async instead).
@@ -91,7 +94,6 @@
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
 
-#include "cuda/attention_mma_bwd_kernels.cuh"
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
 
@@ -108,11 +110,9 @@ namespace cuda {
 
 namespace {
 
-// The allow_tf32 kernels: fwd_mma_kernel with one TF32 product (predicted ~1.7x the 3xTF32
-// kernel's TFLOP/s), or with TLRT_ATTENTION_TF32_WMMA=1 in the environment (read per call: a
-// measurement hook until the comparison is recorded) the WMMA kernels of
-// cuda/attention_tc_kernels.cuh (measured 2026-11-24: forward 0.256 / 0.256 / 0.364 ms at
-// (32, 1024, 64) none / causal / masked).
+// The allow_tf32 forward: fwd_mma_kernel with one TF32 product, or with TLRT_ATTENTION_TF32_WMMA=1
+// in the environment (read per call; a measurement hook) the WMMA forward of
+// cuda/attention_tc_kernels.cuh, slower on the H100 (the top comment's TF32 PATH).
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
@@ -176,19 +176,10 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
   FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
-  // Determinism switch on: the exact kernels (bit for bit the CPU's). Off: the mma.sync kernels
-  // of cuda/attention_mma_bwd_kernels.cuh where they apply (sm_80+, d <= 128), three TF32
-  // products per product by default (float32-grade), one with allow_tf32.
-  if (!deterministic() && launch.tensor_cores()) {
-    const bool tf32 = tlrt_get_allow_tf32();
-    if (tf32 && tf32_on_wmma() && p.mask == nullptr &&
-        attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse, D.get(),
-                                  dq, dk, dv))
-      return;
-    if (attn_kernels::mma_bwd::bwd_mma_plan(launch, p, /*split=*/!tf32, q, k, v, out, dout,
-                                            lse, D.get(), dq, dk, dv))
-      return;
-  }
+  if (!deterministic() && tlrt_get_allow_tf32() && p.mask == nullptr && launch.tensor_cores() &&
+      attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse,
+                                D.get(), dq, dk, dv))
+    return;
   attn_kernels::bwd_plan(launch, p, q, k, v, out, dout, lse, D.get(), dq, dk, dv);
 }
 

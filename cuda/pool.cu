@@ -47,7 +47,7 @@
 //   are read once plus a halo of KH - S rows per run (L2: 1.14x at 56 rows in runs of 14) and a
 //   few columns (L1); dx written once. Each thread prefetches (prefetch.global.L2 and .L1: no
 //   register, no result) the dy row and, for max, the S new x rows of the window row
-//   stream_ahead() rows ahead (max 2; average s1 3, s2 4): before, a thread had one window row of
+//   stream_ahead() rows ahead (stride 1: max 2, average 3; stride 2 none, see below): before, a thread had one window row of
 //   loads in flight and only while not computing, 12-20 KB per SM (max s1: 3 blocks x 256 threads
 //   x 32 B; average s1: 5 x 256 x 16 B) where an H100 needs ~40-64 KB; now ~48-82 KB per SM
 //   are requested ahead and the demand loads hit L1 / L2. Max adds only the selected cell's dy
@@ -79,7 +79,13 @@
 //   scatter paths and smooth unchanged. If prefetch.global.L1 turns out to be dropped, the L2
 //   prefetch alone should still give most of it (-Dcuda_args=-DTLRT_POOL_PREFETCH=2 / =1 / =0
 //   compares the hints; -DTLRT_POOL_AHEAD=N overrides the distance).
-// Measured: (pending GPU run)
+// Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-pool-ovl.md): forward max k3 s1 p1
+//   0.78 -> 0.87 (others 0.92-0.94); backward with prefetch / without: max k3 s1 p1 0.68 / 0.62,
+//   average 0.71 / 0.69 (was 0.61 / 0.74), stem max 0.69 / 0.76, average 0.73 / 0.77 (was
+//   0.75 / 0.78): the prefetch helps stride 1 and hurts the stem, whose rows the next window row
+//   reuses anyway, so stride 2 prefetches nothing (stream_ahead). Short of 0.80: the overlapping
+//   backward (max s1 issue-bound as predicted; average s1 lost 0.03 against the previous revision,
+//   the branch-free divisions the suspect).
 // PREDICTED for the previous revision (stream kernel, H100):
 //   forward max k3 s1 p1 0.60 -> ~0.80 (fewer selects and NaN tests per output; the others
 //   unchanged); backward max / avg: k2 s2 0.86 / 0.55 -> ~0.88 / ~0.85, 3-D k2 s2 0.70 / 0.41 ->

@@ -38,7 +38,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -49,6 +48,7 @@
 #if !defined(__CUDA_ARCH__)
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #endif
 
@@ -157,9 +157,6 @@ struct Plan {
   // columns of one run of rh consecutive rows.
   uint32_t cols, runs, rh, stotal;
   FastDiv by_cols, by_runs;
-  // Stream kernel: prefetch window rows ahead (default). TLRT_POOL_NO_PREFETCH=1 in the
-  // environment (read per call) turns it off: a measurement hook for the A/B of the prefetch.
-  bool prefetch;
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -181,8 +178,6 @@ Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_p
   for (const void *q : in_ptrs) p.vec_in = p.vec_in && (q == nullptr || aligned16(q));
   p.vec_out = W % 4 == 0;
   for (const void *q : out_ptrs) p.vec_out = p.vec_out && (q == nullptr || aligned16(q));
-  const char *no_pf = std::getenv("TLRT_POOL_NO_PREFETCH");
-  p.prefetch = !(no_pf && no_pf[0] == '1');
   if (R == 2) {
     const uint32_t cols = (IW + kV - 1) / kV;  // 4-cell groups per input row
     p.tx = cols < 64 ? cols : 64;
@@ -948,9 +943,13 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
 // rows, 448 B) = 24.5 KB -> 2; max s2 1024 / 28 x (2 x rows + 1 dy row, 1120 B) = 41 KB -> 2
 // (82 KB: L1 holds it); average s1 1280 / 14 x 224 B = 20 KB -> 3; average s2 1536 / 28 x
 // 224 B = 12 KB -> 4.
+// Measured (H100, 2026-11-24, prefetch on / off in one build): stride 1 max 0.68 / 0.62 and
+// average 0.71 / 0.69 of copy bandwidth, but stride 2 (the stem) max 0.69 / 0.76 and average
+// 0.73 / 0.77: the stem's rows are reused by the next window row already, so the prefetches only
+// add traffic. Stride 2 therefore prefetches nothing.
 template <Kind K, int S>
 TLRT_HD constexpr int stream_ahead() {
-  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : K == Kind::Max ? 2 : S == 1 ? 3 : 4;
+  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : S != 1 ? 0 : K == Kind::Max ? 2 : 3;
 }
 
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
@@ -1076,7 +1075,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
   // to 5 resident blocks per SM, 12 to 20 KB in flight per SM where H100 needs ~40 to 64 KB.
   const uint32_t cw = (uint32_t)(wo - RLO) < OW ? (uint32_t)(wo - RLO) : OW - 1;
   auto ahead = [&](int ohp) {
-    if (ohp > ohB || !f.prefetch) return;
+    if (ohp > ohB) return;
     prefetch(gp, (uint32_t)ohp * OW + cw, m.out_sp);
     if constexpr (K == Kind::Max) {
       TLRT_UNROLL
@@ -1112,7 +1111,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     }
   };
   for (int oh = ohA; oh <= ohB; ++oh) {
-    ahead(oh + AHEAD);
+    if constexpr (AHEAD > 0) ahead(oh + AHEAD);
     const int hs = oh * S - PH;  // first input row of the window row
     // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
     float g[NW];

@@ -8,8 +8,9 @@
 // one n = 16384 problem whose device peak must stay far below n^2. The forward and the backward
 // (fused and single-gradient) are compared bit for bit with the determinism switch ON (the exact
 // kernels), since with it off the fast mma.sync kernels run.
-// The fast path (switch off: the split-TF32 mma.sync forward and backward, float32-grade) and the
-// TF32 path (allow_tf32 on, switch off: the same kernels with one product) are checked against
+// The fast path (switch off: the split-TF32 mma.sync forward, float32-grade; the exact backward)
+// and the TF32 path (allow_tf32 on, switch off: the mma.sync forward with one product, the WMMA
+// backward without a mask) are checked against
 // the float64 reference of tests/attention_ref.hpp with the header's bounds on a grid of shapes
 // (n = 1, odd, not a multiple of 16, up to 1024; d = 1 .. 256), masks (none, random, causal, fully
 // blocked rows), both fills: out, lse and the three gradients of the fused backward on its out
