@@ -57,7 +57,14 @@
 //   per tile), causal ~28 (~0.35x), masked ~33 (~0.59x).
 // SPLIT = false (allow_tf32): ~1.6-1.8x those TFLOP/s (one product instead of three; the split
 // pass and the softmax then weigh more).
-// Measured: (pending GPU run)
+// Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-mma.md; SDPA fp32 in the
+// same process): split fwd (32,1024,64) none / causal / masked 0.324 / 0.265 / 0.400 ms = 26.5 /
+// 16.2 / 21.5 TFLOP/s = 0.56x / 0.37x / 0.57x SDPA (exact kernels 0.386 / 0.298 / 0.449);
+// (16,4096,64) 0.59x / 0.28x / 0.55x; (32,1024,128) 0.77x / 0.52x / 0.71x (no faster than the
+// exact kernels at d = 128). TF32: 34.9 / 22.0 / 27.2 TFLOP/s at (32,1024,64), 46.9 at
+// (32,1024,128) none (0.43x-0.50x SDPA). About 0.6x the prediction: 8 warps per SM at 246
+// registers leave the tensor pipe idle through the softmax and the split pass (next: a
+// producer warp for the split, fewer live registers so 3 blocks fit, or ldmatrix-free 2-stage K).
 #pragma once
 
 #include "cuda/attention_kernels.cuh"

@@ -74,8 +74,11 @@
 // PREDICTION: (65536, 1024) 0.379 -> ~0.31 ms, ~0.85 of copy bandwidth (kernel ~0.9, plus 2%
 // partials and the reduce_axis launches); (32768, 2048) the same; (16384, 4096) 0.515 -> ~0.34 ms,
 // ~0.8 (the G = 1 partials stay: ~8% of the bytes); 64 columns 0.54 -> ~0.7 (instruction-bound
-// per 64-element row: shuffles and the ring bookkeeping per 512 bytes). Measured: (pending GPU
-// run). fused_group_bwd stays, unused by the dispatch, for the probe (bench/ln_bwd_probe.cu)
+// per 64-element row: shuffles and the ring bookkeeping per 512 bytes). Measured (H100,
+// 2026-11-24, bench/results/2026-11-24-h100-softmax-pipe.md): (65536, 1024) 0.379 -> 0.343 ms,
+// 0.71 -> 0.78 (0.55x PyTorch), (16384, 4096) 0.52 -> 0.74, 64 columns 0.54 -> 0.44: short of
+// the prediction at 1024 columns and worse at 64 columns (next: the ring depth per width; the 64-
+// column case may want the register kernel back). fused_group_bwd stays, unused by the dispatch, for the probe (bench/ln_bwd_probe.cu)
 // and the emulator test to compare against; delete it once the GPU run confirms.
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both

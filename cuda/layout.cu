@@ -49,7 +49,8 @@
 // 16.4-24.6 KB of shared memory per block. Bytes: 8 per element (4 read + 4 written), each byte of
 // DRAM touched once.
 // Predicted: >= 0.85 of copy bandwidth for (65536, 1024), (1024, 65536) and 2^26-element 3-D
-// permutations, >= 0.6 for thin (8-wide) transposes. Measured: (pending GPU run).
+// permutations, >= 0.6 for thin (8-wide) transposes. Measured (H100, bench/results/2026-11-24-
+// h100-layout.md): 0.94-0.98 on those, 0.96-0.97 on the thin ones, but 0.68 at (8191, 8193).
 //
 // Test hook: with the environment variable TLRT_LAYOUT_INDEX64=1 (read per call) both kernels use
 // 64-bit index arithmetic whatever the sizes, so that the parity suite covers the 64-bit variants
@@ -344,7 +345,8 @@ __global__ void __launch_bounds__(kThreads)
 // floor was 8 until 2026-11-24: a 4-wide side then filled half of every tile, all of them
 // boundary tiles: permute3d_acb / _cab of (4096, 4096, 4) measured 0.64 of copy bandwidth
 // against 0.94-0.98 for the other permutations; 1.19x PyTorch's time for acb. PREDICTION with
-// 4 x 1024 tiles: ~0.9. Measured: (pending GPU run).)
+// 4 x 1024 tiles: ~0.9. Measured (H100, 2026-11-24): cab 0.97, acb 0.98 (0.43x / 0.77x
+// PyTorch).)
 unsigned tile_p(uint64_t p, uint64_t q) {
   auto pow2 = [](uint64_t v) {
     unsigned t = 2;

@@ -38,8 +38,10 @@
 // SM, 8 float4 loads in flight per thread: 256 KB per SM, plenty), then the second launch (launch
 // gap + a 4-warp kernel reading 64 KB of partials in dependent rounds + its last warp) ~5 us.
 // PREDICTION: the tail drops to ~1.5-2 us: 0.098 -> ~0.095 ms, ~0.94 of copy bandwidth, ~1.0x
-// torch.sum (0.095). Not a clear win over torch: pass 1 itself runs at ~2.9 TB/s. Measured:
-// (pending GPU run).
+// torch.sum (0.095). Not a clear win over torch: pass 1 itself runs at ~2.9 TB/s. Measured
+// (H100, 2026-11-24, bench/results/2026-11-24-h100-reduce-fused.md): 0.099 ms, 0.90 of copy
+// bandwidth, 1.04x torch.sum: no gain over the two launches (within noise of 0.098); kept as it
+// is one launch and bitwise the same; pass 1's read rate is the limit.
 //
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
@@ -172,7 +174,8 @@ __global__ void __launch_bounds__(kThreads)
 // Now 2 blocks per SM (96 registers, no spills): 512 blocks = 1.94 waves of 264, 64 KB of loads in
 // flight per SM (32 per thread). PREDICTION: (65536, 1024) max axis0 0.80 -> ~0.9; (1024, 65536)
 // 0.73 -> ~0.78 (no spills; its short columns keep the rest of the gap, as for the sums' 0.84).
-// Measured: (pending GPU run).
+// Measured (H100, 2026-11-24): (65536, 1024) 0.80 -> 0.92 (0.82x torch); (1024, 65536) 0.73 ->
+// 0.81 (1.09x torch).
 template <red::Op OP>
 __global__ void __launch_bounds__(kThreads, OP == red::Op::Sum ? 4 : 2)
     cols_kernel(const float *__restrict x, uint64_t outer, uint64_t m, uint64_t inner, uint64_t nc,
