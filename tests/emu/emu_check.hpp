@@ -4,6 +4,8 @@
 // output with the CPU backend's, counting the runs that differ.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -46,6 +48,53 @@ inline void same(const std::string &what, const std::vector<float> &want,
                what.c_str(), bad, want.size(), first, th::hex(want[first]).c_str(),
                th::hex(got[first]).c_str());
   mismatch_runs() += bad != 0;
+}
+
+// The launcher the attention plans take (cuda/attention*_kernels.cuh): an emulated device with
+// `limit` bytes of shared memory per block and a grid y extent of at most grid_y (a small one
+// makes the kernels loop over problems), running each launch under `policy`.
+struct Launch {
+  emu::Policy policy;
+  size_t limit;
+  unsigned grid_y;
+  size_t smem_limit() const { return limit; }
+  unsigned max_grid_y() const { return grid_y; }
+  template <class K, class... A>
+  void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
+                  A... args) const {
+    TH_CHECK_MSG(smem <= limit, "%s: %zu bytes of shared memory, the device has %zu", name, smem,
+                 limit);
+    emu::launch(policy, grid, dim3(threads), smem, [=] { kernel(args...); });
+  }
+};
+
+// Three schedules: ascending with late copies, descending with early ones, seeded random.
+inline const emu::Policy kPolicies3[] = {
+    {emu::Order::Ascending, emu::Copy::Late, 1},
+    {emu::Order::Descending, emu::Copy::Early, 2},
+    {emu::Order::Random, emu::Copy::Late, 3},
+};
+
+// got against a float64 reference: |got - ref| <= factor * abs elementwise (abs: the reference
+// with every term taken by its absolute value), infinities exactly; worst keeps the largest
+// error / bound seen. Reports the first three failures.
+inline void within_bound(const std::string &what, const std::vector<float> &got,
+                         const std::vector<double> &ref, const std::vector<double> &abs,
+                         double factor, double &worst) {
+  int bad = 0;
+  for (size_t e = 0; e < got.size(); ++e) {
+    if (std::isinf(ref[e])) {
+      if (got[e] != ref[e] && bad++ < 3)
+        TH_CHECK_MSG(false, "%s[%zu] = %s, expected %g", what.c_str(), e, th::hex(got[e]).c_str(),
+                     ref[e]);
+      continue;
+    }
+    const double err = std::fabs((double)got[e] - ref[e]), bound = factor * abs[e];
+    if (bound > 0) worst = std::max(worst, err / bound);
+    if (!(err <= bound) && bad++ < 3)
+      TH_CHECK_MSG(false, "%s[%zu] = %s, reference %.17g, error %.3g > bound %.3g", what.c_str(),
+                   e, th::hex(got[e]).c_str(), ref[e], err, bound);
+  }
 }
 
 }  // namespace emu_check

@@ -33,20 +33,7 @@ namespace ak = tlrt::cuda::attn_kernels;
 // smaller-block variants below sm_90; d > 64 needs sm_80's, d > 128 sm_90's, as before).
 constexpr size_t kSmemLimits[] = {232448, 166912, 101376};
 
-struct EmuLaunch {
-  emu::Policy policy;
-  size_t limit;
-  unsigned grid_y;
-  size_t smem_limit() const { return limit; }
-  unsigned max_grid_y() const { return grid_y; }
-  template <class K, class... A>
-  void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
-                  A... args) const {
-    TH_CHECK_MSG(smem <= limit, "%s: %zu bytes of shared memory, the device has %zu", name, smem,
-                 limit);
-    emu::launch(policy, grid, dim3(threads), smem, [=] { kernel(args...); });
-  }
-};
+using EmuLaunch = emu_check::Launch;
 
 const emu::Policy kPolicies[] = {
     {emu::Order::Ascending, emu::Copy::Late, 1},

@@ -30,26 +30,8 @@ namespace ak = tlrt::cuda::attn_kernels;
 
 constexpr double kU = 0x1p-24, kT32 = 0x1p-11;
 
-struct EmuLaunch {
-  emu::Policy policy;
-  size_t limit;
-  unsigned grid_y;
-  size_t smem_limit() const { return limit; }
-  unsigned max_grid_y() const { return grid_y; }
-  template <class K, class... A>
-  void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
-                  A... args) const {
-    TH_CHECK_MSG(smem <= limit, "%s: %zu bytes of shared memory, the device has %zu", name, smem,
-                 limit);
-    emu::launch(policy, grid, dim3(threads), smem, [=] { kernel(args...); });
-  }
-};
-
-const emu::Policy kPolicies[] = {
-    {emu::Order::Ascending, emu::Copy::Late, 1},
-    {emu::Order::Descending, emu::Copy::Early, 2},
-    {emu::Order::Random, emu::Copy::Late, 3},
-};
+using EmuLaunch = emu_check::Launch;
+const auto &kPolicies = emu_check::kPolicies3;
 
 double g_worst[2] = {0, 0};  // worst error / bound: split, tf32
 int g_cases = 0;
@@ -57,20 +39,7 @@ int g_cases = 0;
 void compare(const std::string &what, const std::vector<float> &got,
              const std::vector<double> &ref, const std::vector<double> &abs, double factor,
              int cls) {
-  int bad = 0;
-  for (size_t e = 0; e < got.size(); ++e) {
-    if (std::isinf(ref[e])) {
-      if (got[e] != ref[e] && bad++ < 3)
-        TH_CHECK_MSG(false, "%s[%zu] = %s, expected %g", what.c_str(), e, th::hex(got[e]).c_str(),
-                     ref[e]);
-      continue;
-    }
-    const double err = std::fabs((double)got[e] - ref[e]), bound = factor * abs[e];
-    if (bound > 0) g_worst[cls] = std::max(g_worst[cls], err / bound);
-    if (!(err <= bound) && bad++ < 3)
-      TH_CHECK_MSG(false, "%s[%zu] = %s, reference %.17g, error %.3g > bound %.3g", what.c_str(),
-                   e, th::hex(got[e]).c_str(), ref[e], err, bound);
-  }
+  emu_check::within_bound(what, got, ref, abs, factor, g_worst[cls]);
 }
 
 // mk: 0 none, 1 per problem, 2 broadcast, 3 causal, 4 causal + broadcast, 5 rows fully blocked.
