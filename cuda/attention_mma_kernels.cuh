@@ -4,8 +4,9 @@
 // m16n8k8 TF32 (cuda/mma_tf32.cuh) with every operand and accumulator in REGISTER fragments.
 // tests/unit/test_attention_mma_emu.cpp runs this very source on the CPU emulator against float64.
 //
-// fwd_mma_kernel<DP, SPLIT, EXACT>: one block of 4 warps (128 threads) per (problem, 64 query
-// rows); warp w owns rows 16 w .. 16 w + 15 end to end. DP = d rounded up to 32, 64 or 128 (the
+// fwd_mma_kernel<DP, SPLIT, EXACT, NW>: one block of NW = kMmaWarps = 8 warps (256 threads) per
+// (problem, 128 query rows; was 4 warps and 64 rows, see kMmaWarps); warp w owns rows 16 w ..
+// 16 w + 15 end to end. DP = d rounded up to 32, 64 or 128 (the
 // padding columns are zeros in Q, K and V); key tiles of KT = 64 keys (32 for DP = 128).
 //   Q: each lane loads its A fragments once from global memory (zeros past n and d); DP <= 64
 //   keeps them split (big and small TF32 parts: DP / 8 k-steps x 4 x 2 registers), DP = 128 keeps
@@ -39,7 +40,8 @@
 // fixed per instruction).
 // Shared memory (bytes): raw 2 KT (DP + 4) 4 + K planes KT (DP / 2 + 4) 16 + V planes
 // KT / 2 (DP + 2) 16: DP = 32: 56 KB, DP = 64: 105 KB, DP = 128 (KT = 32):
-// 102 KB (2); two blocks (8 warps) per SM everywhere (registers: fwd_mma_min_blocks below).
+// 102 KB (2); one 8-warp block per SM (registers: ~246 per thread; the 4-warp variant ran two
+// blocks, fwd_mma_min_blocks below).
 // Without SPLIT the planes take half: 37 / 71 / 69 KB (still two blocks: registers).
 // Work per 64-key tile and warp (DP = 64, SPLIT): S 8 k-steps x 8 n-tiles x 3 = 192 mma, P V 8 x 8
 // x 3 = 192 mma; 128 LDS.128 (64 K, 64 V fragments); 32 exp and ~250 other softmax instructions
@@ -57,8 +59,11 @@
 //   per tile), causal ~28 (~0.35x), masked ~33 (~0.59x).
 // SPLIT = false (allow_tf32): ~1.6-1.8x those TFLOP/s (one product instead of three; the split
 // pass and the softmax then weigh more).
-// Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-mma.md; SDPA fp32 in the
-// same process): split fwd (32,1024,64) none / causal / masked 0.324 / 0.265 / 0.400 ms = 26.5 /
+// Measured with 8-warp blocks (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-mma.md):
+// (32,1024,64) none / causal / masked 0.305 / 0.264 / 0.392 ms = 0.53x / 0.37x / 0.56x SDPA,
+// (16,4096,64) 0.56x / 0.27x / 0.55x, (32,1024,128) 0.70x / 0.51x / 0.66x; TF32 0.39x / 0.27x /
+// 0.43x at (32,1024,64), 0.44x at (32,1024,128). With 4-warp blocks (the first run; SDPA fp32 in
+// the same process): split fwd (32,1024,64) none / causal / masked 0.324 / 0.265 / 0.400 ms = 26.5 /
 // 16.2 / 21.5 TFLOP/s = 0.56x / 0.37x / 0.57x SDPA (exact kernels 0.386 / 0.298 / 0.449);
 // (16,4096,64) 0.59x / 0.28x / 0.55x; (32,1024,128) 0.77x / 0.52x / 0.71x (no faster than the
 // exact kernels at d = 128). TF32: 34.9 / 22.0 / 27.2 TFLOP/s at (32,1024,64), 46.9 at
@@ -74,8 +79,14 @@ namespace tlrt {
 namespace cuda {
 namespace attn_kernels {
 
-constexpr unsigned kMmaThreads = 128;  // 4 warps
-constexpr unsigned kMmaRows = 64;      // query rows per block: 4 warps x 16
+// Warps per block: 8 (256 threads, 128 query rows, one block per SM: the K / V tiles and their
+// split are shared by twice the rows of the 4-warp variant, which ran two blocks per SM; the
+// barriers now stop every warp of the SM, but the H100 measured 8 faster in every case,
+// 2026-11-24: (32, 1024, 64) 0.325 -> 0.305 ms, masked 0.406 -> 0.392, (16, 4096, 64) 2.489 ->
+// 2.356, (32, 1024, 128) 0.557 -> 0.522, masked 0.646 -> 0.585; TF32 0.248 -> 0.222 at
+// (32, 1024, 64)). The kernel takes NW as a template parameter (4 still compiles and is
+// emulated the same way).
+constexpr unsigned kMmaWarps = 8;
 
 // Keys per tile: 64, or 32 for DP = 128 (two blocks per SM in shared memory and registers).
 template <unsigned DP>
@@ -240,8 +251,8 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // ---- forward -----------------------------------------------------------------------------------
 
-template <unsigned DP, bool SPLIT, bool EXACT>
-__global__ void __launch_bounds__(kMmaThreads, fwd_mma_min_blocks<DP>())
+template <unsigned DP, bool SPLIT, bool EXACT, unsigned NW>
+__global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
     fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict k,
                    const float *__restrict v, float *__restrict out, float *__restrict lse) {
 #if defined(TLRT_CUDA_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -250,6 +261,7 @@ __global__ void __launch_bounds__(kMmaThreads, fwd_mma_min_blocks<DP>())
   constexpr unsigned KS = DP / 8;   // k-steps of S = Q K^T; n-tiles of O
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
   constexpr bool QPRE = DP <= 64;   // Q fragments kept split (else split per use)
+  constexpr unsigned kMmaThreads = 32 * NW, kMmaRows = 16 * NW;
   float *sm = async::dynamic_smem();
   float *kraw = sm, *vraw = kraw + KT * SD, *kpl = vraw + KT * SD, *vpl = kpl + PW * KT * SK;
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -449,9 +461,9 @@ bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const
     constexpr size_t bytes = fwd_mma_smem_floats<DP, decltype(splitc)::value>() * sizeof(float);
     if (bytes > launch.smem_limit()) return false;
     launch("attention fwd_mma_kernel",
-           fwd_mma_kernel<DP, decltype(splitc)::value, decltype(exactc)::value>,
-           grid_of(launch, (kp.n + kMmaRows - 1) / kMmaRows, kp.bh), kMmaThreads, bytes, kp, q, k,
-           v, out, lse);
+           fwd_mma_kernel<DP, decltype(splitc)::value, decltype(exactc)::value, kMmaWarps>,
+           grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh),
+           32 * kMmaWarps, bytes, kp, q, k, v, out, lse);
     return true;
   };
   using T = std::true_type;

@@ -2,7 +2,8 @@
 // the one- and three-product forms, a C fragment reused as an A operand through the permuted
 // contraction index) run on the CPU emulator of tests/emu/cuda_emu.hpp against float64 products.
 // Seeded random tiles (the seed is printed on failure); bounds: one TF32 product 2^-10 of
-// sum |a b| per element (two roundings to 10 bits, 2^-11 each), three products 2^-20.
+// sum |a b| per element (two roundings to 10 bits, 2^-11 each), three products 2^-20. Skipped
+// (77) under valgrind, ASan and TSan, as the other emulation tests.
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -52,6 +53,14 @@ void run_case(th::Rng &rng, double &worst) {
 }  // namespace
 
 int main() {
+#ifdef TLRT_EMU_SANITIZED
+  std::printf("test_mma_emu: skipped under ASan / TSan (unannotated stack switches)\n");
+  return 77;
+#endif
+  if (th::under_valgrind()) {
+    std::printf("test_mma_emu: skipped under valgrind (the emulator's fiber stacks)\n");
+    return 77;
+  }
   th::Rng rng(th::seed());
   double worst[2] = {0, 0};
   for (int i = 0; i < 20; ++i) {
