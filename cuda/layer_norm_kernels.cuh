@@ -43,6 +43,57 @@ using row::dev::row_sums;
 template <unsigned NT>
 constexpr unsigned kLaneSets = NT;
 
+// The end of a fused backward's row sequence: the block's G groups hold lane values ag / ab for
+// the columns L::off(T, i) of their rows; the partial rows og / ob get, per column, their sum by
+// the tree's halving over the block's lanes (step h = 128 pairs g with g + G/2, ..., h = S pairs
+// g = 0 with g = 1). G == 1 writes the values directly; otherwise they go through cs ([sequence]
+// [g][column], 2 G kMaxCols floats) with one barrier, and the caller fences before cs is reused.
+template <class L>
+__device__ __forceinline__ void lanes_to_partials(const float (&ag)[L::V], const float (&ab)[L::V],
+                                                  unsigned T, unsigned g, uint64_t cols, float *cs,
+                                                  float *og, float *ob) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned G = L::kGroups, C = (unsigned)L::kMaxCols;
+  if constexpr (G == 1) {
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      if (e < cols) {
+        og[e] = ag[i];
+        ob[e] = ab[i];
+      }
+    }
+  } else {
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      if (e < cols) {
+        cs[(0 * G + g) * C + e] = ag[i];
+        cs[(1 * G + g) * C + e] = ab[i];
+      }
+    }
+    __syncthreads();
+    constexpr unsigned kSteps = G >= 8 ? 3 : G >= 4 ? 2 : 1;
+    static_assert((1u << kSteps) == G, "G is 2, 4 or 8");
+    for (unsigned e = threadIdx.x; e < cols; e += kThreads) {
+#pragma unroll
+      for (unsigned p = 0; p < 2; ++p) {
+        float v[G];
+#pragma unroll
+        for (unsigned j = 0; j < G; ++j) v[j] = cs[(p * G + j) * C + e];
+#pragma unroll
+        for (unsigned step = 0; step < kSteps; ++step) {
+          const unsigned h = G >> (step + 1);
+#pragma unroll
+          for (unsigned j = 0; j < G / 2; ++j)
+            if (j < h) v[j] = O::op(v[j], v[j + h]);
+        }
+        (p == 0 ? og : ob)[e] = v[0];
+      }
+    }
+  }
+}
+
 // 32 < cols <= 4096: group kernel. nblk = nc * S blocks of work (grid-stride); block q takes chunk
 // k = q / S and lanes t0 + S g, t0 = q % S. pg, pb: (nblk, cols) partials (the lane value of
 // lane t0 after the halving steps h >= S).
@@ -107,47 +158,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     float *og = pg + q * cols;
     float *ob = pb + q * cols;
-    if constexpr (G == 1) {
-#pragma unroll
-      for (unsigned i = 0; i < L::V; ++i) {
-        const unsigned e = L::off(T, i);
-        if (e < cols) {
-          og[e] = ag[i];
-          ob[e] = ab[i];
-        }
-      }
-    } else {
-#pragma unroll
-      for (unsigned i = 0; i < L::V; ++i) {
-        const unsigned e = L::off(T, i);
-        if (e < cols) {
-          cs[0][g][e] = ag[i];
-          cs[1][g][e] = ab[i];
-        }
-      }
-      __syncthreads();
-      // The halving over the block's lanes: step h = 128 pairs g with g + G/2, ..., h = S pairs
-      // g = 0 with g = 1.
-      constexpr unsigned kSteps = G >= 8 ? 3 : G >= 4 ? 2 : 1;
-      static_assert((1u << kSteps) == G, "G is 2, 4 or 8");
-      for (unsigned e = threadIdx.x; e < cols; e += kThreads) {
-#pragma unroll
-        for (unsigned p = 0; p < 2; ++p) {
-          float v[G];
-#pragma unroll
-          for (unsigned j = 0; j < G; ++j) v[j] = cs[p][j][e];
-#pragma unroll
-          for (unsigned step = 0; step < kSteps; ++step) {
-            const unsigned h = G >> (step + 1);
-#pragma unroll
-            for (unsigned j = 0; j < G / 2; ++j)
-              if (j < h) v[j] = O::op(v[j], v[j + h]);
-          }
-          (p == 0 ? og : ob)[e] = v[0];
-        }
-      }
-      __syncthreads();  // cs is rewritten by the next q
-    }
+    lanes_to_partials<L>(ag, ab, T, g, cols, &cs[0][0][0], og, ob);
+    if constexpr (G > 1) __syncthreads();  // cs is rewritten by the next q
   }
 }
 
@@ -196,7 +208,6 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   constexpr unsigned G = L::kGroups;
   constexpr unsigned S = red::kLanes / G;
   constexpr unsigned V = L::V;
-  constexpr unsigned C = (unsigned)L::kMaxCols;
   static_assert(S == kLaneSets<NT>, "lane sets per chunk");
   static_assert(P >= 2, "a ring of at least two stages");
   __shared__ float sh[2][2 * kThreads];
@@ -287,48 +298,8 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     cuda::async::wait<0>();  // (only empty groups remain: nothing lands in the ring later)
     float *og = pg + q * cols;
     float *ob = pb + q * cols;
-    if constexpr (G == 1) {
-#pragma unroll
-      for (unsigned i = 0; i < V; ++i) {
-        const unsigned e = L::off(T, i);
-        if (e < cols) {
-          og[e] = ag[i];
-          ob[e] = ab[i];
-        }
-      }
-    } else {
-      float *cs = ring;  // [sequence][g][column]
-      __syncthreads();   // every thread is past its last read of the ring
-#pragma unroll
-      for (unsigned i = 0; i < V; ++i) {
-        const unsigned e = L::off(T, i);
-        if (e < cols) {
-          cs[(0 * G + g) * C + e] = ag[i];
-          cs[(1 * G + g) * C + e] = ab[i];
-        }
-      }
-      __syncthreads();
-      // The halving over the block's lanes: step h = 128 pairs g with g + G/2, ..., h = S pairs
-      // g = 0 with g = 1.
-      constexpr unsigned kSteps = G >= 8 ? 3 : G >= 4 ? 2 : 1;
-      static_assert((1u << kSteps) == G, "G is 2, 4 or 8");
-      for (unsigned e = threadIdx.x; e < cols; e += kThreads) {
-#pragma unroll
-        for (unsigned p = 0; p < 2; ++p) {
-          float v[G];
-#pragma unroll
-          for (unsigned j = 0; j < G; ++j) v[j] = cs[(p * G + j) * C + e];
-#pragma unroll
-          for (unsigned step = 0; step < kSteps; ++step) {
-            const unsigned h = G >> (step + 1);
-#pragma unroll
-            for (unsigned j = 0; j < G / 2; ++j)
-              if (j < h) v[j] = O::op(v[j], v[j + h]);
-          }
-          (p == 0 ? og : ob)[e] = v[0];
-        }
-      }
-    }
+    if constexpr (G > 1) __syncthreads();  // every thread is past its last read of the ring
+    lanes_to_partials<L>(ag, ab, T, g, cols, ring, og, ob);  // the ring's memory as cs
     __syncthreads();  // the ring is refilled by the next q
   }
 }

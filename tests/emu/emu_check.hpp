@@ -75,26 +75,4 @@ inline const emu::Policy kPolicies3[] = {
     {emu::Order::Random, emu::Copy::Late, 3},
 };
 
-// got against a float64 reference: |got - ref| <= factor * abs elementwise (abs: the reference
-// with every term taken by its absolute value), infinities exactly; worst keeps the largest
-// error / bound seen. Reports the first three failures.
-inline void within_bound(const std::string &what, const std::vector<float> &got,
-                         const std::vector<double> &ref, const std::vector<double> &abs,
-                         double factor, double &worst) {
-  int bad = 0;
-  for (size_t e = 0; e < got.size(); ++e) {
-    if (std::isinf(ref[e])) {
-      if (got[e] != ref[e] && bad++ < 3)
-        TH_CHECK_MSG(false, "%s[%zu] = %s, expected %g", what.c_str(), e, th::hex(got[e]).c_str(),
-                     ref[e]);
-      continue;
-    }
-    const double err = std::fabs((double)got[e] - ref[e]), bound = factor * abs[e];
-    if (bound > 0) worst = std::max(worst, err / bound);
-    if (!(err <= bound) && bad++ < 3)
-      TH_CHECK_MSG(false, "%s[%zu] = %s, reference %.17g, error %.3g > bound %.3g", what.c_str(),
-                   e, th::hex(got[e]).c_str(), ref[e], err, bound);
-  }
-}
-
 }  // namespace emu_check

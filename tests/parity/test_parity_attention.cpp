@@ -139,20 +139,7 @@ void near(const std::string &what, const std::vector<float> &got, const std::vec
   TH_CHECK_MSG(got.size() == ref.size(), "%s: %zu elements, expected %zu", what.c_str(),
                got.size(), ref.size());
   if (got.size() != ref.size()) return;
-  int bad = 0;
-  for (size_t e = 0; e < got.size(); ++e) {
-    if (std::isinf(ref[e])) {
-      if (got[e] != ref[e] && bad++ < 3)
-        TH_CHECK_MSG(false, "%s[%zu] = %s, expected %g", what.c_str(), e, th::hex(got[e]).c_str(),
-                     ref[e]);
-      continue;
-    }
-    const double err = std::fabs((double)got[e] - ref[e]), bound = factor * abs[e];
-    if (bound > 0) *g_cls = std::max(*g_cls, err / bound);
-    if (!(err <= bound) && bad++ < 3)
-      TH_CHECK_MSG(false, "%s[%zu] = %s, reference %.17g, error %.3g > bound %.3g", what.c_str(),
-                   e, th::hex(got[e]).c_str(), ref[e], err, bound);
-  }
+  const int bad = attref::within_bound(what, got, ref, abs, factor, *g_cls);
   summary().runs++;
   summary().elements += got.size();
   if (bad) ++summary().failed_runs;

@@ -35,7 +35,7 @@ double g_worst[2] = {0, 0};  // worst error / bound: split, tf32
 void compare(const std::string &what, const std::vector<float> &got,
              const std::vector<double> &ref, const std::vector<double> &abs, double factor,
              int cls) {
-  emu_check::within_bound(what, got, ref, abs, factor, g_worst[cls]);
+  attref::within_bound(what, got, ref, abs, factor, g_worst[cls]);
 }
 
 // mk: 0 none, 1 per problem, 2 broadcast, 3 causal, 4 causal + broadcast, 5 rows fully blocked.
