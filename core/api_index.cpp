@@ -1,15 +1,15 @@
 // Entry points, indexing: gather and scatter-add with host index lists: validate, build the host
 // arrays the backends take (core/backend/index.hpp), allocate the output, dispatch. Empty cases
 // never reach a backend. Every entry of a list is checked (>= 2^60 is TLRT_ERR_INDEX) before
-// the output is allocated, in the first pass that the list needs anyway:
-//  - gathers: one pass converts each entry to a key, the source row or idx::none for an
-//    out-of-range entry, as uint32_t where bound < 2^32 (half the bytes to upload);
+// the output is allocated:
+//  - gathers: one vectorised pass (check_entries); the backends then read the list in place
+//    (CUDA converts it to device keys while copying it into its pinned staging);
 //  - scatter-adds: a stable sort of the in-range positions by target, on the host, shared by both
 //    backends: a counting sort over the targets when bound <= 2k + 65536 (two passes over idx and
 //    two branch-free passes over the counts), otherwise an LSD radix sort of (target, position)
 //    pairs with 16-bit digits (std::sort below 2048 entries); then the segments (seg, tgt, pos) in
 //    one host array. Measured on the 2-core build machine (AMD EPYC, shared): k = 65536 entries
-//    over 50000 rows, about 165 us per call for the plan; a gather's keys about 20 us.
+//    over 50000 rows, about 165 us per call for the plan.
 // tlrt_gather_vec and tlrt_scatter_add are the cols == 1 cases of the row functions, and
 // tlrt_scatter_add_row is tlrt_scatter_add_rows with the one-entry list {i}: one code path each,
 // so the five functions share one rule for what cannot be an index and what is out of range.
@@ -78,7 +78,7 @@ void fail_first_bad(const uint64_t *idx, uint64_t j0, uint64_t e) {
 
 // Fails with TLRT_ERR_INDEX at the first entry >= 2^60: one OR per entry over blocks
 // (vectorised), the position searched only in a block that has a bad entry. The passes that
-// convert or sort the list below fold the same check into their first pass over idx.
+// sort the list below fold the same check into their first pass over idx.
 void check_entries(const uint64_t *idx, uint64_t k) {
   for (uint64_t j0 = 0; j0 < k; j0 += kBlock) {
     const uint64_t e = std::min(k, j0 + kBlock);
@@ -106,45 +106,19 @@ std::unique_ptr<U[]> host_array(uint64_t n) {
 
 // ---- gathers -------------------------------------------------------------------------------------
 
-// keys[j] = idx[j] if < bound, else none, with every entry checked, in one pass.
-template <class U>
-std::unique_ptr<U[]> make_keys(const uint64_t *idx, uint64_t k, uint64_t bound) {
-  std::unique_ptr<U[]> keys = host_array<U>(k);
-  U *kp = keys.get();
-  for (uint64_t j0 = 0; j0 < k; j0 += kBlock) {
-    const uint64_t e = std::min(k, j0 + kBlock);
-    uint64_t acc = 0;
-    for (uint64_t j = j0; j < e; ++j) {
-      const uint64_t v = idx[j];
-      acc |= v;
-      kp[j] = v < bound ? (U)v : idx::none<U>();
-    }
-    if (acc >= TLRT_MAX_ELEMENTS) fail_first_bad(idx, j0, e);
-  }
-  return keys;
-}
-
-template <class U>
-tlrt_buffer *gather_with(const tlrt_buffer &X, uint64_t rows, uint64_t cols, const uint64_t *idx,
-                         uint64_t k, uint64_t nout) {
-  const std::unique_ptr<U[]> keys = make_keys<U>(idx, k, rows);
-  Owned y = new_buffer(X.dev, nout);
-  TLRT_DISPATCH(X.dev, gather_rows, X.dev.ordinal, X.data, rows, cols,
-                idx::Keys{sizeof(U) == 8, k, keys.get()}, y->data);
-  return y.release();
-}
-
-// The (k, cols) gather of X's rows, nout = k * cols elements, after checking every entry.
+// The (k, cols) gather of X's rows, nout = k * cols elements, after checking every entry. The
+// backends read the list itself (core/backend/index.hpp).
 tlrt_buffer *gather(const tlrt_buffer &X, uint64_t rows, uint64_t cols, const uint64_t *idx,
                     uint64_t k, uint64_t nout) {
-  if (nout == 0 || rows == 0) {  // nothing to read: an empty output or only out-of-range entries
-    check_entries(idx, k);
-    Owned y = new_buffer(X.dev, nout);
-    if (nout != 0) TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, y->data, 0.0f, nout);
-    return y.release();
-  }
-  if (rows <= kNarrowMax) return gather_with<uint32_t>(X, rows, cols, idx, k, nout);
-  return gather_with<uint64_t>(X, rows, cols, idx, k, nout);
+  check_entries(idx, k);
+  Owned y = new_buffer(X.dev, nout);
+  if (nout == 0) return y.release();
+  if (rows == 0)  // nothing to read: only out-of-range entries
+    TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, y->data, 0.0f, nout);
+  else
+    TLRT_DISPATCH(X.dev, gather_rows, X.dev.ordinal, X.data, rows, cols, idx::Keys{idx, k},
+                  y->data);
+  return y.release();
 }
 
 // ---- scatter plans -------------------------------------------------------------------------------

@@ -229,21 +229,29 @@ StagingBlock &staging_block(StagingRing &ring) {
 
 }  // namespace
 
-void upload_async(int dev, void *dst, const void *src, uint64_t bytes) {
+void upload_async_fill(int dev, void *dst, uint64_t bytes,
+                       void (*fill)(void *ctx, void *host, uint64_t off, uint64_t len), void *ctx) {
   cudaStream_t s = stream(dev);
   StagingRing &ring = g_staging[dev];
   std::lock_guard<std::mutex> lock(ring.m);
   // Pieces of at most kStagingBytes, each through its own pinned block: pinned memory stays
-  // bounded (kStagingBlocks x kStagingBytes) whatever the size of the list.
+  // bounded (kStagingBlocks x kStagingBytes) whatever the size of the data.
   for (uint64_t off = 0; off < bytes; off += kStagingBytes) {
     const uint64_t len = bytes - off < kStagingBytes ? bytes - off : kStagingBytes;
     StagingBlock &b = staging_block(ring);
-    std::memcpy(b.host, static_cast<const char *>(src) + off, len);
+    fill(ctx, b.host, off, len);
     b.last_use = ++ring.clock;
     check(cudaMemcpyAsync(static_cast<char *>(dst) + off, b.host, len, cudaMemcpyHostToDevice, s),
           "upload");
     check(cudaEventRecord(b.done, s), "upload (staging event)");
   }
+}
+
+void upload_async(int dev, void *dst, const void *src, uint64_t bytes) {
+  auto copy_piece = [](void *ctx, void *host, uint64_t off, uint64_t len) {
+    std::memcpy(host, static_cast<const char *>(ctx) + off, len);
+  };
+  upload_async_fill(dev, dst, bytes, copy_piece, const_cast<void *>(src));
 }
 
 void download(int dev, void *dst, const void *src, uint64_t bytes) {

@@ -1,7 +1,7 @@
 // CPU backend, indexing: gather and scatter-add with host index lists.
 //
-// gather_rows: one memcpy per output row (or a zero fill for an out-of-range key); cols == 1 is
-// a plain loop over the keys.
+// gather_rows: one memcpy per output row (or a zero fill for an out-of-range entry), reading the
+// caller's list in place; cols == 1 is a plain loop over it.
 // scatter_add_rows: y = a copy of x, then each segment of the plan (core/backend/index.hpp)
 // rewrites its target row: y[t, c] = x[t, c] + S_c with S_c the tree of
 // core/numerics/reduce_tree.hpp over the segment's vals rows, column by column, in segment order:
@@ -30,20 +30,21 @@ namespace {
 using Sum = red::Ops<red::Op::Sum>;
 constexpr uint64_t kTile = 1024;  // columns per tile
 
-template <class U>
-void gather_t(const float *x, uint64_t rows, uint64_t cols, const U *keys, uint64_t k, float *y) {
+// Reads the caller's list in place (core checked every entry): no key array.
+void gather_t(const float *x, uint64_t rows, uint64_t cols, const uint64_t *idx, uint64_t k,
+              float *y) {
   if (cols == 1) {
     for (uint64_t j = 0; j < k; ++j) {
-      const U r = keys[j];
+      const uint64_t r = idx[j];
       y[j] = r < rows ? x[r] : 0.0f;
     }
     return;
   }
   for (uint64_t j = 0; j < k; ++j) {
     float *yr = y + j * cols;
-    const U r = keys[j];
+    const uint64_t r = idx[j];
     if (r < rows)
-      std::memcpy(yr, x + (uint64_t)r * cols, cols * 4);
+      std::memcpy(yr, x + r * cols, cols * 4);
     else
       std::memset(yr, 0, cols * 4);  // +0.0f
   }
@@ -156,10 +157,7 @@ void scatter_t(const float *x, const float *vals, uint64_t rows, uint64_t cols,
 
 void gather_rows(int, const float *x, uint64_t rows, uint64_t cols, const idx::Keys &keys,
                  float *y) {
-  if (keys.wide)
-    gather_t(x, rows, cols, static_cast<const uint64_t *>(keys.p), keys.k, y);
-  else
-    gather_t(x, rows, cols, static_cast<const uint32_t *>(keys.p), keys.k, y);
+  gather_t(x, rows, cols, keys.idx, keys.k, y);
 }
 
 void scatter_add_rows(int, const float *x, const float *vals, uint64_t rows, uint64_t cols,

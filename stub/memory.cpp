@@ -60,6 +60,11 @@ void upload(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, 
 
 void upload_async(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
 
+void upload_async_fill(int, void *dst, uint64_t bytes,
+                       void (*fill)(void *ctx, void *host, uint64_t off, uint64_t len), void *ctx) {
+  if (bytes != 0) fill(ctx, dst, 0, bytes);
+}
+
 void download(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, src, bytes); }
 
 void copy(int, void *dst, const void *src, uint64_t bytes) { std::memcpy(dst, src, bytes); }

@@ -1,16 +1,18 @@
 // Backend interface: indexing: gather and scatter-add with host index lists. Defined by
 // stub/index.cpp and cuda/index.cu.
 //
-// Core (core/api_index.cpp) has validated every argument and handled every empty case, and hands
-// the backends host-side arrays it built from the caller's index list:
-//  - for gathers, idx::Keys: one key per output row, the source row (< rows) or idx::none<U>()
-//    for an out-of-range entry (which reads zeros);
+// Core (core/api_index.cpp) has validated every argument (every list entry is < 2^60) and
+// handled every empty case, and hands the backends:
+//  - for gathers, idx::Keys: the caller's own list, read in place (the CPU gathers through it;
+//    CUDA converts it piece by piece into pinned staging with to_keys: one key per output row,
+//    the source row or idx::none<U>() for an out-of-range entry, which reads zeros);
 //  - for scatter-adds, idx::Plan: the in-range entries grouped by target (a stable sort by
 //    target), as segments: segment s adds the vals rows pos[seg[s]], ..., pos[seg[s+1] - 1]
 //    (increasing positions j) to row tgt[s] (increasing targets).
-// The arrays are uint32_t when every value fits (the common case: bound and k below 2^32 - 1)
-// and uint64_t otherwise (Plan::wide / Keys::wide); they live in host memory (the CUDA backend
-// uploads them with upload_async into stream-ordered scratch) and are valid during the call only.
+// Plans are uint32_t arrays when every value fits (the common case: bound and k below 2^32 - 1)
+// and uint64_t otherwise (Plan::wide); they live in host memory (the CUDA backend uploads them
+// with upload_async into stream-ordered scratch) and are valid during the call only, as is the
+// list of Keys.
 // Both backends evaluate the same sums: out[t, c] = x[t, c] + S, S = the tree of
 // core/numerics/reduce_tree.hpp over the segment's values of column c, in segment order, so they
 // agree bit for bit (abi/tlrt_index.h states the contract).
@@ -29,13 +31,21 @@ TLRT_HD constexpr U none() {
   return ~U(0);
 }
 
-// Output row j of a gather reads row p[j] of the source, or zeros where p[j] >= rows
-// (p[j] == none<U>() for every out-of-range entry). k >= 1 keys.
+// Output row j of a gather reads row idx[j] of the source, or zeros where idx[j] >= rows.
+// k >= 1 entries, each < 2^60 (checked by core).
 struct Keys {
-  bool wide;      // p is const uint64_t * (else const uint32_t *)
-  uint64_t k;     // number of keys (output rows)
-  const void *p;  // host memory
+  const uint64_t *idx;  // the caller's list, host memory
+  uint64_t k;           // number of entries (output rows)
 };
+
+// out[j] = idx[j] if < bound, else none<U>() (U = uint32_t needs bound <= 2^32 - 1: none is
+// then no row), for j < n: the device keys of a gather, written straight into pinned staging so
+// that no host array of the list's size is created (a fresh one page-faulted: 2^26 entries took
+// ~150 of ~350 ms on the build machine).
+template <class U>
+inline void to_keys(const uint64_t *idx, uint64_t n, uint64_t bound, U *out) {
+  for (uint64_t j = 0; j < n; ++j) out[j] = idx[j] < bound ? (U)idx[j] : none<U>();
+}
 
 // A scatter plan: nseg >= 1 segments holding m >= 1 entries in all, contiguous in one host array
 // `blob` of the element type: seg[0..nseg] (seg[0] = 0, seg[nseg] = m, strictly increasing), then

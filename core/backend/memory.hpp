@@ -21,6 +21,12 @@
      library stream; the host never waits for the device (CUDA: a pinned ring whose       \
      blocks are reused once their copy has completed). */                                  \
   void upload_async(int dev, void *dst, const void *src, uint64_t bytes);                   \
+  /* upload_async of bytes that fill(ctx, host, off, len) writes into host (bytes [off,      \
+     off + len) of the data; len > 0, off and len multiples of 8 unless at the end): data   \
+     produced straight into the staging, without a host array of its own (CPU: into dst). */ \
+  void upload_async_fill(int dev, void *dst, uint64_t bytes,                                \
+                         void (*fill)(void *ctx, void *host, uint64_t off, uint64_t len),   \
+                         void *ctx);                                                        \
   /* Device -> host; waits for earlier work on the device. */                               \
   void download(int dev, void *dst, const void *src, uint64_t bytes);                       \
   /* Same-device copy. */                                                                   \
