@@ -52,6 +52,13 @@
 // permutations, >= 0.6 for thin (8-wide) transposes. Measured (H100, bench/results/2026-11-24-
 // h100-layout.md): 0.94-0.98 on those, 0.96-0.97 on the thin ones, but 0.68 at (8191, 8193).
 //
+// Elements of w = 2 or 4 floats (lay::Transpose::w: a swap of axes above a trailing block of 2
+// or 4 floats, e.g. (32, 1024, 1024, 2) at depth 1) run the same kernel on float2 / float4
+// elements with tiles of 2048 / 1024 elements (16 KB, 64 bytes per thread as for floats). They
+// went to the SCALAR gather before: (32, 1024, 1024, 2) 0.45 of copy bandwidth, 1.21x PyTorch's
+// time; trailing 4 to the VEC gather, 0.86 at (64, 512, 512, 4). PREDICTION: both ~0.93 (the
+// float tiles' figure). Measured: (pending GPU run).
+//
 // Test hook: with the environment variable TLRT_LAYOUT_INDEX64=1 (read per call) both kernels use
 // 64-bit index arithmetic whatever the sizes, so that the parity suite covers the 64-bit variants
 // (which otherwise need tensors of more than 2^32 elements) on ordinary shapes.
@@ -71,7 +78,14 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kIlp = 4;            // float4 groups per thread per block iteration
-constexpr unsigned kTileElems = 4096;  // elements of a transpose tile (TP x TQ)
+constexpr unsigned kTileBytes = 16384;  // bytes of a transpose tile (TP x TQ elements)
+
+// Elements of a transpose tile of E (float, float2 or float4: lay::Transpose::w floats): 4096,
+// 2048, 1024, so that every thread moves 64 bytes and the tile's shared memory stays <= 24.6 KB.
+template <class E>
+__host__ __device__ constexpr unsigned tile_elems() {
+  return kTileBytes / sizeof(E);
+}
 constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 constexpr uint32_t kMaxBatch = lay::kMaxRank - 2;
 
@@ -257,7 +271,7 @@ struct TransK {
   FastDiv<I> bdiv[kMaxBatch];
 };
 
-// Linear position L = t + 256 r (t = threadIdx.x < 256, r < 16) of a tile whose rows have W
+// Linear position L = t + 256 r (t = threadIdx.x < 256, r < tile / 256) of a tile whose rows have W
 // elements (W a power of two, 2..2048): row L / W = row0(t) + drow(r), column L % W = col0(t) +
 // dcol(r), with the r parts compile-time constants once the loop over r is unrolled.
 template <unsigned W>
@@ -276,14 +290,17 @@ struct Walk {
 // tile[j][i] has rows of TP + 1 floats (odd), so the column reads of the store phase hit 32
 // distinct banks when TQ >= 32, and the row writes of the load phase conflict at most 2 ways
 // (only when TP < 32).
-template <class I, unsigned TP>
+// E: the element (float, or float2 / float4 for lay::Transpose::w = 2 / 4: 8- and 16-byte shared
+// accesses are served per half / quarter warp, and the odd row length in elements keeps them
+// conflict-free the same way).
+template <class I, unsigned TP, class E>
 __global__ void __launch_bounds__(kThreads)
-    transpose_kernel(const float *__restrict x, float *__restrict y, TransK<I> p) {
-  constexpr unsigned TQ = kTileElems / TP;
-  constexpr int kPer = kTileElems / kThreads;  // 16 elements per thread
+    transpose_kernel(const E *__restrict x, E *__restrict y, TransK<I> p) {
+  constexpr unsigned TQ = tile_elems<E>() / TP;
+  constexpr int kPer = tile_elems<E>() / kThreads;  // 16, 8 or 4 elements (64 bytes) per thread
   using WX = Walk<TP>;  // x order: rows j of TP elements
   using WY = Walk<TQ>;  // y order: rows i of TQ elements
-  __shared__ float tile[TQ][TP + 1];
+  __shared__ E tile[TQ][TP + 1];
   const unsigned t = threadIdx.x;
   const unsigned jx = WX::row0(t), ix = WX::col0(t);  // this thread's first (j, i) in x order
   const unsigned iy = WY::row0(t), jy = WY::col0(t);  // and its first (i, j) in y order
@@ -306,9 +323,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     const I p0 = ip * TP, q0 = iq * TQ;
     // x[q0 + j, p0 + i] at xt + (j - jx) * x_q + (i - ix); y[p0 + i, q0 + j] at yt + ... likewise.
-    const float *__restrict xt = x + (xb + (q0 + jx) * p.x_q + p0 + ix);
-    float *__restrict yt = y + (yb + (p0 + iy) * p.y_p + q0 + jy);
-    float v[kPer];
+    const E *__restrict xt = x + (xb + (q0 + jx) * p.x_q + p0 + ix);
+    E *__restrict yt = y + (yb + (p0 + iy) * p.y_p + q0 + jy);
+    E v[kPer];
     if (p0 + TP <= p.p && q0 + TQ <= p.q) {
 #pragma unroll
       for (int r = 0; r < kPer; ++r) v[r] = xt[(I)WX::drow(r) * p.x_q + WX::dcol(r)];
@@ -324,7 +341,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < kPer; ++r) {
         const unsigned j = jx + WX::drow(r), i = ix + WX::dcol(r);
-        v[r] = (j < nq && i < np) ? xt[(I)WX::drow(r) * p.x_q + WX::dcol(r)] : 0.0f;
+        v[r] = (j < nq && i < np) ? xt[(I)WX::drow(r) * p.x_q + WX::dcol(r)] : E{};
       }
 #pragma unroll
       for (int r = 0; r < kPer; ++r) tile[jx + WX::drow(r)][ix + WX::dcol(r)] = v[r];
@@ -347,7 +364,8 @@ __global__ void __launch_bounds__(kThreads)
 // against 0.94-0.98 for the other permutations; 1.19x PyTorch's time for acb. PREDICTION with
 // 4 x 1024 tiles: ~0.9. Measured (H100, 2026-11-24): cab 0.97, acb 0.98 (0.43x / 0.77x
 // PyTorch).)
-unsigned tile_p(uint64_t p, uint64_t q) {
+// (Elements of 2 or 4 floats: tiles of 2048 / 1024 elements, 64 x 32 / 64 x 16 for wide sides.)
+unsigned tile_p(uint64_t p, uint64_t q, unsigned tile) {
   auto pow2 = [](uint64_t v) {
     unsigned t = 2;
     while (t < v && t < 64) t *= 2;
@@ -355,12 +373,12 @@ unsigned tile_p(uint64_t p, uint64_t q) {
   };
   if (p >= 64 && q >= 64) return 64;
   if (p < 64) return pow2(p);
-  return kTileElems / pow2(q);
+  return tile / pow2(q);
 }
 
-template <class I, unsigned TP>
+template <class I, class E, unsigned TP>
 void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y) {
-  constexpr unsigned TQ = kTileElems / TP;
+  constexpr unsigned TQ = tile_elems<E>() / TP;
   TransK<I> p{};
   p.p = (I)t.p;
   p.q = (I)t.q;
@@ -380,25 +398,41 @@ void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y
   }
   p.tasks = t.batch * tq * tp;  // <= n: every tile holds an element
   const unsigned grid = (unsigned)(p.tasks < kMaxGrid ? p.tasks : kMaxGrid);
-  transpose_kernel<I, TP><<<grid, kThreads, 0, stream(dev)>>>(x, y, p);
+  transpose_kernel<I, TP, E><<<grid, kThreads, 0, stream(dev)>>>(
+      reinterpret_cast<const E *>(x), reinterpret_cast<E *>(y), p);
   check_launch("layout transpose_kernel");
+}
+
+// TP: a power of two from 2 to tile / 2 (tile_p's range); the cases past a narrower element's
+// range are never taken and map to its largest TP.
+template <class E>
+constexpr unsigned clamp_tp(unsigned v) {
+  return v < tile_elems<E>() / 2 ? v : tile_elems<E>() / 2;
+}
+
+template <class I, class E>
+void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y) {
+  constexpr unsigned T = tile_elems<E>();
+  switch (tile_p(t.p, t.q, T)) {
+    case 2: return launch_transpose<I, E, 2>(dev, x, t, y);
+    case 4: return launch_transpose<I, E, 4>(dev, x, t, y);
+    case 8: return launch_transpose<I, E, 8>(dev, x, t, y);
+    case 16: return launch_transpose<I, E, 16>(dev, x, t, y);
+    case 32: return launch_transpose<I, E, 32>(dev, x, t, y);
+    case 64: return launch_transpose<I, E, 64>(dev, x, t, y);
+    case 128: return launch_transpose<I, E, clamp_tp<E>(128)>(dev, x, t, y);
+    case 256: return launch_transpose<I, E, clamp_tp<E>(256)>(dev, x, t, y);
+    case 512: return launch_transpose<I, E, clamp_tp<E>(512)>(dev, x, t, y);
+    case 1024: return launch_transpose<I, E, clamp_tp<E>(1024)>(dev, x, t, y);
+    default: return launch_transpose<I, E, clamp_tp<E>(2048)>(dev, x, t, y);
+  }
 }
 
 template <class I>
 void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y) {
-  switch (tile_p(t.p, t.q)) {
-    case 2: return launch_transpose<I, 2>(dev, x, t, y);
-    case 4: return launch_transpose<I, 4>(dev, x, t, y);
-    case 8: return launch_transpose<I, 8>(dev, x, t, y);
-    case 16: return launch_transpose<I, 16>(dev, x, t, y);
-    case 32: return launch_transpose<I, 32>(dev, x, t, y);
-    case 64: return launch_transpose<I, 64>(dev, x, t, y);
-    case 128: return launch_transpose<I, 128>(dev, x, t, y);
-    case 256: return launch_transpose<I, 256>(dev, x, t, y);
-    case 512: return launch_transpose<I, 512>(dev, x, t, y);
-    case 1024: return launch_transpose<I, 1024>(dev, x, t, y);
-    default: return launch_transpose<I, 2048>(dev, x, t, y);
-  }
+  if (t.w == 4) return launch_transpose<I, float4>(dev, x, t, y);
+  if (t.w == 2) return launch_transpose<I, float2>(dev, x, t, y);
+  launch_transpose<I, float>(dev, x, t, y);
 }
 
 // 32-bit index arithmetic when every count and offset (and the few units past the end that the

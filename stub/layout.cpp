@@ -4,7 +4,8 @@
 // odometer over the outer axes keeps the input offset of the plane (no division), and each row of
 // it is a memcpy or a copy loop (innermost stride 1), a fill with one input element (stride 0) or
 // a strided loop.
-// tiled_transpose visits 64 x 64 blocks, each staged through two L1 buffers (transpose_block), so
+// tiled_transpose visits 64 x 64 blocks (32 x 32 for elements of 2 or 4 floats: lay::Transpose::w),
+// each staged through two L1 buffers (transpose_block), so
 // that both x and y are read and written in whole 256-byte row segments: large transposes run at
 // 1/2 - 1/3 of the copy rate instead of missing once per element. core also sends thin
 // transposes here on the CPU (any extents), where a row-by-row gather would re-read x once per
@@ -105,16 +106,41 @@ void strided_copy(int, const float *x, const lay::Gather &plan, float *y) {
   }
 }
 
-void tiled_transpose(int, const float *x, const lay::Transpose &plan, float *y) {
+namespace {
+
+// An element of w floats (plan.w = 2 or 4), moved as a whole (float copies: bit for bit).
+template <unsigned W>
+struct Elem {
+  float v[W];
+};
+
+// transpose_block for elements of W floats, through the same two staging buffers (32 x 32
+// elements of at most 16 bytes: 2 x 16 KiB).
+template <unsigned W>
+void transpose_block_w(const Elem<W> *__restrict x, uint64_t x_q, uint64_t bp, uint64_t bq,
+                       Elem<W> *__restrict y, uint64_t y_p) {
+  constexpr uint64_t B = 32;
+  Elem<W> t[B][B], u[B][B];
+  for (uint64_t j = 0; j < bq; ++j)
+    for (uint64_t i = 0; i < bp; ++i) t[j][i] = x[j * x_q + i];
+  for (uint64_t i = 0; i < bp; ++i)
+    for (uint64_t j = 0; j < bq; ++j) u[i][j] = t[j][i];
+  for (uint64_t i = 0; i < bp; ++i)
+    for (uint64_t j = 0; j < bq; ++j) y[i * y_p + j] = u[i][j];
+}
+
+// The blocked walk over the batch and the (p, q) blocks of one transposition; block(xp, yp, bp,
+// bq) moves one block whose corners are xp, yp (element pointers of type E).
+template <class E, uint64_t B, class F>
+void for_blocks(const E *x, const lay::Transpose &plan, E *y, F block) {
   uint64_t idx[lay::kMaxRank] = {};
   uint64_t xb = 0, yb = 0;
   for (uint64_t b = 0; b < plan.batch; ++b) {
-    for (uint64_t j0 = 0; j0 < plan.q; j0 += kBlock) {
-      const uint64_t bq = plan.q - j0 < kBlock ? plan.q - j0 : kBlock;
-      for (uint64_t i0 = 0; i0 < plan.p; i0 += kBlock) {
-        const uint64_t bp = plan.p - i0 < kBlock ? plan.p - i0 : kBlock;
-        transpose_block(x + xb + j0 * plan.x_q + i0, plan.x_q, bp, bq, y + yb + i0 * plan.y_p + j0,
-                        plan.y_p);
+    for (uint64_t j0 = 0; j0 < plan.q; j0 += B) {
+      const uint64_t bq = plan.q - j0 < B ? plan.q - j0 : B;
+      for (uint64_t i0 = 0; i0 < plan.p; i0 += B) {
+        const uint64_t bp = plan.p - i0 < B ? plan.p - i0 : B;
+        block(x + xb + j0 * plan.x_q + i0, y + yb + i0 * plan.y_p + j0, bp, bq);
       }
     }
     for (uint32_t k = plan.nb; k-- > 0;) {
@@ -126,6 +152,25 @@ void tiled_transpose(int, const float *x, const lay::Transpose &plan, float *y) 
       idx[k] = 0;
     }
   }
+}
+
+template <unsigned W>
+void transpose_w(const float *x, const lay::Transpose &plan, float *y) {
+  using E = Elem<W>;
+  for_blocks<E, 32>(reinterpret_cast<const E *>(x), plan, reinterpret_cast<E *>(y),
+                    [&](const E *xp, E *yp, uint64_t bp, uint64_t bq) {
+                      transpose_block_w<W>(xp, plan.x_q, bp, bq, yp, plan.y_p);
+                    });
+}
+
+}  // namespace
+
+void tiled_transpose(int, const float *x, const lay::Transpose &plan, float *y) {
+  if (plan.w == 2) return transpose_w<2>(x, plan, y);
+  if (plan.w == 4) return transpose_w<4>(x, plan, y);
+  for_blocks<float, kBlock>(x, plan, y, [&](const float *xp, float *yp, uint64_t bp, uint64_t bq) {
+    transpose_block(xp, plan.x_q, bp, bq, yp, plan.y_p);
+  });
 }
 
 }  // namespace stub

@@ -31,13 +31,18 @@ struct Gather {
   uint64_t stride[kMaxRank];
 };
 
-// A batched transposition: for every batch index beta (row-major over bdim[0..nb)), i < p, j < q:
+// A batched transposition of ELEMENTS of w consecutive floats (w = 1, 2 or 4): for every batch
+// index beta (row-major over bdim[0..nb)), i < p, j < q:
 //   y[ybase + i * y_p + j] = x[xbase + j * x_q + i],
-//   xbase = sum_k beta_k * bx[k], ybase = sum_k beta_k * by[k].
-// p is the extent of the axis contiguous in x, q the extent of the axis contiguous in y. Built by
-// core from a normalised Gather whose innermost stride is neither 0 nor 1; batch = prod(bdim),
-// n = batch * p * q = the output's element count.
+//   xbase = sum_k beta_k * bx[k], ybase = sum_k beta_k * by[k],
+// with every index, extent, stride and n counted in elements (element e is floats w e .. w e +
+// w - 1). p is the extent of the axis contiguous in x, q the extent of the axis contiguous in y.
+// Built by core from a normalised Gather whose innermost stride is neither 0 nor 1 (w = 1), or
+// whose innermost axis is a contiguous run of exactly w = 2 or 4 floats and whose other strides
+// are multiples of w (a swap of axes above a trailing block of 2 or 4, e.g. complex pairs); batch
+// = prod(bdim), n = batch * p * q = the output's element count.
 struct Transpose {
+  uint32_t w;
   uint64_t p, q;
   uint64_t x_q, y_p;
   uint32_t nb;

@@ -382,9 +382,13 @@ void permute3d_swap_parity() {
              });
     }
   }
-  // Higher ranks: row blocks of r % 4 == 0 (float4), r % 4 != 0 (scalar), r == 1 (tiled).
+  // Higher ranks: row blocks of r % 4 == 0 (float4), r % 4 != 0 (scalar), r == 1 (tiled);
+  // R = 2 or 4: transpositions of 8- / 16-byte elements (lay::Transpose::w): boundary tiles,
+  // thin sides (3 -> 4-wide tiles), batch axes.
   const std::vector<Dims> nd = {{16, 512, 512, 16}, {2, 4096, 4096, 2}, {8, 2048, 4096, 1},
-                                {3, 40, 36, 5},     {2, 2, 2, 2, 2, 2, 2, 2}, {5, 6, 7, 8, 9}};
+                                {3, 40, 36, 5},     {2, 2, 2, 2, 2, 2, 2, 2}, {5, 6, 7, 8, 9},
+                                {3, 100, 70, 2},    {2, 65, 130, 4},   {7, 3, 3000, 2},
+                                {1, 5000, 5, 4},    {4, 33, 66, 2},    {2, 1024, 1024, 4}};
   for (const Dims &d : nd) {
     const uint64_t n = prod(d);
     if (!fits(n)) continue;

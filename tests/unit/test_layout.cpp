@@ -463,11 +463,15 @@ void check_permute3d_and_swap() {
     }
   }
   // swap_adjacent on higher ranks, every depth: (P, p, q, R) with R = 1 (a batched transpose) or
-  // R > 1 (row blocks, with R % 4 == 0 and != 0).
+  // R > 1 (row blocks, with R % 4 == 0 and != 0; R = 2 or 4: element transposes).
   th::Rng rng(77);
   const std::vector<Dims> nd = {{2, 3},          {3, 2, 4, 5},     {2, 40, 36, 1},
                                 {1, 40, 36, 4},  {2, 2, 2, 2, 2, 2, 2, 2}, {3, 1, 4, 1, 5, 1, 2},
-                                {2, 33, 34, 3},  {4, 1, 1, 8},     {5, 6, 7, 8, 1}};
+                                {2, 33, 34, 3},  {4, 1, 1, 8},     {5, 6, 7, 8, 1},
+                                // trailing blocks of 2 / 4 floats: transpositions of 8- / 16-byte
+                                // elements (lay::Transpose::w), with partial blocks and thin sides
+                                {2, 40, 36, 2},  {3, 70, 65, 4},   {1, 3, 300, 2},
+                                {2, 5, 129, 2, 2}, {1, 64, 64, 2}};
   for (const Dims &d : nd) {
     const std::vector<float> x = values(prod(d), ++salt);
     for (uint32_t depth = 0; depth + 1 < d.size(); ++depth) {
