@@ -177,7 +177,8 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
       if (tf32_on_wmma()) {
         if (attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse)) return;
       } else {
-        FloatScratch planes(dev, mma_presplit() ? attn_kernels::fwd_mma_planes_floats(p, false) : 0);
+        FloatScratch planes(dev,
+                            mma_presplit() ? attn_kernels::fwd_mma_planes_floats(p, false) : 0);
         if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse, planes.get()))
           return;
       }

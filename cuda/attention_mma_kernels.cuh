@@ -386,7 +386,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
   constexpr bool QPRE = DP <= 64;   // Q fragments kept split (else split per use)
   constexpr unsigned kMmaThreads = 32 * NW, kMmaRows = 16 * NW;
-  constexpr unsigned BUF = mma_plane_buf_floats<DP, SPLIT>(), TP = mma_tile_plane_floats<DP, SPLIT>();
+  constexpr unsigned BUF = mma_plane_buf_floats<DP, SPLIT>(),
+                     TP = mma_tile_plane_floats<DP, SPLIT>();
   float *sm = async::dynamic_smem();
   // !PRE: raw K, raw V, K planes, V planes. PRE: buffer 0 (K planes, V planes), buffer 1.
   float *kraw = sm, *vraw = kraw + KT * SD;
@@ -395,7 +396,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
   const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kMmaRows;
   const unsigned iw = i0 + 16 * w;  // the warp's first row
   const unsigned jend = p.skip ? min(p.n, i0 + kMmaRows) : p.n;
-  if (!PRE) zero_smem_nt<kMmaThreads>(sm, 2 * KT * SD);  // the raw tiles' padding columns stay zero
+  if (!PRE) zero_smem_nt<kMmaThreads>(sm, 2 * KT * SD);  // the raw tiles' padding columns: zero
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const uint64_t base = b * p.n * p.d;
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
@@ -438,12 +439,13 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
       const bool more = j0 + KT < jend;
       if (PRE) {
         async::wait<0>();
-        __syncthreads();  // tile jt's planes visible; every read of the other buffer (tile jt - 1) done
+        __syncthreads();  // tile jt's planes visible; the other buffer's readers (tile jt - 1) done
         kpl = sm + (jt % 2) * BUF;
         vpl = kpl + PW * KT * SK;
         if (more) {
           float *nk = sm + ((jt + 1) % 2) * BUF;
-          load_planes_nt<DP, SPLIT, kMmaThreads>(nk, nk + PW * KT * SK, pb + (uint64_t)(jt + 1) * TP);
+          load_planes_nt<DP, SPLIT, kMmaThreads>(nk, nk + PW * KT * SK,
+                                                 pb + (uint64_t)(jt + 1) * TP);
           async::commit();
         }
       } else if (more) {
