@@ -65,7 +65,9 @@
 //
 // DEFAULT FAST FORWARD (determinism switch off, allow_tf32 off, sm_80+, d <= 128): the 3xTF32
 // FlashAttention-2 forward of cuda/attention_mma_kernels.cuh (mma.sync m16n8k8 on register
-// fragments, K / V split once per tile into fragment-ordered big / small planes in shared memory;
+// fragments, K / V split once per call by a pre-pass into fragment-ordered big / small planes
+// in global memory, copied tile by tile into double-buffered shared memory (session 7; the
+// earlier per-block split pass stays selectable by TLRT_ATTN_MMA_PRESPLIT=0 for the A/B run);
 // its top comment has the design and the PREDICTION: ~45 TFLOP/s at (32, 1024, 64), ~0.33x SDPA);
 // class library with the header's split-TF32 bound, run-to-run deterministic. With the switch on
 // (and for d > 128) the exact kernels below run, bit for bit the CPU. Measured (H100,
@@ -121,6 +123,14 @@ bool tf32_on_wmma() {
   return e != nullptr && e[0] == '1';
 }
 
+// The mma.sync forward's form: K, V split once per call by a pre-pass into global planes (the
+// default), or with TLRT_ATTN_MMA_PRESPLIT=0 in the environment (read per call; the A/B hook of
+// cuda/attention_mma_kernels.cuh's top comment) split per block and tile in shared memory.
+bool mma_presplit() {
+  const char *e = std::getenv("TLRT_ATTN_MMA_PRESPLIT");
+  return e == nullptr || e[0] != '0';
+}
+
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
   int dev;
@@ -161,13 +171,21 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
   // Switch on: the exact kernels (bit for bit the CPU). Off: the 3xTF32 mma.sync kernel
   // (cuda/attention_mma_kernels.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
   // one-product TF32 path (fwd_mma_kernel, or the WMMA kernel: TLRT_ATTENTION_TF32_WMMA=1).
+  // The pre-split planes (O(bh n d), returned to the pool in stream order) unless switched off.
   if (!deterministic() && launch.tensor_cores()) {
     if (tlrt_get_allow_tf32()) {
-      if (!tf32_on_wmma() ? attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse)
-                        : attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse))
+      if (tf32_on_wmma()) {
+        if (attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse)) return;
+      } else {
+        FloatScratch planes(dev,
+                            mma_presplit() ? attn_kernels::fwd_mma_planes_floats(p, false) : 0);
+        if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse, planes.get()))
+          return;
+      }
+    } else {
+      FloatScratch planes(dev, mma_presplit() ? attn_kernels::fwd_mma_planes_floats(p, true) : 0);
+      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;
-    } else if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse)) {
-      return;
     }
   }
   attn_kernels::fwd_plan(launch, p, q, k, v, out, lse);

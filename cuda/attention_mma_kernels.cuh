@@ -11,10 +11,17 @@
 //   Q: each lane loads its A fragments once from global memory (zeros past n and d); DP <= 64
 //   keeps them split (big and small TF32 parts: DP / 8 k-steps x 4 x 2 registers), DP = 128 keeps
 //   the float32 values (64 registers) and splits each k-step's fragment when it is used.
-//   K, V tiles: cp.async (16-byte copies when vec) into a raw (KT, DP + 4) staging pair while the
-//   previous tile is computed, then ONE split pass by the whole block (barrier, split, barrier)
-//   into "fragment-ordered" planes, so that a lane's B fragment (big and small) is ONE 16-byte
-//   shared load and no warp re-splits what the others use:
+//   K, V tiles, PRE form (the default since session 7; fwd_mma_kernel<..., PRE = true>): a small
+//   pre-pass kernel (split_kv_kernel) splits K and V ONCE per call into a global FloatScratch of
+//   "fragment-ordered" planes (below; densely per (problem, key tile), zeros past n and d; O(bh n
+//   d), (32, 1024, 64): 33.5 MB), and the kernel copies each tile's planes with 16-byte cp.async
+//   into a DOUBLE-BUFFERED pair of plane buffers at the padded strides (tile j + 1 in flight while
+//   tile j is computed; one barrier per tile; no raw staging, no split pass).
+//   K, V tiles, split-pass form (PRE = false; TLRT_ATTN_MMA_PRESPLIT=0 selects it, for the A/B
+//   measurement): cp.async (16-byte copies when vec) into a raw (KT, DP + 4) staging pair while
+//   the previous tile is computed, then ONE split pass by the whole block (barrier, split,
+//   barrier) into the same planes in shared memory. Either way a lane's B fragment (big and small)
+//   is ONE 16-byte shared load and no warp re-splits what the others use:
 //     K planes: row j, float4 c4 = 4 ks + t: {big, small of K[j][8 ks + t], big, small of
 //       K[j][8 ks + t + 4]} (row stride DP / 2 + 4 float4s: a quarter warp (g in {2h, 2h + 1},
 //       t = 0..3) reads 8 distinct 16-byte bank groups since the stride is 4 mod 8);
@@ -38,15 +45,49 @@
 // tiles whose first key is past its last row (KT = 32); blocks with the most tiles start first.
 // No atomics, no dependence on scheduling: the same bits run to run (the tensor cores' order is
 // fixed per instruction).
-// Shared memory (bytes): raw 2 KT (DP + 4) 4 + K planes KT (DP / 2 + 4) 16 + V planes
-// KT / 2 (DP + 2) 16: DP = 32: 56 KB, DP = 64: 105 KB, DP = 128 (KT = 32):
+// Shared memory (bytes), split-pass form: raw 2 KT (DP + 4) 4 + K planes KT (DP / 2 + 4) 16 + V
+// planes KT / 2 (DP + 2) 16: DP = 32: 56 KB, DP = 64: 105 KB, DP = 128 (KT = 32):
 // 102 KB (2); one 8-warp block per SM (registers: ~246 per thread; the 4-warp variant ran two
 // blocks, fwd_mma_min_blocks below).
 // Without SPLIT the planes take half: 37 / 71 / 69 KB (still two blocks: registers).
+// PRE form: 2 x (K planes + V planes): DP = 32: 74 KB, DP = 64: 138 KB, DP = 128: 133 KB
+// (without SPLIT 38 / 70 / 67 KB), all within sm_90's 227 KB and sm_80's 163 KB opt-in; where
+// they do not fit and the split-pass form does, the plan runs that (same bits).
 // Work per 64-key tile and warp (DP = 64, SPLIT): S 8 k-steps x 8 n-tiles x 3 = 192 mma, P V 8 x 8
 // x 3 = 192 mma; 128 LDS.128 (64 K, 64 V fragments); 32 exp and ~250 other softmax instructions
 // per lane; the split pass ~32 plane entries (~400 instructions) per thread and tile; two
 // barriers.
+// PREDICTION OF THE PRE FORM (session 7; H100, against the measured split-pass form below).
+//   Issue slots per warp and 64-key tile (DP = 64, SPLIT): before ~1400 (384 mma, 128 LDS.128,
+//   ~290 softmax, the split pass ~400: 2 x 16 entries, each 2 LDS.32, 2 x (2 cvt + 1 FADD), 1
+//   STS.128, addressing; 2 barriers); after ~1050 (the split pass becomes 16 cp.async.16 with
+//   their addresses, ~50; 1 barrier). The split pass is a barrier-sandwiched phase in which no
+//   warp of the SM issues an mma: ~1.5-2.5k of the measured ~16.7k cycles per tile and SM
+//   ((32, 1024, 64): 2 waves of 16 tiles in 0.305 ms at ~1.75 GHz); the new copies overlap
+//   the products. Bytes: the pre-pass reads K, V once (8 bh n d) and writes 16 bh n d (SPLIT; 8
+//   without) at ~copy bandwidth: (32, 1024, 64) 50 MB ~16 us, (16, 4096, 64) 100 MB ~35 us,
+//   (32, 1024, 128) 100 MB ~35 us; the main kernel reads 2x the K / V bytes from L2 (64 KB per
+//   tile and block instead of 32: (32, 1024, 64) 268 MB, ~1 TB/s, far below L2's bandwidth; the
+//   (16, 4096, 64) planes, 67 MB, exceed the 50 MB L2, but the 32 blocks of one problem run
+//   together and share their 4 MB).
+//   Expected (split-pass form measured -> PRE, pre-pass included; SDPA times of the table):
+//   (32, 1024, 64) none 0.305 -> ~0.265 ms (~0.46x), causal 0.264 -> ~0.235 (~0.33x), masked
+//   0.392 -> ~0.35 (~0.49x); (16, 4096, 64) none 2.356 -> ~2.07 (~0.50x), causal 1.488 -> ~1.32
+//   (~0.24x), masked 3.024 -> ~2.70 (~0.49x); (32, 1024, 128) none 0.522 -> ~0.47 (~0.63x: KT =
+//   32 halves the work per tile, so the split pass weighed about as much, but the pre-pass costs
+//   ~7% here), causal ~0.41 (~0.46x), masked ~0.53 (~0.60x). TF32 variant: the split pass was a
+//   larger share of its shorter tile: ~15-20% faster.
+//   Measured: (pending GPU run).
+// DP = 128's Q (not done; predicted): the float32 Q fragments take 64 registers and each tile
+// re-splits them (16 k-steps x 4 values x 3 instructions = ~190 issue slots per warp and 32-key
+// tile against 384 mma). Pre-split Q in fragment order in shared memory (per lane and k-step
+// {big a0..a3}, {small a0..a3}: two LDS.128, a warp reading 512 contiguous bytes, conflict-free)
+// takes 16 rows x 128 x 8 B = 16 KB per warp, 128 KB per 8-warp block: with the 133 KB of
+// double-buffered planes 261 KB > 227 KB (fits only with single-buffered planes, 194 KB, which
+// brings back a second barrier and the exposed copy). Two blocks per SM need <= 128 registers
+// per thread (o alone is 64, s 16, the mask 16) and 2 x 133 KB of shared memory: out of reach.
+// It would trade ~190 ALU slots for +32 LDS.128 per warp-tile (+25% shared traffic) at one block
+// per SM: predicted ~0-5%, not worth the shared memory.
 // PREDICTION (H100 SXM, TF32 off, the benchmark's 4 n^2 d count, causal half; SDPA fp32 times of
 // bench/results/2026-11-24-h100-attention-tc.md). Per SM and tile, 8 warps: tensor pipe ~8 x 384
 // mma.sync at ~half of the TF32 peak rate (~80 TFLOP/s useful with 3 products), shared memory
@@ -122,6 +163,27 @@ __host__ __device__ constexpr unsigned fwd_mma_smem_floats() {
   return 2 * mma_kt<DP>() * mma_raw_stride<DP>() +
          mma_pw<SPLIT>() * (mma_kt<DP>() * mma_k_stride<DP>() +
                             (mma_kt<DP>() / 2) * mma_v_stride<DP, SPLIT>());
+}
+
+// PRE = true (the pre-split form): no raw staging; two buffers of K and V planes (tile j + 1
+// lands while tile j is computed).
+template <unsigned DP, bool SPLIT>
+__host__ __device__ constexpr unsigned mma_plane_buf_floats() {
+  return mma_pw<SPLIT>() * (mma_kt<DP>() * mma_k_stride<DP>() +
+                            (mma_kt<DP>() / 2) * mma_v_stride<DP, SPLIT>());
+}
+template <unsigned DP, bool SPLIT, bool PRE>
+__host__ __device__ constexpr unsigned fwd_mma_smem_floats_v() {
+  return PRE ? 2 * mma_plane_buf_floats<DP, SPLIT>() : fwd_mma_smem_floats<DP, SPLIT>();
+}
+
+// The pre-split planes in global memory: per (problem, key tile), densely (no stride padding),
+// the K planes (KT rows of DP / 2 entries) then the V planes (KT / 2 key pairs of DP entries):
+// PW KT DP floats per tile, ceil(n / KT) tiles per problem. Entry order and bits are those the
+// split pass writes into shared memory (put_pair of the same two values; zeros past n and d).
+template <unsigned DP, bool SPLIT>
+__host__ __device__ constexpr unsigned mma_tile_plane_floats() {
+  return mma_pw<SPLIT>() * mma_kt<DP>() * DP;
 }
 
 // Blocks per SM the kernel is compiled for (register budget 65536 / (128 x blocks)): 2 (at most
@@ -235,6 +297,64 @@ __device__ __forceinline__ void split_pairs_tile(float *planes, const float *raw
   }
 }
 
+// The pre-pass (PRE): every key tile of every problem split once into its dense global planes.
+// Thread per plane entry (grid-stride along x over one problem's ceil(n / KT) KT DP entries;
+// problems along y): K entry (row r, c4) = the pair K[r][8 (c4 / 4) + c4 % 4], K[r][... + 4]
+// (split_rows_tile's), V entry (pair pr, column c) = V[2 pr][c], V[2 pr + 1][c]
+// (split_pairs_tile's); values past n or d are zeros, as in the zero-filled raw tiles.
+// Bytes: reads K and V once (8 bh n d), writes PW / 2 times that (SPLIT: 16 bh n d).
+template <unsigned DP, bool SPLIT>
+__global__ void __launch_bounds__(256)
+    split_kv_kernel(KP p, const float *__restrict k, const float *__restrict v,
+                    float *__restrict planes) {
+  constexpr unsigned KT = mma_kt<DP>(), PW = mma_pw<SPLIT>(), C4 = DP / 2, KE = KT * C4,
+                     TE = KT * DP;  // entries per tile: KE of K, then KE of V
+  const uint64_t tiles = (p.n + KT - 1) / KT, per = tiles * TE;
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const uint64_t base = b * p.n * p.d;
+    float *dst = planes + b * per * PW;
+    for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < per;
+         e += (uint64_t)gridDim.x * blockDim.x) {
+      const uint64_t j0 = (e / TE) * KT;
+      const unsigned r = (unsigned)(e % TE);
+      float x0, x1;
+      if (r < KE) {
+        const uint64_t j = j0 + r / C4;
+        const unsigned c4 = r % C4, col = 8 * (c4 / 4) + c4 % 4;
+        const bool in = j < p.n;
+        x0 = (in && col < p.d) ? k[base + j * p.d + col] : 0.0f;
+        x1 = (in && col + 4 < p.d) ? k[base + j * p.d + col + 4] : 0.0f;
+      } else {
+        const unsigned rv = r - KE, c = rv % DP;
+        const uint64_t j = j0 + 2 * (rv / DP);
+        x0 = (j < p.n && c < p.d) ? v[base + j * p.d + c] : 0.0f;
+        x1 = (j + 1 < p.n && c < p.d) ? v[base + (j + 1) * p.d + c] : 0.0f;
+      }
+      put_pair<SPLIT>(dst + PW * e, x0, x1);
+    }
+  }
+}
+
+// PRE: one tile's dense planes (src) into a plane buffer at the padded strides (kpl: K planes, row
+// stride SK entries; vpl: V planes, row stride SV entries) by 16-byte cp.async copies (an entry
+// is 16 bytes with SPLIT, two entries without; the strides keep every row 16-byte aligned).
+template <unsigned DP, bool SPLIT, unsigned NT>
+__device__ __forceinline__ void load_planes_nt(float *kpl, float *vpl, const float *src) {
+  constexpr unsigned KT = mma_kt<DP>(), PW = mma_pw<SPLIT>(), SK = mma_k_stride<DP>(),
+                     SV = mma_v_stride<DP, SPLIT>();
+  constexpr unsigned KROW = DP / 2 * PW / 4, KCH = KT * KROW;  // 16-byte chunks: K row, K tile
+  constexpr unsigned VROW = DP * PW / 4, VCH = KT / 2 * VROW;  // V pair row, V tile
+  static_assert((PW * SK) % 4 == 0 && (PW * SV) % 4 == 0, "plane rows 16-byte aligned");
+  static_assert(KCH % NT == 0 && VCH % NT == 0, "whole rounds of copies");
+#pragma unroll
+  for (unsigned e = threadIdx.x; e < KCH; e += NT)
+    async::copy16(kpl + (e / KROW) * (PW * SK) + 4 * (e % KROW), src + 4 * e, true);
+  src += 4 * KCH;
+#pragma unroll
+  for (unsigned e = threadIdx.x; e < VCH; e += NT)
+    async::copy16(vpl + (e / VROW) * (PW * SV) + 4 * (e % VROW), src + 4 * e, true);
+}
+
 // A C fragment's element e: row offset 8 (e / 2) from g, column 2t + e % 2 of its n-tile.
 __device__ __forceinline__ unsigned c_row(unsigned g, unsigned e) { return g + 8 * (e / 2); }
 __device__ __forceinline__ unsigned c_col(unsigned t, unsigned e) { return 2 * t + e % 2; }
@@ -251,10 +371,14 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // ---- forward -----------------------------------------------------------------------------------
 
-template <unsigned DP, bool SPLIT, bool EXACT, unsigned NW>
+// PRE = false: K, V raw tiles staged and split per block (the split pass); PRE = true: the tiles'
+// planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered, one
+// barrier per tile (k and v are then not read). Same operands, same products: the same bits.
+template <unsigned DP, bool SPLIT, bool EXACT, unsigned NW, bool PRE>
 __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
     fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict k,
-                   const float *__restrict v, float *__restrict out, float *__restrict lse) {
+                   const float *__restrict v, const float *__restrict planes,
+                   float *__restrict out, float *__restrict lse) {
 #if defined(TLRT_CUDA_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr unsigned KT = mma_kt<DP>(), SD = mma_raw_stride<DP>(), SK = mma_k_stride<DP>(),
                      SV = mma_v_stride<DP, SPLIT>(), PW = mma_pw<SPLIT>();
@@ -262,19 +386,29 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
   constexpr bool QPRE = DP <= 64;   // Q fragments kept split (else split per use)
   constexpr unsigned kMmaThreads = 32 * NW, kMmaRows = 16 * NW;
+  constexpr unsigned BUF = mma_plane_buf_floats<DP, SPLIT>(),
+                     TP = mma_tile_plane_floats<DP, SPLIT>();
   float *sm = async::dynamic_smem();
-  float *kraw = sm, *vraw = kraw + KT * SD, *kpl = vraw + KT * SD, *vpl = kpl + PW * KT * SK;
+  // !PRE: raw K, raw V, K planes, V planes. PRE: buffer 0 (K planes, V planes), buffer 1.
+  float *kraw = sm, *vraw = kraw + KT * SD;
+  float *kpl = PRE ? sm : vraw + KT * SD, *vpl = kpl + PW * KT * SK;
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kMmaRows;
   const unsigned iw = i0 + 16 * w;  // the warp's first row
   const unsigned jend = p.skip ? min(p.n, i0 + kMmaRows) : p.n;
-  zero_smem_nt<kMmaThreads>(sm, 2 * KT * SD);  // the raw tiles' padding columns stay zero
+  if (!PRE) zero_smem_nt<kMmaThreads>(sm, 2 * KT * SD);  // the raw tiles' padding columns: zero
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const uint64_t base = b * p.n * p.d;
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    // PRE: this problem's tile planes (tile jt at pb + jt TP).
+    const float *pb = PRE ? planes + b * (uint64_t)((p.n + KT - 1) / KT) * TP : nullptr;
     __syncthreads();  // zeroing, or the previous problem's readers, done
-    load_tile_nt<DP, KT, EXACT, kMmaThreads>(kraw, k + base, 0, p.n, p.d, p.vec);
-    load_tile_nt<DP, KT, EXACT, kMmaThreads>(vraw, v + base, 0, p.n, p.d, p.vec);
+    if (PRE) {
+      load_planes_nt<DP, SPLIT, kMmaThreads>(sm, sm + PW * KT * SK, pb);
+    } else {
+      load_tile_nt<DP, KT, EXACT, kMmaThreads>(kraw, k + base, 0, p.n, p.d, p.vec);
+      load_tile_nt<DP, KT, EXACT, kMmaThreads>(vraw, v + base, 0, p.n, p.d, p.vec);
+    }
     async::commit();
     // This lane's Q fragments (rows iw + g, iw + g + 8; columns 8 ks + t, 8 ks + t + 4).
     float qf[KS][4];
@@ -294,14 +428,27 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
     for (unsigned nt = 0; nt < KS; ++nt)
 #pragma unroll
       for (unsigned e = 0; e < 4; ++e) o[nt][e] = 0.0f;
-    async::wait<0>();
-    __syncthreads();  // raw tile 0 visible
-    split_rows_tile<DP, KT, SPLIT, kMmaThreads>(kpl, kraw);
-    split_pairs_tile<DP, KT, SPLIT, kMmaThreads>(vpl, vraw);
-    __syncthreads();  // planes of tile 0 visible; the raw tiles free
-    for (unsigned j0 = 0; j0 < jend; j0 += KT) {
+    if (!PRE) {
+      async::wait<0>();
+      __syncthreads();  // raw tile 0 visible
+      split_rows_tile<DP, KT, SPLIT, kMmaThreads>(kpl, kraw);
+      split_pairs_tile<DP, KT, SPLIT, kMmaThreads>(vpl, vraw);
+      __syncthreads();  // planes of tile 0 visible; the raw tiles free
+    }
+    for (unsigned j0 = 0, jt = 0; j0 < jend; j0 += KT, ++jt) {
       const bool more = j0 + KT < jend;
-      if (more) {
+      if (PRE) {
+        async::wait<0>();
+        __syncthreads();  // tile jt's planes visible; the other buffer's readers (tile jt - 1) done
+        kpl = sm + (jt % 2) * BUF;
+        vpl = kpl + PW * KT * SK;
+        if (more) {
+          float *nk = sm + ((jt + 1) % 2) * BUF;
+          load_planes_nt<DP, SPLIT, kMmaThreads>(nk, nk + PW * KT * SK,
+                                                 pb + (uint64_t)(jt + 1) * TP);
+          async::commit();
+        }
+      } else if (more) {
         load_tile_nt<DP, KT, EXACT, kMmaThreads>(kraw, k + base, j0 + KT, p.n, p.d, p.vec);
         load_tile_nt<DP, KT, EXACT, kMmaThreads>(vraw, v + base, j0 + KT, p.n, p.d, p.vec);
         async::commit();
@@ -404,7 +551,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
                                 get_pair<SPLIT>(vpl + PW * ((4 * kk + t) * SV + 8 * nt + g)));
         }
       }
-      if (more) {
+      if (!PRE && more) {
         async::wait<0>();
         __syncthreads();  // raw tile visible; every read of the planes done
         split_rows_tile<DP, KT, SPLIT, kMmaThreads>(kpl, kraw);
@@ -447,23 +594,46 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
 #endif
 }
 
+// Floats of the pre-split planes (the FloatScratch the caller passes to fwd_mma_plan for the PRE
+// form): PW KT DP per key tile, ceil(n / KT) tiles per problem; 0 where the kernel does not apply.
+// O(bh n d): (32, 1024, 64) SPLIT 33.5 MB.
+inline uint64_t fwd_mma_planes_floats(const Problem &p, bool split) {
+  if (p.d == 0 || p.d > 128 || p.n == 0 || p.bh == 0) return 0;
+  const uint64_t dp = p.d <= 32 ? 32 : p.d <= 64 ? 64 : 128, kt = dp == 128 ? 32 : 64;
+  return p.bh * ((p.n + kt - 1) / kt) * kt * dp * (split ? 4 : 2);
+}
+
 // The fast forward's launch, or false (nothing launched) where it does not apply: d == 0 or
 // d > 128, or too little shared memory per block (the caller runs another forward then).
+// planes != nullptr (fwd_mma_planes_floats(p, split) floats, 16-byte aligned): the PRE form
+// (split_kv_kernel, then the kernel copying planes), else the split-pass form; where the PRE
+// form's shared memory does not fit but the other's does, the other runs (same bits).
 template <class L>
 bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
-                  const float *v, float *out, float *lse) {
+                  const float *v, float *out, float *lse, float *planes = nullptr) {
   if (p.d == 0 || p.d > 128) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
   const unsigned dp = p.d <= 32 ? 32 : p.d <= 64 ? 64 : 128;
   const bool exact = dp == p.d;
   auto go = [&](auto dpc, auto splitc, auto exactc) {
     constexpr unsigned DP = decltype(dpc)::value;
-    constexpr size_t bytes = fwd_mma_smem_floats<DP, decltype(splitc)::value>() * sizeof(float);
+    constexpr bool SPLIT = decltype(splitc)::value, EXACT = decltype(exactc)::value;
+    const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
+    constexpr size_t pre_bytes = fwd_mma_smem_floats_v<DP, SPLIT, true>() * sizeof(float);
+    if (planes != nullptr && pre_bytes <= launch.smem_limit()) {
+      const uint64_t per = (uint64_t)((kp.n + mma_kt<DP>() - 1) / mma_kt<DP>()) * mma_kt<DP>() * DP;
+      const uint64_t bx = (per + 255) / 256;
+      launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT>,
+             dim3((unsigned)(bx < 0x7FFFFFFFull ? bx : 0x7FFFFFFFull), grid.y, 1), 256u, (size_t)0,
+             kp, k, v, planes);
+      launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, EXACT, kMmaWarps, true>, grid,
+             32 * kMmaWarps, pre_bytes, kp, q, k, v, (const float *)planes, out, lse);
+      return true;
+    }
+    constexpr size_t bytes = fwd_mma_smem_floats_v<DP, SPLIT, false>() * sizeof(float);
     if (bytes > launch.smem_limit()) return false;
-    launch("attention fwd_mma_kernel",
-           fwd_mma_kernel<DP, decltype(splitc)::value, decltype(exactc)::value, kMmaWarps>,
-           grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh),
-           32 * kMmaWarps, bytes, kp, q, k, v, out, lse);
+    launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, EXACT, kMmaWarps, false>, grid,
+           32 * kMmaWarps, bytes, kp, q, k, v, (const float *)nullptr, out, lse);
     return true;
   };
   using T = std::true_type;

@@ -11,7 +11,10 @@
 // NaN). The emulated tensor cores round once per element and instruction from a float64 sum; the
 // GPU's accumulation differs, which the parity suite's float64 comparison covers on the device.
 // Also checks that the plan declines d = 0, d > 128 and a device with too little shared memory,
-// and that two runs (two schedules) give the same bits. ~4 minutes of CPU: the emulated mma
+// and that two runs (two schedules) give the same bits. Both forms of the kernel run in every
+// case: the default pre-split form (split_kv_kernel's global planes, NaN-filled beforehand, copied
+// double-buffered) is checked against the bounds, and the split-pass form
+// (TLRT_ATTN_MMA_PRESPLIT=0) must give the same bits under another schedule. ~4 minutes of CPU: the emulated mma
 // exchanges every operand through emulated shuffles. Skipped (77) under valgrind, ASan and TSan.
 #include <cmath>
 #include <cstdlib>
@@ -33,7 +36,17 @@ constexpr double kU = 0x1p-24, kT32 = 0x1p-11;
 using EmuLaunch = emu_check::Launch;
 const auto &kPolicies = emu_check::kPolicies3;
 
-double g_worst[2] = {0, 0};  // worst error / bound: split, tf32
+double g_worst[2] = {0, 0};
+
+// A 16-byte aligned buffer of the pre-split planes, NaN-filled.
+struct Planes {
+  std::vector<float> buf;
+  explicit Planes(uint64_t floats) : buf(floats + 4, NAN) {}
+  float *get() {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(buf.data());
+    return buf.data() + ((16 - a % 16) % 16) / 4;
+  }
+};  // worst error / bound: split, tf32
 int g_cases = 0;
 
 void compare(const std::string &what, const std::vector<float> &got,
@@ -82,8 +95,10 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
   for (int split = 1; split >= 2 - splits; --split) {
     std::vector<float> o(N + sh + 1, 7.0f), l(bh * n + 1, 7.0f);
     EmuLaunch launch{kPolicies[pol], 232448, odd ? 2u : 65535u};
+    // The default form: K, V pre-split into global planes (NaN where the pre-pass did not write).
+    Planes planes(ak::fwd_mma_planes_floats(p, split != 0));
     const bool ran = ak::fwd_mma_plan(launch, p, split != 0, dq.data() + sh, dk.data() + sh,
-                                      dv.data() + sh, o.data() + sh, l.data());
+                                      dv.data() + sh, o.data() + sh, l.data(), planes.get());
     TH_CHECK_MSG(ran, "fwd_mma_plan declined d = %llu", (unsigned long long)d);
     if (!ran) return;
     const std::vector<float> out(o.begin() + sh, o.begin() + sh + N),
@@ -107,12 +122,25 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
         for (uint64_t t = 0; t < d; ++t)
           TH_CHECK_MSG(out[e * d + t] == 0.0f, "%sexcluded row %llu not zero", tag,
                        (unsigned long long)e);
+    // The split-pass form (TLRT_ATTN_MMA_PRESPLIT=0) under another schedule: the same bits (the
+    // same operands reach the same products; the emulated mma is a function of its operands).
+    {
+      std::vector<float> o2(N + sh + 1, 7.0f), l2(bh * n + 1, 7.0f);
+      EmuLaunch other{kPolicies[(pol + 2) % 3], 232448, odd ? 2u : 65535u};
+      TH_CHECK(ak::fwd_mma_plan(other, p, split != 0, dq.data() + sh, dk.data() + sh,
+                                dv.data() + sh, o2.data() + sh, l2.data()));
+      bool same = true;
+      for (size_t e = 0; e < o.size(); ++e) same = same && th::same_bits(o[e], o2[e]);
+      for (size_t e = 0; e < l.size(); ++e) same = same && th::same_bits(l[e], l2[e]);
+      TH_CHECK_MSG(same, "%spre-split and split-pass forms differ", tag);
+    }
     // Run to run: another schedule gives the same bits.
     if (split && n <= 70 && (mk == 0 || mk == 4)) {
       std::vector<float> o2(N + sh + 1, 7.0f), l2(bh * n + 1, 7.0f);
       EmuLaunch other{kPolicies[(pol + 1) % 3], 232448, odd ? 2u : 65535u};
+      Planes planes2(ak::fwd_mma_planes_floats(p, true));
       ak::fwd_mma_plan(other, p, true, dq.data() + sh, dk.data() + sh, dv.data() + sh,
-                       o2.data() + sh, l2.data());
+                       o2.data() + sh, l2.data(), planes2.get());
       bool same = true;
       for (size_t e = 0; e < o.size(); ++e) same = same && th::same_bits(o[e], o2[e]);
       for (size_t e = 0; e < l.size(); ++e) same = same && th::same_bits(l[e], l2[e]);
@@ -142,8 +170,16 @@ int main() {
     TH_CHECK(!ak::fwd_mma_plan(small, p, true, x, x, x, o, l));
     p.d = 129;
     TH_CHECK(!ak::fwd_mma_plan(small, p, true, x, x, x, o, l));
-    p.d = 64;  // 105 KB of shared memory: not on a 48 KB device
+    p.d = 64;  // 105 KB of shared memory (pre-split form 138 KB): not on a 48 KB device
     TH_CHECK(!ak::fwd_mma_plan(small, p, true, x, x, x, o, l));
+    Planes pl(ak::fwd_mma_planes_floats(p, true));
+    TH_CHECK(!ak::fwd_mma_plan(small, p, true, x, x, x, o, l, pl.get()));
+    // 100 KB: the pre-split form (138 KB) does not fit, the split-pass form (105 KB) does not
+    // either; at d = 32 (74 KB against 56 KB) a 64 KB device runs the split-pass form.
+    EmuLaunch mid{kPolicies[0], 65536, 65535};
+    p.d = 32;
+    Planes pl32(ak::fwd_mma_planes_floats(p, true));
+    TH_CHECK(ak::fwd_mma_plan(mid, p, true, x, x, x, o, l, pl32.get()));
   }
   struct Dims {
     uint64_t bh, n, d;
