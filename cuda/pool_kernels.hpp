@@ -1096,12 +1096,17 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     }
     nr = nan ? 1u : 0u;
     jp = (uint32_t)(slot * KW) * kRep;
+    // From the window's first column (a padding column reads -inf): j is then wrong only for a
+    // row whose cells are all -inf or that holds a NaN, and such a row's value (-inf, resp. a
+    // NaN or the first value) is never taken by the cross-row select unless it is the first
+    // maximum (the select starts at -inf with the window's first real cell, and a window with a
+    // NaN is found again from x): one compare and two selects fewer per window and row.
     TLRT_UNROLL
     for (int q = 0; q < NW; ++q) {
-      v[q] = -inf;
-      int j = j0[q];
+      v[q] = c[q * S];
+      int j = 0;
       TLRT_UNROLL
-      for (int k = 0; k < KW; ++k)
+      for (int k = 1; k < KW; ++k)
         if (c[q * S + k] > v[q]) {
           v[q] = c[q * S + k];
           j = k;
