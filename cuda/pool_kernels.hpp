@@ -68,7 +68,8 @@ constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
 constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
 // Stream kernel: window rows prefetched ahead of the one being computed (TLRT_POOL_AHEAD > 0
-// overrides stream_ahead's choice).
+// at build time, or the environment's TLRT_POOL_STREAM_AHEAD = 0 .. 8 per call, overrides
+// stream_ahead's choice).
 #ifndef TLRT_POOL_AHEAD
 #define TLRT_POOL_AHEAD 0
 #endif
@@ -190,6 +191,7 @@ struct Plan {
   // div_by is exact for D (div_by_verified), with rcp = RN(1 / D).
   bool div_fast;
   float rcp;
+  int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -984,9 +986,12 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
 // average 0.71 / 0.69 of copy bandwidth, but stride 2 (the stem) max 0.69 / 0.76 and average
 // 0.73 / 0.77: the stem's rows are reused by the next window row already, so the prefetches only
 // add traffic. Stride 2 therefore prefetches nothing.
-template <Kind K, int S>
-TLRT_HD constexpr int stream_ahead() {
-  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : S != 1 ? 0 : K == Kind::Max ? 2 : 3;
+// A plan's value (Plan::ahead, set by bwd_path): a run-time distance, so that the environment
+// can change it per call for a measurement (TLRT_POOL_STREAM_AHEAD).
+inline int stream_ahead(Kind k, int s) {
+  const char *e = std::getenv("TLRT_POOL_STREAM_AHEAD");
+  if (e && e[0] >= '0' && e[0] <= '8' && e[1] == 0) return e[0] - '0';
+  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : s != 1 ? 0 : k == Kind::Max ? 2 : 3;
 }
 
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
@@ -1130,7 +1135,7 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
       }
     }
   };
-  constexpr int AHEAD = stream_ahead<K, S>();
+  const int AHEAD = f.ahead;
   TLRT_UNROLL
   for (int d = 0; d < AHEAD; ++d) ahead(ohA + d);
   if constexpr (K == Kind::Max) {
@@ -1156,7 +1161,7 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     }
   };
   for (int oh = ohA; oh <= ohB; ++oh) {
-    if constexpr (AHEAD > 0) ahead(oh + AHEAD);
+    if (AHEAD > 0) ahead(oh + AHEAD);
     const int hs = oh * S - PH;  // first input row of the window row
     // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
     float g[NW];
@@ -1335,7 +1340,9 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
     }
     if constexpr (C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
       if (stream_ok<C>(g, k)) {
-        stream(c, (p.stotal + kThreads - 1) / kThreads, m, p);
+        Plan ps = p;
+        ps.ahead = stream_ahead(k, C::SW);
+        stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }
     }

@@ -21,7 +21,8 @@
 // out-of-range shared-memory index or an unaligned float4 access aborts (emu_check).
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
-// kernel again with 1, 5 and 4096 rows per run (TLRT_POOL_STREAM_ROWS).
+// kernel again with 1, 5 and 4096 rows per run (TLRT_POOL_STREAM_ROWS) and prefetch distances
+// 0, 1 and 8 (TLRT_POOL_STREAM_AHEAD).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -405,6 +406,13 @@ int main() {
         for (int d : {-1, (int)Dist::Bits}) one(q, d, salt += 3);
   }
   unsetenv("TLRT_POOL_STREAM_ROWS");
+  // Other prefetch distances (TLRT_POOL_STREAM_AHEAD): none, 1, 8 (past the run's last row).
+  for (const char *ahead : {"0", "1", "8"}) {
+    setenv("TLRT_POOL_STREAM_AHEAD", ahead, 1);
+    for (const Geo &q : geos)
+      if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
+  }
+  unsetenv("TLRT_POOL_STREAM_AHEAD");
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
               paths_checked);
   return th::finish("test_pool_kernels");
