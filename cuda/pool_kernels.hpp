@@ -1197,14 +1197,18 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
       for (int a = 0; a < KH; ++a) nan_any |= nanr[a];
       TLRT_UNROLL
       for (int q = 0; q < NW; ++q) {
-        float best = -inf;
-        int cd = a0 * KW + j0[q];
+        // The first row holding the window's maximum (a strict '>' select over the rows takes
+        // the first row whose maximum equals the largest, -0 == +0 included): the largest by
+        // maxNum (no NaN here: a window with one is found again below), then the first row
+        // equal to it, its packed positions selected whole and unpacked once. All -inf: the
+        // window's first real cell.
+        float best = hv[0][q];
         TLRT_UNROLL
-        for (int a = 0; a < KH; ++a)
-          if (hv[a][q] > best) {
-            best = hv[a][q];
-            cd = (int)((hj[a] >> (4 * q)) & 15u);
-          }
+        for (int a = 1; a < KH; ++a) best = max_num(best, hv[a][q]);
+        uint32_t word = hj[KH - 1];
+        TLRT_UNROLL
+        for (int a = KH - 2; a >= 0; --a) word = hv[a][q] == best ? hj[a] : word;
+        int cd = best == -inf ? a0 * KW + j0[q] : (int)((word >> (4 * q)) & 15u);
         if (nan_any) {  // rare: the first NaN of the window, row-major, read again from x
           bool found = false;
           for (int a = 0; a < KH; ++a) {
