@@ -104,8 +104,8 @@ TLRT_HD uint32_t fdiv(FastDiv f, uint32_t n) { return (uint32_t)(((uint64_t)n * 
 
 // Correctly rounded x / d (d = RN-exact small integer, r = RN(1/d), both from the host) in five
 // instructions (FMUL, FFMA, FFMA, FSETP, FSEL) where __fdiv_rn takes ~19 with its range check
-// and slow-path branch: q0 = RN(x r), e = RN(x - q0 d) (exact: q0 is within an ulp of x / d),
-// q = RN(q0 + e r). e = 0 (x = +-0, or q0 already exact) keeps q0, which also keeps the sign of
+// and slow-path branch: q0 = RN(x r), e = RN(x - q0 d) (the remainder, exact where nothing
+// underflows: q0 is within an ulp of x / d), q = RN(q0 + e r). e = 0 (x = +-0, or q0 already exact) keeps q0, which also keeps the sign of
 // a zero quotient; e NaN (x = +-inf or NaN: q0 = x r is then the right inf / NaN) keeps q0.
 // Not a theorem for every d: it equals x / d for ALL 2^32 floats x only for the divisors of
 // div_by_verified (each checked exhaustively against the CPU's '/', subnormals included:
@@ -1101,11 +1101,11 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     }
     nr = nan ? 1u : 0u;
     jp = (uint32_t)(slot * KW) * kRep;
-    // From the window's first column (a padding column reads -inf): j is then wrong only for a
-    // row whose cells are all -inf or that holds a NaN, and such a row's value (-inf, resp. a
-    // NaN or the first value) is never taken by the cross-row select unless it is the first
-    // maximum (the select starts at -inf with the window's first real cell, and a window with a
-    // NaN is found again from x): one compare and two selects fewer per window and row.
+    // From the window's first column (a padding column reads -inf): j can then name a padding
+    // or non-first cell only in a row whose cells are all -inf or that holds a NaN, and neither
+    // decides a window's cell (the cross-row select takes the window's first real cell when all
+    // its rows are -inf, and a window with a NaN is found again from x): one compare and two
+    // selects fewer per window and row than starting from -inf.
     TLRT_UNROLL
     for (int q = 0; q < NW; ++q) {
       v[q] = c[q * S];
@@ -1310,19 +1310,20 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
   });
 }
 
-// Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
-// windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
-// average: stream_ok), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false
-// when g has no fast path.
 // Rows per run of the stream kernel: kStreamRows, or TLRT_POOL_STREAM_ROWS (1 .. 4096, read per
 // call; a measurement switch: fewer rows give more threads and waves of a better fill, at a
-// halo of KH - S x rows and about KH / S dy rows more per run).
+// halo per run (k3 s1 p1: the windows of rows hA .. hB - 1 read x rows hA - 2 .. hB + 1 and dy
+// rows hA - 1 .. hB, 4 and 2 rows more than the run, mostly L1 / L2 hits).
 inline uint32_t stream_rows() {
   const char *e = std::getenv("TLRT_POOL_STREAM_ROWS");
   const long v = e ? std::strtol(e, nullptr, 10) : 0;
   return v >= 1 && v <= 4096 ? (uint32_t)v : kStreamRows;
 }
 
+// Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
+// windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
+// average: stream_ok), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false
+// when g has no fast path.
 template <class Scatter, class TileLaunch, class StreamLaunch>
 bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, const float *dx,
               Scatter &&scatter, TileLaunch &&tile, StreamLaunch &&stream) {
