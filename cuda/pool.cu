@@ -67,8 +67,45 @@
 //   (max), dy / divisor (average) or dy, pivot and sum (smooth). Phase 2: one thread per 4 cells
 //   of a row sums, in output order, the terms of the windows containing each cell: dx is written
 //   once, x and dy read once plus the halo windows (about 20% for these tiles, from L2).
-// PREDICTED for this revision (H100, fraction of copy bandwidth, bench/pool.py shapes; from the
-//   bytes in flight per SM and the SASS instruction counts above, not measured):
+// SESSION 7 (stream kernel only; what limits the overlapping backward, from SASS / ptxas -v of
+//   sm_90, no GPU run): max k3 s1 p1 ~400 instructions on the hot path per window row of 4 cells
+//   (~100 per cell, 12 nominal bytes): ~2.7 of an SM's 4 warp instructions per cycle at 0.80 of
+//   copy bandwidth, with 24 warps per SM (77-80 registers, 3 blocks): issue-bound. Its window
+//   rows: ~115 row loads and first maxima of the new x row (8 columns, 6 windows), ~125 the
+//   cross-row select of 6 windows and the NaN flags, ~80 the 36 compare + predicated adds of the
+//   terms, ~25 register moves of the rows carried to the next window row, the rest addresses,
+//   prefetch and the float4 store; the rare NaN rescan (6 x ~100) is skipped. Average k3 s1:
+//   ~210 per window row of which ~115 the 6 __fdiv_rn (~19 each with range check and slow-path
+//   branch). Memory: bytes in flight per SM max s1 3 x 256 x (32 B x + 24 B dy) = 43 KB plus 2
+//   window rows of prefetch, average s1 5 x 256 x 24 B = 31 KB plus 3 rows; halo of a run of 14
+//   rows: x rows 18 / 14 (1.29x), dy rows 16 / 14 (1.14x), mostly L1 / L2 hits (the runs of a
+//   plane are neighbouring threads of one block); columns: 8 x and 6 dy values per 4 cells, the
+//   halo columns in the neighbours' lines (L1). Stores: one float4 per thread and row, a warp
+//   writes 224-byte row segments (whole 32-byte sectors; lines completed in L2 by the next
+//   row's store). Changes:
+//   - average with count_include_pad: dy / 9 by div_by (FMUL, FFMA, FFMA, FSETP, FSEL: equal to
+//     '/' on all 2^32 floats, checked exhaustively on the CPU; not true for every divisor, 6
+//     fails on subnormals, so only div_by_verified's list), in a loop instantiated for it (a
+//     run-time choice inside the loop kept both divisions and a branch around each). Static
+//     loop k3 s1 432 (both divisions) -> 205 (div_by) instructions, k3 s2 233 -> 168.
+//   - max: each row's per-window first maximum starts from the window's first column (not from
+//     -inf with the first real column; the cross-row select never takes a row where that
+//     differs); the cross-row select is maxNum over the rows, then the first row equal to it
+//     (its packed positions selected whole, unpacked once): k3 s1 loop 1052 -> 1023
+//     instructions (hot path ~400 -> ~370), registers 78 -> 79 (cap 80); k3 s2 709 -> 699,
+//     61 -> 56.
+//   - measurement switches, read per call: TLRT_POOL_STREAM_ROWS (rows per run, default 16 at
+//     most: 14 at 56 rows; max s1 runs 4.5 waves of 396 blocks, 7 runs of 8 rows 7.9 waves but
+//     10 / 8 window rows per row instead of 16 / 14), TLRT_POOL_STREAM_AHEAD (prefetch distance
+//     0 .. 8; defaults unchanged: stride 1 max 2, average 3, stride 2 none).
+//   Tried and dropped: rotating the carried rows' registers instead of moving them (the window-
+//   row loop unrolled over the 3 rotations): ptxas spilled 4-64 bytes in every stream kernel.
+//   PREDICTED (H100, fraction of copy bandwidth): average backward k3 s1 p1 0.72 -> ~0.82, stem
+//   0.77 -> ~0.80 (fewer instructions per byte; the rest unchanged); max backward k3 s1 p1 0.68
+//   -> ~0.70, stem 0.77 -> ~0.78 (still issue-bound: max k3 s1 stays short of 0.80).
+//   Measured: (pending GPU run)
+// PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
+//   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
 //   average forward on the same geometry, already 3 rows x 1 branch cheaper, is at 0.91); forward
 //   stem / k2 s2 / 3-D unchanged within noise (0.90-0.94; stem max now 4 blocks per SM);

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -48,7 +49,6 @@
 #if !defined(__CUDA_ARCH__)
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #endif
 
@@ -68,7 +68,8 @@ constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
 constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
 // Stream kernel: window rows prefetched ahead of the one being computed (TLRT_POOL_AHEAD > 0
-// overrides stream_ahead's choice).
+// at build time, or the environment's TLRT_POOL_STREAM_AHEAD = 0 .. 8 per call, overrides
+// stream_ahead's choice).
 #ifndef TLRT_POOL_AHEAD
 #define TLRT_POOL_AHEAD 0
 #endif
@@ -100,6 +101,35 @@ inline FastDiv make_fastdiv(uint32_t d) {
   return {(uint32_t)((uint64_t{1} << (31 + l)) / d + 1), 31 + l};
 }
 TLRT_HD uint32_t fdiv(FastDiv f, uint32_t n) { return (uint32_t)(((uint64_t)n * f.m) >> f.sh); }
+
+// Correctly rounded x / d (d = RN-exact small integer, r = RN(1/d), both from the host) in five
+// instructions (FMUL, FFMA, FFMA, FSETP, FSEL) where __fdiv_rn takes ~19 with its range check
+// and slow-path branch: q0 = RN(x r), e = RN(x - q0 d) (the remainder, exact where nothing
+// underflows: q0 is within an ulp of x / d), q = RN(q0 + e r). e = 0 (x = +-0, or q0 already exact) keeps q0, which also keeps the sign of
+// a zero quotient; e NaN (x = +-inf or NaN: q0 = x r is then the right inf / NaN) keeps q0.
+// Not a theorem for every d: it equals x / d for ALL 2^32 floats x only for the divisors of
+// div_by_verified (each checked exhaustively against the CPU's '/', subnormals included:
+// test_pool_kernels with TLRT_POOL_DIV_EXHAUSTIVE=1); every other divisor keeps div_rn.
+TLRT_HD float div_by(float x, float d, float r) {
+#if defined(__CUDA_ARCH__)
+  const float q0 = __fmul_rn(x, r);
+  const float e = __fmaf_rn(-q0, d, x);
+  return fabsf(e) > 0.0f ? __fmaf_rn(e, r, q0) : q0;
+#else
+  const float q0 = x * r;
+  const float e = std::fma(-q0, d, x);
+  return std::fabs(e) > 0.0f ? std::fma(e, r, q0) : q0;
+#endif
+}
+// Divisors for which div_by is exhaustively verified: the powers of two (x r is exact: x / d
+// itself) and 9 (the k3 x 3 windows of the stream kernel). Checked on all 2^32 x (2026-11-24):
+// 9 and 27 exact; 6 is NOT (2796202 subnormal x differ, the first 0x00000009), which is why
+// this is a list of checked divisors and not a rule.
+inline bool div_by_verified(uint64_t d) {
+  if (d >= 1 && d <= (uint64_t{1} << 24) && (d & (d - 1)) == 0) return true;
+  for (uint64_t v : {9u}) if (d == v) return true;
+  return false;
+}
 
 TLRT_HD constexpr int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 TLRT_HD constexpr int ceil_div(int a, int b) { return -floor_div(-a, b); }
@@ -157,15 +187,22 @@ struct Plan {
   // columns of one run of rh consecutive rows.
   uint32_t cols, runs, rh, stotal;
   FastDiv by_cols, by_runs;
+  // Average with count_include_pad: every window divides by D = prod(kernel); div_fast when
+  // div_by is exact for D (div_by_verified), with rcp = RN(1 / D).
+  bool div_fast;
+  float rcp;
+  int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 // in_ptrs: the buffers with x's shape (x, dx); out_ptrs: those with y's shape (y, dy); NULL entries
 // are ignored.
+// rows: the stream kernel's rows per run at most (stream_rows()).
 template <class C>
 Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_ptrs,
-               std::initializer_list<const void *> out_ptrs, uint32_t v = kV) {
+               std::initializer_list<const void *> out_ptrs, uint32_t v = kV,
+               uint32_t rows = kStreamRows) {
   const int R = m.rank;
   const uint32_t W = m.out[R - 1], IW = m.in[R - 1];
   Plan p{};
@@ -194,13 +231,15 @@ Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_p
     p.by_wc = make_fastdiv(p.wc);
     // Runs of at most kStreamRows rows, as even as possible (56 rows: 4 runs of 14).
     p.cols = cols;
-    p.runs = (m.in[0] + kStreamRows - 1) / kStreamRows;
+    p.runs = (m.in[0] + rows - 1) / rows;
     p.rh = (m.in[0] + p.runs - 1) / p.runs;
     p.runs = (m.in[0] + p.rh - 1) / p.rh;
     p.stotal = m.nc * p.runs * p.cols;
     p.by_cols = make_fastdiv(p.cols);
     p.by_runs = make_fastdiv(p.runs);
   }
+  p.div_fast = div_by_verified(m.window);
+  p.rcp = 1.0f / (float)m.window;
   return p;
 }
 
@@ -947,9 +986,12 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
 // average 0.71 / 0.69 of copy bandwidth, but stride 2 (the stem) max 0.69 / 0.76 and average
 // 0.73 / 0.77: the stem's rows are reused by the next window row already, so the prefetches only
 // add traffic. Stride 2 therefore prefetches nothing.
-template <Kind K, int S>
-TLRT_HD constexpr int stream_ahead() {
-  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : S != 1 ? 0 : K == Kind::Max ? 2 : 3;
+// A plan's value (Plan::ahead, set by bwd_path): a run-time distance, so that the environment
+// can change it per call for a measurement (TLRT_POOL_STREAM_AHEAD).
+inline int stream_ahead(Kind k, int s) {
+  const char *e = std::getenv("TLRT_POOL_STREAM_AHEAD");
+  if (e && e[0] >= '0' && e[0] <= '8' && e[1] == 0) return e[0] - '0';
+  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : s != 1 ? 0 : k == Kind::Max ? 2 : 3;
 }
 
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
@@ -965,9 +1007,12 @@ TLRT_HD constexpr int stream_ahead() {
 //     float4 per thread and row.
 // No shared memory, no synchronisation: x and dy are read once per thread plus a halo of columns
 // (L1) and of KH - S rows per run (L2); dx is written once.
-template <Kind K, class C>
-TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
-                           const float *dy, bool include_pad, float *dx, uint32_t t) {
+// FD (average only): the divisions are div_by's (count_include_pad and a verified divisor), a
+// template parameter so that the loop has no branch per division (a run-time test inside the
+// loop made ptxas keep both divisions and a branch around each).
+template <Kind K, class C, bool FD>
+TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
+                        bool include_pad, float *dx, uint32_t t) {
   constexpr int KH = C::KH, KW = C::KW, S = C::SW;
   static_assert(S < KW && S <= KH && 4 % S == 0, "stream: overlapping windows, S divides 4");
   constexpr int RLO = C::rlo(0);                     // first window column relative to w / S
@@ -1056,12 +1101,17 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     }
     nr = nan ? 1u : 0u;
     jp = (uint32_t)(slot * KW) * kRep;
+    // From the window's first column (a padding column reads -inf): j can then name a padding
+    // or non-first cell only in a row whose cells are all -inf or that holds a NaN, and neither
+    // decides a window's cell (the cross-row select takes the window's first real cell when all
+    // its rows are -inf, and a window with a NaN is found again from x): one compare and two
+    // selects fewer per window and row than starting from -inf.
     TLRT_UNROLL
     for (int q = 0; q < NW; ++q) {
-      v[q] = -inf;
-      int j = j0[q];
+      v[q] = c[q * S];
+      int j = 0;
       TLRT_UNROLL
-      for (int k = 0; k < KW; ++k)
+      for (int k = 1; k < KW; ++k)
         if (c[q * S + k] > v[q]) {
           v[q] = c[q * S + k];
           j = k;
@@ -1085,7 +1135,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       }
     }
   };
-  constexpr int AHEAD = stream_ahead<K, S>();
+  const int AHEAD = f.ahead;
   TLRT_UNROLL
   for (int d = 0; d < AHEAD; ++d) ahead(ohA + d);
   if constexpr (K == Kind::Max) {
@@ -1111,7 +1161,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     }
   };
   for (int oh = ohA; oh <= ohB; ++oh) {
-    if constexpr (AHEAD > 0) ahead(oh + AHEAD);
+    if (AHEAD > 0) ahead(oh + AHEAD);
     const int hs = oh * S - PH;  // first input row of the window row
     // dy of the windows (oh, wo + q); absent windows get a term that adds nothing.
     float g[NW];
@@ -1147,14 +1197,18 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
       for (int a = 0; a < KH; ++a) nan_any |= nanr[a];
       TLRT_UNROLL
       for (int q = 0; q < NW; ++q) {
-        float best = -inf;
-        int cd = a0 * KW + j0[q];
+        // The first row holding the window's maximum (a strict '>' select over the rows takes
+        // the first row whose maximum equals the largest, -0 == +0 included): the largest by
+        // maxNum (no NaN here: a window with one is found again below), then the first row
+        // equal to it, its packed positions selected whole and unpacked once. All -inf: the
+        // window's first real cell.
+        float best = hv[0][q];
         TLRT_UNROLL
-        for (int a = 0; a < KH; ++a)
-          if (hv[a][q] > best) {
-            best = hv[a][q];
-            cd = (int)((hj[a] >> (4 * q)) & 15u);
-          }
+        for (int a = 1; a < KH; ++a) best = max_num(best, hv[a][q]);
+        uint32_t word = hj[KH - 1];
+        TLRT_UNROLL
+        for (int a = KH - 2; a >= 0; --a) word = hv[a][q] == best ? hj[a] : word;
+        int cd = best == -inf ? a0 * KW + j0[q] : (int)((word >> (4 * q)) & 15u);
         if (nan_any) {  // rare: the first NaN of the window, row-major, read again from x
           bool found = false;
           for (int a = 0; a < KH; ++a) {
@@ -1174,6 +1228,7 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
         code[q] = ok[q] ? cd : -1;
       }
     } else {
+      constexpr bool fast_div = FD;
       uint32_t rows = (uint32_t)KH;
       if (!include_pad) {
         const int r0 = hs > 0 ? hs : 0, r1 = hs + KH < (int)IH ? hs + KH : (int)IH;
@@ -1188,8 +1243,9 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
           d = (float)(rows * (uint32_t)(c1 - c0));
         }
         // Divided unconditionally (an absent window's g is 0), then selected: a branch around
-        // each division cost 3 instructions of ~19 (SASS).
-        const float t = div_rn(g[q], d);
+        // each division cost 3 instructions of ~19 (SASS). With padding counted, D is the
+        // launch's constant prod(kernel): div_by (5 instructions, the same bits) when verified.
+        const float t = fast_div ? div_by(g[q], d, f.rcp) : div_rn(g[q], d);
         term[q] = ok[q] ? t : -0.0f;
       }
     }
@@ -1227,6 +1283,15 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
   for (int h = ohB * S - PH + KH; h < hB; ++h) write_row(h, zero);
 }
 
+template <Kind K, class C>
+TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
+                           const float *dy, bool include_pad, float *dx, uint32_t t) {
+  if (K == Kind::Avg && include_pad && f.div_fast)
+    stream_run<K, C, true>(m, f, x, dy, include_pad, dx, t);
+  else
+    stream_run<K, C, false>(m, f, x, dy, include_pad, dx, t);
+}
+
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
 
 // Forward: calls launch(C{}, integral_constant<int, R>{}, blocks, m, plan); false when g has no
@@ -1245,6 +1310,16 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
   });
 }
 
+// Rows per run of the stream kernel: kStreamRows, or TLRT_POOL_STREAM_ROWS (1 .. 4096, read per
+// call; a measurement switch: fewer rows give more threads and waves of a better fill, at a
+// halo per run (k3 s1 p1: the windows of rows hA .. hB - 1 read x rows hA - 2 .. hB + 1 and dy
+// rows hA - 1 .. hB, 4 and 2 rows more than the run, mostly L1 / L2 hits).
+inline uint32_t stream_rows() {
+  const char *e = std::getenv("TLRT_POOL_STREAM_ROWS");
+  const long v = e ? std::strtol(e, nullptr, 10) : 0;
+  return v >= 1 && v <= 4096 ? (uint32_t)v : kStreamRows;
+}
+
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
 // windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
 // average: stream_ok), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false
@@ -1256,7 +1331,7 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
   return with_cfg(g, [&](auto c) {
     using C = decltype(c);
     const Dims<uint32_t> m = make_dims<uint32_t>(g);
-    const Plan p = make_plan<C>(m, {x, dx}, {dy});
+    const Plan p = make_plan<C>(m, {x, dx}, {dy}, kV, stream_rows());
     if constexpr (C::SW >= C::KW) {
       if (disjoint(g)) {
         const Plan ps = make_plan<C>(m, {x, dx}, {dy}, C::VS);
@@ -1270,7 +1345,9 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
     }
     if constexpr (C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
       if (stream_ok<C>(g, k)) {
-        stream(c, (p.stotal + kThreads - 1) / kThreads, m, p);
+        Plan ps = p;
+        ps.ahead = stream_ahead(k, C::SW);
+        stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }
     }

@@ -19,8 +19,12 @@
 // over buffers pre-filled with two different patterns, so a cell that no thread writes fails.
 // Shared memory is pre-filled with garbage, so a window read before phase 1 wrote it fails. An
 // out-of-range shared-memory index or an unaligned float4 access aborts (emu_check).
-// Also: FastDiv against '/' on edge and random operands.
+// Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
+// constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
+// kernel again with 1, 5 and 4096 rows per run (TLRT_POOL_STREAM_ROWS) and prefetch distances
+// 0, 1 and 8 (TLRT_POOL_STREAM_AHEAD).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -275,10 +279,45 @@ void fastdiv() {
   }
 }
 
+// div_by against '/' for every verified divisor: edge operands (signed zeros, subnormals, the
+// largest finite, infinities, NaN) and every 4099th bit pattern (~1M per divisor); all 2^32
+// patterns with TLRT_POOL_DIV_EXHAUSTIVE=1 (~45 s per divisor: how the list was established).
+void divby() {
+  const bool all = std::getenv("TLRT_POOL_DIV_EXHAUSTIVE") != nullptr;
+  std::vector<uint64_t> ds;
+  for (uint64_t d = 1; d <= 4096; ++d)
+    if (div_by_verified(d)) ds.push_back(d);
+  const uint32_t edge[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu,
+                           0x807fffffu, 0x00800000u, 0x80800000u, 0x7f7fffffu, 0xff7fffffu,
+                           0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x3f800000u,
+                           0x41100000u, 0x00000009u, 0x00000012u, 0x01000000u};
+  for (uint64_t d : ds) {
+    const float df = (float)d, r = 1.0f / df;
+    ++th::checks();
+    auto check = [&](uint32_t u) {
+      float x;
+      std::memcpy(&x, &u, 4);
+      const float got = div_by(x, df, r), ref = x / df;
+      if (th::same_bits(got, ref) || (got != got && ref != ref)) return true;
+      th::report(__FILE__, __LINE__, "div_by(" + th::hex(x) + ", " + std::to_string(d) +
+                                         ") = " + th::hex(got) + ", '/' gives " + th::hex(ref));
+      return false;
+    };
+    bool ok = true;
+    for (uint32_t u : edge) ok = ok && check(u);
+    const uint64_t step = all ? 1 : 4099;
+    for (uint64_t u = 0; ok && u <= 0xffffffffull; u += step) ok = check((uint32_t)u);
+  }
+  ++th::checks();
+  if (!div_by_verified(9) || div_by_verified(0) || div_by_verified(11))
+    th::report(__FILE__, __LINE__, "div_by_verified: 9 must be in the list, 0 and 11 not");
+}
+
 }  // namespace
 
 int main() {
   fastdiv();
+  divby();
   const std::vector<Geo> geos = {
       // k2 s2 p0: disjoint -> scatter (rank 2 and 3), float4 and scalar, tails, partial groups
       {2, 3, {8, 16}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
@@ -358,6 +397,22 @@ int main() {
     for (int d : {-2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits, (int)Dist::Edge,
                   (int)Dist::Positive})
       one(q, d, salt += 3);
+  // The stream kernel with other run heights (TLRT_POOL_STREAM_ROWS, a measurement switch): one
+  // row per run (every run a halo), 5 (runs ending mid-plane at odd rows), 4096 (one run).
+  for (const char *rows : {"1", "5", "4096"}) {
+    setenv("TLRT_POOL_STREAM_ROWS", rows, 1);
+    for (const Geo &q : geos)
+      if (std::strcmp(q.expect_bwd, "stream") == 0)
+        for (int d : {-1, (int)Dist::Bits}) one(q, d, salt += 3);
+  }
+  unsetenv("TLRT_POOL_STREAM_ROWS");
+  // Other prefetch distances (TLRT_POOL_STREAM_AHEAD): none, 1, 8 (past the run's last row).
+  for (const char *ahead : {"0", "1", "8"}) {
+    setenv("TLRT_POOL_STREAM_AHEAD", ahead, 1);
+    for (const Geo &q : geos)
+      if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
+  }
+  unsetenv("TLRT_POOL_STREAM_AHEAD");
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
               paths_checked);
   return th::finish("test_pool_kernels");
