@@ -71,9 +71,9 @@ void pipe_variant(const lk::BwdArgs &a, float *pg, float *pb, double bytes, doub
   const uint64_t nblk = tlrt::red::chunks_of(a.rows) * lk::fused_lane_sets(a.cols);
   L l;
   for (int persistent = 0; persistent < 2; ++persistent) {
-    const uint64_t most = persistent ? (uint64_t)l.blocks_per_sm(lk::fused_pipe_bwd<NT, R, P>, lk::pipe_smem_bytes<NT, R, P>(a.cols)) * l.sms() : nblk;
+    const uint64_t most = persistent ? (uint64_t)l.blocks_per_sm(lk::fused_pipe_bwd<NT, R, P, 1>, lk::pipe_smem_bytes<NT, R, P>(a.cols)) * l.sms() : nblk;
     const unsigned grid = (unsigned)(most < nblk ? most : nblk);
-    float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P>, grid, lk::pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
+    float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P, 1>, grid, lk::pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
     printf("  pipe<%u, %u> P=%u %s  %.4f ms  %.3f of copy BW\n", NT, R, P, persistent ? "persistent   " : "block per item", ms, bytes / ms / 1e6 / cbw);
   }
 }
@@ -114,13 +114,19 @@ int main() {
     lk::BwdArgs a2 = a; a2.dx = dx2;
     L l;
     printf("(%llu, %llu): partials %.1f MB each\n", (unsigned long long)rows, (unsigned long long)cols, np * 4 / 1e6);
-    const lk::BwdPlan reg{false, false, 0}, item{true, false, 0}, pers{true, true, 0};
+    const lk::BwdPlan reg{false, false, 0, false}, item{true, false, 0, false}, pers{true, true, 0, false},
+        merged{true, true, 0, true};
     float t0 = timeit([&] { lk::fused_bwd_plan(l, a, pg, pb, reg); });
     float t2 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, item); });
     float t1 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, pers); });
     printf("  register kernel        %.4f ms  %.3f of copy BW\n", t0, bytes / t0 / 1e6 / cbw);
     printf("  ring, block per item   %.4f ms  %.3f of copy BW\n", t2, bytes / t2 / 1e6 / cbw);
     printf("  ring, persistent       %.4f ms  %.3f of copy BW\n", t1, bytes / t1 / 1e6 / cbw);
+    if (cols > 2048) {  // lane sets merged in pairs: half the partials (other bits of pg / pb: timed only)
+      float t3 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, merged); });
+      printf("  ring, persistent, M=2  %.4f ms  %.3f of copy BW\n", t3, bytes / t3 / 1e6 / cbw);
+      lk::fused_bwd_plan(l, a2, pg2, pb2, pers);
+    }
     CK(cudaDeviceSynchronize());
     std::vector<uint32_t> A(n), B(n);
     CK(cudaMemcpy(A.data(), dx, n * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(B.data(), dx2, n * 4, cudaMemcpyDeviceToHost));

@@ -93,14 +93,17 @@
 // block, not once per item; same bits (emulator test: both grids). (2) The dgamma / dbeta
 // partials are one allocation, their level over S one reduce_axis launch (3 launches, not 4).
 // (3) 33..128 columns back on the register kernel (0.54 against the ring's 0.44 at 64
-// columns: instruction-bound per 64-element row). Registers (sm_90, -Xptxas -v, no spills):
-// fused_pipe_bwd 96 / 92 / 92 / 96 at 4096 / 2048 / 1024 / 512 columns, 72 / 80 for the
-// short rings. PREDICTION: (65536, 1024) 0.343 -> ~0.32 ms (~0.84 of copy bandwidth, ~0.5x
-// PyTorch), (16384, 4096) 0.362 -> ~0.34 (~0.79: its partials stay 8% of the bytes), 64 columns
-// 0.611 -> ~0.50 ms (0.54, the register kernel's), 512 and 2048 columns as 1024. Measured:
-// (pending GPU run). Switches for the comparison (read per call; bwd_plan below):
-// TLRT_LN_BWD_PERSISTENT=0 (one block per item, as before), TLRT_LN_BWD_REG_COLS=0 (the ring from
-// 33 columns on, as before) or =N. fused_group_bwd serves the short rows and GPUs whose shared
+// columns: instruction-bound per 64-element row). (4) 2049..4096 columns (one group per block,
+// G = 1): a block takes lane sets t0 and t0 + 128 of a chunk in turn and adds their lane values
+// in registers (the tree's step h = 128), so the partials are (nc, 128, cols): 32 MB instead of
+// 64 MB written and read back at (16384, 4096), 4% of the bytes. Registers (sm_90, -Xptxas -v,
+// no spills): fused_pipe_bwd 126 at 4096 columns merged (86 unmerged), 80 / 80 / 90 at 2048 /
+// 1024 / 512, 72 for the short rings. PREDICTION: (65536, 1024) 0.343 -> ~0.32 ms (~0.84 of copy
+// bandwidth, ~0.5x PyTorch), (16384, 4096) 0.362 -> ~0.33 (~0.81), 64 columns 0.611 -> ~0.50 ms
+// (0.54, the register kernel's), 512 and 2048 columns as 1024. Measured: (pending GPU run).
+// Switches for the comparison (read per call; bwd_plan below): TLRT_LN_BWD_PERSISTENT=0 (one
+// block per item, as before), TLRT_LN_BWD_REG_COLS=0 (the ring from 33 columns on, as before) or
+// =N, TLRT_LN_BWD_MERGE=0 (256 lane sets at 4096 columns, as before). fused_group_bwd serves the short rows and GPUs whose shared
 // memory does not hold the 96 KiB rings (sm_89), and the probe (bench/ln_bwd_probe.cu).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
@@ -436,11 +439,13 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 // The fused backward's schedule (ln_kernels::BwdPlan), read per call for the GPU comparison:
 // TLRT_LN_BWD_PERSISTENT=0 gives the ring kernel one block per item (the 2026-11-24 schedule),
 // else a persistent grid (default); TLRT_LN_BWD_REG_COLS=N routes rows of 33..N columns to the
-// register kernel (default 128; 0: the ring kernel from 33 columns on, as on 2026-11-24).
+// register kernel (default 128; 0: the ring kernel from 33 columns on, as on 2026-11-24);
+// TLRT_LN_BWD_MERGE=0 keeps 256 lane sets per chunk at 2049..4096 columns (default: 128).
 ln_kernels::BwdPlan bwd_plan() {
   ln_kernels::BwdPlan p;
   if (const char *e = std::getenv("TLRT_LN_BWD_PERSISTENT")) p.persistent = std::atoi(e) != 0;
   if (const char *e = std::getenv("TLRT_LN_BWD_REG_COLS")) p.reg_max_cols = std::strtoull(e, nullptr, 10);
+  if (const char *e = std::getenv("TLRT_LN_BWD_MERGE")) p.merge = std::atoi(e) != 0;
   return p;
 }
 
@@ -451,14 +456,16 @@ ln_kernels::BwdPlan bwd_plan() {
 // (outer 2 nc): 3 launches of reduce_axis instead of 4.
 void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
   const uint64_t nc = red::chunks_of(a.rows);
-  const unsigned S = ln_kernels::fused_lane_sets(a.cols);
+  const CudaLaunch launch{dev, stream(dev)};
+  const ln_kernels::BwdPlan plan = bwd_plan();
+  const unsigned S = ln_kernels::fused_bwd_lane_sets(launch, a, plan);
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;
   const uint64_t np = nc * S * a.cols;
   FloatScratch part;
   if (!direct) part = FloatScratch(dev, 2 * np);
   float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
-  ln_kernels::fused_bwd_plan(CudaLaunch{dev, stream(dev)}, a, pg, pb, bwd_plan());
+  ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan);
   if (direct) return;
   if (nc == 1) {
     reduce_axis(dev, red::Op::Sum, pg, 1, S, a.cols, 1.0f, dgamma);

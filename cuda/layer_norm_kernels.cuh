@@ -203,17 +203,27 @@ __host__ __device__ inline size_t pipe_smem_bytes(uint64_t cols) {
 template <unsigned NT, unsigned R, unsigned P>
 constexpr unsigned kPipeBlocks = R * (256 / NT) >= 16 && P >= 3 ? 2 : 3;
 
-// Row steps of item q of the fused kernels (block-uniform): the steps r < 16 whose group-0 row
-// 4096 k + (q % S) + 256 r exists.
-template <unsigned S>
+// Items of the ring kernel with M lane sets merged (M = 1, or 2 for G = 1): item q = M u + j is
+// lane set t0 + j S / M of chunk k (u = k S / M + t0): its group-0 row at step r is item_row0 +
+// 256 r. With M = 1 that is lane set q % S of chunk q / S.
+template <unsigned S, unsigned M>
+__device__ __forceinline__ uint64_t item_row0(uint64_t q) {
+  constexpr unsigned SM = S / M;
+  const uint64_t u = q / M, k = u / SM;
+  return k * red::kChunk + (u - k * SM) + (q - u * M) * SM;
+}
+// Row steps of item q (block-uniform): the steps r < 16 whose group-0 row exists.
+template <unsigned S, unsigned M>
 __device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
-  const uint64_t k = q / S;
-  const uint64_t row0 = k * red::kChunk + (q - k * S);
+  const uint64_t row0 = item_row0<S, M>(q);
   const uint64_t left = row0 < rows ? (rows - row0 + red::kLanes - 1) / red::kLanes : 0;
   return (unsigned)(left < red::kDepth ? left : red::kDepth);
 }
 
-template <unsigned NT, unsigned R, unsigned P>
+// M = 2 (G = 1 only, the 4096-column kernel): the block takes the two lane sets t0 and t0 + S / 2
+// of a chunk one after the other and adds their lane values (the tree's halving step h = S / 2 =
+// 128), so the partials are (nc, S / 2, cols): half the bytes written and read back.
+template <unsigned NT, unsigned R, unsigned P, unsigned M = 1>
 __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
                    const float *__restrict mean, const float *__restrict inv_std,
@@ -227,6 +237,7 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   constexpr unsigned V = L::V;
   static_assert(S == kLaneSets<NT>, "lane sets per chunk");
   static_assert(P >= 2, "a ring of at least two stages");
+  static_assert(M == 1 || (M == 2 && G == 1), "merged lane sets: the one-group blocks");
   __shared__ float sh[2][2 * kThreads];
   Exchange<2 * kThreads> ex{sh, 0};
   float *ring = cuda::async::dynamic_smem();
@@ -234,22 +245,25 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   const unsigned arr = vs * kThreads;  // floats of one array (dy or x) of one stage
   const unsigned T = threadIdx.x % NT;
   const unsigned g = threadIdx.x / NT;
-  // This group's row of step r of item q: 4096 k + (q % S) + S g + 256 r.
+  // This group's row of step r of item q.
   auto row_of = [&](uint64_t q, unsigned r) {
-    const uint64_t k = q / S;
-    return k * red::kChunk + (q - k * S) + (uint64_t)g * S + (uint64_t)r * red::kLanes;
+    return item_row0<S, M>(q) + (uint64_t)g * S + (uint64_t)r * red::kLanes;
+  };
+  // The block's items in order: position p is item M (blockIdx.x + (p / M) gridDim.x) + p % M.
+  auto item_at = [&](uint64_t p) {
+    return (uint64_t)M * (blockIdx.x + (p / M) * gridDim.x) + (M == 1 ? 0 : p % M);
   };
   // The producer runs P - 1 steps ahead of the consumer over the same sequence of steps: it is at
-  // step pr of item q + pd gridDim.x (q: the consumer's item). produce() issues the copies of its
+  // step pr of the item at position p + pd (p: the consumer's). produce() issues the copies of its
   // next step into stage st and loads the step's row statistics; one commit group per step (empty
   // past the last item), so that wait<P - 1> in a consumer step means "this step has landed".
   // (Kept to two 32-bit counters: the 4096-column kernel is at its 128 registers.)
   unsigned pd = 0, pr = 0;
-  auto produce = [&](uint64_t q, unsigned st, float &m, float &s) {
-    uint64_t pq = q + (uint64_t)pd * gridDim.x;
-    while (pq < nblk && pr >= item_steps<S>(pq, rows)) {  // block-uniform; items may be empty
-      pq += gridDim.x;
+  auto produce = [&](uint64_t p, unsigned st, float &m, float &s) {
+    uint64_t pq = item_at(p + pd);
+    while (pq < nblk && pr >= item_steps<S, M>(pq, rows)) {  // block-uniform; items may be empty
       ++pd;
+      pq = item_at(p + pd);
       pr = 0;
     }
     bool act = false;
@@ -277,17 +291,20 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   };
   float mu[P], is[P];
 #pragma unroll
-  for (unsigned j = 0; j + 1 < P; ++j) produce(blockIdx.x, j, mu[j], is[j]);
+  for (unsigned j = 0; j + 1 < P; ++j) produce(0, j, mu[j], is[j]);
   unsigned cst = 0;  // the consumer's stage
-  for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x, --pd) {  // (pd >= 1 here: see below)
-    const unsigned nr = item_steps<S>(q, rows);
+  float hg[M > 1 ? V : 1], hb[M > 1 ? V : 1];  // M = 2: lane set t0's values until t0 + S / 2's
+  for (uint64_t p = 0;; ++p, --pd) {  // (pd >= 1 at the end of an item: see below)
+    const uint64_t q = item_at(p);
+    if (q >= nblk) break;
+    const unsigned nr = item_steps<S, M>(q, rows);
     float ag[V], ab[V];
 #pragma unroll
     for (unsigned i = 0; i < V; ++i) ag[i] = ab[i] = O::identity();
     for (unsigned r = 0; r < nr; ++r) {
       // Stage (cst + P - 1) % P was last read by this thread alone, in the step before: free to
       // refill (after the halving, whose cs it held, a barrier passed).
-      produce(q, cst == 0 ? P - 1 : cst - 1, mu[P - 1], is[P - 1]);
+      produce(p, cst == 0 ? P - 1 : cst - 1, mu[P - 1], is[P - 1]);
       cuda::async::wait<P - 1>();  // this step's copies have landed
       const uint64_t rw = row_of(q, r);
       const bool active = rw < rows;
@@ -329,12 +346,27 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
       }
       cst = cst + 1 == P ? 0 : cst + 1;
     }
-    float *og = pg + q * cols;
-    float *ob = pb + q * cols;
+    if constexpr (M == 2) {
+      if (q % 2 == 0) {  // lane set t0: held until t0 + S / 2 is done
+#pragma unroll
+        for (unsigned i = 0; i < V; ++i) {
+          hg[i] = ag[i];
+          hb[i] = ab[i];
+        }
+        continue;
+      }
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {  // the tree's step h = S / 2
+        ag[i] = O::op(hg[i], ag[i]);
+        ab[i] = O::op(hb[i], ab[i]);
+      }
+    }
+    float *og = pg + (q / M) * cols;
+    float *ob = pb + (q / M) * cols;
     // The stage of the step just consumed holds nothing now (the other P - 1 stages hold the
     // next item's rows, landing meanwhile): it holds the halving's cs. (The producer is P - 1 >= 1
     // steps past this item's last, or this item has no steps and the producer is at a later item
-    // or past the end: so pd >= 1, and the loop's --pd keeps q + pd gridDim.x.)
+    // or past the end: so pd >= 1, and the loop's --pd keeps the producer's item.)
     float *cs = ring + (size_t)(cst == 0 ? P - 1 : cst - 1) * 2 * arr;
     if constexpr (G > 1) __syncthreads();  // every thread is past its last read of that stage
     lanes_to_partials<L>(ag, ab, T, g, cols, cs, (unsigned)cols, og, ob);
@@ -477,10 +509,13 @@ constexpr size_t kPipeStaticSmem = 2 * 2 * kThreads * sizeof(float);  // fused_p
 // reg_max_cols: rows of 33 .. reg_max_cols columns take the register kernel (at 64 columns the ring
 // kernel measured 0.44 of copy bandwidth, the register kernel 0.54: short rows are bound by the
 // instructions per row, which the ring adds to, not by loads in flight).
+// merge: the 4096-column ring kernel (2049..4096 columns, G = 1) with M = 2 (partials (nc, 128,
+// cols)); fused_bwd_lane_sets says how many lane sets per chunk the plan's partials have.
 struct BwdPlan {
   bool pipelined = true;
   bool persistent = true;
   uint64_t reg_max_cols = 128;
+  bool merge = true;
 };
 
 // launch.dyn(name, kernel, grid, smem_bytes, args...) starts kernel with that much dynamic shared
@@ -488,6 +523,18 @@ struct BwdPlan {
 // (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89); launch.sms() the
 // multiprocessors, launch.blocks_per_sm(kernel, smem) the blocks that fit on one. The pipelined kernel where its ring fits (not the 96 KiB rings on sm_89) and
 // plan.pipelined, else the register kernel fused_group_bwd (the same bits).
+template <class Launch>
+bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
+  return a.cols > 32 && plan.pipelined && a.cols > plan.reg_max_cols &&
+         pipe_bytes_for(a.cols) + kPipeStaticSmem <= launch.max_smem();
+}
+// Lane sets per chunk of the partials fused_bwd_plan writes: (chunks_of(rows), this, cols).
+template <class Launch>
+unsigned fused_bwd_lane_sets(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
+  const bool merged = a.cols > 2048 && plan.merge && fused_bwd_ring(launch, a, plan);
+  return merged ? kLaneSets<256> / 2 : fused_lane_sets(a.cols);
+}
+
 template <class Launch>
 void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb,
                     const BwdPlan &plan = BwdPlan{}) {
@@ -501,9 +548,9 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
-#define TLRT_LN_PIPE(NT, R, P)                                                                   \
-  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ">", fused_pipe_bwd<NT, R, P>,               \
-             pipe_grid(fused_pipe_bwd<NT, R, P>, pipe_smem_bytes<NT, R, P>(a.cols)),             \
+#define TLRT_LN_PIPE(NT, R, P, M)                                                                \
+  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #M ">", fused_pipe_bwd<NT, R, P, M>,     \
+             pipe_grid(fused_pipe_bwd<NT, R, P, M>, pipe_smem_bytes<NT, R, P>(a.cols)),          \
              pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,  \
              a.cols, a.n, nblk, a.dx, pg, pb)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
@@ -511,14 +558,14 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
     row::with_segment_width(a.cols, [&](auto w) {
       TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
     });
-  } else if (plan.pipelined && a.cols > plan.reg_max_cols &&
-             pipe_bytes_for(a.cols) + kPipeStaticSmem <= launch.max_smem()) {
-    if (a.cols <= 128) TLRT_LN_PIPE(32, 1, 6);
-    else if (a.cols <= 256) TLRT_LN_PIPE(32, 1, 4);
-    else if (a.cols <= 512) TLRT_LN_PIPE(32, 2, 3);
-    else if (a.cols <= 1024) TLRT_LN_PIPE(64, 4, 3);
-    else if (a.cols <= 2048) TLRT_LN_PIPE(128, 8, 3);
-    else TLRT_LN_PIPE(256, 16, 3);
+  } else if (fused_bwd_ring(launch, a, plan)) {
+    if (a.cols <= 128) TLRT_LN_PIPE(32, 1, 6, 1);
+    else if (a.cols <= 256) TLRT_LN_PIPE(32, 1, 4, 1);
+    else if (a.cols <= 512) TLRT_LN_PIPE(32, 2, 3, 1);
+    else if (a.cols <= 1024) TLRT_LN_PIPE(64, 4, 3, 1);
+    else if (a.cols <= 2048) TLRT_LN_PIPE(128, 8, 3, 1);
+    else if (plan.merge) TLRT_LN_PIPE(256, 16, 3, 2);
+    else TLRT_LN_PIPE(256, 16, 3, 1);
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
   } else if (a.cols <= 512) {

@@ -105,28 +105,32 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(w + " seg_fwd inv_std", is, s);
   }
   const uint64_t nc = red::chunks_of(rows);
-  const unsigned ls = lk::fused_lane_sets(cols);
   // The fused backward's schedules, the same bits (cols > 32; cols <= 32 has one): the ring kernel
   // with one block per item (grid capped at grid_cap), the ring kernel on a persistent grid of
   // kPipeBlocks blocks per SM on 1 or 3 SMs (each block loops over many items, the ring running
-  // across them), both at every width (reg_max_cols = 0), and the register kernel.
+  // across them), both at every width (reg_max_cols = 0) and with 2049..4096 columns' lane sets
+  // merged in pairs (the default) or not, and the register kernel.
   struct Sched {
     const char *name;
     lk::BwdPlan plan;
     unsigned sms;
   };
   const Sched scheds[] = {
-      {"ring, block per item", {true, false, 0}, 132},
-      {"ring, persistent", {true, true, 0}, pi % 2 == 0 ? 1u : 3u},
-      {"register kernel", {false, false, 0}, 132},
+      {"ring, block per item", {true, false, 0, pi != 1}, 132},
+      {"ring, persistent", {true, true, 0, pi != 2}, pi % 2 == 0 ? 1u : 3u},
+      {"register kernel", {false, false, 0, false}, 132},
   };
   for (const Sched &sc : scheds) {
-    const std::string wk = w + " " + sc.name;
-    std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
+    char mt[32];
+    std::snprintf(mt, sizeof mt, " merge %d", (int)sc.plan.merge);
+    const std::string wk = w + " " + sc.name + mt;
+    const EmuLaunch launch{kPolicies[pi], grid_cap, sc.sms};
     lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
-                  static_cast<float>(cols), dx.data()};
-    lk::fused_bwd_plan(EmuLaunch{kPolicies[pi], grid_cap, sc.sms}, a, pg.data(), pb.data(),
-                       sc.plan);
+                  static_cast<float>(cols), nullptr};
+    const unsigned ls = lk::fused_bwd_lane_sets(launch, a, sc.plan);
+    std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
+    a.dx = dx.data();
+    lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), sc.plan);
     check_fused(wk, rows, cols, nc, ls, want_dx, want_dg, want_db, dx, pg, pb);
     if (cols <= 32) break;  // one kernel for short rows
   }
