@@ -1,7 +1,7 @@
 // Probe (not built by meson): times the fused layer-norm backward kernels alone (no reduce_axis
-// tail) on the GPU, the pipelined kernel (the plan's choice) against the register kernel
-// fused_group_bwd, checks that the two agree bit for bit (dx and the partials), and times a few
-// other ring depths P. Run from the repository root:
+// tail) on the GPU: the register kernel fused_group_bwd, the ring kernel with one block per item
+// and on the persistent grid; checks that the register and persistent ring kernels agree bit for
+// bit (dx and the partials), and times a few other ring depths P on both grids. Run from the repository root:
 //   nvcc -std=c++17 -fmad=false -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //       bench/ln_bwd_probe.cu -o /tmp/ln_bwd_probe && /tmp/ln_bwd_probe
 #include <cstdio>
@@ -15,10 +15,30 @@ namespace lk = tlrt::cuda::ln_kernels;
 
 struct L {
   uint64_t max_grid() const { return 0x7FFFFFFFull; }
+  unsigned sms() const {
+    int n = 0;
+    CK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0));
+    return (unsigned)n;
+  }
   size_t max_smem() const {
     int most = 0;
     CK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     return (size_t)most;
+  }
+  // The opt-in maximum less the kernel's static shared memory (the whole maximum is invalid).
+  template <class K>
+  void allow(K kernel) const {
+    cudaFuncAttributes fa{};
+    CK(cudaFuncGetAttributes(&fa, kernel));
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem() - (int)fa.sharedSizeBytes));
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared));
+  }
+  template <class K>
+  unsigned blocks_per_sm(K kernel, size_t smem) const {
+    allow(kernel);
+    int n = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
+    return n < 1 ? 1u : (unsigned)n;
   }
   template <class K, class... A>
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
@@ -27,7 +47,7 @@ struct L {
   }
   template <class K, class... A>
   void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
-    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem()));
+    allow(kernel);
     kernel<<<grid, 256, smem>>>(args...);
     CK(cudaGetLastError());
   }
@@ -50,8 +70,12 @@ template <unsigned NT, unsigned R, unsigned P>
 void pipe_variant(const lk::BwdArgs &a, float *pg, float *pb, double bytes, double cbw) {
   const uint64_t nblk = tlrt::red::chunks_of(a.rows) * lk::fused_lane_sets(a.cols);
   L l;
-  float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P>, (unsigned)nblk, lk::pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
-  printf("  pipe<%u, %u> P=%u        %.4f ms  %.3f of copy BW\n", NT, R, P, ms, bytes / ms / 1e6 / cbw);
+  for (int persistent = 0; persistent < 2; ++persistent) {
+    const uint64_t most = persistent ? (uint64_t)l.blocks_per_sm(lk::fused_pipe_bwd<NT, R, P, 1>, lk::pipe_smem_bytes<NT, R, P>(a.cols)) * l.sms() : nblk;
+    const unsigned grid = (unsigned)(most < nblk ? most : nblk);
+    float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P, 1>, grid, lk::pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
+    printf("  pipe<%u, %u> P=%u %s  %.4f ms  %.3f of copy BW\n", NT, R, P, persistent ? "persistent   " : "block per item", ms, bytes / ms / 1e6 / cbw);
+  }
 }
 
 int main() {
@@ -90,10 +114,19 @@ int main() {
     lk::BwdArgs a2 = a; a2.dx = dx2;
     L l;
     printf("(%llu, %llu): partials %.1f MB each\n", (unsigned long long)rows, (unsigned long long)cols, np * 4 / 1e6);
-    float t0 = timeit([&] { lk::fused_bwd_plan(l, a, pg, pb, false); });
-    float t1 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, true); });
+    const lk::BwdPlan reg{false, false, 0, false}, item{true, false, 0, false}, pers{true, true, 0, false},
+        merged{true, true, 0, true};
+    float t0 = timeit([&] { lk::fused_bwd_plan(l, a, pg, pb, reg); });
+    float t2 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, item); });
+    float t1 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, pers); });
     printf("  register kernel        %.4f ms  %.3f of copy BW\n", t0, bytes / t0 / 1e6 / cbw);
-    printf("  pipelined (plan)       %.4f ms  %.3f of copy BW\n", t1, bytes / t1 / 1e6 / cbw);
+    printf("  ring, block per item   %.4f ms  %.3f of copy BW\n", t2, bytes / t2 / 1e6 / cbw);
+    printf("  ring, persistent       %.4f ms  %.3f of copy BW\n", t1, bytes / t1 / 1e6 / cbw);
+    if (cols > 2048) {  // lane sets merged in pairs: half the partials (other bits of pg / pb: timed only)
+      float t3 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, merged); });
+      printf("  ring, persistent, M=2  %.4f ms  %.3f of copy BW\n", t3, bytes / t3 / 1e6 / cbw);
+      lk::fused_bwd_plan(l, a2, pg2, pb2, pers);
+    }
     CK(cudaDeviceSynchronize());
     std::vector<uint32_t> A(n), B(n);
     CK(cudaMemcpy(A.data(), dx, n * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(B.data(), dx2, n * 4, cudaMemcpyDeviceToHost));

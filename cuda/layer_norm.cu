@@ -78,8 +78,33 @@
 // 2026-11-24, bench/results/2026-11-24-h100-softmax-pipe.md): (65536, 1024) 0.379 -> 0.343 ms,
 // 0.71 -> 0.78 (0.55x PyTorch), (16384, 4096) 0.52 -> 0.74, 64 columns 0.54 -> 0.44: short of
 // the prediction at 1024 columns and worse at 64 columns (next: the ring depth per width; the 64-
-// column case may want the register kernel back). fused_group_bwd stays, unused by the dispatch, for the probe (bench/ln_bwd_probe.cu)
-// and the emulator test to compare against; delete it once the GPU run confirms.
+// column case may want the register kernel back).
+// SESSION 7 (branch ln7), WHY 0.78 WITH 128 KB IN FLIGHT: the loads in flight are ample in the
+// steady state, so the losses are at the edges of the work. (65536, 1024) is 1024 items (lane
+// sets) of 64 rows x 8 KB for 264 resident blocks: every block ran ONE item of 16 steps and
+// exited: its ring starts empty (the first step waits a whole loaded-memory latency, ~2-4 us
+// with 30+ MB in flight device-wide, against ~45 us per item), ends in a drain (the last P - 1
+// steps with nothing new issued, then the halving with no load outstanding), and the next block
+// starts only after the exit. ~4 such edges per SM, ~5-8% of the time; plus the reduce_axis tail
+// (4 launches, 16 MB at 1024 columns, 64 MB at 4096: 8% of the bytes there). CHANGES: (1) ONE
+// RING ACROSS ITEMS on a persistent grid (kPipeBlocks blocks per SM; the kernel comment in
+// cuda/layer_norm_kernels.cuh): the next item's first rows are in flight during the current
+// item's last rows and halving (which uses the one idle stage), so the ring is filled once per
+// block, not once per item; same bits (emulator test: both grids). (2) The dgamma / dbeta
+// partials are one allocation, their level over S one reduce_axis launch (3 launches, not 4).
+// (3) 33..128 columns back on the register kernel (0.54 against the ring's 0.44 at 64
+// columns: instruction-bound per 64-element row). (4) 2049..4096 columns (one group per block,
+// G = 1): a block takes lane sets t0 and t0 + 128 of a chunk in turn and adds their lane values
+// in registers (the tree's step h = 128), so the partials are (nc, 128, cols): 32 MB instead of
+// 64 MB written and read back at (16384, 4096), 4% of the bytes. Registers (sm_90, -Xptxas -v,
+// no spills): fused_pipe_bwd 126 at 4096 columns merged (86 unmerged), 80 / 80 / 90 at 2048 /
+// 1024 / 512, 72 for the short rings. PREDICTION: (65536, 1024) 0.343 -> ~0.32 ms (~0.84 of copy
+// bandwidth, ~0.5x PyTorch), (16384, 4096) 0.362 -> ~0.33 (~0.81), 64 columns 0.611 -> ~0.50 ms
+// (0.54, the register kernel's), 512 and 2048 columns as 1024. Measured: (pending GPU run).
+// Switches for the comparison (read per call; bwd_plan below): TLRT_LN_BWD_PERSISTENT=0 (one
+// block per item, as before), TLRT_LN_BWD_REG_COLS=0 (the ring from 33 columns on, as before) or
+// =N, TLRT_LN_BWD_MERGE=0 (256 lane sets at 4096 columns, as before). fused_group_bwd serves the short rows and GPUs whose shared
+// memory does not hold the 96 KiB rings (sm_89), and the probe (bench/ln_bwd_probe.cu).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -89,7 +114,10 @@
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
+#include <cstdlib>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <set>
 #include <utility>
 
@@ -151,6 +179,24 @@ struct CudaLaunch {
     allow_smem(dev, reinterpret_cast<const void *>(kernel), name);
     kernel<<<grid, kThreads, smem, st>>>(args...);
     check_launch(name);
+  }
+  // Blocks of kThreads threads with smem bytes of dynamic shared memory that fit on one SM (the
+  // persistent grid of the ring kernel: more would wait for a second, long wave); cached.
+  template <class K>
+  unsigned blocks_per_sm(K kernel, size_t smem) const {
+    static std::mutex mu;
+    static std::map<std::tuple<const void *, int, size_t>, unsigned> known;
+    const void *k = reinterpret_cast<const void *>(kernel);
+    allow_smem(dev, k, "layer_norm blocks_per_sm");
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find({k, dev, smem});
+    if (it != known.end()) return it->second;
+    int n = 0;
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, (int)kThreads, smem),
+          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    const unsigned b = n < 1 ? 1u : (unsigned)n;
+    known.emplace(std::make_tuple(k, dev, smem), b);
+    return b;
   }
   // Raises the kernel's dynamic shared memory limit to the device's opt-in maximum per block
   // (and prefers shared memory over L1 in the carveout), once per (kernel, device).
@@ -390,36 +436,49 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 
 // ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
 
+// The fused backward's schedule (ln_kernels::BwdPlan), read per call for the GPU comparison:
+// TLRT_LN_BWD_PERSISTENT=0 gives the ring kernel one block per item (the 2026-11-24 schedule),
+// else a persistent grid (default); TLRT_LN_BWD_REG_COLS=N routes rows of 33..N columns to the
+// register kernel (default 128; 0: the ring kernel from 33 columns on, as on 2026-11-24);
+// TLRT_LN_BWD_MERGE=0 keeps 256 lane sets per chunk at 2049..4096 columns (default: 128).
+ln_kernels::BwdPlan bwd_plan() {
+  ln_kernels::BwdPlan p;
+  if (const char *e = std::getenv("TLRT_LN_BWD_PERSISTENT")) p.persistent = std::atoi(e) != 0;
+  if (const char *e = std::getenv("TLRT_LN_BWD_REG_COLS")) p.reg_max_cols = std::strtoull(e, nullptr, 10);
+  if (const char *e = std::getenv("TLRT_LN_BWD_MERGE")) p.merge = std::atoi(e) != 0;
+  return p;
+}
+
 // The partials (nc, S, cols) of the fused kernels -> dgamma, dbeta: the tree's halving over the S
 // values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
-// that; S = 1 is the chunk value itself), then the tree over the nc chunk values.
+// that; S = 1 is the chunk value itself), then the tree over the nc chunk values. The dgamma and
+// dbeta partials are one allocation (pg, then pb), so the level over S is one launch for both
+// (outer 2 nc): 3 launches of reduce_axis instead of 4.
 void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
   const uint64_t nc = red::chunks_of(a.rows);
-  const unsigned S = ln_kernels::fused_lane_sets(a.cols);
+  const CudaLaunch launch{dev, stream(dev)};
+  const ln_kernels::BwdPlan plan = bwd_plan();
+  const unsigned S = ln_kernels::fused_bwd_lane_sets(launch, a, plan);
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;
-  FloatScratch pg, pb;
-  if (!direct) {
-    pg = FloatScratch(dev, nc * S * a.cols);
-    pb = FloatScratch(dev, nc * S * a.cols);
-  }
-  ln_kernels::fused_bwd_plan(CudaLaunch{dev, stream(dev)}, a, direct ? dgamma : pg.get(),
-                             direct ? dbeta : pb.get());
+  const uint64_t np = nc * S * a.cols;
+  FloatScratch part;
+  if (!direct) part = FloatScratch(dev, 2 * np);
+  float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
+  ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan);
   if (direct) return;
   if (nc == 1) {
-    reduce_axis(dev, red::Op::Sum, pg.get(), 1, S, a.cols, 1.0f, dgamma);
-    reduce_axis(dev, red::Op::Sum, pb.get(), 1, S, a.cols, 1.0f, dbeta);
+    reduce_axis(dev, red::Op::Sum, pg, 1, S, a.cols, 1.0f, dgamma);
+    reduce_axis(dev, red::Op::Sum, pb, 1, S, a.cols, 1.0f, dbeta);
     return;
   }
-  FloatScratch cg, cb;
-  const float *g = pg.get(), *b = pb.get();
+  FloatScratch cgb;
+  const float *g = pg, *b = pb;
   if (S > 1) {
-    cg = FloatScratch(dev, nc * a.cols);
-    cb = FloatScratch(dev, nc * a.cols);
-    reduce_axis(dev, red::Op::Sum, g, nc, S, a.cols, 1.0f, cg.get());
-    reduce_axis(dev, red::Op::Sum, b, nc, S, a.cols, 1.0f, cb.get());
-    g = cg.get();
-    b = cb.get();
+    cgb = FloatScratch(dev, 2 * nc * a.cols);
+    reduce_axis(dev, red::Op::Sum, pg, 2 * nc, S, a.cols, 1.0f, cgb.get());
+    g = cgb.get();
+    b = cgb.get() + nc * a.cols;
   }
   reduce_axis(dev, red::Op::Sum, g, 1, nc, a.cols, 1.0f, dgamma);
   reduce_axis(dev, red::Op::Sum, b, 1, nc, a.cols, 1.0f, dbeta);

@@ -47,13 +47,14 @@ constexpr unsigned kLaneSets = NT;
 // the columns L::off(T, i) of their rows; the partial rows og / ob get, per column, their sum by
 // the tree's halving over the block's lanes (step h = 128 pairs g with g + G/2, ..., h = S pairs
 // g = 0 with g = 1). G == 1 writes the values directly; otherwise they go through cs ([sequence]
-// [g][column], 2 G kMaxCols floats) with one barrier, and the caller fences before cs is reused.
+// [g][column], row stride C >= cols: 2 G C floats) with one barrier, and the caller fences before
+// cs is reused.
 template <class L>
 __device__ __forceinline__ void lanes_to_partials(const float (&ag)[L::V], const float (&ab)[L::V],
                                                   unsigned T, unsigned g, uint64_t cols, float *cs,
-                                                  float *og, float *ob) {
+                                                  unsigned C, float *og, float *ob) {
   using O = red::Ops<red::Op::Sum>;
-  constexpr unsigned G = L::kGroups, C = (unsigned)L::kMaxCols;
+  constexpr unsigned G = L::kGroups;
   if constexpr (G == 1) {
 #pragma unroll
     for (unsigned i = 0; i < L::V; ++i) {
@@ -158,15 +159,15 @@ __global__ void __launch_bounds__(kThreads)
     }
     float *og = pg + q * cols;
     float *ob = pb + q * cols;
-    lanes_to_partials<L>(ag, ab, T, g, cols, &cs[0][0][0], og, ob);
+    lanes_to_partials<L>(ag, ab, T, g, cols, &cs[0][0][0], C, og, ob);
     if constexpr (G > 1) __syncthreads();  // cs is rewritten by the next q
   }
 }
 
 // 32 < cols <= 4096, PIPELINED: the same lanes, rows, sums and partials as fused_group_bwd (so the
 // same bits), but the rows of dy and x reach the block through a P-stage cp.async ring in dynamic
-// shared memory instead of registers: while a group works on its row r, its rows r + 1 .. r + P - 1
-// are already on the way, and the loads of a block no longer wait for its barriers. Each thread
+// shared memory instead of registers: while a group works on its row r, its next P - 1 rows are
+// already on the way, and the loads of a block no longer wait for its barriers. Each thread
 // copies exactly the elements it later reads (4-byte copies into its own slots
 // [stage][array][i][threadIdx.x]), so the ring needs no barrier: the thread's own cp.async wait
 // makes its data visible to it, and a stage is refilled only after the same thread read it.
@@ -175,8 +176,15 @@ __global__ void __launch_bounds__(kThreads)
 // in fused_group_bwd: held in registers it made the compiler spill), d and xhat are recomputed
 // from shared memory where needed (the same operations on the same inputs: the same bits).
 // A thread's slots of one array: V, or for R == 1 only the slots i with element T + NT i < cols
-// (pipe_slots), so that short rows fit deeper rings. At the end the ring's memory holds the
-// block's halving over its G lanes (cs of fused_group_bwd).
+// (pipe_slots), so that short rows fit deeper rings.
+// ONE RING ACROSS ITEMS: a block takes the items (lane sets) q = blockIdx.x + j gridDim.x, and the
+// ring runs over the concatenation of their row steps: while the block finishes item q (its last
+// rows, then the halving over its G lanes), the first rows of its next item are already in
+// flight, so a persistent grid (a few blocks per SM, cuda/layer_norm.cu) keeps the loads going
+// across item boundaries: no ramp per item, no exit and launch of blocks. The halving at the end
+// of an item uses the one stage that holds nothing then (the stage of the step just consumed:
+// the other P - 1 hold the next item's rows): cs with row stride cols fits in it (2 G cols <=
+// 2 vs 256 floats). With one block per item (grid = nblk) it is the former schedule.
 template <unsigned NT, unsigned R>
 __host__ __device__ inline unsigned pipe_slots(uint64_t cols) {
   constexpr unsigned V = R * (256 / NT);
@@ -186,9 +194,8 @@ __host__ __device__ inline unsigned pipe_slots(uint64_t cols) {
 }
 template <unsigned NT, unsigned R, unsigned P>
 __host__ __device__ inline size_t pipe_smem_bytes(uint64_t cols) {
-  const size_t ring = (size_t)P * 2 * pipe_slots<NT, R>(cols) * kThreads * sizeof(float);
-  const size_t halving = (size_t)2 * (kThreads / NT) * (R * 256) * sizeof(float);  // cs
-  return ring > halving ? ring : halving;
+  // The halving's cs (2 G cols floats) fits in one stage (2 pipe_slots 256 floats).
+  return (size_t)P * 2 * pipe_slots<NT, R>(cols) * kThreads * sizeof(float);
 }
 
 // Blocks per SM the shared memory allows (so, the register budget): rings of 16 slots per thread
@@ -196,7 +203,27 @@ __host__ __device__ inline size_t pipe_smem_bytes(uint64_t cols) {
 template <unsigned NT, unsigned R, unsigned P>
 constexpr unsigned kPipeBlocks = R * (256 / NT) >= 16 && P >= 3 ? 2 : 3;
 
-template <unsigned NT, unsigned R, unsigned P>
+// Items of the ring kernel with M lane sets merged (M = 1, or 2 for G = 1): item q = M u + j is
+// lane set t0 + j S / M of chunk k (u = k S / M + t0): its group-0 row at step r is item_row0 +
+// 256 r. With M = 1 that is lane set q % S of chunk q / S.
+template <unsigned S, unsigned M>
+__device__ __forceinline__ uint64_t item_row0(uint64_t q) {
+  constexpr unsigned SM = S / M;
+  const uint64_t u = q / M, k = u / SM;
+  return k * red::kChunk + (u - k * SM) + (q - u * M) * SM;
+}
+// Row steps of item q (block-uniform): the steps r < 16 whose group-0 row exists.
+template <unsigned S, unsigned M>
+__device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
+  const uint64_t row0 = item_row0<S, M>(q);
+  const uint64_t left = row0 < rows ? (rows - row0 + red::kLanes - 1) / red::kLanes : 0;
+  return (unsigned)(left < red::kDepth ? left : red::kDepth);
+}
+
+// M = 2 (G = 1 only, the 4096-column kernel): the block takes the two lane sets t0 and t0 + S / 2
+// of a chunk one after the other and adds their lane values (the tree's halving step h = S / 2 =
+// 128), so the partials are (nc, S / 2, cols): half the bytes written and read back.
+template <unsigned NT, unsigned R, unsigned P, unsigned M = 1>
 __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
                    const float *__restrict mean, const float *__restrict inv_std,
@@ -210,6 +237,7 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   constexpr unsigned V = L::V;
   static_assert(S == kLaneSets<NT>, "lane sets per chunk");
   static_assert(P >= 2, "a ring of at least two stages");
+  static_assert(M == 1 || (M == 2 && G == 1), "merged lane sets: the one-group blocks");
   __shared__ float sh[2][2 * kThreads];
   Exchange<2 * kThreads> ex{sh, 0};
   float *ring = cuda::async::dynamic_smem();
@@ -217,50 +245,72 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   const unsigned arr = vs * kThreads;  // floats of one array (dy or x) of one stage
   const unsigned T = threadIdx.x % NT;
   const unsigned g = threadIdx.x / NT;
-  for (uint64_t q = blockIdx.x; q < nblk; q += gridDim.x) {
-    const uint64_t k = q / S;
-    const uint64_t row0 = k * red::kChunk + (q - k * S);  // group 0's row at r = 0
-    // Steps r < nr of the block (block-uniform): group 0's row of step r exists.
-    const uint64_t left = row0 < rows ? (rows - row0 + red::kLanes - 1) / red::kLanes : 0;
-    const unsigned nr = (unsigned)(left < red::kDepth ? left : red::kDepth);
-    const uint64_t grow0 = row0 + (uint64_t)g * S;  // this group's row at r = 0
-    // Issues the copies of step r into stage r % P and loads its row statistics: one commit group
-    // per step (empty past the end), so that wait<P - 1> in step r means "step r has landed".
-    float mu[P], is[P];
-    auto issue = [&](unsigned r, float &m, float &s) {
-      const uint64_t rw = grow0 + (uint64_t)r * red::kLanes;
-      const bool act = r < nr && rw < rows;
-      if (act) {
-        float *sdy = ring + (size_t)(r % P) * 2 * arr + threadIdx.x;
-        float *sx = sdy + arr;
-        const uint64_t base = rw * cols;
+  // This group's row of step r of item q.
+  auto row_of = [&](uint64_t q, unsigned r) {
+    return item_row0<S, M>(q) + (uint64_t)g * S + (uint64_t)r * red::kLanes;
+  };
+  // The block's items in order: position p is item M (blockIdx.x + (p / M) gridDim.x) + p % M.
+  auto item_at = [&](uint64_t p) {
+    return (uint64_t)M * (blockIdx.x + (p / M) * gridDim.x) + (M == 1 ? 0 : p % M);
+  };
+  // The producer runs P - 1 steps ahead of the consumer over the same sequence of steps: it is at
+  // step pr of the item at position p + pd (p: the consumer's). produce() issues the copies of its
+  // next step into stage st and loads the step's row statistics; one commit group per step (empty
+  // past the last item), so that wait<P - 1> in a consumer step means "this step has landed".
+  // (Kept to two 32-bit counters: the 4096-column kernel is at its 128 registers.)
+  unsigned pd = 0, pr = 0;
+  auto produce = [&](uint64_t p, unsigned st, float &m, float &s) {
+    uint64_t pq = item_at(p + pd);
+    while (pq < nblk && pr >= item_steps<S, M>(pq, rows)) {  // block-uniform; items may be empty
+      ++pd;
+      pq = item_at(p + pd);
+      pr = 0;
+    }
+    bool act = false;
+    uint64_t rw = 0;
+    if (pq < nblk) {
+      rw = row_of(pq, pr++);
+      act = rw < rows;
+    }
+    if (act) {
+      float *sdy = ring + (size_t)st * 2 * arr + threadIdx.x;
+      float *sx = sdy + arr;
+      const uint64_t base = rw * cols;
 #pragma unroll
-        for (unsigned i = 0; i < V; ++i) {
-          const unsigned e = L::off(T, i);
-          if (e < cols) {  // for R == 1: i < vs
-            cuda::async::copy4(sdy + i * kThreads, dy + base + e, true);
-            cuda::async::copy4(sx + i * kThreads, x + base + e, true);
-          }
+      for (unsigned i = 0; i < V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) {  // for R == 1: i < vs
+          cuda::async::copy4(sdy + i * kThreads, dy + base + e, true);
+          cuda::async::copy4(sx + i * kThreads, x + base + e, true);
         }
       }
-      cuda::async::commit();
-      m = act ? mean[rw] : 0.0f;
-      s = act ? inv_std[rw] : 0.0f;
-    };
+    }
+    cuda::async::commit();
+    m = act ? mean[rw] : 0.0f;
+    s = act ? inv_std[rw] : 0.0f;
+  };
+  float mu[P], is[P];
 #pragma unroll
-    for (unsigned j = 0; j + 1 < P; ++j) issue(j, mu[j], is[j]);
+  for (unsigned j = 0; j + 1 < P; ++j) produce(0, j, mu[j], is[j]);
+  unsigned cst = 0;  // the consumer's stage
+  float hg[M > 1 ? V : 1], hb[M > 1 ? V : 1];  // M = 2: lane set t0's values until t0 + S / 2's
+  for (uint64_t p = 0;; ++p, --pd) {  // (pd >= 1 at the end of an item: see below)
+    const uint64_t q = item_at(p);
+    if (q >= nblk) break;
+    const unsigned nr = item_steps<S, M>(q, rows);
     float ag[V], ab[V];
 #pragma unroll
     for (unsigned i = 0; i < V; ++i) ag[i] = ab[i] = O::identity();
     for (unsigned r = 0; r < nr; ++r) {
-      // Stage (r + P - 1) % P was last read by this thread alone, in step r - 1: free to refill.
-      issue(r + P - 1, mu[P - 1], is[P - 1]);
-      cuda::async::wait<P - 1>();  // step r's copies have landed
-      const uint64_t rw = grow0 + (uint64_t)r * red::kLanes;
+      // Stage (cst + P - 1) % P was last read by this thread alone, in the step before: free to
+      // refill (after the halving, whose cs it held, a barrier passed).
+      produce(p, cst == 0 ? P - 1 : cst - 1, mu[P - 1], is[P - 1]);
+      cuda::async::wait<P - 1>();  // this step's copies have landed
+      const uint64_t rw = row_of(q, r);
       const bool active = rw < rows;
       const uint64_t base = active ? rw * cols : 0;
       const float m = mu[0], sd = is[0];
-      const float *sdy = ring + (size_t)(r % P) * 2 * arr + threadIdx.x;
+      const float *sdy = ring + (size_t)cst * 2 * arr + threadIdx.x;
       const float *sx = sdy + arr;
       // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r.
 #pragma unroll
@@ -294,14 +344,35 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
         mu[j] = mu[j + 1];
         is[j] = is[j + 1];
       }
+      cst = cst + 1 == P ? 0 : cst + 1;
     }
-    cuda::async::wait<0>();  // (only empty groups remain: nothing lands in the ring later)
-    float *og = pg + q * cols;
-    float *ob = pb + q * cols;
-    if constexpr (G > 1) __syncthreads();  // every thread is past its last read of the ring
-    lanes_to_partials<L>(ag, ab, T, g, cols, ring, og, ob);  // the ring's memory as cs
-    __syncthreads();  // the ring is refilled by the next q
+    if constexpr (M == 2) {
+      if (q % 2 == 0) {  // lane set t0: held until t0 + S / 2 is done
+#pragma unroll
+        for (unsigned i = 0; i < V; ++i) {
+          hg[i] = ag[i];
+          hb[i] = ab[i];
+        }
+        continue;
+      }
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {  // the tree's step h = S / 2
+        ag[i] = O::op(hg[i], ag[i]);
+        ab[i] = O::op(hb[i], ab[i]);
+      }
+    }
+    float *og = pg + (q / M) * cols;
+    float *ob = pb + (q / M) * cols;
+    // The stage of the step just consumed holds nothing now (the other P - 1 stages hold the
+    // next item's rows, landing meanwhile): it holds the halving's cs. (The producer is P - 1 >= 1
+    // steps past this item's last, or this item has no steps and the producer is at a later item
+    // or past the end: so pd >= 1, and the loop's --pd keeps the producer's item.)
+    float *cs = ring + (size_t)(cst == 0 ? P - 1 : cst - 1) * 2 * arr;
+    if constexpr (G > 1) __syncthreads();  // every thread is past its last read of that stage
+    lanes_to_partials<L>(ag, ab, T, g, cols, cs, (unsigned)cols, og, ob);
+    if constexpr (G > 1) __syncthreads();  // the stage is refilled by the next step
   }
+  cuda::async::wait<0>();  // (only empty groups remain: nothing lands in the ring later)
 }
 
 // cols <= 32, segments (W = pow2_at_least(cols) lanes per row, lane j = column j; SG = 256 / W
@@ -430,21 +501,56 @@ inline size_t pipe_bytes_for(uint64_t cols) {
 }
 constexpr size_t kPipeStaticSmem = 2 * 2 * kThreads * sizeof(float);  // fused_pipe_bwd's sh
 
+// How the plan schedules the fused backward (cuda/layer_norm.cu picks it; TLRT_LN_BWD_* there):
+// pipelined: the ring kernel where its ring fits, else the register kernel (the same bits);
+// persistent: the ring kernel's grid at the blocks that fit per SM (launch.blocks_per_sm(kernel,
+// smem): the occupancy; kPipeBlocks on sm_90) times launch.sms(), each block looping over items
+// with one ring across them; else one block per item (the 2026-11-24 schedule);
+// reg_max_cols: rows of 33 .. reg_max_cols columns take the register kernel (at 64 columns the ring
+// kernel measured 0.44 of copy bandwidth, the register kernel 0.54: short rows are bound by the
+// instructions per row, which the ring adds to, not by loads in flight).
+// merge: the 4096-column ring kernel (2049..4096 columns, G = 1) with M = 2 (partials (nc, 128,
+// cols)); fused_bwd_lane_sets says how many lane sets per chunk the plan's partials have.
+struct BwdPlan {
+  bool pipelined = true;
+  bool persistent = true;
+  uint64_t reg_max_cols = 128;
+  bool merge = true;
+};
+
 // launch.dyn(name, kernel, grid, smem_bytes, args...) starts kernel with that much dynamic shared
 // memory (allowing it above 48 KiB); launch.max_smem() is the most shared memory a block may have
-// (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89). The pipelined kernel
-// where its ring fits (not the 96 KiB rings on sm_89), else, or with pipelined = false, the
-// register kernel fused_group_bwd (the same bits).
+// (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89); launch.sms() the
+// multiprocessors, launch.blocks_per_sm(kernel, smem) the blocks that fit on one. The pipelined kernel where its ring fits (not the 96 KiB rings on sm_89) and
+// plan.pipelined, else the register kernel fused_group_bwd (the same bits).
+template <class Launch>
+bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
+  return a.cols > 32 && plan.pipelined && a.cols > plan.reg_max_cols &&
+         pipe_bytes_for(a.cols) + kPipeStaticSmem <= launch.max_smem();
+}
+// Lane sets per chunk of the partials fused_bwd_plan writes: (chunks_of(rows), this, cols).
+template <class Launch>
+unsigned fused_bwd_lane_sets(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
+  const bool merged = a.cols > 2048 && plan.merge && fused_bwd_ring(launch, a, plan);
+  return merged ? kLaneSets<256> / 2 : fused_lane_sets(a.cols);
+}
+
 template <class Launch>
 void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb,
-                    bool pipelined = true) {
+                    const BwdPlan &plan = BwdPlan{}) {
   const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
   const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
+  auto pipe_grid = [&](auto kernel, size_t smem) {
+    const uint64_t most =
+        plan.persistent ? (uint64_t)launch.blocks_per_sm(kernel, smem) * launch.sms() : grid;
+    return (unsigned)(most < grid ? most : grid);
+  };
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
-#define TLRT_LN_PIPE(NT, R, P)                                                                   \
-  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ">", fused_pipe_bwd<NT, R, P>, grid,          \
+#define TLRT_LN_PIPE(NT, R, P, M)                                                                \
+  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #M ">", fused_pipe_bwd<NT, R, P, M>,     \
+             pipe_grid(fused_pipe_bwd<NT, R, P, M>, pipe_smem_bytes<NT, R, P>(a.cols)),          \
              pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,  \
              a.cols, a.n, nblk, a.dx, pg, pb)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
@@ -452,13 +558,14 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
     row::with_segment_width(a.cols, [&](auto w) {
       TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
     });
-  } else if (pipelined && pipe_bytes_for(a.cols) + kPipeStaticSmem <= launch.max_smem()) {
-    if (a.cols <= 128) TLRT_LN_PIPE(32, 1, 6);
-    else if (a.cols <= 256) TLRT_LN_PIPE(32, 1, 4);
-    else if (a.cols <= 512) TLRT_LN_PIPE(32, 2, 3);
-    else if (a.cols <= 1024) TLRT_LN_PIPE(64, 4, 3);
-    else if (a.cols <= 2048) TLRT_LN_PIPE(128, 8, 3);
-    else TLRT_LN_PIPE(256, 16, 3);
+  } else if (fused_bwd_ring(launch, a, plan)) {
+    if (a.cols <= 128) TLRT_LN_PIPE(32, 1, 6, 1);
+    else if (a.cols <= 256) TLRT_LN_PIPE(32, 1, 4, 1);
+    else if (a.cols <= 512) TLRT_LN_PIPE(32, 2, 3, 1);
+    else if (a.cols <= 1024) TLRT_LN_PIPE(64, 4, 3, 1);
+    else if (a.cols <= 2048) TLRT_LN_PIPE(128, 8, 3, 1);
+    else if (plan.merge) TLRT_LN_PIPE(256, 16, 3, 2);
+    else TLRT_LN_PIPE(256, 16, 3, 1);
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
   } else if (a.cols <= 512) {

@@ -33,6 +33,10 @@ struct EmuLaunch {
   uint64_t max_grid() const { return grid_cap; }
   size_t max_smem() const { return 227 * 1024; }  // sm_90's
   unsigned sms() const { return sm; }
+  template <class K>
+  unsigned blocks_per_sm(K, size_t smem) const {  // sm_90's, for the ring kernels
+    return smem > 64 * 1024 ? 2u : 3u;
+  }
   unsigned grid_for(uint64_t items, uint64_t per_block) const {
     const uint64_t b = (items + per_block - 1) / per_block;
     return (unsigned)(b == 0 ? 1 : b < grid_cap ? b : grid_cap);
@@ -101,17 +105,34 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(w + " seg_fwd inv_std", is, s);
   }
   const uint64_t nc = red::chunks_of(rows);
-  const unsigned ls = lk::fused_lane_sets(cols);
-  // The pipelined kernel (the plan's choice) and, for cols > 32, the register kernel it replaced:
-  // the same bits.
-  for (bool pipelined : {true, false}) {
-    if (!pipelined && cols <= 32) break;
-    const std::string wk = w + (pipelined ? "" : " register kernel");
-    std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
+  // The fused backward's schedules, the same bits (cols > 32; cols <= 32 has one): the ring kernel
+  // with one block per item (grid capped at grid_cap), the ring kernel on a persistent grid of
+  // kPipeBlocks blocks per SM on 1 or 3 SMs (each block loops over many items, the ring running
+  // across them), both at every width (reg_max_cols = 0) and with 2049..4096 columns' lane sets
+  // merged in pairs (the default) or not, and the register kernel.
+  struct Sched {
+    const char *name;
+    lk::BwdPlan plan;
+    unsigned sms;
+  };
+  const Sched scheds[] = {
+      {"ring, block per item", {true, false, 0, pi != 1}, 132},
+      {"ring, persistent", {true, true, 0, pi != 2}, pi % 2 == 0 ? 1u : 3u},
+      {"register kernel", {false, false, 0, false}, 132},
+  };
+  for (const Sched &sc : scheds) {
+    char mt[32];
+    std::snprintf(mt, sizeof mt, " merge %d", (int)sc.plan.merge);
+    const std::string wk = w + " " + sc.name + mt;
+    const EmuLaunch launch{kPolicies[pi], grid_cap, sc.sms};
     lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
-                  static_cast<float>(cols), dx.data()};
-    lk::fused_bwd_plan(EmuLaunch{kPolicies[pi], grid_cap}, a, pg.data(), pb.data(), pipelined);
+                  static_cast<float>(cols), nullptr};
+    const unsigned ls = lk::fused_bwd_lane_sets(launch, a, sc.plan);
+    std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
+    a.dx = dx.data();
+    lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), sc.plan);
     check_fused(wk, rows, cols, nc, ls, want_dx, want_dg, want_db, dx, pg, pb);
+    if (cols <= 32) break;  // one kernel for short rows
   }
 }
 
