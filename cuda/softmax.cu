@@ -23,8 +23,10 @@
 // one of its U = 4 rows (the lanes of a segment share s): 4 logs (~25 instructions each) per
 // element. NOW (session 7, seg_logs): lane j computes only the log of row j % 4 of its segment and
 // the segment's lanes 0..3 pass them round by 4 shuffles (the same log_f of the same value): 1 log
-// + 4 shuffles + 3 selects per element. PREDICTION: log_softmax at 8 columns from 0.63 to ~0.75-0.8
-// of copy bandwidth (0.282 -> ~0.23 ms, PyTorch 0.208). Measured: (pending GPU run).
+// + 4 shuffles + 3 selects per element. SASS (sm_90, static count of the kernel): seg_fwd
+// log-softmax W = 8 480 -> 424 instructions (4 elements per thread), W = 4 448 -> 352.
+// PREDICTION: at 8 columns 0.63 -> ~0.7 of copy bandwidth (0.282 -> ~0.25 ms, PyTorch 0.208): the
+// log was not the only gap (softmax's division costs as much). Measured: (pending GPU run).
 //
 // warp_fwd (32 < cols <= 128 forward; cuda/softmax_kernels.cuh): one warp per row, K = 2 or 4
 // values per lane (every slot an element; the group kernel below keeps 8 slots per thread of which
@@ -35,8 +37,9 @@
 // per 2 elements a lane at 64 columns, are the remaining cost). Measured (H100, 2026-11-24): 0.84
 // / 0.73 at 64 columns (1.17x / 1.33x PyTorch), masked 0.85. NOW (session 7): log-softmax takes
 // its U row logs as seg_fwd does (lane T computes log(s) of row T % U only, shuffles hand them
-// round): 1 log per lane instead of U = 4 (64 columns) or 2 (128). PREDICTION: log_softmax at 64
-// columns 0.73 -> ~0.8 of copy bandwidth (0.242 -> ~0.21 ms, PyTorch 0.182). Softmax is
+// round): 1 log per lane instead of U = 4 (64 columns) or 2 (128). SASS (static): 1528 -> 1264
+// instructions at 64 columns (8 elements per thread), 1072 -> 896 at 128. PREDICTION: log_softmax
+// at 64 columns 0.73 -> ~0.8 of copy bandwidth (0.242 -> ~0.22 ms, PyTorch 0.182). Softmax is
 // unchanged (its per-element division is the cost). Measured: (pending GPU run).
 //
 // group_fwd / group_bwd (32 < cols <= 8192 forward, <= 4096 backward): one group of NT threads per
