@@ -25,6 +25,15 @@
 // (4096, 16384), ~0.7 at (1024, 65536). Measured (H100, 2026-11-24): 0.68 at (4096, 16384) (0.89x
 // PyTorch), but 0.39 at (1024, 65536), below the chunk passes' 0.46: one 8-warp block per SM
 // keeps too few loads in flight; so only up to 16384 columns (kBlockRowFwdMaxCols).
+// NOW (session 7) split_fwd (8192 < cols <= 65536; cuda/layer_norm_kernels.cuh, cuda/split_row.cuh,
+// as cuda/softmax.cu's long rows): the row in REGISTERS, x read once: up to 16384 columns one
+// 512-thread block per row (Q = 2 groups of 256 threads, 32 values per thread, 2 rows per SM),
+// above a thread-block cluster of Q blocks of 256 threads (distributed shared memory for the chunk
+// values; Q = 4: NCL = 2 chunks per block up to 32768, NCL = 4 up to 65536). Two tree sums per row
+// (S(x), S((x - mean)^2)): two block + two group-wide barriers. Bytes: 8 per element (+ gamma and
+// beta from L1 / L2). PREDICTION: ~0.85 of copy bandwidth at (4096, 16384) (0.261 -> ~0.21 ms),
+// ~0.75 at (1024, 65536) (0.387 -> ~0.24 ms; PyTorch 0.306). Measured: (pending GPU run).
+// Schedules by TLRT_LN_LONG_VARIANT (try_split_fwd below); 9 = the paths below.
 // Longer rows: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
 // with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
@@ -164,6 +173,11 @@ struct CudaLaunch {
   template <class K, class... A>
   void operator()(const char *name, K kernel, unsigned grid, A... args) const {
     kernel<<<grid, kThreads, 0, st>>>(args...);
+    check_launch(name);
+  }
+  template <class K, class... A>
+  void sized(const char *name, K kernel, unsigned grid, unsigned threads, A... args) const {
+    kernel<<<grid, threads, 0, st>>>(args...);
     check_launch(name);
   }
   size_t max_smem() const {
@@ -484,6 +498,53 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   reduce_axis(dev, red::Op::Sum, b, 1, nc, a.cols, 1.0f, dbeta);
 }
 
+// ---- forward, 8192 < cols <= 65536: the row in registers (cuda/split_row.cuh) -----------------
+template <unsigned Q, unsigned NCL>
+void launch_split_cluster(cudaStream_t st, const float *x, const float *gamma,
+                          const float *beta, uint64_t rows, uint64_t cols, float n, float eps,
+                          float *y, float *mean, float *inv_std) {
+  // One cluster per row (not persistent; the kernel loops past the grid's cap).
+  const uint64_t cap = kMaxGrid / Q;
+  const uint64_t clusters = rows < cap ? rows : cap;
+  const unsigned grid = (unsigned)(clusters * Q);
+  if (cols == split_row::SplitPart<Q, NCL, true>::kMaxCols)
+    ln_kernels::split_fwd_cluster<Q, NCL, true>
+        <<<grid, kThreads, 0, st>>>(x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
+  else
+    ln_kernels::split_fwd_cluster<Q, NCL, false>
+        <<<grid, kThreads, 0, st>>>(x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
+  check_launch("layer_norm split_fwd_cluster");
+}
+
+// Schedule by TLRT_LN_LONG_VARIANT, read per call (the lead keeps the fastest and removes the
+// switch; unset: 0). 8192 < cols <= 16384: 0 one 512-thread block (Q = 2, NCL = 2), 1 one
+// 256-thread block (Q = 1, NCL = 4), 2 one 1024-thread block (Q = 4, NCL = 1), 3 a cluster of
+// 4 x 256 (NCL = 1); up to 32768: 0 cluster 4 x 256 (NCL = 2), 1 cluster 2 x 256 (NCL = 4); up to
+// 65536: 0 cluster 4 x 256 (NCL = 4), 1 cluster 8 x 256 (NCL = 2). 9: not taken (false).
+bool try_split_fwd(int dev, cudaStream_t st, const float *x, const float *gamma, const float *beta,
+               uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
+               float *inv_std) {
+  const char *env = std::getenv("TLRT_LN_LONG_VARIANT");
+  const int var = env && *env >= '0' && *env <= '9' ? *env - '0' : 0;
+  if (var == 9) return false;
+  const CudaLaunch launch{dev, st};
+#define TLRT_LN_SPLIT x, gamma, beta, rows, cols, n, eps, y, mean, inv_std
+  if (cols <= 16384) {
+    if (var == 1) ln_kernels::split_fwd_plan<1, 4>(launch, TLRT_LN_SPLIT);
+    else if (var == 2) ln_kernels::split_fwd_plan<4, 1>(launch, TLRT_LN_SPLIT);
+    else if (var == 3) launch_split_cluster<4, 1>(st, TLRT_LN_SPLIT);
+    else ln_kernels::split_fwd_plan<2, 2>(launch, TLRT_LN_SPLIT);
+  } else if (cols <= 32768) {
+    if (var == 1) launch_split_cluster<2, 4>(st, TLRT_LN_SPLIT);
+    else launch_split_cluster<4, 2>(st, TLRT_LN_SPLIT);
+  } else {
+    if (var == 1) launch_split_cluster<8, 2>(st, TLRT_LN_SPLIT);
+    else launch_split_cluster<4, 4>(st, TLRT_LN_SPLIT);
+  }
+#undef TLRT_LN_SPLIT
+  return true;
+}
+
 }  // namespace
 
 void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *beta, uint64_t rows,
@@ -506,6 +567,8 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
     launch_group_fwd<128, 1, 16>(TLRT_LN_ARGS);
   } else if (cols <= 8192) {
     launch_group_fwd<256, 2, 16>(TLRT_LN_ARGS);
+  } else if (cols <= 65536 && try_split_fwd(dev, TLRT_LN_ARGS)) {
+    // The row in registers (ln_kernels::split_fwd; TLRT_LN_LONG_VARIANT=9: the paths below).
   } else if (cols <= kBlockRowFwdMaxCols) {
     ln_kernels::block_row_fwd_plan(CudaLaunch{dev, st}, x, gamma, beta, rows, cols, n, eps, y, mean,
                                    inv_std);

@@ -27,6 +27,7 @@
 #ifndef TLRT_CUDA_EMULATION
 #include "cuda/cp_async.cuh"
 #endif
+#include "cuda/split_row.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -724,6 +725,100 @@ void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
   launch("layer_norm block_row_dx", block_row_dx,
          row::dev::block_row_grid(a.rows, 8 * a.cols, launch.sms()), a.dy, a.x, a.mean,
          a.inv_std, a.gamma, a.rows, a.cols, a.n, a.dx);
+}
+
+// ---- long rows held in registers: split_fwd (8192 < cols <= 65536) -----------------------------
+// Q groups of 256 threads (one block, or a cluster of Q blocks) hold the row in registers
+// (cuda/split_row.cuh: layout, tree sums): S(x) -> mean, S(sq_dev(x, mean)) -> inv_std, y from
+// registers (gamma and beta read at the output, from L1 / L2). x is read once: 8 bytes per
+// element, as the group kernels, against block_row_fwd's three reads of x (two from L2).
+template <unsigned Q, unsigned NCL, bool CLUSTER, bool FULL>
+__device__ __forceinline__ void split_fwd_body(const float *__restrict x,
+                                               const float *__restrict gamma,
+                                               const float *__restrict beta, uint64_t rows,
+                                               uint64_t cols, float n, float eps,
+                                               float *__restrict y, float *__restrict mean,
+                                               float *__restrict inv_std) {
+  using P = split_row::SplitPart<Q, NCL, CLUSTER>;
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned R = red::kDepth;
+  constexpr unsigned V = NCL * R;
+  __shared__ split_row::SplitShared<Q, NCL, CLUSTER> shared;
+  split_row::SplitState<Q, NCL, CLUSTER> st(shared);
+  const unsigned qT = st.q * red::kChunk + st.T;
+  const unsigned lim = cols > qT ? (unsigned)cols - qT : 0u;
+  const float *gr = gamma + qT, *br = beta + qT;
+  for (uint64_t rw = P::first_row(); rw < rows; rw += P::row_stride()) {  // group-uniform
+    const uint64_t base = rw * cols + qT;
+    const float *xr = x + base;
+    float *yr = y + base;
+    float v[V];
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) {
+      const unsigned o = split_row::split_off<Q>(i);
+      v[i] = (FULL || o < lim) ? xr[o] : 0.0f;
+    }
+    float a[NCL][1];
+#pragma unroll
+    for (unsigned j = 0; j < NCL; ++j) a[j][0] = O::identity();
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i)
+      if (FULL || split_row::split_off<Q>(i) < lim) a[i / R][0] = O::op(a[i / R][0], v[i]);
+    const float mu = row::per_col(st.tree_sum(a), n);
+#pragma unroll
+    for (unsigned j = 0; j < NCL; ++j) a[j][0] = O::identity();
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i)
+      if (FULL || split_row::split_off<Q>(i) < lim)
+        a[i / R][0] = O::op(a[i / R][0], row::sq_dev(v[i], mu));
+    const float is = row::inv_std_of(row::per_col(st.tree_sum(a), n), eps);
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) {
+      const unsigned o = split_row::split_off<Q>(i);
+      if (FULL || o < lim) yr[o] = row::ln_out(row::xhat_of(v[i], mu, is), gr[o], br[o]);
+      // Keep the compiler from hoisting all gamma / beta loads above the first store (2 V more
+      // live registers: spills); 8 elements' loads in flight (they hit L1 / L2).
+      if (i % 8 == 7) asm volatile("" ::: "memory");
+    }
+    if (qT == 0) {
+      mean[rw] = mu;
+      inv_std[rw] = is;
+    }
+  }
+  st.finish();
+}
+
+template <unsigned Q, unsigned NCL, bool FULL>
+__global__ void __launch_bounds__(Q * kThreads, Q >= 4 ? 1 : 2)
+    split_fwd(const float *__restrict x, const float *__restrict gamma,
+              const float *__restrict beta, uint64_t rows, uint64_t cols, float n, float eps,
+              float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
+  split_fwd_body<Q, NCL, false, FULL>(x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
+}
+
+#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+template <unsigned Q, unsigned NCL, bool FULL>
+__global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3) __cluster_dims__(Q, 1, 1)
+    split_fwd_cluster(const float *__restrict x, const float *__restrict gamma,
+                      const float *__restrict beta, uint64_t rows, uint64_t cols, float n,
+                      float eps, float *__restrict y, float *__restrict mean,
+                      float *__restrict inv_std) {
+  split_fwd_body<Q, NCL, true, FULL>(x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
+}
+#endif
+
+// One block of Q * 256 threads per row (launch.sized(name, kernel, grid, threads, args...)).
+template <unsigned Q, unsigned NCL, class Launch>
+void split_fwd_plan(const Launch &launch, const float *x, const float *gamma, const float *beta,
+                    uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
+                    float *inv_std) {
+  const unsigned grid = launch.grid_for(rows, 1);  // one block per row (loops past the cap)
+  if (cols == split_row::SplitPart<Q, NCL, false>::kMaxCols)
+    launch.sized("layer_norm split_fwd", split_fwd<Q, NCL, true>, grid, Q * kThreads, x, gamma,
+                 beta, rows, cols, n, eps, y, mean, inv_std);
+  else
+    launch.sized("layer_norm split_fwd", split_fwd<Q, NCL, false>, grid, Q * kThreads, x, gamma,
+                 beta, rows, cols, n, eps, y, mean, inv_std);
 }
 
 }  // namespace ln_kernels

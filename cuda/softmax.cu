@@ -19,7 +19,14 @@
 // ~0.85 at 32 (the shuffles, 2 log2(W) per element, stay under the ~60 instructions the bandwidth
 // leaves per element). Measured (H100, 2026-11-24): at 8 columns softmax 0.79, log_softmax 0.63,
 // masked 0.97, softmax_bwd 1.00, log_softmax_bwd 1.00 of copy bandwidth (1.13x / 1.36x PyTorch
-// forward; backward 0.50x / 1.01x).
+// forward; backward 0.50x / 1.01x). Log-softmax there evaluated log(s) in every lane for every
+// one of its U = 4 rows (the lanes of a segment share s): 4 logs (~25 instructions each) per
+// element. NOW (session 7, seg_logs): lane j computes only the log of row j % 4 of its segment and
+// the segment's lanes 0..3 pass them round by 4 shuffles (the same log_f of the same value): 1 log
+// + 4 shuffles + 3 selects per element. SASS (sm_90, static count of the kernel): seg_fwd
+// log-softmax W = 8 480 -> 424 instructions (4 elements per thread), W = 4 448 -> 352.
+// PREDICTION: at 8 columns 0.63 -> ~0.7 of copy bandwidth (0.282 -> ~0.25 ms, PyTorch 0.208): the
+// log was not the only gap (softmax's division costs as much). Measured: (pending GPU run).
 //
 // warp_fwd (32 < cols <= 128 forward; cuda/softmax_kernels.cuh): one warp per row, K = 2 or 4
 // values per lane (every slot an element; the group kernel below keeps 8 slots per thread of which
@@ -28,7 +35,12 @@
 // group kernel's order. 32-48 registers. Before (2026-11-22): softmax 0.45, log_softmax 0.43 of
 // copy bandwidth at 64 columns (2.2x PyTorch). PREDICTION: ~0.75-0.8 (5 + 5 shuffles per row, i.e.
 // per 2 elements a lane at 64 columns, are the remaining cost). Measured (H100, 2026-11-24): 0.84
-// / 0.73 at 64 columns (1.17x / 1.33x PyTorch), masked 0.85.
+// / 0.73 at 64 columns (1.17x / 1.33x PyTorch), masked 0.85. NOW (session 7): log-softmax takes
+// its U row logs as seg_fwd does (lane T computes log(s) of row T % U only, shuffles hand them
+// round): 1 log per lane instead of U = 4 (64 columns) or 2 (128). SASS (static): 1528 -> 1264
+// instructions at 64 columns (8 elements per thread), 1072 -> 896 at 128. PREDICTION: log_softmax
+// at 64 columns 0.73 -> ~0.8 of copy bandwidth (0.242 -> ~0.22 ms, PyTorch 0.182). Softmax is
+// unchanged (its per-element division is the cost). Measured: (pending GPU run).
 //
 // group_fwd / group_bwd (32 < cols <= 8192 forward, <= 4096 backward): one group of NT threads per
 // row (NT = 32 for cols <= 1024 forward / 512 backward, then 64, 128, 256 as cols doubles; a
@@ -75,10 +87,39 @@
 // some L2 misses). Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-softmax-fused.md):
 // 0.50 / 0.53 at (4096, 16384) (softmax / log-softmax; chunk passes 0.37 / 0.41), but 0.23 /
 // 0.24 at (1024, 65536): one 8-warp block per SM, too few loads in flight.
-// Longer rows (and masked rows over 8192 columns): the chunk-parallel passes below, one
-// 256-thread block per (row, chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima;
-// chunk sums of e -> reduce_axis -> row sums; then one pass writing the outputs (recomputing e).
-// 16 bytes per element forward, 12 + 4 backward.
+// NOW (2026-11-24, session 7) split_fwd (8192 < cols <= 65536 forward, all three kinds;
+// cuda/split_row.cuh, cuda/softmax_kernels.cuh): the row in REGISTERS, read once: Q groups of 256
+// threads, group q holding chunks q + Q j (j < NCL), thread T the tree's lane T of each (16 values
+// per chunk). Up to 16384 columns one block of Q * 256 threads (default Q = 2, NCL = 2: 512
+// threads, 32 values, 61-64 registers with __launch_bounds__(512, 2): 2 rows and 32 warps per SM);
+// above, a thread-block CLUSTER of Q blocks of 256 threads (sm_90; the groups exchange the max
+// words and chunk values through distributed shared memory: mapa + ld.shared::cluster, and
+// barrier.cluster; one cluster per row): 16384 < cols <= 32768 Q = 4, NCL = 2 (69-80 registers, 3
+// blocks per SM), up to 65536 Q = 4, NCL = 4 (64 values per thread, 119-128 registers: 2 blocks per
+// SM; masked Q = 8, NCL = 2). Per row: max (one word per warp, one group-wide barrier), exp folded
+// in the tree's order, each chunk's halving in its block (one block barrier), chunk values in
+// shared memory (one group-wide barrier), the tree's next level over the Q * NCL chunk values in
+// every thread, the outputs from registers. Same operations, same order, same bits as the stub and
+// the passes below. Bytes: 8 per element (masked 12), against block_row_fwd's three reads of x (two
+// from L2) and the chunk passes' 16. PREDICTION: like group_fwd at 8192 columns (0.95, x read once)
+// less the per-row barriers with 2 rows per SM: ~0.85 of copy bandwidth at (4096, 16384) (softmax
+// 0.357 -> ~0.21 ms, log-softmax 0.336 -> ~0.21, masked 0.80 -> ~0.34), ~0.75-0.8 at (1024, 65536)
+// (66 clusters of 4 in flight, 1024 rows in ~16 waves: 0.479 -> ~0.23 ms, log-softmax 0.439 ->
+// ~0.23).
+// Measured: (pending GPU run). Schedules by TLRT_SOFTMAX_LONG_VARIANT (read per call): cols <=
+// 16384: 0 block Q = 2 NCL = 2 (default), 1 block Q = 1 NCL = 4 (256 threads, 128 registers), 2
+// block Q = 4 NCL = 1 (1024 threads, 40-64 registers, 1 row per SM), 3 cluster Q = 4 NCL = 1
+// (256-thread blocks, 32-56 registers), 4 cluster Q = 2 NCL = 2; up to 32768: 0 cluster Q = 4 NCL =
+// 2, 1 cluster Q = 2 NCL = 4; up to 65536: 0 cluster Q = 4 NCL = 4 (masked: Q = 8 NCL = 2), 1
+// cluster Q = 8 NCL = 2, 2 cluster Q = 4 NCL = 4 (masked too: spills 80 bytes); 9: the paths below
+// (block_row_fwd up to 16384 unmasked, else the chunk passes).
+// Longer rows (cols > 65536, or TLRT_SOFTMAX_LONG_VARIANT=9): block_row_fwd as above up to 16384
+// unmasked columns; else the chunk-parallel passes below, one 256-thread block per (row, chunk
+// of 4096): chunk maxima -> reduce_axis (Max) -> row maxima; chunk sums of e -> reduce_axis -> row
+// sums; then one pass writing the outputs (recomputing e). 16 bytes per element forward, 12 + 4
+// backward.
+#include <cstdlib>
+
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/softmax.hpp"
@@ -328,7 +369,36 @@ struct CudaLaunch {
     kernel<<<grid, kThreads, 0, st>>>(args...);
     check_launch(name);
   }
+  template <class K, class... A>
+  void sized(const char *name, K kernel, unsigned grid, unsigned threads, A... args) const {
+    kernel<<<grid, threads, 0, st>>>(args...);
+    check_launch(name);
+  }
 };
+
+// Clusters of Q blocks of 256 threads (compile-time cluster dimensions), one row per cluster.
+template <Kind KIND, unsigned Q, unsigned NCL>
+void launch_split_cluster(cudaStream_t st, const float *x, const float *mask,
+                          uint64_t rows, uint64_t cols, float *y) {
+  // One cluster per row (not persistent; the kernel loops past the grid's cap).
+  const uint64_t cap = kMaxGrid / Q;
+  const uint64_t clusters = rows < cap ? rows : cap;
+  const unsigned grid = (unsigned)(clusters * Q);
+  if (cols == split_row::SplitPart<Q, NCL, true>::kMaxCols)
+    softmax_kernels::split_fwd_cluster<KIND, Q, NCL, true>
+        <<<grid, kThreads, 0, st>>>(x, mask, rows, cols, y);
+  else
+    softmax_kernels::split_fwd_cluster<KIND, Q, NCL, false>
+        <<<grid, kThreads, 0, st>>>(x, mask, rows, cols, y);
+  check_launch("softmax split_fwd_cluster");
+}
+
+// Schedule of the long-row forward, read per call (the lead keeps the fastest and removes the
+// switch): TLRT_SOFTMAX_LONG_VARIANT, see the top comment. Unset or unparsable: 0.
+int long_variant() {
+  const char *v = std::getenv("TLRT_SOFTMAX_LONG_VARIANT");
+  return v && *v >= '0' && *v <= '9' ? *v - '0' : 0;
+}
 
 // ---- dispatch by cols ---------------------------------------------------------------------------
 
@@ -375,6 +445,31 @@ void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t col
     launch_group_fwd<KIND, 256, 1, 16>(st, x, mask, rows, cols, y);
   } else if (cols <= 8192) {
     launch_group_fwd<KIND, 256, 2, 16>(st, x, mask, rows, cols, y);
+  } else if (cols <= 65536 && long_variant() != 9) {
+    // The row in registers (split_fwd): x read once, y written once.
+    const int var = long_variant();
+    const CudaLaunch launch{dev, st};
+    if (cols <= 16384) {
+      switch (var) {
+        case 1: softmax_kernels::split_fwd_plan<KIND, 1, 4>(launch, x, mask, rows, cols, y); break;
+        case 2: softmax_kernels::split_fwd_plan<KIND, 4, 1>(launch, x, mask, rows, cols, y); break;
+        case 3: launch_split_cluster<KIND, 4, 1>(st, x, mask, rows, cols, y); break;
+        case 4: launch_split_cluster<KIND, 2, 2>(st, x, mask, rows, cols, y); break;
+        default: softmax_kernels::split_fwd_plan<KIND, 2, 2>(launch, x, mask, rows, cols, y);
+      }
+    } else if (cols <= 32768) {
+      if (var == 1)
+        launch_split_cluster<KIND, 2, 4>(st, x, mask, rows, cols, y);
+      else
+        launch_split_cluster<KIND, 4, 2>(st, x, mask, rows, cols, y);
+    } else {
+      // Masked rows of 64 values per thread need more than 128 registers (x and mask loads in
+      // flight): Q = 8, NCL = 2 for them unless asked (variant 2: 80 bytes of spills).
+      if (var == 1 || (var != 2 && KIND == Kind::Masked))
+        launch_split_cluster<KIND, 8, 2>(st, x, mask, rows, cols, y);
+      else
+        launch_split_cluster<KIND, 4, 4>(st, x, mask, rows, cols, y);
+    }
   } else if (KIND != Kind::Masked && cols <= kBlockRowFwdMaxCols) {
     softmax_kernels::block_row_fwd_plan<KIND>(CudaLaunch{dev, st}, x, mask, rows, cols, y);
   } else {

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/numerics/reduce_tree.hpp"
 #include "core/numerics/row_ops.hpp"
 #include "core/numerics/shared_math.hpp"
+#include "cuda/split_row.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -113,6 +115,28 @@ __global__ void __launch_bounds__(kThreads)
 // (order-free). Each thread takes U rows at a time (U independent loads in flight).
 constexpr unsigned kSegRows = 4;  // U
 
+// log(s[u]) for the U rows a thread holds, where every lane of a W-lane segment holds the same
+// U sums (W >= U): lane j computes the one log of row j % U and the segment's lanes 0 .. U-1 hand
+// them round by shuffles (the same log_f of the same value: the same bits), so a warp evaluates
+// one log per lane instead of U. W < U: each lane computes its U logs. Every lane of the warp
+// must call this.
+template <unsigned W, unsigned U>
+__device__ __forceinline__ void seg_logs(const float (&s)[U], float (&ls)[U]) {
+  if constexpr (W >= U) {
+    const unsigned j = threadIdx.x % W;
+    float mine = s[0];
+#pragma unroll
+    for (unsigned u = 1; u < U; ++u)
+      if (j % U == u) mine = s[u];
+    const float lm = math::log_f(mine);
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) ls[u] = __shfl_sync(0xFFFFFFFFu, lm, (int)u, (int)W);
+  } else {
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) ls[u] = math::log_f(s[u]);
+  }
+}
+
 template <Kind KIND, unsigned W>
 __global__ void __launch_bounds__(kThreads)
     seg_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows, unsigned cols,
@@ -133,20 +157,27 @@ __global__ void __launch_bounds__(kThreads)
       v[u] = ok[u] ? x[rw * cols + j] : 0.0f;
       mk[u] = (KIND == Kind::Masked && ok[u]) ? mask[rw * cols + j] : 1.0f;
     }
+    float m[U], e[U], s[U];
 #pragma unroll
     for (unsigned u = 0; u < U; ++u) {
       const bool al = KIND != Kind::Masked || row::allowed(mk[u]);
-      const float m = row::dev::seg_max<W>(ok[u] && al ? v[u] : row::neg_inf());
-      const float e = al ? row::shifted_exp(v[u], m) : 0.0f;
-      const float s = row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), e) : O::identity());
-      if (!ok[u]) continue;  // no shuffle below
+      m[u] = row::dev::seg_max<W>(ok[u] && al ? v[u] : row::neg_inf());
+      e[u] = al ? row::shifted_exp(v[u], m[u]) : 0.0f;
+      s[u] = row::dev::seg_sum<W>(ok[u] ? O::op(O::identity(), e[u]) : O::identity());
+    }
+    float ls[U];
+    if constexpr (KIND == Kind::LogSoftmax) seg_logs<W, U>(s, ls);
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) {
+      if (!ok[u]) continue;
+      const bool al = KIND != Kind::Masked || row::allowed(mk[u]);
       float out;
       if constexpr (KIND == Kind::LogSoftmax)
-        out = row::log_softmax_out(v[u], m, math::log_f(s));
+        out = row::log_softmax_out(v[u], m[u], ls[u]);
       else if constexpr (KIND == Kind::Masked)
-        out = (m == row::neg_inf() || !al) ? 0.0f : row::softmax_out(e, s);
+        out = (m[u] == row::neg_inf() || !al) ? 0.0f : row::softmax_out(e[u], s[u]);
       else
-        out = row::softmax_out(e, s);
+        out = row::softmax_out(e[u], s[u]);
       y[(first + (uint64_t)u * RB + sub) * cols + j] = out;
     }
   }
@@ -214,40 +245,177 @@ __global__ void __launch_bounds__(kThreads)
         v[u][k] = ok[u][k] ? x[rw * cols + e] : 0.0f;
         al[u][k] = KIND != Kind::Masked || !ok[u][k] || row::allowed(mask[rw * cols + e]);
       }
+    if constexpr (KIND == Kind::LogSoftmax) {
+      // The U rows' sums first, then one log per lane (seg_logs), then the outputs.
+      float mu[U], su[U];
 #pragma unroll
-    for (unsigned u = 0; u < U; ++u) {
-      float m = row::neg_inf();
+      for (unsigned u = 0; u < U; ++u) {
+        float m = row::neg_inf();
 #pragma unroll
-      for (unsigned k = 0; k < K; ++k)
-        if (ok[u][k] && al[u][k]) m = ew::max_f(m, v[u][k]);
-      m = row::dev::seg_max<32>(m);
-      float e[K], a[K];
+        for (unsigned k = 0; k < K; ++k)
+          if (ok[u][k] && al[u][k]) m = ew::max_f(m, v[u][k]);
+        m = row::dev::seg_max<32>(m);
+        float a[K];
 #pragma unroll
-      for (unsigned k = 0; k < K; ++k) {
-        e[k] = al[u][k] ? row::shifted_exp(v[u][k], m) : 0.0f;
-        a[k] = ok[u][k] ? O::op(O::identity(), e[k]) : O::identity();
+        for (unsigned k = 0; k < K; ++k)
+          a[k] = ok[u][k] ? O::op(O::identity(), row::shifted_exp(v[u][k], m)) : O::identity();
+#pragma unroll
+        for (unsigned hk = K / 2; hk >= 1; hk /= 2)
+#pragma unroll
+          for (unsigned k = 0; k < hk; ++k) a[k] = O::op(a[k], a[k + hk]);
+        mu[u] = m;
+        su[u] = row::dev::seg_sum<32>(a[0]);
       }
+      float ls[U];
+      seg_logs<32, U>(su, ls);  // one log per lane
 #pragma unroll
-      for (unsigned hk = K / 2; hk >= 1; hk /= 2)
+      for (unsigned u = 0; u < U; ++u)
 #pragma unroll
-        for (unsigned k = 0; k < hk; ++k) a[k] = O::op(a[k], a[k + hk]);
-      const float s = row::dev::seg_sum<32>(a[0]);
-      const float ls = KIND == Kind::LogSoftmax ? math::log_f(s) : 0.0f;
-      const bool none = KIND == Kind::Masked && m == row::neg_inf();
+        for (unsigned k = 0; k < K; ++k)
+          if (ok[u][k])
+            y[(first + u) * cols + T + 32 * k] = row::log_softmax_out(v[u][k], mu[u], ls[u]);
+    } else {
 #pragma unroll
-      for (unsigned k = 0; k < K; ++k) {
-        if (!ok[u][k]) continue;
-        float out;
-        if constexpr (KIND == Kind::LogSoftmax)
-          out = row::log_softmax_out(v[u][k], m, ls);
-        else if constexpr (KIND == Kind::Masked)
-          out = (none || !al[u][k]) ? 0.0f : row::softmax_out(e[k], s);
-        else
-          out = row::softmax_out(e[k], s);
-        y[(first + u) * cols + T + 32 * k] = out;
+      for (unsigned u = 0; u < U; ++u) {
+        float m = row::neg_inf();
+#pragma unroll
+        for (unsigned k = 0; k < K; ++k)
+          if (ok[u][k] && al[u][k]) m = ew::max_f(m, v[u][k]);
+        m = row::dev::seg_max<32>(m);
+        float e[K], a[K];
+#pragma unroll
+        for (unsigned k = 0; k < K; ++k) {
+          e[k] = al[u][k] ? row::shifted_exp(v[u][k], m) : 0.0f;
+          a[k] = ok[u][k] ? O::op(O::identity(), e[k]) : O::identity();
+        }
+#pragma unroll
+        for (unsigned hk = K / 2; hk >= 1; hk /= 2)
+#pragma unroll
+          for (unsigned k = 0; k < hk; ++k) a[k] = O::op(a[k], a[k + hk]);
+        const float s = row::dev::seg_sum<32>(a[0]);
+        const bool none = KIND == Kind::Masked && m == row::neg_inf();
+#pragma unroll
+        for (unsigned k = 0; k < K; ++k) {
+          if (!ok[u][k]) continue;
+          float out;
+          if constexpr (KIND == Kind::Masked)
+            out = (none || !al[u][k]) ? 0.0f : row::softmax_out(e[k], s);
+          else
+            out = row::softmax_out(e[k], s);
+          y[(first + u) * cols + T + 32 * k] = out;
+        }
       }
     }
   }
+}
+
+// ---- long rows held in registers by Q groups of 256 threads (a block, or a cluster) -----------
+// split_fwd (8192 < cols <= Q * NCL * 4096, forward, all three kinds; layout, maximum and tree sum
+// of cuda/split_row.cuh): every load of a thread is issued before the first use; per row the
+// maximum (order-free), e = exp(x - m) folded into the lanes in the tree's order (r = 0..15), the
+// tree sum, the outputs from registers. x is read once and y written once: 8 bytes per element
+// (12 masked). The same operations, in the same order, as the stub (and as block_row_fwd / the
+// chunk passes).
+template <Kind KIND, unsigned Q, unsigned NCL, bool CLUSTER, bool FULL>
+__device__ __forceinline__ void split_fwd_body(const float *__restrict x,
+                                               const float *__restrict mask, uint64_t rows,
+                                               uint64_t cols, float *__restrict y) {
+  using P = split_row::SplitPart<Q, NCL, CLUSTER>;
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned R = red::kDepth;
+  constexpr unsigned V = NCL * R;
+  using Bits = std::conditional_t<(V > 32), uint64_t, uint32_t>;
+  __shared__ split_row::SplitShared<Q, NCL, CLUSTER> shared;
+  split_row::SplitState<Q, NCL, CLUSTER> st(shared);
+  // Element i of the thread is at row offset q 4096 + T + split_off(i), a compile-time constant
+  // past the base; it is inside the row when split_off(i) < lim (cols <= 65536: 32-bit offsets).
+  const unsigned qT = st.q * red::kChunk + st.T;
+  const unsigned lim = cols > qT ? (unsigned)cols - qT : 0u;
+  for (uint64_t rw = P::first_row(); rw < rows; rw += P::row_stride()) {  // group-uniform
+    const uint64_t base = rw * cols + qT;
+    const float *xr = x + base;
+    const float *mr = KIND == Kind::Masked ? mask + base : nullptr;
+    float *yr = y + base;
+    float v[V];
+    Bits blocked = 0;
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) {
+      const unsigned o = split_row::split_off<Q>(i);
+      v[i] = row::neg_inf();
+      if (FULL || o < lim) {
+        v[i] = xr[o];
+        if (KIND == Kind::Masked && !row::allowed(mr[o])) blocked |= Bits{1} << i;
+      }
+    }
+    float m = row::neg_inf();
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i)
+      m = ew::max_f(m, ((blocked >> i) & 1u) ? row::neg_inf() : v[i]);
+    m = st.max(m);
+    // The tree: lane T of each of the group's chunks folds its 16 elements in order.
+    float a[NCL][1];
+#pragma unroll
+    for (unsigned j = 0; j < NCL; ++j) a[j][0] = O::identity();
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) {
+      if (FULL || split_row::split_off<Q>(i) < lim) {
+        const float ev = ((blocked >> i) & 1u) ? 0.0f : row::shifted_exp(v[i], m);
+        if (KIND != Kind::LogSoftmax) v[i] = ev;
+        a[i / R][0] = O::op(a[i / R][0], ev);
+      }
+    }
+    const float s = st.tree_sum(a);
+    const float ls = KIND == Kind::LogSoftmax ? math::log_f(s) : 0.0f;
+    const bool none = KIND == Kind::Masked && m == row::neg_inf();
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) {
+      const unsigned o = split_row::split_off<Q>(i);
+      if (!FULL && o >= lim) continue;
+      float out;
+      if constexpr (KIND == Kind::LogSoftmax)
+        out = row::log_softmax_out(v[i], m, ls);
+      else if constexpr (KIND == Kind::Masked)
+        out = (none || ((blocked >> i) & 1u)) ? 0.0f : row::softmax_out(v[i], s);
+      else
+        out = row::softmax_out(v[i], s);
+      yr[o] = out;
+    }
+  }
+  st.finish();  // a cluster's blocks: no block leaves while another may read its shared memory
+}
+
+// Blocks of Q * 256 threads, one row per block (the emulator runs every (Q, NCL); the GPU only
+// those whose registers fit: see cuda/softmax.cu).
+template <Kind KIND, unsigned Q, unsigned NCL, bool FULL>
+__global__ void __launch_bounds__(Q * kThreads, Q >= 4 ? 1 : 2)
+    split_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows,
+              uint64_t cols, float *__restrict y) {
+  split_fwd_body<KIND, Q, NCL, false, FULL>(x, mask, rows, cols, y);
+}
+
+#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+// Clusters of Q blocks of 256 threads, one row per cluster.
+template <Kind KIND, unsigned Q, unsigned NCL, bool FULL>
+__global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3) __cluster_dims__(Q, 1, 1)
+    split_fwd_cluster(const float *__restrict x, const float *__restrict mask, uint64_t rows,
+                      uint64_t cols, float *__restrict y) {
+  split_fwd_body<KIND, Q, NCL, true, FULL>(x, mask, rows, cols, y);
+}
+#endif
+
+// Launch plan: launch.sized(name, kernel, grid, threads, args...) starts kernel with Q * 256
+// threads per block. Grid: one block per row (not persistent: a grid larger than what fits at once
+// would leave its last blocks a whole share of rows to do after the others finish).
+template <Kind KIND, unsigned Q, unsigned NCL, class Launch>
+void split_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
+                    uint64_t cols, float *y) {
+  const unsigned grid = launch.grid_for(rows, 1);  // one block per row (loops past the cap)
+  if (cols == split_row::SplitPart<Q, NCL, false>::kMaxCols)
+    launch.sized("softmax split_fwd", split_fwd<KIND, Q, NCL, true>, grid, Q * kThreads, x, mask,
+                 rows, cols, y);
+  else
+    launch.sized("softmax split_fwd", split_fwd<KIND, Q, NCL, false>, grid, Q * kThreads, x, mask,
+                 rows, cols, y);
 }
 
 // Launch plans. A launcher: launch(name, kernel, grid, args...) starts kernel with kThreads

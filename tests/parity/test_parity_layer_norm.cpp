@@ -106,7 +106,16 @@ void all_shapes() {
     for (Dist d : {Dist::Uniform, Dist::Edge, Dist::Positive})
       one_shape(s.rows, s.cols, d, 1e-5, ++salt);
   }
-  for (Shape s : {Shape{65536, 1024}, Shape{16384, 4096}, Shape{1024, 65536},
+  // The row-in-registers forward (split_fwd, 8192 < cols <= 65536; a cluster above 16384): each
+  // chunk count, full and partial rows, primes. Run under every TLRT_LN_LONG_VARIANT.
+  for (Shape s : {Shape{3, 16384}, Shape{2, 16385}, Shape{3, 32768}, Shape{2, 32769},
+                  Shape{2, 40961}, Shape{2, 65521}, Shape{3, 65535}, Shape{2, 65537},
+                  Shape{700, 16384}, Shape{300, 65536}, Shape{9, 10007}}) {
+    if (s.rows * s.cols > max_n()) continue;
+    for (Dist d : {Dist::Uniform, Dist::Wide, Dist::Bits, Dist::Edge})
+      one_shape(s.rows, s.cols, d, 1e-5, ++salt);
+  }
+  for (Shape s : {Shape{65536, 1024}, Shape{16384, 4096}, Shape{1024, 65536}, Shape{4096, 16384},
                   Shape{uint64_t{1} << 26, 1}, Shape{1, uint64_t{1} << 26}}) {
     if (s.rows * s.cols > max_n()) continue;
     one_shape(s.rows, s.cols, Dist::Uniform, 1e-5, ++salt);

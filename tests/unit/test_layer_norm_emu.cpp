@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../emu/emu_check.hpp"
@@ -44,6 +45,10 @@ struct EmuLaunch {
   template <class K, class... A>
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     emu::launch(policy, dim3(grid), dim3(lk::kThreads), 0, [=] { kernel(args...); });
+  }
+  template <class K, class... A>
+  void sized(const char *, K kernel, unsigned grid, unsigned threads, A... args) const {
+    emu::launch(policy, dim3(grid), dim3(threads), 0, [=] { kernel(args...); });
   }
   template <class K, class... A>
   void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
@@ -158,7 +163,8 @@ void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc
   same(w + " dbeta", want_db, db);
 }
 
-// The long-row kernels (one block per row): forward for cols > 8192, dx for cols > 4096.
+// The long-row kernels (one block per row): forward for cols > 8192 (block_row_fwd and every
+// split_fwd schedule), dx for cols > 4096.
 void run_long(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi, unsigned sms) {
   const uint64_t n = rows * cols;
   const std::vector<float> x = th::make(dist, n, salt + 1), dy = th::make(dist, n, salt + 2),
@@ -185,6 +191,28 @@ void run_long(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(w + " mean", mean, m);
     same(w + " inv_std", is, s);
   }
+  // The row-in-registers forward (split_fwd) in every schedule that holds the row (on the GPU
+  // the groups of Q >= 2 above 16384 columns are a cluster's blocks: the same body).
+  auto split = [&](auto q, auto ncl) {
+    constexpr unsigned Q = decltype(q)::value, NCL = decltype(ncl)::value;
+    if (cols <= 8192 || cols > tlrt::cuda::split_row::SplitPart<Q, NCL, false>::kMaxCols) return;
+    std::vector<float> y(n, 7.0f), m(rows, 7.0f), s(rows, 7.0f);
+    const EmuLaunch sl{kPolicies[pi], sms <= 2 ? uint64_t{2} : uint64_t{1} << 31, sms};
+    lk::split_fwd_plan<Q, NCL>(sl, x.data(), gamma.data(), beta.data(), rows, cols, nf, 1e-5f,
+                               y.data(), m.data(), s.data());
+    const std::string ws = w + " split Q=" + std::to_string(Q) + " NCL=" + std::to_string(NCL);
+    same(ws + " y", th::download(Y.get()), y);
+    same(ws + " mean", mean, m);
+    same(ws + " inv_std", is, s);
+  };
+  using std::integral_constant;
+  split(integral_constant<unsigned, 1>(), integral_constant<unsigned, 4>());
+  split(integral_constant<unsigned, 2>(), integral_constant<unsigned, 2>());
+  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 1>());
+  split(integral_constant<unsigned, 2>(), integral_constant<unsigned, 4>());
+  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 2>());
+  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 4>());
+  split(integral_constant<unsigned, 8>(), integral_constant<unsigned, 2>());
   std::vector<float> dx(n, 7.0f);
   lk::block_row_dx_plan(launch, lk::BwdArgs{dy.data(), x.data(), mean.data(), is.data(),
                                             gamma.data(), rows, cols, nf, dx.data()});
@@ -234,6 +262,12 @@ int main() {
       run_long(r, c, th::Dist::Uniform, salt += 10, rot++ % kNumPolicies, 132);
   run_long(10, 8193, th::Dist::Positive, salt += 10, 0, 1);  // blocks loop over rows
   run_long(2, 65536, th::Dist::Uniform, salt += 10, 1, 132);
+  // split_fwd: every chunk count of its schedules, full and partial rows, primes.
+  for (uint64_t c : {16384, 32768, 32769, 40961, 65521, 65537})
+    run_long(2, c, th::Dist::Uniform, salt += 10, rot++ % kNumPolicies, 132);
+  run_long(5, 16384, th::Dist::Uniform, salt += 10, 1, 2);  // split_fwd grid of 2: rows looped
+  for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
+    run_long(3, 65536, d, salt += 10, rot++ % kNumPolicies, 132);
   run_long(1, uint64_t{1} << 20, th::Dist::Uniform, salt += 10, 2, 132);
   for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
     run_long(3, 9000, d, salt += 10, rot++ % kNumPolicies, 132);

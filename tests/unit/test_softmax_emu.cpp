@@ -4,6 +4,9 @@
 // tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd, tlrt_log_softmax_bwd on CPU buffers).
 // Also the short-row segment kernels (cols <= 32, one W-lane segment per row) and the one-warp-
 // per-row forward (33 .. 128 columns, several rows per warp).
+// Also the row-in-registers long-row forward (split_fwd, 8192 < cols <= 65536) in every schedule
+// (Q groups of 256 threads holding NCL chunks each; on the GPU the groups are a block's quarters
+// or a cluster's blocks).
 // Shapes: cols around the chunk edges past the dispatch thresholds (4097 backward, 8193 forward),
 // odd chunk counts (the kernels fold chunks in pairs), partial last chunks, 2^20 (the largest row
 // of this path); rows beyond the grid so that blocks loop over rows. Inputs: uniform, wide
@@ -38,7 +41,33 @@ struct EmuLaunch {
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     emu::launch(policy, dim3(grid), dim3(sk::kThreads), 0, [=] { kernel(args...); });
   }
+  template <class K, class... A>
+  void sized(const char *, K kernel, unsigned grid, unsigned threads, A... args) const {
+    emu::launch(policy, dim3(grid), dim3(threads), 0, [=] { kernel(args...); });
+  }
 };
+
+// split_fwd with Q groups of NCL chunks, the three kinds. The GPU runs Q = 1, 2, 4 (one block)
+// for cols <= 16384 and the cluster form of Q = 2, 4, 8 above; the cluster kernel is the same
+// body with the groups in different blocks (its distributed shared memory reads the same words),
+// so the one-block form here checks its index arithmetic and its order of operations.
+template <unsigned Q, unsigned NCL>
+void split_case(const EmuLaunch &launch, const std::string &w, const std::vector<float> &x,
+                const std::vector<float> &mask, uint64_t rows, uint64_t cols, th::Buf &Y,
+                th::Buf &L, th::Buf &HM) {
+  if (cols > tlrt::cuda::split_row::SplitPart<Q, NCL, false>::kMaxCols) return;
+  char tag[48];
+  std::snprintf(tag, sizeof tag, " split Q=%u NCL=%u", Q, NCL);
+  std::vector<float> out(rows * cols, 7.0f);
+  sk::split_fwd_plan<Kind::Softmax, Q, NCL>(launch, x.data(), nullptr, rows, cols, out.data());
+  same(w + tag + " softmax", th::download(Y.get()), out);
+  std::fill(out.begin(), out.end(), 7.0f);
+  sk::split_fwd_plan<Kind::LogSoftmax, Q, NCL>(launch, x.data(), nullptr, rows, cols, out.data());
+  same(w + tag + " log_softmax", th::download(L.get()), out);
+  std::fill(out.begin(), out.end(), 7.0f);
+  sk::split_fwd_plan<Kind::Masked, Q, NCL>(launch, x.data(), mask.data(), rows, cols, out.data());
+  same(w + tag + " masked softmax", th::download(HM.get()), out);
+}
 
 const emu::Policy kPolicies[] = {
     {emu::Order::Ascending, emu::Copy::Late, 1},
@@ -99,6 +128,16 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(w + " masked softmax", th::download(HM.get()), out);
     return;
   }
+  if (cols > 8192 && cols <= 65536) {  // every split_fwd schedule that holds the row
+    if (sms <= 2) launch.cap = 2;          // blocks loop over rows
+    split_case<1, 4>(launch, w, x, mask, rows, cols, Y, L, HM);
+    split_case<2, 2>(launch, w, x, mask, rows, cols, Y, L, HM);
+    split_case<4, 1>(launch, w, x, mask, rows, cols, Y, L, HM);
+    split_case<2, 4>(launch, w, x, mask, rows, cols, Y, L, HM);
+    split_case<4, 2>(launch, w, x, mask, rows, cols, Y, L, HM);
+    split_case<4, 4>(launch, w, x, mask, rows, cols, Y, L, HM);
+    split_case<8, 2>(launch, w, x, mask, rows, cols, Y, L, HM);
+  }
   if (cols > 8192) {
     reset();
     sk::block_row_fwd_plan<Kind::Softmax>(launch, x.data(), nullptr, rows, cols, out.data());
@@ -152,6 +191,13 @@ int main() {
   for (uint64_t c : {4097, 5000, 8192, 8193, 12288, 12289, 16384, 16385, 20480, 24577})
     for (uint64_t r : {1, 3}) go(r, c, th::Dist::Uniform, 132);
   go(10, 8193, th::Dist::Uniform, 1);  // grid of 8 blocks: blocks loop over rows
+  // split_fwd: every chunk count of the row-in-registers schedules, full and partial, a prime.
+  for (uint64_t c : {32768, 32769, 40961, 49152, 65521, 65535, 65537})
+    go(2, c, th::Dist::Uniform, 132);
+  go(5, 16384, th::Dist::Uniform, 2);  // split_fwd grid of 2: blocks loop over rows
+  go(3, 65536, th::Dist::Uniform, 1);
+  for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})
+    for (uint64_t c : {10007, 16384, 65536}) go(3, c, d, 132);
   go(2, 65536, th::Dist::Uniform, 132);
   go(1, uint64_t{1} << 20, th::Dist::Uniform, 132);
   for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})

@@ -1,0 +1,176 @@
+// Long rows held in registers by Q groups of 256 threads: the groups are the quarters (halves) of
+// one block, or the blocks of a thread-block cluster (sm_90, distributed shared memory). Shared by
+// the softmax and layer-norm forward kernels (cuda/softmax_kernels.cuh,
+// cuda/layer_norm_kernels.cuh) and, through them, by the CPU emulator tests (which run the
+// one-block form: the cluster form is the same code with the groups in different blocks, reading
+// the same words remotely).
+//
+// Layout: a row of nc <= Q * NCL chunks of 4096; group q (0..Q-1) holds chunks q + Q j (j < NCL),
+// thread T of it the tree's lane T of each: elements 4096 (q + Q j) + 256 r + T, r = 0..15 (for
+// fixed (j, r) a warp touches 128 contiguous bytes). Thread value index i = 16 j + r; its offset
+// from the thread's base q 4096 + T is the compile-time split_off<Q>(i).
+// The sum (THE TREE of core/numerics/reduce_tree.hpp): each thread folds its lanes in r order
+// (the caller), split_tree_sum halves each chunk's 256 lanes (row::dev::group_halving, NT = 256,
+// block barrier), stores the chunk value at cv[chunk], one group-wide barrier (cluster-wide for a
+// cluster), then every thread reduces the Q * NCL chunk values by the tree's next level: lane c =
+// -0 + cv[c] (a chunk past the row is the halving of identity lanes: -0, the identity), halving
+// h = Q NCL / 2 .. 1 (the tree's steps h >= Q NCL only combine identities). The maximum
+// (split_max) is order-free: one word per warp, a group-wide barrier, every thread folds them.
+// Shared-memory reuse: the max words and the two chunk-value buffers are each rewritten only after
+// a later group-wide barrier that every read of their previous contents precedes (callers
+// alternate split_max and split_tree_sum, or two split_tree_sums, which use cv[0] and cv[1] in
+// turn); the group_halving exchange alternates its own buffers. A cluster's blocks must end with
+// split_finish (no block may leave while another reads its shared memory).
+#pragma once
+
+#include <cstdint>
+
+#include "core/numerics/reduce_tree.hpp"
+#include "core/numerics/row_ops.hpp"
+
+namespace tlrt {
+namespace cuda {
+namespace split_row {
+
+using row::dev::kThreads;
+
+constexpr unsigned kSplitWarps = kThreads / 32;
+
+#if defined(__CUDACC__) && !defined(TLRT_CUDA_EMULATION)
+#define TLRT_SPLIT_HAVE_CLUSTER 1
+__device__ __forceinline__ unsigned split_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void split_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::
+                   : "memory");
+}
+// Reads the float at the same shared-memory address as p in block `rank` of the cluster.
+__device__ __forceinline__ float split_cluster_load(const float *p, unsigned rank) {
+  const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+#endif
+
+template <unsigned Q, unsigned NCL, bool CLUSTER>
+struct SplitPart {
+  static_assert(Q == 1 || Q == 2 || Q == 4 || Q == 8, "1, 2, 4 or 8 groups");
+  static_assert(NCL == 1 || NCL == 2 || NCL == 4, "1, 2 or 4 chunks per group");
+  static constexpr unsigned kChunks = Q * NCL;
+  static_assert(kChunks <= 16, "at most 16 chunks (65536 columns)");
+  static constexpr unsigned kBlockThreads = CLUSTER ? kThreads : Q * kThreads;
+  static constexpr uint64_t kMaxCols = (uint64_t)kChunks * red::kChunk;
+  __device__ __forceinline__ static unsigned group() {
+#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+    if constexpr (CLUSTER) return split_cluster_rank();
+#endif
+    return threadIdx.x / kThreads;
+  }
+  // Which row this block (cluster) starts with, and the stride between its rows.
+  __device__ __forceinline__ static uint64_t first_row() {
+    return CLUSTER ? blockIdx.x / Q : blockIdx.x;
+  }
+  __device__ __forceinline__ static uint64_t row_stride() {
+    return CLUSTER ? gridDim.x / Q : gridDim.x;
+  }
+  __device__ __forceinline__ static void sync() {
+#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+    if constexpr (CLUSTER) {
+      split_cluster_sync();
+      return;
+    }
+#endif
+    __syncthreads();
+  }
+  // Word i of an array whose entries group `owner` wrote (in its own block's copy, for a cluster).
+  __device__ __forceinline__ static float read(const float *a, unsigned i, unsigned owner) {
+#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+    if constexpr (CLUSTER) return split_cluster_load(a + i, owner);
+#endif
+    (void)owner;
+    return a[i];
+  }
+};
+
+
+template <unsigned Q>
+__device__ __forceinline__ unsigned split_off(unsigned i) {
+  return Q * (i / red::kDepth) * red::kChunk + (i % red::kDepth) * red::kLanes;
+}
+
+// The shared state of a split row kernel (one per block; in a cluster each block has its copy and
+// writes only its own group's words of it).
+template <unsigned Q, unsigned NCL, bool CLUSTER>
+struct SplitShared {
+  float smax[Q * kSplitWarps];
+  float cv[2][Q * NCL];
+  float ex[2][(CLUSTER ? 1 : Q) * NCL * kThreads];
+};
+
+template <unsigned Q, unsigned NCL, bool CLUSTER>
+struct SplitState {
+  using P = SplitPart<Q, NCL, CLUSTER>;
+  SplitShared<Q, NCL, CLUSTER> &sh;
+  row::dev::Exchange<(CLUSTER ? 1 : Q) * NCL * kThreads> ex;
+  unsigned cvbuf;
+  unsigned q, T;
+  __device__ __forceinline__ explicit SplitState(SplitShared<Q, NCL, CLUSTER> &s)
+      : sh(s), ex{s.ex, 0}, cvbuf(0), q(P::group()), T(threadIdx.x % kThreads) {}
+
+  // Maximum over the row (order-free) of the threads' values m, in every thread.
+  __device__ __forceinline__ float max(float m) {
+#pragma unroll
+    for (unsigned d = 16; d >= 1; d >>= 1) m = ew::max_f(m, __shfl_xor_sync(0xFFFFFFFFu, m, d));
+    if ((threadIdx.x & 31u) == 0) sh.smax[q * kSplitWarps + (threadIdx.x / 32) % kSplitWarps] = m;
+    P::sync();
+    float r = row::neg_inf();
+#pragma unroll
+    for (unsigned i = 0; i < Q * kSplitWarps; ++i)
+      r = ew::max_f(r, P::read(sh.smax, i, i / kSplitWarps));
+    return r;
+  }
+
+  // THE TREE sum of the row from the lane values a[j] (chunk q + Q j, after the fold), in every
+  // thread.
+  __device__ __forceinline__ float tree_sum(float (&a)[NCL][1]) {
+    using O = red::Ops<red::Op::Sum>;
+    constexpr unsigned C = Q * NCL;
+    float c[NCL];
+    row::dev::group_halving<red::Op::Sum, kThreads, NCL>(a, ex, c);
+    float *cv = sh.cv[cvbuf];
+    cvbuf ^= 1u;
+    if (T == 0) {
+#pragma unroll
+      for (unsigned j = 0; j < NCL; ++j) cv[q + Q * j] = c[j];
+    }
+    P::sync();
+    float b[C];
+#pragma unroll
+    for (unsigned k = 0; k < C; ++k) b[k] = O::op(O::identity(), P::read(cv, k, k % Q));
+    // Steps h = C / 2 .. 1, counted linearly so that they unroll fully (b in registers).
+    constexpr unsigned kSteps = C >= 16 ? 4 : C >= 8 ? 3 : C >= 4 ? 2 : C >= 2 ? 1 : 0;
+    static_assert((1u << kSteps) == C, "a power of two");
+#pragma unroll
+    for (unsigned step = 0; step < kSteps; ++step) {
+      const unsigned h = C >> (step + 1);
+#pragma unroll
+      for (unsigned k = 0; k < C / 2; ++k)
+        if (k < h) b[k] = O::op(b[k], b[k + h]);
+    }
+    return b[0];
+  }
+
+  __device__ __forceinline__ void finish() {
+    if constexpr (CLUSTER) P::sync();
+  }
+};
+
+}  // namespace split_row
+}  // namespace cuda
+}  // namespace tlrt
