@@ -57,7 +57,8 @@
 // elements with tiles of 2048 / 1024 elements (16 KB, 64 bytes per thread as for floats). They
 // went to the SCALAR gather before: (32, 1024, 1024, 2) 0.45 of copy bandwidth, 1.21x PyTorch's
 // time; trailing 4 to the VEC gather, 0.86 at (64, 512, 512, 4). PREDICTION: both ~0.93 (the
-// float tiles' figure). Measured: (pending GPU run).
+// float tiles' figure). Measured (H100, 2026-11-24): both 0.97 (0.184 ms; 0.56x / 0.68x
+// PyTorch's time).
 //
 // Test hook: with the environment variable TLRT_LAYOUT_INDEX64=1 (read per call) both kernels use
 // 64-bit index arithmetic whatever the sizes, so that the parity suite covers the 64-bit variants
