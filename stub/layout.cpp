@@ -54,6 +54,21 @@ TLRT_CPU_CLONES void copy_rows(const float *__restrict x, uint64_t base, uint64_
   }
 }
 
+// The three staged loops of a block (x rows into t, t transposed into u, u rows out to y), for
+// elements E and blocks of B x B; inlined, so that constant bp, bq give constant-bound loops.
+template <class E, uint64_t B>
+__attribute__((always_inline)) inline void staged_block(const E *__restrict x, uint64_t x_q,
+                                                        uint64_t bp, uint64_t bq,
+                                                        E *__restrict y, uint64_t y_p,
+                                                        E (&t)[B][B], E (&u)[B][B]) {
+  for (uint64_t j = 0; j < bq; ++j)
+    for (uint64_t i = 0; i < bp; ++i) t[j][i] = x[j * x_q + i];
+  for (uint64_t i = 0; i < bp; ++i)
+    for (uint64_t j = 0; j < bq; ++j) u[i][j] = t[j][i];
+  for (uint64_t i = 0; i < bp; ++i)
+    for (uint64_t j = 0; j < bq; ++j) y[i * y_p + j] = u[i][j];
+}
+
 // One block of the transposition: y[i * y_p + j] = x[j * x_q + i] for i < bp, j < bq (the
 // pointers are already at the block's corner; bp, bq <= kBlock). The block goes through two
 // 16 KiB buffers in L1: x's row segments (256 bytes, whole cache lines) are copied in with vector
@@ -66,21 +81,10 @@ TLRT_CPU_CLONES void transpose_block(const float *__restrict x, uint64_t x_q, ui
                                      uint64_t bq, float *__restrict y, uint64_t y_p) {
   alignas(64) float t[kBlock][kBlock];  // t[j][i] = x[j * x_q + i]
   alignas(64) float u[kBlock][kBlock];  // u[i][j] = t[j][i]
-  if (bp == kBlock && bq == kBlock) {
-    for (uint64_t j = 0; j < kBlock; ++j)
-      for (uint64_t i = 0; i < kBlock; ++i) t[j][i] = x[j * x_q + i];
-    for (uint64_t i = 0; i < kBlock; ++i)
-      for (uint64_t j = 0; j < kBlock; ++j) u[i][j] = t[j][i];
-    for (uint64_t i = 0; i < kBlock; ++i)
-      for (uint64_t j = 0; j < kBlock; ++j) y[i * y_p + j] = u[i][j];
-    return;
-  }
-  for (uint64_t j = 0; j < bq; ++j)
-    for (uint64_t i = 0; i < bp; ++i) t[j][i] = x[j * x_q + i];
-  for (uint64_t i = 0; i < bp; ++i)
-    for (uint64_t j = 0; j < bq; ++j) u[i][j] = t[j][i];
-  for (uint64_t i = 0; i < bp; ++i)
-    for (uint64_t j = 0; j < bq; ++j) y[i * y_p + j] = u[i][j];
+  if (bp == kBlock && bq == kBlock)
+    staged_block(x, x_q, kBlock, kBlock, y, y_p, t, u);  // vectorised full blocks
+  else
+    staged_block(x, x_q, bp, bq, y, y_p, t, u);
 }
 
 }  // namespace
@@ -119,14 +123,8 @@ struct Elem {
 template <unsigned W>
 void transpose_block_w(const Elem<W> *__restrict x, uint64_t x_q, uint64_t bp, uint64_t bq,
                        Elem<W> *__restrict y, uint64_t y_p) {
-  constexpr uint64_t B = 32;
-  Elem<W> t[B][B], u[B][B];
-  for (uint64_t j = 0; j < bq; ++j)
-    for (uint64_t i = 0; i < bp; ++i) t[j][i] = x[j * x_q + i];
-  for (uint64_t i = 0; i < bp; ++i)
-    for (uint64_t j = 0; j < bq; ++j) u[i][j] = t[j][i];
-  for (uint64_t i = 0; i < bp; ++i)
-    for (uint64_t j = 0; j < bq; ++j) y[i * y_p + j] = u[i][j];
+  Elem<W> t[32][32], u[32][32];
+  staged_block(x, x_q, bp, bq, y, y_p, t, u);
 }
 
 // The blocked walk over the batch and the (p, q) blocks of one transposition; block(xp, yp, bp,
