@@ -74,7 +74,7 @@ void pipe_variant(const lk::BwdArgs &a, float *pg, float *pb, double bytes, doub
     const uint64_t most = persistent ? (uint64_t)l.blocks_per_sm(lk::fused_pipe_bwd<NT, R, P, 1>, lk::pipe_smem_bytes<NT, R, P>(a.cols)) * l.sms() : nblk;
     const unsigned grid = (unsigned)(most < nblk ? most : nblk);
     float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P, 1>, grid, lk::pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
-    printf("  pipe<%u, %u> P=%u %s  %.4f ms  %.3f of copy BW\n", NT, R, P, persistent ? "persistent   " : "block per item", ms, bytes / ms / 1e6 / cbw);
+    printf("  pipe<%u, %u> P=%u %s  %.4f ms  %.3f of copy BW  (grid %u)\n", NT, R, P, persistent ? "persistent   " : "block per item", ms, bytes / ms / 1e6 / cbw, grid);
   }
 }
 

@@ -112,8 +112,9 @@
 // (0.54, the register kernel's), 512 and 2048 columns as 1024. Measured: (pending GPU run).
 // Switches for the comparison (read per call; bwd_plan below): TLRT_LN_BWD_PERSISTENT=0 (one
 // block per item, as before), TLRT_LN_BWD_REG_COLS=0 (the ring from 33 columns on, as before) or
-// =N, TLRT_LN_BWD_MERGE=0 (256 lane sets at 4096 columns, as before). fused_group_bwd serves the short rows and GPUs whose shared
-// memory does not hold the 96 KiB rings (sm_89), and the probe (bench/ln_bwd_probe.cu).
+// =N, TLRT_LN_BWD_MERGE=0 (256 lane sets at 4096 columns, as before). fused_group_bwd serves the
+// short rows, GPUs whose shared memory does not hold the 96 KiB rings (sm_89), and the probe
+// (bench/ln_bwd_probe.cu).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -458,7 +459,8 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 ln_kernels::BwdPlan bwd_plan() {
   ln_kernels::BwdPlan p;
   if (const char *e = std::getenv("TLRT_LN_BWD_PERSISTENT")) p.persistent = std::atoi(e) != 0;
-  if (const char *e = std::getenv("TLRT_LN_BWD_REG_COLS")) p.reg_max_cols = std::strtoull(e, nullptr, 10);
+  if (const char *e = std::getenv("TLRT_LN_BWD_REG_COLS"))
+    p.reg_max_cols = std::strtoull(e, nullptr, 10);
   if (const char *e = std::getenv("TLRT_LN_BWD_MERGE")) p.merge = std::atoi(e) != 0;
   return p;
 }

@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   // step pr of the item at position p + pd (p: the consumer's). produce() issues the copies of its
   // next step into stage st and loads the step's row statistics; one commit group per step (empty
   // past the last item), so that wait<P - 1> in a consumer step means "this step has landed".
-  // (Kept to two 32-bit counters: the 4096-column kernel is at its 128 registers.)
+  // (Two 32-bit counters: the merged 4096-column kernel uses 126 of its 128 registers.)
   unsigned pd = 0, pr = 0;
   auto produce = [&](uint64_t p, unsigned st, float &m, float &s) {
     uint64_t pq = item_at(p + pd);
@@ -522,8 +522,9 @@ struct BwdPlan {
 // launch.dyn(name, kernel, grid, smem_bytes, args...) starts kernel with that much dynamic shared
 // memory (allowing it above 48 KiB); launch.max_smem() is the most shared memory a block may have
 // (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89); launch.sms() the
-// multiprocessors, launch.blocks_per_sm(kernel, smem) the blocks that fit on one. The pipelined kernel where its ring fits (not the 96 KiB rings on sm_89) and
-// plan.pipelined, else the register kernel fused_group_bwd (the same bits).
+// multiprocessors, launch.blocks_per_sm(kernel, smem) the blocks that fit on one. The pipelined
+// kernel where its ring fits (not the 96 KiB rings on sm_89) and the plan allows it, else the
+// register kernel fused_group_bwd (the same bits).
 template <class Launch>
 bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
   return a.cols > 32 && plan.pipelined && a.cols > plan.reg_max_cols &&
@@ -541,17 +542,19 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
                     const BwdPlan &plan = BwdPlan{}) {
   const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
   const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
-  auto pipe_grid = [&](auto kernel, size_t smem) {
+  // The ring kernel's grid: a block per M items (M lane sets merged), or the persistent grid.
+  auto pipe_grid = [&](auto kernel, size_t smem, unsigned m) {
+    const uint64_t blocks = (grid + m - 1) / m;
     const uint64_t most =
-        plan.persistent ? (uint64_t)launch.blocks_per_sm(kernel, smem) * launch.sms() : grid;
-    return (unsigned)(most < grid ? most : grid);
+        plan.persistent ? (uint64_t)launch.blocks_per_sm(kernel, smem) * launch.sms() : blocks;
+    return (unsigned)(most < blocks ? most : blocks);
   };
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
 #define TLRT_LN_PIPE(NT, R, P, M)                                                                \
   launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #M ">", fused_pipe_bwd<NT, R, P, M>,     \
-             pipe_grid(fused_pipe_bwd<NT, R, P, M>, pipe_smem_bytes<NT, R, P>(a.cols)),          \
+             pipe_grid(fused_pipe_bwd<NT, R, P, M>, pipe_smem_bytes<NT, R, P>(a.cols), M),       \
              pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,  \
              a.cols, a.n, nblk, a.dx, pg, pb)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);

@@ -255,6 +255,9 @@ int main() {
   // Primes (cols and rows), the pipelined kernel's ring wrapping with rows past a chunk's end.
   for (uint64_t c : {97, 769, 1021, 2053, 4093}) go(c < 1000 ? 4099 : 263, c, th::Dist::Uniform, big);
   go(4099, 61, th::Dist::Uniform, 5);
+  // Two chunks at 2049..4096 columns (the merged lane sets t0, t0 + 128 of chunk 1: 2 steps for
+  // lane 0, 1 for the others).
+  go(4096 + 257, 2049, th::Dist::Uniform, big);
   go(5000, 9, th::Dist::Uniform, 1);
   // Long rows.
   for (uint64_t c : {4097, 6000, 8192, 8193, 12288, 12289, 16385, 24577})
