@@ -19,9 +19,6 @@ Each of our passes is timed in three modes (the "path" column; abi/tlrt_attentio
          (~1e-3 relative). With TLRT_ATTENTION_TF32_WMMA=1 in the environment the TF32
          backward runs the older WMMA kernels (unmasked only) instead, for comparison.
 torch is always timed with TF32 off (the issue's comparison), also against the tf32 rows.
-TLRT_ATTN_MMA_PRESPLIT=0 in the environment runs the fast and tf32 forwards in their older
-split-pass form (K / V split per block and tile in shared memory) instead of the default
-pre-split form (cuda/attention_mma_kernels.cuh), for the A/B comparison.
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention.py [--out FILE] [--iters N]
       [--shapes 32x1024x64,16x4096x64,32x1024x128]

@@ -66,14 +66,16 @@
 // DEFAULT FAST FORWARD (determinism switch off, allow_tf32 off, sm_80+, d <= 128): the 3xTF32
 // FlashAttention-2 forward of cuda/attention_mma_kernels.cuh (mma.sync m16n8k8 on register
 // fragments, K / V split once per call by a pre-pass into fragment-ordered big / small planes
-// in global memory, copied tile by tile into double-buffered shared memory (session 7; the
-// earlier per-block split pass stays selectable by TLRT_ATTN_MMA_PRESPLIT=0 for the A/B run);
-// its top comment has the design and the PREDICTION: ~45 TFLOP/s at (32, 1024, 64), ~0.33x SDPA);
-// class library with the header's split-TF32 bound, run-to-run deterministic. With the switch on
-// (and for d > 128) the exact kernels below run, bit for bit the CPU. Measured (H100,
-// 2026-11-24, 8-warp blocks): 0.53x / 0.37x / 0.56x SDPA's time at (32, 1024, 64) none / causal /
-// masked (exact 0.67x / 0.42x / 0.64x), 0.70x at (32, 1024, 128) (exact 0.76x): the 0.5x target
-// is met for causal only.
+// in global memory, copied tile by tile into double-buffered shared memory (session 7; it
+// replaced a per-block split pass in shared memory); its top comment has the design and the
+// predictions); class library with the header's split-TF32 bound, run-to-run deterministic.
+// With the switch on, for d > 128, and where the kernel's shared memory does not fit (sm_86 /
+// sm_89 at d > 32) the exact kernels below run, bit for bit the CPU. MEASURED (H100, 2026-11-24,
+// pre-split form, ms and fraction of SDPA's fp32 time): (32, 1024, 64) none / causal / masked
+// 0.286 / 0.250 / 0.364 = 0.49x / 0.34x / 0.50x (exact 0.67x / 0.42x / 0.64x); (16, 4096, 64)
+// 2.034 / 1.308 / 2.686 = 0.49x / 0.24x / 0.48x; (32, 1024, 128) 0.476 / 0.411 / 0.515 = 0.64x /
+// 0.45x / 0.58x (exact 0.76x): the 0.5x target is met at d = 64, not at d = 128. (The split-pass
+// form measured 0.313 / 0.269 / 0.392 at (32, 1024, 64), 0.527 / 0.460 / 0.602 at d = 128.)
 //
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
@@ -86,7 +88,8 @@
 // TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward on the
 // mma.sync kernel with one TF32 product (faster than the WMMA forward in all nine benchmark cases
 // on the H100, 2026-11-24: 0.246 / 0.195 / 0.316 ms against 0.263 / 0.253 / 0.364 at (32, 1024,
-// 64) none / causal / masked; TLRT_ATTENTION_TF32_WMMA=1 in the environment still selects the
+// 64) none / causal / masked; pre-split form 0.196 / 0.172 / 0.272, (16, 4096, 64) 1.348 / 0.862
+// / 2.008, (32, 1024, 128) 0.264 / 0.229 / 0.341; TLRT_ATTENTION_TF32_WMMA=1 in the environment still selects the
 // WMMA forward, for that comparison), the unmasked backward on the WMMA kernels of
 // cuda/attention_tc_kernels.cuh. Everything else runs the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
 // tc.md): WMMA TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32
@@ -101,8 +104,6 @@
 
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
-
-#include <cstdlib>
 
 #include "abi/tlrt_blas.h"
 #include "core/backend/attention.hpp"
@@ -121,14 +122,6 @@ namespace {
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
-}
-
-// The mma.sync forward's form: K, V split once per call by a pre-pass into global planes (the
-// default), or with TLRT_ATTN_MMA_PRESPLIT=0 in the environment (read per call; the A/B hook of
-// cuda/attention_mma_kernels.cuh's top comment) split per block and tile in shared memory.
-bool mma_presplit() {
-  const char *e = std::getenv("TLRT_ATTN_MMA_PRESPLIT");
-  return e == nullptr || e[0] != '0';
 }
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
@@ -171,19 +164,19 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
   // Switch on: the exact kernels (bit for bit the CPU). Off: the 3xTF32 mma.sync kernel
   // (cuda/attention_mma_kernels.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
   // one-product TF32 path (fwd_mma_kernel, or the WMMA kernel: TLRT_ATTENTION_TF32_WMMA=1).
-  // The pre-split planes (O(bh n d), returned to the pool in stream order) unless switched off.
+  // The pre-split planes: O(bh n d) floats, returned to the pool in stream order; none where the
+  // mma.sync kernel does not fit (the exact kernels run then).
   if (!deterministic() && launch.tensor_cores()) {
     if (tlrt_get_allow_tf32()) {
       if (tf32_on_wmma()) {
         if (attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse)) return;
       } else {
-        FloatScratch planes(dev,
-                            mma_presplit() ? attn_kernels::fwd_mma_planes_floats(p, false) : 0);
+        FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, false));
         if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse, planes.get()))
           return;
       }
     } else {
-      FloatScratch planes(dev, mma_presplit() ? attn_kernels::fwd_mma_planes_floats(p, true) : 0);
+      FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
       if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;
     }

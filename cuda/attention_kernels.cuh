@@ -589,6 +589,30 @@ dim3 grid_of(const L &launch, uint64_t blocks_x, uint64_t bh) {
   return dim3((unsigned)blocks_x, (unsigned)(bh < cap ? bh : cap), 1);
 }
 
+// The tensor-core plans' compile-time dispatch. with_tc_dp: f(std::integral_constant<unsigned,
+// DP>) with DP = d rounded up to 32, 64 or 128 (1 <= d <= 128); with_flag: f(std::true_type) or
+// f(std::false_type); with_tc_dp_flags: f(DP, split, exact) with exact = (d == DP). f's result is
+// returned (one type for every instantiation).
+template <class F>
+auto with_tc_dp(uint64_t d, F &&f) {
+  if (d <= 32) return f(std::integral_constant<unsigned, 32>());
+  if (d <= 64) return f(std::integral_constant<unsigned, 64>());
+  return f(std::integral_constant<unsigned, 128>());
+}
+template <class F>
+auto with_flag(bool b, F &&f) {
+  return b ? f(std::true_type()) : f(std::false_type());
+}
+template <class F>
+auto with_tc_dp_flags(uint64_t d, bool split, F &&f) {
+  return with_tc_dp(d, [&](auto dpc) {
+    return with_flag(split, [&](auto splitc) {
+      return with_flag(d == decltype(dpc)::value,
+                       [&](auto exactc) { return f(dpc, splitc, exactc); });
+    });
+  });
+}
+
 // Each kernel has a variant for devices with less shared memory per block than sm_90's 227 KB
 // (launch.smem_limit(), bytes; sm_80: 163 KB, sm_86/89: 99 KB): fewer rows per block. The block
 // sizes do not enter the order of operations, so every variant gives the same bits.

@@ -4,24 +4,22 @@
 // m16n8k8 TF32 (cuda/mma_tf32.cuh) with every operand and accumulator in REGISTER fragments.
 // tests/unit/test_attention_mma_emu.cpp runs this very source on the CPU emulator against float64.
 //
-// fwd_mma_kernel<DP, SPLIT, EXACT, NW>: one block of NW = kMmaWarps = 8 warps (256 threads) per
+// fwd_mma_kernel<DP, SPLIT, NW>: one block of NW = kMmaWarps = 8 warps (256 threads) per
 // (problem, 128 query rows; was 4 warps and 64 rows, see kMmaWarps); warp w owns rows 16 w ..
 // 16 w + 15 end to end. DP = d rounded up to 32, 64 or 128 (the
 // padding columns are zeros in Q, K and V); key tiles of KT = 64 keys (32 for DP = 128).
 //   Q: each lane loads its A fragments once from global memory (zeros past n and d); DP <= 64
 //   keeps them split (big and small TF32 parts: DP / 8 k-steps x 4 x 2 registers), DP = 128 keeps
 //   the float32 values (64 registers) and splits each k-step's fragment when it is used.
-//   K, V tiles, PRE form (the default since session 7; fwd_mma_kernel<..., PRE = true>): a small
-//   pre-pass kernel (split_kv_kernel) splits K and V ONCE per call into a global FloatScratch of
-//   "fragment-ordered" planes (below; densely per (problem, key tile), zeros past n and d; O(bh n
-//   d), (32, 1024, 64): 33.5 MB), and the kernel copies each tile's planes with 16-byte cp.async
-//   into a DOUBLE-BUFFERED pair of plane buffers at the padded strides (tile j + 1 in flight while
-//   tile j is computed; one barrier per tile; no raw staging, no split pass).
-//   K, V tiles, split-pass form (PRE = false; TLRT_ATTN_MMA_PRESPLIT=0 selects it, for the A/B
-//   measurement): cp.async (16-byte copies when vec) into a raw (KT, DP + 4) staging pair while
-//   the previous tile is computed, then ONE split pass by the whole block (barrier, split,
-//   barrier) into the same planes in shared memory. Either way a lane's B fragment (big and small)
-//   is ONE 16-byte shared load and no warp re-splits what the others use:
+//   K, V tiles (session 7): a small pre-pass kernel (split_kv_kernel) splits K and V ONCE per call
+//   into a global FloatScratch of "fragment-ordered" planes (below; densely per (problem, key
+//   tile), zeros past n and d; O(bh n d), (32, 1024, 64): 33.5 MB), and the kernel copies each
+//   tile's planes with 16-byte cp.async into a DOUBLE-BUFFERED pair of plane buffers at the padded
+//   strides (tile j + 1 in flight while tile j is computed; one barrier per tile). Until session 7
+//   each block staged raw tiles and split them in shared memory between two barriers (the "split
+//   pass"; git show 9221617:cuda/attention_mma_kernels.cuh); measured slower in all 18 cases
+//   below, removed. A lane's B fragment (big and small) is ONE 16-byte shared load and no warp
+//   splits what it reads:
 //     K planes: row j, float4 c4 = 4 ks + t: {big, small of K[j][8 ks + t], big, small of
 //       K[j][8 ks + t + 4]} (row stride DP / 2 + 4 float4s: a quarter warp (g in {2h, 2h + 1},
 //       t = 0..3) reads 8 distinct 16-byte bank groups since the stride is 4 mod 8);
@@ -45,19 +43,15 @@
 // tiles whose first key is past its last row (KT = 32); blocks with the most tiles start first.
 // No atomics, no dependence on scheduling: the same bits run to run (the tensor cores' order is
 // fixed per instruction).
-// Shared memory (bytes), split-pass form: raw 2 KT (DP + 4) 4 + K planes KT (DP / 2 + 4) 16 + V
-// planes KT / 2 (DP + 2) 16: DP = 32: 56 KB, DP = 64: 105 KB, DP = 128 (KT = 32):
-// 102 KB (2); one 8-warp block per SM (registers: ~246 per thread; the 4-warp variant ran two
-// blocks, fwd_mma_min_blocks below).
-// Without SPLIT the planes take half: 37 / 71 / 69 KB (still two blocks: registers).
-// PRE form: 2 x (K planes + V planes): DP = 32: 74 KB, DP = 64: 138 KB, DP = 128: 133 KB
-// (without SPLIT 38 / 70 / 67 KB), all within sm_90's 227 KB and sm_80's 163 KB opt-in; where
-// they do not fit and the split-pass form does, the plan runs that (same bits).
+// Shared memory (bytes): 2 x (K planes KT (DP / 2 + 4) 16 + V planes KT / 2 (DP + 2) 16): DP =
+// 32: 74 KB, DP = 64: 138 KB, DP = 128 (KT = 32): 133 KB (without SPLIT 38 / 70 / 67 KB); one
+// 8-warp block per SM (registers: ~246 per thread). All fit sm_90's 227 KB and sm_80's 163 KB
+// opt-in; on sm_86 / sm_89 (99 KB) DP = 64 and 128 with SPLIT do not, and the plan declines
+// (fwd_mma_planes_floats is 0: the exact kernels run, no scratch is taken).
 // Work per 64-key tile and warp (DP = 64, SPLIT): S 8 k-steps x 8 n-tiles x 3 = 192 mma, P V 8 x 8
 // x 3 = 192 mma; 128 LDS.128 (64 K, 64 V fragments); 32 exp and ~250 other softmax instructions
-// per lane; the split pass ~32 plane entries (~400 instructions) per thread and tile; two
-// barriers.
-// PREDICTION OF THE PRE FORM (session 7; H100, against the measured split-pass form below).
+// per lane; 16 cp.async.16 per thread; one barrier.
+// PREDICTION OF THE PRE-SPLIT FORM (session 7; H100, against the measured split-pass form).
 //   Issue slots per warp and 64-key tile (DP = 64, SPLIT): before ~1400 (384 mma, 128 LDS.128,
 //   ~290 softmax, the split pass ~400: 2 x 16 entries, each 2 LDS.32, 2 x (2 cvt + 1 FADD), 1
 //   STS.128, addressing; 2 barriers); after ~1050 (the split pass becomes 16 cp.async.16 with
@@ -70,14 +64,20 @@
 //   tile and block instead of 32: (32, 1024, 64) 268 MB, ~1 TB/s, far below L2's bandwidth; the
 //   (16, 4096, 64) planes, 67 MB, exceed the 50 MB L2, but the 32 blocks of one problem run
 //   together and share their 4 MB).
-//   Expected (split-pass form measured -> PRE, pre-pass included; SDPA times of the table):
-//   (32, 1024, 64) none 0.305 -> ~0.265 ms (~0.46x), causal 0.264 -> ~0.235 (~0.33x), masked
-//   0.392 -> ~0.35 (~0.49x); (16, 4096, 64) none 2.356 -> ~2.07 (~0.50x), causal 1.488 -> ~1.32
-//   (~0.24x), masked 3.024 -> ~2.70 (~0.49x); (32, 1024, 128) none 0.522 -> ~0.47 (~0.63x: KT =
-//   32 halves the work per tile, so the split pass weighed about as much, but the pre-pass costs
-//   ~7% here), causal ~0.41 (~0.46x), masked ~0.53 (~0.60x). TF32 variant: the split pass was a
-//   larger share of its shorter tile: ~15-20% faster.
-//   Measured: (pending GPU run).
+//   Expected (split-pass form measured -> pre-split, pre-pass included): (32, 1024, 64) none
+//   0.305 -> ~0.265 ms (~0.46x), causal 0.264 -> ~0.235 (~0.33x), masked 0.392 -> ~0.35 (~0.49x);
+//   (16, 4096, 64) none 2.356 -> ~2.07 (~0.50x), causal 1.488 -> ~1.32 (~0.24x), masked 3.024 ->
+//   ~2.70 (~0.49x); (32, 1024, 128) none 0.522 -> ~0.47 (~0.63x), causal ~0.41 (~0.46x), masked
+//   ~0.53 (~0.60x). TF32 variant: ~15-20% faster.
+//   MEASURED (H100, 2026-11-24, bench/attention.py, one process, split-pass -> pre-split, ms and
+//   the pre-split time as a fraction of SDPA's fp32 time): 3xTF32 (32, 1024, 64) none 0.313 ->
+//   0.286 (0.49x), causal 0.269 -> 0.250 (0.34x), masked 0.392 -> 0.364 (0.50x); (16, 4096, 64)
+//   2.380 -> 2.034 (0.49x), 1.504 -> 1.308 (0.24x), 3.030 -> 2.686 (0.48x); (32, 1024, 128) 0.527
+//   -> 0.476 (0.64x), 0.460 -> 0.411 (0.45x), 0.602 -> 0.515 (0.58x). TF32 (32, 1024, 64) 0.228 ->
+//   0.196, 0.194 -> 0.172, 0.313 -> 0.272; (16, 4096, 64) 1.687 -> 1.348, 1.069 -> 0.862, 2.407
+//   -> 2.008; (32, 1024, 128) 0.332 -> 0.264, 0.292 -> 0.229, 0.433 -> 0.341 (13-22% faster).
+//   7-15% faster with SPLIT, within ~0.02 ms of the prediction everywhere; the 0.5x target is met
+//   at d = 64 (masked (32, 1024, 64) at 0.50x), not at d = 128 (0.64x unmasked).
 // DP = 128's Q (not done; predicted): the float32 Q fragments take 64 registers and each tile
 // re-splits them (16 k-steps x 4 values x 3 instructions = ~190 issue slots per warp and 32-key
 // tile against 384 mma). Pre-split Q in fragment order in shared memory (per lane and k-step
@@ -88,8 +88,8 @@
 // per thread (o alone is 64, s 16, the mask 16) and 2 x 133 KB of shared memory: out of reach.
 // It would trade ~190 ALU slots for +32 LDS.128 per warp-tile (+25% shared traffic) at one block
 // per SM: predicted ~0-5%, not worth the shared memory.
-// PREDICTION (H100 SXM, TF32 off, the benchmark's 4 n^2 d count, causal half; SDPA fp32 times of
-// bench/results/2026-11-24-h100-attention-tc.md). Per SM and tile, 8 warps: tensor pipe ~8 x 384
+// FIRST PREDICTION (split-pass form; H100 SXM, TF32 off, the benchmark's 4 n^2 d count, causal
+// half; SDPA fp32 times of bench/results/2026-11-24-h100-attention-tc.md). Per SM and tile, 8 warps: tensor pipe ~8 x 384
 // mma.sync at ~half of the TF32 peak rate (~80 TFLOP/s useful with 3 products), shared memory
 // 8 x 128 LDS.128 (~118 TFLOP/s roof), issue ~1400 slots per warp-tile (~180): ~55% of the
 // tensor-pipe bound after barriers, split pass and softmax latency:
@@ -100,7 +100,8 @@
 //   per tile), causal ~28 (~0.35x), masked ~33 (~0.59x).
 // SPLIT = false (allow_tf32): ~1.6-1.8x those TFLOP/s (one product instead of three; the split
 // pass and the softmax then weigh more).
-// Measured with 8-warp blocks (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-mma.md):
+// Measured with 8-warp blocks, split-pass form (H100, 2026-11-24,
+// bench/results/2026-11-24-h100-attention-mma.md; the pre-split figures are above):
 // (32,1024,64) none / causal / masked 0.305 / 0.264 / 0.392 ms = 0.53x / 0.37x / 0.56x SDPA,
 // (16,4096,64) 0.56x / 0.27x / 0.55x, (32,1024,128) 0.70x / 0.51x / 0.66x; TF32 0.39x / 0.27x /
 // 0.43x at (32,1024,64), 0.44x at (32,1024,128). With 4-warp blocks (the first run; SDPA fp32 in
@@ -136,7 +137,7 @@ __host__ __device__ constexpr unsigned mma_kt() {
 }
 
 // Plane entries: {big, small, big, small} (4 floats) with SPLIT, {big, big} (2 floats) without.
-// Row strides: raw tiles (floats), K planes (entries per key), V planes (entries per key pair).
+// Row strides: K planes (entries per key), V planes (entries per key pair).
 // Conflict-free fragment reads: 16-byte entries are served per quarter warp (8 lanes: g in
 // {2h, 2h + 1}, t = 0..3), 8-byte ones per half warp (g in 4h .. 4h + 3): K at g * SK + t needs
 // SK = 4 mod 8 (16 bytes) or mod 16 (8 bytes); V at t * SV + g needs SV = 2 mod 8 (16 bytes) or
@@ -144,10 +145,6 @@ __host__ __device__ constexpr unsigned mma_kt() {
 template <bool SPLIT>
 __host__ __device__ constexpr unsigned mma_pw() {
   return SPLIT ? 4 : 2;
-}
-template <unsigned DP>
-__host__ __device__ constexpr unsigned mma_raw_stride() {
-  return DP + 4;
 }
 template <unsigned DP>
 __host__ __device__ constexpr unsigned mma_k_stride() {
@@ -158,29 +155,22 @@ __host__ __device__ constexpr unsigned mma_v_stride() {
   return SPLIT ? DP + 2 : DP + 4;
 }
 
-template <unsigned DP, bool SPLIT>
-__host__ __device__ constexpr unsigned fwd_mma_smem_floats() {
-  return 2 * mma_kt<DP>() * mma_raw_stride<DP>() +
-         mma_pw<SPLIT>() * (mma_kt<DP>() * mma_k_stride<DP>() +
-                            (mma_kt<DP>() / 2) * mma_v_stride<DP, SPLIT>());
-}
-
-// PRE = true (the pre-split form): no raw staging; two buffers of K and V planes (tile j + 1
-// lands while tile j is computed).
+// One buffer of K and V planes at the padded strides; the kernel holds two (tile j + 1 lands
+// while tile j is computed).
 template <unsigned DP, bool SPLIT>
 __host__ __device__ constexpr unsigned mma_plane_buf_floats() {
   return mma_pw<SPLIT>() * (mma_kt<DP>() * mma_k_stride<DP>() +
                             (mma_kt<DP>() / 2) * mma_v_stride<DP, SPLIT>());
 }
-template <unsigned DP, bool SPLIT, bool PRE>
-__host__ __device__ constexpr unsigned fwd_mma_smem_floats_v() {
-  return PRE ? 2 * mma_plane_buf_floats<DP, SPLIT>() : fwd_mma_smem_floats<DP, SPLIT>();
+template <unsigned DP, bool SPLIT>
+__host__ __device__ constexpr unsigned fwd_mma_smem_floats() {
+  return 2 * mma_plane_buf_floats<DP, SPLIT>();
 }
 
 // The pre-split planes in global memory: per (problem, key tile), densely (no stride padding),
 // the K planes (KT rows of DP / 2 entries) then the V planes (KT / 2 key pairs of DP entries):
-// PW KT DP floats per tile, ceil(n / KT) tiles per problem. Entry order and bits are those the
-// split pass writes into shared memory (put_pair of the same two values; zeros past n and d).
+// PW KT DP floats per tile, ceil(n / KT) tiles per problem; entries as in the shared plane
+// buffers (put_pair; zeros past n and d), which load_planes_nt copies them into.
 template <unsigned DP, bool SPLIT>
 __host__ __device__ constexpr unsigned mma_tile_plane_floats() {
   return mma_pw<SPLIT>() * mma_kt<DP>() * DP;
@@ -195,36 +185,6 @@ __host__ __device__ constexpr unsigned fwd_mma_min_blocks() {
 }
 
 // ---- helpers shareable with the backward -------------------------------------------------------
-
-// Zeroes `floats` floats (a multiple of 4) of shared memory with NT threads.
-template <unsigned NT>
-__device__ __forceinline__ void zero_smem_nt(float *sm, unsigned floats) {
-  for (unsigned e = threadIdx.x; e < floats / 4; e += NT)
-    st4(sm + 4 * e, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-}
-
-// load_tile of cuda/attention_kernels.cuh for blocks of NT threads: rows r0 .. r0 + ROWS - 1
-// (columns 0 .. d - 1) of a row-major (n, d) matrix into dst (row stride DP + 4) by cp.async; rows
-// past n become zeros; columns d .. DP + 3 untouched.
-template <unsigned DP, unsigned ROWS, bool EXACT, unsigned NT>
-__device__ __forceinline__ void load_tile_nt(float *dst, const float *src, unsigned r0, unsigned n,
-                                             unsigned d, bool vec) {
-  constexpr unsigned SD = DP + 4;
-  if (vec) {
-    const unsigned d4 = EXACT ? DP / 4 : d / 4;
-    for (unsigned e = threadIdx.x; e < ROWS * d4; e += NT) {
-      const unsigned r = e / d4, c = e % d4;
-      const bool ok = r0 + r < n;
-      async::copy16(dst + r * SD + 4 * c, ok ? src + (uint64_t)(r0 + r) * d + 4 * c : src, ok);
-    }
-  } else {
-    for (unsigned e = threadIdx.x; e < ROWS * d; e += NT) {
-      const unsigned r = e / d, t = e % d;
-      const bool ok = r0 + r < n;
-      async::copy4(dst + r * SD + t, ok ? src + (uint64_t)(r0 + r) * d + t : src, ok);
-    }
-  }
-}
 
 // Stores the plane entry of a and b: {big(a), small(a), big(b), small(b)} with SPLIT, else
 // {big(a), big(b)} (TF32 bit patterns as floats).
@@ -273,35 +233,12 @@ __device__ __forceinline__ mma::SplitB get_pair(const float *src) {
   return b;
 }
 
-// A raw (ROWS, DP) tile (row stride DP + 4) as a B operand over its COLUMNS (S = Q K^T: the
-// contraction runs along a row): entry [r][4 ks + t] = the pair raw[r][8 ks + t],
-// raw[r][8 ks + t + 4] (row stride mma_k_stride entries).
-template <unsigned DP, unsigned ROWS, bool SPLIT, unsigned NT>
-__device__ __forceinline__ void split_rows_tile(float *planes, const float *raw) {
-  constexpr unsigned SD = DP + 4, C4 = DP / 2, SK = mma_k_stride<DP>(), PW = mma_pw<SPLIT>();
-  for (unsigned e = threadIdx.x; e < ROWS * C4; e += NT) {
-    const unsigned r = e / C4, c4 = e % C4, col = 8 * (c4 / 4) + c4 % 4;
-    put_pair<SPLIT>(planes + PW * (r * SK + c4), raw[r * SD + col], raw[r * SD + col + 4]);
-  }
-}
-
-// A raw (ROWS, DP) tile as a B operand over its ROWS with the permuted contraction index (O = P V:
-// the contraction runs down a column, rows 2t, 2t + 1 of each 8-row step in one lane):
-// entry [p][c] = the pair raw[2p][c], raw[2p + 1][c] (row stride mma_v_stride entries).
-template <unsigned DP, unsigned ROWS, bool SPLIT, unsigned NT>
-__device__ __forceinline__ void split_pairs_tile(float *planes, const float *raw) {
-  constexpr unsigned SD = DP + 4, SV = mma_v_stride<DP, SPLIT>(), PW = mma_pw<SPLIT>();
-  for (unsigned e = threadIdx.x; e < ROWS / 2 * DP; e += NT) {
-    const unsigned pr = e / DP, c = e % DP;
-    put_pair<SPLIT>(planes + PW * (pr * SV + c), raw[2 * pr * SD + c], raw[(2 * pr + 1) * SD + c]);
-  }
-}
-
-// The pre-pass (PRE): every key tile of every problem split once into its dense global planes.
+// The pre-pass: every key tile of every problem split once into its dense global planes.
 // Thread per plane entry (grid-stride along x over one problem's ceil(n / KT) KT DP entries;
-// problems along y): K entry (row r, c4) = the pair K[r][8 (c4 / 4) + c4 % 4], K[r][... + 4]
-// (split_rows_tile's), V entry (pair pr, column c) = V[2 pr][c], V[2 pr + 1][c]
-// (split_pairs_tile's); values past n or d are zeros, as in the zero-filled raw tiles.
+// problems along y): K entry (row r, c4) = the pair K[r][8 (c4 / 4) + c4 % 4], K[r][... + 4] (K as
+// a B operand over its columns: S = Q K^T contracts along a row), V entry (pair pr, column c) =
+// V[2 pr][c], V[2 pr + 1][c] (V as a B operand over its rows with the permuted contraction index
+// of c_as_a: O = P V); values past n or d are zeros.
 // Bytes: reads K and V once (8 bh n d), writes PW / 2 times that (SPLIT: 16 bh n d).
 template <unsigned DP, bool SPLIT>
 __global__ void __launch_bounds__(256)
@@ -335,7 +272,7 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// PRE: one tile's dense planes (src) into a plane buffer at the padded strides (kpl: K planes, row
+// One tile's dense planes (src) into a plane buffer at the padded strides (kpl: K planes, row
 // stride SK entries; vpl: V planes, row stride SV entries) by 16-byte cp.async copies (an entry
 // is 16 bytes with SPLIT, two entries without; the strides keep every row 16-byte aligned).
 template <unsigned DP, bool SPLIT, unsigned NT>
@@ -371,17 +308,15 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // ---- forward -----------------------------------------------------------------------------------
 
-// PRE = false: K, V raw tiles staged and split per block (the split pass); PRE = true: the tiles'
-// planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered, one
-// barrier per tile (k and v are then not read). Same operands, same products: the same bits.
-template <unsigned DP, bool SPLIT, bool EXACT, unsigned NW, bool PRE>
+// The tiles' planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered,
+// one barrier per tile.
+template <unsigned DP, bool SPLIT, unsigned NW>
 __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
-    fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict k,
-                   const float *__restrict v, const float *__restrict planes,
+    fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict planes,
                    float *__restrict out, float *__restrict lse) {
 #if defined(TLRT_CUDA_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-  constexpr unsigned KT = mma_kt<DP>(), SD = mma_raw_stride<DP>(), SK = mma_k_stride<DP>(),
-                     SV = mma_v_stride<DP, SPLIT>(), PW = mma_pw<SPLIT>();
+  constexpr unsigned KT = mma_kt<DP>(), SK = mma_k_stride<DP>(), SV = mma_v_stride<DP, SPLIT>(),
+                     PW = mma_pw<SPLIT>();
   constexpr unsigned KS = DP / 8;   // k-steps of S = Q K^T; n-tiles of O
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
   constexpr bool QPRE = DP <= 64;   // Q fragments kept split (else split per use)
@@ -389,26 +324,19 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
   constexpr unsigned BUF = mma_plane_buf_floats<DP, SPLIT>(),
                      TP = mma_tile_plane_floats<DP, SPLIT>();
   float *sm = async::dynamic_smem();
-  // !PRE: raw K, raw V, K planes, V planes. PRE: buffer 0 (K planes, V planes), buffer 1.
-  float *kraw = sm, *vraw = kraw + KT * SD;
-  float *kpl = PRE ? sm : vraw + KT * SD, *vpl = kpl + PW * KT * SK;
+  // Buffer 0 (K planes, V planes), buffer 1.
+  const float *kpl = sm, *vpl = kpl + PW * KT * SK;
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kMmaRows;
   const unsigned iw = i0 + 16 * w;  // the warp's first row
   const unsigned jend = p.skip ? min(p.n, i0 + kMmaRows) : p.n;
-  if (!PRE) zero_smem_nt<kMmaThreads>(sm, 2 * KT * SD);  // the raw tiles' padding columns: zero
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const uint64_t base = b * p.n * p.d;
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
-    // PRE: this problem's tile planes (tile jt at pb + jt TP).
-    const float *pb = PRE ? planes + b * (uint64_t)((p.n + KT - 1) / KT) * TP : nullptr;
-    __syncthreads();  // zeroing, or the previous problem's readers, done
-    if (PRE) {
-      load_planes_nt<DP, SPLIT, kMmaThreads>(sm, sm + PW * KT * SK, pb);
-    } else {
-      load_tile_nt<DP, KT, EXACT, kMmaThreads>(kraw, k + base, 0, p.n, p.d, p.vec);
-      load_tile_nt<DP, KT, EXACT, kMmaThreads>(vraw, v + base, 0, p.n, p.d, p.vec);
-    }
+    // This problem's tile planes (tile jt at pb + jt TP).
+    const float *pb = planes + b * (uint64_t)((p.n + KT - 1) / KT) * TP;
+    __syncthreads();  // the previous problem's readers done
+    load_planes_nt<DP, SPLIT, kMmaThreads>(sm, sm + PW * KT * SK, pb);
     async::commit();
     // This lane's Q fragments (rows iw + g, iw + g + 8; columns 8 ks + t, 8 ks + t + 4).
     float qf[KS][4];
@@ -428,29 +356,15 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
     for (unsigned nt = 0; nt < KS; ++nt)
 #pragma unroll
       for (unsigned e = 0; e < 4; ++e) o[nt][e] = 0.0f;
-    if (!PRE) {
-      async::wait<0>();
-      __syncthreads();  // raw tile 0 visible
-      split_rows_tile<DP, KT, SPLIT, kMmaThreads>(kpl, kraw);
-      split_pairs_tile<DP, KT, SPLIT, kMmaThreads>(vpl, vraw);
-      __syncthreads();  // planes of tile 0 visible; the raw tiles free
-    }
     for (unsigned j0 = 0, jt = 0; j0 < jend; j0 += KT, ++jt) {
       const bool more = j0 + KT < jend;
-      if (PRE) {
-        async::wait<0>();
-        __syncthreads();  // tile jt's planes visible; the other buffer's readers (tile jt - 1) done
-        kpl = sm + (jt % 2) * BUF;
-        vpl = kpl + PW * KT * SK;
-        if (more) {
-          float *nk = sm + ((jt + 1) % 2) * BUF;
-          load_planes_nt<DP, SPLIT, kMmaThreads>(nk, nk + PW * KT * SK,
-                                                 pb + (uint64_t)(jt + 1) * TP);
-          async::commit();
-        }
-      } else if (more) {
-        load_tile_nt<DP, KT, EXACT, kMmaThreads>(kraw, k + base, j0 + KT, p.n, p.d, p.vec);
-        load_tile_nt<DP, KT, EXACT, kMmaThreads>(vraw, v + base, j0 + KT, p.n, p.d, p.vec);
+      async::wait<0>();
+      __syncthreads();  // tile jt's planes visible; the other buffer's readers (tile jt - 1) done
+      kpl = sm + (jt % 2) * BUF;
+      vpl = kpl + PW * KT * SK;
+      if (more) {
+        float *nk = sm + ((jt + 1) % 2) * BUF;
+        load_planes_nt<DP, SPLIT, kMmaThreads>(nk, nk + PW * KT * SK, pb + (uint64_t)(jt + 1) * TP);
         async::commit();
       }
       // The warp visits the tile unless its rows are past n or (skipping) all before j0.
@@ -551,13 +465,6 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
                                 get_pair<SPLIT>(vpl + PW * ((4 * kk + t) * SV + 8 * nt + g)));
         }
       }
-      if (!PRE && more) {
-        async::wait<0>();
-        __syncthreads();  // raw tile visible; every read of the planes done
-        split_rows_tile<DP, KT, SPLIT, kMmaThreads>(kpl, kraw);
-        split_pairs_tile<DP, KT, SPLIT, kMmaThreads>(vpl, vraw);
-        __syncthreads();  // planes visible; the raw tiles free
-      }
     }
     // out = O / l, lse = m + log(l) (l summed over the quad); l == 0: out 0, lse -inf.
     if (iw < p.n) {
@@ -594,59 +501,45 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
 #endif
 }
 
-// Floats of the pre-split planes (the FloatScratch the caller passes to fwd_mma_plan for the PRE
-// form): PW KT DP per key tile, ceil(n / KT) tiles per problem; 0 where the kernel does not apply.
-// O(bh n d): (32, 1024, 64) SPLIT 33.5 MB.
-inline uint64_t fwd_mma_planes_floats(const Problem &p, bool split) {
+// Floats of the pre-split planes (the FloatScratch the caller passes to fwd_mma_plan): PW KT DP
+// per key tile, ceil(n / KT) tiles per problem ((32, 1024, 64) SPLIT: 33.5 MB); 0 where the plan
+// declines (d == 0, d > 128, n == 0 or bh == 0, or the kernel's shared memory over
+// launch.smem_limit(): sm_86 / sm_89's 99 KB at d > 32), so that no scratch is taken then.
+template <class L>
+uint64_t fwd_mma_planes_floats(const L &launch, const Problem &p, bool split) {
   if (p.d == 0 || p.d > 128 || p.n == 0 || p.bh == 0) return 0;
-  const uint64_t dp = p.d <= 32 ? 32 : p.d <= 64 ? 64 : 128, kt = dp == 128 ? 32 : 64;
-  return p.bh * ((p.n + kt - 1) / kt) * kt * dp * (split ? 4 : 2);
+  return with_tc_dp(p.d, [&](auto dpc) -> uint64_t {
+    constexpr unsigned DP = decltype(dpc)::value, KT = mma_kt<DP>();
+    const size_t bytes = (split ? fwd_mma_smem_floats<DP, true>()
+                                : fwd_mma_smem_floats<DP, false>()) * sizeof(float);
+    if (bytes > launch.smem_limit()) return 0;
+    return p.bh * ((p.n + KT - 1) / KT) * KT * DP * (split ? 4 : 2);
+  });
 }
 
-// The fast forward's launch, or false (nothing launched) where it does not apply: d == 0 or
-// d > 128, or too little shared memory per block (the caller runs another forward then).
-// planes != nullptr (fwd_mma_planes_floats(p, split) floats, 16-byte aligned): the PRE form
-// (split_kv_kernel, then the kernel copying planes), else the split-pass form; where the PRE
-// form's shared memory does not fit but the other's does, the other runs (same bits).
+// The fast forward's launch (split_kv_kernel, then fwd_mma_kernel), or false (nothing launched)
+// where it does not apply: where fwd_mma_planes_floats(launch, p, split) is 0, or planes is null
+// (the caller runs the exact kernels then). planes: that many floats, 16-byte aligned.
 template <class L>
 bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
-                  const float *v, float *out, float *lse, float *planes = nullptr) {
-  if (p.d == 0 || p.d > 128) return false;
+                  const float *v, float *out, float *lse, float *planes) {
+  if (planes == nullptr || fwd_mma_planes_floats(launch, p, split) == 0) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
-  const unsigned dp = p.d <= 32 ? 32 : p.d <= 64 ? 64 : 128;
-  const bool exact = dp == p.d;
-  auto go = [&](auto dpc, auto splitc, auto exactc) {
-    constexpr unsigned DP = decltype(dpc)::value;
-    constexpr bool SPLIT = decltype(splitc)::value, EXACT = decltype(exactc)::value;
-    const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
-    constexpr size_t pre_bytes = fwd_mma_smem_floats_v<DP, SPLIT, true>() * sizeof(float);
-    if (planes != nullptr && pre_bytes <= launch.smem_limit()) {
-      const uint64_t per = (uint64_t)((kp.n + mma_kt<DP>() - 1) / mma_kt<DP>()) * mma_kt<DP>() * DP;
-      const uint64_t bx = (per + 255) / 256;
+  const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
+  return with_tc_dp(p.d, [&](auto dpc) {
+    return with_flag(split, [&](auto splitc) {
+      constexpr unsigned DP = decltype(dpc)::value, KT = mma_kt<DP>();
+      constexpr bool SPLIT = decltype(splitc)::value;
+      const uint64_t bx = ((uint64_t)((kp.n + KT - 1) / KT) * KT * DP + 255) / 256;
       launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT>,
              dim3((unsigned)(bx < 0x7FFFFFFFull ? bx : 0x7FFFFFFFull), grid.y, 1), 256u, (size_t)0,
              kp, k, v, planes);
-      launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, EXACT, kMmaWarps, true>, grid,
-             32 * kMmaWarps, pre_bytes, kp, q, k, v, (const float *)planes, out, lse);
+      launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps>, grid,
+             32 * kMmaWarps, fwd_mma_smem_floats<DP, SPLIT>() * sizeof(float), kp, q,
+             (const float *)planes, out, lse);
       return true;
-    }
-    constexpr size_t bytes = fwd_mma_smem_floats_v<DP, SPLIT, false>() * sizeof(float);
-    if (bytes > launch.smem_limit()) return false;
-    launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, EXACT, kMmaWarps, false>, grid,
-           32 * kMmaWarps, bytes, kp, q, k, v, (const float *)nullptr, out, lse);
-    return true;
-  };
-  using T = std::true_type;
-  using F = std::false_type;
-  auto by_flags = [&](auto dpc) {
-    if (split) return exact ? go(dpc, T{}, T{}) : go(dpc, T{}, F{});
-    return exact ? go(dpc, F{}, T{}) : go(dpc, F{}, F{});
-  };
-  switch (dp) {
-    case 32: return by_flags(std::integral_constant<unsigned, 32>());
-    case 64: return by_flags(std::integral_constant<unsigned, 64>());
-    default: return by_flags(std::integral_constant<unsigned, 128>());
-  }
+    });
+  });
 }
 
 }  // namespace attn_kernels

@@ -631,14 +631,12 @@ bool bwd_tc_plan(L &launch, const Problem &p, bool split, const float *q, const 
                  const float *v, const float *out, const float *dout, const float *lse, float *D,
                  float *dq, float *dk, float *dv) {
   if (p.d == 0 || p.d > 128) return false;
-  const unsigned dp = p.d <= 32 ? 32 : p.d <= 64 ? 64 : 128;
-  const size_t need = dp == 32  ? dq_tc_smem_floats<32>()
-                      : dp == 64 ? dq_tc_smem_floats<64>()
-                                 : dq_tc_smem_floats<128>();
-  const size_t need2 = dp == 32  ? dkdv_tc_smem_floats<32>()
-                       : dp == 64 ? dkdv_tc_smem_floats<64>()
-                                  : dkdv_tc_smem_floats<128>();
-  if ((need > need2 ? need : need2) * sizeof(float) > launch.smem_limit()) return false;
+  const size_t need = with_tc_dp(p.d, [](auto dpc) -> size_t {
+    constexpr unsigned DP = decltype(dpc)::value;
+    return dq_tc_smem_floats<DP>() > dkdv_tc_smem_floats<DP>() ? dq_tc_smem_floats<DP>()
+                                                               : dkdv_tc_smem_floats<DP>();
+  });
+  if (need * sizeof(float) > launch.smem_limit()) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) &&
                                    aligned16(out) && aligned16(dq) && aligned16(dk) &&
                                    aligned16(dv));
@@ -662,19 +660,7 @@ bool bwd_tc_plan(L &launch, const Problem &p, bool split, const float *q, const 
              dq);
     return true;
   };
-  using Tt = std::true_type;
-  using Ff = std::false_type;
-  const bool exact = dp == p.d;
-  auto by_flags = [&](auto dpc) {
-    if (split)
-      return exact ? go(dpc, Tt{}, Tt{}) : go(dpc, Tt{}, Ff{});
-    return exact ? go(dpc, Ff{}, Tt{}) : go(dpc, Ff{}, Ff{});
-  };
-  switch (dp) {
-    case 32: return by_flags(std::integral_constant<unsigned, 32>());
-    case 64: return by_flags(std::integral_constant<unsigned, 64>());
-    default: return by_flags(std::integral_constant<unsigned, 128>());
-  }
+  return with_tc_dp_flags(p.d, split, go);
 }
 
 // The fast forward's launch, or false (nothing launched) where it does not apply: d == 0 or
@@ -684,8 +670,6 @@ bool fwd_tc_plan(L &launch, const Problem &p, bool split, const float *q, const 
                  const float *v, float *out, float *lse) {
   if (p.d == 0 || p.d > 128) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
-  const unsigned dp = p.d <= 32 ? 32 : p.d <= 64 ? 64 : 128;
-  const bool exact = dp == p.d;
   auto go = [&](auto dpc, auto splitc, auto exactc) {
     constexpr unsigned DP = decltype(dpc)::value;
     constexpr size_t bytes = fwd_tc_smem_floats<DP>() * sizeof(float);
@@ -696,18 +680,7 @@ bool fwd_tc_plan(L &launch, const Problem &p, bool split, const float *q, const 
            out, lse);
     return true;
   };
-  using T = std::true_type;
-  using F = std::false_type;
-  auto by_flags = [&](auto dpc) {
-    if (split)
-      return exact ? go(dpc, T{}, T{}) : go(dpc, T{}, F{});
-    return exact ? go(dpc, F{}, T{}) : go(dpc, F{}, F{});
-  };
-  switch (dp) {
-    case 32: return by_flags(std::integral_constant<unsigned, 32>());
-    case 64: return by_flags(std::integral_constant<unsigned, 64>());
-    default: return by_flags(std::integral_constant<unsigned, 128>());
-  }
+  return with_tc_dp_flags(p.d, split, go);
 }
 
 }  // namespace attn_kernels
