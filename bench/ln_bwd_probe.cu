@@ -1,7 +1,8 @@
 // Probe (not built by meson): times the fused layer-norm backward kernels alone (no reduce_axis
-// tail) on the GPU: the register kernel fused_group_bwd, the ring kernel with one block per item
-// and on the persistent grid; checks that the register and persistent ring kernels agree bit for
-// bit (dx and the partials), and times a few other ring depths P on both grids. Run from the repository root:
+// tail) on the GPU: the register kernel fused_group_bwd, the ring kernel with 2 stages (the
+// default) and 3, merged or not at 2049..4096 columns; checks that the register kernel and the
+// default ring kernel agree bit for bit (dx and the partials), and times P = 4. Run from the
+// repository root:
 //   nvcc -std=c++17 -fmad=false -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //       bench/ln_bwd_probe.cu -o /tmp/ln_bwd_probe && /tmp/ln_bwd_probe
 #include <cstdio>
@@ -33,13 +34,6 @@ struct L {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem() - (int)fa.sharedSizeBytes));
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared));
   }
-  template <class K>
-  unsigned blocks_per_sm(K kernel, size_t smem) const {
-    allow(kernel);
-    int n = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
-    return n < 1 ? 1u : (unsigned)n;
-  }
   template <class K, class... A>
   void operator()(const char *, K kernel, unsigned grid, A... args) const {
     kernel<<<grid, 256>>>(args...);
@@ -70,12 +64,9 @@ template <unsigned NT, unsigned R, unsigned P>
 void pipe_variant(const lk::BwdArgs &a, float *pg, float *pb, double bytes, double cbw) {
   const uint64_t nblk = tlrt::red::chunks_of(a.rows) * lk::fused_lane_sets(a.cols);
   L l;
-  for (int persistent = 0; persistent < 2; ++persistent) {
-    const uint64_t most = persistent ? (uint64_t)l.blocks_per_sm(lk::fused_pipe_bwd<NT, R, P, 1>, lk::pipe_smem_bytes<NT, R, P>(a.cols)) * l.sms() : nblk;
-    const unsigned grid = (unsigned)(most < nblk ? most : nblk);
-    float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P, 1>, grid, lk::pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
-    printf("  pipe<%u, %u> P=%u %s  %.4f ms  %.3f of copy BW  (grid %u)\n", NT, R, P, persistent ? "persistent   " : "block per item", ms, bytes / ms / 1e6 / cbw, grid);
-  }
+  const unsigned grid = (unsigned)nblk;
+  float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P, 1>, grid, lk::pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
+  printf("  pipe<%u, %u> P=%u block per item  %.4f ms  %.3f of copy BW  (grid %u)\n", NT, R, P, ms, bytes / ms / 1e6 / cbw, grid);
 }
 
 int main() {
@@ -114,18 +105,20 @@ int main() {
     lk::BwdArgs a2 = a; a2.dx = dx2;
     L l;
     printf("(%llu, %llu): partials %.1f MB each\n", (unsigned long long)rows, (unsigned long long)cols, np * 4 / 1e6);
-    const lk::BwdPlan reg{false, false, 0, false}, item{true, false, 0, false}, pers{true, true, 0, false},
-        merged{true, true, 0, true};
+    const lk::BwdPlan reg{false, 2, false}, p2{true, 2, false}, p3{true, 3, false},
+        m2{true, 2, true}, m3{true, 3, true};
     float t0 = timeit([&] { lk::fused_bwd_plan(l, a, pg, pb, reg); });
-    float t2 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, item); });
-    float t1 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, pers); });
+    float t1 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p3); });
+    float t2 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p2); });
     printf("  register kernel        %.4f ms  %.3f of copy BW\n", t0, bytes / t0 / 1e6 / cbw);
-    printf("  ring, block per item   %.4f ms  %.3f of copy BW\n", t2, bytes / t2 / 1e6 / cbw);
-    printf("  ring, persistent       %.4f ms  %.3f of copy BW\n", t1, bytes / t1 / 1e6 / cbw);
+    printf("  ring, P=3              %.4f ms  %.3f of copy BW\n", t1, bytes / t1 / 1e6 / cbw);
+    printf("  ring, P=2 (default)    %.4f ms  %.3f of copy BW\n", t2, bytes / t2 / 1e6 / cbw);
     if (cols > 2048) {  // lane sets merged in pairs: half the partials (other bits of pg / pb: timed only)
-      float t3 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, merged); });
-      printf("  ring, persistent, M=2  %.4f ms  %.3f of copy BW\n", t3, bytes / t3 / 1e6 / cbw);
-      lk::fused_bwd_plan(l, a2, pg2, pb2, pers);
+      float t3 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, m2); });
+      float t4 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, m3); });
+      printf("  ring, P=2, M=2         %.4f ms  %.3f of copy BW\n", t3, bytes / t3 / 1e6 / cbw);
+      printf("  ring, P=3, M=2         %.4f ms  %.3f of copy BW\n", t4, bytes / t4 / 1e6 / cbw);
+      lk::fused_bwd_plan(l, a2, pg2, pb2, p2);
     }
     CK(cudaDeviceSynchronize());
     std::vector<uint32_t> A(n), B(n);
@@ -137,9 +130,8 @@ int main() {
     CK(cudaMemcpy(C.data(), pb, np * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(D.data(), pb2, np * 4, cudaMemcpyDeviceToHost));
     same = same && C == D;
     printf("  bitwise same: %s\n", same ? "yes" : "NO");
-    if (cols == 1024) { pipe_variant<64, 4, 2>(a2, pg2, pb2, bytes, cbw); pipe_variant<64, 4, 4>(a2, pg2, pb2, bytes, cbw); }
-    if (cols == 4096) { pipe_variant<256, 16, 2>(a2, pg2, pb2, bytes, cbw); pipe_variant<256, 16, 4>(a2, pg2, pb2, bytes, cbw); }
-    if (cols == 64) { pipe_variant<32, 1, 4>(a2, pg2, pb2, bytes, cbw); pipe_variant<32, 1, 8>(a2, pg2, pb2, bytes, cbw); }
+    if (cols == 1024) pipe_variant<64, 4, 4>(a2, pg2, pb2, bytes, cbw);
+    if (cols == 4096) pipe_variant<256, 16, 4>(a2, pg2, pb2, bytes, cbw);
     cudaFree(dy); cudaFree(x); cudaFree(dx); cudaFree(dx2); cudaFree(m); cudaFree(s); cudaFree(g);
     cudaFree(pg); cudaFree(pb); cudaFree(pg2); cudaFree(pb2);
   }

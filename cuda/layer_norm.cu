@@ -109,12 +109,20 @@
 // no spills): fused_pipe_bwd 126 at 4096 columns merged (86 unmerged), 80 / 80 / 90 at 2048 /
 // 1024 / 512, 72 for the short rings. PREDICTION: (65536, 1024) 0.343 -> ~0.32 ms (~0.84 of copy
 // bandwidth, ~0.5x PyTorch), (16384, 4096) 0.362 -> ~0.33 (~0.81), 64 columns 0.611 -> ~0.50 ms
-// (0.54, the register kernel's), 512 and 2048 columns as 1024. Measured: (pending GPU run).
-// Switches for the comparison (read per call; bwd_plan below): TLRT_LN_BWD_PERSISTENT=0 (one
-// block per item, as before), TLRT_LN_BWD_REG_COLS=0 (the ring from 33 columns on, as before) or
-// =N, TLRT_LN_BWD_MERGE=0 (256 lane sets at 4096 columns, as before). fused_group_bwd serves the
-// short rows, GPUs whose shared memory does not hold the 96 KiB rings (sm_89), and the probe
-// (bench/ln_bwd_probe.cu).
+// (0.54, the register kernel's), 512 and 2048 columns as 1024. Measured (H100, 2026-11-24,
+// whole op, bench/softmax.py): (65536, 1024) 0.347 ms persistent, 0.342 one block per item
+// (0.78 of copy bandwidth); (16384, 4096) 0.355 / 0.352 (0.76); (1048576, 64) 0.611 -> 0.497
+// (the register kernel: a win); (8192, 8192) 0.60. Kernel alone (bench/ln_bwd_probe.cu; copy
+// 0.1799 ms): the persistent grid slower at every width; two ring stages (64 KiB, 3 blocks per
+// SM) faster than three: 0.3140 ms at (65536, 1024) (0.859), 0.3271 at (16384, 4096) (0.825);
+// the register kernel faster up to 256 columns (0.2898 against 0.3029 at (262144, 256)).
+// SO (session 7, second step; ln_kernels::BwdPlan has the figures): no persistent grid (removed),
+// P = 2 stages at 257..4096 columns, the register kernel at 33..256, lane sets not merged (the
+// merge was timed only on the persistent grid). PREDICTION: the kernel as the probe's P = 2
+// (0.314 ms at 1024 columns, 0.327 at 4096), the whole op ~0.332 / ~0.345 with the reduce_axis
+// tail as it was. Measured: (pending GPU run). Switches (bwd_plan below): TLRT_LN_BWD_STAGES=3,
+// TLRT_LN_BWD_MERGE=1. fused_group_bwd serves the short rows, the plan's pipelined = false and the
+// probe (bench/ln_bwd_probe.cu).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -125,9 +133,7 @@
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
 #include <cstdlib>
-#include <map>
 #include <mutex>
-#include <tuple>
 #include <set>
 #include <utility>
 
@@ -194,24 +200,6 @@ struct CudaLaunch {
     allow_smem(dev, reinterpret_cast<const void *>(kernel), name);
     kernel<<<grid, kThreads, smem, st>>>(args...);
     check_launch(name);
-  }
-  // Blocks of kThreads threads with smem bytes of dynamic shared memory that fit on one SM (the
-  // persistent grid of the ring kernel: more would wait for a second, long wave); cached.
-  template <class K>
-  unsigned blocks_per_sm(K kernel, size_t smem) const {
-    static std::mutex mu;
-    static std::map<std::tuple<const void *, int, size_t>, unsigned> known;
-    const void *k = reinterpret_cast<const void *>(kernel);
-    allow_smem(dev, k, "layer_norm blocks_per_sm");
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = known.find({k, dev, smem});
-    if (it != known.end()) return it->second;
-    int n = 0;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, (int)kThreads, smem),
-          "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    const unsigned b = n < 1 ? 1u : (unsigned)n;
-    known.emplace(std::make_tuple(k, dev, smem), b);
-    return b;
   }
   // Raises the kernel's dynamic shared memory limit to the device's opt-in maximum per block
   // (and prefers shared memory over L1 in the carveout), once per (kernel, device).
@@ -451,16 +439,13 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 
 // ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
 
-// The fused backward's schedule (ln_kernels::BwdPlan), read per call for the GPU comparison:
-// TLRT_LN_BWD_PERSISTENT=0 gives the ring kernel one block per item (the 2026-11-24 schedule),
-// else a persistent grid (default); TLRT_LN_BWD_REG_COLS=N routes rows of 33..N columns to the
-// register kernel (default 128; 0: the ring kernel from 33 columns on, as on 2026-11-24);
-// TLRT_LN_BWD_MERGE=0 keeps 256 lane sets per chunk at 2049..4096 columns (default: 128).
+// The fused backward's schedule (ln_kernels::BwdPlan: the measured choices), with two switches
+// read per call for the comparisons still open on the GPU: TLRT_LN_BWD_STAGES=3 (the 96 KiB ring,
+// 2 blocks per SM; default 2: 64 KiB, 3 blocks) and TLRT_LN_BWD_MERGE=1 (2049..4096 columns:
+// lane sets merged in pairs, partials (nc, 128, cols); default off).
 ln_kernels::BwdPlan bwd_plan() {
   ln_kernels::BwdPlan p;
-  if (const char *e = std::getenv("TLRT_LN_BWD_PERSISTENT")) p.persistent = std::atoi(e) != 0;
-  if (const char *e = std::getenv("TLRT_LN_BWD_REG_COLS"))
-    p.reg_max_cols = std::strtoull(e, nullptr, 10);
+  if (const char *e = std::getenv("TLRT_LN_BWD_STAGES")) p.stages = std::atoi(e) >= 3 ? 3u : 2u;
   if (const char *e = std::getenv("TLRT_LN_BWD_MERGE")) p.merge = std::atoi(e) != 0;
   return p;
 }

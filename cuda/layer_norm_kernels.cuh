@@ -165,44 +165,40 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// 32 < cols <= 4096, PIPELINED: the same lanes, rows, sums and partials as fused_group_bwd (so the
+// 256 < cols <= 4096, PIPELINED: the same lanes, rows, sums and partials as fused_group_bwd (so the
 // same bits), but the rows of dy and x reach the block through a P-stage cp.async ring in dynamic
 // shared memory instead of registers: while a group works on its row r, its next P - 1 rows are
 // already on the way, and the loads of a block no longer wait for its barriers. Each thread
 // copies exactly the elements it later reads (4-byte copies into its own slots
 // [stage][array][i][threadIdx.x]), so the ring needs no barrier: the thread's own cp.async wait
 // makes its data visible to it, and a stage is refilled only after the same thread read it.
-// Registers (kPipeBlocks: at most 128 with the 96 KiB rings, 80 with the shorter ones; sm_90, no
-// spills): the lane accumulators (2 V) and P (mean, inv_std) pairs; gamma is re-read from L1 (as
-// in fused_group_bwd: held in registers it made the compiler spill), d and xhat are recomputed
-// from shared memory where needed (the same operations on the same inputs: the same bits).
-// A thread's slots of one array: V, or for R == 1 only the slots i with element T + NT i < cols
-// (pipe_slots), so that short rows fit deeper rings.
-// ONE RING ACROSS ITEMS: a block takes the items (lane sets) q = blockIdx.x + j gridDim.x, and the
-// ring runs over the concatenation of their row steps: while the block finishes item q (its last
-// rows, then the halving over its G lanes), the first rows of its next item are already in
-// flight, so a persistent grid (a few blocks per SM, cuda/layer_norm.cu) keeps the loads going
-// across item boundaries: no ramp per item, no exit and launch of blocks. The halving at the end
-// of an item uses the one stage that holds nothing then (the stage of the step just consumed:
-// the other P - 1 hold the next item's rows): cs with row stride cols fits in it (2 G cols <=
-// 2 vs 256 floats). With one block per item (grid = nblk) it is the former schedule.
-template <unsigned NT, unsigned R>
-__host__ __device__ inline unsigned pipe_slots(uint64_t cols) {
-  constexpr unsigned V = R * (256 / NT);
-  if (R > 1) return V;
-  const uint64_t s = (cols + NT - 1) / NT;
-  return (unsigned)(s < V ? s : V);
-}
+// Registers (kPipeBlocks; sm_90, -Xptxas -v, no spills): P = 2 (64 KiB ring, 3 blocks per SM):
+// 79-80; P = 3 (96 KiB, 2 blocks): 80-90, 86 at 4096 columns; merged (M = 2, 2 blocks at either
+// P): 126 at P = 3 (at 80 registers the P = 2 merged kernel spilled 52 bytes, so it keeps 2
+// blocks per SM). They hold the lane accumulators (2 V) and P (mean, inv_std) pairs; gamma is
+// re-read from L1 (as in fused_group_bwd: held in registers it made the compiler spill), d and
+// xhat are recomputed from shared memory where needed (the same operations on the same inputs:
+// the same bits). A thread's slots of one array: V = 16 at every width.
+// ONE RING ACROSS A BLOCK'S ITEMS: a block takes the items (lane sets) q = blockIdx.x + j
+// gridDim.x (with M = 2: the pair M q, M q + 1), and the ring runs over the concatenation of
+// their row steps: the first rows of the next item are in flight during the current item's last
+// rows and halving. The halving at the end of an item uses the one stage that holds nothing then
+// (the stage of the step just consumed: the other P - 1 hold the next item's rows): cs with row
+// stride cols fits in it (2 G cols <= 2 V 256 floats). The library launches one block per item
+// (or pair of items): a persistent grid of kPipeBlocks blocks per SM looping over items measured
+// slower at every width (H100, 2026-11-24, kernel alone, P = 3: (65536, 1024) 0.3271 against
+// 0.3240 ms, (16384, 4096) 0.3385 against 0.3358, (32768, 2048) 0.3341 / 0.3293, (65836, 1000)
+// 0.3460 / 0.3368; P = 2: 0.3508 / 0.3140 at 1024 columns, 0.3646 / 0.3271 at 4096) and was
+// removed; the loop stays for grids capped at launch.max_grid() and for the merged pairs.
 template <unsigned NT, unsigned R, unsigned P>
-__host__ __device__ inline size_t pipe_smem_bytes(uint64_t cols) {
-  // The halving's cs (2 G cols floats) fits in one stage (2 pipe_slots 256 floats).
-  return (size_t)P * 2 * pipe_slots<NT, R>(cols) * kThreads * sizeof(float);
+__host__ __device__ constexpr size_t pipe_smem_bytes() {
+  return (size_t)P * 2 * (R * (256 / NT)) * kThreads * sizeof(float);
 }
 
-// Blocks per SM the shared memory allows (so, the register budget): rings of 16 slots per thread
-// and 3 stages are 96 KiB (2 blocks), the shorter rings at most 64 KiB (3 blocks).
-template <unsigned NT, unsigned R, unsigned P>
-constexpr unsigned kPipeBlocks = R * (256 / NT) >= 16 && P >= 3 ? 2 : 3;
+// Blocks per SM the shared memory allows (so, the register budget): 3 stages of 16 slots per
+// thread are 96 KiB (2 blocks), 2 stages 64 KiB (3 blocks); the merged kernel 2 (its registers).
+template <unsigned NT, unsigned R, unsigned P, unsigned M>
+constexpr unsigned kPipeBlocks = P >= 3 || M == 2 ? 2 : 3;
 
 // Items of the ring kernel with M lane sets merged (M = 1, or 2 for G = 1): item q = M u + j is
 // lane set t0 + j S / M of chunk k (u = k S / M + t0): its group-0 row at step r is item_row0 +
@@ -225,7 +221,7 @@ __device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
 // of a chunk one after the other and adds their lane values (the tree's halving step h = S / 2 =
 // 128), so the partials are (nc, S / 2, cols): half the bytes written and read back.
 template <unsigned NT, unsigned R, unsigned P, unsigned M = 1>
-__global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
+__global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P, M>))
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
                    const float *__restrict mean, const float *__restrict inv_std,
                    const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
@@ -238,12 +234,12 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   constexpr unsigned V = L::V;
   static_assert(S == kLaneSets<NT>, "lane sets per chunk");
   static_assert(P >= 2, "a ring of at least two stages");
+  static_assert(R >= 2, "rows of more than 256 columns: V = 16 slots per thread");
   static_assert(M == 1 || (M == 2 && G == 1), "merged lane sets: the one-group blocks");
   __shared__ float sh[2][2 * kThreads];
   Exchange<2 * kThreads> ex{sh, 0};
   float *ring = cuda::async::dynamic_smem();
-  const unsigned vs = pipe_slots<NT, R>(cols);
-  const unsigned arr = vs * kThreads;  // floats of one array (dy or x) of one stage
+  const unsigned arr = V * kThreads;  // floats of one array (dy or x) of one stage
   const unsigned T = threadIdx.x % NT;
   const unsigned g = threadIdx.x / NT;
   // This group's row of step r of item q.
@@ -280,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
 #pragma unroll
       for (unsigned i = 0; i < V; ++i) {
         const unsigned e = L::off(T, i);
-        if (e < cols) {  // for R == 1: i < vs
+        if (e < cols) {
           cuda::async::copy4(sdy + i * kThreads, dy + base + e, true);
           cuda::async::copy4(sx + i * kThreads, x + base + e, true);
         }
@@ -488,47 +484,45 @@ inline unsigned fused_lane_sets(uint64_t cols) {
                          : cols <= 2048 ? kLaneSets<128> : kLaneSets<256>;
 }
 
-// Ring stages of fused_pipe_bwd: rows of 16 slots per thread (257..4096 columns) P = 3, a 96 KiB
-// ring (2 blocks per SM, 2 rows per group in flight: 128 KiB per SM); up to 128 columns (<= 4
-// slots) P = 6 (<= 48 KiB, 5 rows per group in flight), 129..256 columns P = 4 (<= 64 KiB).
-// pipe_bytes_for: the dynamic shared memory of the ring the plan picks for cols.
-inline size_t pipe_bytes_for(uint64_t cols) {
-  return cols <= 128    ? pipe_smem_bytes<32, 1, 6>(cols)
-         : cols <= 256  ? pipe_smem_bytes<32, 1, 4>(cols)
-         : cols <= 512  ? pipe_smem_bytes<32, 2, 3>(cols)
-         : cols <= 1024 ? pipe_smem_bytes<64, 4, 3>(cols)
-         : cols <= 2048 ? pipe_smem_bytes<128, 8, 3>(cols)
-                        : pipe_smem_bytes<256, 16, 3>(cols);
+// The plan (cuda/layer_norm.cu picks it; TLRT_LN_BWD_* there). Measured on the H100 (2026-11-24,
+// bench/ln_bwd_probe.cu, kernel alone; copy 0.1799 ms):
+// - 33..256 columns: the register kernel fused_group_bwd ((262144, 256) 0.2898 ms against the
+//   ring's 0.3029; at 64 columns 0.4753 against 0.6476: short rows are bound by the instructions
+//   per row, which the ring adds to, not by loads in flight). No ring kernel for them.
+// - 257..4096 columns: the ring kernel with P = 2 stages (64 KiB, 3 blocks per SM), one block
+//   per item: (65536, 1024) 0.3140 ms (0.859 of copy bandwidth) against 0.3240 with P = 3 (96
+//   KiB, 2 blocks per SM) and 0.3584 for the register kernel; (16384, 4096) 0.3271 against
+//   0.3358 (P = 3) and 0.4814; P = 4 was slower (0.4067 / 0.56). 512 and 2048 columns were
+//   timed at P = 3 only (0.3033, 0.3293): P = 2 there is the guess from 1024 and 4096 (the same
+//   16 slots per thread, the same occupancy). stages = 3 (TLRT_LN_BWD_STAGES=3) for the check.
+// - merge (TLRT_LN_BWD_MERGE=1, not the default): 2049..4096 columns with M = 2 (a block per pair
+//   of lane sets t0, t0 + 128; partials (nc, 128, cols): 32 MB instead of 64 MB written and read
+//   back at (16384, 4096)), 2 blocks per SM (126 registers). Measured only on the removed
+//   persistent grid at P = 3 (0.3358 against 0.3385 unmerged); P = 2 with M = 2 is untimed.
+// pipelined = false: the register kernel at every width (the probe and the emulator test).
+struct BwdPlan {
+  bool pipelined = true;
+  unsigned stages = 2;  // 2 or 3
+  bool merge = false;
+};
+
+constexpr uint64_t kRegMaxCols = 256;  // 33..256 columns: the register kernel
+
+// The ring's dynamic shared memory for the plan's stages (the same for every ring width).
+inline size_t pipe_bytes_for(const BwdPlan &plan) {
+  return plan.stages >= 3 ? pipe_smem_bytes<64, 4, 3>() : pipe_smem_bytes<64, 4, 2>();
 }
 constexpr size_t kPipeStaticSmem = 2 * 2 * kThreads * sizeof(float);  // fused_pipe_bwd's sh
 
-// How the plan schedules the fused backward (cuda/layer_norm.cu picks it; TLRT_LN_BWD_* there):
-// pipelined: the ring kernel where its ring fits, else the register kernel (the same bits);
-// persistent: the ring kernel's grid at the blocks that fit per SM (launch.blocks_per_sm(kernel,
-// smem): the occupancy; kPipeBlocks on sm_90) times launch.sms(), each block looping over items
-// with one ring across them; else one block per item (the 2026-11-24 schedule);
-// reg_max_cols: rows of 33 .. reg_max_cols columns take the register kernel (at 64 columns the ring
-// kernel measured 0.44 of copy bandwidth, the register kernel 0.54: short rows are bound by the
-// instructions per row, which the ring adds to, not by loads in flight).
-// merge: the 4096-column ring kernel (2049..4096 columns, G = 1) with M = 2 (partials (nc, 128,
-// cols)); fused_bwd_lane_sets says how many lane sets per chunk the plan's partials have.
-struct BwdPlan {
-  bool pipelined = true;
-  bool persistent = true;
-  uint64_t reg_max_cols = 128;
-  bool merge = true;
-};
-
 // launch.dyn(name, kernel, grid, smem_bytes, args...) starts kernel with that much dynamic shared
 // memory (allowing it above 48 KiB); launch.max_smem() is the most shared memory a block may have
-// (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89); launch.sms() the
-// multiprocessors, launch.blocks_per_sm(kernel, smem) the blocks that fit on one. The pipelined
-// kernel where its ring fits (not the 96 KiB rings on sm_89) and the plan allows it, else the
-// register kernel fused_group_bwd (the same bits).
+// (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89: the 64 KiB rings fit
+// on all of them, the 96 KiB ones not on sm_89). The pipelined kernel where the plan allows it and
+// its ring fits, else the register kernel fused_group_bwd (the same bits).
 template <class Launch>
 bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
-  return a.cols > 32 && plan.pipelined && a.cols > plan.reg_max_cols &&
-         pipe_bytes_for(a.cols) + kPipeStaticSmem <= launch.max_smem();
+  return a.cols > kRegMaxCols && plan.pipelined &&
+         pipe_bytes_for(plan) + kPipeStaticSmem <= launch.max_smem();
 }
 // Lane sets per chunk of the partials fused_bwd_plan writes: (chunks_of(rows), this, cols).
 template <class Launch>
@@ -542,34 +536,30 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
                     const BwdPlan &plan = BwdPlan{}) {
   const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
   const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
-  // The ring kernel's grid: a block per M items (M lane sets merged), or the persistent grid.
-  auto pipe_grid = [&](auto kernel, size_t smem, unsigned m) {
-    const uint64_t blocks = (grid + m - 1) / m;
-    const uint64_t most =
-        plan.persistent ? (uint64_t)launch.blocks_per_sm(kernel, smem) * launch.sms() : blocks;
-    return (unsigned)(most < blocks ? most : blocks);
-  };
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
+  // The ring kernel: a block per M items (M lane sets merged).
 #define TLRT_LN_PIPE(NT, R, P, M)                                                                \
   launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #M ">", fused_pipe_bwd<NT, R, P, M>,     \
-             pipe_grid(fused_pipe_bwd<NT, R, P, M>, pipe_smem_bytes<NT, R, P>(a.cols), M),       \
-             pipe_smem_bytes<NT, R, P>(a.cols), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,  \
-             a.cols, a.n, nblk, a.dx, pg, pb)
+             (grid + M - 1) / M, pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std,      \
+             a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb)
+#define TLRT_LN_PIPE_P(NT, R, M)                                                                 \
+  do {                                                                                           \
+    if (plan.stages >= 3) TLRT_LN_PIPE(NT, R, 3, M);                                             \
+    else TLRT_LN_PIPE(NT, R, 2, M);                                                              \
+  } while (0)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
   if (a.cols <= 32) {
     row::with_segment_width(a.cols, [&](auto w) {
       TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
     });
   } else if (fused_bwd_ring(launch, a, plan)) {
-    if (a.cols <= 128) TLRT_LN_PIPE(32, 1, 6, 1);
-    else if (a.cols <= 256) TLRT_LN_PIPE(32, 1, 4, 1);
-    else if (a.cols <= 512) TLRT_LN_PIPE(32, 2, 3, 1);
-    else if (a.cols <= 1024) TLRT_LN_PIPE(64, 4, 3, 1);
-    else if (a.cols <= 2048) TLRT_LN_PIPE(128, 8, 3, 1);
-    else if (plan.merge) TLRT_LN_PIPE(256, 16, 3, 2);
-    else TLRT_LN_PIPE(256, 16, 3, 1);
+    if (a.cols <= 512) TLRT_LN_PIPE_P(32, 2, 1);
+    else if (a.cols <= 1024) TLRT_LN_PIPE_P(64, 4, 1);
+    else if (a.cols <= 2048) TLRT_LN_PIPE_P(128, 8, 1);
+    else if (plan.merge) TLRT_LN_PIPE_P(256, 16, 2);
+    else TLRT_LN_PIPE_P(256, 16, 1);
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
   } else if (a.cols <= 512) {
@@ -581,6 +571,7 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
   } else {
     TLRT_LN_FUSED("fused_group_bwd<256, 1, 16>", (fused_group_bwd<256, 1, 16>), a.cols);
   }
+#undef TLRT_LN_PIPE_P
 #undef TLRT_LN_PIPE
 #undef TLRT_LN_FUSED
 }

@@ -42,20 +42,11 @@
 // (H100, 2026-11-24, bench/results/2026-11-24-h100-reduce-fused.md): 0.099 ms, 0.90 of copy
 // bandwidth, 1.04x torch.sum: no gain over the two launches (within noise of 0.098); kept as it
 // is one launch and bitwise the same; pass 1's read rate is the limit.
-// SESSION 7 (branch ln7): fused2_stream_vec4, the default (TLRT_REDUCE_STREAM=0: the kernel
-// above). Why pass 1 reads at ~2.85 TB/s where torch.sum reads 2.83 including its own end: the
-// kernel is 2048 blocks (4-5 resident per SM at 48-54 registers, not 8: ~3 waves) of 8 warps
-// with ONE 16 KB chunk per warp: each warp issues its chunk's 32 float4 loads 8 at a time and
-// then drains (the last 8 in flight, then the halving and the write with none), all warps of a
-// wave start and end together, and at each wave boundary the SM's loads drop to zero while
-// blocks retire and launch. The stream kernel keeps every warp's loads going: a persistent grid
-// (4 blocks of 256 threads per SM, 62-64 registers, no spills: 32 warps x 8 float4 = 128 KB in
-// flight per SM, as torch's kernel), warp v reads the rows of its chunks v, v + W, ... (W = the
-// grid's warps) as one sequence with 4 rows (8 float4 loads) always in flight, the next chunk's
-// first rows issued before the current one's halving; the end is the same ticket and last-block
-// tail. Same chunk values, same tree: the same bits (tests/unit/test_reduce_emu.cpp: both
-// kernels). PREDICTION: 2^26 sum / mean 0.099 -> ~0.095 ms (~0.94 of copy bandwidth, ~1.0x
-// torch.sum); max over one row the same. Measured: (pending GPU run).
+// Session 7 tried a persistent per-warp stream kernel (fused2_stream_vec4: 4 blocks per SM, each
+// warp's chunks v, v + W, ... as one sequence with 8 float4 loads always in flight, no wave
+// boundaries; same bits). Measured (H100, 2026-11-24): 2^26 sum / mean 0.101 ms against 0.100
+// for this kernel (torch.sum 0.096): no gain, so it was removed (branch ln7, commit 594c9b3 has
+// it). Pass 1's read rate, not the waves or the drains, is the limit.
 //
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
@@ -83,7 +74,6 @@
 //
 // Built with -fmad=false; additions are single IEEE operations and max is ew::max_f, as on the
 // CPU, so the backends agree bit for bit (the parity suite checks every entry point).
-#include <cstdlib>
 #include <mutex>
 #include <utility>
 
@@ -343,23 +333,12 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
   check_launch("reduction fused_kernel_vec4");
 }
 
-// One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in one launch,
-// by default as per-warp streams on a persistent grid (fused2_stream_vec4); TLRT_REDUCE_STREAM=0
-// (read per call, for the GPU comparison) gives the one-warp-per-chunk kernel of 2026-11-24.
+// One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in one launch.
 template <red::Op OP>
 void fused2(int dev, cudaStream_t s, const float *x, uint64_t m, uint64_t nc, float div,
             float *y) {
   FloatScratch part(dev, nc);
   unsigned *counter = chunk_counters(dev);
-  const char *e = std::getenv("TLRT_REDUCE_STREAM");
-  if (e == nullptr || std::atoi(e) != 0) {
-    const unsigned most = red_kernels::kStreamBlocks * (unsigned)sm_count(dev);
-    const unsigned grid = blocks(nc, kWarps) < most ? blocks(nc, kWarps) : most;
-    red_kernels::fused2_stream_vec4<OP><<<grid, kThreads, 0, s>>>(x, m, nc, div, part.get(),
-                                                                   counter, y);
-    check_launch("reduction fused2_stream_vec4");
-    return;
-  }
   fused2_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, div, part.get(),
                                                                   counter, y);
   check_launch("reduction fused2_kernel_vec4");

@@ -64,23 +64,6 @@ __device__ __forceinline__ float chunk_scalar(const Src &src, uint64_t b, uint64
   return v;
 }
 
-// The halving h = 128 .. 1 of the lane values of chunk_vec4's layout (lane w holds the tree's
-// lanes t = 128 q + 4 w + j in a[4 q + j]); the result is valid in lane 0 (a is overwritten).
-template <red::Op OP>
-__device__ __forceinline__ float vec4_halving(float (&a)[8]) {
-  using O = red::Ops<OP>;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], a[4 + j]);  // h = 128
-#pragma unroll
-  for (unsigned d = 16; d >= 1; d >>= 1) {  // h = 64, 32, 16, 8, 4
-#pragma unroll
-    for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], __shfl_down_sync(0xFFFFFFFFu, a[j], d));
-  }
-  a[0] = O::op(a[0], a[2]);  // h = 2
-  a[1] = O::op(a[1], a[3]);
-  return O::op(a[0], a[1]);  // h = 1
-}
-
 // The same for a chunk starting 16-byte aligned with len % 4 == 0, with float4 loads. Lane w holds
 // the tree's lanes t = 128 q + 4 w + j (q = 0, 1; j = 0..3) in a[4 q + j]: each warp load reads
 // 512 contiguous bytes, a thread has 2 loads per row of 256 elements and 8 in flight (unroll 4).
@@ -119,20 +102,47 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
       fold(4 * w < rest ? __ldg(p + 64 * full) : id, 128 + 4 * w < rest ? __ldg(p + 64 * full + 32) : id);
     }
   }
-  return vec4_halving<OP>(a);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], a[4 + j]);  // h = 128
+#pragma unroll
+  for (unsigned d = 16; d >= 1; d >>= 1) {  // h = 64, 32, 16, 8, 4
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[j] = O::op(a[j], __shfl_down_sync(0xFFFFFFFFu, a[j], d));
+  }
+  a[0] = O::op(a[0], a[2]);  // h = 2
+  a[1] = O::op(a[1], a[3]);
+  return O::op(a[0], a[1]);  // h = 1
 }
 
-// The end of the one-launch two-level tree (fused2_kernel_vec4, fused2_stream_vec4): every block
-// takes one ticket after its chunk values are written and fenced; the block with the last ticket
-// reduces the nc chunk values (the tree's next level, then red::small over the <= 32 group
-// values), writes y[0] and resets the counter.
+// Contiguous, 16-byte aligned ONE sequence (outer == 1, m % 4 == 0) of kChunk < nc <= kChunk *
+// kSmall chunks (2^24 < m <= 2^29): the whole tree in ONE launch. Warp task k computes chunk value k
+// (chunk_vec4) into partials[k]; each block then takes one ticket (one atomic per block, after
+// its writers' fences); the block that takes the last ticket reduces the nc chunk values: the
+// tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each, all
+// 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
+// memory) and the last level (ng <= 32 values: red::small), then resets the counter. The values
+// are those of the pass-by-pass evaluation (chunk_vec4 of the partials, then the small tree):
+// the same tree, bit for bit. It replaces a second launch (whose chunk_vec4 over the partials and
+// serial last warp were ~5 us of a 98 us 2^26 sum) by a tail of ~1-2 us in the last block.
 template <red::Op OP>
-__device__ __forceinline__ void fused2_tail(uint64_t nc, float div, float *partials,
-                                            unsigned *counter, float *__restrict y) {
+__global__ void __launch_bounds__(kThreads)
+    fused2_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc, float div,
+                       float *partials, unsigned *counter, float *__restrict y) {
   using O = red::Ops<OP>;
   __shared__ float sh[4][kThreads];
   __shared__ float gv[red::kSmall];
   __shared__ unsigned last;
+  const unsigned w = threadIdx.x & 31u;
+  for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < nc;
+       task += (uint64_t)gridDim.x * kWarps) {
+    const uint64_t e0 = task * red::kChunk;
+    const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
+    const float v = chunk_vec4<OP>(x + e0, len);
+    if (w == 0) {
+      partials[task] = v;
+      __threadfence();  // visible device-wide before this block's ticket says so
+    }
+  }
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1 ? 1u : 0u;
   __syncthreads();
@@ -170,114 +180,6 @@ __device__ __forceinline__ void fused2_tail(uint64_t nc, float div, float *parti
     y[0] = red::finish(r, div);
     *counter = 0;
   }
-}
-
-// Contiguous, 16-byte aligned ONE sequence (outer == 1, m % 4 == 0) of kChunk < nc <= kChunk *
-// kSmall chunks (2^24 < m <= 2^29): the whole tree in ONE launch. Warp task k computes chunk value k
-// (chunk_vec4) into partials[k]; each block then takes one ticket (one atomic per block, after
-// its writers' fences); the block that takes the last ticket reduces the nc chunk values: the
-// tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each, all
-// 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
-// memory) and the last level (ng <= 32 values: red::small), then resets the counter. The values
-// are those of the pass-by-pass evaluation (chunk_vec4 of the partials, then the small tree):
-// the same tree, bit for bit. It replaces a second launch (whose chunk_vec4 over the partials and
-// serial last warp were ~5 us of a 98 us 2^26 sum) by a tail of ~1-2 us in the last block.
-template <red::Op OP>
-__global__ void __launch_bounds__(kThreads)
-    fused2_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc, float div,
-                       float *partials, unsigned *counter, float *__restrict y) {
-  const unsigned w = threadIdx.x & 31u;
-  for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < nc;
-       task += (uint64_t)gridDim.x * kWarps) {
-    const uint64_t e0 = task * red::kChunk;
-    const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
-    const float v = chunk_vec4<OP>(x + e0, len);
-    if (w == 0) {
-      partials[task] = v;
-      __threadfence();  // visible device-wide before this block's ticket says so
-    }
-  }
-  fused2_tail<OP>(nc, div, partials, counter, y);
-}
-
-// The same tree in one launch, as a STREAM per warp (2026-11-24 plan; cuda/reduce.cu: why): on a
-// persistent grid (kStreamBlocks blocks per SM) warp v of the W = gridDim.x * kWarps warps takes
-// the full chunks k = v, v + W, v + 2 W, ... and reads their rows (256 floats: two float4 loads
-// per lane, chunk_vec4's layout) as ONE sequence with 4 rows (8 float4 loads) always in flight:
-// the loads of the next chunk's first rows are issued while the current chunk's last rows are
-// folded and halved, so no warp drains between chunks and no block retires and launches mid-way
-// (the 2048-block kernel runs 1.94 waves of 46 us blocks that start and end together). A
-// partial last chunk (m % 4096 != 0) is one more task, by chunk_vec4, for warp nfull % W (one
-// with the fewest full chunks). Chunk values, lane folds and halvings are chunk_vec4's: the same
-// bits; the end is fused2_tail.
-constexpr unsigned kStreamBlocks = 4;
-
-template <red::Op OP>
-__global__ void __launch_bounds__(kThreads, kStreamBlocks)
-    fused2_stream_vec4(const float *__restrict x, uint64_t m, uint64_t nc, float div,
-                       float *partials, unsigned *counter, float *__restrict y) {
-  using O = red::Ops<OP>;
-  constexpr unsigned U = 4;  // rows in flight per warp (divides kDepth)
-  static_assert(red::kDepth % U == 0, "a chunk is whole groups of U rows");
-  const unsigned w = threadIdx.x & 31u;
-  const uint64_t v = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
-  const uint64_t W = (uint64_t)gridDim.x * kWarps;
-  const uint64_t nfull = m / red::kChunk;
-  const uint64_t nt = nfull > v ? (nfull - v + W - 1) / W : 0;  // this warp's full chunks
-  const uint64_t total = nt * red::kDepth;                      // its rows, in order
-  const float4 *base = reinterpret_cast<const float4 *>(x) + w;
-  // Row j of the warp's sequence: row j % 16 of chunk v + (j / 16) W (1024 float4 per chunk, 64
-  // per row; lane w reads float4 w and w + 32 of the row).
-  auto row = [&](uint64_t j) {
-    return base + (v + (j / red::kDepth) * W) * (red::kChunk / 4) + (j % red::kDepth) * 64;
-  };
-  float4 lo[U], hi[U];
-#pragma unroll
-  for (unsigned u = 0; u < U; ++u)
-    if (u < total) {
-      const float4 *p = row(u);
-      lo[u] = __ldg(p);
-      hi[u] = __ldg(p + 32);
-    }
-  float a[8];
-#pragma unroll
-  for (int g = 0; g < 8; ++g) a[g] = O::identity();
-  for (uint64_t j = 0; j < total; j += U) {
-#pragma unroll
-    for (unsigned u = 0; u < U; ++u) {
-      a[0] = O::op(a[0], lo[u].x);
-      a[1] = O::op(a[1], lo[u].y);
-      a[2] = O::op(a[2], lo[u].z);
-      a[3] = O::op(a[3], lo[u].w);
-      a[4] = O::op(a[4], hi[u].x);
-      a[5] = O::op(a[5], hi[u].y);
-      a[6] = O::op(a[6], hi[u].z);
-      a[7] = O::op(a[7], hi[u].w);
-      if (j + U + u < total) {  // refill the slot with row j + U + u
-        const float4 *p = row(j + U + u);
-        lo[u] = __ldg(p);
-        hi[u] = __ldg(p + 32);
-      }
-    }
-    if ((j + U) % red::kDepth == 0) {  // chunk v + (j / 16) W is complete
-      const float c = vec4_halving<OP>(a);
-      if (w == 0) {
-        partials[v + (j / red::kDepth) * W] = c;
-        __threadfence();  // visible device-wide before this block's ticket says so
-      }
-#pragma unroll
-      for (int g = 0; g < 8; ++g) a[g] = O::identity();
-    }
-  }
-  if (nfull < nc && v == nfull % W) {  // the partial last chunk
-    const uint64_t e0 = nfull * red::kChunk;
-    const float c = chunk_vec4<OP>(x + e0, m - e0);
-    if (w == 0) {
-      partials[nfull] = c;
-      __threadfence();
-    }
-  }
-  fused2_tail<OP>(nc, div, partials, counter, y);
 }
 
 }  // namespace red_kernels

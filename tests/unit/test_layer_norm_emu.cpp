@@ -34,10 +34,6 @@ struct EmuLaunch {
   uint64_t max_grid() const { return grid_cap; }
   size_t max_smem() const { return 227 * 1024; }  // sm_90's
   unsigned sms() const { return sm; }
-  template <class K>
-  unsigned blocks_per_sm(K, size_t smem) const {  // sm_90's, for the ring kernels
-    return smem > 64 * 1024 ? 2u : 3u;
-  }
   unsigned grid_for(uint64_t items, uint64_t per_block) const {
     const uint64_t b = (items + per_block - 1) / per_block;
     return (unsigned)(b == 0 ? 1 : b < grid_cap ? b : grid_cap);
@@ -111,25 +107,23 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
   }
   const uint64_t nc = red::chunks_of(rows);
   // The fused backward's schedules, the same bits (cols > 32; cols <= 32 has one): the ring kernel
-  // with one block per item (grid capped at grid_cap), the ring kernel on a persistent grid of
-  // kPipeBlocks blocks per SM on 1 or 3 SMs (each block loops over many items, the ring running
-  // across them), both at every width (reg_max_cols = 0) and with 2049..4096 columns' lane sets
-  // merged in pairs (the default) or not, and the register kernel.
+  // (257..4096 columns; one block per item or pair of items, grid capped at grid_cap: blocks then
+  // loop, the ring running across their items) with 2 and with 3 stages, each with 2049..4096
+  // columns' lane sets merged in pairs or not (rotated with the policy), and the register kernel.
   struct Sched {
     const char *name;
     lk::BwdPlan plan;
-    unsigned sms;
   };
   const Sched scheds[] = {
-      {"ring, block per item", {true, false, 0, pi != 1}, 132},
-      {"ring, persistent", {true, true, 0, pi != 2}, pi % 2 == 0 ? 1u : 3u},
-      {"register kernel", {false, false, 0, false}, 132},
+      {"ring, 2 stages", {true, 2, pi != 1}},
+      {"ring, 3 stages", {true, 3, pi != 2}},
+      {"register kernel", {false, 2, false}},
   };
   for (const Sched &sc : scheds) {
     char mt[32];
     std::snprintf(mt, sizeof mt, " merge %d", (int)sc.plan.merge);
     const std::string wk = w + " " + sc.name + mt;
-    const EmuLaunch launch{kPolicies[pi], grid_cap, sc.sms};
+    const EmuLaunch launch{kPolicies[pi], grid_cap};
     lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
                   static_cast<float>(cols), nullptr};
     const unsigned ls = lk::fused_bwd_lane_sets(launch, a, sc.plan);

@@ -26,10 +26,8 @@ const emu::Policy kPolicies[] = {
     {emu::Order::Random, emu::Copy::Late, 3},
 };
 
-// stream: fused2_stream_vec4 (per-warp streams over chunks v, v + W, ...; grid capped at
-// grid_cap, as the persistent grid of the GPU plan) instead of fused2_kernel_vec4.
 template <red::Op OP>
-float emulate(const std::vector<float> &x, float div, int pi, uint64_t grid_cap, bool stream) {
+float emulate(const std::vector<float> &x, float div, int pi, uint64_t grid_cap) {
   const uint64_t m = x.size(), nc = red::chunks_of(m);
   TH_CHECK_MSG(m % 4 == 0 && nc > red::kChunk && nc <= (uint64_t)red::kChunk * red::kSmall,
                "case outside the kernel's range (m = %llu)", (unsigned long long)m);
@@ -41,31 +39,27 @@ float emulate(const std::vector<float> &x, float div, int pi, uint64_t grid_cap,
   const float *xp = x.data();
   float *pp = part.data(), *yp = &y;
   unsigned *cp = &counter;
-  if (stream)
-    emu::launch(kPolicies[pi], dim3((unsigned)grid), dim3(rk::kThreads), 0,
-                [=] { rk::fused2_stream_vec4<OP>(xp, m, nc, div, pp, cp, yp); });
-  else
-    emu::launch(kPolicies[pi], dim3((unsigned)grid), dim3(rk::kThreads), 0,
-                [=] { rk::fused2_kernel_vec4<OP>(xp, m, nc, div, pp, cp, yp); });
+  emu::launch(kPolicies[pi], dim3((unsigned)grid), dim3(rk::kThreads), 0,
+              [=] { rk::fused2_kernel_vec4<OP>(xp, m, nc, div, pp, cp, yp); });
   TH_CHECK_MSG(counter == 0, "the last block resets the counter (m = %llu)",
                (unsigned long long)m);
   return y;
 }
 
-void run(uint64_t m, th::Dist d, uint64_t salt, int pi, uint64_t grid_cap, bool stream = false) {
+void run(uint64_t m, th::Dist d, uint64_t salt, int pi, uint64_t grid_cap) {
   const std::vector<float> x = th::make(d, m, salt);
   char tag[128];
-  std::snprintf(tag, sizeof tag, "m = %llu %s policy %d grid cap %llu%s", (unsigned long long)m,
-                th::dist_name(d), pi, (unsigned long long)grid_cap, stream ? " stream" : "");
+  std::snprintf(tag, sizeof tag, "m = %llu %s policy %d grid cap %llu", (unsigned long long)m,
+                th::dist_name(d), pi, (unsigned long long)grid_cap);
   const std::string w = tag;
   th::Buf X(th::upload(x)), S, M, MX;
   TH_OK(tlrt_reduce_sum(X.get(), S.out()));
   TH_OK(tlrt_reduce_mean(X.get(), M.out()));
   TH_OK(tlrt_reduce_max_axis1(X.get(), 1, m, MX.out()));
-  same(w + " sum", th::download(S.get()), {emulate<red::Op::Sum>(x, 1.0f, pi, grid_cap, stream)});
+  same(w + " sum", th::download(S.get()), {emulate<red::Op::Sum>(x, 1.0f, pi, grid_cap)});
   same(w + " mean", th::download(M.get()),
-       {emulate<red::Op::Sum>(x, static_cast<float>(m), pi, grid_cap, stream)});
-  same(w + " max", th::download(MX.get()), {emulate<red::Op::Max>(x, 1.0f, pi, grid_cap, stream)});
+       {emulate<red::Op::Sum>(x, static_cast<float>(m), pi, grid_cap)});
+  same(w + " max", th::download(MX.get()), {emulate<red::Op::Max>(x, 1.0f, pi, grid_cap)});
 }
 
 }  // namespace
@@ -85,14 +79,6 @@ int main() {
   run(m24 + 2 * c + 8, th::Dist::Edge, 31, 2, 37);             // warps loop over chunks
   run(m24 + 4, th::Dist::Bits, 41, 1, big);                    // NaN, inf, subnormals
   run(4 * m24 + 4 * c + 12, th::Dist::Positive, 51, 2, big);   // ng = 5: two batches of groups
-  // The per-warp stream kernel: grids of 1 block (8 warps stream ~512 chunks each), 3 and 37
-  // blocks (chunk counts not a multiple of the warps: warps with one chunk fewer, the partial
-  // chunk's warp), and 528 (the H100 plan's 4 x 132 = 4224 warps for 4101 chunks: some warps
-  // have none).
-  run(m24 + 4, th::Dist::Uniform, 61, 0, 1, true);              // 4096 full + a 4-element chunk
-  run(m24 + 3 * c + 100, th::Dist::Wide, 71, 1, 3, true);       // a partial last chunk
-  run(m24 + 2 * c + 8, th::Dist::Bits, 81, 2, 37, true);        // NaN, inf, subnormals
-  run(m24 + 5 * c, th::Dist::Edge, 91, 1, 528, true);           // whole chunks only
   std::printf("test_reduce_emu: %d runs with differences\n", emu_check::mismatch_runs());
   return th::finish("test_reduce_emu");
 }
