@@ -93,7 +93,7 @@
 //     differs); the cross-row select is maxNum over the rows, then the first row equal to it
 //     (its packed positions selected whole, unpacked once): k3 s1 loop 1052 -> 1023
 //     instructions (hot path ~400 -> ~370), registers 78 -> 79 (cap 80); k3 s2 709 -> 699,
-//     61 -> 56.
+//     62 -> 56. Average: s1 48 registers (unchanged), s2 39 -> 40. No spills (ptxas -v).
 //   - measurement switches, read per call: TLRT_POOL_STREAM_ROWS (rows per run, default 16 at
 //     most: 14 at 56 rows; max s1 runs 4.5 waves of 396 blocks, 7 runs of 8 rows 7.9 waves but
 //     10 / 8 window rows per row instead of 16 / 14), TLRT_POOL_STREAM_AHEAD (prefetch distance
