@@ -67,12 +67,6 @@ namespace fast {
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
 constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
-// Stream kernel: window rows prefetched ahead of the one being computed (TLRT_POOL_AHEAD > 0
-// at build time, or the environment's TLRT_POOL_STREAM_AHEAD = 0 .. 8 per call, overrides
-// stream_ahead's choice).
-#ifndef TLRT_POOL_AHEAD
-#define TLRT_POOL_AHEAD 0
-#endif
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -198,7 +192,7 @@ inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 // in_ptrs: the buffers with x's shape (x, dx); out_ptrs: those with y's shape (y, dy); NULL entries
 // are ignored.
-// rows: the stream kernel's rows per run at most (stream_rows()).
+// rows: the stream kernel's rows per run at most (StreamOpt::rows).
 template <class C>
 Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_ptrs,
                std::initializer_list<const void *> out_ptrs, uint32_t v = kV,
@@ -976,23 +970,15 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
          g.kernel[0] == (uint64_t)C::KH && C::SW <= C::KH && k != Kind::Smooth;
 }
 
-// Window rows the stream kernel prefetches ahead: enough for ~48 KB in flight per SM on the
-// benchmark shapes (56 and 112 columns: 14 and 28 threads per row; resident threads from the
-// launch bounds, cuda/pool.cu). Bytes per window row per SM: max s1 768 / 14 threads x (x + dy
-// rows, 448 B) = 24.5 KB -> 2; max s2 1024 / 28 x (2 x rows + 1 dy row, 1120 B) = 41 KB -> 2
-// (82 KB: L1 holds it); average s1 1280 / 14 x 224 B = 20 KB -> 3; average s2 1536 / 28 x
-// 224 B = 12 KB -> 4.
-// Measured (H100, 2026-11-24, prefetch on / off in one build): stride 1 max 0.68 / 0.62 and
-// average 0.71 / 0.69 of copy bandwidth, but stride 2 (the stem) max 0.69 / 0.76 and average
-// 0.73 / 0.77: the stem's rows are reused by the next window row already, so the prefetches only
-// add traffic. Stride 2 therefore prefetches nothing.
-// A plan's value (Plan::ahead, set by bwd_path): a run-time distance, so that the environment
-// can change it per call for a measurement (TLRT_POOL_STREAM_AHEAD).
-inline int stream_ahead(Kind k, int s) {
-  const char *e = std::getenv("TLRT_POOL_STREAM_AHEAD");
-  if (e && e[0] >= '0' && e[0] <= '8' && e[1] == 0) return e[0] - '0';
-  return TLRT_POOL_AHEAD > 0 ? TLRT_POOL_AHEAD : s != 1 ? 0 : k == Kind::Max ? 2 : 3;
-}
+// Window rows the stream kernel prefetches ahead (Plan::ahead, set by bwd_path): 1 for every
+// kind and stride. Measured (H100, 2026-11-24, bench/pool.py backward, fraction of copy
+// bandwidth, distance 0 / 1 / 2 / 3 / 4 in one build): max k3 s1 p1 0.65 / 0.70 / 0.70 / 0.69 /
+// 0.66; average k3 s1 p1 0.77 / 0.77 / 0.76 / 0.74 / 0.69; max stem k3 s2 p1 0.77 / 0.78 / 0.69 /
+// 0.63 / 0.61; average stem 0.78 at 0 and 1. One row ahead is enough: the demand loads of the
+// next window row already overlap the current one's arithmetic, and every further row only
+// adds lines that L1 evicts before use (stride 2 reads 2 new x rows per window row: 2 rows ahead
+// lost 0.09). A plan value, not a constant, so that the emulation test runs other distances.
+inline int stream_ahead(Kind, int) { return 1; }
 
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
 // It walks the output rows oh whose windows touch the run, in increasing order, and for each one
@@ -1310,15 +1296,13 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
   });
 }
 
-// Rows per run of the stream kernel: kStreamRows, or TLRT_POOL_STREAM_ROWS (1 .. 4096, read per
-// call; a measurement switch: fewer rows give more threads and waves of a better fill, at a
-// halo per run (k3 s1 p1: the windows of rows hA .. hB - 1 read x rows hA - 2 .. hB + 1 and dy
-// rows hA - 1 .. hB, 4 and 2 rows more than the run, mostly L1 / L2 hits).
-inline uint32_t stream_rows() {
-  const char *e = std::getenv("TLRT_POOL_STREAM_ROWS");
-  const long v = e ? std::strtol(e, nullptr, 10) : 0;
-  return v >= 1 && v <= 4096 ? (uint32_t)v : kStreamRows;
-}
+// Choices of the stream kernel that the emulation test varies (tests/unit/test_pool_kernels.cpp:
+// other run heights and prefetch distances must give the same bits); the library passes none.
+// rows: rows per run at most; ahead < 0: stream_ahead's distance.
+struct StreamOpt {
+  uint32_t rows = kStreamRows;
+  int ahead = -1;
+};
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
 // windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
@@ -1326,12 +1310,13 @@ inline uint32_t stream_rows() {
 // when g has no fast path.
 template <class Scatter, class TileLaunch, class StreamLaunch>
 bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, const float *dx,
-              Scatter &&scatter, TileLaunch &&tile, StreamLaunch &&stream) {
+              Scatter &&scatter, TileLaunch &&tile, StreamLaunch &&stream,
+              const StreamOpt &o = StreamOpt{}) {
   if (!disjoint(g) && g.rank != 2) return false;
   return with_cfg(g, [&](auto c) {
     using C = decltype(c);
     const Dims<uint32_t> m = make_dims<uint32_t>(g);
-    const Plan p = make_plan<C>(m, {x, dx}, {dy}, kV, stream_rows());
+    const Plan p = make_plan<C>(m, {x, dx}, {dy}, kV, o.rows);
     if constexpr (C::SW >= C::KW) {
       if (disjoint(g)) {
         const Plan ps = make_plan<C>(m, {x, dx}, {dy}, C::VS);
@@ -1346,7 +1331,7 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
     if constexpr (C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
       if (stream_ok<C>(g, k)) {
         Plan ps = p;
-        ps.ahead = stream_ahead(k, C::SW);
+        ps.ahead = o.ahead >= 0 ? o.ahead : stream_ahead(k, C::SW);
         stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }

@@ -21,8 +21,8 @@
 // out-of-range shared-memory index or an unaligned float4 access aborts (emu_check).
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
-// kernel again with 1, 5 and 4096 rows per run (TLRT_POOL_STREAM_ROWS) and prefetch distances
-// 0, 1 and 8 (TLRT_POOL_STREAM_AHEAD).
+// kernel again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
+// the default distance is 1).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -104,7 +104,7 @@ bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float be
 
 template <Kind K>
 const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
-                    float beta) {
+                    float beta, const StreamOpt &o) {
   const char *path = "generic";
   bwd_path(
       g, K, x, dy, dx,
@@ -134,7 +134,8 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH)
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
             if (t < p.stotal) stream_thread<K, C>(m, p, x, dy, pad, dx, t);
-      });
+      },
+      o);
   return path;
 }
 
@@ -150,6 +151,7 @@ void compare(const std::string &what, const std::vector<float> &ref, const float
 }
 
 int fast_fwd = 0, paths_checked = 0;
+StreamOpt stream_opt;  // the stream kernel's run height and prefetch distance under test
 
 template <Kind K>
 void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
@@ -179,7 +181,7 @@ void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
       compare(w + " fwd", ref_y, y.p);
       ++fast_fwd;
     }
-    const char *path = emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32);
+    const char *path = emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32, stream_opt);
     const char *expect =
         K == Kind::Smooth && std::strcmp(q.expect_bwd, "stream") == 0 ? "tile" : q.expect_bwd;
     ++th::checks();
@@ -397,22 +399,23 @@ int main() {
     for (int d : {-2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits, (int)Dist::Edge,
                   (int)Dist::Positive})
       one(q, d, salt += 3);
-  // The stream kernel with other run heights (TLRT_POOL_STREAM_ROWS, a measurement switch): one
-  // row per run (every run a halo), 5 (runs ending mid-plane at odd rows), 4096 (one run).
-  for (const char *rows : {"1", "5", "4096"}) {
-    setenv("TLRT_POOL_STREAM_ROWS", rows, 1);
+  // The stream kernel with other run heights (StreamOpt::rows): one row per run (every run a
+  // halo), 5 (runs ending mid-plane at odd rows), 4096 (one run).
+  for (uint32_t rows : {1u, 5u, 4096u}) {
+    stream_opt = StreamOpt{};
+    stream_opt.rows = rows;
     for (const Geo &q : geos)
       if (std::strcmp(q.expect_bwd, "stream") == 0)
         for (int d : {-1, (int)Dist::Bits}) one(q, d, salt += 3);
   }
-  unsetenv("TLRT_POOL_STREAM_ROWS");
-  // Other prefetch distances (TLRT_POOL_STREAM_AHEAD): none, 1, 8 (past the run's last row).
-  for (const char *ahead : {"0", "1", "8"}) {
-    setenv("TLRT_POOL_STREAM_AHEAD", ahead, 1);
+  // Other prefetch distances (StreamOpt::ahead): none, 2, 8 (past the run's last row).
+  for (int ahead : {0, 2, 8}) {
+    stream_opt = StreamOpt{};
+    stream_opt.ahead = ahead;
     for (const Geo &q : geos)
       if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
   }
-  unsetenv("TLRT_POOL_STREAM_AHEAD");
+  stream_opt = StreamOpt{};
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
               paths_checked);
   return th::finish("test_pool_kernels");
