@@ -46,8 +46,8 @@
 //   order, and writes the S rows finished (a float4 each). No shared memory, no barrier; x and dy
 //   are read once plus a halo of KH - S rows per run (L2: 1.14x at 56 rows in runs of 14) and a
 //   few columns (L1); dx written once. Each thread prefetches (prefetch.global.L2 and .L1: no
-//   register, no result) the dy row and, for max, the S new x rows of the window row
-//   stream_ahead() rows ahead (stride 1: max 2, average 3; stride 2 none, see below): before, a thread had one window row of
+//   register, no result) the dy row and, for max, the S new x rows of the next window row
+//   (stream_ahead: 1 for every kind and stride, measured below): before, a thread had one window row of
 //   loads in flight and only while not computing, 12-20 KB per SM (max s1: 3 blocks x 256 threads
 //   x 32 B; average s1: 5 x 256 x 16 B) where an H100 needs ~40-64 KB; now ~48-82 KB per SM
 //   are requested ahead and the demand loads hit L1 / L2. Max adds only the selected cell's dy
@@ -93,17 +93,24 @@
 //     differs); the cross-row select is maxNum over the rows, then the first row equal to it
 //     (its packed positions selected whole, unpacked once): k3 s1 loop 1052 -> 1023
 //     instructions (hot path ~400 -> ~370), registers 78 -> 79 (cap 80); k3 s2 709 -> 699,
-//     61 -> 56.
-//   - measurement switches, read per call: TLRT_POOL_STREAM_ROWS (rows per run, default 16 at
-//     most: 14 at 56 rows; max s1 runs 4.5 waves of 396 blocks, 7 runs of 8 rows 7.9 waves but
-//     10 / 8 window rows per row instead of 16 / 14), TLRT_POOL_STREAM_AHEAD (prefetch distance
-//     0 .. 8; defaults unchanged: stride 1 max 2, average 3, stride 2 none).
+//     62 -> 56. Average: s1 48 registers (unchanged), s2 39 -> 40. No spills (ptxas -v).
+//   - the prefetch distance a plan value (Plan::ahead); the session's measurement switches
+//     (TLRT_POOL_STREAM_ROWS, TLRT_POOL_STREAM_AHEAD, the build's TLRT_POOL_AHEAD) are gone
+//     again, the emulation test sets both through pool::fast::StreamOpt. Distance now 1 for
+//     every kind and stride (was: stride 1 max 2, average 3; stride 2 none), from the
+//     measurement below.
 //   Tried and dropped: rotating the carried rows' registers instead of moving them (the window-
 //   row loop unrolled over the 3 rotations): ptxas spilled 4-64 bytes in every stream kernel.
 //   PREDICTED (H100, fraction of copy bandwidth): average backward k3 s1 p1 0.72 -> ~0.82, stem
 //   0.77 -> ~0.80 (fewer instructions per byte; the rest unchanged); max backward k3 s1 p1 0.68
 //   -> ~0.70, stem 0.77 -> ~0.78 (still issue-bound: max k3 s1 stays short of 0.80).
-//   Measured: (pending GPU run)
+//   MEASURED (H100, 2026-11-24, bench/pool.py backward, fraction of copy bandwidth; parity
+//   bitwise): at the then defaults max k3 s1 p1 0.69 (was 0.68), average 0.73 (0.72), max stem
+//   0.76 (0.77), average stem 0.78 (0.77); the average's fewer instructions showed only with
+//   less prefetch (0.77 at distance 0 or 1, predicted ~0.82). Prefetch distance 0 / 1 / 2 / 3 / 4:
+//   max s1 0.65 / 0.70 / 0.70 / 0.69 / 0.66, average s1 0.77 / 0.77 / 0.76 / 0.74 / 0.69, max
+//   stem 0.77 / 0.78 / 0.69 / 0.63 / 0.61, average stem 0.78 at 0 and 1 -> distance 1 for all
+//   (expected: max s1 0.70, average s1 0.77, max stem 0.78, average stem 0.78).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -317,12 +324,13 @@ constexpr int stream_blocks() {
   return K == Kind::Max ? (C::SW == 1 ? 3 : 4) : (C::SW == 1 ? 5 : 6);
 }
 
-template <Kind K, class C>
+// V = 1: the max variant stream_run_cols (Plan::max_cols), a kernel of its own.
+template <Kind K, class C, int V>
 __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
     stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                   const float *__restrict dy, bool include_pad, float *__restrict dx) {
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
+  if (t < p.stotal) pool::fast::stream_thread<K, C, V>(m, p, x, dy, include_pad, dx, t);
 }
 
 template <Kind K, class C>
@@ -357,7 +365,14 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
-          stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
+          bool cols = false;
+          if constexpr (K == Kind::Max) {
+            cols = p.max_cols == 1;
+            if (cols)
+              stream_kernel<K, C, 1><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
+          }
+          if (!cols)
+            stream_kernel<K, C, 0><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }
       });
