@@ -84,17 +84,45 @@
 // masked, 3.75 against 2.09 at (32, 1024, 128); TF32 0.98 against the WMMA kernels' 0.90. The
 // exact kernels stay the backward with the switch off; the suspects are the per-warp splits of
 // every operand read from shared memory (2 ALU per value) and one 4-warp block per SM at d = 128.
+// PRE-SPLIT MMA.SYNC BACKWARD (session 7): predicted, NOT written. The design: a pre-pass writes
+// fragment-ordered big / small planes of K, V, Q, dout to global scratch once per call (as
+// split_kv_kernel: Q and dout twice, as B over columns for S^T = K Q^T, dP^T = V dout^T and as
+// the permuted B over rows for dK += dS^T Q, dV += P^T dout; K twice and V once for dq: 7 plane
+// sets, 14 bh n d floats, (32, 1024, 64) ~120 MB written + 34 MB read, ~0.05 ms), 8-warp blocks
+// (dkdv 128 keys, dq 128 rows) cp.async them double-buffered, only P^T / dS^T / dS split in
+// registers. Counted per warp and 64-wide tile at d = 64: dkdv 768 mma, ~290 LDS.128; dq 576 mma,
+// ~220 LDS.128; the per-operand splits of the removed kernel (~1300 ALU per warp-tile) gone.
+// Calibration: the measured pre-split forward, (32, 1024, 64) 0.286 ms with ~0.016 of pre-pass,
+// runs 2 waves x 16 tiles x 2 warps x 384 = 24.6k mma per SM sub-partition in ~0.27 ms x ~1.75
+// GHz = ~470k cycles: ~19 cycles per m16n8k8 mma per sub-partition (~100 TFLOP/s of raw TF32 on
+// the chip; 3 products each), already with the shared-memory traffic at 1 LDS.128 per 3 mma,
+// which the backward matches. The backward at (32, 1024, 64) issues 32 problems x 1024 warp-tile
+// pairs x (768 + 576) = 44M mma, 83k per sub-partition (same 2-wave quantisation):
+//   at the forward's ~19 cycles per mma: 1.58M cycles = ~0.90 ms, + pre-pass and D ~0.06 =
+//   ~0.96 ms (best case); at the removed kernel's ~25 (1.22 ms for the same mma count, splits
+//   included) less the split ALU, ~21-23: ~1.05-1.15 ms. Against the exact kernels' 1.05 ms: at
+//   best ~9% faster (~1.3x SDPA's 0.73 ms), possibly no faster; the 0.7x target (0.51 ms) needs
+//   ~10 cycles per mma, twice the forward's realised rate. Masked: the forward's masked / none
+//   ratio (0.364 / 0.286) on ~0.96 gives ~1.2 ms against the exact 1.16. d = 128: the split
+//   planes double the shared bytes per tile (Q and dout planes, two layouts each, of a 32-query
+//   tile: 128 KB per buffer, so single-buffered, one block per SM, as starved as the removed
+//   kernel's one 4-warp block, 3.75 ms against 2.09): predicted >= 2.5 ms, slower. So it was
+//   not written. What the prediction says would reach 0.7x: more tensor throughput per mma
+//   (sm_90a wgmma: asynchronous, operands from shared memory, no register fragments for B; not in
+//   the emulator), or fewer products (dq from a stored dS: 576 -> 192 mma per dq warp-tile, -29%
+//   mma in all, but an n x n buffer, against the design).
 //
 // TF32 PATH (tlrt_set_allow_tf32(true) with the determinism switch off): the forward on the
 // mma.sync kernel with one TF32 product (faster than the WMMA forward in all nine benchmark cases
 // on the H100, 2026-11-24: 0.246 / 0.195 / 0.316 ms against 0.263 / 0.253 / 0.364 at (32, 1024,
 // 64) none / causal / masked; pre-split form 0.196 / 0.172 / 0.272, (16, 4096, 64) 1.348 / 0.862
-// / 2.008, (32, 1024, 128) 0.264 / 0.229 / 0.341; TLRT_ATTENTION_TF32_WMMA=1 in the environment still selects the
-// WMMA forward, for that comparison), the unmasked backward on the WMMA kernels of
-// cuda/attention_tc_kernels.cuh. Everything else runs the exact kernels below. Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-attention-
-// tc.md): WMMA TF32 forward 0.26 ms against the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32
-// time), WMMA backward 0.89 against 1.06 unmasked, but 1.34 against 1.15 masked (the mask read
-// per element in those kernels; the mma.sync kernels stage the mask tile by cp.async instead).
+// / 2.008, (32, 1024, 128) 0.264 / 0.229 / 0.341; TLRT_ATTENTION_TF32_WMMA=1 in the environment
+// still selects the WMMA forward, for that comparison), the unmasked backward on the WMMA kernels
+// of cuda/attention_tc_kernels.cuh. Everything else runs the exact kernels below. Measured (H100,
+// 2026-11-24, bench/results/2026-11-24-h100-attention-tc.md): WMMA TF32 forward 0.26 ms against
+// the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time), WMMA backward 0.89 against 1.06
+// unmasked, but 1.34 against 1.15 masked (the mask read per element in those kernels; the
+// mma.sync kernels stage the mask tile by cp.async instead).
 // The WMMA kernels' split-TF32 mode (three products, float32-grade) measured no faster than the
 // exact kernels (forward 0.39 against 0.38 ms, backward 1.40 against 1.06 at (32, 1024, 64): the
 // WMMA round trips through shared memory and the per-warp splits cost what the tensor cores
