@@ -138,6 +138,15 @@
 //   warps per SM: the least certain of the three). The lead keeps the best per stride and
 //   removes the switch and the others. Average unchanged.
 //   Measured: (pending GPU run)
+//   Average k3 s1 p1 (0.77, unchanged; analysis only): its window-row loop's hot path (div_by,
+//   float4 dy row and stores) is ~135 SASS instructions per 4 cells, ~34 per cell: 36 FADD (12
+//   of them the new row's +0 + term), 30 for the 6 div_by, ~25 addresses and prefetch, ~20
+//   loads, stores and selects, ~10 loop. At copy bandwidth an SM must retire ~1.6 cells per
+//   cycle (8 bytes each, ~12.9 B per cycle per SM): ~1.7 of its 4 warp instructions per cycle,
+//   so it is not issue-bound. What is left: the grid of 1792 blocks at 5 per SM is 2.7 waves,
+//   the last 72% full (~9% of the time with idle SMs), and the dy halo of 2 rows per run of 14
+//   (1.14x dy reads, mostly L2 hits). Runs of 8 rows (kStreamRows = 8: 3136 blocks, 4.75
+//   waves, dy halo 1.25x) would be the next measurement (predicted ~0.80-0.82).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
