@@ -30,8 +30,6 @@
 //   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
 //   and its dx accumulators in registers, and writes S finished rows per window row; it
 //   prefetches the rows stream_ahead() window rows ahead (prefetch: no register, no result).
-//   Max has columns-first variants with 4 or 8 columns per thread (stream_run_cols, a temporary
-//   measurement switch: stream_max_cols).
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
@@ -188,8 +186,7 @@ struct Plan {
   bool div_fast;
   float rcp;
   int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
-  int max_cols;  // stream kernel, max: 1 / 2 = stream_run_cols (columns first) with 4 / 8
-                 // columns per thread (2: cols, by_cols, stotal, runs, rh for 8), 0 = stream_run
+  int max_cols;  // stream kernel, max: 1 = stream_run_cols (columns first), 0 = stream_run
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1297,23 +1294,22 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
 // window 2 FMNMX + 3 FSETP + 3 SEL + 2 IMNMX, ~100 in all, and the cells' test against the key is
 // one compare with a constant (no shift / mask of packed positions). The KH x NC input values
 // stay in registers (18 at k3 s1, as many as stream_run's per-row maxima).
-template <class C, int V>
+template <class C>
 TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float *x,
                              const float *dy, float *dx, uint32_t t) {
-  static_assert(V == 4 || V == 8, "stream: 4 or 8 columns per thread");
   constexpr int KH = C::KH, KW = C::KW, S = C::SW;
   static_assert(S < KW && S <= KH && 4 % S == 0, "stream: overlapping windows, S divides 4");
   constexpr int RLO = C::rlo(0);
-  constexpr int NW = C::rhi(V - 1) - RLO + 1;
+  constexpr int NW = C::rhi(kV - 1) - RLO + 1;
   constexpr int HL = C::PW - RLO * S;
-  constexpr int HR = (RLO + NW - 1) * S - C::PW + KW - V;
-  constexpr int NC = V + HL + HR;
+  constexpr int HR = (RLO + NW - 1) * S - C::PW + KW - kV;
+  constexpr int NC = kV + HL + HR;
   static_assert(NC <= 16 && (KH - 1) * 16 + NC < 255 && HL >= 0 && HR >= 0, "stream: keys");
   const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
   const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
   const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
   const int PH = (int)m.p[0];
-  const int w = (int)gx * V, wo = (int)gx * (V / S) + RLO;
+  const int w = (int)gx * kV, wo = (int)gx * (kV / S) + RLO;
   const int hA = (int)(run * f.rh);
   const int hB = hA + (int)f.rh < (int)IH ? hA + (int)f.rh : (int)IH;
   const float *xp = x + (uint64_t)plane * m.in_sp;
@@ -1330,14 +1326,10 @@ TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float
     for (int e = 0; e < NC; ++e) c[e] = -inf;
     if ((unsigned)h < IH) {
       const float *row = xp + (uint32_t)h * IW;
-      if (f.vec_in) {  // IW % 4 == 0: each float4 from w is in or out whole, halos float2s
+      if (f.vec_in) {  // IW % 4 == 0: the float4 at w is inside, halos are whole float2s or out
+        const F4 b = ld4(row + w);
         TLRT_UNROLL
-        for (int k = 0; k < V / 4; ++k)
-          if (k == 0 || (uint32_t)w + 4 * k < IW) {
-            const F4 b = ld4(row + w + 4 * k);
-            TLRT_UNROLL
-            for (int e = 0; e < 4; ++e) c[HL + 4 * k + e] = b.v[e];
-          }
+        for (int e = 0; e < 4; ++e) c[HL + e] = b.v[e];
         if (HL == 2) {
           if (w > 0) {
             const F2 a = ld2(row + w - 2);
@@ -1350,15 +1342,15 @@ TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float
             if (w - HL + e >= 0) c[e] = row[w - HL + e];
         }
         if (HR == 2) {
-          if ((uint32_t)w + V < IW) {
-            const F2 a = ld2(row + w + V);
-            c[(HL + V) % NC] = a.v[0];
-            c[(HL + V + 1) % NC] = a.v[1];
+          if ((uint32_t)w + 4 < IW) {
+            const F2 a = ld2(row + w + 4);
+            c[(HL + 4) % NC] = a.v[0];
+            c[(HL + 5) % NC] = a.v[1];
           }
         } else {
           TLRT_UNROLL
           for (int e = 0; e < HR; ++e)
-            if ((uint32_t)(w + V + e) < IW) c[HL + V + e] = row[w + V + e];
+            if ((uint32_t)(w + 4 + e) < IW) c[HL + 4 + e] = row[w + 4 + e];
         }
       } else {
         TLRT_UNROLL
@@ -1392,23 +1384,20 @@ TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float
   for (int a = 0; a < KH - S; ++a) load(ohA * S - PH + a, r[a + S], nanr[a + S]);
   // Columns left of the plane (only the plane's first thread column): key 255, never selected.
   const int lpad = w - HL < 0 ? HL - w : 0;  // 0 .. HL
-  float acc[KH][V];
+  float acc[KH][kV];
   TLRT_UNROLL
   for (int a = 0; a < KH; ++a)
     TLRT_UNROLL
-    for (int i = 0; i < V; ++i) acc[a][i] = 0.0f;
-  // f.vec_in: IW % 4 == 0, so each float4 of the row is inside or outside whole.
-  auto write_row = [&](int h, const float (&v)[V]) {
+    for (int i = 0; i < kV; ++i) acc[a][i] = 0.0f;
+  const bool vec_row = f.vec_in && (uint32_t)w + kV <= IW;
+  auto write_row = [&](int h, const float (&v)[kV]) {
     if (h < hA || h >= hB) return;
     float *o = dp + (uint32_t)h * IW + (uint32_t)w;
-    if (f.vec_in) {
-      TLRT_UNROLL
-      for (int k = 0; k < V / 4; ++k)
-        if ((uint32_t)w + 4 * k < IW)
-          st4(o + 4 * k, F4{{v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]}});
+    if (vec_row) {
+      st4(o, F4{{v[0], v[1], v[2], v[3]}});
     } else {
       TLRT_UNROLL
-      for (int i = 0; i < V; ++i)
+      for (int i = 0; i < kV; ++i)
         if ((uint32_t)w + i < IW) o[i] = v[i];
     }
   };
@@ -1420,17 +1409,12 @@ TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float
     const float *gr = gp + (uint32_t)oh * OW;
     TLRT_UNROLL
     for (int q = 0; q < NW; ++q) ok[q] = (unsigned)(wo + q) < OW;
-    if (S == 1 && RLO == -1 && NW == V + 2 && f.vec_out) {
-      // OW % 4 == 0: windows w - 1 and w + V alone, w .. w + V - 1 as float4s in or out whole.
+    if (S == 1 && RLO == -1 && NW == 6 && f.vec_out && (uint32_t)w + 4 <= OW) {
+      const F4 b = ld4(gr + w);
       g[0] = ok[0] ? gr[w - 1] : 0.0f;
       TLRT_UNROLL
-      for (int k = 0; k < V / 4; ++k) {
-        F4 b = {{0.0f, 0.0f, 0.0f, 0.0f}};
-        if ((uint32_t)w + 4 * k < OW) b = ld4(gr + w + 4 * k);
-        TLRT_UNROLL
-        for (int e = 0; e < 4; ++e) g[(1 + 4 * k + e) % NW] = b.v[e];
-      }
-      g[(NW - 1) % NW] = ok[(NW - 1) % NW] ? gr[w + V] : 0.0f;
+      for (int e = 0; e < 4; ++e) g[(1 + e) % NW] = b.v[e];
+      g[5 % NW] = ok[5 % NW] ? gr[w + 4] : 0.0f;
     } else {
       TLRT_UNROLL
       for (int q = 0; q < NW; ++q) g[q] = ok[q] ? gr[wo + q] : 0.0f;
@@ -1496,7 +1480,7 @@ TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float
     TLRT_UNROLL
     for (int a = 0; a < KH; ++a)
       TLRT_UNROLL
-      for (int i = 0; i < V; ++i)
+      for (int i = 0; i < kV; ++i)
         TLRT_UNROLL
         for (int q = 0; q < NW; ++q) {
           const int j = i + HL - q * S;
@@ -1508,25 +1492,21 @@ TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float
     TLRT_UNROLL
     for (int a = 0; a < KH; ++a)
       TLRT_UNROLL
-      for (int i = 0; i < V; ++i) acc[a][i] = a + S < KH ? acc[(a + S) % KH][i] : 0.0f;
+      for (int i = 0; i < kV; ++i) acc[a][i] = a + S < KH ? acc[(a + S) % KH][i] : 0.0f;
   }
   TLRT_UNROLL
   for (int a = 0; a < KH - S; ++a) write_row(ohB * S - PH + S + a, acc[a]);
-  float zero[V];
-  TLRT_UNROLL
-  for (int i = 0; i < V; ++i) zero[i] = 0.0f;
+  const float zero[kV] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int h = ohB * S - PH + KH; h < hB; ++h) write_row(h, zero);
 }
 
-// V = 1 / 2: max by stream_run_cols with 4 / 8 columns per thread (Plan::max_cols; cuda/pool.cu
-// launches a kernel of its own for each, so each variant's registers and SASS are its own).
+// V = 1: max by stream_run_cols (Plan::max_cols; cuda/pool.cu launches a kernel of its own for
+// it, so each variant's registers and SASS are its own).
 template <Kind K, class C, int V = 0>
 TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
                            const float *dy, bool include_pad, float *dx, uint32_t t) {
   if constexpr (K == Kind::Max && V == 1)
-    stream_run_cols<C, 4>(m, f, x, dy, dx, t);
-  else if constexpr (K == Kind::Max && V == 2)
-    stream_run_cols<C, 8>(m, f, x, dy, dx, t);
+    stream_run_cols<C>(m, f, x, dy, dx, t);
   else if (K == Kind::Avg && include_pad && f.div_fast)
     stream_run<K, C, true>(m, f, x, dy, include_pad, dx, t);
   else
@@ -1562,14 +1542,12 @@ struct StreamOpt {
 };
 
 // TEMPORARY measurement switch (read per call): TLRT_POOL_STREAM_MAX=1 runs the max stream
-// backward columns first (stream_run_cols) with 4 columns per thread, =2 with 8 columns per
-// thread (runs of at most 8 rows), anything else the rows-first stream_run (default). To be
-// removed with the losing variants.
+// backward columns first (stream_run_cols), anything else the rows-first stream_run (default).
+// To be removed with the losing variant.
 inline int stream_max_cols() {
   const char *e = std::getenv("TLRT_POOL_STREAM_MAX");
-  return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+  return e && e[0] == '1' && e[1] == 0 ? 1 : 0;
 }
-constexpr uint32_t kStreamRows8 = 8;  // rows per run at most, 8 columns per thread
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
 // windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
@@ -1600,16 +1578,6 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
         Plan ps = p;
         ps.ahead = o.ahead >= 0 ? o.ahead : stream_ahead(k, C::SW);
         ps.max_cols = k != Kind::Max ? 0 : o.max_cols >= 0 ? o.max_cols : stream_max_cols();
-        if (ps.max_cols == 2) {  // 8 columns per thread: other thread counts and run heights
-          const Plan q = make_plan<C>(m, {x, dx}, {dy}, kV,
-                                      o.rows == kStreamRows ? kStreamRows8 : o.rows);
-          ps.runs = q.runs;
-          ps.rh = q.rh;
-          ps.by_runs = q.by_runs;
-          ps.cols = (m.in[1] + 7) / 8;
-          ps.by_cols = make_fastdiv(ps.cols);
-          ps.stotal = m.nc * ps.runs * ps.cols;
-        }
         stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }

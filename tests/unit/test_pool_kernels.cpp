@@ -23,9 +23,8 @@
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
 // kernel again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
-// the default distance is 1); the max stream kernel's columns-first variants (stream_run_cols,
-// 4 and 8 columns per thread) on every stream geometry and input, and with other run heights
-// and distances.
+// the default distance is 1); the max stream kernel's columns-first variant (stream_run_cols)
+// on every stream geometry and input, and with other run heights and distances.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -139,8 +138,6 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
             if (t < p.stotal) {
               if (p.max_cols == 1)
                 stream_thread<K, C, 1>(m, p, x, dy, pad, dx, t);
-              else if (p.max_cols == 2)
-                stream_thread<K, C, 2>(m, p, x, dy, pad, dx, t);
               else
                 stream_thread<K, C, 0>(m, p, x, dy, pad, dx, t);
             }
@@ -449,26 +446,23 @@ int main() {
     for (const Geo &q : geos)
       if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
   }
-  // The max stream kernel's columns-first variants (stream_run_cols, Plan::max_cols = 1 and 2: 4
-  // and 8 columns per thread) on every stream geometry and input, and with other run heights
-  // (1, 5, 4096) and distances (0, 8).
-  for (int v : {1, 2}) {
-    stream_opt = StreamOpt{};
-    stream_opt.max_cols = v;
-    for (const Geo &q : geos)
-      if (std::strcmp(q.expect_bwd, "stream") == 0)
-        for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
-                      (int)Dist::Edge, (int)Dist::Positive})
-          one(q, d, salt += 3);
-    for (uint32_t rows : {1u, 5u, 4096u})
-      for (int ahead : {0, 8}) {
-        stream_opt.rows = rows;
-        stream_opt.ahead = ahead;
-        for (const Geo &q : geos)
-          if (std::strcmp(q.expect_bwd, "stream") == 0)
-            for (int d : {-3, -1, (int)Dist::Bits}) one(q, d, salt += 3);
-      }
-  }
+  // The max stream kernel's columns-first variant (stream_run_cols, Plan::max_cols = 1) on every
+  // stream geometry and input, and with 1 and 5 rows per run and distances 0 and 8.
+  stream_opt = StreamOpt{};
+  stream_opt.max_cols = 1;
+  for (const Geo &q : geos)
+    if (std::strcmp(q.expect_bwd, "stream") == 0)
+      for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
+                    (int)Dist::Edge, (int)Dist::Positive})
+        one(q, d, salt += 3);
+  for (uint32_t rows : {1u, 5u})
+    for (int ahead : {0, 8}) {
+      stream_opt.rows = rows;
+      stream_opt.ahead = ahead;
+      for (const Geo &q : geos)
+        if (std::strcmp(q.expect_bwd, "stream") == 0)
+          for (int d : {-3, -1, (int)Dist::Bits}) one(q, d, salt += 3);
+    }
   stream_opt = StreamOpt{};
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
               paths_checked);
