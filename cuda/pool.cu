@@ -344,13 +344,12 @@ constexpr int stream_blocks() {
   return K == Kind::Max ? (C::SW == 1 ? 3 : 4) : (C::SW == 1 ? 5 : 6);
 }
 
-// V = 1: the max variant stream_run_cols (Plan::max_cols), a kernel of its own.
-template <Kind K, class C, int V>
+template <Kind K, class C>
 __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
     stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                   const float *__restrict dy, bool include_pad, float *__restrict dx) {
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::stream_thread<K, C, V>(m, p, x, dy, include_pad, dx, t);
+  if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
 }
 
 template <Kind K, class C>
@@ -385,14 +384,7 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
-          bool cols = false;
-          if constexpr (K == Kind::Max) {
-            cols = p.max_cols == 1;
-            if (cols)
-              stream_kernel<K, C, 1><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
-          }
-          if (!cols)
-            stream_kernel<K, C, 0><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
+          stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }
       });

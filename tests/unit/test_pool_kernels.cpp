@@ -13,9 +13,8 @@
 // at row ends; padding at both ends; tails of cells in no window; leading strides above, equal to
 // and below the kernel (gaps, disjoint slabs, overlapping tile); several tiles across and down a
 // plane; N, C > 1; every th::Dist, an input made of ties (+0 / -0, equal values, -inf
-// windows, several NaNs per window), one made mostly of signed zeros (the max forward's
-// maxNum pass and its exact second pass) and one mostly of -inf (windows whose real cells are all
-// -inf next to the padding: the first real cell must win). The stream kernel's prefetches are checked to stay
+// windows, several NaNs per window) and one made mostly of signed zeros (the max forward's
+// maxNum pass and its exact second pass). The stream kernel's prefetches are checked to stay
 // inside their plane (emu_check). Each output is computed twice
 // over buffers pre-filled with two different patterns, so a cell that no thread writes fails.
 // Shared memory is pre-filled with garbage, so a window read before phase 1 wrote it fails. An
@@ -23,8 +22,7 @@
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
 // kernel again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
-// the default distance is 1); the max stream kernel's columns-first variant (stream_run_cols)
-// on every stream geometry and input, and with other run heights and distances.
+// the default distance is 1).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -135,12 +133,7 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
         path = "stream";
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH)
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
-            if (t < p.stotal) {
-              if (p.max_cols == 1)
-                stream_thread<K, C, 1>(m, p, x, dy, pad, dx, t);
-              else
-                stream_thread<K, C, 0>(m, p, x, dy, pad, dx, t);
-            }
+            if (t < p.stotal) stream_thread<K, C>(m, p, x, dy, pad, dx, t);
       },
       o);
   return path;
@@ -240,43 +233,19 @@ std::vector<float> zeros(uint64_t n, uint64_t salt) {
   return v;
 }
 
-// Mostly -inf (and a few zeros, +-1, a rare NaN): whole windows, rows and columns of -inf next to
-// the padding, where the max rule selects the window's first REAL cell (padding reads as -inf and
-// must never win that tie).
-std::vector<float> infs(uint64_t n, uint64_t salt) {
-  const float pool[] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                        -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0f,
-                        -0.0f, 1.0f, -1.0f, -INFINITY};
-  th::Rng rng(salt);
-  std::vector<float> v(n);
-  for (auto &x : v) {
-    const uint64_t r = rng.gen() % 211;
-    if (r == 0) {
-      const uint32_t u = 0x7fc00002u;
-      std::memcpy(&x, &u, 4);
-    } else {
-      x = pool[r % 16];
-    }
-  }
-  return v;
-}
-
-// d = -1: the ties() input; d = -2: the zeros() input; d = -3: the infs() input.
+// d = -1: the ties() input; d = -2: the zeros() input.
 void one(const Geo &q, int d, uint64_t salt) {
   const ConvGeometry g = geometry(q);
   const Dist dist = d < 0 ? Dist::Uniform : (Dist)d;
   const std::vector<float> x = d == -1   ? ties(g.in_elems, salt)
                                : d == -2 ? zeros(g.in_elems, salt)
-                               : d == -3 ? infs(g.in_elems, salt)
                                          : th::make(dist, g.in_elems, salt);
   const std::vector<float> dy =
       d == -1   ? ties(g.out_elems, salt + 1)
       : d == -2 ? zeros(g.out_elems, salt + 1)
-      : d == -3 ? th::make(Dist::Uniform, g.out_elems, salt + 1)
                 : th::make(dist == Dist::Bits ? Dist::Bits : Dist::Uniform, g.out_elems, salt + 1);
   const std::string w =
-      name(q) + " " +
-      (d == -1 ? "ties" : d == -2 ? "zeros" : d == -3 ? "infs" : th::dist_name(dist));
+      name(q) + " " + (d == -1 ? "ties" : d == -2 ? "zeros" : th::dist_name(dist));
   one_kind<Kind::Max>(q, g, x, dy, false, 0.0, w + " max");
   for (bool pad : {true, false})
     one_kind<Kind::Avg>(q, g, x, dy, pad, 0.0, w + (pad ? " avg" : " avg (no pad)"));
@@ -427,8 +396,8 @@ int main() {
   };
   uint64_t salt = 100;
   for (const Geo &q : geos)
-    for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
-                  (int)Dist::Edge, (int)Dist::Positive})
+    for (int d : {-2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits, (int)Dist::Edge,
+                  (int)Dist::Positive})
       one(q, d, salt += 3);
   // The stream kernel with other run heights (StreamOpt::rows): one row per run (every run a
   // halo), 5 (runs ending mid-plane at odd rows), 4096 (one run).
@@ -446,23 +415,6 @@ int main() {
     for (const Geo &q : geos)
       if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
   }
-  // The max stream kernel's columns-first variant (stream_run_cols, Plan::max_cols = 1) on every
-  // stream geometry and input, and with 1 and 5 rows per run and distances 0 and 8.
-  stream_opt = StreamOpt{};
-  stream_opt.max_cols = 1;
-  for (const Geo &q : geos)
-    if (std::strcmp(q.expect_bwd, "stream") == 0)
-      for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
-                    (int)Dist::Edge, (int)Dist::Positive})
-        one(q, d, salt += 3);
-  for (uint32_t rows : {1u, 5u})
-    for (int ahead : {0, 8}) {
-      stream_opt.rows = rows;
-      stream_opt.ahead = ahead;
-      for (const Geo &q : geos)
-        if (std::strcmp(q.expect_bwd, "stream") == 0)
-          for (int d : {-3, -1, (int)Dist::Bits}) one(q, d, salt += 3);
-    }
   stream_opt = StreamOpt{};
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
               paths_checked);
