@@ -44,7 +44,7 @@
 //   its halo), keeps per input row each window's first maximum (value, column) and per window
 //   row the KH x 4 dx accumulators in registers, adds the window terms to the cells in output
 //   order, and writes the S rows finished (a float4 each). No shared memory, no barrier; x and dy
-//   are read once plus a halo of KH - S rows per run (L2: 1.14x at 56 rows in runs of 14) and a
+//   are read once plus a halo of KH - S rows per run (L2: 1.25x at 56 rows in runs of 8) and a
 //   few columns (L1); dx written once. Each thread prefetches (prefetch.global.L2 and .L1: no
 //   register, no result) the dy row and, for max, the S new x rows of the next window row
 //   (stream_ahead: 1 for every kind and stride, measured below): before, a thread had one window row of

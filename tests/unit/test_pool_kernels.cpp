@@ -13,8 +13,10 @@
 // at row ends; padding at both ends; tails of cells in no window; leading strides above, equal to
 // and below the kernel (gaps, disjoint slabs, overlapping tile); several tiles across and down a
 // plane; N, C > 1; every th::Dist, an input made of ties (+0 / -0, equal values, -inf
-// windows, several NaNs per window) and one made mostly of signed zeros (the max forward's
-// maxNum pass and its exact second pass). The stream kernel's prefetches are checked to stay
+// windows, several NaNs per window), one made mostly of signed zeros (the max forward's
+// maxNum pass and its exact second pass) and one mostly of -inf (windows whose real cells are all
+// -inf next to the padding: the first real cell must win). The stream kernel's prefetches are
+// checked to stay
 // inside their plane (emu_check). Each output is computed twice
 // over buffers pre-filled with two different patterns, so a cell that no thread writes fails.
 // Shared memory is pre-filled with garbage, so a window read before phase 1 wrote it fails. An
@@ -233,19 +235,42 @@ std::vector<float> zeros(uint64_t n, uint64_t salt) {
   return v;
 }
 
-// d = -1: the ties() input; d = -2: the zeros() input.
+// Mostly -inf (and a few zeros, +-1, a rare NaN): whole windows, rows and columns of -inf next to
+// the padding, where the max rule selects the window's first REAL cell (padding reads as -inf and
+// must never win that tie).
+std::vector<float> infs(uint64_t n, uint64_t salt) {
+  const float pool[] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                        -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0f,
+                        -0.0f,     1.0f,      -1.0f,     -INFINITY};
+  th::Rng rng(salt);
+  std::vector<float> v(n);
+  for (auto &x : v) {
+    const uint64_t r = rng.gen() % 211;
+    if (r == 0) {
+      const uint32_t u = 0x7fc00002u;
+      std::memcpy(&x, &u, 4);
+    } else {
+      x = pool[r % 16];
+    }
+  }
+  return v;
+}
+
+// d = -1: the ties() input; d = -2: the zeros() input; d = -3: the infs() input.
 void one(const Geo &q, int d, uint64_t salt) {
   const ConvGeometry g = geometry(q);
   const Dist dist = d < 0 ? Dist::Uniform : (Dist)d;
   const std::vector<float> x = d == -1   ? ties(g.in_elems, salt)
                                : d == -2 ? zeros(g.in_elems, salt)
+                               : d == -3 ? infs(g.in_elems, salt)
                                          : th::make(dist, g.in_elems, salt);
   const std::vector<float> dy =
       d == -1   ? ties(g.out_elems, salt + 1)
       : d == -2 ? zeros(g.out_elems, salt + 1)
                 : th::make(dist == Dist::Bits ? Dist::Bits : Dist::Uniform, g.out_elems, salt + 1);
   const std::string w =
-      name(q) + " " + (d == -1 ? "ties" : d == -2 ? "zeros" : th::dist_name(dist));
+      name(q) + " " +
+      (d == -1 ? "ties" : d == -2 ? "zeros" : d == -3 ? "infs" : th::dist_name(dist));
   one_kind<Kind::Max>(q, g, x, dy, false, 0.0, w + " max");
   for (bool pad : {true, false})
     one_kind<Kind::Avg>(q, g, x, dy, pad, 0.0, w + (pad ? " avg" : " avg (no pad)"));
@@ -396,8 +421,8 @@ int main() {
   };
   uint64_t salt = 100;
   for (const Geo &q : geos)
-    for (int d : {-2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits, (int)Dist::Edge,
-                  (int)Dist::Positive})
+    for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
+                  (int)Dist::Edge, (int)Dist::Positive})
       one(q, d, salt += 3);
   // The stream kernel with other run heights (StreamOpt::rows): one row per run (every run a
   // halo), 5 (runs ending mid-plane at odd rows), 4096 (one run).
