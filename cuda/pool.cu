@@ -44,7 +44,7 @@
 //   its halo), keeps per input row each window's first maximum (value, column) and per window
 //   row the KH x 4 dx accumulators in registers, adds the window terms to the cells in output
 //   order, and writes the S rows finished (a float4 each). No shared memory, no barrier; x and dy
-//   are read once plus a halo of KH - S rows per run (L2: 1.14x at 56 rows in runs of 14) and a
+//   are read once plus a halo of KH - S rows per run (L2: 1.25x at 56 rows in runs of 8) and a
 //   few columns (L1); dx written once. Each thread prefetches (prefetch.global.L2 and .L1: no
 //   register, no result) the dy row and, for max, the S new x rows of the next window row
 //   (stream_ahead: 1 for every kind and stride, measured below): before, a thread had one window row of
@@ -111,42 +111,26 @@
 //   max s1 0.65 / 0.70 / 0.70 / 0.69 / 0.66, average s1 0.77 / 0.77 / 0.76 / 0.74 / 0.69, max
 //   stem 0.77 / 0.78 / 0.69 / 0.63 / 0.61, average stem 0.78 at 0 and 1 -> distance 1 for all
 //   (expected: max s1 0.70, average s1 0.77, max stem 0.78, average stem 0.78).
-// SESSION 8 (max stream backward; no GPU run): two COLUMNS-FIRST variants of the max stream
-//   kernel (pool::fast::stream_run_cols), selected per call by the TEMPORARY switch
-//   TLRT_POOL_STREAM_MAX (unset / 0: the rows-first kernel above, the default; 1: columns first,
-//   4 columns per thread; 2: columns first, 8 columns per thread, runs of at most 8 rows, 2
-//   blocks per SM). Same thread walk, accumulation order and stores; the selection is per
-//   column (the first row of the column's largest value, as the key a * 16 + e) and then per
-//   window (the smallest key among its columns equal to the largest): a column is shared by KW
-//   windows, where the rows-first kernel selected per input row for each of the NW windows and
-//   then again across rows with nibble-packed positions. Bitwise equal in emulation on every
-//   stream geometry and input (tests/unit/test_pool_kernels.cpp, now also an input of mostly
-//   -inf next to the padding).
-//   ptxas -v, sm_90, no spills: max s1 V0 79 registers, V1 79, V2 127; max s2 V0 56, V1 61,
-//   V2 91. SASS of the window-row loop without the NaN rescans (static, the scalar fallbacks
-//   of loads and stores included), per dx cell: max s1 V0 422 / 4 = 106, V1 395 / 4 = 99, V2
-//   626 / 8 = 78; max s2 (8 cells per window row at 4 columns) V0 345 / 8 = 43, V1 344 / 8 = 43,
-//   V2 423 / 16 = 26. What stays per window row at V1: 36 compare + predicated FADD of the
-//   terms (every cell tests its KH x KW windows), ~40 register moves of the rows and
-//   accumulators carried to the next window row (unrolling the loop by 3 to rename them
-//   instead spilled 472 bytes at the 80-register cap), the loads and their addresses.
-//   Waves (bench shape (32, 256, 56, 56), 132 SMs): V0 / V1 1792 blocks at 3 per SM, 4.5 waves
-//   (the last half full: ~0.90 of the time busy); V2 1568 blocks at 2 per SM, 5.9 waves (0.99).
-//   PREDICTED (H100, backward, fraction of copy bandwidth; max k3 s1 p1 / max stem): V1 0.70 ->
-//   ~0.72 / 0.78 -> ~0.78 (7% fewer instructions at s1, none at s2); V2 0.70 -> ~0.76 / 0.78
-//   -> ~0.80 (26% / 39% fewer instructions per cell and a full last wave, against half the
-//   warps per SM: the least certain of the three). The lead keeps the best per stride and
-//   removes the switch and the others. Average unchanged.
-//   Measured: (pending GPU run)
-//   Average k3 s1 p1 (0.77, unchanged; analysis only): its window-row loop's hot path (div_by,
-//   float4 dy row and stores) is ~135 SASS instructions per 4 cells, ~34 per cell: 36 FADD (12
-//   of them the new row's +0 + term), 30 for the 6 div_by, ~25 addresses and prefetch, ~20
-//   loads, stores and selects, ~10 loop. At copy bandwidth an SM must retire ~1.6 cells per
-//   cycle (8 bytes each, ~12.9 B per cycle per SM): ~1.7 of its 4 warp instructions per cycle,
-//   so it is not issue-bound. What is left: the grid of 1792 blocks at 5 per SM is 2.7 waves,
-//   the last 72% full (~9% of the time with idle SMs), and the dy halo of 2 rows per run of 14
-//   (1.14x dy reads, mostly L2 hits). Runs of 8 rows (kStreamRows = 8: 3136 blocks, 4.75
-//   waves, dy halo 1.25x) would be the next measurement (predicted ~0.80-0.82).
+// SESSION 7, continued (max stream backward): two COLUMNS-FIRST variants of the max stream
+//   kernel were written, checked bitwise in emulation and measured, and REMOVED (in history:
+//   commits eff5d67, 10591a5): per column the first row of its largest value, then per window
+//   the first of its columns holding the window's largest (a column is shared by KW windows),
+//   with 4 (V1, 79 registers) or 8 columns per thread (V2, 127 registers, 2 blocks per SM).
+//   SASS per dx cell, max s1: V0 (this kernel) 106, V1 99, V2 78; max s2 43 / 43 / 26.
+//   PREDICTED max k3 s1 / stem: V1 ~0.72 / ~0.78, V2 ~0.76 / ~0.80. MEASURED (H100, 2026-11-24,
+//   20 calls): V0 0.71 / 0.79, V1 0.69 / 0.79, V2 0.67 / 0.80: fewer instructions did not
+//   turn into bandwidth (V2 halves the warps per SM). What stays per window row: 36 compares +
+//   predicated FADDs of the terms (every cell tests its KH x KW windows), ~40 register moves of
+//   the rows and accumulators carried to the next window row (unrolling by 3 to rename them
+//   spilled 472 bytes at the 80-register cap), the loads and their addresses.
+//   Average k3 s1 p1 (analysis): its hot path is ~34 SASS instructions per cell (36 FADD per 4
+//   cells, 12 of them the new row's +0 + term; 30 for the 6 div_by; ~25 addresses and prefetch;
+//   ~20 loads, stores and selects; ~10 loop): ~1.7 of 4 warp instructions per cycle at copy
+//   bandwidth, not issue-bound. Left: 1792 blocks at 5 per SM = 2.7 waves (the last 72% full)
+//   and the dy halo of 2 rows per run of 14. RUNS OF 8 ROWS (kStreamRows 16 -> 8: 3136 blocks,
+//   4.75 waves, dy halo 1.25x), predicted ~0.80-0.82 for the average; MEASURED (H100,
+//   2026-11-24, same build otherwise): average k3 s1 0.80 -> 0.82, max stem 0.79 -> 0.85,
+//   average stem 0.79 -> 0.84, max k3 s1 0.71 -> 0.70: kept for every kind and stride.
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -355,20 +339,17 @@ __global__ void __launch_bounds__(kThreads, 3)
 // Resident blocks per SM the stream kernel keeps (the register cap that gives): max s1 3 (80
 // registers), max s2 4 (64), average s1 5 (48), average s2 6 (40); the prefetch of the next
 // window rows must not cost a block.
-// The max variant with 8 columns per thread (V = 2): 2 blocks (128 registers).
-template <Kind K, class C, int V>
+template <Kind K, class C>
 constexpr int stream_blocks() {
-  return V == 2 ? 2 : K == Kind::Max ? (C::SW == 1 ? 3 : 4) : (C::SW == 1 ? 5 : 6);
+  return K == Kind::Max ? (C::SW == 1 ? 3 : 4) : (C::SW == 1 ? 5 : 6);
 }
 
-// V = 1 / 2: the max variants stream_run_cols with 4 / 8 columns per thread (Plan::max_cols),
-// kernels of their own.
-template <Kind K, class C, int V>
-__global__ void __launch_bounds__(kThreads, stream_blocks<K, C, V>())
+template <Kind K, class C>
+__global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
     stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                   const float *__restrict dy, bool include_pad, float *__restrict dx) {
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::stream_thread<K, C, V>(m, p, x, dy, include_pad, dx, t);
+  if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
 }
 
 template <Kind K, class C>
@@ -403,16 +384,7 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
-          bool cols = false;
-          if constexpr (K == Kind::Max) {
-            cols = p.max_cols == 1 || p.max_cols == 2;
-            if (p.max_cols == 1)
-              stream_kernel<K, C, 1><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
-            else if (p.max_cols == 2)
-              stream_kernel<K, C, 2><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
-          }
-          if (!cols)
-            stream_kernel<K, C, 0><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
+          stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }
       });

@@ -30,8 +30,6 @@
 //   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
 //   and its dx accumulators in registers, and writes S finished rows per window row; it
 //   prefetches the rows stream_ahead() window rows ahead (prefetch: no register, no result).
-//   Max has columns-first variants with 4 or 8 columns per thread (stream_run_cols, a temporary
-//   measurement switch: stream_max_cols).
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
@@ -68,7 +66,7 @@ namespace fast {
 
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
-constexpr uint32_t kStreamRows = 16;  // stream kernel: rows per thread (at most)
+constexpr uint32_t kStreamRows = 8;  // stream kernel: rows per thread (at most; 16 measured slower)
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -188,8 +186,6 @@ struct Plan {
   bool div_fast;
   float rcp;
   int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
-  int max_cols;  // stream kernel, max: 1 / 2 = stream_run_cols (columns first) with 4 / 8
-                 // columns per thread (2: cols, by_cols, stotal, runs, rh for 8), 0 = stream_run
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -227,7 +223,7 @@ Plan make_plan(const Dims<uint32_t> &m, std::initializer_list<const void *> in_p
     p.by_tiles_x = make_fastdiv(p.tiles_x);
     p.by_tiles_y = make_fastdiv(p.tiles_y);
     p.by_wc = make_fastdiv(p.wc);
-    // Runs of at most kStreamRows rows, as even as possible (56 rows: 4 runs of 14).
+    // Runs of at most kStreamRows rows, as even as possible (56 rows: 7 runs of 8).
     p.cols = cols;
     p.runs = (m.in[0] + rows - 1) / rows;
     p.rh = (m.in[0] + p.runs - 1) / p.runs;
@@ -1273,261 +1269,10 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
   for (int h = ohB * S - PH + KH; h < hB; ++h) write_row(h, zero);
 }
 
-// Variant 1 of the max stream kernel (Plan::max_cols; TLRT_POOL_STREAM_MAX=1, a temporary
-// measurement switch): COLUMNS FIRST. The same thread shape, walk, accumulation and stores as
-// stream_run, but the selection of a window's cell is taken over columns instead of rows:
-//   per column e of the thread's NC columns and window row: the first row holding the column's
-//     largest value over the KH rows (strict '>' down the rows, maxNum for the value), as the
-//     key a * 16 + e;
-//   per window q (columns q S .. q S + KW - 1): M = the largest of its KW column values (maxNum),
-//     and the smallest key among its columns whose value equals M.
-// That is the header's first maximum: a cell equal to M in column e lies at or below the
-// column's first row holding M, so the row-major first (a, then column) among the cells equal to
-// M is the smallest (a, e), i.e. the smallest key (e < 16). Ties +0 / -0 compare equal as in the
-// strict '>' walk. Padding: columns left of the plane get key 255 (they never win: a window has
-// a real cell), columns right of it have larger e than the real ones with the same rows, and
-// rows above the plane are skipped by starting each column's key at the first real row a0 (a
-// real row then replaces it only when strictly larger, so all -inf selects the window's first
-// real cell as the rule says); rows below read -inf and never win a strict '>'. NaN: as
-// stream_run (a flag per row; a window with one finds its first NaN again from x).
-// Why: stream_run keeps per input row the first maximum of each of the NW windows (NW = 6 at
-// k3 s1: 12 selects of value and nibble-packed position per row) and then selects across the KH
-// rows per window with the packed positions (~125 instructions per window row); here a column
-// is shared by KW windows: per window row NC = 6 columns x (2 FMNMX, 2 FSETP, 2 SEL) and per
-// window 2 FMNMX + 3 FSETP + 3 SEL + 2 IMNMX, ~100 in all, and the cells' test against the key is
-// one compare with a constant (no shift / mask of packed positions). The KH x NC input values
-// stay in registers (18 at k3 s1, as many as stream_run's per-row maxima).
-template <class C, int V>
-TLRT_HD void stream_run_cols(const Dims<uint32_t> &m, const Plan &f, const float *x,
-                             const float *dy, float *dx, uint32_t t) {
-  static_assert(V == 4 || V == 8, "stream: 4 or 8 columns per thread");
-  constexpr int KH = C::KH, KW = C::KW, S = C::SW;
-  static_assert(S < KW && S <= KH && 4 % S == 0, "stream: overlapping windows, S divides 4");
-  constexpr int RLO = C::rlo(0);
-  constexpr int NW = C::rhi(V - 1) - RLO + 1;
-  constexpr int HL = C::PW - RLO * S;
-  constexpr int HR = (RLO + NW - 1) * S - C::PW + KW - V;
-  constexpr int NC = V + HL + HR;
-  static_assert(NC <= 16 && (KH - 1) * 16 + NC < 255 && HL >= 0 && HR >= 0, "stream: keys");
-  const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
-  const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
-  const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
-  const int PH = (int)m.p[0];
-  const int w = (int)gx * V, wo = (int)gx * (V / S) + RLO;
-  const int hA = (int)(run * f.rh);
-  const int hB = hA + (int)f.rh < (int)IH ? hA + (int)f.rh : (int)IH;
-  const float *xp = x + (uint64_t)plane * m.in_sp;
-  const float *gp = dy + (uint64_t)plane * m.out_sp;
-  float *dp = dx + (uint64_t)plane * m.in_sp;
-  const float inf = num::u2f(0x7f800000u);
-  const int ohA = hA + PH - KH + 1 > 0 ? ceil_div(hA + PH - KH + 1, S) : 0;
-  const int ohB = floor_div(hB - 1 + PH, S) < (int)OH - 1 ? floor_div(hB - 1 + PH, S) : (int)OH - 1;
-  // Columns w - HL .. w - HL + NC - 1 of input row h (outside the input: -inf), and whether one
-  // is NaN.
-  auto load = [&](int h, float (&c)[NC], uint32_t &nr) {
-    bool nan = false;
-    TLRT_UNROLL
-    for (int e = 0; e < NC; ++e) c[e] = -inf;
-    if ((unsigned)h < IH) {
-      const float *row = xp + (uint32_t)h * IW;
-      if (f.vec_in) {  // IW % 4 == 0: each float4 from w is in or out whole, halos float2s
-        TLRT_UNROLL
-        for (int k = 0; k < V / 4; ++k)
-          if (k == 0 || (uint32_t)w + 4 * k < IW) {
-            const F4 b = ld4(row + w + 4 * k);
-            TLRT_UNROLL
-            for (int e = 0; e < 4; ++e) c[HL + 4 * k + e] = b.v[e];
-          }
-        if (HL == 2) {
-          if (w > 0) {
-            const F2 a = ld2(row + w - 2);
-            c[0] = a.v[0];
-            c[1 % NC] = a.v[1];
-          }
-        } else {
-          TLRT_UNROLL
-          for (int e = 0; e < HL; ++e)
-            if (w - HL + e >= 0) c[e] = row[w - HL + e];
-        }
-        if (HR == 2) {
-          if ((uint32_t)w + V < IW) {
-            const F2 a = ld2(row + w + V);
-            c[(HL + V) % NC] = a.v[0];
-            c[(HL + V + 1) % NC] = a.v[1];
-          }
-        } else {
-          TLRT_UNROLL
-          for (int e = 0; e < HR; ++e)
-            if ((uint32_t)(w + V + e) < IW) c[HL + V + e] = row[w + V + e];
-        }
-      } else {
-        TLRT_UNROLL
-        for (int e = 0; e < NC; ++e) {
-          const int col = w - HL + e;
-          if ((unsigned)col < IW) c[e] = row[col];
-        }
-      }
-      TLRT_UNROLL
-      for (int e = 0; e < NC; ++e) nan = nan || c[e] != c[e];
-    }
-    nr = nan ? 1u : 0u;
-  };
-  const uint32_t cw = (uint32_t)(wo - RLO) < OW ? (uint32_t)(wo - RLO) : OW - 1;
-  auto ahead = [&](int ohp) {
-    if (ohp > ohB) return;
-    prefetch(gp, (uint32_t)ohp * OW + cw, m.out_sp);
-    TLRT_UNROLL
-    for (int a = KH - S; a < KH; ++a) {
-      const int h = ohp * S - PH + a;
-      if ((unsigned)h < IH) prefetch(xp, (uint32_t)h * IW + (uint32_t)w, m.in_sp);
-    }
-  };
-  const int AHEAD = f.ahead;
-  TLRT_UNROLL
-  for (int d = 0; d < AHEAD; ++d) ahead(ohA + d);
-  // The window row's KH input rows (slot a = row oh S - PH + a) and their NaN flags.
-  float r[KH][NC];
-  uint32_t nanr[KH];
-  TLRT_UNROLL
-  for (int a = 0; a < KH - S; ++a) load(ohA * S - PH + a, r[a + S], nanr[a + S]);
-  // Columns left of the plane (only the plane's first thread column): key 255, never selected.
-  const int lpad = w - HL < 0 ? HL - w : 0;  // 0 .. HL
-  float acc[KH][V];
-  TLRT_UNROLL
-  for (int a = 0; a < KH; ++a)
-    TLRT_UNROLL
-    for (int i = 0; i < V; ++i) acc[a][i] = 0.0f;
-  // f.vec_in: IW % 4 == 0, so each float4 of the row is inside or outside whole.
-  auto write_row = [&](int h, const float (&v)[V]) {
-    if (h < hA || h >= hB) return;
-    float *o = dp + (uint32_t)h * IW + (uint32_t)w;
-    if (f.vec_in) {
-      TLRT_UNROLL
-      for (int k = 0; k < V / 4; ++k)
-        if ((uint32_t)w + 4 * k < IW)
-          st4(o + 4 * k, F4{{v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]}});
-    } else {
-      TLRT_UNROLL
-      for (int i = 0; i < V; ++i)
-        if ((uint32_t)w + i < IW) o[i] = v[i];
-    }
-  };
-  for (int oh = ohA; oh <= ohB; ++oh) {
-    if (AHEAD > 0) ahead(oh + AHEAD);
-    const int hs = oh * S - PH;
-    float g[NW];
-    bool ok[NW];
-    const float *gr = gp + (uint32_t)oh * OW;
-    TLRT_UNROLL
-    for (int q = 0; q < NW; ++q) ok[q] = (unsigned)(wo + q) < OW;
-    if (S == 1 && RLO == -1 && NW == V + 2 && f.vec_out) {
-      // OW % 4 == 0: windows w - 1 and w + V alone, w .. w + V - 1 as float4s in or out whole.
-      g[0] = ok[0] ? gr[w - 1] : 0.0f;
-      TLRT_UNROLL
-      for (int k = 0; k < V / 4; ++k) {
-        F4 b = {{0.0f, 0.0f, 0.0f, 0.0f}};
-        if ((uint32_t)w + 4 * k < OW) b = ld4(gr + w + 4 * k);
-        TLRT_UNROLL
-        for (int e = 0; e < 4; ++e) g[(1 + 4 * k + e) % NW] = b.v[e];
-      }
-      g[(NW - 1) % NW] = ok[(NW - 1) % NW] ? gr[w + V] : 0.0f;
-    } else {
-      TLRT_UNROLL
-      for (int q = 0; q < NW; ++q) g[q] = ok[q] ? gr[wo + q] : 0.0f;
-    }
-    TLRT_UNROLL
-    for (int a = 0; a < KH - S; ++a) {
-      TLRT_UNROLL
-      for (int e = 0; e < NC; ++e) r[a][e] = r[a + S][e];
-      nanr[a] = nanr[a + S];
-    }
-    TLRT_UNROLL
-    for (int a = KH - S; a < KH; ++a) load(hs + a, r[a], nanr[a]);
-    const int a0 = hs < 0 ? -hs : 0;  // first real row of the window row
-    // Per column: the largest value over the KH rows and the key of its first row.
-    float cv[NC];
-    int key[NC];
-    TLRT_UNROLL
-    for (int e = 0; e < NC; ++e) {
-      cv[e] = r[0][e];
-      key[e] = a0 * 16 + e;
-      TLRT_UNROLL
-      for (int a = 1; a < KH; ++a) {
-        if (r[a][e] > cv[e]) key[e] = a * 16 + e;
-        cv[e] = max_num(cv[e], r[a][e]);
-      }
-      if (e < HL) key[e] = e < lpad ? 255 : key[e];
-    }
-    uint32_t nan_any = 0;
-    TLRT_UNROLL
-    for (int a = 0; a < KH; ++a) nan_any |= nanr[a];
-    int code[NW];  // key of window q's selected cell (row a, thread column e: a * 16 + e)
-    TLRT_UNROLL
-    for (int q = 0; q < NW; ++q) {
-      float best = cv[q * S];
-      TLRT_UNROLL
-      for (int j = 1; j < KW; ++j) best = max_num(best, cv[q * S + j]);
-      int cd = 255;
-      TLRT_UNROLL
-      for (int j = 0; j < KW; ++j) {
-        const int k = cv[q * S + j] == best ? key[q * S + j] : 255;
-        cd = k < cd ? k : cd;
-      }
-      if (nan_any) {  // rare: the first NaN of the window, row-major, read again from x
-        bool found = false;
-        for (int a = 0; a < KH; ++a) {
-          const int h = hs + a;
-          for (int k = 0; k < KW; ++k) {
-            const int col = w - HL + q * S + k;
-            if (!found && (unsigned)h < IH && (unsigned)col < IW) {
-              const float v = xp[(uint32_t)h * IW + (uint32_t)col];
-              if (v != v) {
-                cd = a * 16 + q * S + k;
-                found = true;
-              }
-            }
-          }
-        }
-      }
-      code[q] = cd;
-    }
-    // Terms into the KH rows, windows in increasing column. An absent window has g = +0 and
-    // adds nothing: acc + +0 == acc bitwise, as acc is never -0 (it starts at +0).
-    TLRT_UNROLL
-    for (int a = 0; a < KH; ++a)
-      TLRT_UNROLL
-      for (int i = 0; i < V; ++i)
-        TLRT_UNROLL
-        for (int q = 0; q < NW; ++q) {
-          const int j = i + HL - q * S;
-          if (j < 0 || j >= KW) continue;
-          if (code[q] == a * 16 + HL + i) acc[a][i] += g[q];
-        }
-    TLRT_UNROLL
-    for (int a = 0; a < S; ++a) write_row(hs + a, acc[a]);
-    TLRT_UNROLL
-    for (int a = 0; a < KH; ++a)
-      TLRT_UNROLL
-      for (int i = 0; i < V; ++i) acc[a][i] = a + S < KH ? acc[(a + S) % KH][i] : 0.0f;
-  }
-  TLRT_UNROLL
-  for (int a = 0; a < KH - S; ++a) write_row(ohB * S - PH + S + a, acc[a]);
-  float zero[V];
-  TLRT_UNROLL
-  for (int i = 0; i < V; ++i) zero[i] = 0.0f;
-  for (int h = ohB * S - PH + KH; h < hB; ++h) write_row(h, zero);
-}
-
-// V = 1 / 2: max by stream_run_cols with 4 / 8 columns per thread (Plan::max_cols; cuda/pool.cu
-// launches a kernel of its own for each, so each variant's registers and SASS are its own).
-template <Kind K, class C, int V = 0>
+template <Kind K, class C>
 TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
                            const float *dy, bool include_pad, float *dx, uint32_t t) {
-  if constexpr (K == Kind::Max && V == 1)
-    stream_run_cols<C, 4>(m, f, x, dy, dx, t);
-  else if constexpr (K == Kind::Max && V == 2)
-    stream_run_cols<C, 8>(m, f, x, dy, dx, t);
-  else if (K == Kind::Avg && include_pad && f.div_fast)
+  if (K == Kind::Avg && include_pad && f.div_fast)
     stream_run<K, C, true>(m, f, x, dy, include_pad, dx, t);
   else
     stream_run<K, C, false>(m, f, x, dy, include_pad, dx, t);
@@ -1554,22 +1299,10 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
 // Choices of the stream kernel that the emulation test varies (tests/unit/test_pool_kernels.cpp:
 // other run heights and prefetch distances must give the same bits); the library passes none.
 // rows: rows per run at most; ahead < 0: stream_ahead's distance.
-// max_cols < 0: stream_max_cols().
 struct StreamOpt {
   uint32_t rows = kStreamRows;
   int ahead = -1;
-  int max_cols = -1;
 };
-
-// TEMPORARY measurement switch (read per call): TLRT_POOL_STREAM_MAX=1 runs the max stream
-// backward columns first (stream_run_cols) with 4 columns per thread, =2 with 8 columns per
-// thread (runs of at most 8 rows), anything else the rows-first stream_run (default). To be
-// removed with the losing variants.
-inline int stream_max_cols() {
-  const char *e = std::getenv("TLRT_POOL_STREAM_MAX");
-  return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
-}
-constexpr uint32_t kStreamRows8 = 8;  // rows per run at most, 8 columns per thread
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
 // windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
@@ -1599,17 +1332,6 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
       if (stream_ok<C>(g, k)) {
         Plan ps = p;
         ps.ahead = o.ahead >= 0 ? o.ahead : stream_ahead(k, C::SW);
-        ps.max_cols = k != Kind::Max ? 0 : o.max_cols >= 0 ? o.max_cols : stream_max_cols();
-        if (ps.max_cols == 2) {  // 8 columns per thread: other thread counts and run heights
-          const Plan q = make_plan<C>(m, {x, dx}, {dy}, kV,
-                                      o.rows == kStreamRows ? kStreamRows8 : o.rows);
-          ps.runs = q.runs;
-          ps.rh = q.rh;
-          ps.by_runs = q.by_runs;
-          ps.cols = (m.in[1] + 7) / 8;
-          ps.by_cols = make_fastdiv(ps.cols);
-          ps.stotal = m.nc * ps.runs * ps.cols;
-        }
         stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }

@@ -15,7 +15,8 @@
 // plane; N, C > 1; every th::Dist, an input made of ties (+0 / -0, equal values, -inf
 // windows, several NaNs per window), one made mostly of signed zeros (the max forward's
 // maxNum pass and its exact second pass) and one mostly of -inf (windows whose real cells are all
-// -inf next to the padding: the first real cell must win). The stream kernel's prefetches are checked to stay
+// -inf next to the padding: the first real cell must win). The stream kernel's prefetches are
+// checked to stay
 // inside their plane (emu_check). Each output is computed twice
 // over buffers pre-filled with two different patterns, so a cell that no thread writes fails.
 // Shared memory is pre-filled with garbage, so a window read before phase 1 wrote it fails. An
@@ -23,9 +24,7 @@
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
 // kernel again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
-// the default distance is 1); the max stream kernel's columns-first variants (stream_run_cols,
-// 4 and 8 columns per thread) on every stream geometry and input, and with other run heights
-// and distances.
+// the default distance is 1).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -136,14 +135,7 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
         path = "stream";
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH)
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
-            if (t < p.stotal) {
-              if (p.max_cols == 1)
-                stream_thread<K, C, 1>(m, p, x, dy, pad, dx, t);
-              else if (p.max_cols == 2)
-                stream_thread<K, C, 2>(m, p, x, dy, pad, dx, t);
-              else
-                stream_thread<K, C, 0>(m, p, x, dy, pad, dx, t);
-            }
+            if (t < p.stotal) stream_thread<K, C>(m, p, x, dy, pad, dx, t);
       },
       o);
   return path;
@@ -249,7 +241,7 @@ std::vector<float> zeros(uint64_t n, uint64_t salt) {
 std::vector<float> infs(uint64_t n, uint64_t salt) {
   const float pool[] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
                         -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0f,
-                        -0.0f, 1.0f, -1.0f, -INFINITY};
+                        -0.0f,     1.0f,      -1.0f,     -INFINITY};
   th::Rng rng(salt);
   std::vector<float> v(n);
   for (auto &x : v) {
@@ -275,7 +267,6 @@ void one(const Geo &q, int d, uint64_t salt) {
   const std::vector<float> dy =
       d == -1   ? ties(g.out_elems, salt + 1)
       : d == -2 ? zeros(g.out_elems, salt + 1)
-      : d == -3 ? th::make(Dist::Uniform, g.out_elems, salt + 1)
                 : th::make(dist == Dist::Bits ? Dist::Bits : Dist::Uniform, g.out_elems, salt + 1);
   const std::string w =
       name(q) + " " +
@@ -448,26 +439,6 @@ int main() {
     stream_opt.ahead = ahead;
     for (const Geo &q : geos)
       if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
-  }
-  // The max stream kernel's columns-first variants (stream_run_cols, Plan::max_cols = 1 and 2: 4
-  // and 8 columns per thread) on every stream geometry and input, and with other run heights
-  // (1, 5, 4096) and distances (0, 8).
-  for (int v : {1, 2}) {
-    stream_opt = StreamOpt{};
-    stream_opt.max_cols = v;
-    for (const Geo &q : geos)
-      if (std::strcmp(q.expect_bwd, "stream") == 0)
-        for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
-                      (int)Dist::Edge, (int)Dist::Positive})
-          one(q, d, salt += 3);
-    for (uint32_t rows : {1u, 5u, 4096u})
-      for (int ahead : {0, 8}) {
-        stream_opt.rows = rows;
-        stream_opt.ahead = ahead;
-        for (const Geo &q : geos)
-          if (std::strcmp(q.expect_bwd, "stream") == 0)
-            for (int d : {-3, -1, (int)Dist::Bits}) one(q, d, salt += 3);
-      }
   }
   stream_opt = StreamOpt{};
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
