@@ -40,6 +40,11 @@ struct L {
     CK(cudaGetLastError());
   }
   template <class K, class... A>
+  void grid2(const char *, K kernel, dim3 grid, A... args) const {
+    kernel<<<grid, 256>>>(args...);
+    CK(cudaGetLastError());
+  }
+  template <class K, class... A>
   void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
     allow(kernel);
     kernel<<<grid, 256, smem>>>(args...);
@@ -130,6 +135,17 @@ int main() {
     CK(cudaMemcpy(C.data(), pb, np * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(D.data(), pb2, np * 4, cudaMemcpyDeviceToHost));
     same = same && C == D;
     printf("  bitwise same: %s\n", same ? "yes" : "NO");
+    {  // the tail: fused_bwd_finish on the default plan's partials (one launch, dgamma and dbeta)
+      const uint64_t nc = tlrt::red::chunks_of(rows);
+      const unsigned S = lk::fused_bwd_lane_sets(l, a, p2);
+      if (lk::fused_bwd_finish_fits(nc, S) && !(nc == 1 && S == 1)) {
+        float *dgb;
+        CK(cudaMalloc(&dgb, 2 * cols * 4));
+        float tf = timeit([&] { lk::fused_bwd_finish_plan(l, pg2, pb2, nc, S, cols, dgb, dgb + cols); });
+        printf("  finish (nc %llu, S %u)   %.4f ms\n", (unsigned long long)nc, S, tf);
+        cudaFree(dgb);
+      }
+    }
     if (cols == 1024) pipe_variant<64, 4, 4>(a2, pg2, pb2, bytes, cbw);
     if (cols == 4096) pipe_variant<256, 16, 4>(a2, pg2, pb2, bytes, cbw);
     cudaFree(dy); cudaFree(x); cudaFree(dx); cudaFree(dx2); cudaFree(m); cudaFree(s); cudaFree(g);

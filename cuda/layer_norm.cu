@@ -187,6 +187,11 @@ struct CudaLaunch {
     kernel<<<grid, threads, 0, st>>>(args...);
     check_launch(name);
   }
+  template <class K, class... A>
+  void grid2(const char *name, K kernel, dim3 grid, A... args) const {
+    kernel<<<grid, kThreads, 0, st>>>(args...);
+    check_launch(name);
+  }
   size_t max_smem() const {
     int most = 0;
     check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
@@ -442,7 +447,13 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 // The fused backward's schedule (ln_kernels::BwdPlan: the measured choices), with two switches
 // read per call for the comparisons still open on the GPU: TLRT_LN_BWD_STAGES=3 (the 96 KiB ring,
 // 2 blocks per SM; default 2: 64 KiB, 3 blocks) and TLRT_LN_BWD_MERGE=1 (2049..4096 columns:
-// lane sets merged in pairs, partials (nc, 128, cols); default off).
+// lane sets merged in pairs, partials (nc, 128, cols); default off). TLRT_LN_BWD_FINISH=0: the
+// partials reduced by three reduce_axis launches (as before) instead of fused_bwd_finish.
+bool bwd_finish() {
+  const char *e = std::getenv("TLRT_LN_BWD_FINISH");
+  return e == nullptr || std::atoi(e) != 0;
+}
+
 ln_kernels::BwdPlan bwd_plan() {
   ln_kernels::BwdPlan p;
   if (const char *e = std::getenv("TLRT_LN_BWD_STAGES")) p.stages = std::atoi(e) >= 3 ? 3u : 2u;
@@ -454,7 +465,9 @@ ln_kernels::BwdPlan bwd_plan() {
 // values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
 // that; S = 1 is the chunk value itself), then the tree over the nc chunk values. The dgamma and
 // dbeta partials are one allocation (pg, then pb), so the level over S is one launch for both
-// (outer 2 nc): 3 launches of reduce_axis instead of 4.
+// (outer 2 nc): 3 launches of reduce_axis instead of 4. Where nc <= 256 and nc S <= 2048 (rows
+// <= 1M, and fewer for the wider S) one launch of ln_kernels::fused_bwd_finish does all of it,
+// the same bits.
 void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
   const uint64_t nc = red::chunks_of(a.rows);
   const CudaLaunch launch{dev, stream(dev)};
@@ -468,6 +481,10 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
   ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan);
   if (direct) return;
+  if (ln_kernels::fused_bwd_finish_fits(nc, S) && bwd_finish()) {
+    ln_kernels::fused_bwd_finish_plan(launch, pg, pb, nc, S, a.cols, dgamma, dbeta);
+    return;
+  }
   if (nc == 1) {
     reduce_axis(dev, red::Op::Sum, pg, 1, S, a.cols, 1.0f, dgamma);
     reduce_axis(dev, red::Op::Sum, pb, 1, S, a.cols, 1.0f, dbeta);

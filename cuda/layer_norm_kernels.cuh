@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(kThreads)
 // makes its data visible to it, and a stage is refilled only after the same thread read it.
 // Registers (kPipeBlocks; sm_90, -Xptxas -v, no spills): P = 2 (64 KiB ring, 3 blocks per SM):
 // 79-80; P = 3 (96 KiB, 2 blocks): 80-90, 86 at 4096 columns; merged (M = 2, 2 blocks at either
-// P): 126 at P = 3 (at 80 registers the P = 2 merged kernel spilled 52 bytes, so it keeps 2
+// P): 126 at P = 3, 122 at P = 2 (at 80 registers the P = 2 merged kernel spilled 52 bytes: 2
 // blocks per SM). They hold the lane accumulators (2 V) and P (mean, inv_std) pairs; gamma is
 // re-read from L1 (as in fused_group_bwd: held in registers it made the compiler spill), d and
 // xhat are recomputed from shared memory where needed (the same operations on the same inputs:
@@ -574,6 +574,126 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 #undef TLRT_LN_PIPE_P
 #undef TLRT_LN_PIPE
 #undef TLRT_LN_FUSED
+}
+
+// ---- the rest of the column tree in one launch (dgamma and dbeta) ----------------------------
+// fused_bwd_finish: the partials (nc, S, cols) of dgamma (pg) and dbeta (pb) -> dgamma, dbeta, as
+// the three reduce_axis launches it replaces: per column, each chunk's S lane values are halved
+// by the tree (a sequence of S <= 256 values, one per lane, lanes >= S holding the identity -0:
+// the leaves are -0 + v, then the steps h = 128 .. S add -0, then h = S / 2 .. 1 pair the values),
+// then the tree of the nc <= 256 chunk values (the same halving over 256 lanes); nc == 1: the
+// chunk value itself; S == 1: the partials are the chunk values. The same operations in the same
+// order: the same bits (tests/unit/test_layer_norm_emu.cpp checks them against the CPU).
+// Schedule: block (x, y) = 32 columns of array y (0: dgamma, 1: dbeta); warp w takes the lanes
+// t = w + 8 i of a chunk (the steps h >= 8 pair lanes of the same warp: in registers), shared
+// memory the steps h = 4, 2, 1 (warp b of the batch) and the nc-level halving; KB = 256 / S chunks
+// per batch, so each thread has 32 loads in flight per batch (nc S / 256 batches: <= 8 where the
+// plan uses it, nc S <= 2048). Bytes: the partials read once (2 nc S cols floats: 8 MB at
+// (65536, 1024), 32 MB at (16384, 4096), mostly from L2 right after the kernel wrote them).
+// PREDICTION: one launch of 2 cols / 32 blocks instead of three (the second two are 1-4 block
+// launches that wait for the first): the tail after the fused kernel ~0.018 -> ~0.007 ms at
+// (65536, 1024), whole op ~0.322 ms (with the P = 2 kernel's 0.314); ~0.337 at (16384, 4096).
+// Measured: (pending GPU run).
+constexpr uint64_t kFinishMaxChunks = 256;      // the nc level is one halving over 256 lanes
+constexpr uint64_t kFinishMaxLaneValues = 2048;  // nc * S: at most 8 batches of loads
+inline bool fused_bwd_finish_fits(uint64_t nc, unsigned S) {
+  return nc <= kFinishMaxChunks && nc * S <= kFinishMaxLaneValues;
+}
+
+template <unsigned S>
+__global__ void __launch_bounds__(kThreads)
+    fused_bwd_finish(const float *__restrict pg, const float *__restrict pb, uint64_t nc,
+                     uint64_t cols, float *__restrict dgamma, float *__restrict dbeta) {
+  using O = red::Ops<red::Op::Sum>;
+  static_assert(S == 1 || (S >= 8 && S <= 256 && (S & (S - 1)) == 0), "lane sets");
+  constexpr unsigned LW = S >= 8 ? S / 8 : 1;    // lanes per warp and chunk
+  constexpr unsigned KB = S >= 8 ? 256 / S : 8;  // chunks per batch
+  constexpr unsigned kPad = S >= 128 ? 256 / S - 1 : S == 64 ? 2 : S == 32 ? 3 : S == 16 ? 4 : 5;
+  static_assert(S == 1 || (S << kPad) == 256, "pad steps h = 128 .. S");
+  __shared__ float cv[kFinishMaxChunks][32];  // chunk values [k][column]
+  __shared__ float s8[S >= 8 ? KB : 1][8][32];  // a batch's warp values [b][w][column]
+  const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
+  const uint64_t j = (uint64_t)blockIdx.x * 32 + l;
+  const bool col = j < cols;
+  const float *p = blockIdx.y == 0 ? pg : pb;
+  const float id = O::identity();
+  if constexpr (S == 1) {
+    for (uint64_t k = w; k < nc; k += 8) cv[k][l] = col ? p[k * cols + j] : id;
+  } else {
+    for (uint64_t k0 = 0; k0 < nc; k0 += KB) {
+      float v[KB][LW];
+#pragma unroll
+      for (unsigned b = 0; b < KB; ++b)
+#pragma unroll
+        for (unsigned i = 0; i < LW; ++i) {
+          const uint64_t k = k0 + b;
+          v[b][i] = col && k < nc ? p[(k * S + w + 8 * i) * cols + j] : id;
+        }
+#pragma unroll
+      for (unsigned b = 0; b < KB; ++b) {
+#pragma unroll
+        for (unsigned i = 0; i < LW; ++i) {
+          v[b][i] = O::op(id, v[b][i]);  // the leaf (lane t = w + 8 i < S)
+#pragma unroll
+          for (unsigned h = kPad; h != 0; --h) v[b][i] = O::op(v[b][i], id);  // h = 128 .. S
+        }
+#pragma unroll
+        for (unsigned h = LW / 2; h >= 1; h /= 2)  // the steps S / 2 .. 8: i and i + h
+#pragma unroll
+          for (unsigned i = 0; i < h; ++i) v[b][i] = O::op(v[b][i], v[b][i + h]);
+        s8[b][w][l] = v[b][0];
+      }
+      __syncthreads();
+      if (w < KB && k0 + w < nc) {  // steps h = 4, 2, 1 over the warps' values of chunk k0 + w
+        float a[8];
+#pragma unroll
+        for (unsigned u = 0; u < 8; ++u) a[u] = s8[w][u][l];
+#pragma unroll
+        for (unsigned h = 4; h >= 1; h /= 2)
+#pragma unroll
+          for (unsigned u = 0; u < h; ++u) a[u] = O::op(a[u], a[u + h]);
+        cv[k0 + w][l] = a[0];
+      }
+      __syncthreads();  // s8 is rewritten by the next batch
+    }
+  }
+  if (nc > 1) {  // the tree of the nc chunk values: leaves -0 + v, the identity past nc
+    __syncthreads();
+    for (unsigned e = threadIdx.x; e < kFinishMaxChunks * 32; e += kThreads) {
+      const unsigned t = e / 32, c = e % 32;
+      cv[t][c] = t < nc ? O::op(id, cv[t][c]) : id;
+    }
+    __syncthreads();
+    for (unsigned h = kFinishMaxChunks / 2; h >= 1; h /= 2) {
+      for (unsigned e = threadIdx.x; e < h * 32; e += kThreads) {
+        const unsigned t = e / 32, c = e % 32;
+        cv[t][c] = O::op(cv[t][c], cv[t + h][c]);
+      }
+      __syncthreads();
+    }
+  } else {
+    __syncthreads();
+  }
+  if (w == 0 && col) (blockIdx.y == 0 ? dgamma : dbeta)[j] = cv[0][l];
+}
+
+// The finish for the plan's lane sets S (fused_bwd_lane_sets): one launch, grid (cols / 32, 2).
+// launch.grid2(name, kernel, dim3 grid, args...) starts it. Needs fused_bwd_finish_fits(nc, S).
+template <class Launch>
+void fused_bwd_finish_plan(const Launch &launch, const float *pg, const float *pb, uint64_t nc,
+                           unsigned S, uint64_t cols, float *dgamma, float *dbeta) {
+  const dim3 grid((unsigned)((cols + 31) / 32), 2);
+#define TLRT_LN_FINISH(SV)                                                                         \
+  launch.grid2("fused_bwd_finish<" #SV ">", fused_bwd_finish<SV>, grid, pg, pb, nc, cols, dgamma, \
+               dbeta)
+  switch (S) {
+    case 1: TLRT_LN_FINISH(1); break;
+    case 32: TLRT_LN_FINISH(32); break;
+    case 64: TLRT_LN_FINISH(64); break;
+    case 128: TLRT_LN_FINISH(128); break;
+    default: TLRT_LN_FINISH(256); break;
+  }
+#undef TLRT_LN_FINISH
 }
 
 // ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------

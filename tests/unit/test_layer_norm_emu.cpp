@@ -47,6 +47,10 @@ struct EmuLaunch {
     emu::launch(policy, dim3(grid), dim3(threads), 0, [=] { kernel(args...); });
   }
   template <class K, class... A>
+  void grid2(const char *, K kernel, dim3 grid, A... args) const {
+    emu::launch(policy, grid, dim3(lk::kThreads), 0, [=] { kernel(args...); });
+  }
+  template <class K, class... A>
   void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
     emu::launch(policy, dim3(grid), dim3(lk::kThreads), smem, [=] { kernel(args...); });
   }
@@ -74,6 +78,18 @@ void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc
                  const std::vector<float> &want_dx, const std::vector<float> &want_dg,
                  const std::vector<float> &want_db, const std::vector<float> &dx,
                  const std::vector<float> &pg, const std::vector<float> &pb);
+
+// fused_bwd_finish (the partials' tree in one launch) against the CPU's dgamma / dbeta.
+void check_finish(const std::string &w, const EmuLaunch &launch, uint64_t cols, uint64_t nc,
+                  unsigned ls, const std::vector<float> &want_dg,
+                  const std::vector<float> &want_db, const std::vector<float> &pg,
+                  const std::vector<float> &pb) {
+  if (!lk::fused_bwd_finish_fits(nc, ls) || (nc == 1 && ls == 1)) return;
+  std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
+  lk::fused_bwd_finish_plan(launch, pg.data(), pb.data(), nc, ls, cols, dg.data(), db.data());
+  same(w + " finish dgamma", want_dg, dg);
+  same(w + " finish dbeta", want_db, db);
+}
 
 void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi,
               uint64_t grid_cap) {
@@ -119,6 +135,7 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
       {"ring, 3 stages", {true, 3, pi != 2}},
       {"register kernel", {false, 2, false}},
   };
+  unsigned finished_ls = 0;  // fused_bwd_finish once per lane-set count
   for (const Sched &sc : scheds) {
     char mt[32];
     std::snprintf(mt, sizeof mt, " merge %d", (int)sc.plan.merge);
@@ -131,6 +148,8 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     a.dx = dx.data();
     lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), sc.plan);
     check_fused(wk, rows, cols, nc, ls, want_dx, want_dg, want_db, dx, pg, pb);
+    if (ls != finished_ls) check_finish(wk, launch, cols, nc, ls, want_dg, want_db, pg, pb);
+    finished_ls = ls;
     if (cols <= 32) break;  // one kernel for short rows
   }
 }
@@ -155,6 +174,31 @@ void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc
   }
   same(w + " dgamma", want_dg, dg);
   same(w + " dbeta", want_db, db);
+}
+
+// fused_bwd_finish alone on synthetic partials (nc, S, cols), against the host's tree (the one
+// check_fused holds to the CPU's dgamma / dbeta): every S, nc up to the plan's limits.
+void run_finish(uint64_t nc, unsigned S, uint64_t cols, th::Dist dist, uint64_t salt, int pi) {
+  char tag[160];
+  std::snprintf(tag, sizeof tag, "finish nc %llu S %u cols %llu %s policy %d",
+                (unsigned long long)nc, S, (unsigned long long)cols, th::dist_name(dist), pi);
+  const std::string w = tag;
+  const uint64_t np = nc * S * cols;
+  const std::vector<float> pg = th::make(dist, np, salt + 1), pb = th::make(dist, np, salt + 2);
+  std::vector<float> want_g(cols), want_b(cols), cg(nc), cb(nc);
+  for (uint64_t j = 0; j < cols; ++j) {
+    for (uint64_t k = 0; k < nc; ++k) {
+      cg[k] = S == 1 ? pg[k * cols + j] : tree_small(pg.data() + k * S * cols + j, S, cols);
+      cb[k] = S == 1 ? pb[k * cols + j] : tree_small(pb.data() + k * S * cols + j, S, cols);
+    }
+    want_g[j] = nc == 1 ? cg[0] : tree_small(cg.data(), nc, 1);
+    want_b[j] = nc == 1 ? cb[0] : tree_small(cb.data(), nc, 1);
+  }
+  const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31};
+  std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
+  lk::fused_bwd_finish_plan(launch, pg.data(), pb.data(), nc, S, cols, dg.data(), db.data());
+  same(w + " dgamma", want_g, dg);
+  same(w + " dbeta", want_b, db);
 }
 
 // The long-row kernels (one block per row): forward for cols > 8192 (block_row_fwd and every
@@ -253,6 +297,18 @@ int main() {
   // lane 0, 1 for the others).
   go(4096 + 257, 2049, th::Dist::Uniform, big);
   go(5000, 9, th::Dist::Uniform, 1);
+  // The finish kernel alone: every S, nc at its limits (nc S <= 2048, nc <= 256), odd column counts.
+  {
+    int fp = 0;
+    for (unsigned S : {1u, 32u, 64u, 128u, 256u})
+      for (uint64_t nc : {1, 2, 3, 7, 8, 9, 64, 255, 256})
+        for (uint64_t c : {1, 33, 100}) {
+          if (!lk::fused_bwd_finish_fits(nc, S)) continue;
+          run_finish(nc, S, c, th::Dist::Uniform, salt += 10, fp++ % kNumPolicies);
+        }
+    for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
+      for (unsigned S : {1u, 32u, 256u}) run_finish(S == 1 ? 200 : 2048 / S, S, 40, d, salt += 10, 0);
+  }
   // Long rows.
   for (uint64_t c : {4097, 6000, 8192, 8193, 12288, 12289, 16385, 24577})
     for (uint64_t r : {1, 3})
