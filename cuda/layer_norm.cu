@@ -17,23 +17,22 @@
 // then y written from registers; one barrier per reduction when NT > 32. Predicted: ~90% of copy
 // bandwidth on (65536, 1024) and (16384, 4096) (a handful of instructions per element).
 // Measured (H100, 2026-11-24): 0.96 / 0.97 (0.87x / 0.68x PyTorch).
-// block_row_fwd (8192 < cols <= 16384; cuda/layer_norm_kernels.cuh): one 256-thread block per row,
-// S(x), S((x - mean)^2) and y in ONE kernel (row::dev::block_row_*, as cuda/softmax.cu's long
-// rows): the second and third reads of a row come from L2 (about 24 MB of rows in flight), DRAM
-// traffic the nominal 8 bytes per element; 80 registers. Before (2026-11-22): chunk passes reading
-// x three times from DRAM, 0.46-0.47 of copy bandwidth (1.3x PyTorch). PREDICTION: ~0.8 at
-// (4096, 16384), ~0.7 at (1024, 65536). Measured (H100, 2026-11-24): 0.68 at (4096, 16384) (0.89x
-// PyTorch), but 0.39 at (1024, 65536), below the chunk passes' 0.46: one 8-warp block per SM
-// keeps too few loads in flight; so only up to 16384 columns (kBlockRowFwdMaxCols).
-// NOW (session 7) split_fwd (8192 < cols <= 65536; cuda/layer_norm_kernels.cuh, cuda/split_row.cuh,
-// as cuda/softmax.cu's long rows): the row in REGISTERS, x read once: up to 16384 columns one
-// 512-thread block per row (Q = 2 groups of 256 threads, 32 values per thread, 2 rows per SM),
-// above a thread-block cluster of Q blocks of 256 threads (distributed shared memory for the chunk
-// values; Q = 4: NCL = 2 chunks per block up to 32768, NCL = 4 up to 65536). Two tree sums per row
-// (S(x), S((x - mean)^2)): two block + two group-wide barriers. Bytes: 8 per element (+ gamma and
-// beta from L1 / L2). PREDICTION: ~0.85 of copy bandwidth at (4096, 16384) (0.261 -> ~0.21 ms),
-// ~0.75 at (1024, 65536) (0.387 -> ~0.24 ms; PyTorch 0.306). Measured: (pending GPU run).
-// Schedules by TLRT_LN_LONG_VARIANT (try_split_fwd below); 9 = the paths below.
+// split_fwd (8192 < cols <= 65536; session 7; cuda/layer_norm_kernels.cuh, cuda/split_row.cuh, as
+// cuda/softmax.cu's long rows): the row in REGISTERS, x read once: up to 16384 columns one
+// 512-thread block per row (Q = 2 groups of 256 threads, NCL = 2 chunks each, 32 values per
+// thread, 2 rows per SM); above, a thread-block cluster of Q = 4 blocks of 256 threads
+// (distributed shared memory for the chunk values; NCL = 2 up to 32768, NCL = 4 up to 65536).
+// Two tree sums per row (S(x), S((x - mean)^2)): two block + two group-wide barriers. Bytes: 8
+// per element (+ gamma and beta from L1 / L2). Clusters only on compute capability >= 9
+// (split_row::split_has_clusters): without them rows over 16384 columns take the chunk passes.
+// It replaces block_row_fwd (one 256-thread block per row walking the row three times, the second
+// and third reads from L2; up to 16384 columns): 0.68 of copy bandwidth at (4096, 16384), 0.39 at
+// (1024, 65536), where the chunk passes (0.46) stayed. PREDICTION: ~0.85 of copy bandwidth at
+// (4096, 16384), ~0.75 at (1024, 65536). Measured (H100, 2026-11-24): (4096, 16384) 0.260 ->
+// 0.190 ms (0.94 of copy bandwidth; a 256-thread block of 4 chunks 0.187, a 1024-thread block
+// 0.203, a cluster of 4 x 256 of 1 chunk 0.278: the 512-thread block kept); (1024, 65536) 0.389 ->
+// 0.238 ms (0.75, 0.78x PyTorch; a cluster of 8 x 256 of 2 chunks 0.237, kept 4 x 256 of 4).
+// (2048, 32768) was not measured.
 // Longer rows: chunk-parallel passes (row::dev::chunk_reduce, one block per (row, 4096-chunk))
 // with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
@@ -132,7 +131,6 @@
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -150,12 +148,11 @@ namespace {
 
 // Where the one-block-per-row kernels beat the chunk passes (H100, 2026-11-24): the forward at
 // 16384 columns 0.68 of copy bandwidth against 0.47, at 65536 0.39 against 0.46 (one 8-warp block
-// per SM); dx at 16384 0.37 against 0.38, at 65536 0.28 against 0.33. So the forward up to 16384
-// columns, dx up to 8192 (more blocks per SM there; the whole backward 0.45 at (8192, 8192)),
-// longer rows the chunk passes.
-constexpr uint64_t kBlockRowFwdMaxCols = 16384;
+// per SM); dx at 16384 0.37 against 0.38, at 65536 0.28 against 0.33. So dx up to 8192 (more
+// blocks per SM there; the whole backward 0.45 at (8192, 8192)), longer rows the chunk passes.
+// (The forward holds such rows in registers now: split_fwd.)
 constexpr uint64_t kBlockRowBwdMaxCols = 8192;
-static_assert(kBlockRowFwdMaxCols <= ln_kernels::kBlockRowMaxCols, "block_row limit");
+static_assert(kBlockRowBwdMaxCols <= ln_kernels::kBlockRowMaxCols, "block_row limit");
 
 using row::dev::chunk_map;
 using row::dev::chunk_reduce;
@@ -503,50 +500,21 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
 }
 
 // ---- forward, 8192 < cols <= 65536: the row in registers (cuda/split_row.cuh) -----------------
+// Clusters of Q blocks of 256 threads, one cluster per row (the kernel loops past the grid's cap;
+// TLRT_SPLIT_PERSIST=1: persistent clusters, split_row::split_launch_cluster). Only on sm_90+
+// (split_row::split_has_clusters).
 template <unsigned Q, unsigned NCL>
-void launch_split_cluster(cudaStream_t st, const float *x, const float *gamma,
+void launch_split_cluster(int dev, cudaStream_t st, const float *x, const float *gamma,
                           const float *beta, uint64_t rows, uint64_t cols, float n, float eps,
                           float *y, float *mean, float *inv_std) {
-  // One cluster per row (not persistent; the kernel loops past the grid's cap).
-  const uint64_t cap = kMaxGrid / Q;
-  const uint64_t clusters = rows < cap ? rows : cap;
-  const unsigned grid = (unsigned)(clusters * Q);
   if (cols == split_row::SplitPart<Q, NCL, true>::kMaxCols)
-    ln_kernels::split_fwd_cluster<Q, NCL, true>
-        <<<grid, kThreads, 0, st>>>(x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
+    split_row::split_launch_cluster<Q>("layer_norm split_fwd_cluster",
+                                       ln_kernels::split_fwd_cluster<Q, NCL, true>, dev, rows, st,
+                                       x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
   else
-    ln_kernels::split_fwd_cluster<Q, NCL, false>
-        <<<grid, kThreads, 0, st>>>(x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
-  check_launch("layer_norm split_fwd_cluster");
-}
-
-// Schedule by TLRT_LN_LONG_VARIANT, read per call (the lead keeps the fastest and removes the
-// switch; unset: 0). 8192 < cols <= 16384: 0 one 512-thread block (Q = 2, NCL = 2), 1 one
-// 256-thread block (Q = 1, NCL = 4), 2 one 1024-thread block (Q = 4, NCL = 1), 3 a cluster of
-// 4 x 256 (NCL = 1); up to 32768: 0 cluster 4 x 256 (NCL = 2), 1 cluster 2 x 256 (NCL = 4); up to
-// 65536: 0 cluster 4 x 256 (NCL = 4), 1 cluster 8 x 256 (NCL = 2). 9: not taken (false).
-bool try_split_fwd(int dev, cudaStream_t st, const float *x, const float *gamma, const float *beta,
-               uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
-               float *inv_std) {
-  const char *env = std::getenv("TLRT_LN_LONG_VARIANT");
-  const int var = env && *env >= '0' && *env <= '9' ? *env - '0' : 0;
-  if (var == 9) return false;
-  const CudaLaunch launch{dev, st};
-#define TLRT_LN_SPLIT x, gamma, beta, rows, cols, n, eps, y, mean, inv_std
-  if (cols <= 16384) {
-    if (var == 1) ln_kernels::split_fwd_plan<1, 4>(launch, TLRT_LN_SPLIT);
-    else if (var == 2) ln_kernels::split_fwd_plan<4, 1>(launch, TLRT_LN_SPLIT);
-    else if (var == 3) launch_split_cluster<4, 1>(st, TLRT_LN_SPLIT);
-    else ln_kernels::split_fwd_plan<2, 2>(launch, TLRT_LN_SPLIT);
-  } else if (cols <= 32768) {
-    if (var == 1) launch_split_cluster<2, 4>(st, TLRT_LN_SPLIT);
-    else launch_split_cluster<4, 2>(st, TLRT_LN_SPLIT);
-  } else {
-    if (var == 1) launch_split_cluster<8, 2>(st, TLRT_LN_SPLIT);
-    else launch_split_cluster<4, 4>(st, TLRT_LN_SPLIT);
-  }
-#undef TLRT_LN_SPLIT
-  return true;
+    split_row::split_launch_cluster<Q>("layer_norm split_fwd_cluster",
+                                       ln_kernels::split_fwd_cluster<Q, NCL, false>, dev, rows, st,
+                                       x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
 }
 
 }  // namespace
@@ -571,12 +539,16 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
     launch_group_fwd<128, 1, 16>(TLRT_LN_ARGS);
   } else if (cols <= 8192) {
     launch_group_fwd<256, 2, 16>(TLRT_LN_ARGS);
-  } else if (cols <= 65536 && try_split_fwd(dev, TLRT_LN_ARGS)) {
-    // The row in registers (ln_kernels::split_fwd; TLRT_LN_LONG_VARIANT=9: the paths below).
-  } else if (cols <= kBlockRowFwdMaxCols) {
-    ln_kernels::block_row_fwd_plan(CudaLaunch{dev, st}, x, gamma, beta, rows, cols, n, eps, y, mean,
-                                   inv_std);
+  } else if (cols <= 16384) {
+    // The row in registers: one 512-thread block (Q = 2 groups of NCL = 2 chunks) per row.
+    ln_kernels::split_fwd_plan<2, 2>(CudaLaunch{dev, st}, x, gamma, beta, rows, cols, n, eps, y,
+                                     mean, inv_std);
+  } else if (cols <= 32768 && split_row::split_has_clusters(dev)) {
+    launch_split_cluster<4, 2>(dev, TLRT_LN_ARGS);  // a cluster of 4 x 256 threads per row
+  } else if (cols <= 65536 && split_row::split_has_clusters(dev)) {
+    launch_split_cluster<4, 4>(dev, TLRT_LN_ARGS);
   } else {
+    // Longer rows, and rows over 16384 columns without clusters (sm < 90): the chunk passes.
     long_fwd(dev, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
   }
 #undef TLRT_LN_ARGS

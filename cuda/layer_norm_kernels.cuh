@@ -755,42 +755,11 @@ void seg_fwd_plan(const Launch &launch, const float *x, const float *gamma, cons
 }
 
 // ---- long rows: one 256-thread block per row, all passes in one kernel -------------------------
-// (row::dev::block_row_*; cols <= kBlockRowMaxCols.) Forward: S(x) -> mean, S((x - mean)^2) ->
-// var -> inv_std, then y; backward dx: S(d) and S(d * xhat) in one pass, then dx. The operations
-// and their order are those of the DEFINITIONS (the same as the chunk passes they replace).
+// (row::dev::block_row_*; cols <= kBlockRowMaxCols.) Backward dx: S(d) and S(d * xhat) in one
+// pass, then dx. The operations and their order are those of the DEFINITIONS (the same as the
+// chunk passes they replace). (The forward's block_row_fwd gave way to split_fwd below.)
 
 constexpr uint64_t kBlockRowMaxCols = row::dev::kBlockRowMaxChunks * red::kChunk;
-
-__global__ void __launch_bounds__(kThreads)
-    block_row_fwd(const float *__restrict x, const float *__restrict gamma,
-                  const float *__restrict beta, uint64_t rows, uint64_t cols, float n, float eps,
-                  float *__restrict y, float *__restrict mean, float *__restrict inv_std) {
-  TLRT_BLOCK_ROW_SHARED(sm);
-  for (uint64_t rw = blockIdx.x; rw < rows; rw += gridDim.x) {
-    const float *xr = x + rw * cols;
-    float *yr = y + rw * cols;
-    float s[1];
-    block_row_sum<1>([&](uint64_t e, float (&v)[1]) { v[0] = xr[e]; }, cols, sm, s);
-    const float mu = row::per_col(s[0], n);
-    block_row_sum<1>([&](uint64_t e, float (&v)[1]) { v[0] = row::sq_dev(xr[e], mu); }, cols, sm,
-                     s);
-    const float is = row::inv_std_of(row::per_col(s[0], n), eps);
-    block_row_map<3>(
-        [&](uint64_t e, float (&v)[3]) {
-          v[0] = xr[e];
-          v[1] = gamma[e];
-          v[2] = beta[e];
-        },
-        [&](uint64_t e, const float (&v)[3]) {
-          yr[e] = row::ln_out(row::xhat_of(v[0], mu, is), v[1], v[2]);
-        },
-        cols);
-    if (threadIdx.x == 0) {
-      mean[rw] = mu;
-      inv_std[rw] = is;
-    }
-  }
-}
 
 __global__ void __launch_bounds__(kThreads)
     block_row_dx(const float *__restrict dy, const float *__restrict x,
@@ -826,15 +795,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // A launcher as above, with launch.sms() the device's multiprocessor count.
 template <class Launch>
-void block_row_fwd_plan(const Launch &launch, const float *x, const float *gamma,
-                        const float *beta, uint64_t rows, uint64_t cols, float n, float eps,
-                        float *y, float *mean, float *inv_std) {
-  launch("layer_norm block_row_fwd", block_row_fwd,
-         row::dev::block_row_grid(rows, 4 * cols, launch.sms()), x, gamma, beta, rows, cols, n,
-         eps, y, mean, inv_std);
-}
-
-template <class Launch>
 void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
   launch("layer_norm block_row_dx", block_row_dx,
          row::dev::block_row_grid(a.rows, 8 * a.cols, launch.sms()), a.dy, a.x, a.mean,
@@ -845,7 +805,7 @@ void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
 // Q groups of 256 threads (one block, or a cluster of Q blocks) hold the row in registers
 // (cuda/split_row.cuh: layout, tree sums): S(x) -> mean, S(sq_dev(x, mean)) -> inv_std, y from
 // registers (gamma and beta read at the output, from L1 / L2). x is read once: 8 bytes per
-// element, as the group kernels, against block_row_fwd's three reads of x (two from L2).
+// element, as the group kernels, against the old block_row_fwd's three reads of x (two from L2).
 template <unsigned Q, unsigned NCL, bool CLUSTER, bool FULL>
 __device__ __forceinline__ void split_fwd_body(const float *__restrict x,
                                                const float *__restrict gamma,
@@ -911,13 +871,19 @@ __global__ void __launch_bounds__(Q * kThreads, Q >= 4 ? 1 : 2)
 }
 
 #if defined(TLRT_SPLIT_HAVE_CLUSTER)
+// Clusters of Q blocks of 256 threads (launched by split_row::split_launch_cluster<Q>; a body only
+// for sm_90+, the host takes it only there).
 template <unsigned Q, unsigned NCL, bool FULL>
-__global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3) __cluster_dims__(Q, 1, 1)
+__global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3)
     split_fwd_cluster(const float *__restrict x, const float *__restrict gamma,
                       const float *__restrict beta, uint64_t rows, uint64_t cols, float n,
                       float eps, float *__restrict y, float *__restrict mean,
                       float *__restrict inv_std) {
+#if defined(TLRT_SPLIT_CLUSTER_CODE)
   split_fwd_body<Q, NCL, true, FULL>(x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
+#else
+  __trap();
+#endif
 }
 #endif
 

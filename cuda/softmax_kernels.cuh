@@ -1,6 +1,8 @@
-// Device code of the long-row softmax kernels (cuda/softmax.cu explains the strategy and its
-// costs): one 256-thread block per row, every pass of the row in one kernel (row::dev::block_row_*
-// of core/numerics/row_ops.hpp). Kept apart so that the CPU emulator test
+// Device code of the softmax kernels for short rows (seg_fwd / seg_bwd, warp_fwd), long rows
+// forward (split_fwd: the row in the registers of one block or a cluster, cuda/split_row.cuh) and
+// long rows backward (block_row_bwd: one 256-thread block per row, every pass of the row in one
+// kernel, row::dev::block_row_* of core/numerics/row_ops.hpp); cuda/softmax.cu explains the
+// strategies and their costs. Kept apart so that the CPU emulator test
 // (tests/unit/test_softmax_emu.cpp) runs this very source against the CPU backend bit for bit.
 // The operations and their order are those of abi/tlrt_softmax.h's DEFINITIONS: the maximum
 // (order-free), e = exp(x - m) summed by THE TREE (chunk values by the block's halving, then the
@@ -21,61 +23,12 @@ namespace softmax_kernels {
 
 using row::Kind;
 using row::dev::block_row_map;
-using row::dev::block_row_max;
 using row::dev::block_row_sum;
 using row::dev::kThreads;
 
 // Rows longer than this take the one-kernel-per-row path only up to kBlockRowMaxChunks chunks.
 constexpr uint64_t kBlockRowMaxCols = row::dev::kBlockRowMaxChunks * red::kChunk;
 
-template <Kind KIND>
-__global__ void __launch_bounds__(kThreads)
-    block_row_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows,
-                  uint64_t cols, float *__restrict y) {
-  TLRT_BLOCK_ROW_SHARED(sm);
-  for (uint64_t rw = blockIdx.x; rw < rows; rw += gridDim.x) {
-    const float *xr = x + rw * cols;
-    const float *mr = KIND == Kind::Masked ? mask + rw * cols : nullptr;
-    float *yr = y + rw * cols;
-    const float m = block_row_max(
-        [&](uint64_t e) {
-          if constexpr (KIND == Kind::Masked) return row::masked_score(xr[e], mr[e]);
-          return xr[e];
-        },
-        cols, sm);
-    float s[1];
-    block_row_sum<1>(
-        [&](uint64_t e, float (&v)[1]) {
-          if constexpr (KIND == Kind::Masked)
-            v[0] = row::masked_exp(xr[e], mr[e], m);
-          else
-            v[0] = row::shifted_exp(xr[e], m);
-        },
-        cols, sm, s);
-    const float ls = KIND == Kind::LogSoftmax ? math::log_f(s[0]) : 0.0f;
-    const bool none = KIND == Kind::Masked && m == row::neg_inf();
-    constexpr unsigned NL = KIND == Kind::Masked ? 2 : 1;
-    block_row_map<NL>(
-        [&](uint64_t e, float (&v)[NL]) {
-          v[0] = xr[e];
-          if constexpr (KIND == Kind::Masked) v[NL - 1] = mr[e];
-        },
-        [&](uint64_t e, const float (&v)[NL]) {
-          float out;
-          if constexpr (KIND == Kind::LogSoftmax)
-            out = row::log_softmax_out(v[0], m, ls);
-          else if constexpr (KIND == Kind::Masked)
-            out = none ? 0.0f
-                       : row::masked_out(row::masked_exp(v[0], v[NL - 1], m), v[NL - 1], s[0]);
-          else
-            out = row::softmax_out(row::shifted_exp(v[0], m), s[0]);
-          yr[e] = out;
-        },
-        cols);
-  }
-}
-
-// softmax: dot = S(g * y), dx = y * (g - dot); log-softmax: sg = S(g), dx = g - exp(y) * sg.
 template <bool LOG>
 __global__ void __launch_bounds__(kThreads)
     block_row_bwd(const float *__restrict y, const float *__restrict g, uint64_t rows,
@@ -314,8 +267,8 @@ __global__ void __launch_bounds__(kThreads)
 // of cuda/split_row.cuh): every load of a thread is issued before the first use; per row the
 // maximum (order-free), e = exp(x - m) folded into the lanes in the tree's order (r = 0..15), the
 // tree sum, the outputs from registers. x is read once and y written once: 8 bytes per element
-// (12 masked). The same operations, in the same order, as the stub (and as block_row_fwd / the
-// chunk passes).
+// (12 masked). The same operations, in the same order, as the stub (and as the chunk
+// passes).
 template <Kind KIND, unsigned Q, unsigned NCL, bool CLUSTER, bool FULL>
 __device__ __forceinline__ void split_fwd_body(const float *__restrict x,
                                                const float *__restrict mask, uint64_t rows,
@@ -394,12 +347,17 @@ __global__ void __launch_bounds__(Q * kThreads, Q >= 4 ? 1 : 2)
 }
 
 #if defined(TLRT_SPLIT_HAVE_CLUSTER)
-// Clusters of Q blocks of 256 threads, one row per cluster.
+// Clusters of Q blocks of 256 threads, one row per cluster (launched by
+// split_row::split_launch_cluster<Q>; a body only for sm_90+, the host takes it only there).
 template <Kind KIND, unsigned Q, unsigned NCL, bool FULL>
-__global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3) __cluster_dims__(Q, 1, 1)
+__global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3)
     split_fwd_cluster(const float *__restrict x, const float *__restrict mask, uint64_t rows,
                       uint64_t cols, float *__restrict y) {
+#if defined(TLRT_SPLIT_CLUSTER_CODE)
   split_fwd_body<KIND, Q, NCL, true, FULL>(x, mask, rows, cols, y);
+#else
+  __trap();
+#endif
 }
 #endif
 
@@ -421,14 +379,6 @@ void split_fwd_plan(const Launch &launch, const float *x, const float *mask, uin
 // Launch plans. A launcher: launch(name, kernel, grid, args...) starts kernel with kThreads
 // threads per block; launch.sms() is the device's multiprocessor count, launch.grid_for(items,
 // per_block) the blocks for items (capped at the most a launch may have).
-template <Kind KIND, class Launch>
-void block_row_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
-                        uint64_t cols, float *y) {
-  const uint64_t bytes = (KIND == Kind::Masked ? 8 : 4) * cols;
-  launch("softmax block_row_fwd", block_row_fwd<KIND>,
-         row::dev::block_row_grid(rows, bytes, launch.sms()), x, mask, rows, cols, y);
-}
-
 template <bool LOG, class Launch>
 void block_row_bwd_plan(const Launch &launch, const float *y, const float *g, uint64_t rows,
                         uint64_t cols, float *dx) {

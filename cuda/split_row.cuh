@@ -24,6 +24,15 @@
 #pragma once
 
 #include <cstdint>
+#if defined(__CUDACC__) && !defined(TLRT_CUDA_EMULATION)
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "cuda/cuda_common.cuh"
+#endif
 
 #include "core/numerics/reduce_tree.hpp"
 #include "core/numerics/row_ops.hpp"
@@ -36,8 +45,19 @@ using row::dev::kThreads;
 
 constexpr unsigned kSplitWarps = kThreads / 32;
 
+// The cluster form needs sm_90 (thread-block clusters, distributed shared memory). The cluster
+// kernels are declared for every architecture (no __cluster_dims__: the host launches them with a
+// cluster-dimension attribute, split_launch_cluster below) and have a body only in the sm_90+
+// device pass; the host takes them only on a device of compute capability >= 9
+// (split_has_clusters), so an sm_80 / sm_89 build and device run the one-block form or the chunk
+// passes instead (cuda/softmax.cu, cuda/layer_norm.cu).
 #if defined(__CUDACC__) && !defined(TLRT_CUDA_EMULATION)
 #define TLRT_SPLIT_HAVE_CLUSTER 1
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define TLRT_SPLIT_CLUSTER_CODE 1
+#endif
+#endif
+#if defined(TLRT_SPLIT_CLUSTER_CODE) && defined(__CUDA_ARCH__)
 __device__ __forceinline__ unsigned split_cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -56,6 +76,7 @@ __device__ __forceinline__ float split_cluster_load(const float *p, unsigned ran
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
   return v;
 }
+#define TLRT_SPLIT_CLUSTER_DEVICE 1
 #endif
 
 template <unsigned Q, unsigned NCL, bool CLUSTER>
@@ -67,7 +88,7 @@ struct SplitPart {
   static constexpr unsigned kBlockThreads = CLUSTER ? kThreads : Q * kThreads;
   static constexpr uint64_t kMaxCols = (uint64_t)kChunks * red::kChunk;
   __device__ __forceinline__ static unsigned group() {
-#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+#if defined(TLRT_SPLIT_CLUSTER_DEVICE)
     if constexpr (CLUSTER) return split_cluster_rank();
 #endif
     return threadIdx.x / kThreads;
@@ -80,7 +101,7 @@ struct SplitPart {
     return CLUSTER ? gridDim.x / Q : gridDim.x;
   }
   __device__ __forceinline__ static void sync() {
-#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+#if defined(TLRT_SPLIT_CLUSTER_DEVICE)
     if constexpr (CLUSTER) {
       split_cluster_sync();
       return;
@@ -90,7 +111,7 @@ struct SplitPart {
   }
   // Word i of an array whose entries group `owner` wrote (in its own block's copy, for a cluster).
   __device__ __forceinline__ static float read(const float *a, unsigned i, unsigned owner) {
-#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+#if defined(TLRT_SPLIT_CLUSTER_DEVICE)
     if constexpr (CLUSTER) return split_cluster_load(a + i, owner);
 #endif
     (void)owner;
@@ -170,6 +191,75 @@ struct SplitState {
     if constexpr (CLUSTER) P::sync();
   }
 };
+
+#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+// Host side of the cluster form: whether `dev` has thread-block clusters (compute capability >= 9;
+// cached per device, no CUDA call after the first), and the launch of `kernel` as clusters of Q
+// blocks of 256 threads (cudaLaunchKernelEx with the cluster-dimension attribute; grid a multiple
+// of Q).
+inline bool split_has_clusters(int dev) {
+  constexpr int kDevs = 64;
+  static std::atomic<int> cache[kDevs];  // 0 unknown, 1 no, 2 yes
+  const int c = dev >= 0 && dev < kDevs ? cache[dev].load(std::memory_order_relaxed) : 0;
+  if (c != 0) return c == 2;
+  int major = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+        "cudaDeviceGetAttribute (compute capability)");
+  if (dev >= 0 && dev < kDevs) cache[dev].store(major >= 9 ? 2 : 1, std::memory_order_relaxed);
+  return major >= 9;
+}
+
+// TEMPORARY schedule switch (the lead keeps the faster and removes it): TLRT_SPLIT_PERSIST=1, read
+// per call, launches only as many clusters as fit on the device at once
+// (cudaOccupancyMaxActiveClusters, cached per kernel and device), each looping over rows (the
+// kernels' row loop); unset or 0: one cluster per row (the schedule measured on 2026-11-24).
+inline bool split_persist() {
+  const char *e = std::getenv("TLRT_SPLIT_PERSIST");
+  return e != nullptr && e[0] == '1';
+}
+
+// Launches `kernel` as clusters of Q blocks of 256 threads over `rows` rows (one cluster per row,
+// or persistent clusters: split_persist), grid capped at 2^31 - 1 blocks (the kernels loop).
+template <unsigned Q, class... P, class... A>
+void split_launch_cluster(const char *what, void (*kernel)(P...), int dev, uint64_t rows,
+                          cudaStream_t st, A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(Q);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = Q;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  uint64_t clusters = rows < 0x7FFFFFFFull / Q ? rows : 0x7FFFFFFFull / Q;
+  if (split_persist()) {
+    // How many clusters of this kernel fit at once, cached per (kernel, device).
+    static std::mutex mu;
+    static std::map<std::pair<const void *, int>, int> fit;
+    const std::pair<const void *, int> key(reinterpret_cast<const void *>(kernel), dev);
+    int f = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      const auto it = fit.find(key);
+      if (it != fit.end()) f = it->second;
+    }
+    if (f == 0) {
+      check(cudaOccupancyMaxActiveClusters(&f, kernel, &cfg), what);
+      if (f < 1) f = 1;
+      std::lock_guard<std::mutex> lock(mu);
+      fit[key] = f;
+    }
+    if (clusters > (uint64_t)f) clusters = (uint64_t)f;
+  }
+  if (clusters == 0) clusters = 1;
+  cfg.gridDim = dim3((unsigned)(clusters * Q));
+  check(cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...), what);
+}
+#endif
 
 }  // namespace split_row
 }  // namespace cuda

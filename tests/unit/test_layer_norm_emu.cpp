@@ -201,8 +201,8 @@ void run_finish(uint64_t nc, unsigned S, uint64_t cols, th::Dist dist, uint64_t 
   same(w + " dbeta", want_b, db);
 }
 
-// The long-row kernels (one block per row): forward for cols > 8192 (block_row_fwd and every
-// split_fwd schedule), dx for cols > 4096.
+// The long-row kernels: forward for 8192 < cols <= 65536 (the split_fwd schedules
+// cuda/layer_norm.cu dispatches), dx for cols > 4096 (one block per row).
 void run_long(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi, unsigned sms) {
   const uint64_t n = rows * cols;
   const std::vector<float> x = th::make(dist, n, salt + 1), dy = th::make(dist, n, salt + 2),
@@ -221,19 +221,11 @@ void run_long(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
   const std::vector<float> mean = th::download(M.get()), is = th::download(S.get());
   const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31, sms};
   const float nf = static_cast<float>(cols);
-  if (cols > 8192) {
-    std::vector<float> y(n, 7.0f), m(rows, 7.0f), s(rows, 7.0f);
-    lk::block_row_fwd_plan(launch, x.data(), gamma.data(), beta.data(), rows, cols, nf, 1e-5f,
-                           y.data(), m.data(), s.data());
-    same(w + " y", th::download(Y.get()), y);
-    same(w + " mean", mean, m);
-    same(w + " inv_std", is, s);
-  }
-  // The row-in-registers forward (split_fwd) in every schedule that holds the row (on the GPU
-  // the groups of Q >= 2 above 16384 columns are a cluster's blocks: the same body).
-  auto split = [&](auto q, auto ncl) {
+  // The row-in-registers forward (split_fwd) in the schedule cuda/layer_norm.cu dispatches for
+  // cols (on the GPU the groups above 16384 columns are a cluster's blocks: the same body).
+  auto split = [&](auto q, auto ncl, uint64_t lo) {
     constexpr unsigned Q = decltype(q)::value, NCL = decltype(ncl)::value;
-    if (cols <= 8192 || cols > tlrt::cuda::split_row::SplitPart<Q, NCL, false>::kMaxCols) return;
+    if (cols <= lo || cols > tlrt::cuda::split_row::SplitPart<Q, NCL, false>::kMaxCols) return;
     std::vector<float> y(n, 7.0f), m(rows, 7.0f), s(rows, 7.0f);
     const EmuLaunch sl{kPolicies[pi], sms <= 2 ? uint64_t{2} : uint64_t{1} << 31, sms};
     lk::split_fwd_plan<Q, NCL>(sl, x.data(), gamma.data(), beta.data(), rows, cols, nf, 1e-5f,
@@ -244,13 +236,9 @@ void run_long(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(ws + " inv_std", is, s);
   };
   using std::integral_constant;
-  split(integral_constant<unsigned, 1>(), integral_constant<unsigned, 4>());
-  split(integral_constant<unsigned, 2>(), integral_constant<unsigned, 2>());
-  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 1>());
-  split(integral_constant<unsigned, 2>(), integral_constant<unsigned, 4>());
-  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 2>());
-  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 4>());
-  split(integral_constant<unsigned, 8>(), integral_constant<unsigned, 2>());
+  split(integral_constant<unsigned, 2>(), integral_constant<unsigned, 2>(), 8192);   // <= 16384
+  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 2>(), 16384);  // <= 32768
+  split(integral_constant<unsigned, 4>(), integral_constant<unsigned, 4>(), 32768);  // <= 65536
   std::vector<float> dx(n, 7.0f);
   lk::block_row_dx_plan(launch, lk::BwdArgs{dy.data(), x.data(), mean.data(), is.data(),
                                             gamma.data(), rows, cols, nf, dx.data()});

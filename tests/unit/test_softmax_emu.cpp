@@ -1,16 +1,15 @@
-// The long-row CUDA softmax kernels (cuda/softmax_kernels.cuh, the very source nvcc compiles: one
-// block per row, every pass in one kernel) run on the CPU under tests/emu/cuda_emu.hpp and
-// compared bit for bit with the CPU backend (tlrt_softmax, tlrt_log_softmax,
-// tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd, tlrt_log_softmax_bwd on CPU buffers).
-// Also the short-row segment kernels (cols <= 32, one W-lane segment per row) and the one-warp-
-// per-row forward (33 .. 128 columns, several rows per warp).
-// Also the row-in-registers long-row forward (split_fwd, 8192 < cols <= 65536) in every schedule
-// (Q groups of 256 threads holding NCL chunks each; on the GPU the groups are a block's quarters
-// or a cluster's blocks).
+// The CUDA softmax kernels of cuda/softmax_kernels.cuh (the very source nvcc compiles) run on the
+// CPU under tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend (tlrt_softmax,
+// tlrt_log_softmax, tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd, tlrt_log_softmax_bwd on
+// CPU buffers): the short-row segment kernels (cols <= 32, one W-lane segment per row), the
+// one-warp-per-row forward (33 .. 128 columns, several rows per warp), the row-in-registers
+// long-row forward (split_fwd, 8192 < cols <= 65536) in the schedules cuda/softmax.cu dispatches
+// (Q groups of 256 threads holding NCL chunks each; on the GPU the groups are a block's halves or
+// a cluster's blocks) and the one-block-per-row backward (block_row_bwd, every pass in one kernel).
 // Shapes: cols around the chunk edges past the dispatch thresholds (4097 backward, 8193 forward),
-// odd chunk counts (the kernels fold chunks in pairs), partial last chunks, 2^20 (the largest row
-// of this path); rows beyond the grid so that blocks loop over rows. Inputs: uniform, wide
-// exponents, bit patterns, edge values; masks with blocked entries, NaN and fully blocked rows.
+// odd chunk counts (the kernels fold chunks in pairs), partial last chunks, 2^20 (backward); rows
+// beyond the grid so that blocks loop over rows. Inputs: uniform, wide exponents, bit patterns,
+// edge values; masks with blocked entries, NaN and fully blocked rows.
 // Skipped (77) under valgrind, ASan and TSan (unannotated stack switches).
 #include <cmath>
 #include <cstdlib>
@@ -47,10 +46,11 @@ struct EmuLaunch {
   }
 };
 
-// split_fwd with Q groups of NCL chunks, the three kinds. The GPU runs Q = 1, 2, 4 (one block)
-// for cols <= 16384 and the cluster form of Q = 2, 4, 8 above; the cluster kernel is the same
-// body with the groups in different blocks (its distributed shared memory reads the same words),
-// so the one-block form here checks its index arithmetic and its order of operations.
+// split_fwd with Q groups of NCL chunks, the three kinds. The GPU runs Q = 2, NCL = 2 for cols <=
+// 16384 (one block; masked rows as a cluster of 2 blocks on sm_90) and the cluster forms of
+// (Q, NCL) = (4, 2), (4, 4) and, masked, (8, 2) above; the cluster kernel is the same body with
+// the groups in different blocks (its distributed shared memory reads the same words), so the
+// one-block form here checks its index arithmetic and its order of operations.
 template <unsigned Q, unsigned NCL>
 void split_case(const EmuLaunch &launch, const std::string &w, const std::vector<float> &x,
                 const std::vector<float> &mask, uint64_t rows, uint64_t cols, th::Buf &Y,
@@ -75,16 +75,32 @@ const emu::Policy kPolicies[] = {
     {emu::Order::Random, emu::Copy::Late, 3},
 };
 
-void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi, unsigned sms) {
+// Inputs drawn from a few values whose maxima are signed zeros, -inf or NaNs of either sign (the
+// short-row maxima compare integer keys: row::dev::seg_max): small=true in run_case.
+std::vector<float> small_set(uint64_t n, uint64_t salt) {
+  const float vals[] = {0.0f, -0.0f, -0.0f, -INFINITY, -1.0f, -1e-45f, NAN, -NAN, 0.0f, -0.0f};
+  const std::vector<float> r = th::make(th::Dist::Positive, n, salt);
+  std::vector<float> v(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    // Mostly zeros and -inf (rows whose maximum is -0 or +0), now and then a NaN.
+    const unsigned k = (unsigned)(r[i] * 1000.0f);
+    v[i] = k < 990 ? vals[k % 6] : vals[6 + k % 4];
+  }
+  return v;
+}
+
+void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi, unsigned sms,
+              bool small = false) {
   const uint64_t n = rows * cols;
-  const std::vector<float> x = th::make(dist, n, salt + 1), g = th::make(dist, n, salt + 2);
+  const std::vector<float> x = small ? small_set(n, salt + 1) : th::make(dist, n, salt + 1),
+                           g = th::make(dist, n, salt + 2);
   std::vector<float> mask = th::make(th::Dist::Positive, n, salt + 3);
   for (auto &v : mask) v = v < 0.3f ? (v < 0.15f ? 0.0f : -0.0f) : (v < 0.33f ? NAN : 1.0f);
   if (rows > 1)
     for (uint64_t j = 0; j < cols; ++j) mask[cols + j] = 0.0f;  // row 1 fully blocked
   char tag[160];
   std::snprintf(tag, sizeof tag, "(%llu, %llu) %s policy %d sms %u", (unsigned long long)rows,
-                (unsigned long long)cols, th::dist_name(dist), pi, sms);
+                (unsigned long long)cols, small ? "small-set" : th::dist_name(dist), pi, sms);
   const std::string w = tag;
   th::Buf X(th::upload(x)), G(th::upload(g)), MK(th::upload(mask)), Y, L, HM, DY, DL;
   TH_OK(tlrt_softmax(X.get(), rows, cols, Y.out()));
@@ -128,26 +144,16 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(w + " masked softmax", th::download(HM.get()), out);
     return;
   }
-  if (cols > 8192 && cols <= 65536) {  // every split_fwd schedule that holds the row
+  if (cols > 8192 && cols <= 65536) {  // the split_fwd schedules cuda/softmax.cu dispatches
     if (sms <= 2) launch.cap = 2;          // blocks loop over rows
-    split_case<1, 4>(launch, w, x, mask, rows, cols, Y, L, HM);
-    split_case<2, 2>(launch, w, x, mask, rows, cols, Y, L, HM);
-    split_case<4, 1>(launch, w, x, mask, rows, cols, Y, L, HM);
-    split_case<2, 4>(launch, w, x, mask, rows, cols, Y, L, HM);
-    split_case<4, 2>(launch, w, x, mask, rows, cols, Y, L, HM);
-    split_case<4, 4>(launch, w, x, mask, rows, cols, Y, L, HM);
-    split_case<8, 2>(launch, w, x, mask, rows, cols, Y, L, HM);
-  }
-  if (cols > 8192) {
-    reset();
-    sk::block_row_fwd_plan<Kind::Softmax>(launch, x.data(), nullptr, rows, cols, out.data());
-    same(w + " softmax", th::download(Y.get()), out);
-    reset();
-    sk::block_row_fwd_plan<Kind::LogSoftmax>(launch, x.data(), nullptr, rows, cols, out.data());
-    same(w + " log_softmax", th::download(L.get()), out);
-    reset();
-    sk::block_row_fwd_plan<Kind::Masked>(launch, x.data(), mask.data(), rows, cols, out.data());
-    same(w + " masked softmax", th::download(HM.get()), out);
+    if (cols <= 16384) {
+      split_case<2, 2>(launch, w, x, mask, rows, cols, Y, L, HM);  // block, or masked: cluster
+    } else if (cols <= 32768) {
+      split_case<4, 2>(launch, w, x, mask, rows, cols, Y, L, HM);
+    } else {
+      split_case<4, 4>(launch, w, x, mask, rows, cols, Y, L, HM);  // softmax, log-softmax
+      split_case<8, 2>(launch, w, x, mask, rows, cols, Y, L, HM);  // masked
+    }
   }
   reset();
   sk::block_row_bwd_plan<false>(launch, x.data(), g.data(), rows, cols, out.data());
@@ -184,6 +190,11 @@ int main() {
   go(300, 100, th::Dist::Uniform, 1);
   for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})
     for (uint64_t c : {40, 64, 128}) go(9, c, d, 132);
+  // Signed-zero, -inf and NaN maxima in every segment width and the one-warp rows.
+  for (uint64_t c : {2, 3, 4, 5, 8, 16, 17, 32, 33, 64, 100, 128}) {
+    salt += 10;
+    run_case(97, c, th::Dist::Uniform, salt, rot++ % 3, 132, true);
+  }
   go(3000, 8, th::Dist::Uniform, 1);  // 2 blocks looping
   go(5000, 1, th::Dist::Uniform, 1);
   for (th::Dist d : {th::Dist::Wide, th::Dist::Bits, th::Dist::Edge})
