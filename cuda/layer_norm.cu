@@ -119,9 +119,11 @@
 // P = 2 stages at 257..4096 columns, the register kernel at 33..256, lane sets not merged (the
 // merge was timed only on the persistent grid). PREDICTION: the kernel as the probe's P = 2
 // (0.314 ms at 1024 columns, 0.327 at 4096), the whole op ~0.332 / ~0.345 with the reduce_axis
-// tail as it was. Measured: (pending GPU run). Switches (bwd_plan below): TLRT_LN_BWD_STAGES=3,
-// TLRT_LN_BWD_MERGE=1. fused_group_bwd serves the short rows, the plan's pipelined = false and the
-// probe (bench/ln_bwd_probe.cu).
+// tail as it was. Measured (H100, 2026-11-24, whole op): (65536, 1024) 0.342 -> 0.333 ms (0.78 ->
+// 0.81 of copy bandwidth, 0.53x torch), (16384, 4096) 0.352 -> 0.350 (0.77), (1048576, 64) 0.611
+// -> 0.497 (0.44 -> 0.55): the 0.85 target is not met; the kernel alone is at 0.86 (probe), the
+// rest is the partials' tail. fused_group_bwd serves the short rows, the plan's pipelined = false
+// and the probe (bench/ln_bwd_probe.cu).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -441,23 +443,13 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 
 // ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
 
-// The fused backward's schedule (ln_kernels::BwdPlan: the measured choices), with two switches
-// read per call for the comparisons still open on the GPU: TLRT_LN_BWD_STAGES=3 (the 96 KiB ring,
-// 2 blocks per SM; default 2: 64 KiB, 3 blocks) and TLRT_LN_BWD_MERGE=1 (2049..4096 columns:
-// lane sets merged in pairs, partials (nc, 128, cols); default off). TLRT_LN_BWD_FINISH=0: the
-// partials reduced by three reduce_axis launches (as before) instead of fused_bwd_finish.
-bool bwd_finish() {
-  const char *e = std::getenv("TLRT_LN_BWD_FINISH");
-  return e == nullptr || std::atoi(e) != 0;
-}
-
-ln_kernels::BwdPlan bwd_plan() {
-  ln_kernels::BwdPlan p;
-  if (const char *e = std::getenv("TLRT_LN_BWD_STAGES")) p.stages = std::atoi(e) >= 3 ? 3u : 2u;
-  if (const char *e = std::getenv("TLRT_LN_BWD_MERGE")) p.merge = std::atoi(e) != 0;
-  return p;
-}
-
+// The fused backward's schedule is ln_kernels::BwdPlan's defaults, the measured choices (H100,
+// 2026-11-24, whole op, bench/softmax.py, ms): two ring stages (64 KiB, 3 blocks per SM) against
+// three: (65536, 1024) 0.333 / 0.339, (16384, 4096) 0.350 / 0.359, (32768, 2048) 0.337 / 0.347,
+// (131072, 512) 0.324 / 0.321; lane sets merged in pairs at 2049..4096 columns: 0.348 against
+// 0.350 at (16384, 4096), within noise, so off; fused_bwd_finish against the three reduce_axis
+// launches: 0.333 / 0.332, the same time with two launches fewer (kept). The switches that
+// chose them per call are gone.
 // The partials (nc, S, cols) of the fused kernels -> dgamma, dbeta: the tree's halving over the S
 // values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
 // that; S = 1 is the chunk value itself), then the tree over the nc chunk values. The dgamma and
@@ -468,7 +460,7 @@ ln_kernels::BwdPlan bwd_plan() {
 void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
   const uint64_t nc = red::chunks_of(a.rows);
   const CudaLaunch launch{dev, stream(dev)};
-  const ln_kernels::BwdPlan plan = bwd_plan();
+  const ln_kernels::BwdPlan plan;
   const unsigned S = ln_kernels::fused_bwd_lane_sets(launch, a, plan);
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;
@@ -478,7 +470,7 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
   ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan);
   if (direct) return;
-  if (ln_kernels::fused_bwd_finish_fits(nc, S) && bwd_finish()) {
+  if (ln_kernels::fused_bwd_finish_fits(nc, S)) {
     ln_kernels::fused_bwd_finish_plan(launch, pg, pb, nc, S, a.cols, dgamma, dbeta);
     return;
   }
@@ -501,8 +493,7 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
 
 // ---- forward, 8192 < cols <= 65536: the row in registers (cuda/split_row.cuh) -----------------
 // Clusters of Q blocks of 256 threads, one cluster per row (the kernel loops past the grid's cap;
-// TLRT_SPLIT_PERSIST=1: persistent clusters, split_row::split_launch_cluster). Only on sm_90+
-// (split_row::split_has_clusters).
+// split_row::split_launch_cluster). Only on sm_90+ (split_row::split_has_clusters).
 template <unsigned Q, unsigned NCL>
 void launch_split_cluster(int dev, cudaStream_t st, const float *x, const float *gamma,
                           const float *beta, uint64_t rows, uint64_t cols, float n, float eps,

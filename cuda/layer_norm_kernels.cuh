@@ -484,7 +484,7 @@ inline unsigned fused_lane_sets(uint64_t cols) {
                          : cols <= 2048 ? kLaneSets<128> : kLaneSets<256>;
 }
 
-// The plan (cuda/layer_norm.cu picks it; TLRT_LN_BWD_* there). Measured on the H100 (2026-11-24,
+// The plan (cuda/layer_norm.cu uses the defaults). Measured on the H100 (2026-11-24,
 // bench/ln_bwd_probe.cu, kernel alone; copy 0.1799 ms):
 // - 33..256 columns: the register kernel fused_group_bwd ((262144, 256) 0.2898 ms against the
 //   ring's 0.3029; at 64 columns 0.4753 against 0.6476: short rows are bound by the instructions
@@ -494,11 +494,13 @@ inline unsigned fused_lane_sets(uint64_t cols) {
 //   KiB, 2 blocks per SM) and 0.3584 for the register kernel; (16384, 4096) 0.3271 against
 //   0.3358 (P = 3) and 0.4814; P = 4 was slower (0.4067 / 0.56). 512 and 2048 columns were
 //   timed at P = 3 only (0.3033, 0.3293): P = 2 there is the guess from 1024 and 4096 (the same
-//   16 slots per thread, the same occupancy). stages = 3 (TLRT_LN_BWD_STAGES=3) for the check.
-// - merge (TLRT_LN_BWD_MERGE=1, not the default): 2049..4096 columns with M = 2 (a block per pair
+//   16 slots per thread, the same occupancy); the library's whole op measured 2 against 3 stages:
+//   0.337 / 0.347 ms at 2048, 0.324 / 0.321 at 512 columns.
+// - merge (not the default; the probe and the emulator test run it): 2049..4096 columns with M = 2 (a block per pair
 //   of lane sets t0, t0 + 128; partials (nc, 128, cols): 32 MB instead of 64 MB written and read
 //   back at (16384, 4096)), 2 blocks per SM (126 registers). Measured only on the removed
-//   persistent grid at P = 3 (0.3358 against 0.3385 unmerged); P = 2 with M = 2 is untimed.
+//   persistent grid at P = 3 (0.3358 against 0.3385 unmerged); in the library at P = 2 (whole op,
+//   2026-11-24): 0.348 against 0.350 ms at (16384, 4096), within noise.
 // pipelined = false: the register kernel at every width (the probe and the emulator test).
 struct BwdPlan {
   bool pipelined = true;

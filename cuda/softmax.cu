@@ -130,18 +130,13 @@
 //   (1024, 65536): softmax 0.482 -> 0.265 (0.68, 0.72x), log-softmax 0.251 (0.71), masked 0.398
 //     (0.67). Other schedules measured there (cluster Q = 8 NCL = 2 unmasked: 0.286; Q = 4 NCL = 4
 //     masked: 0.449, 80 bytes of spills) were slower. (2048, 32768) was not measured.
-//   TEMPORARY switch TLRT_SPLIT_PERSIST=1 (cuda/split_row.cuh; all cluster launches, softmax and
-//   layer norm): as many clusters as fit at once (cudaOccupancyMaxActiveClusters), each looping
-//   over rows, instead of one cluster per row. Why (1024, 65536) may be at 0.68 and not ~0.9: the
-//   same split measured 0.190 ms as a 512-thread block but 0.222 as a cluster of two 256-thread
-//   blocks at (4096, 16384), and a cluster of 4 one-chunk blocks 0.274, so clusters cost. With one
-//   cluster per row each row pays a launch of Q co-scheduled blocks on one GPC and the exit
-//   barrier (split_finish), and a new row's loads start only when a whole cluster has left; with 2
-//   blocks per SM at 128 registers little else hides that (the bytes in flight, 64 loads per
-//   thread = 128 KB per SM, are not the limit). Persistent clusters pay the launch once and issue
-//   the next row's loads right after the last row's stores. (Not profiled: a hypothesis.)
-//   PREDICTION: (1024, 65536) softmax 0.265 -> ~0.23 ms (0.68 -> ~0.78), layer norm 0.238 ->
-//   ~0.21, masked (4096, 16384) 0.317 -> ~0.29; no change if the cost is the barriers themselves.
+//   Persistent clusters (as many as fit at once, each looping over rows; hypothesis: one cluster
+//   per row pays a co-scheduled launch and an exit barrier per row) were tried and measured no
+//   faster (2026-11-24: (1024, 65536) softmax 0.264 against 0.262 ms, masked 0.419 against 0.406;
+//   (4096, 16384) masked 0.344 against 0.327): removed. Final figures of the merged tree (same
+//   day): (4096, 16384) softmax 0.193 (0.88x torch), masked 0.327 (0.50x); (2048, 32768) 0.244
+//   (0.74 of copy bandwidth, 0.73x), log-softmax 0.221; (1024, 65536) 0.262 (0.71x), log-softmax
+//   0.231 (0.63x), masked 0.406 (0.51x).
 // Longer rows (cols > 65536): the chunk-parallel passes below, one 256-thread block per (row,
 // chunk of 4096): chunk maxima -> reduce_axis (Max) -> row maxima; chunk sums of e -> reduce_axis
 // -> row sums; then one pass writing the outputs (recomputing e). 16 bytes per element forward,
@@ -404,8 +399,7 @@ struct CudaLaunch {
 };
 
 // Clusters of Q blocks of 256 threads, one cluster per row (the kernel loops past the grid's cap;
-// TLRT_SPLIT_PERSIST=1: persistent clusters, split_row::split_launch_cluster). Only on sm_90+
-// (split_row::split_has_clusters).
+// split_row::split_launch_cluster). Only on sm_90+ (split_row::split_has_clusters).
 template <Kind KIND, unsigned Q, unsigned NCL>
 void launch_split_cluster(int dev, cudaStream_t st, const float *x, const float *mask,
                           uint64_t rows, uint64_t cols, float *y) {

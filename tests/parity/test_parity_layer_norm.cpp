@@ -107,7 +107,7 @@ void all_shapes() {
       one_shape(s.rows, s.cols, d, 1e-5, ++salt);
   }
   // The row-in-registers forward (split_fwd, 8192 < cols <= 65536; a cluster above 16384): each
-  // chunk count, full and partial rows, primes (also under TLRT_SPLIT_PERSIST=1).
+  // chunk count, full and partial rows, primes.
   for (Shape s : {Shape{3, 16384}, Shape{2, 16385}, Shape{3, 32768}, Shape{2, 32769},
                   Shape{2, 40961}, Shape{2, 65521}, Shape{3, 65535}, Shape{2, 65537},
                   Shape{700, 16384}, Shape{300, 65536}, Shape{9, 10007}}) {

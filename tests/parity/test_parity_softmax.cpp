@@ -158,7 +158,7 @@ void all_shapes() {
   }
   // The row-in-registers forward (split_fwd, 8192 < cols <= 65536: one block of Q * 256 threads,
   // a cluster above 16384 columns): each chunk count, full and partial rows, primes, the chunk
-  // passes just past it; more rows than fit at once (also under TLRT_SPLIT_PERSIST=1).
+  // passes just past it; more rows than fit at once.
   for (Shape s : {Shape{3, 16384}, Shape{2, 16385}, Shape{3, 32768}, Shape{2, 32769},
                   Shape{2, 40961}, Shape{2, 65521}, Shape{3, 65535}, Shape{2, 65537},
                   Shape{700, 16384}, Shape{300, 65536}, Shape{9, 10007}}) {
