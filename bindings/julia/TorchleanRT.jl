@@ -4138,10 +4138,10 @@ On failure *dq, *dk and *dv are NULL.
 Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
 keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
-usual count is 10 n^2 d). Fast backward and TF32 path (switch off, d <= 128, sm_80+): the
-same three kernels with the products on the tensor cores (mma.sync, blocks of 64 keys / 64
-query rows, tiles of 64 streamed through shared memory; three TF32 products per product, one
-on the TF32 path). No atomics: deterministic, run to run.
+usual count is 10 n^2 d); the same with the switch off (the exact kernels). TF32 path
+(unmasked; d by device as above): the same three kernels with the products on the tensor cores
+(WMMA TF32, blocks of 128 keys / 128 query rows, tiles of 64, 32 for d > 64, streamed through
+shared memory). No atomics: deterministic, run to run.
 """
 function flash_attention_bwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, out::Buffer, lse::Buffer, bh::Integer, n::Integer, d::Integer, scale::Real, causal::Bool, mask_fill::Real)
     o_dq = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
