@@ -495,16 +495,16 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
 // Clusters of Q blocks of 256 threads, one cluster per row (the kernel loops past the grid's cap;
 // split_row::split_launch_cluster). Only on sm_90+ (split_row::split_has_clusters).
 template <unsigned Q, unsigned NCL>
-void launch_split_cluster(int dev, cudaStream_t st, const float *x, const float *gamma,
+void launch_split_cluster(cudaStream_t st, const float *x, const float *gamma,
                           const float *beta, uint64_t rows, uint64_t cols, float n, float eps,
                           float *y, float *mean, float *inv_std) {
   if (cols == split_row::SplitPart<Q, NCL, true>::kMaxCols)
     split_row::split_launch_cluster<Q>("layer_norm split_fwd_cluster",
-                                       ln_kernels::split_fwd_cluster<Q, NCL, true>, dev, rows, st,
+                                       ln_kernels::split_fwd_cluster<Q, NCL, true>, rows, st,
                                        x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
   else
     split_row::split_launch_cluster<Q>("layer_norm split_fwd_cluster",
-                                       ln_kernels::split_fwd_cluster<Q, NCL, false>, dev, rows, st,
+                                       ln_kernels::split_fwd_cluster<Q, NCL, false>, rows, st,
                                        x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);
 }
 
@@ -535,9 +535,9 @@ void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *be
     ln_kernels::split_fwd_plan<2, 2>(CudaLaunch{dev, st}, x, gamma, beta, rows, cols, n, eps, y,
                                      mean, inv_std);
   } else if (cols <= 32768 && split_row::split_has_clusters(dev)) {
-    launch_split_cluster<4, 2>(dev, TLRT_LN_ARGS);  // a cluster of 4 x 256 threads per row
+    launch_split_cluster<4, 2>(TLRT_LN_ARGS);  // a cluster of 4 x 256 threads per row
   } else if (cols <= 65536 && split_row::split_has_clusters(dev)) {
-    launch_split_cluster<4, 4>(dev, TLRT_LN_ARGS);
+    launch_split_cluster<4, 4>(TLRT_LN_ARGS);
   } else {
     // Longer rows, and rows over 16384 columns without clusters (sm < 90): the chunk passes.
     long_fwd(dev, x, gamma, beta, rows, cols, n, eps, y, mean, inv_std);

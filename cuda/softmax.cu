@@ -401,16 +401,16 @@ struct CudaLaunch {
 // Clusters of Q blocks of 256 threads, one cluster per row (the kernel loops past the grid's cap;
 // split_row::split_launch_cluster). Only on sm_90+ (split_row::split_has_clusters).
 template <Kind KIND, unsigned Q, unsigned NCL>
-void launch_split_cluster(int dev, cudaStream_t st, const float *x, const float *mask,
-                          uint64_t rows, uint64_t cols, float *y) {
+void launch_split_cluster(cudaStream_t st, const float *x, const float *mask, uint64_t rows,
+                          uint64_t cols, float *y) {
   if (cols == split_row::SplitPart<Q, NCL, true>::kMaxCols)
     split_row::split_launch_cluster<Q>("softmax split_fwd_cluster",
                                        softmax_kernels::split_fwd_cluster<KIND, Q, NCL, true>,
-                                       dev, rows, st, x, mask, rows, cols, y);
+                                       rows, st, x, mask, rows, cols, y);
   else
     split_row::split_launch_cluster<Q>("softmax split_fwd_cluster",
                                        softmax_kernels::split_fwd_cluster<KIND, Q, NCL, false>,
-                                       dev, rows, st, x, mask, rows, cols, y);
+                                       rows, st, x, mask, rows, cols, y);
 }
 
 // ---- dispatch by cols ---------------------------------------------------------------------------
@@ -460,20 +460,20 @@ void fwd(int dev, const float *x, const float *mask, uint64_t rows, uint64_t col
     // 256-thread blocks (H100: 0.317 against 0.438 ms at (4096, 16384)), a block without clusters.
     if constexpr (KIND == Kind::Masked) {
       if (split_row::split_has_clusters(dev)) {
-        launch_split_cluster<KIND, 2, 2>(dev, st, x, mask, rows, cols, y);
+        launch_split_cluster<KIND, 2, 2>(st, x, mask, rows, cols, y);
         return;
       }
     }
     softmax_kernels::split_fwd_plan<KIND, 2, 2>(CudaLaunch{dev, st}, x, mask, rows, cols, y);
   } else if (cols <= 32768 && split_row::split_has_clusters(dev)) {
-    launch_split_cluster<KIND, 4, 2>(dev, st, x, mask, rows, cols, y);  // 4 x 256 threads per row
+    launch_split_cluster<KIND, 4, 2>(st, x, mask, rows, cols, y);  // 4 x 256 threads per row
   } else if (cols <= 65536 && split_row::split_has_clusters(dev)) {
     // Masked rows of 64 values per thread need more than 128 registers (x and mask loads in
     // flight): 8 blocks of 2 chunks for them.
     if constexpr (KIND == Kind::Masked)
-      launch_split_cluster<KIND, 8, 2>(dev, st, x, mask, rows, cols, y);
+      launch_split_cluster<KIND, 8, 2>(st, x, mask, rows, cols, y);
     else
-      launch_split_cluster<KIND, 4, 4>(dev, st, x, mask, rows, cols, y);
+      launch_split_cluster<KIND, 4, 4>(st, x, mask, rows, cols, y);
   } else {
     // Longer rows, and rows over 16384 columns without clusters (sm < 90): the chunk passes.
     long_fwd<KIND>(dev, x, mask, rows, cols, y);

@@ -198,16 +198,19 @@ __global__ void __launch_bounds__(kThreads)
         v[u][k] = ok[u][k] ? x[rw * cols + e] : 0.0f;
         al[u][k] = KIND != Kind::Masked || !ok[u][k] || row::allowed(mask[rw * cols + e]);
       }
+    auto row_max = [&](unsigned u) {  // max over the row's allowed elements (-inf: none)
+      float m = row::neg_inf();
+#pragma unroll
+      for (unsigned k = 0; k < K; ++k)
+        if (ok[u][k] && al[u][k]) m = ew::max_f(m, v[u][k]);
+      return row::dev::seg_max<32>(m);
+    };
     if constexpr (KIND == Kind::LogSoftmax) {
       // The U rows' sums first, then one log per lane (seg_logs), then the outputs.
       float mu[U], su[U];
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
-        float m = row::neg_inf();
-#pragma unroll
-        for (unsigned k = 0; k < K; ++k)
-          if (ok[u][k] && al[u][k]) m = ew::max_f(m, v[u][k]);
-        m = row::dev::seg_max<32>(m);
+        const float m = row_max(u);
         float a[K];
 #pragma unroll
         for (unsigned k = 0; k < K; ++k)
@@ -230,11 +233,7 @@ __global__ void __launch_bounds__(kThreads)
     } else {
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
-        float m = row::neg_inf();
-#pragma unroll
-        for (unsigned k = 0; k < K; ++k)
-          if (ok[u][k] && al[u][k]) m = ew::max_f(m, v[u][k]);
-        m = row::dev::seg_max<32>(m);
+        const float m = row_max(u);
         float e[K], a[K];
 #pragma unroll
         for (unsigned k = 0; k < K; ++k) {

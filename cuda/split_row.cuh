@@ -212,9 +212,8 @@ inline bool split_has_clusters(int dev) {
 // looping over rows, measured no faster on the H100, 2026-11-24: softmax (1024, 65536) 0.264
 // against 0.262 ms, masked 0.419 against 0.406; removed.)
 template <unsigned Q, class... P, class... A>
-void split_launch_cluster(const char *what, void (*kernel)(P...), int dev, uint64_t rows,
-                          cudaStream_t st, A... args) {
-  (void)dev;  // st is the device's stream (dev was for the removed persistent schedule's cache)
+void split_launch_cluster(const char *what, void (*kernel)(P...), uint64_t rows, cudaStream_t st,
+                          A... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(Q);
   cfg.blockDim = dim3(kThreads);
