@@ -74,7 +74,6 @@
 //
 // Built with -fmad=false; additions are single IEEE operations and max is ew::max_f, as on the
 // CPU, so the backends agree bit for bit (the parity suite checks every entry point).
-#include <cstdlib>
 #include <mutex>
 #include <utility>
 
@@ -335,31 +334,13 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
 }
 
 // One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in one launch.
-// Warps per chunk of fused2_kernel_vec4 (measurement hook, read per call): TLRT_SUM_WPC=2 or 4
-// selects chunk_split, anything else one warp per chunk.
-unsigned fused2_wpc() {
-  const char *e = std::getenv("TLRT_SUM_WPC");
-  return e == nullptr ? 1u : e[0] == '2' ? 2u : e[0] == '4' ? 4u : 1u;
-}
-
 template <red::Op OP>
 void fused2(int dev, cudaStream_t s, const float *x, uint64_t m, uint64_t nc, float div,
             float *y) {
   FloatScratch part(dev, nc);
   unsigned *counter = chunk_counters(dev);
-  switch (fused2_wpc()) {
-    case 2:
-      fused2_kernel_vec4<OP, 2><<<blocks(nc, kWarps / 2), kThreads, 0, s>>>(
-          x, m, nc, div, part.get(), counter, y);
-      break;
-    case 4:
-      fused2_kernel_vec4<OP, 4><<<blocks(nc, kWarps / 4), kThreads, 0, s>>>(
-          x, m, nc, div, part.get(), counter, y);
-      break;
-    default:
-      fused2_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, div, part.get(),
-                                                                      counter, y);
-  }
+  fused2_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, div, part.get(),
+                                                                  counter, y);
   check_launch("reduction fused2_kernel_vec4");
 }
 

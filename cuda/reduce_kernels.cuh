@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/numerics/reduce_tree.hpp"
 
@@ -115,95 +114,6 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
   return O::op(a[0], a[1]);  // h = 1
 }
 
-// The tree's value of chunk `task` of the sequence x[0..m) computed by WPC = 2 or 4 warps of the
-// block together (warp q = 0..WPC-1 of a group; ALL threads of the block must call it, the same
-// number of times: it has two block-wide barriers). Warp q lane w holds the tree's lanes
-// t = (256 / WPC) q + L w + j (j = 0..L-1, L = 8 / WPC: one float4 or float2 per row), loads its
-// 16 rows all at once (16 independent loads per thread, one memory latency per chunk instead of
-// chunk_vec4's four rounds of 8), folds them in row order, writes them to xs (warps q >= 1); warp
-// 0 then takes the steps h = 128 .. 32 L across the group's warps (registers from shared memory),
-// h = 16 L .. L across its lanes (shuffles) and h < L in the thread. The same pairs in the same
-// order as chunk_vec4: the same bits. Valid in lane 0 of warp q = 0; task >= nc: no loads, the
-// result is unused. Why (2026-11-26): a (65536, 1024) row sum (one warp per 1024-element row, all
-// 8 loads of a thread issued together) reads 268 MB in 0.089 ms (1.00 of copy bandwidth) while
-// the 2^26 whole sum (one warp per 4096-element chunk, four dependent rounds) takes 0.099 ms for
-// the same bytes; this gives the whole sum the row sum's access pattern: a block of 8 warps reads
-// 2 (WPC = 4) or 4 (WPC = 2) contiguous chunks, each thread's loads in flight together.
-template <red::Op OP, unsigned WPC>
-__device__ __forceinline__ float chunk_split(const float *x, uint64_t m, uint64_t task,
-                                             uint64_t nc, float (*xs)[8 / WPC][32]) {
-  using O = red::Ops<OP>;
-  static_assert(WPC == 2 || WPC == 4, "2 or 4 warps per chunk");
-  constexpr unsigned L = 8 / WPC;                // tree lanes per thread
-  constexpr unsigned LW = red::kLanes / WPC;     // tree lanes per warp
-  using V = typename std::conditional<L == 4, float4, float2>::type;
-  const unsigned w = threadIdx.x & 31u, q = (threadIdx.x >> 5) % WPC;
-  float a[L];
-#pragma unroll
-  for (unsigned j = 0; j < L; ++j) a[j] = O::identity();
-  auto fold = [&](V v) {
-    a[0] = O::op(a[0], v.x);
-    a[1] = O::op(a[1], v.y);
-    if constexpr (L == 4) {
-      a[2] = O::op(a[2], v.z);
-      a[3] = O::op(a[3], v.w);
-    }
-  };
-  if (task < nc) {
-    const uint64_t e0 = task * red::kChunk;
-    const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
-    const unsigned o = LW * q + L * w;  // this thread's first tree lane
-    const V *p = reinterpret_cast<const V *>(x + e0 + o);
-    constexpr unsigned kRow = red::kLanes / L;  // a row of 256 elements, in V units
-    const unsigned full = (unsigned)(len / red::kLanes);
-    if (full == red::kDepth) {
-      V v[red::kDepth];
-#pragma unroll
-      for (unsigned r = 0; r < red::kDepth; ++r) v[r] = __ldg(p + kRow * r);
-#pragma unroll
-      for (unsigned r = 0; r < red::kDepth; ++r) fold(v[r]);
-    } else {
-#pragma unroll 4
-      for (unsigned r = 0; r < full; ++r) fold(__ldg(p + kRow * r));
-      const unsigned rest = (unsigned)(len - (uint64_t)full * red::kLanes);  // 0..252, % 4 == 0
-      if (o < rest) fold(__ldg(p + kRow * full));  // o and rest even: wholly inside or outside
-    }
-  }
-  if (q != 0) {
-#pragma unroll
-    for (unsigned j = 0; j < L; ++j) xs[q][j][w] = a[j];
-  }
-  __syncthreads();
-  float r = O::identity();
-  if (q == 0) {
-    float v[WPC][L];
-#pragma unroll
-    for (unsigned j = 0; j < L; ++j) {
-      v[0][j] = a[j];
-#pragma unroll
-      for (unsigned u = 1; u < WPC; ++u) v[u][j] = xs[u][j][w];
-    }
-#pragma unroll
-    for (unsigned d = WPC / 2; d >= 1; d /= 2)  // h = 128 .. LW: warp u and warp u + d
-#pragma unroll
-      for (unsigned u = 0; u < d; ++u)
-#pragma unroll
-        for (unsigned j = 0; j < L; ++j) v[u][j] = O::op(v[u][j], v[u + d][j]);
-#pragma unroll
-    for (unsigned d = 16; d >= 1; d >>= 1)  // h = 16 L .. L: lane w and lane w + d
-#pragma unroll
-      for (unsigned j = 0; j < L; ++j)
-        v[0][j] = O::op(v[0][j], __shfl_down_sync(0xFFFFFFFFu, v[0][j], d));
-    if constexpr (L == 4) {  // h = 2, 1
-      v[0][0] = O::op(v[0][0], v[0][2]);
-      v[0][1] = O::op(v[0][1], v[0][3]);
-    }
-    r = O::op(v[0][0], v[0][1]);
-  }
-  __syncthreads();  // xs is rewritten by the next call
-  return r;
-}
-
 // Contiguous, 16-byte aligned ONE sequence (outer == 1, m % 4 == 0) of kChunk < nc <= kChunk *
 // kSmall chunks (2^24 < m <= 2^29): the whole tree in ONE launch. Warp task k computes chunk value k
 // (chunk_vec4) into partials[k]; each block then takes one ticket (one atomic per block, after
@@ -214,8 +124,7 @@ __device__ __forceinline__ float chunk_split(const float *x, uint64_t m, uint64_
 // are those of the pass-by-pass evaluation (chunk_vec4 of the partials, then the small tree):
 // the same tree, bit for bit. It replaces a second launch (whose chunk_vec4 over the partials and
 // serial last warp were ~5 us of a 98 us 2^26 sum) by a tail of ~1-2 us in the last block.
-// WPC (warps per chunk) = 1: one warp per chunk (chunk_vec4); 2 or 4: chunk_split (above).
-template <red::Op OP, unsigned WPC = 1>
+template <red::Op OP>
 __global__ void __launch_bounds__(kThreads)
     fused2_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc, float div,
                        float *partials, unsigned *counter, float *__restrict y) {
@@ -224,29 +133,14 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float gv[red::kSmall];
   __shared__ unsigned last;
   const unsigned w = threadIdx.x & 31u;
-  if constexpr (WPC == 1) {
-    for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < nc;
-         task += (uint64_t)gridDim.x * kWarps) {
-      const uint64_t e0 = task * red::kChunk;
-      const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
-      const float v = chunk_vec4<OP>(x + e0, len);
-      if (w == 0) {
-        partials[task] = v;
-        __threadfence();  // visible device-wide before this block's ticket says so
-      }
-    }
-  } else {
-    constexpr unsigned G = kWarps / WPC;  // chunks per block and round
-    __shared__ float xs[G][WPC][8 / WPC][32];
-    const unsigned grp = threadIdx.x / (32 * WPC);
-    // The trip count is the same for every thread of the block (chunk_split has barriers).
-    for (uint64_t b = (uint64_t)blockIdx.x * G; b < nc; b += (uint64_t)gridDim.x * G) {
-      const uint64_t task = b + grp;
-      const float v = chunk_split<OP, WPC>(x, m, task, nc, xs[grp]);
-      if (threadIdx.x % (32 * WPC) == 0 && task < nc) {
-        partials[task] = v;
-        __threadfence();  // visible device-wide before this block's ticket says so
-      }
+  for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < nc;
+       task += (uint64_t)gridDim.x * kWarps) {
+    const uint64_t e0 = task * red::kChunk;
+    const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
+    const float v = chunk_vec4<OP>(x + e0, len);
+    if (w == 0) {
+      partials[task] = v;
+      __threadfence();  // visible device-wide before this block's ticket says so
     }
   }
   __syncthreads();

@@ -52,10 +52,6 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
-struct alignas(8) float2 {
-  float x, y;
-};
-inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 inline uint3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
@@ -270,10 +266,6 @@ inline void __threadfence() {}
 inline float __ldcg(const float *p) { return *p; }
 inline float4 __ldg(const float4 *p) {
   emu::check_aligned(p, 16);
-  return *p;
-}
-inline float2 __ldg(const float2 *p) {
-  emu::check_aligned(p, 8);
   return *p;
 }
 inline unsigned __float_as_uint(float f) {

@@ -4,8 +4,7 @@
 // tlrt_reduce_mean and tlrt_reduce_max_axis1 (one row) on CPU buffers. The kernel takes one
 // sequence of 2^24 < m <= 2^29 elements (m % 4 == 0), so the cases are large: 2^24 + 4 (two
 // groups of chunks, the second of one chunk), a partial last chunk, and more than four groups
-// (the last block's batches of four), each with one warp per chunk and (but the last, large one)
-// with 2 and 4 warps per chunk (chunk_split). Grids are capped in some cases so that warps loop over
+// (the last block's batches of four). Grids are capped in some cases so that warps loop over
 // several chunks. Skipped (77) under valgrind, ASan and TSan (unannotated stack switches).
 #include <cstdlib>
 #include <string>
@@ -27,7 +26,7 @@ const emu::Policy kPolicies[] = {
     {emu::Order::Random, emu::Copy::Late, 3},
 };
 
-template <red::Op OP, unsigned WPC>
+template <red::Op OP>
 float emulate(const std::vector<float> &x, float div, int pi, uint64_t grid_cap) {
   const uint64_t m = x.size(), nc = red::chunks_of(m);
   TH_CHECK_MSG(m % 4 == 0 && nc > red::kChunk && nc <= (uint64_t)red::kChunk * red::kSmall,
@@ -35,20 +34,19 @@ float emulate(const std::vector<float> &x, float div, int pi, uint64_t grid_cap)
   std::vector<float> part(nc, 7.0f);
   unsigned counter = 0;
   float y = 7.0f;
-  const uint64_t per_block = rk::kWarps / WPC;  // chunks per block and round
-  uint64_t grid = (nc + per_block - 1) / per_block;
+  uint64_t grid = (nc + rk::kWarps - 1) / rk::kWarps;
   if (grid > grid_cap) grid = grid_cap;
   const float *xp = x.data();
   float *pp = part.data(), *yp = &y;
   unsigned *cp = &counter;
   emu::launch(kPolicies[pi], dim3((unsigned)grid), dim3(rk::kThreads), 0,
-              [=] { rk::fused2_kernel_vec4<OP, WPC>(xp, m, nc, div, pp, cp, yp); });
+              [=] { rk::fused2_kernel_vec4<OP>(xp, m, nc, div, pp, cp, yp); });
   TH_CHECK_MSG(counter == 0, "the last block resets the counter (m = %llu)",
                (unsigned long long)m);
   return y;
 }
 
-void run(uint64_t m, th::Dist d, uint64_t salt, int pi, uint64_t grid_cap, bool split = true) {
+void run(uint64_t m, th::Dist d, uint64_t salt, int pi, uint64_t grid_cap) {
   const std::vector<float> x = th::make(d, m, salt);
   char tag[128];
   std::snprintf(tag, sizeof tag, "m = %llu %s policy %d grid cap %llu", (unsigned long long)m,
@@ -58,18 +56,10 @@ void run(uint64_t m, th::Dist d, uint64_t salt, int pi, uint64_t grid_cap, bool 
   TH_OK(tlrt_reduce_sum(X.get(), S.out()));
   TH_OK(tlrt_reduce_mean(X.get(), M.out()));
   TH_OK(tlrt_reduce_max_axis1(X.get(), 1, m, MX.out()));
-  same(w + " sum", th::download(S.get()), {emulate<red::Op::Sum, 1>(x, 1.0f, pi, grid_cap)});
+  same(w + " sum", th::download(S.get()), {emulate<red::Op::Sum>(x, 1.0f, pi, grid_cap)});
   same(w + " mean", th::download(M.get()),
-       {emulate<red::Op::Sum, 1>(x, static_cast<float>(m), pi, grid_cap)});
-  same(w + " max", th::download(MX.get()), {emulate<red::Op::Max, 1>(x, 1.0f, pi, grid_cap)});
-  if (!split) return;
-  // The same tree computed by 2 and 4 warps per chunk (chunk_split).
-  same(w + " sum, 2 warps per chunk", th::download(S.get()),
-       {emulate<red::Op::Sum, 2>(x, 1.0f, pi, grid_cap)});
-  same(w + " max, 4 warps per chunk", th::download(MX.get()),
-       {emulate<red::Op::Max, 4>(x, 1.0f, pi, grid_cap)});
-  same(w + " mean, 4 warps per chunk", th::download(M.get()),
-       {emulate<red::Op::Sum, 4>(x, static_cast<float>(m), pi, grid_cap)});
+       {emulate<red::Op::Sum>(x, static_cast<float>(m), pi, grid_cap)});
+  same(w + " max", th::download(MX.get()), {emulate<red::Op::Max>(x, 1.0f, pi, grid_cap)});
 }
 
 }  // namespace
@@ -88,7 +78,7 @@ int main() {
   run(m24 + 3 * c + 100, th::Dist::Wide, 21, 1, big);          // a partial last chunk
   run(m24 + 2 * c + 8, th::Dist::Edge, 31, 2, 37);             // warps loop over chunks
   run(m24 + 4, th::Dist::Bits, 41, 1, big);                    // NaN, inf, subnormals
-  run(4 * m24 + 4 * c + 12, th::Dist::Positive, 51, 2, big, false);  // ng = 5: two batches
+  run(4 * m24 + 4 * c + 12, th::Dist::Positive, 51, 2, big);   // ng = 5: two batches of groups
   std::printf("test_reduce_emu: %d runs with differences\n", emu_check::mismatch_runs());
   return th::finish("test_reduce_emu");
 }
