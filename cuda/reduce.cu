@@ -337,7 +337,7 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
 template <red::Op OP>
 void fused2(int dev, cudaStream_t s, const float *x, uint64_t m, uint64_t nc, float div,
             float *y) {
-  FloatScratch part(dev, nc);
+  FloatScratch part(dev, nc + red::kSmall);  // chunk values, then the group values
   unsigned *counter = chunk_counters(dev);
   fused2_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, div, part.get(),
                                                                   counter, y);

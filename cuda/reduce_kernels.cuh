@@ -114,6 +114,48 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
   return O::op(a[0], a[1]);  // h = 1
 }
 
+// fused2_kernel_vec4 finishes by GROUPS when every block does one round (the grid covers all nc
+// chunks): a group is the kChunk = 4096 chunks of kChunk / kWarps = 512 consecutive blocks, and
+// the last block of each group to finish (a ticket per group) reduces that group's 4096 chunk
+// values (the tree's second level: group_value, all 256 threads), writes it after the partials
+// (partials[nc + g]), and takes a ticket on counter[ng]; the last of those takes the tree's last
+// level (red::small over the ng <= 32 group values). Groups finish one after another as the grid
+// advances, so all but the last group's reduction overlap the first level of later groups. The
+// same values in the same order: the same bits. (Otherwise one ticket per launch and the last
+// block reduces every group, below.) Why (2026-11-26, H200, 2^26 sum, bench/sum_probe.py): the
+// whole launch 0.0729 ms; with the last block's reduction skipped 0.0655, with no ticket at all
+// 0.0635 (the first level alone; a (16384, 4096) row sum, the same loads, 0.0639): the one-block
+// tail over 16384 chunk values cost 7.4 us (two launches: 0.0712; torch.sum 0.0694).
+// PREDICTION: the critical tail becomes one group's reduction (16 loads per thread, not 64) plus
+// the last level: ~0.0729 -> ~0.067 ms (~0.97x torch.sum). Measured: (pending GPU run).
+// partials: nc + kSmall floats (the group values after the chunk values); counters 0 .. ng.
+inline __host__ __device__ bool grouped(uint64_t nc, uint64_t grid) {
+  return grid * kWarps >= nc;  // one round: every block's chunks lie in one group
+}
+
+// The tree's value of group g (chunk values partials[g * 4096 ..], those past nc the identity),
+// computed by all kThreads threads: lane t folds its 16 values, then the halving h = 128 .. 1
+// in shared memory (sh: kThreads floats). Valid in thread 0.
+template <red::Op OP>
+__device__ __forceinline__ float group_value(const float *partials, uint64_t nc, unsigned g,
+                                             float *sh) {
+  using O = red::Ops<OP>;
+  const unsigned t = threadIdx.x;
+  float a = O::identity();
+#pragma unroll
+  for (unsigned r = 0; r < red::kDepth; ++r) {
+    const uint64_t i = (uint64_t)g * red::kChunk + r * red::kLanes + t;
+    if (i < nc) a = O::op(a, __ldcg(partials + i));
+  }
+  sh[t] = a;
+  __syncthreads();
+  for (unsigned h = red::kLanes / 2; h >= 1; h >>= 1) {
+    if (t < h) sh[t] = O::op(sh[t], sh[t + h]);
+    __syncthreads();
+  }
+  return sh[0];
+}
+
 // Contiguous, 16-byte aligned ONE sequence (outer == 1, m % 4 == 0) of kChunk < nc <= kChunk *
 // kSmall chunks (2^24 < m <= 2^29): the whole tree in ONE launch. Warp task k computes chunk value k
 // (chunk_vec4) into partials[k]; each block then takes one ticket (one atomic per block, after
@@ -144,12 +186,37 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1 ? 1u : 0u;
+  const unsigned t = threadIdx.x;
+  const unsigned ng = (unsigned)red::chunks_of(nc);  // 2 .. kSmall
+  if (grouped(nc, gridDim.x)) {
+    // A ticket per group of kChunk chunks (the blocks of one group: all their chunks are in it).
+    const unsigned g = (unsigned)(((uint64_t)blockIdx.x * kWarps) / red::kChunk);
+    const unsigned per = red::kChunk / kWarps;  // blocks per group
+    const unsigned in_g = gridDim.x - g * per < per ? gridDim.x - g * per : per;
+    if (t == 0) last = atomicAdd(counter + g, 1u) == in_g - 1 ? 1u : 0u;
+    __syncthreads();
+    if (last == 0) return;
+    __threadfence();
+    const float v = group_value<OP>(partials, nc, g, sh[0]);  // thread 0
+    if (t == 0) {
+      partials[nc + g] = v;
+      counter[g] = 0;
+      __threadfence();  // the group value is visible before the final ticket says so
+      last = atomicAdd(counter + ng, 1u) == ng - 1 ? 1u : 0u;
+    }
+    __syncthreads();
+    if (last == 0 || t != 0) return;
+    __threadfence();
+    const float *gvp = partials + nc;
+    const float r = red::small<OP, red::kSmall>([&](unsigned j) { return __ldcg(gvp + j); }, ng);
+    y[0] = red::finish(r, div);
+    counter[ng] = 0;
+    return;
+  }
+  if (t == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1 ? 1u : 0u;
   __syncthreads();
   if (last == 0) return;
   __threadfence();
-  const unsigned t = threadIdx.x;
-  const unsigned ng = (unsigned)red::chunks_of(nc);  // 2 .. kSmall
   for (unsigned g0 = 0; g0 < ng; g0 += 4) {
     float a[4];
 #pragma unroll
