@@ -29,6 +29,9 @@ cudaStream_t stream(int dev);
 // Number of streaming multiprocessors of `dev` (cached; no CUDA call after the first).
 int sm_count(int dev);
 
+// Major compute capability of `dev` (cached; no CUDA call after the first).
+int cc_major(int dev);
+
 // kernel<<<grid, block, shmem, s>>>(args...) through cudaLaunchKernel, checking its return value:
 // the same errors <<<>>> followed by check_launch (cudaGetLastError) reports, one runtime call
 // fewer per launch (~0.04 us). The arguments are converted to the kernel's parameter types first,

@@ -60,6 +60,7 @@ struct DeviceState {
   std::once_flag once;
   cudaStream_t stream = nullptr;
   int sms = 0;
+  int cc_major = 0;
   cudaError_t init_error = cudaSuccess;
   SizeClassPool *cache = nullptr;  // leaky: freed blocks may arrive during static destruction
 };
@@ -114,6 +115,8 @@ DeviceState &state(int dev) {
       d.init_error = cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
     if (d.init_error == cudaSuccess)
       d.init_error = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
+    if (d.init_error == cudaSuccess)
+      d.init_error = cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
     cudaMemPool_t pool;
     if (d.init_error == cudaSuccess) d.init_error = cudaDeviceGetDefaultMemPool(&pool, dev);
     if (d.init_error == cudaSuccess) {
@@ -142,6 +145,8 @@ cudaStream_t stream(int dev) {
 }
 
 int sm_count(int dev) { return state(dev).sms; }
+
+int cc_major(int dev) { return state(dev).cc_major; }
 
 uint32_t device_count() noexcept {
   static const uint32_t count = [] {

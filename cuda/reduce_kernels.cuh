@@ -1,6 +1,6 @@
 // Device code of the whole-tensor reductions that the CPU emulator test runs
 // (tests/unit/test_reduce_emu.cpp): the warp's chunk value of THE TREE (chunk_scalar, chunk_vec4)
-// and the one-launch two-level tree fused2_kernel_vec4. cuda/reduce.cu explains the strategy.
+// and the two-launch two-level tree (chunks_kernel_vec4, tail_kernel). cuda/reduce.cu explains the strategy.
 #pragma once
 
 #include <cstdint>
@@ -114,109 +114,64 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
   return O::op(a[0], a[1]);  // h = 1
 }
 
-// fused2_kernel_vec4 finishes by GROUPS when every block does one round (the grid covers all nc
-// chunks): a group is the kChunk = 4096 chunks of kChunk / kWarps = 512 consecutive blocks, and
-// the last block of each group to finish (a ticket per group) reduces that group's 4096 chunk
-// values (the tree's second level: group_value, all 256 threads), writes it after the partials
-// (partials[nc + g]), and takes a ticket on counter[ng]; the last of those takes the tree's last
-// level (red::small over the ng <= 32 group values). Groups finish one after another as the grid
-// advances, so all but the last group's reduction overlap the first level of later groups. The
-// same values in the same order: the same bits. (Otherwise one ticket per launch and the last
-// block reduces every group, below.) Why (2026-11-26, H200, 2^26 sum, bench/sum_probe.py): the
-// whole launch 0.0729 ms; with the last block's reduction skipped 0.0655, with no ticket at all
-// 0.0635 (the first level alone; a (16384, 4096) row sum, the same loads, 0.0639): the one-block
-// tail over 16384 chunk values cost 7.4 us (two launches: 0.0712; torch.sum 0.0694).
-// PREDICTION: the critical tail becomes one group's reduction (16 loads per thread, not 64) plus
-// the last level: ~0.0729 -> ~0.067 ms (~0.97x torch.sum). Measured: (pending GPU run).
-// partials: nc + kSmall floats (the group values after the chunk values); counters 0 .. ng.
-inline __host__ __device__ bool grouped(uint64_t nc, uint64_t grid) {
-  return grid * kWarps >= nc;  // one round: every block's chunks lie in one group
+// Programmatic dependent launch (sm_90+; no-ops elsewhere and in the CPU emulator): the primary
+// kernel lets the dependent launch start early (its blocks may be scheduled while the primary's last
+// wave runs), and the dependent waits until the primary grid has completed and its writes are
+// visible, without a launch gap in between.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
-// The tree's value of group g (chunk values partials[g * 4096 ..], those past nc the identity),
-// computed by all kThreads threads: lane t folds its 16 values, then the halving h = 128 .. 1
-// in shared memory (sh: kThreads floats). Valid in thread 0.
-template <red::Op OP>
-__device__ __forceinline__ float group_value(const float *partials, uint64_t nc, unsigned g,
-                                             float *sh) {
-  using O = red::Ops<OP>;
-  const unsigned t = threadIdx.x;
-  float a = O::identity();
-#pragma unroll
-  for (unsigned r = 0; r < red::kDepth; ++r) {
-    const uint64_t i = (uint64_t)g * red::kChunk + r * red::kLanes + t;
-    if (i < nc) a = O::op(a, __ldcg(partials + i));
-  }
-  sh[t] = a;
-  __syncthreads();
-  for (unsigned h = red::kLanes / 2; h >= 1; h >>= 1) {
-    if (t < h) sh[t] = O::op(sh[t], sh[t + h]);
-    __syncthreads();
-  }
-  return sh[0];
-}
-
-// Contiguous, 16-byte aligned ONE sequence (outer == 1, m % 4 == 0) of kChunk < nc <= kChunk *
-// kSmall chunks (2^24 < m <= 2^29): the whole tree in ONE launch. Warp task k computes chunk value k
-// (chunk_vec4) into partials[k]; each block then takes one ticket (one atomic per block, after
-// its writers' fences); the block that takes the last ticket reduces the nc chunk values: the
-// tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each, all
-// 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
-// memory) and the last level (ng <= 32 values: red::small), then resets the counter. The values
-// are those of the pass-by-pass evaluation (chunk_vec4 of the partials, then the small tree):
-// the same tree, bit for bit. It replaces a second launch (whose chunk_vec4 over the partials and
-// serial last warp were ~5 us of a 98 us 2^26 sum) by a tail of ~1-2 us in the last block.
+// ONE contiguous, 16-byte aligned sequence (m % 4 == 0) of kChunk < nc <= kChunk * kSmall chunks
+// (2^24 < m <= 2^29: the whole-tensor sum / mean / max of 2^26 floats) in two launches:
+// chunks_kernel_vec4 writes the nc chunk values (warp task k: chunk_vec4 of chunk k, no tickets,
+// no fences), then tail_kernel (ONE block, launched as a programmatic dependent on sm_90+) takes
+// the tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each,
+// all 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
+// memory) and the last level (ng <= 32 values: red::small). The values are those of the
+// pass-by-pass evaluation: the same tree, bit for bit.
+// History: until 2026-11-26 this was ONE launch (fused2_kernel_vec4: a ticket per block after
+// fenced partial writes, the block with the last ticket did tail_kernel's work). Measured (H200,
+// 2026-11-26, bench/sum_probe.py, 2^26 sum): that launch 0.0729 ms; the same kernel with the last
+// block's reduction skipped 0.0655, with no ticket and no fences 0.0635 (the first level alone; a
+// (16384, 4096) row sum, the same loads, 0.0639); plain two launches 0.0712; torch.sum 0.0694.
+// A ticket per group of 4096 chunks (each group's last block reducing its group, so that only one
+// group's reduction stays at the end) measured 0.0734: no gain; the chain of dependent global
+// round trips after the last chunk (fence, ticket, loads, fence) is the cost, not the work.
+// PREDICTION: first level ~0.0635 + the dependent's wait for the grid's completion and one round
+// of loads from L2 (~2-3 us) = ~0.066-0.067 ms (~0.96x torch.sum); plain two launches where
+// there is no PDL (sm_80 / sm_89). Measured: (pending GPU run).
 template <red::Op OP>
 __global__ void __launch_bounds__(kThreads)
-    fused2_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc, float div,
-                       float *partials, unsigned *counter, float *__restrict y) {
-  using O = red::Ops<OP>;
-  __shared__ float sh[4][kThreads];
-  __shared__ float gv[red::kSmall];
-  __shared__ unsigned last;
+    chunks_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc,
+                       float *__restrict partials) {
+  pdl_launch_dependents();
   const unsigned w = threadIdx.x & 31u;
   for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < nc;
        task += (uint64_t)gridDim.x * kWarps) {
     const uint64_t e0 = task * red::kChunk;
     const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
     const float v = chunk_vec4<OP>(x + e0, len);
-    if (w == 0) {
-      partials[task] = v;
-      __threadfence();  // visible device-wide before this block's ticket says so
-    }
+    if (w == 0) partials[task] = v;
   }
-  __syncthreads();
+}
+
+template <red::Op OP>
+__global__ void __launch_bounds__(kThreads)
+    tail_kernel(const float *partials, uint64_t nc, float div, float *__restrict y) {
+  using O = red::Ops<OP>;
+  __shared__ float sh[4][kThreads];
+  __shared__ float gv[red::kSmall];
+  pdl_wait();
   const unsigned t = threadIdx.x;
   const unsigned ng = (unsigned)red::chunks_of(nc);  // 2 .. kSmall
-  if (grouped(nc, gridDim.x)) {
-    // A ticket per group of kChunk chunks (the blocks of one group: all their chunks are in it).
-    const unsigned g = (unsigned)(((uint64_t)blockIdx.x * kWarps) / red::kChunk);
-    const unsigned per = red::kChunk / kWarps;  // blocks per group
-    const unsigned in_g = gridDim.x - g * per < per ? gridDim.x - g * per : per;
-    if (t == 0) last = atomicAdd(counter + g, 1u) == in_g - 1 ? 1u : 0u;
-    __syncthreads();
-    if (last == 0) return;
-    __threadfence();
-    const float v = group_value<OP>(partials, nc, g, sh[0]);  // thread 0
-    if (t == 0) {
-      partials[nc + g] = v;
-      counter[g] = 0;
-      __threadfence();  // the group value is visible before the final ticket says so
-      last = atomicAdd(counter + ng, 1u) == ng - 1 ? 1u : 0u;
-    }
-    __syncthreads();
-    if (last == 0 || t != 0) return;
-    __threadfence();
-    const float *gvp = partials + nc;
-    const float r = red::small<OP, red::kSmall>([&](unsigned j) { return __ldcg(gvp + j); }, ng);
-    y[0] = red::finish(r, div);
-    counter[ng] = 0;
-    return;
-  }
-  if (t == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1 ? 1u : 0u;
-  __syncthreads();
-  if (last == 0) return;
-  __threadfence();
   for (unsigned g0 = 0; g0 < ng; g0 += 4) {
     float a[4];
 #pragma unroll
@@ -226,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (unsigned j = 0; j < 4; ++j) {
         const uint64_t i = (uint64_t)(g0 + j) * red::kChunk + r * red::kLanes + t;
-        if (g0 + j < ng && i < nc) a[j] = O::op(a[j], __ldcg(partials + i));
+        if (g0 + j < ng && i < nc) a[j] = O::op(a[j], partials[i]);
       }
     }
 #pragma unroll
@@ -245,7 +200,6 @@ __global__ void __launch_bounds__(kThreads)
   if (t == 0) {
     const float r = red::small<OP, red::kSmall>([&](unsigned j) { return gv[j]; }, ng);
     y[0] = red::finish(r, div);
-    *counter = 0;
   }
 }
 

@@ -25,7 +25,6 @@
 
 #include <cstdint>
 #if defined(__CUDACC__) && !defined(TLRT_CUDA_EMULATION)
-#include <atomic>
 #include <cstdlib>
 #include <utility>
 
@@ -195,17 +194,7 @@ struct SplitState {
 // cached per device, no CUDA call after the first), and the launch of `kernel` as clusters of Q
 // blocks of 256 threads (cudaLaunchKernelEx with the cluster-dimension attribute; grid a multiple
 // of Q).
-inline bool split_has_clusters(int dev) {
-  constexpr int kDevs = 64;
-  static std::atomic<int> cache[kDevs];  // 0 unknown, 1 no, 2 yes
-  const int c = dev >= 0 && dev < kDevs ? cache[dev].load(std::memory_order_relaxed) : 0;
-  if (c != 0) return c == 2;
-  int major = 0;
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
-        "cudaDeviceGetAttribute (compute capability)");
-  if (dev >= 0 && dev < kDevs) cache[dev].store(major >= 9 ? 2 : 1, std::memory_order_relaxed);
-  return major >= 9;
-}
+inline bool split_has_clusters(int dev) { return cc_major(dev) >= 9; }
 
 // Launches `kernel` as clusters of Q blocks of 256 threads over `rows` rows, one cluster per row,
 // grid capped at 2^31 - 1 blocks (the kernels loop). (Persistent clusters, as many as fit at once
