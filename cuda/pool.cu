@@ -148,10 +148,10 @@
 //     ISETP + 36 predicated FADD) and moved its accumulator registers;
 //   - the plane's bottom -inf row is a separate last step (no row-range test in the loop).
 //   SASS (sm_90, float4 body, hot path of one loop step = one window row of 4 cells, no NaN):
-//   ~179 instructions (FSETP 26, SEL 21, FSEL 15, LDS 10, STS 10, FADD 6, LDG 6 + CCTL 4, the
-//   rest addresses, loop and row writes) against ~400 for stream_kernel's max s1: ~45 per cell
+//   ~167 instructions (FSETP 26, SEL 21, FSEL 15, LDS 10, STS 10, FADD 6, LDG 6 + CCTL 4, the
+//   rest addresses, loop and row writes) against ~400 for stream_kernel's max s1: ~42 per cell
 //   (12 nominal bytes) where the average k3 s1 backward (~34 per cell, 8 bytes) measures 0.82.
-//   77 registers (cap 80: 3 blocks per SM as before), no spill; sm_80 80, sm_89 79, no spill.
+//   78 registers (cap 80: 3 blocks per SM as before), no spill; sm_80 / sm_89 no spill.
 //   32 KB shared memory per block (96 KB per SM at 3 blocks). Shared-memory traffic per window
 //   row and warp: 12 scatter accesses + 8 for the finished row, ~20 wavefronts of 128 B.
 //   PREDICTED (H100, bench/pool.py k3 s1 p1 (32, 256, 56, 56) max backward): no longer

@@ -1417,10 +1417,9 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   float *dr = dp + (int64_t)(ohA - PH) * (int)IW + w;
   const int AHEAD = f.ahead;
   // Prefetch (no register, no result) of what window row oh + AHEAD reads: its dy row and its
-  // new x row, AHEAD rows below xr / gr (the offsets recomputed from the launch constants: no
-  // register held across the loop).
-  const int xq_end = (int)IH - h0, gq_end = ohB - ohA;  // prefetch while (row index) < end
-  const uint32_t xq_off = (uint32_t)AHEAD * IW, gq_off = (uint32_t)AHEAD * OW;
+  // new x row (rows clamped into the run / plane in the loop: 2 min + 2 addresses, no branch;
+  // conditional prefetches with their row tests took ~30 instructions per window row).
+  const uint32_t cw = (uint32_t)w < OW ? (uint32_t)w : OW - 1;  // the dy column prefetched
   auto pf = [&](const float *p, const float *plane_lo, uint32_t n) {
     emu_check(p >= plane_lo && p < plane_lo + n, "sep prefetch outside the plane");
     prefetch(p, 0u, 1u);
@@ -1459,8 +1458,12 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     constexpr int K = decltype(kc)::value;
     constexpr bool BOTTOM = decltype(bc)::value;
     if (AHEAD > 0) {
-      if (oh - ohA + AHEAD <= gq_end) pf(gr + gq_off, gp, m.out_sp);
-      if (oh - ohA + AHEAD < xq_end) pf(xr + xq_off, xp, m.in_sp);
+      // Rows clamped to the run's last window row / the plane's last row (a repeated prefetch
+      // at the end costs nothing; no branch, no pointer held across the loop).
+      const int og = oh + AHEAD < ohB ? oh + AHEAD : ohB;
+      const int hx = oh - PH + 2 + AHEAD < (int)IH - 1 ? oh - PH + 2 + AHEAD : (int)IH - 1;
+      pf(gp + ((uint32_t)og * OW + cw), gp, m.out_sp);
+      pf(xp + ((uint32_t)hx * IW + (uint32_t)w), xp, m.in_sp);
     }
     float nv[6];
     int nc[6];
