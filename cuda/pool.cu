@@ -151,13 +151,19 @@
 //   ~167 instructions (FSETP 26, SEL 21, FSEL 15, LDS 10, STS 10, FADD 6, LDG 6 + CCTL 4, the
 //   rest addresses, loop and row writes) against ~400 for stream_kernel's max s1: ~42 per cell
 //   (12 nominal bytes) where the average k3 s1 backward (~34 per cell, 8 bytes) measures 0.82.
-//   78 registers (cap 80: 3 blocks per SM as before), no spill; sm_80 / sm_89 no spill.
+//   78 registers (cap 80: 3 blocks per SM as before), no spill; sm_80 / sm_89 no spill (the
+//   scalar body, odd widths only, spills 40 bytes on sm_90).
 //   32 KB shared memory per block (96 KB per SM at 3 blocks). Shared-memory traffic per window
 //   row and warp: 12 scatter accesses + 8 for the finished row, ~20 wavefronts of 128 B.
-//   PREDICTED (H100, bench/pool.py k3 s1 p1 (32, 256, 56, 56) max backward): no longer
-//   issue-bound (~1.2 of 4 warp instructions per cycle at copy bandwidth): 0.70 -> ~0.82 of copy
-//   bandwidth, ~0.125 ms (the risk: each thread's 6 scatters are a dependent LDS -> FADD -> STS
-//   chain, ~200 cycles per window row, hidden only by the 24 resident warps).
+//   TLRT_POOL_BWD=sepfw: the same kernel with the FORWARDED scatter (sep_body FWD: the 6 LDS
+//   issued together, a window's sum taken from the previous window's when their codes are equal,
+//   which is the only possible alias: proof at sep_body), no dependent shared-memory chain;
+//   ~175 instructions per window row (5 ISETP + 5 FSEL more), 78 registers, no spill.
+//   PREDICTED (H100, bench/pool.py k3 s1 p1 (32, 256, 56, 56) max backward, 0.146 ms = 0.70
+//   today): no longer issue-bound (~1.2 of 4 warp instructions per cycle at copy bandwidth):
+//   sep ~0.82 of copy bandwidth (~0.125 ms), if the 24 resident warps hide each thread's chain
+//   of 6 dependent LDS -> FADD -> STS (~200 cycles per window row); sepfw ~0.82 too (~0.125 ms),
+//   the better of the two if the chain is not hidden.
 //   Measured: (pending GPU run).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
@@ -387,23 +393,25 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
 // blocks per SM as the stream kernel's max s1 (at most 80 registers: 77, no spill, sm_90), 32 KB
 // of shared memory per block (the threads' accumulator rings); VEC: float4 rows (one kernel per
 // choice, so that the scalar body costs the float4 one no register).
-template <class C, bool VEC>
+template <class C, bool VEC, bool FWD>
 __global__ void __launch_bounds__(kThreads, 3)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
   __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
+  if (t < p.stotal) pool::fast::sep_body<C, VEC, FWD>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
-// TLRT_POOL_BWD=sep: the max k3 s1 p1 backward takes sep_kernel (read once; default: the stream
-// kernel), so that one GPU run times both.
-bool pool_bwd_sep() {
-  static const bool on = [] {
+// TLRT_POOL_BWD=sep (1) / sepfw (2): the max k3 s1 p1 backward takes sep_kernel with the
+// scatter chain / the forwarded scatter (read once; default 0: the stream kernel), so that one
+// GPU run times all three.
+int pool_bwd_sep() {
+  static const int v = [] {
     const char *e = std::getenv("TLRT_POOL_BWD");
-    return e != nullptr && std::strcmp(e, "sep") == 0;
+    if (e == nullptr) return 0;
+    return std::strcmp(e, "sep") == 0 ? 1 : std::strcmp(e, "sepfw") == 0 ? 2 : 0;
   }();
-  return on;
+  return v;
 }
 
 template <Kind K, class C>
@@ -441,10 +449,15 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
           if (p.sep) {
-            if (p.vec_in && p.vec_out)
-              sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            const bool v = p.vec_in && p.vec_out, fw = p.sep == 2;
+            if (v && !fw)
+              sep_kernel<C, true, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            else if (v)
+              sep_kernel<C, true, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            else if (!fw)
+              sep_kernel<C, false, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
             else
-              sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+              sep_kernel<C, false, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
             check_launch("pool sep_kernel");
             return;
           }

@@ -24,7 +24,8 @@
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
 // kernel again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
-// the default distance is 1). The separable-argmax max backward (sep_run, TLRT_POOL_BWD=sep) on
+// the default distance is 1). The separable-argmax max backward (sep_run, TLRT_POOL_BWD=sep and
+// its forwarded-scatter form, =sepfw) on
 // every stream geometry it takes (k3 s1 p1, float4 and scalar bodies) with every input kind,
 // run heights 1, 2, 3, 5, 8, 4096 and prefetch distances 0, 1, 2, 8; its shared-memory rings
 // start as garbage, so a slot read before the thread cleared it fails.
@@ -461,11 +462,12 @@ int main() {
   // The separable-argmax max backward (StreamOpt::sep, TLRT_POOL_BWD=sep; k3 s1 p1 geometries
   // only, the others ignore the flag): every input kind (ties with NaNs, signed zeros, -inf next
   // to the padding, every th::Dist), then other run heights and prefetch distances.
+  for (int sep : {1, 2})
   for (int ahead : {-1, 0, 2, 8})
     for (uint32_t rows : {kStreamRows, 1u, 2u, 3u, 5u, 4096u}) {
       if (ahead != -1 && rows != kStreamRows) continue;
       stream_opt = StreamOpt{};
-      stream_opt.sep = true;
+      stream_opt.sep = sep;
       stream_opt.rows = rows;
       stream_opt.ahead = ahead;
       for (const Geo &q : geos)
