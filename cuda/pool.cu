@@ -131,6 +131,40 @@
 //   4.75 waves, dy halo 1.25x), predicted ~0.80-0.82 for the average; MEASURED (H100,
 //   2026-11-24, same build otherwise): average k3 s1 0.80 -> 0.82, max stem 0.79 -> 0.85,
 //   average stem 0.79 -> 0.84, max k3 s1 0.71 -> 0.70: kept for every kind and stride.
+// SESSION 8 (max k3 s1 p1 backward, issue 7: 0.146 ms = 0.70 of copy bandwidth, target <= 0.128
+//   ms = 0.80): sep_kernel (pool::fast::sep_body), selected by TLRT_POOL_BWD=sep (read once; the
+//   stream kernel stays the default), same thread decomposition (4 columns of a run of 8 rows),
+//   bitwise the same sums (tests/unit/test_pool_kernels: every stream geometry, ties / zeros /
+//   -inf / every distribution, run heights 1 2 3 5 8 4096, prefetch distances 0 1 2 8). What
+//   changes per window row (details at sep_body):
+//   - row-first argmax with 3 shared pairs per new input row: 9 first-max steps (FSETP, FSEL,
+//     SEL) for the 6 windows; the cross-row choice 2 FSETP + 3 SEL per window; left / top padding
+//     a NaN sentinel that loses every '!(e >= l)' compare (no -inf / first-real-cell fix-up),
+//     real NaNs found by 4 FSETP.NAN per row and sent to an exact rescan (rare, off the path);
+//   - codes are absolute byte offsets into a per-thread ring of 4 dx rows x 8 columns in shared
+//     memory (slot-major, thread-minor: conflict-free at any slot mix), the loop unrolled by 4 so
+//     every ring row is a constant; each window's term is ONE scatter, ring[code] += dy (IADD,
+//     LDS, FADD, STS), in output order, where stream_run tested every (cell, window) pair (36
+//     ISETP + 36 predicated FADD) and moved its accumulator registers;
+//   - the plane's bottom -inf row is a separate last step (no row-range test in the loop).
+//   SASS (sm_90, float4 body, hot path of one loop step = one window row of 4 cells, no NaN):
+//   ~167 instructions (FSETP 26, SEL 21, FSEL 15, LDS 10, STS 10, FADD 6, LDG 6 + CCTL 4, the
+//   rest addresses, loop and row writes) against ~400 for stream_kernel's max s1: ~42 per cell
+//   (12 nominal bytes) where the average k3 s1 backward (~34 per cell, 8 bytes) measures 0.82.
+//   78 registers (cap 80: 3 blocks per SM as before), no spill; sm_80 / sm_89 no spill (the
+//   scalar body, odd widths only, spills 40 bytes on sm_90).
+//   32 KB shared memory per block (96 KB per SM at 3 blocks). Shared-memory traffic per window
+//   row and warp: 12 scatter accesses + 8 for the finished row, ~20 wavefronts of 128 B.
+//   TLRT_POOL_BWD=sepfw: the same kernel with the FORWARDED scatter (sep_body FWD: the 6 LDS
+//   issued together, a window's sum taken from the previous window's when their codes are equal,
+//   which is the only possible alias: proof at sep_body), no dependent shared-memory chain;
+//   ~175 instructions per window row (5 ISETP + 5 FSEL more), 78 registers, no spill.
+//   PREDICTED (H100, bench/pool.py k3 s1 p1 (32, 256, 56, 56) max backward, 0.146 ms = 0.70
+//   today): no longer issue-bound (~1.2 of 4 warp instructions per cycle at copy bandwidth):
+//   sep ~0.82 of copy bandwidth (~0.125 ms), if the 24 resident warps hide each thread's chain
+//   of 6 dependent LDS -> FADD -> STS (~200 cycles per window row); sepfw ~0.82 too (~0.125 ms),
+//   the better of the two if the chain is not hidden.
+//   Measured: (pending GPU run).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -189,6 +223,9 @@
 #include "core/numerics/pool_ops.hpp"
 #include "cuda/cuda_common.cuh"
 #include "cuda/pool_kernels.hpp"
+
+#include <cstdlib>
+#include <cstring>
 
 namespace tlrt {
 namespace cuda {
@@ -352,6 +389,31 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
   if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
 }
 
+// Max k3 s1 p1 with the separable argmax (pool::fast::sep_body; TLRT_POOL_BWD=sep): 3 resident
+// blocks per SM as the stream kernel's max s1 (at most 80 registers: 77, no spill, sm_90), 32 KB
+// of shared memory per block (the threads' accumulator rings); VEC: float4 rows (one kernel per
+// choice, so that the scalar body costs the float4 one no register).
+template <class C, bool VEC, bool FWD>
+__global__ void __launch_bounds__(kThreads, 3)
+    sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
+               const float *__restrict dy, float *__restrict dx) {
+  __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
+  const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
+  if (t < p.stotal) pool::fast::sep_body<C, VEC, FWD>(m, p, x, dy, dx, t, ring + threadIdx.x);
+}
+
+// TLRT_POOL_BWD=sep (1) / sepfw (2): the max k3 s1 p1 backward takes sep_kernel with the
+// scatter chain / the forwarded scatter (read once; default 0: the stream kernel), so that one
+// GPU run times all three.
+int pool_bwd_sep() {
+  static const int v = [] {
+    const char *e = std::getenv("TLRT_POOL_BWD");
+    if (e == nullptr) return 0;
+    return std::strcmp(e, "sep") == 0 ? 1 : std::strcmp(e, "sepfw") == 0 ? 2 : 0;
+  }();
+  return v;
+}
+
 template <Kind K, class C>
 __global__ void __launch_bounds__(kThreads)
     tile_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
@@ -369,6 +431,8 @@ template <Kind K>
 bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const float *dy,
                    bool include_pad, float beta, float *dx) {
   using pool::fast::Plan;
+  pool::fast::StreamOpt sopt;
+  sopt.sep = pool_bwd_sep();
   return pool::fast::bwd_path(
       g, K, x, dy, dx,
       [&](auto c, auto r, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
@@ -383,11 +447,27 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       },
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
+        if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
+          if (p.sep) {
+            const bool v = p.vec_in && p.vec_out, fw = p.sep == 2;
+            if (v && !fw)
+              sep_kernel<C, true, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            else if (v)
+              sep_kernel<C, true, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            else if (!fw)
+              sep_kernel<C, false, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            else
+              sep_kernel<C, false, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            check_launch("pool sep_kernel");
+            return;
+          }
+        }
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
           stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }
-      });
+      },
+      sopt);
 }
 
 // ---- dispatch -----------------------------------------------------------------------------

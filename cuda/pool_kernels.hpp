@@ -30,6 +30,9 @@
 //   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
 //   and its dx accumulators in registers, and writes S finished rows per window row; it
 //   prefetches the rows stream_ahead() window rows ahead (prefetch: no register, no result).
+// sep_body (backward, max k3 s1 p1 only, TLRT_POOL_BWD=sep; the stream thread decomposition):
+//   row-first argmax from shared pairs, codes that are offsets into a per-thread shared-memory
+//   ring of dx rows, one scatter (ring[code] += dy) per window in output order.
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
@@ -186,6 +189,7 @@ struct Plan {
   bool div_fast;
   float rcp;
   int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
+  int sep;    // max k3 s1 p1: 0 stream_run; 1 sep_body (scatter chain), 2 (forwarded scatter)
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1278,6 +1282,334 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     stream_run<K, C, false>(m, f, x, dy, include_pad, dx, t);
 }
 
+// ---- backward, max k3 s1 p1: separable argmax (TLRT_POOL_BWD=sep) -------------------------------
+
+// True for the configuration the separable max backward (sep_run) is written for: the last axis
+// k3 s1 p1 (the stream kernel's other conditions, stride 1 and kernel 3 on the rows, hold).
+template <class C>
+TLRT_HD constexpr bool sep_cfg() {
+  return C::KH == 3 && C::KW == 3 && C::SW == 1 && C::PW == 1;
+}
+
+// The dx accumulators of one sep_run thread: a ring of 4 rows x 8 column slots (the thread's
+// columns w - 2 .. w + 5; only slots 2 .. 5, its own cells, are ever read back), element
+// (slot s) at ring[s * kSepStride]: in shared memory on the GPU (ring = the block's array +
+// threadIdx.x, so that a warp's 32 accesses at any mix of slots hit 32 different banks), a
+// host array in the emulation.
+constexpr uint32_t kSepStride = kThreads;
+constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
+
+// Thread t < f.stotal (the stream kernel's decomposition: 4 columns w .. w + 3 of a run [hA, hB)
+// of one plane), max k3 s1 p1 with PH = 0 or 1; VEC: x, dy, dx rows float4-aligned (f.vec_in and
+// f.vec_out). The same sums as stream_run, far fewer instructions per window row:
+// - ROWS FIRST, PER INPUT ROW ONCE: each new input row's 8 columns w - 2 .. w + 5 (c0 .. c7,
+//   "slots") give the first maximum of the 6 windows' 3 cells (window u = ow - w + 1 covers slots
+//   u .. u + 2) from 3 shared pairs, (c1, c2), (c3, c4), (c5, c6), then H0 = fm(c0, P12), H1 =
+//   fm(P12, c3), H2 = fm(c2, P34), H3 = fm(P34, c5), H4 = fm(c4, P56), H5 = fm(P56, c7): 9
+//   first-max steps of FSETP + FSEL + SEL for 6 windows (stream_run: 12 compare-selects per
+//   window and row, plus the nibble packing).
+// - first max fm(e, l) = l if !(e >= l) else e (e the EARLIER cell): a strict '>' select for
+//   ordered values (ties keep the earlier, -0 == +0), associative, so pairs are shared. Left and
+//   top padding (which precede every real cell of their windows) read as a NaN SENTINEL, which
+//   loses every fm as the earlier operand: a window whose real cells are all -inf takes its
+//   first real cell with no test; right and bottom padding read -inf (lose as the later one).
+//   Real NaNs are not ordered by fm: a row holding one (an FSETP.NAN per pair of real values)
+//   sends the 3 window rows containing it to an exact rescan (pool::max_takes from the window's
+//   first real cell, read again from x: rare).
+// - codes are ABSOLUTE ring offsets: ((row - first row) mod 4) * 8 + column slot, times
+//   kSepStride; the window-row loop is unrolled by 4 so that every row slot is a constant. The
+//   cross-row choice T = fm(fm(H(r0), H(r1)), H(r2)) is 2 compares and 3 selects per window, no
+//   re-coding; the term is a SCATTER into the ring: ring[code] += dy (LDS, FADD, STS; windows in
+//   increasing ow, window rows in increasing oh, so each cell sums its windows in output order
+//   from +0, as the CPU's dx[arg] += dy; an absent window adds dy = 0, a target outside the
+//   thread's 4 columns lands in a slot never read). stream_run tests each cell against each of
+//   its 9 windows (36 ISETP + 36 predicated FADD per window row of 4 cells) and shifts its
+//   accumulator registers; here 6 x (LEA, LDS, FADD, STS) plus 4 LDS + 4 STS (the finished row
+//   read and cleared), and 16 registers fewer.
+// FWD: the 6 scatters of a window row as 6 loads issued together, then in order each window's
+// sum from the ring value, or from the previous window's sum when their codes are equal, and 6
+// stores (the last store to a slot holds its full sum): no dependent LDS -> FADD -> STS chain
+// through shared memory, for 5 ISETP + 5 FSEL more. Only u - 1 needs the test: windows u and
+// u - 3 have disjoint columns, and when windows u - 2 and u select the same cell (a, c), c is
+// their one common column, which window u - 1 holds too; its first maximum (or first NaN) is
+// that cell as well (an equal or larger value, or a NaN, in its columns c - 1 or c + 1 at an
+// earlier row-major place would be in window u - 2 or u before (a, c)), so code[u - 1] ==
+// code[u] whenever code[u - 2] == code[u] (for the slots read back; targets outside the
+// thread's 4 columns are never read).
+template <class C, bool VEC, bool FWD = false>
+TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
+                      float *dx, uint32_t t, float *ring) {
+  static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
+  constexpr int ST = (int)kSepStride * 4;  // codes are BYTE offsets into the ring
+  const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
+  const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
+  const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
+  const int PH = (int)m.p[0];
+  const int w = (int)gx * kV;
+  const int hA = (int)(run * f.rh);
+  const int hB = hA + (int)f.rh < (int)IH ? hA + (int)f.rh : (int)IH;
+  const float *xp = x + (uint64_t)plane * m.in_sp;
+  const float *gp = dy + (uint64_t)plane * m.out_sp;
+  float *dp = dx + (uint64_t)plane * m.in_sp;
+  const float inf = num::u2f(0x7f800000u), sent = num::u2f(0x7fc00000u);
+  const int ohA = hA + PH - 2 > 0 ? hA + PH - 2 : 0;
+  const int ohB = hB - 1 + PH < (int)OH - 1 ? hB - 1 + PH : (int)OH - 1;
+  // The plane's last window row with PH = 1 reads the -inf row IH: a separate last step
+  // (tail), so that the loop's rows are all inside.
+  const bool tail = PH == 1 && ohB == (int)OH - 1;
+  const int ohM = tail ? ohB - 1 : ohB;  // the loop's last window row
+  const int base = ohA - PH;             // input row of ring row 0
+  int nan_until = ohA - 1;               // window rows <= nan_until hold a real NaN: rescan
+  const bool left = w > 0, right = (uint32_t)w + 4 < IW;
+
+  // Ring rows 0 .. 3 of the thread's own cells start at +0 (the other slots are never read).
+  TLRT_UNROLL
+  for (int s = 0; s < 4; ++s)
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i) ring[(s * 8 + 2 + i) * kSepStride] = 0.0f;
+
+  // The row-first maxima H (value, code) of the 6 windows on the input row at xr (columns from
+  // w; xr = nullptr: a padding row, top (h < 0: sentinel) or bottom (-inf)), ring row R.
+  auto row_h = [&](auto in_c, const float *xr, int h, int R, float (&hv)[6], int (&hc)[6]) {
+    float c[8];
+    if (decltype(in_c)::value || xr != nullptr) {
+      bool nan;
+      if (VEC) {  // IW % 4 == 0: the float4 at w inside, halos whole float2s or outside
+        const F4 b = ld4(xr);
+        TLRT_UNROLL
+        for (int e = 0; e < 4; ++e) c[2 + e] = b.v[e];
+        F2 l = {{sent, sent}}, r = {{-inf, -inf}};
+        if (left) l = ld2(xr - 2);
+        if (right) r = ld2(xr + 4);
+        c[0] = l.v[0];
+        c[1] = l.v[1];
+        c[6] = r.v[0];
+        c[7] = r.v[1];
+        nan = !(c[2] == c[2]) | !(c[3] == c[3]) | !(c[4] == c[4]) | !(c[5] == c[5]) |
+              !(c[6] == c[6]) | !(c[7] == c[7]) | (left & (!(c[0] == c[0]) | !(c[1] == c[1])));
+      } else {
+        nan = false;
+        TLRT_UNROLL
+        for (int e = 0; e < 8; ++e) {
+          const int col = w - 2 + e;
+          c[e] = col < 0 ? sent : (uint32_t)col < IW ? xr[e - 2] : -inf;
+          nan = nan | (col >= 0 && c[e] != c[e]);
+        }
+      }
+      nan_until = nan ? h + PH : nan_until;  // the last window row containing row h
+    } else {
+      TLRT_UNROLL
+      for (int e = 0; e < 8; ++e) c[e] = h < 0 ? sent : -inf;
+    }
+    auto fm = [](float ev, int ec, float lv, int lc, float &v, int &cd) {
+      const bool p = !(ev >= lv);
+      v = p ? lv : ev;
+      cd = p ? lc : ec;
+    };
+    const int R8 = R * 8;
+    float p12, p34, p56;
+    int k12, k34, k56;
+    fm(c[1], (R8 + 1) * ST, c[2], (R8 + 2) * ST, p12, k12);
+    fm(c[3], (R8 + 3) * ST, c[4], (R8 + 4) * ST, p34, k34);
+    fm(c[5], (R8 + 5) * ST, c[6], (R8 + 6) * ST, p56, k56);
+    fm(c[0], (R8 + 0) * ST, p12, k12, hv[0], hc[0]);
+    fm(p12, k12, c[3], (R8 + 3) * ST, hv[1], hc[1]);
+    fm(c[2], (R8 + 2) * ST, p34, k34, hv[2], hc[2]);
+    fm(p34, k34, c[5], (R8 + 5) * ST, hv[3], hc[3]);
+    fm(c[4], (R8 + 4) * ST, p56, k56, hv[4], hc[4]);
+    fm(p56, k56, c[7], (R8 + 7) * ST, hv[5], hc[5]);
+  };
+  // Row pointers at column w: xr the next input row to load (oh - PH + 2 at window row oh), gr
+  // the dy row oh, dr the dx row oh - PH (the row finished by window row oh).
+  const int h0 = base + 2;
+  const float *xr = xp + (int64_t)h0 * (int)IW + w;
+  const float *gr = gp + (int64_t)ohA * (int)OW + w;
+  float *dr = dp + (int64_t)(ohA - PH) * (int)IW + w;
+  const int AHEAD = f.ahead;
+  // Prefetch (no register, no result) of what window row oh + AHEAD reads: its dy row and its
+  // new x row (rows clamped into the run / plane in the loop: 2 min + 2 addresses, no branch;
+  // conditional prefetches with their row tests took ~30 instructions per window row).
+  const uint32_t cw = (uint32_t)w < OW ? (uint32_t)w : OW - 1;  // the dy column prefetched
+  auto pf = [&](const float *p, const float *plane_lo, uint32_t n) {
+    emu_check(p >= plane_lo && p < plane_lo + n, "sep prefetch outside the plane");
+    prefetch(p, 0u, 1u);
+    (void)plane_lo;
+    (void)n;
+  };
+  for (int d = 0; d < AHEAD; ++d) {
+    if (ohA + d <= ohB) pf(gr + (int64_t)d * (int)OW, gp, m.out_sp);
+    if (h0 + d < (int)IH) pf(xr + (int64_t)d * (int)IW, xp, m.in_sp);
+  }
+  float h0v[6], h1v[6];
+  int h0c[6], h1c[6];
+  {
+    const int ha = base, hb = base + 1;
+    row_h(std::false_type{}, (unsigned)ha < IH ? xp + (int64_t)ha * (int)IW + w : nullptr, ha, 0,
+          h0v, h0c);
+    row_h(std::false_type{}, (unsigned)hb < IH ? xp + (int64_t)hb * (int)IW + w : nullptr, hb, 1,
+          h1v, h1c);
+  }
+  auto write_row = [&](float *o, int h, int R) {
+    if (h < hA || h >= hB) return;
+    float r[kV];
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i) r[i] = ring[(R * 8 + 2 + i) * kSepStride];
+    if (VEC) {
+      st4(o, F4{{r[0], r[1], r[2], r[3]}});
+    } else {
+      TLRT_UNROLL
+      for (int i = 0; i < kV; ++i)
+        if ((uint32_t)w + i < IW) o[i] = r[i];
+    }
+  };
+  // Window row oh at ring position K (oh - ohA mod 4): rows oh - PH + a in ring rows K + a.
+  // BOTTOM: the tail step (row oh - PH + 2 = IH, -inf).
+  auto step = [&](auto kc, auto bc, int oh) {
+    constexpr int K = decltype(kc)::value;
+    constexpr bool BOTTOM = decltype(bc)::value;
+    if (AHEAD > 0) {
+      // Rows clamped to the run's last window row / the plane's last row (a repeated prefetch
+      // at the end costs nothing; no branch, no pointer held across the loop).
+      const int og = oh + AHEAD < ohB ? oh + AHEAD : ohB;
+      const int hx = oh - PH + 2 + AHEAD < (int)IH - 1 ? oh - PH + 2 + AHEAD : (int)IH - 1;
+      pf(gp + ((uint32_t)og * OW + cw), gp, m.out_sp);
+      pf(xp + ((uint32_t)hx * IW + (uint32_t)w), xp, m.in_sp);
+    }
+    float nv[6];
+    int nc[6];
+    row_h(std::integral_constant<bool, !BOTTOM>{}, BOTTOM ? nullptr : xr, oh - PH + 2,
+          (K + 2) & 3, nv, nc);
+    xr += IW;
+    // dy of the windows ow = w - 1 .. w + 4 (absent ones 0: their term adds nothing).
+    float g[6];
+    if (VEC) {
+      const F4 b = ld4(gr);
+      TLRT_UNROLL
+      for (int e = 0; e < 4; ++e) g[1 + e] = b.v[e];
+      g[0] = left ? gr[-1] : 0.0f;
+      g[5] = (uint32_t)w + 4 < OW ? gr[4] : 0.0f;
+    } else {
+      TLRT_UNROLL
+      for (int u = 0; u < 6; ++u) g[u] = (unsigned)(w + u - 1) < OW ? gr[u - 1] : 0.0f;
+    }
+    gr += OW;
+    int code[6];
+    TLRT_UNROLL
+    for (int u = 0; u < 6; ++u) {
+      const bool p1 = !(h0v[u] >= h1v[u]);
+      const float v = p1 ? h1v[u] : h0v[u];
+      const int c = p1 ? h1c[u] : h0c[u];
+      code[u] = BOTTOM || v >= nv[u] ? c : nc[u];
+    }
+    if (oh <= nan_until) {  // rare: a real NaN in one of the rows: pool::max_takes, from x
+      const int hs = oh - PH;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
+      for (int u = 0; u < 6; ++u) {
+        const int ow = w + u - 1;
+        if ((unsigned)ow >= OW) continue;
+        bool have = false;
+        float best = 0.0f;
+        int cd = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
+        for (int a = 0; a < 3; ++a) {
+          const int h = hs + a;
+          if ((unsigned)h >= IH) continue;
+          for (int j = 0; j < 3; ++j) {
+            const int col = ow - 1 + j;
+            if ((unsigned)col >= IW) continue;
+            const float v = xp[(uint32_t)h * IW + (uint32_t)col];
+            if (!have || max_takes(v, best)) {
+              best = v;
+              cd = (((K + a) & 3) * 8 + u + j) * ST;
+              have = true;
+            }
+          }
+        }
+        code[u] = cd;
+      }
+    }
+    // The scatter, windows in increasing ow.
+    float *at[6];
+    TLRT_UNROLL
+    for (int u = 0; u < 6; ++u) {
+      emu_check((unsigned)code[u] < kSepSlots * kSepStride * 4, "sep ring offset");
+      at[u] = reinterpret_cast<float *>(reinterpret_cast<char *>(ring) + code[u]);
+    }
+    if (FWD) {
+      float v[6], r[6];
+      TLRT_UNROLL
+      for (int u = 0; u < 6; ++u) v[u] = *at[u];
+      TLRT_UNROLL
+      for (int u = 0; u < 6; ++u)
+        r[u] = (u >= 1 && code[u] == code[u - 1] ? r[u >= 1 ? u - 1 : 0] : v[u]) + g[u];
+      TLRT_UNROLL
+      for (int u = 0; u < 6; ++u) *at[u] = r[u];
+    } else {
+      TLRT_UNROLL
+      for (int u = 0; u < 6; ++u) *at[u] = *at[u] + g[u];
+    }
+    write_row(dr, oh - PH, K);
+    dr += IW;
+    TLRT_UNROLL
+    for (int i = 0; i < kV; ++i) ring[(K * 8 + 2 + i) * kSepStride] = 0.0f;
+    TLRT_UNROLL
+    for (int u = 0; u < 6; ++u) {
+      h0v[u] = h1v[u];
+      h0c[u] = h1c[u];
+      h1v[u] = nv[u];
+      h1c[u] = nc[u];
+    }
+  };
+  // After the loop's last window row (ring position K): the tail step, then the rows below the
+  // last window row (finished with it), all at the plane's bottom only.
+  auto finish = [&](auto kc) {
+    constexpr int K = decltype(kc)::value;  // ring position of the next window row
+    int oh = ohM + 1;
+    if (tail) {
+      step(std::integral_constant<int, K>{}, std::true_type{}, oh);
+      write_row(dr, oh - PH + 1, (K + 1) & 3);
+    } else {
+      write_row(dr, oh - PH, K);
+      write_row(dr + IW, oh - PH + 1, (K + 1) & 3);
+    }
+  };
+  if (ohM < ohA) {
+    finish(std::integral_constant<int, 0>{});
+    return;
+  }
+  for (int oh = ohA;;) {
+    step(std::integral_constant<int, 0>{}, std::false_type{}, oh);
+    if (++oh > ohM) return finish(std::integral_constant<int, 1>{});
+    step(std::integral_constant<int, 1>{}, std::false_type{}, oh);
+    if (++oh > ohM) return finish(std::integral_constant<int, 2>{});
+    step(std::integral_constant<int, 2>{}, std::false_type{}, oh);
+    if (++oh > ohM) return finish(std::integral_constant<int, 3>{});
+    step(std::integral_constant<int, 3>{}, std::false_type{}, oh);
+    if (++oh > ohM) return finish(std::integral_constant<int, 0>{});
+  }
+}
+
+// ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride).
+template <class C>
+TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
+                     float *dx, uint32_t t, float *ring) {
+  if (f.vec_in && f.vec_out) {
+    if (f.sep == 2)
+      sep_body<C, true, true>(m, f, x, dy, dx, t, ring);
+    else
+      sep_body<C, true>(m, f, x, dy, dx, t, ring);
+  } else {
+    if (f.sep == 2)
+      sep_body<C, false, true>(m, f, x, dy, dx, t, ring);
+    else
+      sep_body<C, false>(m, f, x, dy, dx, t, ring);
+  }
+}
+
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
 
 // Forward: calls launch(C{}, integral_constant<int, R>{}, blocks, m, plan); false when g has no
@@ -1302,6 +1634,7 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
 struct StreamOpt {
   uint32_t rows = kStreamRows;
   int ahead = -1;
+  int sep = 0;  // max k3 s1 p1: Plan::sep (the library: TLRT_POOL_BWD=sep 1, =sepfw 2)
 };
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
@@ -1332,6 +1665,7 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
       if (stream_ok<C>(g, k)) {
         Plan ps = p;
         ps.ahead = o.ahead >= 0 ? o.ahead : stream_ahead(k, C::SW);
+        ps.sep = k == Kind::Max && sep_cfg<C>() ? o.sep : 0;
         stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }

@@ -24,7 +24,11 @@
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
 // kernel again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
-// the default distance is 1).
+// the default distance is 1). The separable-argmax max backward (sep_run, TLRT_POOL_BWD=sep and
+// its forwarded-scatter form, =sepfw) on
+// every stream geometry it takes (k3 s1 p1, float4 and scalar bodies) with every input kind,
+// run heights 1, 2, 3, 5, 8, 4096 and prefetch distances 0, 1, 2, 8; its shared-memory rings
+// start as garbage, so a slot read before the thread cleared it fails.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -104,6 +108,8 @@ bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float be
   });
 }
 
+int sep_runs = 0;  // backward runs of sep_run (StreamOpt::sep)
+
 template <Kind K>
 const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
                     float beta, const StreamOpt &o) {
@@ -133,6 +139,19 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
       [&](auto c, uint32_t blocks, const pool::Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         path = "stream";
+        if constexpr (K == Kind::Max && sep_cfg<C>()) {
+          if (p.sep) {
+            path = "stream";  // the stream path, separable-argmax kernel (cuda/pool.cu sep_kernel)
+            ++sep_runs;
+            // The block's shared accumulator rings, garbage before the launch (a thread must
+            // clear the slots it reads).
+            std::vector<float> ring(kSepSlots * kSepStride);
+            std::memset(ring.data(), 0xEE, ring.size() * 4);
+            for (uint32_t t = 0; t < blocks * kThreads; ++t)
+              if (t < p.stotal) sep_run<C>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
+            return;
+          }
+        }
         if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH)
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
             if (t < p.stotal) stream_thread<K, C>(m, p, x, dy, pad, dx, t);
@@ -440,8 +459,26 @@ int main() {
     for (const Geo &q : geos)
       if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
   }
+  // The separable-argmax max backward (StreamOpt::sep, TLRT_POOL_BWD=sep; k3 s1 p1 geometries
+  // only, the others ignore the flag): every input kind (ties with NaNs, signed zeros, -inf next
+  // to the padding, every th::Dist), then other run heights and prefetch distances.
+  for (int sep : {1, 2})
+  for (int ahead : {-1, 0, 2, 8})
+    for (uint32_t rows : {kStreamRows, 1u, 2u, 3u, 5u, 4096u}) {
+      if (ahead != -1 && rows != kStreamRows) continue;
+      stream_opt = StreamOpt{};
+      stream_opt.sep = sep;
+      stream_opt.rows = rows;
+      stream_opt.ahead = ahead;
+      for (const Geo &q : geos)
+        if (std::strcmp(q.expect_bwd, "stream") == 0)
+          for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
+                        (int)Dist::Edge, (int)Dist::Positive})
+            if (ahead == -1 && rows == kStreamRows ? true : d < 0 || d == (int)Dist::Bits)
+              one(q, d, salt += 3);
+    }
   stream_opt = StreamOpt{};
-  std::printf("pool_kernels: %d fast forward and %d fast backward runs compared\n", fast_fwd,
-              paths_checked);
+  std::printf("pool_kernels: %d fast forward and %d fast backward runs compared, %d of them "
+              "separable max backward\n", fast_fwd, paths_checked, sep_runs);
   return th::finish("test_pool_kernels");
 }
