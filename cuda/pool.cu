@@ -132,8 +132,8 @@
 //   2026-11-24, same build otherwise): average k3 s1 0.80 -> 0.82, max stem 0.79 -> 0.85,
 //   average stem 0.79 -> 0.84, max k3 s1 0.71 -> 0.70: kept for every kind and stride.
 // SESSION 8 (max k3 s1 p1 backward, issue 7: 0.146 ms = 0.70 of copy bandwidth, target <= 0.128
-//   ms = 0.80): sep_kernel (pool::fast::sep_body), selected by TLRT_POOL_BWD=sep (read once; the
-//   stream kernel stays the default), same thread decomposition (4 columns of a run of 8 rows),
+//   ms = 0.80): sep_kernel (pool::fast::sep_body), now the default (TLRT_POOL_BWD=stream: the
+//   stream kernel), same thread decomposition (4 columns of a run of 8 rows),
 //   bitwise the same sums (tests/unit/test_pool_kernels: every stream geometry, ties / zeros /
 //   -inf / every distribution, run heights 1 2 3 5 8 4096, prefetch distances 0 1 2 8). What
 //   changes per window row (details at sep_body):
@@ -164,7 +164,11 @@
 //   sep ~0.82 of copy bandwidth (~0.125 ms), if the 24 resident warps hide each thread's chain
 //   of 6 dependent LDS -> FADD -> STS (~200 cycles per window row); sepfw ~0.82 too (~0.125 ms),
 //   the better of the two if the chain is not hidden.
-//   Measured: (pending GPU run).
+//   MEASURED (H200, 2026-11-26, same build, bench/pool.py; copy 4255 GB/s): max k3 s1 p1 backward
+//   stream 0.141 ms (0.51 of the H200's copy bandwidth), sep 0.117 (0.62), sepfw 0.117 (0.62):
+//   -17%, the chain is hidden; the other pooling rows unchanged. sep is the default (the scalar
+//   body too: the same bits; odd widths were not timed); TLRT_POOL_BWD=stream / sepfw select the
+//   others. H100 figure: in bench/results (session 8).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -389,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
   if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
 }
 
-// Max k3 s1 p1 with the separable argmax (pool::fast::sep_body; TLRT_POOL_BWD=sep): 3 resident
+// Max k3 s1 p1 with the separable argmax (pool::fast::sep_body; the default): 3 resident
 // blocks per SM as the stream kernel's max s1 (at most 80 registers: 77, no spill, sm_90), 32 KB
 // of shared memory per block (the threads' accumulator rings); VEC: float4 rows (one kernel per
 // choice, so that the scalar body costs the float4 one no register).
@@ -402,14 +406,14 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (t < p.stotal) pool::fast::sep_body<C, VEC, FWD>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
-// TLRT_POOL_BWD=sep (1) / sepfw (2): the max k3 s1 p1 backward takes sep_kernel with the
-// scatter chain / the forwarded scatter (read once; default 0: the stream kernel), so that one
-// GPU run times all three.
+// The max k3 s1 p1 backward: sep_kernel (1, the default: measured faster, below), the forwarded
+// scatter (2, TLRT_POOL_BWD=sepfw) or the stream kernel (0, TLRT_POOL_BWD=stream); read once, a
+// measurement hook.
 int pool_bwd_sep() {
   static const int v = [] {
     const char *e = std::getenv("TLRT_POOL_BWD");
-    if (e == nullptr) return 0;
-    return std::strcmp(e, "sep") == 0 ? 1 : std::strcmp(e, "sepfw") == 0 ? 2 : 0;
+    if (e == nullptr) return 1;
+    return std::strcmp(e, "stream") == 0 ? 0 : std::strcmp(e, "sepfw") == 0 ? 2 : 1;
   }();
   return v;
 }

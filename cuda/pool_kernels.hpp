@@ -1634,7 +1634,7 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
 struct StreamOpt {
   uint32_t rows = kStreamRows;
   int ahead = -1;
-  int sep = 0;  // max k3 s1 p1: Plan::sep (the library: TLRT_POOL_BWD=sep 1, =sepfw 2)
+  int sep = 0;  // max k3 s1 p1: Plan::sep (the library: 1 by default, TLRT_POOL_BWD=sepfw 2, =stream 0)
 };
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint

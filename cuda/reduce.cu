@@ -28,8 +28,8 @@
 //
 // ONE contiguous 16-byte aligned sequence of 2^24 < m <= 2^29 elements, m % 4 == 0 (the
 // whole-tensor sum / mean / max of 2^26 floats): chunks_kernel_vec4 (the chunk values, no
-// tickets) and tail_kernel (one block: the last two levels), the second launched as a
-// programmatic dependent of the first on sm_90+ (cuda/reduce_kernels.cuh has the measurements).
+// tickets) and tail_kernel (one block: the last two levels), two plain launches
+// (cuda/reduce_kernels.cuh has the measurements, a programmatic dependent launch among them).
 // Earlier forms, all the same bits: two plain launches (0.098 ms on the H100, 2026-11-22); one
 // launch with a ticket per block and the last block finishing (fused2_kernel_vec4, 0.099 ms,
 // 2026-11-24; 0.0729 on the H200, 2026-11-26); a two-level one-launch tree with a counter per
@@ -328,24 +328,15 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
 }
 
 // One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in two
-// launches, the second a programmatic dependent of the first on sm_90+ (cuda/reduce_kernels.cuh).
+// launches (cuda/reduce_kernels.cuh).
 template <red::Op OP>
 void fused2(int dev, cudaStream_t s, const float *x, uint64_t m, uint64_t nc, float div,
             float *y) {
   FloatScratch part(dev, nc);
   chunks_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, part.get());
   check_launch("reduction chunks_kernel_vec4");
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(1);
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = cc_major(dev) >= 9 ? 1 : 0;
-  const float *pp = part.get();
-  check(cudaLaunchKernelEx(&cfg, tail_kernel<OP>, pp, nc, div, y), "reduction tail_kernel");
+  tail_kernel<OP><<<1, kThreads, 0, s>>>(part.get(), nc, div, y);
+  check_launch("reduction tail_kernel");
 }
 
 // The passes over the (outer, m, inner) view; m >= 1, outer * inner >= 1.

@@ -114,25 +114,10 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
   return O::op(a[0], a[1]);  // h = 1
 }
 
-// Programmatic dependent launch (sm_90+; no-ops elsewhere and in the CPU emulator): the primary
-// kernel lets the dependent launch start early (its blocks may be scheduled while the primary's last
-// wave runs), and the dependent waits until the primary grid has completed and its writes are
-// visible, without a launch gap in between.
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 // ONE contiguous, 16-byte aligned sequence (m % 4 == 0) of kChunk < nc <= kChunk * kSmall chunks
 // (2^24 < m <= 2^29: the whole-tensor sum / mean / max of 2^26 floats) in two launches:
 // chunks_kernel_vec4 writes the nc chunk values (warp task k: chunk_vec4 of chunk k, no tickets,
-// no fences), then tail_kernel (ONE block, launched as a programmatic dependent on sm_90+) takes
+// no fences), then tail_kernel (ONE block) takes
 // the tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each,
 // all 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
 // memory) and the last level (ng <= 32 values: red::small). The values are those of the
@@ -145,14 +130,14 @@ __device__ __forceinline__ void pdl_wait() {
 // A ticket per group of 4096 chunks (each group's last block reducing its group, so that only one
 // group's reduction stays at the end) measured 0.0734: no gain; the chain of dependent global
 // round trips after the last chunk (fence, ticket, loads, fence) is the cost, not the work.
-// PREDICTION: first level ~0.0635 + the dependent's wait for the grid's completion and one round
-// of loads from L2 (~2-3 us) = ~0.066-0.067 ms (~0.96x torch.sum); plain two launches where
-// there is no PDL (sm_80 / sm_89). Measured: (pending GPU run).
+// PREDICTION (tail_kernel as a programmatic dependent launch, griddepcontrol, sm_90): first level
+// ~0.0635 + the dependent's wait for the grid and one round of loads from L2 (~2-3 us) = ~0.066
+// ms. Measured (H200, 2026-11-26): 0.0774 ms, slower than two plain launches (0.0714 in the same
+// run; torch.sum 0.0691): removed. So: two plain launches, ~1.03x torch.sum on the H200.
 template <red::Op OP>
 __global__ void __launch_bounds__(kThreads)
     chunks_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc,
                        float *__restrict partials) {
-  pdl_launch_dependents();
   const unsigned w = threadIdx.x & 31u;
   for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < nc;
        task += (uint64_t)gridDim.x * kWarps) {
@@ -169,7 +154,6 @@ __global__ void __launch_bounds__(kThreads)
   using O = red::Ops<OP>;
   __shared__ float sh[4][kThreads];
   __shared__ float gv[red::kSmall];
-  pdl_wait();
   const unsigned t = threadIdx.x;
   const unsigned ng = (unsigned)red::chunks_of(nc);  // 2 .. kSmall
   for (unsigned g0 = 0; g0 < ng; g0 += 4) {
