@@ -77,7 +77,8 @@
 // 0.45x / 0.58x (exact 0.76x): the 0.5x target is met at d = 64, not at d = 128. (The split-pass
 // form measured 0.313 / 0.269 / 0.392 at (32, 1024, 64), 0.527 / 0.460 / 0.602 at d = 128.)
 //
-// D = 128 FORMS (att8, session 8; TLRT_ATTN_D128=order|frag in the environment, read once; the
+// D = 128 FORMS (att8, session 8; TLRT_ATTN_D128=order|frag|frag_qtile in the environment, read
+// once; the
 // default form without it): the same kernel with the plane entries in HMMA register order
 // ("order": ~670 register moves per warp and tile gone) and, "frag", the Q split hoisted out
 // of the tile loop, P split in 4 instructions, fixed-round plane copies and paired mask loads
@@ -164,14 +165,16 @@ bool tf32_on_wmma() {
 
 // TLRT_ATTN_D128 (att8, session 8; read once per process, a measurement switch): the form of the
 // default fast forward at 64 < d <= 128 (fwd_mma_plan's d128): unset / anything else = the
-// default form, "order" = plane entries in register order, "frag" = that and the Q / P splits
-// by mma::split_hw (cuda/attention_mma_kernels.cuh's top comment, ATT8). Same bits in all three.
+// default form, "order" = plane entries in register order, "frag" = that plus Q kept split,
+// P split by mma::split_hw, fixed-round copies and paired mask loads, "frag_qtile" = frag with
+// Q split per tile (no spills) (cuda/attention_mma_kernels.cuh's ATT8 comment). Same bits in
+// all four.
 unsigned d128_form() {
   static const unsigned form = [] {
     const char *e = std::getenv("TLRT_ATTN_D128");
     if (e == nullptr) return 0u;
     const std::string s(e);
-    return s == "order" ? 1u : s == "frag" ? 2u : 0u;
+    return s == "order" ? 1u : s == "frag" ? 2u : s == "frag_qtile" ? 3u : 0u;
   }();
   return form;
 }

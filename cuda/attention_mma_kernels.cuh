@@ -151,8 +151,11 @@
 //     mask 8-byte aligned) load the lane's key pairs as float2 from one row pointer (8 LDG.64,
 //     ~50 instructions instead of ~170). SASS: top 470 -> ~90 executed unmasked (316 static
 //     with both mask paths), S 1025 -> 389 (192 HMMA, 62 LDS.128, ~135 else), P V 738 -> 378.
-//   Issue slots per warp-tile, unmasked: ~2500 -> ~1850 (order) -> ~1300 (frag); masked
-//   ~2900 -> ~1400 (frag).
+//   "frag_qtile" (VAR 3) = frag with Q split per tile as the default form (the fallback if the
+//     spills cost): S 688 (the Q split back, 120 FSETP), no spills inside the loop (32 B
+//     outside), P V 373.
+//   Issue slots per warp-tile, unmasked: ~2500 -> ~1850 (order) -> ~1300 (frag), ~1600
+//   (frag_qtile); masked ~2900 -> ~1400 (frag).
 // PREDICTION (written before any GPU run; H100, bench/attention.py, SDPA fp32 times of
 // bench/results/2026-11-24-h100-s7-attention.md): the S and P V sections become HMMA-bound
 // (~6-8 cycles per m16n8k8 per scheduler: 384 per tile and scheduler, ~2.3-3.1k cycles per
@@ -160,7 +163,9 @@
 // ~7.5-9k cycles per tile against ~12.0k.
 //   frag  (32, 1024, 128) none 0.471 -> ~0.36 ms (0.31-0.42; ~0.48x SDPA's 0.750), causal
 //         0.409 -> ~0.31 (~0.35x of 0.894), masked 0.523 -> ~0.39 (0.34-0.46; ~0.44x of 0.894);
-//   order (32, 1024, 128) none ~0.42, causal ~0.37, masked ~0.48 (moves only).
+//   order (32, 1024, 128) none ~0.42, causal ~0.37, masked ~0.48 (moves only);
+//   frag_qtile none ~0.38, causal ~0.33, masked ~0.41 (frag wins unless the spills cost more
+//   than the ~300 split instructions per warp-tile they save).
 //   d = 32 / 64 and the TF32 path: unchanged (the variant is compiled for DP = 128 with SPLIT
 //   only; the same changes would apply to DP = 64, whose S / P V carry the same moves).
 //   Risks: the spills (local memory, L1-resident, ~12 per tile); the claim that the tensor
@@ -409,10 +414,10 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
   constexpr unsigned KS = DP / 8;   // k-steps of S = Q K^T; n-tiles of O
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
   // att8 variants (SPLIT only; see the ATT8 comment above): FR plane entries in register order;
-  // HW: Q kept split at DP = 128 too (128 registers, ptxas spills ~12 values per tile), P split
-  // by split_hw, fixed copy rounds, paired mask loads.
+  // HW: P split by split_hw, fixed copy rounds, paired mask loads; VAR 2 also keeps Q split at
+  // DP = 128 (128 registers, ptxas spills ~12 values per tile), VAR 3 splits Q per tile.
   constexpr bool FR = SPLIT && VAR >= 1, HW = SPLIT && VAR >= 2;
-  constexpr bool QPRE = DP <= 64 || HW;  // Q fragments kept split (else split per use)
+  constexpr bool QPRE = DP <= 64 || (SPLIT && VAR == 2);  // Q fragments kept split
   constexpr unsigned kMmaThreads = 32 * NW, kMmaRows = 16 * NW;
   constexpr unsigned BUF = mma_plane_buf_floats<DP, SPLIT>(),
                      TP = mma_tile_plane_floats<DP, SPLIT>();
@@ -646,9 +651,10 @@ uint64_t fwd_mma_planes_floats(const L &launch, const Problem &p, bool split) {
 // where it does not apply: where fwd_mma_planes_floats(launch, p, split) is 0, or planes is null
 // (the caller runs the exact kernels then). planes: that many floats, 16-byte aligned.
 // d128 (att8, session 8; cuda/attention.cu reads it from TLRT_ATTN_D128): 0 the default form,
-// 1 "order" (plane entries in register order), 2 "frag" (that and the Q / P splits by
-// split_hw); applied where DP = 128 with split (elsewhere the default form runs). The planes'
-// size is the same in every form.
+// 1 "order" (plane entries in register order), 2 "frag" (that, Q kept split, P by split_hw,
+// fixed copy rounds, paired mask loads), 3 "frag_qtile" (frag with Q split per tile as the
+// default form: no spills); applied where DP = 128 with split (elsewhere the default form
+// runs). The planes' size is the same in every form.
 template <class L>
 bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
                   const float *v, float *out, float *lse, float *planes, unsigned d128 = 0) {
@@ -669,8 +675,11 @@ bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const
           if (d128 == 1)
             launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 1>, grid,
                    32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
-          else
+          else if (d128 == 2)
             launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 2>, grid,
+                   32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+          else
+            launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 3>, grid,
                    32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
           return true;
         }

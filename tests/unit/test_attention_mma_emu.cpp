@@ -123,10 +123,11 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
         for (uint64_t t = 0; t < d; ++t)
           TH_CHECK_MSG(out[e * d + t] == 0.0f, "%sexcluded row %llu not zero", tag,
                        (unsigned long long)e);
-    // att8's d = 128 forms (TLRT_ATTN_D128 order / frag: plane entries in register order, the
-    // split_hw splits, fixed copy rounds, paired mask loads) give the default form's bits.
+    // att8's d = 128 forms (TLRT_ATTN_D128 order / frag / frag_qtile: plane entries in
+    // register order, the split_hw P split, fixed copy rounds, paired mask loads) give the
+    // default form's bits.
     if (split && d > 64 && d <= 128)
-      for (unsigned form : {1u, 2u}) {
+      for (unsigned form : {1u, 2u, 3u}) {
         std::vector<float> o3(N + sh + 1, 7.0f), l3(bh * n + 1, 7.0f);
         EmuLaunch other{kPolicies[(pol + form) % 3], 232448, odd ? 2u : 65535u};
         Planes planes3(ak::fwd_mma_planes_floats(other, p, true));
