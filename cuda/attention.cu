@@ -77,6 +77,16 @@
 // 0.45x / 0.58x (exact 0.76x): the 0.5x target is met at d = 64, not at d = 128. (The split-pass
 // form measured 0.313 / 0.269 / 0.392 at (32, 1024, 64), 0.527 / 0.460 / 0.602 at d = 128.)
 //
+// D = 128 FORMS (att8, session 8; TLRT_ATTN_D128=order|frag|frag_qtile in the environment, read
+// once; the
+// default form without it): the same kernel with the plane entries in HMMA register order
+// ("order": ~670 register moves per warp and tile gone) and, "frag", the Q split hoisted out
+// of the tile loop, P split in 4 instructions, fixed-round plane copies and paired mask loads
+// (~2500 -> ~1300 issue slots per warp-tile). Same bits as the default form (the emulation
+// test compares them). SASS counts and the prediction in cuda/attention_mma_kernels.cuh's
+// ATT8 comment: frag (32, 1024, 128) none 0.471 -> ~0.36 ms (~0.48x SDPA), masked 0.523 ->
+// ~0.39 (~0.44x), causal 0.409 -> ~0.31. Measured: (pending GPU run).
+//
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
 // after the H100 run (git show 64d3a20:cuda/attention_mma_bwd_kernels.cuh, with its emulation
@@ -129,6 +139,7 @@
 // save), so it is not dispatched; it stays checked in emulation
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
+#include <string>
 
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
@@ -150,6 +161,22 @@ namespace {
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
+}
+
+// TLRT_ATTN_D128 (att8, session 8; read once per process, a measurement switch): the form of the
+// default fast forward at 64 < d <= 128 (fwd_mma_plan's d128): unset / anything else = the
+// default form, "order" = plane entries in register order, "frag" = that plus Q kept split,
+// P split by mma::split_hw, fixed-round copies and paired mask loads, "frag_qtile" = frag with
+// Q split per tile (no spills) (cuda/attention_mma_kernels.cuh's ATT8 comment). Same bits in
+// all four.
+unsigned d128_form() {
+  static const unsigned form = [] {
+    const char *e = std::getenv("TLRT_ATTN_D128");
+    if (e == nullptr) return 0u;
+    const std::string s(e);
+    return s == "order" ? 1u : s == "frag" ? 2u : s == "frag_qtile" ? 3u : 0u;
+  }();
+  return form;
 }
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
@@ -205,7 +232,8 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
       }
     } else {
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
-      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
+      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get(),
+                                     d128_form()))
         return;
     }
   }

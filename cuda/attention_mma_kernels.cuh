@@ -112,6 +112,68 @@
 // (32,1024,128) none (0.43x-0.50x SDPA). About 0.6x the prediction: 8 warps per SM at 246
 // registers leave the tensor pipe idle through the softmax and the split pass (next: a
 // producer warp for the split, fewer live registers so 3 blocks fit, or ldmatrix-free 2-stage K).
+// ATT8 (session 8, issue 8: d = 128 to <= 0.5x SDPA; TLRT_ATTN_D128=order|frag selects it,
+// default unchanged). WHAT LIMITS d = 128, from ptxas -v and the sm_90 SASS of
+// fwd_mma_kernel<128, true, 8> (CUDA 13.0, nvdisasm; per warp and 32-key tile, static counts
+// of the loop's sections; the softmax section is mostly the masked / boundary branches, its
+// unmasked in-range path ~450-500 executed):
+//   registers 246, no spills: one 8-warp block per SM, 2 warps per scheduler (as before);
+//   S = Q K^T: 1025 instructions for 192 HMMA: 340 moves (IMAD.MOV / MOV), ~450 for the
+//     per-tile re-split of Q (sm_90 has no cvt.rna.tf32.f32 in SASS: each tf32() is FSETP,
+//     IADD 0x1000, SEL, LOP3, so split() is 9 instructions, 64 values per tile), 63 LDS.128;
+//   P V: 738 instructions for 192 HMMA: 333 moves, the P split (16 values x 9), 60 LDS.128;
+//   top of the tile: ~470, of which ~200 the 16 cp.async copies of load_planes_nt (a bounds
+//     test, branch, address split of e and a 64-bit add per copy, plus 3 no-op LDS each) and,
+//     masked, ~170 the 16 per-entry mask loads (~10 instructions each).
+//   The moves are the plane entry's order: a 16-byte entry {big(a), small(a), big(b), small(b)}
+//   lands in R..R+3, but HMMA wants its B operand as a register PAIR {b[0], b[1]}: {big(a),
+//   big(b)} and {small(a), small(b)} are rebuilt with 4 moves per entry (64 K + 64 V entries
+//   per warp-tile). The TF32 path ({big, big}, LDS.64) has none: 0 moves in its S section.
+//   So ~2500 issue slots per warp-tile for 384 HMMA (~2900 masked), ~5000 per scheduler and
+//   tile (2 warps), against ~12.0k cycles measured per tile ((32, 1024, 128) none 0.471 ms less
+//   ~0.035 of pre-pass, 2 waves x 32 tiles, ~1.75 GHz): IPC ~0.42 with 2 warps per scheduler in
+//   lockstep (one barrier per tile). Not tensor-bound: the TF32 path does 1/3 of the HMMA in
+//   ~0.56x the time, i.e. the split path's extra ~1600 issue slots and 512 HMMA cost ~5.3k
+//   cycles. Smem: 133 KB (2 x 66.5 KB buffers) leaves no room for KT = 64 double-buffered
+//   (272 KB) nor for a second block; registers (o 64, q 64) leave none for 12-16 warps.
+//   Fewer correction terms: dropping small(P) big(V) or small(Q) big(K) adds ~2^-11 relative
+//   error per product, far over the header's u (16 (d + 2) S + ...) term: not allowed.
+// THE VARIANT (same bits as the default form: the same operands, products and order):
+//   "order" (VAR 1): plane entries {big(a), big(b), small(a), small(b)} (put_pair / get_pair
+//     FR; split_kv_kernel<DP, true, true>): the LDS.128 lands as the two B pairs, no moves.
+//     SASS: S 1025 -> 685, P V 738 -> 398 (moves 673 -> 3); 255 registers, 28 B of spills
+//     (outside the S / P V sections).
+//   "frag" (VAR 2) = order plus: Q kept split in registers at DP = 128 too (QPRE, 128
+//     registers; ptxas then spills ~12 values per tile: 80 B stores / 124 B loads in all) so
+//     the loop has no Q split; P split by mma::split_hw (4 instructions instead of 9; safe for
+//     p in [0, 1] or NaN, see mma_tf32.cuh); load_planes_nt FIXED (16 LDGSTS at immediate
+//     shared offsets, ~60 instructions instead of ~200); masked tiles wholly in range (n even,
+//     mask 8-byte aligned) load the lane's key pairs as float2 from one row pointer (8 LDG.64,
+//     ~50 instructions instead of ~170). SASS: top 470 -> ~90 executed unmasked (316 static
+//     with both mask paths), S 1025 -> 389 (192 HMMA, 62 LDS.128, ~135 else), P V 738 -> 378.
+//   "frag_qtile" (VAR 3) = frag with Q split per tile as the default form (the fallback if the
+//     spills cost): S 688 (the Q split back, 120 FSETP), no spills inside the loop (32 B
+//     outside), P V 373.
+//   Issue slots per warp-tile, unmasked: ~2500 -> ~1850 (order) -> ~1300 (frag), ~1600
+//   (frag_qtile); masked ~2900 -> ~1400 (frag).
+// PREDICTION (written before any GPU run; H100, bench/attention.py, SDPA fp32 times of
+// bench/results/2026-11-24-h100-s7-attention.md): the S and P V sections become HMMA-bound
+// (~6-8 cycles per m16n8k8 per scheduler: 384 per tile and scheduler, ~2.3-3.1k cycles per
+// section) and the top + softmax (~550 slots per warp, IPC ~0.4: ~2.7k) stay as they are:
+// ~7.5-9k cycles per tile against ~12.0k.
+//   frag  (32, 1024, 128) none 0.471 -> ~0.36 ms (0.31-0.42; ~0.48x SDPA's 0.750), causal
+//         0.409 -> ~0.31 (~0.35x of 0.894), masked 0.523 -> ~0.39 (0.34-0.46; ~0.44x of 0.894);
+//   order (32, 1024, 128) none ~0.42, causal ~0.37, masked ~0.48 (moves only);
+//   frag_qtile none ~0.38, causal ~0.33, masked ~0.41 (frag wins unless the spills cost more
+//   than the ~300 split instructions per warp-tile they save).
+//   d = 32 / 64 and the TF32 path: unchanged (the variant is compiled for DP = 128 with SPLIT
+//   only; the same changes would apply to DP = 64, whose S / P V carry the same moves).
+//   Risks: the spills (local memory, L1-resident, ~12 per tile); the claim that the tensor
+//   cores read only the top 19 bits of small = bits(r) + 0x1000 (CUTLASS's
+//   round_half_ulp_truncate relies on it; if they rounded instead, the bits would differ from
+//   the default form by at most one TF32 ulp of a small part, still inside the header's bound,
+//   which the GPU parity suite checks: run it with TLRT_ATTN_D128=frag).
+//   Measured: (pending GPU run).
 #pragma once
 
 #include "cuda/attention_kernels.cuh"
@@ -187,15 +249,22 @@ __host__ __device__ constexpr unsigned fwd_mma_min_blocks() {
 // ---- helpers shareable with the backward -------------------------------------------------------
 
 // Stores the plane entry of a and b: {big(a), small(a), big(b), small(b)} with SPLIT, else
-// {big(a), big(b)} (TF32 bit patterns as floats).
-template <bool SPLIT>
+// {big(a), big(b)} (TF32 bit patterns as floats). FR (the att8 "register order", SPLIT only):
+// {big(a), big(b), small(a), small(b)}, so that the 16-byte load lands as the big B fragment in
+// two consecutive registers and the small one in the next two (HMMA takes its B operand as a
+// register pair: the old order costs 4 moves per entry, see fwd_mma_kernel's FR comment).
+template <bool SPLIT, bool FR = false>
 __device__ __forceinline__ void put_pair(float *dst, float a, float b) {
   if (SPLIT) {
     uint32_t ab, as, bb, bs;
     mma::split(a, ab, as);
     mma::split(b, bb, bs);
-    st4(dst, make_float4(__uint_as_float(ab), __uint_as_float(as), __uint_as_float(bb),
-                         __uint_as_float(bs)));
+    if (FR)
+      st4(dst, make_float4(__uint_as_float(ab), __uint_as_float(bb), __uint_as_float(as),
+                           __uint_as_float(bs)));
+    else
+      st4(dst, make_float4(__uint_as_float(ab), __uint_as_float(as), __uint_as_float(bb),
+                           __uint_as_float(bs)));
   } else {
     const float ab = __uint_as_float(mma::tf32(a)), bb = __uint_as_float(mma::tf32(b));
 #ifdef TLRT_CUDA_EMULATION
@@ -209,10 +278,16 @@ __device__ __forceinline__ void put_pair(float *dst, float a, float b) {
 }
 
 // The B fragment of one plane entry (one 16- or 8-byte shared load): b[0] from a, b[1] from b.
-template <bool SPLIT>
+template <bool SPLIT, bool FR = false>
 __device__ __forceinline__ mma::SplitB get_pair(const float *src) {
   mma::SplitB b;
-  if (SPLIT) {
+  if (SPLIT && FR) {
+    const float4 f = ld4(src);
+    b.big[0] = __float_as_uint(f.x);
+    b.big[1] = __float_as_uint(f.y);
+    b.small[0] = __float_as_uint(f.z);
+    b.small[1] = __float_as_uint(f.w);
+  } else if (SPLIT) {
     const float4 f = ld4(src);
     b.big[0] = __float_as_uint(f.x);
     b.small[0] = __float_as_uint(f.y);
@@ -240,7 +315,7 @@ __device__ __forceinline__ mma::SplitB get_pair(const float *src) {
 // V[2 pr][c], V[2 pr + 1][c] (V as a B operand over its rows with the permuted contraction index
 // of c_as_a: O = P V); values past n or d are zeros.
 // Bytes: reads K and V once (8 bh n d), writes PW / 2 times that (SPLIT: 16 bh n d).
-template <unsigned DP, bool SPLIT>
+template <unsigned DP, bool SPLIT, bool FR = false>
 __global__ void __launch_bounds__(256)
     split_kv_kernel(KP p, const float *__restrict k, const float *__restrict v,
                     float *__restrict planes) {
@@ -267,7 +342,7 @@ __global__ void __launch_bounds__(256)
         x0 = (j < p.n && c < p.d) ? v[base + j * p.d + c] : 0.0f;
         x1 = (j + 1 < p.n && c < p.d) ? v[base + (j + 1) * p.d + c] : 0.0f;
       }
-      put_pair<SPLIT>(dst + PW * e, x0, x1);
+      put_pair<SPLIT, FR>(dst + PW * e, x0, x1);
     }
   }
 }
@@ -275,7 +350,13 @@ __global__ void __launch_bounds__(256)
 // One tile's dense planes (src) into a plane buffer at the padded strides (kpl: K planes, row
 // stride SK entries; vpl: V planes, row stride SV entries) by 16-byte cp.async copies (an entry
 // is 16 bytes with SPLIT, two entries without; the strides keep every row 16-byte aligned).
-template <unsigned DP, bool SPLIT, unsigned NT>
+// FIXED (att8 "frag"): the same copies in fixed rounds r = 0 .. CH / NT - 1 of chunk
+// threadIdx.x + r NT, so that with NT a multiple of the row's chunks every round's shared and
+// global addresses are the first round's plus constants (immediate offsets). The loop over
+// e = threadIdx.x .. CH compiles (sm_90, DP = 128) to ~13 instructions per copy (a bounds test
+// and branch, the row / column split of e, a 64-bit address, the LDGSTS and its 3 ordering
+// no-ops): ~200 issue slots per warp and tile for 16 copies; FIXED: ~4 + 16 x 4.
+template <unsigned DP, bool SPLIT, unsigned NT, bool FIXED = false>
 __device__ __forceinline__ void load_planes_nt(float *kpl, float *vpl, const float *src) {
   constexpr unsigned KT = mma_kt<DP>(), PW = mma_pw<SPLIT>(), SK = mma_k_stride<DP>(),
                      SV = mma_v_stride<DP, SPLIT>();
@@ -283,6 +364,19 @@ __device__ __forceinline__ void load_planes_nt(float *kpl, float *vpl, const flo
   constexpr unsigned VROW = DP * PW / 4, VCH = KT / 2 * VROW;  // V pair row, V tile
   static_assert((PW * SK) % 4 == 0 && (PW * SV) % 4 == 0, "plane rows 16-byte aligned");
   static_assert(KCH % NT == 0 && VCH % NT == 0, "whole rounds of copies");
+  if constexpr (FIXED && NT % KROW == 0 && NT % VROW == 0) {
+    const unsigned tx = threadIdx.x;
+    float *kd = kpl + (tx / KROW) * (PW * SK) + 4 * (tx % KROW);
+    float *vd = vpl + (tx / VROW) * (PW * SV) + 4 * (tx % VROW);
+    const float *ks = src + 4 * tx, *vs = src + 4 * KCH + 4 * tx;
+#pragma unroll
+    for (unsigned r = 0; r < KCH / NT; ++r)
+      async::copy16(kd + r * (NT / KROW) * (PW * SK), ks + 4 * r * NT, true);
+#pragma unroll
+    for (unsigned r = 0; r < VCH / NT; ++r)
+      async::copy16(vd + r * (NT / VROW) * (PW * SV), vs + 4 * r * NT, true);
+    return;
+  }
 #pragma unroll
   for (unsigned e = threadIdx.x; e < KCH; e += NT)
     async::copy16(kpl + (e / KROW) * (PW * SK) + 4 * (e % KROW), src + 4 * e, true);
@@ -310,7 +404,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // The tiles' planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered,
 // one barrier per tile.
-template <unsigned DP, bool SPLIT, unsigned NW>
+template <unsigned DP, bool SPLIT, unsigned NW, unsigned VAR = 0>
 __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
     fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict planes,
                    float *__restrict out, float *__restrict lse) {
@@ -319,7 +413,11 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
                      PW = mma_pw<SPLIT>();
   constexpr unsigned KS = DP / 8;   // k-steps of S = Q K^T; n-tiles of O
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
-  constexpr bool QPRE = DP <= 64;   // Q fragments kept split (else split per use)
+  // att8 variants (SPLIT only; see the ATT8 comment above): FR plane entries in register order;
+  // HW: P split by split_hw, fixed copy rounds, paired mask loads; VAR 2 also keeps Q split at
+  // DP = 128 (128 registers, ptxas spills ~12 values per tile), VAR 3 splits Q per tile.
+  constexpr bool FR = SPLIT && VAR >= 1, HW = SPLIT && VAR >= 2;
+  constexpr bool QPRE = DP <= 64 || (SPLIT && VAR == 2);  // Q fragments kept split
   constexpr unsigned kMmaThreads = 32 * NW, kMmaRows = 16 * NW;
   constexpr unsigned BUF = mma_plane_buf_floats<DP, SPLIT>(),
                      TP = mma_tile_plane_floats<DP, SPLIT>();
@@ -336,7 +434,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
     // This problem's tile planes (tile jt at pb + jt TP).
     const float *pb = planes + b * (uint64_t)((p.n + KT - 1) / KT) * TP;
     __syncthreads();  // the previous problem's readers done
-    load_planes_nt<DP, SPLIT, kMmaThreads>(sm, sm + PW * KT * SK, pb);
+    load_planes_nt<DP, SPLIT, kMmaThreads, HW>(sm, sm + PW * KT * SK, pb);
     async::commit();
     // This lane's Q fragments (rows iw + g, iw + g + 8; columns 8 ks + t, 8 ks + t + 4).
     float qf[KS][4];
@@ -364,7 +462,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
       vpl = kpl + PW * KT * SK;
       if (more) {
         float *nk = sm + ((jt + 1) % 2) * BUF;
-        load_planes_nt<DP, SPLIT, kMmaThreads>(nk, nk + PW * KT * SK, pb + (uint64_t)(jt + 1) * TP);
+        load_planes_nt<DP, SPLIT, kMmaThreads, HW>(nk, nk + PW * KT * SK,
+                                                   pb + (uint64_t)(jt + 1) * TP);
         async::commit();
       }
       // The warp visits the tile unless its rows are past n or (skipping) all before j0.
@@ -372,7 +471,36 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
       if (active) {
         // Mask entries first (global loads in flight during the products); 1 = allowed.
         float mk[NS][4];
-        if (mb) {
+        // HW (att8 "frag"): where the tile's keys are all in range, n is even and the mask
+        // 8-byte aligned, a lane's two keys 2t, 2t + 1 of an n-tile are one float2 (NS
+        // 8-byte loads per row from one row pointer, no per-entry bounds: the same values; the
+        // per-entry form costs ~10 instructions per entry, 160 per warp and tile, in the SASS).
+        const bool mpairs = HW && mb != nullptr && j0 + KT <= p.n && p.n % 2 == 0 &&
+                            (reinterpret_cast<uintptr_t>(mb) & 7) == 0;
+        if (mpairs) {
+#pragma unroll
+          for (unsigned r = 0; r < 2; ++r) {
+            const unsigned i = iw + g + 8 * r;
+            const float *mrow = mb + (uint64_t)(i < p.n ? i : 0) * p.n + j0 + 2 * t;
+#pragma unroll
+            for (unsigned nt = 0; nt < NS; ++nt) {
+              float f0 = 1.0f, f1 = 1.0f;
+              if (i < p.n) {
+#ifdef TLRT_CUDA_EMULATION
+                emu::check_aligned(mrow + 8 * nt, 8);
+                f0 = mrow[8 * nt];
+                f1 = mrow[8 * nt + 1];
+#else
+                const float2 f = *reinterpret_cast<const float2 *>(mrow + 8 * nt);
+                f0 = f.x;
+                f1 = f.y;
+#endif
+              }
+              mk[nt][2 * r] = f0;
+              mk[nt][2 * r + 1] = f1;
+            }
+          }
+        } else if (mb) {
 #pragma unroll
           for (unsigned nt = 0; nt < NS; ++nt)
 #pragma unroll
@@ -400,7 +528,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
 #pragma unroll
           for (unsigned nt = 0; nt < NS; ++nt)
             mma::product<SPLIT>(s[nt], a,
-                                get_pair<SPLIT>(kpl + PW * ((8 * nt + g) * SK + 4 * ks + t)));
+                                get_pair<SPLIT, FR>(kpl + PW * ((8 * nt + g) * SK + 4 * ks + t)));
         }
         // Scores by element position (out-of-range rows and keys: excluded).
         const bool plain = !mb && iw + 16 <= p.n && j0 + KT <= p.n &&
@@ -453,7 +581,9 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
           float af[4];
           mma::c_as_a(s[kk], af);
           mma::SplitA a;
-          if (SPLIT) {
+          if (HW) {
+            mma::split_hw(af, a);
+          } else if (SPLIT) {
             mma::split(af, a);
           } else {
 #pragma unroll
@@ -462,7 +592,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
 #pragma unroll
           for (unsigned nt = 0; nt < KS; ++nt)
             mma::product<SPLIT>(o[nt], a,
-                                get_pair<SPLIT>(vpl + PW * ((4 * kk + t) * SV + 8 * nt + g)));
+                                get_pair<SPLIT, FR>(vpl + PW * ((4 * kk + t) * SV + 8 * nt + g)));
         }
       }
     }
@@ -520,9 +650,14 @@ uint64_t fwd_mma_planes_floats(const L &launch, const Problem &p, bool split) {
 // The fast forward's launch (split_kv_kernel, then fwd_mma_kernel), or false (nothing launched)
 // where it does not apply: where fwd_mma_planes_floats(launch, p, split) is 0, or planes is null
 // (the caller runs the exact kernels then). planes: that many floats, 16-byte aligned.
+// d128 (att8, session 8; cuda/attention.cu reads it from TLRT_ATTN_D128): 0 the default form,
+// 1 "order" (plane entries in register order), 2 "frag" (that, Q kept split, P by split_hw,
+// fixed copy rounds, paired mask loads), 3 "frag_qtile" (frag with Q split per tile as the
+// default form: no spills); applied where DP = 128 with split (elsewhere the default form
+// runs). The planes' size is the same in every form.
 template <class L>
 bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
-                  const float *v, float *out, float *lse, float *planes) {
+                  const float *v, float *out, float *lse, float *planes, unsigned d128 = 0) {
   if (planes == nullptr || fwd_mma_planes_floats(launch, p, split) == 0) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
   const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
@@ -531,12 +666,28 @@ bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const
       constexpr unsigned DP = decltype(dpc)::value, KT = mma_kt<DP>();
       constexpr bool SPLIT = decltype(splitc)::value;
       const uint64_t bx = ((uint64_t)((kp.n + KT - 1) / KT) * KT * DP + 255) / 256;
-      launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT>,
-             dim3((unsigned)(bx < 0x7FFFFFFFull ? bx : 0x7FFFFFFFull), grid.y, 1), 256u, (size_t)0,
+      const dim3 sgrid((unsigned)(bx < 0x7FFFFFFFull ? bx : 0x7FFFFFFFull), grid.y, 1);
+      const size_t smem = fwd_mma_smem_floats<DP, SPLIT>() * sizeof(float);
+      if constexpr (DP == 128 && SPLIT) {
+        if (d128 != 0) {
+          launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT, true>, sgrid, 256u,
+                 (size_t)0, kp, k, v, planes);
+          if (d128 == 1)
+            launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 1>, grid,
+                   32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+          else if (d128 == 2)
+            launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 2>, grid,
+                   32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+          else
+            launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 3>, grid,
+                   32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+          return true;
+        }
+      }
+      launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT>, sgrid, 256u, (size_t)0,
              kp, k, v, planes);
       launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps>, grid,
-             32 * kMmaWarps, fwd_mma_smem_floats<DP, SPLIT>() * sizeof(float), kp, q,
-             (const float *)planes, out, lse);
+             32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
       return true;
     });
   });

@@ -93,6 +93,25 @@ __device__ __forceinline__ void split(float x, uint32_t &big, uint32_t &small) {
   small = tf32(x - __uint_as_float(big));
 }
 
+// The same split as mma operands in 4 integer / float instructions instead of 9 (att8, session
+// 8). On sm_90 ptxas has no native cvt.rna.tf32.f32: each tf32() is FSETP (finite?), IADD
+// 0x1000, SEL, LOP3 (the SASS of fwd_mma_kernel<128, true>), so split() is 9 instructions.
+// For finite x: big = (bits(x) + 0x1000) & ~0x1fff is exactly tf32(x) (the emulator's tf32 is
+// this formula), and small is returned as bits(x - big) + 0x1000 WITHOUT the mask: the tensor
+// cores read a TF32 operand's top 19 bits only (the low 13 are ignored, the property CUTLASS's
+// round_half_ulp_truncate conversion for its 3xTF32 relies on; tests/emu's m16n8k8 models it),
+// so as an mma operand it IS tf32(x - big): the same products, the same bits as split().
+// Only for mma operands (small's low bits are not zero) and only for FINITE x, or where a
+// non-finite x is caught elsewhere: the integer add wraps for NaN patterns 0x7fffe000 and up
+// (the GPU's canonical NaN is 0x7fffffff) into -0 / tiny values, so a NaN may vanish from the
+// products. fwd_mma_kernel uses it for P = exp(s - m) only: p is in [0, 1] or NaN, and a NaN p
+// also enters the row sum l, so out = O / l and lse are NaN as the header says (Q, K and V keep
+// split(), whose small(inf / NaN) is NaN).
+__device__ __forceinline__ void split_hw(float x, uint32_t &big, uint32_t &small) {
+  big = (__float_as_uint(x) + 0x1000u) & ~0x1fffu;
+  small = __float_as_uint(x - __uint_as_float(big)) + 0x1000u;
+}
+
 // A fragment of big and small parts of one operand tile.
 struct SplitA {
   uint32_t big[4], small[4];
@@ -104,6 +123,11 @@ struct SplitB {
 __device__ __forceinline__ void split(const float (&x)[4], SplitA &s) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) split(x[i], s.big[i], s.small[i]);
+}
+// split_hw over an A fragment (att8; mma operands only, see split_hw).
+__device__ __forceinline__ void split_hw(const float (&x)[4], SplitA &s) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) split_hw(x[i], s.big[i], s.small[i]);
 }
 __device__ __forceinline__ void split(const float (&x)[2], SplitB &s) {
 #pragma unroll
