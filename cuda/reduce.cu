@@ -26,20 +26,39 @@
 // of a 2^26 sum (0.91 -> 0.94): measured 0.87 (0.102 ms against 0.098, 1.08x torch): the 16384
 // fenced atomics on 4 counters and the serial last-group reduction cost more than the launch.
 //
-// ONE contiguous 16-byte aligned sequence of 2^24 < m <= 2^29 elements, m % 4 == 0 (the
-// whole-tensor sum / mean / max of 2^26 floats): chunks_kernel_vec4 (the chunk values, no
-// tickets) and tail_kernel (one block: the last two levels), two plain launches
-// (cuda/reduce_kernels.cuh has the measurements, a programmatic dependent launch among them).
-// Earlier forms, all the same bits: two plain launches (0.098 ms on the H100, 2026-11-22); one
-// launch with a ticket per block and the last block finishing (fused2_kernel_vec4, 0.099 ms,
-// 2026-11-24; 0.0729 on the H200, 2026-11-26); a two-level one-launch tree with a counter per
-// group of 4096 chunks and warp-serial group reductions (0.102 ms, reverted 2026-11-24); the
-// same with block-parallel group reductions (0.0734 on the H200, 2026-11-26); a persistent
-// per-warp stream kernel (0.101, session 7); 2 or 4 warps per chunk with all 16 row loads of a
-// thread issued together (0.0819 / 0.0840 on the H200, 2026-11-26). What the probes showed
-// (bench/sum_probe.py): the first level alone runs at the row sums' rate (0.0635 ms); every
-// one-launch finish adds a chain of dependent global round trips after the last chunk (fences,
-// ticket, loads) of 7-9 us.
+// fused2_kernel_vec4 (cuda/reduce_kernels.cuh; ONE contiguous 16-byte aligned sequence of 2^24 <
+// m <= 2^29 elements, m % 4 == 0: the whole-tensor sum / mean / max of 2^26 floats) does it again
+// without what made that attempt slow: one ticket per BLOCK of 8 chunks (2048 atomics on one
+// counter for 2^26, not 16384 on 4), and the block with the last ticket reduces the 16384 chunk
+// values with all its 256 threads (thread t is lane t of each group of 4096: its 16 loads of up to
+// 4 groups issued together from L2, one memory latency, then the halving in shared memory), not
+// one warp per group walking 4096 values in 8 dependent rounds (~5 us, at the very end of the
+// kernel). Bytes: 4 n read + 4 n / 4096 written and read back, as before. Where the time went
+// (2026-11-22/24, 2^26 sum, 0.098 ms): pass 1 ~93 us (2048 blocks = 1.94 waves of 8 blocks per
+// SM, 8 float4 loads in flight per thread: 256 KB per SM, plenty), then the second launch (launch
+// gap + a 4-warp kernel reading 64 KB of partials in dependent rounds + its last warp) ~5 us.
+// PREDICTION: the tail drops to ~1.5-2 us: 0.098 -> ~0.095 ms, ~0.94 of copy bandwidth, ~1.0x
+// torch.sum (0.095). Not a clear win over torch: pass 1 itself runs at ~2.9 TB/s. Measured
+// (H100, 2026-11-24, bench/results/2026-11-24-h100-reduce-fused.md): 0.099 ms, 0.90 of copy
+// bandwidth, 1.04x torch.sum: no gain over the two launches (within noise of 0.098); kept as it
+// is one launch and bitwise the same; pass 1's read rate is the limit.
+// Session 7 tried a persistent per-warp stream kernel (fused2_stream_vec4: 4 blocks per SM, each
+// warp's chunks v, v + W, ... as one sequence with 8 float4 loads always in flight, no wave
+// boundaries; same bits). Measured (H100, 2026-11-24): 2^26 sum / mean 0.101 ms against 0.100
+// for this kernel (torch.sum 0.096): no gain, so it was removed (branch ln7, commit 594c9b3 has
+// it). Pass 1's read rate, not the waves or the drains, is the limit.
+//
+// Session 8 (2026-11-26) measured four more forms of the 2^26 whole sum, all the same tree (the
+// code stayed as it is; bench/results/2026-11-26-*-s8-reduce.md): on the H200 (copy 4250 GB/s,
+// torch.sum 0.0694 ms) this kernel 0.0729 ms; 2 or 4 warps per chunk, every thread's 16 row loads
+// issued together 0.0819 / 0.0840; a ticket per group of 4096 chunks with block-parallel group
+// reductions 0.0734; two plain launches (chunk values, then a one-block tail) 0.0712-0.0714; the
+// tail as a programmatic dependent launch (griddepcontrol) 0.0774. But on the H100 the two plain
+// launches took 0.106 ms against this kernel's 0.099 (torch.sum 0.095): no form is faster on
+// both. Probes on the H200 (bench/sum_probe.py, since removed): the first level alone (no ticket,
+// no fence) 0.0635 ms, the same as a (16384, 4096) row sum (0.0639); the finish after the last
+// chunk (fences, ticket, the last block's loads) costs 7-9 us in every one-launch form: the
+// chain of dependent global round trips, not the amount of work, is the cost.
 //
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
@@ -82,8 +101,7 @@ namespace {
 
 using red_kernels::chunk_scalar;
 using red_kernels::chunk_vec4;
-using red_kernels::chunks_kernel_vec4;
-using red_kernels::tail_kernel;
+using red_kernels::fused2_kernel_vec4;
 using red_kernels::kThreads;
 using red_kernels::kWarps;
 using red_kernels::L2Contig;
@@ -327,16 +345,15 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
   check_launch("reduction fused_kernel_vec4");
 }
 
-// One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in two
-// launches (cuda/reduce_kernels.cuh).
+// One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in one launch.
 template <red::Op OP>
 void fused2(int dev, cudaStream_t s, const float *x, uint64_t m, uint64_t nc, float div,
             float *y) {
   FloatScratch part(dev, nc);
-  chunks_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, part.get());
-  check_launch("reduction chunks_kernel_vec4");
-  tail_kernel<OP><<<1, kThreads, 0, s>>>(part.get(), nc, div, y);
-  check_launch("reduction tail_kernel");
+  unsigned *counter = chunk_counters(dev);
+  fused2_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, div, part.get(),
+                                                                  counter, y);
+  check_launch("reduction fused2_kernel_vec4");
 }
 
 // The passes over the (outer, m, inner) view; m >= 1, outer * inner >= 1.

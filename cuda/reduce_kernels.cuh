@@ -1,6 +1,6 @@
 // Device code of the whole-tensor reductions that the CPU emulator test runs
 // (tests/unit/test_reduce_emu.cpp): the warp's chunk value of THE TREE (chunk_scalar, chunk_vec4)
-// and the two-launch two-level tree (chunks_kernel_vec4, tail_kernel). cuda/reduce.cu explains the strategy.
+// and the one-launch two-level tree fused2_kernel_vec4. cuda/reduce.cu explains the strategy.
 #pragma once
 
 #include <cstdint>
@@ -114,46 +114,40 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
   return O::op(a[0], a[1]);  // h = 1
 }
 
-// ONE contiguous, 16-byte aligned sequence (m % 4 == 0) of kChunk < nc <= kChunk * kSmall chunks
-// (2^24 < m <= 2^29: the whole-tensor sum / mean / max of 2^26 floats) in two launches:
-// chunks_kernel_vec4 writes the nc chunk values (warp task k: chunk_vec4 of chunk k, no tickets,
-// no fences), then tail_kernel (ONE block) takes
-// the tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each,
-// all 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
-// memory) and the last level (ng <= 32 values: red::small). The values are those of the
-// pass-by-pass evaluation: the same tree, bit for bit.
-// History: until 2026-11-26 this was ONE launch (fused2_kernel_vec4: a ticket per block after
-// fenced partial writes, the block with the last ticket did tail_kernel's work). Measured (H200,
-// 2026-11-26, bench/sum_probe.py, 2^26 sum): that launch 0.0729 ms; the same kernel with the last
-// block's reduction skipped 0.0655, with no ticket and no fences 0.0635 (the first level alone; a
-// (16384, 4096) row sum, the same loads, 0.0639); plain two launches 0.0712; torch.sum 0.0694.
-// A ticket per group of 4096 chunks (each group's last block reducing its group, so that only one
-// group's reduction stays at the end) measured 0.0734: no gain; the chain of dependent global
-// round trips after the last chunk (fence, ticket, loads, fence) is the cost, not the work.
-// PREDICTION (tail_kernel as a programmatic dependent launch, griddepcontrol, sm_90): first level
-// ~0.0635 + the dependent's wait for the grid and one round of loads from L2 (~2-3 us) = ~0.066
-// ms. Measured (H200, 2026-11-26): 0.0774 ms, slower than two plain launches (0.0714 in the same
-// run; torch.sum 0.0691): removed. So: two plain launches, ~1.03x torch.sum on the H200.
+// Contiguous, 16-byte aligned ONE sequence (outer == 1, m % 4 == 0) of kChunk < nc <= kChunk *
+// kSmall chunks (2^24 < m <= 2^29): the whole tree in ONE launch. Warp task k computes chunk value k
+// (chunk_vec4) into partials[k]; each block then takes one ticket (one atomic per block, after
+// its writers' fences); the block that takes the last ticket reduces the nc chunk values: the
+// tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each, all
+// 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
+// memory) and the last level (ng <= 32 values: red::small), then resets the counter. The values
+// are those of the pass-by-pass evaluation (chunk_vec4 of the partials, then the small tree):
+// the same tree, bit for bit. It replaces a second launch (whose chunk_vec4 over the partials and
+// serial last warp were ~5 us of a 98 us 2^26 sum) by a tail of ~1-2 us in the last block.
 template <red::Op OP>
 __global__ void __launch_bounds__(kThreads)
-    chunks_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc,
-                       float *__restrict partials) {
+    fused2_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc, float div,
+                       float *partials, unsigned *counter, float *__restrict y) {
+  using O = red::Ops<OP>;
+  __shared__ float sh[4][kThreads];
+  __shared__ float gv[red::kSmall];
+  __shared__ unsigned last;
   const unsigned w = threadIdx.x & 31u;
   for (uint64_t task = (uint64_t)blockIdx.x * kWarps + (threadIdx.x >> 5); task < nc;
        task += (uint64_t)gridDim.x * kWarps) {
     const uint64_t e0 = task * red::kChunk;
     const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
     const float v = chunk_vec4<OP>(x + e0, len);
-    if (w == 0) partials[task] = v;
+    if (w == 0) {
+      partials[task] = v;
+      __threadfence();  // visible device-wide before this block's ticket says so
+    }
   }
-}
-
-template <red::Op OP>
-__global__ void __launch_bounds__(kThreads)
-    tail_kernel(const float *partials, uint64_t nc, float div, float *__restrict y) {
-  using O = red::Ops<OP>;
-  __shared__ float sh[4][kThreads];
-  __shared__ float gv[red::kSmall];
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1 ? 1u : 0u;
+  __syncthreads();
+  if (last == 0) return;
+  __threadfence();
   const unsigned t = threadIdx.x;
   const unsigned ng = (unsigned)red::chunks_of(nc);  // 2 .. kSmall
   for (unsigned g0 = 0; g0 < ng; g0 += 4) {
@@ -165,7 +159,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (unsigned j = 0; j < 4; ++j) {
         const uint64_t i = (uint64_t)(g0 + j) * red::kChunk + r * red::kLanes + t;
-        if (g0 + j < ng && i < nc) a[j] = O::op(a[j], partials[i]);
+        if (g0 + j < ng && i < nc) a[j] = O::op(a[j], __ldcg(partials + i));
       }
     }
 #pragma unroll
@@ -184,6 +178,7 @@ __global__ void __launch_bounds__(kThreads)
   if (t == 0) {
     const float r = red::small<OP, red::kSmall>([&](unsigned j) { return gv[j]; }, ng);
     y[0] = red::finish(r, div);
+    *counter = 0;
   }
 }
 

@@ -1,10 +1,10 @@
-// The two-launch two-level whole-tensor reduction of the CUDA backend (chunks_kernel_vec4 then
-// tail_kernel in cuda/reduce_kernels.cuh, the very source nvcc compiles) run on the CPU under
+// The one-launch two-level whole-tensor reduction of the CUDA backend (fused2_kernel_vec4 in
+// cuda/reduce_kernels.cuh, the very source nvcc compiles) run on the CPU under
 // tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend: tlrt_reduce_sum,
 // tlrt_reduce_mean and tlrt_reduce_max_axis1 (one row) on CPU buffers. The kernel takes one
 // sequence of 2^24 < m <= 2^29 elements (m % 4 == 0), so the cases are large: 2^24 + 4 (two
 // groups of chunks, the second of one chunk), a partial last chunk, and more than four groups
-// (the tail block's batches of four). Grids are capped in some cases so that warps loop over
+// (the last block's batches of four). Grids are capped in some cases so that warps loop over
 // several chunks. Skipped (77) under valgrind, ASan and TSan (unannotated stack switches).
 #include <cstdlib>
 #include <string>
@@ -31,16 +31,18 @@ float emulate(const std::vector<float> &x, float div, int pi, uint64_t grid_cap)
   const uint64_t m = x.size(), nc = red::chunks_of(m);
   TH_CHECK_MSG(m % 4 == 0 && nc > red::kChunk && nc <= (uint64_t)red::kChunk * red::kSmall,
                "case outside the kernel's range (m = %llu)", (unsigned long long)m);
-  std::vector<float> part(nc, 7.0f);  // poisoned: an unwritten chunk value changes the result
+  std::vector<float> part(nc, 7.0f);
+  unsigned counter = 0;
   float y = 7.0f;
   uint64_t grid = (nc + rk::kWarps - 1) / rk::kWarps;
   if (grid > grid_cap) grid = grid_cap;
   const float *xp = x.data();
   float *pp = part.data(), *yp = &y;
+  unsigned *cp = &counter;
   emu::launch(kPolicies[pi], dim3((unsigned)grid), dim3(rk::kThreads), 0,
-              [=] { rk::chunks_kernel_vec4<OP>(xp, m, nc, pp); });
-  emu::launch(kPolicies[pi], dim3(1), dim3(rk::kThreads), 0,
-              [=] { rk::tail_kernel<OP>(pp, nc, div, yp); });
+              [=] { rk::fused2_kernel_vec4<OP>(xp, m, nc, div, pp, cp, yp); });
+  TH_CHECK_MSG(counter == 0, "the last block resets the counter (m = %llu)",
+               (unsigned long long)m);
   return y;
 }
 
