@@ -461,7 +461,7 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   const uint64_t nc = red::chunks_of(a.rows);
   const CudaLaunch launch{dev, stream(dev)};
   const ln_kernels::BwdPlan plan;
-  const unsigned S = ln_kernels::fused_bwd_lane_sets(launch, a, plan);
+  const unsigned S = ln_kernels::fused_lane_sets(a.cols);
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;
   const uint64_t np = nc * S * a.cols;

@@ -173,55 +173,51 @@ __global__ void __launch_bounds__(kThreads)
 // [stage][array][i][threadIdx.x]), so the ring needs no barrier: the thread's own cp.async wait
 // makes its data visible to it, and a stage is refilled only after the same thread read it.
 // Registers (kPipeBlocks; sm_90, -Xptxas -v, no spills): P = 2 (64 KiB ring, 3 blocks per SM):
-// 79-80; P = 3 (96 KiB, 2 blocks): 80-90, 86 at 4096 columns; merged (M = 2, 2 blocks at either
-// P): 126 at P = 3, 122 at P = 2 (at 80 registers the P = 2 merged kernel spilled 52 bytes: 2
-// blocks per SM). They hold the lane accumulators (2 V) and P (mean, inv_std) pairs; gamma is
-// re-read from L1 (as in fused_group_bwd: held in registers it made the compiler spill), d and
+// 79-80; P = 3 (96 KiB, 2 blocks): 80-90, 86 at 4096 columns. (A variant that merged lane sets
+// t0, t0 + 128 in one block at 2049..4096 columns, M = 2, needed 122-126 registers, 2 blocks per
+// SM, and was never faster: 0.348 against 0.350 ms whole op at (16384, 4096), H100 2026-11-24;
+// removed in session 8.) They hold the lane accumulators (2 V) and P (mean, inv_std) pairs; gamma
+// is re-read from L1 (as in fused_group_bwd: held in registers it made the compiler spill), d and
 // xhat are recomputed from shared memory where needed (the same operations on the same inputs:
 // the same bits). A thread's slots of one array: V = 16 at every width.
 // ONE RING ACROSS A BLOCK'S ITEMS: a block takes the items (lane sets) q = blockIdx.x + j
-// gridDim.x (with M = 2: the pair M q, M q + 1), and the ring runs over the concatenation of
+// gridDim.x, and the ring runs over the concatenation of
 // their row steps: the first rows of the next item are in flight during the current item's last
 // rows and halving. The halving at the end of an item uses the one stage that holds nothing then
 // (the stage of the step just consumed: the other P - 1 hold the next item's rows): cs with row
-// stride cols fits in it (2 G cols <= 2 V 256 floats). The library launches one block per item
-// (or pair of items): a persistent grid of kPipeBlocks blocks per SM looping over items measured
+// stride cols fits in it (2 G cols <= 2 V 256 floats). The library launches one block per item:
+// a persistent grid of kPipeBlocks blocks per SM looping over items measured
 // slower at every width (H100, 2026-11-24, kernel alone, P = 3: (65536, 1024) 0.3271 against
 // 0.3240 ms, (16384, 4096) 0.3385 against 0.3358, (32768, 2048) 0.3341 / 0.3293, (65836, 1000)
 // 0.3460 / 0.3368; P = 2: 0.3508 / 0.3140 at 1024 columns, 0.3646 / 0.3271 at 4096) and was
-// removed; the loop stays for grids capped at launch.max_grid() and for the merged pairs.
+// removed; the loop stays for grids capped at launch.max_grid().
 template <unsigned NT, unsigned R, unsigned P>
 __host__ __device__ constexpr size_t pipe_smem_bytes() {
   return (size_t)P * 2 * (R * (256 / NT)) * kThreads * sizeof(float);
 }
 
 // Blocks per SM the shared memory allows (so, the register budget): 3 stages of 16 slots per
-// thread are 96 KiB (2 blocks), 2 stages 64 KiB (3 blocks); the merged kernel 2 (its registers).
-template <unsigned NT, unsigned R, unsigned P, unsigned M>
-constexpr unsigned kPipeBlocks = P >= 3 || M == 2 ? 2 : 3;
+// thread are 96 KiB (2 blocks), 2 stages 64 KiB (3 blocks).
+template <unsigned NT, unsigned R, unsigned P>
+constexpr unsigned kPipeBlocks = P >= 3 ? 2 : 3;
 
-// Items of the ring kernel with M lane sets merged (M = 1, or 2 for G = 1): item q = M u + j is
-// lane set t0 + j S / M of chunk k (u = k S / M + t0): its group-0 row at step r is item_row0 +
-// 256 r. With M = 1 that is lane set q % S of chunk q / S.
-template <unsigned S, unsigned M>
+// Items of the ring kernel: item q is lane set t0 = q % S of chunk k = q / S: its group-0 row at
+// step r is item_row0 + 256 r.
+template <unsigned S>
 __device__ __forceinline__ uint64_t item_row0(uint64_t q) {
-  constexpr unsigned SM = S / M;
-  const uint64_t u = q / M, k = u / SM;
-  return k * red::kChunk + (u - k * SM) + (q - u * M) * SM;
+  const uint64_t k = q / S;
+  return k * red::kChunk + (q - k * S);
 }
 // Row steps of item q (block-uniform): the steps r < 16 whose group-0 row exists.
-template <unsigned S, unsigned M>
+template <unsigned S>
 __device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
-  const uint64_t row0 = item_row0<S, M>(q);
+  const uint64_t row0 = item_row0<S>(q);
   const uint64_t left = row0 < rows ? (rows - row0 + red::kLanes - 1) / red::kLanes : 0;
   return (unsigned)(left < red::kDepth ? left : red::kDepth);
 }
 
-// M = 2 (G = 1 only, the 4096-column kernel): the block takes the two lane sets t0 and t0 + S / 2
-// of a chunk one after the other and adds their lane values (the tree's halving step h = S / 2 =
-// 128), so the partials are (nc, S / 2, cols): half the bytes written and read back.
-template <unsigned NT, unsigned R, unsigned P, unsigned M = 1>
-__global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P, M>))
+template <unsigned NT, unsigned R, unsigned P>
+__global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
                    const float *__restrict mean, const float *__restrict inv_std,
                    const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
@@ -235,7 +231,6 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P, M>))
   static_assert(S == kLaneSets<NT>, "lane sets per chunk");
   static_assert(P >= 2, "a ring of at least two stages");
   static_assert(R >= 2, "rows of more than 256 columns: V = 16 slots per thread");
-  static_assert(M == 1 || (M == 2 && G == 1), "merged lane sets: the one-group blocks");
   __shared__ float sh[2][2 * kThreads];
   Exchange<2 * kThreads> ex{sh, 0};
   float *ring = cuda::async::dynamic_smem();
@@ -244,21 +239,19 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P, M>))
   const unsigned g = threadIdx.x / NT;
   // This group's row of step r of item q.
   auto row_of = [&](uint64_t q, unsigned r) {
-    return item_row0<S, M>(q) + (uint64_t)g * S + (uint64_t)r * red::kLanes;
+    return item_row0<S>(q) + (uint64_t)g * S + (uint64_t)r * red::kLanes;
   };
-  // The block's items in order: position p is item M (blockIdx.x + (p / M) gridDim.x) + p % M.
-  auto item_at = [&](uint64_t p) {
-    return (uint64_t)M * (blockIdx.x + (p / M) * gridDim.x) + (M == 1 ? 0 : p % M);
-  };
+  // The block's items in order: position p is item blockIdx.x + p gridDim.x.
+  auto item_at = [&](uint64_t p) { return blockIdx.x + p * gridDim.x; };
   // The producer runs P - 1 steps ahead of the consumer over the same sequence of steps: it is at
   // step pr of the item at position p + pd (p: the consumer's). produce() issues the copies of its
   // next step into stage st and loads the step's row statistics; one commit group per step (empty
   // past the last item), so that wait<P - 1> in a consumer step means "this step has landed".
-  // (Two 32-bit counters: the merged 4096-column kernel uses 126 of its 128 registers.)
+  // (Two 32-bit counters: fewer registers.)
   unsigned pd = 0, pr = 0;
   auto produce = [&](uint64_t p, unsigned st, float &m, float &s) {
     uint64_t pq = item_at(p + pd);
-    while (pq < nblk && pr >= item_steps<S, M>(pq, rows)) {  // block-uniform; items may be empty
+    while (pq < nblk && pr >= item_steps<S>(pq, rows)) {  // block-uniform; items may be empty
       ++pd;
       pq = item_at(p + pd);
       pr = 0;
@@ -290,11 +283,10 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P, M>))
 #pragma unroll
   for (unsigned j = 0; j + 1 < P; ++j) produce(0, j, mu[j], is[j]);
   unsigned cst = 0;  // the consumer's stage
-  float hg[M > 1 ? V : 1], hb[M > 1 ? V : 1];  // M = 2: lane set t0's values until t0 + S / 2's
   for (uint64_t p = 0;; ++p, --pd) {  // (pd >= 1 at the end of an item: see below)
     const uint64_t q = item_at(p);
     if (q >= nblk) break;
-    const unsigned nr = item_steps<S, M>(q, rows);
+    const unsigned nr = item_steps<S>(q, rows);
     float ag[V], ab[V];
 #pragma unroll
     for (unsigned i = 0; i < V; ++i) ag[i] = ab[i] = O::identity();
@@ -343,23 +335,8 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P, M>))
       }
       cst = cst + 1 == P ? 0 : cst + 1;
     }
-    if constexpr (M == 2) {
-      if (q % 2 == 0) {  // lane set t0: held until t0 + S / 2 is done
-#pragma unroll
-        for (unsigned i = 0; i < V; ++i) {
-          hg[i] = ag[i];
-          hb[i] = ab[i];
-        }
-        continue;
-      }
-#pragma unroll
-      for (unsigned i = 0; i < V; ++i) {  // the tree's step h = S / 2
-        ag[i] = O::op(hg[i], ag[i]);
-        ab[i] = O::op(hb[i], ab[i]);
-      }
-    }
-    float *og = pg + (q / M) * cols;
-    float *ob = pb + (q / M) * cols;
+    float *og = pg + q * cols;
+    float *ob = pb + q * cols;
     // The stage of the step just consumed holds nothing now (the other P - 1 stages hold the
     // next item's rows, landing meanwhile): it holds the halving's cs. (The producer is P - 1 >= 1
     // steps past this item's last, or this item has no steps and the producer is at a later item
@@ -496,16 +473,12 @@ inline unsigned fused_lane_sets(uint64_t cols) {
 //   timed at P = 3 only (0.3033, 0.3293): P = 2 there is the guess from 1024 and 4096 (the same
 //   16 slots per thread, the same occupancy); the library's whole op measured 2 against 3 stages:
 //   0.337 / 0.347 ms at 2048, 0.324 / 0.321 at 512 columns.
-// - merge (not the default; the probe and the emulator test run it): 2049..4096 columns with M = 2 (a block per pair
-//   of lane sets t0, t0 + 128; partials (nc, 128, cols): 32 MB instead of 64 MB written and read
-//   back at (16384, 4096)), 2 blocks per SM (126 registers). Measured only on the removed
-//   persistent grid at P = 3 (0.3358 against 0.3385 unmerged); in the library at P = 2 (whole op,
-//   2026-11-24): 0.348 against 0.350 ms at (16384, 4096), within noise.
+// - (lane sets merged in pairs at 2049..4096 columns, M = 2: 0.348 against 0.350 ms whole op at
+//   (16384, 4096), within noise; never dispatched by the library, removed in session 8.)
 // pipelined = false: the register kernel at every width (the probe and the emulator test).
 struct BwdPlan {
   bool pipelined = true;
   unsigned stages = 2;  // 2 or 3
-  bool merge = false;
 };
 
 constexpr uint64_t kRegMaxCols = 256;  // 33..256 columns: the register kernel
@@ -526,13 +499,6 @@ bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan)
   return a.cols > kRegMaxCols && plan.pipelined &&
          pipe_bytes_for(plan) + kPipeStaticSmem <= launch.max_smem();
 }
-// Lane sets per chunk of the partials fused_bwd_plan writes: (chunks_of(rows), this, cols).
-template <class Launch>
-unsigned fused_bwd_lane_sets(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
-  const bool merged = a.cols > 2048 && plan.merge && fused_bwd_ring(launch, a, plan);
-  return merged ? kLaneSets<256> / 2 : fused_lane_sets(a.cols);
-}
-
 template <class Launch>
 void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb,
                     const BwdPlan &plan = BwdPlan{}) {
@@ -541,15 +507,15 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
-  // The ring kernel: a block per M items (M lane sets merged).
-#define TLRT_LN_PIPE(NT, R, P, M)                                                                \
-  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #M ">", fused_pipe_bwd<NT, R, P, M>,     \
-             (grid + M - 1) / M, pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std,      \
-             a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb)
-#define TLRT_LN_PIPE_P(NT, R, M)                                                                 \
+  // The ring kernel: a block per item.
+#define TLRT_LN_PIPE(NT, R, P)                                                                   \
+  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ">", fused_pipe_bwd<NT, R, P>, grid,          \
+             pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, \
+             a.n, nblk, a.dx, pg, pb)
+#define TLRT_LN_PIPE_P(NT, R)                                                                    \
   do {                                                                                           \
-    if (plan.stages >= 3) TLRT_LN_PIPE(NT, R, 3, M);                                             \
-    else TLRT_LN_PIPE(NT, R, 2, M);                                                              \
+    if (plan.stages >= 3) TLRT_LN_PIPE(NT, R, 3);                                                \
+    else TLRT_LN_PIPE(NT, R, 2);                                                                 \
   } while (0)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
   if (a.cols <= 32) {
@@ -557,11 +523,10 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
       TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
     });
   } else if (fused_bwd_ring(launch, a, plan)) {
-    if (a.cols <= 512) TLRT_LN_PIPE_P(32, 2, 1);
-    else if (a.cols <= 1024) TLRT_LN_PIPE_P(64, 4, 1);
-    else if (a.cols <= 2048) TLRT_LN_PIPE_P(128, 8, 1);
-    else if (plan.merge) TLRT_LN_PIPE_P(256, 16, 2);
-    else TLRT_LN_PIPE_P(256, 16, 1);
+    if (a.cols <= 512) TLRT_LN_PIPE_P(32, 2);
+    else if (a.cols <= 1024) TLRT_LN_PIPE_P(64, 4);
+    else if (a.cols <= 2048) TLRT_LN_PIPE_P(128, 8);
+    else TLRT_LN_PIPE_P(256, 16);
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
   } else if (a.cols <= 512) {
@@ -679,7 +644,7 @@ __global__ void __launch_bounds__(kThreads)
   if (w == 0 && col) (blockIdx.y == 0 ? dgamma : dbeta)[j] = cv[0][l];
 }
 
-// The finish for the plan's lane sets S (fused_bwd_lane_sets): one launch, grid (cols / 32, 2).
+// The finish for the plan's lane sets S (fused_lane_sets): one launch, grid (cols / 32, 2).
 // launch.grid2(name, kernel, dim3 grid, args...) starts it. Needs fused_bwd_finish_fits(nc, S).
 template <class Launch>
 void fused_bwd_finish_plan(const Launch &launch, const float *pg, const float *pb, uint64_t nc,

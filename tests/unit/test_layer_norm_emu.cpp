@@ -123,27 +123,24 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
   }
   const uint64_t nc = red::chunks_of(rows);
   // The fused backward's schedules, the same bits (cols > 32; cols <= 32 has one): the ring kernel
-  // (257..4096 columns; one block per item or pair of items, grid capped at grid_cap: blocks then
-  // loop, the ring running across their items) with 2 and with 3 stages, each with 2049..4096
-  // columns' lane sets merged in pairs or not (rotated with the policy), and the register kernel.
+  // (257..4096 columns; one block per item, grid capped at grid_cap: blocks then loop, the ring
+  // running across their items) with 2 and with 3 stages, and the register kernel.
   struct Sched {
     const char *name;
     lk::BwdPlan plan;
   };
   const Sched scheds[] = {
-      {"ring, 2 stages", {true, 2, pi != 1}},
-      {"ring, 3 stages", {true, 3, pi != 2}},
-      {"register kernel", {false, 2, false}},
+      {"ring, 2 stages", {true, 2}},
+      {"ring, 3 stages", {true, 3}},
+      {"register kernel", {false, 2}},
   };
   unsigned finished_ls = 0;  // fused_bwd_finish once per lane-set count
   for (const Sched &sc : scheds) {
-    char mt[32];
-    std::snprintf(mt, sizeof mt, " merge %d", (int)sc.plan.merge);
-    const std::string wk = w + " " + sc.name + mt;
+    const std::string wk = w + " " + sc.name;
     const EmuLaunch launch{kPolicies[pi], grid_cap};
     lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
                   static_cast<float>(cols), nullptr};
-    const unsigned ls = lk::fused_bwd_lane_sets(launch, a, sc.plan);
+    const unsigned ls = lk::fused_lane_sets(cols);
     std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
     a.dx = dx.data();
     lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), sc.plan);
@@ -281,8 +278,7 @@ int main() {
   // Primes (cols and rows), the pipelined kernel's ring wrapping with rows past a chunk's end.
   for (uint64_t c : {97, 769, 1021, 2053, 4093}) go(c < 1000 ? 4099 : 263, c, th::Dist::Uniform, big);
   go(4099, 61, th::Dist::Uniform, 5);
-  // Two chunks at 2049..4096 columns (the merged lane sets t0, t0 + 128 of chunk 1: 2 steps for
-  // lane 0, 1 for the others).
+  // Two chunks at 2049..4096 columns (in chunk 1, lane set 0 has 2 row steps, the others 1).
   go(4096 + 257, 2049, th::Dist::Uniform, big);
   go(5000, 9, th::Dist::Uniform, 1);
   // The finish kernel alone: every S, nc at its limits (nc S <= 2048, nc <= 256), odd column counts.
