@@ -1,8 +1,11 @@
 // Probe (not built by meson): times the fused layer-norm backward kernels alone (no reduce_axis
 // tail) on the GPU: the register kernel fused_group_bwd, the ring kernel with 2 stages (the
-// default) and 3, merged or not at 2049..4096 columns; checks that the register kernel and the
-// default ring kernel agree bit for bit (dx and the partials), and times P = 4. Run from the
-// repository root:
+// default) and 3; checks that the register kernel and the
+// default ring kernel agree bit for bit (dx and the partials), and times P = 4. Session 8: the
+// whole op's GPU part both ways, back to back (no allocations): "ring + finish" (the default, two
+// launches) and "ring + ticket tail" with 2, 4, 8 lanes per level (one launch; TLRT_LN_TAIL=
+// ticket2 / ticket4 / ticket8 in the library), checking dgamma / dbeta bit for bit between them.
+// Run from the repository root:
 //   nvcc -std=c++17 -fmad=false -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //       bench/ln_bwd_probe.cu -o /tmp/ln_bwd_probe && /tmp/ln_bwd_probe
 #include <cstdio>
@@ -70,7 +73,7 @@ void pipe_variant(const lk::BwdArgs &a, float *pg, float *pb, double bytes, doub
   const uint64_t nblk = tlrt::red::chunks_of(a.rows) * lk::fused_lane_sets(a.cols);
   L l;
   const unsigned grid = (unsigned)nblk;
-  float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P, 1>, grid, lk::pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
+  float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P>, grid, lk::pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb, lk::TailArgs{}); });
   printf("  pipe<%u, %u> P=%u block per item  %.4f ms  %.3f of copy BW  (grid %u)\n", NT, R, P, ms, bytes / ms / 1e6 / cbw, grid);
 }
 
@@ -110,21 +113,13 @@ int main() {
     lk::BwdArgs a2 = a; a2.dx = dx2;
     L l;
     printf("(%llu, %llu): partials %.1f MB each\n", (unsigned long long)rows, (unsigned long long)cols, np * 4 / 1e6);
-    const lk::BwdPlan reg{false, 2, false}, p2{true, 2, false}, p3{true, 3, false},
-        m2{true, 2, true}, m3{true, 3, true};
+    const lk::BwdPlan reg{false, 2}, p2{true, 2}, p3{true, 3};
     float t0 = timeit([&] { lk::fused_bwd_plan(l, a, pg, pb, reg); });
     float t1 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p3); });
     float t2 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p2); });
     printf("  register kernel        %.4f ms  %.3f of copy BW\n", t0, bytes / t0 / 1e6 / cbw);
     printf("  ring, P=3              %.4f ms  %.3f of copy BW\n", t1, bytes / t1 / 1e6 / cbw);
     printf("  ring, P=2 (default)    %.4f ms  %.3f of copy BW\n", t2, bytes / t2 / 1e6 / cbw);
-    if (cols > 2048) {  // lane sets merged in pairs: half the partials (other bits of pg / pb: timed only)
-      float t3 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, m2); });
-      float t4 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, m3); });
-      printf("  ring, P=2, M=2         %.4f ms  %.3f of copy BW\n", t3, bytes / t3 / 1e6 / cbw);
-      printf("  ring, P=3, M=2         %.4f ms  %.3f of copy BW\n", t4, bytes / t4 / 1e6 / cbw);
-      lk::fused_bwd_plan(l, a2, pg2, pb2, p2);
-    }
     CK(cudaDeviceSynchronize());
     std::vector<uint32_t> A(n), B(n);
     CK(cudaMemcpy(A.data(), dx, n * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(B.data(), dx2, n * 4, cudaMemcpyDeviceToHost));
@@ -137,12 +132,42 @@ int main() {
     printf("  bitwise same: %s\n", same ? "yes" : "NO");
     {  // the tail: fused_bwd_finish on the default plan's partials (one launch, dgamma and dbeta)
       const uint64_t nc = tlrt::red::chunks_of(rows);
-      const unsigned S = lk::fused_bwd_lane_sets(l, a, p2);
+      const unsigned S = lk::fused_lane_sets(cols);
       if (lk::fused_bwd_finish_fits(nc, S) && !(nc == 1 && S == 1)) {
         float *dgb;
         CK(cudaMalloc(&dgb, 2 * cols * 4));
         float tf = timeit([&] { lk::fused_bwd_finish_plan(l, pg2, pb2, nc, S, cols, dgb, dgb + cols); });
         printf("  finish (nc %llu, S %u)   %.4f ms\n", (unsigned long long)nc, S, tf);
+        if (cols > 256) {  // the ring kernel: its tail two ways
+          const float tw = timeit([&] {
+            lk::fused_bwd_plan(l, a2, pg2, pb2, p2);
+            lk::fused_bwd_finish_plan(l, pg2, pb2, nc, S, cols, dgb, dgb + cols);
+          });
+          printf("  ring P=2 + finish      %.4f ms  %.3f of copy BW\n", tw, bytes / tw / 1e6 / cbw);
+          CK(cudaDeviceSynchronize());
+          std::vector<uint32_t> want(2 * cols), got(2 * cols);
+          CK(cudaMemcpy(want.data(), dgb, 2 * cols * 4, cudaMemcpyDeviceToHost));
+          unsigned *ctr;
+          float *dgt;
+          CK(cudaMalloc(&ctr, lk::tail_counters(nc, S) * sizeof(unsigned)));
+          CK(cudaMemset(ctr, 0, lk::tail_counters(nc, S) * sizeof(unsigned)));
+          CK(cudaMalloc(&dgt, 2 * cols * 4));
+          for (unsigned rb = 1; rb <= lk::kTailMaxRadixBits; ++rb) {
+            lk::TailArgs t;
+            t.counters = ctr;
+            t.dgamma = dgt;
+            t.dbeta = dgt + cols;
+            t.rb = rb;
+            CK(cudaMemset(dgt, 0xFF, 2 * cols * 4));
+            const float tt = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p2, &t); });
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(got.data(), dgt, 2 * cols * 4, cudaMemcpyDeviceToHost));
+            printf("  ring P=2 + ticket, %u lanes per level  %.4f ms  %.3f of copy BW  dgamma/dbeta same: %s\n",
+                   1u << rb, tt, bytes / tt / 1e6 / cbw, got == want ? "yes" : "NO");
+          }
+          cudaFree(ctr);
+          cudaFree(dgt);
+        }
         cudaFree(dgb);
       }
     }

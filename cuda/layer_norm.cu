@@ -124,6 +124,13 @@
 // -> 0.497 (0.44 -> 0.55): the 0.85 target is not met; the kernel alone is at 0.86 (probe), the
 // rest is the partials' tail. fused_group_bwd serves the short rows, the plan's pipelined = false
 // and the probe (bench/ln_bwd_probe.cu).
+// SESSION 8 (branch ln8), THE TAIL: the whole op 0.328 ms at (65536, 1024) against the ring
+// kernel's 0.314 alone (bench/results/2026-11-24-h100-s7-softmax.md): ~14 us after the kernel
+// (fused_bwd_finish: 64 blocks, 4 dependent batches of loads, plus a launch gap); ~22 us at
+// (16384, 4096). Variant behind TLRT_LN_TAIL=ticket (fused_bwd below; the default unchanged): the
+// ring kernel finishes the column tree itself by a tree of tickets as items complete
+// (ln_kernels::TailArgs: the scheme, the byte counts, the PREDICTION: whole op ~0.318 ms at
+// (65536, 1024), ~0.337 at (16384, 4096)). Measured: (pending GPU run).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -133,6 +140,8 @@
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -443,6 +452,47 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 
 // ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
 
+// THE TAIL, A/B switch (session 8; ln_kernels::TailArgs has the scheme and the prediction):
+// TLRT_LN_TAIL unset (or anything else): the ring kernel, then fused_bwd_finish (the measured
+// default). TLRT_LN_TAIL=ticket: the ring kernel finishes the tree itself by tickets (no second
+// launch), 2^3 lanes per level up to 1024 columns, 2^2 above; ticket2 / ticket4 / ticket8 force
+// 2 / 4 / 8 lanes per level. Read once per process. Only where the ring kernel runs and
+// fused_bwd_finish_fits(nc, S) (else the default tail).
+unsigned tail_radix_bits(uint64_t cols) {
+  static const int mode = [] {
+    const char *e = std::getenv("TLRT_LN_TAIL");
+    if (e == nullptr || std::strncmp(e, "ticket", 6) != 0) return 0;
+    if (std::strcmp(e + 6, "2") == 0) return 1;
+    if (std::strcmp(e + 6, "4") == 0) return 2;
+    if (std::strcmp(e + 6, "8") == 0) return 3;
+    return -1;  // by width
+  }();
+  if (mode >= 0) return (unsigned)mode;
+  return cols <= 1024 ? 3u : 2u;
+}
+
+// Counters of the ticketed tail: ln_kernels::tail_counters(nc, S) <= kTailCounters per device,
+// zero between launches (each launch's last ticket per counter resets it), allocated once with
+// cudaMalloc outside the stream-ordered pool and kept for the life of the process (as
+// cuda/reduce.cu's chunk counters).
+constexpr uint64_t kTailCounters = ln_kernels::kFinishMaxLaneValues + 256;
+struct TailCounters {
+  std::once_flag once;
+  cudaError_t error = cudaSuccess;
+  unsigned *p = nullptr;
+};
+TailCounters g_tail_counters[kMaxCudaDevices];
+
+unsigned *tail_counters(int dev) {
+  TailCounters &c = g_tail_counters[dev];
+  std::call_once(c.once, [&] {
+    c.error = cudaMalloc(&c.p, kTailCounters * sizeof(unsigned));
+    if (c.error == cudaSuccess) c.error = cudaMemset(c.p, 0, kTailCounters * sizeof(unsigned));
+  });
+  check(c.error, "cudaMalloc (layer_norm_bwd tail counters)");
+  return c.p;
+}
+
 // The fused backward's schedule is ln_kernels::BwdPlan's defaults, the measured choices (H100,
 // 2026-11-24, whole op, bench/softmax.py, ms): two ring stages (64 KiB, 3 blocks per SM) against
 // three: (65536, 1024) 0.333 / 0.339, (16384, 4096) 0.350 / 0.359, (32768, 2048) 0.337 / 0.347,
@@ -461,13 +511,25 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   const uint64_t nc = red::chunks_of(a.rows);
   const CudaLaunch launch{dev, stream(dev)};
   const ln_kernels::BwdPlan plan;
-  const unsigned S = ln_kernels::fused_bwd_lane_sets(launch, a, plan);
+  const unsigned S = ln_kernels::fused_lane_sets(a.cols);
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;
   const uint64_t np = nc * S * a.cols;
   FloatScratch part;
   if (!direct) part = FloatScratch(dev, 2 * np);
   float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
+  const unsigned rb = tail_radix_bits(a.cols);
+  if (!direct && rb != 0 && ln_kernels::fused_bwd_ring(launch, a, plan) &&
+      ln_kernels::fused_bwd_finish_fits(nc, S)) {
+    // (finish_fits: nc S <= kFinishMaxLaneValues, so tail_counters(nc, S) <= kTailCounters.)
+    ln_kernels::TailArgs tail;
+    tail.counters = tail_counters(dev);
+    tail.dgamma = dgamma;
+    tail.dbeta = dbeta;
+    tail.rb = rb;
+    ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan, &tail);
+    return;
+  }
   ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan);
   if (direct) return;
   if (ln_kernels::fused_bwd_finish_fits(nc, S)) {

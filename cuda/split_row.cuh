@@ -143,8 +143,7 @@ struct SplitState {
 
   // Maximum over the row (order-free) of the threads' values m, in every thread.
   __device__ __forceinline__ float max(float m) {
-#pragma unroll
-    for (unsigned d = 16; d >= 1; d >>= 1) m = ew::max_f(m, __shfl_xor_sync(0xFFFFFFFFu, m, d));
+    m = row::dev::warp_max(m);
     if ((threadIdx.x & 31u) == 0) sh.smax[q * kSplitWarps + (threadIdx.x / 32) % kSplitWarps] = m;
     P::sync();
     float r = row::neg_inf();

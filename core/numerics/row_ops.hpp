@@ -177,13 +177,20 @@ struct Exchange {
   }
 };
 
-// Maximum over the group (order-free): in-thread value m, xor-shuffles in the warp, then across the
-// group's warps through shared memory (NT / 32 words of the group's slice). Every thread of the
-// group gets the result.
-template <unsigned NT, unsigned W>
-__device__ __forceinline__ float group_max(float m, Exchange<W> &ex) {
+// Maximum over the warp (order-free) of the lanes' values m, in every lane: xor-shuffles d = 16 ..
+// 1. (Shared by group_max and cuda/split_row.cuh's SplitState::max.)
+__device__ __forceinline__ float warp_max(float m) {
 #pragma unroll
   for (unsigned d = 16; d >= 1; d >>= 1) m = ew::max_f(m, __shfl_xor_sync(0xFFFFFFFFu, m, d));
+  return m;
+}
+
+// Maximum over the group (order-free): in-thread value m, xor-shuffles in the warp (warp_max), then
+// across the group's warps through shared memory (NT / 32 words of the group's slice). Every thread
+// of the group gets the result.
+template <unsigned NT, unsigned W>
+__device__ __forceinline__ float group_max(float m, Exchange<W> &ex) {
+  m = warp_max(m);
   if constexpr (NT > 32) {
     float *sh = ex.next() + (threadIdx.x / NT) * (NT / 32);
     const unsigned T = threadIdx.x % NT;
