@@ -168,7 +168,10 @@
 //   stream 0.141 ms (0.51 of the H200's copy bandwidth), sep 0.117 (0.62), sepfw 0.117 (0.62):
 //   -17%, the chain is hidden; the other pooling rows unchanged. sep is the default (the scalar
 //   body too: the same bits; odd widths were not timed); TLRT_POOL_BWD=stream / sepfw select the
-//   others. H100 figure: in bench/results (session 8).
+//   others. H100 (2026-11-26, bench/pool.py, copy ~3010 GB/s): 0.146 -> 0.136 ms, 0.70 -> 0.76
+//   of copy bandwidth (0.32x torch): short of the predicted ~0.82 and of the 0.80 target. Next
+//   suspects: the 32 KB ring per block (3 blocks per SM, 96 KB of shared memory) and the rings'
+//   LDS / STS traffic (~20 wavefronts per window row and warp), not the instruction count.
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
