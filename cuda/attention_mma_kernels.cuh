@@ -378,15 +378,15 @@ __device__ __forceinline__ void load_planes_nt(float *kpl, float *vpl, const flo
 #pragma unroll
     for (unsigned r = 0; r < VCH / NT; ++r)
       async::copy16(vd + r * (NT / VROW) * (PW * SV), vs + 4 * r * NT, true);
-    return;
+  } else {
+#pragma unroll
+    for (unsigned e = threadIdx.x; e < KCH; e += NT)
+      async::copy16(kpl + (e / KROW) * (PW * SK) + 4 * (e % KROW), src + 4 * e, true);
+    src += 4 * KCH;
+#pragma unroll
+    for (unsigned e = threadIdx.x; e < VCH; e += NT)
+      async::copy16(vpl + (e / VROW) * (PW * SV) + 4 * (e % VROW), src + 4 * e, true);
   }
-#pragma unroll
-  for (unsigned e = threadIdx.x; e < KCH; e += NT)
-    async::copy16(kpl + (e / KROW) * (PW * SK) + 4 * (e % KROW), src + 4 * e, true);
-  src += 4 * KCH;
-#pragma unroll
-  for (unsigned e = threadIdx.x; e < VCH; e += NT)
-    async::copy16(vpl + (e / VROW) * (PW * SV) + 4 * (e % VROW), src + 4 * e, true);
 }
 
 // A C fragment's element e: row offset 8 (e / 2) from g, column 2t + e % 2 of its n-tile.
