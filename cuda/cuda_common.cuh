@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
 #include <tuple>
 #include <utility>
 
@@ -31,6 +32,18 @@ int sm_count(int dev);
 
 // Major compute capability of `dev` (cached; no CUDA call after the first).
 int cc_major(int dev);
+
+// A per-device array of n unsigned counters for kernels that hand out tickets: allocated and
+// zeroed on first use (cudaMalloc, outside the stream-ordered pool, so that tlrt_allocator_trim can
+// still empty the pool) and kept for the life of the process; the kernels leave every counter at
+// zero when they finish. `what` names it in the error of a failed allocation. The device must be
+// current (stream(dev) makes it so).
+struct ZeroedCounters {
+  std::once_flag once;
+  cudaError_t error = cudaSuccess;
+  unsigned *p = nullptr;
+};
+unsigned *zeroed_counters(ZeroedCounters &c, uint64_t n, const char *what);
 
 // kernel<<<grid, block, shmem, s>>>(args...) through cudaLaunchKernel, checking its return value:
 // the same errors <<<>>> followed by check_launch (cudaGetLastError) reports, one runtime call

@@ -476,21 +476,11 @@ unsigned tail_radix_bits(uint64_t cols) {
 // cudaMalloc outside the stream-ordered pool and kept for the life of the process (as
 // cuda/reduce.cu's chunk counters).
 constexpr uint64_t kTailCounters = ln_kernels::kFinishMaxLaneValues + 256;
-struct TailCounters {
-  std::once_flag once;
-  cudaError_t error = cudaSuccess;
-  unsigned *p = nullptr;
-};
-TailCounters g_tail_counters[kMaxCudaDevices];
+ZeroedCounters g_tail_counters[kMaxCudaDevices];
 
 unsigned *tail_counters(int dev) {
-  TailCounters &c = g_tail_counters[dev];
-  std::call_once(c.once, [&] {
-    c.error = cudaMalloc(&c.p, kTailCounters * sizeof(unsigned));
-    if (c.error == cudaSuccess) c.error = cudaMemset(c.p, 0, kTailCounters * sizeof(unsigned));
-  });
-  check(c.error, "cudaMalloc (layer_norm_bwd tail counters)");
-  return c.p;
+  return zeroed_counters(g_tail_counters[dev], kTailCounters,
+                         "cudaMalloc (layer_norm_bwd tail counters)");
 }
 
 // The fused backward's schedule is ln_kernels::BwdPlan's defaults, the measured choices (H100,

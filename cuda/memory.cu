@@ -148,6 +148,15 @@ int sm_count(int dev) { return state(dev).sms; }
 
 int cc_major(int dev) { return state(dev).cc_major; }
 
+unsigned *zeroed_counters(ZeroedCounters &c, uint64_t n, const char *what) {
+  std::call_once(c.once, [&] {
+    c.error = cudaMalloc(&c.p, n * sizeof(unsigned));
+    if (c.error == cudaSuccess) c.error = cudaMemset(c.p, 0, n * sizeof(unsigned));
+  });
+  check(c.error, what);
+  return c.p;
+}
+
 uint32_t device_count() noexcept {
   static const uint32_t count = [] {
     int n = 0;

@@ -309,21 +309,10 @@ void launch_small(int dev, cudaStream_t s, const float *x, uint64_t outer, uint6
 // of the process. More sequences than that (over 2^28 elements with chunks of 4096) take the
 // pass-by-pass path, where the extra launches cost nothing measurable.
 constexpr uint64_t kMaxFusedSeq = 65536;
-struct ChunkCounters {
-  std::once_flag once;
-  cudaError_t error = cudaSuccess;
-  unsigned *p = nullptr;
-};
-ChunkCounters g_counters[kMaxCudaDevices];
+ZeroedCounters g_counters[kMaxCudaDevices];
 
 unsigned *chunk_counters(int dev) {
-  ChunkCounters &c = g_counters[dev];
-  std::call_once(c.once, [&] {
-    c.error = cudaMalloc(&c.p, kMaxFusedSeq * sizeof(unsigned));
-    if (c.error == cudaSuccess) c.error = cudaMemset(c.p, 0, kMaxFusedSeq * sizeof(unsigned));
-  });
-  check(c.error, "cudaMalloc (reduction counters)");
-  return c.p;
+  return zeroed_counters(g_counters[dev], kMaxFusedSeq, "cudaMalloc (reduction counters)");
 }
 
 // plain: one pass, y receives outer * nc chunk values; otherwise the whole tree (nc <= kChunk and
