@@ -35,10 +35,12 @@ enum { DIGITS_FEATURES = 64, DIGITS_CLASSES = 10, DIGITS_EVAL_BATCH = 512 };
     }                                                                                \
   } while (0)
 
-/* [--cuda] [--epochs N] [--target PERCENT] [digits.bin]: *epochs and *target hold the program's
- * defaults on entry. Returns 0, or 2 (the exit status) after printing the usage. */
+/* [--cuda] [--epochs N] [--target PERCENT] [--subset N] [digits.bin]: *epochs and *target hold
+ * the program's defaults on entry; --subset N (for memory checkers: every code path in fewer
+ * steps) trains and evaluates on the first N images of each side of the split (*subset 0: all).
+ * Returns 0, or 2 (the exit status) after printing the usage. */
 static int digits_args(int argc, char **argv, const char **path, tlrt_device *dev, int *epochs,
-                       double *target) {
+                       double *target, uint32_t *subset) {
   int k;
   for (k = 1; k < argc; ++k) {
     if (strcmp(argv[k], "--cuda") == 0) {
@@ -51,10 +53,18 @@ static int digits_args(int argc, char **argv, const char **path, tlrt_device *de
       }
     } else if (strcmp(argv[k], "--target") == 0 && k + 1 < argc) {
       *target = atof(argv[++k]);
+    } else if (strcmp(argv[k], "--subset") == 0 && k + 1 < argc) {
+      const long n = atol(argv[++k]);
+      if (n < 1 || n > 100000) {
+        fprintf(stderr, DIGITS_PROG ": --subset must be in 1..100000\n");
+        return 2;
+      }
+      *subset = (uint32_t)n;
     } else if (argv[k][0] != '-') {
       *path = argv[k];
     } else {
-      fprintf(stderr, "usage: %s [--cuda] [--epochs N] [--target PERCENT] [digits.bin]\n",
+      fprintf(stderr,
+              "usage: %s [--cuda] [--epochs N] [--target PERCENT] [--subset N] [digits.bin]\n",
               argv[0]);
       return 2;
     }
@@ -313,7 +323,7 @@ static int digits_main(int argc, char **argv, const DigitsModel *spec) {
   double target = spec->target;
   tlrt_status st = TLRT_OK;
   Dataset ds;
-  uint32_t *order = NULL, *train, *test, ntrain, ntest;
+  uint32_t *order = NULL, *train, *test, ntrain, ntest, subset = 0;
   float *xs = NULL, *host = NULL;
   uint64_t *ys = NULL, seed = 2026, step = 0, total_steps;
   tlrt_tape *t = NULL;
@@ -324,7 +334,7 @@ static int digits_main(int argc, char **argv, const DigitsModel *spec) {
 
   memset(&m, 0, sizeof m);
   m.spec = spec;
-  if ((rc = digits_args(argc, argv, &path, &dev, &epochs, &target)) != 0) return rc;
+  if ((rc = digits_args(argc, argv, &path, &dev, &epochs, &target, &subset)) != 0) return rc;
   rc = 1;
   if (read_digits(path, &ds) != 0) return 1;
 
@@ -340,6 +350,8 @@ static int digits_main(int argc, char **argv, const DigitsModel *spec) {
   ntest = ds.n - ntrain;
   train = order;
   test = order + ntrain;
+  if (subset != 0 && ntrain > subset) ntrain = subset;
+  if (subset != 0 && ntest > subset) ntest = subset;
   total_steps = (uint64_t)epochs * ((ntrain + spec->batch - 1) / spec->batch);
 
   printf(DIGITS_PROG ": %u images (%u train, %u test), %s, batch %u, on %s\n", ds.n, ntrain,

@@ -8,8 +8,9 @@
 # Under the valgrind test setup (TLRT_UNDER_VALGRIND set) meson's wrapper runs this shell under
 # memcheck, so the shell never exits by itself (bash leaks at exit): it ends by exec. A native
 # COMMAND then runs under memcheck itself, for DIGITS_VALGRIND_EPOCHS epochs (default 2) with no
-# accuracy target (the full run takes minutes there); a Python one is skipped (CPython under memcheck is slow and noisy; the C
-# example makes the same library calls).
+# accuracy target (the full run takes minutes there), on the first DIGITS_VALGRIND_SUBSET images
+# of each split when that is set (--subset: the same code paths in fewer steps); a Python one is
+# skipped (CPython under memcheck is slow and noisy; the C example makes the same library calls).
 set -u
 py=$1
 export_script=$2
@@ -24,6 +25,7 @@ if [ -n "${TLRT_UNDER_VALGRIND:-}" ]; then
   [ "$1" = "$py" ] && skip "Python example: skipped under valgrind"
   wrap=(valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect)
   extra=(--epochs "${DIGITS_VALGRIND_EPOCHS:-2}" --target 0)
+  [ -n "${DIGITS_VALGRIND_SUBSET:-}" ] && extra+=(--subset "$DIGITS_VALGRIND_SUBSET")
 fi
 # In a sanitizer build (DIGITS_SANITIZER_EPOCHS set by meson) a native COMMAND runs that many
 # epochs with no accuracy target.

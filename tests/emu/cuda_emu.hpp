@@ -3,7 +3,8 @@
 // stub, so index arithmetic, boundary tiles, barriers and asynchronous copies are checked on
 // machines without a GPU. It is not a performance model.
 //
-// Each block runs as blockDim.x fibers (ucontext) on the calling thread. A fiber runs until it
+// Each block runs as blockDim.x fibers on the calling thread (on x86-64 a register-only stack
+// switch, below; elsewhere ucontext, whose every switch is a sigprocmask system call). A fiber runs until it
 // reaches __syncthreads() (released when every thread of the block has arrived), a warp shuffle
 // (released when the 32 lanes of its warp have arrived), or its end; between those points its
 // code runs atomically. The order in which runnable fibers are resumed is a policy (ascending,
@@ -25,11 +26,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #define __global__
@@ -82,8 +85,78 @@ struct PendingCopy {
   unsigned group;
 };
 
+// Ctx: a suspended fiber (or the scheduler). ctx_make prepares one to start in `entry` on its own
+// stack; ctx_switch(from, to) suspends the caller into `from` and resumes `to`.
+#if defined(__x86_64__) && !defined(TLRT_EMU_UCONTEXT)
+// Saves the SysV callee-saved registers, MXCSR and the x87 control word on the running stack,
+// stores the stack pointer in *from, loads `to` and restores the same from there. Weak, so that
+// every test translation unit may carry its copy.
+extern "C" void tlrt_emu_switch(void **from, void *to);
+asm(R"(
+  .text
+  .weak tlrt_emu_switch
+  .type tlrt_emu_switch, @function
+tlrt_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size tlrt_emu_switch, .-tlrt_emu_switch
+)");
+struct Ctx {
+  void *sp = nullptr;
+};
+inline void ctx_switch(Ctx &from, Ctx &to) { tlrt_emu_switch(&from.sp, to.sp); }
+// The new stack as tlrt_emu_switch leaves a suspended one: from the 16-byte aligned top down, a
+// null return address (entry never returns), entry's address, six zero registers, then the
+// caller's MXCSR and x87 control word. After the final ret, rsp % 16 == 8, as at any call.
+inline void ctx_make(Ctx &c, char *stack, size_t size, void (*entry)()) {
+  auto top = reinterpret_cast<uintptr_t>(stack + size) & ~uintptr_t(15);
+  auto *w = reinterpret_cast<uint64_t *>(top);
+  w[-1] = 0;
+  w[-2] = reinterpret_cast<uint64_t>(entry);
+  for (int i = 3; i <= 8; ++i) w[-i] = 0;
+  uint32_t csr;
+  uint16_t cw;
+  asm volatile("stmxcsr %0" : "=m"(csr));
+  asm volatile("fnstcw %0" : "=m"(cw));
+  std::memcpy(reinterpret_cast<char *>(w - 9), &csr, 4);
+  std::memcpy(reinterpret_cast<char *>(w - 9) + 4, &cw, 2);
+  c.sp = w - 9;
+}
+#else
+struct Ctx {
+  ucontext_t uc;
+};
+inline void ctx_switch(Ctx &from, Ctx &to) { swapcontext(&from.uc, &to.uc); }
+inline void ctx_make(Ctx &c, char *stack, size_t size, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = size;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, entry, 0);
+}
+#endif
+
 struct Fiber {
-  ucontext_t ctx;
+  Ctx ctx;
   char *stack = nullptr;
   St st = St::Run;
   unsigned parity = 0;     // alternating shuffle slot
@@ -103,9 +176,10 @@ struct Block {
   std::vector<Fiber> fibers;
   std::vector<std::vector<std::pair<uint64_t, MmaMemo>>> mma_memo;  // per warp
   std::vector<float> slots;  // [warp][parity][lane]
-  ucontext_t sched;
+  Ctx sched;
   unsigned cur = 0;
   std::function<void()> body;
+  std::exception_ptr error;  // thrown by a fiber (check_aligned, ...): rethrown by run_block
   Policy policy;
 };
 
@@ -128,14 +202,21 @@ inline void set_thread(unsigned t) {
 
 inline void yield_to_scheduler() {
   Block &b = block();
-  swapcontext(&b.fibers[b.cur].ctx, &b.sched);
+  ctx_switch(b.fibers[b.cur].ctx, b.sched);
 }
 
+// A fiber's first frame. An exception must not unwind past it (there is no caller): it is kept
+// for run_block, which abandons the block and rethrows it on the scheduler's stack.
 inline void trampoline() {
   Block &b = block();
-  b.body();
+  try {
+    b.body();
+  } catch (...) {
+    b.error = std::current_exception();
+  }
   b.fibers[b.cur].st = St::Done;
-  swapcontext(&b.fibers[b.cur].ctx, &b.sched);
+  ctx_switch(b.fibers[b.cur].ctx, b.sched);
+  std::abort();  // a finished fiber is never resumed
 }
 
 inline void perform(const PendingCopy &c) {
@@ -156,11 +237,7 @@ inline void run_block(unsigned nthreads) {
     f.committed = 0;
     f.mma_calls = 0;
     f.pending.clear();
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = kStack;
-    f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, trampoline, 0);
+    ctx_make(f.ctx, f.stack, kStack, trampoline);
   }
   std::mt19937_64 rng(b.policy.seed ^ (uint64_t(blockIdx.x) << 20) ^ (uint64_t(blockIdx.y) << 40));
   std::vector<unsigned> order(nthreads);
@@ -172,7 +249,8 @@ inline void run_block(unsigned nthreads) {
     for (unsigned t : order) {
       if (b.fibers[t].st != St::Run) continue;
       set_thread(t);
-      swapcontext(&b.sched, &b.fibers[t].ctx);
+      ctx_switch(b.sched, b.fibers[t].ctx);
+      if (b.error) std::rethrow_exception(std::exchange(b.error, nullptr));
       progress = true;
     }
     done = 0;
