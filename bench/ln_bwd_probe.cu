@@ -1,10 +1,7 @@
 // Probe (not built by meson): times the fused layer-norm backward kernels alone (no reduce_axis
 // tail) on the GPU: the register kernel fused_group_bwd, the ring kernel with 2 stages (the
 // default) and 3; checks that the register kernel and the
-// default ring kernel agree bit for bit (dx and the partials), and times P = 4. Session 8: the
-// whole op's GPU part both ways, back to back (no allocations): "ring + finish" (the default, two
-// launches) and "ring + ticket tail" with 2, 4, 8 lanes per level (one launch; TLRT_LN_TAIL=
-// ticket2 / ticket4 / ticket8 in the library), checking dgamma / dbeta bit for bit between them.
+// default ring kernel agree bit for bit (dx and the partials), and times P = 4.
 // Run from the repository root:
 //   nvcc -std=c++17 -fmad=false -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //       bench/ln_bwd_probe.cu -o /tmp/ln_bwd_probe && /tmp/ln_bwd_probe
@@ -73,7 +70,7 @@ void pipe_variant(const lk::BwdArgs &a, float *pg, float *pb, double bytes, doub
   const uint64_t nblk = tlrt::red::chunks_of(a.rows) * lk::fused_lane_sets(a.cols);
   L l;
   const unsigned grid = (unsigned)nblk;
-  float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P>, grid, lk::pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb, lk::TailArgs{}); });
+  float ms = timeit([&] { l.dyn("", lk::fused_pipe_bwd<NT, R, P>, grid, lk::pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, a.n, nblk, a.dx, pg, pb); });
   printf("  pipe<%u, %u> P=%u block per item  %.4f ms  %.3f of copy BW  (grid %u)\n", NT, R, P, ms, bytes / ms / 1e6 / cbw, grid);
 }
 
@@ -138,36 +135,6 @@ int main() {
         CK(cudaMalloc(&dgb, 2 * cols * 4));
         float tf = timeit([&] { lk::fused_bwd_finish_plan(l, pg2, pb2, nc, S, cols, dgb, dgb + cols); });
         printf("  finish (nc %llu, S %u)   %.4f ms\n", (unsigned long long)nc, S, tf);
-        if (cols > 256) {  // the ring kernel: its tail two ways
-          const float tw = timeit([&] {
-            lk::fused_bwd_plan(l, a2, pg2, pb2, p2);
-            lk::fused_bwd_finish_plan(l, pg2, pb2, nc, S, cols, dgb, dgb + cols);
-          });
-          printf("  ring P=2 + finish      %.4f ms  %.3f of copy BW\n", tw, bytes / tw / 1e6 / cbw);
-          CK(cudaDeviceSynchronize());
-          std::vector<uint32_t> want(2 * cols), got(2 * cols);
-          CK(cudaMemcpy(want.data(), dgb, 2 * cols * 4, cudaMemcpyDeviceToHost));
-          unsigned *ctr;
-          float *dgt;
-          CK(cudaMalloc(&ctr, lk::tail_counters(nc, S) * sizeof(unsigned)));
-          CK(cudaMemset(ctr, 0, lk::tail_counters(nc, S) * sizeof(unsigned)));
-          CK(cudaMalloc(&dgt, 2 * cols * 4));
-          for (unsigned rb = 1; rb <= lk::kTailMaxRadixBits; ++rb) {
-            lk::TailArgs t;
-            t.counters = ctr;
-            t.dgamma = dgt;
-            t.dbeta = dgt + cols;
-            t.rb = rb;
-            CK(cudaMemset(dgt, 0xFF, 2 * cols * 4));
-            const float tt = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p2, &t); });
-            CK(cudaDeviceSynchronize());
-            CK(cudaMemcpy(got.data(), dgt, 2 * cols * 4, cudaMemcpyDeviceToHost));
-            printf("  ring P=2 + ticket, %u lanes per level  %.4f ms  %.3f of copy BW  dgamma/dbeta same: %s\n",
-                   1u << rb, tt, bytes / tt / 1e6 / cbw, got == want ? "yes" : "NO");
-          }
-          cudaFree(ctr);
-          cudaFree(dgt);
-        }
         cudaFree(dgb);
       }
     }

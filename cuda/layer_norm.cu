@@ -124,13 +124,17 @@
 // -> 0.497 (0.44 -> 0.55): the 0.85 target is not met; the kernel alone is at 0.86 (probe), the
 // rest is the partials' tail. fused_group_bwd serves the short rows, the plan's pipelined = false
 // and the probe (bench/ln_bwd_probe.cu).
-// SESSION 8 (branch ln8), THE TAIL: the whole op 0.328 ms at (65536, 1024) against the ring
-// kernel's 0.314 alone (bench/results/2026-11-24-h100-s7-softmax.md): ~14 us after the kernel
-// (fused_bwd_finish: 64 blocks, 4 dependent batches of loads, plus a launch gap); ~22 us at
-// (16384, 4096). Variant behind TLRT_LN_TAIL=ticket (fused_bwd below; the default unchanged): the
-// ring kernel finishes the column tree itself by a tree of tickets as items complete
-// (ln_kernels::TailArgs: the scheme, the byte counts, the PREDICTION: whole op ~0.318 ms at
-// (65536, 1024), ~0.337 at (16384, 4096)). Measured: (pending GPU run).
+// SESSIONS 8-9, THE TAIL (the ~14 us after the ring kernel at (65536, 1024): the one-launch
+// fused_bwd_finish, 64 blocks of 4 dependent load batches, after a launch gap): a TICKETED TAIL in
+// the ring kernel (each item, once its partial rows were written, fenced and took a ticket per
+// level of 2^b lanes; the last arrival combined the level from L2 in place, the last level wrote
+// dgamma / dbeta; the same bits), commit c8a79b8, was PREDICTED at 0.328 -> ~0.319 ms (65536,
+// 1024) and 0.349 -> ~0.338 (16384, 4096). MEASURED (H100, 2026-11-27, bench/softmax.py, the same
+// build; parity held with 2, 4 and 8 lanes per level): 0.339 / 0.344 ms (8 / 4 lanes per level)
+// against 0.328, and 0.415 / 0.414 against 0.350: slower, so removed in session 9 (suspects: the
+// fence and the two block barriers of every ticket stall the block's cp.async ring between
+// items, and the last item's chain of dependent L2 levels outlasts the finish kernel). The 0.85
+// target stays missed (0.82 / 0.77).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -140,8 +144,6 @@
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -452,37 +454,6 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 
 // ---- backward, cols <= 4096: dx and the column tree's first levels in one pass ------------------
 
-// THE TAIL, A/B switch (session 8; ln_kernels::TailArgs has the scheme and the prediction):
-// TLRT_LN_TAIL unset (or anything else): the ring kernel, then fused_bwd_finish (the measured
-// default). TLRT_LN_TAIL=ticket: the ring kernel finishes the tree itself by tickets (no second
-// launch), 2^3 lanes per level up to 1024 columns, 2^2 above; ticket2 / ticket4 / ticket8 force
-// 2 / 4 / 8 lanes per level. Read once per process. Only where the ring kernel runs and
-// fused_bwd_finish_fits(nc, S) (else the default tail).
-unsigned tail_radix_bits(uint64_t cols) {
-  static const int mode = [] {
-    const char *e = std::getenv("TLRT_LN_TAIL");
-    if (e == nullptr || std::strncmp(e, "ticket", 6) != 0) return 0;
-    if (std::strcmp(e + 6, "2") == 0) return 1;
-    if (std::strcmp(e + 6, "4") == 0) return 2;
-    if (std::strcmp(e + 6, "8") == 0) return 3;
-    return -1;  // by width
-  }();
-  if (mode >= 0) return (unsigned)mode;
-  return cols <= 1024 ? 3u : 2u;
-}
-
-// Counters of the ticketed tail: ln_kernels::tail_counters(nc, S) <= kTailCounters per device,
-// zero between launches (each launch's last ticket per counter resets it), allocated once with
-// cudaMalloc outside the stream-ordered pool and kept for the life of the process (as
-// cuda/reduce.cu's chunk counters).
-constexpr uint64_t kTailCounters = ln_kernels::kFinishMaxLaneValues + 256;
-ZeroedCounters g_tail_counters[kMaxCudaDevices];
-
-unsigned *tail_counters(int dev) {
-  return zeroed_counters(g_tail_counters[dev], kTailCounters,
-                         "cudaMalloc (layer_norm_bwd tail counters)");
-}
-
 // The fused backward's schedule is ln_kernels::BwdPlan's defaults, the measured choices (H100,
 // 2026-11-24, whole op, bench/softmax.py, ms): two ring stages (64 KiB, 3 blocks per SM) against
 // three: (65536, 1024) 0.333 / 0.339, (16384, 4096) 0.350 / 0.359, (32768, 2048) 0.337 / 0.347,
@@ -508,18 +479,6 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   FloatScratch part;
   if (!direct) part = FloatScratch(dev, 2 * np);
   float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
-  const unsigned rb = tail_radix_bits(a.cols);
-  if (!direct && rb != 0 && ln_kernels::fused_bwd_ring(launch, a, plan) &&
-      ln_kernels::fused_bwd_finish_fits(nc, S)) {
-    // (finish_fits: nc S <= kFinishMaxLaneValues, so tail_counters(nc, S) <= kTailCounters.)
-    ln_kernels::TailArgs tail;
-    tail.counters = tail_counters(dev);
-    tail.dgamma = dgamma;
-    tail.dbeta = dbeta;
-    tail.rb = rb;
-    ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan, &tail);
-    return;
-  }
   ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan);
   if (direct) return;
   if (ln_kernels::fused_bwd_finish_fits(nc, S)) {

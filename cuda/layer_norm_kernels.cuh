@@ -165,170 +165,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ---- TICKETED TAIL (TLRT_LN_TAIL=ticket; session 8): the rest of the column tree in the kernel ----
-// The default path ends the backward with a second launch, fused_bwd_finish (below), over the
-// (nc, S, cols) partials: at (65536, 1024) a grid of only (32, 2) = 64 blocks with 4 dependent
-// batches of loads each, after a launch gap, ~14 us of the 0.328 ms whole op (the ring kernel
-// alone: 0.314). Here the ring kernel finishes the tree itself, as the partials appear: a TREE OF
-// TICKETS. The halving over the S lane values of chunk k is cut into levels of 2^b lanes (b = rb,
-// the last level what is left): level j combines, for each group g < S_{j+1} = S_j / 2^b, the
-// lanes g + m S_{j+1} (m < 2^b) by the halving over m, which is exactly the tree's steps h = S_j
-// / 2 .. S_{j+1} for those lanes. Each member, when its value is written (the item's partial
-// row, or a lower level's result), fences and takes a ticket on its group's counter; the member
-// with the last ticket (all others written) does the level: it reads the 2^b rows from L2
-// (__ldcg: they were written by other SMs), halves, and writes the result IN PLACE into the row
-// of lane g, then goes on to the next level. The chunk value ends in row (k, 0). The chunk values
-// then go through the same scheme over the tree of the nc <= 256 chunk values (lanes k < nc;
-// lanes >= nc hold the identity, so a group of the nc tree waits for its members g + m S_{j+1}
-// < nc only); its last level writes dgamma, dbeta (nc == 1: the chunk level writes them, the
-// chunk value itself, as fused_bwd_finish). The operations are those of fused_bwd_finish: leaves
-// -0 + v, the pad steps v + -0 (h = 128 .. S, or .. pow2_at_least(nc)), then the halving: the same
-// bits. Counters: chunk k's level groups at k S + S_{j+1} + g, the nc tree's at nc S + S_{j+1} +
-// g (disjoint: S_{j+1} runs over distinct powers of two); the last ticket resets its counter, so
-// they are all zero between launches (a per-device array, zeroed once; one stream per device).
-// Only the chain of the LAST item waits at the end (the other levels run while other items
-// stream): levels log_{2^b} S + log_{2^b} nc, each one batch of 2^b rows (2^b * 8 cols bytes)
-// from L2 plus a fence and an atomic. rb: 3 (8 rows, 64 KB per level at 1024 columns) up to 1024
-// columns, 2 above (4 rows, 64-128 KB); TLRT_LN_TAIL=ticket2 / ticket4 / ticket8 force 2^b.
-// A level's loads: 2 columns x 2^b rows per thread per batch (16 loads, 16 KB per block in flight:
-// the kernel's 80 registers; 4 columns spilled), so 2^b * 8 cols / 16 KB dependent batches.
-// Registers of the TK kernels (-Xptxas -v): 79-80 on sm_90 and sm_80, no spills; sm_89 spills
-// 24 bytes at 4096 columns.
-// PREDICTION (written before any GPU run): (65536, 1024), S = 64, nc = 16, b = 3: a chain of 4
-// levels (8, 8, 8, 2 rows of 8 KB: 4, 4, 4, 1 batches of ~0.2-0.4 us from L2, plus a fence and an
-// atomic each): the tail ~14 us -> ~4-6 us, whole op 0.328 -> ~0.319 ms (0.84 of copy
-// bandwidth; 0.85 needs <= 0.3155); b = 2 (5 levels of 2 batches) about the same, b = 1 (10
-// levels of 1 batch) ~1 us slower. (16384, 4096), S = 256, nc = 4, b = 2: 5 levels of 4 rows of
-// 32 KB (8 batches each): ~22 -> ~10-12 us, whole op 0.349 -> ~0.338 (0.79). The other tickets
-// and levels cost the items ~1-2 us per 2^b items, hidden behind the other blocks' streaming. The in-place rows are read back from L2 (no HBM
-// read of the partials: 8 MB / 64 MB less than the finish at 1024 / 4096 columns).
-// Measured: (pending GPU run).
-struct TailArgs {
-  unsigned *counters = nullptr;  // >= tail_counters(nc, S) zeros
-  float *dgamma = nullptr, *dbeta = nullptr;
-  unsigned rb = 3;  // log2 of the lanes per level, 1..3
-};
-constexpr unsigned kTailMaxRadixBits = 3;
-inline uint64_t tail_counters(uint64_t nc, unsigned S) { return nc * S + 256; }
-
-// One level of the ticketed tail for both arrays: per column, the values of lanes l = g + m Sn (m
-// < 2^b; lanes >= n: the identity) in rows base + l ls (row stride cols), leaves -0 + v and `pads`
-// steps v + -0 when `first`, then the halving over m; the result into the row of lane g, or into
-// dg / db when they are given.
-__device__ __forceinline__ void tail_level(float *pg, float *pb, uint64_t base, uint64_t ls,
-                                           unsigned g, unsigned Sn, unsigned b, uint64_t n,
-                                           unsigned pads, bool first, uint64_t cols, float *dg,
-                                           float *db) {
-  using O = red::Ops<red::Op::Sum>;
-  constexpr unsigned kR = 1u << kTailMaxRadixBits;
-  constexpr unsigned kC = 2;  // columns per thread per batch (kC 2^b loads in flight; 4: 120
-                              // bytes of spills at 80 registers, 3: 24 at 4096 columns)
-  const float id = O::identity();
-  const unsigned rl = 1u << b;
-  for (unsigned arr = 0; arr < 2; ++arr) {
-    const float *p = arr == 0 ? pg : pb;
-    float *out = dg != nullptr ? (arr == 0 ? dg : db) : (arr == 0 ? pg : pb) + (base + g * ls) * cols;
-    for (uint64_t e0 = threadIdx.x; e0 < cols; e0 += kC * kThreads) {
-      float v[kC][kR];
-#pragma unroll
-      for (unsigned c = 0; c < kC; ++c) {
-        const uint64_t e = e0 + c * kThreads;
-#pragma unroll
-        for (unsigned m = 0; m < kR; ++m) {
-          const uint64_t l = g + (uint64_t)m * Sn;
-          v[c][m] = m < rl && l < n && e < cols ? __ldcg(p + (base + l * ls) * cols + e) : id;
-        }
-      }
-#pragma unroll
-      for (unsigned c = 0; c < kC; ++c) {
-        if (first) {
-#pragma unroll
-          for (unsigned m = 0; m < kR; ++m)
-            if (m < rl && g + (uint64_t)m * Sn < n) {
-              v[c][m] = O::op(id, v[c][m]);  // the leaf
-              for (unsigned i = 0; i < pads; ++i) v[c][m] = O::op(v[c][m], id);  // h = 128 ..
-            }
-        }
-        // The halving over m: steps h = rl / 2 .. 1 (h a constant per unrolled step: v stays in
-        // registers; a run-time h indexed v in local memory).
-#pragma unroll
-        for (unsigned h = kR / 2; h >= 1; h /= 2)
-          if (h < rl) {
-#pragma unroll
-            for (unsigned m = 0; m < h; ++m) v[c][m] = O::op(v[c][m], v[c][m + h]);
-          }
-        const uint64_t e = e0 + c * kThreads;
-        if (e < cols) out[e] = v[c][0];
-      }
-    }
-  }
-}
-
-// After item q (lane set q % S of chunk q / S) wrote its partial rows: the ticket chain (see
-// above). Every thread of the block calls it (block-uniform).
-template <unsigned S>
-__device__ __forceinline__ void tail_tickets(float *pg, float *pb, uint64_t q, uint64_t nc,
-                                             uint64_t cols, const TailArgs &t) {
-  static_assert(S >= 2 && S <= 256 && (S & (S - 1)) == 0, "lane sets");
-  __shared__ unsigned last_ticket;
-  // Fence the block's writes, take a ticket on counter idx (need arrivals in all): true in every
-  // thread of the block whose ticket is the last.
-  auto arrive = [&](uint64_t idx, unsigned need) {
-    __threadfence();  // this thread's writes visible device-wide before the ticket says so
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const unsigned o = atomicAdd(t.counters + idx, 1u);
-      last_ticket = o + 1 == need ? 1u : 0u;
-      if (o + 1 == need) t.counters[idx] = 0;  // the last user of it in this launch
-    }
-    __syncthreads();
-    const bool last = last_ticket != 0;
-    if (last) __threadfence();
-    return last;
-  };
-  auto bits = [](unsigned x) {
-    unsigned r = 0;
-    while ((1u << r) < x) ++r;
-    return r;
-  };
-  const unsigned rb = t.rb < 1 ? 1u : t.rb > kTailMaxRadixBits ? kTailMaxRadixBits : t.rb;
-  const uint64_t k = q / S;
-  unsigned g = (unsigned)(q - k * S);
-  // The chunk's tree over its S lanes (rows k S + lane).
-  unsigned sj = S;
-  bool first = true;
-  while (sj > 1) {
-    const unsigned bj = rb < bits(sj) ? rb : bits(sj);
-    const unsigned sn = sj >> bj, gg = g % sn;
-    if (!arrive(k * S + sn + gg, 1u << bj)) return;
-    const bool out = sn == 1 && nc == 1;
-    tail_level(pg, pb, k * S, 1, gg, sn, bj, S, 8 - bits(S), first, cols, out ? t.dgamma : nullptr,
-               out ? t.dbeta : nullptr);
-    first = false;
-    g = gg;
-    sj = sn;
-  }
-  if (nc == 1) return;
-  // The tree of the chunk values (lane k: row k S), lanes >= nc the identity.
-  const unsigned np2 = red::pow2_at_least(nc);
-  g = (unsigned)k;
-  sj = np2;
-  first = true;
-  while (sj > 1) {
-    const unsigned bj = rb < bits(sj) ? rb : bits(sj);
-    const unsigned sn = sj >> bj, gg = g % sn;
-    unsigned need = 0;
-    for (unsigned m = 0; m < (1u << bj); ++m) need += gg + (uint64_t)m * sn < nc ? 1u : 0u;
-    if (!arrive(nc * S + sn + gg, need)) return;
-    const bool out = sn == 1;
-    tail_level(pg, pb, 0, S, gg, sn, bj, nc, 8 - bits(np2), first, cols,
-               out ? t.dgamma : nullptr, out ? t.dbeta : nullptr);
-    first = false;
-    g = gg;
-    sj = sn;
-  }
-}
-
 // 256 < cols <= 4096, PIPELINED: the same lanes, rows, sums and partials as fused_group_bwd (so the
 // same bits), but the rows of dy and x reach the block through a P-stage cp.async ring in dynamic
 // shared memory instead of registers: while a group works on its row r, its next P - 1 rows are
@@ -380,15 +216,13 @@ __device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
   return (unsigned)(left < red::kDepth ? left : red::kDepth);
 }
 
-// TK: the ticketed tail (TailArgs above) after each item; pg, pb are then rewritten in place and
-// the kernel writes dgamma, dbeta itself (tail unused when !TK).
-template <unsigned NT, unsigned R, unsigned P, bool TK = false>
+template <unsigned NT, unsigned R, unsigned P>
 __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
                    const float *__restrict mean, const float *__restrict inv_std,
                    const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
                    uint64_t nblk, float *__restrict dx, float *__restrict pg,
-                   float *__restrict pb, TailArgs tail) {
+                   float *__restrict pb) {
   using L = Layout<NT, 1, R>;
   using O = red::Ops<red::Op::Sum>;
   constexpr unsigned G = L::kGroups;
@@ -511,8 +345,6 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     if constexpr (G > 1) __syncthreads();  // every thread is past its last read of that stage
     lanes_to_partials<L>(ag, ab, T, g, cols, cs, (unsigned)cols, og, ob);
     if constexpr (G > 1) __syncthreads();  // the stage is refilled by the next step
-    // (Registers and global memory only: the next item's rows keep landing in the ring.)
-    if constexpr (TK) tail_tickets<S>(pg, pb, q, nblk / S, cols, tail);
   }
   cuda::async::wait<0>();  // (only empty groups remain: nothing lands in the ring later)
 }
@@ -667,27 +499,23 @@ bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan)
   return a.cols > kRegMaxCols && plan.pipelined &&
          pipe_bytes_for(plan) + kPipeStaticSmem <= launch.max_smem();
 }
-// tail (the ring kernel only: fused_bwd_ring must hold; nullptr: the partials are left for
-// fused_bwd_finish): the ticketed tail, which rewrites pg / pb and writes tail->dgamma / dbeta.
 template <class Launch>
 void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb,
-                    const BwdPlan &plan = BwdPlan{}, const TailArgs *tail = nullptr) {
+                    const BwdPlan &plan = BwdPlan{}) {
   const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
   const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
   // The ring kernel: a block per item.
-#define TLRT_LN_PIPE_K(NT, R, P, TK)                                                             \
-  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #TK ">", fused_pipe_bwd<NT, R, P, TK>,   \
-             grid, pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,   \
-             a.cols, a.n, nblk, a.dx, pg, pb, tail != nullptr ? *tail : TailArgs{})
-  // (The ticketed tail only with the default 2 stages: plan.stages is not looked at then.)
+#define TLRT_LN_PIPE(NT, R, P)                                                                   \
+  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ">", fused_pipe_bwd<NT, R, P>, grid,          \
+             pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, \
+             a.n, nblk, a.dx, pg, pb)
 #define TLRT_LN_PIPE_P(NT, R)                                                                    \
   do {                                                                                           \
-    if (tail != nullptr) TLRT_LN_PIPE_K(NT, R, 2, true);                                         \
-    else if (plan.stages >= 3) TLRT_LN_PIPE_K(NT, R, 3, false);                                  \
-    else TLRT_LN_PIPE_K(NT, R, 2, false);                                                        \
+    if (plan.stages >= 3) TLRT_LN_PIPE(NT, R, 3);                                                \
+    else TLRT_LN_PIPE(NT, R, 2);                                                                 \
   } while (0)
   const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
   if (a.cols <= 32) {
@@ -711,7 +539,7 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
     TLRT_LN_FUSED("fused_group_bwd<256, 1, 16>", (fused_group_bwd<256, 1, 16>), a.cols);
   }
 #undef TLRT_LN_PIPE_P
-#undef TLRT_LN_PIPE_K
+#undef TLRT_LN_PIPE
 #undef TLRT_LN_FUSED
 }
 

@@ -6,8 +6,7 @@
 // the GPU). So the kernels' lane sets, row walks, block-level halving and boundaries are checked
 // without a GPU. Shapes reach every instantiation (cols 1..4096 around each dispatch edge) and rows
 // around the tree's lane and chunk edges and the blocks' row sets (rows not a multiple of 16 G);
-// some cases cap the grid at a few blocks so that blocks loop over several lane sets. The ring
-// kernel's ticketed tail (dgamma / dbeta in the kernel) runs on every ring shape. Every case
+// some cases cap the grid at a few blocks so that blocks loop over several lane sets. Every case
 // runs under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). Skipped (77) under
 // valgrind, ASan and TSan (unannotated stack switches).
 #include <cmath>
@@ -150,35 +149,6 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     finished_ls = ls;
     if (cols <= 32) break;  // one kernel for short rows
   }
-  // The ring kernel with the ticketed tail (TLRT_LN_TAIL=ticket): dgamma, dbeta straight from the
-  // kernel, 2, 4 or 8 lanes per level (rotated; all three with TLRT_EMU_FULL=1); the counters
-  // must be back to zero after the launch.
-  const EmuLaunch launch{kPolicies[pi], grid_cap};
-  lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
-                static_cast<float>(cols), nullptr};
-  const unsigned ls = lk::fused_lane_sets(cols);
-  if (lk::fused_bwd_ring(launch, a, lk::BwdPlan{}) && lk::fused_bwd_finish_fits(nc, ls)) {
-    for (unsigned rb = 1; rb <= lk::kTailMaxRadixBits; ++rb) {
-      if (!full() && rb != 1 + (unsigned)((pi + cols) % lk::kTailMaxRadixBits)) continue;
-      const std::string wk = w + " ring, ticketed tail, rb " + std::to_string(rb);
-      std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f),
-          dg(cols, 7.0f), db(cols, 7.0f);
-      std::vector<unsigned> counters(lk::tail_counters(nc, ls), 0u);
-      a.dx = dx.data();
-      lk::TailArgs tail;
-      tail.counters = counters.data();
-      tail.dgamma = dg.data();
-      tail.dbeta = db.data();
-      tail.rb = rb;
-      lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), lk::BwdPlan{}, &tail);
-      same(wk + " dx", want_dx, dx);
-      same(wk + " dgamma", want_dg, dg);
-      same(wk + " dbeta", want_db, db);
-      bool zero = true;
-      for (unsigned c : counters) zero = zero && c == 0;
-      TH_CHECK_MSG(zero, "%s: tail counters not reset", wk.c_str());
-    }
-  }
 }
 
 void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc, unsigned ls,
@@ -311,10 +281,6 @@ int main() {
   // Two chunks at 2049..4096 columns (in chunk 1, lane set 0 has 2 row steps, the others 1).
   go(4096 + 257, 2049, th::Dist::Uniform, big);
   go(5000, 9, th::Dist::Uniform, 1);
-  // The ticketed tail's tree of chunk values over several levels with absent lanes: nc = 9 (and
-  // 5 on a capped grid), each number of lanes per level (rb = 1 + (pi + cols) % 3).
-  for (int pi = 0; pi < kNumPolicies; ++pi) run_case(4096 * 8 + 3, 257 + pi, th::Dist::Uniform, salt += 10, pi, big);
-  run_case(4096 * 4 + 1, 513, th::Dist::Uniform, salt += 10, 1, 7);
   // The finish kernel alone: every S, nc at its limits (nc S <= 2048, nc <= 256), odd column counts.
   {
     int fp = 0;
