@@ -24,8 +24,12 @@
 // (c = tx, tx + TX, tx + 2 TX, tx + 3 TX) before storing them, so a (k, 1024) gather has 64 bytes
 // in flight per thread; an out-of-range key stores +0.0f. cols == 1 (tlrt_gather_vec) is the
 // TX = 1 case: one thread per output, keys and stores coalesced, source reads random. Bytes:
-// 4 k cols read (in-range rows only) + 4 k cols written + 4 k of keys. Measured: (pending GPU
-// run).
+// 4 k cols read (in-range rows only) + 4 k cols written + 4 k of keys. Measured (H100,
+// 2026-11-22, bench/results/2026-11-22-h100-index.md, the run committed with this code):
+// gather_rows (65536, 1024), k 65536: 0.201 ms, 0.89 of copy bandwidth (1.09x PyTorch); the
+// embedding case (50000, 1024): 0.244 ms, 0.73 (1.32x; host time per call 0.193 ms): the ~0.9
+// predicted above did not hold there. gather_vec (2^26 entries): 254.208 ms, host-bound (host
+// time 254.206 ms: the keys, see fill_keys below).
 //
 // Scatter-add, per segment length L (entries of one target):
 //  - rows_kernel, L <= 8 (kShort), the common case of embedding gradients: one output row per TX
@@ -51,7 +55,12 @@
 //    4096 (a hot target; at most k / 4097 of them). With cols < 32 lanes idle (cols == 1: 1 of
 //    32), so hot targets of scalar scatters run at a fraction of the bandwidth. Bytes: 4 L cols
 //    read per segment + 8 cols for x and y.
-// Measured: (pending GPU run).
+// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-index.md, the run committed with this
+// code): scatter_add_rows, embedding (50000, 1024), k 65536: 0.608 ms, 0.37 of copy bandwidth
+// (0.99x PyTorch), skewed targets 0.565 ms, 0.40 (0.93x; 0.16x PyTorch's deterministic mode);
+// scatter_add_row (65536, 1024), one row: 0.222 ms, 0.80 (1.19x). The ~0.85 predicted above did
+// not hold: host time per call 0.599 / 0.552 ms of the 0.608 / 0.565 (the host, the scatter
+// plan's sort, is the bottleneck). scatter_add (2^26 x 1, k 2^24): 1115.835 ms, host-bound.
 #include <algorithm>
 #include <cstring>
 #include <vector>

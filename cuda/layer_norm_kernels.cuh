@@ -560,7 +560,10 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 // PREDICTION: one launch of 2 cols / 32 blocks instead of three (the second two are 1-4 block
 // launches that wait for the first): the tail after the fused kernel ~0.018 -> ~0.007 ms at
 // (65536, 1024), whole op ~0.322 ms (with the P = 2 kernel's 0.314); ~0.337 at (16384, 4096).
-// Measured: (pending GPU run).
+// Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-s7-softmax.md): whole op 0.328 ms
+// at (65536, 1024) (0.82 of copy bandwidth), 0.349 at (16384, 4096) (0.77): short of the
+// prediction; the same-day A/B against the three reduce_axis launches (cuda/layer_norm.cu, above
+// fused_bwd) measured 0.333 / 0.332 ms: no faster, kept for two launches fewer.
 constexpr uint64_t kFinishMaxChunks = 256;      // the nc level is one halving over 256 lanes
 constexpr uint64_t kFinishMaxLaneValues = 2048;  // nc * S: at most 8 batches of loads
 inline bool fused_bwd_finish_fits(uint64_t nc, unsigned S) {

@@ -30,7 +30,14 @@
 //          group stores element by element. Reads with a small stride stay within a few cache
 //          lines per warp (L1/L2 absorb the reuse); DRAM traffic stays ~ 4 n + 4 size(x).
 // Predicted: VEC and SPLAT >= 0.9 of copy bandwidth (a copy-shaped stream with 1 FastDiv per 16
-// bytes written), SCALAR 0.6-0.9 depending on the stride. Measured: (pending GPU run).
+// bytes written), SCALAR 0.6-0.9 depending on the stride. Measured (H100, 2026-11-22,
+// bench/results/2026-11-22-h100-layout.md, the run committed with this kernel): VEC 0.95-1.04 on
+// the broadcasts and the row-block swap ((64, 1024, 1024) at depth 0: 0.95), but 0.90 / 0.88 /
+// 0.87 for the swaps above a trailing 16 / 8 / 4; SPLAT 0.91-1.04 (vec_to_cols (65536, 1024)
+// 0.91); SCALAR 1.02 for both vector broadcasts at (65537, 1023), 0.45 for the swap above a
+// trailing 2 at (32, 1024, 1024, 2) (1.22x PyTorch) and 0.08 for the 8-D reversal of (8, 8, 8, 8,
+// 8, 8, 8, 32) (2.217 ms, as PyTorch). VEC / SPLAT held except the narrow trailing blocks;
+// SCALAR held at small strides only. The trailing 2 / 4 swaps are tiled since 2026-11-24 (below).
 //
 // transpose_kernel (lay::Transpose: transpose2d, permute3d_*, swap_adjacent_at_depth with a
 // size-1 trailing block, general permutations that move the contiguous axis; core sends the

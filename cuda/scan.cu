@@ -22,8 +22,11 @@
 //   three phases in one kernel that keeps X in shared memory between its two walks; segments of 8
 //   chunks pass their carry to the next segment's block through flagged words in global memory.
 //   X read once: 8 bytes per element (ideal 8). Same operations in the same order (same bits; the
-//   emulator test scan_emu checks it). Its top comment has the prediction; Measured: (pending GPU
-//   run).
+//   emulator test scan_emu checks it). Its top comment has the prediction (~0.55-0.7 of copy
+//   bandwidth). Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-scan-fused.md; before:
+//   2026-11-24-h100-scan.md): diag_fwd (16384, 1024) 0.094 -> 0.068 ms (0.48 -> 0.66 of copy
+//   bandwidth), (65536, 1024) 0.332 -> 0.228 (0.54 -> 0.79), (65536, 4096) 1.170 -> 0.772 (0.61
+//   -> 0.93); 0.58-0.93 over the six shapes: above the prediction.
 // Total (three phases): diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every
 // pass streams at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T =
 // 4096..65536, D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100,

@@ -26,7 +26,10 @@
 // + 4 shuffles + 3 selects per element. SASS (sm_90, static count of the kernel): seg_fwd
 // log-softmax W = 8 480 -> 424 instructions (4 elements per thread), W = 4 448 -> 352.
 // PREDICTION: at 8 columns 0.63 -> ~0.7 of copy bandwidth (0.282 -> ~0.25 ms, PyTorch 0.208): the
-// log was not the only gap (softmax's division costs as much). Measured: (pending GPU run).
+// log was not the only gap (softmax's division costs as much). Measured: not alone (no
+// bench/results run between seg_logs and the next change, the integer-key seg_max below); with
+// both (H100, 2026-11-24, bench/results/2026-11-24-h100-s7-softmax.md): log_softmax 0.282 ->
+// 0.229 ms at (8388608, 8), 0.63 -> 0.78 of copy bandwidth (1.11x PyTorch): past the ~0.7.
 // ALSO (session 7, later): the segment maximum (row::dev::seg_max) compares integer keys (2
 // instructions per shuffle step instead of ew::max_f's 7 of compares and selects for NaNs and
 // signed zeros; the same maximum, NaN the canonical one as before on the GPU). SASS (sm_90,
@@ -34,7 +37,10 @@
 // 398 -> 368 (about 90 -> 83 and 100 -> 92 per element, still above the ~79 warp-instruction
 // slots per 32 elements that 3 TB/s at 8 bytes per element leaves an H100). PREDICTION: at 8
 // columns softmax / log-softmax ~5-8% faster than after seg_logs alone.
-// Measured: (pending GPU run).
+// Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-s7-softmax.md; before:
+// 2026-11-24-h100-softmax-pipe.md): softmax (no seg_logs) 0.221 -> 0.210 ms at (8388608, 8), 0.81
+// -> 0.85 of copy bandwidth (1.07x PyTorch): 5%, the prediction held. Log-softmax has no figure
+// after seg_logs alone to compare with; both changes together: 0.282 -> 0.229 ms (above).
 //
 // warp_fwd (32 < cols <= 128 forward; cuda/softmax_kernels.cuh): one warp per row, K = 2 or 4
 // values per lane (every slot an element; the group kernel below keeps 8 slots per thread of which
@@ -59,7 +65,9 @@
 // PREDICTION: softmax 0.214 -> ~0.19 ms (0.84 -> ~0.94 of copy bandwidth, ~1.04x PyTorch),
 // log-softmax 0.236 -> ~0.21 (it stays slower than softmax at fewer instructions: 47 registers,
 // 5 blocks per SM, and the log at the end of each group of rows lengthen its dependency chain).
-// Measured: (pending GPU run).
+// Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-s7-softmax.md): at (1048576, 64)
+// softmax 0.214 -> 0.199 ms (0.90 of copy bandwidth, 1.09x PyTorch), log-softmax 0.236 -> 0.215
+// (0.83, 1.19x): log-softmax about as predicted, softmax short of ~0.19 / ~0.94.
 //
 // group_fwd / group_bwd (32 < cols <= 8192 forward, <= 4096 backward): one group of NT threads per
 // row (NT = 32 for cols <= 1024 forward / 512 backward, then 64, 128, 256 as cols doubles; a
