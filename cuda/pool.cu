@@ -155,10 +155,11 @@
 //   scalar body, odd widths only, spills 40 bytes on sm_90).
 //   32 KB shared memory per block (96 KB per SM at 3 blocks). Shared-memory traffic per window
 //   row and warp: 12 scatter accesses + 8 for the finished row, ~20 wavefronts of 128 B.
-//   TLRT_POOL_BWD=sepfw: the same kernel with the FORWARDED scatter (sep_body FWD: the 6 LDS
-//   issued together, a window's sum taken from the previous window's when their codes are equal,
-//   which is the only possible alias: proof at sep_body), no dependent shared-memory chain;
-//   ~175 instructions per window row (5 ISETP + 5 FSEL more), 78 registers, no spill.
+//   TLRT_POOL_BWD=sepfw (removed in session 9): the same kernel with the FORWARDED scatter (the 6
+//   LDS issued together, a window's sum taken from the previous window's when their codes are
+//   equal, which is the only possible alias: proof at sep_body in commit 22ffc5d), no dependent
+//   shared-memory chain; ~175 instructions per window row (5 ISETP + 5 FSEL more), 78 registers,
+//   no spill.
 //   PREDICTED (H100, bench/pool.py k3 s1 p1 (32, 256, 56, 56) max backward, 0.146 ms = 0.70
 //   today): no longer issue-bound (~1.2 of 4 warp instructions per cycle at copy bandwidth):
 //   sep ~0.82 of copy bandwidth (~0.125 ms), if the 24 resident warps hide each thread's chain
@@ -166,12 +167,16 @@
 //   the better of the two if the chain is not hidden.
 //   MEASURED (H200, 2026-11-26, same build, bench/pool.py; copy 4255 GB/s): max k3 s1 p1 backward
 //   stream 0.141 ms (0.51 of the H200's copy bandwidth), sep 0.117 (0.62), sepfw 0.117 (0.62):
-//   -17%, the chain is hidden; the other pooling rows unchanged. sep is the default (the scalar
-//   body too: the same bits; odd widths were not timed); TLRT_POOL_BWD=stream / sepfw select the
-//   others. H100 (2026-11-26, bench/pool.py, copy ~3010 GB/s): 0.146 -> 0.136 ms, 0.70 -> 0.76
-//   of copy bandwidth (0.32x torch): short of the predicted ~0.82 and of the 0.80 target. Next
-//   suspects: the 32 KB ring per block (3 blocks per SM, 96 KB of shared memory) and the rings'
-//   LDS / STS traffic (~20 wavefronts per window row and warp), not the instruction count.
+//   -17%, the chain is hidden; the other pooling rows unchanged. sep became the default (the
+//   scalar body too: the same bits; odd widths were not timed); TLRT_POOL_BWD=stream / sepfw
+//   selected the others. H100 (2026-11-26, bench/pool.py, copy ~3010 GB/s): 0.146 -> 0.136 ms,
+//   0.70 -> 0.76 of copy bandwidth (0.32x torch): short of the predicted ~0.82 and of the 0.80
+//   target. Next suspects: the 32 KB ring per block (3 blocks per SM, 96 KB of shared memory)
+//   and the rings' LDS / STS traffic (~20 wavefronts per window row and warp), not the
+//   instruction count.
+// SESSION 9: after these measurements sepfw (sep_body's forwarded scatter, its FWD template
+//   parameter: equal to sep on the H200, not timed on the H100) was REMOVED; commit 22ffc5d is
+//   the last that has it (git show 22ffc5d:cuda/pool_kernels.hpp).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -400,23 +405,22 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
 // blocks per SM as the stream kernel's max s1 (at most 80 registers: 77, no spill, sm_90), 32 KB
 // of shared memory per block (the threads' accumulator rings); VEC: float4 rows (one kernel per
 // choice, so that the scalar body costs the float4 one no register).
-template <class C, bool VEC, bool FWD>
+template <class C, bool VEC>
 __global__ void __launch_bounds__(kThreads, 3)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
   __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC, FWD>(m, p, x, dy, dx, t, ring + threadIdx.x);
+  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
-// The max k3 s1 p1 backward: sep_kernel (1, the default: measured faster, below), the forwarded
-// scatter (2, TLRT_POOL_BWD=sepfw) or the stream kernel (0, TLRT_POOL_BWD=stream); read once, a
-// measurement hook.
+// The max k3 s1 p1 backward: sep_kernel (1, the default: measured faster, below) or the stream
+// kernel (0, TLRT_POOL_BWD=stream); read once, a measurement hook.
 int pool_bwd_sep() {
   static const int v = [] {
     const char *e = std::getenv("TLRT_POOL_BWD");
     if (e == nullptr) return 1;
-    return std::strcmp(e, "stream") == 0 ? 0 : std::strcmp(e, "sepfw") == 0 ? 2 : 1;
+    return std::strcmp(e, "stream") == 0 ? 0 : 1;
   }();
   return v;
 }
@@ -456,15 +460,10 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
           if (p.sep) {
-            const bool v = p.vec_in && p.vec_out, fw = p.sep == 2;
-            if (v && !fw)
-              sep_kernel<C, true, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-            else if (v)
-              sep_kernel<C, true, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-            else if (!fw)
-              sep_kernel<C, false, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            if (p.vec_in && p.vec_out)
+              sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
             else
-              sep_kernel<C, false, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+              sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
             check_launch("pool sep_kernel");
             return;
           }

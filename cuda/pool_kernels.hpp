@@ -189,7 +189,7 @@ struct Plan {
   bool div_fast;
   float rcp;
   int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
-  int sep;    // max k3 s1 p1: 0 stream_run; 1 sep_body (scatter chain), 2 (forwarded scatter)
+  int sep;    // max k3 s1 p1: 0 stream_run, 1 sep_body
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1325,18 +1325,10 @@ constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 //   thread's 4 columns lands in a slot never read). stream_run tests each cell against each of
 //   its 9 windows (36 ISETP + 36 predicated FADD per window row of 4 cells) and shifts its
 //   accumulator registers; here 6 x (LEA, LDS, FADD, STS) plus 4 LDS + 4 STS (the finished row
-//   read and cleared), and 16 registers fewer.
-// FWD: the 6 scatters of a window row as 6 loads issued together, then in order each window's
-// sum from the ring value, or from the previous window's sum when their codes are equal, and 6
-// stores (the last store to a slot holds its full sum): no dependent LDS -> FADD -> STS chain
-// through shared memory, for 5 ISETP + 5 FSEL more. Only u - 1 needs the test: windows u and
-// u - 3 have disjoint columns, and when windows u - 2 and u select the same cell (a, c), c is
-// their one common column, which window u - 1 holds too; its first maximum (or first NaN) is
-// that cell as well (an equal or larger value, or a NaN, in its columns c - 1 or c + 1 at an
-// earlier row-major place would be in window u - 2 or u before (a, c)), so code[u - 1] ==
-// code[u] whenever code[u - 2] == code[u] (for the slots read back; targets outside the
-// thread's 4 columns are never read).
-template <class C, bool VEC, bool FWD = false>
+//   read and cleared), and 16 registers fewer. (A forwarded-scatter form, the 6 LDS issued
+//   together and a window's sum taken from the previous window's when their codes are equal,
+//   TLRT_POOL_BWD=sepfw, measured no faster and was removed in session 9: commit 22ffc5d.)
+template <class C, bool VEC>
 TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                       float *dx, uint32_t t, float *ring) {
   static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
@@ -1539,19 +1531,8 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
       emu_check((unsigned)code[u] < kSepSlots * kSepStride * 4, "sep ring offset");
       at[u] = reinterpret_cast<float *>(reinterpret_cast<char *>(ring) + code[u]);
     }
-    if (FWD) {
-      float v[6], r[6];
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) v[u] = *at[u];
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u)
-        r[u] = (u >= 1 && code[u] == code[u - 1] ? r[u >= 1 ? u - 1 : 0] : v[u]) + g[u];
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) *at[u] = r[u];
-    } else {
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) *at[u] = *at[u] + g[u];
-    }
+    TLRT_UNROLL
+    for (int u = 0; u < 6; ++u) *at[u] = *at[u] + g[u];
     write_row(dr, oh - PH, K);
     dr += IW;
     TLRT_UNROLL
@@ -1597,17 +1578,10 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
 template <class C>
 TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                      float *dx, uint32_t t, float *ring) {
-  if (f.vec_in && f.vec_out) {
-    if (f.sep == 2)
-      sep_body<C, true, true>(m, f, x, dy, dx, t, ring);
-    else
-      sep_body<C, true>(m, f, x, dy, dx, t, ring);
-  } else {
-    if (f.sep == 2)
-      sep_body<C, false, true>(m, f, x, dy, dx, t, ring);
-    else
-      sep_body<C, false>(m, f, x, dy, dx, t, ring);
-  }
+  if (f.vec_in && f.vec_out)
+    sep_body<C, true>(m, f, x, dy, dx, t, ring);
+  else
+    sep_body<C, false>(m, f, x, dy, dx, t, ring);
 }
 
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
@@ -1634,7 +1608,7 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
 struct StreamOpt {
   uint32_t rows = kStreamRows;
   int ahead = -1;
-  int sep = 0;  // max k3 s1 p1: Plan::sep (the library: 1 by default, TLRT_POOL_BWD=sepfw 2, =stream 0)
+  int sep = 0;  // max k3 s1 p1: Plan::sep (the library: 1 by default, TLRT_POOL_BWD=stream 0)
 };
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
