@@ -38,8 +38,10 @@
 //   every 32-byte sector of 1 KB; the last group of a row is a float4 too when IW = W SW (it was
 //   scalar: 1/14 of the threads at 112 columns). x and dy read once, dx written once, no scratch.
 // stream_kernel (backward, overlapping rank-2 windows with one stride S on both axes, S | 4: k3 s1
-//   p1 and the stem's k3 s2 p1; max and average): one thread per 4 columns of a run of at most 16
-//   rows of a plane walks the window rows oh in increasing order: per window row it reads its NW
+//   p1 and the stem's k3 s2 p1; max and average, except max k3 s1 p1, which is sep_kernel's since
+//   session 8 and only its since session 9: the max s1 figures below are that removed form's
+//   record): one thread per 4 columns of a run of at most 16 rows of a plane walks the window
+//   rows oh in increasing order: per window row it reads its NW
 //   dy values (6 for s1, 3 for s2) and, for max, the S new x rows (8 or 7 columns: a float4 and
 //   its halo), keeps per input row each window's first maximum (value, column) and per window
 //   row the KH x 4 dx accumulators in registers, adds the window terms to the cells in output
@@ -132,11 +134,11 @@
 //   2026-11-24, same build otherwise): average k3 s1 0.80 -> 0.82, max stem 0.79 -> 0.85,
 //   average stem 0.79 -> 0.84, max k3 s1 0.71 -> 0.70: kept for every kind and stride.
 // SESSION 8 (max k3 s1 p1 backward, issue 7: 0.146 ms = 0.70 of copy bandwidth, target <= 0.128
-//   ms = 0.80): sep_kernel (pool::fast::sep_body), now the default (TLRT_POOL_BWD=stream: the
-//   stream kernel), same thread decomposition (4 columns of a run of 8 rows),
-//   bitwise the same sums (tests/unit/test_pool_kernels: every stream geometry, ties / zeros /
-//   -inf / every distribution, run heights 1 2 3 5 8 4096, prefetch distances 0 1 2 8). What
-//   changes per window row (details at sep_body):
+//   ms = 0.80): sep_kernel (pool::fast::sep_body), the default from then on and since session 9
+//   the only form (below), same thread decomposition as the stream kernel (4 columns of a run of
+//   8 rows), bitwise the same sums (tests/unit/test_pool_kernels: every stream geometry, ties /
+//   zeros / -inf / every distribution, run heights 1 2 3 5 8 4096, prefetch distances 0 1 2 8).
+//   What changes per window row (details at sep_body):
 //   - row-first argmax with 3 shared pairs per new input row: 9 first-max steps (FSETP, FSEL,
 //     SEL) for the 6 windows; the cross-row choice 2 FSETP + 3 SEL per window; left / top padding
 //     a NaN sentinel that loses every '!(e >= l)' compare (no -inf / first-real-cell fix-up),
@@ -155,10 +157,11 @@
 //   scalar body, odd widths only, spills 40 bytes on sm_90).
 //   32 KB shared memory per block (96 KB per SM at 3 blocks). Shared-memory traffic per window
 //   row and warp: 12 scatter accesses + 8 for the finished row, ~20 wavefronts of 128 B.
-//   TLRT_POOL_BWD=sepfw: the same kernel with the FORWARDED scatter (sep_body FWD: the 6 LDS
-//   issued together, a window's sum taken from the previous window's when their codes are equal,
-//   which is the only possible alias: proof at sep_body), no dependent shared-memory chain;
-//   ~175 instructions per window row (5 ISETP + 5 FSEL more), 78 registers, no spill.
+//   TLRT_POOL_BWD=sepfw (removed in session 9): the same kernel with the FORWARDED scatter (the 6
+//   LDS issued together, a window's sum taken from the previous window's when their codes are
+//   equal, which is the only possible alias: proof at sep_body in commit 22ffc5d), no dependent
+//   shared-memory chain; ~175 instructions per window row (5 ISETP + 5 FSEL more), 78 registers,
+//   no spill.
 //   PREDICTED (H100, bench/pool.py k3 s1 p1 (32, 256, 56, 56) max backward, 0.146 ms = 0.70
 //   today): no longer issue-bound (~1.2 of 4 warp instructions per cycle at copy bandwidth):
 //   sep ~0.82 of copy bandwidth (~0.125 ms), if the 24 resident warps hide each thread's chain
@@ -166,12 +169,19 @@
 //   the better of the two if the chain is not hidden.
 //   MEASURED (H200, 2026-11-26, same build, bench/pool.py; copy 4255 GB/s): max k3 s1 p1 backward
 //   stream 0.141 ms (0.51 of the H200's copy bandwidth), sep 0.117 (0.62), sepfw 0.117 (0.62):
-//   -17%, the chain is hidden; the other pooling rows unchanged. sep is the default (the scalar
-//   body too: the same bits; odd widths were not timed); TLRT_POOL_BWD=stream / sepfw select the
-//   others. H100 (2026-11-26, bench/pool.py, copy ~3010 GB/s): 0.146 -> 0.136 ms, 0.70 -> 0.76
-//   of copy bandwidth (0.32x torch): short of the predicted ~0.82 and of the 0.80 target. Next
-//   suspects: the 32 KB ring per block (3 blocks per SM, 96 KB of shared memory) and the rings'
-//   LDS / STS traffic (~20 wavefronts per window row and warp), not the instruction count.
+//   -17%, the chain is hidden; the other pooling rows unchanged. sep became the default (the
+//   scalar body too: the same bits; odd widths were not timed); TLRT_POOL_BWD=stream / sepfw
+//   selected the others. H100 (2026-11-26, bench/pool.py, copy ~3010 GB/s): 0.146 -> 0.136 ms,
+//   0.70 -> 0.76 of copy bandwidth (0.32x torch): short of the predicted ~0.82 and of the 0.80
+//   target. Next suspects: the 32 KB ring per block (3 blocks per SM, 96 KB of shared memory)
+//   and the rings' LDS / STS traffic (~20 wavefronts per window row and warp), not the
+//   instruction count.
+// SESSION 9: after these measurements both alternatives were REMOVED with their switch
+//   TLRT_POOL_BWD: the stream kernel's max k3 s1 p1 form (slower on the H200 and the H100) and
+//   sepfw (sep_body's forwarded scatter, its FWD template parameter: equal to sep on the H200, not
+//   timed on the H100). Max k3 s1 p1 on the stream path is sep_kernel only (Plan::sep, set from
+//   the geometry; the measurement figures above stay as the record of why). Commit 22ffc5d is
+//   the last that has them (git show 22ffc5d:cuda/pool.cu, 22ffc5d:cuda/pool_kernels.hpp).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -230,9 +240,6 @@
 #include "core/numerics/pool_ops.hpp"
 #include "cuda/cuda_common.cuh"
 #include "cuda/pool_kernels.hpp"
-
-#include <cstdlib>
-#include <cstring>
 
 namespace tlrt {
 namespace cuda {
@@ -380,45 +387,35 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (t < p.total) pool::fast::scatter_thread<K, C, R>(m, p, x, dy, include_pad, beta, dx, t);
 }
 
-// Resident blocks per SM the stream kernel keeps (the register cap that gives): max s1 3 (80
-// registers), max s2 4 (64), average s1 5 (48), average s2 6 (40); the prefetch of the next
-// window rows must not cost a block.
+// Resident blocks per SM the stream kernel keeps (the register cap that gives): max s2 4 (64
+// registers), average s1 5 (48), average s2 6 (40); the prefetch of the next window rows must not
+// cost a block. (Max s1, 3 blocks at 80 registers, was the removed max k3 s1 p1 form.)
 template <Kind K, class C>
 constexpr int stream_blocks() {
-  return K == Kind::Max ? (C::SW == 1 ? 3 : 4) : (C::SW == 1 ? 5 : 6);
+  return K == Kind::Max ? 4 : (C::SW == 1 ? 5 : 6);
 }
 
 template <Kind K, class C>
 __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
     stream_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                   const float *__restrict dy, bool include_pad, float *__restrict dx) {
+  static_assert(!(K == Kind::Max && pool::fast::sep_cfg<C>()), "max k3 s1 p1 is sep_kernel's");
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
   if (t < p.stotal) pool::fast::stream_thread<K, C>(m, p, x, dy, include_pad, dx, t);
 }
 
-// Max k3 s1 p1 with the separable argmax (pool::fast::sep_body; the default): 3 resident
-// blocks per SM as the stream kernel's max s1 (at most 80 registers: 77, no spill, sm_90), 32 KB
-// of shared memory per block (the threads' accumulator rings); VEC: float4 rows (one kernel per
-// choice, so that the scalar body costs the float4 one no register).
-template <class C, bool VEC, bool FWD>
+// Max k3 s1 p1 on the stream path, the separable argmax (pool::fast::sep_body; its only
+// backward kernel): 3 resident blocks per SM as the removed stream form of max s1 (at most 80
+// registers; sm_90: the float4 body 78, no spill, the scalar body, odd widths only, 80 and 40
+// bytes spilled), 32 KB of shared memory per block (the threads' accumulator rings); VEC: float4
+// rows (one kernel per choice, so that the scalar body costs the float4 one no register).
+template <class C, bool VEC>
 __global__ void __launch_bounds__(kThreads, 3)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
   __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC, FWD>(m, p, x, dy, dx, t, ring + threadIdx.x);
-}
-
-// The max k3 s1 p1 backward: sep_kernel (1, the default: measured faster, below), the forwarded
-// scatter (2, TLRT_POOL_BWD=sepfw) or the stream kernel (0, TLRT_POOL_BWD=stream); read once, a
-// measurement hook.
-int pool_bwd_sep() {
-  static const int v = [] {
-    const char *e = std::getenv("TLRT_POOL_BWD");
-    if (e == nullptr) return 1;
-    return std::strcmp(e, "stream") == 0 ? 0 : std::strcmp(e, "sepfw") == 0 ? 2 : 1;
-  }();
-  return v;
+  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
 template <Kind K, class C>
@@ -438,8 +435,6 @@ template <Kind K>
 bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const float *dy,
                    bool include_pad, float beta, float *dx) {
   using pool::fast::Plan;
-  pool::fast::StreamOpt sopt;
-  sopt.sep = pool_bwd_sep();
   return pool::fast::bwd_path(
       g, K, x, dy, dx,
       [&](auto c, auto r, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
@@ -454,27 +449,18 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       },
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
-        if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
-          if (p.sep) {
-            const bool v = p.vec_in && p.vec_out, fw = p.sep == 2;
-            if (v && !fw)
-              sep_kernel<C, true, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-            else if (v)
-              sep_kernel<C, true, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-            else if (!fw)
-              sep_kernel<C, false, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-            else
-              sep_kernel<C, false, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-            check_launch("pool sep_kernel");
-            return;
-          }
-        }
-        if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
+        if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {  // p.sep
+          if (p.vec_in && p.vec_out)
+            sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          else
+            sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          check_launch("pool sep_kernel");
+        } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
+                             C::SW <= C::KH) {
           stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }
-      },
-      sopt);
+      });
 }
 
 // ---- dispatch -----------------------------------------------------------------------------

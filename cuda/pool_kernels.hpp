@@ -26,13 +26,14 @@
 //   the axis after the last window), one float4 per slab row: consecutive lanes write consecutive
 //   16 bytes, every dx cell written by exactly one thread.
 // stream_thread (backward, overlapping rank-2 windows with the same stride S on both axes, S
-//   dividing 4: k3 s1 p1 and the stem's k3 s2 p1; max and average): one thread per 4 columns of a
-//   run of at most 16 rows walks the window rows in order, keeps the KH rows' per-row first maxima
-//   and its dx accumulators in registers, and writes S finished rows per window row; it
-//   prefetches the rows stream_ahead() window rows ahead (prefetch: no register, no result).
-// sep_body (backward, max k3 s1 p1 only, TLRT_POOL_BWD=sep; the stream thread decomposition):
-//   row-first argmax from shared pairs, codes that are offsets into a per-thread shared-memory
-//   ring of dx rows, one scatter (ring[code] += dy) per window in output order.
+//   dividing 4: average k3 s1 p1, max and average at the stem's k3 s2 p1; max k3 s1 p1 is
+//   sep_body's): one thread per 4 columns of a run of at most 16 rows walks the window rows in
+//   order, keeps the KH rows' per-row first maxima and its dx accumulators in registers, and
+//   writes S finished rows per window row; it prefetches the rows stream_ahead() window rows
+//   ahead (prefetch: no register, no result).
+// sep_body (backward, max k3 s1 p1 on the stream path, the only kernel for it; the stream thread
+//   decomposition): row-first argmax from shared pairs, codes that are offsets into a per-thread
+//   shared-memory ring of dx rows, one scatter (ring[code] += dy) per window in output order.
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
@@ -189,7 +190,10 @@ struct Plan {
   bool div_fast;
   float rcp;
   int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
-  int sep;    // max k3 s1 p1: 0 stream_run; 1 sep_body (scatter chain), 2 (forwarded scatter)
+  // The stream path of max k3 s1 p1 (set by bwd_path from the kind and the geometry, sep_cfg):
+  // sep_body / sep_kernel, never stream_run. The launchers decide the same at compile time (no
+  // stream kernel is instantiated for it); the emulation test checks that the two agree.
+  bool sep;
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1282,10 +1286,12 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
     stream_run<K, C, false>(m, f, x, dy, include_pad, dx, t);
 }
 
-// ---- backward, max k3 s1 p1: separable argmax (TLRT_POOL_BWD=sep) -------------------------------
+// ---- backward, max k3 s1 p1: separable argmax (sep_kernel) ------------------------------------
 
 // True for the configuration the separable max backward (sep_run) is written for: the last axis
-// k3 s1 p1 (the stream kernel's other conditions, stride 1 and kernel 3 on the rows, hold).
+// k3 s1 p1 (the stream kernel's other conditions, stride 1 and kernel 3 on the rows, hold). Max
+// pooling on the stream path with it always runs sep_run (Plan::sep); stream_run's max form is
+// for the other strides (k3 s2 p1) only.
 template <class C>
 TLRT_HD constexpr bool sep_cfg() {
   return C::KH == 3 && C::KW == 3 && C::SW == 1 && C::PW == 1;
@@ -1301,7 +1307,9 @@ constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 
 // Thread t < f.stotal (the stream kernel's decomposition: 4 columns w .. w + 3 of a run [hA, hB)
 // of one plane), max k3 s1 p1 with PH = 0 or 1; VEC: x, dy, dx rows float4-aligned (f.vec_in and
-// f.vec_out). The same sums as stream_run, far fewer instructions per window row:
+// f.vec_out). The same sums as stream_run's max form (which ran this geometry until session 9,
+// TLRT_POOL_BWD=stream; commit 22ffc5d is the last that has it), far fewer instructions per
+// window row:
 // - ROWS FIRST, PER INPUT ROW ONCE: each new input row's 8 columns w - 2 .. w + 5 (c0 .. c7,
 //   "slots") give the first maximum of the 6 windows' 3 cells (window u = ow - w + 1 covers slots
 //   u .. u + 2) from 3 shared pairs, (c1, c2), (c3, c4), (c5, c6), then H0 = fm(c0, P12), H1 =
@@ -1325,18 +1333,10 @@ constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 //   thread's 4 columns lands in a slot never read). stream_run tests each cell against each of
 //   its 9 windows (36 ISETP + 36 predicated FADD per window row of 4 cells) and shifts its
 //   accumulator registers; here 6 x (LEA, LDS, FADD, STS) plus 4 LDS + 4 STS (the finished row
-//   read and cleared), and 16 registers fewer.
-// FWD: the 6 scatters of a window row as 6 loads issued together, then in order each window's
-// sum from the ring value, or from the previous window's sum when their codes are equal, and 6
-// stores (the last store to a slot holds its full sum): no dependent LDS -> FADD -> STS chain
-// through shared memory, for 5 ISETP + 5 FSEL more. Only u - 1 needs the test: windows u and
-// u - 3 have disjoint columns, and when windows u - 2 and u select the same cell (a, c), c is
-// their one common column, which window u - 1 holds too; its first maximum (or first NaN) is
-// that cell as well (an equal or larger value, or a NaN, in its columns c - 1 or c + 1 at an
-// earlier row-major place would be in window u - 2 or u before (a, c)), so code[u - 1] ==
-// code[u] whenever code[u - 2] == code[u] (for the slots read back; targets outside the
-// thread's 4 columns are never read).
-template <class C, bool VEC, bool FWD = false>
+//   read and cleared), and 16 registers fewer. (A forwarded-scatter form, the 6 LDS issued
+//   together and a window's sum taken from the previous window's when their codes are equal,
+//   TLRT_POOL_BWD=sepfw, measured no faster and was removed in session 9: commit 22ffc5d.)
+template <class C, bool VEC>
 TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                       float *dx, uint32_t t, float *ring) {
   static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
@@ -1539,19 +1539,8 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
       emu_check((unsigned)code[u] < kSepSlots * kSepStride * 4, "sep ring offset");
       at[u] = reinterpret_cast<float *>(reinterpret_cast<char *>(ring) + code[u]);
     }
-    if (FWD) {
-      float v[6], r[6];
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) v[u] = *at[u];
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u)
-        r[u] = (u >= 1 && code[u] == code[u - 1] ? r[u >= 1 ? u - 1 : 0] : v[u]) + g[u];
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) *at[u] = r[u];
-    } else {
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) *at[u] = *at[u] + g[u];
-    }
+    TLRT_UNROLL
+    for (int u = 0; u < 6; ++u) *at[u] = *at[u] + g[u];
     write_row(dr, oh - PH, K);
     dr += IW;
     TLRT_UNROLL
@@ -1597,17 +1586,10 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
 template <class C>
 TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                      float *dx, uint32_t t, float *ring) {
-  if (f.vec_in && f.vec_out) {
-    if (f.sep == 2)
-      sep_body<C, true, true>(m, f, x, dy, dx, t, ring);
-    else
-      sep_body<C, true>(m, f, x, dy, dx, t, ring);
-  } else {
-    if (f.sep == 2)
-      sep_body<C, false, true>(m, f, x, dy, dx, t, ring);
-    else
-      sep_body<C, false>(m, f, x, dy, dx, t, ring);
-  }
+  if (f.vec_in && f.vec_out)
+    sep_body<C, true>(m, f, x, dy, dx, t, ring);
+  else
+    sep_body<C, false>(m, f, x, dy, dx, t, ring);
 }
 
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------
@@ -1628,19 +1610,20 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
   });
 }
 
-// Choices of the stream kernel that the emulation test varies (tests/unit/test_pool_kernels.cpp:
-// other run heights and prefetch distances must give the same bits); the library passes none.
+// Choices of the stream path (stream_run and sep_run) that the emulation test varies
+// (tests/unit/test_pool_kernels.cpp: other run heights and prefetch distances must give the same
+// bits); the library passes none.
 // rows: rows per run at most; ahead < 0: stream_ahead's distance.
 struct StreamOpt {
   uint32_t rows = kStreamRows;
   int ahead = -1;
-  int sep = 0;  // max k3 s1 p1: Plan::sep (the library: 1 by default, TLRT_POOL_BWD=sepfw 2, =stream 0)
 };
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
 // windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
-// average: stream_ok), tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false
-// when g has no fast path.
+// average: stream_ok; plan.sep for max k3 s1 p1, whose stream launch is sep_run's kernel),
+// tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false when g has no fast
+// path.
 template <class Scatter, class TileLaunch, class StreamLaunch>
 bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, const float *dx,
               Scatter &&scatter, TileLaunch &&tile, StreamLaunch &&stream,
@@ -1665,7 +1648,7 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
       if (stream_ok<C>(g, k)) {
         Plan ps = p;
         ps.ahead = o.ahead >= 0 ? o.ahead : stream_ahead(k, C::SW);
-        ps.sep = k == Kind::Max && sep_cfg<C>() ? o.sep : 0;
+        ps.sep = k == Kind::Max && sep_cfg<C>();
         stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }
