@@ -77,8 +77,8 @@
 // 0.45x / 0.58x (exact 0.76x): the 0.5x target is met at d = 64, not at d = 128. (The split-pass
 // form measured 0.313 / 0.269 / 0.392 at (32, 1024, 64), 0.527 / 0.460 / 0.602 at d = 128.)
 //
-// D = 128 FORMS (att8, session 8; TLRT_ATTN_D128=base|order|frag|frag_qtile in the environment,
-// read once; frag_qtile without it): the same kernel with the plane entries in HMMA register order
+// D = 128 FORMS (att8, session 8; TLRT_ATTN_D128=base|order|frag|frag_qtile in the environment
+// chose one, frag_qtile without it): the same kernel with the plane entries in HMMA register order
 // ("order": ~670 register moves per warp and tile gone) and, "frag", the Q split hoisted out
 // of the tile loop, P split in 4 instructions, fixed-round plane copies and paired mask loads
 // (~2500 -> ~1300 issue slots per warp-tile). Same bits as the default form (the emulation
@@ -90,7 +90,10 @@
 // / 0.501 / 0.694 (the spills of the kept Q split cost more than they save); frag_qtile 0.403
 // (0.55x) / 0.356 (0.40x) / 0.494 (0.56x): -15%, the default now; the 0.5x target is still missed
 // unmasked and masked. test_parity_attention passed with frag and frag_qtile on the H100 (so the
-// hardware ignores the low 13 bits of a TF32 operand as the emulator models).
+// hardware ignores the low 13 bits of a TF32 operand as the emulator models). Session 9 removed
+// base (at d = 128 with split), order and frag and the switch TLRT_ATTN_D128 (last in commit
+// 22ffc5d): 64 < d <= 128 with split always runs frag_qtile; the base form stays at d <= 64
+// and on the TF32 path.
 //
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
@@ -144,7 +147,6 @@
 // save), so it is not dispatched; it stays checked in emulation
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
-#include <string>
 
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
@@ -166,22 +168,6 @@ namespace {
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
-}
-
-// TLRT_ATTN_D128 (att8, session 8; read once per process, a measurement switch): the form of the
-// fast forward at 64 < d <= 128 (fwd_mma_plan's d128): unset / anything else = "frag_qtile"
-// (the fastest measured, now the default: frag with Q split per tile, no spills), "base" = the
-// form before session 8, "order" = plane entries in register order, "frag" = that plus Q kept
-// split, P split by mma::split_hw, fixed-round copies and paired mask loads
-// (cuda/attention_mma_kernels.cuh's ATT8 comment). Same bits in all four.
-unsigned d128_form() {
-  static const unsigned form = [] {
-    const char *e = std::getenv("TLRT_ATTN_D128");
-    if (e == nullptr) return 3u;
-    const std::string s(e);
-    return s == "base" ? 0u : s == "order" ? 1u : s == "frag" ? 2u : 3u;
-  }();
-  return form;
 }
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
@@ -237,8 +223,7 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
       }
     } else {
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
-      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get(),
-                                     d128_form()))
+      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;
     }
   }
