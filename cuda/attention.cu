@@ -174,18 +174,8 @@ bool tf32_on_wmma() {
 struct Launch {
   int dev;
   unsigned max_grid_y() const { return 65535; }
-  bool tensor_cores() const {  // WMMA tf32: sm_80+
-    int major = 0;
-    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
-          "attention: cudaDeviceGetAttribute");
-    return major >= 8;
-  }
-  size_t smem_limit() const {
-    int v = 0;
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-          "attention: cudaDeviceGetAttribute");
-    return (size_t)v;
-  }
+  bool tensor_cores() const { return cc_major(dev) >= 8; }  // WMMA tf32: sm_80+ (cached)
+  size_t smem_limit() const { return smem_optin(dev); }        // cached per device
   template <class K, class... A>
   void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
                   A... args) const {
