@@ -184,6 +184,45 @@
 //   FQ); the base form stays where it is the only form (DP = 32 / 64, the TF32 path), and
 //   tests/unit/test_attention_mma_emu.cpp still compares frag_qtile's bits with it at d = 128
 //   (fwd_mma_plan<MmaForm::base>, which the library never launches).
+// ATT9 (session 9): FRAG_QTILE AT DP = 64, a measurement variant (TLRT_ATTN_D64=frag_qtile in
+// the environment, cuda/attention.cu; MmaForm::frag_qtile; the default at d <= 64 is unchanged):
+// the ATT8 changes, whose S / P V carry the same moves at DP = 64: FR plane entries
+// (split_kv_kernel<64, true, true>), P split by split_hw, load_planes_nt FIXED (8 + 8 rounds
+// of 256 copies: KROW 32 and VROW 64 divide 256), paired mask loads (tiles of 64 keys wholly in
+// range). Q is kept split at DP = 64 in both forms, so frag and frag_qtile are one form here.
+// The same bits as the default form (the emulation test runs it on every case with 32 < d <= 64
+// and split, and compares bit for bit).
+//   ptxas -v (sm_90, CUDA 13.0): fwd_mma_kernel<64, true, 8> 246 registers, no spills ->
+//   252 registers, no spills (0-byte stack frame; still one 8-warp block per SM).
+//   SASS (nvdisasm -gi; static counts per warp and 64-key tile, each instruction assigned by
+//   the kernel line it is inlined at), default -> variant:
+//     top of the tile (wait, barrier, next tile's 16 copies): 242 -> 110 (16 LDGSTS);
+//     mask loads: the per-entry path 346 (32 LDG), kept for edge tiles (345); wholly in-range
+//       tiles take the paired path instead: 72 (16 LDG.64);
+//     S = Q K^T: 595 -> 263 (192 HMMA, 64 LDS.128; moves 332 -> 0);
+//     P V: 811 -> 390 (192 HMMA, 64 LDS.128; moves 334 -> 2; the P split's 64 FSETP gone);
+//     softmax: 2832 -> 2655 static (mostly the masked / boundary branches); its unmasked
+//       in-range path, ~1100 executed (34 exp_f of ~24 instructions), is the same code.
+//   Issue slots per warp-tile, unmasked, executed: ~2750 -> ~1860 (-32%; d = 128 had -36%);
+//   masked, also ~270 fewer in the mask loads.
+// PREDICTION (written before any GPU run; H100, bench/attention.py --shapes
+// 32x1024x64,16x4096x64, TLRT_ATTN_D64=frag_qtile against the same run without it).
+// Calibration, att8's d = 128 measurement: base -> frag_qtile removed ~900 issue slots per
+// warp-tile (~1800 per scheduler: 2 warps) and ~2.0k of ~12.1k cycles per tile and SM (0.442 ->
+// 0.368 ms without the ~0.035 ms pre-pass, 2 waves x 32 tiles, ~1.75 GHz): ~1.1 cycles per
+// slot removed; masked gained less (-5%: 0.518 -> 0.494; order alone 0.484), causal ~0.85 of
+// the unmasked share. DP = 64 now: (32, 1024, 64) none 0.286 ms less ~0.016 of pre-pass, 2
+// waves x 16 tiles: ~14.8k cycles per tile (~5500 slots per scheduler, IPC ~0.37, ~19 cycles
+// per HMMA); ~1780 slots per scheduler removed: ~-2.0k cycles, ~-13% of the kernel time.
+//   (32, 1024, 64) none 0.286 -> ~0.25 ms (0.24-0.26), causal 0.250 -> ~0.225 (0.21-0.235),
+//   masked 0.364 -> ~0.345 (0.33-0.36);
+//   (16, 4096, 64) none 2.034 -> ~1.77 (1.72-1.88), causal 1.308 -> ~1.17 (1.12-1.23), masked
+//   2.686 -> ~2.55 (2.45-2.62).
+//   The softmax (~1100 slots, ~60% of the variant's unmasked slots) is what remains; 6 more
+//   registers, no spills. Faster in all six: make it the standard form at DP = 64 (base kept
+//   for the emulation test, as at d = 128); slower masked only: keep it off. On the GPU, run
+//   test_parity_attention with TLRT_ATTN_D64=frag_qtile too.
+//   Measured: (pending GPU run).
 #pragma once
 
 #include "cuda/attention_kernels.cuh"
@@ -208,12 +247,14 @@ constexpr unsigned kMmaWarps = 8;
 // base: the base form everywhere; at DP = 128 with SPLIT that is the form removed in session 9
 //   (slower on the H100), kept instantiable for tests/unit/test_attention_mma_emu.cpp, which
 //   compares frag_qtile's bits with it; the library never launches it.
-enum class MmaForm : unsigned { standard, base };
+// frag_qtile: frag_qtile at DP = 64 too (with SPLIT; the ATT9 DP = 64 measurement variant,
+//   TLRT_ATTN_D64=frag_qtile in cuda/attention.cu); as standard elsewhere.
+enum class MmaForm : unsigned { standard, base, frag_qtile };
 
 // Whether fwd_mma_kernel / split_kv_kernel run the frag_qtile form (their FQ / FR argument).
 template <unsigned DP, bool SPLIT, MmaForm F>
 __host__ __device__ constexpr bool mma_frag_qtile() {
-  return SPLIT && DP == 128 && F == MmaForm::standard;
+  return SPLIT && (DP == 128 ? F != MmaForm::base : DP == 64 && F == MmaForm::frag_qtile);
 }
 
 // Keys per tile: 64, or 32 for DP = 128 (two blocks per SM in shared memory and registers).
