@@ -77,8 +77,8 @@
 // 0.45x / 0.58x (exact 0.76x): the 0.5x target is met at d = 64, not at d = 128. (The split-pass
 // form measured 0.313 / 0.269 / 0.392 at (32, 1024, 64), 0.527 / 0.460 / 0.602 at d = 128.)
 //
-// D = 128 FORMS (att8, session 8; TLRT_ATTN_D128=base|order|frag|frag_qtile in the environment,
-// read once; frag_qtile without it): the same kernel with the plane entries in HMMA register order
+// D = 128 FORMS (att8, session 8; TLRT_ATTN_D128=base|order|frag|frag_qtile in the environment
+// chose one, frag_qtile without it): the same kernel with the plane entries in HMMA register order
 // ("order": ~670 register moves per warp and tile gone) and, "frag", the Q split hoisted out
 // of the tile loop, P split in 4 instructions, fixed-round plane copies and paired mask loads
 // (~2500 -> ~1300 issue slots per warp-tile). Same bits as the default form (the emulation
@@ -90,7 +90,16 @@
 // / 0.501 / 0.694 (the spills of the kept Q split cost more than they save); frag_qtile 0.403
 // (0.55x) / 0.356 (0.40x) / 0.494 (0.56x): -15%, the default now; the 0.5x target is still missed
 // unmasked and masked. test_parity_attention passed with frag and frag_qtile on the H100 (so the
-// hardware ignores the low 13 bits of a TF32 operand as the emulator models).
+// hardware ignores the low 13 bits of a TF32 operand as the emulator models). Session 9 removed
+// base (at d = 128 with split), order and frag and the switch TLRT_ATTN_D128 (last in commit
+// 22ffc5d): 64 < d <= 128 with split always runs frag_qtile; the base form stays at d <= 64
+// and on the TF32 path.
+// D = 64 FORM (att9, session 9; TLRT_ATTN_D64=frag_qtile in the environment, read once; the
+// base form without it): frag_qtile at 32 < d <= 64 with split, a measurement variant (same
+// bits; 252 registers, no spills; S 595 -> 263 and P V 811 -> 390 SASS instructions per warp
+// and tile). PREDICTION (cuda/attention_mma_kernels.cuh's ATT9 comment): (32, 1024, 64) none /
+// causal / masked 0.286 / 0.250 / 0.364 -> ~0.25 / ~0.225 / ~0.345 ms; (16, 4096, 64) 2.034 /
+// 1.308 / 2.686 -> ~1.77 / ~1.17 / ~2.55. Measured: (pending GPU run).
 //
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
@@ -144,7 +153,7 @@
 // save), so it is not dispatched; it stays checked in emulation
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
-#include <string>
+#include <cstring>
 
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
@@ -168,38 +177,26 @@ bool tf32_on_wmma() {
   return e != nullptr && e[0] == '1';
 }
 
-// TLRT_ATTN_D128 (att8, session 8; read once per process, a measurement switch): the form of the
-// fast forward at 64 < d <= 128 (fwd_mma_plan's d128): unset / anything else = "frag_qtile"
-// (the fastest measured, now the default: frag with Q split per tile, no spills), "base" = the
-// form before session 8, "order" = plane entries in register order, "frag" = that plus Q kept
-// split, P split by mma::split_hw, fixed-round copies and paired mask loads
-// (cuda/attention_mma_kernels.cuh's ATT8 comment). Same bits in all four.
-unsigned d128_form() {
-  static const unsigned form = [] {
-    const char *e = std::getenv("TLRT_ATTN_D128");
-    if (e == nullptr) return 3u;
-    const std::string s(e);
-    return s == "base" ? 0u : s == "order" ? 1u : s == "frag" ? 2u : 3u;
+// TLRT_ATTN_D64 (att9, session 9; read once per process, a measurement switch): "frag_qtile" runs
+// the fast forward at 32 < d <= 64 with split in att8's frag_qtile form (plane entries in
+// register order, P split by mma::split_hw, fixed-round plane copies, paired mask loads; Q is
+// kept split there in both forms); unset or anything else: the base form (the default). Same
+// bits (tests/unit/test_attention_mma_emu.cpp compares them); cuda/attention_mma_kernels.cuh's
+// ATT9 comment has the prediction.
+bool d64_frag_qtile() {
+  static const bool on = [] {
+    const char *e = std::getenv("TLRT_ATTN_D64");
+    return e != nullptr && std::strcmp(e, "frag_qtile") == 0;
   }();
-  return form;
+  return on;
 }
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
 struct Launch {
   int dev;
   unsigned max_grid_y() const { return 65535; }
-  bool tensor_cores() const {  // WMMA tf32: sm_80+
-    int major = 0;
-    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
-          "attention: cudaDeviceGetAttribute");
-    return major >= 8;
-  }
-  size_t smem_limit() const {
-    int v = 0;
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-          "attention: cudaDeviceGetAttribute");
-    return (size_t)v;
-  }
+  bool tensor_cores() const { return cc_major(dev) >= 8; }  // WMMA tf32: sm_80+ (cached)
+  size_t smem_limit() const { return smem_optin(dev); }        // cached per device
   template <class K, class... A>
   void operator()(const char *name, K kernel, dim3 grid, unsigned threads, size_t smem,
                   A... args) const {
@@ -237,8 +234,10 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
       }
     } else {
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
-      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get(),
-                                     d128_form()))
+      if (d64_frag_qtile() ? attn_kernels::fwd_mma_plan<attn_kernels::MmaForm::frag_qtile>(
+                                 launch, p, /*split=*/true, q, k, v, out, lse, planes.get())
+                           : attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out,
+                                                        lse, planes.get()))
         return;
     }
   }

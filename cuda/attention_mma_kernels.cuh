@@ -112,11 +112,11 @@
 // (32,1024,128) none (0.43x-0.50x SDPA). About 0.6x the prediction: 8 warps per SM at 246
 // registers leave the tensor pipe idle through the softmax and the split pass (next: a
 // producer warp for the split, fewer live registers so 3 blocks fit, or ldmatrix-free 2-stage K).
-// ATT8 (session 8, issue 8: d = 128 to <= 0.5x SDPA; TLRT_ATTN_D128=order|frag selects it,
-// default unchanged). WHAT LIMITS d = 128, from ptxas -v and the sm_90 SASS of
-// fwd_mma_kernel<128, true, 8> (CUDA 13.0, nvdisasm; per warp and 32-key tile, static counts
-// of the loop's sections; the softmax section is mostly the masked / boundary branches, its
-// unmasked in-range path ~450-500 executed):
+// ATT8 (session 8, issue 8: d = 128 to <= 0.5x SDPA; the environment switch TLRT_ATTN_D128
+// selected the form until session 9 removed it, see REMOVED below). WHAT LIMITS d = 128, from
+// ptxas -v and the sm_90 SASS of fwd_mma_kernel<128, true, 8> (CUDA 13.0, nvdisasm; per warp
+// and 32-key tile, static counts of the loop's sections; the softmax section is mostly the
+// masked / boundary branches, its unmasked in-range path ~450-500 executed):
 //   registers 246, no spills: one 8-warp block per SM, 2 warps per scheduler (as before);
 //   S = Q K^T: 1025 instructions for 192 HMMA: 340 moves (IMAD.MOV / MOV), ~450 for the
 //     per-tile re-split of Q (sm_90 has no cvt.rna.tf32.f32 in SASS: each tf32() is FSETP,
@@ -172,11 +172,57 @@
 //   cores read only the top 19 bits of small = bits(r) + 0x1000 (CUTLASS's
 //   round_half_ulp_truncate relies on it; if they rounded instead, the bits would differ from
 //   the default form by at most one TF32 ulp of a small part, still inside the header's bound,
-//   which the GPU parity suite checks: run it with TLRT_ATTN_D128=frag).
+//   which the GPU parity suite checks: it was run with TLRT_ATTN_D128=frag).
 //   MEASURED (H100, 2026-11-26; cuda/attention.cu has the table): frag_qtile 0.403 / 0.356 /
 //   0.494 ms (none / causal / masked; base 0.477 / 0.409 / 0.518), order 0.436 / 0.372 / 0.484,
 //   frag 0.563 / 0.501 / 0.694: the spills cost more than the split they save; frag_qtile is
 //   the default. Parity (bits) held on the GPU with frag and frag_qtile.
+//   REMOVED (session 9): the measured-slower d = 128 forms, base (at DP = 128 with SPLIT),
+//   order and frag, with the switch TLRT_ATTN_D128 that chose among them and frag's Q kept
+//   split at DP = 128; last in commit 22ffc5d (git show 22ffc5d:cuda/attention_mma_kernels.cuh,
+//   22ffc5d:cuda/attention.cu). DP = 128 with SPLIT always runs frag_qtile (fwd_mma_kernel's
+//   FQ); the base form stays where it is the only form (DP = 32 / 64, the TF32 path), and
+//   tests/unit/test_attention_mma_emu.cpp still compares frag_qtile's bits with it at d = 128
+//   (fwd_mma_plan<MmaForm::base>, which the library never launches).
+// ATT9 (session 9): FRAG_QTILE AT DP = 64, a measurement variant (TLRT_ATTN_D64=frag_qtile in
+// the environment, cuda/attention.cu; MmaForm::frag_qtile; the default at d <= 64 is unchanged):
+// the ATT8 changes, whose S / P V carry the same moves at DP = 64: FR plane entries
+// (split_kv_kernel<64, true, true>), P split by split_hw, load_planes_nt FIXED (8 + 8 rounds
+// of 256 copies: KROW 32 and VROW 64 divide 256), paired mask loads (tiles of 64 keys wholly in
+// range). Q is kept split at DP = 64 in both forms, so frag and frag_qtile are one form here.
+// The same bits as the default form (the emulation test runs it on every case with 32 < d <= 64
+// and split, and compares bit for bit).
+//   ptxas -v (sm_90, CUDA 13.0): fwd_mma_kernel<64, true, 8> 246 registers, no spills ->
+//   252 registers, no spills (0-byte stack frame; still one 8-warp block per SM).
+//   SASS (nvdisasm -gi; static counts per warp and 64-key tile, each instruction assigned by
+//   the kernel line it is inlined at), default -> variant:
+//     top of the tile (wait, barrier, next tile's 16 copies): 242 -> 110 (16 LDGSTS);
+//     mask loads: the per-entry path 346 (32 LDG), kept for edge tiles (345); wholly in-range
+//       tiles take the paired path instead: 72 (16 LDG.64);
+//     S = Q K^T: 595 -> 263 (192 HMMA, 64 LDS.128; moves 332 -> 0);
+//     P V: 811 -> 390 (192 HMMA, 64 LDS.128; moves 334 -> 2; the P split's 64 FSETP gone);
+//     softmax: 2832 -> 2655 static (mostly the masked / boundary branches); its unmasked
+//       in-range path, ~1100 executed (34 exp_f of ~24 instructions), is the same code.
+//   Issue slots per warp-tile, unmasked, executed: ~2750 -> ~1860 (-32%; d = 128 had -36%);
+//   masked, also ~270 fewer in the mask loads.
+// PREDICTION (written before any GPU run; H100, bench/attention.py --shapes
+// 32x1024x64,16x4096x64, TLRT_ATTN_D64=frag_qtile against the same run without it).
+// Calibration, att8's d = 128 measurement: base -> frag_qtile removed ~900 issue slots per
+// warp-tile (~1800 per scheduler: 2 warps) and ~2.0k of ~12.1k cycles per tile and SM (0.442 ->
+// 0.368 ms without the ~0.035 ms pre-pass, 2 waves x 32 tiles, ~1.75 GHz): ~1.1 cycles per
+// slot removed; masked gained less (-5%: 0.518 -> 0.494; order alone 0.484), causal ~0.85 of
+// the unmasked share. DP = 64 now: (32, 1024, 64) none 0.286 ms less ~0.016 of pre-pass, 2
+// waves x 16 tiles: ~14.8k cycles per tile (~5500 slots per scheduler, IPC ~0.37, ~19 cycles
+// per HMMA); ~1780 slots per scheduler removed: ~-2.0k cycles, ~-13% of the kernel time.
+//   (32, 1024, 64) none 0.286 -> ~0.25 ms (0.24-0.26), causal 0.250 -> ~0.225 (0.21-0.235),
+//   masked 0.364 -> ~0.345 (0.33-0.36);
+//   (16, 4096, 64) none 2.034 -> ~1.77 (1.72-1.88), causal 1.308 -> ~1.17 (1.12-1.23), masked
+//   2.686 -> ~2.55 (2.45-2.62).
+//   The softmax (~1100 slots, ~60% of the variant's unmasked slots) is what remains; 6 more
+//   registers, no spills. Faster in all six: make it the standard form at DP = 64 (base kept
+//   for the emulation test, as at d = 128); slower masked only: keep it off. On the GPU, run
+//   test_parity_attention with TLRT_ATTN_D64=frag_qtile too.
+//   Measured: (pending GPU run).
 #pragma once
 
 #include "cuda/attention_kernels.cuh"
@@ -194,6 +240,22 @@ namespace attn_kernels {
 // (32, 1024, 64)). The kernel takes NW as a template parameter (4 still compiles and is
 // emulated the same way).
 constexpr unsigned kMmaWarps = 8;
+
+// The forms of the fast forward (fwd_mma_plan's template argument; the same bits in all):
+// standard: what the library runs: "frag_qtile" at DP = 128 with SPLIT (the ATT8 comment), the
+//   base form elsewhere (DP = 32 / 64, the TF32 path);
+// base: the base form everywhere; at DP = 128 with SPLIT that is the form removed in session 9
+//   (slower on the H100), kept instantiable for tests/unit/test_attention_mma_emu.cpp, which
+//   compares frag_qtile's bits with it; the library never launches it.
+// frag_qtile: frag_qtile at DP = 64 too (with SPLIT; the ATT9 DP = 64 measurement variant,
+//   TLRT_ATTN_D64=frag_qtile in cuda/attention.cu); as standard elsewhere.
+enum class MmaForm : unsigned { standard, base, frag_qtile };
+
+// Whether fwd_mma_kernel / split_kv_kernel run the frag_qtile form (their FQ / FR argument).
+template <unsigned DP, bool SPLIT, MmaForm F>
+__host__ __device__ constexpr bool mma_frag_qtile() {
+  return SPLIT && (DP == 128 ? F != MmaForm::base : DP == 64 && F == MmaForm::frag_qtile);
+}
 
 // Keys per tile: 64, or 32 for DP = 128 (two blocks per SM in shared memory and registers).
 template <unsigned DP>
@@ -407,7 +469,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // The tiles' planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered,
 // one barrier per tile.
-template <unsigned DP, bool SPLIT, unsigned NW, unsigned VAR = 0>
+template <unsigned DP, bool SPLIT, unsigned NW, bool FQ = false>
 __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
     fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict planes,
                    float *__restrict out, float *__restrict lse) {
@@ -416,11 +478,11 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
                      PW = mma_pw<SPLIT>();
   constexpr unsigned KS = DP / 8;   // k-steps of S = Q K^T; n-tiles of O
   constexpr unsigned NS = KT / 8;   // n-tiles of S; k-steps of P V
-  // att8 variants (SPLIT only; see the ATT8 comment above): FR plane entries in register order;
-  // HW: P split by split_hw, fixed copy rounds, paired mask loads; VAR 2 also keeps Q split at
-  // DP = 128 (128 registers, ptxas spills ~12 values per tile), VAR 3 splits Q per tile.
-  constexpr bool FR = SPLIT && VAR >= 1, HW = SPLIT && VAR >= 2;
-  constexpr bool QPRE = DP <= 64 || (SPLIT && VAR == 2);  // Q fragments kept split
+  // FQ: the att8 "frag_qtile" form (SPLIT only; see the ATT8 comment above): FR plane entries
+  // in register order (split_kv_kernel<DP, true, true>); HW: P split by split_hw, fixed copy
+  // rounds, paired mask loads. Q stays as at DP <= 64 (kept split) and DP = 128 (split per tile).
+  constexpr bool FR = SPLIT && FQ, HW = SPLIT && FQ;
+  constexpr bool QPRE = DP <= 64;  // Q fragments kept split
   constexpr unsigned kMmaThreads = 32 * NW, kMmaRows = 16 * NW;
   constexpr unsigned BUF = mma_plane_buf_floats<DP, SPLIT>(),
                      TP = mma_tile_plane_floats<DP, SPLIT>();
@@ -653,43 +715,24 @@ uint64_t fwd_mma_planes_floats(const L &launch, const Problem &p, bool split) {
 // The fast forward's launch (split_kv_kernel, then fwd_mma_kernel), or false (nothing launched)
 // where it does not apply: where fwd_mma_planes_floats(launch, p, split) is 0, or planes is null
 // (the caller runs the exact kernels then). planes: that many floats, 16-byte aligned.
-// d128 (att8, session 8; cuda/attention.cu reads it from TLRT_ATTN_D128): 0 the default form,
-// 1 "order" (plane entries in register order), 2 "frag" (that, Q kept split, P by split_hw,
-// fixed copy rounds, paired mask loads), 3 "frag_qtile" (frag with Q split per tile as the
-// default form: no spills); applied where DP = 128 with split (elsewhere the default form
-// runs). The planes' size is the same in every form.
-template <class L>
+// F (MmaForm): the form; the library launches the standard one. The planes' size is the same in
+// every form, and so are the bits.
+template <MmaForm F = MmaForm::standard, class L>
 bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
-                  const float *v, float *out, float *lse, float *planes, unsigned d128 = 0) {
+                  const float *v, float *out, float *lse, float *planes) {
   if (planes == nullptr || fwd_mma_planes_floats(launch, p, split) == 0) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
   const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
   return with_tc_dp(p.d, [&](auto dpc) {
     return with_flag(split, [&](auto splitc) {
       constexpr unsigned DP = decltype(dpc)::value, KT = mma_kt<DP>();
-      constexpr bool SPLIT = decltype(splitc)::value;
+      constexpr bool SPLIT = decltype(splitc)::value, FQ = mma_frag_qtile<DP, SPLIT, F>();
       const uint64_t bx = ((uint64_t)((kp.n + KT - 1) / KT) * KT * DP + 255) / 256;
       const dim3 sgrid((unsigned)(bx < 0x7FFFFFFFull ? bx : 0x7FFFFFFFull), grid.y, 1);
       const size_t smem = fwd_mma_smem_floats<DP, SPLIT>() * sizeof(float);
-      if constexpr (DP == 128 && SPLIT) {
-        if (d128 != 0) {
-          launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT, true>, sgrid, 256u,
-                 (size_t)0, kp, k, v, planes);
-          if (d128 == 1)
-            launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 1>, grid,
-                   32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
-          else if (d128 == 2)
-            launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 2>, grid,
-                   32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
-          else
-            launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, 3>, grid,
-                   32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
-          return true;
-        }
-      }
-      launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT>, sgrid, 256u, (size_t)0,
+      launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT, FQ>, sgrid, 256u, (size_t)0,
              kp, k, v, planes);
-      launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps>, grid,
+      launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ>, grid,
              32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
       return true;
     });

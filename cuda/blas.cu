@@ -78,12 +78,7 @@ struct ThreadHandles {
 thread_local ThreadHandles t_handles;
 
 uint64_t workspace_bytes(int dev) {
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    major = 0;
-  }
-  return major >= 9 ? (uint64_t{32} << 20) : (uint64_t{4} << 20);
+  return cc_major(dev) >= 9 ? (uint64_t{32} << 20) : (uint64_t{4} << 20);  // cached per device
 }
 
 // This thread's handle for dev, bound to the library stream, in the requested math mode.

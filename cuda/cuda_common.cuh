@@ -33,6 +33,10 @@ int sm_count(int dev);
 // Major compute capability of `dev` (cached; no CUDA call after the first).
 int cc_major(int dev);
 
+// The most shared memory one block of `dev` may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin,
+// bytes; cached; no CUDA call after the first).
+size_t smem_optin(int dev);
+
 // A per-device array of n unsigned counters for kernels that hand out tickets: allocated and
 // zeroed on first use (cudaMalloc, outside the stream-ordered pool, so that tlrt_allocator_trim can
 // still empty the pool) and kept for the life of the process; the kernels leave every counter at

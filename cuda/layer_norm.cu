@@ -203,12 +203,7 @@ struct CudaLaunch {
     kernel<<<grid, kThreads, 0, st>>>(args...);
     check_launch(name);
   }
-  size_t max_smem() const {
-    int most = 0;
-    check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-          "cudaDeviceGetAttribute (shared memory per block)");
-    return (size_t)most;
-  }
+  size_t max_smem() const { return smem_optin(dev); }  // cached per device
   // With smem bytes of dynamic shared memory (the kernel's limit raised and shared memory preferred
   // in the carveout first, once per kernel and device, so that 2-3 blocks fit per SM).
   template <class K, class... A>
@@ -226,9 +221,8 @@ struct CudaLaunch {
     if (!done.insert({kernel, dev}).second) return;
     // The limit counts dynamic memory only: the opt-in maximum less the kernel's static shared
     // memory (asking for the whole opt-in maximum is cudaErrorInvalidValue then).
-    int most = 0;
+    const int most = (int)smem_optin(dev);
     cudaFuncAttributes fa{};
-    check(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), name);
     check(cudaFuncGetAttributes(&fa, kernel), name);
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                most - (int)fa.sharedSizeBytes),

@@ -61,6 +61,7 @@ struct DeviceState {
   cudaStream_t stream = nullptr;
   int sms = 0;
   int cc_major = 0;
+  int smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes
   cudaError_t init_error = cudaSuccess;
   SizeClassPool *cache = nullptr;  // leaky: freed blocks may arrive during static destruction
 };
@@ -104,7 +105,8 @@ void check_launch(const char *kernel) { check(cudaGetLastError(), kernel); }
 
 namespace {
 
-// The device's state, initialised on first use (stream, SM count, pool settings, block cache).
+// The device's state, initialised on first use (stream, SM count, compute capability, opt-in
+// shared memory per block, pool settings, block cache).
 // Makes no CUDA call after the first time: what needs no current device (the block cache, the SM
 // count) goes through here, not through stream().
 DeviceState &state(int dev) {
@@ -117,6 +119,9 @@ DeviceState &state(int dev) {
       d.init_error = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
     if (d.init_error == cudaSuccess)
       d.init_error = cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (d.init_error == cudaSuccess)
+      d.init_error =
+          cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     cudaMemPool_t pool;
     if (d.init_error == cudaSuccess) d.init_error = cudaDeviceGetDefaultMemPool(&pool, dev);
     if (d.init_error == cudaSuccess) {
@@ -147,6 +152,8 @@ cudaStream_t stream(int dev) {
 int sm_count(int dev) { return state(dev).sms; }
 
 int cc_major(int dev) { return state(dev).cc_major; }
+
+size_t smem_optin(int dev) { return (size_t)state(dev).smem_optin; }
 
 unsigned *zeroed_counters(ZeroedCounters &c, uint64_t n, const char *what) {
   std::call_once(c.once, [&] {

@@ -12,7 +12,9 @@
 // float64 sum; the GPU's accumulation differs, which the parity suite's float64 comparison covers
 // on the device.
 // Also checks that the plan declines d = 0, d > 128 and a device with too little shared memory
-// (asking for no planes then), and that two runs (two schedules) give the same bits. The planes
+// (asking for no planes then), that two runs (two schedules) give the same bits, and that the
+// forms give the same bits (frag_qtile, the library's form at d = 128 with split, against the
+// base form; at 32 < d <= 64 the base form, the default, against frag_qtile). The planes
 // of split_kv_kernel are NaN-filled beforehand (a plane entry the pre-pass misses shows up as
 // NaN). ~2 minutes of CPU: the emulated mma exchanges every operand through emulated shuffles.
 // Skipped (77) under valgrind, ASan and TSan.
@@ -48,7 +50,7 @@ struct Planes {
   }
 };  // worst error / bound: split, tf32
 int g_cases = 0;
-int g_forms = 0;  // att8 d = 128 form runs compared bit for bit
+int g_forms = 0;  // runs of the other form compared bit for bit (see run_case)
 
 void compare(const std::string &what, const std::vector<float> &got,
              const std::vector<double> &ref, const std::vector<double> &abs, double factor,
@@ -123,23 +125,28 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
         for (uint64_t t = 0; t < d; ++t)
           TH_CHECK_MSG(out[e * d + t] == 0.0f, "%sexcluded row %llu not zero", tag,
                        (unsigned long long)e);
-    // att8's d = 128 forms (TLRT_ATTN_D128 order / frag / frag_qtile: plane entries in
-    // register order, the split_hw P split, fixed copy rounds, paired mask loads) give the
-    // default form's bits.
-    if (split && d > 64 && d <= 128)
-      for (unsigned form : {1u, 2u, 3u}) {
-        std::vector<float> o3(N + sh + 1, 7.0f), l3(bh * n + 1, 7.0f);
-        EmuLaunch other{kPolicies[(pol + form) % 3], 232448, odd ? 2u : 65535u};
-        Planes planes3(ak::fwd_mma_planes_floats(other, p, true));
-        TH_CHECK(ak::fwd_mma_plan(other, p, true, dq.data() + sh, dk.data() + sh,
-                                  dv.data() + sh, o3.data() + sh, l3.data(), planes3.get(),
-                                  form));
-        bool same = true;
-        for (size_t e = 0; e < o.size(); ++e) same = same && th::same_bits(o[e], o3[e]);
-        for (size_t e = 0; e < l.size(); ++e) same = same && th::same_bits(l[e], l3[e]);
-        TH_CHECK_MSG(same, "%sd128 form %u differs from the default form", tag, form);
-        ++g_forms;
-      }
+    // The forms give the same bits. d = 128 with split: the run above is att8's frag_qtile
+    // (the only form the library runs there: plane entries in register order, the split_hw P
+    // split, fixed copy rounds, paired mask loads), against the base form (MmaForm::base, the
+    // form of d <= 64, which session 9 removed from d = 128). 32 < d <= 64 with split: the run
+    // above is the base form (the default), against frag_qtile (MmaForm::frag_qtile, att9's
+    // TLRT_ATTN_D64=frag_qtile; passed here explicitly, not read from the environment).
+    if (split && d > 32 && d <= 128) {
+      const bool d128 = d > 64;
+      std::vector<float> o3(N + sh + 1, 7.0f), l3(bh * n + 1, 7.0f);
+      EmuLaunch other{kPolicies[(pol + 1) % 3], 232448, odd ? 2u : 65535u};
+      Planes planes3(ak::fwd_mma_planes_floats(other, p, true));
+      const float *q3 = dq.data() + sh, *k3 = dk.data() + sh, *v3 = dv.data() + sh;
+      TH_CHECK(d128 ? ak::fwd_mma_plan<ak::MmaForm::base>(other, p, true, q3, k3, v3,
+                                                          o3.data() + sh, l3.data(), planes3.get())
+                    : ak::fwd_mma_plan<ak::MmaForm::frag_qtile>(
+                          other, p, true, q3, k3, v3, o3.data() + sh, l3.data(), planes3.get()));
+      bool same = true;
+      for (size_t e = 0; e < o.size(); ++e) same = same && th::same_bits(o[e], o3[e]);
+      for (size_t e = 0; e < l.size(); ++e) same = same && th::same_bits(l[e], l3[e]);
+      TH_CHECK_MSG(same, "%sfrag_qtile differs from the base form", tag);
+      ++g_forms;
+    }
     // Run to run: another schedule gives the same bits.
     if (split && n <= 70 && (mk == 0 || mk == 4)) {
       std::vector<float> o2(N + sh + 1, 7.0f), l2(bh * n + 1, 7.0f);
@@ -225,8 +232,8 @@ int main() {
   run_case(1, 100, 128, 4, -INFINITY, salt += 10, 1);
   run_case(1, 65, 128, 3, -1000.0f, salt += 10, 2);
   run_case(1, 70, 100, 1, -INFINITY, salt += 10, 0, false, 2);
-  // att8: the frag form's paired mask loads (n even, keys of whole tiles in range; rows past n
-  // in the last block; per-problem, broadcast, causal + broadcast and fully blocked rows).
+  // att8: the frag_qtile form's paired mask loads (n even, keys of whole tiles in range; rows
+  // past n in the last block; per-problem, broadcast, causal + broadcast and fully blocked rows).
   run_case(2, 96, 128, 1, -INFINITY, salt += 10, 1);
   run_case(1, 130, 100, 2, -1000.0f, salt += 10, 2);
   run_case(1, 66, 128, 4, -INFINITY, salt += 10, 0);
@@ -234,7 +241,10 @@ int main() {
   // Misaligned tensors (element-wise copies and stores), problems looped over by the blocks.
   for (Dims s : {Dims{3, 20, 64}, Dims{3, 33, 32}, Dims{3, 9, 128}})
     for (int mk : {0, 1, 4}) run_case(s.bh, s.n, s.d, mk, -INFINITY, salt += 10, rot++ % 3, true);
-  std::printf("test_attention_mma_emu: %d cases (%d d128-form runs bit for bit), worst error / "
+  // att9: the paired mask loads at DP = 64 (64-key tiles; frag_qtile against the base form).
+  run_case(2, 98, 64, 1, -INFINITY, salt += 10, 2);
+  run_case(1, 130, 48, 4, -1000.0f, salt += 10, 0);
+  std::printf("test_attention_mma_emu: %d cases (%d form runs bit for bit), worst error / "
               "bound: 3xTF32 %.3g, TF32 %.3g\n",
               g_cases, g_forms, g_worst[0], g_worst[1]);
   return th::finish("test_attention_mma_emu");
