@@ -94,12 +94,15 @@
 // base (at d = 128 with split), order and frag and the switch TLRT_ATTN_D128 (last in commit
 // 22ffc5d): 64 < d <= 128 with split always runs frag_qtile; the base form stays at d <= 64
 // and on the TF32 path.
-// D = 64 FORM (att9, session 9; TLRT_ATTN_D64=frag_qtile in the environment, read once; the
-// base form without it): frag_qtile at 32 < d <= 64 with split, a measurement variant (same
-// bits; 252 registers, no spills; S 595 -> 263 and P V 811 -> 390 SASS instructions per warp
-// and tile). PREDICTION (cuda/attention_mma_kernels.cuh's ATT9 comment): (32, 1024, 64) none /
-// causal / masked 0.286 / 0.250 / 0.364 -> ~0.25 / ~0.225 / ~0.345 ms; (16, 4096, 64) 2.034 /
-// 1.308 / 2.686 -> ~1.77 / ~1.17 / ~2.55. Measured: (pending GPU run).
+// D = 64 FORM (att9, session 9): frag_qtile at 32 < d <= 64 with split too (same bits; 252
+// registers, no spills; S 595 -> 263 and P V 811 -> 390 SASS instructions per warp and tile).
+// PREDICTION (cuda/attention_mma_kernels.cuh's ATT9 comment): (32, 1024, 64) none / causal /
+// masked 0.286 / 0.250 / 0.364 -> ~0.25 / ~0.225 / ~0.345 ms; (16, 4096, 64) 2.034 / 1.308 /
+// 2.686 -> ~1.77 / ~1.17 / ~2.55. MEASURED (H100, 2026-11-27, behind the switch
+// TLRT_ATTN_D64=frag_qtile against the same build without it): (32, 1024, 64) 0.277 / 0.241 /
+// 0.357 -> 0.240 / 0.221 / 0.312 ms (0.42x / 0.31x / 0.44x SDPA); (16, 4096, 64) 2.016 / 1.292
+// / 2.657 -> 1.719 / 1.166 / 2.254 (0.41x / 0.22x / 0.41x); parity held with it on the GPU. The
+// standard form since then; the switch is gone.
 //
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
@@ -153,7 +156,6 @@
 // save), so it is not dispatched; it stays checked in emulation
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
-#include <cstring>
 
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
@@ -175,20 +177,6 @@ namespace {
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
-}
-
-// TLRT_ATTN_D64 (att9, session 9; read once per process, a measurement switch): "frag_qtile" runs
-// the fast forward at 32 < d <= 64 with split in att8's frag_qtile form (plane entries in
-// register order, P split by mma::split_hw, fixed-round plane copies, paired mask loads; Q is
-// kept split there in both forms); unset or anything else: the base form (the default). Same
-// bits (tests/unit/test_attention_mma_emu.cpp compares them); cuda/attention_mma_kernels.cuh's
-// ATT9 comment has the prediction.
-bool d64_frag_qtile() {
-  static const bool on = [] {
-    const char *e = std::getenv("TLRT_ATTN_D64");
-    return e != nullptr && std::strcmp(e, "frag_qtile") == 0;
-  }();
-  return on;
 }
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
@@ -234,10 +222,7 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
       }
     } else {
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
-      if (d64_frag_qtile() ? attn_kernels::fwd_mma_plan<attn_kernels::MmaForm::frag_qtile>(
-                                 launch, p, /*split=*/true, q, k, v, out, lse, planes.get())
-                           : attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out,
-                                                        lse, planes.get()))
+      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;
     }
   }

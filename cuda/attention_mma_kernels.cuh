@@ -184,13 +184,13 @@
 //   FQ); the base form stays where it is the only form (DP = 32 / 64, the TF32 path), and
 //   tests/unit/test_attention_mma_emu.cpp still compares frag_qtile's bits with it at d = 128
 //   (fwd_mma_plan<MmaForm::base>, which the library never launches).
-// ATT9 (session 9): FRAG_QTILE AT DP = 64, a measurement variant (TLRT_ATTN_D64=frag_qtile in
-// the environment, cuda/attention.cu; MmaForm::frag_qtile; the default at d <= 64 is unchanged):
-// the ATT8 changes, whose S / P V carry the same moves at DP = 64: FR plane entries
+// ATT9 (session 9): FRAG_QTILE AT DP = 64 (measured behind TLRT_ATTN_D64=frag_qtile, then made
+// the standard form at DP = 64 with SPLIT and the switch removed, both in session 9): the ATT8
+// changes, whose S / P V carry the same moves at DP = 64: FR plane entries
 // (split_kv_kernel<64, true, true>), P split by split_hw, load_planes_nt FIXED (8 + 8 rounds
 // of 256 copies: KROW 32 and VROW 64 divide 256), paired mask loads (tiles of 64 keys wholly in
 // range). Q is kept split at DP = 64 in both forms, so frag and frag_qtile are one form here.
-// The same bits as the default form (the emulation test runs it on every case with 32 < d <= 64
+// The same bits as the base form (the emulation test runs both on every case with 32 < d <= 64
 // and split, and compares bit for bit).
 //   ptxas -v (sm_90, CUDA 13.0): fwd_mma_kernel<64, true, 8> 246 registers, no spills ->
 //   252 registers, no spills (0-byte stack frame; still one 8-warp block per SM).
@@ -222,7 +222,12 @@
 //   registers, no spills. Faster in all six: make it the standard form at DP = 64 (base kept
 //   for the emulation test, as at d = 128); slower masked only: keep it off. On the GPU, run
 //   test_parity_attention with TLRT_ATTN_D64=frag_qtile too.
-//   Measured: (pending GPU run).
+//   MEASURED (H100, 2026-11-27, bench/attention.py, the same build, fast forward, ms, base ->
+//   frag_qtile; bench/results/2026-11-27-h100-s9-attention-d64.md): (32, 1024, 64) none 0.277 ->
+//   0.240 (0.48x -> 0.42x SDPA), causal 0.241 -> 0.221, masked 0.357 -> 0.312 (0.51x -> 0.44x);
+//   (16, 4096, 64) none 2.016 -> 1.719 (0.48x -> 0.41x), causal 1.292 -> 1.166, masked 2.657 ->
+//   2.254 (0.48x -> 0.41x). Unmasked -13% / -15% as predicted; masked -13% / -15%, well past the
+//   predicted -5%. test_parity_attention passed with it (12982 checks). Now the standard form.
 #pragma once
 
 #include "cuda/attention_kernels.cuh"
@@ -242,19 +247,17 @@ namespace attn_kernels {
 constexpr unsigned kMmaWarps = 8;
 
 // The forms of the fast forward (fwd_mma_plan's template argument; the same bits in all):
-// standard: what the library runs: "frag_qtile" at DP = 128 with SPLIT (the ATT8 comment), the
-//   base form elsewhere (DP = 32 / 64, the TF32 path);
-// base: the base form everywhere; at DP = 128 with SPLIT that is the form removed in session 9
+// standard: what the library runs: "frag_qtile" at DP = 64 and 128 with SPLIT (the ATT8 and ATT9
+//   comments), the base form elsewhere (DP = 32, the TF32 path);
+// base: the base form everywhere; at DP = 64 / 128 with SPLIT that is the form session 9 replaced
 //   (slower on the H100), kept instantiable for tests/unit/test_attention_mma_emu.cpp, which
 //   compares frag_qtile's bits with it; the library never launches it.
-// frag_qtile: frag_qtile at DP = 64 too (with SPLIT; the ATT9 DP = 64 measurement variant,
-//   TLRT_ATTN_D64=frag_qtile in cuda/attention.cu); as standard elsewhere.
-enum class MmaForm : unsigned { standard, base, frag_qtile };
+enum class MmaForm : unsigned { standard, base };
 
 // Whether fwd_mma_kernel / split_kv_kernel run the frag_qtile form (their FQ / FR argument).
 template <unsigned DP, bool SPLIT, MmaForm F>
 __host__ __device__ constexpr bool mma_frag_qtile() {
-  return SPLIT && (DP == 128 ? F != MmaForm::base : DP == 64 && F == MmaForm::frag_qtile);
+  return SPLIT && (DP == 64 || DP == 128) && F != MmaForm::base;
 }
 
 // Keys per tile: 64, or 32 for DP = 128 (two blocks per SM in shared memory and registers).

@@ -125,22 +125,17 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
         for (uint64_t t = 0; t < d; ++t)
           TH_CHECK_MSG(out[e * d + t] == 0.0f, "%sexcluded row %llu not zero", tag,
                        (unsigned long long)e);
-    // The forms give the same bits. d = 128 with split: the run above is att8's frag_qtile
-    // (the only form the library runs there: plane entries in register order, the split_hw P
-    // split, fixed copy rounds, paired mask loads), against the base form (MmaForm::base, the
-    // form of d <= 64, which session 9 removed from d = 128). 32 < d <= 64 with split: the run
-    // above is the base form (the default), against frag_qtile (MmaForm::frag_qtile, att9's
-    // TLRT_ATTN_D64=frag_qtile; passed here explicitly, not read from the environment).
+    // The forms give the same bits. 32 < d <= 128 with split: the run above is frag_qtile (the
+    // only form the library runs there: plane entries in register order, the split_hw P split,
+    // fixed copy rounds, paired mask loads; att8 at d = 128, att9 at d = 64), against the base
+    // form (MmaForm::base, which session 9 replaced there; still the form of d <= 32 and TF32).
     if (split && d > 32 && d <= 128) {
-      const bool d128 = d > 64;
       std::vector<float> o3(N + sh + 1, 7.0f), l3(bh * n + 1, 7.0f);
       EmuLaunch other{kPolicies[(pol + 1) % 3], 232448, odd ? 2u : 65535u};
       Planes planes3(ak::fwd_mma_planes_floats(other, p, true));
       const float *q3 = dq.data() + sh, *k3 = dk.data() + sh, *v3 = dv.data() + sh;
-      TH_CHECK(d128 ? ak::fwd_mma_plan<ak::MmaForm::base>(other, p, true, q3, k3, v3,
-                                                          o3.data() + sh, l3.data(), planes3.get())
-                    : ak::fwd_mma_plan<ak::MmaForm::frag_qtile>(
-                          other, p, true, q3, k3, v3, o3.data() + sh, l3.data(), planes3.get()));
+      TH_CHECK(ak::fwd_mma_plan<ak::MmaForm::base>(other, p, true, q3, k3, v3, o3.data() + sh,
+                                                   l3.data(), planes3.get()));
       bool same = true;
       for (size_t e = 0; e < o.size(); ++e) same = same && th::same_bits(o[e], o3[e]);
       for (size_t e = 0; e < l.size(); ++e) same = same && th::same_bits(l[e], l3[e]);
