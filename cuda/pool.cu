@@ -179,8 +179,9 @@
 // SESSION 9: after these measurements both alternatives were REMOVED with their switch
 //   TLRT_POOL_BWD: the stream kernel's max k3 s1 p1 form (slower on the H200 and the H100) and
 //   sepfw (sep_body's forwarded scatter, its FWD template parameter: equal to sep on the H200, not
-//   timed on the H100). Max k3 s1 p1 on the stream path is sep_kernel only (Plan::sep, set from
-//   the geometry; the measurement figures above stay as the record of why). Commit 22ffc5d is
+//   timed on the H100). Max k3 s1 p1 on the stream path is sep_kernel only (chosen at compile
+//   time from the kind and the geometry; the measurement figures above stay as the record of
+//   why). Commit 22ffc5d is
 //   the last that has them (git show 22ffc5d:cuda/pool.cu, 22ffc5d:cuda/pool_kernels.hpp).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
@@ -449,7 +450,7 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       },
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
-        if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {  // p.sep
+        if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
           if (p.vec_in && p.vec_out)
             sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           else

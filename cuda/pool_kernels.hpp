@@ -190,10 +190,6 @@ struct Plan {
   bool div_fast;
   float rcp;
   int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
-  // The stream path of max k3 s1 p1 (set by bwd_path from the kind and the geometry, sep_cfg):
-  // sep_body / sep_kernel, never stream_run. The launchers decide the same at compile time (no
-  // stream kernel is instantiated for it); the emulation test checks that the two agree.
-  bool sep;
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -1290,8 +1286,9 @@ TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *
 
 // True for the configuration the separable max backward (sep_run) is written for: the last axis
 // k3 s1 p1 (the stream kernel's other conditions, stride 1 and kernel 3 on the rows, hold). Max
-// pooling on the stream path with it always runs sep_run (Plan::sep); stream_run's max form is
-// for the other strides (k3 s2 p1) only.
+// pooling on the stream path with it always runs sep_run (the stream launchers decide it at
+// compile time from the kind and sep_cfg); stream_run's max form is for the other strides (k3 s2
+// p1) only.
 template <class C>
 TLRT_HD constexpr bool sep_cfg() {
   return C::KH == 3 && C::KW == 3 && C::SW == 1 && C::PW == 1;
@@ -1621,7 +1618,7 @@ struct StreamOpt {
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
 // windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
-// average: stream_ok; plan.sep for max k3 s1 p1, whose stream launch is sep_run's kernel),
+// average: stream_ok; for max k3 s1 p1 (sep_cfg) the launcher runs sep_run's kernel),
 // tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false when g has no fast
 // path.
 template <class Scatter, class TileLaunch, class StreamLaunch>
@@ -1648,7 +1645,6 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
       if (stream_ok<C>(g, k)) {
         Plan ps = p;
         ps.ahead = o.ahead >= 0 ? o.ahead : stream_ahead(k, C::SW);
-        ps.sep = k == Kind::Max && sep_cfg<C>();
         stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }

@@ -142,14 +142,8 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
       [&](auto c, uint32_t blocks, const pool::Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         path = "stream";
-        // cuda/pool.cu chooses sep_kernel at compile time; the plan must say the same.
-        constexpr bool sep = K == Kind::Max && sep_cfg<C>();
-        ++th::checks();
-        if (p.sep != sep)
-          th::report(__FILE__, __LINE__,
-                     std::string("Plan::sep is ") + (p.sep ? "set" : "clear") +
-                         " where cuda/pool.cu launches " + (sep ? "sep_kernel" : "stream_kernel"));
-        if constexpr (sep) {
+        // As cuda/pool.cu's launcher: sep_kernel for max k3 s1 p1 (chosen at compile time).
+        if constexpr (K == Kind::Max && sep_cfg<C>()) {
           path = "sep";  // the stream path's max k3 s1 p1 kernel (cuda/pool.cu sep_kernel)
           ++sep_runs;
           // The block's shared accumulator rings, garbage before the launch (a thread must
