@@ -182,6 +182,81 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// fused2_lane_kernel: the same tree as fused2_kernel_vec4 for the same sequences (one contiguous
+// 16-byte aligned sequence of kChunk < nc <= kChunk * kSmall chunks), with the next level's LANE
+// FOLDS done where the chunk values are made, so that the last block has almost nothing left.
+// Block b is lane t = b % 256 of level-2 group G = b / 256 (ng = chunks_of(nc) groups of 4096
+// chunk values): its warp r (0..15) computes the chunk value of chunk k = 4096 G + t + 256 r
+// (chunk_vec4), which are exactly the values that the tree's lane t of group G folds, in r order;
+// thread 0 folds them (from the identity, the chunks that exist) and writes ONE lane value. So
+// the scratch is ng * 256 lane values (4 KB for 2^26 elements) instead of nc chunk values (64 KB),
+// and the last block (one ticket per block) loads each of its lane values with one load per
+// thread (one dependent round through L2, where fused2_kernel_vec4 has 16 per thread), halves all
+// ng groups together in shared memory (h = 128 .. 1) and ends with red::small over the ng group
+// values. Lanes of the last group with no chunk hold the identity, as in the tree. Same
+// additions in the same order: the same bits as fused2_kernel_vec4 and the CPU.
+constexpr unsigned kLaneWarps = red::kDepth;           // warp r: the lane's r-th chunk value
+constexpr unsigned kLaneThreads = kLaneWarps * 32;    // 512
+template <red::Op OP>
+__global__ void __launch_bounds__(kLaneThreads)
+    fused2_lane_kernel(const float *__restrict x, uint64_t m, uint64_t nc, float div,
+                       float *lanes, unsigned *counter, float *__restrict y) {
+  using O = red::Ops<OP>;
+  __shared__ float cv[kLaneWarps];
+  __shared__ float sh[red::kSmall][red::kLanes];  // 32 KB: every group's lanes, last block only
+  __shared__ unsigned last;
+  const unsigned tid = threadIdx.x, w = tid & 31u, r = tid >> 5;
+  const uint64_t G = blockIdx.x / red::kLanes, t = blockIdx.x % red::kLanes;
+  const uint64_t k0 = G * red::kChunk + t;  // the lane's chunk r is k0 + 256 r
+  {
+    const uint64_t k = k0 + (uint64_t)r * red::kLanes;
+    if (k < nc) {
+      const uint64_t e0 = k * red::kChunk;
+      const uint64_t len = m - e0 < red::kChunk ? m - e0 : red::kChunk;
+      const float v = chunk_vec4<OP>(x + e0, len);
+      if (w == 0) cv[r] = v;
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    float a = O::identity();
+    for (unsigned j = 0; j < kLaneWarps && k0 + (uint64_t)j * red::kLanes < nc; ++j)
+      a = O::op(a, cv[j]);
+    lanes[blockIdx.x] = a;
+    __threadfence();  // visible device-wide before the ticket says so
+    last = atomicAdd(counter, 1u) == gridDim.x - 1 ? 1u : 0u;
+  }
+  __syncthreads();
+  if (last == 0) return;
+  __threadfence();
+  const unsigned ng = gridDim.x / red::kLanes;  // 2 .. kSmall
+  constexpr unsigned kPer = red::kSmall * red::kLanes / kLaneThreads;  // 16 lane values
+  float v[kPer];
+#pragma unroll
+  for (unsigned j = 0; j < kPer; ++j) {  // all loads issued together
+    const unsigned i = j * kLaneThreads + tid;
+    v[j] = i < ng * red::kLanes ? __ldcg(lanes + i) : O::identity();
+  }
+#pragma unroll
+  for (unsigned j = 0; j < kPer; ++j) {
+    const unsigned i = j * kLaneThreads + tid;
+    sh[i / red::kLanes][i % red::kLanes] = v[j];
+  }
+  __syncthreads();
+  for (unsigned h = red::kLanes / 2; h >= 1; h >>= 1) {  // every group's halving step h at once
+    for (unsigned e = tid; e < ng * h; e += kLaneThreads) {
+      const unsigned g = e / h, l = e % h;
+      sh[g][l] = O::op(sh[g][l], sh[g][l + h]);
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    const float res = red::small<OP, red::kSmall>([&](unsigned j) { return sh[j][0]; }, ng);
+    y[0] = red::finish(res, div);
+    *counter = 0;
+  }
+}
+
 }  // namespace red_kernels
 }  // namespace cuda
 }  // namespace tlrt
