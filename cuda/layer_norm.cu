@@ -1,8 +1,8 @@
 // CUDA backend, fused layer normalisation, forward and backward: the definitions of
 // abi/tlrt_layer_norm.h with the formulas of core/numerics/row_ops.hpp and THE TREE of
 // core/numerics/reduce_tree.hpp, bit for bit the CPU's. Built with -fmad=false; divisions, square
-// roots and reciprocals are the correctly rounded __fdiv_rn / __fsqrt_rn / __frcp_rn; no atomics;
-// everything on the library stream. All grid sizes are capped at 2^31 - 1 blocks (kernels loop).
+// roots and reciprocals are the correctly rounded __fdiv_rn / __fsqrt_rn / __frcp_rn; no atomics
+// on data (the wide finish's tickets count on counters); everything on the library stream. All grid sizes are capped at 2^31 - 1 blocks (kernels loop).
 //
 // FORWARD (bytes: x read, y written = 8 per element, plus 8 per row for mean and inv_std; gamma and
 // beta are re-read per row from L1/L2):
@@ -136,6 +136,10 @@
 // fence and the two block barriers of every ticket stall the block's cp.async ring between
 // items, and the last item's chain of dependent L2 levels outlasts the finish kernel). The 0.85
 // target stays missed (0.82 / 0.77).
+// SESSION 10, THE TAIL AGAIN, as its own launch: the wide finish (above fused_bwd; selected by
+// TLRT_LN_FINISH=wide / wide2 until measured): one dependent round of loads over 1024 blocks
+// instead of 4 rounds over 64, the chunk level by the last ticket of each column tile (no ticket
+// inside the ring kernel). Measured: (pending GPU run)
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -145,6 +149,8 @@
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -463,6 +469,36 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 // (outer 2 nc): 3 launches of reduce_axis instead of 4. Where nc <= 256 and nc S <= 2048 (rows
 // <= 1M, and fewer for the wider S) one launch of ln_kernels::fused_bwd_finish does all of it,
 // the same bits.
+// SESSION 10, THE WIDE FINISH (cuda/layer_norm_kernels.cuh, fused_bwd_finish_wide: the design,
+// bytes and prediction): the same tree with one dependent round of loads over 2 nc cols / 32
+// blocks (1024 at (65536, 1024) and (16384, 4096)) instead of 64 / 256 blocks walking 4 dependent
+// batches each, and the chunk level done by the block with the last ticket of its column tile
+// (counters: one per (tile, array), zero between calls, as cuda/reduce.cu's chunk counters).
+// It takes nc <= 256 at every S (rows <= 1M; the old form only nc S <= 2048). Chosen at run time
+// by TLRT_LN_FINISH (read once): "old" fused_bwd_finish (the default until the GPU A/B), "wide"
+// the ticketed one-launch form, "wide2" the same without tickets in two launches. PREDICTION:
+// (65536, 1024) 0.327 -> ~0.321 ms, (16384, 4096) 0.348 -> ~0.339. Measured: (pending GPU run)
+enum class FinishForm { Old, Wide, Wide2 };
+
+FinishForm finish_form() {
+  static const FinishForm form = [] {
+    const char *e = std::getenv("TLRT_LN_FINISH");
+    if (e != nullptr && std::strcmp(e, "wide") == 0) return FinishForm::Wide;
+    if (e != nullptr && std::strcmp(e, "wide2") == 0) return FinishForm::Wide2;
+    return FinishForm::Old;  // unset, "old" or anything else
+  }();
+  return form;
+}
+
+// Ticket counters of fused_bwd_finish_wide: kWideCounters per device, zero between launches (the
+// last block of each (column tile, array) resets its own), allocated once outside the pool.
+ZeroedCounters g_finish_counters[kMaxCudaDevices];
+
+unsigned *finish_counters(int dev) {
+  return zeroed_counters(g_finish_counters[dev], ln_kernels::kWideCounters,
+                         "cudaMalloc (layer norm finish counters)");
+}
+
 void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
   const uint64_t nc = red::chunks_of(a.rows);
   const CudaLaunch launch{dev, stream(dev)};
@@ -471,11 +507,22 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;
   const uint64_t np = nc * S * a.cols;
+  const FinishForm form = finish_form();
+  const bool wide = !direct && form != FinishForm::Old &&
+                    ln_kernels::fused_bwd_finish_wide_fits(nc, a.cols);
+  // The wide forms' chunk values share the partials' allocation (after pg, pb).
+  const uint64_t ncv = wide ? ln_kernels::fused_bwd_finish_wide_scratch(nc, S, a.cols) : 0;
+  unsigned *counters = wide && form == FinishForm::Wide ? finish_counters(dev) : nullptr;
   FloatScratch part;
-  if (!direct) part = FloatScratch(dev, 2 * np);
+  if (!direct) part = FloatScratch(dev, 2 * np + ncv);
   float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
   ln_kernels::fused_bwd_plan(launch, a, pg, pb, plan);
   if (direct) return;
+  if (wide) {
+    ln_kernels::fused_bwd_finish_wide_plan(launch, pg, pb, nc, S, a.cols, part.get() + 2 * np,
+                                           counters, dgamma, dbeta);
+    return;
+  }
   if (ln_kernels::fused_bwd_finish_fits(nc, S)) {
     ln_kernels::fused_bwd_finish_plan(launch, pg, pb, nc, S, a.cols, dgamma, dbeta);
     return;

@@ -666,6 +666,214 @@ void fused_bwd_finish_plan(const Launch &launch, const float *pg, const float *p
 #undef TLRT_LN_FINISH
 }
 
+// ---- the finish, wide forms (session 10; cuda/layer_norm.cu: TLRT_LN_FINISH=wide / wide2) -------
+// The same tree as fused_bwd_finish (the same additions in the same order: the same bits), with
+// the loads spread over the whole GPU in ONE dependent round instead of 64 blocks walking nc S /
+// 256 dependent batches each (4 at (65536, 1024): ~10-14 us with the launch gap).
+// fused_bwd_finish_wide<S, NCB>: grid (cols / 32 column tiles, 2 nc); block (x, 2 k + a) computes
+// the value of chunk k of array a (0: dgamma, 1: dbeta) for its 32 columns: thread (w, l) loads
+// lanes t = w + 8 i (i < S / 8, all issued together: 4-32 loads), the leaves -0 + v, the pad steps
+// h = 128 .. S (+ -0), h = S / 2 .. 8 in registers, h = 4, 2, 1 across warps (halve_lanes: as
+// fused_bwd_finish). It writes the chunk value to cv (2, nc, cols), fences, and takes a ticket on
+// counters[a * tiles + x]; the block with the last ticket (every chunk of the tile written) reads
+// the nc chunk values from L2 (__ldcg) and halves them over 256 lanes (leaves -0 + v, the identity
+// past nc), writes dgamma / dbeta and puts the counter back to 0 for the next call. nc == 1: the
+// chunk value is the result (no scratch, no ticket). S == 1 (cols <= 32): the partials are the
+// chunk values, and fused_bwd_finish_level alone does the chunk level (one launch, no ticket).
+// counters == nullptr (wide2): no ticket; fused_bwd_finish_level runs the chunk level as a second
+// launch (a launch gap instead of the fence, the ticket and the last block's round trip).
+// Register slots at the chunk level: NCB = 4 for nc <= 32 (lanes t >= 32 are identity and stay so,
+// so their steps h = 128 .. 32 are the pad additions of the held lanes: the same additions on
+// every value that is not -0 + -0), NCB = 32 up to 256 chunks; the same halving either way.
+// Bytes: the partials read once (2 nc S cols floats: 8 MB at (65536, 1024), 32 MB at (16384,
+// 4096), as before) + the chunk values written and read back (2 nc cols floats each way: 128 KB
+// at both shapes). Blocks: 2 nc cols / 32 (1024 at both shapes, against 64 / 256), 8 / 32 loads
+// per thread at S = 64 / 256.
+// PREDICTION (H100, whole op, from 0.327 / 0.348 ms with fused_bwd_finish; the ring kernel alone
+// is 0.314 / 0.327): the tail ~13 -> ~6 us at (65536, 1024) (launch gap, one round of 8 MB mostly
+// from L2, the fence + ticket + the last block's one L2 round): ~0.321 ms (0.84 of copy
+// bandwidth); (16384, 4096) ~21 -> ~12 us (32 MB, much of it from HBM, in ~2 waves of 5 blocks
+// per SM): ~0.339 ms. wide2 within ~1 us of wide either way. Neither reaches 0.314 at (65536,
+// 1024): that is the ring kernel's own time.
+// Measured: (pending GPU run)
+constexpr uint64_t kWideTiles = kFusedMaxCols / 32;  // column tiles of the widest fused rows
+constexpr uint64_t kWideCounters = 2 * kWideTiles;   // one ticket counter per (tile, array)
+constexpr uint64_t kWideNarrowChunks = 32;           // nc <= 32: NCB = 4 slots per thread
+
+inline bool fused_bwd_finish_wide_fits(uint64_t nc, uint64_t cols) {
+  return nc >= 1 && nc <= kFinishMaxChunks && cols >= 1 && cols <= kFusedMaxCols;
+}
+// Floats of scratch the wide forms need for the chunk values (2, nc, cols); 0: none.
+inline uint64_t fused_bwd_finish_wide_scratch(uint64_t nc, unsigned S, uint64_t cols) {
+  return S > 1 && nc > 1 ? 2 * nc * cols : 0;
+}
+
+// The tree's halving over 256 lanes of 32 columns in a block of 256 threads: thread (w, l) holds
+// lanes t = w + 8 i (i < NS) of column l in v[i], leaves done; lanes t >= 8 NS are the identity.
+// Steps h = 128 .. 8 NS pair each held lane with an empty one (+ -0), h = 4 NS .. 8 pair slots i
+// and i + h / 8 in registers, h = 4, 2, 1 pair warps w and w + h through s8 (one barrier). The
+// value of lane 0 is returned in warp 0 (the identity elsewhere); the caller passes a barrier
+// before s8 is written again.
+template <unsigned NS>
+__device__ __forceinline__ float halve_lanes(float (&v)[NS], float (&s8)[8][32]) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned kPad =
+      NS == 32 ? 0 : NS == 16 ? 1 : NS == 8 ? 2 : NS == 4 ? 3 : NS == 2 ? 4 : 5;
+  static_assert((NS << kPad) == 32, "NS is a power of two <= 32");
+  const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
+  const float id = O::identity();
+#pragma unroll
+  for (unsigned i = 0; i < NS; ++i)
+#pragma unroll
+    for (unsigned h = kPad; h != 0; --h) v[i] = O::op(v[i], id);  // h = 128 .. 8 NS
+  // Steps h = 4 NS .. 8 (slots i and i + h / 8), counted linearly so that they unroll fully (a
+  // loop halving its counter left the slots in local memory).
+#pragma unroll
+  for (unsigned step = 0; step < 5 - kPad; ++step)
+#pragma unroll
+    for (unsigned i = 0; i < NS / 2; ++i)
+      if (i < (NS >> (step + 1))) v[i] = O::op(v[i], v[i + (NS >> (step + 1))]);
+  s8[w][l] = v[0];
+  __syncthreads();
+  float r = id;
+  if (w == 0) {  // h = 4, 2, 1 over the warps' values
+    float a[8];
+#pragma unroll
+    for (unsigned u = 0; u < 8; ++u) a[u] = s8[u][l];
+#pragma unroll
+    for (unsigned step = 0; step < 3; ++step)
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u)
+        if (u < (4u >> step)) a[u] = O::op(a[u], a[u + (4u >> step)]);
+    r = a[0];
+  }
+  return r;
+}
+
+// The chunk level (2 <= nc <= 8 NCB chunk values, value t of this thread's column at c[t * cols],
+// read through L2: other blocks of this launch may have just written them): the leaves -0 + v,
+// the identity past nc, then the halving over 256 lanes. Returns the result in warp 0.
+template <unsigned NCB>
+__device__ __forceinline__ float chunk_level(const float *c, uint64_t cols, uint64_t nc, bool col,
+                                             float (&s8)[8][32]) {
+  using O = red::Ops<red::Op::Sum>;
+  const unsigned w = threadIdx.x / 32;
+  const float id = O::identity();
+  float u[NCB];
+#pragma unroll
+  for (unsigned i = 0; i < NCB; ++i) {
+    const uint64_t t = w + 8 * i;
+    u[i] = col && t < nc ? __ldcg(c + t * cols) : id;
+  }
+#pragma unroll
+  for (unsigned i = 0; i < NCB; ++i) u[i] = w + 8 * i < nc ? O::op(id, u[i]) : id;
+  return halve_lanes<NCB>(u, s8);
+}
+
+// The chunk level alone, grid (cols / 32, 2): g, b are (nc, cols) chunk values of dgamma and
+// dbeta (the partials for S == 1, or wide2's cv). nc == 1: the chunk value itself.
+template <unsigned NCB>
+__global__ void __launch_bounds__(kThreads)
+    fused_bwd_finish_level(const float *g, const float *b, uint64_t nc, uint64_t cols,
+                           float *__restrict dgamma, float *__restrict dbeta) {
+  __shared__ float s8[8][32];
+  const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
+  const uint64_t j = (uint64_t)blockIdx.x * 32 + l;
+  const bool col = j < cols;
+  float *out = blockIdx.y == 0 ? dgamma : dbeta;
+  const float *c = (blockIdx.y == 0 ? g : b) + (col ? j : 0);
+  if (nc == 1) {
+    if (w == 0 && col) out[j] = c[0];
+    return;
+  }
+  const float r = chunk_level<NCB>(c, cols, nc, col, s8);
+  if (w == 0 && col) out[j] = r;
+}
+
+template <unsigned S, unsigned NCB>
+__global__ void __launch_bounds__(kThreads)
+    fused_bwd_finish_wide(const float *__restrict pg, const float *__restrict pb, uint64_t nc,
+                          uint64_t cols, float *cv, unsigned *counters, float *__restrict dgamma,
+                          float *__restrict dbeta) {
+  using O = red::Ops<red::Op::Sum>;
+  static_assert(S >= 8 && S <= 256 && (S & (S - 1)) == 0, "lane sets");
+  constexpr unsigned LW = S / 8;  // lanes per thread
+  __shared__ float s8[8][32];
+  __shared__ unsigned last;
+  const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
+  const unsigned a = blockIdx.y & 1u;
+  const uint64_t k = blockIdx.y >> 1;
+  const uint64_t j = (uint64_t)blockIdx.x * 32 + l;
+  const bool col = j < cols;
+  const float id = O::identity();
+  const float *p = (a == 0 ? pg : pb) + k * S * cols + (col ? j : 0);
+  float v[LW];
+#pragma unroll
+  for (unsigned i = 0; i < LW; ++i) v[i] = col ? p[(uint64_t)(w + 8 * i) * cols] : id;
+#pragma unroll
+  for (unsigned i = 0; i < LW; ++i) v[i] = O::op(id, v[i]);  // the leaves (lane t < S)
+  const float ck = halve_lanes<LW>(v, s8);                    // chunk k's value, in warp 0
+  float *out = a == 0 ? dgamma : dbeta;
+  if (nc == 1) {  // the chunk value is the result
+    if (w == 0 && col) out[j] = ck;
+    return;
+  }
+  float *ca = cv + a * nc * cols;  // this array's chunk values (nc, cols)
+  if (w == 0 && col) ca[k * cols + j] = ck;
+  if (counters == nullptr) return;  // wide2: fused_bwd_finish_level follows
+  if (w == 0) __threadfence();      // the value is visible device-wide before the ticket says so
+  unsigned *ctr = counters + a * gridDim.x + blockIdx.x;
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(ctr, 1u) == (unsigned)(nc - 1);
+  __syncthreads();
+  if (!last) return;  // block-uniform
+  __threadfence();    // the other blocks' chunk values are read after their tickets
+  const float r = chunk_level<NCB>(ca + (col ? j : 0), cols, nc, col, s8);
+  if (w == 0 && col) out[j] = r;
+  if (threadIdx.x == 0) *ctr = 0;  // for the next call (stream order)
+}
+
+// The wide forms: counters (kWideCounters, all zero; left zero) for the one-launch form (wide),
+// nullptr for two launches (wide2). cv: fused_bwd_finish_wide_scratch(nc, S, cols) floats. Needs
+// fused_bwd_finish_wide_fits(nc, cols). launch.grid2 as for fused_bwd_finish_plan.
+template <class Launch>
+void fused_bwd_finish_wide_plan(const Launch &launch, const float *pg, const float *pb,
+                                uint64_t nc, unsigned S, uint64_t cols, float *cv,
+                                unsigned *counters, float *dgamma, float *dbeta) {
+  const unsigned tiles = (unsigned)((cols + 31) / 32);
+  const bool narrow = nc <= kWideNarrowChunks;
+  auto level = [&](const float *g, const float *b) {
+    if (narrow)
+      launch.grid2("fused_bwd_finish_level<4>", fused_bwd_finish_level<4>, dim3(tiles, 2), g, b,
+                   nc, cols, dgamma, dbeta);
+    else
+      launch.grid2("fused_bwd_finish_level<32>", fused_bwd_finish_level<32>, dim3(tiles, 2), g,
+                   b, nc, cols, dgamma, dbeta);
+  };
+  if (S == 1) {  // the partials are the chunk values
+    level(pg, pb);
+    return;
+  }
+  const dim3 grid(tiles, (unsigned)(2 * nc));
+#define TLRT_LN_WIDE(SV, NV)                                                                     \
+  launch.grid2("fused_bwd_finish_wide<" #SV ", " #NV ">", fused_bwd_finish_wide<SV, NV>, grid, \
+               pg, pb, nc, cols, cv, counters, dgamma, dbeta)
+#define TLRT_LN_WIDE_S(SV)                      \
+  do {                                          \
+    if (narrow) TLRT_LN_WIDE(SV, 4);            \
+    else TLRT_LN_WIDE(SV, 32);                  \
+  } while (0)
+  switch (S) {
+    case 32: TLRT_LN_WIDE_S(32); break;
+    case 64: TLRT_LN_WIDE_S(64); break;
+    case 128: TLRT_LN_WIDE_S(128); break;
+    default: TLRT_LN_WIDE_S(256); break;
+  }
+#undef TLRT_LN_WIDE_S
+#undef TLRT_LN_WIDE
+  if (counters == nullptr && nc > 1) level(cv, cv + nc * cols);
+}
+
 // ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------
 // As cuda/softmax_kernels.cuh's seg_fwd: lane j holds element j, warps read runs of rows
 // (coalesced), each thread kSegRows rows at a time; both sums red::small<W> across the segment.

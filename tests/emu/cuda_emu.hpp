@@ -72,6 +72,10 @@ struct Policy {
   Order order = Order::Ascending;
   Copy copy = Copy::Late;
   uint64_t seed = 1;
+  // The order in which the blocks of a grid run (each to its end before the next starts): raster
+  // order (x fastest), its reverse, or a seeded shuffle. Kernels that hand out tickets (the last
+  // block to arrive finishes the work) see a different last block under each.
+  Order blocks = Order::Ascending;
 };
 
 namespace detail {
@@ -282,7 +286,8 @@ inline void run_block(unsigned nthreads) {
 }  // namespace detail
 
 // Runs `body` (a call of the kernel with its arguments) for every block of the grid under the
-// policy, with `smem_bytes` of dynamic shared memory starting as a NaN pattern in each block.
+// policy (blocks in the order policy.blocks), with `smem_bytes` of dynamic shared memory starting
+// as a NaN pattern in each block.
 inline void launch(const Policy &policy, dim3 grid, dim3 threads, size_t smem_bytes,
                    std::function<void()> body) {
   detail::Block &b = detail::block();
@@ -290,13 +295,25 @@ inline void launch(const Policy &policy, dim3 grid, dim3 threads, size_t smem_by
   b.body = std::move(body);
   gridDim = grid;
   blockDim = threads;
-  for (unsigned y = 0; y < grid.y; ++y)
-    for (unsigned x = 0; x < grid.x; ++x) {
-      blockIdx = uint3{x, y, 0};
-      auto &s = detail::smem_store();
-      s.assign((smem_bytes + 15) / 16 + 8, float4{NAN, NAN, NAN, NAN});  // + alignment slack
-      detail::run_block(threads.x);
-    }
+  auto run = [&](unsigned x, unsigned y) {
+    blockIdx = uint3{x, y, 0};
+    auto &s = detail::smem_store();
+    s.assign((smem_bytes + 15) / 16 + 8, float4{NAN, NAN, NAN, NAN});  // + alignment slack
+    detail::run_block(threads.x);
+  };
+  if (policy.blocks == Order::Ascending) {
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) run(x, y);
+    return;
+  }
+  std::vector<uint64_t> order((uint64_t)grid.x * grid.y);
+  for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (policy.blocks == Order::Descending) std::reverse(order.begin(), order.end());
+  if (policy.blocks == Order::Random) {
+    std::mt19937_64 rng(policy.seed * 0x9E3779B97F4A7C15ull + 1);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  for (uint64_t i : order) run((unsigned)(i % grid.x), (unsigned)(i / grid.x));
 }
 
 // A misaligned vector access or 16-byte copy faults on the GPU: here it throws.

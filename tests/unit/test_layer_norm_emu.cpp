@@ -7,10 +7,15 @@
 // without a GPU. Shapes reach every instantiation (cols 1..4096 around each dispatch edge) and rows
 // around the tree's lane and chunk edges and the blocks' row sets (rows not a multiple of 16 G);
 // some cases cap the grid at a few blocks so that blocks loop over several lane sets. Every case
-// runs under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). Skipped (77) under
-// valgrind, ASan and TSan (unannotated stack switches).
+// runs under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). The finish of the
+// partials runs in each form: fused_bwd_finish and the wide forms (the ticketed one-launch form
+// under two schedules with different block orders, so that the last ticket falls to different
+// blocks, its counters checked back at zero; the two-launch form under a third), on the kernels'
+// own partials and on synthetic ones (nc 1..256, every S, partial column tiles, special values).
+// Skipped (77) under valgrind, ASan and TSan (unannotated stack switches).
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -56,10 +61,12 @@ struct EmuLaunch {
   }
 };
 
+// Thread order, copy completion, seed, block order (the wide finish's last ticket falls to a
+// different block under each).
 const emu::Policy kPolicies[] = {
-    {emu::Order::Ascending, emu::Copy::Late, 1},
-    {emu::Order::Descending, emu::Copy::Early, 2},
-    {emu::Order::Random, emu::Copy::Late, 3},
+    {emu::Order::Ascending, emu::Copy::Late, 1, emu::Order::Ascending},
+    {emu::Order::Descending, emu::Copy::Early, 2, emu::Order::Descending},
+    {emu::Order::Random, emu::Copy::Late, 3, emu::Order::Random},
 };
 constexpr int kNumPolicies = sizeof kPolicies / sizeof kPolicies[0];
 
@@ -79,12 +86,44 @@ void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc
                  const std::vector<float> &want_db, const std::vector<float> &dx,
                  const std::vector<float> &pg, const std::vector<float> &pb);
 
-// fused_bwd_finish (the partials' tree in one launch) against the CPU's dgamma / dbeta.
-void check_finish(const std::string &w, const EmuLaunch &launch, uint64_t cols, uint64_t nc,
-                  unsigned ls, const std::vector<float> &want_dg,
+// The wide finish (fused_bwd_finish_wide_plan) on the partials pg, pb (nc, S, cols): the ticketed
+// one-launch form ("wide": counters start at zero and must be zero again after the launch) under
+// each policy of pols, and the two-launch form ("wide2", no counters) under policy p2; the chunk
+// values' scratch starts as 7.0f (a read of a value no block wrote shows).
+void check_wide(const std::string &w, std::initializer_list<int> pols, int p2, uint64_t cols,
+                uint64_t nc, unsigned S, const std::vector<float> &want_dg,
+                const std::vector<float> &want_db, const std::vector<float> &pg,
+                const std::vector<float> &pb) {
+  if (!lk::fused_bwd_finish_wide_fits(nc, cols)) return;
+  auto one = [&](const std::string &form, int pi, bool ticket) {
+    const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31};
+    std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
+    std::vector<float> cv(lk::fused_bwd_finish_wide_scratch(nc, S, cols) + 1, 7.0f);
+    std::vector<unsigned> counters(lk::kWideCounters, 0u);
+    lk::fused_bwd_finish_wide_plan(launch, pg.data(), pb.data(), nc, S, cols, cv.data(),
+                                   ticket ? counters.data() : nullptr, dg.data(), db.data());
+    const std::string wf = w + " " + form + " policy " + std::to_string(pi);
+    same(wf + " dgamma", want_dg, dg);
+    same(wf + " dbeta", want_db, db);
+    uint64_t left = 0;
+    for (unsigned c : counters) left += c != 0;
+    TH_CHECK_MSG(left == 0, "%s: %llu ticket counters not back to 0", wf.c_str(),
+                 (unsigned long long)left);
+  };
+  for (int pi : pols) one("wide", pi, true);
+  one("wide2", p2, false);
+}
+
+// fused_bwd_finish (the partials' tree in one launch) and the wide forms against the CPU's
+// dgamma / dbeta.
+void check_finish(const std::string &w, const EmuLaunch &launch, int pi, uint64_t cols,
+                  uint64_t nc, unsigned ls, const std::vector<float> &want_dg,
                   const std::vector<float> &want_db, const std::vector<float> &pg,
                   const std::vector<float> &pb) {
-  if (!lk::fused_bwd_finish_fits(nc, ls) || (nc == 1 && ls == 1)) return;
+  if (nc == 1 && ls == 1) return;  // the kernel wrote dgamma / dbeta itself
+  check_wide(w + " finish", {pi, (pi + 1) % kNumPolicies}, (pi + 2) % kNumPolicies, cols, nc, ls,
+             want_dg, want_db, pg, pb);
+  if (!lk::fused_bwd_finish_fits(nc, ls)) return;
   std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
   lk::fused_bwd_finish_plan(launch, pg.data(), pb.data(), nc, ls, cols, dg.data(), db.data());
   same(w + " finish dgamma", want_dg, dg);
@@ -145,7 +184,7 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     a.dx = dx.data();
     lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), sc.plan);
     check_fused(wk, rows, cols, nc, ls, want_dx, want_dg, want_db, dx, pg, pb);
-    if (ls != finished_ls) check_finish(wk, launch, cols, nc, ls, want_dg, want_db, pg, pb);
+    if (ls != finished_ls) check_finish(wk, launch, pi, cols, nc, ls, want_dg, want_db, pg, pb);
     finished_ls = ls;
     if (cols <= 32) break;  // one kernel for short rows
   }
@@ -173,8 +212,9 @@ void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc
   same(w + " dbeta", want_db, db);
 }
 
-// fused_bwd_finish alone on synthetic partials (nc, S, cols), against the host's tree (the one
-// check_fused holds to the CPU's dgamma / dbeta): every S, nc up to the plan's limits.
+// fused_bwd_finish and the wide forms alone on synthetic partials (nc, S, cols), against the
+// host's tree (the one check_fused holds to the CPU's dgamma / dbeta): every S, nc up to the
+// forms' limits (fused_bwd_finish: nc S <= 2048; the wide forms: nc <= 256).
 void run_finish(uint64_t nc, unsigned S, uint64_t cols, th::Dist dist, uint64_t salt, int pi) {
   char tag[160];
   std::snprintf(tag, sizeof tag, "finish nc %llu S %u cols %llu %s policy %d",
@@ -191,6 +231,10 @@ void run_finish(uint64_t nc, unsigned S, uint64_t cols, th::Dist dist, uint64_t 
     want_g[j] = nc == 1 ? cg[0] : tree_small(cg.data(), nc, 1);
     want_b[j] = nc == 1 ? cb[0] : tree_small(cb.data(), nc, 1);
   }
+  // The wide forms (nc <= 256 at every S): the ticketed form under two policies, wide2 a third.
+  check_wide(w, {pi, (pi + 1) % kNumPolicies}, (pi + 2) % kNumPolicies, cols, nc, S, want_g,
+             want_b, pg, pb);
+  if (!lk::fused_bwd_finish_fits(nc, S)) return;
   const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31};
   std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
   lk::fused_bwd_finish_plan(launch, pg.data(), pb.data(), nc, S, cols, dg.data(), db.data());
@@ -281,17 +325,26 @@ int main() {
   // Two chunks at 2049..4096 columns (in chunk 1, lane set 0 has 2 row steps, the others 1).
   go(4096 + 257, 2049, th::Dist::Uniform, big);
   go(5000, 9, th::Dist::Uniform, 1);
-  // The finish kernel alone: every S, nc at its limits (nc S <= 2048, nc <= 256), odd column counts.
+  // The finish kernels alone: every S, nc at the limits of both forms (fused_bwd_finish: nc S <=
+  // 2048, nc <= 256; the wide forms: nc <= 256, 4 register slots up to 32 chunks, 32 above), odd
+  // column counts (partial tiles), and the widest rows (128 tiles: every ticket counter).
   {
     int fp = 0;
     for (unsigned S : {1u, 32u, 64u, 128u, 256u})
-      for (uint64_t nc : {1, 2, 3, 7, 8, 9, 64, 255, 256})
+      for (uint64_t nc : {1, 2, 3, 7, 8, 9, 16, 17, 32, 33, 64, 255, 256})
         for (uint64_t c : {1, 33, 100}) {
-          if (!lk::fused_bwd_finish_fits(nc, S)) continue;
+          if (c == 100 && nc * S > 4096) continue;  // (time: the big ones at 1 and 33 columns)
           run_finish(nc, S, c, th::Dist::Uniform, salt += 10, fp++ % kNumPolicies);
         }
-    for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits})
+    for (uint64_t c : {4096, 4095, 3000})
+      for (unsigned S : {1u, 256u}) run_finish(3, S, c, th::Dist::Uniform, salt += 10, fp++ % 3);
+    run_finish(40, 1, 4096, th::Dist::Uniform, salt += 10, 1);
+    run_finish(17, 128, 2047, th::Dist::Uniform, salt += 10, 2);
+    for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits}) {
       for (unsigned S : {1u, 32u, 256u}) run_finish(S == 1 ? 200 : 2048 / S, S, 40, d, salt += 10, 0);
+      for (unsigned S : {1u, 64u, 256u})  // beyond fused_bwd_finish's nc S <= 2048
+        for (uint64_t nc : {2, 17, 256}) run_finish(nc, S, 37, d, salt += 10, fp++ % 3);
+    }
   }
   // Long rows.
   for (uint64_t c : {4097, 6000, 8192, 8193, 12288, 12289, 16385, 24577})
