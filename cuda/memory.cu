@@ -159,6 +159,9 @@ unsigned *zeroed_counters(ZeroedCounters &c, uint64_t n, const char *what) {
   std::call_once(c.once, [&] {
     c.error = cudaMalloc(&c.p, n * sizeof(unsigned));
     if (c.error == cudaSuccess) c.error = cudaMemset(c.p, 0, n * sizeof(unsigned));
+    // The memset runs on the legacy stream, which the library's non-blocking streams do not
+    // wait for: finish it here (once per process and device) before any kernel reads a counter.
+    if (c.error == cudaSuccess) c.error = cudaStreamSynchronize(cudaStreamLegacy);
   });
   check(c.error, what);
   return c.p;
