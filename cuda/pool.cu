@@ -426,28 +426,22 @@ __global__ void __launch_bounds__(kThreads, SV::blocks)
 // measurement hook like TLRT_POOL_BWD was) picks the variant; unset, empty or an unknown value:
 // base, the kernel as before. All give the same bits (tests/unit/test_pool_kernels runs every
 // variant on every geometry). Why these: at 0.135 ms each warp takes ~2600-3000 cycles per window
-// row at ~1.75 GHz (24 warps per SM, ~177 SASS instructions each: ~1.1 of 4 warp instructions
-// per cycle per SM), far more than its arithmetic and shared-memory chain (~500 cycles): it
-// waits on its loads. The H200 (1.41x the copy bandwidth) ran it in 0.117 ms, only 1.15x
-// faster: per-SM bytes in flight, not DRAM, set the pace; the backward kernels here order by
-// warps per SM (average k3 s1 40 warps 0.82, max stem 32 warps 0.84, this one 24 warps 0.76).
-// Figures (sm_90, ptxas -v; SASS of the float4 body's loop, one window row of 4 cells, no NaN,
-// counted alike for all: the lines between two ring-row clears less the rescan):
-//   base     78 registers, no spill, 3 blocks per SM (24 warps), 32 KB ring per block, prefetch
-//            distance 1; ~177 instructions per window row (scalar body: 80, 40 B spilled).
+// row (24 warps per SM, ~175 SASS instructions each: ~1.1 of 4 warp instructions per cycle per
+// SM), far more than its arithmetic and shared-memory chain (~500 cycles): the loop waits on its
+// loads. The H200 (1.41x the copy bandwidth) ran it in 0.117 ms, only 1.15x faster: per-SM
+// bytes in flight, not DRAM, set the pace; the backward kernels here order by warps per SM
+// (average k3 s1 40 warps 0.82, max stem 32 warps 0.84, this one 24 warps 0.76).
+//   base     78 registers, 3 blocks per SM (24 warps), 32 KB ring per block, prefetch distance 1.
 //   compact  the same body with the compact ring (pool::fast::SepCompactRing): 17 KB per block,
-//            51 KB of shared memory per SM instead of 96 (the L1 keeps the rest); 78 registers,
-//            no spill, ~173 instructions (scalar body: 80, 40 B spilled).
+//            51 KB of shared memory per SM instead of 96 (the L1 keeps the rest); 78 registers.
 //            PREDICTION: ~0.134 ms (0.76-0.77): the loop's lines are read once per thread and
 //            the prefetched rows fit either L1 share; a control for occ4.
 //            Measured: (pending GPU run)
 //   occ4     4 blocks per SM (32 warps: a third more loads and prefetches in flight per SM): the
 //            lean body (64 registers: rows as 32-bit element indices, the carried rows' codes
 //            packed two per register, the rescan and prefetch addressed from them; the same
-//            loads, prefetches, shared-memory accesses and sums, ~176 instructions per window
-//            row) and the compact ring (4 x 17 KB per SM). ptxas: 4 B spill store, 20 B spill
-//            loads, all outside the loop (one value stored in the prologue, reloaded after the
-//            loop). The scalar body (odd widths, not timed) spills 76 B inside its loop at 64.
+//            loads, prefetches, shared-memory accesses and sums, ~175 SASS instructions per
+//            window row as base) and the compact ring (4 x 17 KB per SM).
 //            PREDICTION: ~0.124 ms (0.83 of copy bandwidth; between 0.120 and 0.130): up to
 //            24 -> 32 warps' worth of loads in flight, less as DRAM latency grows near its
 //            bandwidth (the 32-warp max stem backward runs at 0.84).
