@@ -410,56 +410,13 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
 // registers; sm_90: the float4 body 78, no spill, the scalar body, odd widths only, 80 and 40
 // bytes spilled), 32 KB of shared memory per block (the threads' accumulator rings); VEC: float4
 // rows (one kernel per choice, so that the scalar body costs the float4 one no register).
-// SV: the body's variant traits (pool::fast::SepBase unless TLRT_POOL_SEP says otherwise, below):
-// its resident blocks per SM (launch bounds) and its ring (SV::slots floats per thread).
-template <class C, bool VEC, class SV>
-__global__ void __launch_bounds__(kThreads, SV::blocks)
+template <class C, bool VEC>
+__global__ void __launch_bounds__(kThreads, 3)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
-  __shared__ float ring[SV::slots * pool::fast::kSepStride];  // base 32 KB, compact 17 KB
+  __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC, SV>(m, p, x, dy, dx, t, ring + threadIdx.x);
-}
-
-// ISSUE 7 VARIANTS (max k3 s1 p1 backward; H100 0.135 ms = 0.76 of copy bandwidth, target >= 0.80,
-// <= 0.128 ms at (32, 256, 56, 56)): TLRT_POOL_SEP in the environment (read once per process, a
-// measurement hook like TLRT_POOL_BWD was) picks the variant; unset, empty or an unknown value:
-// base, the kernel as before. All give the same bits (tests/unit/test_pool_kernels runs every
-// variant on every geometry). Why these: at 0.135 ms each warp takes ~2600-3000 cycles per window
-// row (24 warps per SM, ~175 SASS instructions each: ~1.1 of 4 warp instructions per cycle per
-// SM), far more than its arithmetic and shared-memory chain (~500 cycles): the loop waits on its
-// loads. The H200 (1.41x the copy bandwidth) ran it in 0.117 ms, only 1.15x faster: per-SM
-// bytes in flight, not DRAM, set the pace; the backward kernels here order by warps per SM
-// (average k3 s1 40 warps 0.82, max stem 32 warps 0.84, this one 24 warps 0.76).
-//   base     78 registers, 3 blocks per SM (24 warps), 32 KB ring per block, prefetch distance 1.
-//   compact  the same body with the compact ring (pool::fast::SepCompactRing): 17 KB per block,
-//            51 KB of shared memory per SM instead of 96 (the L1 keeps the rest); 78 registers.
-//            PREDICTION: ~0.134 ms (0.76-0.77): the loop's lines are read once per thread and
-//            the prefetched rows fit either L1 share; a control for occ4.
-//            Measured: (pending GPU run)
-//   occ4     4 blocks per SM (32 warps: a third more loads and prefetches in flight per SM): the
-//            lean body (64 registers: rows as 32-bit element indices, the carried rows' codes
-//            packed two per register, the rescan and prefetch addressed from them; the same
-//            loads, prefetches, shared-memory accesses and sums, ~175 SASS instructions per
-//            window row as base) and the compact ring (4 x 17 KB per SM).
-//            PREDICTION: ~0.124 ms (0.83 of copy bandwidth; between 0.120 and 0.130): up to
-//            24 -> 32 warps' worth of loads in flight, less as DRAM latency grows near its
-//            bandwidth (the 32-warp max stem backward runs at 0.84).
-//            Measured: (pending GPU run)
-//   occ4a2   occ4's kernel with prefetch distance 2 (Plan::ahead): two window rows of dy and x
-//            prefetched ahead per warp, ~80 KB per SM in flight, in the L1 that the compact ring
-//            leaves (~150 KB).
-//            PREDICTION: ~0.120 ms (0.85) if the loop is latency-bound as above; distance 2 did
-//            not help the 400-instruction stream kernel (0.70 at 1 and 2) and hurt the stem
-//            (0.78 -> 0.69), so a regression to ~0.13 is possible.
-//            Measured: (pending GPU run)
-int pool_sep_variant() {
-  static const int v = [] {
-    const char *e = std::getenv("TLRT_POOL_SEP");
-    const int k = e == nullptr ? 0 : pool::fast::sep_variant_of(e);
-    return k < 0 ? 0 : k;
-  }();
-  return v;
+  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
 template <Kind K, class C>
@@ -494,13 +451,10 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
-          pool::fast::with_sep_variant(pool_sep_variant(), p, [&](auto sv, const Plan &q) {
-            using SV = decltype(sv);
-            if (q.vec_in && q.vec_out)
-              sep_kernel<C, true, SV><<<blocks, kThreads, 0, st>>>(m, q, x, dy, dx);
-            else
-              sep_kernel<C, false, SV><<<blocks, kThreads, 0, st>>>(m, q, x, dy, dx);
-          });
+          if (p.vec_in && p.vec_out)
+            sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          else
+            sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           check_launch("pool sep_kernel");
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {
