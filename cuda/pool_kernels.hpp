@@ -280,18 +280,6 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #endif
 }
 
-// __byte_perm(a, b, s) (PRMT): byte i of the result is byte (s >> 4 i) & 7 of the 8 bytes b:a.
-TLRT_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
-#if defined(__CUDA_ARCH__)
-  return __byte_perm(a, b, s);
-#else
-  const uint64_t v = (uint64_t)b << 32 | a;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= (uint32_t)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xffu) << (8 * i);
-  return r;
-#endif
-}
-
 // Prefetch of the line holding plane[off] (off < n) toward the SM: no register, no result, so
 // it cannot change a value; on the host (emulation) it only checks that off is inside the plane.
 // TLRT_POOL_PREFETCH: bit 0 = into L1 (prefetch.global.L1, CCTL.E.PF1), bit 1 = into L2
@@ -1312,48 +1300,7 @@ TLRT_HD constexpr bool sep_cfg() {
 // threadIdx.x, so that a warp's 32 accesses at any mix of slots hit 32 different banks), a
 // host array in the emulation.
 constexpr uint32_t kSepStride = kThreads;
-constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256 (SepBase's ring)
-
-// VARIANTS of sep_body / sep_kernel (issue 7 measurement: cuda/pool.cu selects one with
-// TLRT_POOL_SEP, read once; unset or "base": SepBase, the kernel as it was). Each is a traits
-// struct: blocks, the resident blocks per SM the kernel's launch bounds ask for (the register
-// cap); slots, the ring's floats per thread; slot(r, s), the ring element of ring row r (0 .. 3)
-// and column slot s (0 .. 7: columns w - 2 .. w + 5; only 2 .. 5 are ever read back); lean, the
-// register-lean body (at sep_body: the rows as 32-bit element indices, no 64-bit row or plane
-// pointer across the loop; the two carried rows' codes packed in one register per window; the
-// rescan's codes kept in registers): the same loads, prefetches, shared-memory accesses and
-// additions as base in 64 registers (base: 78). Every variant gives the same bits (the same terms
-// added in the same order to the same cells): tests/unit/test_pool_kernels runs each on every
-// geometry.
-// SepBase: the ring of 4 rows x 8 slots (32 KB per block), 3 blocks per SM (80 registers).
-struct SepBase {
-  static constexpr int blocks = 3;
-  static constexpr uint32_t slots = kSepSlots;
-  static constexpr bool lean = false;
-  TLRT_HD static constexpr int slot(int r, int s) { return r * 8 + s; }
-};
-// The COMPACT ring: ring row r's slots 2 .. 5 at r * 4 + s - 2, and every never-read slot (0, 1,
-// 6, 7: terms of windows whose selected cell is outside the thread's 4 columns) one per-thread
-// dummy element, 16: 17 floats per thread (17 KB per block instead of 32). The dummy may be
-// read-modified-written by several windows of one window row (in program order, one thread's
-// element: no race) and is never read back; the real slots receive exactly the base ring's terms.
-struct SepCompactRing {
-  static constexpr uint32_t slots = 17;
-  TLRT_HD static constexpr int slot(int r, int s) { return s >= 2 && s < 6 ? r * 4 + s - 2 : 16; }
-};
-// TLRT_POOL_SEP=compact: SepBase with the compact ring (3 blocks per SM; 51 KB of shared memory
-// per SM instead of 96: a larger L1 share of the SM's 256 KB, nothing else changes).
-struct SepCompact : SepCompactRing {
-  static constexpr int blocks = 3;
-  static constexpr bool lean = false;
-};
-// TLRT_POOL_SEP=occ4: 4 blocks per SM (32 warps instead of 24: a third more loads and prefetches
-// in flight per SM; 64 registers), the lean addressing (so that 64 registers hold the loop
-// without spilling) and the compact ring (4 x 17 KB of shared memory per SM).
-struct SepOcc4 : SepCompactRing {
-  static constexpr int blocks = 4;
-  static constexpr bool lean = true;
-};
+constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 
 // Thread t < f.stotal (the stream kernel's decomposition: 4 columns w .. w + 3 of a run [hA, hB)
 // of one plane), max k3 s1 p1 with PH = 0 or 1; VEC: x, dy, dx rows float4-aligned (f.vec_in and
@@ -1386,13 +1333,10 @@ struct SepOcc4 : SepCompactRing {
 //   read and cleared), and 16 registers fewer. (A forwarded-scatter form, the 6 LDS issued
 //   together and a window's sum taken from the previous window's when their codes are equal,
 //   TLRT_POOL_BWD=sepfw, measured no faster and was removed in session 9: commit 22ffc5d.)
-template <class C, bool VEC, class SV = SepBase>
+template <class C, bool VEC>
 TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                       float *dx, uint32_t t, float *ring) {
   static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
-  // Ring element of ring row r, column slot s (the variant's layout), at ring[slot * kSepStride].
-  constexpr auto S = [](int r, int s) { return SV::slot(r, s); };
-  static_assert(SV::slots * kSepStride * 4 <= 65536, "lean packs two codes in 16 bits each");
   constexpr int ST = (int)kSepStride * 4;  // codes are BYTE offsets into the ring
   const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
   const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
@@ -1419,7 +1363,7 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   TLRT_UNROLL
   for (int s = 0; s < 4; ++s)
     TLRT_UNROLL
-    for (int i = 0; i < kV; ++i) ring[S(s, 2 + i) * kSepStride] = 0.0f;
+    for (int i = 0; i < kV; ++i) ring[(s * 8 + 2 + i) * kSepStride] = 0.0f;
 
   // The row-first maxima H (value, code) of the 6 windows on the input row at xr (columns from
   // w; xr = nullptr: a padding row, top (h < 0: sentinel) or bottom (-inf)), ring row R.
@@ -1459,17 +1403,18 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
       v = p ? lv : ev;
       cd = p ? lc : ec;
     };
+    const int R8 = R * 8;
     float p12, p34, p56;
     int k12, k34, k56;
-    fm(c[1], S(R, 1) * ST, c[2], S(R, 2) * ST, p12, k12);
-    fm(c[3], S(R, 3) * ST, c[4], S(R, 4) * ST, p34, k34);
-    fm(c[5], S(R, 5) * ST, c[6], S(R, 6) * ST, p56, k56);
-    fm(c[0], S(R, 0) * ST, p12, k12, hv[0], hc[0]);
-    fm(p12, k12, c[3], S(R, 3) * ST, hv[1], hc[1]);
-    fm(c[2], S(R, 2) * ST, p34, k34, hv[2], hc[2]);
-    fm(p34, k34, c[5], S(R, 5) * ST, hv[3], hc[3]);
-    fm(c[4], S(R, 4) * ST, p56, k56, hv[4], hc[4]);
-    fm(p56, k56, c[7], S(R, 7) * ST, hv[5], hc[5]);
+    fm(c[1], (R8 + 1) * ST, c[2], (R8 + 2) * ST, p12, k12);
+    fm(c[3], (R8 + 3) * ST, c[4], (R8 + 4) * ST, p34, k34);
+    fm(c[5], (R8 + 5) * ST, c[6], (R8 + 6) * ST, p56, k56);
+    fm(c[0], (R8 + 0) * ST, p12, k12, hv[0], hc[0]);
+    fm(p12, k12, c[3], (R8 + 3) * ST, hv[1], hc[1]);
+    fm(c[2], (R8 + 2) * ST, p34, k34, hv[2], hc[2]);
+    fm(p34, k34, c[5], (R8 + 5) * ST, hv[3], hc[3]);
+    fm(c[4], (R8 + 4) * ST, p56, k56, hv[4], hc[4]);
+    fm(p56, k56, c[7], (R8 + 7) * ST, hv[5], hc[5]);
   };
   // Row pointers at column w: xr the next input row to load (oh - PH + 2 at window row oh), gr
   // the dy row oh, dr the dx row oh - PH (the row finished by window row oh).
@@ -1477,18 +1422,6 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   const float *xr = xp + (int64_t)h0 * (int)IW + w;
   const float *gr = gp + (int64_t)ohA * (int)OW + w;
   float *dr = dp + (int64_t)(ohA - PH) * (int)IW + w;
-  // lean: the rows as 32-bit element indices (in_elems, out_elems < 2^31: fits32), ex of xr, eg
-  // of gr (dr = ex - 2 IW in dx): xr, gr, dr are derived at each step's start, so that no 64-bit
-  // pointer lives across the loop.
-  uint32_t ex = (uint32_t)(plane * m.in_sp + (uint32_t)h0 * IW + (uint32_t)w);
-  uint32_t eg = (uint32_t)(plane * m.out_sp + (uint32_t)ohA * OW + (uint32_t)w);
-  auto rows_at = [&] {
-    if (SV::lean) {
-      xr = x + ex;
-      gr = dy + eg;
-      dr = dx + ((int64_t)ex - 2 * (int64_t)IW);
-    }
-  };
   const int AHEAD = f.ahead;
   // Prefetch (no register, no result) of what window row oh + AHEAD reads: its dy row and its
   // new x row (rows clamped into the run / plane in the loop: 2 min + 2 addresses, no branch;
@@ -1506,25 +1439,18 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   }
   float h0v[6], h1v[6];
   int h0c[6], h1c[6];
-  // lean: the two carried rows' codes of window u packed in one register, hk[u] = h0c | h1c << 16
-  // (codes < 2^16), selected with one PRMT and shifted on with one (6 registers fewer).
-  uint32_t hk[6];
   {
     const int ha = base, hb = base + 1;
     row_h(std::false_type{}, (unsigned)ha < IH ? xp + (int64_t)ha * (int)IW + w : nullptr, ha, 0,
           h0v, h0c);
     row_h(std::false_type{}, (unsigned)hb < IH ? xp + (int64_t)hb * (int)IW + w : nullptr, hb, 1,
           h1v, h1c);
-    if (SV::lean) {
-      TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) hk[u] = byte_perm((uint32_t)h0c[u], (uint32_t)h1c[u], 0x5410);
-    }
   }
   auto write_row = [&](float *o, int h, int R) {
     if (h < hA || h >= hB) return;
     float r[kV];
     TLRT_UNROLL
-    for (int i = 0; i < kV; ++i) r[i] = ring[S(R, 2 + i) * kSepStride];
+    for (int i = 0; i < kV; ++i) r[i] = ring[(R * 8 + 2 + i) * kSepStride];
     if (VEC) {
       st4(o, F4{{r[0], r[1], r[2], r[3]}});
     } else {
@@ -1538,22 +1464,13 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   auto step = [&](auto kc, auto bc, int oh) {
     constexpr int K = decltype(kc)::value;
     constexpr bool BOTTOM = decltype(bc)::value;
-    rows_at();
     if (AHEAD > 0) {
       // Rows clamped to the run's last window row / the plane's last row (a repeated prefetch
       // at the end costs nothing; no branch, no pointer held across the loop).
       const int og = oh + AHEAD < ohB ? oh + AHEAD : ohB;
       const int hx = oh - PH + 2 + AHEAD < (int)IH - 1 ? oh - PH + 2 + AHEAD : (int)IH - 1;
-      if (SV::lean) {
-        // The same lines, from the row indices (32-bit arithmetic): eg is (oh, w) and OW = IW
-        // here (k3 s1 p1 on the last axis: cw = w); ex is (oh - PH + 2, w), the row the bottom
-        // step does not load (hx - that row = -1 there: row IH - 1, as above; the sum is >= 0).
-        pf(dy + (eg + (uint32_t)(og - oh) * OW), gp, m.out_sp);
-        pf(x + (ex + (uint32_t)(hx - (oh - PH + 2)) * IW), xp, m.in_sp);
-      } else {
-        pf(gp + ((uint32_t)og * OW + cw), gp, m.out_sp);
-        pf(xp + ((uint32_t)hx * IW + (uint32_t)w), xp, m.in_sp);
-      }
+      pf(gp + ((uint32_t)og * OW + cw), gp, m.out_sp);
+      pf(xp + ((uint32_t)hx * IW + (uint32_t)w), xp, m.in_sp);
     }
     float nv[6];
     int nc[6];
@@ -1578,8 +1495,7 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     for (int u = 0; u < 6; ++u) {
       const bool p1 = !(h0v[u] >= h1v[u]);
       const float v = p1 ? h1v[u] : h0v[u];
-      const int c = SV::lean ? (int)byte_perm(hk[u], 0u, p1 ? 0x4432 : 0x4410)
-                             : p1 ? h1c[u] : h0c[u];
+      const int c = p1 ? h1c[u] : h0c[u];
       code[u] = BOTTOM || v >= nv[u] ? c : nc[u];
     }
     if (oh <= nan_until) {  // rare: a real NaN in one of the rows: pool::max_takes, from x
@@ -1602,49 +1518,36 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
           for (int j = 0; j < 3; ++j) {
             const int col = ow - 1 + j;
             if ((unsigned)col >= IW) continue;
-            // (lean: from xr, now at row oh - PH + 3, column w)
-            const float v = SV::lean ? xr[(h - (oh - PH + 3)) * (int)IW + (col - w)]
-                                     : xp[(uint32_t)h * IW + (uint32_t)col];
+            const float v = xp[(uint32_t)h * IW + (uint32_t)col];
             if (!have || max_takes(v, best)) {
               best = v;
-              cd = S((K + a) & 3, u + j) * ST;
+              cd = (((K + a) & 3) * 8 + u + j) * ST;
               have = true;
             }
           }
         }
-        if (SV::lean) {  // code[] in registers: no dynamic index (base: a local array)
-          TLRT_UNROLL
-          for (int k = 0; k < 6; ++k) code[k] = k == u ? cd : code[k];
-        } else {
-          code[u] = cd;
-        }
+        code[u] = cd;
       }
     }
     // The scatter, windows in increasing ow.
     float *at[6];
     TLRT_UNROLL
     for (int u = 0; u < 6; ++u) {
-      emu_check((unsigned)code[u] < SV::slots * kSepStride * 4, "sep ring offset");
+      emu_check((unsigned)code[u] < kSepSlots * kSepStride * 4, "sep ring offset");
       at[u] = reinterpret_cast<float *>(reinterpret_cast<char *>(ring) + code[u]);
     }
     TLRT_UNROLL
     for (int u = 0; u < 6; ++u) *at[u] = *at[u] + g[u];
     write_row(dr, oh - PH, K);
     dr += IW;
-    ex += IW;
-    eg += OW;
     TLRT_UNROLL
-    for (int i = 0; i < kV; ++i) ring[S(K, 2 + i) * kSepStride] = 0.0f;
+    for (int i = 0; i < kV; ++i) ring[(K * 8 + 2 + i) * kSepStride] = 0.0f;
     TLRT_UNROLL
     for (int u = 0; u < 6; ++u) {
       h0v[u] = h1v[u];
+      h0c[u] = h1c[u];
       h1v[u] = nv[u];
-      if (SV::lean) {
-        hk[u] = byte_perm(hk[u], (uint32_t)nc[u], 0x5432);
-      } else {
-        h0c[u] = h1c[u];
-        h1c[u] = nc[u];
-      }
+      h1c[u] = nc[u];
     }
   };
   // After the loop's last window row (ring position K): the tail step, then the rows below the
@@ -1652,7 +1555,6 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   auto finish = [&](auto kc) {
     constexpr int K = decltype(kc)::value;  // ring position of the next window row
     int oh = ohM + 1;
-    rows_at();
     if (tail) {
       step(std::integral_constant<int, K>{}, std::true_type{}, oh);
       write_row(dr, oh - PH + 1, (K + 1) & 3);
@@ -1677,54 +1579,14 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   }
 }
 
-// ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride; SV::slots
-// elements); SV: the body's variant traits (SepBase, SepCompact, SepOcc4).
-template <class C, class SV = SepBase>
+// ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride).
+template <class C>
 TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                      float *dx, uint32_t t, float *ring) {
   if (f.vec_in && f.vec_out)
-    sep_body<C, true, SV>(m, f, x, dy, dx, t, ring);
+    sep_body<C, true>(m, f, x, dy, dx, t, ring);
   else
-    sep_body<C, false, SV>(m, f, x, dy, dx, t, ring);
-}
-
-// The run-time variants of the max k3 s1 p1 backward (TLRT_POOL_SEP, cuda/pool.cu; the emulation
-// test runs each): a body's traits and the plan it runs with. 0 "base" (the default), 1 "compact",
-// 2 "occ4", 3 "occ4a2" (occ4's kernel with prefetch distance 2: Plan::ahead; 32 warps per SM
-// with two window rows of prefetch in flight each). Predictions and measurements: cuda/pool.cu
-// (ISSUE 7 VARIANTS).
-constexpr int kSepVariants = 4;
-inline const char *sep_variant_name(int v) {
-  switch (v) {
-    case 1: return "compact";
-    case 2: return "occ4";
-    case 3: return "occ4a2";
-    default: return "base";
-  }
-}
-// The variant named s (exact name), or -1.
-inline int sep_variant_of(const char *s) {
-  for (int v = 0; v < kSepVariants; ++v) {
-    const char *a = s, *b = sep_variant_name(v);
-    while (*a != 0 && *a == *b) ++a, ++b;
-    if (*a == *b) return v;
-  }
-  return -1;
-}
-// Calls f(SV{}, q) with variant v's body traits SV and its plan q (p with the variant's prefetch
-// distance); v outside [0, kSepVariants): base.
-template <class F>
-void with_sep_variant(int v, const Plan &p, F &&f) {
-  Plan q = p;
-  switch (v) {
-    case 1: f(SepCompact{}, q); break;
-    case 2: f(SepOcc4{}, q); break;
-    case 3:
-      q.ahead = 2;
-      f(SepOcc4{}, q);
-      break;
-    default: f(SepBase{}, q); break;
-  }
+    sep_body<C, false>(m, f, x, dy, dx, t, ring);
 }
 
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------

@@ -31,10 +31,7 @@
 // (k3 s1 p1, float4 and scalar bodies) with every input kind at the default run height and
 // distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2, 3, 5, 4096 and
 // prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its shared-memory rings
-// start as garbage, so a slot read before the thread cleared it fails. Every one of these sep runs
-// is repeated for each run-time variant of cuda/pool.cu's TLRT_POOL_SEP (pool::fast::
-// with_sep_variant: compact ring, occ4's lean body, occ4a2's prefetch distance 2), each compared
-// bit for bit with the CPU backend; the variant names' table is checked too.
+// start as garbage, so a slot read before the thread cleared it fails.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -114,10 +111,7 @@ bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float be
   });
 }
 
-int sep_runs = 0;  // backward runs of sep_run (max k3 s1 p1 on the stream path), every variant
-// The variant of sep_run under test (pool::fast::with_sep_variant: cuda/pool.cu's TLRT_POOL_SEP);
-// one_kind runs every variant wherever the backward takes the sep path.
-int sep_variant = 0;
+int sep_runs = 0;  // backward runs of sep_run (max k3 s1 p1 on the stream path)
 
 template <Kind K>
 const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
@@ -152,16 +146,12 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
         if constexpr (K == Kind::Max && sep_cfg<C>()) {
           path = "sep";  // the stream path's max k3 s1 p1 kernel (cuda/pool.cu sep_kernel)
           ++sep_runs;
-          // As the launcher: the variant's body traits and plan (its prefetch distance).
-          with_sep_variant(sep_variant, p, [&](auto sv, const Plan &q) {
-            using SV = decltype(sv);
-            // The block's shared accumulator rings (the variant's size), garbage before the
-            // launch (a thread must clear the slots it reads).
-            std::vector<float> ring(SV::slots * kSepStride);
-            std::memset(ring.data(), 0xEE, ring.size() * 4);
-            for (uint32_t t = 0; t < blocks * kThreads; ++t)
-              if (t < q.stotal) sep_run<C, SV>(m, q, x, dy, dx, t, ring.data() + t % kThreads);
-          });
+          // The block's shared accumulator rings, garbage before the launch (a thread must
+          // clear the slots it reads).
+          std::vector<float> ring(kSepSlots * kSepStride);
+          std::memset(ring.data(), 0xEE, ring.size() * 4);
+          for (uint32_t t = 0; t < blocks * kThreads; ++t)
+            if (t < p.stotal) sep_run<C>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
@@ -230,20 +220,6 @@ void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
       compare(w + " bwd (" + path + ")", ref_dx, dx.p);
       ++paths_checked;
     }
-    // The other variants of the sep path (TLRT_POOL_SEP), each over a fresh pre-filled buffer.
-    if (std::strcmp(path, "sep") == 0)
-      for (int v = 1; v < kSepVariants; ++v) {
-        Aligned dxv(g.in_elems, fill);
-        sep_variant = v;
-        const char *pv =
-            emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dxv.p, pad, b32, stream_opt);
-        sep_variant = 0;
-        ++th::checks();
-        if (std::strcmp(pv, "sep") != 0)
-          th::report(__FILE__, __LINE__, w + ": variant " + sep_variant_name(v) + " took " + pv);
-        compare(w + " bwd (sep " + sep_variant_name(v) + ")", ref_dx, dxv.p);
-        ++paths_checked;
-      }
   }
 }
 
@@ -394,22 +370,9 @@ void divby() {
 
 }  // namespace
 
-// The variant table of TLRT_POOL_SEP: names round trip, "base" is 0 (the default), an unknown
-// name is -1 (cuda/pool.cu then runs base).
-void sep_variants() {
-  ++th::checks();
-  for (int v = 0; v < kSepVariants; ++v)
-    if (sep_variant_of(sep_variant_name(v)) != v)
-      th::report(__FILE__, __LINE__, std::string("sep variant name ") + sep_variant_name(v));
-  if (sep_variant_of("base") != 0 || sep_variant_of("") != -1 || sep_variant_of("occ") != -1 ||
-      sep_variant_of("occ4x") != -1 || sep_variant_of("Base") != -1)
-    th::report(__FILE__, __LINE__, "sep_variant_of: prefixes, extensions, case must not match");
-}
-
 int main() {
   fastdiv();
   divby();
-  sep_variants();
   const std::vector<Geo> geos = {
       // k2 s2 p0: disjoint -> scatter (rank 2 and 3), float4 and scalar, tails, partial groups
       {2, 3, {8, 16}, {2, 2}, {2, 2}, {0, 0}, "scatter"},
@@ -533,7 +496,6 @@ int main() {
   }
   stream_opt = StreamOpt{};
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared, %d of them "
-              "separable max backward (%d variants each)\n", fast_fwd, paths_checked, sep_runs,
-              kSepVariants);
+              "separable max backward\n", fast_fwd, paths_checked, sep_runs);
   return th::finish("test_pool_kernels");
 }
