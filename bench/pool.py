@@ -19,7 +19,7 @@ stream-ordered), synchronised before and after. Targets (H100): max and average 
 >= 0.80 of copy bandwidth on the two (32, 64, 112, 112) shapes, and no slower than PyTorch.
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/pool.py [--out FILE] [--iters N]
-      [--quick]
+      [--quick] [--only k3_s1_p1,...]
 """
 import argparse
 import ctypes
@@ -43,6 +43,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="only the two brief shapes")
+    ap.add_argument("--only", help="comma-separated shape labels, _ for space (e.g. k3_s1_p1)")
     args = ap.parse_args()
     rt, torch = common.load_gpu()
     if torch is None:
@@ -84,6 +85,9 @@ def main():
              f"{gbs/copy_bw:.2f} | {tail}")
 
     shapes = SHAPES[:2] if args.quick else SHAPES
+    if args.only:
+        keep = [w.strip().replace("_", " ") for w in args.only.split(",")]
+        shapes = [sh for sh in shapes if sh[0] in keep]
     for label, shape, k, s, p in shapes:
         N, C, sp = shape[0], shape[1], shape[2:]
         R = len(sp)

@@ -183,6 +183,18 @@
 //   time from the kind and the geometry; the measurement figures above stay as the record of
 //   why). Commit 22ffc5d is
 //   the last that has them (git show 22ffc5d:cuda/pool.cu, 22ffc5d:cuda/pool_kernels.hpp).
+// SESSION 10 (occupancy, the session-8 suspect): three variants of sep_kernel, the same sums bit
+//   for bit (the emulation test ran all four on every sep geometry), selected by TLRT_POOL_SEP:
+//   compact (the never-read ring slots 0, 1, 6, 7 mapped to one per-thread sink: 17 floats per
+//   thread, 17 KB per block, 78 registers, still 3 blocks per SM), occ4 (compact plus a leaner
+//   body: 32-bit row indices, carried codes packed two per register; 64 registers, 4 blocks per
+//   SM, no spill in the loop) and occ4a2 (occ4 with prefetch distance 2). PREDICTED (H100,
+//   (32, 256, 56, 56), from 0.135 ms): compact ~0.134, occ4 ~0.124 (0.83 of copy bandwidth),
+//   occ4a2 ~0.120. MEASURED (H100, 2026-11-27, bench/pool.py, one build, one process each): base
+//   0.136 ms, compact 0.136, occ4 0.143, occ4a2 0.147: more warps per SM made it SLOWER, so
+//   neither the ring's shared memory nor the occupancy is what holds it at 0.76; all three were
+//   removed (branch poolsep, commit 83ab6ac, has them). Not yet tried: register double-buffering
+//   of the next window row's x and dy (the loads are still issued in the step that uses them).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
