@@ -60,16 +60,6 @@
 // chunk (fences, ticket, the last block's loads) costs 7-9 us in every one-launch form: the
 // chain of dependent global round trips, not the amount of work, is the cost.
 //
-// Session 10: fused2_lane_kernel (cuda/reduce_kernels.cuh) takes the 7-9 us finish apart where
-// it is made: 512-thread blocks, one per LANE of the second level (warp r computes the lane's
-// r-th chunk value; thread 0 folds the 16 in order and writes one lane value), so the last block
-// reads ng * 256 lane values (4 KB at 2^26, one load per thread) instead of 16384 chunk values
-// (16 dependent-looking loads per thread), and halves all groups together. Same tree, same bits
-// (tests/unit/test_reduce_emu.cpp runs both kernels). 34-40 registers, no spill (3 blocks of 512
-// per SM). PREDICTION (H100): the finish ~7.4 -> ~2 us: 2^26 sum 0.099 -> ~0.094 ms (~0.95 of
-// copy bandwidth, ~1.0x torch.sum). TLRT_SUM_FORM=chunk selects fused2_kernel_vec4 (A/B).
-// Measured: (pending GPU run)
-//
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
 // (sequence, chunk); lane w holds the tree's lanes t = 32 g + w (g = 0..7) in 8 registers, reads
@@ -96,8 +86,6 @@
 //
 // Built with -fmad=false; additions are single IEEE operations and max is ew::max_f, as on the
 // CPU, so the backends agree bit for bit (the parity suite checks every entry point).
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <utility>
 
@@ -347,30 +335,11 @@ void fused(int dev, cudaStream_t s, const float *x, uint64_t outer, uint64_t m, 
 }
 
 // One contiguous sequence of kChunk < nc <= kChunk * kSmall chunks: the whole tree in one launch.
-// A/B switch of this session's measurement (TLRT_SUM_FORM=chunk: fused2_kernel_vec4; otherwise
-// fused2_lane_kernel).
-bool sum_lane_form() {
-  static const bool lane = [] {
-    const char *e = std::getenv("TLRT_SUM_FORM");
-    return !(e != nullptr && std::strcmp(e, "chunk") == 0);
-  }();
-  return lane;
-}
-
 template <red::Op OP>
 void fused2(int dev, cudaStream_t s, const float *x, uint64_t m, uint64_t nc, float div,
             float *y) {
-  unsigned *counter = chunk_counters(dev);
-  if (sum_lane_form()) {
-    const uint64_t ng = red::chunks_of(nc);
-    FloatScratch lanes(dev, ng * red::kLanes);
-    red_kernels::fused2_lane_kernel<OP>
-        <<<(unsigned)(ng * red::kLanes), red_kernels::kLaneThreads, 0, s>>>(x, m, nc, div,
-                                                                            lanes.get(), counter, y);
-    check_launch("reduction fused2_lane_kernel");
-    return;
-  }
   FloatScratch part(dev, nc);
+  unsigned *counter = chunk_counters(dev);
   fused2_kernel_vec4<OP><<<blocks(nc, kWarps), kThreads, 0, s>>>(x, m, nc, div, part.get(),
                                                                   counter, y);
   check_launch("reduction fused2_kernel_vec4");

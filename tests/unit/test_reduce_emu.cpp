@@ -5,8 +5,7 @@
 // sequence of 2^24 < m <= 2^29 elements (m % 4 == 0), so the cases are large: 2^24 + 4 (two
 // groups of chunks, the second of one chunk), a partial last chunk, and more than four groups
 // (the last block's batches of four). Grids are capped in some cases so that warps loop over
-// several chunks. fused2_lane_kernel (the next level's lane folds in the first) gets the same
-// cases. Skipped (77) under valgrind, ASan and TSan (unannotated stack switches).
+// several chunks. Skipped (77) under valgrind, ASan and TSan (unannotated stack switches).
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -47,23 +46,6 @@ float emulate(const std::vector<float> &x, float div, int pi, uint64_t grid_cap)
   return y;
 }
 
-// fused2_lane_kernel: one block per lane of the second level (its grid is not capped).
-template <red::Op OP>
-float emulate_lane(const std::vector<float> &x, float div, int pi) {
-  const uint64_t m = x.size(), nc = red::chunks_of(m), ng = red::chunks_of(nc);
-  std::vector<float> lanes(ng * red::kLanes, 7.0f);
-  unsigned counter = 0;
-  float y = 7.0f;
-  const float *xp = x.data();
-  float *lp = lanes.data(), *yp = &y;
-  unsigned *cp = &counter;
-  emu::launch(kPolicies[pi], dim3((unsigned)(ng * red::kLanes)), dim3(rk::kLaneThreads), 0,
-              [=] { rk::fused2_lane_kernel<OP>(xp, m, nc, div, lp, cp, yp); });
-  TH_CHECK_MSG(counter == 0, "the last block resets the counter (lane form, m = %llu)",
-               (unsigned long long)m);
-  return y;
-}
-
 void run(uint64_t m, th::Dist d, uint64_t salt, int pi, uint64_t grid_cap) {
   const std::vector<float> x = th::make(d, m, salt);
   char tag[128];
@@ -78,10 +60,6 @@ void run(uint64_t m, th::Dist d, uint64_t salt, int pi, uint64_t grid_cap) {
   same(w + " mean", th::download(M.get()),
        {emulate<red::Op::Sum>(x, static_cast<float>(m), pi, grid_cap)});
   same(w + " max", th::download(MX.get()), {emulate<red::Op::Max>(x, 1.0f, pi, grid_cap)});
-  same(w + " sum (lane form)", th::download(S.get()), {emulate_lane<red::Op::Sum>(x, 1.0f, pi)});
-  same(w + " mean (lane form)", th::download(M.get()),
-       {emulate_lane<red::Op::Sum>(x, static_cast<float>(m), pi)});
-  same(w + " max (lane form)", th::download(MX.get()), {emulate_lane<red::Op::Max>(x, 1.0f, pi)});
 }
 
 }  // namespace
@@ -101,7 +79,6 @@ int main() {
   run(m24 + 2 * c + 8, th::Dist::Edge, 31, 2, 37);             // warps loop over chunks
   run(m24 + 4, th::Dist::Bits, 41, 1, big);                    // NaN, inf, subnormals
   run(4 * m24 + 4 * c + 12, th::Dist::Positive, 51, 2, big);   // ng = 5: two batches of groups
-  run(m24 + 300 * c + 40, th::Dist::Wide, 61, 0, big);        // last group: lanes 0..44 twice
   std::printf("test_reduce_emu: %d runs with differences\n", emu_check::mismatch_runs());
   return th::finish("test_reduce_emu");
 }
