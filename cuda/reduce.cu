@@ -60,6 +60,15 @@
 // chunk (fences, ticket, the last block's loads) costs 7-9 us in every one-launch form: the
 // chain of dependent global round trips, not the amount of work, is the cost.
 //
+// Session 10 measured one more form (fused2_lane_kernel, commit eda33e3): 512-thread blocks, one
+// per LANE of the second level (warp r computed the lane's r-th chunk value, thread 0 folded the
+// 16 and wrote one lane value), so the last block read 1024 lane values (one load per thread)
+// instead of 16384 chunk values; same bits (emulator test). PREDICTED: the finish ~7.4 -> ~2 us,
+// 0.099 -> ~0.094 ms. MEASURED (H100, 2026-11-27, bench/reduce.py, two A/B runs in one session):
+// 0.098 / 0.097 against this kernel's 0.099 / 0.099, then 0.099 / 0.100 against 0.098 / 0.098
+// (torch.sum 0.094-0.096): no difference beyond noise, so the last block's loads were not the
+// cost either; removed. The 2^26 whole sum stays at ~1.03-1.05x torch.sum.
+//
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
 // (sequence, chunk); lane w holds the tree's lanes t = 32 g + w (g = 0..7) in 8 registers, reads
