@@ -499,10 +499,26 @@ unsigned *finish_counters(int dev) {
                          "cudaMalloc (layer norm finish counters)");
 }
 
+// A/B switch of the session-10 measurement: TLRT_LN_BWD=sa runs the register kernel with its lane
+// accumulators in shared memory (fused_group_bwd's SA) instead of the ring kernel at 257..4096
+// columns; unset: BwdPlan's defaults.
+ln_kernels::BwdPlan bwd_plan() {
+  static const ln_kernels::BwdPlan plan = [] {
+    ln_kernels::BwdPlan p;
+    const char *e = std::getenv("TLRT_LN_BWD");
+    if (e != nullptr && std::strcmp(e, "sa") == 0) {
+      p.pipelined = false;
+      p.smem_acc = true;
+    }
+    return p;
+  }();
+  return plan;
+}
+
 void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
   const uint64_t nc = red::chunks_of(a.rows);
   const CudaLaunch launch{dev, stream(dev)};
-  const ln_kernels::BwdPlan plan;
+  const ln_kernels::BwdPlan plan = bwd_plan();
   const unsigned S = ln_kernels::fused_lane_sets(a.cols);
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;

@@ -99,7 +99,13 @@ __device__ __forceinline__ void lanes_to_partials(const float (&ag)[L::V], const
 // 32 < cols <= 4096: group kernel. nblk = nc * S blocks of work (grid-stride); block q takes chunk
 // k = q / S and lanes t0 + S g, t0 = q % S. pg, pb: (nblk, cols) partials (the lane value of
 // lane t0 after the halving steps h >= S).
-template <unsigned NT, unsigned NC, unsigned R>
+// SA (session 10): the lane accumulators in SHARED memory instead of registers (thread-private
+// slots acc[i][threadIdx.x], conflict-free; the same additions in the same order), so that the
+// kernel needs ~2 V registers fewer (at 1024 columns 128 -> see cuda/layer_norm.cu: 3 blocks
+// per SM instead of 2, the rows-in-flight of the softmax backward's group kernel, which reads the
+// same 12 bytes per element at 0.99 of copy bandwidth); acc and cs share one array (cs is only
+// used after the rows, once acc has been read back into registers).
+template <unsigned NT, unsigned NC, unsigned R, bool SA = false>
 __global__ void __launch_bounds__(kThreads)
     fused_group_bwd(const float *__restrict dy, const float *__restrict x,
                     const float *__restrict mean, const float *__restrict inv_std,
@@ -113,8 +119,14 @@ __global__ void __launch_bounds__(kThreads)
   constexpr unsigned C = (unsigned)L::kMaxCols;
   static_assert(S == kLaneSets<NT>, "lane sets per chunk");
   __shared__ float sh[2][2 * kThreads * NC];
-  // Lane values of the block's G groups for every column: [sequence][g][column].
-  __shared__ float cs[2][G > 1 ? G : 1][G > 1 ? C : 1];
+  // Lane values of the block's G groups for every column: [sequence][g][column]; with SA the
+  // same array first holds the accumulators [2][V][kThreads].
+  constexpr unsigned kCs = 2 * (G > 1 ? G : 1) * (G > 1 ? C : 1);
+  constexpr unsigned kAcc = SA ? 2 * L::V * kThreads : 1;
+  __shared__ float csa[kCs > kAcc ? kCs : kAcc];
+  float(*cs)[G > 1 ? G : 1][G > 1 ? C : 1] =
+      reinterpret_cast<float(*)[G > 1 ? G : 1][G > 1 ? C : 1]>(csa);
+  float *acc = csa + threadIdx.x;  // SA: slot (p, i) at acc[(p * V + i) * kThreads]
   Exchange<2 * kThreads * NC> ex{sh, 0};
   const unsigned T = threadIdx.x % NT;
   const unsigned g = threadIdx.x / NT;
@@ -124,6 +136,13 @@ __global__ void __launch_bounds__(kThreads)
     float ag[L::V], ab[L::V];
 #pragma unroll
     for (unsigned i = 0; i < L::V; ++i) ag[i] = ab[i] = O::identity();
+    if constexpr (SA) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        acc[i * kThreads] = O::identity();
+        acc[(L::V + i) * kThreads] = O::identity();
+      }
+    }
     for (unsigned r = 0; r < red::kDepth; ++r) {
       const uint64_t first = row0 + (uint64_t)r * red::kLanes;
       if (first >= rows) break;  // block-uniform; later r only go further
@@ -142,8 +161,13 @@ __global__ void __launch_bounds__(kThreads)
           d[i] = row::ln_d(gy, gamma[e]);
           xh[i] = row::xhat_of(x[base + e], mu, is);
           // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r.
-          ag[i] = ag[i] + gy * xh[i];
-          ab[i] = ab[i] + gy;
+          if constexpr (SA) {
+            acc[i * kThreads] = acc[i * kThreads] + gy * xh[i];
+            acc[(L::V + i) * kThreads] = acc[(L::V + i) * kThreads] + gy;
+          } else {
+            ag[i] = ag[i] + gy * xh[i];
+            ab[i] = ab[i] + gy;
+          }
         }
       }
       float s[2];
@@ -160,8 +184,16 @@ __global__ void __launch_bounds__(kThreads)
     }
     float *og = pg + q * cols;
     float *ob = pb + q * cols;
+    if constexpr (SA) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        ag[i] = acc[i * kThreads];
+        ab[i] = acc[(L::V + i) * kThreads];
+      }
+      __syncthreads();  // every thread's acc read before cs (the same array) is written
+    }
     lanes_to_partials<L>(ag, ab, T, g, cols, &cs[0][0][0], C, og, ob);
-    if constexpr (G > 1) __syncthreads();  // cs is rewritten by the next q
+    if constexpr (G > 1 || SA) __syncthreads();  // cs / acc are rewritten by the next q
   }
 }
 
@@ -478,7 +510,8 @@ inline unsigned fused_lane_sets(uint64_t cols) {
 // pipelined = false: the register kernel at every width (the probe and the emulator test).
 struct BwdPlan {
   bool pipelined = true;
-  unsigned stages = 2;  // 2 or 3
+  unsigned stages = 2;     // 2 or 3
+  bool smem_acc = false;   // the register kernel (257..4096 columns) with fused_group_bwd's SA
 };
 
 constexpr uint64_t kRegMaxCols = 256;  // 33..256 columns: the register kernel
@@ -529,6 +562,15 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
     else TLRT_LN_PIPE_P(256, 16);
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
+  } else if (plan.smem_acc) {
+    if (a.cols <= 512)
+      TLRT_LN_FUSED("fused_group_bwd<32, 1, 2, SA>", (fused_group_bwd<32, 1, 2, true>), a.cols);
+    else if (a.cols <= 1024)
+      TLRT_LN_FUSED("fused_group_bwd<64, 1, 4, SA>", (fused_group_bwd<64, 1, 4, true>), a.cols);
+    else if (a.cols <= 2048)
+      TLRT_LN_FUSED("fused_group_bwd<128, 1, 8, SA>", (fused_group_bwd<128, 1, 8, true>), a.cols);
+    else
+      TLRT_LN_FUSED("fused_group_bwd<256, 1, 16, SA>", (fused_group_bwd<256, 1, 16, true>), a.cols);
   } else if (a.cols <= 512) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 2>", (fused_group_bwd<32, 1, 2>), a.cols);
   } else if (a.cols <= 1024) {

@@ -172,6 +172,7 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
       {"ring, 2 stages", {true, 2}},
       {"ring, 3 stages", {true, 3}},
       {"register kernel", {false, 2}},
+      {"register kernel, shared accumulators", {false, 2, true}},
   };
   unsigned finished_ls = 0;  // fused_bwd_finish once per lane-set count
   for (const Sched &sc : scheds) {
