@@ -110,7 +110,7 @@ int main() {
     lk::BwdArgs a2 = a; a2.dx = dx2;
     L l;
     printf("(%llu, %llu): partials %.1f MB each\n", (unsigned long long)rows, (unsigned long long)cols, np * 4 / 1e6);
-    const lk::BwdPlan reg{false, 2}, p2{true, 2}, p3{true, 3};
+    const lk::BwdPlan reg{false, 2, false}, p2{true, 2, false}, p3{true, 3, false};
     float t0 = timeit([&] { lk::fused_bwd_plan(l, a, pg, pb, reg); });
     float t1 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p3); });
     float t2 = timeit([&] { lk::fused_bwd_plan(l, a2, pg2, pb2, p2); });
@@ -127,15 +127,23 @@ int main() {
     CK(cudaMemcpy(C.data(), pb, np * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(D.data(), pb2, np * 4, cudaMemcpyDeviceToHost));
     same = same && C == D;
     printf("  bitwise same: %s\n", same ? "yes" : "NO");
-    {  // the tail: fused_bwd_finish on the default plan's partials (one launch, dgamma and dbeta)
+    {  // the tail: the wide finish on the default plan's partials (dgamma and dbeta)
       const uint64_t nc = tlrt::red::chunks_of(rows);
       const unsigned S = lk::fused_lane_sets(cols);
-      if (lk::fused_bwd_finish_fits(nc, S) && !(nc == 1 && S == 1)) {
-        float *dgb;
+      if (lk::fused_bwd_finish_wide_fits(nc, cols) && !(nc == 1 && S == 1)) {
+        float *dgb, *cv;
+        unsigned *ctr;
         CK(cudaMalloc(&dgb, 2 * cols * 4));
-        float tf = timeit([&] { lk::fused_bwd_finish_plan(l, pg2, pb2, nc, S, cols, dgb, dgb + cols); });
+        CK(cudaMalloc(&cv, (lk::fused_bwd_finish_wide_scratch(nc, S, cols) + 1) * 4));
+        CK(cudaMalloc(&ctr, lk::kWideCounters * 4));
+        CK(cudaMemset(ctr, 0, lk::kWideCounters * 4));
+        float tf = timeit([&] {
+          lk::fused_bwd_finish_wide_plan(l, pg2, pb2, nc, S, cols, cv, ctr, dgb, dgb + cols);
+        });
         printf("  finish (nc %llu, S %u)   %.4f ms\n", (unsigned long long)nc, S, tf);
         cudaFree(dgb);
+        cudaFree(cv);
+        cudaFree(ctr);
       }
     }
     if (cols == 1024) pipe_variant<64, 4, 4>(a2, pg2, pb2, bytes, cbw);

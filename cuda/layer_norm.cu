@@ -466,30 +466,12 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 // values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
 // that; S = 1 is the chunk value itself), then the tree over the nc chunk values. The dgamma and
 // dbeta partials are one allocation (pg, then pb), so the level over S is one launch for both
-// (outer 2 nc): 3 launches of reduce_axis instead of 4. Where nc <= 256 and nc S <= 2048 (rows
-// <= 1M, and fewer for the wider S) one launch of ln_kernels::fused_bwd_finish does all of it,
-// the same bits.
-// SESSION 10, THE WIDE FINISH (cuda/layer_norm_kernels.cuh, fused_bwd_finish_wide: the design,
-// bytes and prediction): the same tree with one dependent round of loads over 2 nc cols / 32
-// blocks (1024 at (65536, 1024) and (16384, 4096)) instead of 64 / 256 blocks walking 4 dependent
-// batches each, and the chunk level done by the block with the last ticket of its column tile
-// (counters: one per (tile, array), zero between calls, as cuda/reduce.cu's chunk counters).
-// It takes nc <= 256 at every S (rows <= 1M; the old form only nc S <= 2048). Chosen at run time
-// by TLRT_LN_FINISH (read once): "old" fused_bwd_finish (the default until the GPU A/B), "wide"
-// the ticketed one-launch form, "wide2" the same without tickets in two launches. PREDICTION:
-// (65536, 1024) 0.327 -> ~0.321 ms, (16384, 4096) 0.348 -> ~0.339. Measured: (pending GPU run)
-enum class FinishForm { Old, Wide, Wide2 };
-
-FinishForm finish_form() {
-  static const FinishForm form = [] {
-    const char *e = std::getenv("TLRT_LN_FINISH");
-    if (e != nullptr && std::strcmp(e, "wide") == 0) return FinishForm::Wide;
-    if (e != nullptr && std::strcmp(e, "wide2") == 0) return FinishForm::Wide2;
-    return FinishForm::Old;  // unset, "old" or anything else
-  }();
-  return form;
-}
-
+// (outer 2 nc): 3 launches of reduce_axis instead of 4. Where nc <= 256 (rows <= 1M) one launch
+// does all of it, the same bits:
+// SESSION 10: the wide finish (ln_kernels::fused_bwd_finish_wide, one dependent round of loads
+// over 2 nc cols / 32 blocks and the chunk level by the last ticket of each column tile) replaced
+// fused_bwd_finish: 3-6 us faster (figures at the kernel); it takes nc <= 256 at every S (rows
+// <= 1M); longer columns take the reduce_axis launches below.
 // Ticket counters of fused_bwd_finish_wide: kWideCounters per device, zero between launches (the
 // last block of each (column tile, array) resets its own), allocated once outside the pool.
 ZeroedCounters g_finish_counters[kMaxCudaDevices];
@@ -499,17 +481,13 @@ unsigned *finish_counters(int dev) {
                          "cudaMalloc (layer norm finish counters)");
 }
 
-// A/B switch of the session-10 measurement: TLRT_LN_BWD=sa runs the register kernel with its lane
-// accumulators in shared memory (fused_group_bwd's SA) instead of the ring kernel at 257..4096
-// columns; unset: BwdPlan's defaults.
+// A/B switch of the session-10 measurement: TLRT_LN_BWD=ring runs the ring kernel at 257..512
+// columns too (BwdPlan::smem_acc off); unset: BwdPlan's defaults.
 ln_kernels::BwdPlan bwd_plan() {
   static const ln_kernels::BwdPlan plan = [] {
     ln_kernels::BwdPlan p;
     const char *e = std::getenv("TLRT_LN_BWD");
-    if (e != nullptr && std::strcmp(e, "sa") == 0) {
-      p.pipelined = false;
-      p.smem_acc = true;
-    }
+    if (e != nullptr && std::strcmp(e, "ring") == 0) p.smem_acc = false;
     return p;
   }();
   return plan;
@@ -523,12 +501,10 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;
   const uint64_t np = nc * S * a.cols;
-  const FinishForm form = finish_form();
-  const bool wide = !direct && form != FinishForm::Old &&
-                    ln_kernels::fused_bwd_finish_wide_fits(nc, a.cols);
-  // The wide forms' chunk values share the partials' allocation (after pg, pb).
+  const bool wide = !direct && ln_kernels::fused_bwd_finish_wide_fits(nc, a.cols);
+  // The wide finish's chunk values share the partials' allocation (after pg, pb).
   const uint64_t ncv = wide ? ln_kernels::fused_bwd_finish_wide_scratch(nc, S, a.cols) : 0;
-  unsigned *counters = wide && form == FinishForm::Wide ? finish_counters(dev) : nullptr;
+  unsigned *counters = wide ? finish_counters(dev) : nullptr;
   FloatScratch part;
   if (!direct) part = FloatScratch(dev, 2 * np + ncv);
   float *pg = direct ? dgamma : part.get(), *pb = direct ? dbeta : part.get() + np;
@@ -537,10 +513,6 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   if (wide) {
     ln_kernels::fused_bwd_finish_wide_plan(launch, pg, pb, nc, S, a.cols, part.get() + 2 * np,
                                            counters, dgamma, dbeta);
-    return;
-  }
-  if (ln_kernels::fused_bwd_finish_fits(nc, S)) {
-    ln_kernels::fused_bwd_finish_plan(launch, pg, pb, nc, S, a.cols, dgamma, dbeta);
     return;
   }
   if (nc == 1) {

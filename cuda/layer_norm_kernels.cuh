@@ -101,10 +101,16 @@ __device__ __forceinline__ void lanes_to_partials(const float (&ag)[L::V], const
 // lane t0 after the halving steps h >= S).
 // SA (session 10): the lane accumulators in SHARED memory instead of registers (thread-private
 // slots acc[i][threadIdx.x], conflict-free; the same additions in the same order), so that the
-// kernel needs ~2 V registers fewer (at 1024 columns 128 -> see cuda/layer_norm.cu: 3 blocks
-// per SM instead of 2, the rows-in-flight of the softmax backward's group kernel, which reads the
-// same 12 bytes per element at 0.99 of copy bandwidth); acc and cs share one array (cs is only
-// used after the rows, once acc has been read back into registers).
+// kernel needs ~2 V registers fewer (sm_90: 118 / 128 / 120 / 108 -> 64 at 512 / 1024 / 2048 /
+// 4096 columns, no spills: 4 blocks per SM instead of 2-3, closer to the rows in flight of the
+// softmax backward's group kernel, 0.99 of copy bandwidth on the same 12 bytes per element); acc
+// and cs share one array (cs is used only after the rows, once acc is back in registers).
+// PREDICTION: at 1024 columns like the ring kernel or better (~0.30-0.31 ms whole op on the H100).
+// MEASURED (H200, 2026-11-27, bench/softmax.py, whole op with the old finish, ms, against the ring
+// kernel): (131072, 512) 0.248 / 0.271, (65536, 1024) 0.313 / 0.274, (32768, 2048) 0.275 / 0.282,
+// (16384, 4096) 0.301 / 0.291: better at 512 columns (where the ring holds few rows of 2 KB),
+// worse at 1024 and 4096. So BwdPlan uses it at 257..512 columns only (H100 figures in
+// bench/results/2026-11-27-*-s10-*.md).
 template <unsigned NT, unsigned NC, unsigned R, bool SA = false>
 __global__ void __launch_bounds__(kThreads)
     fused_group_bwd(const float *__restrict dy, const float *__restrict x,
@@ -510,11 +516,12 @@ inline unsigned fused_lane_sets(uint64_t cols) {
 // pipelined = false: the register kernel at every width (the probe and the emulator test).
 struct BwdPlan {
   bool pipelined = true;
-  unsigned stages = 2;     // 2 or 3
-  bool smem_acc = false;   // the register kernel (257..4096 columns) with fused_group_bwd's SA
+  unsigned stages = 2;    // 2 or 3
+  bool smem_acc = true;   // 257..512 columns: the register kernel with its SA accumulators
 };
 
 constexpr uint64_t kRegMaxCols = 256;  // 33..256 columns: the register kernel
+constexpr uint64_t kSaMaxCols = 512;   // 257..512 with BwdPlan::smem_acc: fused_group_bwd's SA
 
 // The ring's dynamic shared memory for the plan's stages (the same for every ring width).
 inline size_t pipe_bytes_for(const BwdPlan &plan) {
@@ -529,7 +536,7 @@ constexpr size_t kPipeStaticSmem = 2 * 2 * kThreads * sizeof(float);  // fused_p
 // its ring fits, else the register kernel fused_group_bwd (the same bits).
 template <class Launch>
 bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
-  return a.cols > kRegMaxCols && plan.pipelined &&
+  return a.cols > (plan.smem_acc ? kSaMaxCols : kRegMaxCols) && plan.pipelined &&
          pipe_bytes_for(plan) + kPipeStaticSmem <= launch.max_smem();
 }
 template <class Launch>
@@ -562,15 +569,8 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
     else TLRT_LN_PIPE_P(256, 16);
   } else if (a.cols <= 256) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
-  } else if (plan.smem_acc) {
-    if (a.cols <= 512)
-      TLRT_LN_FUSED("fused_group_bwd<32, 1, 2, SA>", (fused_group_bwd<32, 1, 2, true>), a.cols);
-    else if (a.cols <= 1024)
-      TLRT_LN_FUSED("fused_group_bwd<64, 1, 4, SA>", (fused_group_bwd<64, 1, 4, true>), a.cols);
-    else if (a.cols <= 2048)
-      TLRT_LN_FUSED("fused_group_bwd<128, 1, 8, SA>", (fused_group_bwd<128, 1, 8, true>), a.cols);
-    else
-      TLRT_LN_FUSED("fused_group_bwd<256, 1, 16, SA>", (fused_group_bwd<256, 1, 16, true>), a.cols);
+  } else if (plan.smem_acc && a.cols <= kSaMaxCols) {
+    TLRT_LN_FUSED("fused_group_bwd<32, 1, 2, SA>", (fused_group_bwd<32, 1, 2, true>), a.cols);
   } else if (a.cols <= 512) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 2>", (fused_group_bwd<32, 1, 2>), a.cols);
   } else if (a.cols <= 1024) {
@@ -585,159 +585,40 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 #undef TLRT_LN_FUSED
 }
 
-// ---- the rest of the column tree in one launch (dgamma and dbeta) ----------------------------
-// fused_bwd_finish: the partials (nc, S, cols) of dgamma (pg) and dbeta (pb) -> dgamma, dbeta, as
-// the three reduce_axis launches it replaces: per column, each chunk's S lane values are halved
-// by the tree (a sequence of S <= 256 values, one per lane, lanes >= S holding the identity -0:
-// the leaves are -0 + v, then the steps h = 128 .. S add -0, then h = S / 2 .. 1 pair the values),
-// then the tree of the nc <= 256 chunk values (the same halving over 256 lanes); nc == 1: the
-// chunk value itself; S == 1: the partials are the chunk values. The same operations in the same
-// order: the same bits (tests/unit/test_layer_norm_emu.cpp checks them against the CPU).
-// Schedule: block (x, y) = 32 columns of array y (0: dgamma, 1: dbeta); warp w takes the lanes
-// t = w + 8 i of a chunk (the steps h >= 8 pair lanes of the same warp: in registers), shared
-// memory the steps h = 4, 2, 1 (warp b of the batch) and the nc-level halving; KB = 256 / S chunks
-// per batch, so each thread has 32 loads in flight per batch (nc S / 256 batches: <= 8 where the
-// plan uses it, nc S <= 2048). Bytes: the partials read once (2 nc S cols floats: 8 MB at
-// (65536, 1024), 32 MB at (16384, 4096), mostly from L2 right after the kernel wrote them).
-// PREDICTION: one launch of 2 cols / 32 blocks instead of three (the second two are 1-4 block
-// launches that wait for the first): the tail after the fused kernel ~0.018 -> ~0.007 ms at
-// (65536, 1024), whole op ~0.322 ms (with the P = 2 kernel's 0.314); ~0.337 at (16384, 4096).
-// Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-s7-softmax.md): whole op 0.328 ms
-// at (65536, 1024) (0.82 of copy bandwidth), 0.349 at (16384, 4096) (0.77): short of the
-// prediction; the same-day A/B against the three reduce_axis launches (cuda/layer_norm.cu, above
-// fused_bwd) measured 0.333 / 0.332 ms: no faster, kept for two launches fewer.
-constexpr uint64_t kFinishMaxChunks = 256;      // the nc level is one halving over 256 lanes
-constexpr uint64_t kFinishMaxLaneValues = 2048;  // nc * S: at most 8 batches of loads
-inline bool fused_bwd_finish_fits(uint64_t nc, unsigned S) {
-  return nc <= kFinishMaxChunks && nc * S <= kFinishMaxLaneValues;
-}
-
-template <unsigned S>
-__global__ void __launch_bounds__(kThreads)
-    fused_bwd_finish(const float *__restrict pg, const float *__restrict pb, uint64_t nc,
-                     uint64_t cols, float *__restrict dgamma, float *__restrict dbeta) {
-  using O = red::Ops<red::Op::Sum>;
-  static_assert(S == 1 || (S >= 8 && S <= 256 && (S & (S - 1)) == 0), "lane sets");
-  constexpr unsigned LW = S >= 8 ? S / 8 : 1;    // lanes per warp and chunk
-  constexpr unsigned KB = S >= 8 ? 256 / S : 8;  // chunks per batch
-  constexpr unsigned kPad = S >= 128 ? 256 / S - 1 : S == 64 ? 2 : S == 32 ? 3 : S == 16 ? 4 : 5;
-  static_assert(S == 1 || (S << kPad) == 256, "pad steps h = 128 .. S");
-  __shared__ float cv[kFinishMaxChunks][32];  // chunk values [k][column]
-  __shared__ float s8[S >= 8 ? KB : 1][8][32];  // a batch's warp values [b][w][column]
-  const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
-  const uint64_t j = (uint64_t)blockIdx.x * 32 + l;
-  const bool col = j < cols;
-  const float *p = blockIdx.y == 0 ? pg : pb;
-  const float id = O::identity();
-  if constexpr (S == 1) {
-    for (uint64_t k = w; k < nc; k += 8) cv[k][l] = col ? p[k * cols + j] : id;
-  } else {
-    for (uint64_t k0 = 0; k0 < nc; k0 += KB) {
-      float v[KB][LW];
-#pragma unroll
-      for (unsigned b = 0; b < KB; ++b)
-#pragma unroll
-        for (unsigned i = 0; i < LW; ++i) {
-          const uint64_t k = k0 + b;
-          v[b][i] = col && k < nc ? p[(k * S + w + 8 * i) * cols + j] : id;
-        }
-#pragma unroll
-      for (unsigned b = 0; b < KB; ++b) {
-#pragma unroll
-        for (unsigned i = 0; i < LW; ++i) {
-          v[b][i] = O::op(id, v[b][i]);  // the leaf (lane t = w + 8 i < S)
-#pragma unroll
-          for (unsigned h = kPad; h != 0; --h) v[b][i] = O::op(v[b][i], id);  // h = 128 .. S
-        }
-#pragma unroll
-        for (unsigned h = LW / 2; h >= 1; h /= 2)  // the steps S / 2 .. 8: i and i + h
-#pragma unroll
-          for (unsigned i = 0; i < h; ++i) v[b][i] = O::op(v[b][i], v[b][i + h]);
-        s8[b][w][l] = v[b][0];
-      }
-      __syncthreads();
-      if (w < KB && k0 + w < nc) {  // steps h = 4, 2, 1 over the warps' values of chunk k0 + w
-        float a[8];
-#pragma unroll
-        for (unsigned u = 0; u < 8; ++u) a[u] = s8[w][u][l];
-#pragma unroll
-        for (unsigned h = 4; h >= 1; h /= 2)
-#pragma unroll
-          for (unsigned u = 0; u < h; ++u) a[u] = O::op(a[u], a[u + h]);
-        cv[k0 + w][l] = a[0];
-      }
-      __syncthreads();  // s8 is rewritten by the next batch
-    }
-  }
-  if (nc > 1) {  // the tree of the nc chunk values: leaves -0 + v, the identity past nc
-    __syncthreads();
-    for (unsigned e = threadIdx.x; e < kFinishMaxChunks * 32; e += kThreads) {
-      const unsigned t = e / 32, c = e % 32;
-      cv[t][c] = t < nc ? O::op(id, cv[t][c]) : id;
-    }
-    __syncthreads();
-    for (unsigned h = kFinishMaxChunks / 2; h >= 1; h /= 2) {
-      for (unsigned e = threadIdx.x; e < h * 32; e += kThreads) {
-        const unsigned t = e / 32, c = e % 32;
-        cv[t][c] = O::op(cv[t][c], cv[t + h][c]);
-      }
-      __syncthreads();
-    }
-  } else {
-    __syncthreads();
-  }
-  if (w == 0 && col) (blockIdx.y == 0 ? dgamma : dbeta)[j] = cv[0][l];
-}
-
-// The finish for the plan's lane sets S (fused_lane_sets): one launch, grid (cols / 32, 2).
-// launch.grid2(name, kernel, dim3 grid, args...) starts it. Needs fused_bwd_finish_fits(nc, S).
-template <class Launch>
-void fused_bwd_finish_plan(const Launch &launch, const float *pg, const float *pb, uint64_t nc,
-                           unsigned S, uint64_t cols, float *dgamma, float *dbeta) {
-  const dim3 grid((unsigned)((cols + 31) / 32), 2);
-#define TLRT_LN_FINISH(SV)                                                                         \
-  launch.grid2("fused_bwd_finish<" #SV ">", fused_bwd_finish<SV>, grid, pg, pb, nc, cols, dgamma, \
-               dbeta)
-  switch (S) {
-    case 1: TLRT_LN_FINISH(1); break;
-    case 32: TLRT_LN_FINISH(32); break;
-    case 64: TLRT_LN_FINISH(64); break;
-    case 128: TLRT_LN_FINISH(128); break;
-    default: TLRT_LN_FINISH(256); break;
-  }
-#undef TLRT_LN_FINISH
-}
-
-// ---- the finish, wide forms (session 10; cuda/layer_norm.cu: TLRT_LN_FINISH=wide / wide2) -------
-// The same tree as fused_bwd_finish (the same additions in the same order: the same bits), with
-// the loads spread over the whole GPU in ONE dependent round instead of 64 blocks walking nc S /
-// 256 dependent batches each (4 at (65536, 1024): ~10-14 us with the launch gap).
+// ---- the rest of the column tree (dgamma and dbeta): the wide finish -------------------------
+// The partials (nc, S, cols) of dgamma (pg) and dbeta (pb) -> dgamma, dbeta: per column, each
+// chunk's S lane values are halved by the tree (a sequence of S <= 256 values, one per lane, lanes
+// >= S holding the identity -0: the leaves are -0 + v, then the steps h = 128 .. S add -0, then
+// h = S / 2 .. 1 pair the values), then the tree of the nc <= 256 chunk values (the same halving
+// over 256 lanes); nc == 1: the chunk value itself; S == 1: the partials are the chunk values. The
+// same operations in the same order as the CPU: the same bits (tests/unit/test_layer_norm_emu.cpp).
 // fused_bwd_finish_wide<S, NCB>: grid (cols / 32 column tiles, 2 nc); block (x, 2 k + a) computes
 // the value of chunk k of array a (0: dgamma, 1: dbeta) for its 32 columns: thread (w, l) loads
 // lanes t = w + 8 i (i < S / 8, all issued together: 4-32 loads), the leaves -0 + v, the pad steps
-// h = 128 .. S (+ -0), h = S / 2 .. 8 in registers, h = 4, 2, 1 across warps (halve_lanes: as
-// fused_bwd_finish). It writes the chunk value to cv (2, nc, cols), fences, and takes a ticket on
+// h = 128 .. S (+ -0), h = S / 2 .. 8 in registers, h = 4, 2, 1 across warps (halve_lanes). It
+// writes the chunk value to cv (2, nc, cols), fences, and takes a ticket on
 // counters[a * tiles + x]; the block with the last ticket (every chunk of the tile written) reads
 // the nc chunk values from L2 (__ldcg) and halves them over 256 lanes (leaves -0 + v, the identity
 // past nc), writes dgamma / dbeta and puts the counter back to 0 for the next call. nc == 1: the
 // chunk value is the result (no scratch, no ticket). S == 1 (cols <= 32): the partials are the
 // chunk values, and fused_bwd_finish_level alone does the chunk level (one launch, no ticket).
-// counters == nullptr (wide2): no ticket; fused_bwd_finish_level runs the chunk level as a second
-// launch (a launch gap instead of the fence, the ticket and the last block's round trip).
 // Register slots at the chunk level: NCB = 4 for nc <= 32 (lanes t >= 32 are identity and stay so,
 // so their steps h = 128 .. 32 are the pad additions of the held lanes: the same additions on
 // every value that is not -0 + -0), NCB = 32 up to 256 chunks; the same halving either way.
 // Bytes: the partials read once (2 nc S cols floats: 8 MB at (65536, 1024), 32 MB at (16384,
-// 4096), as before) + the chunk values written and read back (2 nc cols floats each way: 128 KB
-// at both shapes). Blocks: 2 nc cols / 32 (1024 at both shapes, against 64 / 256), 8 / 32 loads
-// per thread at S = 64 / 256.
-// PREDICTION (H100, whole op, from 0.327 / 0.348 ms with fused_bwd_finish; the ring kernel alone
-// is 0.314 / 0.327): the tail ~13 -> ~6 us at (65536, 1024) (launch gap, one round of 8 MB mostly
-// from L2, the fence + ticket + the last block's one L2 round): ~0.321 ms (0.84 of copy
-// bandwidth); (16384, 4096) ~21 -> ~12 us (32 MB, much of it from HBM, in ~2 waves of 5 blocks
-// per SM): ~0.339 ms. wide2 within ~1 us of wide either way. Neither reaches 0.314 at (65536,
-// 1024): that is the ring kernel's own time.
-// Measured: (pending GPU run)
+// 4096)) + the chunk values written and read back (2 nc cols floats each way: 128 KB at both
+// shapes). Blocks: 2 nc cols / 32 (1024 at both shapes), 8 / 32 loads per thread at S = 64 / 256.
+// It replaced (session 10) fused_bwd_finish, the same tree with 64 / 256 blocks (32-column tiles x
+// 2 arrays) each walking nc S / 256 DEPENDENT batches of loads (4 at (65536, 1024); limited to nc
+// S <= 2048), and a two-launch form of the wide finish (wide2: no ticket, the chunk level as a
+// second launch); commit 0ec911d has both. PREDICTION (H100, whole op, from 0.327 / 0.348 ms with
+// fused_bwd_finish; the ring kernel alone 0.314 / 0.327): the tail ~13 -> ~6 us at (65536, 1024),
+// ~21 -> ~12 us at (16384, 4096): ~0.321 / ~0.339 ms; wide2 within ~1 us of wide. MEASURED (bench/
+// softmax.py, each form in its own process, one build): H100 (65536, 1024) / (16384, 4096)
+// fused_bwd_finish 0.327 / 0.350 ms, wide 0.324 / 0.346, wide2 0.328 / 0.347; H200 fused_bwd_finish
+// 0.274 / 0.291, wide 0.269 / 0.285: 3-6 us, half the predicted gain; the 0.85 target (<= 0.314
+// ms on the H100) stays missed.
+constexpr uint64_t kFinishMaxChunks = 256;          // the nc level is one halving over 256 lanes
 constexpr uint64_t kWideTiles = kFusedMaxCols / 32;  // column tiles of the widest fused rows
 constexpr uint64_t kWideCounters = 2 * kWideTiles;   // one ticket counter per (tile, array)
 constexpr uint64_t kWideNarrowChunks = 32;           // nc <= 32: NCB = 4 slots per thread
@@ -813,7 +694,7 @@ __device__ __forceinline__ float chunk_level(const float *c, uint64_t cols, uint
 }
 
 // The chunk level alone, grid (cols / 32, 2): g, b are (nc, cols) chunk values of dgamma and
-// dbeta (the partials for S == 1, or wide2's cv). nc == 1: the chunk value itself.
+// dbeta (the partials for S == 1). nc == 1: the chunk value itself.
 template <unsigned NCB>
 __global__ void __launch_bounds__(kThreads)
     fused_bwd_finish_level(const float *g, const float *b, uint64_t nc, uint64_t cols,
@@ -862,7 +743,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   float *ca = cv + a * nc * cols;  // this array's chunk values (nc, cols)
   if (w == 0 && col) ca[k * cols + j] = ck;
-  if (counters == nullptr) return;  // wide2: fused_bwd_finish_level follows
   if (w == 0) __threadfence();      // the value is visible device-wide before the ticket says so
   unsigned *ctr = counters + a * gridDim.x + blockIdx.x;
   __syncthreads();
@@ -875,9 +755,9 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *ctr = 0;  // for the next call (stream order)
 }
 
-// The wide forms: counters (kWideCounters, all zero; left zero) for the one-launch form (wide),
-// nullptr for two launches (wide2). cv: fused_bwd_finish_wide_scratch(nc, S, cols) floats. Needs
-// fused_bwd_finish_wide_fits(nc, cols). launch.grid2 as for fused_bwd_finish_plan.
+// The wide finish: counters (kWideCounters, all zero; left zero), cv:
+// fused_bwd_finish_wide_scratch(nc, S, cols) floats. Needs fused_bwd_finish_wide_fits(nc, cols).
+// launch.grid2(name, kernel, dim3 grid, args...) starts a kernel.
 template <class Launch>
 void fused_bwd_finish_wide_plan(const Launch &launch, const float *pg, const float *pb,
                                 uint64_t nc, unsigned S, uint64_t cols, float *cv,
@@ -913,7 +793,6 @@ void fused_bwd_finish_wide_plan(const Launch &launch, const float *pg, const flo
   }
 #undef TLRT_LN_WIDE_S
 #undef TLRT_LN_WIDE
-  if (counters == nullptr && nc > 1) level(cv, cv + nc * cols);
 }
 
 // ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------

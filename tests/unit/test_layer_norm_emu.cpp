@@ -7,11 +7,10 @@
 // without a GPU. Shapes reach every instantiation (cols 1..4096 around each dispatch edge) and rows
 // around the tree's lane and chunk edges and the blocks' row sets (rows not a multiple of 16 G);
 // some cases cap the grid at a few blocks so that blocks loop over several lane sets. Every case
-// runs under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). The finish of the
-// partials runs in each form: fused_bwd_finish and the wide forms (the ticketed one-launch form
-// under two schedules with different block orders, so that the last ticket falls to different
-// blocks, its counters checked back at zero; the two-launch form under a third), on the kernels'
-// own partials and on synthetic ones (nc 1..256, every S, partial column tiles, special values).
+// runs under one of several schedules (rotated; TLRT_EMU_FULL=1 runs all). The wide finish of the
+// partials (ticketed, one launch) runs under schedules with different block orders, so that the
+// last ticket falls to different blocks, its counters checked back at zero, on the kernels' own
+// partials and on synthetic ones (nc 1..256, every S, partial column tiles, special values).
 // Skipped (77) under valgrind, ASan and TSan (unannotated stack switches).
 #include <cmath>
 #include <cstdlib>
@@ -86,48 +85,39 @@ void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc
                  const std::vector<float> &want_db, const std::vector<float> &dx,
                  const std::vector<float> &pg, const std::vector<float> &pb);
 
-// The wide finish (fused_bwd_finish_wide_plan) on the partials pg, pb (nc, S, cols): the ticketed
-// one-launch form ("wide": counters start at zero and must be zero again after the launch) under
-// each policy of pols, and the two-launch form ("wide2", no counters) under policy p2; the chunk
+// The wide finish (fused_bwd_finish_wide_plan) on the partials pg, pb (nc, S, cols) under each
+// policy of pols (counters start at zero and must be zero again after the launch); the chunk
 // values' scratch starts as 7.0f (a read of a value no block wrote shows).
-void check_wide(const std::string &w, std::initializer_list<int> pols, int p2, uint64_t cols,
-                uint64_t nc, unsigned S, const std::vector<float> &want_dg,
-                const std::vector<float> &want_db, const std::vector<float> &pg,
-                const std::vector<float> &pb) {
-  if (!lk::fused_bwd_finish_wide_fits(nc, cols)) return;
-  auto one = [&](const std::string &form, int pi, bool ticket) {
+void check_wide(const std::string &w, std::initializer_list<int> pols, uint64_t cols, uint64_t nc,
+                unsigned S, const std::vector<float> &want_dg, const std::vector<float> &want_db,
+                const std::vector<float> &pg, const std::vector<float> &pb) {
+  TH_CHECK_MSG(lk::fused_bwd_finish_wide_fits(nc, cols), "%s: test shapes keep nc <= 256",
+               w.c_str());
+  for (int pi : pols) {
     const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31};
     std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
     std::vector<float> cv(lk::fused_bwd_finish_wide_scratch(nc, S, cols) + 1, 7.0f);
     std::vector<unsigned> counters(lk::kWideCounters, 0u);
     lk::fused_bwd_finish_wide_plan(launch, pg.data(), pb.data(), nc, S, cols, cv.data(),
-                                   ticket ? counters.data() : nullptr, dg.data(), db.data());
-    const std::string wf = w + " " + form + " policy " + std::to_string(pi);
+                                   counters.data(), dg.data(), db.data());
+    const std::string wf = w + " wide policy " + std::to_string(pi);
     same(wf + " dgamma", want_dg, dg);
     same(wf + " dbeta", want_db, db);
     uint64_t left = 0;
     for (unsigned c : counters) left += c != 0;
     TH_CHECK_MSG(left == 0, "%s: %llu ticket counters not back to 0", wf.c_str(),
                  (unsigned long long)left);
-  };
-  for (int pi : pols) one("wide", pi, true);
-  one("wide2", p2, false);
+  }
 }
 
-// fused_bwd_finish (the partials' tree in one launch) and the wide forms against the CPU's
-// dgamma / dbeta.
-void check_finish(const std::string &w, const EmuLaunch &launch, int pi, uint64_t cols,
-                  uint64_t nc, unsigned ls, const std::vector<float> &want_dg,
-                  const std::vector<float> &want_db, const std::vector<float> &pg,
-                  const std::vector<float> &pb) {
+// The wide finish against the CPU's dgamma / dbeta, under three policies (the blocks in raster,
+// reverse and shuffled order: a different block takes each last ticket).
+void check_finish(const std::string &w, int pi, uint64_t cols, uint64_t nc, unsigned ls,
+                  const std::vector<float> &want_dg, const std::vector<float> &want_db,
+                  const std::vector<float> &pg, const std::vector<float> &pb) {
   if (nc == 1 && ls == 1) return;  // the kernel wrote dgamma / dbeta itself
-  check_wide(w + " finish", {pi, (pi + 1) % kNumPolicies}, (pi + 2) % kNumPolicies, cols, nc, ls,
+  check_wide(w + " finish", {pi, (pi + 1) % kNumPolicies, (pi + 2) % kNumPolicies}, cols, nc, ls,
              want_dg, want_db, pg, pb);
-  if (!lk::fused_bwd_finish_fits(nc, ls)) return;
-  std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
-  lk::fused_bwd_finish_plan(launch, pg.data(), pb.data(), nc, ls, cols, dg.data(), db.data());
-  same(w + " finish dgamma", want_dg, dg);
-  same(w + " finish dbeta", want_db, db);
 }
 
 void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi,
@@ -169,12 +159,12 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     lk::BwdPlan plan;
   };
   const Sched scheds[] = {
-      {"ring, 2 stages", {true, 2}},
-      {"ring, 3 stages", {true, 3}},
-      {"register kernel", {false, 2}},
-      {"register kernel, shared accumulators", {false, 2, true}},
+      {"ring, 2 stages", {true, 2, false}},
+      {"ring, 3 stages", {true, 3, false}},
+      {"register kernel", {false, 2, false}},
+      {"default plan (SA accumulators at 257..512)", {true, 2, true}},
   };
-  unsigned finished_ls = 0;  // fused_bwd_finish once per lane-set count
+  unsigned finished_ls = 0;  // the finish once per lane-set count
   for (const Sched &sc : scheds) {
     const std::string wk = w + " " + sc.name;
     const EmuLaunch launch{kPolicies[pi], grid_cap};
@@ -185,7 +175,7 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     a.dx = dx.data();
     lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), sc.plan);
     check_fused(wk, rows, cols, nc, ls, want_dx, want_dg, want_db, dx, pg, pb);
-    if (ls != finished_ls) check_finish(wk, launch, pi, cols, nc, ls, want_dg, want_db, pg, pb);
+    if (ls != finished_ls) check_finish(wk, pi, cols, nc, ls, want_dg, want_db, pg, pb);
     finished_ls = ls;
     if (cols <= 32) break;  // one kernel for short rows
   }
@@ -213,9 +203,8 @@ void check_fused(const std::string &w, uint64_t rows, uint64_t cols, uint64_t nc
   same(w + " dbeta", want_db, db);
 }
 
-// fused_bwd_finish and the wide forms alone on synthetic partials (nc, S, cols), against the
-// host's tree (the one check_fused holds to the CPU's dgamma / dbeta): every S, nc up to the
-// forms' limits (fused_bwd_finish: nc S <= 2048; the wide forms: nc <= 256).
+// The wide finish alone on synthetic partials (nc, S, cols), against the host's tree (the one
+// check_fused holds to the CPU's dgamma / dbeta): every S, nc up to its limit (nc <= 256).
 void run_finish(uint64_t nc, unsigned S, uint64_t cols, th::Dist dist, uint64_t salt, int pi) {
   char tag[160];
   std::snprintf(tag, sizeof tag, "finish nc %llu S %u cols %llu %s policy %d",
@@ -232,15 +221,8 @@ void run_finish(uint64_t nc, unsigned S, uint64_t cols, th::Dist dist, uint64_t 
     want_g[j] = nc == 1 ? cg[0] : tree_small(cg.data(), nc, 1);
     want_b[j] = nc == 1 ? cb[0] : tree_small(cb.data(), nc, 1);
   }
-  // The wide forms (nc <= 256 at every S): the ticketed form under two policies, wide2 a third.
-  check_wide(w, {pi, (pi + 1) % kNumPolicies}, (pi + 2) % kNumPolicies, cols, nc, S, want_g,
-             want_b, pg, pb);
-  if (!lk::fused_bwd_finish_fits(nc, S)) return;
-  const EmuLaunch launch{kPolicies[pi], uint64_t{1} << 31};
-  std::vector<float> dg(cols, 7.0f), db(cols, 7.0f);
-  lk::fused_bwd_finish_plan(launch, pg.data(), pb.data(), nc, S, cols, dg.data(), db.data());
-  same(w + " dgamma", want_g, dg);
-  same(w + " dbeta", want_b, db);
+  // Two policies (a different last ticket under each).
+  check_wide(w, {pi, (pi + 1) % kNumPolicies}, cols, nc, S, want_g, want_b, pg, pb);
 }
 
 // The long-row kernels: forward for 8192 < cols <= 65536 (the split_fwd schedules
@@ -326,9 +308,9 @@ int main() {
   // Two chunks at 2049..4096 columns (in chunk 1, lane set 0 has 2 row steps, the others 1).
   go(4096 + 257, 2049, th::Dist::Uniform, big);
   go(5000, 9, th::Dist::Uniform, 1);
-  // The finish kernels alone: every S, nc at the limits of both forms (fused_bwd_finish: nc S <=
-  // 2048, nc <= 256; the wide forms: nc <= 256, 4 register slots up to 32 chunks, 32 above), odd
-  // column counts (partial tiles), and the widest rows (128 tiles: every ticket counter).
+  // The wide finish alone: every S, nc up to its limit (nc <= 256; 4 register slots up to 32
+  // chunks, 32 above), odd column counts (partial tiles), and the widest rows (128 tiles: every
+  // ticket counter).
   {
     int fp = 0;
     for (unsigned S : {1u, 32u, 64u, 128u, 256u})
@@ -343,7 +325,7 @@ int main() {
     run_finish(17, 128, 2047, th::Dist::Uniform, salt += 10, 2);
     for (th::Dist d : {th::Dist::Edge, th::Dist::Wide, th::Dist::Bits}) {
       for (unsigned S : {1u, 32u, 256u}) run_finish(S == 1 ? 200 : 2048 / S, S, 40, d, salt += 10, 0);
-      for (unsigned S : {1u, 64u, 256u})  // beyond fused_bwd_finish's nc S <= 2048
+      for (unsigned S : {1u, 64u, 256u})  // nc S beyond 2048 too
         for (uint64_t nc : {2, 17, 256}) run_finish(nc, S, 37, d, salt += 10, fp++ % 3);
     }
   }
