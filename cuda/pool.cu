@@ -254,6 +254,9 @@
 #include "cuda/cuda_common.cuh"
 #include "cuda/pool_kernels.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace tlrt {
 namespace cuda {
 
@@ -422,13 +425,49 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
 // registers; sm_90: the float4 body 78, no spill, the scalar body, odd widths only, 80 and 40
 // bytes spilled), 32 KB of shared memory per block (the threads' accumulator rings); VEC: float4
 // rows (one kernel per choice, so that the scalar body costs the float4 one no register).
-template <class C, bool VEC>
-__global__ void __launch_bounds__(kThreads, 3)
+// DB, BLOCKS: the TLRT_POOL_SEP variants below (the register double-buffered float4 body, its
+// resident blocks per SM); the library's kernel is DB = false, BLOCKS = 3.
+template <class C, bool VEC, bool DB = false, int BLOCKS = 3>
+__global__ void __launch_bounds__(kThreads, BLOCKS)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
   __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
+  if (t < p.stotal) pool::fast::sep_body<C, VEC, DB>(m, p, x, dy, dx, t, ring + threadIdx.x);
+}
+
+// ISSUE 7, SESSION 11: REGISTER DOUBLE-BUFFERING of the float4 body (pool::fast::sep_body's DB),
+// selected by TLRT_POOL_SEP (read once per process; unset, "base" or any other value: the kernel
+// above as before; odd widths, the scalar body, always take it):
+//   db   the float4 body with window row oh + 1's x row (float4 + 2 float2 halos) and dy row
+//        (float4 + 2 scalars) loaded into registers at the start of window row oh's step and
+//        consumed by the next step, so that each step's 6 loads are in flight during the
+//        previous step's selects, 6 scatters and row write; no prefetch at the default distance 1
+//        (it would fetch the same rows at the same point). Same launch bounds (80 registers,
+//        3 blocks per SM).
+//   db2  the same body at 2 blocks per SM (launch bounds up to 128 registers: no spill).
+// Registers (sm_90, ptxas -v, float4 body): base 78, no spill; db and db2: see the commit's
+// figures below.
+// PREDICTION (H100, (32, 256, 56, 56), from base 0.136 ms): db ~0.126 ms (0.82 of copy
+// bandwidth) if it does not spill: a step is ~2600-3000 cycles per warp against ~177
+// instructions, i.e. it waits on its own loads; with the loads issued a step earlier a warp has
+// two window rows of x and dy in flight (~2 x 56 B per thread, 24 warps: ~86 KB per SM, about
+// what the faster backward kernels keep) and one DRAM / L2 round trip per step is overlapped with
+// the previous step's ~1000-cycle shared-memory chain; the memory system, not the SM, then sets
+// the pace, so expect ~8% rather than 2x. db2 ~0.135 ms: 16 warps with two rows each is about
+// base's bytes in flight (24 warps x one row + prefetch), and session 10 measured fewer warps
+// per row... the occupancy cut costs what the buffering gains. If db spills in the loop (local
+// memory traffic per step), db ~0.14.
+// Measured: (pending GPU run)
+int pool_sep_variant() {
+  static const int v = [] {
+    const char *e = std::getenv("TLRT_POOL_SEP");
+    if (e == nullptr) return 0;
+    if (std::strcmp(e, "db") == 0) return 1;
+    if (std::strcmp(e, "db2") == 0) return 2;
+    return 0;
+  }();
+  return v;
 }
 
 template <Kind K, class C>
@@ -463,7 +502,12 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
-          if (p.vec_in && p.vec_out)
+          const int v = pool_sep_variant();
+          if (p.vec_in && p.vec_out && v == 1)
+            sep_kernel<C, true, true, 3><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          else if (p.vec_in && p.vec_out && v == 2)
+            sep_kernel<C, true, true, 2><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          else if (p.vec_in && p.vec_out)
             sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           else
             sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
