@@ -195,6 +195,8 @@
 //   neither the ring's shared memory nor the occupancy is what holds it at 0.76; all three were
 //   removed (branch poolsep, commit 83ab6ac, has them). Not yet tried: register double-buffering
 //   of the next window row's x and dy (the loads are still issued in the step that uses them).
+// SESSION 11: that register double-buffering, TLRT_POOL_SEP=db / db2 (at sep_kernel below, with
+//   its registers, spills and prediction; not yet measured).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -438,26 +440,28 @@ __global__ void __launch_bounds__(kThreads, BLOCKS)
 
 // ISSUE 7, SESSION 11: REGISTER DOUBLE-BUFFERING of the float4 body (pool::fast::sep_body's DB),
 // selected by TLRT_POOL_SEP (read once per process; unset, "base" or any other value: the kernel
-// above as before; odd widths, the scalar body, always take it):
+// above as before; odd widths, the scalar body, always take it). The same bits (the emulation
+// test runs the db body on every sep run it runs for base).
 //   db   the float4 body with window row oh + 1's x row (float4 + 2 float2 halos) and dy row
-//        (float4 + 2 scalars) loaded into registers at the start of window row oh's step and
-//        consumed by the next step, so that each step's 6 loads are in flight during the
-//        previous step's selects, 6 scatters and row write; no prefetch at the default distance 1
-//        (it would fetch the same rows at the same point). Same launch bounds (80 registers,
-//        3 blocks per SM).
-//   db2  the same body at 2 blocks per SM (launch bounds up to 128 registers: no spill).
-// Registers (sm_90, ptxas -v, float4 body): base 78, no spill; db and db2: see the commit's
-// figures below.
-// PREDICTION (H100, (32, 256, 56, 56), from base 0.136 ms): db ~0.126 ms (0.82 of copy
-// bandwidth) if it does not spill: a step is ~2600-3000 cycles per warp against ~177
-// instructions, i.e. it waits on its own loads; with the loads issued a step earlier a warp has
-// two window rows of x and dy in flight (~2 x 56 B per thread, 24 warps: ~86 KB per SM, about
-// what the faster backward kernels keep) and one DRAM / L2 round trip per step is overlapped with
-// the previous step's ~1000-cycle shared-memory chain; the memory system, not the SM, then sets
-// the pace, so expect ~8% rather than 2x. db2 ~0.135 ms: 16 warps with two rows each is about
-// base's bytes in flight (24 warps x one row + prefetch), and session 10 measured fewer warps
-// per row... the occupancy cut costs what the buffering gains. If db spills in the loop (local
-// memory traffic per step), db ~0.14.
+//        (float4 + 2 scalars) loaded into registers early in window row oh's step (each as soon
+//        as row oh's values are consumed) and used by the next step: each step's 6 loads are in
+//        flight during the previous step's selects, 6 scatters and row write. No prefetch at
+//        the default distance 1 (it would fetch the same rows a few dozen instructions before
+//        the buffered loads). Same launch bounds: 80 registers, 3 blocks per SM.
+//   db2  the same body at 2 blocks per SM (launch bounds up to 128 registers).
+// ptxas -v (sm_90, CUDA 13.0): base float4 78 registers, no spill (scalar 80, 40 / 100 bytes
+// spill stores / loads, unchanged); db 80 registers, 40-byte frame, 36 bytes spill stores, 188
+// spill loads (the loads at the step's very start: 68 / 280); db2 100 registers, no spill.
+// PREDICTION (H100, (32, 256, 56, 56), from base 0.136 ms): db ~0.128 ms (0.80), db2 ~0.138.
+// Why: a warp takes ~2600-3000 cycles per window row for ~177 instructions: it waits on the
+// loads it issued in the same step. Buffered, a warp has a second window row (~56 B per thread)
+// in flight while it computes, and one load round trip per step is hidden behind the previous
+// step's ~1000-cycle select / shared-memory chain; the prefetch at distance 1 already brought
+// most of the lines to L1 / L2, so the gain is the L1 / L2 latency left in each step (~6%),
+// less the spill traffic (local memory, L1 hits; if the spills sit in the loop, db is no better
+// than base, ~0.136). db2: no spill, but 16 warps per SM instead of 24 and session 10 showed
+// that warps are not what limits this kernel either way; 2 buffered rows x 16 warps ~= base's
+// 24 warps x 1 row + prefetch, so ~base or slightly slower (~0.138).
 // Measured: (pending GPU run)
 int pool_sep_variant() {
   static const int v = [] {
