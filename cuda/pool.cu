@@ -195,8 +195,6 @@
 //   neither the ring's shared memory nor the occupancy is what holds it at 0.76; all three were
 //   removed (branch poolsep, commit 83ab6ac, has them). Not yet tried: register double-buffering
 //   of the next window row's x and dy (the loads are still issued in the step that uses them).
-// SESSION 11: that register double-buffering, TLRT_POOL_SEP=db / db2 (at sep_kernel below, with
-//   its registers, spills and prediction; not yet measured).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -255,9 +253,6 @@
 #include "core/numerics/pool_ops.hpp"
 #include "cuda/cuda_common.cuh"
 #include "cuda/pool_kernels.hpp"
-
-#include <cstdlib>
-#include <cstring>
 
 namespace tlrt {
 namespace cuda {
@@ -427,51 +422,13 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
 // registers; sm_90: the float4 body 78, no spill, the scalar body, odd widths only, 80 and 40
 // bytes spilled), 32 KB of shared memory per block (the threads' accumulator rings); VEC: float4
 // rows (one kernel per choice, so that the scalar body costs the float4 one no register).
-// DB, BLOCKS: the TLRT_POOL_SEP variants below (the register double-buffered float4 body, its
-// resident blocks per SM); the library's kernel is DB = false, BLOCKS = 3.
-template <class C, bool VEC, bool DB = false, int BLOCKS = 3>
-__global__ void __launch_bounds__(kThreads, BLOCKS)
+template <class C, bool VEC>
+__global__ void __launch_bounds__(kThreads, 3)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
   __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC, DB>(m, p, x, dy, dx, t, ring + threadIdx.x);
-}
-
-// ISSUE 7, SESSION 11: REGISTER DOUBLE-BUFFERING of the float4 body (pool::fast::sep_body's DB),
-// selected by TLRT_POOL_SEP (read once per process; unset, "base" or any other value: the kernel
-// above as before; odd widths, the scalar body, always take it). The same bits (the emulation
-// test runs the db body on every sep run it runs for base).
-//   db   the float4 body with window row oh + 1's x row (float4 + 2 float2 halos) and dy row
-//        (float4 + 2 scalars) loaded into registers early in window row oh's step (each as soon
-//        as row oh's values are consumed) and used by the next step: each step's 6 loads are in
-//        flight during the previous step's selects, 6 scatters and row write. No prefetch at
-//        the default distance 1 (it would fetch the same rows a few dozen instructions before
-//        the buffered loads). Same launch bounds: 80 registers, 3 blocks per SM.
-//   db2  the same body at 2 blocks per SM (launch bounds up to 128 registers).
-// ptxas -v (sm_90, CUDA 13.0): base float4 78 registers, no spill (scalar 80, 40 / 100 bytes
-// spill stores / loads, unchanged); db 80 registers, 40-byte frame, 36 bytes spill stores, 188
-// spill loads (the loads at the step's very start: 68 / 280); db2 100 registers, no spill.
-// PREDICTION (H100, (32, 256, 56, 56), from base 0.136 ms): db ~0.128 ms (0.80), db2 ~0.138.
-// Why: a warp takes ~2600-3000 cycles per window row for ~177 instructions: it waits on the
-// loads it issued in the same step. Buffered, a warp has a second window row (~56 B per thread)
-// in flight while it computes, and one load round trip per step is hidden behind the previous
-// step's ~1000-cycle select / shared-memory chain; the prefetch at distance 1 already brought
-// most of the lines to L1 / L2, so the gain is the L1 / L2 latency left in each step (~6%),
-// less the spill traffic (local memory, L1 hits; if the spills sit in the loop, db is no better
-// than base, ~0.136). db2: no spill, but 16 warps per SM instead of 24 and session 10 showed
-// that warps are not what limits this kernel either way; 2 buffered rows x 16 warps ~= base's
-// 24 warps x 1 row + prefetch, so ~base or slightly slower (~0.138).
-// Measured: (pending GPU run)
-int pool_sep_variant() {
-  static const int v = [] {
-    const char *e = std::getenv("TLRT_POOL_SEP");
-    if (e == nullptr) return 0;
-    if (std::strcmp(e, "db") == 0) return 1;
-    if (std::strcmp(e, "db2") == 0) return 2;
-    return 0;
-  }();
-  return v;
+  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
 template <Kind K, class C>
@@ -506,12 +463,7 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
-          const int v = pool_sep_variant();
-          if (p.vec_in && p.vec_out && v == 1)
-            sep_kernel<C, true, true, 3><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-          else if (p.vec_in && p.vec_out && v == 2)
-            sep_kernel<C, true, true, 2><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-          else if (p.vec_in && p.vec_out)
+          if (p.vec_in && p.vec_out)
             sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           else
             sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);

@@ -1333,23 +1333,10 @@ constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 //   read and cleared), and 16 registers fewer. (A forwarded-scatter form, the 6 LDS issued
 //   together and a window's sum taken from the previous window's when their codes are equal,
 //   TLRT_POOL_BWD=sepfw, measured no faster and was removed in session 9: commit 22ffc5d.)
-// DB (float4 body only; ignored when !VEC): REGISTER DOUBLE-BUFFERING (cuda/pool.cu
-// TLRT_POOL_SEP=db / db2, issue 7). The loop step of window row oh consumes the new x row's float4
-// and halos and the dy row's float4 and two scalars from registers loaded by the step before
-// (xn, gn; the first step's by the prologue) and issues, early in the step (each buffer as soon
-// as its values are consumed), the loads of window row oh + 1's rows into them: a step's global
-// loads are in flight during the previous step's selects, scatter and row write. The same values
-// are read (only one step earlier), the same arithmetic runs in the same order: the same bits. A
-// load is issued only for a row that a later step consumes (x: oh + 1 <= ohM, the loop's last
-// window row, as the bottom tail step reads no row; dy: oh + 1 <= ohB); the NaN rescan still
-// rereads x. Prefetch: at distance 1 (the default) it would fetch exactly the rows the buffered
-// loads fetch a few dozen instructions later, so the db body prefetches only at distance >= 2
-// (window row oh + AHEAD; rows ohA + 1 .. ohA + AHEAD - 1 before the loop).
-template <class C, bool VEC, bool DB = false>
+template <class C, bool VEC>
 TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                       float *dx, uint32_t t, float *ring) {
   static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
-  constexpr bool DBV = DB && VEC;
   constexpr int ST = (int)kSepStride * 4;  // codes are BYTE offsets into the ring
   const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
   const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
@@ -1378,22 +1365,39 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     TLRT_UNROLL
     for (int i = 0; i < kV; ++i) ring[(s * 8 + 2 + i) * kSepStride] = 0.0f;
 
-  // The 8 columns c of a float4 input row h from its float4 b at w and halos l, r (sentinel /
-  // -inf where outside), and its NaN flag (nan_until).
-  auto vec_c = [&](const F4 &b, const F2 &l, const F2 &r, int h, float (&c)[8]) {
-    TLRT_UNROLL
-    for (int e = 0; e < 4; ++e) c[2 + e] = b.v[e];
-    c[0] = l.v[0];
-    c[1] = l.v[1];
-    c[6] = r.v[0];
-    c[7] = r.v[1];
-    const bool nan = !(c[2] == c[2]) | !(c[3] == c[3]) | !(c[4] == c[4]) | !(c[5] == c[5]) |
-                     !(c[6] == c[6]) | !(c[7] == c[7]) |
-                     (left & (!(c[0] == c[0]) | !(c[1] == c[1])));
-    nan_until = nan ? h + PH : nan_until;  // the last window row containing row h
-  };
-  // The row-first maxima H (value, code) of the 6 windows from a row's columns c, ring row R.
-  auto h_of = [&](const float (&c)[8], int R, float (&hv)[6], int (&hc)[6]) {
+  // The row-first maxima H (value, code) of the 6 windows on the input row at xr (columns from
+  // w; xr = nullptr: a padding row, top (h < 0: sentinel) or bottom (-inf)), ring row R.
+  auto row_h = [&](auto in_c, const float *xr, int h, int R, float (&hv)[6], int (&hc)[6]) {
+    float c[8];
+    if (decltype(in_c)::value || xr != nullptr) {
+      bool nan;
+      if (VEC) {  // IW % 4 == 0: the float4 at w inside, halos whole float2s or outside
+        const F4 b = ld4(xr);
+        TLRT_UNROLL
+        for (int e = 0; e < 4; ++e) c[2 + e] = b.v[e];
+        F2 l = {{sent, sent}}, r = {{-inf, -inf}};
+        if (left) l = ld2(xr - 2);
+        if (right) r = ld2(xr + 4);
+        c[0] = l.v[0];
+        c[1] = l.v[1];
+        c[6] = r.v[0];
+        c[7] = r.v[1];
+        nan = !(c[2] == c[2]) | !(c[3] == c[3]) | !(c[4] == c[4]) | !(c[5] == c[5]) |
+              !(c[6] == c[6]) | !(c[7] == c[7]) | (left & (!(c[0] == c[0]) | !(c[1] == c[1])));
+      } else {
+        nan = false;
+        TLRT_UNROLL
+        for (int e = 0; e < 8; ++e) {
+          const int col = w - 2 + e;
+          c[e] = col < 0 ? sent : (uint32_t)col < IW ? xr[e - 2] : -inf;
+          nan = nan | (col >= 0 && c[e] != c[e]);
+        }
+      }
+      nan_until = nan ? h + PH : nan_until;  // the last window row containing row h
+    } else {
+      TLRT_UNROLL
+      for (int e = 0; e < 8; ++e) c[e] = h < 0 ? sent : -inf;
+    }
     auto fm = [](float ev, int ec, float lv, int lc, float &v, int &cd) {
       const bool p = !(ev >= lv);
       v = p ? lv : ev;
@@ -1412,34 +1416,6 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     fm(c[4], (R8 + 4) * ST, p56, k56, hv[4], hc[4]);
     fm(p56, k56, c[7], (R8 + 7) * ST, hv[5], hc[5]);
   };
-  // The row-first maxima H (value, code) of the 6 windows on the input row at xr (columns from
-  // w; xr = nullptr: a padding row, top (h < 0: sentinel) or bottom (-inf)), ring row R.
-  auto row_h = [&](auto in_c, const float *xr, int h, int R, float (&hv)[6], int (&hc)[6]) {
-    float c[8];
-    if (decltype(in_c)::value || xr != nullptr) {
-      if (VEC) {  // IW % 4 == 0: the float4 at w inside, halos whole float2s or outside
-        const F4 b = ld4(xr);
-        F2 l = {{sent, sent}}, r = {{-inf, -inf}};
-        if (left) l = ld2(xr - 2);
-        if (right) r = ld2(xr + 4);
-        vec_c(b, l, r, h, c);
-      } else {
-        bool nan;
-        nan = false;
-        TLRT_UNROLL
-        for (int e = 0; e < 8; ++e) {
-          const int col = w - 2 + e;
-          c[e] = col < 0 ? sent : (uint32_t)col < IW ? xr[e - 2] : -inf;
-          nan = nan | (col >= 0 && c[e] != c[e]);
-        }
-        nan_until = nan ? h + PH : nan_until;  // the last window row containing row h
-      }
-    } else {
-      TLRT_UNROLL
-      for (int e = 0; e < 8; ++e) c[e] = h < 0 ? sent : -inf;
-    }
-    h_of(c, R, hv, hc);
-  };
   // Row pointers at column w: xr the next input row to load (oh - PH + 2 at window row oh), gr
   // the dy row oh, dr the dx row oh - PH (the row finished by window row oh).
   const int h0 = base + 2;
@@ -1457,41 +1433,9 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     (void)plane_lo;
     (void)n;
   };
-  // DB: window row ohA's rows are the prologue's loads below, not prefetched.
-  for (int d = DBV ? 1 : 0; d < AHEAD; ++d) {
+  for (int d = 0; d < AHEAD; ++d) {
     if (ohA + d <= ohB) pf(gr + (int64_t)d * (int)OW, gp, m.out_sp);
     if (h0 + d < (int)IH) pf(xr + (int64_t)d * (int)IW, xp, m.in_sp);
-  }
-  // DB: the buffered rows of the next step (x: window row oh's new input row oh - PH + 2, its
-  // float4 and halos; dy: row oh's float4 and the scalars of windows w - 1 and w + 4, 0 where
-  // absent), loaded one step ahead; the loads only of rows a later step consumes.
-  struct XBuf {
-    F4 b;
-    F2 l, r;
-  };
-  struct GBuf {
-    F4 b;
-    float lo, hi;
-  };
-  XBuf xn = {};
-  GBuf gn = {};
-  auto ld_x = [&](const float *p, int h, XBuf &o) {
-    emu_check(h >= h0 && h <= ohM - PH + 2 && h < (int)IH, "sep db: x row outside the run");
-    o.b = ld4(p);
-    o.l = F2{{sent, sent}};
-    o.r = F2{{-inf, -inf}};
-    if (left) o.l = ld2(p - 2);
-    if (right) o.r = ld2(p + 4);
-  };
-  auto ld_g = [&](const float *p, int oh, GBuf &o) {
-    emu_check(oh >= ohA && oh <= ohB, "sep db: dy row outside the run");
-    o.b = ld4(p);
-    o.lo = left ? p[-1] : 0.0f;
-    o.hi = (uint32_t)w + 4 < OW ? p[4] : 0.0f;
-  };
-  if constexpr (DBV) {
-    if (ohA <= ohM) ld_x(xr, h0, xn);
-    if (ohA <= ohB) ld_g(gr, ohA, gn);
   }
   float h0v[6], h1v[6];
   int h0c[6], h1c[6];
@@ -1520,7 +1464,7 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   auto step = [&](auto kc, auto bc, int oh) {
     constexpr int K = decltype(kc)::value;
     constexpr bool BOTTOM = decltype(bc)::value;
-    if (AHEAD > (DBV ? 1 : 0)) {
+    if (AHEAD > 0) {
       // Rows clamped to the run's last window row / the plane's last row (a repeated prefetch
       // at the end costs nothing; no branch, no pointer held across the loop).
       const int og = oh + AHEAD < ohB ? oh + AHEAD : ohB;
@@ -1530,41 +1474,20 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     }
     float nv[6];
     int nc[6];
+    row_h(std::integral_constant<bool, !BOTTOM>{}, BOTTOM ? nullptr : xr, oh - PH + 2,
+          (K + 2) & 3, nv, nc);
+    xr += IW;
     // dy of the windows ow = w - 1 .. w + 4 (absent ones 0: their term adds nothing).
     float g[6];
-    if constexpr (DBV) {
-      // This step's rows, loaded by the step before (xn, gn); the next step's loads are issued
-      // into the same registers as soon as each is consumed (the x row's after its maxima, the
-      // dy row's after g): loading at the step's very start (copies xc, gc kept alive across
-      // the loads) spilled more at 80 registers (ptxas: 68 / 280 bytes against 36 / 188).
-      if constexpr (BOTTOM) {
-        row_h(std::false_type{}, nullptr, oh - PH + 2, (K + 2) & 3, nv, nc);
-      } else {
-        float c[8];
-        vec_c(xn.b, xn.l, xn.r, oh - PH + 2, c);
-        h_of(c, (K + 2) & 3, nv, nc);
-        if (oh < ohM) ld_x(xr + IW, oh - PH + 3, xn);
-      }
-      xr += IW;
+    if (VEC) {
+      const F4 b = ld4(gr);
       TLRT_UNROLL
-      for (int e = 0; e < 4; ++e) g[1 + e] = gn.b.v[e];
-      g[0] = gn.lo;
-      g[5] = gn.hi;
-      if (oh < ohB) ld_g(gr + OW, oh + 1, gn);
+      for (int e = 0; e < 4; ++e) g[1 + e] = b.v[e];
+      g[0] = left ? gr[-1] : 0.0f;
+      g[5] = (uint32_t)w + 4 < OW ? gr[4] : 0.0f;
     } else {
-      row_h(std::integral_constant<bool, !BOTTOM>{}, BOTTOM ? nullptr : xr, oh - PH + 2,
-            (K + 2) & 3, nv, nc);
-      xr += IW;
-      if (VEC) {
-        const F4 b = ld4(gr);
-        TLRT_UNROLL
-        for (int e = 0; e < 4; ++e) g[1 + e] = b.v[e];
-        g[0] = left ? gr[-1] : 0.0f;
-        g[5] = (uint32_t)w + 4 < OW ? gr[4] : 0.0f;
-      } else {
-        TLRT_UNROLL
-        for (int u = 0; u < 6; ++u) g[u] = (unsigned)(w + u - 1) < OW ? gr[u - 1] : 0.0f;
-      }
+      TLRT_UNROLL
+      for (int u = 0; u < 6; ++u) g[u] = (unsigned)(w + u - 1) < OW ? gr[u - 1] : 0.0f;
     }
     gr += OW;
     int code[6];
@@ -1657,12 +1580,11 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
 }
 
 // ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride).
-// DB: the register double-buffered float4 body (sep_body's DB; the scalar body is the same).
-template <class C, bool DB = false>
+template <class C>
 TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                      float *dx, uint32_t t, float *ring) {
   if (f.vec_in && f.vec_out)
-    sep_body<C, true, DB>(m, f, x, dy, dx, t, ring);
+    sep_body<C, true>(m, f, x, dy, dx, t, ring);
   else
     sep_body<C, false>(m, f, x, dy, dx, t, ring);
 }

@@ -31,10 +31,7 @@
 // (k3 s1 p1, float4 and scalar bodies) with every input kind at the default run height and
 // distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2, 3, 5, 4096 and
 // prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its shared-memory rings
-// start as garbage, so a slot read before the thread cleared it fails. Every one of these sep runs
-// is repeated with the register double-buffered float4 body (sep_run<C, true>: cuda/pool.cu's
-// TLRT_POOL_SEP=db / db2, one body), compared bit for bit with the CPU backend; its buffered
-// loads must stay inside the run's rows (emu_check).
+// start as garbage, so a slot read before the thread cleared it fails.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -114,10 +111,7 @@ bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float be
   });
 }
 
-int sep_runs = 0;  // backward runs of sep_run (max k3 s1 p1 on the stream path), both bodies
-// The body of sep_run under test: the double-buffered one (cuda/pool.cu TLRT_POOL_SEP=db, db2)
-// when set; one_kind runs both wherever the backward takes the sep path.
-bool sep_db = false;
+int sep_runs = 0;  // backward runs of sep_run (max k3 s1 p1 on the stream path)
 
 template <Kind K>
 const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
@@ -157,12 +151,7 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
           std::vector<float> ring(kSepSlots * kSepStride);
           std::memset(ring.data(), 0xEE, ring.size() * 4);
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
-            if (t < p.stotal) {
-              if (sep_db)
-                sep_run<C, true>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
-              else
-                sep_run<C>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
-            }
+            if (t < p.stotal) sep_run<C>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
@@ -229,18 +218,6 @@ void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
                                          expect);
     if (std::strcmp(path, "generic") != 0) {
       compare(w + " bwd (" + path + ")", ref_dx, dx.p);
-      ++paths_checked;
-    }
-    // The double-buffered body of the sep path (TLRT_POOL_SEP=db / db2), over a fresh buffer.
-    if (std::strcmp(path, "sep") == 0) {
-      Aligned dxd(g.in_elems, fill);
-      sep_db = true;
-      const char *pd = emu_bwd<K>(g, ax.p, ady.p, dxd.p, pad, b32, stream_opt);
-      sep_db = false;
-      ++th::checks();
-      if (std::strcmp(pd, "sep") != 0)
-        th::report(__FILE__, __LINE__, w + ": the double-buffered sep body took " + pd);
-      compare(w + " bwd (sep db)", ref_dx, dxd.p);
       ++paths_checked;
     }
   }
