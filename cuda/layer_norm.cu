@@ -136,10 +136,14 @@
 // fence and the two block barriers of every ticket stall the block's cp.async ring between
 // items, and the last item's chain of dependent L2 levels outlasts the finish kernel). The 0.85
 // target stays missed (0.82 / 0.77).
-// SESSION 10, THE TAIL AGAIN, as its own launch: the wide finish (above fused_bwd; selected by
-// TLRT_LN_FINISH=wide / wide2 until measured): one dependent round of loads over 1024 blocks
-// instead of 4 rounds over 64, the chunk level by the last ticket of each column tile (no ticket
-// inside the ring kernel). Measured: (pending GPU run)
+// SESSION 10, THE TAIL AGAIN, as its own launch: the wide finish (ln_kernels::
+// fused_bwd_finish_wide): one dependent round of loads over 1024 blocks instead of 4 rounds over
+// 64, the chunk level by the last ticket of each column tile (no ticket inside the ring kernel).
+// MEASURED (H100, 2026-11-27): (65536, 1024) 0.327 -> 0.324 ms (0.83 of copy bandwidth),
+// (16384, 4096) 0.350 -> 0.345 (0.78); H200 0.274 -> 0.269 / 0.291 -> 0.285: the default. And
+// fused_group_bwd's SA form (lane accumulators in shared memory, 64 registers) at 257..512
+// columns: (131072, 512) 0.317 -> 0.306 (0.84 -> 0.88). The 0.85 target at (65536, 1024) (<=
+// 0.314 ms) is still missed by 3%: the ring kernel alone takes ~0.314.
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -149,8 +153,6 @@
 // element, ~0.5 (the column pass stays separate: fusing it needs a block to own lanes of rows,
 // not whole rows). Measured (H100, 2026-11-24): 0.37 at (4096, 16384), 0.28 at (1024, 65536),
 // no better than the chunk passes (0.38 / 0.33): longer rows than 8192 keep them.
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -461,7 +463,8 @@ void launch_group_fwd(cudaStream_t st, const float *x, const float *gamma, const
 // (131072, 512) 0.324 / 0.321; lane sets merged in pairs at 2049..4096 columns: 0.348 against
 // 0.350 at (16384, 4096), within noise, so off; fused_bwd_finish against the three reduce_axis
 // launches: 0.333 / 0.332, the same time with two launches fewer (kept). The switches that
-// chose them per call are gone.
+// chose them per call are gone. Session 10: the SA register kernel at 257..512 columns
+// (BwdPlan::smem_acc; figures at the top of this file).
 // The partials (nc, S, cols) of the fused kernels -> dgamma, dbeta: the tree's halving over the S
 // values of each chunk (reduce_axis over a sequence of S <= 256 values, one per lane, is exactly
 // that; S = 1 is the chunk value itself), then the tree over the nc chunk values. The dgamma and
@@ -481,22 +484,10 @@ unsigned *finish_counters(int dev) {
                          "cudaMalloc (layer norm finish counters)");
 }
 
-// A/B switch of the session-10 measurement: TLRT_LN_BWD=ring runs the ring kernel at 257..512
-// columns too (BwdPlan::smem_acc off); unset: BwdPlan's defaults.
-ln_kernels::BwdPlan bwd_plan() {
-  static const ln_kernels::BwdPlan plan = [] {
-    ln_kernels::BwdPlan p;
-    const char *e = std::getenv("TLRT_LN_BWD");
-    if (e != nullptr && std::strcmp(e, "ring") == 0) p.smem_acc = false;
-    return p;
-  }();
-  return plan;
-}
-
 void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbeta) {
   const uint64_t nc = red::chunks_of(a.rows);
   const CudaLaunch launch{dev, stream(dev)};
-  const ln_kernels::BwdPlan plan = bwd_plan();
+  const ln_kernels::BwdPlan plan;
   const unsigned S = ln_kernels::fused_lane_sets(a.cols);
   // With one chunk and one lane set the kernel's partials are the column sums themselves.
   const bool direct = nc == 1 && S == 1;

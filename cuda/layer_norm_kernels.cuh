@@ -109,8 +109,9 @@ __device__ __forceinline__ void lanes_to_partials(const float (&ag)[L::V], const
 // MEASURED (H200, 2026-11-27, bench/softmax.py, whole op with the old finish, ms, against the ring
 // kernel): (131072, 512) 0.248 / 0.271, (65536, 1024) 0.313 / 0.274, (32768, 2048) 0.275 / 0.282,
 // (16384, 4096) 0.301 / 0.291: better at 512 columns (where the ring holds few rows of 2 KB),
-// worse at 1024 and 4096. So BwdPlan uses it at 257..512 columns only (H100 figures in
-// bench/results/2026-11-27-*-s10-*.md).
+// worse at 1024 and 4096. So BwdPlan uses it at 257..512 columns only. H100 (same day, whole op
+// with the wide finish, against the ring kernel): (131072, 512) 0.306 / 0.317 ms (0.88 / 0.84 of
+// copy bandwidth), (65536, 1024) and (16384, 4096) unchanged (the ring kernel: 0.324 / 0.345).
 template <unsigned NT, unsigned NC, unsigned R, bool SA = false>
 __global__ void __launch_bounds__(kThreads)
     fused_group_bwd(const float *__restrict dy, const float *__restrict x,

@@ -193,8 +193,13 @@
 //   occ4a2 ~0.120. MEASURED (H100, 2026-11-27, bench/pool.py, one build, one process each): base
 //   0.136 ms, compact 0.136, occ4 0.143, occ4a2 0.147: more warps per SM made it SLOWER, so
 //   neither the ring's shared memory nor the occupancy is what holds it at 0.76; all three were
-//   removed (branch poolsep, commit 83ab6ac, has them). Not yet tried: register double-buffering
-//   of the next window row's x and dy (the loads are still issued in the step that uses them).
+//   removed (branch poolsep, commit 83ab6ac, has them). Then REGISTER DOUBLE-BUFFERING (branch
+//   pooldb, commit eb46120): the float4 body loading the next window row's x (float4 + halos) and
+//   dy into registers during the current step (the prefetch instruction dropped at distance 1),
+//   same bits (emulation test), as db (80 registers, 36 / 188 bytes of spill) and db2 (2 blocks
+//   per SM, 100 registers, no spill). PREDICTED db ~0.128 ms, db2 ~0.138. MEASURED (H100,
+//   2026-11-27, same build): base 0.137, db 0.146, db2 0.148: slower, removed. Neither fewer
+//   warps with more loads each nor more warps moved it: 0.76 of copy bandwidth stays.
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
