@@ -2,7 +2,8 @@
 // abi/tlrt_layer_norm.h with the formulas of core/numerics/row_ops.hpp and THE TREE of
 // core/numerics/reduce_tree.hpp, bit for bit the CPU's. Built with -fmad=false; divisions, square
 // roots and reciprocals are the correctly rounded __fdiv_rn / __fsqrt_rn / __frcp_rn; no atomics
-// on data (the wide finish's tickets count on counters); everything on the library stream. All grid sizes are capped at 2^31 - 1 blocks (kernels loop).
+// on data (the wide finish's tickets count on counters); everything on the library stream. All
+// grid sizes are capped at 2^31 - 1 blocks (kernels loop).
 //
 // FORWARD (bytes: x read, y written = 8 per element, plus 8 per row for mean and inv_std; gamma and
 // beta are re-read per row from L1/L2):
