@@ -133,7 +133,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float csa[kCs > kAcc ? kCs : kAcc];
   float(*cs)[G > 1 ? G : 1][G > 1 ? C : 1] =
       reinterpret_cast<float(*)[G > 1 ? G : 1][G > 1 ? C : 1]>(csa);
-  float *acc = csa + threadIdx.x;  // SA: slot (p, i) at acc[(p * V + i) * kThreads]
+  // SA: slot (p, i) at acc[(p * V + i) * kThreads] (without SA csa may be 2 floats: no offset).
+  float *acc = SA ? csa + threadIdx.x : csa;
   Exchange<2 * kThreads * NC> ex{sh, 0};
   const unsigned T = threadIdx.x % NT;
   const unsigned g = threadIdx.x / NT;

@@ -20,10 +20,11 @@ using emu_check::same;
 namespace rk = tlrt::cuda::red_kernels;
 namespace red = tlrt::red;
 
+// The blocks in raster, reverse and shuffled order: a different block takes the last ticket.
 const emu::Policy kPolicies[] = {
-    {emu::Order::Ascending, emu::Copy::Late, 1},
-    {emu::Order::Descending, emu::Copy::Early, 2},
-    {emu::Order::Random, emu::Copy::Late, 3},
+    {emu::Order::Ascending, emu::Copy::Late, 1, emu::Order::Ascending},
+    {emu::Order::Descending, emu::Copy::Early, 2, emu::Order::Descending},
+    {emu::Order::Random, emu::Copy::Late, 3, emu::Order::Random},
 };
 
 template <red::Op OP>
