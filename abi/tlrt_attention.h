@@ -67,8 +67,17 @@
  * in the tensor cores' order (not the ORDER OF OPERATIONS above; keys in tiles of 64, 32 for
  * d > 64): float32-grade, within the split-TF32 bound below, but not bit for bit the CPU. The
  * softmax is float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact
- * kernels in both modes. The backward runs the exact kernels in both modes (bit for bit the CPU),
- * except on the TF32 path.
+ * kernels in both modes.
+ * FAST BACKWARD (CUDA, determinism switch OFF, allow_tf32 off; compute capability 9.0 (H100 /
+ * H200) in a build whose gpu_arch option names 90, 1 <= d <= 64, every mask kind): the five
+ * products of the backward (S = Q K^T and dP = dout V^T, recomputed in both of its kernels;
+ * dv = P^T dout, dk = dS^T Q, dq = dS K) in split TF32 as above on the sm_90a warpgroup tensor
+ * instructions (wgmma), in tiles of 64 queries by 64 keys; P, dS, D and the factor scale as in
+ * the DEFINITIONS, in float32 with the shared exp. Float32-grade, within the split-TF32 bound
+ * below, not bit for bit the CPU. Its scratch is O(bh n): 14 * 64 bh n' floats of split operand
+ * tiles (n' = n rounded up to a multiple of 64), beside D. Elsewhere (d > 64, other devices)
+ * the backward runs the exact kernels in both modes (bit for bit the CPU), except on the TF32
+ * path.
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
  * determinism switch off, the forward (every mask kind), and the backward when mask == NULL,
  * compute their matrix products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in
@@ -86,8 +95,8 @@
  *   |x - x64| <= u (2 n + 4 d + 8 d S + 64) A(x)   for out, dq, dk and dv,
  *   |lse - lse64| <= u (4 d S + 2 n + 8) (1 + |lse|).
  * (Measured worst error / bound: 0.043 over the unit test's grid of shapes, masks and fills;
- * the unit test prints it.) Split TF32 (the fast forward; its backward, exact, is within it
- * too), for out, dq, dk, dv and lse:
+ * the unit test prints it.) Split TF32 (the fast forward and the fast backward; the exact
+ * backward is within it too), for out, dq, dk, dv and lse:
  *   |x - x64| <= u (4 n + 8 d + 16 (d + 2) S + 128) A(x),
  *   |lse - lse64| <= u (8 (d + 2) S + 4 n + 16) (1 + |lse|);
  * TF32 path: those plus 2^-11 (8 S + 8) A(x), and plus 2^-11 (4 S + 4) (1 + |lse|) for lse.
@@ -99,13 +108,13 @@
  * (scores of magnitude ~100 and beyond) loses digits in exp(s - m) like every float32 softmax.
  *
  * SPECIAL VALUES. A NaN in q, k or v (or an infinite score) makes the affected rows NaN; an
- * infinite mask entry counts as allowed. Inputs are not scanned. On the fast forward and the
- * TF32 path an infinite q, k, v (or dout) element also makes the affected rows NaN (small(inf)
- * is NaN), including, for v, rows whose key tile holds it with p = 0.
+ * infinite mask entry counts as allowed. Inputs are not scanned. On the fast forward, the fast
+ * backward and the TF32 path an infinite q, k, v (or dout) element also makes the affected rows
+ * NaN (small(inf) is NaN), including, for v, rows whose key tile holds it with p = 0.
  *
  * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output is
- * lse (bh * n floats); the backward's scratch is D (bh * n floats); the seeds' single-gradient
- * entry points also hold out and lse (bh * n * d + bh * n floats) from their internal forward. */
+ * lse (bh * n floats); the backward's scratch is D (bh * n floats; the fast backward adds its
+ * 14 * 64 bh n' floats of operand tiles); the seeds' single-gradient entry points also hold out and lse (bh * n * d + bh * n floats) from their internal forward. */
 #ifndef TLRT_ATTENTION_H
 #define TLRT_ATTENTION_H
 

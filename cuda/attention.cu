@@ -104,6 +104,10 @@
 // / 2.657 -> 1.719 / 1.166 / 2.254 (0.41x / 0.22x / 0.41x); parity held with it on the GPU. The
 // standard form since then; the switch is gone.
 //
+// WGMMA BACKWARD (session 11): with the switch off and allow_tf32 off, on compute capability 9.0
+// with 1 <= d <= 64, the backward runs cuda/attention_wgmma.cu (split TF32 on sm_90a wgmma; its
+// top comment has the design, the prediction and the measurements; TLRT_ATTN_BWD=exact in the
+// environment runs the exact kernels instead, for comparison). Elsewhere the exact kernels below.
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
 // after the H100 run (git show 64d3a20:cuda/attention_mma_bwd_kernels.cuh, with its emulation
@@ -165,6 +169,9 @@
 #include "core/backend/memory.hpp"
 #include "core/runtime.hpp"
 #include "cuda/cuda_common.cuh"
+#if TLRT_HAVE_WGMMA
+#include "cuda/attention_wgmma.hpp"
+#endif
 
 namespace tlrt {
 namespace cuda {
@@ -177,6 +184,13 @@ namespace {
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
+}
+
+// TLRT_ATTN_BWD=exact in the environment (read per call; a measurement hook) runs the exact
+// backward kernels where the wgmma backward would run.
+bool bwd_exact_forced() {
+  const char *e = std::getenv("TLRT_ATTN_BWD");
+  return e != nullptr && e[0] == 'e';
 }
 
 // The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
@@ -235,6 +249,18 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   // D is needed for dS (dq, dk) only; the dv-only path reads neither out nor D.
   FloatScratch D(dev, (dq || dk) ? p.bh * p.n : 1);
   Launch launch{dev};
+#if TLRT_HAVE_WGMMA
+  // The fast backward (switch off, allow_tf32 off): split TF32 on wgmma, compute capability 9.0
+  // only (sm_90a code), 1 <= d <= 64 (cuda/attention_wgmma.cu).
+  if (!deterministic() && !tlrt_get_allow_tf32() && cc_major(dev) == 9 && cc_minor(dev) == 0 &&
+      attn_wgmma::bwd_applies(p) && !bwd_exact_forced()) {
+    if (dq || dk) attn_kernels::d_plan(launch, p, out, dout, D.get());
+    FloatScratch planes(dev, attn_wgmma::bwd_planes_floats(p));
+    attn_wgmma::bwd(dev, p, q, k, v, dout, lse, (dq || dk) ? D.get() : nullptr, planes.get(), dq,
+                    dk, dv);
+    return;
+  }
+#endif
   if (!deterministic() && tlrt_get_allow_tf32() && p.mask == nullptr && launch.tensor_cores() &&
       attn_kernels::bwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, dout, lse,
                                 D.get(), dq, dk, dv))

@@ -685,6 +685,15 @@ void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const
 #undef TLRT_ATTN_FWD
 }
 
+// D = rowsum(dout * out) into bh * n floats (d_kernel).
+template <class L>
+void d_plan(L &launch, const Problem &p, const float *out, const float *dout, float *D) {
+  const uint64_t rows = p.bh * p.n, blocks = (rows + 255) / 256;
+  launch("attention d_kernel", d_kernel, dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u,
+         size_t(0), out, dout, rows, (unsigned)p.d, aligned16(out) && aligned16(dout) && p.d % 4 == 0,
+         D);
+}
+
 // D (bh * n floats of scratch, read only when dq or dk is wanted) is computed here first.
 template <class L>
 void bwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
@@ -693,12 +702,7 @@ void bwd_plan(L &launch, const Problem &p, const float *q, const float *k, const
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) &&
                                    aligned16(out) && aligned16(dq) && aligned16(dk) &&
                                    aligned16(dv));
-  const uint64_t rows = p.bh * p.n;
-  if (dq || dk) {
-    const uint64_t blocks = (rows + 255) / 256;
-    launch("attention d_kernel", d_kernel, dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u,
-           size_t(0), out, dout, rows, (unsigned)p.d, kp.vec, D);
-  }
+  if (dq || dk) d_plan(launch, p, out, dout, D);
   const bool exact = bwd_dp(p.d) == p.d;
 #define TLRT_ATTN_BWD(DP)                                                             \
   return exact ? bwd_pick<DP, true>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv) \

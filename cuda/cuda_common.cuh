@@ -33,6 +33,9 @@ int sm_count(int dev);
 // Major compute capability of `dev` (cached; no CUDA call after the first).
 int cc_major(int dev);
 
+// Minor compute capability of `dev` (cached).
+int cc_minor(int dev);
+
 // The most shared memory one block of `dev` may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin,
 // bytes; cached; no CUDA call after the first).
 size_t smem_optin(int dev);

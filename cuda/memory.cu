@@ -61,6 +61,7 @@ struct DeviceState {
   cudaStream_t stream = nullptr;
   int sms = 0;
   int cc_major = 0;
+  int cc_minor = 0;
   int smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin, bytes
   cudaError_t init_error = cudaSuccess;
   SizeClassPool *cache = nullptr;  // leaky: freed blocks may arrive during static destruction
@@ -120,6 +121,8 @@ DeviceState &state(int dev) {
     if (d.init_error == cudaSuccess)
       d.init_error = cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, dev);
     if (d.init_error == cudaSuccess)
+      d.init_error = cudaDeviceGetAttribute(&d.cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (d.init_error == cudaSuccess)
       d.init_error =
           cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     cudaMemPool_t pool;
@@ -152,6 +155,8 @@ cudaStream_t stream(int dev) {
 int sm_count(int dev) { return state(dev).sms; }
 
 int cc_major(int dev) { return state(dev).cc_major; }
+
+int cc_minor(int dev) { return state(dev).cc_minor; }
 
 size_t smem_optin(int dev) { return (size_t)state(dev).smem_optin; }
 

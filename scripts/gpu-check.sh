@@ -106,6 +106,16 @@ if has mma; then
   else
     note "mma primitives: FAILED"; tail -20 "$OUT/mma_check.log"
   fi
+  # The warpgroup primitives (cuda/wgmma_tf32.cuh, sm_90a only): layouts and raw product rate.
+  if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)" = "9.0" ]; then
+    if nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. scripts/wgmma_check.cu \
+         -o /tmp/wgmma_check >"$OUT/wgmma_check.log" 2>&1 &&
+       /tmp/wgmma_check >>"$OUT/wgmma_check.log" 2>&1; then
+      note "wgmma primitives: $(tail -1 "$OUT/wgmma_check.log")"
+    else
+      note "wgmma primitives: FAILED"; tail -20 "$OUT/wgmma_check.log"
+    fi
+  fi
 fi
 
 # Host vs device shared math, bit for bit.

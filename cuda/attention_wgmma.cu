@@ -1,0 +1,498 @@
+// CUDA backend, fused attention: the FAST BACKWARD on Hopper (sm_90a wgmma, split TF32), for
+// 1 <= d <= 64, every mask kind. Compiled for sm_90a only (meson.build builds this file apart,
+// when gpu_arch names 90); cuda/attention.cu dispatches to it with the determinism switch off
+// and allow_tf32 off on compute capability 9.0 devices. Class: library, the header's split-TF32
+// bound (the products in the tensor cores' order, not the ORDER OF OPERATIONS), run-to-run
+// deterministic (no atomics; every sum has a fixed order).
+//
+// Why wgmma: the mma.sync backward (session 7, measured 1.22 ms against the exact kernels' 1.06
+// at (32, 1024, 64)) spent its issue slots on shared-memory fragment loads and operand splits;
+// wgmma reads both operands of a product from shared memory with no instruction per value, runs
+// asynchronously beside the softmax arithmetic, and measured 478 TFLOP/s of raw TF32 on the H100
+// (scripts/wgmma_check.cu; mma.sync 322).
+//
+// Operands: TF32 wgmma reads only K-major operands (the contraction index contiguous), and every
+// input takes part in products over two different indices (Q: over d in S = Q K^T, over queries
+// in dK = dS^T Q), so a pre-pass (planes_kernel) writes, once per call, for each 64-row tile of
+// each problem, the shared-memory images (cuda/wgmma_tf32.cuh's layout, 4096 floats, 16 KB) of
+//   Qr, Dr, Kr, Vr: q, dout, k, v tiles as 64 rows x 64 columns (d zero-padded), K-major over d;
+//   Qt, Dt, Kt:     the transposes (64 rows = d, K-major over the tile's 64 positions) with the
+//                   rows of each group of 8 at positions in the order 0 2 4 6 1 3 5 7 (inv_perm),
+//                   the order in which a C fragment serves as an A fragment (cuda/mma_tf32.cuh)
+// each as big and small TF32 parts (mma::split): 14 images per tile, 14 bh n d floats in all
+// ((32, 1024, 64): 117 MB written, 34 MB read).
+// dkdv_kernel: one warpgroup (128 threads) per (problem, 64 keys), K and V images resident,
+// looping over the query tiles (from the diagonal tile when skipping): S^T = K Q^T and dP^T =
+// V dout^T (3 x 8 m64n64k8 each, shared-memory operands), P^T = exp(s - lse) and dS^T =
+// P^T (dP^T - D) on the accumulators, then dV += P^T dout and dK += dS^T Q (P^T, dS^T split in
+// registers as A operands, Dt / Qt images as B). dq_kernel: one warpgroup per (problem, 64
+// queries), Q and dout images resident, over the key tiles (up to the diagonal when skipping): S
+// = Q K^T, dP = dout V^T, dQ += dS K (Kt images). Each loop refills a tile's images by cp.async
+// as soon as its last product has completed (S / dP images during the softmax and dV / dK
+// products, the transposed ones during the next S / dP, with the mask tile). Shared memory:
+// dkdv 192 KB (12 images), dq 160 KB (10), + 17 KB with a mask; one block per SM.
+// Scores exactly as the header's s(i, j) on the products (the mask tile staged in shared memory
+// by cp.async; causal and bounds tests skipped for tiles wholly in range, unmasked and below the
+// diagonal); P, dS with attn::prob as the exact kernels. dk and dq take the factor scale at the
+// end.
+//
+// PREDICTION (written before the first run; H100, ~1.75 GHz under load): per 64 x 64 tile pair
+// dkdv issues 96 m64n64k8 and dq 72, at the measured 478 TFLOP/s ~36 cycles each per SM: ~6.0k
+// cycles of tensor time, plus the softmax / split phases that do not overlap (~1.0k): (32,
+// 1024, 64) 8192 tile pairs / 132 SMs x ~7k cycles = ~0.25 ms, + pre-pass ~0.06 + D: ~0.32 ms
+// unmasked (SDPA 0.73: ~0.45x; the exact kernels 1.06); causal ~0.18; masked ~0.40 (the
+// per-element mask loads). (16, 4096, 64): ~2.3 ms unmasked (SDPA 5.47).
+// MEASURED (H100, 2026-11-27, bench/attention.py; exact = the exact kernels in the same run):
+// (32, 1024, 64) none 0.81-0.91 ms (exact 1.06; SDPA 0.73), causal 0.59-0.65 (0.82), masked
+// 1.16 (1.17; 1.88 with the mask read per element from global memory, the first form);
+// (16, 4096, 64) none 5.59-6.41 (8.0; SDPA 5.47), causal 3.24-3.65 (4.9-5.0; 0.58-0.66x SDPA),
+// masked 8.35 (8.87). Kernel times (bench/attention_kernels.py, (32, 1024, 64) none): dkdv 485
+// us, dq 353, planes 55, D 10: ~13.6k cycles per 64 x 64 tile pair in dkdv against ~3.1k of
+// tensor time (96 products at the measured rate) and ~3.3k of shared-memory traffic: the gap is
+// the one warpgroup per SM running its phases one after the other (products, then ~1500
+// instructions of softmax per thread with one warp per scheduler, then the next products; the
+// loads of the next tile wait behind them). Splitting all of P^T / dS^T before one batch of
+// products (one warpgroup.arrive instead of one per step) measured the same (482 / 357 us).
+#include <cstdint>
+
+#include "core/backend/attention.hpp"
+#include "core/numerics/shared_math.hpp"
+#include "cuda/attention_wgmma.hpp"
+#include "cuda/cp_async.cuh"
+#include "cuda/cuda_common.cuh"
+#include "cuda/mma_tf32.cuh"
+#include "cuda/wgmma_tf32.cuh"
+
+namespace tlrt {
+namespace cuda {
+namespace attn_wgmma {
+
+namespace {
+
+namespace wg = wgmma;
+using attn::kNegInf;
+
+constexpr unsigned kT = 64;           // rows per tile (queries or keys)
+constexpr unsigned kDP = 64;          // the head dimension, zero-padded
+constexpr unsigned kImg = kT * kDP;   // floats per tile image
+constexpr unsigned kStep = 8 * kT;    // floats per k step of an image (8 columns of 64 rows)
+enum Plane : unsigned { kQr, kDr, kKr, kVr, kQt, kDt, kKt, kPlanes };
+
+constexpr unsigned kMS = kT + 4;      // row stride (floats) of a staged mask tile
+
+struct WP {
+  unsigned n, d, bh, ntiles;
+  const float *mask;
+  uint64_t mask_stride;
+  float scale, fill;
+  bool causal, skip;
+  bool mask_vec;  // mask tiles by 16-byte copies (n % 4 == 0, mask 16-byte aligned)
+};
+
+// The tile row at position pos of a transposed image: within each group of 8, positions
+// 0 1 2 3 4 5 6 7 hold rows 0 2 4 6 1 3 5 7 (the C -> A fragment order of cuda/mma_tf32.cuh).
+__device__ __forceinline__ unsigned inv_perm(unsigned pos) {
+  const unsigned k = pos & 7u;
+  return (pos & ~7u) | (k < 4 ? 2 * k : 2 * (k - 4) + 1);
+}
+
+// Offset (floats) of image (plane, part) of tile `tile` of problem b.
+__device__ __forceinline__ uint64_t img_off(const WP &p, unsigned plane, unsigned part,
+                                            uint64_t b, unsigned tile) {
+  return (((uint64_t)(plane * 2 + part) * p.bh + b) * p.ntiles + tile) * kImg;
+}
+
+// ---- pre-pass ---------------------------------------------------------------------------------
+
+// Block (tile, problem): stages each of q, dout, k, v's 64 x 64 tile in shared memory, then
+// writes its row image and (q, dout, k) its transposed image, big and small parts.
+__global__ void __launch_bounds__(256)
+    planes_kernel(WP p, const float *__restrict q, const float *__restrict dout,
+                  const float *__restrict k, const float *__restrict v, float *__restrict planes) {
+  __shared__ float s[kT][kDP + 1];
+  const unsigned tile = blockIdx.x;
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+#pragma unroll 1
+    for (unsigned x = 0; x < 4; ++x) {
+      const float *X = (x == 0 ? q : x == 1 ? dout : x == 2 ? k : v) + b * p.n * p.d;
+      __syncthreads();  // the previous operand's readers are done
+      for (unsigned e = threadIdx.x; e < kImg; e += 256) {
+        const unsigned r = e / kDP, c = e % kDP, row = tile * kT + r;
+        s[r][c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
+      }
+      __syncthreads();
+      const unsigned rowp = x, tp = x == 0 ? kQt : x == 1 ? kDt : x == 2 ? kKt : kPlanes;
+      float *rb = planes + img_off(p, rowp, 0, b, tile), *rs = planes + img_off(p, rowp, 1, b, tile);
+      for (unsigned o = threadIdx.x; o < kImg; o += 256) {
+        // o = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (wgmma::kmajor_off with R = 64)
+        const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
+                       ks = o >> 9;
+        uint32_t big, small;
+        mma::split(s[rg * 8 + r8][ks * 8 + kc * 4 + k4], big, small);
+        rb[o] = __uint_as_float(big);
+        rs[o] = __uint_as_float(small);
+      }
+      if (tp == kPlanes) continue;
+      float *tb = planes + img_off(p, tp, 0, b, tile), *ts = planes + img_off(p, tp, 1, b, tile);
+      for (unsigned o = threadIdx.x; o < kImg; o += 256) {
+        const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
+                       ks = o >> 9;
+        uint32_t big, small;
+        mma::split(s[inv_perm(ks * 8 + kc * 4 + k4)][rg * 8 + r8], big, small);
+        tb[o] = __uint_as_float(big);
+        ts[o] = __uint_as_float(small);
+      }
+    }
+  }
+}
+
+// ---- shared pieces of the two kernels ------------------------------------------------------------
+
+// One image (16 KB) global -> shared by the warpgroup's 128 threads, 8 x 16 bytes each.
+__device__ __forceinline__ void copy_img(float *dst, const float *src) {
+#pragma unroll
+  for (unsigned i = 0; i < 8; ++i) {
+    const unsigned o = (threadIdx.x + 128 * i) * 4;
+    async::copy16(dst + o, src + o, true);
+  }
+}
+
+__device__ __forceinline__ uint64_t dsc(const float *img, unsigned step) {
+  return wg::desc(img + step * kStep, 128, 256);
+}
+
+// acc = A B^T over the head dimension (A, B: row images, big / small), split TF32, the small
+// terms first.
+__device__ __forceinline__ void prod_rows(float (&acc)[32], const float *ab, const float *as,
+                                          const float *bb, const float *bs) {
+#pragma unroll
+  for (unsigned j = 0; j < kDP / 8; ++j) {
+    wg::ss(acc, dsc(as, j), dsc(bb, j), j > 0);
+    wg::ss(acc, dsc(ab, j), dsc(bs, j), 1);
+    wg::ss(acc, dsc(ab, j), dsc(bb, j), 1);
+  }
+}
+
+// acc += X B where X (64 x 64) is held as C fragments in x (row 16 w + g (+8), column 8 c + 2t
+// (+1)) and B's transposed images tb / ts: each 8-column step of x is an A fragment in the
+// permuted order, split in registers.
+__device__ __forceinline__ void prod_frag(float (&acc)[32], const float (&x)[32], const float *tb,
+                                          const float *ts) {
+#pragma unroll
+  for (unsigned c = 0; c < 8; ++c) {
+    uint32_t big[4], small[4];
+    mma::split(x[4 * c], big[0], small[0]);
+    mma::split(x[4 * c + 2], big[1], small[1]);
+    mma::split(x[4 * c + 1], big[2], small[2]);
+    mma::split(x[4 * c + 3], big[3], small[3]);
+    wg::rs(acc, small, dsc(tb, c), 1);
+    wg::rs(acc, big, dsc(ts, c), 1);
+    wg::rs(acc, big, dsc(tb, c), 1);
+  }
+}
+
+// The mask tile of queries i0 .. i0 + 63 (rows) and keys j0 .. j0 + 63 (columns) into mt (row
+// stride kMS) by cp.async, zeros past n (those entries are out of range, never read as a mask).
+__device__ __forceinline__ void copy_mask(float *mt, const WP &p, const float *mb, unsigned i0,
+                                          unsigned j0) {
+  if (p.mask_vec) {
+#pragma unroll
+    for (unsigned u = threadIdx.x; u < kT * kT / 4; u += 128) {
+      const unsigned r = u / (kT / 4), c = 4 * (u % (kT / 4)), i = i0 + r, j = j0 + c;
+      const bool ok = i < p.n && j < p.n;
+      async::copy16(mt + r * kMS + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
+    }
+  } else {
+    for (unsigned u = threadIdx.x; u < kT * kT; u += 128) {
+      const unsigned r = u / kT, c = u % kT, i = i0 + r, j = j0 + c;
+      const bool ok = i < p.n && j < p.n;
+      async::copy4(mt + r * kMS + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
+    }
+  }
+}
+
+// The header's s(i, j) from the product; m: the mask entry (1 without a mask). `plain` (tile
+// wholly in range, unmasked, below the diagonal): just dot * scale.
+__device__ __forceinline__ float score_at(const WP &p, bool plain, unsigned i, unsigned j,
+                                          float dot, float m) {
+  if (plain) return dot * p.scale;
+  if (i >= p.n || j >= p.n) return kNegInf;
+  return attn::score(dot, (p.causal && j > i) || m == 0.0f, p.scale, p.fill);
+}
+
+// ---- dk, dv ---------------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(128, 1)
+    dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
+                const float *__restrict D, float *__restrict dk, float *__restrict dv) {
+  float *sm = async::dynamic_smem();
+  float *kb = sm, *ks = kb + kImg, *vb = ks + kImg, *vs = vb + kImg;          // resident
+  float *qb = vs + kImg, *qs = qb + kImg, *ob = qs + kImg, *os = ob + kImg;    // S^T, dP^T
+  float *qtb = os + kImg, *qts = qtb + kImg, *otb = qts + kImg, *ots = otb + kImg;  // dK, dV
+  float *mt = ots + kImg;  // the mask tile (kT x kMS)
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned jt = blockIdx.x, jb = jt * kT;
+  const unsigned first = p.skip ? jt : 0;
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    __syncthreads();  // the previous problem's products and copies are done
+    copy_img(kb, planes + img_off(p, kKr, 0, b, jt));
+    copy_img(ks, planes + img_off(p, kKr, 1, b, jt));
+    copy_img(vb, planes + img_off(p, kVr, 0, b, jt));
+    copy_img(vs, planes + img_off(p, kVr, 1, b, jt));
+    copy_img(qb, planes + img_off(p, kQr, 0, b, first));
+    copy_img(qs, planes + img_off(p, kQr, 1, b, first));
+    copy_img(ob, planes + img_off(p, kDr, 0, b, first));
+    copy_img(os, planes + img_off(p, kDr, 1, b, first));
+    async::commit();
+    copy_img(qtb, planes + img_off(p, kQt, 0, b, first));
+    copy_img(qts, planes + img_off(p, kQt, 1, b, first));
+    copy_img(otb, planes + img_off(p, kDt, 0, b, first));
+    copy_img(ots, planes + img_off(p, kDt, 1, b, first));
+    if (mb) copy_mask(mt, p, mb, first * kT, jb);
+    async::commit();
+    float gk[32], gv[32];
+#pragma unroll
+    for (unsigned e = 0; e < 32; ++e) gk[e] = gv[e] = 0.0f;
+    // Loop invariant at the top: the row images of tile it (and K, V) committed in the older of
+    // the two groups in flight, the transposed images and the mask tile of tile it in the newer
+    // one.
+    for (unsigned it = first; it < p.ntiles; ++it) {
+      const unsigned i0 = it * kT;
+      const bool more = it + 1 < p.ntiles;
+      // lse and D of this thread's 16 queries i0 + 8 c + 2 t + h.
+      float L[16], Dq[16];
+#pragma unroll
+      for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+        for (unsigned h = 0; h < 2; ++h) {
+          const unsigned i = i0 + 8 * c + 2 * t + h;
+          L[2 * c + h] = i < p.n ? lse[b * p.n + i] : 0.0f;
+          Dq[2 * c + h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
+        }
+      async::wait<1>();
+      wg::fence_proxy_async();
+      __syncthreads();
+      float s[32], dp[32];
+      wg::fence();
+      prod_rows(s, kb, ks, qb, qs);
+      prod_rows(dp, vb, vs, ob, os);
+      wg::commit();
+      wg::wait<0>();
+      wg::reg_fence(s);
+      wg::reg_fence(dp);
+      __syncthreads();  // every warp's products have read qb .. os
+      if (more) {
+        copy_img(qb, planes + img_off(p, kQr, 0, b, it + 1));
+        copy_img(qs, planes + img_off(p, kQr, 1, b, it + 1));
+        copy_img(ob, planes + img_off(p, kDr, 0, b, it + 1));
+        copy_img(os, planes + img_off(p, kDr, 1, b, it + 1));
+      }
+      async::commit();
+      if (mb) {  // the mask tile of tile it (with the transposed images)
+        async::wait<1>();
+        wg::fence_proxy_async();
+        __syncthreads();
+      }
+      const bool plain = mb == nullptr && i0 + kT <= p.n && jb + kT <= p.n &&
+                         !(p.causal && jb + kT - 1 > i0);
+#pragma unroll
+      for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+          const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
+          const float m = mb ? mt[ir * kMS + jr] : 1.0f;
+          const float sc = score_at(p, plain, i0 + ir, jb + jr, s[4 * c + e], m);
+          const float pr = attn::prob(sc, L[2 * c + h]);
+          s[4 * c + e] = pr;
+          dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[2 * c + h]);
+        }
+      if (!mb) {  // the transposed images of tile it
+        async::wait<1>();
+        wg::fence_proxy_async();
+        __syncthreads();
+      }
+      wg::fence();
+      prod_frag(gv, s, otb, ots);
+      prod_frag(gk, dp, qtb, qts);
+      wg::commit();
+      wg::wait<0>();
+      __syncthreads();  // every warp's products have read qtb .. ots, the mask tile is read
+      if (more) {
+        copy_img(qtb, planes + img_off(p, kQt, 0, b, it + 1));
+        copy_img(qts, planes + img_off(p, kQt, 1, b, it + 1));
+        copy_img(otb, planes + img_off(p, kDt, 0, b, it + 1));
+        copy_img(ots, planes + img_off(p, kDt, 1, b, it + 1));
+        if (mb) copy_mask(mt, p, mb, i0 + kT, jb);
+      }
+      async::commit();
+    }
+    async::wait<0>();
+    wg::reg_fence(gk);
+    wg::reg_fence(gv);
+#pragma unroll
+    for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) {
+        const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+        if (j >= p.n || col >= p.d) continue;
+        const uint64_t at = (b * p.n + j) * p.d + col;
+        if (dk) dk[at] = gk[4 * c + e] * p.scale;
+        if (dv) dv[at] = gv[4 * c + e];
+      }
+  }
+}
+
+// ---- dq -------------------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(128, 1)
+    dq_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
+              const float *__restrict D, float *__restrict dq) {
+  float *sm = async::dynamic_smem();
+  float *qb = sm, *qs = qb + kImg, *ob = qs + kImg, *os = ob + kImg;          // resident
+  float *kb = os + kImg, *ks = kb + kImg, *vb = ks + kImg, *vs = vb + kImg;    // S, dP
+  float *ktb = vs + kImg, *kts = ktb + kImg;                                   // dQ
+  float *mt = kts + kImg;  // the mask tile (kT x kMS)
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned it = blockIdx.x, i0 = it * kT;
+  const unsigned last = p.skip ? it : p.ntiles - 1;
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    __syncthreads();
+    copy_img(qb, planes + img_off(p, kQr, 0, b, it));
+    copy_img(qs, planes + img_off(p, kQr, 1, b, it));
+    copy_img(ob, planes + img_off(p, kDr, 0, b, it));
+    copy_img(os, planes + img_off(p, kDr, 1, b, it));
+    copy_img(kb, planes + img_off(p, kKr, 0, b, 0));
+    copy_img(ks, planes + img_off(p, kKr, 1, b, 0));
+    copy_img(vb, planes + img_off(p, kVr, 0, b, 0));
+    copy_img(vs, planes + img_off(p, kVr, 1, b, 0));
+    async::commit();
+    copy_img(ktb, planes + img_off(p, kKt, 0, b, 0));
+    copy_img(kts, planes + img_off(p, kKt, 1, b, 0));
+    if (mb) copy_mask(mt, p, mb, i0, 0);
+    async::commit();
+    // lse and D of this thread's rows i0 + 16 w + g + 8 h.
+    float L[2], Dq[2];
+#pragma unroll
+    for (unsigned h = 0; h < 2; ++h) {
+      const unsigned i = i0 + 16 * w + g + 8 * h;
+      L[h] = i < p.n ? lse[b * p.n + i] : 0.0f;
+      Dq[h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
+    }
+    float gq[32];
+#pragma unroll
+    for (unsigned e = 0; e < 32; ++e) gq[e] = 0.0f;
+    for (unsigned jt = 0; jt <= last; ++jt) {
+      const unsigned j0 = jt * kT;
+      const bool more = jt + 1 <= last;
+      async::wait<1>();
+      wg::fence_proxy_async();
+      __syncthreads();
+      float s[32], dp[32];
+      wg::fence();
+      prod_rows(s, qb, qs, kb, ks);
+      prod_rows(dp, ob, os, vb, vs);
+      wg::commit();
+      wg::wait<0>();
+      wg::reg_fence(s);
+      wg::reg_fence(dp);
+      __syncthreads();
+      if (more) {
+        copy_img(kb, planes + img_off(p, kKr, 0, b, jt + 1));
+        copy_img(ks, planes + img_off(p, kKr, 1, b, jt + 1));
+        copy_img(vb, planes + img_off(p, kVr, 0, b, jt + 1));
+        copy_img(vs, planes + img_off(p, kVr, 1, b, jt + 1));
+      }
+      async::commit();
+      if (mb) {  // the mask tile of tile jt (with the Kt images)
+        async::wait<1>();
+        wg::fence_proxy_async();
+        __syncthreads();
+      }
+      const bool plain = mb == nullptr && i0 + kT <= p.n && j0 + kT <= p.n &&
+                         !(p.causal && j0 + kT - 1 > i0);
+#pragma unroll
+      for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+          const unsigned h = e >> 1, ir = 16 * w + g + 8 * h, jr = 8 * c + 2 * t + (e & 1);
+          const float m = mb ? mt[ir * kMS + jr] : 1.0f;
+          const float sc = score_at(p, plain, i0 + ir, j0 + jr, s[4 * c + e], m);
+          const float pr = attn::prob(sc, L[h]);
+          dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[h]);
+        }
+      if (!mb) {  // the Kt images of tile jt
+        async::wait<1>();
+        wg::fence_proxy_async();
+        __syncthreads();
+      }
+      wg::fence();
+      prod_frag(gq, dp, ktb, kts);
+      wg::commit();
+      wg::wait<0>();
+      __syncthreads();
+      if (more) {
+        copy_img(ktb, planes + img_off(p, kKt, 0, b, jt + 1));
+        copy_img(kts, planes + img_off(p, kKt, 1, b, jt + 1));
+        if (mb) copy_mask(mt, p, mb, i0, j0 + kT);
+      }
+      async::commit();
+    }
+    async::wait<0>();
+    wg::reg_fence(gq);
+#pragma unroll
+    for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) {
+        const unsigned i = i0 + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+        if (i < p.n && col < p.d) dq[(b * p.n + i) * p.d + col] = gq[4 * c + e] * p.scale;
+      }
+  }
+}
+
+constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
+constexpr size_t kDkdvSmem = 12 * kImg * sizeof(float) + kMaskBytes;  // 209 KB
+constexpr size_t kDqSmem = 10 * kImg * sizeof(float) + kMaskBytes;    // 177 KB
+
+template <class K>
+void set_smem(K kernel, size_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+        "attention (wgmma): cudaFuncSetAttribute");
+}
+
+}  // namespace
+
+bool bwd_applies(const attn::Problem &p) { return p.d >= 1 && p.d <= kDP; }
+
+uint64_t bwd_planes_floats(const attn::Problem &p) {
+  return 2ull * kPlanes * p.bh * ((p.n + kT - 1) / kT) * kImg;
+}
+
+void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const float *v,
+         const float *dout, const float *lse, const float *D, float *planes, float *dq,
+         float *dk, float *dv) {
+  cudaStream_t st = stream(dev);
+  const unsigned ntiles = (unsigned)((p.n + kT - 1) / kT);
+  const WP wp{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, ntiles, p.mask, p.mask_stride,
+              p.scale, p.fill, p.causal, p.causal && p.fill == kNegInf,
+              p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0};
+  const dim3 grid(ntiles, (unsigned)(p.bh < 65535 ? p.bh : 65535));
+  planes_kernel<<<grid, 256, 0, st>>>(wp, q, dout, k, v, planes);
+  check_launch("attention (wgmma) planes_kernel");
+  const size_t mask_bytes = p.mask ? kMaskBytes : 0;
+  if (dk || dv) {
+    set_smem(dkdv_kernel, kDkdvSmem);
+    dkdv_kernel<<<grid, 128, kDkdvSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
+    check_launch("attention (wgmma) dkdv_kernel");
+  }
+  if (dq) {
+    set_smem(dq_kernel, kDqSmem);
+    dq_kernel<<<grid, 128, kDqSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
+    check_launch("attention (wgmma) dq_kernel");
+  }
+}
+
+}  // namespace attn_wgmma
+}  // namespace cuda
+}  // namespace tlrt
