@@ -42,18 +42,34 @@
 // 1024, 64) 8192 tile pairs / 132 SMs x ~7k cycles = ~0.25 ms, + pre-pass ~0.06 + D: ~0.32 ms
 // unmasked (SDPA 0.73: ~0.45x; the exact kernels 1.06); causal ~0.18; masked ~0.40 (the
 // per-element mask loads). (16, 4096, 64): ~2.3 ms unmasked (SDPA 5.47).
-// MEASURED (H100, 2026-11-27, bench/attention.py; exact = the exact kernels in the same run):
-// (32, 1024, 64) none 0.81-0.91 ms (exact 1.06; SDPA 0.73), causal 0.59-0.65 (0.82), masked
-// 1.16 (1.17; 1.88 with the mask read per element from global memory, the first form);
-// (16, 4096, 64) none 5.59-6.41 (8.0; SDPA 5.47), causal 3.24-3.65 (4.9-5.0; 0.58-0.66x SDPA),
-// masked 8.35 (8.87). Kernel times (bench/attention_kernels.py, (32, 1024, 64) none): dkdv 485
-// us, dq 353, planes 55, D 10: ~13.6k cycles per 64 x 64 tile pair in dkdv against ~3.1k of
-// tensor time (96 products at the measured rate) and ~3.3k of shared-memory traffic: the gap is
-// the one warpgroup per SM running its phases one after the other (products, then ~1500
-// instructions of softmax per thread with one warp per scheduler, then the next products; the
-// loads of the next tile wait behind them). Splitting all of P^T / dS^T before one batch of
-// products (one warpgroup.arrive instead of one per step) measured the same (482 / 357 us).
+// MEASURED (H100, 2026-11-27, session 11; bench/attention.py, exact = the exact kernels in the
+// same run; kernel times by bench/attention_kernels.py, (32, 1024, 64) unmasked):
+//   1. P by the shared exp_f, mask read per element from global memory: (32, 1024, 64) none
+//      0.81 ms (exact 1.06; SDPA 0.73), causal 0.59 (0.82), masked 1.88 (1.15);
+//   2. the mask tile staged in shared memory: masked 1.16 (exact 1.17); none 0.91, causal 0.65
+//      in that run; kernels dkdv 485 us, dq 353, planes 55, D 10. dkdv takes ~13.6k cycles per
+//      64 x 64 tile pair against ~3.1k of tensor time (96 products at the measured rate) and
+//      ~3.3k of shared-memory traffic: the one warpgroup per SM runs its phases one after the
+//      other (products; then the softmax, ~1500 instructions per thread with one warp per
+//      scheduler; then the next products). Splitting all of P^T / dS^T before one batch of
+//      products (one warpgroup.arrive instead of one per step) measured the same (482 / 357 us).
+//   3. P by ex2.approx (prob<true>; the softmax's instructions per element ~35 -> ~15), the
+//      default: dkdv 485 -> 373 us, dq 353 -> 279 (planes 55, D 10). (32, 1024, 64) none 0.729
+//      ms (1.01x SDPA; exact 1.046), causal 0.525 (0.72x; 0.815), masked 0.946 (1.28x; 1.159);
+//      (16, 4096, 64) none 4.97 (0.91x; 8.00), causal 2.90 (0.52x; 4.98), masked 6.67 (1.20x;
+//      8.86). The 0.7x target is met at (16, 4096, 64) causal only.
+//   A PIPELINED FORM, measured and removed (git show of this file's session-11 history): steps
+//   of 32 queries (keys in dq), double-buffered images, the next step's S / dP products issued
+//   before the current step's softmax so that they overlap: dkdv 777 us, dq 598 (slower: ptxas
+//   serialised its products, C7511 "insufficient register resources" in dkdv (255 registers,
+//   spills) and C7514 in dq, and m64n32 products with both operands in shared memory are
+//   shared-memory bound, ~24 cycles for 16 of tensor time). WHAT WOULD HELP NEXT: two
+//   consumer warpgroups per SM with their own barriers (the softmax of one under the products
+//   of the other, as FlashAttention-3), which needs the shared memory of a block to shrink:
+//   transposed images built in shared memory from the row images (no Qt / Dt / Kt planes, half
+//   the plane traffic and ~40% of the pre-pass), or K / V small parts kept in registers.
 #include <cstdint>
+#include <cstdlib>
 
 #include "core/backend/attention.hpp"
 #include "core/numerics/shared_math.hpp"
@@ -220,8 +236,21 @@ __device__ __forceinline__ float score_at(const WP &p, bool plain, unsigned i, u
   return attn::score(dot, (p.causal && j > i) || m == 0.0f, p.scale, p.fill);
 }
 
+// P = exp(s - lse) for a non-excluded score, 0 for an excluded one (attn::prob), the exp by
+// ex2.approx (EX2: 2^((s - lse) log2 e), ~2^-22 relative plus the rounding of the argument, 3
+// instructions; results below 2^-126 flush to 0) or by the shared exp_f (~22 instructions).
+template <bool EX2>
+__device__ __forceinline__ float prob(float s, float ref) {
+  if (!EX2) return attn::prob(s, ref);
+  if (s == kNegInf) return 0.0f;
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"((s - ref) * 1.44269504088896341f));
+  return y;
+}
+
 // ---- dk, dv ---------------------------------------------------------------------------------------
 
+template <bool EX2>
 __global__ void __launch_bounds__(128, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
@@ -303,7 +332,7 @@ __global__ void __launch_bounds__(128, 1)
           const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
           const float m = mb ? mt[ir * kMS + jr] : 1.0f;
           const float sc = score_at(p, plain, i0 + ir, jb + jr, s[4 * c + e], m);
-          const float pr = attn::prob(sc, L[2 * c + h]);
+          const float pr = prob<EX2>(sc, L[2 * c + h]);
           s[4 * c + e] = pr;
           dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[2 * c + h]);
         }
@@ -345,6 +374,7 @@ __global__ void __launch_bounds__(128, 1)
 
 // ---- dq -------------------------------------------------------------------------------------------
 
+template <bool EX2>
 __global__ void __launch_bounds__(128, 1)
     dq_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
               const float *__restrict D, float *__restrict dq) {
@@ -419,7 +449,7 @@ __global__ void __launch_bounds__(128, 1)
           const unsigned h = e >> 1, ir = 16 * w + g + 8 * h, jr = 8 * c + 2 * t + (e & 1);
           const float m = mb ? mt[ir * kMS + jr] : 1.0f;
           const float sc = score_at(p, plain, i0 + ir, j0 + jr, s[4 * c + e], m);
-          const float pr = attn::prob(sc, L[h]);
+          const float pr = prob<EX2>(sc, L[h]);
           dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[h]);
         }
       if (!mb) {  // the Kt images of tile jt
@@ -451,9 +481,331 @@ __global__ void __launch_bounds__(128, 1)
   }
 }
 
+// ---- the pipelined form (v2; TLRT_ATTN_WG=v2, measured slower, removed next commit) -----------
+
+constexpr unsigned kS = 32;              // rows per step (queries in dkdv2, keys in dq2)
+constexpr unsigned kHalf = kS * kDP;     // floats per half image (8 KB)
+constexpr unsigned kMS2 = kT + 4;        // dkdv2 mask row stride (32 query rows x 64 keys)
+constexpr unsigned kMSq = kS + 8;        // dq2 mask row stride (64 query rows x 32 keys)
+
+// The 32-row half h of a 64-row row image (rows 32 h ..): per k step its 4 row groups, 1 KB,
+// into a 32-row image (k step stride 256 floats). 128 threads, 4 x 16 bytes each.
+__device__ __forceinline__ void copy_row_half(float *dst, const float *img, unsigned h, bool ok) {
+#pragma unroll
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned u = threadIdx.x + 128 * i, ks = u / 64, r = (u % 64) * 4;
+    async::copy16(dst + ks * 256 + r, img + ks * 512 + h * 256 + r, ok);
+  }
+}
+// Positions 32 h .. 32 h + 31 of a transposed image: k steps 4 h .. 4 h + 3, 8 KB contiguous.
+__device__ __forceinline__ void copy_t_half(float *dst, const float *img, unsigned h, bool ok) {
+#pragma unroll
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned o = (threadIdx.x + 128 * i) * 4;
+    async::copy16(dst + o, img + h * kHalf + o, ok);
+  }
+}
+
+// A mask tile of `rows` query rows (from i0) x `cols` keys (from j0) into mt (row stride ms).
+template <unsigned ROWS, unsigned COLS>
+__device__ __forceinline__ void copy_mask_tile(float *mt, unsigned ms, const WP &p, const float *mb,
+                                               unsigned i0, unsigned j0) {
+  if (p.mask_vec) {
+#pragma unroll
+    for (unsigned k = 0; k < ROWS * COLS / 512; ++k) {
+      const unsigned u = threadIdx.x + 128 * k;
+      const unsigned r = u / (COLS / 4), c = 4 * (u % (COLS / 4)), i = i0 + r, j = j0 + c;
+      const bool ok = i < p.n && j < p.n;
+      async::copy16(mt + r * ms + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
+    }
+  } else {
+    for (unsigned k = 0; k < ROWS * COLS / 128; ++k) {
+      const unsigned u = threadIdx.x + 128 * k;
+      const unsigned r = u / COLS, c = u % COLS, i = i0 + r, j = j0 + c;
+      const bool ok = i < p.n && j < p.n;
+      async::copy4(mt + r * ms + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
+    }
+  }
+}
+
+// acc (64 x 32) = A (64-row image) B^T (32-row image), split TF32, small terms first.
+__device__ __forceinline__ void prod_rows32(float (&acc)[16], const float *ab, const float *as,
+                                            const float *bb, const float *bs) {
+#pragma unroll
+  for (unsigned j = 0; j < kDP / 8; ++j) {
+    const uint64_t a_b = wg::desc(ab + j * kStep, 128, 256), a_s = wg::desc(as + j * kStep, 128, 256);
+    const uint64_t b_b = wg::desc(bb + j * 256, 128, 256), b_s = wg::desc(bs + j * 256, 128, 256);
+    wg::ss(acc, a_s, b_b, j > 0);
+    wg::ss(acc, a_b, b_s, 1);
+    wg::ss(acc, a_b, b_b, 1);
+  }
+}
+
+// acc (64 x 64) += X (64 x 32, C fragments of an m64n32 product) B (32 x 64, a transposed half
+// image: 4 k steps of 8 positions).
+__device__ __forceinline__ void prod_frag32(float (&acc)[32], const float (&x)[16], const float *tb,
+                                            const float *ts) {
+#pragma unroll
+  for (unsigned c = 0; c < 4; ++c) {
+    uint32_t big[4], small[4];
+    mma::split(x[4 * c], big[0], small[0]);
+    mma::split(x[4 * c + 2], big[1], small[1]);
+    mma::split(x[4 * c + 1], big[2], small[2]);
+    mma::split(x[4 * c + 3], big[3], small[3]);
+    wg::rs(acc, small, dsc(tb, c), 1);
+    wg::rs(acc, big, dsc(ts, c), 1);
+    wg::rs(acc, big, dsc(tb, c), 1);
+  }
+}
+
+// dkdv2: one warpgroup per (problem, 64 keys), query steps of 32. Buffers: R[2] (Qr, Dr half
+// images: the B operands of S^T, dP^T), T[2] (Qt, Dt half images: dV, dK), M[2] (mask). Step s
+// (buffer b = s & 1):
+//   a. the copies of R(s + 1), T(s), M(s) landed; S^T, dP^T of step s + 1 issued;
+//   c. wait: S^T, dP^T of step s and dV, dK of step s - 1 done;  d. barrier;
+//   e. copies: R(s + 2) into R[b], T(s + 1) and M(s + 1) into T / M[b ^ 1];
+//   f. P^T, dS^T of step s on its accumulators (the products of step s + 1 run meanwhile);
+//   h. dV, dK of step s issued.
+__global__ void __launch_bounds__(128, 1)
+    dkdv2_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
+                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
+  float *sm = async::dynamic_smem();
+  float *kb = sm, *ks = kb + kImg, *vb = ks + kImg, *vs = vb + kImg;
+  float *R = vs + kImg;        // 2 x {qb, qs, ob, os} half images
+  float *T = R + 8 * kHalf;    // 2 x {qtb, qts, otb, ots}
+  float *M = T + 8 * kHalf;    // 2 x kS x kMS2
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned jt = blockIdx.x, jb = jt * kT;
+  const unsigned nsteps = (p.n + kS - 1) / kS, first = p.skip ? jb / kS : 0;
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    auto copy_r = [&](unsigned s) {
+      float *r = R + (s & 1) * 4 * kHalf;
+      copy_row_half(r, planes + img_off(p, kQr, 0, b, s / 2), s & 1, true);
+      copy_row_half(r + kHalf, planes + img_off(p, kQr, 1, b, s / 2), s & 1, true);
+      copy_row_half(r + 2 * kHalf, planes + img_off(p, kDr, 0, b, s / 2), s & 1, true);
+      copy_row_half(r + 3 * kHalf, planes + img_off(p, kDr, 1, b, s / 2), s & 1, true);
+    };
+    auto copy_tm = [&](unsigned s) {
+      float *tt = T + (s & 1) * 4 * kHalf;
+      copy_t_half(tt, planes + img_off(p, kQt, 0, b, s / 2), s & 1, true);
+      copy_t_half(tt + kHalf, planes + img_off(p, kQt, 1, b, s / 2), s & 1, true);
+      copy_t_half(tt + 2 * kHalf, planes + img_off(p, kDt, 0, b, s / 2), s & 1, true);
+      copy_t_half(tt + 3 * kHalf, planes + img_off(p, kDt, 1, b, s / 2), s & 1, true);
+      if (mb) copy_mask_tile<kS, kT>(M + (s & 1) * kS * kMS2, kMS2, p, mb, s * kS, jb);
+    };
+    auto issue_sdp = [&](unsigned s, float (&sa)[16], float (&da)[16]) {
+      const float *r = R + (s & 1) * 4 * kHalf;
+      wg::fence();
+      prod_rows32(sa, kb, ks, r, r + kHalf);
+      prod_rows32(da, vb, vs, r + 2 * kHalf, r + 3 * kHalf);
+      wg::commit();
+    };
+    __syncthreads();  // the previous problem's products and copies are done
+    copy_img(kb, planes + img_off(p, kKr, 0, b, jt));
+    copy_img(ks, planes + img_off(p, kKr, 1, b, jt));
+    copy_img(vb, planes + img_off(p, kVr, 0, b, jt));
+    copy_img(vs, planes + img_off(p, kVr, 1, b, jt));
+    copy_r(first);
+    copy_tm(first);
+    async::commit();
+    if (first + 1 < nsteps) copy_r(first + 1);
+    async::commit();
+    float gk[32], gv[32];
+#pragma unroll
+    for (unsigned e = 0; e < 32; ++e) gk[e] = gv[e] = 0.0f;
+    float s0[16], d0[16], s1[16], d1[16];
+    async::wait<1>();
+    wg::fence_proxy_async();
+    __syncthreads();
+    issue_sdp(first, s0, d0);
+    // One step: sa / da hold step s (in flight), sb / db receive step s + 1.
+    auto step = [&](unsigned s, float (&sa)[16], float (&da)[16], float (&sb)[16],
+                    float (&db)[16]) {
+      const unsigned i0 = s * kS, bb = s & 1;
+      const bool next = s + 1 < nsteps;
+      float L[8], Dq[8];
+#pragma unroll
+      for (unsigned c = 0; c < 4; ++c)
+#pragma unroll
+        for (unsigned h = 0; h < 2; ++h) {
+          const unsigned i = i0 + 8 * c + 2 * t + h;
+          L[2 * c + h] = i < p.n ? lse[b * p.n + i] : 0.0f;
+          Dq[2 * c + h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
+        }
+      async::wait<0>();  // R(s + 1), T(s), M(s)
+      wg::fence_proxy_async();
+      __syncthreads();
+      // The products of step s + 1 (of step s again on the last step, unused: no branch around
+      // the products, which would serialise them).
+      issue_sdp(next ? s + 1 : s, sb, db);
+      wg::wait<1>();
+      wg::reg_fence(sa);
+      wg::reg_fence(da);
+      __syncthreads();  // every warp's products of step s and of dV, dK of step s - 1 are done
+      if (s + 2 < nsteps) copy_r(s + 2);
+      if (next) copy_tm(s + 1);
+      async::commit();
+      const float *mt = M + bb * kS * kMS2;
+      const bool plain = mb == nullptr && i0 + kS <= p.n && jb + kT <= p.n &&
+                         !(p.causal && jb + kT - 1 > i0);
+#pragma unroll
+      for (unsigned c = 0; c < 4; ++c)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+          const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
+          const float m = mb ? mt[ir * kMS2 + jr] : 1.0f;
+          const float sc = score_at(p, plain, i0 + ir, jb + jr, sa[4 * c + e], m);
+          const float pr = attn::prob(sc, L[2 * c + h]);
+          sa[4 * c + e] = pr;
+          da[4 * c + e] = sc == kNegInf ? 0.0f : pr * (da[4 * c + e] - Dq[2 * c + h]);
+        }
+      const float *tt = T + bb * 4 * kHalf;
+      wg::fence();
+      prod_frag32(gv, sa, tt + 2 * kHalf, tt + 3 * kHalf);
+      prod_frag32(gk, da, tt, tt + kHalf);
+      wg::commit();
+    };
+    for (unsigned s = first; s < nsteps; s += 2) {
+      step(s, s0, d0, s1, d1);
+      if (s + 1 < nsteps) step(s + 1, s1, d1, s0, d0);
+    }
+    wg::wait<0>();
+    async::wait<0>();
+    wg::reg_fence(gk);
+    wg::reg_fence(gv);
+#pragma unroll
+    for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) {
+        const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+        if (j >= p.n || col >= p.d) continue;
+        const uint64_t at = (b * p.n + j) * p.d + col;
+        if (dk) dk[at] = gk[4 * c + e] * p.scale;
+        if (dv) dv[at] = gv[4 * c + e];
+      }
+  }
+}
+
+// dq2: one warpgroup per (problem, 64 queries), key steps of 32, pipelined as dkdv2: R[2] (Kr,
+// Vr half images), T[2] (Kt half images), M[2] (64 query rows x 32 keys).
+__global__ void __launch_bounds__(128, 1)
+    dq2_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
+               const float *__restrict D, float *__restrict dq) {
+  float *sm = async::dynamic_smem();
+  float *qb = sm, *qs = qb + kImg, *ob = qs + kImg, *os = ob + kImg;
+  float *R = os + kImg;        // 2 x {kb, ks, vb, vs} half images
+  float *T = R + 8 * kHalf;    // 2 x {ktb, kts}
+  float *M = T + 4 * kHalf;    // 2 x kT x kMSq
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const unsigned it = blockIdx.x, i0 = it * kT;
+  const unsigned nsteps = p.skip ? (i0 + kT) / kS : (p.n + kS - 1) / kS;
+  const unsigned last_ok = (p.n + kS - 1) / kS;  // steps past n hold nothing
+  const unsigned nst = nsteps < last_ok ? nsteps : last_ok;
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+    auto copy_r = [&](unsigned s) {
+      float *r = R + (s & 1) * 4 * kHalf;
+      copy_row_half(r, planes + img_off(p, kKr, 0, b, s / 2), s & 1, true);
+      copy_row_half(r + kHalf, planes + img_off(p, kKr, 1, b, s / 2), s & 1, true);
+      copy_row_half(r + 2 * kHalf, planes + img_off(p, kVr, 0, b, s / 2), s & 1, true);
+      copy_row_half(r + 3 * kHalf, planes + img_off(p, kVr, 1, b, s / 2), s & 1, true);
+    };
+    auto copy_tm = [&](unsigned s) {
+      float *tt = T + (s & 1) * 2 * kHalf;
+      copy_t_half(tt, planes + img_off(p, kKt, 0, b, s / 2), s & 1, true);
+      copy_t_half(tt + kHalf, planes + img_off(p, kKt, 1, b, s / 2), s & 1, true);
+      if (mb) copy_mask_tile<kT, kS>(M + (s & 1) * kT * kMSq, kMSq, p, mb, i0, s * kS);
+    };
+    auto issue_sdp = [&](unsigned s, float (&sa)[16], float (&da)[16]) {
+      const float *r = R + (s & 1) * 4 * kHalf;
+      wg::fence();
+      prod_rows32(sa, qb, qs, r, r + kHalf);
+      prod_rows32(da, ob, os, r + 2 * kHalf, r + 3 * kHalf);
+      wg::commit();
+    };
+    __syncthreads();
+    copy_img(qb, planes + img_off(p, kQr, 0, b, it));
+    copy_img(qs, planes + img_off(p, kQr, 1, b, it));
+    copy_img(ob, planes + img_off(p, kDr, 0, b, it));
+    copy_img(os, planes + img_off(p, kDr, 1, b, it));
+    copy_r(0);
+    copy_tm(0);
+    async::commit();
+    if (1 < nst) copy_r(1);
+    async::commit();
+    float L[2], Dq[2];
+#pragma unroll
+    for (unsigned h = 0; h < 2; ++h) {
+      const unsigned i = i0 + 16 * w + g + 8 * h;
+      L[h] = i < p.n ? lse[b * p.n + i] : 0.0f;
+      Dq[h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
+    }
+    float gq[32];
+#pragma unroll
+    for (unsigned e = 0; e < 32; ++e) gq[e] = 0.0f;
+    float s0[16], d0[16], s1[16], d1[16];
+    async::wait<1>();
+    wg::fence_proxy_async();
+    __syncthreads();
+    issue_sdp(0, s0, d0);
+    auto step = [&](unsigned s, float (&sa)[16], float (&da)[16], float (&sb)[16],
+                    float (&db)[16]) {
+      const unsigned j0 = s * kS, bb = s & 1;
+      const bool next = s + 1 < nst;
+      async::wait<0>();
+      wg::fence_proxy_async();
+      __syncthreads();
+      // The products of step s + 1 (of step s again on the last step, unused: no branch around
+      // the products, which would serialise them).
+      issue_sdp(next ? s + 1 : s, sb, db);
+      wg::wait<1>();
+      wg::reg_fence(sa);
+      wg::reg_fence(da);
+      __syncthreads();
+      if (s + 2 < nst) copy_r(s + 2);
+      if (next) copy_tm(s + 1);
+      async::commit();
+      const float *mt = M + bb * kT * kMSq;
+      const bool plain = mb == nullptr && i0 + kT <= p.n && j0 + kS <= p.n &&
+                         !(p.causal && j0 + kS - 1 > i0);
+#pragma unroll
+      for (unsigned c = 0; c < 4; ++c)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+          const unsigned h = e >> 1, ir = 16 * w + g + 8 * h, jr = 8 * c + 2 * t + (e & 1);
+          const float m = mb ? mt[ir * kMSq + jr] : 1.0f;
+          const float sc = score_at(p, plain, i0 + ir, j0 + jr, sa[4 * c + e], m);
+          const float pr = attn::prob(sc, L[h]);
+          da[4 * c + e] = sc == kNegInf ? 0.0f : pr * (da[4 * c + e] - Dq[h]);
+        }
+      const float *tt = T + bb * 2 * kHalf;
+      wg::fence();
+      prod_frag32(gq, da, tt, tt + kHalf);
+      wg::commit();
+    };
+    for (unsigned s = 0; s < nst; s += 2) {
+      step(s, s0, d0, s1, d1);
+      if (s + 1 < nst) step(s + 1, s1, d1, s0, d0);
+    }
+    wg::wait<0>();
+    async::wait<0>();
+    wg::reg_fence(gq);
+#pragma unroll
+    for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) {
+        const unsigned i = i0 + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+        if (i < p.n && col < p.d) dq[(b * p.n + i) * p.d + col] = gq[4 * c + e] * p.scale;
+      }
+  }
+}
+
 constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
 constexpr size_t kDkdvSmem = 12 * kImg * sizeof(float) + kMaskBytes;  // 209 KB
 constexpr size_t kDqSmem = 10 * kImg * sizeof(float) + kMaskBytes;    // 177 KB
+constexpr size_t kDkdv2Smem = (4 * kImg + 16 * kHalf + 2 * kS * kMS2) * sizeof(float);  // 209 KB
+constexpr size_t kDq2Smem = (4 * kImg + 12 * kHalf + 2 * kT * kMSq) * sizeof(float);    // 180 KB
 
 template <class K>
 void set_smem(K kernel, size_t bytes) {
@@ -480,15 +832,35 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
   const dim3 grid(ntiles, (unsigned)(p.bh < 65535 ? p.bh : 65535));
   planes_kernel<<<grid, 256, 0, st>>>(wp, q, dout, k, v, planes);
   check_launch("attention (wgmma) planes_kernel");
+  // TLRT_ATTN_EXP=shared in the environment (read per call; a measurement hook): P with the
+  // shared exp (tlrt::math::exp_f) instead of ex2.approx.
+  const char *e = std::getenv("TLRT_ATTN_EXP");
+  const bool ex2 = !(e != nullptr && e[0] == 's');
+  const char *form = std::getenv("TLRT_ATTN_WG");
+  if (form != nullptr && form[0] == 'v' && form[1] == '2') {
+    if (dk || dv) {
+      set_smem(dkdv2_kernel, kDkdv2Smem);
+      dkdv2_kernel<<<grid, 128, kDkdv2Smem, st>>>(wp, planes, lse, D, dk, dv);
+      check_launch("attention (wgmma) dkdv2_kernel");
+    }
+    if (dq) {
+      set_smem(dq2_kernel, kDq2Smem);
+      dq2_kernel<<<grid, 128, kDq2Smem, st>>>(wp, planes, lse, D, dq);
+      check_launch("attention (wgmma) dq2_kernel");
+    }
+    return;
+  }
   const size_t mask_bytes = p.mask ? kMaskBytes : 0;
   if (dk || dv) {
-    set_smem(dkdv_kernel, kDkdvSmem);
-    dkdv_kernel<<<grid, 128, kDkdvSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
+    auto kernel = ex2 ? dkdv_kernel<true> : dkdv_kernel<false>;
+    set_smem(kernel, kDkdvSmem);
+    kernel<<<grid, 128, kDkdvSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
     check_launch("attention (wgmma) dkdv_kernel");
   }
   if (dq) {
-    set_smem(dq_kernel, kDqSmem);
-    dq_kernel<<<grid, 128, kDqSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
+    auto kernel = ex2 ? dq_kernel<true> : dq_kernel<false>;
+    set_smem(kernel, kDqSmem);
+    kernel<<<grid, 128, kDqSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
     check_launch("attention (wgmma) dq_kernel");
   }
 }
