@@ -35,6 +35,22 @@ import common  # noqa: E402
 DEFAULT_SHAPES = "32x1024x64,16x4096x64,32x1024x128"
 
 
+def declare(lib):
+    """lib with the ctypes signatures of the attention entry points and the switches this
+    benchmark (and bench/attention_kernels.py) calls."""
+    P = ctypes.c_void_p
+    lib.tlrt_flash_attention_fwd.argtypes = [P, P, P, P, ctypes.c_uint64, ctypes.c_uint64,
+                                             ctypes.c_uint64, ctypes.c_double, ctypes.c_bool,
+                                             ctypes.c_double, ctypes.POINTER(P), ctypes.POINTER(P)]
+    lib.tlrt_flash_attention_bwd.argtypes = [P] * 7 + [ctypes.c_uint64] * 3 + [
+        ctypes.c_double, ctypes.c_bool, ctypes.c_double] + [ctypes.POINTER(P)] * 3
+    lib.tlrt_buffer_free.argtypes = [P]
+    for fn in ("tlrt_set_deterministic", "tlrt_set_allow_tf32"):
+        getattr(lib, fn).argtypes = [ctypes.c_bool]
+        getattr(lib, fn).restype = ctypes.c_bool
+    return lib
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -48,17 +64,8 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = rt.cuda(0)
-    lib = rt.lib
+    lib = declare(rt.lib)
     P = ctypes.c_void_p
-    lib.tlrt_flash_attention_fwd.argtypes = [P, P, P, P, ctypes.c_uint64, ctypes.c_uint64,
-                                             ctypes.c_uint64, ctypes.c_double, ctypes.c_bool,
-                                             ctypes.c_double, ctypes.POINTER(P), ctypes.POINTER(P)]
-    lib.tlrt_flash_attention_bwd.argtypes = [P] * 7 + [ctypes.c_uint64] * 3 + [
-        ctypes.c_double, ctypes.c_bool, ctypes.c_double] + [ctypes.POINTER(P)] * 3
-    lib.tlrt_buffer_free.argtypes = [P]
-    for fn in ("tlrt_set_deterministic", "tlrt_set_allow_tf32"):
-        getattr(lib, fn).argtypes = [ctypes.c_bool]
-        getattr(lib, fn).restype = ctypes.c_bool
     modes = (("fast", False, False), ("exact", True, False), ("tf32", False, True))
 
     def set_mode(det, tf32):

@@ -3,6 +3,8 @@
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention_kernels.py
       [--shapes 32x1024x64] [--kinds none,causal,masked] [--iters 10]
+The environment switches of cuda/attention.cu and cuda/attention_wgmma.cu (TLRT_ATTN_BWD=exact,
+TLRT_ATTN_EXP=shared) apply, so one process per setting gives an A/B of the kernels.
 """
 import argparse
 import ctypes
@@ -11,6 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attention  # noqa: E402
 import common  # noqa: E402
 
 
@@ -25,15 +28,8 @@ def main():
         return common.SKIP
     from torch.profiler import profile, ProfilerActivity
     dev = rt.cuda(0)
-    lib = rt.lib
+    lib = attention.declare(rt.lib)
     P = ctypes.c_void_p
-    lib.tlrt_flash_attention_fwd.argtypes = [P, P, P, P, ctypes.c_uint64, ctypes.c_uint64,
-                                             ctypes.c_uint64, ctypes.c_double, ctypes.c_bool,
-                                             ctypes.c_double, ctypes.POINTER(P), ctypes.POINTER(P)]
-    lib.tlrt_flash_attention_bwd.argtypes = [P] * 7 + [ctypes.c_uint64] * 3 + [
-        ctypes.c_double, ctypes.c_bool, ctypes.c_double] + [ctypes.POINTER(P)] * 3
-    lib.tlrt_buffer_free.argtypes = [P]
-    lib.tlrt_set_deterministic.argtypes = [ctypes.c_bool]
     lib.tlrt_set_deterministic(False)
     for shape in args.shapes.split(","):
         bh, n, d = (int(x) for x in shape.split("x"))
