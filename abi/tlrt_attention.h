@@ -69,16 +69,16 @@
  * softmax is float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact
  * kernels in both modes.
  * FAST BACKWARD (CUDA, determinism switch OFF, allow_tf32 off; compute capability 9.0 (H100 /
- * H200) in a build whose gpu_arch option names 90, 1 <= d <= 64, every mask kind): the five
+ * H200) in a build whose gpu_arch option names 90, 32 < d <= 64, every mask kind): the five
  * products of the backward (S = Q K^T and dP = dout V^T, recomputed in both of its kernels;
  * dv = P^T dout, dk = dS^T Q, dq = dS K) in split TF32 as above on the sm_90a warpgroup tensor
  * instructions (wgmma), in tiles of 64 queries by 64 keys; P, dS, D and the factor scale as in
  * the DEFINITIONS, in float32, exp(x) as the hardware 2^(x log2 e) (ex2.approx: ~2^-22
  * relative, results below 2^-126 flushed to 0). Float32-grade, within the split-TF32 bound
- * below, not bit for bit the CPU. Its scratch is O(bh n): 14 * 64 bh n' floats of split operand
- * tiles (n' = n rounded up to a multiple of 64), beside D. Elsewhere (d > 64, other devices)
- * the backward runs the exact kernels in both modes (bit for bit the CPU), except on the TF32
- * path.
+ * below, not bit for bit the CPU. Its scratch is 14 * 64 bh n' floats of split operand tiles
+ * (n' = n rounded up to a multiple of 64; at most 28 times the size of q), beside D. Elsewhere
+ * (d <= 32 or d > 64, other devices) the backward runs the exact kernels in both modes (bit for
+ * bit the CPU), except on the TF32 path.
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
  * determinism switch off, the forward (every mask kind), and the backward when mask == NULL,
  * compute their matrix products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in
@@ -115,7 +115,8 @@
  *
  * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output is
  * lse (bh * n floats); the backward's scratch is D (bh * n floats; the fast backward adds its
- * 14 * 64 bh n' floats of operand tiles); the seeds' single-gradient entry points also hold out and lse (bh * n * d + bh * n floats) from their internal forward. */
+ * 14 * 64 bh n' floats of operand tiles); the seeds' single-gradient entry points also hold out
+ * and lse (bh * n * d + bh * n floats) from their internal forward. */
 #ifndef TLRT_ATTENTION_H
 #define TLRT_ATTENTION_H
 

@@ -1,5 +1,5 @@
 // CUDA backend, fused attention: the FAST BACKWARD on Hopper (sm_90a wgmma, split TF32), for
-// 1 <= d <= 64, every mask kind. Compiled for sm_90a only (meson.build builds this file apart,
+// 32 < d <= 64, every mask kind. Compiled for sm_90a only (meson.build builds this file apart,
 // when gpu_arch names 90); cuda/attention.cu dispatches to it with the determinism switch off
 // and allow_tf32 off on compute capability 9.0 devices. Class: library, the header's split-TF32
 // bound (the products in the tensor cores' order, not the ORDER OF OPERATIONS), run-to-run
@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(256)
       }
       __syncthreads();
       const unsigned rowp = x, tp = x == 0 ? kQt : x == 1 ? kDt : x == 2 ? kKt : kPlanes;
-      float *rb = planes + img_off(p, rowp, 0, b, tile), *rs = planes + img_off(p, rowp, 1, b, tile);
+      float *rb = planes + img_off(p, rowp, 0, b, tile);
+      float *rs = planes + img_off(p, rowp, 1, b, tile);
       for (unsigned o = threadIdx.x; o < kImg; o += 256) {
         // o = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (wgmma::kmajor_off with R = 64)
         const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// ---- shared pieces of the two kernels ------------------------------------------------------------
+// ---- shared pieces of the two kernels -----------------------------------------------------------
 
 // One image (16 KB) global -> shared by the warpgroup's 128 threads, 8 x 16 bytes each.
 __device__ __forceinline__ void copy_img(float *dst, const float *src) {
@@ -248,7 +249,7 @@ __device__ __forceinline__ float prob(float s, float ref) {
   return y;
 }
 
-// ---- dk, dv ---------------------------------------------------------------------------------------
+// ---- dk, dv -------------------------------------------------------------------------------------
 
 template <bool EX2>
 __global__ void __launch_bounds__(128, 1)
@@ -372,7 +373,7 @@ __global__ void __launch_bounds__(128, 1)
   }
 }
 
-// ---- dq -------------------------------------------------------------------------------------------
+// ---- dq -----------------------------------------------------------------------------------------
 
 template <bool EX2>
 __global__ void __launch_bounds__(128, 1)
@@ -493,7 +494,10 @@ void set_smem(K kernel, size_t bytes) {
 
 }  // namespace
 
-bool bwd_applies(const attn::Problem &p) { return p.d >= 1 && p.d <= kDP; }
+// 32 < d: the operand planes take 14 x 64 / d floats per element of q (d is padded to 64), at
+// most 28 at d = 33; smaller d would multiply that (896 at d = 1) for products the exact kernels
+// do cheaply (their work is proportional to d).
+bool bwd_applies(const attn::Problem &p) { return p.d > 32 && p.d <= kDP; }
 
 uint64_t bwd_planes_floats(const attn::Problem &p) {
   return 2ull * kPlanes * p.bh * ((p.n + kT - 1) / kT) * kImg;

@@ -11,7 +11,7 @@ namespace tlrt {
 namespace cuda {
 namespace attn_wgmma {
 
-// Whether the wgmma backward takes problem p (1 <= d <= 64; any n, mask, causal, fill).
+// Whether the wgmma backward takes problem p (32 < d <= 64; any n, mask, causal, fill).
 bool bwd_applies(const attn::Problem &p);
 
 // Floats of scratch the backward's operand planes take (7 operands, big and small TF32 parts,

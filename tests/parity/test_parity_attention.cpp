@@ -9,7 +9,7 @@
 // (fused and single-gradient) are compared bit for bit with the determinism switch ON (the exact
 // kernels), since with it off the fast mma.sync kernels run.
 // The fast path (switch off: the split-TF32 mma.sync forward, float32-grade; the split-TF32
-// wgmma backward on 9.0 devices for d <= 64, else the exact backward)
+// wgmma backward on 9.0 devices for 32 < d <= 64, else the exact backward)
 // and the TF32 path (allow_tf32 on, switch off: the mma.sync forward with one product, the WMMA
 // backward without a mask) are checked against
 // the float64 reference of tests/attention_ref.hpp with the header's bounds on a grid of shapes
