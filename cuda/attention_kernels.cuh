@@ -689,9 +689,9 @@ void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const
 template <class L>
 void d_plan(L &launch, const Problem &p, const float *out, const float *dout, float *D) {
   const uint64_t rows = p.bh * p.n, blocks = (rows + 255) / 256;
+  const bool vec = aligned16(out) && aligned16(dout) && p.d % 4 == 0;
   launch("attention d_kernel", d_kernel, dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u,
-         size_t(0), out, dout, rows, (unsigned)p.d, aligned16(out) && aligned16(dout) && p.d % 4 == 0,
-         D);
+         size_t(0), out, dout, rows, (unsigned)p.d, vec, D);
 }
 
 // D (bh * n floats of scratch, read only when dq or dk is wanted) is computed here first.
