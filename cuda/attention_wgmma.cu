@@ -174,6 +174,22 @@ __device__ __forceinline__ void copy_img(float *dst, const float *src) {
   }
 }
 
+// The big and small images of (plane, problem b, tile) into dst and dst + kImg.
+__device__ __forceinline__ void copy_plane(float *dst, const WP &p, const float *planes,
+                                           unsigned plane, uint64_t b, unsigned tile) {
+  copy_img(dst, planes + img_off(p, plane, 0, b, tile));
+  copy_img(dst + kImg, planes + img_off(p, plane, 1, b, tile));
+}
+
+// This thread's cp.async groups but the newest N have landed, and every thread's are visible to
+// the tensor cores' reads (the async proxy) past the barrier.
+template <unsigned N>
+__device__ __forceinline__ void landed() {
+  async::wait<N>();
+  wg::fence_proxy_async();
+  __syncthreads();
+}
+
 __device__ __forceinline__ uint64_t dsc(const float *img, unsigned step) {
   return wg::desc(img + step * kStep, 128, 256);
 }
@@ -266,19 +282,13 @@ __global__ void __launch_bounds__(128, 1)
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
     __syncthreads();  // the previous problem's products and copies are done
-    copy_img(kb, planes + img_off(p, kKr, 0, b, jt));
-    copy_img(ks, planes + img_off(p, kKr, 1, b, jt));
-    copy_img(vb, planes + img_off(p, kVr, 0, b, jt));
-    copy_img(vs, planes + img_off(p, kVr, 1, b, jt));
-    copy_img(qb, planes + img_off(p, kQr, 0, b, first));
-    copy_img(qs, planes + img_off(p, kQr, 1, b, first));
-    copy_img(ob, planes + img_off(p, kDr, 0, b, first));
-    copy_img(os, planes + img_off(p, kDr, 1, b, first));
+    copy_plane(kb, p, planes, kKr, b, jt);
+    copy_plane(vb, p, planes, kVr, b, jt);
+    copy_plane(qb, p, planes, kQr, b, first);
+    copy_plane(ob, p, planes, kDr, b, first);
     async::commit();
-    copy_img(qtb, planes + img_off(p, kQt, 0, b, first));
-    copy_img(qts, planes + img_off(p, kQt, 1, b, first));
-    copy_img(otb, planes + img_off(p, kDt, 0, b, first));
-    copy_img(ots, planes + img_off(p, kDt, 1, b, first));
+    copy_plane(qtb, p, planes, kQt, b, first);
+    copy_plane(otb, p, planes, kDt, b, first);
     if (mb) copy_mask(mt, p, mb, first * kT, jb);
     async::commit();
     float gk[32], gv[32];
@@ -300,9 +310,7 @@ __global__ void __launch_bounds__(128, 1)
           L[2 * c + h] = i < p.n ? lse[b * p.n + i] : 0.0f;
           Dq[2 * c + h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
         }
-      async::wait<1>();
-      wg::fence_proxy_async();
-      __syncthreads();
+      landed<1>();
       float s[32], dp[32];
       wg::fence();
       prod_rows(s, kb, ks, qb, qs);
@@ -313,16 +321,12 @@ __global__ void __launch_bounds__(128, 1)
       wg::reg_fence(dp);
       __syncthreads();  // every warp's products have read qb .. os
       if (more) {
-        copy_img(qb, planes + img_off(p, kQr, 0, b, it + 1));
-        copy_img(qs, planes + img_off(p, kQr, 1, b, it + 1));
-        copy_img(ob, planes + img_off(p, kDr, 0, b, it + 1));
-        copy_img(os, planes + img_off(p, kDr, 1, b, it + 1));
+        copy_plane(qb, p, planes, kQr, b, it + 1);
+        copy_plane(ob, p, planes, kDr, b, it + 1);
       }
       async::commit();
       if (mb) {  // the mask tile of tile it (with the transposed images)
-        async::wait<1>();
-        wg::fence_proxy_async();
-        __syncthreads();
+        landed<1>();
       }
       const bool plain = mb == nullptr && i0 + kT <= p.n && jb + kT <= p.n &&
                          !(p.causal && jb + kT - 1 > i0);
@@ -338,9 +342,7 @@ __global__ void __launch_bounds__(128, 1)
           dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[2 * c + h]);
         }
       if (!mb) {  // the transposed images of tile it
-        async::wait<1>();
-        wg::fence_proxy_async();
-        __syncthreads();
+        landed<1>();
       }
       wg::fence();
       prod_frag(gv, s, otb, ots);
@@ -349,10 +351,8 @@ __global__ void __launch_bounds__(128, 1)
       wg::wait<0>();
       __syncthreads();  // every warp's products have read qtb .. ots, the mask tile is read
       if (more) {
-        copy_img(qtb, planes + img_off(p, kQt, 0, b, it + 1));
-        copy_img(qts, planes + img_off(p, kQt, 1, b, it + 1));
-        copy_img(otb, planes + img_off(p, kDt, 0, b, it + 1));
-        copy_img(ots, planes + img_off(p, kDt, 1, b, it + 1));
+        copy_plane(qtb, p, planes, kQt, b, it + 1);
+        copy_plane(otb, p, planes, kDt, b, it + 1);
         if (mb) copy_mask(mt, p, mb, i0 + kT, jb);
       }
       async::commit();
@@ -390,17 +390,12 @@ __global__ void __launch_bounds__(128, 1)
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
     __syncthreads();
-    copy_img(qb, planes + img_off(p, kQr, 0, b, it));
-    copy_img(qs, planes + img_off(p, kQr, 1, b, it));
-    copy_img(ob, planes + img_off(p, kDr, 0, b, it));
-    copy_img(os, planes + img_off(p, kDr, 1, b, it));
-    copy_img(kb, planes + img_off(p, kKr, 0, b, 0));
-    copy_img(ks, planes + img_off(p, kKr, 1, b, 0));
-    copy_img(vb, planes + img_off(p, kVr, 0, b, 0));
-    copy_img(vs, planes + img_off(p, kVr, 1, b, 0));
+    copy_plane(qb, p, planes, kQr, b, it);
+    copy_plane(ob, p, planes, kDr, b, it);
+    copy_plane(kb, p, planes, kKr, b, 0);
+    copy_plane(vb, p, planes, kVr, b, 0);
     async::commit();
-    copy_img(ktb, planes + img_off(p, kKt, 0, b, 0));
-    copy_img(kts, planes + img_off(p, kKt, 1, b, 0));
+    copy_plane(ktb, p, planes, kKt, b, 0);
     if (mb) copy_mask(mt, p, mb, i0, 0);
     async::commit();
     // lse and D of this thread's rows i0 + 16 w + g + 8 h.
@@ -417,9 +412,7 @@ __global__ void __launch_bounds__(128, 1)
     for (unsigned jt = 0; jt <= last; ++jt) {
       const unsigned j0 = jt * kT;
       const bool more = jt + 1 <= last;
-      async::wait<1>();
-      wg::fence_proxy_async();
-      __syncthreads();
+      landed<1>();
       float s[32], dp[32];
       wg::fence();
       prod_rows(s, qb, qs, kb, ks);
@@ -430,16 +423,12 @@ __global__ void __launch_bounds__(128, 1)
       wg::reg_fence(dp);
       __syncthreads();
       if (more) {
-        copy_img(kb, planes + img_off(p, kKr, 0, b, jt + 1));
-        copy_img(ks, planes + img_off(p, kKr, 1, b, jt + 1));
-        copy_img(vb, planes + img_off(p, kVr, 0, b, jt + 1));
-        copy_img(vs, planes + img_off(p, kVr, 1, b, jt + 1));
+        copy_plane(kb, p, planes, kKr, b, jt + 1);
+        copy_plane(vb, p, planes, kVr, b, jt + 1);
       }
       async::commit();
       if (mb) {  // the mask tile of tile jt (with the Kt images)
-        async::wait<1>();
-        wg::fence_proxy_async();
-        __syncthreads();
+        landed<1>();
       }
       const bool plain = mb == nullptr && i0 + kT <= p.n && j0 + kT <= p.n &&
                          !(p.causal && j0 + kT - 1 > i0);
@@ -454,9 +443,7 @@ __global__ void __launch_bounds__(128, 1)
           dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[h]);
         }
       if (!mb) {  // the Kt images of tile jt
-        async::wait<1>();
-        wg::fence_proxy_async();
-        __syncthreads();
+        landed<1>();
       }
       wg::fence();
       prod_frag(gq, dp, ktb, kts);
@@ -464,8 +451,7 @@ __global__ void __launch_bounds__(128, 1)
       wg::wait<0>();
       __syncthreads();
       if (more) {
-        copy_img(ktb, planes + img_off(p, kKt, 0, b, jt + 1));
-        copy_img(kts, planes + img_off(p, kKt, 1, b, jt + 1));
+        copy_plane(ktb, p, planes, kKt, b, jt + 1);
         if (mb) copy_mask(mt, p, mb, i0, j0 + kT);
       }
       async::commit();
