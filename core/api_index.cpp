@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,11 +97,43 @@ void check_matrix(const tlrt_buffer &M, const char *name, uint64_t rows, uint64_
          name, (ull)M.size, (ull)rows, (ull)cols, count_str(n, fits).c_str());
 }
 
-// Host arrays of trivial types, not zero-initialised (they are written in full before use).
-template <class U>
-std::unique_ptr<U[]> host_array(uint64_t n) {
-  return std::unique_ptr<U[]>(new U[n == 0 ? 1 : n]);
-}
+// A host array of n (>= 1 allocated) trivial values, not initialised, from the CPU backend's
+// block pool (stub/memory.cpp): a long list's plan arrays are hundreds of MB, and a fresh block
+// of that size is an mmap whose first touch page-faults (measured: clear_page and the faults
+// were ~35% of a 2^24-entry scatter_add on the build machine); pooled blocks are reused from call
+// to call, within the pool's cap (TORCHLEAN_RT_CPU_POOL_MAX_BYTES). Too large: OUT_OF_MEMORY.
+template <class T>
+class HostArray {
+ public:
+  HostArray() = default;
+  explicit HostArray(uint64_t n) {
+    if (n == 0) n = 1;
+    if (n > UINT64_MAX / sizeof(T))
+      fail(TLRT_ERR_OUT_OF_MEMORY, "out of host memory: %llu elements of %zu bytes", (ull)n,
+           sizeof(T));
+    bytes_ = n * sizeof(T);
+    p_ = static_cast<T *>(stub::alloc(0, bytes_));
+  }
+  HostArray(HostArray &&o) noexcept { swap(o); }
+  HostArray &operator=(HostArray &&o) noexcept {
+    swap(o);  // o frees what this held
+    return *this;
+  }
+  HostArray(const HostArray &) = delete;
+  HostArray &operator=(const HostArray &) = delete;
+  ~HostArray() {
+    if (p_ != nullptr) stub::dealloc(0, p_, bytes_);
+  }
+  void swap(HostArray &o) noexcept {
+    std::swap(bytes_, o.bytes_);
+    std::swap(p_, o.p_);
+  }
+  T *get() const { return p_; }
+
+ private:
+  uint64_t bytes_ = 0;
+  T *p_ = nullptr;
+};
 
 // ---- gathers -------------------------------------------------------------------------------------
 
@@ -126,7 +157,7 @@ tlrt_buffer *gather(const tlrt_buffer &X, uint64_t rows, uint64_t cols, const ui
 // The plan's arrays in one host array: seg[nseg + 1], tgt[nseg], pos[m].
 template <class U>
 struct Built {
-  std::unique_ptr<U[]> blob;
+  HostArray<U> blob;
   uint64_t nseg = 0, m = 0, max_len = 0;
   U *seg() const { return blob.get(); }
   U *tgt() const { return blob.get() + nseg + 1; }
@@ -140,8 +171,9 @@ struct Built {
 template <class U>
 Built<U> plan_counting(const uint64_t *idx, uint64_t k, uint64_t bound) {
   Built<U> b;
-  std::unique_ptr<U[]> start(new U[bound == 0 ? 1 : bound]());  // zeroed
+  HostArray<U> start(bound);
   U *st = start.get();
+  std::memset(st, 0, (bound == 0 ? 1 : bound) * sizeof(U));
   for (uint64_t j0 = 0; j0 < k; j0 += kBlock) {
     const uint64_t e = std::min(k, j0 + kBlock);
     uint64_t acc = 0;
@@ -157,7 +189,7 @@ Built<U> plan_counting(const uint64_t *idx, uint64_t k, uint64_t bound) {
     b.m += st[t];
   }
   if (b.m == 0) return b;
-  b.blob = host_array<U>(2 * b.nseg + 1 + b.m);
+  b.blob = HostArray<U>(2 * b.nseg + 1 + b.m);
   U *seg = b.seg(), *tgt = b.tgt(), *pos = b.pos();
   uint64_t s = 0, off = 0, mx = 0;
   for (uint64_t t = 0; t < bound; ++t) {
@@ -193,7 +225,7 @@ Built<U> plan_from_sorted(const Rec<U> *r, uint64_t m) {
   b.m = m;
   if (m == 0) return b;
   for (uint64_t e = 0; e < m; ++e) b.nseg += e == 0 || r[e].key != r[e - 1].key;
-  b.blob = host_array<U>(2 * b.nseg + 1 + m);
+  b.blob = HostArray<U>(2 * b.nseg + 1 + m);
   U *seg = b.seg(), *tgt = b.tgt(), *pos = b.pos();
   uint64_t s = 0;
   for (uint64_t e = 0; e < m; ++e) {
@@ -223,7 +255,7 @@ constexpr unsigned kDigitBits = 11;  // radix digits: 2048 counters per pass sta
 // is the CPU scatter's random reads of vals and page faults of fresh arrays).
 template <class U>
 Built<U> plan_sorting(const uint64_t *idx, uint64_t k, uint64_t bound) {
-  std::unique_ptr<Rec<U>[]> a(new Rec<U>[k == 0 ? 1 : k]);
+  HostArray<Rec<U>> a(k);
   Rec<U> *r = a.get();
   uint64_t m = 0;
   for (uint64_t j0 = 0; j0 < k; j0 += kBlock) {
@@ -250,7 +282,7 @@ Built<U> plan_sorting(const uint64_t *idx, uint64_t k, uint64_t bound) {
   for (uint64_t e = 0; e < m; ++e)
     for (unsigned p = 0; p < passes; ++p)
       ++cnt[p * kDigits + (((uint64_t)r[e].key >> (p * kDigitBits)) & (kDigits - 1))];
-  std::unique_ptr<Rec<U>[]> b(new Rec<U>[m]);
+  HostArray<Rec<U>> b(m);
   for (unsigned p = 0; p < passes; ++p) {
     uint64_t *c = cnt.data() + p * kDigits, off = 0;
     for (uint64_t d = 0; d < kDigits; ++d) {
