@@ -52,7 +52,10 @@
  *
  * Cost: entries are grouped by target on the host (a counting or radix sort, O(k + bound) for
  * bound <= 2k + 65536, O(k) radix passes otherwise) before the device work; a target receiving
- * more than 4096 entries costs a few extra kernel launches on CUDA (see cuda/index.cu).
+ * more than 4096 entries costs a few extra kernel launches on CUDA (see cuda/index.cu). The
+ * sort's host arrays (about 8 to 24 bytes per entry) come from the CPU backend's block pool and
+ * return to it, so repeated calls reuse them (tlrt_allocator_trim on the CPU device frees them;
+ * see tlrt_allocator_stats's pooled_bytes).
  *
  * Errors, for every function here, checked in this order: TLRT_ERR_NULL_ARGUMENT (a buffer, or
  * out, or idx with k > 0); TLRT_ERR_RELEASED (an input's storage was released);

@@ -129,7 +129,8 @@ typedef struct tlrt_allocator_stats {
                                   tlrt_allocator_trim returns to the system): the CUDA
                                   stream-ordered pool, or the CPU size-class pool (capped by the
                                   environment variable TORCHLEAN_RT_CPU_POOL_MAX_BYTES, default
-                                  1 GiB, read once; 0 disables it) */
+                                  1 GiB, read once; 0 disables it), which also takes back the
+                                  host scratch of index-list sorts (tlrt_index.h) */
   uint64_t device_free_bytes;  /* CUDA: free memory reported by the driver; CPU: 0 */
   uint64_t device_total_bytes; /* CUDA: total device memory; CPU: 0 */
   uint64_t live_handles;       /* tlrt_buffer handles alive in the process (all devices) */
