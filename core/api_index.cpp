@@ -6,10 +6,11 @@
 //    (CUDA converts it to device keys while copying it into its pinned staging);
 //  - scatter-adds: a stable sort of the in-range positions by target, on the host, shared by both
 //    backends: a counting sort over the targets when bound <= 2k + 65536 (two passes over idx and
-//    two branch-free passes over the counts), otherwise an LSD radix sort of (target, position)
-//    records with 11-bit digits (std::sort below 2048 entries); then the segments (seg, tgt, pos) in
-//    one host array. Measured on the 2-core build machine (AMD EPYC, shared): k = 65536 entries
-//    over 50000 rows, about 165 us per call for the plan.
+//    two branch-free passes over the counts), otherwise a radix sort of (target, position)
+//    records, one MSD pass over the top 11 bits then each bucket by the low bits (std::sort below
+//    2048 entries); then the segments (seg, tgt, pos) in one host array, all host arrays from the
+//    CPU backend's block pool (HostArray). Measured on the 2-core build machine (AMD EPYC,
+//    shared): k = 65536 entries over 50000 rows, about 165 us per call for the plan.
 // tlrt_gather_vec and tlrt_scatter_add are the cols == 1 cases of the row functions, and
 // tlrt_scatter_add_row is tlrt_scatter_add_rows with the one-entry list {i}: one code path each,
 // so the five functions share one rule for what cannot be an index and what is out of range.

@@ -18,7 +18,8 @@
 //    entries, for cols 1, 3, 4, 33 and 1030 (the column tiles of the CPU backend), wide-exponent
 //    values (any change of order changes bits), and random bit patterns (NaN, inf, subnormals);
 //  - random lists with many duplicates (dense counting-sort plans) and lists over 2^20 targets
-//    (radix-sort plans: std::sort below 2048 entries, 16-bit LSD passes above);
+//    (radix-sort plans: std::sort below 2048 entries, above it an 11-bit MSD pass and in-bucket
+//    passes of <= 8-bit digits, one or two of them, insertion sort for buckets of <= 32);
 //  - -0 preservation (an untouched -0 stays -0, a NaN payload of x is kept bit for bit), NaN and
 //    +-inf in vals, k == 0 with idx == NULL, cols == 0, n == 0 / rows == 0, size 1 everything;
 //  - consistency: a scatter-add of one target from +0 equals tlrt_reduce_sum of the same values;
@@ -452,7 +453,7 @@ void check_random_lists() {
                           {50, 1030, 300, 55},   {1u << 20, 1, 100, 1u << 20},
                           {1u << 20, 1, 5000, 1u << 20}, {200000, 2, 3000, 200000},
                           {200000, 2, 3000, 1000}, {(1u << 20) + 7, 1, 30000, 1u << 21},
-                          // 23-bit targets: three radix passes of 11 bits
+                          // 24-bit targets: the MSD pass and two in-bucket passes
                           {(1u << 23) + 5, 1, 70000, (1u << 23) + 1000}};
   uint64_t salt = 5000;
   for (const R &r : cases) {
