@@ -3,7 +3,7 @@
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention_kernels.py
       [--shapes 32x1024x64] [--kinds none,causal,masked] [--iters 10]
-The environment switches of cuda/attention.cu and cuda/attention_wgmma.cu (TLRT_ATTN_BWD=exact,
+The environment switches of cuda/attention.cu and cuda/sm90a/attention.cu (TLRT_ATTN_BWD=exact,
 TLRT_ATTN_EXP=shared) apply, so one process per setting gives an A/B of the kernels.
 """
 import argparse

@@ -105,7 +105,7 @@
 // standard form since then; the switch is gone.
 //
 // WGMMA BACKWARD (session 11): with the switch off and allow_tf32 off, on compute capability 9.0
-// with 32 < d <= 64, the backward runs cuda/attention_wgmma.cu (split TF32 on sm_90a wgmma; its
+// with 32 < d <= 64, the backward runs cuda/sm90a/attention.cu (split TF32 on sm_90a wgmma; its
 // top comment has the design, the prediction and the measurements; TLRT_ATTN_BWD=exact in the
 // environment runs the exact kernels instead, TLRT_ATTN_EXP=shared its softmax with the shared
 // exp instead of ex2.approx, for comparison). Measured (H100): (32, 1024, 64) 0.729 / 0.525 /
@@ -174,7 +174,7 @@
 #include "core/runtime.hpp"
 #include "cuda/cuda_common.cuh"
 #if TLRT_HAVE_WGMMA
-#include "cuda/attention_wgmma.hpp"
+#include "cuda/sm90a/attention.hpp"
 #endif
 
 namespace tlrt {
@@ -255,7 +255,7 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   Launch launch{dev};
 #if TLRT_HAVE_WGMMA
   // The fast backward (switch off, allow_tf32 off): split TF32 on wgmma, compute capability 9.0
-  // only (sm_90a code), 32 < d <= 64 (cuda/attention_wgmma.cu).
+  // only (sm_90a code), 32 < d <= 64 (cuda/sm90a/attention.cu).
   if (!deterministic() && !tlrt_get_allow_tf32() && cc_major(dev) == 9 && cc_minor(dev) == 0 &&
       attn_wgmma::bwd_applies(p) && !bwd_exact_forced()) {
     if (dq || dk) attn_kernels::d_plan(launch, p, out, dout, D.get());

@@ -3,8 +3,7 @@
 
 Usage: check_mirror.py REPO_ROOT
 
-  (a) the basenames of cuda/*.cu equal the basenames of stub/*.cpp, except the parts of a family
-      compiled apart, cuda/<family>_<part>.cu (e.g. cuda/attention_wgmma.cu, sm_90a only);
+  (a) the basenames of cuda/*.cu equal the basenames of stub/*.cpp;
   (b) every core/backend/<family>.hpp has both stub/<family>.cpp and cuda/<family>.cu;
   (c) every function declared in the TLRT_<FAMILY>_BACKEND_API macro of core/backend/<family>.hpp
       is defined at namespace scope in namespace tlrt::stub in stub/<family>.cpp and in namespace
@@ -205,12 +204,7 @@ def main(argv):
     print(f"core/backend/*.hpp: {sorted(fam)}")
     if not fam:
         failures.append("no family headers in core/backend/")
-    # (a) cuda/<family>_<part>.cu is a part of family <family> compiled apart (for example for
-    # one architecture only: attention_wgmma.cu); it needs no twin of its own.
-    parts = {b: f for b in cu - cpp for f in sorted(cpp) if b.startswith(f + "_")}
-    for b in sorted(parts):
-        notes.append(f"cuda/{b}.cu: a part of family {parts[b]} compiled apart (no twin)")
-    cu -= set(parts)
+    # (a)
     for b in sorted(cu - cpp):
         failures.append(f"cuda/{b}.cu has no CPU twin stub/{b}.cpp")
     for b in sorted(cpp - cu):

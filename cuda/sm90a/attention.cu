@@ -3,7 +3,9 @@
 // when gpu_arch names 90); cuda/attention.cu dispatches to it with the determinism switch off
 // and allow_tf32 off on compute capability 9.0 devices. Class: library, the header's split-TF32
 // bound (the products in the tensor cores' order, not the ORDER OF OPERATIONS), run-to-run
-// deterministic (no atomics; every sum has a fixed order).
+// deterministic (no atomics; every sum has a fixed order). It is a part of the attention family
+// (cuda/attention.cu, whose CPU twin stub/attention.cpp computes the same backward), kept in
+// cuda/sm90a/ because it is compiled for that one architecture, not as a mirrored family unit.
 //
 // Why wgmma: the mma.sync backward (session 7, measured 1.22 ms against the exact kernels' 1.06
 // at (32, 1024, 64)) spent its issue slots on shared-memory fragment loads and operand splits;
@@ -73,7 +75,7 @@
 
 #include "core/backend/attention.hpp"
 #include "core/numerics/shared_math.hpp"
-#include "cuda/attention_wgmma.hpp"
+#include "cuda/sm90a/attention.hpp"
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_common.cuh"
 #include "cuda/mma_tf32.cuh"

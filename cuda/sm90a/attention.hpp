@@ -1,4 +1,4 @@
-// The Hopper attention backward (cuda/attention_wgmma.cu, compiled for sm_90a only): the
+// The Hopper attention backward (cuda/sm90a/attention.cu, compiled for sm_90a only): the
 // interface cuda/attention.cu calls. Built when the gpu_arch option names 90 (TLRT_HAVE_WGMMA);
 // runs on compute capability 9.0 devices only (sm_90a code runs on no other).
 #pragma once
