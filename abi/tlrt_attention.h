@@ -74,8 +74,9 @@
  * dv = P^T dout, dk = dS^T Q, dq = dS K) in split TF32 as above on the sm_90a warpgroup tensor
  * instructions (wgmma), in tiles of 64 queries by 64 keys; P, dS, D and the factor scale as in
  * the DEFINITIONS, in float32, exp(x) as the hardware 2^(x log2 e) (ex2.approx: ~2^-22
- * relative, results below 2^-126 flushed to 0). Float32-grade, within the split-TF32 bound
- * below, not bit for bit the CPU. Its scratch is 14 * 64 bh n' floats of split operand tiles
+ * relative, results below 2^-126 flushed to 0); P and dS enter dv, dk and dq as big(x) and
+ * x - big(x) truncated to TF32 (within 2^-21 |x| of x where small(x) is within 2^-22).
+ * Float32-grade, within the split-TF32 bound below, not bit for bit the CPU. Its scratch is 14 * 64 bh n' floats of split operand tiles
  * (n' = n rounded up to a multiple of 64; at most 28 times the size of q), beside D. Elsewhere
  * (d <= 32 or d > 64, other devices) the backward runs the exact kernels in both modes (bit for
  * bit the CPU), except on the TF32 path.

@@ -42,6 +42,18 @@ __device__ __forceinline__ uint64_t desc(const void *p, uint32_t lbo, uint32_t s
          (uint64_t)((sbo >> 4) & 0x3FFFu) << 32;
 }
 
+// The same descriptor in two steps, for kernels that issue many products from images at fixed
+// offsets of one shared-memory block: desc_lo once (the shared address `a` of the block, LBO),
+// then desc_at per product, `bytes` past the block: one 32-bit add instead of desc()'s shift,
+// mask and or (which ptxas repeats for every product, ~5 uniform instructions each). Valid for
+// a + bytes < 256 KB, where the 14-bit address field cannot carry into LBO (every shared
+// window of sm_90 is below 228 KB).
+__device__ __forceinline__ uint32_t desc_lo(uint32_t a, uint32_t lbo) {
+  return (a >> 4) | ((lbo >> 4) & 0x3FFFu) << 16;
+}
+__device__ __forceinline__ uint64_t desc_at(uint32_t lo, uint32_t bytes, uint32_t sbo) {
+  return (uint64_t)((sbo >> 4) & 0x3FFFu) << 32 | (lo + (bytes >> 4));
+}
 __device__ __forceinline__ void fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }

@@ -192,37 +192,59 @@ __device__ __forceinline__ void landed() {
   __syncthreads();
 }
 
-__device__ __forceinline__ uint64_t dsc(const float *img, unsigned step) {
-  return wg::desc(img + step * kStep, 128, 256);
+// Descriptors of the block's images: one base (desc_lo of the dynamic shared memory) and one
+// 32-bit add per operand (wgmma_tf32.cuh desc_at); the offsets fold to constants after inlining.
+struct Smem {
+  const float *base;
+  uint32_t lo;
+};
+
+__device__ __forceinline__ Smem smem_of(const float *sm) {
+  return Smem{sm, wg::desc_lo((uint32_t)__cvta_generic_to_shared(sm), 128)};
+}
+
+__device__ __forceinline__ uint64_t dsc(const Smem &m, const float *img, unsigned step) {
+  return wg::desc_at(m.lo, (uint32_t)(img - m.base + step * kStep) * 4u, 256);
 }
 
 // acc = A B^T over the head dimension (A, B: row images, big / small), split TF32, the small
 // terms first.
-__device__ __forceinline__ void prod_rows(float (&acc)[32], const float *ab, const float *as,
-                                          const float *bb, const float *bs) {
+__device__ __forceinline__ void prod_rows(const Smem &m, float (&acc)[32], const float *ab,
+                                          const float *as, const float *bb, const float *bs) {
 #pragma unroll
   for (unsigned j = 0; j < kDP / 8; ++j) {
-    wg::ss(acc, dsc(as, j), dsc(bb, j), j > 0);
-    wg::ss(acc, dsc(ab, j), dsc(bs, j), 1);
-    wg::ss(acc, dsc(ab, j), dsc(bb, j), 1);
+    wg::ss(acc, dsc(m, as, j), dsc(m, bb, j), j > 0);
+    wg::ss(acc, dsc(m, ab, j), dsc(m, bs, j), 1);
+    wg::ss(acc, dsc(m, ab, j), dsc(m, bb, j), 1);
   }
+}
+
+// The split of a register operand (P, dS) in 3 instructions (mma::split takes 9): big = x
+// rounded to TF32 (bits + 0x1000, the low 13 bits cleared: nearest, ties away, for finite x, as
+// mma::split_hw), small = x - big (exact) passed whole, which the tensor cores read as its top
+// 19 bits: small TRUNCATED to TF32, within 2^-21 |x| of x - big where split() rounds it (2^-22).
+// A NaN x keeps a NaN small (x - big, whatever big became), so NaN still reaches the products;
+// an infinite x gives big = x and a NaN small, as split().
+__device__ __forceinline__ void split_a(float x, uint32_t &big, uint32_t &small) {
+  big = (__float_as_uint(x) + 0x1000u) & ~0x1fffu;
+  small = __float_as_uint(x - __uint_as_float(big));
 }
 
 // acc += X B where X (64 x 64) is held as C fragments in x (row 16 w + g (+8), column 8 c + 2t
 // (+1)) and B's transposed images tb / ts: each 8-column step of x is an A fragment in the
 // permuted order, split in registers.
-__device__ __forceinline__ void prod_frag(float (&acc)[32], const float (&x)[32], const float *tb,
-                                          const float *ts) {
+__device__ __forceinline__ void prod_frag(const Smem &m, float (&acc)[32], const float (&x)[32],
+                                          const float *tb, const float *ts) {
 #pragma unroll
   for (unsigned c = 0; c < 8; ++c) {
     uint32_t big[4], small[4];
-    mma::split(x[4 * c], big[0], small[0]);
-    mma::split(x[4 * c + 2], big[1], small[1]);
-    mma::split(x[4 * c + 1], big[2], small[2]);
-    mma::split(x[4 * c + 3], big[3], small[3]);
-    wg::rs(acc, small, dsc(tb, c), 1);
-    wg::rs(acc, big, dsc(ts, c), 1);
-    wg::rs(acc, big, dsc(tb, c), 1);
+    split_a(x[4 * c], big[0], small[0]);
+    split_a(x[4 * c + 2], big[1], small[1]);
+    split_a(x[4 * c + 1], big[2], small[2]);
+    split_a(x[4 * c + 3], big[3], small[3]);
+    wg::rs(acc, small, dsc(m, tb, c), 1);
+    wg::rs(acc, big, dsc(m, ts, c), 1);
+    wg::rs(acc, big, dsc(m, tb, c), 1);
   }
 }
 
@@ -246,11 +268,21 @@ __device__ __forceinline__ void copy_mask(float *mt, const WP &p, const float *m
   }
 }
 
-// The header's s(i, j) from the product; m: the mask entry (1 without a mask). `plain` (tile
-// wholly in range, unmasked, below the diagonal): just dot * scale.
-__device__ __forceinline__ float score_at(const WP &p, bool plain, unsigned i, unsigned j,
-                                          float dot, float m) {
-  if (plain) return dot * p.scale;
+// lse and D of queries i0 .. i0 + 63 into ld[0 .. 63] and ld[64 .. 127] by cp.async, one float
+// per thread (zeros past n, and for D when it is NULL), so that the softmax reads them from
+// shared memory (16 + 16 values a thread, 16 loads) instead of 32 bounds-checked global loads.
+__device__ __forceinline__ void copy_ld(float *ld, const WP &p, const float *lse, const float *D,
+                                        uint64_t b, unsigned i0) {
+  const unsigned i = i0 + threadIdx.x % kT;
+  const float *src = threadIdx.x < kT ? lse : D;
+  const bool ok = src != nullptr && i < p.n;
+  async::copy4(ld + threadIdx.x, ok ? src + b * p.n + i : lse, ok);
+}
+
+// The header's s(i, j) from the product; m: the mask entry (1 without a mask), for a tile that is
+// not plain (plain: wholly in range, unmasked, below the diagonal, where s = dot * scale).
+__device__ __forceinline__ float score_at(const WP &p, unsigned i, unsigned j, float dot,
+                                          float m) {
   if (i >= p.n || j >= p.n) return kNegInf;
   return attn::score(dot, (p.causal && j > i) || m == 0.0f, p.scale, p.fill);
 }
@@ -258,13 +290,35 @@ __device__ __forceinline__ float score_at(const WP &p, bool plain, unsigned i, u
 // P = exp(s - lse) for a non-excluded score, 0 for an excluded one (attn::prob), the exp by
 // ex2.approx (EX2: 2^((s - lse) log2 e), ~2^-22 relative plus the rounding of the argument, 3
 // instructions; results below 2^-126 flush to 0) or by the shared exp_f (~22 instructions).
-template <bool EX2>
+// PLAIN: a score of a plain tile, never excluded (and its row's lse finite): no test.
+template <bool EX2, bool PLAIN = false>
 __device__ __forceinline__ float prob(float s, float ref) {
   if (!EX2) return attn::prob(s, ref);
-  if (s == kNegInf) return 0.0f;
+  if (!PLAIN && s == kNegInf) return 0.0f;
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"((s - ref) * 1.44269504088896341f));
   return y;
+}
+
+// dS = P (dP - D) over a 64 x 64 tile in place of dp (P in pr); zero where bit e of ex is set
+// (an excluded score; ex == 0 on every plain tile and on most others). D of element e: Dq[2 (e /
+// 4) + (e & 1)] when the queries are the C fragments' columns (dkdv), Dq[(e & 3) >> 1] when they
+// are its rows (dq).
+template <bool QCOLS, unsigned NR>
+__device__ __forceinline__ void dscores(float (&dp)[32], const float (&pr)[32],
+                                        const float (&Dq)[NR], uint32_t ex) {
+  static_assert(NR == (QCOLS ? 16 : 2), "one D per query of the thread");
+  if (ex == 0) {
+#pragma unroll
+    for (unsigned e = 0; e < 32; ++e)
+      dp[e] = pr[e] * (dp[e] - Dq[QCOLS ? 2 * (e / 4) + (e & 1) : (e & 3) >> 1]);
+  } else {
+#pragma unroll
+    for (unsigned e = 0; e < 32; ++e) {
+      const float v = pr[e] * (dp[e] - Dq[QCOLS ? 2 * (e / 4) + (e & 1) : (e & 3) >> 1]);
+      dp[e] = (ex >> e) & 1u ? 0.0f : v;
+    }
+  }
 }
 
 // ---- dk, dv -------------------------------------------------------------------------------------
@@ -274,10 +328,12 @@ __global__ void __launch_bounds__(128, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
   float *sm = async::dynamic_smem();
+  const Smem m = smem_of(sm);
   float *kb = sm, *ks = kb + kImg, *vb = ks + kImg, *vs = vb + kImg;          // resident
   float *qb = vs + kImg, *qs = qb + kImg, *ob = qs + kImg, *os = ob + kImg;    // S^T, dP^T
   float *qtb = os + kImg, *qts = qtb + kImg, *otb = qts + kImg, *ots = otb + kImg;  // dK, dV
-  float *mt = ots + kImg;  // the mask tile (kT x kMS)
+  float *ld = ots + kImg;  // lse, D of the query tile (2 x kT)
+  float *mt = ld + 2 * kT;  // the mask tile (kT x kMS)
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const unsigned jt = blockIdx.x, jb = jt * kT;
   const unsigned first = p.skip ? jt : 0;
@@ -289,37 +345,59 @@ __global__ void __launch_bounds__(128, 1)
     copy_plane(qb, p, planes, kQr, b, first);
     copy_plane(ob, p, planes, kDr, b, first);
     async::commit();
+    copy_ld(ld, p, lse, D, b, first * kT);
+    if (mb) copy_mask(mt, p, mb, first * kT, jb);
+    async::commit();
     copy_plane(qtb, p, planes, kQt, b, first);
     copy_plane(otb, p, planes, kDt, b, first);
-    if (mb) copy_mask(mt, p, mb, first * kT, jb);
     async::commit();
     float gk[32], gv[32];
 #pragma unroll
     for (unsigned e = 0; e < 32; ++e) gk[e] = gv[e] = 0.0f;
-    // Loop invariant at the top: the row images of tile it (and K, V) committed in the older of
-    // the two groups in flight, the transposed images and the mask tile of tile it in the newer
-    // one.
+    // Loop invariant at the top: three groups of copies in flight for tile it, oldest first: the
+    // row images (with K and V on entry), lse / D and the mask tile, the transposed images.
     for (unsigned it = first; it < p.ntiles; ++it) {
       const unsigned i0 = it * kT;
       const bool more = it + 1 < p.ntiles;
-      // lse and D of this thread's 16 queries i0 + 8 c + 2 t + h.
-      float L[16], Dq[16];
-#pragma unroll
-      for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-        for (unsigned h = 0; h < 2; ++h) {
-          const unsigned i = i0 + 8 * c + 2 * t + h;
-          L[2 * c + h] = i < p.n ? lse[b * p.n + i] : 0.0f;
-          Dq[2 * c + h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
-        }
-      landed<1>();
+      landed<2>();  // the row images
       float s[32], dp[32];
       wg::fence();
-      prod_rows(s, kb, ks, qb, qs);
-      prod_rows(dp, vb, vs, ob, os);
+      prod_rows(m, s, kb, ks, qb, qs);
       wg::commit();
-      wg::wait<0>();
+      prod_rows(m, dp, vb, vs, ob, os);
+      wg::commit();
+      landed<1>();  // lse / D and the mask tile, under the products
+      // lse and D of this thread's 16 queries i0 + 8 c + 2 t + h (entry 2 c + h).
+      float L[16], Dq[16];
+#pragma unroll
+      for (unsigned c = 0; c < 8; ++c) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(ld + 8 * c + 2 * t);
+        const float2 d2 = *reinterpret_cast<const float2 *>(ld + kT + 8 * c + 2 * t);
+        L[2 * c] = l2.x, L[2 * c + 1] = l2.y, Dq[2 * c] = d2.x, Dq[2 * c + 1] = d2.y;
+      }
+      const bool plain = mb == nullptr && i0 + kT <= p.n && jb + kT <= p.n &&
+                         !(p.causal && jb + kT - 1 > i0);
+      // P^T = exp(s - lse) while dP^T is still in the tensor cores.
+      wg::wait<1>();
       wg::reg_fence(s);
+      uint32_t ex = 0;
+      if (plain) {
+#pragma unroll
+        for (unsigned e = 0; e < 32; ++e)
+          s[e] = prob<EX2, true>(s[e] * p.scale, L[2 * (e / 4) + (e & 1)]);
+      } else {
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
+            const float sc = score_at(p, i0 + ir, jb + jr, s[4 * c + e],
+                                      mb ? mt[ir * kMS + jr] : 1.0f);
+            s[4 * c + e] = prob<EX2>(sc, L[2 * c + h]);
+            ex |= (uint32_t)(sc == kNegInf) << (4 * c + e);
+          }
+      }
+      wg::wait<0>();
       wg::reg_fence(dp);
       __syncthreads();  // every warp's products have read qb .. os
       if (more) {
@@ -327,35 +405,22 @@ __global__ void __launch_bounds__(128, 1)
         copy_plane(ob, p, planes, kDr, b, it + 1);
       }
       async::commit();
-      if (mb) {  // the mask tile of tile it (with the transposed images)
-        landed<1>();
+      dscores<true>(dp, s, Dq, ex);  // dS^T
+      landed<1>();  // the transposed images; every thread is past its reads of ld and mt
+      if (more) {
+        copy_ld(ld, p, lse, D, b, i0 + kT);
+        if (mb) copy_mask(mt, p, mb, i0 + kT, jb);
       }
-      const bool plain = mb == nullptr && i0 + kT <= p.n && jb + kT <= p.n &&
-                         !(p.causal && jb + kT - 1 > i0);
-#pragma unroll
-      for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) {
-          const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
-          const float m = mb ? mt[ir * kMS + jr] : 1.0f;
-          const float sc = score_at(p, plain, i0 + ir, jb + jr, s[4 * c + e], m);
-          const float pr = prob<EX2>(sc, L[2 * c + h]);
-          s[4 * c + e] = pr;
-          dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[2 * c + h]);
-        }
-      if (!mb) {  // the transposed images of tile it
-        landed<1>();
-      }
+      async::commit();
       wg::fence();
-      prod_frag(gv, s, otb, ots);
-      prod_frag(gk, dp, qtb, qts);
+      prod_frag(m, gv, s, otb, ots);
+      prod_frag(m, gk, dp, qtb, qts);
       wg::commit();
       wg::wait<0>();
-      __syncthreads();  // every warp's products have read qtb .. ots, the mask tile is read
+      __syncthreads();  // every warp's products have read qtb .. ots
       if (more) {
         copy_plane(qtb, p, planes, kQt, b, it + 1);
         copy_plane(otb, p, planes, kDt, b, it + 1);
-        if (mb) copy_mask(mt, p, mb, i0 + kT, jb);
       }
       async::commit();
     }
@@ -382,6 +447,7 @@ __global__ void __launch_bounds__(128, 1)
     dq_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
               const float *__restrict D, float *__restrict dq) {
   float *sm = async::dynamic_smem();
+  const Smem m = smem_of(sm);
   float *qb = sm, *qs = qb + kImg, *ob = qs + kImg, *os = ob + kImg;          // resident
   float *kb = os + kImg, *ks = kb + kImg, *vb = ks + kImg, *vs = vb + kImg;    // S, dP
   float *ktb = vs + kImg, *kts = ktb + kImg;                                   // dQ
@@ -397,8 +463,9 @@ __global__ void __launch_bounds__(128, 1)
     copy_plane(kb, p, planes, kKr, b, 0);
     copy_plane(vb, p, planes, kVr, b, 0);
     async::commit();
-    copy_plane(ktb, p, planes, kKt, b, 0);
     if (mb) copy_mask(mt, p, mb, i0, 0);
+    async::commit();
+    copy_plane(ktb, p, planes, kKt, b, 0);
     async::commit();
     // lse and D of this thread's rows i0 + 16 w + g + 8 h.
     float L[2], Dq[2];
@@ -411,51 +478,59 @@ __global__ void __launch_bounds__(128, 1)
     float gq[32];
 #pragma unroll
     for (unsigned e = 0; e < 32; ++e) gq[e] = 0.0f;
+    // Loop invariant at the top: three groups of copies in flight for tile jt, oldest first: the
+    // K and V row images (with Q and dout on entry), the mask tile (an empty group without a
+    // mask), the Kt images.
     for (unsigned jt = 0; jt <= last; ++jt) {
       const unsigned j0 = jt * kT;
       const bool more = jt + 1 <= last;
-      landed<1>();
+      landed<2>();  // the K, V row images
       float s[32], dp[32];
       wg::fence();
-      prod_rows(s, qb, qs, kb, ks);
-      prod_rows(dp, ob, os, vb, vs);
+      prod_rows(m, s, qb, qs, kb, ks);
       wg::commit();
-      wg::wait<0>();
+      prod_rows(m, dp, ob, os, vb, vs);
+      wg::commit();
+      if (mb) landed<1>();  // the mask tile, under the products
+      const bool plain = mb == nullptr && i0 + kT <= p.n && j0 + kT <= p.n &&
+                         !(p.causal && j0 + kT - 1 > i0);
+      // P = exp(s - lse) while dP is still in the tensor cores.
+      wg::wait<1>();
       wg::reg_fence(s);
+      uint32_t ex = 0;
+      if (plain) {
+#pragma unroll
+        for (unsigned e = 0; e < 32; ++e) s[e] = prob<EX2, true>(s[e] * p.scale, L[(e & 3) >> 1]);
+      } else {
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            const unsigned h = e >> 1, ir = 16 * w + g + 8 * h, jr = 8 * c + 2 * t + (e & 1);
+            const float sc = score_at(p, i0 + ir, j0 + jr, s[4 * c + e],
+                                      mb ? mt[ir * kMS + jr] : 1.0f);
+            s[4 * c + e] = prob<EX2>(sc, L[h]);
+            ex |= (uint32_t)(sc == kNegInf) << (4 * c + e);
+          }
+      }
+      wg::wait<0>();
       wg::reg_fence(dp);
-      __syncthreads();
+      __syncthreads();  // every warp's products have read kb .. vs
       if (more) {
         copy_plane(kb, p, planes, kKr, b, jt + 1);
         copy_plane(vb, p, planes, kVr, b, jt + 1);
       }
       async::commit();
-      if (mb) {  // the mask tile of tile jt (with the Kt images)
-        landed<1>();
-      }
-      const bool plain = mb == nullptr && i0 + kT <= p.n && j0 + kT <= p.n &&
-                         !(p.causal && j0 + kT - 1 > i0);
-#pragma unroll
-      for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) {
-          const unsigned h = e >> 1, ir = 16 * w + g + 8 * h, jr = 8 * c + 2 * t + (e & 1);
-          const float m = mb ? mt[ir * kMS + jr] : 1.0f;
-          const float sc = score_at(p, plain, i0 + ir, j0 + jr, s[4 * c + e], m);
-          const float pr = prob<EX2>(sc, L[h]);
-          dp[4 * c + e] = sc == kNegInf ? 0.0f : pr * (dp[4 * c + e] - Dq[h]);
-        }
-      if (!mb) {  // the Kt images of tile jt
-        landed<1>();
-      }
+      dscores<false>(dp, s, Dq, ex);  // dS
+      landed<1>();  // the Kt images; every thread is past its reads of mt
+      if (more && mb) copy_mask(mt, p, mb, i0, j0 + kT);
+      async::commit();
       wg::fence();
-      prod_frag(gq, dp, ktb, kts);
+      prod_frag(m, gq, dp, ktb, kts);
       wg::commit();
       wg::wait<0>();
-      __syncthreads();
-      if (more) {
-        copy_plane(ktb, p, planes, kKt, b, jt + 1);
-        if (mb) copy_mask(mt, p, mb, i0, j0 + kT);
-      }
+      __syncthreads();  // every warp's products have read ktb, kts
+      if (more) copy_plane(ktb, p, planes, kKt, b, jt + 1);
       async::commit();
     }
     async::wait<0>();
@@ -471,8 +546,8 @@ __global__ void __launch_bounds__(128, 1)
 }
 
 constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
-constexpr size_t kDkdvSmem = 12 * kImg * sizeof(float) + kMaskBytes;  // 209 KB
-constexpr size_t kDqSmem = 10 * kImg * sizeof(float) + kMaskBytes;    // 177 KB
+constexpr size_t kDkdvSmem = (12 * kImg + 2 * kT) * sizeof(float) + kMaskBytes;  // 209.5 KB
+constexpr size_t kDqSmem = 10 * kImg * sizeof(float) + kMaskBytes;               // 177 KB
 
 template <class K>
 void set_smem(K kernel, size_t bytes) {
