@@ -279,8 +279,8 @@ __device__ __forceinline__ void copy_ld(float *ld, const WP &p, const float *lse
   async::copy4(ld + threadIdx.x, ok ? src + b * p.n + i : lse, ok);
 }
 
-// The header's s(i, j) from the product; m: the mask entry (1 without a mask), for a tile that is
-// not plain (plain: wholly in range, unmasked, below the diagonal, where s = dot * scale).
+// The header's s(i, j) from the product; m: the mask entry (1 without a mask), for a kGeneral
+// tile (tile_kind below).
 __device__ __forceinline__ float score_at(const WP &p, unsigned i, unsigned j, float dot,
                                           float m) {
   if (i >= p.n || j >= p.n) return kNegInf;
@@ -290,7 +290,8 @@ __device__ __forceinline__ float score_at(const WP &p, unsigned i, unsigned j, f
 // P = exp(s - lse) for a non-excluded score, 0 for an excluded one (attn::prob), the exp by
 // ex2.approx (EX2: 2^((s - lse) log2 e), ~2^-22 relative plus the rounding of the argument, 3
 // instructions; results below 2^-126 flush to 0) or by the shared exp_f (~22 instructions).
-// PLAIN: a score of a plain tile, never excluded (and its row's lse finite): no test.
+// PLAIN: a score that cannot be excluded (a kPlain tile, an allowed entry of a kMasked one; its
+// row's lse is then finite): no test.
 template <bool EX2, bool PLAIN = false>
 __device__ __forceinline__ float prob(float s, float ref) {
   if (!EX2) return attn::prob(s, ref);
@@ -300,8 +301,19 @@ __device__ __forceinline__ float prob(float s, float ref) {
   return y;
 }
 
+// How a 64 x 64 tile of queries i0.. and keys j0.. computes its scores. kPlain: wholly in range,
+// unmasked, below the diagonal: s = dot * scale, never excluded. kMasked: the same but masked,
+// with mask_fill = -inf: excluded where the mask entry is 0, else s = dot * scale (no bounds,
+// causal or fill arithmetic). kGeneral: the header's s(i, j) in full (score_at).
+enum Kind { kPlain, kMasked, kGeneral };
+__device__ __forceinline__ Kind tile_kind(const WP &p, bool masked, unsigned i0, unsigned j0) {
+  if (i0 + kT > p.n || j0 + kT > p.n || (p.causal && j0 + kT - 1 > i0)) return kGeneral;
+  if (!masked) return kPlain;
+  return p.fill == kNegInf ? kMasked : kGeneral;
+}
+
 // dS = P (dP - D) over a 64 x 64 tile in place of dp (P in pr); zero where bit e of ex is set
-// (an excluded score; ex == 0 on every plain tile and on most others). D of element e: Dq[2 (e /
+// (an excluded score; ex == 0 on every kPlain tile). D of element e: Dq[2 (e /
 // 4) + (e & 1)] when the queries are the C fragments' columns (dkdv), Dq[(e & 3) >> 1] when they
 // are its rows (dq).
 template <bool QCOLS, unsigned NR>
@@ -375,16 +387,26 @@ __global__ void __launch_bounds__(128, 1)
         const float2 d2 = *reinterpret_cast<const float2 *>(ld + kT + 8 * c + 2 * t);
         L[2 * c] = l2.x, L[2 * c + 1] = l2.y, Dq[2 * c] = d2.x, Dq[2 * c + 1] = d2.y;
       }
-      const bool plain = mb == nullptr && i0 + kT <= p.n && jb + kT <= p.n &&
-                         !(p.causal && jb + kT - 1 > i0);
+      const Kind kind = tile_kind(p, mb != nullptr, i0, jb);
       // P^T = exp(s - lse) while dP^T is still in the tensor cores.
       wg::wait<1>();
       wg::reg_fence(s);
       uint32_t ex = 0;
-      if (plain) {
+      if (kind == kPlain) {
 #pragma unroll
         for (unsigned e = 0; e < 32; ++e)
           s[e] = prob<EX2, true>(s[e] * p.scale, L[2 * (e / 4) + (e & 1)]);
+      } else if (kind == kMasked) {
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
+            const bool blocked = mt[ir * kMS + jr] == 0.0f;
+            const float pr = prob<EX2, true>(s[4 * c + e] * p.scale, L[2 * c + h]);
+            s[4 * c + e] = blocked ? 0.0f : pr;
+            ex |= (uint32_t)blocked << (4 * c + e);
+          }
       } else {
 #pragma unroll
         for (unsigned c = 0; c < 8; ++c)
@@ -492,15 +514,30 @@ __global__ void __launch_bounds__(128, 1)
       prod_rows(m, dp, ob, os, vb, vs);
       wg::commit();
       if (mb) landed<1>();  // the mask tile, under the products
-      const bool plain = mb == nullptr && i0 + kT <= p.n && j0 + kT <= p.n &&
-                         !(p.causal && j0 + kT - 1 > i0);
+      const Kind kind = tile_kind(p, mb != nullptr, i0, j0);
       // P = exp(s - lse) while dP is still in the tensor cores.
       wg::wait<1>();
       wg::reg_fence(s);
       uint32_t ex = 0;
-      if (plain) {
+      if (kind == kPlain) {
 #pragma unroll
         for (unsigned e = 0; e < 32; ++e) s[e] = prob<EX2, true>(s[e] * p.scale, L[(e & 3) >> 1]);
+      } else if (kind == kMasked) {
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+          for (unsigned h = 0; h < 2; ++h) {
+            const float2 m2 =
+                *reinterpret_cast<const float2 *>(mt + (16 * w + g + 8 * h) * kMS + 8 * c + 2 * t);
+#pragma unroll
+            for (unsigned u = 0; u < 2; ++u) {
+              const unsigned e = 4 * c + 2 * h + u;
+              const bool blocked = (u ? m2.y : m2.x) == 0.0f;
+              const float pr = prob<EX2, true>(s[e] * p.scale, L[h]);
+              s[e] = blocked ? 0.0f : pr;
+              ex |= (uint32_t)blocked << e;
+            }
+          }
       } else {
 #pragma unroll
         for (unsigned c = 0; c < 8; ++c)
