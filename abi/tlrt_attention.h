@@ -76,8 +76,10 @@
  * the DEFINITIONS, in float32, exp(x) as the hardware 2^(x log2 e) (ex2.approx: ~2^-22
  * relative, results below 2^-126 flushed to 0); P and dS enter dv, dk and dq as big(x) and
  * x - big(x) truncated to TF32 (within 2^-21 |x| of x where small(x) is within 2^-22).
- * Float32-grade, within the split-TF32 bound below, not bit for bit the CPU. Its scratch is 14 * 64 bh n' floats of split operand tiles
- * (n' = n rounded up to a multiple of 64; at most 28 times the size of q), beside D. Elsewhere
+ * Float32-grade, within the split-TF32 bound below, not bit for bit the CPU. Its scratch is
+ * 14 * 64 bh n' floats of split operand tiles (n' = n rounded up to a multiple of 64; at most 28
+ * times the size of q), beside D, and with a mask and mask_fill = -inf, n'^2 / 16 32-bit words
+ * of exclusion bits per mask (one for a broadcast mask, else bh: 1/16 of the mask). Elsewhere
  * (d <= 32 or d > 64, other devices) the backward runs the exact kernels in both modes (bit for
  * bit the CPU), except on the TF32 path.
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
@@ -114,7 +116,8 @@
  * backward and the TF32 path an infinite q, k, v (or dout) element also makes the affected rows
  * NaN (small(inf) is NaN), including, for v, rows whose key tile holds it with p = 0.
  *
- * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output is
+ * MEMORY. Nothing of size n x n is ever allocated on either backend (the fast backward's
+ * exclusion bits, above, are 1/16 the size of the caller's mask): the forward's extra output is
  * lse (bh * n floats); the backward's scratch is D (bh * n floats; the fast backward adds its
  * 14 * 64 bh n' floats of operand tiles); the seeds' single-gradient entry points also hold out
  * and lse (bh * n * d + bh * n floats) from their internal forward. */

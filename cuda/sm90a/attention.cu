@@ -32,7 +32,7 @@
 // = Q K^T, dP = dout V^T, dQ += dS K (Kt images). Each loop refills a tile's images by cp.async
 // as soon as its last product has completed (S / dP images during the softmax and dV / dK
 // products, the transposed ones during the next S / dP, with the mask tile). Shared memory:
-// dkdv 192 KB (12 images), dq 160 KB (10), + 17 KB with a mask; one block per SM.
+// dkdv 192.5 KB (12 images, lse / D), dq 160 KB (10), + 17 KB with a mask; one block per SM.
 // Scores exactly as the header's s(i, j) on the products (the mask tile staged in shared memory
 // by cp.async; causal and bounds tests skipped for tiles wholly in range, unmasked and below the
 // diagonal); P, dS with attn::prob as the exact kernels. dk and dq take the factor scale at the
@@ -60,6 +60,21 @@
 //      ms (1.01x SDPA; exact 1.046), causal 0.525 (0.72x; 0.815), masked 0.946 (1.28x; 1.159);
 //      (16, 4096, 64) none 4.97 (0.91x; 8.00), causal 2.90 (0.52x; 4.98), masked 6.67 (1.20x;
 //      8.86). The 0.7x target is met at (16, 4096, 64) causal only.
+//   4. (session 12) ncu on (32, 1024, 64) unmasked: one warp per scheduler issuing every 4.8
+//      cycles, tensor pipe 28% busy, and of ~2100 instructions per warp per tile pair 27% were
+//      descriptor arithmetic (ptxas rebuilt each descriptor, ~5 uniform instructions per
+//      operand) and 27% operand splits (mma::split, 9 instructions). One descriptor base per
+//      block with a 32-bit add per operand (Smem, dsc), P / dS split in 3 (split_a), lse / D
+//      staged in shared memory with the mask tile, P computed while dP is still in the tensor
+//      cores and the score tests skipped on plain tiles: H200, dkdv 375 -> 223 us, dq 279 ->
+//      158 (causal 261 / 194 -> 160 / 119; masked 499 / 374 -> 376 / 313).
+//   5. Masked in-range tiles with mask_fill = -inf from the mask tile without the general score
+//      (kMasked): masked 376 / 313 -> 266 / 198 us; then from exclusion words built once per call
+//      by bits_kernel (no mask tile, no shared loads, ~5 us for a 1024^2 mask): 231 / 172.
+//      Waiting for lse / D and the mask tile at the top of the loop instead of under the S / dP
+//      products (ncu had put 10% of the stall samples at that barrier) measured 270 / 208: kept
+//      where it is. D computed in planes_kernel (no d_kernel launch) made the pre-pass 43 ->
+//      66 us (the 64 fma chains of a tile hold the block), against d_kernel's 9: not kept.
 //   A PIPELINED FORM, measured and removed (git show 04a2c74:cuda/attention_wgmma.cu): steps
 //   of 32 queries (keys in dq), double-buffered images, the next step's S / dP products issued
 //   before the current step's softmax so that they overlap: dkdv 777 us, dq 598 (slower: ptxas
@@ -105,7 +120,15 @@ struct WP {
   float scale, fill;
   bool causal, skip;
   bool mask_vec;  // mask tiles by 16-byte copies (n % 4 == 0, mask 16-byte aligned)
+  // The exclusion words of the mask (bits_kernel; nullptr unless masked with mask_fill = -inf),
+  // and the words between two problems' (0 for a broadcast mask).
+  const uint32_t *bits;
+  uint64_t bits_stride;
 };
+
+// Words of exclusion bits per 64 x 64 tile: 128 in the dkdv kernel's fragment order, then 128
+// in the dq kernel's (bit e of word T: the entry thread T holds as its C fragment element e).
+constexpr unsigned kBitsPerTile = 2 * 128;
 
 // The tile row at position pos of a transposed image: within each group of 8, positions
 // 0 1 2 3 4 5 6 7 hold rows 0 2 4 6 1 3 5 7 (the C -> A fragment order of cuda/mma_tf32.cuh).
@@ -163,6 +186,60 @@ __global__ void __launch_bounds__(256)
       }
     }
   }
+}
+
+// Block (key tile, query tile, mask problem): the exclusion bits (mask entry == 0) of a 64 x 64
+// tile of the mask, one 32-bit word per thread of each kernel holding its 32 scores' bits, so that
+// a masked tile costs the kernels one load a thread instead of a 16 KB mask tile and 32 shared
+// loads (used for kMasked tiles only: in range, mask_fill = -inf).
+__global__ void __launch_bounds__(128)
+    bits_kernel(WP p, unsigned mproblems, uint32_t *__restrict bits) {
+  __shared__ float s[kT][kT + 1];
+  const unsigned jt = blockIdx.x, it = blockIdx.y;
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (uint64_t mp = blockIdx.z; mp < mproblems; mp += gridDim.z) {
+    const float *mb = p.mask + mp * p.mask_stride;
+    __syncthreads();
+    if (p.mask_vec && it * kT + kT <= p.n && jt * kT + kT <= p.n) {
+      float4 m4[8];  // all 8 loads in flight before the stores
+#pragma unroll
+      for (unsigned u = 0; u < 8; ++u) {
+        const unsigned e = threadIdx.x + 128 * u, r = e / (kT / 4), c = 4 * (e % (kT / 4));
+        m4[u] = *reinterpret_cast<const float4 *>(mb + (uint64_t)(it * kT + r) * p.n + jt * kT + c);
+      }
+#pragma unroll
+      for (unsigned u = 0; u < 8; ++u) {
+        const unsigned e = threadIdx.x + 128 * u, r = e / (kT / 4), c = 4 * (e % (kT / 4));
+        s[r][c] = m4[u].x, s[r][c + 1] = m4[u].y, s[r][c + 2] = m4[u].z, s[r][c + 3] = m4[u].w;
+      }
+    } else {
+      for (unsigned e = threadIdx.x; e < kT * kT; e += 128) {
+        const unsigned r = e / kT, c = e % kT, i = it * kT + r, j = jt * kT + c;
+        s[r][c] = (i < p.n && j < p.n) ? mb[(uint64_t)i * p.n + j] : 1.0f;
+      }
+    }
+    __syncthreads();
+    uint32_t kv = 0, qv = 0;
+#pragma unroll
+    for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) {
+        // dkdv: rows = keys 16 w + g (+8), columns = queries 8 c + 2 t (+1); dq: the transpose.
+        const unsigned a = 16 * w + g + 8 * (e >> 1), z = 8 * c + 2 * t + (e & 1);
+        kv |= (uint32_t)(s[z][a] == 0.0f) << (4 * c + e);
+        qv |= (uint32_t)(s[a][z] == 0.0f) << (4 * c + e);
+      }
+    uint32_t *o = bits + mp * p.bits_stride + ((uint64_t)it * p.ntiles + jt) * kBitsPerTile;
+    o[threadIdx.x] = kv;
+    o[128 + threadIdx.x] = qv;
+  }
+}
+
+// The exclusion word of this thread for tile (it, jt) of problem b; order 0: dkdv, 1: dq.
+__device__ __forceinline__ uint32_t bits_at(const WP &p, uint64_t b, unsigned it, unsigned jt,
+                                            unsigned order) {
+  return p.bits[b * p.bits_stride + ((uint64_t)it * p.ntiles + jt) * kBitsPerTile + order * 128 +
+                threadIdx.x];
 }
 
 // ---- shared pieces of the two kernels -----------------------------------------------------------
@@ -303,13 +380,14 @@ __device__ __forceinline__ float prob(float s, float ref) {
 
 // How a 64 x 64 tile of queries i0.. and keys j0.. computes its scores. kPlain: wholly in range,
 // unmasked, below the diagonal: s = dot * scale, never excluded. kMasked: the same but masked,
-// with mask_fill = -inf: excluded where the mask entry is 0, else s = dot * scale (no bounds,
-// causal or fill arithmetic). kGeneral: the header's s(i, j) in full (score_at).
+// with mask_fill = -inf: excluded where the exclusion bit (bits_kernel) is set, else s = dot *
+// scale (no mask tile, bounds, causal or fill arithmetic). kGeneral: the header's s(i, j) in
+// full (score_at), the mask from a staged mask tile.
 enum Kind { kPlain, kMasked, kGeneral };
-__device__ __forceinline__ Kind tile_kind(const WP &p, bool masked, unsigned i0, unsigned j0) {
+__device__ __forceinline__ Kind tile_kind(const WP &p, unsigned i0, unsigned j0) {
   if (i0 + kT > p.n || j0 + kT > p.n || (p.causal && j0 + kT - 1 > i0)) return kGeneral;
-  if (!masked) return kPlain;
-  return p.fill == kNegInf ? kMasked : kGeneral;
+  if (p.mask == nullptr) return kPlain;
+  return p.bits != nullptr ? kMasked : kGeneral;
 }
 
 // dS = P (dP - D) over a 64 x 64 tile in place of dp (P in pr); zero where bit e of ex is set
@@ -358,7 +436,7 @@ __global__ void __launch_bounds__(128, 1)
     copy_plane(ob, p, planes, kDr, b, first);
     async::commit();
     copy_ld(ld, p, lse, D, b, first * kT);
-    if (mb) copy_mask(mt, p, mb, first * kT, jb);
+    if (mb && tile_kind(p, first * kT, jb) == kGeneral) copy_mask(mt, p, mb, first * kT, jb);
     async::commit();
     copy_plane(qtb, p, planes, kQt, b, first);
     copy_plane(otb, p, planes, kDt, b, first);
@@ -372,6 +450,8 @@ __global__ void __launch_bounds__(128, 1)
       const unsigned i0 = it * kT;
       const bool more = it + 1 < p.ntiles;
       landed<2>();  // the row images
+      const Kind kind = tile_kind(p, i0, jb);
+      const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 0) : 0u;  // under the products
       float s[32], dp[32];
       wg::fence();
       prod_rows(m, s, kb, ks, qb, qs);
@@ -387,7 +467,6 @@ __global__ void __launch_bounds__(128, 1)
         const float2 d2 = *reinterpret_cast<const float2 *>(ld + kT + 8 * c + 2 * t);
         L[2 * c] = l2.x, L[2 * c + 1] = l2.y, Dq[2 * c] = d2.x, Dq[2 * c + 1] = d2.y;
       }
-      const Kind kind = tile_kind(p, mb != nullptr, i0, jb);
       // P^T = exp(s - lse) while dP^T is still in the tensor cores.
       wg::wait<1>();
       wg::reg_fence(s);
@@ -401,12 +480,10 @@ __global__ void __launch_bounds__(128, 1)
         for (unsigned c = 0; c < 8; ++c)
 #pragma unroll
           for (unsigned e = 0; e < 4; ++e) {
-            const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
-            const bool blocked = mt[ir * kMS + jr] == 0.0f;
-            const float pr = prob<EX2, true>(s[4 * c + e] * p.scale, L[2 * c + h]);
-            s[4 * c + e] = blocked ? 0.0f : pr;
-            ex |= (uint32_t)blocked << (4 * c + e);
+            const float pr = prob<EX2, true>(s[4 * c + e] * p.scale, L[2 * c + (e & 1)]);
+            s[4 * c + e] = (exw >> (4 * c + e)) & 1u ? 0.0f : pr;
           }
+        ex = exw;
       } else {
 #pragma unroll
         for (unsigned c = 0; c < 8; ++c)
@@ -431,7 +508,7 @@ __global__ void __launch_bounds__(128, 1)
       landed<1>();  // the transposed images; every thread is past its reads of ld and mt
       if (more) {
         copy_ld(ld, p, lse, D, b, i0 + kT);
-        if (mb) copy_mask(mt, p, mb, i0 + kT, jb);
+        if (mb && tile_kind(p, i0 + kT, jb) == kGeneral) copy_mask(mt, p, mb, i0 + kT, jb);
       }
       async::commit();
       wg::fence();
@@ -485,7 +562,7 @@ __global__ void __launch_bounds__(128, 1)
     copy_plane(kb, p, planes, kKr, b, 0);
     copy_plane(vb, p, planes, kVr, b, 0);
     async::commit();
-    if (mb) copy_mask(mt, p, mb, i0, 0);
+    if (mb && tile_kind(p, i0, 0) == kGeneral) copy_mask(mt, p, mb, i0, 0);
     async::commit();
     copy_plane(ktb, p, planes, kKt, b, 0);
     async::commit();
@@ -507,14 +584,15 @@ __global__ void __launch_bounds__(128, 1)
       const unsigned j0 = jt * kT;
       const bool more = jt + 1 <= last;
       landed<2>();  // the K, V row images
+      const Kind kind = tile_kind(p, i0, j0);
+      const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 1) : 0u;  // under the products
       float s[32], dp[32];
       wg::fence();
       prod_rows(m, s, qb, qs, kb, ks);
       wg::commit();
       prod_rows(m, dp, ob, os, vb, vs);
       wg::commit();
-      if (mb) landed<1>();  // the mask tile, under the products
-      const Kind kind = tile_kind(p, mb != nullptr, i0, j0);
+      if (kind == kGeneral && mb) landed<1>();  // the mask tile, under the products
       // P = exp(s - lse) while dP is still in the tensor cores.
       wg::wait<1>();
       wg::reg_fence(s);
@@ -524,20 +602,11 @@ __global__ void __launch_bounds__(128, 1)
         for (unsigned e = 0; e < 32; ++e) s[e] = prob<EX2, true>(s[e] * p.scale, L[(e & 3) >> 1]);
       } else if (kind == kMasked) {
 #pragma unroll
-        for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-          for (unsigned h = 0; h < 2; ++h) {
-            const float2 m2 =
-                *reinterpret_cast<const float2 *>(mt + (16 * w + g + 8 * h) * kMS + 8 * c + 2 * t);
-#pragma unroll
-            for (unsigned u = 0; u < 2; ++u) {
-              const unsigned e = 4 * c + 2 * h + u;
-              const bool blocked = (u ? m2.y : m2.x) == 0.0f;
-              const float pr = prob<EX2, true>(s[e] * p.scale, L[h]);
-              s[e] = blocked ? 0.0f : pr;
-              ex |= (uint32_t)blocked << e;
-            }
-          }
+        for (unsigned e = 0; e < 32; ++e) {
+          const float pr = prob<EX2, true>(s[e] * p.scale, L[(e & 3) >> 1]);
+          s[e] = (exw >> e) & 1u ? 0.0f : pr;
+        }
+        ex = exw;
       } else {
 #pragma unroll
         for (unsigned c = 0; c < 8; ++c)
@@ -560,7 +629,7 @@ __global__ void __launch_bounds__(128, 1)
       async::commit();
       dscores<false>(dp, s, Dq, ex);  // dS
       landed<1>();  // the Kt images; every thread is past its reads of mt
-      if (more && mb) copy_mask(mt, p, mb, i0, j0 + kT);
+      if (more && mb && tile_kind(p, i0, j0 + kT) == kGeneral) copy_mask(mt, p, mb, i0, j0 + kT);
       async::commit();
       wg::fence();
       prod_frag(m, gq, dp, ktb, kts);
@@ -599,8 +668,22 @@ void set_smem(K kernel, size_t bytes) {
 // do cheaply (their work is proportional to d).
 bool bwd_applies(const attn::Problem &p) { return p.d > 32 && p.d <= kDP; }
 
-uint64_t bwd_planes_floats(const attn::Problem &p) {
+namespace {
+uint64_t image_floats(const attn::Problem &p) {
   return 2ull * kPlanes * p.bh * ((p.n + kT - 1) / kT) * kImg;
+}
+
+// Mask problems with exclusion words (0: none): a mask with mask_fill = -inf, one per problem or
+// one broadcast.
+uint64_t bits_problems(const attn::Problem &p) {
+  if (p.mask == nullptr || p.fill != kNegInf) return 0;
+  return p.mask_stride == 0 ? 1 : p.bh;
+}
+}  // namespace
+
+uint64_t bwd_planes_floats(const attn::Problem &p) {
+  const uint64_t nt = (p.n + kT - 1) / kT;
+  return image_floats(p) + bits_problems(p) * nt * nt * kBitsPerTile;
 }
 
 void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const float *v,
@@ -608,12 +691,21 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
          float *dk, float *dv) {
   cudaStream_t st = stream(dev);
   const unsigned ntiles = (unsigned)((p.n + kT - 1) / kT);
-  const WP wp{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, ntiles, p.mask, p.mask_stride,
+  WP wp{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, ntiles, p.mask, p.mask_stride,
               p.scale, p.fill, p.causal, p.causal && p.fill == kNegInf,
-              p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0};
+              p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0, nullptr, 0};
   const dim3 grid(ntiles, (unsigned)(p.bh < 65535 ? p.bh : 65535));
   planes_kernel<<<grid, 256, 0, st>>>(wp, q, dout, k, v, planes);
   check_launch("attention (wgmma) planes_kernel");
+  const uint64_t mproblems = bits_problems(p);
+  if (mproblems != 0) {
+    uint32_t *bits = reinterpret_cast<uint32_t *>(planes + image_floats(p));
+    wp.bits = bits;
+    wp.bits_stride = p.mask_stride == 0 ? 0 : (uint64_t)ntiles * ntiles * kBitsPerTile;
+    bits_kernel<<<dim3(ntiles, ntiles, (unsigned)(mproblems < 65535 ? mproblems : 65535)), 128, 0,
+                  st>>>(wp, (unsigned)mproblems, bits);
+    check_launch("attention (wgmma) bits_kernel");
+  }
   // TLRT_ATTN_EXP=shared in the environment (read per call; a measurement hook): P with the
   // shared exp (tlrt::math::exp_f) instead of ex2.approx.
   const char *e = std::getenv("TLRT_ATTN_EXP");
