@@ -390,22 +390,40 @@ __device__ __forceinline__ Kind tile_kind(const WP &p, unsigned i0, unsigned j0)
   return p.bits != nullptr ? kMasked : kGeneral;
 }
 
+// The thread's query of C fragment element e, as an index into its per-query values (lse, D):
+// 2 (e / 4) + (e & 1) of 16 when the queries are the fragment's columns (dkdv), (e & 3) >> 1 of
+// 2 when they are its rows (dq).
+template <bool QCOLS>
+__device__ __forceinline__ constexpr unsigned qidx(unsigned e) {
+  return QCOLS ? 2 * (e / 4) + (e & 1) : (e & 3) >> 1;
+}
+
+// P = exp(s scale - lse) in place of s over a kPlain tile, or a kMasked one (MASKED: 0 where bit
+// e of the exclusion word exw is set).
+template <bool EX2, bool QCOLS, bool MASKED, unsigned NR>
+__device__ __forceinline__ void probs(float (&s)[32], const float (&L)[NR], float scale,
+                                      uint32_t exw) {
+  static_assert(NR == (QCOLS ? 16 : 2), "one lse per query of the thread");
+#pragma unroll
+  for (unsigned e = 0; e < 32; ++e) {
+    const float pr = prob<EX2, true>(s[e] * scale, L[qidx<QCOLS>(e)]);
+    s[e] = MASKED && ((exw >> e) & 1u) ? 0.0f : pr;
+  }
+}
+
 // dS = P (dP - D) over a 64 x 64 tile in place of dp (P in pr); zero where bit e of ex is set
-// (an excluded score; ex == 0 on every kPlain tile). D of element e: Dq[2 (e /
-// 4) + (e & 1)] when the queries are the C fragments' columns (dkdv), Dq[(e & 3) >> 1] when they
-// are its rows (dq).
+// (an excluded score; ex == 0 on every kPlain tile).
 template <bool QCOLS, unsigned NR>
 __device__ __forceinline__ void dscores(float (&dp)[32], const float (&pr)[32],
                                         const float (&Dq)[NR], uint32_t ex) {
   static_assert(NR == (QCOLS ? 16 : 2), "one D per query of the thread");
   if (ex == 0) {
 #pragma unroll
-    for (unsigned e = 0; e < 32; ++e)
-      dp[e] = pr[e] * (dp[e] - Dq[QCOLS ? 2 * (e / 4) + (e & 1) : (e & 3) >> 1]);
+    for (unsigned e = 0; e < 32; ++e) dp[e] = pr[e] * (dp[e] - Dq[qidx<QCOLS>(e)]);
   } else {
 #pragma unroll
     for (unsigned e = 0; e < 32; ++e) {
-      const float v = pr[e] * (dp[e] - Dq[QCOLS ? 2 * (e / 4) + (e & 1) : (e & 3) >> 1]);
+      const float v = pr[e] * (dp[e] - Dq[qidx<QCOLS>(e)]);
       dp[e] = (ex >> e) & 1u ? 0.0f : v;
     }
   }
@@ -472,17 +490,9 @@ __global__ void __launch_bounds__(128, 1)
       wg::reg_fence(s);
       uint32_t ex = 0;
       if (kind == kPlain) {
-#pragma unroll
-        for (unsigned e = 0; e < 32; ++e)
-          s[e] = prob<EX2, true>(s[e] * p.scale, L[2 * (e / 4) + (e & 1)]);
+        probs<EX2, true, false>(s, L, p.scale, 0u);
       } else if (kind == kMasked) {
-#pragma unroll
-        for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            const float pr = prob<EX2, true>(s[4 * c + e] * p.scale, L[2 * c + (e & 1)]);
-            s[4 * c + e] = (exw >> (4 * c + e)) & 1u ? 0.0f : pr;
-          }
+        probs<EX2, true, true>(s, L, p.scale, exw);
         ex = exw;
       } else {
 #pragma unroll
@@ -598,14 +608,9 @@ __global__ void __launch_bounds__(128, 1)
       wg::reg_fence(s);
       uint32_t ex = 0;
       if (kind == kPlain) {
-#pragma unroll
-        for (unsigned e = 0; e < 32; ++e) s[e] = prob<EX2, true>(s[e] * p.scale, L[(e & 3) >> 1]);
+        probs<EX2, false, false>(s, L, p.scale, 0u);
       } else if (kind == kMasked) {
-#pragma unroll
-        for (unsigned e = 0; e < 32; ++e) {
-          const float pr = prob<EX2, true>(s[e] * p.scale, L[(e & 3) >> 1]);
-          s[e] = (exw >> e) & 1u ? 0.0f : pr;
-        }
+        probs<EX2, false, true>(s, L, p.scale, exw);
         ex = exw;
       } else {
 #pragma unroll

@@ -260,6 +260,12 @@ int main() {
     fast_path(tf32, 2, 513, 64, 0, -(double)INFINITY, 4999);
     fast_path(tf32, 1, 777, 100, 2, -1000.0, 5999);
     fast_path(tf32, 2, 1024, 64, 0, -(double)INFINITY, 7999);
+    // Many whole masked tiles on the Hopper backward's exclusion words (mask_fill = -inf): one
+    // mask per problem (words per problem) and a broadcast mask, n % 4 == 0 (float4 mask loads),
+    // then per problem with the additive fill (the general score path on every tile).
+    fast_path(tf32, 3, 1024, 64, 1, -(double)INFINITY, 8999);
+    fast_path(tf32, 3, 1024, 48, 2, -(double)INFINITY, 9999);
+    fast_path(tf32, 2, 640, 64, 1, -1000.0, 10999);
     const bool was_tf32 = tlrt_set_allow_tf32(tf32);
     long_problem();  // the tensor-core kernels allocate nothing of size n^2 either
     tlrt_set_allow_tf32(was_tf32);
