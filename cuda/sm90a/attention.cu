@@ -679,9 +679,10 @@ uint64_t image_floats(const attn::Problem &p) {
 }
 
 // Mask problems with exclusion words (0: none): a mask with mask_fill = -inf, one per problem or
-// one broadcast.
+// one broadcast. None past 65535 tiles a side (n > 4194240, bits_kernel's grid y; such a mask
+// would hold 2^44 floats): the general score path reads the mask tiles instead.
 uint64_t bits_problems(const attn::Problem &p) {
-  if (p.mask == nullptr || p.fill != kNegInf) return 0;
+  if (p.mask == nullptr || p.fill != kNegInf || (p.n + kT - 1) / kT > 65535) return 0;
   return p.mask_stride == 0 ? 1 : p.bh;
 }
 }  // namespace
