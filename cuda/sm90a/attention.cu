@@ -80,11 +80,21 @@
 //   before the current step's softmax so that they overlap: dkdv 777 us, dq 598 (slower: ptxas
 //   serialised its products, C7511 "insufficient register resources" in dkdv (255 registers,
 //   spills) and C7514 in dq, and m64n32 products with both operands in shared memory are
-//   shared-memory bound, ~24 cycles for 16 of tensor time). WHAT WOULD HELP NEXT: two
-//   consumer warpgroups per SM with their own barriers (the softmax of one under the products
-//   of the other, as FlashAttention-3), which needs the shared memory of a block to shrink:
-//   transposed images built in shared memory from the row images (no Qt / Dt / Kt planes, half
-//   the plane traffic and ~40% of the pre-pass), or K / V small parts kept in registers.
+//   shared-memory bound, ~24 cycles for 16 of tensor time).
+// WHAT WOULD HELP NEXT (after session 12, H200: dkdv ~7.0k cycles per tile pair against ~3.1k
+// of tensor time, dq ~5.1k against ~2.3k; the softmax phases still run between the products of
+// the one warpgroup per SM):
+//   - exclusion words for every mask (any mask_fill: only "mask entry == 0" enters s(i, j)), with
+//     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
+//   - then two consumer warpgroups in the dq kernel (FlashAttention-3's ping-pong): each with its
+//     own Q / dout tile (64 KB), sharing the streamed K / V / Kt images (96 KB): 224 KB. Sharing
+//     single-buffered images ties the two groups to the same phase, so the refills need their
+//     own barriers per group or the streamed images a second buffer (which does not fit);
+//   - the dkdv kernel does not fit two groups (256 KB) unless its query steps shrink to 32
+//     (m64n32 products, shared-memory bound above) or its transposed images are built in
+//     shared memory from the row images (no Qt / Dt / Kt planes, half the plane traffic);
+//   - the pre-pass (43 us at (32, 1024, 64), 151 MB moved, ~3.5 TB/s on the H200) and D (9 us)
+//     are ~12% of the unmasked backward.
 #include <cstdint>
 #include <cstdlib>
 
