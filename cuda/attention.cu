@@ -110,8 +110,10 @@
 // environment runs the exact kernels instead, TLRT_ATTN_EXP=shared its softmax with the shared
 // exp instead of ex2.approx, for comparison). Measured (H100): (32, 1024, 64) 0.729 / 0.525 /
 // 0.946 ms unmasked / causal / masked (1.01x / 0.72x / 1.28x SDPA; the exact kernels 1.046 /
-// 0.815 / 1.159), (16, 4096, 64) 4.97 / 2.90 / 6.67 (0.91x / 0.52x / 1.20x). Elsewhere the
-// exact kernels below.
+// 0.815 / 1.159), (16, 4096, 64) 4.97 / 2.90 / 6.67 (0.91x / 0.52x / 1.20x). Session 12
+// (H200; descriptor base, 3-instruction register splits, exclusion words for masks): (32, 1024,
+// 64) 0.443 / 0.341 / 0.472 ms (0.69x / 0.53x / 0.73x SDPA), (16, 4096, 64) 0.59x / 0.35x /
+// 0.63x (bench/results/2026-11-27-h200-s12-attention.md). Elsewhere the exact kernels below.
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
 // after the H100 run (git show 64d3a20:cuda/attention_mma_bwd_kernels.cuh, with its emulation
