@@ -22,7 +22,7 @@ Each of our passes is timed in three modes (the "path" column; abi/tlrt_attentio
 torch is always timed with TF32 off (the issue's comparison), also against the tf32 rows.
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention.py [--out FILE] [--iters N]
-      [--shapes 32x1024x64,16x4096x64,32x1024x128]
+      [--shapes 32x1024x64,16x4096x64,32x1024x128] [--modes fast,exact,tf32]
 """
 import argparse
 import ctypes
@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES)
+    ap.add_argument("--modes", default="fast,exact,tf32",
+                    help="which of our paths to time (comma-separated subset of fast,exact,tf32)")
     args = ap.parse_args()
     rt, torch = common.load_gpu()
     if torch is None:
@@ -66,7 +68,8 @@ def main():
     dev = rt.cuda(0)
     lib = declare(rt.lib)
     P = ctypes.c_void_p
-    modes = (("fast", False, False), ("exact", True, False), ("tf32", False, True))
+    modes = tuple(m for m in (("fast", False, False), ("exact", True, False), ("tf32", False, True))
+                  if m[0] in args.modes.split(","))
 
     def set_mode(det, tf32):
         lib.tlrt_set_deterministic(det)

@@ -23,16 +23,20 @@
 //                   the order in which a C fragment serves as an A fragment (cuda/mma_tf32.cuh)
 // each as big and small TF32 parts (mma::split): 14 images per tile, 14 bh n d floats in all
 // ((32, 1024, 64): 117 MB written, 34 MB read).
-// dkdv_kernel: one warpgroup (128 threads) per (problem, 64 keys), K and V images resident,
-// looping over the query tiles (from the diagonal tile when skipping): S^T = K Q^T and dP^T =
-// V dout^T (3 x 8 m64n64k8 each, shared-memory operands), P^T = exp(s - lse) and dS^T =
-// P^T (dP^T - D) on the accumulators, then dV += P^T dout and dK += dS^T Q (P^T, dS^T split in
-// registers as A operands, Dt / Qt images as B). dq_kernel: one warpgroup per (problem, 64
-// queries), Q and dout images resident, over the key tiles (up to the diagonal when skipping): S
-// = Q K^T, dP = dout V^T, dQ += dS K (Kt images). Each loop refills a tile's images by cp.async
-// as soon as its last product has completed (S / dP images during the softmax and dV / dK
-// products, the transposed ones during the next S / dP, with the mask tile). Shared memory:
-// dkdv 192.5 KB (12 images, lse / D), dq 160 KB (10), + 17 KB with a mask; one block per SM.
+// dkdv_kernel: one block of two warpgroups per (problem, 64 keys), looping over the query tiles
+// (from the diagonal tile when skipping); dq_kernel: the same per (problem, 64 queries) over the
+// key tiles (up to the diagonal). In each, a "P group" computes S (S^T in dkdv) with 3 x 8
+// m64n64k8 from shared memory and P = exp(s - lse) on the accumulators, and hands P to a "dS
+// group" through shared memory; the dS group computes dP (dP^T) the same way, dS = P (dP - D),
+// and the products with P or dS as the register A operand (split in registers): dkdv's P group
+// also runs dV += P^T dout (Dt images), its dS group dK += dS^T Q (Qt); dq's dS group runs dQ +=
+// dS K (Kt). Each group reads only its own images (dkdv: P group Kr resident, Qr, Dt; dS group
+// Vr resident, Dr, Qt. dq: P group Qr resident, Kr; dS group Dr resident, Vr, Kt) and refills
+// them by cp.async as soon as its last product over them has completed, behind its own named
+// barrier; the hand-over is one buffer with a "full" and an "empty" barrier (bar.arrive by one
+// side, bar.sync by the other), so the P group may run one tile ahead. Shared memory: dkdv 209 KB
+// (12 images, lse / D, the hand-over), dq 177 KB (10 images, the hand-over), + 17 KB with a mask
+// tile; one block (8 warps) per SM.
 // Scores exactly as the header's s(i, j) on the products (the mask tile staged in shared memory
 // by cp.async; causal and bounds tests skipped for tiles wholly in range, unmasked and below the
 // diagonal); P, dS with attn::prob as the exact kernels. dk and dq take the factor scale at the
@@ -75,26 +79,34 @@
 //      products (ncu had put 10% of the stall samples at that barrier) measured 270 / 208: kept
 //      where it is. D computed in planes_kernel (no d_kernel launch) made the pre-pass 43 ->
 //      66 us (the 64 fma chains of a tile hold the block), against d_kernel's 9: not kept.
+//   6. (session 13) ncu on the one-warpgroup kernels, (32, 1024, 64) unmasked, H200: L2 28.7%
+//      of peak (dkdv; dq 22.7%), so not bound by the streamed images; issue slots 19% busy, no
+//      eligible warp 80% of the cycles (one warp per scheduler), the "shared" pipe (tensor)
+//      48%. PREDICTED for the two-warpgroup split (each group's arithmetic under the other's
+//      products; per tile pair ~3.1k / ~2.3k cycles of tensor time): dkdv 222 -> ~150 us, dq
+//      159 -> ~115. MEASURED (H200, same process A/B against the one-warpgroup kernels): dkdv
+//      224 -> 214 us, dq 160 -> 135 (causal 160 / 120 -> 155 / 98; masked 231 / 171 -> 200 /
+//      139); the backward (32, 1024, 64) 0.444 -> 0.411 ms none (0.64x SDPA), 0.340 -> 0.313
+//      causal (0.48x), 0.468 -> 0.407 masked (0.63x); (16, 4096, 64) 2.646 / 1.564 / 2.587 ms
+//      (0.54x / 0.32x / 0.53x). dkdv gained least: its dS group waits for each P, so only the dS
+//      arithmetic overlaps the P group's products (not the exp).
 //   A PIPELINED FORM, measured and removed (git show 04a2c74:cuda/attention_wgmma.cu): steps
 //   of 32 queries (keys in dq), double-buffered images, the next step's S / dP products issued
 //   before the current step's softmax so that they overlap: dkdv 777 us, dq 598 (slower: ptxas
 //   serialised its products, C7511 "insufficient register resources" in dkdv (255 registers,
 //   spills) and C7514 in dq, and m64n32 products with both operands in shared memory are
 //   shared-memory bound, ~24 cycles for 16 of tensor time).
-// WHAT WOULD HELP NEXT (after session 12, H200: dkdv ~7.0k cycles per tile pair against ~3.1k
-// of tensor time, dq ~5.1k against ~2.3k; the softmax phases still run between the products of
-// the one warpgroup per SM):
+// WHAT WOULD HELP NEXT (after session 13: dkdv ~6k cycles per tile pair against ~3.1k of
+// tensor time, dq ~3.8k against ~2.3k):
+//   - shared-memory bandwidth: an m64n64k8 product with both operands in shared memory reads 4
+//     KB in its ~32 cycles, the 128 bytes per cycle the SM's shared memory delivers; with the
+//     resident operand (K, V in dkdv; Q, dout in dq) held in registers as the A operand (64
+//     registers a thread for big and small) S and dP would read half as much;
 //   - exclusion words for every mask (any mask_fill: only "mask entry == 0" enters s(i, j)), with
 //     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
-//   - then two consumer warpgroups in the dq kernel (FlashAttention-3's ping-pong): each with its
-//     own Q / dout tile (64 KB), sharing the streamed K / V / Kt images (96 KB): 224 KB. Sharing
-//     single-buffered images ties the two groups to the same phase, so the refills need their
-//     own barriers per group or the streamed images a second buffer (which does not fit);
-//   - the dkdv kernel does not fit two groups (256 KB) unless its query steps shrink to 32
-//     (m64n32 products, shared-memory bound above) or its transposed images are built in
-//     shared memory from the row images (no Qt / Dt / Kt planes, half the plane traffic);
 //   - the pre-pass (43 us at (32, 1024, 64), 151 MB moved, ~3.5 TB/s on the H200) and D (9 us)
-//     are ~12% of the unmasked backward.
+//     are ~13% of the unmasked backward;
+//   - d = 128 does not fit: its images are twice the size (dkdv 24 images, 384 KB).
 #include <cstdint>
 #include <cstdlib>
 
@@ -247,36 +259,28 @@ __global__ void __launch_bounds__(128)
 
 // The exclusion word of this thread for tile (it, jt) of problem b; order 0: dkdv, 1: dq.
 __device__ __forceinline__ uint32_t bits_at(const WP &p, uint64_t b, unsigned it, unsigned jt,
-                                            unsigned order) {
+                                            unsigned order, unsigned tid) {
   return p.bits[b * p.bits_stride + ((uint64_t)it * p.ntiles + jt) * kBitsPerTile + order * 128 +
-                threadIdx.x];
+                tid];
 }
 
 // ---- shared pieces of the two kernels -----------------------------------------------------------
 
-// One image (16 KB) global -> shared by the warpgroup's 128 threads, 8 x 16 bytes each.
-__device__ __forceinline__ void copy_img(float *dst, const float *src) {
+// One image (16 KB) global -> shared by the warpgroup's 128 threads (tid: the thread's index in
+// its warpgroup), 8 x 16 bytes each.
+__device__ __forceinline__ void copy_img(float *dst, const float *src, unsigned tid) {
 #pragma unroll
   for (unsigned i = 0; i < 8; ++i) {
-    const unsigned o = (threadIdx.x + 128 * i) * 4;
+    const unsigned o = (tid + 128 * i) * 4;
     async::copy16(dst + o, src + o, true);
   }
 }
 
 // The big and small images of (plane, problem b, tile) into dst and dst + kImg.
 __device__ __forceinline__ void copy_plane(float *dst, const WP &p, const float *planes,
-                                           unsigned plane, uint64_t b, unsigned tile) {
-  copy_img(dst, planes + img_off(p, plane, 0, b, tile));
-  copy_img(dst + kImg, planes + img_off(p, plane, 1, b, tile));
-}
-
-// This thread's cp.async groups but the newest N have landed, and every thread's are visible to
-// the tensor cores' reads (the async proxy) past the barrier.
-template <unsigned N>
-__device__ __forceinline__ void landed() {
-  async::wait<N>();
-  wg::fence_proxy_async();
-  __syncthreads();
+                                           unsigned plane, uint64_t b, unsigned tile, unsigned tid) {
+  copy_img(dst, planes + img_off(p, plane, 0, b, tile), tid);
+  copy_img(dst + kImg, planes + img_off(p, plane, 1, b, tile), tid);
 }
 
 // Descriptors of the block's images: one base (desc_lo of the dynamic shared memory) and one
@@ -338,32 +342,21 @@ __device__ __forceinline__ void prod_frag(const Smem &m, float (&acc)[32], const
 // The mask tile of queries i0 .. i0 + 63 (rows) and keys j0 .. j0 + 63 (columns) into mt (row
 // stride kMS) by cp.async, zeros past n (those entries are out of range, never read as a mask).
 __device__ __forceinline__ void copy_mask(float *mt, const WP &p, const float *mb, unsigned i0,
-                                          unsigned j0) {
+                                          unsigned j0, unsigned tid) {
   if (p.mask_vec) {
 #pragma unroll
-    for (unsigned u = threadIdx.x; u < kT * kT / 4; u += 128) {
+    for (unsigned u = tid; u < kT * kT / 4; u += 128) {
       const unsigned r = u / (kT / 4), c = 4 * (u % (kT / 4)), i = i0 + r, j = j0 + c;
       const bool ok = i < p.n && j < p.n;
       async::copy16(mt + r * kMS + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
     }
   } else {
-    for (unsigned u = threadIdx.x; u < kT * kT; u += 128) {
+    for (unsigned u = tid; u < kT * kT; u += 128) {
       const unsigned r = u / kT, c = u % kT, i = i0 + r, j = j0 + c;
       const bool ok = i < p.n && j < p.n;
       async::copy4(mt + r * kMS + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
     }
   }
-}
-
-// lse and D of queries i0 .. i0 + 63 into ld[0 .. 63] and ld[64 .. 127] by cp.async, one float
-// per thread (zeros past n, and for D when it is NULL), so that the softmax reads them from
-// shared memory (16 + 16 values a thread, 16 loads) instead of 32 bounds-checked global loads.
-__device__ __forceinline__ void copy_ld(float *ld, const WP &p, const float *lse, const float *D,
-                                        uint64_t b, unsigned i0) {
-  const unsigned i = i0 + threadIdx.x % kT;
-  const float *src = threadIdx.x < kT ? lse : D;
-  const bool ok = src != nullptr && i < p.n;
-  async::copy4(ld + threadIdx.x, ok ? src + b * p.n + i : lse, ok);
 }
 
 // The header's s(i, j) from the product; m: the mask entry (1 without a mask), for a kGeneral
@@ -439,236 +432,387 @@ __device__ __forceinline__ void dscores(float (&dp)[32], const float (&pr)[32],
   }
 }
 
-// ---- dk, dv -------------------------------------------------------------------------------------
+// ---- the kernels ---------------------------------------------------------------------------------
+//
+// Two warpgroups with disjoint operands (the top comment): each group's softmax or dS arithmetic
+// runs while the other group's products keep the tensor cores busy; with one warpgroup per SM
+// (session 12's kernels) those phases ran one after the other. The hand-over of P: the P group
+// waits on "empty", stores P and its exclusion word, arrives at "full"; the dS group waits on
+// "full", loads them, arrives at "empty" (the buffer starts empty: one arrival before the first
+// tile; none after the block's last). A bar.arrive orders the arriving thread's earlier shared
+// accesses before the completion of the barrier that the other side's bar.sync waits for (the
+// PTX memory model), which compute-sanitizer racecheck does not model: it reports the hand-over's
+// loads and stores as hazards, as it does for the same protocol alone in
+// scripts/racecheck_arrive.cu (and none when both sides bar.sync there).
+
+// Named barriers (0 is __syncthreads): 1 + group within a group, and the hand-over pair.
+enum Bar : unsigned { kBarP = 1, kBarDS = 2, kBarFull = 3, kBarEmpty = 4 };
+
+__device__ __forceinline__ void bar_sync(unsigned id, unsigned threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned id, unsigned threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// This group's cp.async groups but the newest N have landed and are visible to its products.
+template <unsigned N>
+__device__ __forceinline__ void group_landed(unsigned bar) {
+  async::wait<N>();
+  wg::fence_proxy_async();
+  bar_sync(bar, 128);
+}
+
+// 64 per-query values (lse or D) of queries i0 .. i0 + 63 into dst by cp.async, by the group's
+// threads tid < 64 (zeros past n and where src is NULL).
+__device__ __forceinline__ void copy_row64(float *dst, const WP &p, const float *src, uint64_t b,
+                                           unsigned i0, unsigned tid) {
+  if (tid >= kT) return;
+  const bool ok = src != nullptr && i0 + tid < p.n;
+  async::copy4(dst + tid, ok ? src + b * p.n + i0 + tid : dst /* unread */, ok);
+}
+
+// The hand-over buffer: fragment element e of thread T at xs[512 (e / 4) + 4 T + e % 4]
+// (16-byte stores and loads, conflict-free), its exclusion word at xs[4096 + T].
+constexpr unsigned kXs = 32 * 128 + 128;
+__device__ __forceinline__ void put_p(float *xs, const float (&s)[32], uint32_t ex, unsigned tid) {
+#pragma unroll
+  for (unsigned c = 0; c < 8; ++c)
+    *reinterpret_cast<float4 *>(xs + 512 * c + 4 * tid) =
+        make_float4(s[4 * c], s[4 * c + 1], s[4 * c + 2], s[4 * c + 3]);
+  reinterpret_cast<uint32_t *>(xs)[4096 + tid] = ex;
+}
+__device__ __forceinline__ uint32_t get_p(const float *xs, float (&s)[32], unsigned tid) {
+#pragma unroll
+  for (unsigned c = 0; c < 8; ++c) {
+    const float4 v = *reinterpret_cast<const float4 *>(xs + 512 * c + 4 * tid);
+    s[4 * c] = v.x, s[4 * c + 1] = v.y, s[4 * c + 2] = v.z, s[4 * c + 3] = v.w;
+  }
+  return reinterpret_cast<const uint32_t *>(xs)[4096 + tid];
+}
+
+// P over a kGeneral tile of queries i0.. and keys j0.. in place of the products s (QCOLS: the
+// queries are the fragment's columns, dkdv; else its rows, dq), the mask entries from the staged
+// tile mt (none without a mask); returns the exclusion word.
+template <bool EX2, bool QCOLS, unsigned NR>
+__device__ __forceinline__ uint32_t general_probs(const WP &p, float (&s)[32], const float (&L)[NR],
+                                                  unsigned i0, unsigned j0, const float *mt,
+                                                  bool masked, unsigned w, unsigned g, unsigned t) {
+  uint32_t ex = 0;
+#pragma unroll
+  for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+    for (unsigned e = 0; e < 4; ++e) {
+      const unsigned a = 16 * w + g + 8 * (e >> 1), z = 8 * c + 2 * t + (e & 1);
+      const unsigned ir = QCOLS ? z : a, jr = QCOLS ? a : z;
+      const float sc = score_at(p, i0 + ir, j0 + jr, s[4 * c + e],
+                                masked ? mt[ir * kMS + jr] : 1.0f);
+      s[4 * c + e] = prob<EX2>(sc, L[qidx<QCOLS>(4 * c + e)]);
+      ex |= (uint32_t)(sc == kNegInf) << (4 * c + e);
+    }
+  return ex;
+}
+
+// P (in place of the products s) of tile (queries i0.., keys j0..) by its kind; returns the
+// exclusion word.
+template <bool EX2, bool QCOLS, unsigned NR>
+__device__ __forceinline__ uint32_t tile_probs(const WP &p, Kind kind, float (&s)[32],
+                                               const float (&L)[NR], uint32_t exw, unsigned i0,
+                                               unsigned j0, const float *mt, bool masked,
+                                               unsigned w, unsigned g, unsigned t) {
+  if (kind == kPlain) {
+    probs<EX2, QCOLS, false>(s, L, p.scale, 0u);
+    return 0u;
+  }
+  if (kind == kMasked) {
+    probs<EX2, QCOLS, true>(s, L, p.scale, exw);
+    return exw;
+  }
+  return general_probs<EX2, QCOLS>(p, s, L, i0, j0, mt, masked, w, g, t);
+}
+
+// Shared memory of dkdv_kernel, in floats: the P group's K, Q, dout^T images, the dS group's V,
+// dout, Q^T images, lse and D of the query tile, the hand-over buffer, the mask tile.
+constexpr unsigned kDkdvFloats = 12 * kImg + 2 * kT + kXs;
+static_assert(kDkdvFloats * 4 + kT * kMS * 4 <= 227 * 1024, "sm_90's shared memory per block");
 
 template <bool EX2>
-__global__ void __launch_bounds__(128, 1)
+__global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
-                const float *__restrict D, float *__restrict dk, float *__restrict dv) {
+                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
-  float *kb = sm, *ks = kb + kImg, *vb = ks + kImg, *vs = vb + kImg;          // resident
-  float *qb = vs + kImg, *qs = qb + kImg, *ob = qs + kImg, *os = ob + kImg;    // S^T, dP^T
-  float *qtb = os + kImg, *qts = qtb + kImg, *otb = qts + kImg, *ots = otb + kImg;  // dK, dV
-  float *ld = ots + kImg;  // lse, D of the query tile (2 x kT)
-  float *mt = ld + 2 * kT;  // the mask tile (kT x kMS)
-  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float *xs = sm + 12 * kImg + 2 * kT, *mt = xs + kXs;
+  const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32, g = lane / 4,
+                 t = lane % 4;
   const unsigned jt = blockIdx.x, jb = jt * kT;
   const unsigned first = p.skip ? jt : 0;
-  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
-    __syncthreads();  // the previous problem's products and copies are done
-    copy_plane(kb, p, planes, kKr, b, jt);
-    copy_plane(vb, p, planes, kVr, b, jt);
-    copy_plane(qb, p, planes, kQr, b, first);
-    copy_plane(ob, p, planes, kDr, b, first);
-    async::commit();
-    copy_ld(ld, p, lse, D, b, first * kT);
-    if (mb && tile_kind(p, first * kT, jb) == kGeneral) copy_mask(mt, p, mb, first * kT, jb);
-    async::commit();
-    copy_plane(qtb, p, planes, kQt, b, first);
-    copy_plane(otb, p, planes, kDt, b, first);
-    async::commit();
-    float gk[32], gv[32];
+  if (threadIdx.x < 128) {
+    // P group: S^T = K Q^T, P^T, dV += P^T dout.
+    float *kb = sm, *qb = kb + 2 * kImg, *otb = qb + 2 * kImg, *ls = sm + 12 * kImg;
+    for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+      const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+      bar_sync(kBarP, 128);  // the previous problem's products are done
+      copy_plane(kb, p, planes, kKr, b, jt, tid);
+      copy_plane(qb, p, planes, kQr, b, first, tid);
+      async::commit();
+      copy_row64(ls, p, lse, b, first * kT, tid);
+      if (mb && tile_kind(p, first * kT, jb) == kGeneral) copy_mask(mt, p, mb, first * kT, jb, tid);
+      async::commit();
+      copy_plane(otb, p, planes, kDt, b, first, tid);
+      async::commit();
+      float gv[32];
 #pragma unroll
-    for (unsigned e = 0; e < 32; ++e) gk[e] = gv[e] = 0.0f;
-    // Loop invariant at the top: three groups of copies in flight for tile it, oldest first: the
-    // row images (with K and V on entry), lse / D and the mask tile, the transposed images.
-    for (unsigned it = first; it < p.ntiles; ++it) {
-      const unsigned i0 = it * kT;
-      const bool more = it + 1 < p.ntiles;
-      landed<2>();  // the row images
-      const Kind kind = tile_kind(p, i0, jb);
-      const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 0) : 0u;  // under the products
-      float s[32], dp[32];
-      wg::fence();
-      prod_rows(m, s, kb, ks, qb, qs);
-      wg::commit();
-      prod_rows(m, dp, vb, vs, ob, os);
-      wg::commit();
-      landed<1>();  // lse / D and the mask tile, under the products
-      // lse and D of this thread's 16 queries i0 + 8 c + 2 t + h (entry 2 c + h).
-      float L[16], Dq[16];
+      for (unsigned e = 0; e < 32; ++e) gv[e] = 0.0f;
+      // Loop invariant at the top: three groups in flight for tile it, oldest first: the Q row
+      // images (with K on entry), lse and the mask tile, the dout^T images.
+      for (unsigned it = first; it < p.ntiles; ++it) {
+        const unsigned i0 = it * kT;
+        const bool more = it + 1 < p.ntiles;
+        group_landed<2>(kBarP);
+        const Kind kind = tile_kind(p, i0, jb);
+        const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 0, tid) : 0u;
+        float s[32];
+        wg::fence();
+        prod_rows(m, s, kb, kb + kImg, qb, qb + kImg);
+        wg::commit();
+        group_landed<1>(kBarP);  // lse and the mask tile, under the products
+        float L[16];
 #pragma unroll
-      for (unsigned c = 0; c < 8; ++c) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(ld + 8 * c + 2 * t);
-        const float2 d2 = *reinterpret_cast<const float2 *>(ld + kT + 8 * c + 2 * t);
-        L[2 * c] = l2.x, L[2 * c + 1] = l2.y, Dq[2 * c] = d2.x, Dq[2 * c + 1] = d2.y;
+        for (unsigned c = 0; c < 8; ++c) {
+          const float2 l2 = *reinterpret_cast<const float2 *>(ls + 8 * c + 2 * t);
+          L[2 * c] = l2.x, L[2 * c + 1] = l2.y;
+        }
+        wg::wait<0>();
+        wg::reg_fence(s);
+        bar_sync(kBarP, 128);  // every warp's products have read the Q images
+        if (more) copy_plane(qb, p, planes, kQr, b, it + 1, tid);
+        async::commit();
+        const uint32_t ex = tile_probs<EX2, true>(p, kind, s, L, exw, i0, jb, mt, mb != nullptr,
+                                                  w, g, t);
+        bar_sync(kBarEmpty, 256);  // the dS group has taken the previous P^T
+        put_p(xs, s, ex, tid);
+        bar_arrive(kBarFull, 256);
+        group_landed<1>(kBarP);  // the dout^T images; every thread is past its reads of ls, mt
+        if (more) {
+          copy_row64(ls, p, lse, b, i0 + kT, tid);
+          if (mb && tile_kind(p, i0 + kT, jb) == kGeneral) copy_mask(mt, p, mb, i0 + kT, jb, tid);
+        }
+        async::commit();
+        wg::fence();
+        prod_frag(m, gv, s, otb, otb + kImg);
+        wg::commit();
+        wg::wait<0>();
+        bar_sync(kBarP, 128);  // every warp's products have read the dout^T images
+        if (more) copy_plane(otb, p, planes, kDt, b, it + 1, tid);
+        async::commit();
       }
-      // P^T = exp(s - lse) while dP^T is still in the tensor cores.
-      wg::wait<1>();
-      wg::reg_fence(s);
-      uint32_t ex = 0;
-      if (kind == kPlain) {
-        probs<EX2, true, false>(s, L, p.scale, 0u);
-      } else if (kind == kMasked) {
-        probs<EX2, true, true>(s, L, p.scale, exw);
-        ex = exw;
-      } else {
+      async::wait<0>();
+      wg::reg_fence(gv);
+      if (dv) {
 #pragma unroll
         for (unsigned c = 0; c < 8; ++c)
 #pragma unroll
           for (unsigned e = 0; e < 4; ++e) {
-            const unsigned jr = 16 * w + g + 8 * (e >> 1), h = e & 1, ir = 8 * c + 2 * t + h;
-            const float sc = score_at(p, i0 + ir, jb + jr, s[4 * c + e],
-                                      mb ? mt[ir * kMS + jr] : 1.0f);
-            s[4 * c + e] = prob<EX2>(sc, L[2 * c + h]);
-            ex |= (uint32_t)(sc == kNegInf) << (4 * c + e);
+            const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+            if (j < p.n && col < p.d) dv[(b * p.n + j) * p.d + col] = gv[4 * c + e];
           }
       }
-      wg::wait<0>();
-      wg::reg_fence(dp);
-      __syncthreads();  // every warp's products have read qb .. os
-      if (more) {
-        copy_plane(qb, p, planes, kQr, b, it + 1);
-        copy_plane(ob, p, planes, kDr, b, it + 1);
-      }
-      async::commit();
-      dscores<true>(dp, s, Dq, ex);  // dS^T
-      landed<1>();  // the transposed images; every thread is past its reads of ld and mt
-      if (more) {
-        copy_ld(ld, p, lse, D, b, i0 + kT);
-        if (mb && tile_kind(p, i0 + kT, jb) == kGeneral) copy_mask(mt, p, mb, i0 + kT, jb);
-      }
-      async::commit();
-      wg::fence();
-      prod_frag(m, gv, s, otb, ots);
-      prod_frag(m, gk, dp, qtb, qts);
-      wg::commit();
-      wg::wait<0>();
-      __syncthreads();  // every warp's products have read qtb .. ots
-      if (more) {
-        copy_plane(qtb, p, planes, kQt, b, it + 1);
-        copy_plane(otb, p, planes, kDt, b, it + 1);
-      }
-      async::commit();
     }
-    async::wait<0>();
-    wg::reg_fence(gk);
-    wg::reg_fence(gv);
+  } else {
+    // dS group: dP^T = V dout^T, dS^T = P^T (dP^T - D), dK += dS^T Q.
+    float *vb = sm + 6 * kImg, *ob = vb + 2 * kImg, *qtb = ob + 2 * kImg, *ds = sm + 12 * kImg + kT;
+    bar_arrive(kBarEmpty, 256);  // the hand-over buffer starts empty
+    for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+      const bool last_problem = b + gridDim.y >= p.bh;
+      bar_sync(kBarDS, 128);
+      copy_plane(vb, p, planes, kVr, b, jt, tid);
+      copy_plane(ob, p, planes, kDr, b, first, tid);
+      async::commit();
+      copy_row64(ds, p, D, b, first * kT, tid);
+      async::commit();
+      copy_plane(qtb, p, planes, kQt, b, first, tid);
+      async::commit();
+      float gk[32];
 #pragma unroll
-    for (unsigned c = 0; c < 8; ++c)
+      for (unsigned e = 0; e < 32; ++e) gk[e] = 0.0f;
+      for (unsigned it = first; it < p.ntiles; ++it) {
+        const unsigned i0 = it * kT;
+        const bool more = it + 1 < p.ntiles;
+        group_landed<2>(kBarDS);
+        float dp[32];
+        wg::fence();
+        prod_rows(m, dp, vb, vb + kImg, ob, ob + kImg);
+        wg::commit();
+        group_landed<1>(kBarDS);  // D, under the products
+        float Dq[16];
 #pragma unroll
-      for (unsigned e = 0; e < 4; ++e) {
-        const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
-        if (j >= p.n || col >= p.d) continue;
-        const uint64_t at = (b * p.n + j) * p.d + col;
-        if (dk) dk[at] = gk[4 * c + e] * p.scale;
-        if (dv) dv[at] = gv[4 * c + e];
+        for (unsigned c = 0; c < 8; ++c) {
+          const float2 d2 = *reinterpret_cast<const float2 *>(ds + 8 * c + 2 * t);
+          Dq[2 * c] = d2.x, Dq[2 * c + 1] = d2.y;
+        }
+        wg::wait<0>();
+        wg::reg_fence(dp);
+        bar_sync(kBarDS, 128);  // every warp's products have read the dout images
+        if (more) copy_plane(ob, p, planes, kDr, b, it + 1, tid);
+        async::commit();
+        float pr[32];
+        bar_sync(kBarFull, 256);
+        const uint32_t ex = get_p(xs, pr, tid);
+        if (more || !last_problem) bar_arrive(kBarEmpty, 256);
+        dscores<true>(dp, pr, Dq, ex);  // dS^T
+        group_landed<1>(kBarDS);  // the Q^T images; every thread is past its reads of ds
+        if (more) copy_row64(ds, p, D, b, i0 + kT, tid);
+        async::commit();
+        wg::fence();
+        prod_frag(m, gk, dp, qtb, qtb + kImg);
+        wg::commit();
+        wg::wait<0>();
+        bar_sync(kBarDS, 128);  // every warp's products have read the Q^T images
+        if (more) copy_plane(qtb, p, planes, kQt, b, it + 1, tid);
+        async::commit();
       }
+      async::wait<0>();
+      wg::reg_fence(gk);
+      if (dk) {
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+            if (j < p.n && col < p.d) dk[(b * p.n + j) * p.d + col] = gk[4 * c + e] * p.scale;
+          }
+      }
+    }
   }
 }
 
-// ---- dq -----------------------------------------------------------------------------------------
+// Shared memory of dq_kernel, in floats: the P group's Q, K images, the dS group's dout, V, K^T
+// images, the hand-over buffer, the mask tile.
+constexpr unsigned kDqFloats = 10 * kImg + kXs;
 
 template <bool EX2>
-__global__ void __launch_bounds__(128, 1)
+__global__ void __launch_bounds__(256, 1)
     dq_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
-              const float *__restrict D, float *__restrict dq) {
+               const float *__restrict D, float *__restrict dq) {
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
-  float *qb = sm, *qs = qb + kImg, *ob = qs + kImg, *os = ob + kImg;          // resident
-  float *kb = os + kImg, *ks = kb + kImg, *vb = ks + kImg, *vs = vb + kImg;    // S, dP
-  float *ktb = vs + kImg, *kts = ktb + kImg;                                   // dQ
-  float *mt = kts + kImg;  // the mask tile (kT x kMS)
-  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float *xs = sm + 10 * kImg, *mt = xs + kXs;
+  const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32, g = lane / 4,
+                 t = lane % 4;
   const unsigned it = blockIdx.x, i0 = it * kT;
   const unsigned last = p.skip ? it : p.ntiles - 1;
-  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
-    __syncthreads();
-    copy_plane(qb, p, planes, kQr, b, it);
-    copy_plane(ob, p, planes, kDr, b, it);
-    copy_plane(kb, p, planes, kKr, b, 0);
-    copy_plane(vb, p, planes, kVr, b, 0);
-    async::commit();
-    if (mb && tile_kind(p, i0, 0) == kGeneral) copy_mask(mt, p, mb, i0, 0);
-    async::commit();
-    copy_plane(ktb, p, planes, kKt, b, 0);
-    async::commit();
-    // lse and D of this thread's rows i0 + 16 w + g + 8 h.
-    float L[2], Dq[2];
+  if (threadIdx.x < 128) {
+    // P group: S = Q K^T, P.
+    float *qb = sm, *kb = qb + 2 * kImg;
+    for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+      const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+      bar_sync(kBarP, 128);
+      copy_plane(qb, p, planes, kQr, b, it, tid);
+      copy_plane(kb, p, planes, kKr, b, 0, tid);
+      async::commit();
+      if (mb && tile_kind(p, i0, 0) == kGeneral) copy_mask(mt, p, mb, i0, 0, tid);
+      async::commit();
+      // lse of this thread's rows i0 + 16 w + g + 8 h.
+      float L[2];
 #pragma unroll
-    for (unsigned h = 0; h < 2; ++h) {
-      const unsigned i = i0 + 16 * w + g + 8 * h;
-      L[h] = i < p.n ? lse[b * p.n + i] : 0.0f;
-      Dq[h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
+      for (unsigned h = 0; h < 2; ++h) {
+        const unsigned i = i0 + 16 * w + g + 8 * h;
+        L[h] = i < p.n ? lse[b * p.n + i] : 0.0f;
+      }
+      // Loop invariant at the top: two groups in flight for tile jt, oldest first: the K row
+      // images (with Q on entry), the mask tile (an empty group unless needed).
+      for (unsigned jt = 0; jt <= last; ++jt) {
+        const unsigned j0 = jt * kT;
+        const bool more = jt + 1 <= last;
+        group_landed<1>(kBarP);
+        const Kind kind = tile_kind(p, i0, j0);
+        const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 1, tid) : 0u;
+        float s[32];
+        wg::fence();
+        prod_rows(m, s, qb, qb + kImg, kb, kb + kImg);
+        wg::commit();
+        if (kind == kGeneral && mb) group_landed<0>(kBarP);  // the mask tile, under the products
+        wg::wait<0>();
+        wg::reg_fence(s);
+        bar_sync(kBarP, 128);  // every warp's products have read the K images
+        if (more) copy_plane(kb, p, planes, kKr, b, jt + 1, tid);
+        async::commit();
+        const uint32_t ex = tile_probs<EX2, false>(p, kind, s, L, exw, i0, j0, mt, mb != nullptr,
+                                                   w, g, t);
+        bar_sync(kBarP, 128);  // every thread is past its reads of mt
+        if (more && mb && tile_kind(p, i0, j0 + kT) == kGeneral)
+          copy_mask(mt, p, mb, i0, j0 + kT, tid);
+        async::commit();
+        bar_sync(kBarEmpty, 256);
+        put_p(xs, s, ex, tid);
+        bar_arrive(kBarFull, 256);
+      }
+      async::wait<0>();
     }
-    float gq[32];
+  } else {
+    // dS group: dP = dout V^T, dS = P (dP - D), dQ += dS K.
+    float *ob = sm + 4 * kImg, *vb = ob + 2 * kImg, *ktb = vb + 2 * kImg;
+    bar_arrive(kBarEmpty, 256);
+    for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+      const bool last_problem = b + gridDim.y >= p.bh;
+      bar_sync(kBarDS, 128);
+      copy_plane(ob, p, planes, kDr, b, it, tid);
+      copy_plane(vb, p, planes, kVr, b, 0, tid);
+      async::commit();
+      copy_plane(ktb, p, planes, kKt, b, 0, tid);
+      async::commit();
+      float Dq[2];
 #pragma unroll
-    for (unsigned e = 0; e < 32; ++e) gq[e] = 0.0f;
-    // Loop invariant at the top: three groups of copies in flight for tile jt, oldest first: the
-    // K and V row images (with Q and dout on entry), the mask tile (an empty group without a
-    // mask), the Kt images.
-    for (unsigned jt = 0; jt <= last; ++jt) {
-      const unsigned j0 = jt * kT;
-      const bool more = jt + 1 <= last;
-      landed<2>();  // the K, V row images
-      const Kind kind = tile_kind(p, i0, j0);
-      const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 1) : 0u;  // under the products
-      float s[32], dp[32];
-      wg::fence();
-      prod_rows(m, s, qb, qs, kb, ks);
-      wg::commit();
-      prod_rows(m, dp, ob, os, vb, vs);
-      wg::commit();
-      if (kind == kGeneral && mb) landed<1>();  // the mask tile, under the products
-      // P = exp(s - lse) while dP is still in the tensor cores.
-      wg::wait<1>();
-      wg::reg_fence(s);
-      uint32_t ex = 0;
-      if (kind == kPlain) {
-        probs<EX2, false, false>(s, L, p.scale, 0u);
-      } else if (kind == kMasked) {
-        probs<EX2, false, true>(s, L, p.scale, exw);
-        ex = exw;
-      } else {
-#pragma unroll
-        for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            const unsigned h = e >> 1, ir = 16 * w + g + 8 * h, jr = 8 * c + 2 * t + (e & 1);
-            const float sc = score_at(p, i0 + ir, j0 + jr, s[4 * c + e],
-                                      mb ? mt[ir * kMS + jr] : 1.0f);
-            s[4 * c + e] = prob<EX2>(sc, L[h]);
-            ex |= (uint32_t)(sc == kNegInf) << (4 * c + e);
-          }
+      for (unsigned h = 0; h < 2; ++h) {
+        const unsigned i = i0 + 16 * w + g + 8 * h;
+        Dq[h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
       }
-      wg::wait<0>();
-      wg::reg_fence(dp);
-      __syncthreads();  // every warp's products have read kb .. vs
-      if (more) {
-        copy_plane(kb, p, planes, kKr, b, jt + 1);
-        copy_plane(vb, p, planes, kVr, b, jt + 1);
+      float gq[32];
+#pragma unroll
+      for (unsigned e = 0; e < 32; ++e) gq[e] = 0.0f;
+      // Loop invariant at the top: two groups in flight for tile jt: the V row images (with dout
+      // on entry), the K^T images.
+      for (unsigned jt = 0; jt <= last; ++jt) {
+        const bool more = jt + 1 <= last;
+        group_landed<1>(kBarDS);
+        float dp[32];
+        wg::fence();
+        prod_rows(m, dp, ob, ob + kImg, vb, vb + kImg);
+        wg::commit();
+        wg::wait<0>();
+        wg::reg_fence(dp);
+        bar_sync(kBarDS, 128);  // every warp's products have read the V images
+        if (more) copy_plane(vb, p, planes, kVr, b, jt + 1, tid);
+        async::commit();
+        float pr[32];
+        bar_sync(kBarFull, 256);
+        const uint32_t ex = get_p(xs, pr, tid);
+        if (more || !last_problem) bar_arrive(kBarEmpty, 256);
+        dscores<false>(dp, pr, Dq, ex);  // dS
+        group_landed<1>(kBarDS);  // the K^T images
+        wg::fence();
+        prod_frag(m, gq, dp, ktb, ktb + kImg);
+        wg::commit();
+        wg::wait<0>();
+        bar_sync(kBarDS, 128);  // every warp's products have read the K^T images
+        if (more) copy_plane(ktb, p, planes, kKt, b, jt + 1, tid);
+        async::commit();
       }
-      async::commit();
-      dscores<false>(dp, s, Dq, ex);  // dS
-      landed<1>();  // the Kt images; every thread is past its reads of mt
-      if (more && mb && tile_kind(p, i0, j0 + kT) == kGeneral) copy_mask(mt, p, mb, i0, j0 + kT);
-      async::commit();
-      wg::fence();
-      prod_frag(m, gq, dp, ktb, kts);
-      wg::commit();
-      wg::wait<0>();
-      __syncthreads();  // every warp's products have read ktb, kts
-      if (more) copy_plane(ktb, p, planes, kKt, b, jt + 1);
-      async::commit();
+      async::wait<0>();
+      wg::reg_fence(gq);
+#pragma unroll
+      for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+          const unsigned i = i0 + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+          if (i < p.n && col < p.d) dq[(b * p.n + i) * p.d + col] = gq[4 * c + e] * p.scale;
+        }
     }
-    async::wait<0>();
-    wg::reg_fence(gq);
-#pragma unroll
-    for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-      for (unsigned e = 0; e < 4; ++e) {
-        const unsigned i = i0 + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
-        if (i < p.n && col < p.d) dq[(b * p.n + i) * p.d + col] = gq[4 * c + e] * p.scale;
-      }
   }
 }
 
 constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
-constexpr size_t kDkdvSmem = (12 * kImg + 2 * kT) * sizeof(float) + kMaskBytes;  // 209.5 KB
-constexpr size_t kDqSmem = 10 * kImg * sizeof(float) + kMaskBytes;               // 177 KB
 
 template <class K>
 void set_smem(K kernel, size_t bytes) {
@@ -729,14 +873,16 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
   const size_t mask_bytes = p.mask ? kMaskBytes : 0;
   if (dk || dv) {
     auto kernel = ex2 ? dkdv_kernel<true> : dkdv_kernel<false>;
-    set_smem(kernel, kDkdvSmem);
-    kernel<<<grid, 128, kDkdvSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
+    const size_t bytes = kDkdvFloats * sizeof(float) + kMaskBytes;
+    set_smem(kernel, bytes);
+    kernel<<<grid, 256, bytes - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
     check_launch("attention (wgmma) dkdv_kernel");
   }
   if (dq) {
     auto kernel = ex2 ? dq_kernel<true> : dq_kernel<false>;
-    set_smem(kernel, kDqSmem);
-    kernel<<<grid, 128, kDqSmem - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
+    const size_t bytes = kDqFloats * sizeof(float) + kMaskBytes;
+    set_smem(kernel, bytes);
+    kernel<<<grid, 256, bytes - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
     check_launch("attention (wgmma) dq_kernel");
   }
 }
