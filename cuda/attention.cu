@@ -114,8 +114,9 @@
 // (H200; descriptor base, 3-instruction register splits, exclusion words for masks): (32, 1024,
 // 64) 0.443 / 0.341 / 0.472 ms (0.69x / 0.53x / 0.73x SDPA), (16, 4096, 64) 0.59x / 0.35x /
 // 0.63x (bench/results/2026-11-27-h200-s12-attention.md). Session 13 (H200; two warpgroups per
-// block, one computing P, the other dS): 0.411 / 0.313 / 0.407 ms (0.64x / 0.48x / 0.63x),
-// (16, 4096, 64) 0.54x / 0.32x / 0.53x. Elsewhere the exact kernels below.
+// block, one computing P, the other dP, dS and the products with them): 0.385 / 0.300 / 0.397
+// ms (0.60x / 0.47x / 0.61x), (16, 4096, 64) 0.51x / 0.30x / 0.50x. Elsewhere the exact kernels
+// below.
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
 // after the H100 run (git show 64d3a20:cuda/attention_mma_bwd_kernels.cuh, with its emulation

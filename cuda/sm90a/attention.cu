@@ -28,10 +28,11 @@
 // key tiles (up to the diagonal). In each, a "P group" computes S (S^T in dkdv) with 3 x 8
 // m64n64k8 from shared memory and P = exp(s - lse) on the accumulators, and hands P to a "dS
 // group" through shared memory; the dS group computes dP (dP^T) the same way, dS = P (dP - D),
-// and the products with P or dS as the register A operand (split in registers): dkdv's P group
-// also runs dV += P^T dout (Dt images), its dS group dK += dS^T Q (Qt); dq's dS group runs dQ +=
-// dS K (Kt). Each group reads only its own images (dkdv: P group Kr resident, Qr, Dt; dS group
-// Vr resident, Dr, Qt. dq: P group Qr resident, Kr; dS group Dr resident, Vr, Kt) and refills
+// and the products with P or dS as the register A operand (split in registers): in dkdv dV +=
+// P^T dout (Dt images) and dK += dS^T Q (Qt), in dq dQ += dS K (Kt). So the P group issues 24 of
+// the 96 (72) products per tile pair and the dS group the rest. Each group reads only its own
+// images (dkdv: P group Kr resident, Qr; dS group Vr resident, Dr, Qt, Dt. dq: P group Qr
+// resident, Kr; dS group Dr resident, Vr, Kt) and refills
 // them by cp.async as soon as its last product over them has completed, behind its own named
 // barrier; the hand-over is one buffer with a "full" and an "empty" barrier (bar.arrive by one
 // side, bar.sync by the other), so the P group may run one tile ahead. Shared memory: dkdv 209 KB
@@ -88,16 +89,21 @@
 //      224 -> 214 us, dq 160 -> 135 (causal 160 / 120 -> 155 / 98; masked 231 / 171 -> 200 /
 //      139); the backward (32, 1024, 64) 0.444 -> 0.411 ms none (0.64x SDPA), 0.340 -> 0.313
 //      causal (0.48x), 0.468 -> 0.407 masked (0.63x); (16, 4096, 64) 2.646 / 1.564 / 2.587 ms
-//      (0.54x / 0.32x / 0.53x). dkdv gained least: its dS group waits for each P, so only the dS
-//      arithmetic overlaps the P group's products (not the exp).
+//      (0.54x / 0.32x / 0.53x). dkdv gained least: there the P group also ran dV += P^T dout
+//      (48 products and the exp per tile against the dS group's 48 and cheaper arithmetic), so
+//      the dS group waited for each P. dV moved to the dS group, as dq's split (24 + exp against
+//      72 products; dq's 4.3k cycles per pair against 2.3k of tensor time, the same ratio
+//      predicting dkdv ~180 us): MEASURED dkdv 214 -> 190 us (causal 155 -> 140, masked 200 ->
+//      191); the backward (32, 1024, 64) 0.385 / 0.300 / 0.397 ms (0.60x / 0.47x / 0.61x SDPA),
+//      (16, 4096, 64) 2.491 / 1.447 / 2.461 (0.51x / 0.30x / 0.50x).
 //   A PIPELINED FORM, measured and removed (git show 04a2c74:cuda/attention_wgmma.cu): steps
 //   of 32 queries (keys in dq), double-buffered images, the next step's S / dP products issued
 //   before the current step's softmax so that they overlap: dkdv 777 us, dq 598 (slower: ptxas
 //   serialised its products, C7511 "insufficient register resources" in dkdv (255 registers,
 //   spills) and C7514 in dq, and m64n32 products with both operands in shared memory are
 //   shared-memory bound, ~24 cycles for 16 of tensor time).
-// WHAT WOULD HELP NEXT (after session 13: dkdv ~6k cycles per tile pair against ~3.1k of
-// tensor time, dq ~3.8k against ~2.3k):
+// WHAT WOULD HELP NEXT (after session 13, H200 at ~1.98 GHz: dkdv ~6.1k cycles per tile pair
+// against ~3.1k of tensor time, dq ~4.3k against ~2.3k):
 //   - shared-memory bandwidth: an m64n64k8 product with both operands in shared memory reads 4
 //     KB in its ~32 cycles, the 128 bytes per cycle the SM's shared memory delivers; with the
 //     resident operand (K, V in dkdv; Q, dout in dq) held in registers as the A operand (64
@@ -548,8 +554,8 @@ __global__ void __launch_bounds__(256, 1)
   const unsigned jt = blockIdx.x, jb = jt * kT;
   const unsigned first = p.skip ? jt : 0;
   if (threadIdx.x < 128) {
-    // P group: S^T = K Q^T, P^T, dV += P^T dout.
-    float *kb = sm, *qb = kb + 2 * kImg, *otb = qb + 2 * kImg, *ls = sm + 12 * kImg;
+    // P group: S^T = K Q^T, P^T.
+    float *kb = sm, *qb = kb + 2 * kImg, *ls = sm + 12 * kImg;
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
       bar_sync(kBarP, 128);  // the previous problem's products are done
@@ -559,24 +565,19 @@ __global__ void __launch_bounds__(256, 1)
       copy_row64(ls, p, lse, b, first * kT, tid);
       if (mb && tile_kind(p, first * kT, jb) == kGeneral) copy_mask(mt, p, mb, first * kT, jb, tid);
       async::commit();
-      copy_plane(otb, p, planes, kDt, b, first, tid);
-      async::commit();
-      float gv[32];
-#pragma unroll
-      for (unsigned e = 0; e < 32; ++e) gv[e] = 0.0f;
-      // Loop invariant at the top: three groups in flight for tile it, oldest first: the Q row
-      // images (with K on entry), lse and the mask tile, the dout^T images.
+      // Loop invariant at the top: two groups in flight for tile it, oldest first: the Q row
+      // images (with K on entry), lse and the mask tile.
       for (unsigned it = first; it < p.ntiles; ++it) {
         const unsigned i0 = it * kT;
         const bool more = it + 1 < p.ntiles;
-        group_landed<2>(kBarP);
+        group_landed<1>(kBarP);
         const Kind kind = tile_kind(p, i0, jb);
         const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 0, tid) : 0u;
         float s[32];
         wg::fence();
         prod_rows(m, s, kb, kb + kImg, qb, qb + kImg);
         wg::commit();
-        group_landed<1>(kBarP);  // lse and the mask tile, under the products
+        group_landed<0>(kBarP);  // lse and the mask tile, under the products
         float L[16];
 #pragma unroll
         for (unsigned c = 0; c < 8; ++c) {
@@ -590,38 +591,22 @@ __global__ void __launch_bounds__(256, 1)
         async::commit();
         const uint32_t ex = tile_probs<EX2, true>(p, kind, s, L, exw, i0, jb, mt, mb != nullptr,
                                                   w, g, t);
-        bar_sync(kBarEmpty, 256);  // the dS group has taken the previous P^T
-        put_p(xs, s, ex, tid);
-        bar_arrive(kBarFull, 256);
-        group_landed<1>(kBarP);  // the dout^T images; every thread is past its reads of ls, mt
+        bar_sync(kBarP, 128);  // every thread is past its reads of ls and mt
         if (more) {
           copy_row64(ls, p, lse, b, i0 + kT, tid);
           if (mb && tile_kind(p, i0 + kT, jb) == kGeneral) copy_mask(mt, p, mb, i0 + kT, jb, tid);
         }
         async::commit();
-        wg::fence();
-        prod_frag(m, gv, s, otb, otb + kImg);
-        wg::commit();
-        wg::wait<0>();
-        bar_sync(kBarP, 128);  // every warp's products have read the dout^T images
-        if (more) copy_plane(otb, p, planes, kDt, b, it + 1, tid);
-        async::commit();
+        bar_sync(kBarEmpty, 256);  // the dS group has taken the previous P^T
+        put_p(xs, s, ex, tid);
+        bar_arrive(kBarFull, 256);
       }
       async::wait<0>();
-      wg::reg_fence(gv);
-      if (dv) {
-#pragma unroll
-        for (unsigned c = 0; c < 8; ++c)
-#pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
-            if (j < p.n && col < p.d) dv[(b * p.n + j) * p.d + col] = gv[4 * c + e];
-          }
-      }
     }
   } else {
-    // dS group: dP^T = V dout^T, dS^T = P^T (dP^T - D), dK += dS^T Q.
-    float *vb = sm + 6 * kImg, *ob = vb + 2 * kImg, *qtb = ob + 2 * kImg, *ds = sm + 12 * kImg + kT;
+    // dS group: dP^T = V dout^T, dS^T = P^T (dP^T - D), dV += P^T dout, dK += dS^T Q.
+    float *vb = sm + 4 * kImg, *ob = vb + 2 * kImg, *qtb = ob + 2 * kImg, *otb = qtb + 2 * kImg;
+    float *ds = sm + 12 * kImg + kT;
     bar_arrive(kBarEmpty, 256);  // the hand-over buffer starts empty
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const bool last_problem = b + gridDim.y >= p.bh;
@@ -632,10 +617,13 @@ __global__ void __launch_bounds__(256, 1)
       copy_row64(ds, p, D, b, first * kT, tid);
       async::commit();
       copy_plane(qtb, p, planes, kQt, b, first, tid);
+      copy_plane(otb, p, planes, kDt, b, first, tid);
       async::commit();
-      float gk[32];
+      float gk[32], gv[32];
 #pragma unroll
-      for (unsigned e = 0; e < 32; ++e) gk[e] = 0.0f;
+      for (unsigned e = 0; e < 32; ++e) gk[e] = gv[e] = 0.0f;
+      // Loop invariant at the top: three groups in flight for tile it, oldest first: the dout
+      // row images (with V on entry), D, the Q^T and dout^T images.
       for (unsigned it = first; it < p.ntiles; ++it) {
         const unsigned i0 = it * kT;
         const bool more = it + 1 < p.ntiles;
@@ -661,28 +649,34 @@ __global__ void __launch_bounds__(256, 1)
         const uint32_t ex = get_p(xs, pr, tid);
         if (more || !last_problem) bar_arrive(kBarEmpty, 256);
         dscores<true>(dp, pr, Dq, ex);  // dS^T
-        group_landed<1>(kBarDS);  // the Q^T images; every thread is past its reads of ds
+        group_landed<1>(kBarDS);  // the Q^T, dout^T images; every thread is past its reads of ds
         if (more) copy_row64(ds, p, D, b, i0 + kT, tid);
         async::commit();
         wg::fence();
+        prod_frag(m, gv, pr, otb, otb + kImg);
         prod_frag(m, gk, dp, qtb, qtb + kImg);
         wg::commit();
         wg::wait<0>();
-        bar_sync(kBarDS, 128);  // every warp's products have read the Q^T images
-        if (more) copy_plane(qtb, p, planes, kQt, b, it + 1, tid);
+        bar_sync(kBarDS, 128);  // every warp's products have read the Q^T, dout^T images
+        if (more) {
+          copy_plane(qtb, p, planes, kQt, b, it + 1, tid);
+          copy_plane(otb, p, planes, kDt, b, it + 1, tid);
+        }
         async::commit();
       }
       async::wait<0>();
       wg::reg_fence(gk);
-      if (dk) {
+      wg::reg_fence(gv);
 #pragma unroll
-        for (unsigned c = 0; c < 8; ++c)
+      for (unsigned c = 0; c < 8; ++c)
 #pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
-            if (j < p.n && col < p.d) dk[(b * p.n + j) * p.d + col] = gk[4 * c + e] * p.scale;
-          }
-      }
+        for (unsigned e = 0; e < 4; ++e) {
+          const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+          if (j >= p.n || col >= p.d) continue;
+          const uint64_t at = (b * p.n + j) * p.d + col;
+          if (dk) dk[at] = gk[4 * c + e] * p.scale;
+          if (dv) dv[at] = gv[4 * c + e];
+        }
     }
   }
 }
