@@ -104,10 +104,12 @@
 //   shared-memory bound, ~24 cycles for 16 of tensor time).
 // WHAT WOULD HELP NEXT (after session 13, H200 at ~1.98 GHz: dkdv ~6.1k cycles per tile pair
 // against ~3.1k of tensor time, dq ~4.3k against ~2.3k):
-//   - shared-memory bandwidth: an m64n64k8 product with both operands in shared memory reads 4
-//     KB in its ~32 cycles, the 128 bytes per cycle the SM's shared memory delivers; with the
-//     resident operand (K, V in dkdv; Q, dout in dq) held in registers as the A operand (64
-//     registers a thread for big and small) S and dP would read half as much;
+//   - not shared-memory bandwidth: an m64n64k8 product with both operands in shared memory reads
+//     4 KB in its ~32 cycles, the 128 bytes per cycle the SM's shared memory delivers, but with
+//     the resident operand read once per problem into registers as the A operand (K in dkdv's P
+//     group, Q and dout in dq; 64 registers a thread, no spills) the kernels measured the same
+//     (H200, session 13: dkdv 190 -> 192 us, dq 134 -> 137): not kept. What is left is latency:
+//     each group waits for its products before its arithmetic (two warps per scheduler);
 //   - exclusion words for every mask (any mask_fill: only "mask entry == 0" enters s(i, j)), with
 //     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
 //   - the pre-pass (43 us at (32, 1024, 64), 151 MB moved, ~3.5 TB/s on the H200) and D (9 us)
