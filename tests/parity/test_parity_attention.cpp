@@ -266,6 +266,12 @@ int main() {
     fast_path(tf32, 3, 1024, 64, 1, -(double)INFINITY, 8999);
     fast_path(tf32, 3, 1024, 48, 2, -(double)INFINITY, 9999);
     fast_path(tf32, 2, 640, 64, 1, -1000.0, 10999);
+    // The Hopper forward at 64 < d <= 128 over many whole tiles: exclusion words (per problem,
+    // broadcast), causal with skipping, the additive fill, n not a multiple of 64.
+    fast_path(tf32, 3, 1024, 128, 1, -(double)INFINITY, 11999);
+    fast_path(tf32, 2, 768, 96, 2, -(double)INFINITY, 12999);
+    fast_path(tf32, 2, 1000, 128, 3, -(double)INFINITY, 13999);
+    fast_path(tf32, 2, 700, 72, 1, -1000.0, 14999);
     const bool was_tf32 = tlrt_set_allow_tf32(tf32);
     long_problem();  // the tensor-core kernels allocate nothing of size n^2 either
     tlrt_set_allow_tf32(was_tf32);
