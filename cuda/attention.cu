@@ -94,6 +94,19 @@
 // base (at d = 128 with split), order and frag and the switch TLRT_ATTN_D128 (last in commit
 // 22ffc5d): 64 < d <= 128 with split always runs frag_qtile; the base form stays at d <= 64
 // and on the TF32 path.
+// WGMMA FORWARD AT 64 < d <= 128, measured and removed (session 13, git show
+// 91a62e6:cuda/sm90a/attention.cu, fwd_kernel): the backward's two-warpgroup split for the
+// forward: per 64 queries a P group computing S = Q K^T (48 m64n64k8 from shared memory per key
+// tile) and the online softmax, an O group O = O alpha + P V (24 m64n128k8, P split in
+// registers, V^T images), Q resident and K, V^T single-buffered (64 KB each with big and small:
+// 227 KB with the hand-over and the mask tile, no room for a second buffer). PREDICTED ~0.19 ms
+// at (32, 1024, 128) (tensor time 3.1k cycles per tile, x1.5). Parity passed, memcheck clean;
+// MEASURED (H200, against this file's mma.sync forward in the same build): none 0.430 vs 0.398
+// ms, causal 0.317 vs 0.358, masked 0.486 vs 0.486: ~12k cycles per tile, 4x the tensor time.
+// The likely cause: each 64 KB image is refilled only after its products have completed and
+// must land (L2 to shared memory) before the next tile's products, on the critical path of both
+// groups, which double buffering would hide but the shared memory cannot hold (Q as A operand
+// in registers, 128 a thread, would free 64 KB for it).
 // D = 64 FORM (att9, session 9): frag_qtile at 32 < d <= 64 with split too (same bits; 252
 // registers, no spills; S 595 -> 263 and P V 811 -> 390 SASS instructions per warp and tile).
 // PREDICTION (cuda/attention_mma_kernels.cuh's ATT9 comment): (32, 1024, 64) none / causal /
@@ -196,13 +209,6 @@ bool tf32_on_wmma() {
 }
 
 #if TLRT_HAVE_WGMMA
-// TLRT_ATTN_FWD=mma in the environment (read per call; a measurement hook) runs the mma.sync
-// forward where the wgmma forward would run.
-bool fwd_mma_forced() {
-  const char *e = std::getenv("TLRT_ATTN_FWD");
-  return e != nullptr && e[0] == 'm';
-}
-
 // TLRT_ATTN_BWD=exact in the environment (read per call; a measurement hook) runs the exact
 // backward kernels where the wgmma backward would run.
 bool bwd_exact_forced() {
@@ -253,16 +259,6 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
           return;
       }
     } else {
-#if TLRT_HAVE_WGMMA
-      // 64 < d <= 128 on compute capability 9.0: the wgmma forward (cuda/sm90a/attention.cu),
-      // unless TLRT_ATTN_FWD=mma in the environment (read per call; a measurement hook).
-      if (cc_major(dev) == 9 && cc_minor(dev) == 0 && attn_wgmma::fwd_applies(p) &&
-          !fwd_mma_forced()) {
-        FloatScratch planes(dev, attn_wgmma::fwd_planes_floats(p));
-        attn_wgmma::fwd(dev, p, q, k, v, planes.get(), out, lse);
-        return;
-      }
-#endif
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
       if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;
