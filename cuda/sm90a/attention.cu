@@ -480,6 +480,16 @@ __device__ __forceinline__ void copy_row64(float *dst, const WP &p, const float 
   async::copy4(dst + tid, ok ? src + b * p.n + i0 + tid : dst /* unread */, ok);
 }
 
+// The staged per-query values (lse or D) of this thread's 16 queries 8 c + 2 t + h of a dkdv
+// tile (the fragment's columns), entry 2 c + h.
+__device__ __forceinline__ void query_values(float (&v)[16], const float *src, unsigned t) {
+#pragma unroll
+  for (unsigned c = 0; c < 8; ++c) {
+    const float2 x = *reinterpret_cast<const float2 *>(src + 8 * c + 2 * t);
+    v[2 * c] = x.x, v[2 * c + 1] = x.y;
+  }
+}
+
 // The hand-over buffer: fragment element e of thread T at xs[512 (e / 4) + 4 T + e % 4]
 // (16-byte stores and loads, conflict-free), its exclusion word at xs[4096 + T].
 constexpr unsigned kXs = 32 * 128 + 128;
@@ -497,6 +507,25 @@ __device__ __forceinline__ uint32_t get_p(const float *xs, float (&s)[32], unsig
     s[4 * c] = v.x, s[4 * c + 1] = v.y, s[4 * c + 2] = v.z, s[4 * c + 3] = v.w;
   }
   return reinterpret_cast<const uint32_t *>(xs)[4096 + tid];
+}
+
+// The P group's side of the hand-over: waits until the dS group has taken the previous P, stores
+// this one, signals it.
+__device__ __forceinline__ void give_p(float *xs, const float (&s)[32], uint32_t ex,
+                                       unsigned tid) {
+  bar_sync(kBarEmpty, 256);
+  put_p(xs, s, ex, tid);
+  bar_arrive(kBarFull, 256);
+}
+
+// The dS group's side: waits for P, loads it and its exclusion word, frees the buffer unless
+// this was the block's last tile (release false: no arrival is left pending at exit).
+__device__ __forceinline__ uint32_t take_p(const float *xs, float (&s)[32], unsigned tid,
+                                           bool release) {
+  bar_sync(kBarFull, 256);
+  const uint32_t ex = get_p(xs, s, tid);
+  if (release) bar_arrive(kBarEmpty, 256);
+  return ex;
 }
 
 // P over a kGeneral tile of queries i0.. and keys j0.. in place of the products s (QCOLS: the
@@ -581,11 +610,7 @@ __global__ void __launch_bounds__(256, 1)
         wg::commit();
         group_landed<0>(kBarP);  // lse and the mask tile, under the products
         float L[16];
-#pragma unroll
-        for (unsigned c = 0; c < 8; ++c) {
-          const float2 l2 = *reinterpret_cast<const float2 *>(ls + 8 * c + 2 * t);
-          L[2 * c] = l2.x, L[2 * c + 1] = l2.y;
-        }
+        query_values(L, ls, t);
         wg::wait<0>();
         wg::reg_fence(s);
         bar_sync(kBarP, 128);  // every warp's products have read the Q images
@@ -599,9 +624,7 @@ __global__ void __launch_bounds__(256, 1)
           if (mb && tile_kind(p, i0 + kT, jb) == kGeneral) copy_mask(mt, p, mb, i0 + kT, jb, tid);
         }
         async::commit();
-        bar_sync(kBarEmpty, 256);  // the dS group has taken the previous P^T
-        put_p(xs, s, ex, tid);
-        bar_arrive(kBarFull, 256);
+        give_p(xs, s, ex, tid);
       }
       async::wait<0>();
     }
@@ -636,20 +659,14 @@ __global__ void __launch_bounds__(256, 1)
         wg::commit();
         group_landed<1>(kBarDS);  // D, under the products
         float Dq[16];
-#pragma unroll
-        for (unsigned c = 0; c < 8; ++c) {
-          const float2 d2 = *reinterpret_cast<const float2 *>(ds + 8 * c + 2 * t);
-          Dq[2 * c] = d2.x, Dq[2 * c + 1] = d2.y;
-        }
+        query_values(Dq, ds, t);
         wg::wait<0>();
         wg::reg_fence(dp);
         bar_sync(kBarDS, 128);  // every warp's products have read the dout images
         if (more) copy_plane(ob, p, planes, kDr, b, it + 1, tid);
         async::commit();
         float pr[32];
-        bar_sync(kBarFull, 256);
-        const uint32_t ex = get_p(xs, pr, tid);
-        if (more || !last_problem) bar_arrive(kBarEmpty, 256);
+        const uint32_t ex = take_p(xs, pr, tid, more || !last_problem);
         dscores<true>(dp, pr, Dq, ex);  // dS^T
         group_landed<1>(kBarDS);  // the Q^T, dout^T images; every thread is past its reads of ds
         if (more) copy_row64(ds, p, D, b, i0 + kT, tid);
@@ -740,9 +757,7 @@ __global__ void __launch_bounds__(256, 1)
         if (more && mb && tile_kind(p, i0, j0 + kT) == kGeneral)
           copy_mask(mt, p, mb, i0, j0 + kT, tid);
         async::commit();
-        bar_sync(kBarEmpty, 256);
-        put_p(xs, s, ex, tid);
-        bar_arrive(kBarFull, 256);
+        give_p(xs, s, ex, tid);
       }
       async::wait<0>();
     }
@@ -782,9 +797,7 @@ __global__ void __launch_bounds__(256, 1)
         if (more) copy_plane(vb, p, planes, kVr, b, jt + 1, tid);
         async::commit();
         float pr[32];
-        bar_sync(kBarFull, 256);
-        const uint32_t ex = get_p(xs, pr, tid);
-        if (more || !last_problem) bar_arrive(kBarEmpty, 256);
+        const uint32_t ex = take_p(xs, pr, tid, more || !last_problem);
         dscores<false>(dp, pr, Dq, ex);  // dS
         group_landed<1>(kBarDS);  // the K^T images
         wg::fence();
