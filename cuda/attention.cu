@@ -209,6 +209,13 @@ bool tf32_on_wmma() {
 }
 
 #if TLRT_HAVE_WGMMA
+// TLRT_ATTN_FWD=mma in the environment (read per call; a measurement hook) runs the mma.sync
+// forward where the wgmma forward would run.
+bool fwd_mma_forced() {
+  const char *e = std::getenv("TLRT_ATTN_FWD");
+  return e != nullptr && e[0] == 'm';
+}
+
 // TLRT_ATTN_BWD=exact in the environment (read per call; a measurement hook) runs the exact
 // backward kernels where the wgmma backward would run.
 bool bwd_exact_forced() {
@@ -259,6 +266,17 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
           return;
       }
     } else {
+#if TLRT_HAVE_WGMMA
+      // 64 < d <= 128 on compute capability 9.0 (no mask, or exclusion words): the wgmma
+      // forward (cuda/sm90a/attention.cu), unless TLRT_ATTN_FWD=mma in the environment (read
+      // per call; a measurement hook).
+      if (cc_major(dev) == 9 && cc_minor(dev) == 0 && attn_wgmma::fwd_applies(p) &&
+          !fwd_mma_forced()) {
+        FloatScratch planes(dev, attn_wgmma::fwd_planes_floats(p));
+        attn_wgmma::fwd(dev, p, q, k, v, planes.get(), out, lse);
+        return;
+      }
+#endif
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
       if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;

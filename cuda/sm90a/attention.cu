@@ -821,6 +821,275 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
+// ---- the forward, 64 < d <= 128 -----------------------------------------------------------------
+//
+// The same two-warpgroup split for out = softmax(s) V: per (problem, 64 queries), the P group
+// computes S = Q K^T (48 m64n64k8 per key tile, Q in registers as the A operand, 128 a thread,
+// loaded once per problem) and the online softmax (row maxima over the quad, m' = max(m, tile
+// max), alpha = exp(m - m') (1 while m' = -inf), P = exp(s - m') with the shared exp_f), and
+// hands P, alpha and m' to the O group, which keeps the 64 x 128 output accumulators: O = O
+// alpha, l = l alpha + rowsum(P), O += P V (24 m64n128k8 with P split in registers, the V^T
+// images as B), and finally out = O / l, lse = m + log(l) (l == 0: out 0, lse -inf), as the
+// header's DEFINITIONS. Images of 64 rows by 128 columns (head dimension zero-padded), 16 k
+// steps: Q and K as rows, V transposed (128 rows of the head dimension, K-major over the 64 keys
+// in inv_perm order), big and small parts, written once per call by fwd_planes_kernel: 6 bh n'
+// 128 floats. Shared memory: K double-buffered (the tile after next is copied as soon as the
+// products have read a buffer), V^T single-buffered (refilled while the O group waits for the
+// next P), the hand-over: 210 KB, one block per SM. Taken where the scores need no mask tile:
+// no mask, or a mask with mask_fill = -inf (exclusion words; the few general tiles at the edges
+// and the diagonal read their mask entries from global memory).
+
+constexpr unsigned kFD = 128;              // the forward's padded head dimension
+constexpr unsigned kFImg = kT * kFD;       // floats per image part
+enum FPlane : unsigned { kFQ, kFK, kFVt, kFPlanes };
+
+__device__ __forceinline__ uint64_t fimg_off(const WP &p, unsigned plane, unsigned part,
+                                             uint64_t b, unsigned tile) {
+  return (((uint64_t)(plane * 2 + part) * p.bh + b) * p.ntiles + tile) * kFImg;
+}
+
+// Block (tile, problem): q, k tiles as row images (R = 64, K = 128), the v tile as a transposed
+// image (R = 128, K = 64 in inv_perm order), big and small parts.
+__global__ void __launch_bounds__(256)
+    fwd_planes_kernel(WP p, const float *__restrict q, const float *__restrict k,
+                      const float *__restrict v, float *__restrict planes) {
+  __shared__ float s[kT][kFD + 1];
+  const unsigned tile = blockIdx.x;
+  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+#pragma unroll 1
+    for (unsigned x = 0; x < 3; ++x) {
+      const float *X = (x == 0 ? q : x == 1 ? k : v) + b * p.n * p.d;
+      __syncthreads();
+      for (unsigned e = threadIdx.x; e < kFImg; e += 256) {
+        const unsigned r = e / kFD, c = e % kFD, row = tile * kT + r;
+        s[r][c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
+      }
+      __syncthreads();
+      float *ob = planes + fimg_off(p, x, 0, b, tile), *os = planes + fimg_off(p, x, 1, b, tile);
+      for (unsigned o = threadIdx.x; o < kFImg; o += 256) {
+        const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1;
+        float val;
+        if (x < 2) {  // o = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4, ks < 16
+          const unsigned rg = (o >> 6) & 7, ks = o >> 9;
+          val = s[rg * 8 + r8][ks * 8 + kc * 4 + k4];
+        } else {      // o = ((ks * 16 + rg) * 2 + kc) * 32 + r8 * 4 + k4, ks < 8
+          const unsigned rg = (o >> 6) & 15, ks = o >> 10;
+          val = s[inv_perm(ks * 8 + kc * 4 + k4)][rg * 8 + r8];
+        }
+        uint32_t big, small;
+        mma::split(val, big, small);
+        ob[o] = __uint_as_float(big);
+        os[o] = __uint_as_float(small);
+      }
+    }
+  }
+}
+
+// One image part (kFImg floats) global -> shared by a warpgroup.
+__device__ __forceinline__ void copy_fpart(float *dst, const float *src, unsigned tid) {
+  copy_img(dst, src, tid);
+  copy_img(dst + kImg, src + kImg, tid);
+}
+__device__ __forceinline__ void copy_fplane(float *dst, const WP &p, const float *planes,
+                                            unsigned plane, uint64_t b, unsigned tile,
+                                            unsigned tid) {
+  copy_fpart(dst, planes + fimg_off(p, plane, 0, b, tile), tid);
+  copy_fpart(dst + kFImg, planes + fimg_off(p, plane, 1, b, tile), tid);
+}
+
+__device__ __forceinline__ float quad_max4(float v) {
+  v = attn::amax(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return attn::amax(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum4(float v) {
+  v = v + __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Hand-over of the forward: P as put_p, then alpha and m' of the thread's two rows at
+// xs[4096 + 4 T ..].
+constexpr unsigned kFXs = 32 * 128 + 4 * 128;
+
+// Shared memory of fwd_kernel, in floats: two K buffers, the V^T images, the hand-over.
+constexpr unsigned kFwdFloats = 6 * kFImg + kFXs;
+static_assert(kFwdFloats * 4 <= 227 * 1024, "sm_90's shared memory per block");
+
+// The A fragments of a 64 x 128 row image (Q): 16 k steps, big and small.
+struct QFrags {
+  uint32_t big[kFD / 8][4], small[kFD / 8][4];
+};
+
+__global__ void __launch_bounds__(256, 1)
+    fwd_kernel(WP p, const float *__restrict planes, float *__restrict out,
+               float *__restrict lse) {
+  float *sm = async::dynamic_smem();
+  const Smem m = smem_of(sm);
+  float *kb0 = sm, *kb1 = kb0 + 2 * kFImg, *vtb = kb1 + 2 * kFImg, *xs = vtb + 2 * kFImg;
+  const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32, g = lane / 4,
+                 t = lane % 4;
+  const unsigned it = blockIdx.x, i0 = it * kT;
+  const unsigned last = p.skip ? it : p.ntiles - 1;
+  if (threadIdx.x < 128) {
+    // P group: S = Q K^T, the online softmax.
+    for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+      const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+      bar_sync(kBarP, 128);  // the previous problem's products are done
+      copy_fplane(kb1, p, planes, kFQ, b, it, tid);  // Q, staged in the second K buffer
+      copy_fplane(kb0, p, planes, kFK, b, 0, tid);
+      async::commit();
+      group_landed<0>(kBarP);
+      QFrags qf;
+#pragma unroll
+      for (unsigned j = 0; j < kFD / 8; ++j)
+#pragma unroll
+        for (unsigned q = 0; q < 4; ++q) {
+          const uint32_t o = wg::kmajor_off(16 * w + g + 8 * (q & 1), 8 * j + t + 4 * (q >> 1), kT);
+          qf.big[j][q] = __float_as_uint(kb1[o]);
+          qf.small[j][q] = __float_as_uint(kb1[kFImg + o]);
+        }
+      bar_sync(kBarP, 128);  // every thread has read Q
+      if (1 <= last) copy_fplane(kb1, p, planes, kFK, b, 1, tid);
+      async::commit();
+      float mrow[2] = {kNegInf, kNegInf};
+      // Loop invariant at the top: the K images of tile jt landed or in flight (the older of
+      // the two groups pending), those of tile jt + 1 in flight.
+      for (unsigned jt = 0; jt <= last; ++jt) {
+        const unsigned j0 = jt * kT;
+        const float *kb = jt & 1 ? kb1 : kb0;
+        group_landed<1>(kBarP);
+        const Kind kind = tile_kind(p, i0, j0);
+        const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 1, tid) : 0u;
+        float s[32];
+        wg::fence();
+#pragma unroll
+        for (unsigned j = 0; j < kFD / 8; ++j) {
+          wg::rs(s, qf.small[j], dsc(m, kb, j), j > 0);
+          wg::rs(s, qf.big[j], dsc(m, kb + kFImg, j), 1);
+          wg::rs(s, qf.big[j], dsc(m, kb, j), 1);
+        }
+        wg::commit();
+        wg::wait<0>();
+        wg::reg_fence(s);
+        bar_sync(kBarP, 128);  // every warp's products have read this K buffer
+        if (jt + 2 <= last) copy_fplane((float *)kb, p, planes, kFK, b, jt + 2, tid);
+        async::commit();
+        // Scores (excluded: -inf).
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            float &x = s[4 * c + e];
+            if (kind == kPlain) {
+              x = x * p.scale;
+            } else if (kind == kMasked) {
+              x = (exw >> (4 * c + e)) & 1u ? kNegInf : x * p.scale;
+            } else {
+              const unsigned i = i0 + 16 * w + g + 8 * (e >> 1), j = j0 + 8 * c + 2 * t + (e & 1);
+              const float mv = (mb != nullptr && i < p.n && j < p.n) ? mb[(uint64_t)i * p.n + j]
+                                                                     : 1.0f;
+              x = score_at(p, i, j, x, mv);
+            }
+          }
+        float alpha[2];
+#pragma unroll
+        for (unsigned r = 0; r < 2; ++r) {
+          float mx = s[2 * r];
+#pragma unroll
+          for (unsigned c = 0; c < 8; ++c)
+#pragma unroll
+            for (unsigned h = 0; h < 2; ++h) mx = attn::amax(mx, s[4 * c + 2 * r + h]);
+          const float mn = attn::amax(mrow[r], quad_max4(mx));
+          alpha[r] = mn == kNegInf ? 1.0f : math::exp_f(mrow[r] - mn);
+          mrow[r] = mn;
+        }
+#pragma unroll
+        for (unsigned e = 0; e < 32; ++e) s[e] = attn::prob(s[e], mrow[(e >> 1) & 1]);
+        bar_sync(kBarEmpty, 256);  // the O group has taken the previous P
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c)
+          *reinterpret_cast<float4 *>(xs + 512 * c + 4 * tid) =
+              make_float4(s[4 * c], s[4 * c + 1], s[4 * c + 2], s[4 * c + 3]);
+        *reinterpret_cast<float4 *>(xs + 4096 + 4 * tid) =
+            make_float4(alpha[0], alpha[1], mrow[0], mrow[1]);
+        bar_arrive(kBarFull, 256);
+      }
+      async::wait<0>();
+    }
+  } else {
+    // O group: O = O alpha + P V, l, out and lse.
+    bar_arrive(kBarEmpty, 256);
+    for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
+      const bool last_problem = b + gridDim.y >= p.bh;
+      bar_sync(kBarDS, 128);
+      copy_fplane(vtb, p, planes, kFVt, b, 0, tid);
+      async::commit();
+      float o[64], l[2] = {0.0f, 0.0f}, mrow[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (unsigned e = 0; e < 64; ++e) o[e] = 0.0f;
+      // Loop invariant at the top: one group in flight, the V^T images of tile jt.
+      for (unsigned jt = 0; jt <= last; ++jt) {
+        const bool more = jt + 1 <= last;
+        float pr[32];
+        bar_sync(kBarFull, 256);
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c) {
+          const float4 v4 = *reinterpret_cast<const float4 *>(xs + 512 * c + 4 * tid);
+          pr[4 * c] = v4.x, pr[4 * c + 1] = v4.y, pr[4 * c + 2] = v4.z, pr[4 * c + 3] = v4.w;
+        }
+        const float4 am = *reinterpret_cast<const float4 *>(xs + 4096 + 4 * tid);
+        if (more || !last_problem) bar_arrive(kBarEmpty, 256);
+        const float alpha[2] = {am.x, am.y};
+        mrow[0] = am.z, mrow[1] = am.w;
+        float rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (unsigned e = 0; e < 32; ++e) rs[(e >> 1) & 1] += pr[e];
+#pragma unroll
+        for (unsigned r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rs[r];
+        wg::reg_fence(o);
+#pragma unroll
+        for (unsigned e = 0; e < 64; ++e) o[e] = o[e] * alpha[(e >> 1) & 1];
+        group_landed<0>(kBarDS);  // the V^T images
+        wg::fence();
+#pragma unroll
+        for (unsigned c = 0; c < 8; ++c) {
+          uint32_t big[4], small[4];
+          split_a(pr[4 * c], big[0], small[0]);
+          split_a(pr[4 * c + 2], big[1], small[1]);
+          split_a(pr[4 * c + 1], big[2], small[2]);
+          split_a(pr[4 * c + 3], big[3], small[3]);
+          const uint32_t at = c * (8 * kFD);  // k step c of an R = 128 image
+          wg::rs(o, small, wg::desc_at(m.lo, (uint32_t)(vtb - m.base + at) * 4u, 256), 1);
+          wg::rs(o, big, wg::desc_at(m.lo, (uint32_t)(vtb + kFImg - m.base + at) * 4u, 256), 1);
+          wg::rs(o, big, wg::desc_at(m.lo, (uint32_t)(vtb - m.base + at) * 4u, 256), 1);
+        }
+        wg::commit();
+        wg::wait<0>();
+        wg::reg_fence(o);
+        bar_sync(kBarDS, 128);  // every warp's products have read the V^T images
+        if (more) copy_fplane(vtb, p, planes, kFVt, b, jt + 1, tid);
+        async::commit();
+      }
+      async::wait<0>();
+#pragma unroll
+      for (unsigned r = 0; r < 2; ++r) {
+        const float lr = quad_sum4(l[r]);
+        const unsigned i = i0 + 16 * w + g + 8 * r;
+        if (i >= p.n) continue;
+        const bool none = lr == 0.0f;
+        if (t == 0) lse[b * p.n + i] = none ? kNegInf : mrow[r] + math::log_f(lr);
+        float *row = out + (b * p.n + i) * p.d;
+#pragma unroll
+        for (unsigned c = 0; c < kFD / 8; ++c)
+#pragma unroll
+          for (unsigned h = 0; h < 2; ++h) {
+            const unsigned col = 8 * c + 2 * t + h;
+            if (col < p.d) row[col] = none ? 0.0f : __fdiv_rn(o[4 * c + 2 * r + h], lr);
+          }
+      }
+    }
+  }
+}
+
 constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
 
 template <class K>
@@ -894,6 +1163,40 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
     kernel<<<grid, 256, bytes - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
     check_launch("attention (wgmma) dq_kernel");
   }
+}
+
+bool fwd_applies(const attn::Problem &p) {
+  return p.d > kDP && p.d <= kFD && (p.mask == nullptr || bits_problems(p) != 0);
+}
+
+uint64_t fwd_planes_floats(const attn::Problem &p) {
+  const uint64_t nt = (p.n + kT - 1) / kT;
+  return 2ull * kFPlanes * p.bh * nt * kFImg + bits_problems(p) * nt * nt * kBitsPerTile;
+}
+
+void fwd(int dev, const attn::Problem &p, const float *q, const float *k, const float *v,
+         float *planes, float *out, float *lse) {
+  cudaStream_t st = stream(dev);
+  const unsigned ntiles = (unsigned)((p.n + kT - 1) / kT);
+  WP wp{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, ntiles, p.mask, p.mask_stride,
+        p.scale, p.fill, p.causal, p.causal && p.fill == kNegInf,
+        p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0, nullptr, 0};
+  const dim3 grid(ntiles, (unsigned)(p.bh < 65535 ? p.bh : 65535));
+  fwd_planes_kernel<<<grid, 256, 0, st>>>(wp, q, k, v, planes);
+  check_launch("attention (wgmma) fwd_planes_kernel");
+  const uint64_t mproblems = bits_problems(p);
+  if (mproblems != 0) {
+    uint32_t *bits = reinterpret_cast<uint32_t *>(planes + 2ull * kFPlanes * p.bh * ntiles * kFImg);
+    wp.bits = bits;
+    wp.bits_stride = p.mask_stride == 0 ? 0 : (uint64_t)ntiles * ntiles * kBitsPerTile;
+    bits_kernel<<<dim3(ntiles, ntiles, (unsigned)(mproblems < 65535 ? mproblems : 65535)), 128, 0,
+                  st>>>(wp, (unsigned)mproblems, bits);
+    check_launch("attention (wgmma) bits_kernel");
+  }
+  const size_t bytes = kFwdFloats * sizeof(float);
+  set_smem(fwd_kernel, bytes);
+  fwd_kernel<<<grid, 256, bytes, st>>>(wp, planes, out, lse);
+  check_launch("attention (wgmma) fwd_kernel");
 }
 
 }  // namespace attn_wgmma
