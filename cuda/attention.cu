@@ -105,8 +105,14 @@
 // ms, causal 0.317 vs 0.358, masked 0.486 vs 0.486: ~12k cycles per tile, 4x the tensor time.
 // The likely cause: each 64 KB image is refilled only after its products have completed and
 // must land (L2 to shared memory) before the next tile's products, on the critical path of both
-// groups, which double buffering would hide but the shared memory cannot hold (Q as A operand
-// in registers, 128 a thread, would free 64 KB for it).
+// groups, which double buffering would hide but the shared memory cannot hold. That was tested
+// (git show 2f82a17:cuda/sm90a/attention.cu): Q as the A operand in registers (128 a thread, loaded
+// once per problem), the freed 64 KB as a second K buffer (the tile after next copied as soon as
+// a buffer's products are done), no staged mask tile (taken without a mask or with exclusion
+// words). MEASURED (H200, same build A/B): 0.438 / 0.324 / 0.486 ms against 0.399 / 0.356 /
+// 0.493: no change, so the K refill was not the cause. Not known yet; next: ncu on fwd_kernel
+// (the P group's softmax with the shared exp_f, ~900 instructions a thread per tile, runs
+// between its products as the backward's did before ex2.approx).
 // D = 64 FORM (att9, session 9): frag_qtile at 32 < d <= 64 with split too (same bits; 252
 // registers, no spills; S 595 -> 263 and P V 811 -> 390 SASS instructions per warp and tile).
 // PREDICTION (cuda/attention_mma_kernels.cuh's ATT9 comment): (32, 1024, 64) none / causal /
@@ -209,13 +215,6 @@ bool tf32_on_wmma() {
 }
 
 #if TLRT_HAVE_WGMMA
-// TLRT_ATTN_FWD=mma in the environment (read per call; a measurement hook) runs the mma.sync
-// forward where the wgmma forward would run.
-bool fwd_mma_forced() {
-  const char *e = std::getenv("TLRT_ATTN_FWD");
-  return e != nullptr && e[0] == 'm';
-}
-
 // TLRT_ATTN_BWD=exact in the environment (read per call; a measurement hook) runs the exact
 // backward kernels where the wgmma backward would run.
 bool bwd_exact_forced() {
@@ -266,17 +265,6 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
           return;
       }
     } else {
-#if TLRT_HAVE_WGMMA
-      // 64 < d <= 128 on compute capability 9.0 (no mask, or exclusion words): the wgmma
-      // forward (cuda/sm90a/attention.cu), unless TLRT_ATTN_FWD=mma in the environment (read
-      // per call; a measurement hook).
-      if (cc_major(dev) == 9 && cc_minor(dev) == 0 && attn_wgmma::fwd_applies(p) &&
-          !fwd_mma_forced()) {
-        FloatScratch planes(dev, attn_wgmma::fwd_planes_floats(p));
-        attn_wgmma::fwd(dev, p, q, k, v, planes.get(), out, lse);
-        return;
-      }
-#endif
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
       if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;

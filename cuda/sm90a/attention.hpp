@@ -27,15 +27,6 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
          const float *dout, const float *lse, const float *D, float *planes, float *dq,
          float *dk, float *dv);
 
-// The forward for 64 < d <= 128 (any n and causal; no mask, or a mask with mask_fill = -inf
-// on at most 65535 tiles a side): whether it takes problem p, its
-// scratch in floats (the split Q, K and V^T tiles, 6 bh ceil(n / 64) 8192, and the exclusion
-// words as bwd_planes_floats), and the launch (out, lse as attention_fwd) on dev's stream.
-bool fwd_applies(const attn::Problem &p);
-uint64_t fwd_planes_floats(const attn::Problem &p);
-void fwd(int dev, const attn::Problem &p, const float *q, const float *k, const float *v,
-         float *planes, float *out, float *lse);
-
 }  // namespace attn_wgmma
 }  // namespace cuda
 }  // namespace tlrt
