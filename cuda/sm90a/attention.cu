@@ -27,17 +27,16 @@
 // (from the diagonal tile when skipping); dq_kernel: the same per (problem, 64 queries) over the
 // key tiles (up to the diagonal). In each, a "P group" computes S (S^T in dkdv) with 3 x 8
 // m64n64k8 from shared memory and P = exp(s - lse) on the accumulators, and hands P to a "dS
-// group" through shared memory; the dS group computes dP (dP^T) the same way, dS = P (dP - D),
-// and the products with P or dS as the register A operand (split in registers): in dkdv dV +=
-// P^T dout (Dt images) and dK += dS^T Q (Qt), in dq dQ += dS K (Kt). So the P group issues 24 of
-// the 96 (72) products per tile pair and the dS group the rest. Each group reads only its own
-// images (dkdv: P group Kr resident, Qr; dS group Vr resident, Dr, Qt, Dt. dq: P group Qr
-// resident, Kr; dS group Dr resident, Vr, Kt) and refills
-// them by cp.async as soon as its last product over them has completed, behind its own named
-// barrier; the hand-over is one buffer with a "full" and an "empty" barrier (bar.arrive by one
-// side, bar.sync by the other), so the P group may run one tile ahead. Shared memory: dkdv 209 KB
-// (12 images, lse / D, the hand-over), dq 177 KB (10 images, the hand-over), + 17 KB with a mask
-// tile; one block (8 warps) per SM.
+// group" through shared memory; the dS group computes dP (dP^T) the same way, dS = P (dP - D), and
+// the products with P or dS as the register A operand (split in registers): in dkdv dV += P^T dout
+// (Dt images) and dK += dS^T Q (Qt), in dq dQ += dS K (Kt). So the P group issues 24 of the 96
+// (72) products per tile pair and the dS group the rest. Each group reads only its own images
+// (dkdv: P group Kr resident, Qr; dS group Vr resident, Dr, Qt, Dt. dq: P group Qr resident, Kr;
+// dS group Dr resident, Vr, Kt) and refills them by cp.async as soon as its last product over them
+// has completed, behind its own named barrier; the hand-over is one buffer with a "full" and an
+// "empty" barrier (bar.arrive by one side, bar.sync by the other), so the P group may run one tile
+// ahead. Shared memory: dkdv 209 KB (12 images, lse / D, the hand-over), dq 177 KB (10 images, the
+// hand-over), + 17 KB with a mask tile; one block (8 warps) per SM.
 // Scores exactly as the header's s(i, j) on the products (the mask tile staged in shared memory
 // by cp.async; causal and bounds tests skipped for tiles wholly in range, unmasked and below the
 // diagonal); P, dS with attn::prob as the exact kernels. dk and dq take the factor scale at the
@@ -114,7 +113,11 @@
 //     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
 //   - the pre-pass (43 us at (32, 1024, 64), 151 MB moved, ~3.5 TB/s on the H200) and D (9 us)
 //     are ~13% of the unmasked backward;
-//   - d = 128 does not fit: its images are twice the size (dkdv 24 images, 384 KB).
+//   - d = 128 does not fit: its images are twice the size (dkdv 24 images, 384 KB). What would:
+//     steps of 32 queries, K in the P group's registers as the A operand (128 a thread), V
+//     resident and the 32-query dout, Q^T, dout^T images in the dS group's shared memory (~200
+//     KB with the hand-over), dK and dV accumulators 64 registers each; dP^T = V dout^T as
+//     m64n32 products with both operands in shared memory is shared-memory bound (~1.5x).
 #include <cstdint>
 #include <cstdlib>
 
