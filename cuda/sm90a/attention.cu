@@ -571,15 +571,15 @@ __device__ __forceinline__ uint32_t tile_probs(const WP &p, Kind kind, float (&s
   return general_probs<EX2, QCOLS>(p, s, L, i0, j0, mt, masked, w, g, t);
 }
 
-// Shared memory of dkdv_kernel, in floats: the P group's K, Q, dout^T images, the dS group's V,
-// dout, Q^T images, lse and D of the query tile, the hand-over buffer, the mask tile.
+// Shared memory of dkdv_kernel, in floats: the P group's K, Q images, the dS group's V, dout,
+// Q^T, dout^T images, lse and D of the query tile, the hand-over buffer, the mask tile.
 constexpr unsigned kDkdvFloats = 12 * kImg + 2 * kT + kXs;
 static_assert(kDkdvFloats * 4 + kT * kMS * 4 <= 227 * 1024, "sm_90's shared memory per block");
 
 template <bool EX2>
 __global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
-                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
+                const float *__restrict D, float *__restrict dk, float *__restrict dv) {
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
   float *xs = sm + 12 * kImg + 2 * kT, *mt = xs + kXs;
@@ -710,7 +710,7 @@ constexpr unsigned kDqFloats = 10 * kImg + kXs;
 template <bool EX2>
 __global__ void __launch_bounds__(256, 1)
     dq_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
-               const float *__restrict D, float *__restrict dq) {
+              const float *__restrict D, float *__restrict dq) {
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
   float *xs = sm + 10 * kImg, *mt = xs + kXs;
