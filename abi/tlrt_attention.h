@@ -69,19 +69,20 @@
  * softmax is float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact
  * kernels in both modes.
  * FAST BACKWARD (CUDA, determinism switch OFF, allow_tf32 off; compute capability 9.0 (H100 /
- * H200) in a build whose gpu_arch option names 90, 32 < d <= 64, every mask kind): the five
+ * H200) in a build whose gpu_arch option names 90, 32 < d <= 128, every mask kind): the five
  * products of the backward (S = Q K^T and dP = dout V^T, recomputed in both of its kernels;
  * dv = P^T dout, dk = dS^T Q, dq = dS K) in split TF32 as above on the sm_90a warpgroup tensor
- * instructions (wgmma), in tiles of 64 queries by 64 keys; P, dS, D and the factor scale as in
+ * instructions (wgmma), in tiles of 64 queries by 64 keys (d <= 64) or 64 by 32 (d > 64, either
+ * way round); P, dS, D and the factor scale as in
  * the DEFINITIONS, in float32, exp(x) as the hardware 2^(x log2 e) (ex2.approx: ~2^-22
  * relative, results below 2^-126 flushed to 0); P and dS enter dv, dk and dq as big(x) and
  * x - big(x) truncated to TF32 (within 2^-21 |x| of x where small(x) is within 2^-22).
  * Float32-grade, within the split-TF32 bound below, not bit for bit the CPU. Its scratch is
- * 14 * 64 bh n' floats of split operand tiles (n' = n rounded up to a multiple of 64; at most 28
- * times the size of q), beside D, and with a mask and mask_fill = -inf, n'^2 / 16 32-bit words
- * of exclusion bits per mask (one for a broadcast mask, else bh: 1/16 of the mask). Elsewhere
- * (d <= 32 or d > 64, other devices) the backward runs the exact kernels in both modes (bit for
- * bit the CPU), except on the TF32 path.
+ * 14 * d' bh n' floats of split operand tiles (d' = 64 for d <= 64, else 128; n' = n rounded up
+ * to a multiple of 64; at most 28 times the size of q), beside D, and with a mask and mask_fill
+ * = -inf, n'^2 / 16 32-bit words of exclusion bits per mask (one for a broadcast mask, else bh:
+ * 1/16 of the mask). Elsewhere (d <= 32 or d > 128, other devices) the backward runs the exact
+ * kernels in both modes (bit for bit the CPU), except on the TF32 path.
  * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
  * determinism switch off, the forward (every mask kind), and the backward when mask == NULL,
  * compute their matrix products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in

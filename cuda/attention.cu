@@ -124,7 +124,8 @@
 // standard form since then; the switch is gone.
 //
 // WGMMA BACKWARD (session 11): with the switch off and allow_tf32 off, on compute capability 9.0
-// with 32 < d <= 64, the backward runs cuda/sm90a/attention.cu (split TF32 on sm_90a wgmma; its
+// with 32 < d <= 128 (64 < d <= 128 since session 14), the backward runs cuda/sm90a/attention.cu
+// (split TF32 on sm_90a wgmma; its
 // top comment has the design, the prediction and the measurements; TLRT_ATTN_BWD=exact in the
 // environment runs the exact kernels instead, TLRT_ATTN_EXP=shared its softmax with the shared
 // exp instead of ex2.approx, for comparison). Measured (H100): (32, 1024, 64) 0.729 / 0.525 /
@@ -134,8 +135,9 @@
 // 64) 0.443 / 0.341 / 0.472 ms (0.69x / 0.53x / 0.73x SDPA), (16, 4096, 64) 0.59x / 0.35x /
 // 0.63x (bench/results/2026-11-27-h200-s12-attention.md). Session 13 (H200; two warpgroups per
 // block, one computing P, the other dP, dS and the products with them): 0.385 / 0.300 / 0.397
-// ms (0.60x / 0.47x / 0.61x), (16, 4096, 64) 0.51x / 0.30x / 0.50x. Elsewhere the exact kernels
-// below.
+// ms (0.60x / 0.47x / 0.61x), (16, 4096, 64) 0.51x / 0.30x / 0.50x. Session 14 (H200; 64 <
+// d <= 128 in 32-row steps): (32, 1024, 128) 0.792 / 0.599 / 0.784 ms (0.82x / 0.62x / 0.81x
+// SDPA; the exact kernels 2.10 / 1.42 / 2.29). Elsewhere the exact kernels below.
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
 // after the H100 run (git show 64d3a20:cuda/attention_mma_bwd_kernels.cuh, with its emulation
@@ -281,7 +283,7 @@ void attention_bwd(int dev, const attn::Problem &p, const float *q, const float 
   Launch launch{dev};
 #if TLRT_HAVE_WGMMA
   // The fast backward (switch off, allow_tf32 off): split TF32 on wgmma, compute capability 9.0
-  // only (sm_90a code), 32 < d <= 64 (cuda/sm90a/attention.cu).
+  // only (sm_90a code), 32 < d <= 128 (cuda/sm90a/attention.cu).
   if (!deterministic() && !tlrt_get_allow_tf32() && cc_major(dev) == 9 && cc_minor(dev) == 0 &&
       attn_wgmma::bwd_applies(p) && !bwd_exact_forced()) {
     if (dq || dk) attn_kernels::d_plan(launch, p, out, dout, D.get());

@@ -1,5 +1,5 @@
 // CUDA backend, fused attention: the FAST BACKWARD on Hopper (sm_90a wgmma, split TF32), for
-// 32 < d <= 64, every mask kind. Compiled for sm_90a only (meson.build builds this file apart,
+// 32 < d <= 128, every mask kind (64 < d <= 128: Geo<128> below, 32-row steps). Compiled for sm_90a only (meson.build builds this file apart,
 // when gpu_arch names 90); cuda/attention.cu dispatches to it with the determinism switch off
 // and allow_tf32 off on compute capability 9.0 devices. Class: library, the header's split-TF32
 // bound (the products in the tensor cores' order, not the ORDER OF OPERATIONS), run-to-run
@@ -138,13 +138,35 @@ namespace {
 namespace wg = wgmma;
 using attn::kNegInf;
 
-constexpr unsigned kT = 64;           // rows per tile (queries or keys)
-constexpr unsigned kDP = 64;          // the head dimension, zero-padded
-constexpr unsigned kImg = kT * kDP;   // floats per tile image
-constexpr unsigned kStep = 8 * kT;    // floats per k step of an image (8 columns of 64 rows)
+constexpr unsigned kT = 64;  // rows per block (keys in dkdv, queries in dq) and per plane tile
 enum Plane : unsigned { kQr, kDr, kKr, kVr, kQt, kDt, kKt, kPlanes };
 
-constexpr unsigned kMS = kT + 4;      // row stride (floats) of a staged mask tile
+constexpr unsigned kMS = kT + 4;  // row stride (floats) of a staged mask tile
+
+// The geometry of a head-dimension class: DP = 64 (32 < d <= 64) or DP = 128 (64 < d <= 128),
+// d zero-padded to DP. A block owns 64 rows (keys in dkdv, queries in dq) and loops over the
+// other side in steps of kS rows. At DP = 64 every operand is a 64 x 64 image in shared memory
+// and a step is a whole tile. At DP = 128 the images are twice the size, so a step is half a
+// tile (32 rows) and the P group holds its resident operand (K in dkdv, Q in dq) in registers
+// as the A operand of its products (64 x 128, big and small: 128 registers a thread), which
+// leaves the dS group's resident image (V in dkdv, dout in dq) and single-buffered step images
+// in shared memory (dkdv 205 KB, dq 169 KB, + 17 KB with a mask tile).
+template <unsigned DP>
+struct Geo {
+  static_assert(DP == 64 || DP == 128, "the two head-dimension classes");
+  static constexpr unsigned kS = DP == 64 ? 64 : 32;  // rows of the streamed side per step
+  static constexpr bool kRegA = DP > 64;              // the P group's A operand in registers
+  static constexpr unsigned kImg = kT * DP;           // floats of a plane image (64-row tile)
+  static constexpr unsigned kStr = kS * DP;           // floats of a step's image in shared memory
+  static constexpr unsigned kNV = kT * kS / 128;      // a thread's share of a 64 x kS product
+  static constexpr unsigned kNA = DP / 2;             // a thread's share of a 64 x DP product
+  static constexpr unsigned kXs = kNV * 128 + 128;    // the hand-over buffer (floats)
+  static constexpr unsigned kResA = kRegA ? 0 : 2 * kImg;  // the P group's resident images
+  // dkdv: [K][Q step][V][dout step][Q^T step][dout^T step][lse][D][hand-over]
+  static constexpr unsigned kDkdvFloats = kResA + 2 * kStr + 2 * kImg + 6 * kStr + 2 * kS + kXs;
+  // dq: [Q][K step][dout][V step][K^T step][hand-over]
+  static constexpr unsigned kDqFloats = kResA + 2 * kStr + 2 * kImg + 4 * kStr + kXs;
+};
 
 struct WP {
   unsigned n, d, bh, ntiles;
@@ -171,19 +193,23 @@ __device__ __forceinline__ unsigned inv_perm(unsigned pos) {
 }
 
 // Offset (floats) of image (plane, part) of tile `tile` of problem b.
+template <unsigned DP>
 __device__ __forceinline__ uint64_t img_off(const WP &p, unsigned plane, unsigned part,
                                             uint64_t b, unsigned tile) {
-  return (((uint64_t)(plane * 2 + part) * p.bh + b) * p.ntiles + tile) * kImg;
+  return (((uint64_t)(plane * 2 + part) * p.bh + b) * p.ntiles + tile) * Geo<DP>::kImg;
 }
 
 // ---- pre-pass ---------------------------------------------------------------------------------
 
-// Block (tile, problem): stages each of q, dout, k, v's 64 x 64 tile in shared memory, then
-// writes its row image and (q, dout, k) its transposed image, big and small parts.
+// Block (tile, problem): stages each of q, dout, k, v's 64 x DP tile in shared memory, then
+// writes its row image (64 rows x DP, K-major over d) and (q, dout, k) its transposed image (DP
+// rows x 64 positions, K-major over the positions, permuted by inv_perm), big and small parts.
+template <unsigned DP>
 __global__ void __launch_bounds__(256)
     planes_kernel(WP p, const float *__restrict q, const float *__restrict dout,
                   const float *__restrict k, const float *__restrict v, float *__restrict planes) {
-  __shared__ float s[kT][kDP + 1];
+  constexpr unsigned kImg = Geo<DP>::kImg;
+  __shared__ float s[kT][DP + 1];
   const unsigned tile = blockIdx.x;
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
 #pragma unroll 1
@@ -191,13 +217,13 @@ __global__ void __launch_bounds__(256)
       const float *X = (x == 0 ? q : x == 1 ? dout : x == 2 ? k : v) + b * p.n * p.d;
       __syncthreads();  // the previous operand's readers are done
       for (unsigned e = threadIdx.x; e < kImg; e += 256) {
-        const unsigned r = e / kDP, c = e % kDP, row = tile * kT + r;
+        const unsigned r = e / DP, c = e % DP, row = tile * kT + r;
         s[r][c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
       }
       __syncthreads();
       const unsigned rowp = x, tp = x == 0 ? kQt : x == 1 ? kDt : x == 2 ? kKt : kPlanes;
-      float *rb = planes + img_off(p, rowp, 0, b, tile);
-      float *rs = planes + img_off(p, rowp, 1, b, tile);
+      float *rb = planes + img_off<DP>(p, rowp, 0, b, tile);
+      float *rs = planes + img_off<DP>(p, rowp, 1, b, tile);
       for (unsigned o = threadIdx.x; o < kImg; o += 256) {
         // o = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (wgmma::kmajor_off with R = 64)
         const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
@@ -208,10 +234,12 @@ __global__ void __launch_bounds__(256)
         rs[o] = __uint_as_float(small);
       }
       if (tp == kPlanes) continue;
-      float *tb = planes + img_off(p, tp, 0, b, tile), *ts = planes + img_off(p, tp, 1, b, tile);
+      float *tb = planes + img_off<DP>(p, tp, 0, b, tile);
+      float *ts = planes + img_off<DP>(p, tp, 1, b, tile);
       for (unsigned o = threadIdx.x; o < kImg; o += 256) {
-        const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
-                       ks = o >> 9;
+        // o = ((ks * DP / 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (kmajor_off with R = DP)
+        const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1,
+                       rg = (o >> 6) % (DP / 8), ks = (o >> 6) / (DP / 8);
         uint32_t big, small;
         mma::split(s[inv_perm(ks * 8 + kc * 4 + k4)][rg * 8 + r8], big, small);
         tb[o] = __uint_as_float(big);
@@ -275,23 +303,63 @@ __device__ __forceinline__ uint32_t bits_at(const WP &p, uint64_t b, unsigned it
                 tid];
 }
 
+// The same for a step: the tile's word at DP = 64; at DP = 128 the half that the step's 16
+// fragment elements hold (step h of the tile: the word's bits 16 h .. 16 h + 15, shifted down).
+template <unsigned DP>
+__device__ __forceinline__ uint32_t step_bits(const WP &p, uint64_t b, unsigned it, unsigned jt,
+                                              unsigned h, unsigned order, unsigned tid) {
+  const uint32_t word = bits_at(p, b, it, jt, order, tid);
+  if (Geo<DP>::kS == kT) return word;
+  return (word >> (16 * h)) & 0xFFFFu;
+}
+
 // ---- shared pieces of the two kernels -----------------------------------------------------------
 
-// One image (16 KB) global -> shared by the warpgroup's 128 threads (tid: the thread's index in
-// its warpgroup), 8 x 16 bytes each.
-__device__ __forceinline__ void copy_img(float *dst, const float *src, unsigned tid) {
+// FLOATS floats (a multiple of 512) global -> shared by the warpgroup's 128 threads (tid: the
+// thread's index in its warpgroup), 16 bytes per copy.
+template <unsigned FLOATS>
+__device__ __forceinline__ void copy_n(float *dst, const float *src, unsigned tid) {
+  static_assert(FLOATS % 512 == 0, "whole rounds of 128 x 16 bytes");
 #pragma unroll
-  for (unsigned i = 0; i < 8; ++i) {
+  for (unsigned i = 0; i < FLOATS / 512; ++i) {
     const unsigned o = (tid + 128 * i) * 4;
     async::copy16(dst + o, src + o, true);
   }
 }
 
-// The big and small images of (plane, problem b, tile) into dst and dst + kImg.
+// The big and small images of the resident (plane, problem b, tile) into dst and dst + kImg.
+template <unsigned DP>
 __device__ __forceinline__ void copy_plane(float *dst, const WP &p, const float *planes,
                                            unsigned plane, uint64_t b, unsigned tile, unsigned tid) {
-  copy_img(dst, planes + img_off(p, plane, 0, b, tile), tid);
-  copy_img(dst + kImg, planes + img_off(p, plane, 1, b, tile), tid);
+  constexpr unsigned kImg = Geo<DP>::kImg;
+  copy_n<kImg>(dst, planes + img_off<DP>(p, plane, 0, b, tile), tid);
+  copy_n<kImg>(dst + kImg, planes + img_off<DP>(p, plane, 1, b, tile), tid);
+}
+
+// The big and small images of step `step` (kS rows of the streamed side) into dst and dst + kStr.
+// A whole tile at DP = 64. At DP = 128 half h of tile step / 2: of a row image the rows 32 h ..
+// 32 h + 31 of every k step (256 of its 512 floats), stored as a 32-row image (kmajor_off with
+// R = 32); of a transposed image its k steps 4 h .. 4 h + 3 (positions 32 h ..), contiguous.
+template <unsigned DP>
+__device__ __forceinline__ void copy_step(float *dst, const WP &p, const float *planes,
+                                          unsigned plane, uint64_t b, unsigned step, unsigned tid) {
+  using G = Geo<DP>;
+  constexpr unsigned kHalves = kT / G::kS, kU = 2 * G::kS;  // kU: 16-byte units per k step
+  const unsigned tile = step / kHalves, h = step % kHalves;
+#pragma unroll
+  for (unsigned part = 0; part < 2; ++part) {
+    const float *img = planes + img_off<DP>(p, plane, part, b, tile);
+    float *to = dst + part * G::kStr;
+    if (plane >= kQt || kHalves == 1) {
+      copy_n<G::kStr>(to, img + h * G::kStr, tid);
+    } else {
+#pragma unroll
+      for (unsigned i = 0; i < G::kStr / 512; ++i) {
+        const unsigned u = tid + 128 * i, j = u / kU, x = u % kU;
+        async::copy16(to + j * 8 * G::kS + 4 * x, img + j * 8 * kT + h * 8 * G::kS + 4 * x, true);
+      }
+    }
+  }
 }
 
 // Descriptors of the block's images: one base (desc_lo of the dynamic shared memory) and one
@@ -305,20 +373,59 @@ __device__ __forceinline__ Smem smem_of(const float *sm) {
   return Smem{sm, wg::desc_lo((uint32_t)__cvta_generic_to_shared(sm), 128)};
 }
 
+// The operand at k step `step` of an image of R rows (K-major: 8 R floats per k step).
+template <unsigned R>
 __device__ __forceinline__ uint64_t dsc(const Smem &m, const float *img, unsigned step) {
-  return wg::desc_at(m.lo, (uint32_t)(img - m.base + step * kStep) * 4u, 256);
+  return wg::desc_at(m.lo, (uint32_t)(img - m.base + step * 8 * R) * 4u, 256);
 }
 
-// acc = A B^T over the head dimension (A, B: row images, big / small), split TF32, the small
-// terms first.
-__device__ __forceinline__ void prod_rows(const Smem &m, float (&acc)[32], const float *ab,
+// acc = A B^T over the head dimension, split TF32, the small terms first. A: a resident 64-row
+// image (ab / as, big / small); B: a step's kS-row image (bb / bs).
+template <unsigned DP, unsigned NV>
+__device__ __forceinline__ void prod_rows(const Smem &m, float (&acc)[NV], const float *ab,
                                           const float *as, const float *bb, const float *bs) {
+  constexpr unsigned kS = Geo<DP>::kS;
 #pragma unroll
-  for (unsigned j = 0; j < kDP / 8; ++j) {
-    wg::ss(acc, dsc(m, as, j), dsc(m, bb, j), j > 0);
-    wg::ss(acc, dsc(m, ab, j), dsc(m, bs, j), 1);
-    wg::ss(acc, dsc(m, ab, j), dsc(m, bb, j), 1);
+  for (unsigned j = 0; j < DP / 8; ++j) {
+    wg::ss(acc, dsc<kT>(m, as, j), dsc<kS>(m, bb, j), j > 0);
+    wg::ss(acc, dsc<kT>(m, ab, j), dsc<kS>(m, bs, j), 1);
+    wg::ss(acc, dsc<kT>(m, ab, j), dsc<kS>(m, bb, j), 1);
   }
+}
+
+// The same with A in registers (a[j]: the A fragment of k step j; Geo::kRegA).
+template <unsigned DP, unsigned NV>
+__device__ __forceinline__ void prod_rows_reg(const Smem &m, float (&acc)[NV],
+                                              const uint32_t (&ab)[DP / 8][4],
+                                              const uint32_t (&as)[DP / 8][4], const float *bb,
+                                              const float *bs) {
+  constexpr unsigned kS = Geo<DP>::kS;
+#pragma unroll
+  for (unsigned j = 0; j < DP / 8; ++j) {
+    wg::rs(acc, as[j], dsc<kS>(m, bb, j), j > 0);
+    wg::rs(acc, ab[j], dsc<kS>(m, bs, j), 1);
+    wg::rs(acc, ab[j], dsc<kS>(m, bb, j), 1);
+  }
+}
+
+// The A fragments (big, small) of the 64-row resident tile `tile` of plane for this thread
+// (warp w, lane 4 g + t): rows 16 w + g (+8), columns 8 j + t (+4), read from the plane images
+// in global memory once per problem (the same split values as an image in shared memory).
+template <unsigned DP>
+__device__ __forceinline__ void load_a(uint32_t (&ab)[DP / 8][4], uint32_t (&as)[DP / 8][4],
+                                       const WP &p, const float *planes, unsigned plane,
+                                       uint64_t b, unsigned tile, unsigned w, unsigned g,
+                                       unsigned t) {
+  const float *ib = planes + img_off<DP>(p, plane, 0, b, tile);
+  const float *is = planes + img_off<DP>(p, plane, 1, b, tile);
+#pragma unroll
+  for (unsigned j = 0; j < DP / 8; ++j)
+#pragma unroll
+    for (unsigned e = 0; e < 4; ++e) {
+      const uint32_t o = wg::kmajor_off(16 * w + g + 8 * (e & 1), 8 * j + t + 4 * (e >> 1), kT);
+      ab[j][e] = __float_as_uint(__ldg(ib + o));
+      as[j][e] = __float_as_uint(__ldg(is + o));
+    }
 }
 
 // The split of a register operand (P, dS) in 3 instructions (mma::split takes 9): big = x
@@ -332,38 +439,42 @@ __device__ __forceinline__ void split_a(float x, uint32_t &big, uint32_t &small)
   small = __float_as_uint(x - __uint_as_float(big));
 }
 
-// acc += X B where X (64 x 64) is held as C fragments in x (row 16 w + g (+8), column 8 c + 2t
-// (+1)) and B's transposed images tb / ts: each 8-column step of x is an A fragment in the
-// permuted order, split in registers.
-__device__ __forceinline__ void prod_frag(const Smem &m, float (&acc)[32], const float (&x)[32],
+// acc (64 x DP) += X B where X (64 x kS) is held as C fragments in x (row 16 w + g (+8), column
+// 8 c + 2t (+1)) and B's transposed step images tb / ts (DP rows): each 8-column step of x is an
+// A fragment in the permuted order, split in registers.
+template <unsigned DP, unsigned NA, unsigned NV>
+__device__ __forceinline__ void prod_frag(const Smem &m, float (&acc)[NA], const float (&x)[NV],
                                           const float *tb, const float *ts) {
 #pragma unroll
-  for (unsigned c = 0; c < 8; ++c) {
+  for (unsigned c = 0; c < NV / 4; ++c) {
     uint32_t big[4], small[4];
     split_a(x[4 * c], big[0], small[0]);
     split_a(x[4 * c + 2], big[1], small[1]);
     split_a(x[4 * c + 1], big[2], small[2]);
     split_a(x[4 * c + 3], big[3], small[3]);
-    wg::rs(acc, small, dsc(m, tb, c), 1);
-    wg::rs(acc, big, dsc(m, ts, c), 1);
-    wg::rs(acc, big, dsc(m, tb, c), 1);
+    wg::rs(acc, small, dsc<DP>(m, tb, c), 1);
+    wg::rs(acc, big, dsc<DP>(m, ts, c), 1);
+    wg::rs(acc, big, dsc<DP>(m, tb, c), 1);
   }
 }
 
-// The mask tile of queries i0 .. i0 + 63 (rows) and keys j0 .. j0 + 63 (columns) into mt (row
-// stride kMS) by cp.async, zeros past n (those entries are out of range, never read as a mask).
+// The mask tile of queries i0 .. i0 + NI - 1 (rows) and keys j0 .. j0 + NJ - 1 (columns) into mt
+// (row stride kMS) by cp.async, zeros past n (those entries are out of range, never read as a
+// mask).
+template <unsigned NI, unsigned NJ>
 __device__ __forceinline__ void copy_mask(float *mt, const WP &p, const float *mb, unsigned i0,
                                           unsigned j0, unsigned tid) {
+  static_assert(NI <= kT && NJ <= kT, "a staged mask tile holds at most 64 x 64");
   if (p.mask_vec) {
 #pragma unroll
-    for (unsigned u = tid; u < kT * kT / 4; u += 128) {
-      const unsigned r = u / (kT / 4), c = 4 * (u % (kT / 4)), i = i0 + r, j = j0 + c;
+    for (unsigned u = tid; u < NI * NJ / 4; u += 128) {
+      const unsigned r = u / (NJ / 4), c = 4 * (u % (NJ / 4)), i = i0 + r, j = j0 + c;
       const bool ok = i < p.n && j < p.n;
       async::copy16(mt + r * kMS + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
     }
   } else {
-    for (unsigned u = tid; u < kT * kT; u += 128) {
-      const unsigned r = u / kT, c = u % kT, i = i0 + r, j = j0 + c;
+    for (unsigned u = tid; u < NI * NJ; u += 128) {
+      const unsigned r = u / NJ, c = u % NJ, i = i0 + r, j = j0 + c;
       const bool ok = i < p.n && j < p.n;
       async::copy4(mt + r * kMS + c, ok ? mb + (uint64_t)i * p.n + j : mb, ok);
     }
@@ -392,21 +503,22 @@ __device__ __forceinline__ float prob(float s, float ref) {
   return y;
 }
 
-// How a 64 x 64 tile of queries i0.. and keys j0.. computes its scores. kPlain: wholly in range,
+// How a tile of queries i0 .. i0 + ni - 1 and keys j0 .. j0 + nj - 1 computes its scores. kPlain: wholly in range,
 // unmasked, below the diagonal: s = dot * scale, never excluded. kMasked: the same but masked,
 // with mask_fill = -inf: excluded where the exclusion bit (bits_kernel) is set, else s = dot *
 // scale (no mask tile, bounds, causal or fill arithmetic). kGeneral: the header's s(i, j) in
 // full (score_at), the mask from a staged mask tile.
 enum Kind { kPlain, kMasked, kGeneral };
-__device__ __forceinline__ Kind tile_kind(const WP &p, unsigned i0, unsigned j0) {
-  if (i0 + kT > p.n || j0 + kT > p.n || (p.causal && j0 + kT - 1 > i0)) return kGeneral;
+__device__ __forceinline__ Kind tile_kind(const WP &p, unsigned i0, unsigned ni, unsigned j0,
+                                          unsigned nj) {
+  if (i0 + ni > p.n || j0 + nj > p.n || (p.causal && j0 + nj - 1 > i0)) return kGeneral;
   if (p.mask == nullptr) return kPlain;
   return p.bits != nullptr ? kMasked : kGeneral;
 }
 
 // The thread's query of C fragment element e, as an index into its per-query values (lse, D):
-// 2 (e / 4) + (e & 1) of 16 when the queries are the fragment's columns (dkdv), (e & 3) >> 1 of
-// 2 when they are its rows (dq).
+// 2 (e / 4) + (e & 1) of NV / 2 when the queries are the fragment's columns (dkdv), (e & 3) >> 1
+// of 2 when they are its rows (dq).
 template <bool QCOLS>
 __device__ __forceinline__ constexpr unsigned qidx(unsigned e) {
   return QCOLS ? 2 * (e / 4) + (e & 1) : (e & 3) >> 1;
@@ -414,29 +526,29 @@ __device__ __forceinline__ constexpr unsigned qidx(unsigned e) {
 
 // P = exp(s scale - lse) in place of s over a kPlain tile, or a kMasked one (MASKED: 0 where bit
 // e of the exclusion word exw is set).
-template <bool EX2, bool QCOLS, bool MASKED, unsigned NR>
-__device__ __forceinline__ void probs(float (&s)[32], const float (&L)[NR], float scale,
+template <bool EX2, bool QCOLS, bool MASKED, unsigned NR, unsigned NV>
+__device__ __forceinline__ void probs(float (&s)[NV], const float (&L)[NR], float scale,
                                       uint32_t exw) {
-  static_assert(NR == (QCOLS ? 16 : 2), "one lse per query of the thread");
+  static_assert(NR == (QCOLS ? NV / 2 : 2), "one lse per query of the thread");
 #pragma unroll
-  for (unsigned e = 0; e < 32; ++e) {
+  for (unsigned e = 0; e < NV; ++e) {
     const float pr = prob<EX2, true>(s[e] * scale, L[qidx<QCOLS>(e)]);
     s[e] = MASKED && ((exw >> e) & 1u) ? 0.0f : pr;
   }
 }
 
-// dS = P (dP - D) over a 64 x 64 tile in place of dp (P in pr); zero where bit e of ex is set
-// (an excluded score; ex == 0 on every kPlain tile).
-template <bool QCOLS, unsigned NR>
-__device__ __forceinline__ void dscores(float (&dp)[32], const float (&pr)[32],
+// dS = P (dP - D) over a tile in place of dp (P in pr); zero where bit e of ex is set (an
+// excluded score; ex == 0 on every kPlain tile).
+template <bool QCOLS, unsigned NR, unsigned NV>
+__device__ __forceinline__ void dscores(float (&dp)[NV], const float (&pr)[NV],
                                         const float (&Dq)[NR], uint32_t ex) {
-  static_assert(NR == (QCOLS ? 16 : 2), "one D per query of the thread");
+  static_assert(NR == (QCOLS ? NV / 2 : 2), "one D per query of the thread");
   if (ex == 0) {
 #pragma unroll
-    for (unsigned e = 0; e < 32; ++e) dp[e] = pr[e] * (dp[e] - Dq[qidx<QCOLS>(e)]);
+    for (unsigned e = 0; e < NV; ++e) dp[e] = pr[e] * (dp[e] - Dq[qidx<QCOLS>(e)]);
   } else {
 #pragma unroll
-    for (unsigned e = 0; e < 32; ++e) {
+    for (unsigned e = 0; e < NV; ++e) {
       const float v = pr[e] * (dp[e] - Dq[qidx<QCOLS>(e)]);
       dp[e] = (ex >> e) & 1u ? 0.0f : v;
     }
@@ -474,47 +586,51 @@ __device__ __forceinline__ void group_landed(unsigned bar) {
   bar_sync(bar, 128);
 }
 
-// 64 per-query values (lse or D) of queries i0 .. i0 + 63 into dst by cp.async, by the group's
-// threads tid < 64 (zeros past n and where src is NULL).
-__device__ __forceinline__ void copy_row64(float *dst, const WP &p, const float *src, uint64_t b,
-                                           unsigned i0, unsigned tid) {
-  if (tid >= kT) return;
+// N per-query values (lse or D) of queries i0 .. i0 + N - 1 into dst by cp.async, by the group's
+// threads tid < N (zeros past n and where src is NULL).
+template <unsigned N>
+__device__ __forceinline__ void copy_rows(float *dst, const WP &p, const float *src, uint64_t b,
+                                          unsigned i0, unsigned tid) {
+  if (tid >= N) return;
   const bool ok = src != nullptr && i0 + tid < p.n;
   async::copy4(dst + tid, ok ? src + b * p.n + i0 + tid : dst /* unread */, ok);
 }
 
-// The staged per-query values (lse or D) of this thread's 16 queries 8 c + 2 t + h of a dkdv
-// tile (the fragment's columns), entry 2 c + h.
-__device__ __forceinline__ void query_values(float (&v)[16], const float *src, unsigned t) {
+// The staged per-query values (lse or D) of this thread's NQ queries 8 c + 2 t + h of a dkdv
+// step (the fragment's columns), entry 2 c + h.
+template <unsigned NQ>
+__device__ __forceinline__ void query_values(float (&v)[NQ], const float *src, unsigned t) {
 #pragma unroll
-  for (unsigned c = 0; c < 8; ++c) {
+  for (unsigned c = 0; c < NQ / 2; ++c) {
     const float2 x = *reinterpret_cast<const float2 *>(src + 8 * c + 2 * t);
     v[2 * c] = x.x, v[2 * c + 1] = x.y;
   }
 }
 
-// The hand-over buffer: fragment element e of thread T at xs[512 (e / 4) + 4 T + e % 4]
-// (16-byte stores and loads, conflict-free), its exclusion word at xs[4096 + T].
-constexpr unsigned kXs = 32 * 128 + 128;
-__device__ __forceinline__ void put_p(float *xs, const float (&s)[32], uint32_t ex, unsigned tid) {
+// The hand-over buffer (Geo::kXs floats): fragment element e of thread T at xs[512 (e / 4) + 4 T
+// + e % 4] (16-byte stores and loads, conflict-free), its exclusion word at xs[128 NV + T].
+template <unsigned NV>
+__device__ __forceinline__ void put_p(float *xs, const float (&s)[NV], uint32_t ex, unsigned tid) {
 #pragma unroll
-  for (unsigned c = 0; c < 8; ++c)
+  for (unsigned c = 0; c < NV / 4; ++c)
     *reinterpret_cast<float4 *>(xs + 512 * c + 4 * tid) =
         make_float4(s[4 * c], s[4 * c + 1], s[4 * c + 2], s[4 * c + 3]);
-  reinterpret_cast<uint32_t *>(xs)[4096 + tid] = ex;
+  reinterpret_cast<uint32_t *>(xs)[128 * NV + tid] = ex;
 }
-__device__ __forceinline__ uint32_t get_p(const float *xs, float (&s)[32], unsigned tid) {
+template <unsigned NV>
+__device__ __forceinline__ uint32_t get_p(const float *xs, float (&s)[NV], unsigned tid) {
 #pragma unroll
-  for (unsigned c = 0; c < 8; ++c) {
+  for (unsigned c = 0; c < NV / 4; ++c) {
     const float4 v = *reinterpret_cast<const float4 *>(xs + 512 * c + 4 * tid);
     s[4 * c] = v.x, s[4 * c + 1] = v.y, s[4 * c + 2] = v.z, s[4 * c + 3] = v.w;
   }
-  return reinterpret_cast<const uint32_t *>(xs)[4096 + tid];
+  return reinterpret_cast<const uint32_t *>(xs)[128 * NV + tid];
 }
 
 // The P group's side of the hand-over: waits until the dS group has taken the previous P, stores
 // this one, signals it.
-__device__ __forceinline__ void give_p(float *xs, const float (&s)[32], uint32_t ex,
+template <unsigned NV>
+__device__ __forceinline__ void give_p(float *xs, const float (&s)[NV], uint32_t ex,
                                        unsigned tid) {
   bar_sync(kBarEmpty, 256);
   put_p(xs, s, ex, tid);
@@ -523,7 +639,8 @@ __device__ __forceinline__ void give_p(float *xs, const float (&s)[32], uint32_t
 
 // The dS group's side: waits for P, loads it and its exclusion word, frees the buffer unless
 // this was the block's last tile (release false: no arrival is left pending at exit).
-__device__ __forceinline__ uint32_t take_p(const float *xs, float (&s)[32], unsigned tid,
+template <unsigned NV>
+__device__ __forceinline__ uint32_t take_p(const float *xs, float (&s)[NV], unsigned tid,
                                            bool release) {
   bar_sync(kBarFull, 256);
   const uint32_t ex = get_p(xs, s, tid);
@@ -534,13 +651,13 @@ __device__ __forceinline__ uint32_t take_p(const float *xs, float (&s)[32], unsi
 // P over a kGeneral tile of queries i0.. and keys j0.. in place of the products s (QCOLS: the
 // queries are the fragment's columns, dkdv; else its rows, dq), the mask entries from the staged
 // tile mt (none without a mask); returns the exclusion word.
-template <bool EX2, bool QCOLS, unsigned NR>
-__device__ __forceinline__ uint32_t general_probs(const WP &p, float (&s)[32], const float (&L)[NR],
+template <bool EX2, bool QCOLS, unsigned NR, unsigned NV>
+__device__ __forceinline__ uint32_t general_probs(const WP &p, float (&s)[NV], const float (&L)[NR],
                                                   unsigned i0, unsigned j0, const float *mt,
                                                   bool masked, unsigned w, unsigned g, unsigned t) {
   uint32_t ex = 0;
 #pragma unroll
-  for (unsigned c = 0; c < 8; ++c)
+  for (unsigned c = 0; c < NV / 4; ++c)
 #pragma unroll
     for (unsigned e = 0; e < 4; ++e) {
       const unsigned a = 16 * w + g + 8 * (e >> 1), z = 8 * c + 2 * t + (e & 1);
@@ -555,8 +672,8 @@ __device__ __forceinline__ uint32_t general_probs(const WP &p, float (&s)[32], c
 
 // P (in place of the products s) of tile (queries i0.., keys j0..) by its kind; returns the
 // exclusion word.
-template <bool EX2, bool QCOLS, unsigned NR>
-__device__ __forceinline__ uint32_t tile_probs(const WP &p, Kind kind, float (&s)[32],
+template <bool EX2, bool QCOLS, unsigned NR, unsigned NV>
+__device__ __forceinline__ uint32_t tile_probs(const WP &p, Kind kind, float (&s)[NV],
                                                const float (&L)[NR], uint32_t exw, unsigned i0,
                                                unsigned j0, const float *mt, bool masked,
                                                unsigned w, unsigned g, unsigned t) {
@@ -571,60 +688,75 @@ __device__ __forceinline__ uint32_t tile_probs(const WP &p, Kind kind, float (&s
   return general_probs<EX2, QCOLS>(p, s, L, i0, j0, mt, masked, w, g, t);
 }
 
-// Shared memory of dkdv_kernel, in floats: the P group's K, Q images, the dS group's V, dout,
-// Q^T, dout^T images, lse and D of the query tile, the hand-over buffer, the mask tile.
-constexpr unsigned kDkdvFloats = 12 * kImg + 2 * kT + kXs;
-static_assert(kDkdvFloats * 4 + kT * kMS * 4 <= 227 * 1024, "sm_90's shared memory per block");
+constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
+static_assert(Geo<64>::kDkdvFloats * 4 + kMaskBytes <= 227 * 1024, "sm_90's shared memory");
+static_assert(Geo<128>::kDkdvFloats * 4 + kMaskBytes <= 227 * 1024, "sm_90's shared memory");
 
-template <bool EX2>
+// dkdv_kernel: block (key tile jt, problem), loops over the query steps (Geo, kS queries each).
+// Shared memory (Geo::kDkdvFloats): the P group's K images (none at DP = 128: K in registers)
+// and Q step images, the dS group's V images and dout, Q^T, dout^T step images, lse and D of the
+// step, the hand-over buffer, then the mask tile (kS queries x 64 keys) when masked.
+template <unsigned DP, bool EX2>
 __global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
+  using G = Geo<DP>;
+  constexpr unsigned kS = G::kS, kNV = G::kNV, kHalves = kT / kS;
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
-  float *xs = sm + 12 * kImg + 2 * kT, *mt = xs + kXs;
+  float *kb = sm, *qb = kb + G::kResA, *vb = qb + 2 * G::kStr, *ob = vb + 2 * G::kImg;
+  float *qtb = ob + 2 * G::kStr, *otb = qtb + 2 * G::kStr, *ls = otb + 2 * G::kStr, *ds = ls + kS;
+  float *xs = ds + kS, *mt = xs + G::kXs;
   const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32, g = lane / 4,
                  t = lane % 4;
   const unsigned jt = blockIdx.x, jb = jt * kT;
-  const unsigned first = p.skip ? jt : 0;
+  const unsigned nsteps = (p.n + kS - 1) / kS;
+  const unsigned first = p.skip ? jb / kS : 0;
   if (threadIdx.x < 128) {
     // P group: S^T = K Q^T, P^T.
-    float *kb = sm, *qb = kb + 2 * kImg, *ls = sm + 12 * kImg;
+    uint32_t ka[G::kRegA ? DP / 8 : 1][4], ksm[G::kRegA ? DP / 8 : 1][4];
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
       bar_sync(kBarP, 128);  // the previous problem's products are done
-      copy_plane(kb, p, planes, kKr, b, jt, tid);
-      copy_plane(qb, p, planes, kQr, b, first, tid);
+      if constexpr (!G::kRegA) copy_plane<DP>(kb, p, planes, kKr, b, jt, tid);
+      copy_step<DP>(qb, p, planes, kQr, b, first, tid);
       async::commit();
-      copy_row64(ls, p, lse, b, first * kT, tid);
-      if (mb && tile_kind(p, first * kT, jb) == kGeneral) copy_mask(mt, p, mb, first * kT, jb, tid);
+      copy_rows<kS>(ls, p, lse, b, first * kS, tid);
+      if (mb && tile_kind(p, first * kS, kS, jb, kT) == kGeneral)
+        copy_mask<kS, kT>(mt, p, mb, first * kS, jb, tid);
       async::commit();
-      // Loop invariant at the top: two groups in flight for tile it, oldest first: the Q row
+      if constexpr (G::kRegA) load_a<DP>(ka, ksm, p, planes, kKr, b, jt, w, g, t);
+      // Loop invariant at the top: two groups in flight for step it, oldest first: the Q row
       // images (with K on entry), lse and the mask tile.
-      for (unsigned it = first; it < p.ntiles; ++it) {
-        const unsigned i0 = it * kT;
-        const bool more = it + 1 < p.ntiles;
+      for (unsigned it = first; it < nsteps; ++it) {
+        const unsigned i0 = it * kS;
+        const bool more = it + 1 < nsteps;
         group_landed<1>(kBarP);
-        const Kind kind = tile_kind(p, i0, jb);
-        const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 0, tid) : 0u;
-        float s[32];
+        const Kind kind = tile_kind(p, i0, kS, jb, kT);
+        const uint32_t exw =
+            kind == kMasked ? step_bits<DP>(p, b, it / kHalves, jt, it % kHalves, 0, tid) : 0u;
+        float s[kNV];
         wg::fence();
-        prod_rows(m, s, kb, kb + kImg, qb, qb + kImg);
+        if constexpr (G::kRegA)
+          prod_rows_reg<DP>(m, s, ka, ksm, qb, qb + G::kStr);
+        else
+          prod_rows<DP>(m, s, kb, kb + G::kImg, qb, qb + G::kStr);
         wg::commit();
         group_landed<0>(kBarP);  // lse and the mask tile, under the products
-        float L[16];
+        float L[kNV / 2];
         query_values(L, ls, t);
         wg::wait<0>();
         wg::reg_fence(s);
         bar_sync(kBarP, 128);  // every warp's products have read the Q images
-        if (more) copy_plane(qb, p, planes, kQr, b, it + 1, tid);
+        if (more) copy_step<DP>(qb, p, planes, kQr, b, it + 1, tid);
         async::commit();
         const uint32_t ex = tile_probs<EX2, true>(p, kind, s, L, exw, i0, jb, mt, mb != nullptr,
                                                   w, g, t);
         bar_sync(kBarP, 128);  // every thread is past its reads of ls and mt
         if (more) {
-          copy_row64(ls, p, lse, b, i0 + kT, tid);
-          if (mb && tile_kind(p, i0 + kT, jb) == kGeneral) copy_mask(mt, p, mb, i0 + kT, jb, tid);
+          copy_rows<kS>(ls, p, lse, b, i0 + kS, tid);
+          if (mb && tile_kind(p, i0 + kS, kS, jb, kT) == kGeneral)
+            copy_mask<kS, kT>(mt, p, mb, i0 + kS, jb, tid);
         }
         async::commit();
         give_p(xs, s, ex, tid);
@@ -633,56 +765,54 @@ __global__ void __launch_bounds__(256, 1)
     }
   } else {
     // dS group: dP^T = V dout^T, dS^T = P^T (dP^T - D), dV += P^T dout, dK += dS^T Q.
-    float *vb = sm + 4 * kImg, *ob = vb + 2 * kImg, *qtb = ob + 2 * kImg, *otb = qtb + 2 * kImg;
-    float *ds = sm + 12 * kImg + kT;
     bar_arrive(kBarEmpty, 256);  // the hand-over buffer starts empty
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const bool last_problem = b + gridDim.y >= p.bh;
       bar_sync(kBarDS, 128);
-      copy_plane(vb, p, planes, kVr, b, jt, tid);
-      copy_plane(ob, p, planes, kDr, b, first, tid);
+      copy_plane<DP>(vb, p, planes, kVr, b, jt, tid);
+      copy_step<DP>(ob, p, planes, kDr, b, first, tid);
       async::commit();
-      copy_row64(ds, p, D, b, first * kT, tid);
+      copy_rows<kS>(ds, p, D, b, first * kS, tid);
       async::commit();
-      copy_plane(qtb, p, planes, kQt, b, first, tid);
-      copy_plane(otb, p, planes, kDt, b, first, tid);
+      copy_step<DP>(qtb, p, planes, kQt, b, first, tid);
+      copy_step<DP>(otb, p, planes, kDt, b, first, tid);
       async::commit();
-      float gk[32], gv[32];
+      float gk[G::kNA], gv[G::kNA];
 #pragma unroll
-      for (unsigned e = 0; e < 32; ++e) gk[e] = gv[e] = 0.0f;
-      // Loop invariant at the top: three groups in flight for tile it, oldest first: the dout
+      for (unsigned e = 0; e < G::kNA; ++e) gk[e] = gv[e] = 0.0f;
+      // Loop invariant at the top: three groups in flight for step it, oldest first: the dout
       // row images (with V on entry), D, the Q^T and dout^T images.
-      for (unsigned it = first; it < p.ntiles; ++it) {
-        const unsigned i0 = it * kT;
-        const bool more = it + 1 < p.ntiles;
+      for (unsigned it = first; it < nsteps; ++it) {
+        const unsigned i0 = it * kS;
+        const bool more = it + 1 < nsteps;
         group_landed<2>(kBarDS);
-        float dp[32];
+        float dp[kNV];
         wg::fence();
-        prod_rows(m, dp, vb, vb + kImg, ob, ob + kImg);
+        prod_rows<DP>(m, dp, vb, vb + G::kImg, ob, ob + G::kStr);
         wg::commit();
         group_landed<1>(kBarDS);  // D, under the products
-        float Dq[16];
+        float Dq[kNV / 2];
         query_values(Dq, ds, t);
         wg::wait<0>();
         wg::reg_fence(dp);
         bar_sync(kBarDS, 128);  // every warp's products have read the dout images
-        if (more) copy_plane(ob, p, planes, kDr, b, it + 1, tid);
+        if (more) copy_step<DP>(ob, p, planes, kDr, b, it + 1, tid);
         async::commit();
-        float pr[32];
+        float pr[kNV];
         const uint32_t ex = take_p(xs, pr, tid, more || !last_problem);
         dscores<true>(dp, pr, Dq, ex);  // dS^T
         group_landed<1>(kBarDS);  // the Q^T, dout^T images; every thread is past its reads of ds
-        if (more) copy_row64(ds, p, D, b, i0 + kT, tid);
+        if (more) copy_rows<kS>(ds, p, D, b, i0 + kS, tid);
         async::commit();
         wg::fence();
-        prod_frag(m, gv, pr, otb, otb + kImg);
-        prod_frag(m, gk, dp, qtb, qtb + kImg);
+        prod_frag<DP>(m, gv, pr, otb, otb + G::kStr);
+        prod_frag<DP>(m, gk, dp, qtb, qtb + G::kStr);
         wg::commit();
         wg::wait<0>();
         bar_sync(kBarDS, 128);  // every warp's products have read the Q^T, dout^T images
         if (more) {
-          copy_plane(qtb, p, planes, kQt, b, it + 1, tid);
-          copy_plane(otb, p, planes, kDt, b, it + 1, tid);
+          copy_step<DP>(qtb, p, planes, kQt, b, it + 1, tid);
+          copy_step<DP>(otb, p, planes, kDt, b, it + 1, tid);
         }
         async::commit();
       }
@@ -690,7 +820,7 @@ __global__ void __launch_bounds__(256, 1)
       wg::reg_fence(gk);
       wg::reg_fence(gv);
 #pragma unroll
-      for (unsigned c = 0; c < 8; ++c)
+      for (unsigned c = 0; c < DP / 8; ++c)
 #pragma unroll
         for (unsigned e = 0; e < 4; ++e) {
           const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
@@ -703,31 +833,36 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
-// Shared memory of dq_kernel, in floats: the P group's Q, K images, the dS group's dout, V, K^T
-// images, the hand-over buffer, the mask tile.
-constexpr unsigned kDqFloats = 10 * kImg + kXs;
-
-template <bool EX2>
+// dq_kernel: block (query tile it, problem), loops over the key steps (kS keys each) up to the
+// diagonal when skipping. Shared memory (Geo::kDqFloats): the P group's Q images (none at DP =
+// 128: Q in registers) and K step images, the dS group's dout images and V, K^T step images, the
+// hand-over buffer, then the mask tile (64 queries x kS keys) when masked.
+template <unsigned DP, bool EX2>
 __global__ void __launch_bounds__(256, 1)
     dq_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
               const float *__restrict D, float *__restrict dq) {
+  using G = Geo<DP>;
+  constexpr unsigned kS = G::kS, kNV = G::kNV, kHalves = kT / kS;
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
-  float *xs = sm + 10 * kImg, *mt = xs + kXs;
+  float *qb = sm, *kb = qb + G::kResA, *ob = kb + 2 * G::kStr, *vb = ob + 2 * G::kImg;
+  float *ktb = vb + 2 * G::kStr, *xs = ktb + 2 * G::kStr, *mt = xs + G::kXs;
   const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32, g = lane / 4,
                  t = lane % 4;
   const unsigned it = blockIdx.x, i0 = it * kT;
-  const unsigned last = p.skip ? it : p.ntiles - 1;
+  const unsigned nsteps = (p.n + kS - 1) / kS;
+  const unsigned diag = (i0 + kT - 1) / kS;  // the step holding key i0 + 63
+  const unsigned last = p.skip && diag < nsteps ? diag : nsteps - 1;
   if (threadIdx.x < 128) {
     // P group: S = Q K^T, P.
-    float *qb = sm, *kb = qb + 2 * kImg;
+    uint32_t qa[G::kRegA ? DP / 8 : 1][4], qsm[G::kRegA ? DP / 8 : 1][4];
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
       bar_sync(kBarP, 128);
-      copy_plane(qb, p, planes, kQr, b, it, tid);
-      copy_plane(kb, p, planes, kKr, b, 0, tid);
+      if constexpr (!G::kRegA) copy_plane<DP>(qb, p, planes, kQr, b, it, tid);
+      copy_step<DP>(kb, p, planes, kKr, b, 0, tid);
       async::commit();
-      if (mb && tile_kind(p, i0, 0) == kGeneral) copy_mask(mt, p, mb, i0, 0, tid);
+      if (mb && tile_kind(p, i0, kT, 0, kS) == kGeneral) copy_mask<kT, kS>(mt, p, mb, i0, 0, tid);
       async::commit();
       // lse of this thread's rows i0 + 16 w + g + 8 h.
       float L[2];
@@ -736,29 +871,34 @@ __global__ void __launch_bounds__(256, 1)
         const unsigned i = i0 + 16 * w + g + 8 * h;
         L[h] = i < p.n ? lse[b * p.n + i] : 0.0f;
       }
-      // Loop invariant at the top: two groups in flight for tile jt, oldest first: the K row
+      if constexpr (G::kRegA) load_a<DP>(qa, qsm, p, planes, kQr, b, it, w, g, t);
+      // Loop invariant at the top: two groups in flight for step jt, oldest first: the K row
       // images (with Q on entry), the mask tile (an empty group unless needed).
       for (unsigned jt = 0; jt <= last; ++jt) {
-        const unsigned j0 = jt * kT;
+        const unsigned j0 = jt * kS;
         const bool more = jt + 1 <= last;
         group_landed<1>(kBarP);
-        const Kind kind = tile_kind(p, i0, j0);
-        const uint32_t exw = kind == kMasked ? bits_at(p, b, it, jt, 1, tid) : 0u;
-        float s[32];
+        const Kind kind = tile_kind(p, i0, kT, j0, kS);
+        const uint32_t exw =
+            kind == kMasked ? step_bits<DP>(p, b, it, jt / kHalves, jt % kHalves, 1, tid) : 0u;
+        float s[kNV];
         wg::fence();
-        prod_rows(m, s, qb, qb + kImg, kb, kb + kImg);
+        if constexpr (G::kRegA)
+          prod_rows_reg<DP>(m, s, qa, qsm, kb, kb + G::kStr);
+        else
+          prod_rows<DP>(m, s, qb, qb + G::kImg, kb, kb + G::kStr);
         wg::commit();
         if (kind == kGeneral && mb) group_landed<0>(kBarP);  // the mask tile, under the products
         wg::wait<0>();
         wg::reg_fence(s);
         bar_sync(kBarP, 128);  // every warp's products have read the K images
-        if (more) copy_plane(kb, p, planes, kKr, b, jt + 1, tid);
+        if (more) copy_step<DP>(kb, p, planes, kKr, b, jt + 1, tid);
         async::commit();
         const uint32_t ex = tile_probs<EX2, false>(p, kind, s, L, exw, i0, j0, mt, mb != nullptr,
                                                    w, g, t);
         bar_sync(kBarP, 128);  // every thread is past its reads of mt
-        if (more && mb && tile_kind(p, i0, j0 + kT) == kGeneral)
-          copy_mask(mt, p, mb, i0, j0 + kT, tid);
+        if (more && mb && tile_kind(p, i0, kT, j0 + kS, kS) == kGeneral)
+          copy_mask<kT, kS>(mt, p, mb, i0, j0 + kS, tid);
         async::commit();
         give_p(xs, s, ex, tid);
       }
@@ -766,15 +906,14 @@ __global__ void __launch_bounds__(256, 1)
     }
   } else {
     // dS group: dP = dout V^T, dS = P (dP - D), dQ += dS K.
-    float *ob = sm + 4 * kImg, *vb = ob + 2 * kImg, *ktb = vb + 2 * kImg;
     bar_arrive(kBarEmpty, 256);
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const bool last_problem = b + gridDim.y >= p.bh;
       bar_sync(kBarDS, 128);
-      copy_plane(ob, p, planes, kDr, b, it, tid);
-      copy_plane(vb, p, planes, kVr, b, 0, tid);
+      copy_plane<DP>(ob, p, planes, kDr, b, it, tid);
+      copy_step<DP>(vb, p, planes, kVr, b, 0, tid);
       async::commit();
-      copy_plane(ktb, p, planes, kKt, b, 0, tid);
+      copy_step<DP>(ktb, p, planes, kKt, b, 0, tid);
       async::commit();
       float Dq[2];
 #pragma unroll
@@ -782,39 +921,39 @@ __global__ void __launch_bounds__(256, 1)
         const unsigned i = i0 + 16 * w + g + 8 * h;
         Dq[h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
       }
-      float gq[32];
+      float gq[G::kNA];
 #pragma unroll
-      for (unsigned e = 0; e < 32; ++e) gq[e] = 0.0f;
-      // Loop invariant at the top: two groups in flight for tile jt: the V row images (with dout
+      for (unsigned e = 0; e < G::kNA; ++e) gq[e] = 0.0f;
+      // Loop invariant at the top: two groups in flight for step jt: the V row images (with dout
       // on entry), the K^T images.
       for (unsigned jt = 0; jt <= last; ++jt) {
         const bool more = jt + 1 <= last;
         group_landed<1>(kBarDS);
-        float dp[32];
+        float dp[kNV];
         wg::fence();
-        prod_rows(m, dp, ob, ob + kImg, vb, vb + kImg);
+        prod_rows<DP>(m, dp, ob, ob + G::kImg, vb, vb + G::kStr);
         wg::commit();
         wg::wait<0>();
         wg::reg_fence(dp);
         bar_sync(kBarDS, 128);  // every warp's products have read the V images
-        if (more) copy_plane(vb, p, planes, kVr, b, jt + 1, tid);
+        if (more) copy_step<DP>(vb, p, planes, kVr, b, jt + 1, tid);
         async::commit();
-        float pr[32];
+        float pr[kNV];
         const uint32_t ex = take_p(xs, pr, tid, more || !last_problem);
         dscores<false>(dp, pr, Dq, ex);  // dS
         group_landed<1>(kBarDS);  // the K^T images
         wg::fence();
-        prod_frag(m, gq, dp, ktb, ktb + kImg);
+        prod_frag<DP>(m, gq, dp, ktb, ktb + G::kStr);
         wg::commit();
         wg::wait<0>();
         bar_sync(kBarDS, 128);  // every warp's products have read the K^T images
-        if (more) copy_plane(ktb, p, planes, kKt, b, jt + 1, tid);
+        if (more) copy_step<DP>(ktb, p, planes, kKt, b, jt + 1, tid);
         async::commit();
       }
       async::wait<0>();
       wg::reg_fence(gq);
 #pragma unroll
-      for (unsigned c = 0; c < 8; ++c)
+      for (unsigned c = 0; c < DP / 8; ++c)
 #pragma unroll
         for (unsigned e = 0; e < 4; ++e) {
           const unsigned i = i0 + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
@@ -824,24 +963,17 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
-constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
-
 template <class K>
 void set_smem(K kernel, size_t bytes) {
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
         "attention (wgmma): cudaFuncSetAttribute");
 }
 
-}  // namespace
+// 64 columns of the plane images at 32 < d <= 64, 128 at 64 < d <= 128.
+unsigned padded_d(const attn::Problem &p) { return p.d <= 64 ? 64 : 128; }
 
-// 32 < d: the operand planes take 14 x 64 / d floats per element of q (d is padded to 64), at
-// most 28 at d = 33; smaller d would multiply that (896 at d = 1) for products the exact kernels
-// do cheaply (their work is proportional to d).
-bool bwd_applies(const attn::Problem &p) { return p.d > 32 && p.d <= kDP; }
-
-namespace {
 uint64_t image_floats(const attn::Problem &p) {
-  return 2ull * kPlanes * p.bh * ((p.n + kT - 1) / kT) * kImg;
+  return 2ull * kPlanes * p.bh * ((p.n + kT - 1) / kT) * kT * padded_d(p);
 }
 
 // Mask problems with exclusion words (0: none): a mask with mask_fill = -inf, one per problem or
@@ -851,7 +983,37 @@ uint64_t bits_problems(const attn::Problem &p) {
   if (p.mask == nullptr || p.fill != kNegInf || (p.n + kT - 1) / kT > 65535) return 0;
   return p.mask_stride == 0 ? 1 : p.bh;
 }
+
+// The launches of one head-dimension class.
+template <unsigned DP>
+void run(cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, bool masked, const float *q,
+         const float *k, const float *v, const float *dout, const float *lse, const float *D,
+         float *planes, float *dq, float *dk, float *dv) {
+  planes_kernel<DP><<<grid, 256, 0, st>>>(wp, q, dout, k, v, planes);
+  check_launch("attention (wgmma) planes_kernel");
+  const size_t mask_bytes = masked ? kMaskBytes : 0;
+  if (dk || dv) {
+    auto kernel = ex2 ? dkdv_kernel<DP, true> : dkdv_kernel<DP, false>;
+    const size_t bytes = Geo<DP>::kDkdvFloats * sizeof(float);
+    set_smem(kernel, bytes + kMaskBytes);
+    kernel<<<grid, 256, bytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
+    check_launch("attention (wgmma) dkdv_kernel");
+  }
+  if (dq) {
+    auto kernel = ex2 ? dq_kernel<DP, true> : dq_kernel<DP, false>;
+    const size_t bytes = Geo<DP>::kDqFloats * sizeof(float);
+    set_smem(kernel, bytes + kMaskBytes);
+    kernel<<<grid, 256, bytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
+    check_launch("attention (wgmma) dq_kernel");
+  }
+}
+
 }  // namespace
+
+// 32 < d: the operand planes take 14 x DP / d floats per element of q (d is padded to DP), at
+// most 28 at d = 33; smaller d would multiply that (896 at d = 1) for products the exact kernels
+// do cheaply (their work is proportional to d).
+bool bwd_applies(const attn::Problem &p) { return p.d > 32 && p.d <= 128; }
 
 uint64_t bwd_planes_floats(const attn::Problem &p) {
   const uint64_t nt = (p.n + kT - 1) / kT;
@@ -867,9 +1029,11 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
               p.scale, p.fill, p.causal, p.causal && p.fill == kNegInf,
               p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0, nullptr, 0};
   const dim3 grid(ntiles, (unsigned)(p.bh < 65535 ? p.bh : 65535));
-  planes_kernel<<<grid, 256, 0, st>>>(wp, q, dout, k, v, planes);
-  check_launch("attention (wgmma) planes_kernel");
   const uint64_t mproblems = bits_problems(p);
+  // TLRT_ATTN_EXP=shared in the environment (read per call; a measurement hook): P with the
+  // shared exp (tlrt::math::exp_f) instead of ex2.approx.
+  const char *e = std::getenv("TLRT_ATTN_EXP");
+  const bool ex2 = !(e != nullptr && e[0] == 's');
   if (mproblems != 0) {
     uint32_t *bits = reinterpret_cast<uint32_t *>(planes + image_floats(p));
     wp.bits = bits;
@@ -878,25 +1042,10 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
                   st>>>(wp, (unsigned)mproblems, bits);
     check_launch("attention (wgmma) bits_kernel");
   }
-  // TLRT_ATTN_EXP=shared in the environment (read per call; a measurement hook): P with the
-  // shared exp (tlrt::math::exp_f) instead of ex2.approx.
-  const char *e = std::getenv("TLRT_ATTN_EXP");
-  const bool ex2 = !(e != nullptr && e[0] == 's');
-  const size_t mask_bytes = p.mask ? kMaskBytes : 0;
-  if (dk || dv) {
-    auto kernel = ex2 ? dkdv_kernel<true> : dkdv_kernel<false>;
-    const size_t bytes = kDkdvFloats * sizeof(float) + kMaskBytes;
-    set_smem(kernel, bytes);
-    kernel<<<grid, 256, bytes - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
-    check_launch("attention (wgmma) dkdv_kernel");
-  }
-  if (dq) {
-    auto kernel = ex2 ? dq_kernel<true> : dq_kernel<false>;
-    const size_t bytes = kDqFloats * sizeof(float) + kMaskBytes;
-    set_smem(kernel, bytes);
-    kernel<<<grid, 256, bytes - kMaskBytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
-    check_launch("attention (wgmma) dq_kernel");
-  }
+  if (p.d <= 64)
+    run<64>(st, wp, grid, ex2, p.mask != nullptr, q, k, v, dout, lse, D, planes, dq, dk, dv);
+  else
+    run<128>(st, wp, grid, ex2, p.mask != nullptr, q, k, v, dout, lse, D, planes, dq, dk, dv);
 }
 
 }  // namespace attn_wgmma

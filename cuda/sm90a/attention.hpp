@@ -11,11 +11,12 @@ namespace tlrt {
 namespace cuda {
 namespace attn_wgmma {
 
-// Whether the wgmma backward takes problem p (32 < d <= 64; any n, mask, causal, fill).
+// Whether the wgmma backward takes problem p (32 < d <= 128; any n, mask, causal, fill).
 bool bwd_applies(const attn::Problem &p);
 
 // Floats of scratch the backward takes: its operand planes (7 operands, big and small TF32
-// parts, in tiles of 64 rows: 14 bh ceil(n / 64) 4096) and, for a mask with mask_fill = -inf,
+// parts, in tiles of 64 rows of d' = 64 (d <= 64) or 128 columns: 14 bh ceil(n / 64) 64 d') and,
+// for a mask with mask_fill = -inf,
 // the exclusion words (256 per 64 x 64 tile of each distinct mask: ceil(n / 64)^2 256, times bh
 // unless the mask is broadcast).
 uint64_t bwd_planes_floats(const attn::Problem &p);

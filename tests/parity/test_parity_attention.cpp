@@ -9,7 +9,7 @@
 // (fused and single-gradient) are compared bit for bit with the determinism switch ON (the exact
 // kernels), since with it off the fast mma.sync kernels run.
 // The fast path (switch off: the split-TF32 mma.sync forward, float32-grade; the split-TF32
-// wgmma backward on 9.0 devices for 32 < d <= 64, else the exact backward)
+// wgmma backward on 9.0 devices for 32 < d <= 128, else the exact backward)
 // and the TF32 path (allow_tf32 on, switch off: the mma.sync forward with one product, the WMMA
 // backward without a mask) are checked against
 // the float64 reference of tests/attention_ref.hpp with the header's bounds on a grid of shapes
@@ -266,8 +266,9 @@ int main() {
     fast_path(tf32, 3, 1024, 64, 1, -(double)INFINITY, 8999);
     fast_path(tf32, 3, 1024, 48, 2, -(double)INFINITY, 9999);
     fast_path(tf32, 2, 640, 64, 1, -1000.0, 10999);
-    // The Hopper forward at 64 < d <= 128 over many whole tiles: exclusion words (per problem,
-    // broadcast), causal with skipping, the additive fill, n not a multiple of 64.
+    // The forward and the Hopper backward at 64 < d <= 128 (32-row steps) over many whole tiles:
+    // exclusion words (per problem, broadcast), causal with skipping, the additive fill, n not a
+    // multiple of 64.
     fast_path(tf32, 3, 1024, 128, 1, -(double)INFINITY, 11999);
     fast_path(tf32, 2, 768, 96, 2, -(double)INFINITY, 12999);
     fast_path(tf32, 2, 1000, 128, 3, -(double)INFINITY, 13999);
