@@ -156,6 +156,7 @@ struct Geo {
   static_assert(DP == 64 || DP == 128, "the two head-dimension classes");
   static constexpr unsigned kS = DP == 64 ? 64 : 32;  // rows of the streamed side per step
   static constexpr bool kRegA = DP > 64;              // the P group's A operand in registers
+  static constexpr bool kPV = DP == 64;  // dkdv: dV += P^T dout by the P group (else the dS group)
   static constexpr unsigned kImg = kT * DP;           // floats of a plane image (64-row tile)
   static constexpr unsigned kStr = kS * DP;           // floats of a step's image in shared memory
   static constexpr unsigned kNV = kT * kS / 128;      // a thread's share of a 64 x kS product
@@ -201,50 +202,49 @@ __device__ __forceinline__ uint64_t img_off(const WP &p, unsigned plane, unsigne
 
 // ---- pre-pass ---------------------------------------------------------------------------------
 
-// Block (tile, problem): stages each of q, dout, k, v's 64 x DP tile in shared memory, then
-// writes its row image (64 rows x DP, K-major over d) and (q, dout, k) its transposed image (DP
-// rows x 64 positions, K-major over the positions, permuted by inv_perm), big and small parts.
+// Block (tile, problem, operand x: q, dout, k, v): stages the operand's 64 x DP tile in shared
+// memory, then writes its row image (64 rows x DP, K-major over d) and (q, dout, k) its
+// transposed image (DP rows x 64 positions, K-major over the positions, permuted by inv_perm),
+// big and small parts. (One operand per block: four times the blocks of one block per tile,
+// whose four operands' loads each waited for the previous operand's stores.)
 template <unsigned DP>
 __global__ void __launch_bounds__(256)
     planes_kernel(WP p, const float *__restrict q, const float *__restrict dout,
                   const float *__restrict k, const float *__restrict v, float *__restrict planes) {
   constexpr unsigned kImg = Geo<DP>::kImg;
   __shared__ float s[kT][DP + 1];
-  const unsigned tile = blockIdx.x;
+  const unsigned tile = blockIdx.x, x = blockIdx.z;
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-#pragma unroll 1
-    for (unsigned x = 0; x < 4; ++x) {
-      const float *X = (x == 0 ? q : x == 1 ? dout : x == 2 ? k : v) + b * p.n * p.d;
-      __syncthreads();  // the previous operand's readers are done
-      for (unsigned e = threadIdx.x; e < kImg; e += 256) {
-        const unsigned r = e / DP, c = e % DP, row = tile * kT + r;
-        s[r][c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
-      }
-      __syncthreads();
-      const unsigned rowp = x, tp = x == 0 ? kQt : x == 1 ? kDt : x == 2 ? kKt : kPlanes;
-      float *rb = planes + img_off<DP>(p, rowp, 0, b, tile);
-      float *rs = planes + img_off<DP>(p, rowp, 1, b, tile);
-      for (unsigned o = threadIdx.x; o < kImg; o += 256) {
-        // o = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (wgmma::kmajor_off with R = 64)
-        const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
-                       ks = o >> 9;
-        uint32_t big, small;
-        mma::split(s[rg * 8 + r8][ks * 8 + kc * 4 + k4], big, small);
-        rb[o] = __uint_as_float(big);
-        rs[o] = __uint_as_float(small);
-      }
-      if (tp == kPlanes) continue;
-      float *tb = planes + img_off<DP>(p, tp, 0, b, tile);
-      float *ts = planes + img_off<DP>(p, tp, 1, b, tile);
-      for (unsigned o = threadIdx.x; o < kImg; o += 256) {
-        // o = ((ks * DP / 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (kmajor_off with R = DP)
-        const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1,
-                       rg = (o >> 6) % (DP / 8), ks = (o >> 6) / (DP / 8);
-        uint32_t big, small;
-        mma::split(s[inv_perm(ks * 8 + kc * 4 + k4)][rg * 8 + r8], big, small);
-        tb[o] = __uint_as_float(big);
-        ts[o] = __uint_as_float(small);
-      }
+    const float *X = (x == 0 ? q : x == 1 ? dout : x == 2 ? k : v) + b * p.n * p.d;
+    __syncthreads();  // the previous problem's readers are done
+    for (unsigned e = threadIdx.x; e < kImg; e += 256) {
+      const unsigned r = e / DP, c = e % DP, row = tile * kT + r;
+      s[r][c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
+    }
+    __syncthreads();
+    const unsigned rowp = x, tp = x == 0 ? kQt : x == 1 ? kDt : x == 2 ? kKt : kPlanes;
+    float *rb = planes + img_off<DP>(p, rowp, 0, b, tile);
+    float *rs = planes + img_off<DP>(p, rowp, 1, b, tile);
+    for (unsigned o = threadIdx.x; o < kImg; o += 256) {
+      // o = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (wgmma::kmajor_off with R = 64)
+      const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
+                     ks = o >> 9;
+      uint32_t big, small;
+      mma::split(s[rg * 8 + r8][ks * 8 + kc * 4 + k4], big, small);
+      rb[o] = __uint_as_float(big);
+      rs[o] = __uint_as_float(small);
+    }
+    if (tp == kPlanes) continue;  // v: no transposed image
+    float *tb = planes + img_off<DP>(p, tp, 0, b, tile);
+    float *ts = planes + img_off<DP>(p, tp, 1, b, tile);
+    for (unsigned o = threadIdx.x; o < kImg; o += 256) {
+      // o = ((ks * DP / 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (kmajor_off with R = DP)
+      const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1,
+                     rg = (o >> 6) % (DP / 8), ks = (o >> 6) / (DP / 8);
+      uint32_t big, small;
+      mma::split(s[inv_perm(ks * 8 + kc * 4 + k4)][rg * 8 + r8], big, small);
+      tb[o] = __uint_as_float(big);
+      ts[o] = __uint_as_float(small);
     }
   }
 }
@@ -701,6 +701,7 @@ __global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
   using G = Geo<DP>;
+  constexpr bool PV = G::kPV;
   constexpr unsigned kS = G::kS, kNV = G::kNV, kHalves = kT / kS;
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
@@ -725,13 +726,20 @@ __global__ void __launch_bounds__(256, 1)
       if (mb && tile_kind(p, first * kS, kS, jb, kT) == kGeneral)
         copy_mask<kS, kT>(mt, p, mb, first * kS, jb, tid);
       async::commit();
+      if constexpr (PV) {
+        copy_step<DP>(otb, p, planes, kDt, b, first, tid);
+        async::commit();
+      }
       if constexpr (G::kRegA) load_a<DP>(ka, ksm, p, planes, kKr, b, jt, w, g, t);
+      float gv[PV ? G::kNA : 1];
+#pragma unroll
+      for (unsigned e = 0; e < (PV ? G::kNA : 1); ++e) gv[e] = 0.0f;
       // Loop invariant at the top: two groups in flight for step it, oldest first: the Q row
-      // images (with K on entry), lse and the mask tile.
+      // images (with K on entry), lse and the mask tile (PV: and a third, the dout^T images).
       for (unsigned it = first; it < nsteps; ++it) {
         const unsigned i0 = it * kS;
         const bool more = it + 1 < nsteps;
-        group_landed<1>(kBarP);
+        group_landed<PV ? 2 : 1>(kBarP);
         const Kind kind = tile_kind(p, i0, kS, jb, kT);
         const uint32_t exw =
             kind == kMasked ? step_bits<DP>(p, b, it / kHalves, jt, it % kHalves, 0, tid) : 0u;
@@ -742,7 +750,7 @@ __global__ void __launch_bounds__(256, 1)
         else
           prod_rows<DP>(m, s, kb, kb + G::kImg, qb, qb + G::kStr);
         wg::commit();
-        group_landed<0>(kBarP);  // lse and the mask tile, under the products
+        group_landed<PV ? 1 : 0>(kBarP);  // lse and the mask tile, under the products
         float L[kNV / 2];
         query_values(L, ls, t);
         wg::wait<0>();
@@ -760,8 +768,28 @@ __global__ void __launch_bounds__(256, 1)
         }
         async::commit();
         give_p(xs, s, ex, tid);
+        if constexpr (PV) {
+          group_landed<2>(kBarP);  // the dout^T images
+          wg::fence();
+          prod_frag<DP>(m, gv, s, otb, otb + G::kStr);
+          wg::commit();
+          wg::wait<0>();
+          bar_sync(kBarP, 128);  // every warp's products have read the dout^T images
+          if (more) copy_step<DP>(otb, p, planes, kDt, b, it + 1, tid);
+          async::commit();
+        }
       }
       async::wait<0>();
+      if constexpr (PV) {
+        wg::reg_fence(gv);
+#pragma unroll
+        for (unsigned c = 0; c < DP / 8; ++c)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
+            if (dv && j < p.n && col < p.d) dv[(b * p.n + j) * p.d + col] = gv[4 * c + e];
+          }
+      }
     }
   } else {
     // dS group: dP^T = V dout^T, dS^T = P^T (dP^T - D), dV += P^T dout, dK += dS^T Q.
@@ -775,11 +803,13 @@ __global__ void __launch_bounds__(256, 1)
       copy_rows<kS>(ds, p, D, b, first * kS, tid);
       async::commit();
       copy_step<DP>(qtb, p, planes, kQt, b, first, tid);
-      copy_step<DP>(otb, p, planes, kDt, b, first, tid);
+      if constexpr (!PV) copy_step<DP>(otb, p, planes, kDt, b, first, tid);
       async::commit();
-      float gk[G::kNA], gv[G::kNA];
+      float gk[G::kNA], gv[PV ? 1 : G::kNA];
 #pragma unroll
-      for (unsigned e = 0; e < G::kNA; ++e) gk[e] = gv[e] = 0.0f;
+      for (unsigned e = 0; e < G::kNA; ++e) gk[e] = 0.0f;
+#pragma unroll
+      for (unsigned e = 0; e < (PV ? 1 : G::kNA); ++e) gv[e] = 0.0f;
       // Loop invariant at the top: three groups in flight for step it, oldest first: the dout
       // row images (with V on entry), D, the Q^T and dout^T images.
       for (unsigned it = first; it < nsteps; ++it) {
@@ -805,15 +835,23 @@ __global__ void __launch_bounds__(256, 1)
         if (more) copy_rows<kS>(ds, p, D, b, i0 + kS, tid);
         async::commit();
         wg::fence();
-        prod_frag<DP>(m, gv, pr, otb, otb + G::kStr);
-        prod_frag<DP>(m, gk, dp, qtb, qtb + G::kStr);
-        wg::commit();
-        wg::wait<0>();
-        bar_sync(kBarDS, 128);  // every warp's products have read the Q^T, dout^T images
-        if (more) {
-          copy_step<DP>(qtb, p, planes, kQt, b, it + 1, tid);
-          copy_step<DP>(otb, p, planes, kDt, b, it + 1, tid);
+        if constexpr (!PV) {
+          // dV's products first, in their own group: the dout^T images are refilled as soon
+          // as those are done, under dK's products.
+          prod_frag<DP>(m, gv, pr, otb, otb + G::kStr);
+          wg::commit();
+          prod_frag<DP>(m, gk, dp, qtb, qtb + G::kStr);
+          wg::commit();
+          wg::wait<1>();
+          bar_sync(kBarDS, 128);  // every warp's dV products have read the dout^T images
+          if (more) copy_step<DP>(otb, p, planes, kDt, b, it + 1, tid);
+        } else {
+          prod_frag<DP>(m, gk, dp, qtb, qtb + G::kStr);
+          wg::commit();
         }
+        wg::wait<0>();
+        bar_sync(kBarDS, 128);  // every warp's products have read the Q^T images
+        if (more) copy_step<DP>(qtb, p, planes, kQt, b, it + 1, tid);
         async::commit();
       }
       async::wait<0>();
@@ -827,7 +865,8 @@ __global__ void __launch_bounds__(256, 1)
           if (j >= p.n || col >= p.d) continue;
           const uint64_t at = (b * p.n + j) * p.d + col;
           if (dk) dk[at] = gk[4 * c + e] * p.scale;
-          if (dv) dv[at] = gv[4 * c + e];
+          if constexpr (!PV)
+            if (dv) dv[at] = gv[4 * c + e];
         }
     }
   }
@@ -989,7 +1028,7 @@ template <unsigned DP>
 void run(cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, bool masked, const float *q,
          const float *k, const float *v, const float *dout, const float *lse, const float *D,
          float *planes, float *dq, float *dk, float *dv) {
-  planes_kernel<DP><<<grid, 256, 0, st>>>(wp, q, dout, k, v, planes);
+  planes_kernel<DP><<<dim3(grid.x, grid.y, 4), 256, 0, st>>>(wp, q, dout, k, v, planes);
   check_launch("attention (wgmma) planes_kernel");
   const size_t mask_bytes = masked ? kMaskBytes : 0;
   if (dk || dv) {
