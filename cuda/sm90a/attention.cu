@@ -22,21 +22,31 @@
 //                   rows of each group of 8 at positions in the order 0 2 4 6 1 3 5 7 (inv_perm),
 //                   the order in which a C fragment serves as an A fragment (cuda/mma_tf32.cuh)
 // each as big and small TF32 parts (mma::split): 14 images per tile, 14 bh n d floats in all
-// ((32, 1024, 64): 117 MB written, 34 MB read).
+// ((32, 1024, 64): 117 MB written, 34 MB read). At 64 < d <= 128 (Geo<128>) the same images
+// are 64 x 128 (row) and 128 x 64 (transposed): 32 KB each, 14 bh n 128 floats.
 // dkdv_kernel: one block of two warpgroups per (problem, 64 keys), looping over the query tiles
 // (from the diagonal tile when skipping); dq_kernel: the same per (problem, 64 queries) over the
 // key tiles (up to the diagonal). In each, a "P group" computes S (S^T in dkdv) with 3 x 8
 // m64n64k8 from shared memory and P = exp(s - lse) on the accumulators, and hands P to a "dS
 // group" through shared memory; the dS group computes dP (dP^T) the same way, dS = P (dP - D), and
-// the products with P or dS as the register A operand (split in registers): in dkdv dV += P^T dout
-// (Dt images) and dK += dS^T Q (Qt), in dq dQ += dS K (Kt). So the P group issues 24 of the 96
-// (72) products per tile pair and the dS group the rest. Each group reads only its own images
-// (dkdv: P group Kr resident, Qr; dS group Vr resident, Dr, Qt, Dt. dq: P group Qr resident, Kr;
-// dS group Dr resident, Vr, Kt) and refills them by cp.async as soon as its last product over them
-// has completed, behind its own named barrier; the hand-over is one buffer with a "full" and an
+// the products with P or dS as the register A operand (split in registers): in dkdv dK += dS^T Q
+// (Qt images), in dq dQ += dS K (Kt). dV += P^T dout (Dt) is the P group's at d <= 64 (Geo::kPV;
+// 48 + the softmax against the dS group's 48 + dS) and the dS group's at d > 64 (no registers
+// left in the P group). Each group reads only its own images (dkdv: P group Kr resident, Qr, Dt
+// at d <= 64; dS group Vr resident, Dr, Qt, Dt at d > 64. dq: P group Qr resident, Kr; dS group
+// Dr resident, Vr, Kt) and refills them by cp.async as soon as its last product over them has
+// completed, behind its own named barrier; the hand-over is one buffer with a "full" and an
 // "empty" barrier (bar.arrive by one side, bar.sync by the other), so the P group may run one tile
 // ahead. Shared memory: dkdv 209 KB (12 images, lse / D, the hand-over), dq 177 KB (10 images, the
 // hand-over), + 17 KB with a mask tile; one block (8 warps) per SM.
+// 64 < d <= 128 (Geo<128>): the images are twice the size, so the streamed side moves in steps of
+// 32 rows (half a tile: its rows of a row image, copied as a 32-row image, or its 4 k steps of a
+// transposed one) and the P group keeps its resident operand (K in dkdv, Q in dq) in registers
+// as the A operand of its products (64 x 128, big and small, 128 registers a thread, read from the
+// plane images once per problem): dkdv 205 KB (V resident, the Q, dout, Q^T, dout^T steps), dq
+// 169 KB (dout resident, the K, V, K^T steps), + 17 KB with a mask tile; 255 registers, no spill.
+// Per 64 x 32 step: S (S^T) 48 m64n32k8 with A in registers, dP (dP^T) 48 m64n32k8 from shared
+// memory, dV and dK (dQ) 12 m64n128k8 each with A in registers.
 // Scores exactly as the header's s(i, j) on the products (the mask tile staged in shared memory
 // by cp.async; causal and bounds tests skipped for tiles wholly in range, unmasked and below the
 // diagonal); P, dS with attn::prob as the exact kernels. dk and dq take the factor scale at the
@@ -101,23 +111,46 @@
 //   serialised its products, C7511 "insufficient register resources" in dkdv (255 registers,
 //   spills) and C7514 in dq, and m64n32 products with both operands in shared memory are
 //   shared-memory bound, ~24 cycles for 16 of tensor time).
-// WHAT WOULD HELP NEXT (after session 13, H200 at ~1.98 GHz: dkdv ~6.1k cycles per tile pair
-// against ~3.1k of tensor time, dq ~4.3k against ~2.3k):
+//   7. (session 14) 64 < d <= 128 on wgmma (Geo<128> above; before, the exact kernels: (32, 1024,
+//      128) 2.099 / 1.423 / 2.289 ms). PREDICTED (H200, from the d = 64 kernels' cycles per
+//      tile pair, ~6.1k for dkdv and ~4.3k for dq at the same tensor time per 64 x 32 step, and
+//      ~1.3x for the m64n32 products from shared memory): dkdv ~440 us, dq ~310, planes ~86
+//      (twice the bytes), D ~15: ~0.85 ms (~0.88x SDPA). MEASURED (H200): dkdv 408 us, dq 272,
+//      planes 86.5, D 15.5; the backward 0.792 / 0.599 / 0.784 ms (0.82x / 0.62x / 0.81x SDPA).
+//      Then, same session, A/B on the H200 (us): (a) dV in the P group, predicted to balance
+//      the groups' tensor time (768 + 768 against 768 + 1536 cycles per step): at d = 128 it
+//      spills (648 bytes; 414 against 408) and is not used; at d = 64 (166 registers) dkdv 190
+//      -> 182 (causal 140 -> 135, masked 191 -> 183): kept there (Geo::kPV). (b) dkdv at d = 128
+//      issuing dV's and dK's products as two groups and refilling the dout^T step under dK's:
+//      408 -> 397 (causal 292 -> 283): kept. (c) the K^T steps of dq double-buffered at d = 128
+//      (40 KB free): 274 -> 279 (causal 197 -> 200, masked 279 -> 290): slower, removed: the
+//      refill latency is not what holds dq. (d) the pre-pass with one block per operand (was one
+//      per tile, its four operands in turn): 86.5 -> 83.5, 42.6 -> 41.6. (e) d_kernel with its
+//      row loads unrolled by 8: 15.5 -> 15.4, not kept. A run-time branch between (b) and the
+//      old order in one kernel made ptxas serialise its wgmma (C7512, "insufficient register
+//      resources": dkdv 408 -> 605 us): each form is its own instantiation.
+//      Final (bench/results/2026-11-27-h200-s14-attention.md): (32, 1024, 128) 0.768 / 0.582 /
+//      0.770 ms (0.79x / 0.60x / 0.80x SDPA); (32, 1024, 64) 0.373 / 0.288 / 0.385 (0.58x /
+//      0.45x / 0.59x); (16, 4096, 64) 0.48x / 0.29x / 0.50x.
+// WHAT WOULD HELP NEXT (after session 14, H200 at ~1.98 GHz: at d = 64 dkdv ~5.8k cycles per
+// tile pair against ~3.1k of tensor time, dq ~4.3k against ~2.3k; at d = 128 per 64 x 32 step
+// dkdv ~6.2k against ~3.1k, dq ~4.3k against ~2.3k):
 //   - not shared-memory bandwidth: an m64n64k8 product with both operands in shared memory reads
 //     4 KB in its ~32 cycles, the 128 bytes per cycle the SM's shared memory delivers, but with
 //     the resident operand read once per problem into registers as the A operand (K in dkdv's P
 //     group, Q and dout in dq; 64 registers a thread, no spills) the kernels measured the same
-//     (H200, session 13: dkdv 190 -> 192 us, dq 134 -> 137): not kept. What is left is latency:
-//     each group waits for its products before its arithmetic (two warps per scheduler);
+//     (H200, session 13: dkdv 190 -> 192 us, dq 134 -> 137): not kept. Nor the refill latency of
+//     dq's K^T steps (session 14, (c) above). What is left is latency inside each group: it waits
+//     for its products before its arithmetic. The next step is FA3's: issue the next step's S /
+//     dP products before the current step's softmax / dS (a second accumulator of 16 registers
+//     at d = 128, a second buffer of the step's row images: dq has the 40 KB), checking ptxas for
+//     C7512 (serialised wgmma) at every change;
+//   - the streamed images, big and small, cost L2 traffic: dkdv at d = 128 reads 128 KB per
+//     64 x 32 step (~20 bytes per cycle per SM, ~5 TB/s over the chip);
 //   - exclusion words for every mask (any mask_fill: only "mask entry == 0" enters s(i, j)), with
 //     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
-//   - the pre-pass (43 us at (32, 1024, 64), 151 MB moved, ~3.5 TB/s on the H200) and D (9 us)
-//     are ~13% of the unmasked backward;
-//   - d = 128 does not fit: its images are twice the size (dkdv 24 images, 384 KB). What would:
-//     steps of 32 queries, K in the P group's registers as the A operand (128 a thread), V
-//     resident and the 32-query dout, Q^T, dout^T images in the dS group's shared memory (~200
-//     KB with the hand-over), dK and dV accumulators 64 registers each; dP^T = V dout^T as
-//     m64n32 products with both operands in shared memory is shared-memory bound (~1.5x).
+//   - the pre-pass (42 / 83 us at (32, 1024, 64 / 128), 151 / 302 MB moved, ~3.6 TB/s on the
+//     H200) and D (9 / 15 us) are ~13% of the unmasked backward.
 #include <cstdint>
 #include <cstdlib>
 
