@@ -1,7 +1,8 @@
 // CUDA backend, fused attention: the FAST BACKWARD on Hopper (sm_90a wgmma, split TF32), for
-// 32 < d <= 128, every mask kind (64 < d <= 128: Geo<128> below, 32-row steps). Compiled for sm_90a only (meson.build builds this file apart,
-// when gpu_arch names 90); cuda/attention.cu dispatches to it with the determinism switch off
-// and allow_tf32 off on compute capability 9.0 devices. Class: library, the header's split-TF32
+// 32 < d <= 128, every mask kind (64 < d <= 128: Geo<128> below, 32-row steps). Compiled for
+// sm_90a only (meson.build builds this file apart, when gpu_arch names 90); cuda/attention.cu
+// dispatches to it with the determinism switch off and allow_tf32 off on compute capability 9.0
+// devices. Class: library, the header's split-TF32
 // bound (the products in the tensor cores' order, not the ORDER OF OPERATIONS), run-to-run
 // deterministic (no atomics; every sum has a fixed order). It is a part of the attention family
 // (cuda/attention.cu, whose CPU twin stub/attention.cpp computes the same backward), kept in
@@ -30,11 +31,12 @@
 // m64n64k8 from shared memory and P = exp(s - lse) on the accumulators, and hands P to a "dS
 // group" through shared memory; the dS group computes dP (dP^T) the same way, dS = P (dP - D), and
 // the products with P or dS as the register A operand (split in registers): in dkdv dK += dS^T Q
-// (Qt images), in dq dQ += dS K (Kt). dV += P^T dout (Dt) is the P group's at d <= 64 (Geo::kPV;
-// 48 + the softmax against the dS group's 48 + dS) and the dS group's at d > 64 (no registers
-// left in the P group). Each group reads only its own images (dkdv: P group Kr resident, Qr, Dt
-// at d <= 64; dS group Vr resident, Dr, Qt, Dt at d > 64. dq: P group Qr resident, Kr; dS group
-// Dr resident, Vr, Kt) and refills them by cp.async as soon as its last product over them has
+// (Qt images), in dq dQ += dS K (Kt). dV += P^T dout (Dt) is the P group's at d <= 64 (Geo::kDV;
+// 48 + the softmax against the dS group's 48 + dS); at d > 64, where the P group has registers
+// for half of it, each group computes half of dV's columns from its own half of the Dt rows.
+// Each group reads only its own images (dkdv: P group Kr resident, Qr, Dt (its half at d > 64);
+// dS group Vr resident, Dr, Qt (and its half of Dt at d > 64). dq: P group Qr resident, Kr; dS
+// group Dr resident, Vr, Kt) and refills them by cp.async as soon as its last product over them has
 // completed, behind its own named barrier; the hand-over is one buffer with a "full" and an
 // "empty" barrier (bar.arrive by one side, bar.sync by the other), so the P group may run one tile
 // ahead. Shared memory: dkdv 209 KB (12 images, lse / D, the hand-over), dq 177 KB (10 images, the
@@ -120,7 +122,7 @@
 //      Then, same session, A/B on the H200 (us): (a) dV in the P group, predicted to balance
 //      the groups' tensor time (768 + 768 against 768 + 1536 cycles per step): at d = 128 it
 //      spills (648 bytes; 414 against 408) and is not used; at d = 64 (166 registers) dkdv 190
-//      -> 182 (causal 140 -> 135, masked 191 -> 183): kept there (Geo::kPV). (b) dkdv at d = 128
+//      -> 182 (causal 140 -> 135, masked 191 -> 183): kept there (Geo::kDV). (b) dkdv at d = 128
 //      issuing dV's and dK's products as two groups and refilling the dout^T step under dK's:
 //      408 -> 397 (causal 292 -> 283): kept. (c) the K^T steps of dq double-buffered at d = 128
 //      (40 KB free): 274 -> 279 (causal 197 -> 200, masked 279 -> 290): slower, removed: the
@@ -128,7 +130,14 @@
 //      per tile, its four operands in turn): 86.5 -> 83.5, 42.6 -> 41.6. (e) d_kernel with its
 //      row loads unrolled by 8: 15.5 -> 15.4, not kept. A run-time branch between (b) and the
 //      old order in one kernel made ptxas serialise its wgmma (C7512, "insufficient register
-//      resources": dkdv 408 -> 605 us): each form is its own instantiation.
+//      resources": dkdv 408 -> 605 us): each form is its own instantiation. (f) dV split
+//      between the groups at d = 128 (each group 32 accumulators and its half of the dout^T rows,
+//      copied by itself, so no barrier between the groups; tensor time per step 1152 / 1920
+//      cycles instead of 768 / 2304; 8 bytes of spill): 391 -> 374 (causal 280 -> 269, masked
+//      380 -> 356): kept (Geo::kDV = 2). (g) dQ split the same way in dq at d = 128 (dS handed
+//      back to the P group through a second buffer and barrier pair): 271 -> 326 (causal 196 ->
+//      238, masked 277 -> 348): slower (the P group then waits for dS every step), removed.
+//      Parity held with (f) and (g) on the H200.
 //      Final (bench/results/2026-11-27-h200-s14-attention.md): (32, 1024, 128) 0.768 / 0.582 /
 //      0.770 ms (0.79x / 0.60x / 0.80x SDPA); (32, 1024, 64) 0.373 / 0.288 / 0.385 (0.58x /
 //      0.45x / 0.59x); (16, 4096, 64) 0.48x / 0.29x / 0.50x.
@@ -189,7 +198,7 @@ struct Geo {
   static_assert(DP == 64 || DP == 128, "the two head-dimension classes");
   static constexpr unsigned kS = DP == 64 ? 64 : 32;  // rows of the streamed side per step
   static constexpr bool kRegA = DP > 64;              // the P group's A operand in registers
-  static constexpr bool kPV = DP == 64;  // dkdv: dV += P^T dout by the P group (else the dS group)
+  static constexpr unsigned kDV = DP == 64 ? 1 : 2;  // dkdv_kernel's DV (which group has dV)
   static constexpr unsigned kImg = kT * DP;           // floats of a plane image (64-row tile)
   static constexpr unsigned kStr = kS * DP;           // floats of a step's image in shared memory
   static constexpr unsigned kNV = kT * kS / 128;      // a thread's share of a 64 x kS product
@@ -363,7 +372,8 @@ __device__ __forceinline__ void copy_n(float *dst, const float *src, unsigned ti
 // The big and small images of the resident (plane, problem b, tile) into dst and dst + kImg.
 template <unsigned DP>
 __device__ __forceinline__ void copy_plane(float *dst, const WP &p, const float *planes,
-                                           unsigned plane, uint64_t b, unsigned tile, unsigned tid) {
+                                           unsigned plane, uint64_t b, unsigned tile,
+                                           unsigned tid) {
   constexpr unsigned kImg = Geo<DP>::kImg;
   copy_n<kImg>(dst, planes + img_off<DP>(p, plane, 0, b, tile), tid);
   copy_n<kImg>(dst + kImg, planes + img_off<DP>(p, plane, 1, b, tile), tid);
@@ -390,6 +400,32 @@ __device__ __forceinline__ void copy_step(float *dst, const WP &p, const float *
       for (unsigned i = 0; i < G::kStr / 512; ++i) {
         const unsigned u = tid + 128 * i, j = u / kU, x = u % kU;
         async::copy16(to + j * 8 * G::kS + 4 * x, img + j * 8 * kT + h * 8 * G::kS + 4 * x, true);
+      }
+    }
+  }
+}
+
+// The dout^T step image rows that one group's dV products read: all of them (HALF < 0) or half
+// HALF (d rows HALF DP / 2 .. of every k step: 4 DP of its 8 DP floats), by that group alone.
+template <unsigned DP, int HALF>
+__device__ __forceinline__ void copy_step_t(float *dst, const WP &p, const float *planes,
+                                            unsigned plane, uint64_t b, unsigned step,
+                                            unsigned tid) {
+  using G = Geo<DP>;
+  if constexpr (HALF < 0) {
+    copy_step<DP>(dst, p, planes, plane, b, step, tid);
+  } else {
+    constexpr unsigned kHalves = kT / G::kS;
+    const unsigned tile = step / kHalves, h = step % kHalves;
+#pragma unroll
+    for (unsigned part = 0; part < 2; ++part) {
+      const float *img = planes + img_off<DP>(p, plane, part, b, tile) + h * G::kStr;
+      float *to = dst + part * G::kStr;
+#pragma unroll
+      for (unsigned i = 0; i < G::kStr / 1024; ++i) {
+        const unsigned u = tid + 128 * i, c = u / DP, x = u % DP;  // DP units per half k step
+        const unsigned o = c * 8 * DP + HALF * 4 * DP + 4 * x;
+        async::copy16(to + o, img + o, true);
       }
     }
   }
@@ -536,11 +572,11 @@ __device__ __forceinline__ float prob(float s, float ref) {
   return y;
 }
 
-// How a tile of queries i0 .. i0 + ni - 1 and keys j0 .. j0 + nj - 1 computes its scores. kPlain: wholly in range,
-// unmasked, below the diagonal: s = dot * scale, never excluded. kMasked: the same but masked,
-// with mask_fill = -inf: excluded where the exclusion bit (bits_kernel) is set, else s = dot *
-// scale (no mask tile, bounds, causal or fill arithmetic). kGeneral: the header's s(i, j) in
-// full (score_at), the mask from a staged mask tile.
+// How a tile of queries i0 .. i0 + ni - 1 and keys j0 .. j0 + nj - 1 computes its scores.
+// kPlain: wholly in range, unmasked, below the diagonal: s = dot * scale, never excluded.
+// kMasked: the same but masked, with mask_fill = -inf: excluded where the exclusion bit
+// (bits_kernel) is set, else s = dot * scale (no mask tile, bounds, causal or fill arithmetic).
+// kGeneral: the header's s(i, j) in full (score_at), the mask from a staged mask tile.
 enum Kind { kPlain, kMasked, kGeneral };
 __device__ __forceinline__ Kind tile_kind(const WP &p, unsigned i0, unsigned ni, unsigned j0,
                                           unsigned nj) {
@@ -729,12 +765,18 @@ static_assert(Geo<128>::kDkdvFloats * 4 + kMaskBytes <= 227 * 1024, "sm_90's sha
 // Shared memory (Geo::kDkdvFloats): the P group's K images (none at DP = 128: K in registers)
 // and Q step images, the dS group's V images and dout, Q^T, dout^T step images, lse and D of the
 // step, the hand-over buffer, then the mask tile (kS queries x 64 keys) when masked.
-template <unsigned DP, bool EX2>
+template <unsigned DP, bool EX2, unsigned DV>
 __global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
   using G = Geo<DP>;
-  constexpr bool PV = G::kPV;
+  // Which group computes dV += P^T dout (DV: 0 the dS group, 1 the P group, 2 the P group its
+  // first DP / 2 columns and the dS group the rest, each from its half of the dout^T images).
+  constexpr bool PV = DV != 0, SV = DV != 1;
+  constexpr unsigned kNAP = DV == 1 ? G::kNA : DV == 2 ? G::kNA / 2 : 1;
+  constexpr unsigned kNAS = DV == 0 ? G::kNA : DV == 2 ? G::kNA / 2 : 1;
+  constexpr int kHalfP = DV == 2 ? 0 : -1, kHalfS = DV == 2 ? 1 : -1;
+  constexpr unsigned kOffS = DV == 2 ? 4 * DP : 0;  // floats into each k step of dout^T
   constexpr unsigned kS = G::kS, kNV = G::kNV, kHalves = kT / kS;
   float *sm = async::dynamic_smem();
   const Smem m = smem_of(sm);
@@ -760,13 +802,13 @@ __global__ void __launch_bounds__(256, 1)
         copy_mask<kS, kT>(mt, p, mb, first * kS, jb, tid);
       async::commit();
       if constexpr (PV) {
-        copy_step<DP>(otb, p, planes, kDt, b, first, tid);
+        copy_step_t<DP, kHalfP>(otb, p, planes, kDt, b, first, tid);
         async::commit();
       }
       if constexpr (G::kRegA) load_a<DP>(ka, ksm, p, planes, kKr, b, jt, w, g, t);
-      float gv[PV ? G::kNA : 1];
+      float gv[kNAP];
 #pragma unroll
-      for (unsigned e = 0; e < (PV ? G::kNA : 1); ++e) gv[e] = 0.0f;
+      for (unsigned e = 0; e < kNAP; ++e) gv[e] = 0.0f;
       // Loop invariant at the top: two groups in flight for step it, oldest first: the Q row
       // images (with K on entry), lse and the mask tile (PV: and a third, the dout^T images).
       for (unsigned it = first; it < nsteps; ++it) {
@@ -808,7 +850,7 @@ __global__ void __launch_bounds__(256, 1)
           wg::commit();
           wg::wait<0>();
           bar_sync(kBarP, 128);  // every warp's products have read the dout^T images
-          if (more) copy_step<DP>(otb, p, planes, kDt, b, it + 1, tid);
+          if (more) copy_step_t<DP, kHalfP>(otb, p, planes, kDt, b, it + 1, tid);
           async::commit();
         }
       }
@@ -816,7 +858,7 @@ __global__ void __launch_bounds__(256, 1)
       if constexpr (PV) {
         wg::reg_fence(gv);
 #pragma unroll
-        for (unsigned c = 0; c < DP / 8; ++c)
+        for (unsigned c = 0; c < kNAP / 4; ++c)
 #pragma unroll
           for (unsigned e = 0; e < 4; ++e) {
             const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
@@ -836,13 +878,13 @@ __global__ void __launch_bounds__(256, 1)
       copy_rows<kS>(ds, p, D, b, first * kS, tid);
       async::commit();
       copy_step<DP>(qtb, p, planes, kQt, b, first, tid);
-      if constexpr (!PV) copy_step<DP>(otb, p, planes, kDt, b, first, tid);
+      if constexpr (SV) copy_step_t<DP, kHalfS>(otb, p, planes, kDt, b, first, tid);
       async::commit();
-      float gk[G::kNA], gv[PV ? 1 : G::kNA];
+      float gk[G::kNA], gv[kNAS];
 #pragma unroll
       for (unsigned e = 0; e < G::kNA; ++e) gk[e] = 0.0f;
 #pragma unroll
-      for (unsigned e = 0; e < (PV ? 1 : G::kNA); ++e) gv[e] = 0.0f;
+      for (unsigned e = 0; e < kNAS; ++e) gv[e] = 0.0f;
       // Loop invariant at the top: three groups in flight for step it, oldest first: the dout
       // row images (with V on entry), D, the Q^T and dout^T images.
       for (unsigned it = first; it < nsteps; ++it) {
@@ -868,16 +910,16 @@ __global__ void __launch_bounds__(256, 1)
         if (more) copy_rows<kS>(ds, p, D, b, i0 + kS, tid);
         async::commit();
         wg::fence();
-        if constexpr (!PV) {
+        if constexpr (SV) {
           // dV's products first, in their own group: the dout^T images are refilled as soon
           // as those are done, under dK's products.
-          prod_frag<DP>(m, gv, pr, otb, otb + G::kStr);
+          prod_frag<DP>(m, gv, pr, otb + kOffS, otb + G::kStr + kOffS);
           wg::commit();
           prod_frag<DP>(m, gk, dp, qtb, qtb + G::kStr);
           wg::commit();
           wg::wait<1>();
           bar_sync(kBarDS, 128);  // every warp's dV products have read the dout^T images
-          if (more) copy_step<DP>(otb, p, planes, kDt, b, it + 1, tid);
+          if (more) copy_step_t<DP, kHalfS>(otb, p, planes, kDt, b, it + 1, tid);
         } else {
           prod_frag<DP>(m, gk, dp, qtb, qtb + G::kStr);
           wg::commit();
@@ -898,9 +940,18 @@ __global__ void __launch_bounds__(256, 1)
           if (j >= p.n || col >= p.d) continue;
           const uint64_t at = (b * p.n + j) * p.d + col;
           if (dk) dk[at] = gk[4 * c + e] * p.scale;
-          if constexpr (!PV)
-            if (dv) dv[at] = gv[4 * c + e];
         }
+      if constexpr (SV) {
+        constexpr unsigned kCol = DV == 2 ? DP / 2 : 0;
+#pragma unroll
+        for (unsigned c = 0; c < kNAS / 4; ++c)
+#pragma unroll
+          for (unsigned e = 0; e < 4; ++e) {
+            const unsigned j = jb + 16 * w + g + 8 * (e >> 1);
+            const unsigned col = kCol + 8 * c + 2 * t + (e & 1);
+            if (dv && j < p.n && col < p.d) dv[(b * p.n + j) * p.d + col] = gv[4 * c + e];
+          }
+      }
     }
   }
 }
@@ -1065,7 +1116,8 @@ void run(cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, bool masked,
   check_launch("attention (wgmma) planes_kernel");
   const size_t mask_bytes = masked ? kMaskBytes : 0;
   if (dk || dv) {
-    auto kernel = ex2 ? dkdv_kernel<DP, true> : dkdv_kernel<DP, false>;
+    constexpr unsigned kDv = Geo<DP>::kDV;
+    auto kernel = ex2 ? dkdv_kernel<DP, true, kDv> : dkdv_kernel<DP, false, kDv>;
     const size_t bytes = Geo<DP>::kDkdvFloats * sizeof(float);
     set_smem(kernel, bytes + kMaskBytes);
     kernel<<<grid, 256, bytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
