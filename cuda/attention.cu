@@ -136,8 +136,8 @@
 // 0.63x (bench/results/2026-11-27-h200-s12-attention.md). Session 13 (H200; two warpgroups per
 // block, one computing P, the other dP, dS and the products with them): 0.385 / 0.300 / 0.397
 // ms (0.60x / 0.47x / 0.61x), (16, 4096, 64) 0.51x / 0.30x / 0.50x. Session 14 (H200; 64 <
-// d <= 128 in 32-row steps, dV in the P group at d <= 64): (32, 1024, 128) 0.768 / 0.582 /
-// 0.770 ms (0.79x / 0.60x / 0.80x SDPA; the exact kernels 2.10 / 1.42 / 2.29), (32, 1024, 64)
+// d <= 128 in 32-row steps, dV in the P group at d <= 64): (32, 1024, 128) 0.756 / 0.571 /
+// 0.748 ms (0.78x / 0.59x / 0.77x SDPA; the exact kernels 2.10 / 1.42 / 2.29), (32, 1024, 64)
 // 0.373 / 0.288 / 0.385 (0.58x / 0.45x / 0.59x). Elsewhere the exact kernels below.
 // MMA.SYNC BACKWARD, measured and not dispatched: dk/dv and dq kernels on the same primitives
 // (split TF32; one product on the TF32 path), written on 2026-11-24 and removed from the tree
