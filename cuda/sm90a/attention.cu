@@ -624,6 +624,23 @@ __device__ __forceinline__ void dscores(float (&dp)[NV], const float (&pr)[NV],
   }
 }
 
+// Stores a thread's share of a 64-row accumulator of problem b into dst (n x d, row-major; none
+// if NULLABLE and dst is NULL): rows r0 + 16 w + g (+8), columns c0 + 8 c + 2 t (+1), those
+// inside n x d, times scale if SCALE. (The kernels' three epilogues: dq, dk, dV or its halves.)
+template <bool SCALE, bool NULLABLE, unsigned NA>
+__device__ __forceinline__ void store_acc(float *dst, const WP &p, uint64_t b, unsigned r0,
+                                          unsigned c0, const float (&acc)[NA], unsigned w,
+                                          unsigned g, unsigned t) {
+#pragma unroll
+  for (unsigned c = 0; c < NA / 4; ++c)
+#pragma unroll
+    for (unsigned e = 0; e < 4; ++e) {
+      const unsigned r = r0 + 16 * w + g + 8 * (e >> 1), col = c0 + 8 * c + 2 * t + (e & 1);
+      if ((!NULLABLE || dst) && r < p.n && col < p.d)
+        dst[(b * p.n + r) * p.d + col] = SCALE ? acc[4 * c + e] * p.scale : acc[4 * c + e];
+    }
+}
+
 // ---- the kernels ---------------------------------------------------------------------------------
 //
 // Two warpgroups with disjoint operands (the top comment): each group's softmax or dS arithmetic
@@ -772,6 +789,9 @@ __global__ void __launch_bounds__(256, 1)
   using G = Geo<DP>;
   // Which group computes dV += P^T dout (DV: 0 the dS group, 1 the P group, 2 the P group its
   // first DP / 2 columns and the dS group the rest, each from its half of the dout^T images).
+  // Geo::kDV picks 1 or 2; 0 (measured slower at both sizes, session 14) stays expressible for
+  // measurements.
+  static_assert(DV <= 2, "dV by the dS group, the P group, or split");
   constexpr bool PV = DV != 0, SV = DV != 1;
   constexpr unsigned kNAP = DV == 1 ? G::kNA : DV == 2 ? G::kNA / 2 : 1;
   constexpr unsigned kNAS = DV == 0 ? G::kNA : DV == 2 ? G::kNA / 2 : 1;
@@ -857,13 +877,7 @@ __global__ void __launch_bounds__(256, 1)
       async::wait<0>();
       if constexpr (PV) {
         wg::reg_fence(gv);
-#pragma unroll
-        for (unsigned c = 0; c < kNAP / 4; ++c)
-#pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
-            if (dv && j < p.n && col < p.d) dv[(b * p.n + j) * p.d + col] = gv[4 * c + e];
-          }
+        store_acc<false, true>(dv, p, b, jb, 0, gv, w, g, t);
       }
     }
   } else {
@@ -932,26 +946,8 @@ __global__ void __launch_bounds__(256, 1)
       async::wait<0>();
       wg::reg_fence(gk);
       wg::reg_fence(gv);
-#pragma unroll
-      for (unsigned c = 0; c < DP / 8; ++c)
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) {
-          const unsigned j = jb + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
-          if (j >= p.n || col >= p.d) continue;
-          const uint64_t at = (b * p.n + j) * p.d + col;
-          if (dk) dk[at] = gk[4 * c + e] * p.scale;
-        }
-      if constexpr (SV) {
-        constexpr unsigned kCol = DV == 2 ? DP / 2 : 0;
-#pragma unroll
-        for (unsigned c = 0; c < kNAS / 4; ++c)
-#pragma unroll
-          for (unsigned e = 0; e < 4; ++e) {
-            const unsigned j = jb + 16 * w + g + 8 * (e >> 1);
-            const unsigned col = kCol + 8 * c + 2 * t + (e & 1);
-            if (dv && j < p.n && col < p.d) dv[(b * p.n + j) * p.d + col] = gv[4 * c + e];
-          }
-      }
+      store_acc<true, true>(dk, p, b, jb, 0, gk, w, g, t);
+      if constexpr (SV) store_acc<false, true>(dv, p, b, jb, DV == 2 ? DP / 2 : 0, gv, w, g, t);
     }
   }
 }
@@ -1075,13 +1071,7 @@ __global__ void __launch_bounds__(256, 1)
       }
       async::wait<0>();
       wg::reg_fence(gq);
-#pragma unroll
-      for (unsigned c = 0; c < DP / 8; ++c)
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) {
-          const unsigned i = i0 + 16 * w + g + 8 * (e >> 1), col = 8 * c + 2 * t + (e & 1);
-          if (i < p.n && col < p.d) dq[(b * p.n + i) * p.d + col] = gq[4 * c + e] * p.scale;
-        }
+      store_acc<true, false>(dq, p, b, i0, 0, gq, w, g, t);  // launched only for dq
     }
   }
 }
