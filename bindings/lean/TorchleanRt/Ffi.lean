@@ -2290,7 +2290,10 @@ On failure *dq, *dk and *dv are NULL.
 Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
 keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
-usual count is 10 n^2 d); the same with the switch off (the exact kernels). TF32 path
+usual count is 10 n^2 d); the same with the switch off (the exact kernels), except on the FAST
+BACKWARD above (compute capability 9.0, 32 < d <= 128): D, a pre-pass writing the split operand
+tiles (the scratch above), then the dk/dv and dq kernels, one block of two warpgroups per 64
+keys / 64 query rows, the other side in steps of 64 rows (32 for d > 64). TF32 path
 (unmasked; d by device as above): the same three kernels with the products on the tensor cores
 (WMMA TF32, blocks of 128 keys / 128 query rows, tiles of 64, 32 for d > 64, streamed through
 shared memory). No atomics: deterministic, run to run. -/
