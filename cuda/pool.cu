@@ -200,6 +200,25 @@
 //   per SM, 100 registers, no spill). PREDICTED db ~0.128 ms, db2 ~0.138. MEASURED (H100,
 //   2026-11-27, same build): base 0.137, db 0.146, db2 0.148: slower, removed. Neither fewer
 //   warps with more loads each nor more warps moved it: 0.76 of copy bandwidth stays.
+// SESSION 15 (no GPU time in that session: written, emulated, not measured). A new suspect for
+//   the 0.76, from the figures above rather than a guess at the code: the H200 runs sep_kernel in
+//   0.117 ms, 0.62 of ITS copy bandwidth but 0.875 of the H100's, so the SM side allows ~0.875 on
+//   an H100; what costs the H100 the rest is on the memory side. The kernels without a halo
+//   (the forward, 0.87; the disjoint scatter backward, 0.93) do not lose it, the run kernels do:
+//   a run of 8 dx rows reads 10 x rows and 10 dy rows, and the 4 x rows and 2 dy rows it shares
+//   with the run above are read by this run at its START and by the run above at its END, ~8
+//   window rows later, when ~39 MB have streamed through a 50 MB L2 (8 steps x ~101k resident
+//   threads x 48 B). If most of those second reads miss, DRAM moves ~1.15x the nominal bytes:
+//   308 MB x 1.15 / (3.0 TB/s x ~0.9) = ~0.131 ms, close to the measured 0.136.
+//   HINT form (sep_body<C, VEC, true>, TLRT_POOL_SEP=hint, read per call): the shared rows' first
+//   reads take the L2 policy evict_last, every other load and the dx stores evict_first (a policy
+//   on an access sets the line's priority, hits included). Same values (a hint): the emulation test
+//   runs it on every sep geometry and input. ptxas (sm_90, float4 body): 80 registers, 4 bytes of
+//   spill (one reload per window row), ~+8% instructions (the per-step policy select, R2UR).
+//   PREDICTED (H100, bench/pool.py k3 s1 p1 backward): 0.136 -> ~0.12 ms (0.85 of copy bandwidth)
+//   if the halo misses are the cause; unchanged (or up to 5% slower) if not; H200 ~unchanged
+//   (SM-bound there). ncu's dram__bytes_read.sum on the plain form decides it: ~205 MB read means
+//   no halo misses and this suspect is wrong; ~240 MB confirms it.
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -253,6 +272,9 @@
 //   the window's extent when count_include_pad is false).
 // smooth_stats_kernel + smooth_gather_kernel (smooth_maxpool_bwd): pass 1 writes pivot and S per
 //   window (8 bytes per output); pass 2 gathers dy[w] * (exp(b (x - pivot_w)) / S_w).
+#include <cstdlib>
+#include <cstring>
+
 #include "core/backend/memory.hpp"
 #include "core/backend/pool.hpp"
 #include "core/numerics/pool_ops.hpp"
@@ -427,13 +449,21 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
 // registers; sm_90: the float4 body 78, no spill, the scalar body, odd widths only, 80 and 40
 // bytes spilled), 32 KB of shared memory per block (the threads' accumulator rings); VEC: float4
 // rows (one kernel per choice, so that the scalar body costs the float4 one no register).
-template <class C, bool VEC>
+// HINT: the L2 eviction priorities of sep_body's HINT form (session 15, not yet measured: chosen
+// by TLRT_POOL_SEP=hint in the environment, read per call, for the A/B on the GPU).
+template <class C, bool VEC, bool HINT>
 __global__ void __launch_bounds__(kThreads, 3)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
   __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
+  if (t < p.stotal) pool::fast::sep_body<C, VEC, HINT>(m, p, x, dy, dx, t, ring + threadIdx.x);
+}
+
+// TLRT_POOL_SEP=hint: the HINT form of sep_kernel (a measurement switch; unset: the plain form).
+bool sep_hint() {
+  const char *e = std::getenv("TLRT_POOL_SEP");
+  return e != nullptr && std::strcmp(e, "hint") == 0;
 }
 
 template <Kind K, class C>
@@ -468,10 +498,15 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
-          if (p.vec_in && p.vec_out)
-            sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          const bool vec = p.vec_in && p.vec_out, hint = sep_hint();
+          if (vec && hint)
+            sep_kernel<C, true, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          else if (vec)
+            sep_kernel<C, true, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          else if (hint)
+            sep_kernel<C, false, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           else
-            sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            sep_kernel<C, false, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           check_launch("pool sep_kernel");
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {

@@ -280,6 +280,67 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #endif
 }
 
+// L2 eviction priorities (sep_body's HINT form): `keep` (evict_last) for a line another thread
+// will read again later, `drop` (evict_first) for a line read or written for the last time.
+// Accesses with a policy set the line's priority in L2, hits included (an `evict_unchanged`
+// policy exists to avoid that). sm_80+; elsewhere, and on the host, plain accesses (the values
+// are the same: a hint never changes what is loaded or stored).
+struct L2Pol {
+  uint64_t keep, drop;
+};
+TLRT_HD L2Pol l2_policies() {
+  L2Pol r{0, 0};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(r.keep));
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(r.drop));
+#endif
+  return r;
+}
+TLRT_HD F4 ld4p(const float *p, uint64_t pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  F4 r;
+  asm("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=f"(r.v[0]), "=f"(r.v[1]), "=f"(r.v[2]), "=f"(r.v[3])
+      : "l"(p), "l"(pol));
+  return r;
+#else
+  (void)pol;
+  return ld4(p);
+#endif
+}
+TLRT_HD F2 ld2p(const float *p, uint64_t pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  F2 r;
+  asm("ld.global.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;"
+      : "=f"(r.v[0]), "=f"(r.v[1])
+      : "l"(p), "l"(pol));
+  return r;
+#else
+  (void)pol;
+  return ld2(p);
+#endif
+}
+TLRT_HD float ld1p(const float *p, uint64_t pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(r) : "l"(p), "l"(pol));
+  return r;
+#else
+  (void)pol;
+  return *p;
+#endif
+}
+TLRT_HD void st4p(float *p, const F4 &r, uint64_t pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p),
+               "f"(r.v[0]), "f"(r.v[1]), "f"(r.v[2]), "f"(r.v[3]), "l"(pol)
+               : "memory");
+#else
+  (void)pol;
+  st4(p, r);
+#endif
+}
+
 // Prefetch of the line holding plane[off] (off < n) toward the SM: no register, no result, so
 // it cannot change a value; on the host (emulation) it only checks that off is inside the plane.
 // TLRT_POOL_PREFETCH: bit 0 = into L1 (prefetch.global.L1, CCTL.E.PF1), bit 1 = into L2
@@ -1333,7 +1394,7 @@ constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 //   read and cleared), and 16 registers fewer. (A forwarded-scatter form, the 6 LDS issued
 //   together and a window's sum taken from the previous window's when their codes are equal,
 //   TLRT_POOL_BWD=sepfw, measured no faster and was removed in session 9: commit 22ffc5d.)
-template <class C, bool VEC>
+template <class C, bool VEC, bool HINT = false>
 TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                       float *dx, uint32_t t, float *ring) {
   static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
@@ -1358,6 +1419,13 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   const int base = ohA - PH;             // input row of ring row 0
   int nan_until = ohA - 1;               // window rows <= nan_until hold a real NaN: rescan
   const bool left = w > 0, right = (uint32_t)w + 4 < IW;
+  // HINT: the rows this run shares with the run above (the two rows before its first and its
+  // first two: x rows hA - 2 .. hA + 1, dy rows ohA, ohA + 1) are read here at the start and by
+  // the run above at its end, ~8 window rows later: loaded with `keep` so that L2 still holds
+  // them then; everything else (rows read once, or for the second time) with `drop`, dx stored
+  // with `drop`. The first run of a plane has no run above: all `drop`.
+  const L2Pol pol = HINT ? l2_policies() : L2Pol{0, 0};
+  const bool shared_top = HINT && hA > 0;
 
   // Ring rows 0 .. 3 of the thread's own cells start at +0 (the other slots are never read).
   TLRT_UNROLL
@@ -1367,17 +1435,18 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
 
   // The row-first maxima H (value, code) of the 6 windows on the input row at xr (columns from
   // w; xr = nullptr: a padding row, top (h < 0: sentinel) or bottom (-inf)), ring row R.
-  auto row_h = [&](auto in_c, const float *xr, int h, int R, float (&hv)[6], int (&hc)[6]) {
+  auto row_h = [&](auto in_c, const float *xr, int h, int R, float (&hv)[6], int (&hc)[6],
+                   uint64_t pl) {
     float c[8];
     if (decltype(in_c)::value || xr != nullptr) {
       bool nan;
       if (VEC) {  // IW % 4 == 0: the float4 at w inside, halos whole float2s or outside
-        const F4 b = ld4(xr);
+        const F4 b = HINT ? ld4p(xr, pl) : ld4(xr);
         TLRT_UNROLL
         for (int e = 0; e < 4; ++e) c[2 + e] = b.v[e];
         F2 l = {{sent, sent}}, r = {{-inf, -inf}};
-        if (left) l = ld2(xr - 2);
-        if (right) r = ld2(xr + 4);
+        if (left) l = HINT ? ld2p(xr - 2, pl) : ld2(xr - 2);
+        if (right) r = HINT ? ld2p(xr + 4, pl) : ld2(xr + 4);
         c[0] = l.v[0];
         c[1] = l.v[1];
         c[6] = r.v[0];
@@ -1389,7 +1458,9 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
         TLRT_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int col = w - 2 + e;
-          c[e] = col < 0 ? sent : (uint32_t)col < IW ? xr[e - 2] : -inf;
+          c[e] = col < 0                ? sent
+                 : (uint32_t)col < IW ? (HINT ? ld1p(xr + e - 2, pl) : xr[e - 2])
+                                      : -inf;
           nan = nan | (col >= 0 && c[e] != c[e]);
         }
       }
@@ -1441,10 +1512,11 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   int h0c[6], h1c[6];
   {
     const int ha = base, hb = base + 1;
+    const uint64_t pl = shared_top ? pol.keep : pol.drop;
     row_h(std::false_type{}, (unsigned)ha < IH ? xp + (int64_t)ha * (int)IW + w : nullptr, ha, 0,
-          h0v, h0c);
+          h0v, h0c, pl);
     row_h(std::false_type{}, (unsigned)hb < IH ? xp + (int64_t)hb * (int)IW + w : nullptr, hb, 1,
-          h1v, h1c);
+          h1v, h1c, pl);
   }
   auto write_row = [&](float *o, int h, int R) {
     if (h < hA || h >= hB) return;
@@ -1452,7 +1524,10 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     TLRT_UNROLL
     for (int i = 0; i < kV; ++i) r[i] = ring[(R * 8 + 2 + i) * kSepStride];
     if (VEC) {
-      st4(o, F4{{r[0], r[1], r[2], r[3]}});
+      if (HINT)
+        st4p(o, F4{{r[0], r[1], r[2], r[3]}}, pol.drop);
+      else
+        st4(o, F4{{r[0], r[1], r[2], r[3]}});
     } else {
       TLRT_UNROLL
       for (int i = 0; i < kV; ++i)
@@ -1472,22 +1547,24 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
       pf(gp + ((uint32_t)og * OW + cw), gp, m.out_sp);
       pf(xp + ((uint32_t)hx * IW + (uint32_t)w), xp, m.in_sp);
     }
+    const uint64_t pl = shared_top && oh < ohA + 2 ? pol.keep : pol.drop;
     float nv[6];
     int nc[6];
     row_h(std::integral_constant<bool, !BOTTOM>{}, BOTTOM ? nullptr : xr, oh - PH + 2,
-          (K + 2) & 3, nv, nc);
+          (K + 2) & 3, nv, nc, pl);
     xr += IW;
     // dy of the windows ow = w - 1 .. w + 4 (absent ones 0: their term adds nothing).
     float g[6];
     if (VEC) {
-      const F4 b = ld4(gr);
+      const F4 b = HINT ? ld4p(gr, pl) : ld4(gr);
       TLRT_UNROLL
       for (int e = 0; e < 4; ++e) g[1 + e] = b.v[e];
-      g[0] = left ? gr[-1] : 0.0f;
-      g[5] = (uint32_t)w + 4 < OW ? gr[4] : 0.0f;
+      g[0] = left ? (HINT ? ld1p(gr - 1, pl) : gr[-1]) : 0.0f;
+      g[5] = (uint32_t)w + 4 < OW ? (HINT ? ld1p(gr + 4, pl) : gr[4]) : 0.0f;
     } else {
       TLRT_UNROLL
-      for (int u = 0; u < 6; ++u) g[u] = (unsigned)(w + u - 1) < OW ? gr[u - 1] : 0.0f;
+      for (int u = 0; u < 6; ++u)
+        g[u] = (unsigned)(w + u - 1) < OW ? (HINT ? ld1p(gr + u - 1, pl) : gr[u - 1]) : 0.0f;
     }
     gr += OW;
     int code[6];
@@ -1580,13 +1657,13 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
 }
 
 // ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride).
-template <class C>
+template <class C, bool HINT = false>
 TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                      float *dx, uint32_t t, float *ring) {
   if (f.vec_in && f.vec_out)
-    sep_body<C, true>(m, f, x, dy, dx, t, ring);
+    sep_body<C, true, HINT>(m, f, x, dy, dx, t, ring);
   else
-    sep_body<C, false>(m, f, x, dy, dx, t, ring);
+    sep_body<C, false, HINT>(m, f, x, dy, dx, t, ring);
 }
 
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------

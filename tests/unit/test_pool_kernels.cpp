@@ -28,7 +28,8 @@
 // the default distance is 1). The separable-argmax max backward (sep_run: the only max k3 s1 p1
 // backward of the stream path since session 9, when the stream kernel's max k3 s1 p1 form and the
 // forwarded-scatter form TLRT_POOL_BWD=sepfw were removed) on every stream geometry it takes
-// (k3 s1 p1, float4 and scalar bodies) with every input kind at the default run height and
+// (k3 s1 p1, float4 and scalar bodies; the plain form on the first pass over a pre-filled output,
+// the HINT form of TLRT_POOL_SEP=hint on the second) with every input kind at the default run height and
 // distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2, 3, 5, 4096 and
 // prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its shared-memory rings
 // start as garbage, so a slot read before the thread cleared it fails.
@@ -115,7 +116,7 @@ int sep_runs = 0;  // backward runs of sep_run (max k3 s1 p1 on the stream path)
 
 template <Kind K>
 const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
-                    float beta, const StreamOpt &o) {
+                    float beta, const StreamOpt &o, bool sep_hint) {
   const char *path = "generic";
   bwd_path(
       g, K, x, dy, dx,
@@ -151,7 +152,12 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
           std::vector<float> ring(kSepSlots * kSepStride);
           std::memset(ring.data(), 0xEE, ring.size() * 4);
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
-            if (t < p.stotal) sep_run<C>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
+            if (t < p.stotal) {
+              if (sep_hint)
+                sep_run<C, true>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
+              else
+                sep_run<C, false>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
+            }
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
@@ -199,12 +205,16 @@ void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
   std::memcpy(ax.p, x.data(), x.size() * 4);
   std::memcpy(ady.p, dy.data(), dy.size() * 4);
   for (uint32_t fill : kFills) {
+    // The second pass runs sep_run's HINT form (TLRT_POOL_SEP=hint: the same sums, loads and
+    // stores with L2 eviction priorities, which the host does not model).
+    const bool sep_hint = fill == kFills[1];
     Aligned y(g.out_elems, fill), dx(g.in_elems, fill);
     if (emu_fwd<K>(g, ax.p, y.p, pad, b32)) {
       compare(w + " fwd", ref_y, y.p);
       ++fast_fwd;
     }
-    const char *path = emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32, stream_opt);
+    const char *path =
+        emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32, stream_opt, sep_hint);
     // The stream path's kernel by kind: smooth max takes the tile kernel, max with a k3 s1 p1
     // last axis sep_run (the stream geometries have kernel 3 and the last axis' stride on the
     // rows too).
