@@ -123,6 +123,23 @@
 // / 2.657 -> 1.719 / 1.166 / 2.254 (0.41x / 0.22x / 0.41x); parity held with it on the GPU. The
 // standard form since then; the switch is gone.
 //
+// EX2 SOFTMAX IN THE FAST FORWARD (session 15; written and emulated, NOT YET MEASURED: that
+// session had no device time): fwd_mma_kernel<..., EX2 = true>, chosen by TLRT_ATTN_FWD_EXP=ex2
+// (read per call), takes P = exp(s - m) and the rescale alpha = exp(m_old - m) by ex2.approx (the
+// fast backward's exp since session 11: ~2^-22 relative, results below 2^-126 flushed to 0)
+// instead of math::exp_f (~22 instructions each); lse keeps math::log_f. What it removes: per
+// thread and tile 18 exponentials at d = 128 (its 16 scores of a 32-key tile and 2 alphas), 34 at
+// d <= 64; SASS (sm_90, static, the library's split forms): d = 128
+// 6352 -> 5952 instructions (FFMA 834 -> 672, MUFU 130 -> 148), d = 64 6072 -> 5328; registers
+// 255 (32 bytes spilled, as without) and 252 -> 255 (no spill). The emulation test runs it on
+// every split case against the float64 bound (worst error / bound 0.0088, as without; the host
+// models ex2.approx as exp2 with the same flush).
+// PREDICTED (H100, bench/attention.py, fast forward, ms): the softmax is most of what remains
+// per warp-tile (ATT8 / ATT9 above: ~1.1 cycles per issue slot removed): (32, 1024, 128) none
+// 0.403 -> ~0.34 (0.55x -> ~0.47x SDPA), causal 0.356 -> ~0.30, masked 0.494 -> ~0.43 (0.56x ->
+// ~0.49x); d = 64 0.240 -> ~0.20. If it holds on the GPU (parity within the same bound; the
+// header's FAST FORWARD paragraph then says "ex2.approx" for the softmax, as the backward's),
+// it becomes the default and the switch goes.
 // WGMMA BACKWARD (session 11): with the switch off and allow_tf32 off, on compute capability 9.0
 // with 32 < d <= 128 (64 < d <= 128 since session 14), the backward runs cuda/sm90a/attention.cu
 // (split TF32 on sm_90a wgmma; its
@@ -191,6 +208,7 @@
 // save), so it is not dispatched; it stays checked in emulation
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
+#include <cstring>
 
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
@@ -215,6 +233,14 @@ namespace {
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
+}
+
+// TLRT_ATTN_FWD_EXP=ex2 in the environment (read per call; a measurement hook, session 15, not
+// yet measured): the fast forward's softmax by ex2.approx (fwd_mma_kernel's EX2) instead of the
+// shared exp_f.
+bool fwd_ex2() {
+  const char *e = std::getenv("TLRT_ATTN_FWD_EXP");
+  return e != nullptr && std::strcmp(e, "ex2") == 0;
 }
 
 #if TLRT_HAVE_WGMMA
@@ -264,12 +290,14 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
         if (attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse)) return;
       } else {
         FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, false));
-        if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse, planes.get()))
+        if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse, planes.get(),
+                                       fwd_ex2()))
           return;
       }
     } else {
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
-      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
+      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get(),
+                                     fwd_ex2()))
         return;
     }
   }

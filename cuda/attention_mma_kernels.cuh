@@ -230,6 +230,8 @@
 //   predicted -5%. test_parity_attention passed with it (12982 checks). Now the standard form.
 #pragma once
 
+#include <cmath>
+
 #include "cuda/attention_kernels.cuh"
 #include "cuda/mma_tf32.cuh"
 
@@ -470,9 +472,28 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // ---- forward -----------------------------------------------------------------------------------
 
+// exp(x), x <= 0 or -inf, as the hardware 2^(x log2 e): ex2.approx.ftz (~2^-22 relative plus the
+// rounding of the argument; results below 2^-126 flush to +0; exp(-inf) = +0), the fast backward's
+// exp (cuda/sm90a/attention.cu, prob<true>), 3 instructions where math::exp_f takes ~22. The
+// emulation (tests/unit/test_attention_mma_emu.cpp) models it as exp2 of the same argument with
+// the same flush, which the header's bound covers either way.
+__device__ __forceinline__ float exp_ex2(float x) {
+  const float a = x * 1.44269504088896341f;
+#if defined(__CUDA_ARCH__) && !defined(TLRT_CUDA_EMULATION)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(a));
+  return y;
+#else
+  const float y = std::exp2(a);
+  return y < 0x1p-126f ? 0.0f : y;
+#endif
+}
+
 // The tiles' planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered,
 // one barrier per tile.
-template <unsigned DP, bool SPLIT, unsigned NW, bool FQ = false>
+// EX2: the softmax's exponentials (P and the rescale factor alpha) by exp_ex2 instead of the
+// shared math::exp_f (lse's log stays math::log_f).
+template <unsigned DP, bool SPLIT, unsigned NW, bool FQ = false, bool EX2 = false>
 __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
     fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict planes,
                    float *__restrict out, float *__restrict lse) {
@@ -624,13 +645,17 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
 #pragma unroll
             for (unsigned h = 0; h < 2; ++h) mt = attn::amax(mt, s[nt][2 * r + h]);
           mn[r] = attn::amax(m[r], quad_max(mt));
-          alpha[r] = mn[r] == kNegInf ? 1.0f : math::exp_f(m[r] - mn[r]);
+          alpha[r] = mn[r] == kNegInf ? 1.0f
+                     : EX2            ? exp_ex2(m[r] - mn[r])
+                                      : math::exp_f(m[r] - mn[r]);
         }
 #pragma unroll
         for (unsigned nt = 0; nt < NS; ++nt)
 #pragma unroll
           for (unsigned e = 0; e < 4; ++e) {
-            const float pr = attn::prob(s[nt][e], mn[e / 2]);
+            const float pr = !EX2               ? attn::prob(s[nt][e], mn[e / 2])
+                             : s[nt][e] == kNegInf ? 0.0f
+                                                   : exp_ex2(s[nt][e] - mn[e / 2]);
             rs[e / 2] = rs[e / 2] + pr;
             s[nt][e] = pr;
           }
@@ -719,10 +744,10 @@ uint64_t fwd_mma_planes_floats(const L &launch, const Problem &p, bool split) {
 // where it does not apply: where fwd_mma_planes_floats(launch, p, split) is 0, or planes is null
 // (the caller runs the exact kernels then). planes: that many floats, 16-byte aligned.
 // F (MmaForm): the form; the library launches the standard one. The planes' size is the same in
-// every form, and so are the bits.
+// every form, and so are the bits. ex2: the softmax by exp_ex2 (fwd_mma_kernel's EX2; other bits).
 template <MmaForm F = MmaForm::standard, class L>
 bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
-                  const float *v, float *out, float *lse, float *planes) {
+                  const float *v, float *out, float *lse, float *planes, bool ex2 = false) {
   if (planes == nullptr || fwd_mma_planes_floats(launch, p, split) == 0) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
   const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
@@ -735,8 +760,12 @@ bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const
       const size_t smem = fwd_mma_smem_floats<DP, SPLIT>() * sizeof(float);
       launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT, FQ>, sgrid, 256u, (size_t)0,
              kp, k, v, planes);
-      launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ>, grid,
-             32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+      if (ex2)
+        launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ, true>, grid,
+               32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+      else
+        launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ, false>, grid,
+               32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
       return true;
     });
   });
