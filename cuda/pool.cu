@@ -219,6 +219,19 @@
 //   if the halo misses are the cause; unchanged (or up to 5% slower) if not; H200 ~unchanged
 //   (SM-bound there). ncu's dram__bytes_read.sum on the plain form decides it: ~205 MB read means
 //   no halo misses and this suspect is wrong; ~240 MB confirms it.
+//   BAND form (band_kernel, TLRT_POOL_SEP=band; pool::fast::band_plan / band_stage / band_run):
+//   the same sep_core, but one block of 128 threads per band of a plane (the whole plane where x
+//   and dy fit in 25 KB: 56 x 56 is one band; else bands of >= 4 rows), whose x and dy rows are
+//   first copied into shared memory, all in flight at once (cp.async, 16 bytes), then run as runs
+//   of rh rows from there: no halo re-read from L2 / DRAM inside a band, no prefetch, and the
+//   loads of a step come from shared memory (~30 cycles, not ~600). 41 KB of shared memory per
+//   block (rings included): 5 blocks, 20 warps per SM; ptxas (sm_90): 72 registers (float4), no
+//   spill. (sep_core's NaN rescan now stores its code through a static select: a dynamic index
+//   had put code[] in local memory in this kernel; sep_kernel 78 -> 80 registers, no spill.)
+//   PREDICTED (H100): ~0.12 ms (0.85 of copy bandwidth) if the halo misses are the cause, as the
+//   HINT form; H200: better than sep_kernel's 0.117 if its per-step load latency is what holds it
+//   there (the staging then overlaps across the 5 blocks of an SM), worse if the 20 warps are too
+//   few to overlap staging and compute.
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -278,6 +291,7 @@
 #include "core/backend/memory.hpp"
 #include "core/backend/pool.hpp"
 #include "core/numerics/pool_ops.hpp"
+#include "cuda/cp_async.cuh"
 #include "cuda/cuda_common.cuh"
 #include "cuda/pool_kernels.hpp"
 
@@ -460,10 +474,35 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (t < p.stotal) pool::fast::sep_body<C, VEC, HINT>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
-// TLRT_POOL_SEP=hint: the HINT form of sep_kernel (a measurement switch; unset: the plain form).
-bool sep_hint() {
+// Max k3 s1 p1 from bands staged in shared memory (pool::fast::band_stage, band_run; session 15,
+// not yet measured: TLRT_POOL_SEP=band). 5 blocks of 128 threads per SM by shared memory (at
+// most 24 KB staged + 16 KB of rings).
+template <class C, bool VEC>
+__global__ void __launch_bounds__(pool::fast::kBandThreads, 5)
+    band_kernel(const Dims<uint32_t> m, const pool::fast::BandPlan b, const float *__restrict x,
+                const float *__restrict dy, float *__restrict dx) {
+  float *sm = async::dynamic_smem();
+  const uint32_t plane = pool::fast::fdiv(b.by_bands, blockIdx.x),
+                 bi = blockIdx.x - plane * b.bands;
+  pool::fast::band_stage<VEC>(
+      m, b, plane, bi, x, dy, sm, threadIdx.x,
+      [](float *d, const float *g) { async::copy16(d, g, true); },
+      [](float *d, const float *g) { async::copy4(d, g, true); });
+  async::commit();
+  async::wait<0>();
+  __syncthreads();
+  pool::fast::band_run<C, VEC>(m, b, plane, bi, sm, dx, threadIdx.x);
+}
+
+// The form of the max k3 s1 p1 backward, from TLRT_POOL_SEP in the environment (read per call; a
+// measurement switch): unset, sep_kernel; "hint", sep_kernel's HINT form; "band", band_kernel.
+enum class SepForm { plain, hint, band };
+SepForm sep_form() {
   const char *e = std::getenv("TLRT_POOL_SEP");
-  return e != nullptr && std::strcmp(e, "hint") == 0;
+  if (e == nullptr) return SepForm::plain;
+  if (std::strcmp(e, "hint") == 0) return SepForm::hint;
+  if (std::strcmp(e, "band") == 0) return SepForm::band;
+  return SepForm::plain;
 }
 
 template <Kind K, class C>
@@ -498,7 +537,21 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
       [&](auto c, uint32_t blocks, const Dims<uint32_t> &m, const Plan &p) {
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
-          const bool vec = p.vec_in && p.vec_out, hint = sep_hint();
+          const bool vec = p.vec_in && p.vec_out;
+          const SepForm form = sep_form();
+          pool::fast::BandPlan bp;
+          if (form == SepForm::band && pool::fast::band_plan(m, bp)) {
+            const size_t smem = bp.floats * sizeof(float);
+            if (vec)
+              band_kernel<C, true><<<bp.blocks, pool::fast::kBandThreads, smem, st>>>(m, bp, x,
+                                                                                     dy, dx);
+            else
+              band_kernel<C, false><<<bp.blocks, pool::fast::kBandThreads, smem, st>>>(m, bp, x,
+                                                                                      dy, dx);
+            check_launch("pool band_kernel");
+            return;
+          }
+          const bool hint = form == SepForm::hint;
           if (vec && hint)
             sep_kernel<C, true, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           else if (vec)

@@ -33,7 +33,9 @@
 //   ahead (prefetch: no register, no result).
 // sep_body (backward, max k3 s1 p1 on the stream path, the only kernel for it; the stream thread
 //   decomposition): row-first argmax from shared pairs, codes that are offsets into a per-thread
-//   shared-memory ring of dx rows, one scatter (ring[code] += dy) per window in output order.
+//   shared-memory ring of dx rows, one scatter (ring[code] += dy) per window in output order
+//   (sep_core); band_stage / band_run: the same sep_core over rows staged in shared memory, one
+//   block per band of a plane (band_kernel, a measurement form: TLRT_POOL_SEP=band).
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
@@ -1394,21 +1396,26 @@ constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 //   read and cleared), and 16 registers fewer. (A forwarded-scatter form, the 6 LDS issued
 //   together and a window's sum taken from the previous window's when their codes are equal,
 //   TLRT_POOL_BWD=sepfw, measured no faster and was removed in session 9: commit 22ffc5d.)
-template <class C, bool VEC, bool HINT = false>
-TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
-                      float *dx, uint32_t t, float *ring) {
+// One sep thread's work (sep_core): its plane's x and dy at row 0 of the plane (xp, gp: only the
+// rows the run reads are dereferenced, so they may point at a staged copy of those rows, offset
+// back: band_run), dx at row 0 of the plane (dp), its columns w .. w + 3, its dx rows [hA, hB) and
+// the prefetch distance (0: none; a staged copy is not prefetched).
+struct SepRun {
+  const float *xp, *gp;  // x row x0 and dy row g0 of the plane
+  float *dp;             // dx row 0 of the plane
+  int x0, g0, w, hA, hB, ahead;
+};
+
+// STRIDE: the ring's slot stride (the block's threads: element s at ring[s * STRIDE]).
+template <class C, bool VEC, bool HINT = false, uint32_t STRIDE = kSepStride>
+TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
   static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
-  constexpr int ST = (int)kSepStride * 4;  // codes are BYTE offsets into the ring
-  const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
-  const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
+  constexpr int ST = (int)STRIDE * 4;  // codes are BYTE offsets into the ring
   const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
   const int PH = (int)m.p[0];
-  const int w = (int)gx * kV;
-  const int hA = (int)(run * f.rh);
-  const int hB = hA + (int)f.rh < (int)IH ? hA + (int)f.rh : (int)IH;
-  const float *xp = x + (uint64_t)plane * m.in_sp;
-  const float *gp = dy + (uint64_t)plane * m.out_sp;
-  float *dp = dx + (uint64_t)plane * m.in_sp;
+  const int w = run.w, hA = run.hA, hB = run.hB;
+  const float *xp = run.xp, *gp = run.gp;
+  float *dp = run.dp;
   const float inf = num::u2f(0x7f800000u), sent = num::u2f(0x7fc00000u);
   const int ohA = hA + PH - 2 > 0 ? hA + PH - 2 : 0;
   const int ohB = hB - 1 + PH < (int)OH - 1 ? hB - 1 + PH : (int)OH - 1;
@@ -1431,7 +1438,7 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   TLRT_UNROLL
   for (int s = 0; s < 4; ++s)
     TLRT_UNROLL
-    for (int i = 0; i < kV; ++i) ring[(s * 8 + 2 + i) * kSepStride] = 0.0f;
+    for (int i = 0; i < kV; ++i) ring[(s * 8 + 2 + i) * STRIDE] = 0.0f;
 
   // The row-first maxima H (value, code) of the 6 windows on the input row at xr (columns from
   // w; xr = nullptr: a padding row, top (h < 0: sentinel) or bottom (-inf)), ring row R.
@@ -1490,10 +1497,10 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   // Row pointers at column w: xr the next input row to load (oh - PH + 2 at window row oh), gr
   // the dy row oh, dr the dx row oh - PH (the row finished by window row oh).
   const int h0 = base + 2;
-  const float *xr = xp + (int64_t)h0 * (int)IW + w;
-  const float *gr = gp + (int64_t)ohA * (int)OW + w;
+  const float *xr = xp + (int64_t)(h0 - run.x0) * (int)IW + w;
+  const float *gr = gp + (int64_t)(ohA - run.g0) * (int)OW + w;
   float *dr = dp + (int64_t)(ohA - PH) * (int)IW + w;
-  const int AHEAD = f.ahead;
+  const int AHEAD = run.ahead;
   // Prefetch (no register, no result) of what window row oh + AHEAD reads: its dy row and its
   // new x row (rows clamped into the run / plane in the loop: 2 min + 2 addresses, no branch;
   // conditional prefetches with their row tests took ~30 instructions per window row).
@@ -1513,16 +1520,16 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   {
     const int ha = base, hb = base + 1;
     const uint64_t pl = shared_top ? pol.keep : pol.drop;
-    row_h(std::false_type{}, (unsigned)ha < IH ? xp + (int64_t)ha * (int)IW + w : nullptr, ha, 0,
+    row_h(std::false_type{}, (unsigned)ha < IH ? xp + (int64_t)(ha - run.x0) * (int)IW + w : nullptr, ha, 0,
           h0v, h0c, pl);
-    row_h(std::false_type{}, (unsigned)hb < IH ? xp + (int64_t)hb * (int)IW + w : nullptr, hb, 1,
+    row_h(std::false_type{}, (unsigned)hb < IH ? xp + (int64_t)(hb - run.x0) * (int)IW + w : nullptr, hb, 1,
           h1v, h1c, pl);
   }
   auto write_row = [&](float *o, int h, int R) {
     if (h < hA || h >= hB) return;
     float r[kV];
     TLRT_UNROLL
-    for (int i = 0; i < kV; ++i) r[i] = ring[(R * 8 + 2 + i) * kSepStride];
+    for (int i = 0; i < kV; ++i) r[i] = ring[(R * 8 + 2 + i) * STRIDE];
     if (VEC) {
       if (HINT)
         st4p(o, F4{{r[0], r[1], r[2], r[3]}}, pol.drop);
@@ -1595,7 +1602,7 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
           for (int j = 0; j < 3; ++j) {
             const int col = ow - 1 + j;
             if ((unsigned)col >= IW) continue;
-            const float v = xp[(uint32_t)h * IW + (uint32_t)col];
+            const float v = xp[(int64_t)(h - run.x0) * (int)IW + col];
             if (!have || max_takes(v, best)) {
               best = v;
               cd = (((K + a) & 3) * 8 + u + j) * ST;
@@ -1603,14 +1610,16 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
             }
           }
         }
-        code[u] = cd;
+        // (A static select, not code[u] = cd: a dynamic index would put code[] in local memory.)
+        TLRT_UNROLL
+        for (int v = 0; v < 6; ++v) code[v] = v == u ? cd : code[v];
       }
     }
     // The scatter, windows in increasing ow.
     float *at[6];
     TLRT_UNROLL
     for (int u = 0; u < 6; ++u) {
-      emu_check((unsigned)code[u] < kSepSlots * kSepStride * 4, "sep ring offset");
+      emu_check((unsigned)code[u] < kSepSlots * STRIDE * 4, "sep ring offset");
       at[u] = reinterpret_cast<float *>(reinterpret_cast<char *>(ring) + code[u]);
     }
     TLRT_UNROLL
@@ -1618,7 +1627,7 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
     write_row(dr, oh - PH, K);
     dr += IW;
     TLRT_UNROLL
-    for (int i = 0; i < kV; ++i) ring[(K * 8 + 2 + i) * kSepStride] = 0.0f;
+    for (int i = 0; i < kV; ++i) ring[(K * 8 + 2 + i) * STRIDE] = 0.0f;
     TLRT_UNROLL
     for (int u = 0; u < 6; ++u) {
       h0v[u] = h1v[u];
@@ -1656,6 +1665,21 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   }
 }
 
+// Thread t < f.stotal of sep_kernel: 4 columns of a run of f.rh rows of one plane (the stream
+// kernel's decomposition), read from x and dy in global memory.
+template <class C, bool VEC, bool HINT = false>
+TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
+                      float *dx, uint32_t t, float *ring) {
+  const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
+  const uint32_t plane = fdiv(f.by_runs, q1), run = q1 - plane * f.runs;
+  const int IH = (int)m.in[0];
+  const int hA = (int)(run * f.rh);
+  const SepRun r{x + (uint64_t)plane * m.in_sp, dy + (uint64_t)plane * m.out_sp,
+                 dx + (uint64_t)plane * m.in_sp, 0, 0, (int)gx * kV, hA,
+                 hA + (int)f.rh < IH ? hA + (int)f.rh : IH, f.ahead};
+  sep_core<C, VEC, HINT>(m, r, ring);
+}
+
 // ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride).
 template <class C, bool HINT = false>
 TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
@@ -1664,6 +1688,127 @@ TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, con
     sep_body<C, true, HINT>(m, f, x, dy, dx, t, ring);
   else
     sep_body<C, false, HINT>(m, f, x, dy, dx, t, ring);
+}
+
+// ---- backward, max k3 s1 p1 from bands staged in shared memory (band_kernel) -----------------
+
+// band_kernel (cuda/pool.cu; TLRT_POOL_SEP=band, session 15, not yet measured): one block of
+// kBandThreads threads per band of at most bh dx rows of one plane. Phase 1 (band_stage): every x
+// row and dy row the band's windows read is copied into shared memory, all of them in flight at
+// once (16-byte cp.async where rows are float4-aligned, else 4-byte); phase 2 (band_run, after the
+// barrier): thread t < runs * cols runs sep_core on 4 columns of a run of rh rows of the band,
+// reading the staged rows (no prefetch), writing dx to global memory as sep_kernel does, with its
+// accumulator ring after the staged rows. The same sums bit for bit (sep_core). The rows shared by
+// two runs are read twice from shared memory, not from L2 / DRAM (cuda/pool.cu, SESSION 15); two
+// neighbouring bands (neighbouring blocks, running together) share 3 x rows and 2 dy rows.
+constexpr uint32_t kBandThreads = 128;
+// Floats of staged x and dy rows per block at most (25 KB: a whole 56 x 56 plane of both; with
+// the 16 KB of rings, 5 blocks of 41 KB per SM).
+constexpr uint32_t kBandStage = 6400;
+
+struct BandPlan {
+  uint32_t bh;       // dx rows per band (the last band of a plane may have fewer)
+  uint32_t bands;    // bands per plane
+  uint32_t rh;       // dx rows per run inside a band
+  uint32_t cols;     // 4-column groups per row (threads per run)
+  uint32_t gstage;   // offset (floats) of the staged dy rows: x's rows rounded up to 16 bytes
+  uint32_t floats;   // dynamic shared memory (floats): staged rows, then the ring
+  uint32_t blocks;   // nc * bands
+  FastDiv by_bands;  // / bands
+};
+
+// The band plan of g (rank 2, sep_cfg), or false where the band kernel does not apply: a row of
+// more than 4 kBandThreads columns, or fewer than 4 rows per band in kBandStage floats. A band of
+// bh dx rows reads at most bh + 4 x rows (b0 - 2 .. b1 + 1) and bh + 2 dy rows (b0 - 1 .. b1 with
+// PH = 1), fewer at the plane's edges: a whole plane, IH and OH.
+inline bool band_plan(const Dims<uint32_t> &m, BandPlan &b) {
+  const uint64_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
+  b = BandPlan{};
+  b.cols = (uint32_t)((IW + kV - 1) / kV);
+  if (m.rank != 2 || b.cols == 0 || b.cols > kBandThreads || IH == 0) return false;
+  auto x_rows = [&](uint64_t bh) { return bh + 4 < IH ? bh + 4 : IH; };
+  auto g_rows = [&](uint64_t bh) { return bh + 2 < OH ? bh + 2 : OH; };
+  auto staged = [&](uint64_t bh) { return (x_rows(bh) * IW + 3) / 4 * 4 + g_rows(bh) * OW; };
+  uint64_t bh = IH;  // one band per plane where it fits, else the largest bh that does
+  if (staged(IH) > kBandStage) {
+    const int64_t cap =
+        ((int64_t)kBandStage - 4 - 4 * (int64_t)IW - 2 * (int64_t)OW) / (int64_t)(IW + OW);
+    if (cap < 4) return false;
+    bh = (uint64_t)cap;
+  }
+  const uint64_t bands = (IH + bh - 1) / bh;  // then as even as possible
+  b.bh = (uint32_t)((IH + bands - 1) / bands);
+  b.bands = (uint32_t)bands;
+  const uint32_t maxruns = kBandThreads / b.cols;
+  b.rh = (b.bh + maxruns - 1) / maxruns;
+  b.gstage = (uint32_t)((x_rows(b.bh) * IW + 3) / 4 * 4);
+  b.floats = (uint32_t)((staged(b.bh) + 3) / 4 * 4) + kSepSlots * kBandThreads;
+  const uint64_t blocks = (uint64_t)m.nc * bands;
+  if (blocks > 0x7FFFFFFFull) return false;
+  b.blocks = (uint32_t)blocks;
+  b.by_bands = make_fastdiv(b.bands);
+  return true;
+}
+
+// Rows of band `bi` (of any plane): dx rows [b0, b1); its windows' rows [ohA, ohB] (dy); their
+// input rows [xlo, xhi) (x, inside the plane).
+struct BandRows {
+  int b0, b1, ohA, ohB, xlo, xhi;
+};
+TLRT_HD BandRows band_rows(const Dims<uint32_t> &m, const BandPlan &b, uint32_t bi) {
+  const int IH = (int)m.in[0], OH = (int)m.out[0], PH = (int)m.p[0];
+  BandRows r;
+  r.b0 = (int)(bi * b.bh);
+  r.b1 = r.b0 + (int)b.bh < IH ? r.b0 + (int)b.bh : IH;
+  r.ohA = r.b0 + PH - 2 > 0 ? r.b0 + PH - 2 : 0;
+  r.ohB = r.b1 - 1 + PH < OH - 1 ? r.b1 - 1 + PH : OH - 1;
+  r.xlo = r.ohA - PH > 0 ? r.ohA - PH : 0;
+  r.xhi = r.ohB - PH + 3 < IH ? r.ohB - PH + 3 : IH;
+  if (r.ohB < r.ohA) {  // no window row (PH = 0 and IH < 3): only the two rows sep_core reads
+    r.xhi = r.xlo + 2 < IH ? r.xlo + 2 : IH;
+  }
+  return r;
+}
+
+// Phase 1 of block (plane, bi), thread tid: its share of the copies of the band's x rows to
+// sm[0 ..] and dy rows to sm[b.gstage ..]; cp16(dst, src) copies 16 bytes (VEC: rows of x and dy
+// 16-byte aligned), cp4(dst, src) 4.
+template <bool VEC, class Cp16, class Cp4>
+TLRT_HD void band_stage(const Dims<uint32_t> &m, const BandPlan &b, uint32_t plane, uint32_t bi,
+                        const float *x, const float *dy, float *sm, uint32_t tid, Cp16 &&cp16,
+                        Cp4 &&cp4) {
+  const BandRows r = band_rows(m, b, bi);
+  const uint32_t IW = m.in[1], OW = m.out[1];
+  const float *xs = x + (uint64_t)plane * m.in_sp + (uint64_t)r.xlo * IW;
+  const float *gs = dy + (uint64_t)plane * m.out_sp + (uint64_t)r.ohA * OW;
+  const uint32_t nx = (uint32_t)(r.xhi - r.xlo) * IW;
+  const uint32_t ng = r.ohB >= r.ohA ? (uint32_t)(r.ohB - r.ohA + 1) * OW : 0u;
+  emu_check(nx <= b.gstage && b.gstage + ng + kSepSlots * kBandThreads <= b.floats,
+            "band staging outside its shared memory");
+  float *gsm = sm + b.gstage;
+  if (VEC) {
+    for (uint32_t i = 4 * tid; i < nx; i += 4 * kBandThreads) cp16(sm + i, xs + i);
+    for (uint32_t i = 4 * tid; i < ng; i += 4 * kBandThreads) cp16(gsm + i, gs + i);
+  } else {
+    for (uint32_t i = tid; i < nx; i += kBandThreads) cp4(sm + i, xs + i);
+    for (uint32_t i = tid; i < ng; i += kBandThreads) cp4(gsm + i, gs + i);
+  }
+}
+
+// Phase 2 of block (plane, bi), thread tid (after every thread's copies landed): sep_core on the
+// staged rows; ring: the block's array of kSepSlots * kBandThreads floats, after the staged rows.
+template <class C, bool VEC>
+TLRT_HD void band_run(const Dims<uint32_t> &m, const BandPlan &b, uint32_t plane, uint32_t bi,
+                      float *sm, float *dx, uint32_t tid) {
+  const uint32_t run = tid / b.cols, gx = tid - run * b.cols;
+  const BandRows r = band_rows(m, b, bi);
+  const int hA = r.b0 + (int)(run * b.rh);
+  if (hA >= r.b1) return;  // a run past the band (the band's last runs, or a short band)
+  const int hB = hA + (int)b.rh < r.b1 ? hA + (int)b.rh : r.b1;
+  float *ring = sm + (b.floats - kSepSlots * kBandThreads) + tid;
+  const SepRun sr{sm, sm + b.gstage, dx + (uint64_t)plane * m.in_sp, r.xlo, r.ohA,
+                  (int)gx * kV, hA, hB, 0};
+  sep_core<C, VEC, false, kBandThreads>(m, sr, ring);
 }
 
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------

@@ -11,7 +11,9 @@
 // overlapping and disjoint windows, outputs of extent 0), the CUDA rank instantiations (1, 2, 3,
 // any), the 64-bit index path (a stride of 2^31 on small tensors), the benchmark shapes
 // (N, 64, 112, 112) k3 s2 p1 and k2 s2 and (N, 256, 56, 56) k3 s1 p1, a 1-D row of 2^22, and
-// the fast kernels' cases (every compiled configuration, float4 and scalar rows, edges).
+// the fast kernels' cases (every compiled configuration, float4 and scalar rows, edges; max k3 s1
+// p1 with several bands per plane). TLRT_POOL_SEP=hint / band in the environment runs the max k3
+// s1 p1 backward's other forms (cuda/pool.cu), which must agree bit for bit as well.
 // Inputs: every th::Dist (uniform, wide exponents, bit patterns with NaN / inf / subnormals, edge
 // values, positive); dy uniform (bit patterns for the bits case); beta in {1, -1, 7.5, -0.25}.
 // TLRT_PARITY_MAX_N=<n> caps the input sizes. Exits 77 (skipped) unless a CUDA device is usable;
@@ -174,6 +176,9 @@ void all() {
            Geo{1, 1, {5, 300}, {3, 3}, {1, 1}, {1, 1}},
            Geo{1, 1, {40, 260}, {3, 3}, {2, 2}, {1, 1}},
            Geo{1, 1, {70, 3}, {3, 3}, {1, 1}, {1, 1}},
+           Geo{1, 2, {40, 256}, {3, 3}, {1, 1}, {1, 1}},  // several bands per plane (band_kernel)
+           Geo{1, 1, {30, 301}, {3, 3}, {1, 1}, {1, 1}},
+           Geo{1, 1, {41, 256}, {3, 3}, {1, 1}, {0, 1}},
            Geo{1, 2, {1, 1}, {3, 3}, {1, 1}, {1, 1}},
            Geo{1, 2, {2, 2}, {2, 2}, {2, 2}, {0, 0}},
            Geo{1, 2, {5, 7, 9}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}},

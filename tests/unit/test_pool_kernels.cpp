@@ -29,7 +29,9 @@
 // backward of the stream path since session 9, when the stream kernel's max k3 s1 p1 form and the
 // forwarded-scatter form TLRT_POOL_BWD=sepfw were removed) on every stream geometry it takes
 // (k3 s1 p1, float4 and scalar bodies; the plain form on the first pass over a pre-filled output,
-// the HINT form of TLRT_POOL_SEP=hint on the second) with every input kind at the default run height and
+// the band kernel of TLRT_POOL_SEP=band on the second, with several bands per plane on rows of
+// 256 and 301 columns, and the HINT form of TLRT_POOL_SEP=hint on a third) with every input kind
+// at the default run height and
 // distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2, 3, 5, 4096 and
 // prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its shared-memory rings
 // start as garbage, so a slot read before the thread cleared it fails.
@@ -112,11 +114,16 @@ bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float be
   });
 }
 
-int sep_runs = 0;  // backward runs of sep_run (max k3 s1 p1 on the stream path)
+int sep_runs = 0;   // backward runs of sep_run (max k3 s1 p1 on the stream path)
+int band_runs = 0;  // of them, runs of the band kernel (TLRT_POOL_SEP=band)
+
+// The forms of the max k3 s1 p1 backward (cuda/pool.cu's TLRT_POOL_SEP): sep_kernel, its HINT
+// form, band_kernel (which falls back to sep_kernel where band_plan declines, as in the library).
+enum class SepForm { plain, hint, band };
 
 template <Kind K>
 const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
-                    float beta, const StreamOpt &o, bool sep_hint) {
+                    float beta, const StreamOpt &o, SepForm form) {
   const char *path = "generic";
   bwd_path(
       g, K, x, dy, dx,
@@ -147,13 +154,43 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
         if constexpr (K == Kind::Max && sep_cfg<C>()) {
           path = "sep";  // the stream path's max k3 s1 p1 kernel (cuda/pool.cu sep_kernel)
           ++sep_runs;
+          BandPlan bp;
+          if (form == SepForm::band && band_plan(m, bp)) {
+            // band_kernel: per block, the staged rows and the rings in one shared array, garbage
+            // before the launch; phase 1 (the copies) for every thread, then phase 2.
+            ++band_runs;
+            const bool vec = p.vec_in && p.vec_out;
+            Aligned smem(bp.floats, 0xEEEEEEEEu);
+            for (uint32_t blk = 0; blk < bp.blocks; ++blk) {
+              std::memset(smem.p, 0xEE, bp.floats * 4);
+              const uint32_t plane = blk / bp.bands, bi = blk % bp.bands;
+              for (uint32_t tid = 0; tid < kBandThreads; ++tid) {
+                auto cp16 = [](float *d, const float *s) {
+                  emu_check(aligned16(d) && aligned16(s), "band: unaligned 16-byte copy");
+                  std::memcpy(d, s, 16);
+                };
+                auto cp4 = [](float *d, const float *s) { std::memcpy(d, s, 4); };
+                if (vec)
+                  band_stage<true>(m, bp, plane, bi, x, dy, smem.p, tid, cp16, cp4);
+                else
+                  band_stage<false>(m, bp, plane, bi, x, dy, smem.p, tid, cp16, cp4);
+              }
+              for (uint32_t tid = 0; tid < kBandThreads; ++tid) {
+                if (vec)
+                  band_run<C, true>(m, bp, plane, bi, smem.p, dx, tid);
+                else
+                  band_run<C, false>(m, bp, plane, bi, smem.p, dx, tid);
+              }
+            }
+            return;
+          }
           // The block's shared accumulator rings, garbage before the launch (a thread must
           // clear the slots it reads).
           std::vector<float> ring(kSepSlots * kSepStride);
           std::memset(ring.data(), 0xEE, ring.size() * 4);
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
             if (t < p.stotal) {
-              if (sep_hint)
+              if (form == SepForm::hint)
                 sep_run<C, true>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
               else
                 sep_run<C, false>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
@@ -204,17 +241,20 @@ void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
   Aligned ax(x.size(), 0), ady(dy.size(), 0);
   std::memcpy(ax.p, x.data(), x.size() * 4);
   std::memcpy(ady.p, dy.data(), dy.size() * 4);
-  for (uint32_t fill : kFills) {
-    // The second pass runs sep_run's HINT form (TLRT_POOL_SEP=hint: the same sums, loads and
-    // stores with L2 eviction priorities, which the host does not model).
-    const bool sep_hint = fill == kFills[1];
+  // The max k3 s1 p1 backward's forms (TLRT_POOL_SEP), one per pass: sep_kernel, band_kernel and
+  // (not under valgrind: the host code of the plain form, only the L2 eviction priorities of its
+  // loads and stores differ, which the host does not model) sep_kernel's HINT form.
+  const int passes = th::under_valgrind() ? 2 : 3;
+  for (int pass = 0; pass < passes; ++pass) {
+    const uint32_t fill = kFills[pass % 2];
+    const SepForm form = pass == 0 ? SepForm::plain : pass == 1 ? SepForm::band : SepForm::hint;
     Aligned y(g.out_elems, fill), dx(g.in_elems, fill);
     if (emu_fwd<K>(g, ax.p, y.p, pad, b32)) {
       compare(w + " fwd", ref_y, y.p);
       ++fast_fwd;
     }
     const char *path =
-        emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32, stream_opt, sep_hint);
+        emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32, stream_opt, form);
     // The stream path's kernel by kind: smooth max takes the tile kernel, max with a k3 s1 p1
     // last axis sep_run (the stream geometries have kernel 3 and the last axis' stride on the
     // rows too).
@@ -423,6 +463,12 @@ int main() {
       {1, 1, {31, 4}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 2, {9, 8}, {3, 3}, {1, 1}, {0, 1}, "stream"},
       {1, 1, {20, 13}, {3, 3}, {1, 1}, {0, 1}, "stream"},
+      // max k3 s1 p1 with several bands per plane on the band kernel (TLRT_POOL_SEP=band: rows
+      // of 256 and 301 columns leave room for 5 to 9 rows per band), float4 and scalar rows,
+      // row padding 1 and 0
+      {1, 2, {40, 256}, {3, 3}, {1, 1}, {1, 1}, "stream"},
+      {1, 1, {30, 301}, {3, 3}, {1, 1}, {1, 1}, "stream"},
+      {1, 1, {41, 256}, {3, 3}, {1, 1}, {0, 1}, "stream"},
       // stream with stride 2 (the stem pool's geometry): odd sizes, one plane, several runs
       {1, 1, {7, 5}, {3, 3}, {2, 2}, {1, 1}, "stream"},
       {1, 1, {1, 1}, {3, 3}, {2, 2}, {1, 1}, "stream"},
@@ -506,6 +552,7 @@ int main() {
   }
   stream_opt = StreamOpt{};
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared, %d of them "
-              "separable max backward\n", fast_fwd, paths_checked, sep_runs);
+              "separable max backward (%d on the band kernel)\n", fast_fwd, paths_checked,
+              sep_runs, band_runs);
   return th::finish("test_pool_kernels");
 }
