@@ -5,7 +5,8 @@
 #
 #   scripts/gpu-check.sh [STEP...]     steps: build test digits memcheck sanitizers mma math hostcost bench
 #                                      (default: all, in that order; a step needs the build;
-#                                      `parity` runs only the parity suite)
+#                                      `parity` runs only the parity suite; `ab` and `profile`,
+#                                      run only when named, are described at their steps below)
 # BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax blas).
 # Environment: MATH_STRIDE (default 1 = all 2^32 inputs), PARITY_SANITIZE_MAX_N (default 4097),
 # SANITIZE_ONLY (a shell pattern over the test binaries' names, default: all of them).
@@ -40,9 +41,12 @@ if has build || [ ! -f "$B/build.ninja" ]; then
   fi
 fi
 
-# Only the parity suite (quicker than `test` while iterating on kernels).
+# Only the parity suite (quicker than `test` while iterating on kernels); PARITY_TESTS: test names
+# (e.g. "parity_pool parity_attention") instead of the whole suite. The measurement switches of
+# the kernels (TLRT_POOL_SEP, TLRT_ATTN_FWD_EXP, ...) pass through the environment.
 if has parity; then
-  meson test -C "$B" --suite parity --num-processes 2 --print-errorlogs >/tmp/parity.log 2>&1
+  meson test -C "$B" --suite parity --num-processes 2 --print-errorlogs ${PARITY_TESTS:-} \
+      >/tmp/parity.log 2>&1
   cp /tmp/parity.log "$OUT/parity.log"
   note "parity: $(grep -E '^(Ok|Fail|Skipped|Timeout):' /tmp/parity.log | tr -s ' ' | tr '\n' ' ')"
   grep -E 'MISMATCH|FAIL' /tmp/parity.log | head -40
@@ -146,6 +150,35 @@ if has bench; then
       note "bench $name: FAILED"; tail -30 "$OUT/bench_$name.log"
     fi
     cat "$OUT/bench_$name.md" 2>/dev/null
+  done
+fi
+
+# A/B of measurement switches: one run of `python3 bench/$AB_BENCH $AB_ARGS` per entry of
+# AB_SETTINGS (space-separated VAR=value, "-" for none), in one build, the table rows of each
+# printed in turn. E.g. AB_BENCH=pool.py AB_ARGS="--only k3_s1_p1"
+# AB_SETTINGS="- TLRT_POOL_SEP=hint TLRT_POOL_SEP=band" scripts/gpu-check.sh ab
+if has ab && [ -n "${AB_BENCH:-}" ]; then
+  for setting in ${AB_SETTINGS:--}; do
+    envs=()
+    [ "$setting" = "-" ] || envs=("$setting")
+    log="$OUT/ab_${AB_BENCH%.py}_${setting//[^A-Za-z0-9_]/_}.log"
+    env ${envs[@]+"${envs[@]}"} TORCHLEAN_RT_LIB="$PWD/$B/libtorchlean_rt.so" timeout 300 \
+      python3 "bench/$AB_BENCH" ${AB_ARGS:-} >"$log" 2>&1
+    note "ab $AB_BENCH [$setting]: rc=$?"
+    grep -E '^\|' "$log" | grep -v '^|---'
+  done
+fi
+
+# Nsight Compute on named kernels (scripts/profile.sh): PROFILES, entries "name|kernel regex|skip|
+# command" separated by ';', e.g. "pool|sep_kernel|2|python3 bench/pool.py --only k3_s1_p1 --iters 3".
+if has profile && [ -n "${PROFILES:-}" ]; then
+  IFS=';' read -ra profs <<<"$PROFILES"
+  for pr in "${profs[@]}"; do
+    IFS='|' read -r pname pre pskip pcmd <<<"$pr"
+    # shellcheck disable=SC2086
+    TORCHLEAN_RT_LIB="$PWD/$B/libtorchlean_rt.so" OUT="$OUT" scripts/profile.sh "$pname" "$pre" \
+      "$pskip" $pcmd
+    note "profile $pname: rc=$?"
   done
 fi
 
