@@ -145,6 +145,28 @@
 // fused_group_bwd's SA form (lane accumulators in shared memory, 64 registers) at 257..512
 // columns: (131072, 512) 0.317 -> 0.306 (0.84 -> 0.88). The 0.85 target at (65536, 1024) (<=
 // 0.314 ms) is still missed by 3%: the ring kernel alone takes ~0.314.
+// SESSION 15, THE RING KERNEL'S INSTRUCTIONS (no GPU time in that session: read from the SASS,
+// emulated bit for bit, NOT YET MEASURED). What the figures say: the H200 (copy 4250 GB/s) runs
+// the whole op at (65536, 1024) in 0.269 ms, 0.70 of its copy bandwidth, only 1.2x the H100's
+// 0.324 where the copy is 1.4x faster: the SM side holds it. And the SASS of fused_pipe_bwd<64, 4,
+// 2> (1024 columns) has 1363 instructions per row step, 16 elements of dy and x per thread: ~85 per
+// element for 12 bytes, ~1.35M warp instructions per SM for the op, an IPC of ~2.4 over the
+// H100's ~0.314 ms: issue-bound. ~600 of the 1363 were produce()'s 32 cp.async copies: for every
+// copy pair ptxas rebuilt the row index (item_row0, the lane set), the 64-bit element offset and
+// the shared-memory window (S2UR SR_CgaCtaId, ULEA) inside the per-element `e < cols` branch
+// (BSSY / BSYNC each), rematerialising rather than holding them at the 80-register cap. Now:
+// (1) one base pointer per row and array (element i of thread T is off(0, i) + T, the offsets
+// compile-time constants), (2) the copies without a branch (past the row's end a cp.async of 0
+// bytes, whose slot is never read), (3) FULL (cols == the layout's width: 512, 1024, 2048, 4096
+// columns) drops the per-element bounds tests everywhere. Row step, static SASS (sm_90, ptxas -v:
+// no spill, registers 77-80 for 2 stages, as before): FULL 1363 -> 737 instructions (FADD 154,
+// FMUL 144, LDS 103, LDG 34 (gamma, L1), LDGSTS 32, STG 16, ~150 integer / other: ~46 per
+// element); other widths 1363 -> 978. The same bits (tests/unit/test_layer_norm_emu.cpp).
+// PREDICTED (H100, bench/softmax.py, whole op): issue time halves, so the kernel meets the memory
+// side: (65536, 1024) 0.324 -> ~0.295 ms (0.83 -> ~0.89 of copy bandwidth), (16384, 4096) 0.345
+// -> ~0.30 (0.78 -> ~0.88); H200 0.269 -> ~0.225, 0.285 -> ~0.235. What would be next: d and
+// xhat are still computed 3 and 2 times per element from shared memory (FMUL 9, FADD 9, LDS 6.4
+// per element; the 80-register cap of 3 blocks per SM).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096

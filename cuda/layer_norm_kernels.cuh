@@ -256,7 +256,13 @@ __device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
   return (unsigned)(left < red::kDepth ? left : red::kDepth);
 }
 
-template <unsigned NT, unsigned R, unsigned P>
+// FULL: cols == L::kMaxCols (512, 1024, 2048 or 4096): no element of the layout is past the row,
+// so the per-element bounds tests go (the same operations on the same elements: the same bits).
+// Element i of thread T is off(0, i) + T: every access is a per-row base pointer plus a
+// compile-time offset (session 15: ptxas had rebuilt the row index and both addresses for every
+// copy of produce(), ~28 instructions a copy pair, ~600 of the ~1300 of a row step at 1024
+// columns; see cuda/layer_norm.cu).
+template <unsigned NT, unsigned R, unsigned P, bool FULL = false>
 __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
                    const float *__restrict mean, const float *__restrict inv_std,
@@ -305,14 +311,15 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     if (act) {
       float *sdy = ring + (size_t)st * 2 * arr + threadIdx.x;
       float *sx = sdy + arr;
-      const uint64_t base = rw * cols;
+      const float *gdy = dy + rw * cols + T, *gx = x + rw * cols + T;
+      // Past the row's end (not FULL): no branch, a copy of 0 bytes (the slot is zero-filled and
+      // never read; the source address stays the row's first element).
 #pragma unroll
       for (unsigned i = 0; i < V; ++i) {
-        const unsigned e = L::off(T, i);
-        if (e < cols) {
-          cuda::async::copy4(sdy + i * kThreads, dy + base + e, true);
-          cuda::async::copy4(sx + i * kThreads, x + base + e, true);
-        }
+        const unsigned eo = L::off(0, i);
+        const bool in = FULL || eo + T < cols;
+        cuda::async::copy4(sdy + i * kThreads, gdy + (in ? eo : 0u), in);
+        cuda::async::copy4(sx + i * kThreads, gx + (in ? eo : 0u), in);
       }
     }
     cuda::async::commit();
@@ -341,31 +348,32 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
       const float m = mu[0], sd = is[0];
       const float *sdy = ring + (size_t)cst * 2 * arr + threadIdx.x;
       const float *sx = sdy + arr;
+      const float *gm = gamma + T;
       // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r.
 #pragma unroll
       for (unsigned i = 0; i < V; ++i) {
-        const unsigned e = L::off(T, i);
-        if (active && e < cols) {
+        if (active && (FULL || L::off(0, i) + T < cols)) {
           const float gy = sdy[i * kThreads];
           ag[i] = ag[i] + gy * row::xhat_of(sx[i * kThreads], m, sd);
           ab[i] = ab[i] + gy;
         }
       }
       float sums[2];
-      row_sums<NT, 1, R, 2>(
+      row_sums<NT, 1, R, 2, FULL>(
           [&](unsigned p, unsigned i) {
-            const float d = row::ln_d(sdy[i * kThreads], gamma[L::off(T, i)]);
+            const float d = row::ln_d(sdy[i * kThreads], gm[L::off(0, i)]);
             return p == 0 ? d : d * row::xhat_of(sx[i * kThreads], m, sd);
           },
           cols, active, ex, sums);
       const float a = row::per_col(sums[0], n), b = row::per_col(sums[1], n);
       if (active) {
+        float *dxr = dx + base + T;
 #pragma unroll
         for (unsigned i = 0; i < V; ++i) {
-          const unsigned e = L::off(T, i);
-          if (e < cols)
-            dx[base + e] = row::ln_bwd_out(row::ln_d(sdy[i * kThreads], gamma[e]),
-                                           row::xhat_of(sx[i * kThreads], m, sd), a, b, sd);
+          const unsigned eo = L::off(0, i);
+          if (FULL || eo + T < cols)
+            dxr[eo] = row::ln_bwd_out(row::ln_d(sdy[i * kThreads], gm[eo]),
+                                      row::xhat_of(sx[i * kThreads], m, sd), a, b, sd);
         }
       }
 #pragma unroll
@@ -550,10 +558,16 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
   // The ring kernel: a block per item.
+#define TLRT_LN_PIPE_F(NT, R, P, F)                                                              \
+  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #F ">", fused_pipe_bwd<NT, R, P, F>,     \
+             grid, pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,   \
+             a.cols, a.n, nblk, a.dx, pg, pb)
+  // Rows that fill the layout (512, 1024, 2048, 4096 columns) take the FULL form.
 #define TLRT_LN_PIPE(NT, R, P)                                                                   \
-  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ">", fused_pipe_bwd<NT, R, P>, grid,          \
-             pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols, \
-             a.n, nblk, a.dx, pg, pb)
+  do {                                                                                           \
+    if (a.cols == Layout<NT, 1, R>::kMaxCols) TLRT_LN_PIPE_F(NT, R, P, true);                    \
+    else TLRT_LN_PIPE_F(NT, R, P, false);                                                        \
+  } while (0)
 #define TLRT_LN_PIPE_P(NT, R)                                                                    \
   do {                                                                                           \
     if (plan.stages >= 3) TLRT_LN_PIPE(NT, R, 3);                                                \
@@ -584,6 +598,7 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
   }
 #undef TLRT_LN_PIPE_P
 #undef TLRT_LN_PIPE
+#undef TLRT_LN_PIPE_F
 #undef TLRT_LN_FUSED
 }
 
