@@ -158,15 +158,16 @@
 // (1) one base pointer per row and array (element i of thread T is off(0, i) + T, the offsets
 // compile-time constants), (2) the copies without a branch (past the row's end a cp.async of 0
 // bytes, whose slot is never read), (3) FULL (cols == the layout's width: 512, 1024, 2048, 4096
-// columns) drops the per-element bounds tests everywhere. Row step, static SASS (sm_90, ptxas -v:
-// no spill, registers 77-80 for 2 stages, as before): FULL 1363 -> 737 instructions (FADD 154,
-// FMUL 144, LDS 103, LDG 34 (gamma, L1), LDGSTS 32, STG 16, ~150 integer / other: ~46 per
-// element); other widths 1363 -> 978. The same bits (tests/unit/test_layer_norm_emu.cpp).
+// columns) drops the per-element bounds tests everywhere, (4) d = dy gamma and xhat, computed
+// three and two times per element before (from the slots, at the 80-register cap), are computed
+// once in the lane fold and written over the element's own dy and x slots for the sums and dx.
+// Row step, static SASS (sm_90, ptxas -v: no spill, 69-80 registers for 2 stages): FULL 1363 ->
+// 737 ((1)-(3)) -> 668 ((4): FADD 122, LDS 103, FMUL 96, STS 34, LDGSTS 32, LDG 18 (gamma, L1),
+// STG 16, ~150 integer / other: ~42 per element); other widths 1363 -> 908. The same bits
+// (tests/unit/test_layer_norm_emu.cpp).
 // PREDICTED (H100, bench/softmax.py, whole op): issue time halves, so the kernel meets the memory
 // side: (65536, 1024) 0.324 -> ~0.295 ms (0.83 -> ~0.89 of copy bandwidth), (16384, 4096) 0.345
-// -> ~0.30 (0.78 -> ~0.88); H200 0.269 -> ~0.225, 0.285 -> ~0.235. What would be next: d and
-// xhat are still computed 3 and 2 times per element from shared memory (FMUL 9, FADD 9, LDS 6.4
-// per element; the 80-register cap of 3 blocks per SM).
+// -> ~0.30 (0.78 -> ~0.88); H200 0.269 -> ~0.225, 0.285 -> ~0.235.
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
