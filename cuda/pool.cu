@@ -476,7 +476,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 
 // Max k3 s1 p1 from bands staged in shared memory (pool::fast::band_stage, band_run; session 15,
 // not yet measured: TLRT_POOL_SEP=band). 5 blocks of 128 threads per SM by shared memory (at
-// most 24 KB staged + 16 KB of rings).
+// most 25 KB staged + 16 KB of rings).
 template <class C, bool VEC>
 __global__ void __launch_bounds__(pool::fast::kBandThreads, 5)
     band_kernel(const Dims<uint32_t> m, const pool::fast::BandPlan b, const float *__restrict x,

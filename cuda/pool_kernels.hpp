@@ -1520,10 +1520,10 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
   {
     const int ha = base, hb = base + 1;
     const uint64_t pl = shared_top ? pol.keep : pol.drop;
-    row_h(std::false_type{}, (unsigned)ha < IH ? xp + (int64_t)(ha - run.x0) * (int)IW + w : nullptr, ha, 0,
-          h0v, h0c, pl);
-    row_h(std::false_type{}, (unsigned)hb < IH ? xp + (int64_t)(hb - run.x0) * (int)IW + w : nullptr, hb, 1,
-          h1v, h1c, pl);
+    const float *ra = (unsigned)ha < IH ? xp + (int64_t)(ha - run.x0) * (int)IW + w : nullptr;
+    const float *rb = (unsigned)hb < IH ? xp + (int64_t)(hb - run.x0) * (int)IW + w : nullptr;
+    row_h(std::false_type{}, ra, ha, 0, h0v, h0c, pl);
+    row_h(std::false_type{}, rb, hb, 1, h1v, h1c, pl);
   }
   auto write_row = [&](float *o, int h, int R) {
     if (h < hA || h >= hB) return;
