@@ -47,8 +47,8 @@ fi
 if has parity; then
   meson test -C "$B" --suite parity --num-processes 2 --print-errorlogs ${PARITY_TESTS:-} \
       >/tmp/parity.log 2>&1
-  cp /tmp/parity.log "$OUT/parity.log"
-  note "parity: $(grep -E '^(Ok|Fail|Skipped|Timeout):' /tmp/parity.log | tr -s ' ' | tr '\n' ' ')"
+  cp /tmp/parity.log "$OUT/parity${PARITY_TAG:+-$PARITY_TAG}.log"  # PARITY_TAG: one log per run
+  note "parity${PARITY_TAG:+ [$PARITY_TAG]}: $(grep -E '^(Ok|Fail|Skipped|Timeout):' /tmp/parity.log | tr -s ' ' | tr '\n' ' ')"
   grep -E 'MISMATCH|FAIL' /tmp/parity.log | head -40
 fi
 
