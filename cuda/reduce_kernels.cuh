@@ -150,29 +150,56 @@ __global__ void __launch_bounds__(kThreads)
   __threadfence();
   const unsigned t = threadIdx.x;
   const unsigned ng = (unsigned)red::chunks_of(nc);  // 2 .. kSmall
+  // (The finish is the kernel's serial tail: its loads are a base pointer plus compile-time
+  // offsets, without bounds tests where the batch's four groups are whole (2^26: ng = 4, one
+  // batch), and the halving's steps h = 16 .. 1 are warp 0's shuffles, not 5 more barriers. Was
+  // ~500 instructions a thread for the 64 loads (64-bit index, two compares, a parameter reload
+  // each).)
   for (unsigned g0 = 0; g0 < ng; g0 += 4) {
     float a[4];
 #pragma unroll
     for (unsigned j = 0; j < 4; ++j) a[j] = O::identity();
+    const float *pt = partials + (uint64_t)g0 * red::kChunk + t;
+    if ((uint64_t)(g0 + 4) * red::kChunk <= nc) {
 #pragma unroll
-    for (unsigned r = 0; r < red::kDepth; ++r) {
+      for (unsigned r = 0; r < red::kDepth; ++r)
 #pragma unroll
-      for (unsigned j = 0; j < 4; ++j) {
-        const uint64_t i = (uint64_t)(g0 + j) * red::kChunk + r * red::kLanes + t;
-        if (g0 + j < ng && i < nc) a[j] = O::op(a[j], __ldcg(partials + i));
+        for (unsigned j = 0; j < 4; ++j)
+          a[j] = O::op(a[j], __ldcg(pt + j * red::kChunk + r * red::kLanes));
+    } else {
+#pragma unroll
+      for (unsigned r = 0; r < red::kDepth; ++r) {
+#pragma unroll
+        for (unsigned j = 0; j < 4; ++j) {
+          const uint64_t i = (uint64_t)(g0 + j) * red::kChunk + r * red::kLanes + t;
+          if (g0 + j < ng && i < nc) a[j] = O::op(a[j], __ldcg(partials + i));
+        }
       }
     }
 #pragma unroll
     for (unsigned j = 0; j < 4; ++j) sh[j][t] = a[j];
     __syncthreads();
-    for (unsigned h = red::kLanes / 2; h >= 1; h >>= 1) {
+    for (unsigned h = red::kLanes / 2; h >= 32; h >>= 1) {
       if (t < h) {
 #pragma unroll
         for (unsigned j = 0; j < 4; ++j) sh[j][t] = O::op(sh[j][t], sh[j][t + h]);
       }
       __syncthreads();
     }
-    if (t < 4 && g0 + t < ng) gv[g0 + t] = sh[t][0];
+    if (t < 32) {  // h = 16 .. 1: lane t takes lane t + h, as in shared memory
+      float v[4];
+#pragma unroll
+      for (unsigned j = 0; j < 4; ++j) v[j] = sh[j][t];
+#pragma unroll
+      for (unsigned h = 16; h >= 1; h >>= 1)
+#pragma unroll
+        for (unsigned j = 0; j < 4; ++j)
+          v[j] = O::op(v[j], __shfl_down_sync(0xFFFFFFFFu, v[j], h));
+      if (t == 0)
+#pragma unroll
+        for (unsigned j = 0; j < 4; ++j)
+          if (g0 + j < ng) gv[g0 + j] = v[j];
+    }
     __syncthreads();  // sh is rewritten by the next batch; gv read below
   }
   if (t == 0) {
