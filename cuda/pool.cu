@@ -542,6 +542,12 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
           pool::fast::BandPlan bp;
           if (form == SepForm::band && pool::fast::band_plan(m, bp)) {
             const size_t smem = bp.floats * sizeof(float);
+            // 5 blocks of ~41 KB per SM: ask for the whole unified L1 / shared memory as shared
+            // (the default carveout is only the driver's choice).
+            auto kern = vec ? band_kernel<C, true> : band_kernel<C, false>;
+            check(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       (int)cudaSharedmemCarveoutMaxShared),
+                  "pool band_kernel: cudaFuncSetAttribute");
             if (vec)
               band_kernel<C, true><<<bp.blocks, pool::fast::kBandThreads, smem, st>>>(m, bp, x,
                                                                                      dy, dx);
