@@ -517,6 +517,22 @@ __global__ void __launch_bounds__(kThreads)
   pool::fast::tile_cells<K, C>(m, p, T, x, beta, sm, threadIdx.x, dx);
 }
 
+// TLRT_POOL_ROWS=<n> in the environment (read per call; a measurement switch, session 15): the
+// stream path's dx rows per run (pool::fast::StreamOpt::rows, default kStreamRows = 8), for
+// sep_kernel and stream_kernel alike: the halo a run re-reads is 2 x rows and 2 dy rows (max k3 s1
+// p1) whatever the run's height. Any n >= 1 gives the same bits (the emulation test runs 1, 2, 3,
+// 5, 8 and 4096); a value that is not a whole number in 1 .. 65536 is ignored.
+pool::fast::StreamOpt stream_opt() {
+  pool::fast::StreamOpt o;
+  const char *e = std::getenv("TLRT_POOL_ROWS");
+  if (e != nullptr && *e != '\0') {
+    char *end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end == '\0' && v >= 1 && v <= 65536) o.rows = (uint32_t)v;
+  }
+  return o;
+}
+
 // The fast backward of kind K when g has one (launched, true), else false.
 template <Kind K>
 bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const float *dy,
@@ -572,7 +588,8 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
           stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }
-      });
+      },
+      stream_opt());
 }
 
 // ---- dispatch -----------------------------------------------------------------------------
