@@ -230,8 +230,6 @@
 //   predicted -5%. test_parity_attention passed with it (12982 checks). Now the standard form.
 #pragma once
 
-#include <cmath>
-
 #include "cuda/attention_kernels.cuh"
 #include "cuda/mma_tf32.cuh"
 
@@ -472,23 +470,6 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // ---- forward -----------------------------------------------------------------------------------
 
-// exp(x), x <= 0 or -inf, as the hardware 2^(x log2 e): ex2.approx.ftz (~2^-22 relative plus the
-// rounding of the argument; results below 2^-126 flush to +0; exp(-inf) = +0), the fast backward's
-// exp (cuda/sm90a/attention.cu, prob<true>), 3 instructions where math::exp_f takes ~22. The
-// emulation (tests/unit/test_attention_mma_emu.cpp) models it as exp2 of the same argument with
-// the same flush, which the header's bound covers either way.
-__device__ __forceinline__ float exp_ex2(float x) {
-  const float a = x * 1.44269504088896341f;
-#if defined(__CUDA_ARCH__) && !defined(TLRT_CUDA_EMULATION)
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(a));
-  return y;
-#else
-  const float y = std::exp2(a);
-  return y < 0x1p-126f ? 0.0f : y;
-#endif
-}
-
 // The tiles' planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered,
 // one barrier per tile.
 // EX2: the softmax's exponentials (P and the rescale factor alpha) by exp_ex2 instead of the
@@ -646,7 +627,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
             for (unsigned h = 0; h < 2; ++h) mt = attn::amax(mt, s[nt][2 * r + h]);
           mn[r] = attn::amax(m[r], quad_max(mt));
           alpha[r] = mn[r] == kNegInf ? 1.0f
-                     : EX2            ? exp_ex2(m[r] - mn[r])
+                     : EX2            ? attn::exp_ex2(m[r] - mn[r])
                                       : math::exp_f(m[r] - mn[r]);
         }
 #pragma unroll
@@ -655,7 +636,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
           for (unsigned e = 0; e < 4; ++e) {
             const float pr = !EX2               ? attn::prob(s[nt][e], mn[e / 2])
                              : s[nt][e] == kNegInf ? 0.0f
-                                                   : exp_ex2(s[nt][e] - mn[e / 2]);
+                                                   : attn::exp_ex2(s[nt][e] - mn[e / 2]);
             rs[e / 2] = rs[e / 2] + pr;
             s[nt][e] = pr;
           }

@@ -559,17 +559,15 @@ __device__ __forceinline__ float score_at(const WP &p, unsigned i, unsigned j, f
 }
 
 // P = exp(s - lse) for a non-excluded score, 0 for an excluded one (attn::prob), the exp by
-// ex2.approx (EX2: 2^((s - lse) log2 e), ~2^-22 relative plus the rounding of the argument, 3
-// instructions; results below 2^-126 flush to 0) or by the shared exp_f (~22 instructions).
+// ex2.approx (EX2: attn::exp_ex2, 2^((s - lse) log2 e), ~2^-22 relative plus the argument's
+// rounding, 3 instructions; results below 2^-126 flush to 0) or by the shared exp_f (~22).
 // PLAIN: a score that cannot be excluded (a kPlain tile, an allowed entry of a kMasked one; its
 // row's lse is then finite): no test.
 template <bool EX2, bool PLAIN = false>
 __device__ __forceinline__ float prob(float s, float ref) {
   if (!EX2) return attn::prob(s, ref);
   if (!PLAIN && s == kNegInf) return 0.0f;
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"((s - ref) * 1.44269504088896341f));
-  return y;
+  return attn::exp_ex2(s - ref);
 }
 
 // How a tile of queries i0 .. i0 + ni - 1 and keys j0 .. j0 + nj - 1 computes its scores.
