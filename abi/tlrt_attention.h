@@ -66,8 +66,9 @@
  * TF32 (10 mantissa bits, nearest, ties away), small(x) = big(x - big(x)), accumulated in float32
  * in the tensor cores' order (not the ORDER OF OPERATIONS above; keys in tiles of 64, 32 for
  * d > 64): float32-grade, within the split-TF32 bound below, but not bit for bit the CPU. The
- * softmax is float32 with the shared exp / log. d > 128 (and devices below sm_80) run the exact
- * kernels in both modes.
+ * softmax is float32, exp(x) as the hardware 2^(x log2 e) (ex2.approx: ~2^-22 relative, results
+ * below 2^-126 flushed to 0), lse's log the shared one. d > 128 (and devices below sm_80) run the
+ * exact kernels in both modes.
  * FAST BACKWARD (CUDA, determinism switch OFF, allow_tf32 off; compute capability 9.0 (H100 /
  * H200) in a build whose gpu_arch option names 90, 32 < d <= 128, every mask kind): the five
  * products of the backward (S = Q K^T and dP = dout V^T, recomputed in both of its kernels;

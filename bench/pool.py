@@ -19,7 +19,7 @@ stream-ordered), synchronised before and after. Targets (H100): max and average 
 >= 0.80 of copy bandwidth on the two (32, 64, 112, 112) shapes, and no slower than PyTorch.
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/pool.py [--out FILE] [--iters N]
-      [--quick] [--only k3_s1_p1,...]
+      [--quick] [--only k3_s1_p1,...] [--sweep]
 """
 import argparse
 import ctypes
@@ -36,6 +36,17 @@ SHAPES = [
     ("k3 s1 p1", (32, 256, 56, 56), (3, 3), (1, 1), (1, 1)),
     ("3-D k2 s2", (8, 32, 32, 64, 64), (2, 2, 2), (2, 2, 2), (0, 0, 0)),
 ]
+# --sweep: the max k3 s1 p1 backward (the one pooling backward with its own kernel choice) over
+# plane sizes from 7 x 7 to wider than one band block takes, at about the same bytes.
+SWEEP = [
+    ("sweep 7", (32, 4096, 7, 7)),
+    ("sweep 14", (32, 1024, 14, 14)),
+    ("sweep 28", (32, 256, 28, 28)),
+    ("sweep 56", (32, 64, 56, 56)),
+    ("sweep 112", (32, 16, 112, 112)),
+    ("sweep 75x301", (8, 32, 75, 301)),
+    ("sweep 64x640", (4, 32, 64, 640)),
+]
 
 
 def main():
@@ -44,6 +55,8 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="only the two brief shapes")
     ap.add_argument("--only", help="comma-separated shape labels, _ for space (e.g. k3_s1_p1)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="only the max k3 s1 p1 backward, over the plane sizes of SWEEP")
     args = ap.parse_args()
     rt, torch = common.load_gpu()
     if torch is None:
@@ -84,6 +97,23 @@ def main():
         emit(f"| {name} | {label} | {nbytes} | {t_off*1e3:.3f} | {t_on*1e3:.3f} | {gbs:.0f} | "
              f"{gbs/copy_bw:.2f} | {tail}")
 
+    if args.sweep:
+        for label, shape in SWEEP:
+            x = torch.randn(*shape, device="cuda", generator=g)
+            y, idx = F.max_pool2d(x, 3, 1, 1, return_indices=True)
+            gy = torch.randn(*y.shape, device="cuda", generator=g)
+            bx, bgy = up(x), up(gy)
+            geo = [shape[0], shape[1], shape[2], shape[3], 3, 3, 1, 1, 1, 1]
+            ref = lambda: aten.max_pool2d_with_indices_backward(gy, x, [3, 3], [1, 1], [1, 1],
+                                                                [1, 1], False, idx)
+            row("maxpool2d_bwd", f"{label} {'x'.join(map(str, shape))}",
+                4 * (2 * x.numel() + y.numel()), ours("maxpool2d_bwd", [bx, bgy], geo), ref)
+            for b in (bx, bgy):
+                b.free()
+            del x, y, idx, gy
+            torch.cuda.empty_cache()
+        emit.write(args.out)
+        return 0
     shapes = SHAPES[:2] if args.quick else SHAPES
     if args.only:
         keep = [w.strip().replace("_", " ") for w in args.only.split(",")]

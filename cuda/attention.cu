@@ -123,9 +123,8 @@
 // / 2.657 -> 1.719 / 1.166 / 2.254 (0.41x / 0.22x / 0.41x); parity held with it on the GPU. The
 // standard form since then; the switch is gone.
 //
-// EX2 SOFTMAX IN THE FAST FORWARD (session 15; written and emulated, NOT YET MEASURED: that
-// session had no device time): fwd_mma_kernel<..., EX2 = true>, chosen by TLRT_ATTN_FWD_EXP=ex2
-// (read per call), takes P = exp(s - m) and the rescale alpha = exp(m_old - m) by ex2.approx (the
+// EX2 SOFTMAX IN THE FAST FORWARD (written in session 15, measured and made the only form in
+// session 16): fwd_mma_kernel takes P = exp(s - m) and the rescale alpha = exp(m_old - m) by ex2.approx (the
 // fast backward's exp since session 11: ~2^-22 relative, results below 2^-126 flushed to 0)
 // instead of math::exp_f (~22 instructions each); lse keeps math::log_f. What it removes: per
 // thread and tile 18 exponentials at d = 128 (its 16 scores of a 32-key tile and 2 alphas), 34 at
@@ -137,9 +136,12 @@
 // PREDICTED (H100, bench/attention.py, fast forward, ms): the softmax is most of what remains
 // per warp-tile (ATT8 / ATT9 above: ~1.1 cycles per issue slot removed): (32, 1024, 128) none
 // 0.403 -> ~0.34 (0.55x -> ~0.47x SDPA), causal 0.356 -> ~0.30, masked 0.494 -> ~0.43 (0.56x ->
-// ~0.49x); d = 64 0.240 -> ~0.20. If it holds on the GPU (parity within the same bound; the
-// header's FAST FORWARD paragraph then says "ex2.approx" for the softmax, as the backward's),
-// it becomes the default and the switch goes.
+// ~0.49x); d = 64 0.240 -> ~0.20. MEASURED (H100, 2026-11-27, bench/attention.py fast, one
+// build, the switch off / on; bench/results/2026-11-27-h100-s16-attention.md): (32, 1024, 128)
+// none 0.402 -> 0.334 ms (0.54x -> 0.44x SDPA), causal 0.361 -> 0.305 (0.34x), masked 0.486 ->
+// 0.417 (0.55x -> 0.47x); (32, 1024, 64) 0.242 -> 0.185 / 0.221 -> 0.172 / 0.312 -> 0.245 (0.32x
+// / 0.23x / 0.34x). Parity within the same bound, compute-sanitizer memcheck clean. Better than
+// predicted at d = 64. So the only form (the TF32 path shares it); the switch is gone.
 // WGMMA BACKWARD (session 11): with the switch off and allow_tf32 off, on compute capability 9.0
 // with 32 < d <= 128 (64 < d <= 128 since session 14), the backward runs cuda/sm90a/attention.cu
 // (split TF32 on sm_90a wgmma; its
@@ -208,7 +210,6 @@
 // save), so it is not dispatched; it stays checked in emulation
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
-#include <cstring>
 
 #include "cuda/attention_mma_kernels.cuh"
 #include "cuda/attention_tc_kernels.cuh"
@@ -233,14 +234,6 @@ namespace {
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
-}
-
-// TLRT_ATTN_FWD_EXP=ex2 in the environment (read per call; a measurement hook, session 15, not
-// yet measured): the fast forward's softmax by ex2.approx (fwd_mma_kernel's EX2) instead of the
-// shared exp_f.
-bool fwd_ex2() {
-  const char *e = std::getenv("TLRT_ATTN_FWD_EXP");
-  return e != nullptr && std::strcmp(e, "ex2") == 0;
 }
 
 #if TLRT_HAVE_WGMMA
@@ -290,14 +283,12 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
         if (attn_kernels::fwd_tc_plan(launch, p, /*split=*/false, q, k, v, out, lse)) return;
       } else {
         FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, false));
-        if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse, planes.get(),
-                                       fwd_ex2()))
+        if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/false, q, k, v, out, lse, planes.get()))
           return;
       }
     } else {
       FloatScratch planes(dev, attn_kernels::fwd_mma_planes_floats(launch, p, true));
-      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get(),
-                                     fwd_ex2()))
+      if (attn_kernels::fwd_mma_plan(launch, p, /*split=*/true, q, k, v, out, lse, planes.get()))
         return;
     }
   }

@@ -472,9 +472,10 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 // The tiles' planes come pre-split from `planes` (split_kv_kernel) by cp.async, double-buffered,
 // one barrier per tile.
-// EX2: the softmax's exponentials (P and the rescale factor alpha) by exp_ex2 instead of the
-// shared math::exp_f (lse's log stays math::log_f).
-template <unsigned DP, bool SPLIT, unsigned NW, bool FQ = false, bool EX2 = false>
+// The softmax's exponentials (P and the rescale factor alpha) by exp_ex2 (ex2.approx; since
+// session 16, measured faster than the shared math::exp_f: cuda/attention.cu's EX2 paragraph);
+// lse's log stays math::log_f.
+template <unsigned DP, bool SPLIT, unsigned NW, bool FQ = false>
 __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
     fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict planes,
                    float *__restrict out, float *__restrict lse) {
@@ -626,17 +627,14 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
 #pragma unroll
             for (unsigned h = 0; h < 2; ++h) mt = attn::amax(mt, s[nt][2 * r + h]);
           mn[r] = attn::amax(m[r], quad_max(mt));
-          alpha[r] = mn[r] == kNegInf ? 1.0f
-                     : EX2            ? attn::exp_ex2(m[r] - mn[r])
-                                      : math::exp_f(m[r] - mn[r]);
+          alpha[r] = mn[r] == kNegInf ? 1.0f : attn::exp_ex2(m[r] - mn[r]);
         }
 #pragma unroll
         for (unsigned nt = 0; nt < NS; ++nt)
 #pragma unroll
           for (unsigned e = 0; e < 4; ++e) {
-            const float pr = !EX2               ? attn::prob(s[nt][e], mn[e / 2])
-                             : s[nt][e] == kNegInf ? 0.0f
-                                                   : attn::exp_ex2(s[nt][e] - mn[e / 2]);
+            const float pr =
+                s[nt][e] == kNegInf ? 0.0f : attn::exp_ex2(s[nt][e] - mn[e / 2]);
             rs[e / 2] = rs[e / 2] + pr;
             s[nt][e] = pr;
           }
@@ -725,10 +723,10 @@ uint64_t fwd_mma_planes_floats(const L &launch, const Problem &p, bool split) {
 // where it does not apply: where fwd_mma_planes_floats(launch, p, split) is 0, or planes is null
 // (the caller runs the exact kernels then). planes: that many floats, 16-byte aligned.
 // F (MmaForm): the form; the library launches the standard one. The planes' size is the same in
-// every form, and so are the bits. ex2: the softmax by exp_ex2 (fwd_mma_kernel's EX2; other bits).
+// every form, and so are the bits.
 template <MmaForm F = MmaForm::standard, class L>
 bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
-                  const float *v, float *out, float *lse, float *planes, bool ex2 = false) {
+                  const float *v, float *out, float *lse, float *planes) {
   if (planes == nullptr || fwd_mma_planes_floats(launch, p, split) == 0) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
   const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
@@ -741,12 +739,8 @@ bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const
       const size_t smem = fwd_mma_smem_floats<DP, SPLIT>() * sizeof(float);
       launch("attention split_kv_kernel", split_kv_kernel<DP, SPLIT, FQ>, sgrid, 256u, (size_t)0,
              kp, k, v, planes);
-      if (ex2)
-        launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ, true>, grid,
-               32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
-      else
-        launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ, false>, grid,
-               32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+      launch("attention fwd_mma_kernel", fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ>, grid,
+             32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
       return true;
     });
   });

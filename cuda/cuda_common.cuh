@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <tuple>
@@ -132,6 +133,25 @@ class FloatScratch : public Scratch {
   FloatScratch() = default;
   FloatScratch(int dev, uint64_t n) : Scratch(dev, n * 4) {}
   float *get() const { return as<float>(); }
+};
+
+// A kernel attribute set once per device (with dev current), e.g. its dynamic shared memory above
+// the 48 KiB default for its largest block. Setting it again is harmless, so two threads racing
+// here only repeat it.
+struct SmemAllowed {
+  static constexpr int kDevs = 64;
+  std::atomic<bool> done[kDevs] = {};
+  template <class K>
+  void ensure(int dev, K kernel, size_t bytes, const char *what) {
+    ensure(dev, kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes, what);
+  }
+  template <class K>
+  void ensure(int dev, K kernel, cudaFuncAttribute attr, int value, const char *what) {
+    const bool cached = dev >= 0 && dev < kDevs;
+    if (cached && done[dev].load(std::memory_order_acquire)) return;
+    check(cudaFuncSetAttribute(kernel, attr, value), what);
+    if (cached) done[dev].store(true, std::memory_order_release);
+  }
 };
 
 }  // namespace cuda

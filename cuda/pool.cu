@@ -39,8 +39,8 @@
 //   scalar: 1/14 of the threads at 112 columns). x and dy read once, dx written once, no scratch.
 // stream_kernel (backward, overlapping rank-2 windows with one stride S on both axes, S | 4: k3 s1
 //   p1 and the stem's k3 s2 p1; max and average, except max k3 s1 p1, which is sep_kernel's since
-//   session 8 and only its since session 9: the max s1 figures below are that removed form's
-//   record): one thread per 4 columns of a run of at most 16 rows of a plane walks the window
+//   session 8 and only its since session 9, band_kernel's on most planes since session 16: the max
+//   s1 figures below are that removed form's record): one thread per 4 columns of a run of at most 16 rows of a plane walks the window
 //   rows oh in increasing order: per window row it reads its NW
 //   dy values (6 for s1, 3 for s2) and, for max, the S new x rows (8 or 7 columns: a float4 and
 //   its halo), keeps per input row each window's first maximum (value, column) and per window
@@ -232,6 +232,18 @@
 //   HINT form; H200: better than sep_kernel's 0.117 if its per-step load latency is what holds it
 //   there (the staging then overlaps across the 5 blocks of an SM), worse if the 20 warps are too
 //   few to overlap staging and compute.
+// SESSION 16, MEASURED (H100, 2026-11-27, bench/pool.py k3 s1 p1 (32, 256, 56, 56), one build;
+//   bench/results/2026-11-27-h100-s16-pool.md): sep_kernel 0.136 ms (0.76 of copy bandwidth),
+//   HINT 0.148 (0.70), BAND 0.110 (0.93, 0.25x PyTorch); sep_kernel with 16 / 28 rows per run
+//   0.143 / 0.140. ncu (sep_kernel, the plain form): 215 MB read from DRAM for 205 MB nominal
+//   (the halo re-reads mostly hit L2: the session-15 suspect, DRAM misses, was wrong), DRAM busy
+//   68% of the kernel, 12.9 cycles between a warp's instructions: sep_kernel waits on its per-step
+//   global loads (one window row ahead), which the band kernel replaces by one burst of cp.async
+//   per plane (all of it in flight at once) and shared-memory loads. band_kernel is the default where its runs busy at
+//   least half of a block's threads (pool::fast::band_takes; the sweep over plane sizes is in its
+//   comment: a 7 x 7 plane keeps 14 of 128 threads busy and is 2.7x slower there); sep_kernel
+//   takes the rest (small planes, rows over 512 columns). The HINT form and the TLRT_POOL_SEP /
+//   TLRT_POOL_ROWS switches are removed (commit e674b71 has them).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the
@@ -285,9 +297,6 @@
 //   the window's extent when count_include_pad is false).
 // smooth_stats_kernel + smooth_gather_kernel (smooth_maxpool_bwd): pass 1 writes pivot and S per
 //   window (8 bytes per output); pass 2 gathers dy[w] * (exp(b (x - pivot_w)) / S_w).
-#include <cstdlib>
-#include <cstring>
-
 #include "core/backend/memory.hpp"
 #include "core/backend/pool.hpp"
 #include "core/numerics/pool_ops.hpp"
@@ -463,20 +472,19 @@ __global__ void __launch_bounds__(kThreads, stream_blocks<K, C>())
 // registers; sm_90: the float4 body 78, no spill, the scalar body, odd widths only, 80 and 40
 // bytes spilled), 32 KB of shared memory per block (the threads' accumulator rings); VEC: float4
 // rows (one kernel per choice, so that the scalar body costs the float4 one no register).
-// HINT: the L2 eviction priorities of sep_body's HINT form (session 15, not yet measured: chosen
-// by TLRT_POOL_SEP=hint in the environment, read per call, for the A/B on the GPU).
-template <class C, bool VEC, bool HINT>
+// Planes band_kernel takes (pool::fast::band_takes) do not come here.
+template <class C, bool VEC>
 __global__ void __launch_bounds__(kThreads, 3)
     sep_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
                const float *__restrict dy, float *__restrict dx) {
   __shared__ float ring[pool::fast::kSepSlots * pool::fast::kSepStride];  // 32 KB
   const uint32_t t = blockIdx.x * kThreads + threadIdx.x;
-  if (t < p.stotal) pool::fast::sep_body<C, VEC, HINT>(m, p, x, dy, dx, t, ring + threadIdx.x);
+  if (t < p.stotal) pool::fast::sep_body<C, VEC>(m, p, x, dy, dx, t, ring + threadIdx.x);
 }
 
-// Max k3 s1 p1 from bands staged in shared memory (pool::fast::band_stage, band_run; session 15,
-// not yet measured: TLRT_POOL_SEP=band). 5 blocks of 128 threads per SM by shared memory (at
-// most 25 KB staged + 16 KB of rings).
+// Max k3 s1 p1 from bands staged in shared memory (pool::fast::band_stage, band_run), where
+// pool::fast::band_takes says so. 5 blocks of 128 threads per SM by shared memory (at most 25 KB
+// staged + 16 KB of rings).
 template <class C, bool VEC>
 __global__ void __launch_bounds__(pool::fast::kBandThreads, 5)
     band_kernel(const Dims<uint32_t> m, const pool::fast::BandPlan b, const float *__restrict x,
@@ -494,17 +502,6 @@ __global__ void __launch_bounds__(pool::fast::kBandThreads, 5)
   pool::fast::band_run<C, VEC>(m, b, plane, bi, sm, dx, threadIdx.x);
 }
 
-// The form of the max k3 s1 p1 backward, from TLRT_POOL_SEP in the environment (read per call; a
-// measurement switch): unset, sep_kernel; "hint", sep_kernel's HINT form; "band", band_kernel.
-enum class SepForm { plain, hint, band };
-SepForm sep_form() {
-  const char *e = std::getenv("TLRT_POOL_SEP");
-  if (e == nullptr) return SepForm::plain;
-  if (std::strcmp(e, "hint") == 0) return SepForm::hint;
-  if (std::strcmp(e, "band") == 0) return SepForm::band;
-  return SepForm::plain;
-}
-
 template <Kind K, class C>
 __global__ void __launch_bounds__(kThreads)
     tile_kernel(const Dims<uint32_t> m, const pool::fast::Plan p, const float *__restrict x,
@@ -517,26 +514,10 @@ __global__ void __launch_bounds__(kThreads)
   pool::fast::tile_cells<K, C>(m, p, T, x, beta, sm, threadIdx.x, dx);
 }
 
-// TLRT_POOL_ROWS=<n> in the environment (read per call; a measurement switch, session 15): the
-// stream path's dx rows per run (pool::fast::StreamOpt::rows, default kStreamRows = 8), for
-// sep_kernel and stream_kernel alike: the halo a run re-reads is 2 x rows and 2 dy rows (max k3 s1
-// p1) whatever the run's height. Any n >= 1 gives the same bits (the emulation test runs 1, 2, 3,
-// 5, 8 and 4096); a value that is not a whole number in 1 .. 65536 is ignored.
-pool::fast::StreamOpt stream_opt() {
-  pool::fast::StreamOpt o;
-  const char *e = std::getenv("TLRT_POOL_ROWS");
-  if (e != nullptr && *e != '\0') {
-    char *end = nullptr;
-    const long v = std::strtol(e, &end, 10);
-    if (*end == '\0' && v >= 1 && v <= 65536) o.rows = (uint32_t)v;
-  }
-  return o;
-}
-
 // The fast backward of kind K when g has one (launched, true), else false.
 template <Kind K>
-bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const float *dy,
-                   bool include_pad, float beta, float *dx) {
+bool fast_backward(int dev, cudaStream_t st, const ConvGeometry &g, const float *x,
+                   const float *dy, bool include_pad, float beta, float *dx) {
   using pool::fast::Plan;
   return pool::fast::bwd_path(
       g, K, x, dy, dx,
@@ -554,42 +535,30 @@ bool fast_backward(cudaStream_t st, const ConvGeometry &g, const float *x, const
         using C = decltype(c);
         if constexpr (K == Kind::Max && pool::fast::sep_cfg<C>()) {
           const bool vec = p.vec_in && p.vec_out;
-          const SepForm form = sep_form();
           pool::fast::BandPlan bp;
-          if (form == SepForm::band && pool::fast::band_plan(m, bp)) {
+          if (pool::fast::band_takes(m, bp)) {
             const size_t smem = bp.floats * sizeof(float);
-            // 5 blocks of ~41 KB per SM: ask for the whole unified L1 / shared memory as shared
-            // (the default carveout is only the driver's choice).
             auto kern = vec ? band_kernel<C, true> : band_kernel<C, false>;
-            check(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       (int)cudaSharedmemCarveoutMaxShared),
-                  "pool band_kernel: cudaFuncSetAttribute");
-            if (vec)
-              band_kernel<C, true><<<bp.blocks, pool::fast::kBandThreads, smem, st>>>(m, bp, x,
-                                                                                     dy, dx);
-            else
-              band_kernel<C, false><<<bp.blocks, pool::fast::kBandThreads, smem, st>>>(m, bp, x,
-                                                                                      dy, dx);
+            // 5 blocks of ~41 KB per SM: the whole unified L1 / shared memory as shared (the
+            // default carveout is the driver's choice), once per kernel and device.
+            static SmemAllowed carveout[2];
+            carveout[vec].ensure(dev, kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 (int)cudaSharedmemCarveoutMaxShared, "pool band_kernel: carveout");
+            kern<<<bp.blocks, pool::fast::kBandThreads, smem, st>>>(m, bp, x, dy, dx);
             check_launch("pool band_kernel");
             return;
           }
-          const bool hint = form == SepForm::hint;
-          if (vec && hint)
-            sep_kernel<C, true, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-          else if (vec)
-            sep_kernel<C, true, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
-          else if (hint)
-            sep_kernel<C, false, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+          if (vec)
+            sep_kernel<C, true><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           else
-            sep_kernel<C, false, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
+            sep_kernel<C, false><<<blocks, kThreads, 0, st>>>(m, p, x, dy, dx);
           check_launch("pool sep_kernel");
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {
           stream_kernel<K, decltype(c)><<<blocks, kThreads, 0, st>>>(m, p, x, dy, include_pad, dx);
           check_launch("pool stream_kernel");
         }
-      },
-      stream_opt());
+      });
 }
 
 // ---- dispatch -----------------------------------------------------------------------------
@@ -647,7 +616,7 @@ void smooth_maxpool_fwd(int dev, const ConvGeometry &g, const float *x, float be
 
 void maxpool_bwd(int dev, const ConvGeometry &g, const float *x, const float *dy, float *dx) {
   cudaStream_t st = stream(dev);
-  if (fast_backward<Kind::Max>(st, g, x, dy, false, 0.0f, dx)) return;
+  if (fast_backward<Kind::Max>(dev, st, g, x, dy, false, 0.0f, dx)) return;
   dispatch(g, [&](auto m, auto r) {
     using I = decltype(m.nc);
     constexpr int R = decltype(r)::value;
@@ -663,7 +632,7 @@ void maxpool_bwd(int dev, const ConvGeometry &g, const float *x, const float *dy
 void avgpool_bwd(int dev, const ConvGeometry &g, const float *dy, bool count_include_pad,
                  float *dx) {
   cudaStream_t st = stream(dev);
-  if (fast_backward<Kind::Avg>(st, g, nullptr, dy, count_include_pad, 0.0f, dx)) return;
+  if (fast_backward<Kind::Avg>(dev, st, g, nullptr, dy, count_include_pad, 0.0f, dx)) return;
   dispatch(g, [&](auto m, auto r) {
     using I = decltype(m.nc);
     avg_gather_kernel<decltype(r)::value, I>
@@ -675,7 +644,7 @@ void avgpool_bwd(int dev, const ConvGeometry &g, const float *dy, bool count_inc
 void smooth_maxpool_bwd(int dev, const ConvGeometry &g, const float *x, const float *dy,
                         float beta, float *dx) {
   cudaStream_t st = stream(dev);
-  if (fast_backward<Kind::Smooth>(st, g, x, dy, false, beta, dx)) return;
+  if (fast_backward<Kind::Smooth>(dev, st, g, x, dy, false, beta, dx)) return;
   dispatch(g, [&](auto m, auto r) {
     using I = decltype(m.nc);
     constexpr int R = decltype(r)::value;

@@ -35,7 +35,8 @@
 //   decomposition): row-first argmax from shared pairs, codes that are offsets into a per-thread
 //   shared-memory ring of dx rows, one scatter (ring[code] += dy) per window in output order
 //   (sep_core); band_stage / band_run: the same sep_core over rows staged in shared memory, one
-//   block per band of a plane (band_kernel, a measurement form: TLRT_POOL_SEP=band).
+//   block per band of a plane (band_kernel: the default where band_takes() says so, i.e. where
+//   a band's runs keep at least half of its threads busy; sep_kernel elsewhere).
 // tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
 //   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
 //   covering window stores its statistic in shared memory (max: dy and the selected cell's
@@ -279,67 +280,6 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #else
   emu_check(aligned16(p), "unaligned float4 store");
   std::memcpy(p, r.v, sizeof r.v);
-#endif
-}
-
-// L2 eviction priorities (sep_body's HINT form): `keep` (evict_last) for a line another thread
-// will read again later, `drop` (evict_first) for a line read or written for the last time.
-// Accesses with a policy set the line's priority in L2, hits included (an `evict_unchanged`
-// policy exists to avoid that). sm_80+; elsewhere, and on the host, plain accesses (the values
-// are the same: a hint never changes what is loaded or stored).
-struct L2Pol {
-  uint64_t keep, drop;
-};
-TLRT_HD L2Pol l2_policies() {
-  L2Pol r{0, 0};
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(r.keep));
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(r.drop));
-#endif
-  return r;
-}
-TLRT_HD F4 ld4p(const float *p, uint64_t pol) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  F4 r;
-  asm("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-      : "=f"(r.v[0]), "=f"(r.v[1]), "=f"(r.v[2]), "=f"(r.v[3])
-      : "l"(p), "l"(pol));
-  return r;
-#else
-  (void)pol;
-  return ld4(p);
-#endif
-}
-TLRT_HD F2 ld2p(const float *p, uint64_t pol) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  F2 r;
-  asm("ld.global.L2::cache_hint.v2.f32 {%0, %1}, [%2], %3;"
-      : "=f"(r.v[0]), "=f"(r.v[1])
-      : "l"(p), "l"(pol));
-  return r;
-#else
-  (void)pol;
-  return ld2(p);
-#endif
-}
-TLRT_HD float ld1p(const float *p, uint64_t pol) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  float r;
-  asm("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(r) : "l"(p), "l"(pol));
-  return r;
-#else
-  (void)pol;
-  return *p;
-#endif
-}
-TLRT_HD void st4p(float *p, const F4 &r, uint64_t pol) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p),
-               "f"(r.v[0]), "f"(r.v[1]), "f"(r.v[2]), "f"(r.v[3]), "l"(pol)
-               : "memory");
-#else
-  (void)pol;
-  st4(p, r);
 #endif
 }
 
@@ -1407,7 +1347,7 @@ struct SepRun {
 };
 
 // STRIDE: the ring's slot stride (the block's threads: element s at ring[s * STRIDE]).
-template <class C, bool VEC, bool HINT = false, uint32_t STRIDE = kSepStride>
+template <class C, bool VEC, uint32_t STRIDE = kSepStride>
 TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
   static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
   constexpr int ST = (int)STRIDE * 4;  // codes are BYTE offsets into the ring
@@ -1426,13 +1366,6 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
   const int base = ohA - PH;             // input row of ring row 0
   int nan_until = ohA - 1;               // window rows <= nan_until hold a real NaN: rescan
   const bool left = w > 0, right = (uint32_t)w + 4 < IW;
-  // HINT: the rows this run shares with the run above (the two rows before its first and its
-  // first two: x rows hA - 2 .. hA + 1, dy rows ohA, ohA + 1) are read here at the start and by
-  // the run above at its end, ~8 window rows later: loaded with `keep` so that L2 still holds
-  // them then; everything else (rows read once, or for the second time) with `drop`, dx stored
-  // with `drop`. The first run of a plane has no run above: all `drop`.
-  const L2Pol pol = HINT ? l2_policies() : L2Pol{0, 0};
-  const bool shared_top = HINT && hA > 0;
 
   // Ring rows 0 .. 3 of the thread's own cells start at +0 (the other slots are never read).
   TLRT_UNROLL
@@ -1442,18 +1375,17 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
 
   // The row-first maxima H (value, code) of the 6 windows on the input row at xr (columns from
   // w; xr = nullptr: a padding row, top (h < 0: sentinel) or bottom (-inf)), ring row R.
-  auto row_h = [&](auto in_c, const float *xr, int h, int R, float (&hv)[6], int (&hc)[6],
-                   uint64_t pl) {
+  auto row_h = [&](auto in_c, const float *xr, int h, int R, float (&hv)[6], int (&hc)[6]) {
     float c[8];
     if (decltype(in_c)::value || xr != nullptr) {
       bool nan;
       if (VEC) {  // IW % 4 == 0: the float4 at w inside, halos whole float2s or outside
-        const F4 b = HINT ? ld4p(xr, pl) : ld4(xr);
+        const F4 b = ld4(xr);
         TLRT_UNROLL
         for (int e = 0; e < 4; ++e) c[2 + e] = b.v[e];
         F2 l = {{sent, sent}}, r = {{-inf, -inf}};
-        if (left) l = HINT ? ld2p(xr - 2, pl) : ld2(xr - 2);
-        if (right) r = HINT ? ld2p(xr + 4, pl) : ld2(xr + 4);
+        if (left) l = ld2(xr - 2);
+        if (right) r = ld2(xr + 4);
         c[0] = l.v[0];
         c[1] = l.v[1];
         c[6] = r.v[0];
@@ -1465,9 +1397,7 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
         TLRT_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int col = w - 2 + e;
-          c[e] = col < 0                ? sent
-                 : (uint32_t)col < IW ? (HINT ? ld1p(xr + e - 2, pl) : xr[e - 2])
-                                      : -inf;
+          c[e] = col < 0 ? sent : (uint32_t)col < IW ? xr[e - 2] : -inf;
           nan = nan | (col >= 0 && c[e] != c[e]);
         }
       }
@@ -1519,11 +1449,10 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
   int h0c[6], h1c[6];
   {
     const int ha = base, hb = base + 1;
-    const uint64_t pl = shared_top ? pol.keep : pol.drop;
     const float *ra = (unsigned)ha < IH ? xp + (int64_t)(ha - run.x0) * (int)IW + w : nullptr;
     const float *rb = (unsigned)hb < IH ? xp + (int64_t)(hb - run.x0) * (int)IW + w : nullptr;
-    row_h(std::false_type{}, ra, ha, 0, h0v, h0c, pl);
-    row_h(std::false_type{}, rb, hb, 1, h1v, h1c, pl);
+    row_h(std::false_type{}, ra, ha, 0, h0v, h0c);
+    row_h(std::false_type{}, rb, hb, 1, h1v, h1c);
   }
   auto write_row = [&](float *o, int h, int R) {
     if (h < hA || h >= hB) return;
@@ -1531,10 +1460,7 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
     TLRT_UNROLL
     for (int i = 0; i < kV; ++i) r[i] = ring[(R * 8 + 2 + i) * STRIDE];
     if (VEC) {
-      if (HINT)
-        st4p(o, F4{{r[0], r[1], r[2], r[3]}}, pol.drop);
-      else
-        st4(o, F4{{r[0], r[1], r[2], r[3]}});
+      st4(o, F4{{r[0], r[1], r[2], r[3]}});
     } else {
       TLRT_UNROLL
       for (int i = 0; i < kV; ++i)
@@ -1554,24 +1480,23 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
       pf(gp + ((uint32_t)og * OW + cw), gp, m.out_sp);
       pf(xp + ((uint32_t)hx * IW + (uint32_t)w), xp, m.in_sp);
     }
-    const uint64_t pl = shared_top && oh < ohA + 2 ? pol.keep : pol.drop;
     float nv[6];
     int nc[6];
     row_h(std::integral_constant<bool, !BOTTOM>{}, BOTTOM ? nullptr : xr, oh - PH + 2,
-          (K + 2) & 3, nv, nc, pl);
+          (K + 2) & 3, nv, nc);
     xr += IW;
     // dy of the windows ow = w - 1 .. w + 4 (absent ones 0: their term adds nothing).
     float g[6];
     if (VEC) {
-      const F4 b = HINT ? ld4p(gr, pl) : ld4(gr);
+      const F4 b = ld4(gr);
       TLRT_UNROLL
       for (int e = 0; e < 4; ++e) g[1 + e] = b.v[e];
-      g[0] = left ? (HINT ? ld1p(gr - 1, pl) : gr[-1]) : 0.0f;
-      g[5] = (uint32_t)w + 4 < OW ? (HINT ? ld1p(gr + 4, pl) : gr[4]) : 0.0f;
+      g[0] = left ? gr[-1] : 0.0f;
+      g[5] = (uint32_t)w + 4 < OW ? gr[4] : 0.0f;
     } else {
       TLRT_UNROLL
       for (int u = 0; u < 6; ++u)
-        g[u] = (unsigned)(w + u - 1) < OW ? (HINT ? ld1p(gr + u - 1, pl) : gr[u - 1]) : 0.0f;
+        g[u] = (unsigned)(w + u - 1) < OW ? gr[u - 1] : 0.0f;
     }
     gr += OW;
     int code[6];
@@ -1667,7 +1592,7 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
 
 // Thread t < f.stotal of sep_kernel: 4 columns of a run of f.rh rows of one plane (the stream
 // kernel's decomposition), read from x and dy in global memory.
-template <class C, bool VEC, bool HINT = false>
+template <class C, bool VEC>
 TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                       float *dx, uint32_t t, float *ring) {
   const uint32_t q1 = fdiv(f.by_cols, t), gx = t - q1 * f.cols;
@@ -1677,22 +1602,22 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   const SepRun r{x + (uint64_t)plane * m.in_sp, dy + (uint64_t)plane * m.out_sp,
                  dx + (uint64_t)plane * m.in_sp, 0, 0, (int)gx * kV, hA,
                  hA + (int)f.rh < IH ? hA + (int)f.rh : IH, f.ahead};
-  sep_core<C, VEC, HINT>(m, r, ring);
+  sep_core<C, VEC>(m, r, ring);
 }
 
 // ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride).
-template <class C, bool HINT = false>
+template <class C>
 TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                      float *dx, uint32_t t, float *ring) {
   if (f.vec_in && f.vec_out)
-    sep_body<C, true, HINT>(m, f, x, dy, dx, t, ring);
+    sep_body<C, true>(m, f, x, dy, dx, t, ring);
   else
-    sep_body<C, false, HINT>(m, f, x, dy, dx, t, ring);
+    sep_body<C, false>(m, f, x, dy, dx, t, ring);
 }
 
 // ---- backward, max k3 s1 p1 from bands staged in shared memory (band_kernel) -----------------
 
-// band_kernel (cuda/pool.cu; TLRT_POOL_SEP=band, session 15, not yet measured): one block of
+// band_kernel (cuda/pool.cu; session 15, measured and made the default in session 16): one block of
 // kBandThreads threads per band of at most bh dx rows of one plane. Phase 1 (band_stage): every x
 // row and dy row the band's windows read is copied into shared memory, all of them in flight at
 // once (16-byte cp.async where rows are float4-aligned, else 4-byte); phase 2 (band_run, after the
@@ -1748,6 +1673,18 @@ inline bool band_plan(const Dims<uint32_t> &m, BandPlan &b) {
   b.blocks = (uint32_t)blocks;
   b.by_bands = make_fastdiv(b.bands);
   return true;
+}
+
+// Whether band_kernel takes g (true: b is its plan), else sep_kernel: where band_plan applies and
+// the band's runs busy at least half of the block's threads (cols x runs >= kBandThreads / 2).
+// Measured (H100, 2026-11-27, bench/pool.py --sweep, max k3 s1 p1 backward, ms sep / band):
+// planes 7 x 7 0.130 / 0.348 (14 busy threads), 14 x 14 0.082 / 0.135 (56), 28 x 28 0.055 /
+// 0.045 (98), 56 x 56 0.040 / 0.035 (112), 112 x 112 0.037 / 0.035 (several bands), 75 x 301
+// 0.046 / 0.047 (76; bands of 5 rows, one run each); (32, 256, 56, 56) 0.136 / 0.110.
+inline bool band_takes(const Dims<uint32_t> &m, BandPlan &b) {
+  if (!band_plan(m, b)) return false;
+  const uint32_t runs = (b.bh + b.rh - 1) / b.rh;
+  return (uint64_t)b.cols * runs >= kBandThreads / 2;
 }
 
 // Rows of band `bi` (of any plane): dx rows [b0, b1); its windows' rows [ohA, ohB] (dy); their
@@ -1808,7 +1745,7 @@ TLRT_HD void band_run(const Dims<uint32_t> &m, const BandPlan &b, uint32_t plane
   float *ring = sm + (b.floats - kSepSlots * kBandThreads) + tid;
   const SepRun sr{sm, sm + b.gstage, dx + (uint64_t)plane * m.in_sp, r.xlo, r.ohA,
                   (int)gx * kV, hA, hB, 0};
-  sep_core<C, VEC, false, kBandThreads>(m, sr, ring);
+  sep_core<C, VEC, kBandThreads>(m, sr, ring);
 }
 
 // ---- path choice and launch shapes (shared by cuda/pool.cu and the emulation test) -------------

@@ -259,25 +259,6 @@ __global__ void fwd_out(const float *__restrict A, const float *__restrict B,
   }
 }
 
-// A kernel attribute set once per device (with dev current), e.g. its dynamic shared memory above
-// the 48 KiB default for its largest block. Setting it again is harmless, so two threads racing
-// here only repeat it.
-struct SmemAllowed {
-  static constexpr int kDevs = 64;
-  std::atomic<bool> done[kDevs] = {};
-  template <class K>
-  void ensure(int dev, K kernel, size_t bytes, const char *what) {
-    ensure(dev, kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes, what);
-  }
-  template <class K>
-  void ensure(int dev, K kernel, cudaFuncAttribute attr, int value, const char *what) {
-    const bool cached = dev >= 0 && dev < kDevs;
-    if (cached && done[dev].load(std::memory_order_acquire)) return;
-    check(cudaFuncSetAttribute(kernel, attr, value), what);
-    if (cached) done[dev].store(true, std::memory_order_release);
-  }
-};
-
 // diag forward with C > 1 and at least this many channels: fwd_chained (one pass, X read once);
 // with fewer channel groups (32 channels each) the segment hops of its carry chain would set the
 // pace (cuda/scan_kernels.cuh's cost model).

@@ -43,7 +43,8 @@ fi
 
 # Only the parity suite (quicker than `test` while iterating on kernels); PARITY_TESTS: test names
 # (e.g. "parity_pool parity_attention") instead of the whole suite. The measurement switches of
-# the kernels (TLRT_POOL_SEP, TLRT_ATTN_FWD_EXP, ...) pass through the environment.
+# the kernels (TLRT_ATTN_BWD, TLRT_ATTN_EXP, ...; bench/README.md lists them) pass through the
+# environment.
 if has parity; then
   meson test -C "$B" --suite parity --num-processes 2 --print-errorlogs ${PARITY_TESTS:-} \
       >/tmp/parity.log 2>&1
@@ -156,7 +157,7 @@ fi
 # A/B of measurement switches: one run of `python3 bench/$AB_BENCH $AB_ARGS` per entry of
 # AB_SETTINGS (space-separated VAR=value, "-" for none), in one build, the table rows of each
 # printed in turn. E.g. AB_BENCH=pool.py AB_ARGS="--only k3_s1_p1"
-# AB_SETTINGS="- TLRT_POOL_SEP=hint TLRT_POOL_SEP=band" scripts/gpu-check.sh ab
+# AB_SETTINGS="- TLRT_ATTN_EXP=shared" scripts/gpu-check.sh ab
 if has ab && [ -n "${AB_BENCH:-}" ]; then
   for setting in ${AB_SETTINGS:--}; do
     envs=()

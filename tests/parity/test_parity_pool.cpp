@@ -12,8 +12,8 @@
 // any), the 64-bit index path (a stride of 2^31 on small tensors), the benchmark shapes
 // (N, 64, 112, 112) k3 s2 p1 and k2 s2 and (N, 256, 56, 56) k3 s1 p1, a 1-D row of 2^22, and
 // the fast kernels' cases (every compiled configuration, float4 and scalar rows, edges; max k3 s1
-// p1 with several bands per plane). TLRT_POOL_SEP=hint / band in the environment runs the max k3
-// s1 p1 backward's other forms (cuda/pool.cu), which must agree bit for bit as well.
+// p1 on both of its kernels: band_kernel with one and several bands per plane, sep_kernel on the
+// planes band_takes declines: small planes and rows of more than 512 columns).
 // Inputs: every th::Dist (uniform, wide exponents, bit patterns with NaN / inf / subnormals, edge
 // values, positive); dy uniform (bit patterns for the bits case); beta in {1, -1, 7.5, -0.25}.
 // TLRT_PARITY_MAX_N=<n> caps the input sizes. Exits 77 (skipped) unless a CUDA device is usable;
@@ -179,6 +179,9 @@ void all() {
            Geo{1, 2, {40, 256}, {3, 3}, {1, 1}, {1, 1}},  // several bands per plane (band_kernel)
            Geo{1, 1, {30, 301}, {3, 3}, {1, 1}, {1, 1}},
            Geo{1, 1, {41, 256}, {3, 3}, {1, 1}, {0, 1}},
+           Geo{2, 3, {28, 28}, {3, 3}, {1, 1}, {1, 1}},  // one band per plane
+           Geo{1, 1, {9, 600}, {3, 3}, {1, 1}, {1, 1}},  // rows too wide for a band: sep_kernel
+           Geo{1, 1, {6, 513}, {3, 3}, {1, 1}, {1, 1}},
            Geo{1, 2, {1, 1}, {3, 3}, {1, 1}, {1, 1}},
            Geo{1, 2, {2, 2}, {2, 2}, {2, 2}, {0, 0}},
            Geo{1, 2, {5, 7, 9}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}},

@@ -28,9 +28,9 @@
 // the default distance is 1). The separable-argmax max backward (sep_run: the only max k3 s1 p1
 // backward of the stream path since session 9, when the stream kernel's max k3 s1 p1 form and the
 // forwarded-scatter form TLRT_POOL_BWD=sepfw were removed) on every stream geometry it takes
-// (k3 s1 p1, float4 and scalar bodies; the plain form on the first pass over a pre-filled output,
-// the band kernel of TLRT_POOL_SEP=band on the second, with several bands per plane on rows of
-// 256 and 301 columns, and the HINT form of TLRT_POOL_SEP=hint on a third) with every input kind
+// (k3 s1 p1, float4 and scalar bodies; sep_kernel on the first pass over a pre-filled output,
+// band_kernel on the second wherever band_plan applies, whether or not the library's band_takes
+// would choose it, with several bands per plane on rows of 256 and 301 columns) with every input kind
 // at the default run height and
 // distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2, 3, 5, 4096 and
 // prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its shared-memory rings
@@ -115,11 +115,12 @@ bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float be
 }
 
 int sep_runs = 0;   // backward runs of sep_run (max k3 s1 p1 on the stream path)
-int band_runs = 0;  // of them, runs of the band kernel (TLRT_POOL_SEP=band)
+int band_runs = 0;  // of them, runs of the band kernel
 
-// The forms of the max k3 s1 p1 backward (cuda/pool.cu's TLRT_POOL_SEP): sep_kernel, its HINT
-// form, band_kernel (which falls back to sep_kernel where band_plan declines, as in the library).
-enum class SepForm { plain, hint, band };
+// The kernels of the max k3 s1 p1 backward (cuda/pool.cu): sep_kernel, or band_kernel wherever
+// band_plan applies (sep_kernel where it declines). The library takes band_kernel only where
+// band_takes also holds; both kernels must give the CPU backend's bits everywhere.
+enum class SepForm { plain, band };
 
 template <Kind K>
 const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, float *dx, bool pad,
@@ -189,12 +190,7 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
           std::vector<float> ring(kSepSlots * kSepStride);
           std::memset(ring.data(), 0xEE, ring.size() * 4);
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
-            if (t < p.stotal) {
-              if (form == SepForm::hint)
-                sep_run<C, true>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
-              else
-                sep_run<C, false>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
-            }
+            if (t < p.stotal) sep_run<C>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
@@ -241,13 +237,10 @@ void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
   Aligned ax(x.size(), 0), ady(dy.size(), 0);
   std::memcpy(ax.p, x.data(), x.size() * 4);
   std::memcpy(ady.p, dy.data(), dy.size() * 4);
-  // The max k3 s1 p1 backward's forms (TLRT_POOL_SEP), one per pass: sep_kernel, band_kernel and
-  // (not under valgrind: the host code of the plain form, only the L2 eviction priorities of its
-  // loads and stores differ, which the host does not model) sep_kernel's HINT form.
-  const int passes = th::under_valgrind() ? 2 : 3;
-  for (int pass = 0; pass < passes; ++pass) {
-    const uint32_t fill = kFills[pass % 2];
-    const SepForm form = pass == 0 ? SepForm::plain : pass == 1 ? SepForm::band : SepForm::hint;
+  // The max k3 s1 p1 backward's kernels, one per pass: sep_kernel, band_kernel.
+  for (int pass = 0; pass < 2; ++pass) {
+    const uint32_t fill = kFills[pass];
+    const SepForm form = pass == 0 ? SepForm::plain : SepForm::band;
     Aligned y(g.out_elems, fill), dx(g.in_elems, fill);
     if (emu_fwd<K>(g, ax.p, y.p, pad, b32)) {
       compare(w + " fwd", ref_y, y.p);
@@ -463,8 +456,8 @@ int main() {
       {1, 1, {31, 4}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 2, {9, 8}, {3, 3}, {1, 1}, {0, 1}, "stream"},
       {1, 1, {20, 13}, {3, 3}, {1, 1}, {0, 1}, "stream"},
-      // max k3 s1 p1 with several bands per plane on the band kernel (TLRT_POOL_SEP=band: rows
-      // of 256 and 301 columns leave room for 5 to 9 rows per band), float4 and scalar rows,
+      // max k3 s1 p1 with several bands per plane on the band kernel (rows of 256 and 301
+      // columns leave room for 5 to 9 rows per band), float4 and scalar rows,
       // row padding 1 and 0
       {1, 2, {40, 256}, {3, 3}, {1, 1}, {1, 1}, "stream"},
       {1, 1, {30, 301}, {3, 3}, {1, 1}, {1, 1}, "stream"},
@@ -551,6 +544,23 @@ int main() {
     }
   }
   stream_opt = StreamOpt{};
+  // Which max k3 s1 p1 planes the library gives band_kernel (band_takes: band_plan applies and
+  // at least half of the block's threads are busy), on the planes the choice was measured on.
+  struct Choice {
+    uint64_t h, w;
+    bool band;
+  };
+  for (const Choice &c : {Choice{7, 7, false}, Choice{14, 14, false}, Choice{28, 28, true},
+                          Choice{56, 56, true}, Choice{112, 112, true}, Choice{75, 301, true},
+                          Choice{64, 640, false}, Choice{1, 1, false}, Choice{300, 20, true}}) {
+    const Geo q{2, 3, {c.h, c.w}, {3, 3}, {1, 1}, {1, 1}, "stream"};
+    BandPlan bp;
+    ++th::checks();
+    if (band_takes(tlrt::pool::make_dims<uint32_t>(geometry(q)), bp) != c.band)
+      th::report(__FILE__, __LINE__,
+                 "band_takes(" + std::to_string(c.h) + " x " + std::to_string(c.w) + ") is not " +
+                     (c.band ? "true" : "false"));
+  }
   std::printf("pool_kernels: %d fast forward and %d fast backward runs compared, %d of them "
               "separable max backward (%d on the band kernel)\n", fast_fwd, paths_checked,
               sep_runs, band_runs);
