@@ -146,7 +146,7 @@
 // columns: (131072, 512) 0.317 -> 0.306 (0.84 -> 0.88). The 0.85 target at (65536, 1024) (<=
 // 0.314 ms) is still missed by 3%: the ring kernel alone takes ~0.314.
 // SESSION 15, THE RING KERNEL'S INSTRUCTIONS (no GPU time in that session: read from the SASS,
-// emulated bit for bit, NOT YET MEASURED). What the figures say: the H200 (copy 4250 GB/s) runs
+// emulated bit for bit; measured in session 16, below). What the figures say: the H200 (copy 4250 GB/s) runs
 // the whole op at (65536, 1024) in 0.269 ms, 0.70 of its copy bandwidth, only 1.2x the H100's
 // 0.324 where the copy is 1.4x faster: the SM side holds it. And the SASS of fused_pipe_bwd<64, 4,
 // 2> (1024 columns) has 1363 instructions per row step, 16 elements of dy and x per thread: ~85 per
@@ -158,16 +158,28 @@
 // (1) one base pointer per row and array (element i of thread T is off(0, i) + T, the offsets
 // compile-time constants), (2) the copies without a branch (past the row's end a cp.async of 0
 // bytes, whose slot is never read), (3) FULL (cols == the layout's width: 512, 1024, 2048, 4096
-// columns) drops the per-element bounds tests everywhere, (4) d = dy gamma and xhat, computed
-// three and two times per element before (from the slots, at the 80-register cap), are computed
-// once in the lane fold and written over the element's own dy and x slots for the sums and dx.
-// Row step, static SASS (sm_90, ptxas -v: no spill, 69-80 registers for 2 stages): FULL 1363 ->
-// 737 ((1)-(3)) -> 668 ((4): FADD 122, LDS 103, FMUL 96, STS 34, LDGSTS 32, LDG 18 (gamma, L1),
-// STG 16, ~150 integer / other: ~42 per element); other widths 1363 -> 908. The same bits
-// (tests/unit/test_layer_norm_emu.cpp).
+// columns) drops the per-element bounds tests everywhere. Row step, static SASS (sm_90, ptxas -v:
+// no spill, registers 77-80 for 2 stages, as before): FULL 1363 -> 737 instructions (FADD 154,
+// FMUL 144, LDS 103, LDG 34 (gamma, L1), LDGSTS 32, STG 16, ~150 integer / other: ~46 per
+// element); other widths 1363 -> 978. The same bits (tests/unit/test_layer_norm_emu.cpp).
 // PREDICTED (H100, bench/softmax.py, whole op): issue time halves, so the kernel meets the memory
 // side: (65536, 1024) 0.324 -> ~0.295 ms (0.83 -> ~0.89 of copy bandwidth), (16384, 4096) 0.345
 // -> ~0.30 (0.78 -> ~0.88); H200 0.269 -> ~0.225, 0.285 -> ~0.235.
+// MEASURED (session 16, H100, 2026-11-27, bench/softmax.py, whole op, ms, three libraries that
+// differ only in cuda/layer_norm_kernels.cuh, each run twice in one process order): (65536, 1024)
+// / (16384, 4096) / (32768, 2048) / (131072, 512): session 10's kernel 0.323 / 0.344 / 0.331 /
+// 0.306; (1)-(3) 0.320 / 0.345 / 0.328 / 0.306; (1)-(3) plus d and xhat computed once and
+// written over their ring slots (commit 6173b74) 0.322 / 0.350 / 0.333 / 0.306. So halving the
+// instructions moved the time by 1% at most: the prediction was wrong, the kernel is not
+// issue-bound. ncu ((1)-(4), (65536, 1024)): 310 us, DRAM 77% of peak and exactly the nominal
+// bytes, SMs active 95% of the elapsed cycles, 5.6 of 16 warps per scheduler (80 registers, 3
+// blocks of 8 warps), 19.4 cycles between a warp's instructions of which 7.5 waiting on the MIO
+// queue (shared-memory and cp.async instructions), issue 29% busy. The write-back (4) added
+// shared-memory traffic to that queue and was reverted; (1)-(3) stay. What remains is latency
+// with too few warps and the 5% of idle SM time at the end of 1024 equal items on 396 slots
+// (2.6 waves), not the instruction count. What would be next: d and xhat are still computed 3
+// and 2 times per element from shared memory (FMUL 9, FADD 9, LDS 6.4 per element; the
+// 80-register cap of 3 blocks per SM).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096

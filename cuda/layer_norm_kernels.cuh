@@ -346,30 +346,23 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
       const bool active = rw < rows;
       const uint64_t base = active ? rw * cols : 0;
       const float m = mu[0], sd = is[0];
-      float *sdy = ring + (size_t)cst * 2 * arr + threadIdx.x;
-      float *sx = sdy + arr;
+      const float *sdy = ring + (size_t)cst * 2 * arr + threadIdx.x;
+      const float *sx = sdy + arr;
       const float *gm = gamma + T;
-      // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r. Each
-      // element's d = dy gamma and xhat then replace dy and x in the thread's own slots, for the
-      // sums and dx below (computed once, not three times; the same values). (The slots are
-      // refilled by this thread's cp.async of a later step, issued after the dx loop below has
-      // read every slot written here.)
+      // The lane fold of the column tree (dgamma: dy * xhat; dbeta: dy), row order r.
 #pragma unroll
       for (unsigned i = 0; i < V; ++i) {
         if (active && (FULL || L::off(0, i) + T < cols)) {
           const float gy = sdy[i * kThreads];
-          const float xh = row::xhat_of(sx[i * kThreads], m, sd);
-          ag[i] = ag[i] + gy * xh;
+          ag[i] = ag[i] + gy * row::xhat_of(sx[i * kThreads], m, sd);
           ab[i] = ab[i] + gy;
-          sdy[i * kThreads] = row::ln_d(gy, gm[L::off(0, i)]);
-          sx[i * kThreads] = xh;
         }
       }
       float sums[2];
       row_sums<NT, 1, R, 2, FULL>(
           [&](unsigned p, unsigned i) {
-            const float d = sdy[i * kThreads];
-            return p == 0 ? d : d * sx[i * kThreads];
+            const float d = row::ln_d(sdy[i * kThreads], gm[L::off(0, i)]);
+            return p == 0 ? d : d * row::xhat_of(sx[i * kThreads], m, sd);
           },
           cols, active, ex, sums);
       const float a = row::per_col(sums[0], n), b = row::per_col(sums[1], n);
@@ -379,7 +372,8 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
         for (unsigned i = 0; i < V; ++i) {
           const unsigned eo = L::off(0, i);
           if (FULL || eo + T < cols)
-            dxr[eo] = row::ln_bwd_out(sdy[i * kThreads], sx[i * kThreads], a, b, sd);
+            dxr[eo] = row::ln_bwd_out(row::ln_d(sdy[i * kThreads], gm[eo]),
+                                      row::xhat_of(sx[i * kThreads], m, sd), a, b, sd);
         }
       }
 #pragma unroll
