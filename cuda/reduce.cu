@@ -69,13 +69,16 @@
 // (torch.sum 0.094-0.096): no difference beyond noise, so the last block's loads were not the
 // cost either; removed. The 2^26 whole sum stays at ~1.03-1.05x torch.sum.
 //
-// Session 15 (no GPU time; emulated bit for bit by test_reduce_emu, NOT YET MEASURED): the
+// Session 15 (no GPU time; emulated bit for bit by test_reduce_emu; measured in session 16): the
 // finish's own instructions. The last block's 64 loads of chunk values each rebuilt a 64-bit
 // index, compared it twice and reloaded a kernel parameter (~500 instructions a thread on one SM,
 // after every other block is done), and its halving took 8 barriers. Now a base pointer with
 // compile-time offsets and no bounds tests where the batch's four groups are whole (the 2^26
 // case), and h = 16 .. 1 as warp 0's shuffles (3 barriers). PREDICTED: ~0.7 us of the 7-9 us
-// finish (0.099 -> ~0.098 ms on the H100): not enough alone for torch.sum's 0.095.
+// finish (0.099 -> ~0.098 ms on the H100): not enough alone for torch.sum's 0.095. MEASURED
+// (H100, 2026-11-27, bench/results/2026-11-27-h100-s16-reduce.md): 0.095 ms against torch.sum's
+// 0.095 in the same process (1.00x, 0.94 of copy bandwidth; mean 1.01x), a run-to-run spread of
+// ~1% on both sides, so not separable from the prediction's 0.7 us.
 // warp_kernel (contiguous sequences that are not 16-byte aligned or not a multiple of 4 long, and
 // the general gather of tlrt_reduce_from_broadcast through an index decoder): one warp per
 // (sequence, chunk); lane w holds the tree's lanes t = 32 g + w (g = 0..7) in 8 registers, reads
