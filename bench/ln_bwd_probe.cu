@@ -44,6 +44,10 @@ struct L {
     kernel<<<grid, 256>>>(args...);
     CK(cudaGetLastError());
   }
+  template <class K, class... A>  // an ordinary launch (no programmatic dependency here)
+  void grid2_dependent(const char *name, K kernel, dim3 grid, A... args) const {
+    grid2(name, kernel, grid, args...);
+  }
   template <class K, class... A>
   void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
     allow(kernel);

@@ -179,7 +179,11 @@
 // with too few warps and the 5% of idle SM time at the end of 1024 equal items on 396 slots
 // (2.6 waves), not the instruction count. What would be next: d and xhat are still computed 3
 // and 2 times per element from shared memory (FMUL 9, FADD 9, LDS 6.4 per element; the
-// 80-register cap of 3 blocks per SM).
+// 80-register cap of 3 blocks per SM). Also session 16: the wide finish as a programmatic
+// dependent launch (cuda/pdl.cuh: placed while the ring kernel's last blocks run, waiting for
+// it; the 1.5 us launch gap and the finish's ramp hidden): PREDICTED ~2-3 us; MEASURED (H100,
+// same build with and without, two rounds) (65536, 1024) 0.320 / 0.319 -> 0.318 / 0.319 ms,
+// (16384, 4096) 0.345 / 0.345 -> 0.344 / 0.344: ~1 us, kept (nothing to lose).
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096
@@ -246,6 +250,11 @@ struct CudaLaunch {
   void grid2(const char *name, K kernel, dim3 grid, A... args) const {
     kernel<<<grid, kThreads, 0, st>>>(args...);
     check_launch(name);
+  }
+  // grid2 as a programmatic dependent launch (cuda/pdl.cuh; the kernel calls pdl_wait first).
+  template <class K, class... A>
+  void grid2_dependent(const char *name, K kernel, dim3 grid, A... args) const {
+    launch_dependent(dev, name, kernel, grid, kThreads, 0, st, args...);
   }
   size_t max_smem() const { return smem_optin(dev); }  // cached per device
   // With smem bytes of dynamic shared memory (the kernel's limit raised and shared memory preferred

@@ -24,6 +24,7 @@
 
 #include "core/numerics/reduce_tree.hpp"
 #include "core/numerics/row_ops.hpp"
+#include "cuda/pdl.cuh"
 #ifndef TLRT_CUDA_EMULATION
 #include "cuda/cp_async.cuh"
 #endif
@@ -269,6 +270,7 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
                    const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
                    uint64_t nblk, float *__restrict dx, float *__restrict pg,
                    float *__restrict pb) {
+  pdl_trigger();  // fused_bwd_finish_wide may be placed while the last blocks run (it waits)
   using L = Layout<NT, 1, R>;
   using O = red::Ops<red::Op::Sum>;
   constexpr unsigned G = L::kGroups;
@@ -735,6 +737,7 @@ __global__ void __launch_bounds__(kThreads)
     fused_bwd_finish_wide(const float *__restrict pg, const float *__restrict pb, uint64_t nc,
                           uint64_t cols, float *cv, unsigned *counters, float *__restrict dgamma,
                           float *__restrict dbeta) {
+  pdl_wait();  // launched dependent on the ring / group kernel that writes pg and pb
   using O = red::Ops<red::Op::Sum>;
   static_assert(S >= 8 && S <= 256 && (S & (S - 1)) == 0, "lane sets");
   constexpr unsigned LW = S / 8;  // lanes per thread
@@ -795,8 +798,9 @@ void fused_bwd_finish_wide_plan(const Launch &launch, const float *pg, const flo
   }
   const dim3 grid(tiles, (unsigned)(2 * nc));
 #define TLRT_LN_WIDE(SV, NV)                                                                     \
-  launch.grid2("fused_bwd_finish_wide<" #SV ", " #NV ">", fused_bwd_finish_wide<SV, NV>, grid, \
-               pg, pb, nc, cols, cv, counters, dgamma, dbeta)
+  launch.grid2_dependent("fused_bwd_finish_wide<" #SV ", " #NV ">",                            \
+                         fused_bwd_finish_wide<SV, NV>, grid, pg, pb, nc, cols, cv, counters,    \
+                         dgamma, dbeta)
 #define TLRT_LN_WIDE_S(SV)                      \
   do {                                          \
     if (narrow) TLRT_LN_WIDE(SV, 4);            \

@@ -160,6 +160,20 @@
 //     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
 //   - the pre-pass (42 / 83 us at (32, 1024, 64 / 128), 151 / 302 MB moved, ~3.6 TB/s on the
 //     H200) and D (9 / 15 us) are ~13% of the unmasked backward.
+//   8. (session 16) PROGRAMMATIC DEPENDENT LAUNCH (cuda/pdl.cuh): d_kernel (128 blocks of one
+//      thread per row, a serial fma chain each: 15 us for 34 MB at (32, 1024, 128), most SMs
+//      idle) and bits_kernel let planes_kernel begin at once (it reads neither D nor the bits),
+//      and dkdv_kernel lets dq_kernel take the SMs its last wave leaves idle (512 blocks, one per
+//      SM: 3.9 waves). Each dependent kernel waits at its end, so its completion implies the
+//      earlier one's. Kernel times before (H200, scripts/kernel_times.py, (32, 1024, 128)
+//      masked, us): d 14.8, bits 4.5, planes 84, dkdv 349, dq 275, ~1.5 between launches.
+//      PREDICTED (H100): ~15 us from planes over D, ~12 from dq over dkdv's last wave: 0.77 ->
+//      ~0.745 ms. MEASURED (H100, 2026-11-27, the same build with and without, two rounds):
+//      (32, 1024, 128) none 0.778 / 0.779 -> 0.767 / 0.765 ms (0.72x SDPA), causal 0.603 / 0.599
+//      -> 0.563 / 0.563 (0.53x), masked 0.791 / 0.779 -> 0.763 / 0.762 (0.73x); (32, 1024, 64)
+//      0.386 / 0.304 / 0.400 -> 0.374 / 0.281 / 0.386. Less than predicted unmasked (~12 us, not
+//      ~25): the overlapped kernels share the memory system. The 0.7x target at d = 128
+//      (<= ~0.735 ms unmasked) is still ~4% away.
 #include <cstdint>
 #include <cstdlib>
 
@@ -169,6 +183,7 @@
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_common.cuh"
 #include "cuda/mma_tf32.cuh"
+#include "cuda/pdl.cuh"
 #include "cuda/wgmma_tf32.cuh"
 
 namespace tlrt {
@@ -289,6 +304,7 @@ __global__ void __launch_bounds__(256)
       ts[o] = __uint_as_float(small);
     }
   }
+  pdl_wait();  // launched dependent on d_kernel / bits_kernel (whose results it does not read)
 }
 
 // Block (key tile, query tile, mask problem): the exclusion bits (mask entry == 0) of a 64 x 64
@@ -297,6 +313,7 @@ __global__ void __launch_bounds__(256)
 // loads (used for kMasked tiles only: in range, mask_fill = -inf).
 __global__ void __launch_bounds__(128)
     bits_kernel(WP p, unsigned mproblems, uint32_t *__restrict bits) {
+  pdl_trigger();  // planes_kernel, launched after it, does not read the bits
   __shared__ float s[kT][kT + 1];
   const unsigned jt = blockIdx.x, it = blockIdx.y;
   const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -784,6 +801,7 @@ template <unsigned DP, bool EX2, unsigned DV>
 __global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
+  pdl_trigger();  // dq_kernel, launched after it, reads nothing it writes
   using G = Geo<DP>;
   // Which group computes dV += P^T dout (DV: 0 the dS group, 1 the P group, 2 the P group its
   // first DP / 2 columns and the dS group the rest, each from its half of the dout^T images).
@@ -1072,6 +1090,7 @@ __global__ void __launch_bounds__(256, 1)
       store_acc<true, false>(dq, p, b, i0, 0, gq, w, g, t);  // launched only for dq
     }
   }
+  pdl_wait();  // launched dependent on dkdv_kernel: done only when it is
 }
 
 template <class K>
@@ -1096,12 +1115,22 @@ uint64_t bits_problems(const attn::Problem &p) {
 }
 
 // The launches of one head-dimension class.
+// after_ours: the kernel launched just before on st is d_kernel or bits_kernel (both call
+// pdl_trigger), so planes_kernel may overlap it (it reads q, k, v and dout, not D or the bits);
+// otherwise the caller's last kernel may have written those inputs, and it waits. dq_kernel
+// overlaps dkdv_kernel's last wave where dkdv_kernel runs (they read the same planes, write
+// different outputs).
 template <unsigned DP>
-void run(cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, bool masked, const float *q,
-         const float *k, const float *v, const float *dout, const float *lse, const float *D,
-         float *planes, float *dq, float *dk, float *dv) {
-  planes_kernel<DP><<<dim3(grid.x, grid.y, 4), 256, 0, st>>>(wp, q, dout, k, v, planes);
-  check_launch("attention (wgmma) planes_kernel");
+void run(int dev, cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, bool masked,
+         bool after_ours, const float *q, const float *k, const float *v, const float *dout,
+         const float *lse, const float *D, float *planes, float *dq, float *dk, float *dv) {
+  const dim3 pgrid(grid.x, grid.y, 4);
+  if (after_ours)
+    launch_dependent(dev, "attention (wgmma) planes_kernel", planes_kernel<DP>, pgrid, 256, 0, st,
+                     wp, q, dout, k, v, planes);
+  else
+    launch("attention (wgmma) planes_kernel", planes_kernel<DP>, pgrid, 256, 0, st, wp, q, dout,
+           k, v, planes);
   const size_t mask_bytes = masked ? kMaskBytes : 0;
   if (dk || dv) {
     constexpr unsigned kDv = Geo<DP>::kDV;
@@ -1115,8 +1144,12 @@ void run(cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, bool masked,
     auto kernel = ex2 ? dq_kernel<DP, true> : dq_kernel<DP, false>;
     const size_t bytes = Geo<DP>::kDqFloats * sizeof(float);
     set_smem(kernel, bytes + kMaskBytes);
-    kernel<<<grid, 256, bytes + mask_bytes, st>>>(wp, planes, lse, D, dq);
-    check_launch("attention (wgmma) dq_kernel");
+    if (dk || dv)
+      launch_dependent(dev, "attention (wgmma) dq_kernel", kernel, grid, 256, bytes + mask_bytes,
+                       st, wp, planes, lse, D, dq);
+    else
+      launch("attention (wgmma) dq_kernel", kernel, grid, 256, bytes + mask_bytes, st, wp, planes,
+             lse, D, dq);
   }
 }
 
@@ -1154,10 +1187,14 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
                   st>>>(wp, (unsigned)mproblems, bits);
     check_launch("attention (wgmma) bits_kernel");
   }
+  // D != nullptr: the caller launched d_kernel just before (cuda/attention.cu).
+  const bool after_ours = mproblems != 0 || D != nullptr;
   if (p.d <= 64)
-    run<64>(st, wp, grid, ex2, p.mask != nullptr, q, k, v, dout, lse, D, planes, dq, dk, dv);
+    run<64>(dev, st, wp, grid, ex2, p.mask != nullptr, after_ours, q, k, v, dout, lse, D, planes,
+            dq, dk, dv);
   else
-    run<128>(st, wp, grid, ex2, p.mask != nullptr, q, k, v, dout, lse, D, planes, dq, dk, dv);
+    run<128>(dev, st, wp, grid, ex2, p.mask != nullptr, after_ours, q, k, v, dout, lse, D, planes,
+             dq, dk, dv);
 }
 
 }  // namespace attn_wgmma

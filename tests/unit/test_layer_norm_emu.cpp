@@ -54,6 +54,10 @@ struct EmuLaunch {
   void grid2(const char *, K kernel, dim3 grid, A... args) const {
     emu::launch(policy, grid, dim3(lk::kThreads), 0, [=] { kernel(args...); });
   }
+  template <class K, class... A>  // the emulated launches run one after the other
+  void grid2_dependent(const char *name, K kernel, dim3 grid, A... args) const {
+    grid2(name, kernel, grid, args...);
+  }
   template <class K, class... A>
   void dyn(const char *, K kernel, unsigned grid, size_t smem, A... args) const {
     emu::launch(policy, dim3(grid), dim3(lk::kThreads), smem, [=] { kernel(args...); });
