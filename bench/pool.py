@@ -83,6 +83,11 @@ def main():
     def up(t):
         return common.upload(rt, dev, t)
 
+    def release(*bufs):  # our buffers of one shape, and torch's cached blocks
+        for b in bufs:
+            b.free()
+        torch.cuda.empty_cache()
+
     def ours(fname, inputs, scalars):
         return common.freeing_call(rt, fname, inputs, scalars)
 
@@ -108,10 +113,8 @@ def main():
                                                                 [1, 1], False, idx)
             row("maxpool2d_bwd", f"{label} {'x'.join(map(str, shape))}",
                 4 * (2 * x.numel() + y.numel()), ours("maxpool2d_bwd", [bx, bgy], geo), ref)
-            for b in (bx, bgy):
-                b.free()
             del x, y, idx, gy
-            torch.cuda.empty_cache()
+            release(bx, bgy)
         emit.write(args.out)
         return 0
     shapes = SHAPES[:2] if args.quick else SHAPES
@@ -159,10 +162,8 @@ def main():
         row(sm + "_fwd", lab, fwd_b, ours(sm + "_fwd", [bx], geo + [ctypes.c_double(4.0)]), None)
         row(sm + "_bwd", lab, bwd_x_b,
             ours(sm + "_bwd", [bx, bgy], geo + [ctypes.c_double(4.0)]), None)
-        for b in (bx, bgy):
-            b.free()
         del x, y, idx, gy
-        torch.cuda.empty_cache()
+        release(bx, bgy)
     emit.write(args.out)
     return 0
 
