@@ -124,11 +124,11 @@
 // standard form since then; the switch is gone.
 //
 // EX2 SOFTMAX IN THE FAST FORWARD (written in session 15, measured and made the only form in
-// session 16): fwd_mma_kernel takes P = exp(s - m) and the rescale alpha = exp(m_old - m) by ex2.approx (the
-// fast backward's exp since session 11: ~2^-22 relative, results below 2^-126 flushed to 0)
-// instead of math::exp_f (~22 instructions each); lse keeps math::log_f. What it removes: per
-// thread and tile 18 exponentials at d = 128 (its 16 scores of a 32-key tile and 2 alphas), 34 at
-// d <= 64; SASS (sm_90, static, the library's split forms): d = 128
+// session 16): fwd_mma_kernel takes P = exp(s - m) and the rescale alpha = exp(m_old - m) by
+// ex2.approx (the fast backward's exp since session 11: ~2^-22 relative, results below 2^-126
+// flushed to 0) instead of math::exp_f (~22 instructions each); lse keeps math::log_f. What it
+// removes: per thread and tile 18 exponentials at d = 128 (its 16 scores of a 32-key tile and 2
+// alphas), 34 at d <= 64; SASS (sm_90, static, the library's split forms): d = 128
 // 6352 -> 5952 instructions (FFMA 834 -> 672, MUFU 130 -> 148), d = 64 6072 -> 5328; registers
 // 255 (32 bytes spilled, as without) and 252 -> 255 (no spill). The emulation test runs it on
 // every split case against the float64 bound (worst error / bound 0.0088, as without; the host

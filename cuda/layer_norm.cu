@@ -146,15 +146,16 @@
 // columns: (131072, 512) 0.317 -> 0.306 (0.84 -> 0.88). The 0.85 target at (65536, 1024) (<=
 // 0.314 ms) is still missed by 3%: the ring kernel alone takes ~0.314.
 // SESSION 15, THE RING KERNEL'S INSTRUCTIONS (no GPU time in that session: read from the SASS,
-// emulated bit for bit; measured in session 16, below). What the figures say: the H200 (copy 4250 GB/s) runs
-// the whole op at (65536, 1024) in 0.269 ms, 0.70 of its copy bandwidth, only 1.2x the H100's
-// 0.324 where the copy is 1.4x faster: the SM side holds it. And the SASS of fused_pipe_bwd<64, 4,
-// 2> (1024 columns) has 1363 instructions per row step, 16 elements of dy and x per thread: ~85 per
-// element for 12 bytes, ~1.35M warp instructions per SM for the op, an IPC of ~2.4 over the
-// H100's ~0.314 ms: issue-bound. ~600 of the 1363 were produce()'s 32 cp.async copies: for every
-// copy pair ptxas rebuilt the row index (item_row0, the lane set), the 64-bit element offset and
-// the shared-memory window (S2UR SR_CgaCtaId, ULEA) inside the per-element `e < cols` branch
-// (BSSY / BSYNC each), rematerialising rather than holding them at the 80-register cap. Now:
+// emulated bit for bit; measured in session 16, below). What the figures say: the H200 (copy 4250
+// GB/s) runs the whole op at (65536, 1024) in 0.269 ms, 0.70 of its copy bandwidth, only 1.2x the
+// H100's 0.324 where the copy is 1.4x faster: the SM side holds it. And the SASS of
+// fused_pipe_bwd<64, 4, 2> (1024 columns) has 1363 instructions per row step, 16 elements of dy and
+// x per thread: ~85 per element for 12 bytes, ~1.35M warp instructions per SM for the op, an IPC of
+// ~2.4 over the H100's ~0.314 ms: issue-bound. ~600 of the 1363 were produce()'s 32 cp.async
+// copies: for every copy pair ptxas rebuilt the row index (item_row0, the lane set), the 64-bit
+// element offset and the shared-memory window (S2UR SR_CgaCtaId, ULEA) inside the per-element `e <
+// cols` branch (BSSY / BSYNC each), rematerialising rather than holding them at the 80-register
+// cap. Now:
 // (1) one base pointer per row and array (element i of thread T is off(0, i) + T, the offsets
 // compile-time constants), (2) the copies without a branch (past the row's end a cp.async of 0
 // bytes, whose slot is never read), (3) FULL (cols == the layout's width: 512, 1024, 2048, 4096

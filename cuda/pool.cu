@@ -40,8 +40,8 @@
 // stream_kernel (backward, overlapping rank-2 windows with one stride S on both axes, S | 4: k3 s1
 //   p1 and the stem's k3 s2 p1; max and average, except max k3 s1 p1, which is sep_kernel's since
 //   session 8 and only its since session 9, band_kernel's on most planes since session 16: the max
-//   s1 figures below are that removed form's record): one thread per 4 columns of a run of at most 16 rows of a plane walks the window
-//   rows oh in increasing order: per window row it reads its NW
+//   s1 figures below are that removed form's record): one thread per 4 columns of a run of at most
+//   16 rows of a plane walks the window rows oh in increasing order: per window row it reads its NW
 //   dy values (6 for s1, 3 for s2) and, for max, the S new x rows (8 or 7 columns: a float4 and
 //   its halo), keeps per input row each window's first maximum (value, column) and per window
 //   row the KH x 4 dx accumulators in registers, adds the window terms to the cells in output
@@ -233,17 +233,17 @@
 //   there (the staging then overlaps across the 5 blocks of an SM), worse if the 20 warps are too
 //   few to overlap staging and compute.
 // SESSION 16, MEASURED (H100, 2026-11-27, bench/pool.py k3 s1 p1 (32, 256, 56, 56), one build;
-//   bench/results/2026-11-27-h100-s16-pool.md): sep_kernel 0.136 ms (0.76 of copy bandwidth),
-//   HINT 0.148 (0.70), BAND 0.110 (0.93, 0.25x PyTorch); sep_kernel with 16 / 28 rows per run
-//   0.143 / 0.140. ncu (sep_kernel, the plain form): 215 MB read from DRAM for 205 MB nominal
-//   (the halo re-reads mostly hit L2: the session-15 suspect, DRAM misses, was wrong), DRAM busy
-//   68% of the kernel, 12.9 cycles between a warp's instructions: sep_kernel waits on its per-step
-//   global loads (one window row ahead), which the band kernel replaces by one burst of cp.async
-//   per plane (all of it in flight at once) and shared-memory loads. band_kernel is the default where its runs busy at
-//   least half of a block's threads (pool::fast::band_takes; the sweep over plane sizes is in its
-//   comment: a 7 x 7 plane keeps 14 of 128 threads busy and is 2.7x slower there); sep_kernel
-//   takes the rest (small planes, rows over 512 columns). The HINT form and the TLRT_POOL_SEP /
-//   TLRT_POOL_ROWS switches are removed (commit e674b71 has them).
+//   bench/results/2026-11-27-h100-s16-pool.md): sep_kernel 0.136 ms (0.76 of copy bandwidth), HINT
+//   0.148 (0.70), BAND 0.110 (0.93, 0.25x PyTorch); sep_kernel with 16 / 28 rows per run 0.143 /
+//   0.140. ncu (sep_kernel, the plain form): 215 MB read from DRAM for 205 MB nominal (the halo
+//   re-reads mostly hit L2: the session-15 suspect, DRAM misses, was wrong), DRAM busy 68% of the
+//   kernel, 12.9 cycles between a warp's instructions: sep_kernel waits on its per-step global
+//   loads (one window row ahead), which the band kernel replaces by one burst of cp.async per plane
+//   (all of it in flight at once) and shared-memory loads. band_kernel is the default where its
+//   runs busy at least half of a block's threads (pool::fast::band_takes; the sweep over plane
+//   sizes is in its comment: a 7 x 7 plane keeps 14 of 128 threads busy and is 2.7x slower there);
+//   sep_kernel takes the rest (small planes, rows over 512 columns). The HINT form and the
+//   TLRT_POOL_SEP / TLRT_POOL_ROWS switches are removed (commit e674b71 has them).
 // PREDICTED for the revision before (H100, fraction of copy bandwidth, bench/pool.py shapes;
 //   from the bytes in flight per SM and the SASS instruction counts above, not measured):
 //   forward max k3 s1 p1 0.78 -> ~0.88 (3 rows in flight per thread instead of 1, FMNMX; the

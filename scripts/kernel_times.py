@@ -3,7 +3,8 @@ where the time of one of our ops goes between its launches (kernel durations and
 between them), without Nsight Systems (the GPU machine has none).
 
   TORCHLEAN_RT_LIB=build-gpu/libtorchlean_rt.so \\
-    python3 scripts/kernel_times.py [--match SUBSTR] [--last N] bench/softmax.py --shapes 65536x1024 --iters 5
+    python3 scripts/kernel_times.py [--match SUBSTR] [--last N] \
+      bench/softmax.py --shapes 65536x1024 --iters 5
 
 Runs the script as __main__ with its own arguments under the profiler, then prints (1) every
 kernel whose name contains SUBSTR (default "tlrt", i.e. the library's) with its launch count,

@@ -27,14 +27,13 @@
 // path again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
 // the default distance is 1). The separable-argmax max backward (sep_run: the only max k3 s1 p1
 // backward of the stream path since session 9, when the stream kernel's max k3 s1 p1 form and the
-// forwarded-scatter form TLRT_POOL_BWD=sepfw were removed) on every stream geometry it takes
-// (k3 s1 p1, float4 and scalar bodies; sep_kernel on the first pass over a pre-filled output,
-// band_kernel on the second wherever band_plan applies, whether or not the library's band_takes
-// would choose it, with several bands per plane on rows of 256 and 301 columns) with every input kind
-// at the default run height and
-// distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2, 3, 5, 4096 and
-// prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its shared-memory rings
-// start as garbage, so a slot read before the thread cleared it fails.
+// forwarded-scatter form TLRT_POOL_BWD=sepfw were removed) on every stream geometry it takes (k3 s1
+// p1, float4 and scalar bodies; sep_kernel on the first pass over a pre-filled output, band_kernel
+// on the second wherever band_plan applies, whether or not the library's band_takes would choose
+// it, with several bands per plane on rows of 256 and 301 columns) with every input kind at the
+// default run height and distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2,
+// 3, 5, 4096 and prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its
+// shared-memory rings start as garbage, so a slot read before the thread cleared it fails.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
