@@ -263,6 +263,14 @@ __device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
 // compile-time offset (session 15: ptxas had rebuilt the row index and both addresses for every
 // copy of produce(), ~28 instructions a copy pair, ~600 of the ~1300 of a row step at 1024
 // columns; see cuda/layer_norm.cu).
+// FULL also asks dy and x to be 16-byte aligned: its copies are then 16 bytes wide and shared by
+// the warp. A warp's 32 slots of element i hold 32 consecutive floats of its group's row, so lane
+// l copies floats 4 (l % 8) .. + 3 of element 4 j + l / 8 (j < V / 4): 8 copies a step instead
+// of 32. The slots and what the consumer reads from them are unchanged (the same bits); a lane
+// now reads slots that other lanes filled, so each step passes a __syncwarp after its wait (the
+// copies landed for the whole warp) and one before its refill (the warp's reads of that stage
+// are done). Session 17 (H100, whole op): (65536, 1024) 0.318 -> 0.300 ms, (16384, 4096) 0.344
+// -> 0.316, (32768, 2048) 0.328 -> 0.303 (cuda/layer_norm.cu has the why).
 template <unsigned NT, unsigned R, unsigned P, bool FULL = false>
 __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
@@ -279,6 +287,7 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   static_assert(S == kLaneSets<NT>, "lane sets per chunk");
   static_assert(P >= 2, "a ring of at least two stages");
   static_assert(R >= 2, "rows of more than 256 columns: V = 16 slots per thread");
+  static_assert(!FULL || (V % 4 == 0 && NT % 32 == 0), "FULL: 16-byte copies by whole warps");
   __shared__ float sh[2][2 * kThreads];
   Exchange<2 * kThreads> ex{sh, 0};
   float *ring = cuda::async::dynamic_smem();
@@ -310,16 +319,28 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
       rw = row_of(pq, pr++);
       act = rw < rows;
     }
-    if (act) {
+    if (act && FULL) {
+      // This lane's first copy: element l / 8 of the warp's slots (T - l: the warp's first T).
+      const unsigned l = threadIdx.x % 32, c = 4 * (l % 8);
+      float *sdy = ring + (size_t)st * 2 * arr + (l / 8) * kThreads + (threadIdx.x - l) + c;
+      float *sx = sdy + arr;
+      const uint64_t go = rw * cols + NT * (l / 8) + (T - l) + c;
+      const float *gdy = dy + go, *gx = x + go;
+#pragma unroll
+      for (unsigned j = 0; j < V / 4; ++j) {
+        cuda::async::copy16(sdy + 4 * j * kThreads, gdy + 4 * j * NT, true);
+        cuda::async::copy16(sx + 4 * j * kThreads, gx + 4 * j * NT, true);
+      }
+    } else if (act) {
       float *sdy = ring + (size_t)st * 2 * arr + threadIdx.x;
       float *sx = sdy + arr;
       const float *gdy = dy + rw * cols + T, *gx = x + rw * cols + T;
-      // Past the row's end (not FULL): no branch, a copy of 0 bytes (the slot is zero-filled and
-      // never read; the source address stays the row's first element).
+      // Past the row's end: no branch, a copy of 0 bytes (the slot is zero-filled and never
+      // read; the source address stays the row's first element).
 #pragma unroll
       for (unsigned i = 0; i < V; ++i) {
         const unsigned eo = L::off(0, i);
-        const bool in = FULL || eo + T < cols;
+        const bool in = eo + T < cols;
         cuda::async::copy4(sdy + i * kThreads, gdy + (in ? eo : 0u), in);
         cuda::async::copy4(sx + i * kThreads, gx + (in ? eo : 0u), in);
       }
@@ -340,10 +361,12 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
 #pragma unroll
     for (unsigned i = 0; i < V; ++i) ag[i] = ab[i] = O::identity();
     for (unsigned r = 0; r < nr; ++r) {
-      // Stage (cst + P - 1) % P was last read by this thread alone, in the step before: free to
-      // refill (after the halving, whose cs it held, a barrier passed).
+      // Stage (cst + P - 1) % P was last read in the step before, by this thread alone (FULL: by
+      // its warp): free to refill (after the halving, whose cs it held, a barrier passed).
+      if constexpr (FULL) __syncwarp();  // the warp's reads of the stage to refill are done
       produce(p, cst == 0 ? P - 1 : cst - 1, mu[P - 1], is[P - 1]);
       cuda::async::wait<P - 1>();  // this step's copies have landed
+      if constexpr (FULL) __syncwarp();  // ... those of every lane of the warp
       const uint64_t rw = row_of(q, r);
       const bool active = rw < rows;
       const uint64_t base = active ? rw * cols : 0;
@@ -564,10 +587,13 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
   launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #F ">", fused_pipe_bwd<NT, R, P, F>,     \
              grid, pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,   \
              a.cols, a.n, nblk, a.dx, pg, pb)
-  // Rows that fill the layout (512, 1024, 2048, 4096 columns) take the FULL form.
+  // Rows that fill the layout (512, 1024, 2048, 4096 columns) take the FULL form, with its
+  // 16-byte copies, where dy and x are 16-byte aligned (the library's buffers always are).
+  const bool vec_ok = ((reinterpret_cast<uintptr_t>(a.dy) | reinterpret_cast<uintptr_t>(a.x)) &
+                       15u) == 0;
 #define TLRT_LN_PIPE(NT, R, P)                                                                   \
   do {                                                                                           \
-    if (a.cols == Layout<NT, 1, R>::kMaxCols) TLRT_LN_PIPE_F(NT, R, P, true);                    \
+    if (a.cols == Layout<NT, 1, R>::kMaxCols && vec_ok) TLRT_LN_PIPE_F(NT, R, P, true);          \
     else TLRT_LN_PIPE_F(NT, R, P, false);                                                        \
   } while (0)
 #define TLRT_LN_PIPE_P(NT, R)                                                                    \

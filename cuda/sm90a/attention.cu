@@ -263,45 +263,72 @@ __device__ __forceinline__ uint64_t img_off(const WP &p, unsigned plane, unsigne
 // memory, then writes its row image (64 rows x DP, K-major over d) and (q, dout, k) its
 // transposed image (DP rows x 64 positions, K-major over the positions, permuted by inv_perm),
 // big and small parts. (One operand per block: four times the blocks of one block per tile,
-// whose four operands' loads each waited for the previous operand's stores.)
+// whose four operands' loads each waited for the previous operand's stores.) Each thread writes
+// 4 consecutive floats of an image (k4 = 0..3) with one 16-byte store; the tile's row stride DP +
+// 4 keeps its rows 16-byte aligned, so the row image's 4 values are one conflict-free 16-byte
+// shared load (a quarter warp's 8 rows start 4 banks apart); the transposed image's 4 values come
+// from 4 rows (2-way conflicts). The tile is loaded by 16-byte loads where d % 4 == 0.
 template <unsigned DP>
 __global__ void __launch_bounds__(256)
     planes_kernel(WP p, const float *__restrict q, const float *__restrict dout,
                   const float *__restrict k, const float *__restrict v, float *__restrict planes) {
+  pdl_trigger();  // dkdv_kernel, launched after it, waits for its completion before any read
   constexpr unsigned kImg = Geo<DP>::kImg;
-  __shared__ float s[kT][DP + 1];
+  constexpr unsigned kS = DP + 4;
+  __shared__ __align__(16) float s[kT * kS];
   const unsigned tile = blockIdx.x, x = blockIdx.z;
+  const bool vec = p.d % 4 == 0;
+  auto split4 = [](float4 a, float4 &big, float4 &small) {
+    uint32_t b, m;
+    mma::split(a.x, b, m), big.x = __uint_as_float(b), small.x = __uint_as_float(m);
+    mma::split(a.y, b, m), big.y = __uint_as_float(b), small.y = __uint_as_float(m);
+    mma::split(a.z, b, m), big.z = __uint_as_float(b), small.z = __uint_as_float(m);
+    mma::split(a.w, b, m), big.w = __uint_as_float(b), small.w = __uint_as_float(m);
+  };
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const float *X = (x == 0 ? q : x == 1 ? dout : x == 2 ? k : v) + b * p.n * p.d;
     __syncthreads();  // the previous problem's readers are done
-    for (unsigned e = threadIdx.x; e < kImg; e += 256) {
-      const unsigned r = e / DP, c = e % DP, row = tile * kT + r;
-      s[r][c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
+    if (vec && reinterpret_cast<uintptr_t>(X) % 16 == 0) {
+      for (unsigned e = threadIdx.x; e < kImg / 4; e += 256) {
+        const unsigned r = e / (DP / 4), c = 4 * (e % (DP / 4)), row = tile * kT + r;
+        *reinterpret_cast<float4 *>(&s[r * kS + c]) =
+            (row < p.n && c < p.d)
+                ? *reinterpret_cast<const float4 *>(X + (uint64_t)row * p.d + c)
+                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    } else {
+      for (unsigned e = threadIdx.x; e < kImg; e += 256) {
+        const unsigned r = e / DP, c = e % DP, row = tile * kT + r;
+        s[r * kS + c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
+      }
     }
     __syncthreads();
     const unsigned rowp = x, tp = x == 0 ? kQt : x == 1 ? kDt : x == 2 ? kKt : kPlanes;
-    float *rb = planes + img_off<DP>(p, rowp, 0, b, tile);
-    float *rs = planes + img_off<DP>(p, rowp, 1, b, tile);
-    for (unsigned o = threadIdx.x; o < kImg; o += 256) {
-      // o = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (wgmma::kmajor_off with R = 64)
-      const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1, rg = (o >> 6) & 7,
-                     ks = o >> 9;
-      uint32_t big, small;
-      mma::split(s[rg * 8 + r8][ks * 8 + kc * 4 + k4], big, small);
-      rb[o] = __uint_as_float(big);
-      rs[o] = __uint_as_float(small);
+    float4 *rb = reinterpret_cast<float4 *>(planes + img_off<DP>(p, rowp, 0, b, tile));
+    float4 *rs = reinterpret_cast<float4 *>(planes + img_off<DP>(p, rowp, 1, b, tile));
+    for (unsigned o4 = threadIdx.x; o4 < kImg / 4; o4 += 256) {
+      // o = 4 o4 + k4 = ((ks * 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (wgmma::kmajor_off, R = 64)
+      const unsigned r8 = o4 & 7, kc = (o4 >> 3) & 1, rg = (o4 >> 4) & 7, ks = o4 >> 7;
+      float4 big, small;
+      split4(*reinterpret_cast<const float4 *>(&s[(rg * 8 + r8) * kS + ks * 8 + kc * 4]), big,
+             small);
+      rb[o4] = big;
+      rs[o4] = small;
     }
     if (tp == kPlanes) continue;  // v: no transposed image
-    float *tb = planes + img_off<DP>(p, tp, 0, b, tile);
-    float *ts = planes + img_off<DP>(p, tp, 1, b, tile);
-    for (unsigned o = threadIdx.x; o < kImg; o += 256) {
-      // o = ((ks * DP / 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (kmajor_off with R = DP)
-      const unsigned k4 = o & 3, r8 = (o >> 2) & 7, kc = (o >> 5) & 1,
-                     rg = (o >> 6) % (DP / 8), ks = (o >> 6) / (DP / 8);
-      uint32_t big, small;
-      mma::split(s[inv_perm(ks * 8 + kc * 4 + k4)][rg * 8 + r8], big, small);
-      tb[o] = __uint_as_float(big);
-      ts[o] = __uint_as_float(small);
+    float4 *tb = reinterpret_cast<float4 *>(planes + img_off<DP>(p, tp, 0, b, tile));
+    float4 *ts = reinterpret_cast<float4 *>(planes + img_off<DP>(p, tp, 1, b, tile));
+    for (unsigned o4 = threadIdx.x; o4 < kImg / 4; o4 += 256) {
+      // o = 4 o4 + k4 = ((ks * DP / 8 + rg) * 2 + kc) * 32 + r8 * 4 + k4 (kmajor_off, R = DP)
+      const unsigned r8 = o4 & 7, kc = (o4 >> 3) & 1, rg = (o4 >> 4) % (DP / 8),
+                     ks = (o4 >> 4) / (DP / 8);
+      const unsigned col = rg * 8 + r8, r0 = ks * 8 + kc * 4;
+      const float4 a = make_float4(s[inv_perm(r0 + 0) * kS + col], s[inv_perm(r0 + 1) * kS + col],
+                                   s[inv_perm(r0 + 2) * kS + col], s[inv_perm(r0 + 3) * kS + col]);
+      float4 big, small;
+      split4(a, big, small);
+      tb[o4] = big;
+      ts[o4] = small;
     }
   }
   pdl_wait();  // launched dependent on d_kernel / bits_kernel (whose results it does not read)
@@ -353,6 +380,7 @@ __global__ void __launch_bounds__(128)
     o[threadIdx.x] = kv;
     o[128 + threadIdx.x] = qv;
   }
+  pdl_wait();  // launched dependent on d_kernel (whose result it does not read)
 }
 
 // The exclusion word of this thread for tile (it, jt) of problem b; order 0: dkdv, 1: dq.
@@ -801,7 +829,11 @@ template <unsigned DP, bool EX2, unsigned DV>
 __global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
-  pdl_trigger();  // dq_kernel, launched after it, reads nothing it writes
+  // Launched dependent on planes_kernel: its images (and, through its own wait, D and the bits)
+  // are complete and visible once pdl_wait returns. Only then may dq_kernel (launched dependent
+  // on this kernel; it reads nothing this kernel writes, but reads the images) begin.
+  pdl_wait();
+  pdl_trigger();
   using G = Geo<DP>;
   // Which group computes dV += P^T dout (DV: 0 the dS group, 1 the P group, 2 the P group its
   // first DP / 2 columns and the dS group the rest, each from its half of the dout^T images).
@@ -1137,8 +1169,8 @@ void run(int dev, cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, boo
     auto kernel = ex2 ? dkdv_kernel<DP, true, kDv> : dkdv_kernel<DP, false, kDv>;
     const size_t bytes = Geo<DP>::kDkdvFloats * sizeof(float);
     set_smem(kernel, bytes + kMaskBytes);
-    kernel<<<grid, 256, bytes + mask_bytes, st>>>(wp, planes, lse, D, dk, dv);
-    check_launch("attention (wgmma) dkdv_kernel");
+    launch_dependent(dev, "attention (wgmma) dkdv_kernel", kernel, grid, 256, bytes + mask_bytes,
+                     st, wp, planes, lse, D, dk, dv);
   }
   if (dq) {
     auto kernel = ex2 ? dq_kernel<DP, true> : dq_kernel<DP, false>;
@@ -1183,9 +1215,15 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
     uint32_t *bits = reinterpret_cast<uint32_t *>(planes + image_floats(p));
     wp.bits = bits;
     wp.bits_stride = p.mask_stride == 0 ? 0 : (uint64_t)ntiles * ntiles * kBitsPerTile;
-    bits_kernel<<<dim3(ntiles, ntiles, (unsigned)(mproblems < 65535 ? mproblems : 65535)), 128, 0,
-                  st>>>(wp, (unsigned)mproblems, bits);
-    check_launch("attention (wgmma) bits_kernel");
+    // D != nullptr: d_kernel was launched just before (it calls pdl_trigger), so the bits may
+    // overlap it (a 1024^2 mask: ~6 us beside d_kernel's ~18).
+    const dim3 bgrid(ntiles, ntiles, (unsigned)(mproblems < 65535 ? mproblems : 65535));
+    if (D != nullptr)
+      launch_dependent(dev, "attention (wgmma) bits_kernel", bits_kernel, bgrid, 128, 0, st, wp,
+                       (unsigned)mproblems, bits);
+    else
+      launch("attention (wgmma) bits_kernel", bits_kernel, bgrid, 128, 0, st, wp,
+             (unsigned)mproblems, bits);
   }
   // D != nullptr: the caller launched d_kernel just before (cuda/attention.cu).
   const bool after_ours = mproblems != 0 || D != nullptr;

@@ -309,6 +309,15 @@ int main() {
   // Primes (cols and rows), the pipelined kernel's ring wrapping with rows past a chunk's end.
   for (uint64_t c : {97, 769, 1021, 2053, 4093}) go(c < 1000 ? 4099 : 263, c, th::Dist::Uniform, big);
   go(4099, 61, th::Dist::Uniform, 5);
+  // Whole-layout rows (the FULL ring, its warp-shared 16-byte copies) over 3+ row steps per item,
+  // so that a stage is refilled after other lanes read it; some grids capped (blocks loop). Every
+  // policy: Early copies are what expose a refill issued before the warp's reads are done.
+  for (int pi = 0; pi < kNumPolicies; ++pi) {
+    run_case(800, 512, th::Dist::Uniform, salt += 10, pi, big);
+    run_case(1000, 1024, th::Dist::Uniform, salt += 10, pi, 3);
+    run_case(700, 2048, th::Dist::Uniform, salt += 10, pi, big);
+    run_case(600, 4096, th::Dist::Uniform, salt += 10, pi, 5);
+  }
   // Two chunks at 2049..4096 columns (in chunk 1, lane set 0 has 2 row steps, the others 1).
   go(4096 + 257, 2049, th::Dist::Uniform, big);
   go(5000, 9, th::Dist::Uniform, 1);
