@@ -185,6 +185,22 @@
 // it; the 1.5 us launch gap and the finish's ramp hidden): PREDICTED ~2-3 us; MEASURED (H100,
 // same build with and without, two rounds) (65536, 1024) 0.320 / 0.319 -> 0.318 / 0.319 ms,
 // (16384, 4096) 0.345 / 0.345 -> 0.344 / 0.344: ~1 us, kept (nothing to lose).
+// SESSION 17, FEWER MIO INSTRUCTIONS: the MIO queue (shared-memory and cp.async instructions)
+// was the one wait ncu showed, and 32 of a row step's ~140 MIO instructions per warp were 4-byte
+// cp.async copies. The FULL rows' copies are now 16 bytes wide and shared by the warp (the same
+// slots: the kernel comment in cuda/layer_norm_kernels.cuh): 8 copies a step instead of 32, the
+// LDS count unchanged, one __syncwarp each side of the refill. PREDICTED (H100): ~18% fewer MIO
+// instructions, 1-2% faster ((65536, 1024) 0.318 -> ~0.312 ms). MEASURED (H100, 2026-11-27,
+// bench/softmax.py, whole op, the same tree with the old kernel header as a second library, three
+// rounds): (65536, 1024) 0.318 -> 0.300 ms (0.84 -> 0.89 of copy bandwidth, 0.48x torch),
+// (16384, 4096) 0.344 -> 0.316 (0.78 -> 0.85), (32768, 2048) 0.328 -> 0.303 (0.81 -> 0.89),
+// (131072, 512) 0.304 (the SA register kernel, unchanged): three times the predicted gain, so
+// the queue was the bound, not the latency or the idle SM time suspected above. At 4096 columns
+// what is left is the partials (S = 256 lane sets: 34 MB written and read back by the finish, 8%
+// of the bytes). Tried after it, the same day: L2 eviction hints (the 16-byte copies of dy and x
+// with an evict_first policy, dx by st.global.cs) so that the partials stay in the L2 for the
+// finish: slower at every width (0.311 / 0.336 / 0.323 ms against 0.301 / 0.318 / 0.304, three
+// rounds), not kept.
 // Long rows (cols > 4096): dx by block_row_dx up to 8192 columns (one block per row: S(d) and S(d * xhat) in one
 // pass, then dx from L2; 98 registers), or for rows over 2^20 by one chunk_reduce pass with both
 // sums, reduce_axis, then chunk_map; dgamma / dbeta by lane_fold: one thread per (chunk k of 4096

@@ -174,6 +174,27 @@
 //      0.386 / 0.304 / 0.400 -> 0.374 / 0.281 / 0.386. Less than predicted unmasked (~12 us, not
 //      ~25): the overlapped kernels share the memory system. The 0.7x target at d = 128
 //      (<= ~0.735 ms unmasked) is still ~4% away.
+//   9. (session 17) THE PRE-PASS AT THE COPY BANDWIDTH, AND FEWER GAPS. H100 kernel times
+//      (scripts/kernel_times.py, (32, 1024, 128) masked): planes 109.6 us for 302 MB (2.76 TB/s,
+//      0.92 of the H100's ~3.0 TB/s copy), d_kernel 18.7, bits 5.5, then dkdv / dq. Changes:
+//      (a) planes_kernel writes each image by 16-byte stores (4 consecutive floats a thread),
+//      reads the row image's 4 values as one conflict-free 16-byte shared load (row stride DP +
+//      4) and loads the tile by 16-byte loads where d % 4 == 0; (b) dkdv_kernel is launched
+//      dependent on planes_kernel (waits at its start, then triggers dq_kernel: dq reads the
+//      images too, so it may begin only after dkdv's wait), hiding the launch gap and dkdv's ramp
+//      behind planes' last wave; (c) bits_kernel is launched dependent on d_kernel (it reads only
+//      the mask), so d, bits and planes overlap in the masked case too. PREDICTED: planes ~110 ->
+//      ~102 us (copy bandwidth), ~2 us from (b), ~15 us masked from (c). MEASURED (H100,
+//      2026-11-27; the same tree with the old file as a second library, three rounds, ms): planes
+//      109.6 -> 104.2 us (2.9 TB/s, 0.96 of copy); (32, 1024, 128) none 0.764 / 0.768 / 0.766 ->
+//      0.747 / 0.741 / 0.753 (0.70-0.71x SDPA), masked 0.760 / 0.770 / 0.773 -> 0.748 / 0.748 /
+//      0.758 (0.71-0.73x), causal 0.559 / 0.565 / 0.560 -> 0.557 / 0.557 / 0.550; (32, 1024, 64)
+//      none 0.374-0.378 -> 0.367-0.370. The 0.7x target at d = 128 is met only in some runs:
+//      SDPA's time varies 1.02-1.06 ms between runs, ours 0.741-0.758. What is left: dkdv + dq
+//      are ~640 us of the ~745 (1024 blocks of ~94 / ~70 us on 132 SMs, the tail included), the
+//      pre-pass ~105 at the copy bandwidth (only fewer bytes would shorten it: big = RN(x) fixes
+//      two images per operand and orientation), and (a candidate not tried) D inside planes_kernel
+//      (its dout blocks hold the tile: ~16 MB and d_kernel's launch fewer, ~5 us).
 #include <cstdint>
 #include <cstdlib>
 
