@@ -193,8 +193,13 @@
 //      SDPA's time varies 1.02-1.06 ms between runs, ours 0.741-0.758. What is left: dkdv + dq
 //      are ~640 us of the ~745 (1024 blocks of ~94 / ~70 us on 132 SMs, the tail included), the
 //      pre-pass ~105 at the copy bandwidth (only fewer bytes would shorten it: big = RN(x) fixes
-//      two images per operand and orientation), and (a candidate not tried) D inside planes_kernel
-//      (its dout blocks hold the tile: ~16 MB and d_kernel's launch fewer, ~5 us).
+//      two images per operand and orientation). Tried after it, the same day: D inside
+//      planes_kernel (its dout blocks, warps 0-1 one row a thread, the same fma chain, beside
+//      the other warps' images; no d_kernel launch, 16 MB fewer bytes): PREDICTED ~5 us;
+//      MEASURED (H100, three rounds against the form above) none 0.743 / 0.741 / 0.736 against
+//      0.741 / 0.746 / 0.742 ms, masked 0.753 / 0.746 / 0.753 against 0.747 / 0.749 / 0.759:
+//      within the noise (planes_kernel 104 -> 120 us, the chains holding its dout blocks), not
+//      kept. Parity and memcheck were clean with it.
 #include <cstdint>
 #include <cstdlib>
 
