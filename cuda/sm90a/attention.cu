@@ -47,8 +47,12 @@
 // as the A operand of its products (64 x 128, big and small, 128 registers a thread, read from the
 // plane images once per problem): dkdv 205 KB (V resident, the Q, dout, Q^T, dout^T steps), dq
 // 169 KB (dout resident, the K, V, K^T steps), + 17 KB with a mask tile; 255 registers, no spill.
-// Per 64 x 32 step: S (S^T) 48 m64n32k8 with A in registers, dP (dP^T) 48 m64n32k8 from shared
-// memory, dV and dK (dQ) 12 m64n128k8 each with A in registers.
+// In dq the dS group also holds dout's BIG fragments in registers (64 a thread; its small image
+// stays in shared memory, as does the big one, now unread), so that two of each k step's three
+// dP products read only V's step image from shared memory (prod_rows_big_reg; session 17).
+// Per 64 x 32 step: S (S^T) 48 m64n32k8 with A in registers, dP (dP^T) 48 m64n32k8 (dkdv: from
+// shared memory; dq: 32 of them with A in registers), dV and dK (dQ) 12 m64n128k8 each with A in
+// registers.
 // Scores exactly as the header's s(i, j) on the products (the mask tile staged in shared memory
 // by cp.async; causal and bounds tests skipped for tiles wholly in range, unmasked and below the
 // diagonal); P, dS with attn::prob as the exact kernels. dk and dq take the factor scale at the
@@ -189,8 +193,9 @@
 //      109.6 -> 104.2 us (2.9 TB/s, 0.96 of copy); (32, 1024, 128) none 0.764 / 0.768 / 0.766 ->
 //      0.747 / 0.741 / 0.753 (0.70-0.71x SDPA), masked 0.760 / 0.770 / 0.773 -> 0.748 / 0.748 /
 //      0.758 (0.71-0.73x), causal 0.559 / 0.565 / 0.560 -> 0.557 / 0.557 / 0.550; (32, 1024, 64)
-//      none 0.374-0.378 -> 0.367-0.370. The 0.7x target at d = 128 is met only in some runs:
-//      SDPA's time varies 1.02-1.06 ms between runs, ours 0.741-0.758. What is left: dkdv + dq
+//      none 0.374-0.378 -> 0.367-0.370. The 0.7x target at d = 128 was then met only in some
+//      runs (10 below meets it): SDPA's time varies 1.02-1.06 ms between runs, ours 0.741-0.758.
+//      What is left: dkdv + dq
 //      are ~640 us of the ~745 (1024 blocks of ~94 / ~70 us on 132 SMs, the tail included), the
 //      pre-pass ~105 at the copy bandwidth (only fewer bytes would shorten it: big = RN(x) fixes
 //      two images per operand and orientation). Tried after it, the same day: D inside
@@ -200,6 +205,24 @@
 //      0.741 / 0.746 / 0.742 ms, masked 0.753 / 0.746 / 0.753 against 0.747 / 0.749 / 0.759:
 //      within the noise (planes_kernel 104 -> 120 us, the chains holding its dout blocks), not
 //      kept. Parity and memcheck were clean with it.
+//  10. (session 17) THE dS GROUP'S dP PRODUCTS AT d = 128 WITH A IN REGISTERS. Per 64 x 32 step
+//      the dS group's 48 m64n32k8 of dP read both operands from shared memory, which the notes
+//      above measured at ~24 cycles each against ~16 of tensor time, and that group is the
+//      longer one (dP, then dS, then dQ's or dK's 12 m64n128k8). With the resident operand's
+//      big part in registers (dout in dq, V in dkdv; 64 registers a thread; the small part
+//      stays an image, so the same products in the same order: the same bits), 32 of the 48
+//      read only the step image. (Session 13's version of this, at d = 64 where the products are
+//      m64n64 and not bound by shared memory, measured nothing.) PREDICTED: the dS group's
+//      tensor time ~1920 -> ~1660 cycles a step, dq ~276 -> ~255 us, the backward ~-15 us.
+//      ptxas: dq 255 registers, no spill; dkdv 96 bytes of spill (its dS group also holds dK and
+//      half of dV). MEASURED (H100, 2026-11-27, three libraries in one session, three rounds,
+//      (32, 1024, 128), ms): none 0.749 / 0.749 / 0.747 -> dq form 0.736 / 0.733 / 0.733
+//      (0.69x SDPA in every round), both kernels 0.751 / 0.744 / 0.753; masked 0.763 / 0.746 /
+//      0.750 -> 0.742 / 0.741 / 0.741 (0.69-0.70x), both 0.767 / 0.779 / 0.769; causal 0.553 /
+//      0.552 / 0.550 -> 0.546 / 0.543 / 0.542 (0.51-0.52x), both 0.562-0.564. So dq keeps it
+//      and dkdv does not (its spills cost more than the products gain). Parity (bit for bit
+//      against the old form's products by construction; parity_attention on the H100) and
+//      memcheck clean.
 #include <cstdint>
 #include <cstdlib>
 
@@ -548,11 +571,29 @@ __device__ __forceinline__ void prod_rows_reg(const Smem &m, float (&acc)[NV],
   }
 }
 
+// acc = A B^T as prod_rows (the same products in the same order: the same bits) with A's big
+// part in registers (ab[j]: the A fragment of k step j) and its small part an image (as): two of
+// each k step's three products read one operand from shared memory, not two.
+template <unsigned DP, unsigned NV>
+__device__ __forceinline__ void prod_rows_big_reg(const Smem &m, float (&acc)[NV],
+                                                  const uint32_t (&ab)[DP / 8][4],
+                                                  const float *as, const float *bb,
+                                                  const float *bs) {
+  constexpr unsigned kS = Geo<DP>::kS;
+#pragma unroll
+  for (unsigned j = 0; j < DP / 8; ++j) {
+    wg::ss(acc, dsc<kT>(m, as, j), dsc<kS>(m, bb, j), j > 0);
+    wg::rs(acc, ab[j], dsc<kS>(m, bs, j), 1);
+    wg::rs(acc, ab[j], dsc<kS>(m, bb, j), 1);
+  }
+}
+
 // The A fragments (big, small) of the 64-row resident tile `tile` of plane for this thread
 // (warp w, lane 4 g + t): rows 16 w + g (+8), columns 8 j + t (+4), read from the plane images
 // in global memory once per problem (the same split values as an image in shared memory).
-template <unsigned DP>
-__device__ __forceinline__ void load_a(uint32_t (&ab)[DP / 8][4], uint32_t (&as)[DP / 8][4],
+// SMALL = false: the big fragments only (as is not written).
+template <unsigned DP, bool SMALL = true, unsigned NS = DP / 8>
+__device__ __forceinline__ void load_a(uint32_t (&ab)[DP / 8][4], uint32_t (&as)[NS][4],
                                        const WP &p, const float *planes, unsigned plane,
                                        uint64_t b, unsigned tile, unsigned w, unsigned g,
                                        unsigned t) {
@@ -564,7 +605,7 @@ __device__ __forceinline__ void load_a(uint32_t (&ab)[DP / 8][4], uint32_t (&as)
     for (unsigned e = 0; e < 4; ++e) {
       const uint32_t o = wg::kmajor_off(16 * w + g + 8 * (e & 1), 8 * j + t + 4 * (e >> 1), kT);
       ab[j][e] = __float_as_uint(__ldg(ib + o));
-      as[j][e] = __float_as_uint(__ldg(is + o));
+      if constexpr (SMALL) as[j][e] = __float_as_uint(__ldg(is + o));
     }
 }
 
@@ -1117,6 +1158,9 @@ __global__ void __launch_bounds__(256, 1)
       float gq[G::kNA];
 #pragma unroll
       for (unsigned e = 0; e < G::kNA; ++e) gq[e] = 0.0f;
+      // At DP = 128 dout's big fragments in registers (Geo::kRegA; its small image stays).
+      uint32_t oa[G::kRegA ? DP / 8 : 1][4], unused[1][4];
+      if constexpr (G::kRegA) load_a<DP, false, 1>(oa, unused, p, planes, kDr, b, it, w, g, t);
       // Loop invariant at the top: two groups in flight for step jt: the V row images (with dout
       // on entry), the K^T images.
       for (unsigned jt = 0; jt <= last; ++jt) {
@@ -1124,7 +1168,10 @@ __global__ void __launch_bounds__(256, 1)
         group_landed<1>(kBarDS);
         float dp[kNV];
         wg::fence();
-        prod_rows<DP>(m, dp, ob, ob + G::kImg, vb, vb + G::kStr);
+        if constexpr (G::kRegA)
+          prod_rows_big_reg<DP>(m, dp, oa, ob + G::kImg, vb, vb + G::kStr);
+        else
+          prod_rows<DP>(m, dp, ob, ob + G::kImg, vb, vb + G::kStr);
         wg::commit();
         wg::wait<0>();
         wg::reg_fence(dp);
