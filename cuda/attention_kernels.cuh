@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
 __global__ void __launch_bounds__(256)
     d_kernel(const float *__restrict out, const float *__restrict dout, uint64_t rows, unsigned d,
              bool vec, float *__restrict D) {
-  pdl_trigger();  // the wgmma backward's planes_kernel, launched next, does not read D
+  pdl_trigger();  // the wgmma backward's bits_kernel or planes_kernel, launched next, reads no D
   for (uint64_t r = (uint64_t)blockIdx.x * 256 + threadIdx.x; r < rows;
        r += (uint64_t)gridDim.x * 256) {
     const float *a = dout + r * d, *o = out + r * d;
