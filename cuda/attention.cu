@@ -3,7 +3,7 @@
 // bit). Built with -fmad=false: every fusion is an explicit __fmaf_rn (num::fma); the division is
 // __fdiv_rn; exp / log are the shared float32 functions. No atomics, no n x n buffer, everything
 // on the library stream, nothing synchronises. The kernels and their launch plan are in
-// cuda/attention_kernels.cuh, which tests/unit/test_attention_emu.cpp also runs on a CPU emulator
+// cuda/kernels/attention.cuh, which tests/unit/test_attention_emu.cpp also runs on a CPU emulator
 // of the GPU (bit for bit against the CPU backend, under several thread schedules).
 //
 // Common to the kernels: 256 threads; tiles of 64 keys (queries in dk/dv); every (., d) tile in
@@ -64,7 +64,7 @@
 //   bwd (32,1024,128) none ~20 (~2.0x), causal ~16, masked ~18.
 //
 // DEFAULT FAST FORWARD (determinism switch off, allow_tf32 off, sm_80+, d <= 128): the 3xTF32
-// FlashAttention-2 forward of cuda/attention_mma_kernels.cuh (mma.sync m16n8k8 on register
+// FlashAttention-2 forward of cuda/kernels/attention_mma.cuh (mma.sync m16n8k8 on register
 // fragments, K / V split once per call by a pre-pass into fragment-ordered big / small planes
 // in global memory, copied tile by tile into double-buffered shared memory (session 7; it
 // replaced a per-block split pass in shared memory); its top comment has the design and the
@@ -82,7 +82,7 @@
 // ("order": ~670 register moves per warp and tile gone) and, "frag", the Q split hoisted out
 // of the tile loop, P split in 4 instructions, fixed-round plane copies and paired mask loads
 // (~2500 -> ~1300 issue slots per warp-tile). Same bits as the default form (the emulation
-// test compares them). SASS counts and the prediction in cuda/attention_mma_kernels.cuh's
+// test compares them). SASS counts and the prediction in cuda/kernels/attention_mma.cuh's
 // ATT8 comment: frag (32, 1024, 128) none 0.471 -> ~0.36 ms (~0.48x SDPA), masked 0.523 ->
 // ~0.39 (~0.44x), causal 0.409 -> ~0.31. MEASURED (H100, 2026-11-26, bench/attention.py
 // --shapes 32x1024x128, fast forward none / causal / masked, ms and x SDPA): base 0.477 (0.63x) /
@@ -115,7 +115,7 @@
 // between its products as the backward's did before ex2.approx).
 // D = 64 FORM (att9, session 9): frag_qtile at 32 < d <= 64 with split too (same bits; 252
 // registers, no spills; S 595 -> 263 and P V 811 -> 390 SASS instructions per warp and tile).
-// PREDICTION (cuda/attention_mma_kernels.cuh's ATT9 comment): (32, 1024, 64) none / causal /
+// PREDICTION (cuda/kernels/attention_mma.cuh's ATT9 comment): (32, 1024, 64) none / causal /
 // masked 0.286 / 0.250 / 0.364 -> ~0.25 / ~0.225 / ~0.345 ms; (16, 4096, 64) 2.034 / 1.308 /
 // 2.686 -> ~1.77 / ~1.17 / ~2.55. MEASURED (H100, 2026-11-27, behind the switch
 // TLRT_ATTN_D64=frag_qtile against the same build without it): (32, 1024, 64) 0.277 / 0.241 /
@@ -199,7 +199,7 @@
 // 64) none / causal / masked; pre-split form 0.196 / 0.172 / 0.272, (16, 4096, 64) 1.348 / 0.862
 // / 2.008, (32, 1024, 128) 0.264 / 0.229 / 0.341; TLRT_ATTENTION_TF32_WMMA=1 in the environment
 // still selects the WMMA forward, for that comparison), the unmasked backward on the WMMA kernels
-// of cuda/attention_tc_kernels.cuh. Everything else runs the exact kernels below. Measured (H100,
+// of cuda/kernels/attention_tc.cuh. Everything else runs the exact kernels below. Measured (H100,
 // 2026-11-24, bench/results/2026-11-24-h100-attention-tc.md): WMMA TF32 forward 0.26 ms against
 // the exact 0.38 at (32, 1024, 64) (0.44x SDPA's fp32 time), WMMA backward 0.89 against 1.06
 // unmasked, but 1.34 against 1.15 masked (the mask read per element in those kernels; the
@@ -211,16 +211,16 @@
 // (tests/unit/test_attention_tc_emu.cpp).
 #include <cstdlib>
 
-#include "cuda/attention_mma_kernels.cuh"
-#include "cuda/attention_tc_kernels.cuh"
+#include "cuda/kernels/attention_mma.cuh"
+#include "cuda/kernels/attention_tc.cuh"
 
 #include "abi/tlrt_blas.h"
 #include "core/backend/attention.hpp"
 #include "core/backend/memory.hpp"
 #include "core/runtime.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 #if TLRT_HAVE_WGMMA
-#include "cuda/sm90a/attention.hpp"
+#include "cuda/sm90a/attention.cuh"
 #endif
 
 namespace tlrt {
@@ -230,7 +230,7 @@ namespace {
 
 // The allow_tf32 forward: fwd_mma_kernel with one TF32 product, or with TLRT_ATTENTION_TF32_WMMA=1
 // in the environment (read per call; a measurement hook) the WMMA forward of
-// cuda/attention_tc_kernels.cuh, slower on the H100 (the top comment's TF32 PATH).
+// cuda/kernels/attention_tc.cuh, slower on the H100 (the top comment's TF32 PATH).
 bool tf32_on_wmma() {
   const char *e = std::getenv("TLRT_ATTENTION_TF32_WMMA");
   return e != nullptr && e[0] == '1';
@@ -245,7 +245,7 @@ bool bwd_exact_forced() {
 }
 #endif
 
-// The launcher of the plans in cuda/attention_kernels.cuh: the library stream of `dev`.
+// The launcher of the plans in cuda/kernels/attention.cuh: the library stream of `dev`.
 struct Launch {
   int dev;
   unsigned max_grid_y() const { return 65535; }
@@ -273,7 +273,7 @@ void attention_fwd(int dev, const attn::Problem &p, const float *q, const float 
                    const float *v, float *out, float *lse) {
   Launch launch{dev};
   // Switch on: the exact kernels (bit for bit the CPU). Off: the 3xTF32 mma.sync kernel
-  // (cuda/attention_mma_kernels.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
+  // (cuda/kernels/attention_mma.cuh) where it applies (sm_80+, d <= 128), or with allow_tf32 the
   // one-product TF32 path (fwd_mma_kernel, or the WMMA kernel: TLRT_ATTENTION_TF32_WMMA=1).
   // The pre-split planes: O(bh n d) floats, returned to the pool in stream order; none where the
   // mma.sync kernel does not fit (the exact kernels run then).

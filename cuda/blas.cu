@@ -34,8 +34,8 @@
 
 #include "core/backend/blas.hpp"
 #include "core/backend/memory.hpp"
-#include "cuda/cublas_handle.cuh"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/cublas.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -140,7 +140,7 @@ void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, ui
   }
 }
 
-// Shared with the other cuBLAS users (cuda/cublas_handle.cuh): this thread's handle and the status
+// Shared with the other cuBLAS users (cuda/common/cublas.cuh): this thread's handle and the status
 // mapping above.
 cublasHandle_t cublas_handle(int dev, bool allow_tf32) { return handle(dev, allow_tf32); }
 void cublas_check(cublasStatus_t s, const char *what) { check_cublas(s, what); }

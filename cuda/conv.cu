@@ -110,8 +110,8 @@
 
 #include "core/backend/conv.hpp"
 #include "core/backend/memory.hpp"
-#include "cuda/cublas_handle.cuh"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/cublas.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {

@@ -14,7 +14,7 @@
 // on an H200, so those are compute-bound.
 // Measured: bench/results/2026-11-22-h200-elementwise-*.md.
 #include "core/backend/elementwise.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {

@@ -52,7 +52,7 @@
 
 #include "core/backend/fft.hpp"
 #include "core/backend/memory.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -216,7 +216,6 @@ void execute(int dev, cufftType type, u64 n, u64 batch, bool cols, const void *i
 // ---- kernels --------------------------------------------------------------------------------
 
 constexpr unsigned kThreads = 256;
-constexpr unsigned kMaxGridY = 65535;
 
 __device__ __forceinline__ bool edge_bin(u64 k, u64 n) { return k == 0 || (n % 2 == 0 && k == n / 2); }
 

@@ -68,7 +68,7 @@
 #include "core/backend/index.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -77,12 +77,6 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr unsigned kShort = 8;  // segments this short are summed by rows_kernel
-constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
-
-unsigned blocks(uint64_t items, uint64_t per_block) {
-  const uint64_t b = (items + per_block - 1) / per_block;
-  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
-}
 
 // log2 of the threads per row: TX = min(64, power of two >= cv).
 unsigned tx_bits(uint64_t cv) {

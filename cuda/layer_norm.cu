@@ -7,7 +7,7 @@
 //
 // FORWARD (bytes: x read, y written = 8 per element, plus 8 per row for mean and inv_std; gamma and
 // beta are re-read per row from L1/L2):
-// seg_fwd (cols <= 32; cuda/layer_norm_kernels.cuh): a segment of W = pow2_at_least(cols) lanes
+// seg_fwd (cols <= 32; cuda/kernels/layer_norm.cuh): a segment of W = pow2_at_least(cols) lanes
 // per row (lane j = element j; warps read runs of rows, coalesced), sums by red::small<W> across
 // the segment (shuffles, the same additions in the same order). Before (2026-11-22): one thread per
 // row (strided reads), 0.51 of copy bandwidth at 8 columns. PREDICTION: ~0.8. Measured (H100,
@@ -19,7 +19,7 @@
 // then y written from registers; one barrier per reduction when NT > 32. Predicted: ~90% of copy
 // bandwidth on (65536, 1024) and (16384, 4096) (a handful of instructions per element).
 // Measured (H100, 2026-11-24): 0.96 / 0.97 (0.87x / 0.68x PyTorch).
-// split_fwd (8192 < cols <= 65536; session 7; cuda/layer_norm_kernels.cuh, cuda/split_row.cuh, as
+// split_fwd (8192 < cols <= 65536; session 7; cuda/kernels/layer_norm.cuh, cuda/common/split_row.cuh, as
 // cuda/softmax.cu's long rows): the row in REGISTERS, x read once: up to 16384 columns one
 // 512-thread block per row (Q = 2 groups of 256 threads, NCL = 2 chunks each, 32 values per
 // thread, 2 rows per SM); above, a thread-block cluster of Q = 4 blocks of 256 threads
@@ -39,7 +39,7 @@
 // with reduce_axis finishing the tree, then chunk_map writes y (16 bytes per element).
 //
 // BACKWARD (cols <= 4096), fused_group_bwd (now fused_pipe_bwd, below) / fused_seg_bwd
-// (cuda/layer_norm_kernels.cuh): dx and
+// (cuda/kernels/layer_norm.cuh): dx and
 // the first levels of the column tree of dgamma / dbeta in ONE pass over dy and x. A block owns G
 // lanes of one 4096-row chunk of the column tree (lanes t0 + S g, S = 256 / G; G = 256 / NT groups
 // of NT threads; for cols <= 32 all 256 lanes, W of them per segment of W = pow2(cols) lanes, lane
@@ -98,7 +98,7 @@
 // starts only after the exit. ~4 such edges per SM, ~5-8% of the time; plus the reduce_axis tail
 // (4 launches, 16 MB at 1024 columns, 64 MB at 4096: 8% of the bytes there). CHANGES: (1) ONE
 // RING ACROSS ITEMS on a persistent grid (kPipeBlocks blocks per SM; the kernel comment in
-// cuda/layer_norm_kernels.cuh): the next item's first rows are in flight during the current
+// cuda/kernels/layer_norm.cuh): the next item's first rows are in flight during the current
 // item's last rows and halving (which uses the one idle stage), so the ring is filled once per
 // block, not once per item; same bits (emulator test: both grids). (2) The dgamma / dbeta
 // partials are one allocation, their level over S one reduce_axis launch (3 launches, not 4).
@@ -167,7 +167,7 @@
 // side: (65536, 1024) 0.324 -> ~0.295 ms (0.83 -> ~0.89 of copy bandwidth), (16384, 4096) 0.345
 // -> ~0.30 (0.78 -> ~0.88); H200 0.269 -> ~0.225, 0.285 -> ~0.235.
 // MEASURED (session 16, H100, 2026-11-27, bench/softmax.py, whole op, ms, three libraries that
-// differ only in cuda/layer_norm_kernels.cuh, each run twice in one process order): (65536, 1024)
+// differ only in cuda/kernels/layer_norm.cuh, each run twice in one process order): (65536, 1024)
 // / (16384, 4096) / (32768, 2048) / (131072, 512): session 10's kernel 0.323 / 0.344 / 0.331 /
 // 0.306; (1)-(3) 0.320 / 0.345 / 0.328 / 0.306; (1)-(3) plus d and xhat computed once and
 // written over their ring slots (commit 6173b74) 0.322 / 0.350 / 0.333 / 0.306. So halving the
@@ -181,14 +181,14 @@
 // (2.6 waves), not the instruction count. What would be next: d and xhat are still computed 3
 // and 2 times per element from shared memory (FMUL 9, FADD 9, LDS 6.4 per element; the
 // 80-register cap of 3 blocks per SM). Also session 16: the wide finish as a programmatic
-// dependent launch (cuda/pdl.cuh: placed while the ring kernel's last blocks run, waiting for
+// dependent launch (cuda/common/pdl.cuh: placed while the ring kernel's last blocks run, waiting for
 // it; the 1.5 us launch gap and the finish's ramp hidden): PREDICTED ~2-3 us; MEASURED (H100,
 // same build with and without, two rounds) (65536, 1024) 0.320 / 0.319 -> 0.318 / 0.319 ms,
 // (16384, 4096) 0.345 / 0.345 -> 0.344 / 0.344: ~1 us, kept (nothing to lose).
 // SESSION 17, FEWER MIO INSTRUCTIONS: the MIO queue (shared-memory and cp.async instructions)
 // was the one wait ncu showed, and 32 of a row step's ~140 MIO instructions per warp were 4-byte
 // cp.async copies. The FULL rows' copies are now 16 bytes wide and shared by the warp (the same
-// slots: the kernel comment in cuda/layer_norm_kernels.cuh): 8 copies a step instead of 32, the
+// slots: the kernel comment in cuda/kernels/layer_norm.cuh): 8 copies a step instead of 32, the
 // LDS count unchanged, one __syncwarp each side of the refill. PREDICTED (H100): ~18% fewer MIO
 // instructions, 1-2% faster ((65536, 1024) 0.318 -> ~0.312 ms). MEASURED (H100, 2026-11-27,
 // bench/softmax.py, whole op, the same tree with the old kernel header as a second library, three
@@ -217,8 +217,8 @@
 #include "core/backend/layer_norm.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
-#include "cuda/cuda_common.cuh"
-#include "cuda/layer_norm_kernels.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/kernels/layer_norm.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -239,13 +239,6 @@ using row::dev::Exchange;
 using row::dev::kThreads;
 using row::dev::Layout;
 using row::dev::row_sums;
-
-constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
-
-unsigned blocks(uint64_t items, uint64_t per_block) {
-  const uint64_t b = (items + per_block - 1) / per_block;
-  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
-}
 
 struct CudaLaunch {
   int dev;
@@ -268,7 +261,7 @@ struct CudaLaunch {
     kernel<<<grid, kThreads, 0, st>>>(args...);
     check_launch(name);
   }
-  // grid2 as a programmatic dependent launch (cuda/pdl.cuh; the kernel calls pdl_wait first).
+  // grid2 as a programmatic dependent launch (cuda/common/pdl.cuh; the kernel calls pdl_wait first).
   template <class K, class... A>
   void grid2_dependent(const char *name, K kernel, dim3 grid, A... args) const {
     launch_dependent(dev, name, kernel, grid, kThreads, 0, st, args...);
@@ -585,7 +578,7 @@ void fused_bwd(int dev, const ln_kernels::BwdArgs &a, float *dgamma, float *dbet
   reduce_axis(dev, red::Op::Sum, b, 1, nc, a.cols, 1.0f, dbeta);
 }
 
-// ---- forward, 8192 < cols <= 65536: the row in registers (cuda/split_row.cuh) -----------------
+// ---- forward, 8192 < cols <= 65536: the row in registers (cuda/common/split_row.cuh) -----------------
 // Clusters of Q blocks of 256 threads, one cluster per row (the kernel loops past the grid's cap;
 // split_row::split_launch_cluster). Only on sm_90+ (split_row::split_has_clusters).
 template <unsigned Q, unsigned NCL>

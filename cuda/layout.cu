@@ -77,7 +77,7 @@
 #include <cstdlib>
 
 #include "core/backend/layout.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -94,7 +94,6 @@ template <class E>
 __host__ __device__ constexpr unsigned tile_elems() {
   return kTileBytes / sizeof(E);
 }
-constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 constexpr uint32_t kMaxBatch = lay::kMaxRank - 2;
 
 // ---- division by an invariant integer ----------------------------------------------------------

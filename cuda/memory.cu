@@ -30,7 +30,7 @@
 
 #include "core/backend/memory.hpp"
 #include "core/size_class_pool.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {

@@ -23,7 +23,7 @@
 // Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-optim.md): 0.96 of copy bandwidth at
 // 2^24 elements, 0.99-1.00 at 2^26 (0.84-0.94x torch.optim fused); 2^20: launch-bound.
 #include "core/backend/optim.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {

@@ -5,7 +5,7 @@
 // mode are one path); everything on the library stream; the geometry travels as a kernel
 // parameter (pool::Dims by value: no device copy of the dims, no synchronisation).
 //
-// Two families of kernels. FAST kernels (bodies in cuda/pool_kernels.hpp, executed on the CPU over
+// Two families of kernels. FAST kernels (bodies in cuda/kernels/pool.cuh, executed on the CPU over
 // their whole grid by tests/unit/test_pool_kernels.cpp) for rank 2 and 3, 32-bit indices and the
 // compiled configurations of the last two axes (k2 s2 p0, k3 s2 p1, k3 s1 p1); GENERIC kernels
 // (below, any rank and geometry, 32- or 64-bit indices, rank 1, 2, 3 and any instantiated) for
@@ -182,7 +182,7 @@
 //   timed on the H100). Max k3 s1 p1 on the stream path is sep_kernel only (chosen at compile
 //   time from the kind and the geometry; the measurement figures above stay as the record of
 //   why). Commit 22ffc5d is
-//   the last that has them (git show 22ffc5d:cuda/pool.cu, 22ffc5d:cuda/pool_kernels.hpp).
+//   the last that has them (git show 22ffc5d:cuda/pool.cu, 22ffc5d:cuda/kernels/pool.cuh).
 // SESSION 10 (occupancy, the session-8 suspect): three variants of sep_kernel, the same sums bit
 //   for bit (the emulation test ran all four on every sep geometry), selected by TLRT_POOL_SEP:
 //   compact (the never-read ring slots 0, 1, 6, 7 mapped to one per-thread sink: 17 floats per
@@ -300,9 +300,9 @@
 #include "core/backend/memory.hpp"
 #include "core/backend/pool.hpp"
 #include "core/numerics/pool_ops.hpp"
-#include "cuda/cp_async.cuh"
-#include "cuda/cuda_common.cuh"
-#include "cuda/pool_kernels.hpp"
+#include "cuda/common/cp_async.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/kernels/pool.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -430,7 +430,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ---- fast kernels (bodies: cuda/pool_kernels.hpp) ----------------------------------------------
+// ---- fast kernels (bodies: cuda/kernels/pool.cuh) ----------------------------------------------
 
 template <Kind K, class C, int R>
 __global__ void __launch_bounds__(kThreads)

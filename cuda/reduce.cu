@@ -26,7 +26,7 @@
 // of a 2^26 sum (0.91 -> 0.94): measured 0.87 (0.102 ms against 0.098, 1.08x torch): the 16384
 // fenced atomics on 4 counters and the serial last-group reduction cost more than the launch.
 //
-// fused2_kernel_vec4 (cuda/reduce_kernels.cuh; ONE contiguous 16-byte aligned sequence of 2^24 <
+// fused2_kernel_vec4 (cuda/kernels/reduce.cuh; ONE contiguous 16-byte aligned sequence of 2^24 <
 // m <= 2^29 elements, m % 4 == 0: the whole-tensor sum / mean / max of 2^26 floats) does it again
 // without what made that attempt slow: one ticket per BLOCK of 8 chunks (2048 atomics on one
 // counter for 2^26, not 16384 on 4), and the block with the last ticket reduces the 16384 chunk
@@ -110,8 +110,8 @@
 
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
-#include "cuda/cuda_common.cuh"
-#include "cuda/reduce_kernels.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/kernels/reduce.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -124,7 +124,6 @@ using red_kernels::fused2_kernel_vec4;
 using red_kernels::kThreads;
 using red_kernels::kWarps;
 using red_kernels::L2Contig;
-constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
 
 // Sources of warp_kernel: sequence s, element e.
 struct Contig {
@@ -299,11 +298,6 @@ __global__ void __launch_bounds__(kThreads)
     const float r = red::small<OP, W>([=](unsigned j) { return p[(uint64_t)j * inner]; }, m);
     y[q] = red::finish(r, div);
   }
-}
-
-unsigned blocks(uint64_t items, uint64_t per_block) {
-  const uint64_t b = (items + per_block - 1) / per_block;
-  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
 }
 
 template <red::Op OP>

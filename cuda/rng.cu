@@ -5,7 +5,7 @@
 // 2026-11-24: uniform 1.00 of copy bandwidth; normal 0.28, one log + cos + sqrt and two hashes per
 // output, before the pair form below).
 #include "core/backend/rng.hpp"
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {

@@ -18,7 +18,7 @@
 //   trip per 64 steps, overlapped with 64 x ~10 cycles of chain.
 // fwd_out: one thread per (channel, chunk) walks its chunk again from the zero state and writes
 //   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
-// fwd_chained (cuda/scan_kernels.cuh; diag with C > 1 and D >= 1024, since 2026-11-24): the
+// fwd_chained (cuda/kernels/scan.cuh; diag with C > 1 and D >= 1024, since 2026-11-24): the
 //   three phases in one kernel that keeps X in shared memory between its two walks; segments of 8
 //   chunks pass their carry to the next segment's block through flagged words in global memory.
 //   X read once: 8 bytes per element (ideal 8). Same operations in the same order (same bits; the
@@ -41,7 +41,7 @@
 // diag_var: bwd_out_var writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0
 // (reads dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element
 // (ideal 32). Measured (H100, 2026-11-24): 0.39-0.70 of copy bandwidth.
-// diag: bwd_fold (cuda/scan_kernels.cuh) walks the chunks as bwd_out did and, in the same pass,
+// diag: bwd_fold (cuda/kernels/scan.cuh) walks the chunks as bwd_out did and, in the same pass,
 // writes dX = B g and folds h_{t-1} g and X g into THE TREE's lanes (the first step of the sums
 // over time, as cuda/layer_norm.cu's column sums lay them out): a block of 16 warps owns 32
 // channels and the 16 scan chunks whose steps are the 16 elements of 64 tree lanes, moves them in
@@ -70,8 +70,8 @@
 #include "core/backend/reduce.hpp"
 #include "core/backend/scan.hpp"
 #include "core/numerics/row_ops.hpp"
-#include "cuda/cuda_common.cuh"
-#include "cuda/scan_kernels.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/kernels/scan.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -81,14 +81,6 @@ namespace {
 using scan::kChunk;
 using scan_kernels::bwd_aggregate;
 using scan_kernels::coef;
-
-constexpr unsigned kMaxGridY = 65535;
-constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
-
-unsigned blocks(uint64_t items, uint64_t per_block) {
-  const uint64_t b = (items + per_block - 1) / per_block;
-  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
-}
 
 // Launch geometry of the (channel, chunk) kernels: threads along channels (a multiple of 32, at
 // most 256), blocks.x over channels, blocks.y over `nchunks` chunks (capped). blocks.x covers D
@@ -261,7 +253,7 @@ __global__ void fwd_out(const float *__restrict A, const float *__restrict B,
 
 // diag forward with C > 1 and at least this many channels: fwd_chained (one pass, X read once);
 // with fewer channel groups (32 channels each) the segment hops of its carry chain would set the
-// pace (cuda/scan_kernels.cuh's cost model).
+// pace (cuda/kernels/scan.cuh's cost model).
 constexpr uint64_t kChainedMinD = 1024;
 
 template <bool VAR>

@@ -6,7 +6,7 @@
 // Three strategies, chosen by cols (all grid sizes capped at 2^31 - 1 blocks, kernels loop past
 // it):
 //
-// seg_fwd / seg_bwd (cols <= 32; cuda/softmax_kernels.cuh): a segment of W = pow2_at_least(cols)
+// seg_fwd / seg_bwd (cols <= 32; cuda/kernels/softmax.cuh): a segment of W = pow2_at_least(cols)
 // lanes per row, lane j holding element j: a warp reads 32 / W consecutive rows as one contiguous
 // run, each thread U = 4 rows at a time (4 loads in flight, 8 backward). The sum is red::small<W>
 // (the tree of <= 32 elements) evaluated across the segment by __shfl_down_sync (lane t adds lane
@@ -42,7 +42,7 @@
 // -> 0.85 of copy bandwidth (1.07x PyTorch): 5%, the prediction held. Log-softmax has no figure
 // after seg_logs alone to compare with; both changes together: 0.282 -> 0.229 ms (above).
 //
-// warp_fwd (32 < cols <= 128 forward; cuda/softmax_kernels.cuh): one warp per row, K = 2 or 4
+// warp_fwd (32 < cols <= 128 forward; cuda/kernels/softmax.cuh): one warp per row, K = 2 or 4
 // values per lane (every slot an element; the group kernel below keeps 8 slots per thread of which
 // only 2 or 4 hold elements at these widths), U = 4 or 2 rows per warp at once so that each thread
 // has 8 loads in flight; the tree's halving h >= 32 in the thread, h = 16 .. 1 by shuffles: the
@@ -98,7 +98,7 @@
 // PyTorch), 0.97 / 0.97 at 4096 (0.80x / 0.83x): above the prediction.
 //
 // block_row_bwd (4096 < cols <= 8192 backward; the limit and why: kBlockRowBwdMaxCols below;
-// cuda/softmax_kernels.cuh): one 256-thread block per row and every pass in ONE kernel. Thread T
+// cuda/kernels/softmax.cuh): one 256-thread block per row and every pass in ONE kernel. Thread T
 // is the tree's lane T of every chunk; the block walks the row: the sum of the terms two chunks at
 // a time (32 loads in flight; both chunks' lanes halved with one barrier; chunk values in shared
 // memory, then one more halving over them: the tree's next level), then the outputs (16 loads
@@ -109,8 +109,8 @@
 // (4096, 16384) (softmax / log-softmax; the chunk passes 0.37 / 0.41), 0.23 at (1024, 65536) (one
 // 8-warp block per SM, too few loads in flight): replaced by split_fwd.
 //
-// split_fwd (8192 < cols <= 65536 forward, all three kinds; session 7; cuda/split_row.cuh,
-// cuda/softmax_kernels.cuh): the row in REGISTERS, read once: Q groups of 256 threads, group q
+// split_fwd (8192 < cols <= 65536 forward, all three kinds; session 7; cuda/common/split_row.cuh,
+// cuda/kernels/softmax.cuh): the row in REGISTERS, read once: Q groups of 256 threads, group q
 // holding chunks q + Q j (j < NCL), thread T the tree's lane T of each (16 values per chunk). Per
 // row: max (one word per warp, one group-wide barrier), exp folded in the tree's order, each
 // chunk's halving in its block (one block barrier), chunk values in shared memory (one group-wide
@@ -153,8 +153,8 @@
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/softmax.hpp"
-#include "cuda/cuda_common.cuh"
-#include "cuda/softmax_kernels.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/kernels/softmax.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -169,13 +169,6 @@ using row::dev::group_max;
 using row::dev::kThreads;
 using row::dev::Layout;
 using row::dev::row_sums;
-
-constexpr uint64_t kMaxGrid = 0x7FFFFFFFull;
-
-unsigned blocks(uint64_t items, uint64_t per_block) {
-  const uint64_t b = (items + per_block - 1) / per_block;
-  return (unsigned)(b == 0 ? 1 : (b < kMaxGrid ? b : kMaxGrid));
-}
 
 // ---- one group of NT threads per row, the row in registers --------------------------------------
 

@@ -101,7 +101,7 @@ sanitize() {
 has memcheck && sanitize memcheck
 has sanitizers && sanitize racecheck initcheck synccheck
 
-# The warp-level TF32 primitives (cuda/mma_tf32.cuh) on the tensor cores: the fragment layouts
+# The warp-level TF32 primitives (cuda/common/mma_tf32.cuh) on the tensor cores: the fragment layouts
 # the emulator assumes, checked on the device.
 if has mma; then
   if nvcc -std=c++17 -arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.') \
@@ -111,7 +111,7 @@ if has mma; then
   else
     note "mma primitives: FAILED"; tail -20 "$OUT/mma_check.log"
   fi
-  # The warpgroup primitives (cuda/wgmma_tf32.cuh, sm_90a only): layouts and raw product rate.
+  # The warpgroup primitives (cuda/common/wgmma_tf32.cuh, sm_90a only): layouts and raw product rate.
   if [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)" = "9.0" ]; then
     if nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. scripts/wgmma_check.cu \
          -o /tmp/wgmma_check >"$OUT/wgmma_check.log" 2>&1 &&

@@ -1,4 +1,4 @@
-// Device check of cuda/mma_tf32.cuh's fragment layouts and split products on a real GPU (the
+// Device check of cuda/common/mma_tf32.cuh's fragment layouts and split products on a real GPU (the
 // emulator of tests/emu/cuda_emu.hpp assumes the layouts the header documents; this runs the
 // same products on the tensor cores): D = A B and E = D B2 (D's C fragment reused as the A
 // operand) for random 16 x 8 x 8 tiles, against float64, bounds 2^-20 (split) and 2^-10 (TF32)
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "cuda/mma_tf32.cuh"
+#include "cuda/common/mma_tf32.cuh"
 #include "tests/mma_tiles.cuh"
 
 static double worst_ratio(const std::vector<float> &got, const std::vector<float> &X,

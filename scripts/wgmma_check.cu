@@ -1,4 +1,4 @@
-// Device check and throughput probe of cuda/wgmma_tf32.cuh (sm_90a): layouts of the K-major
+// Device check and throughput probe of cuda/common/wgmma_tf32.cuh (sm_90a): layouts of the K-major
 // shared-memory operands and of register A against exact integer products, the split-TF32
 // ("3xTF32") product's error against float64, and the raw product rate (TFLOP/s) of
 // back-to-back m64nNk8 TF32 products with operands in shared memory and A in registers, against
@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "cuda/mma_tf32.cuh"
-#include "cuda/wgmma_tf32.cuh"
+#include "cuda/common/mma_tf32.cuh"
+#include "cuda/common/wgmma_tf32.cuh"
 
 namespace wg = tlrt::cuda::wgmma;
 namespace mma = tlrt::cuda::mma;

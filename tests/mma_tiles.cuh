@@ -1,7 +1,7 @@
 // The tile products that tests/unit/test_mma_emu.cpp (on the CPU emulator) and
 // scripts/mma_check.cu (on the GPU) both run: one warp computes D = A B (16 x 8 x 8) from
 // fragments read straight out of row-major A and B, then E = D B2 with D's C fragment as the A
-// operand (mma::c_as_a / mma::kc_perm). Include after cuda/mma_tf32.cuh.
+// operand (mma::c_as_a / mma::kc_perm). Include after cuda/common/mma_tf32.cuh.
 #pragma once
 
 namespace mma_tiles {

@@ -178,7 +178,7 @@ struct Exchange {
 };
 
 // Maximum over the warp (order-free) of the lanes' values m, in every lane: xor-shuffles d = 16 ..
-// 1. (Shared by group_max and cuda/split_row.cuh's SplitState::max.)
+// 1. (Shared by group_max and cuda/common/split_row.cuh's SplitState::max.)
 __device__ __forceinline__ float warp_max(float m) {
 #pragma unroll
   for (unsigned d = 16; d >= 1; d >>= 1) m = ew::max_f(m, __shfl_xor_sync(0xFFFFFFFFu, m, d));

@@ -17,11 +17,11 @@
 // Operands: TF32 wgmma reads only K-major operands (the contraction index contiguous), and every
 // input takes part in products over two different indices (Q: over d in S = Q K^T, over queries
 // in dK = dS^T Q), so a pre-pass (planes_kernel) writes, once per call, for each 64-row tile of
-// each problem, the shared-memory images (cuda/wgmma_tf32.cuh's layout, 4096 floats, 16 KB) of
+// each problem, the shared-memory images (cuda/common/wgmma_tf32.cuh's layout, 4096 floats, 16 KB) of
 //   Qr, Dr, Kr, Vr: q, dout, k, v tiles as 64 rows x 64 columns (d zero-padded), K-major over d;
 //   Qt, Dt, Kt:     the transposes (64 rows = d, K-major over the tile's 64 positions) with the
 //                   rows of each group of 8 at positions in the order 0 2 4 6 1 3 5 7 (inv_perm),
-//                   the order in which a C fragment serves as an A fragment (cuda/mma_tf32.cuh)
+//                   the order in which a C fragment serves as an A fragment (cuda/common/mma_tf32.cuh)
 // each as big and small TF32 parts (mma::split): 14 images per tile, 14 bh n d floats in all
 // ((32, 1024, 64): 117 MB written, 34 MB read). At 64 < d <= 128 (Geo<128>) the same images
 // are 64 x 128 (row) and 128 x 64 (transposed): 32 KB each, 14 bh n 128 floats.
@@ -164,7 +164,7 @@
 //     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
 //   - the pre-pass (42 / 83 us at (32, 1024, 64 / 128), 151 / 302 MB moved, ~3.6 TB/s on the
 //     H200) and D (9 / 15 us) are ~13% of the unmasked backward.
-//   8. (session 16) PROGRAMMATIC DEPENDENT LAUNCH (cuda/pdl.cuh): d_kernel (128 blocks of one
+//   8. (session 16) PROGRAMMATIC DEPENDENT LAUNCH (cuda/common/pdl.cuh): d_kernel (128 blocks of one
 //      thread per row, a serial fma chain each: 15 us for 34 MB at (32, 1024, 128), most SMs
 //      idle) and bits_kernel let planes_kernel begin at once (it reads neither D nor the bits),
 //      and dkdv_kernel lets dq_kernel take the SMs its last wave leaves idle (512 blocks, one per
@@ -228,12 +228,12 @@
 
 #include "core/backend/attention.hpp"
 #include "core/numerics/shared_math.hpp"
-#include "cuda/sm90a/attention.hpp"
-#include "cuda/cp_async.cuh"
-#include "cuda/cuda_common.cuh"
-#include "cuda/mma_tf32.cuh"
-#include "cuda/pdl.cuh"
-#include "cuda/wgmma_tf32.cuh"
+#include "cuda/sm90a/attention.cuh"
+#include "cuda/common/cp_async.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/common/mma_tf32.cuh"
+#include "cuda/common/pdl.cuh"
+#include "cuda/common/wgmma_tf32.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -293,7 +293,7 @@ struct WP {
 constexpr unsigned kBitsPerTile = 2 * 128;
 
 // The tile row at position pos of a transposed image: within each group of 8, positions
-// 0 1 2 3 4 5 6 7 hold rows 0 2 4 6 1 3 5 7 (the C -> A fragment order of cuda/mma_tf32.cuh).
+// 0 1 2 3 4 5 6 7 hold rows 0 2 4 6 1 3 5 7 (the C -> A fragment order of cuda/common/mma_tf32.cuh).
 __device__ __forceinline__ unsigned inv_perm(unsigned pos) {
   const unsigned k = pos & 7u;
   return (pos & ~7u) | (k < 4 ? 2 * k : 2 * (k - 4) + 1);

@@ -1,4 +1,4 @@
-// A CPU emulator for CUDA kernels written in the plain subset used by cuda/*_kernels.cuh: it lets
+// A CPU emulator for CUDA kernels written in the plain subset used by cuda/kernels/*.cuh: it lets
 // the CPU build run the very kernel source of a CUDA family and compare it bit for bit with the
 // stub, so index arithmetic, boundary tiles, barriers and asynchronous copies are checked on
 // machines without a GPU. It is not a performance model.
@@ -417,7 +417,7 @@ namespace tlrt {
 namespace cuda {
 namespace async {
 
-// The same interface as cuda/cp_async.cuh. 128-byte aligned, as the GPU's (WMMA needs 32).
+// The same interface as cuda/common/cp_async.cuh. 128-byte aligned, as the GPU's (WMMA needs 32).
 inline float *dynamic_smem() {
   const uintptr_t a = reinterpret_cast<uintptr_t>(emu::detail::smem_store().data());
   return reinterpret_cast<float *>((a + 127) & ~uintptr_t(127));
@@ -460,7 +460,7 @@ inline void wait() {
 }  // namespace tlrt
 
 // A minimal WMMA (nvcuda::wmma, float / tf32 fragments only) for kernels such as
-// cuda/attention_tc_kernels.cuh. Every lane's fragment holds the whole tile (x[r * C + c] is
+// cuda/kernels/attention_tc.cuh. Every lane's fragment holds the whole tile (x[r * C + c] is
 // element (r, c); num_elements = R * C), so element-wise loops over num_elements act on the whole
 // tile in each lane alike. load_matrix_sync reads the whole tile when the lane calls it;
 // store_matrix_sync writes only the elements e with e % 32 == lane, so a read of a tile before

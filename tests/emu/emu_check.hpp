@@ -50,7 +50,7 @@ inline void same(const std::string &what, const std::vector<float> &want,
   mismatch_runs() += bad != 0;
 }
 
-// The launcher the attention plans take (cuda/attention*_kernels.cuh): an emulated device with
+// The launcher the attention plans take (cuda/kernels/attention*.cuh): an emulated device with
 // `limit` bytes of shared memory per block and a grid y extent of at most grid_y (a small one
 // makes the kernels loop over problems), running each launch under `policy`.
 struct Launch {

@@ -150,7 +150,7 @@ void all() {
     if (g.in_elems() > max_n()) continue;
     for (Dist d : {Dist::Uniform, Dist::Edge}) one(g, d, salt += 3);
   }
-  // The fast kernels (cuda/pool_kernels.hpp; tests/unit/test_pool_kernels.cpp runs the same list
+  // The fast kernels (cuda/kernels/pool.cuh; tests/unit/test_pool_kernels.cpp runs the same list
   // through their CPU emulation): every compiled configuration at rank 2 and 3, float4 rows and
   // scalar rows, partial groups, padding, tails and gaps, scatter / tile / several tiles.
   for (const Geo &g : {

@@ -1,4 +1,4 @@
-// The CUDA attention kernels (cuda/attention_kernels.cuh, the very source nvcc compiles) run on
+// The CUDA attention kernels (cuda/kernels/attention.cuh, the very source nvcc compiles) run on
 // the CPU under tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend
 // (tlrt_flash_attention_* on CPU buffers), so that the kernels' index arithmetic, boundary tiles,
 // causal skipping, barriers and asynchronous copies are checked without a GPU. Every case runs
@@ -19,7 +19,7 @@
 
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/attention_kernels.cuh"
+#include "cuda/kernels/attention.cuh"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The default fast CUDA attention forward (cuda/attention_mma_kernels.cuh: FlashAttention-2 on
+// The default fast CUDA attention forward (cuda/kernels/attention_mma.cuh: FlashAttention-2 on
 // mma.sync m16n8k8 TF32 register fragments, 3xTF32 and the one-product TF32 variant; the very
 // source nvcc compiles) run on the CPU under tests/emu/cuda_emu.hpp (whose m16n8k8 gathers the
 // fragments through emulated shuffles, so a wrong fragment index shows up as a wrong product),
@@ -28,7 +28,7 @@
 #include "../attention_ref.hpp"
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/attention_mma_kernels.cuh"
+#include "cuda/kernels/attention_mma.cuh"
 
 namespace {
 

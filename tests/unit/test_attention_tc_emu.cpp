@@ -1,4 +1,4 @@
-// The fast (tensor-core, split TF32) CUDA attention forward (cuda/attention_tc_kernels.cuh, the
+// The fast (tensor-core, split TF32) CUDA attention forward (cuda/kernels/attention_tc.cuh, the
 // very source nvcc compiles) run on the CPU under tests/emu/cuda_emu.hpp with its WMMA emulation,
 // against the float64 reference of tests/attention_ref.hpp with the fast path's bound of
 // abi/tlrt_attention.h (and the looser TF32 bound for the one-product variant): the kernel's
@@ -18,7 +18,7 @@
 #include "../attention_ref.hpp"
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/attention_tc_kernels.cuh"
+#include "cuda/kernels/attention_tc.cuh"
 
 namespace {
 

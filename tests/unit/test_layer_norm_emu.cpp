@@ -1,5 +1,5 @@
 // The fused CUDA layer-norm backward, the short-row forward (cols <= 32) and the long-row kernels
-// (cuda/layer_norm_kernels.cuh, the very source nvcc compiles) run on the CPU under
+// (cuda/kernels/layer_norm.cuh, the very source nvcc compiles) run on the CPU under
 // tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend (tlrt_layer_norm_fwd /
 // tlrt_layer_norm_bwd on CPU buffers): y, mean, inv_std, dx, and dgamma / dbeta after the kernel's
 // partials are reduced by the rest of the column tree (here on the host, as reduce_axis does it on
@@ -21,7 +21,7 @@
 
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/layer_norm_kernels.cuh"
+#include "cuda/kernels/layer_norm.cuh"
 
 namespace {
 

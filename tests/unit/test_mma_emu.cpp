@@ -1,4 +1,4 @@
-// The warp-level TF32 primitives of cuda/mma_tf32.cuh (fragment layouts, the big / small split,
+// The warp-level TF32 primitives of cuda/common/mma_tf32.cuh (fragment layouts, the big / small split,
 // the one- and three-product forms, a C fragment reused as an A operand through the permuted
 // contraction index) run on the CPU emulator of tests/emu/cuda_emu.hpp against float64 products.
 // Seeded random tiles (the seed is printed on failure); bounds: one TF32 product 2^-10 of
@@ -10,7 +10,7 @@
 
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/mma_tf32.cuh"
+#include "cuda/common/mma_tf32.cuh"
 #include "../mma_tiles.cuh"
 
 namespace {

@@ -1,4 +1,4 @@
-// The fast CUDA pooling kernels EXECUTED ON THE CPU: cuda/pool_kernels.hpp holds their per-thread
+// The fast CUDA pooling kernels EXECUTED ON THE CPU: cuda/kernels/pool.cuh holds their per-thread
 // bodies and the launch choice as __host__ __device__ code; this test runs them over the whole
 // launch grid that cuda/pool.cu uses (every thread of every block; the tile kernel block by block,
 // phase 1 for all threads, then phase 2, as __syncthreads orders them) and compares every output
@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/pool_kernels.hpp"
+#include "cuda/kernels/pool.cuh"
 #include "harness.hpp"
 
 namespace {

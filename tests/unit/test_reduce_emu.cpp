@@ -1,5 +1,5 @@
 // The one-launch two-level whole-tensor reduction of the CUDA backend (fused2_kernel_vec4 in
-// cuda/reduce_kernels.cuh, the very source nvcc compiles) run on the CPU under
+// cuda/kernels/reduce.cuh, the very source nvcc compiles) run on the CPU under
 // tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend: tlrt_reduce_sum,
 // tlrt_reduce_mean and tlrt_reduce_max_axis1 (one row) on CPU buffers. The kernel takes one
 // sequence of 2^24 < m <= 2^29 elements (m % 4 == 0), so the cases are large: 2^24 + 4 (two
@@ -12,7 +12,7 @@
 
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/reduce_kernels.cuh"
+#include "cuda/kernels/reduce.cuh"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The CUDA selective-scan backward kernels of cuda/scan_kernels.cuh (the very source nvcc compiles)
+// The CUDA selective-scan backward kernels of cuda/kernels/scan.cuh (the very source nvcc compiles)
 // run on the CPU under tests/emu/cuda_emu.hpp and compared BIT FOR BIT with the CPU backend's
 // tlrt_selective_scan_diag_bwd: bwd_aggregate (the chunk aggregates), then the carry chain over
 // chunks on the host with BwdChain's operations (cuda/scan.cu runs it as carry_scan), then
@@ -23,7 +23,7 @@
 
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/scan_kernels.cuh"
+#include "cuda/kernels/scan.cuh"
 #include "core/numerics/row_ops.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// The CUDA softmax kernels of cuda/softmax_kernels.cuh (the very source nvcc compiles) run on the
+// The CUDA softmax kernels of cuda/kernels/softmax.cuh (the very source nvcc compiles) run on the
 // CPU under tests/emu/cuda_emu.hpp and compared bit for bit with the CPU backend (tlrt_softmax,
 // tlrt_log_softmax, tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd, tlrt_log_softmax_bwd on
 // CPU buffers): the short-row segment kernels (cols <= 32, one W-lane segment per row), the
@@ -18,7 +18,7 @@
 
 #include "../emu/emu_check.hpp"
 #define TLRT_CUDA_EMULATION 1
-#include "cuda/softmax_kernels.cuh"
+#include "cuda/kernels/softmax.cuh"
 
 namespace {
 

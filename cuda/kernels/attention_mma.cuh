@@ -1,7 +1,7 @@
 // Device code of the default fast attention FORWARD (cuda/attention.cu dispatches it with the
 // determinism switch off on sm_80+ for 1 <= d <= 128; SPLIT = true: float32-grade "3xTF32";
 // SPLIT = false: one TF32 product, the allow_tf32 variant): FlashAttention-2 on raw mma.sync
-// m16n8k8 TF32 (cuda/mma_tf32.cuh) with every operand and accumulator in REGISTER fragments.
+// m16n8k8 TF32 (cuda/common/mma_tf32.cuh) with every operand and accumulator in REGISTER fragments.
 // tests/unit/test_attention_mma_emu.cpp runs this very source on the CPU emulator against float64.
 //
 // fwd_mma_kernel<DP, SPLIT, NW>: one block of NW = kMmaWarps = 8 warps (256 threads) per
@@ -17,7 +17,7 @@
 //   tile's planes with 16-byte cp.async into a DOUBLE-BUFFERED pair of plane buffers at the padded
 //   strides (tile j + 1 in flight while tile j is computed; one barrier per tile). Until session 7
 //   each block staged raw tiles and split them in shared memory between two barriers (the "split
-//   pass"; git show 9221617:cuda/attention_mma_kernels.cuh); measured slower in all 18 cases
+//   pass"; git show 9221617:cuda/kernels/attention_mma.cuh); measured slower in all 18 cases
 //   below, removed. A lane's B fragment (big and small) is ONE 16-byte shared load and no warp
 //   splits what it reads:
 //     K planes: row j, float4 c4 = 4 ks + t: {big, small of K[j][8 ks + t], big, small of
@@ -179,7 +179,7 @@
 //   the default. Parity (bits) held on the GPU with frag and frag_qtile.
 //   REMOVED (session 9): the measured-slower d = 128 forms, base (at DP = 128 with SPLIT),
 //   order and frag, with the switch TLRT_ATTN_D128 that chose among them and frag's Q kept
-//   split at DP = 128; last in commit 22ffc5d (git show 22ffc5d:cuda/attention_mma_kernels.cuh,
+//   split at DP = 128; last in commit 22ffc5d (git show 22ffc5d:cuda/kernels/attention_mma.cuh,
 //   22ffc5d:cuda/attention.cu). DP = 128 with SPLIT always runs frag_qtile (fwd_mma_kernel's
 //   FQ); the base form stays where it is the only form (DP = 32 / 64, the TF32 path), and
 //   tests/unit/test_attention_mma_emu.cpp still compares frag_qtile's bits with it at d = 128
@@ -230,8 +230,8 @@
 //   predicted -5%. test_parity_attention passed with it (12982 checks). Now the standard form.
 #pragma once
 
-#include "cuda/attention_kernels.cuh"
-#include "cuda/mma_tf32.cuh"
+#include "cuda/kernels/attention.cuh"
+#include "cuda/common/mma_tf32.cuh"
 
 namespace tlrt {
 namespace cuda {

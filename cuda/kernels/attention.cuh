@@ -8,9 +8,9 @@
 #include <type_traits>
 
 #include "core/backend/attention.hpp"
-#include "cuda/pdl.cuh"
+#include "cuda/common/pdl.cuh"
 #ifndef TLRT_CUDA_EMULATION
-#include "cuda/cp_async.cuh"
+#include "cuda/common/cp_async.cuh"
 #endif
 
 namespace tlrt {

@@ -1,5 +1,5 @@
 // Device code of the softmax kernels for short rows (seg_fwd / seg_bwd, warp_fwd), long rows
-// forward (split_fwd: the row in the registers of one block or a cluster, cuda/split_row.cuh) and
+// forward (split_fwd: the row in the registers of one block or a cluster, cuda/common/split_row.cuh) and
 // long rows backward (block_row_bwd: one 256-thread block per row, every pass of the row in one
 // kernel, row::dev::block_row_* of core/numerics/row_ops.hpp); cuda/softmax.cu explains the
 // strategies and their costs. Kept apart so that the CPU emulator test
@@ -15,7 +15,7 @@
 #include "core/numerics/reduce_tree.hpp"
 #include "core/numerics/row_ops.hpp"
 #include "core/numerics/shared_math.hpp"
-#include "cuda/split_row.cuh"
+#include "cuda/common/split_row.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- long rows held in registers by Q groups of 256 threads (a block, or a cluster) -----------
 // split_fwd (8192 < cols <= Q * NCL * 4096, forward, all three kinds; layout, maximum and tree sum
-// of cuda/split_row.cuh): every load of a thread is issued before the first use; per row the
+// of cuda/common/split_row.cuh): every load of a thread is issued before the first use; per row the
 // maximum (order-free), e = exp(x - m) folded into the lanes in the tree's order (r = 0..15), the
 // tree sum, the outputs from registers. x is read once and y written once: 8 bytes per element
 // (12 masked). The same operations, in the same order, as the stub (and as the chunk

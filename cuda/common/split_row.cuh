@@ -1,7 +1,7 @@
 // Long rows held in registers by Q groups of 256 threads: the groups are the quarters (halves) of
 // one block, or the blocks of a thread-block cluster (sm_90, distributed shared memory). Shared by
-// the softmax and layer-norm forward kernels (cuda/softmax_kernels.cuh,
-// cuda/layer_norm_kernels.cuh) and, through them, by the CPU emulator tests (which run the
+// the softmax and layer-norm forward kernels (cuda/kernels/softmax.cuh,
+// cuda/kernels/layer_norm.cuh) and, through them, by the CPU emulator tests (which run the
 // one-block form: the cluster form is the same code with the groups in different blocks, reading
 // the same words remotely).
 //
@@ -28,7 +28,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/runtime.cuh"
 #endif
 
 #include "core/numerics/reduce_tree.hpp"

@@ -1,5 +1,5 @@
 // Programmatic dependent launch, the device side (compute capability 9.0 and later; elsewhere,
-// and on the host under tests/emu, no-ops). A kernel launched by cuda_common.cuh's
+// and on the host under tests/emu, no-ops). A kernel launched by cuda/common/runtime.cuh's
 // launch_dependent may begin before the kernel before it on the stream has finished: as soon as
 // every block of that kernel has called pdl_trigger() (or exited). It must call pdl_wait() before
 // it reads anything that kernel writes, and before it exits, so that its own completion still

@@ -24,11 +24,11 @@
 
 #include "core/numerics/reduce_tree.hpp"
 #include "core/numerics/row_ops.hpp"
-#include "cuda/pdl.cuh"
+#include "cuda/common/pdl.cuh"
 #ifndef TLRT_CUDA_EMULATION
-#include "cuda/cp_async.cuh"
+#include "cuda/common/cp_async.cuh"
 #endif
-#include "cuda/split_row.cuh"
+#include "cuda/common/split_row.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -843,7 +843,7 @@ void fused_bwd_finish_wide_plan(const Launch &launch, const float *pg, const flo
 }
 
 // ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------
-// As cuda/softmax_kernels.cuh's seg_fwd: lane j holds element j, warps read runs of rows
+// As cuda/kernels/softmax.cuh's seg_fwd: lane j holds element j, warps read runs of rows
 // (coalesced), each thread kSegRows rows at a time; both sums red::small<W> across the segment.
 constexpr unsigned kSegRows = 4;
 
@@ -949,7 +949,7 @@ void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
 
 // ---- long rows held in registers: split_fwd (8192 < cols <= 65536) -----------------------------
 // Q groups of 256 threads (one block, or a cluster of Q blocks) hold the row in registers
-// (cuda/split_row.cuh: layout, tree sums): S(x) -> mean, S(sq_dev(x, mean)) -> inv_std, y from
+// (cuda/common/split_row.cuh: layout, tree sums): S(x) -> mean, S(sq_dev(x, mean)) -> inv_std, y from
 // registers (gamma and beta read at the output, from L1 / L2). x is read once: 8 bytes per
 // element, as the group kernels, against the old block_row_fwd's three reads of x (two from L2).
 template <unsigned Q, unsigned NCL, bool CLUSTER, bool FULL>

@@ -84,7 +84,7 @@
 //   per-element mask loads), so a masked backward stays on the exact kernels.
 #pragma once
 
-#include "cuda/attention_kernels.cuh"
+#include "cuda/kernels/attention.cuh"
 #ifndef TLRT_CUDA_EMULATION
 #include <mma.h>
 #endif

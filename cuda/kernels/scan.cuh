@@ -12,7 +12,7 @@
 #include "core/backend/scan.hpp"
 #include "core/numerics/reduce_tree.hpp"
 #ifndef TLRT_CUDA_EMULATION
-#include "cuda/cp_async.cuh"
+#include "cuda/common/cp_async.cuh"
 #endif
 
 namespace tlrt {
