@@ -13,7 +13,7 @@
 //   CUDA runtime: 1 cudaGetDevice (stream(), before the launch), 1 cudaLaunchKernel (no
 //     cudaGetLastError: launch() checks its return value); the block cache makes no CUDA call
 //     (before: 3 cudaGetDevice, the launch, 1 cudaGetLastError);
-//   locks: SizeClassPool take + give (a mutex and an unordered_map lookup each), std::call_once
+//   locks: the block cache's take + give (a mutex and an unordered_map lookup each), std::call_once
 //     fast path (an acquire load) in state() / stream() three times;
 //   atomics: allocation-failure countdown (2 loads), allocs / live / peak (2 RMW + load), handle
 //     count and peak (RMW + load), refs (RMW), released (exchange), frees / live (2 RMW), handle
@@ -28,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "core/size_class_pool.hpp"
 #include "torchlean_rt.h"
 
 #if TLRT_HAVE_CUDA
@@ -130,15 +129,8 @@ int main(int argc, char **argv) {
         tlrt_buffer_free(o);
       }, sync));
   {
-    // The pieces of the runtime that make no CUDA call.
-    tlrt::SizeClassPool pool(uint64_t{1} << 30);
-    static char block[4096];
-    pool.give(block, tlrt::size_class(4096));
+    // Costs of the kinds the runtime's pieces are made of, without a CUDA call.
     auto nosync = [] {};
-    row("host only: SizeClassPool take + give (mutex + map, twice)", host_us(kHostBatch, [&] {
-          void *p = pool.take(tlrt::size_class(4096));
-          pool.give(p, tlrt::size_class(4096));
-        }, nosync));
     row("host only: new + delete of a 48-byte handle", host_us(kHostBatch, [&] {
           volatile char *h = new char[48];
           h[0] = 1;

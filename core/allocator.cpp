@@ -70,14 +70,6 @@ void count_handle(int delta) noexcept {
     g_live_handles.fetch_sub(1, std::memory_order_relaxed);
 }
 
-uint64_t env_bytes(const char *name, uint64_t fallback) {
-  const char *v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char *end = nullptr;
-  const unsigned long long x = std::strtoull(v, &end, 10);
-  return (end != nullptr && *end == '\0') ? (uint64_t)x : fallback;
-}
-
 }  // namespace tlrt
 
 using namespace tlrt;

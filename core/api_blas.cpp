@@ -1,12 +1,8 @@
 // Matrix-product entry points: validate, allocate the output, handle the empty and n == 0 cases,
-// dispatch (abi/tlrt_blas.h states the contracts). Also the TF32 switch, initialised from
-// TORCHLEAN_RT_ALLOW_TF32 like the determinism switch of core/runtime.cpp, and the host DGEMM.
-#include <atomic>
-#include <cctype>
+// dispatch (abi/tlrt_blas.h states the contracts). Also the TF32 switch (its state lives in
+// core/settings.cpp) and the host DGEMM.
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "abi/tlrt_blas.h"
@@ -14,6 +10,8 @@
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/shape_check.hpp"
+#include "core/settings.hpp"
 
 using namespace tlrt;
 
@@ -21,46 +19,7 @@ namespace {
 
 using ull = unsigned long long;
 
-// ---- the TF32 switch ---------------------------------------------------------------------------
-
-std::atomic<int> g_allow_tf32{-1};  // -1 = not yet read from the environment
-
-// The reading rule of TORCHLEAN_RT_DETERMINISTIC (core/runtime.cpp): unset, "", "0", "false",
-// "off", "no" (any case) are off; anything else is on.
-bool env_flag_on(const char *v) {
-  if (v == nullptr || *v == '\0') return false;
-  char low[8] = {0};
-  const size_t n = std::strlen(v);
-  if (n >= sizeof low) return true;
-  for (size_t i = 0; i < n; ++i) low[i] = (char)std::tolower((unsigned char)v[i]);
-  return !(std::strcmp(low, "0") == 0 || std::strcmp(low, "false") == 0 ||
-           std::strcmp(low, "off") == 0 || std::strcmp(low, "no") == 0);
-}
-
-bool allow_tf32() noexcept {
-  const int v = g_allow_tf32.load(std::memory_order_acquire);
-  if (v >= 0) return v != 0;
-  const int init = env_flag_on(std::getenv("TORCHLEAN_RT_ALLOW_TF32")) ? 1 : 0;
-  int expected = -1;
-  g_allow_tf32.compare_exchange_strong(expected, init, std::memory_order_acq_rel);
-  return g_allow_tf32.load(std::memory_order_acquire) != 0;
-}
-
 // ---- sizes -------------------------------------------------------------------------------------
-
-// x * y * z exactly: false when it does not fit in 64 bits (a zero factor gives 0).
-bool product3(uint64_t x, uint64_t y, uint64_t z, uint64_t *r) {
-  *r = 0;
-  if (x == 0 || y == 0 || z == 0) return true;
-  uint64_t t;
-  if (__builtin_mul_overflow(x, y, &t) || __builtin_mul_overflow(t, z, &t)) return false;
-  *r = t;
-  return true;
-}
-
-std::string count_str(uint64_t n, bool fits) {
-  return fits ? std::to_string(n) : std::string("beyond 64 bits");
-}
 
 // Checks that operand `name` has batch * rows * cols elements. `dims` names the factors for the
 // message ("m * n", or "batch * m * n" for tlrt_bmm).
@@ -120,7 +79,7 @@ tlrt_status product(const char *fn, bool batched, const tlrt_buffer *a, const tl
         TLRT_DISPATCH(A.dev, fill, A.dev.ordinal, y->data, 0.0f, nc);
       else
         TLRT_DISPATCH(A.dev, bmm, A.dev.ordinal, A.data, B.data, batch, m, n, p, trans_a,
-                      trans_b, allow_tf32(), y->data);
+                      trans_b, matmul_policy(), y->data);
     }
     *out = y.release();
   });
@@ -182,15 +141,11 @@ TLRT_API tlrt_status tlrt_dgemm(const double *a, const double *b, uint64_t m, ui
       for (uint64_t i = 0; i < nc; ++i) c[i] = 0.0;
       return;
     }
-    stub::dgemm_host(a, b, m, n, p, c);
+    stub::dgemm_host(a, b, m, n, p, matmul_policy().cpu_isa_cap, c);
   });
 }
 
-TLRT_API bool tlrt_set_allow_tf32(bool on) {
-  const bool previous = allow_tf32();
-  g_allow_tf32.store(on ? 1 : 0, std::memory_order_release);
-  return previous;
-}
+TLRT_API bool tlrt_set_allow_tf32(bool on) { return set_allow_tf32(on); }
 
 TLRT_API bool tlrt_get_allow_tf32(void) { return allow_tf32(); }
 

@@ -10,26 +10,13 @@
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/shape_check.hpp"
 
 using namespace tlrt;
 
 namespace {
 
 using ull = unsigned long long;
-
-// a * b * c exactly: false when it does not fit in 64 bits (a zero factor gives 0).
-bool product3(uint64_t a, uint64_t b, uint64_t c, uint64_t *r) {
-  *r = 0;
-  if (a == 0 || b == 0 || c == 0) return true;
-  uint64_t t;
-  if (__builtin_mul_overflow(a, b, &t) || __builtin_mul_overflow(t, c, &t)) return false;
-  *r = t;
-  return true;
-}
-
-std::string count_str(uint64_t v, bool fits) {
-  return fits ? std::to_string(v) : std::string("beyond 64 bits");
-}
 
 // cuFFT takes int transform lengths (and the strides of the spectral convolution).
 void check_cufft_int(const tlrt_buffer &B, const char *name, uint64_t v) {

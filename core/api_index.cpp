@@ -27,6 +27,7 @@
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/shape_check.hpp"
 
 using namespace tlrt;
 
@@ -35,11 +36,6 @@ namespace {
 using ull = unsigned long long;
 
 constexpr uint64_t kNarrowMax = 0xFFFFFFFFull;  // uint32_t arrays hold values <= this
-
-// A product for messages: its value, or "beyond 64 bits".
-std::string count_str(uint64_t n, bool fits) {
-  return fits ? std::to_string(n) : std::string("beyond 64 bits");
-}
 
 // Every pointer argument must be non-NULL: checked first, for all of them, so that the order of
 // the status codes is the one the header states.
@@ -86,16 +82,6 @@ void check_entries(const uint64_t *idx, uint64_t k) {
     for (uint64_t j = j0; j < e; ++j) acc |= idx[j];
     if (acc >= TLRT_MAX_ELEMENTS) fail_first_bad(idx, j0, e);
   }
-}
-
-// rows * cols must be the size of the buffer called `name`.
-void check_matrix(const tlrt_buffer &M, const char *name, uint64_t rows, uint64_t cols) {
-  uint64_t n = 0;
-  const bool fits = !__builtin_mul_overflow(rows, cols, &n);
-  if (!fits || n != M.size)
-    fail(TLRT_ERR_SHAPE,
-         "argument %s has %llu elements, but argument rows * argument cols = %llu * %llu = %s",
-         name, (ull)M.size, (ull)rows, (ull)cols, count_str(n, fits).c_str());
 }
 
 // A host array of n (>= 1 allocated) trivial values, not initialised, from the CPU backend's

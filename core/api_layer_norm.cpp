@@ -10,23 +10,13 @@
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/shape_check.hpp"
 
 using namespace tlrt;
 
 namespace {
 
 using ull = unsigned long long;
-
-// B (named `name`) must have exactly rows * cols elements; a product beyond 64 bits never matches.
-void check_matrix(const tlrt_buffer &B, const char *name, uint64_t rows, uint64_t cols) {
-  uint64_t n = 0;
-  const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
-  if (!fits || n != B.size)
-    fail(TLRT_ERR_SHAPE,
-         "argument %s has %llu elements, but argument rows * argument cols = %llu * %llu = %s",
-         name, (ull)B.size, (ull)rows, (ull)cols,
-         fits ? std::to_string(n).c_str() : "beyond 64 bits");
-}
 
 // B (named `name`) must have exactly `count` elements, the value of argument `count_name`.
 void check_vector(const tlrt_buffer &B, const char *name, uint64_t count, const char *count_name) {

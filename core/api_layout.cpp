@@ -25,6 +25,7 @@
 #include "core/broadcast_plan.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/shape_check.hpp"
 
 using namespace tlrt;
 
@@ -161,18 +162,6 @@ void run(const tlrt_buffer &X, const Axes &a, tlrt_buffer &Y) {
   TLRT_DISPATCH(dev, strided_copy, dev.ordinal, X.data, g, Y.data);
 }
 
-// rows * cols for a stated shape that must describe X: TLRT_ERR_SHAPE otherwise.
-uint64_t matrix_size(const tlrt_buffer &X, const char *xn, uint64_t rows, const char *rn,
-                     uint64_t cols, const char *cn) {
-  uint64_t n = 0;
-  const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
-  if (!fits || n != X.size)
-    fail(TLRT_ERR_SHAPE,
-         "argument %s has %llu elements, but argument %s * argument %s = %llu * %llu = %s", xn,
-         (ull)X.size, rn, cn, (ull)rows, (ull)cols, count_str(n, fits).c_str());
-  return n;
-}
-
 // An output of rows * cols elements (for the broadcasts): TLRT_ERR_OVERFLOW beyond
 // TLRT_MAX_ELEMENTS or 64 bits.
 uint64_t output_matrix(uint64_t rows, uint64_t cols) {
@@ -290,8 +279,8 @@ TLRT_API tlrt_status tlrt_concat_axis0(const tlrt_buffer *a, const tlrt_buffer *
     const tlrt_buffer &A = input(a, "a");
     const tlrt_buffer &B = input(b, "b");
     same_device(A, "a", B, "b");
-    const uint64_t na = matrix_size(A, "a", rows_a, "rows_a", inner, "inner");
-    const uint64_t nb = matrix_size(B, "b", rows_b, "rows_b", inner, "inner");
+    const uint64_t na = check_matrix(A, "a", rows_a, inner, "rows_a", "inner");
+    const uint64_t nb = check_matrix(B, "b", rows_b, inner, "rows_b", "inner");
     uint64_t rows = 0;
     if (__builtin_add_overflow(rows_a, rows_b, &rows))
       fail(TLRT_ERR_OVERFLOW,
@@ -317,7 +306,7 @@ TLRT_API tlrt_status tlrt_slice_axis0(const tlrt_buffer *x, uint64_t rows, uint6
   return guarded(__func__, [&] {
     clear_out(out, "out");
     const tlrt_buffer &X = input(x, "x");
-    matrix_size(X, "x", rows, "rows", inner, "inner");
+    check_matrix(X, "x", rows, inner, "rows", "inner");
     if (start > rows || len > rows - start)
       fail(TLRT_ERR_INDEX,
            "argument start + argument len = %llu + %llu is beyond the %llu rows of argument x",
@@ -403,7 +392,7 @@ TLRT_API tlrt_status tlrt_transpose2d(const tlrt_buffer *x, uint64_t rows, uint6
   return guarded(__func__, [&] {
     clear_out(out, "out");
     const tlrt_buffer &X = input(x, "x");
-    matrix_size(X, "x", rows, "rows", cols, "cols");
+    check_matrix(X, "x", rows, cols, "rows", "cols");
     const uint64_t dims[2] = {rows, cols};
     const uint32_t perm[2] = {1, 0};
     *out = permuted(X, dims, 2, perm).release();

@@ -8,24 +8,13 @@
 #include "core/backend/softmax.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/shape_check.hpp"
 
 using namespace tlrt;
 
 namespace {
 
 using ull = unsigned long long;
-
-// B (named `name`) must have exactly rows * cols elements; a product beyond 64 bits never matches
-// (and a product beyond TLRT_MAX_ELEMENTS matches no buffer).
-void check_matrix(const tlrt_buffer &B, const char *name, uint64_t rows, uint64_t cols) {
-  uint64_t n = 0;
-  const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
-  if (!fits || n != B.size)
-    fail(TLRT_ERR_SHAPE,
-         "argument %s has %llu elements, but argument rows * argument cols = %llu * %llu = %s",
-         name, (ull)B.size, (ull)rows, (ull)cols,
-         fits ? std::to_string(n).c_str() : "beyond 64 bits");
-}
 
 // One input x and an optional second input b (mask of the masked softmax, nullptr otherwise).
 tlrt_status forward(const char *fn, row::Kind kind, const tlrt_buffer *x, const tlrt_buffer *mask,

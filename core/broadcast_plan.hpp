@@ -14,6 +14,7 @@
 #include "abi/tlrt_buffer.h"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/shape_check.hpp"
 
 namespace tlrt {
 
@@ -33,11 +34,6 @@ inline bool exact_product(const uint64_t *d, uint32_t n, uint64_t *p) {
     if (__builtin_mul_overflow(r, d[i], &r)) return false;
   *p = r;
   return true;
-}
-
-// A product for messages: its value, or "beyond 64 bits".
-inline std::string count_str(uint64_t n, bool fits) {
-  return fits ? std::to_string(n) : std::string("beyond 64 bits");
 }
 
 // n outputs (fits: n is exact; otherwise the count exceeds 64 bits) must be allocatable.

@@ -1,13 +1,9 @@
-// Runtime entry points: versions, build info, devices, synchronisation, the determinism switch.
-#include <atomic>
-#include <cctype>
-#include <cstdlib>
-#include <cstring>
-
+// Runtime entry points: versions, build info, devices, synchronisation, the determinism switch
+// (its state lives in core/settings.cpp).
 #include "core/backend/memory.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
-#include "core/runtime.hpp"
+#include "core/settings.hpp"
 
 #ifndef TLRT_VERSION_STRING
 #define TLRT_VERSION_STRING "unknown"
@@ -15,45 +11,12 @@
 #ifndef TLRT_CUDA_INFO
 #define TLRT_CUDA_INFO ""
 #endif
+#define TLRT_STR_(x) #x
+#define TLRT_STR(x) TLRT_STR_(x)
+
 #ifndef TLRT_BLAS_INFO
 #define TLRT_BLAS_INFO "builtin"
 #endif
-
-namespace tlrt {
-
-namespace {
-
-// The switch starts from TORCHLEAN_RT_DETERMINISTIC, read once, the first time anyone asks.
-std::atomic<int> g_deterministic{-1};  // -1 = not yet initialised
-
-bool env_flag_on(const char *v) {
-  if (v == nullptr || *v == '\0') return false;
-  char low[8] = {0};
-  size_t n = std::strlen(v);
-  if (n >= sizeof low) return true;
-  for (size_t i = 0; i < n; ++i) low[i] = (char)std::tolower((unsigned char)v[i]);
-  return !(std::strcmp(low, "0") == 0 || std::strcmp(low, "false") == 0 ||
-           std::strcmp(low, "off") == 0 || std::strcmp(low, "no") == 0);
-}
-
-}  // namespace
-
-bool deterministic() noexcept {
-  int v = g_deterministic.load(std::memory_order_acquire);
-  if (v >= 0) return v != 0;
-  int init = env_flag_on(std::getenv("TORCHLEAN_RT_DETERMINISTIC")) ? 1 : 0;
-  int expected = -1;
-  g_deterministic.compare_exchange_strong(expected, init, std::memory_order_acq_rel);
-  return g_deterministic.load(std::memory_order_acquire) != 0;
-}
-
-bool set_deterministic(bool on) noexcept {
-  bool previous = deterministic();
-  g_deterministic.store(on ? 1 : 0, std::memory_order_release);
-  return previous;
-}
-
-}  // namespace tlrt
 
 using namespace tlrt;
 

@@ -73,7 +73,9 @@ class SizeClassPool {
   const uint64_t cap_;
 };
 
-// Reads a byte count from the environment: unset or malformed -> fallback.
-uint64_t env_bytes(const char *name, uint64_t fallback);
+// The pools' caps in bytes, read once from the environment by core/settings.cpp:
+// TORCHLEAN_RT_CPU_POOL_MAX_BYTES (default 1 GiB) and TORCHLEAN_RT_CUDA_CACHE_MAX_BYTES (4 GiB).
+uint64_t cpu_pool_max_bytes();
+uint64_t cuda_cache_max_bytes();
 
 }  // namespace tlrt

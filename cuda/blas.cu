@@ -8,8 +8,7 @@
 // calls (core has checked that m, n, p fit in an int). The cost is cuBLAS's: 2 batch m n p flops,
 // at least 4 (batch (m n + n p + m p)) bytes; a 512^3 or larger product is compute-bound (about
 // 50 TFLOP/s float32 on an H100/H200 without TF32).
-// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-blas.md): bmm 64 x 512^3 and matmul
-// 4096^3 at 0.99-1.005x the time of torch.bmm / torch.matmul, TF32 off and on.
+// Last measured: bench/results/2026-11-22-h100-blas.md.
 //
 // Handles: one cuBLAS handle per (host thread, device), created on the thread's first product on
 // that device, bound once to the library stream (cublasSetStream), with a workspace of its own
@@ -115,8 +114,8 @@ cublasHandle_t handle(int dev, bool tf32) {
 }  // namespace
 
 void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, uint64_t n,
-         uint64_t p, bool trans_a, bool trans_b, bool allow_tf32, float *c) {
-  const cublasHandle_t h = handle(dev, allow_tf32);
+         uint64_t p, bool trans_a, bool trans_b, const MatmulPolicy &policy, float *c) {
+  const cublasHandle_t h = handle(dev, policy.allow_tf32);
   const float one = 1.0f, zero = 0.0f;  // host pointer mode (the handle's default)
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -1,29 +1,23 @@
 // CUDA backend: memory, transfers, fill, synchronisation.
-//
 // One non-blocking library stream per device; every payload comes from the device's default
 // stream-ordered memory pool (cudaMallocAsync / cudaFreeAsync on that stream), whose release
-// threshold is raised to "keep everything" so freed blocks are reused without returning to the
-// driver; tlrt_allocator_trim hands them back.
-//
+// threshold is "keep everything", so freed blocks are reused without going back to the driver;
+// tlrt_allocator_trim hands them back.
 // In front of it, a host-side size-class cache (core/size_class_pool.hpp) keeps freed blocks and
-// hands them out again without any CUDA call: every kernel, copy and free of this library is
-// ordered on the one library stream of the device, so work queued after a reuse runs after all
-// work queued before the free, exactly the guarantee cudaFreeAsync + cudaMallocAsync give, for
-// 0.6 us less host time per op (measured on an H200: cudaMallocAsync + cudaFreeAsync of a pooled
-// block cost 0.60 us together). Capped by TORCHLEAN_RT_CUDA_CACHE_MAX_BYTES (default 4 GiB, read
-// once; 0 disables it); beyond the cap, and on trim or on an allocation failure, blocks go back
-// with cudaFreeAsync. A cache hit or give makes no CUDA call at all, not even cudaGetDevice
-// (state() rather than stream(): 2 of the 3 cudaGetDevice calls an op + free used to make).
-//
-// upload_async: per-call host data (index lists) goes through pinned staging, so that the copy is a
-// true asynchronous DMA (from pageable memory cudaMemcpyAsync may block the host). A ring per
-// device of at most 8 pinned blocks of 4 MiB, each with an event recorded after its copy; a block
-// is reused once its event has completed; larger data goes in 4 MiB pieces. With every block busy
-// the host waits for the oldest copy (bounded pinned memory, 32 MiB per device; it happens when
-// the host runs more than 8 uploads ahead of the device or uploads more than 32 MiB at once: the
-// copies themselves run at PCIe speed, about 25 GB/s). Trim frees the blocks.
-//
-// fill: one thread per 4 floats (16-byte stores), grid-stride; n floats cost 4n bytes of writes.
+// hands them out again with no CUDA call at all (state(), not stream(): not even cudaGetDevice):
+// every kernel, copy and free of this library is ordered on the device's one library stream, so
+// work queued after a reuse runs after all work queued before the free, the guarantee
+// cudaFreeAsync + cudaMallocAsync give, for ~0.6 us less host time per op. Capped by
+// TORCHLEAN_RT_CUDA_CACHE_MAX_BYTES (default 4 GiB, read once; 0 disables it); beyond the cap,
+// on trim and on an allocation failure, blocks go back with cudaFreeAsync.
+// upload_async: per-call host data (index lists) goes through pinned staging, so that the copy is
+// a true asynchronous DMA. A ring per device of at most 8 pinned blocks of 4 MiB, each with an
+// event recorded after its copy, reused once the event has completed; larger data goes in 4 MiB
+// pieces. With every block busy the host waits for the oldest copy (pinned memory stays bounded
+// at 32 MiB per device). Trim frees the blocks.
+// fill_kernel: one thread per 4 floats (16-byte stores), a block per 256 threads (grid_all);
+// 4n bytes written.
+// Last measured: bench/results/2026-11-24-h100-rng-hostcost.md
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -131,7 +125,7 @@ DeviceState &state(int dev) {
       uint64_t keep = UINT64_MAX;
       d.init_error = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
-    d.cache = new SizeClassPool(env_bytes("TORCHLEAN_RT_CUDA_CACHE_MAX_BYTES", uint64_t{4} << 30));
+    d.cache = new SizeClassPool(cuda_cache_max_bytes());
   });
   check(d.init_error, "initialising the CUDA device");
   return d;
@@ -198,7 +192,7 @@ void *alloc(int dev, uint64_t bytes) {
   const uint64_t cls = size_class(bytes);
   if (cls == 0) fail(TLRT_ERR_OUT_OF_MEMORY, "out of device memory allocating %llu bytes",
                      (unsigned long long)bytes);
-  // A cached block needs no CUDA call, so not even the current device (see the top comment).
+  // A cached block needs no CUDA call, not even for the current device.
   if (void *p = state(dev).cache->take(cls)) return p;
   cudaStream_t s = stream(dev);
   void *p = nullptr;

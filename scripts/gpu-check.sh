@@ -5,8 +5,8 @@
 #
 #   scripts/gpu-check.sh [STEP...]     steps: build test digits memcheck sanitizers mma math hostcost bench
 #                                      (default: all, in that order; a step needs the build;
-#                                      `parity` runs only the parity suite; `ab` and `profile`,
-#                                      run only when named, are described at their steps below)
+#                                      `parity` runs only the parity suite; `profile`, run only
+#                                      when named, is described at its step below)
 # BENCHES: the bench/<name>.py to run (default: elementwise reduce layout index softmax blas).
 # Environment: MATH_STRIDE (default 1 = all 2^32 inputs), PARITY_SANITIZE_MAX_N (default 4097),
 # SANITIZE_ONLY (a shell pattern over the test binaries' names, default: all of them).
@@ -42,9 +42,7 @@ if has build || [ ! -f "$B/build.ninja" ]; then
 fi
 
 # Only the parity suite (quicker than `test` while iterating on kernels); PARITY_TESTS: test names
-# (e.g. "parity_pool parity_attention") instead of the whole suite. The measurement switches of
-# the kernels (TLRT_ATTN_BWD, TLRT_ATTN_EXP, ...; bench/README.md lists them) pass through the
-# environment.
+# (e.g. "parity_pool parity_attention") instead of the whole suite.
 if has parity; then
   meson test -C "$B" --suite parity --num-processes 2 --print-errorlogs ${PARITY_TESTS:-} \
       >/tmp/parity.log 2>&1
@@ -154,21 +152,7 @@ if has bench; then
   done
 fi
 
-# A/B of measurement switches: one run of `python3 bench/$AB_BENCH $AB_ARGS` per entry of
-# AB_SETTINGS (space-separated VAR=value, "-" for none), in one build, the table rows of each
-# printed in turn. E.g. AB_BENCH=pool.py AB_ARGS="--only k3_s1_p1"
-# AB_SETTINGS="- TLRT_ATTN_EXP=shared" scripts/gpu-check.sh ab
-if has ab && [ -n "${AB_BENCH:-}" ]; then
-  for setting in ${AB_SETTINGS:--}; do
-    envs=()
-    [ "$setting" = "-" ] || envs=("$setting")
-    log="$OUT/ab_${AB_BENCH%.py}_${setting//[^A-Za-z0-9_]/_}.log"
-    env ${envs[@]+"${envs[@]}"} TORCHLEAN_RT_LIB="$PWD/$B/libtorchlean_rt.so" timeout 300 \
-      python3 "bench/$AB_BENCH" ${AB_ARGS:-} >"$log" 2>&1
-    note "ab $AB_BENCH [$setting]: rc=$?"
-    grep -E '^\|' "$log" | grep -v '^|---'
-  done
-fi
+# A/B of two builds (another commit's tree against this one): scripts/ab-builds.sh.
 
 # Nsight Compute on named kernels (scripts/profile.sh): PROFILES, entries "name|kernel regex|skip|
 # command" separated by ';', e.g. "pool|sep_kernel|2|python3 bench/pool.py --only k3_s1_p1 --iters 3".

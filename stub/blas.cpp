@@ -39,9 +39,8 @@
 // gamma(n + ceil(n / 512) + 6) * sum_k |A(i, k)| |B(k, j)|, gamma(r) = r u / (1 - r u), u = 2^-24
 // (float) or 2^-53 (double), while nothing overflows; the tests check 2 n u.
 //
-// Kernels per instruction set, picked once from the CPU's features (TORCHLEAN_RT_GEMM_ISA, read
-// once, caps the choice at "generic" or "x86-64-v3" for testing; it never selects what the CPU
-// lacks):
+// Kernels per instruction set, picked from the CPU's features (checked once) under the cap core
+// passes in the policy (TORCHLEAN_RT_GEMM_ISA, for testing; it never selects what the CPU lacks):
 //   AVX-512 (F, BW, DQ, VL): float tile 4 x 32 (8 zmm accumulators), double 4 x 16;
 //   AVX2 + FMA: float 4 x 16 (8 ymm accumulators), double 4 x 8;
 //   generic (baseline x86-64 and other architectures): float 4 x 8, double 4 x 4, fused
@@ -446,8 +445,9 @@ TLRT_GEMM_V4 void dgemm_v4(TLRT_GEMM_ARGS(double)) {
 #define TLRT_GEMM_X86 0
 #endif
 
-enum class Isa { Generic = 0, V3 = 1, V4 = 2 };
+using Isa = CpuIsa;
 
+// The best instruction set this processor runs the kernels of (checked once).
 Isa detect_isa() {
   Isa best = Isa::Generic;
 #if TLRT_GEMM_X86
@@ -458,25 +458,20 @@ Isa detect_isa() {
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   best = v4 ? Isa::V4 : v3 ? Isa::V3 : Isa::Generic;
 #endif
-  const char *cap = std::getenv("TORCHLEAN_RT_GEMM_ISA");
-  Isa want = best;
-  if (cap != nullptr) {
-    if (std::strcmp(cap, "generic") == 0) want = Isa::Generic;
-    if (std::strcmp(cap, "x86-64-v3") == 0) want = Isa::V3;
-  }
-  return std::min(want, best);
+  return best;
 }
 
-Isa isa() {
-  static const Isa chosen = detect_isa();
-  return chosen;
+// The kernels to run: the processor's best, at most `cap`.
+Isa isa(CpuIsa cap) {
+  static const Isa best = detect_isa();
+  return std::min(cap, best);
 }
 
 }  // namespace
 
 void bmm(int, const float *a, const float *b, uint64_t batch, uint64_t m, uint64_t n, uint64_t p,
-         bool trans_a, bool trans_b, bool, float *c) {
-  switch (isa()) {
+         bool trans_a, bool trans_b, const MatmulPolicy &policy, float *c) {
+  switch (isa(policy.cpu_isa_cap)) {
 #if TLRT_GEMM_X86
     case Isa::V4: return sgemm_v4(TLRT_GEMM_PASS);
     case Isa::V3: return sgemm_v3(TLRT_GEMM_PASS);
@@ -485,10 +480,11 @@ void bmm(int, const float *a, const float *b, uint64_t batch, uint64_t m, uint64
   }
 }
 
-void dgemm_host(const double *a, const double *b, uint64_t m, uint64_t n, uint64_t p, double *c) {
+void dgemm_host(const double *a, const double *b, uint64_t m, uint64_t n, uint64_t p,
+                CpuIsa cpu_isa_cap, double *c) {
   const u64 batch = 1;
   const bool trans_a = false, trans_b = false;
-  switch (isa()) {
+  switch (isa(cpu_isa_cap)) {
 #if TLRT_GEMM_X86
     case Isa::V4: return dgemm_v4(TLRT_GEMM_PASS);
     case Isa::V3: return dgemm_v3(TLRT_GEMM_PASS);

@@ -25,7 +25,7 @@ constexpr uint64_t kAlign = 64;
 // translation unit's statics are gone, so the pool is never destroyed (its blocks stay reachable).
 SizeClassPool &pool() {
   static SizeClassPool *p =
-      new SizeClassPool(env_bytes("TORCHLEAN_RT_CPU_POOL_MAX_BYTES", uint64_t{1} << 30));
+      new SizeClassPool(cpu_pool_max_bytes());
   return *p;
 }
 

@@ -9,14 +9,17 @@
 
 #include <cstdint>
 
+#include "core/backend/policy.hpp"
+
 #define TLRT_BLAS_BACKEND_API                                                                \
   /* For every batch entry q < batch: C_q = op(A_q) * op(B_q), row-major, C_q is (m, p).     \
      A_q starts at a + q * m * n: (m, n) row-major, or stored (n, m) when trans_a;           \
      B_q starts at b + q * n * p: (n, p) row-major, or stored (p, n) when trans_b;           \
      c[q * m * p + i * p + j] = sum_k A_q(i, k) B_q(k, j) in float32 arithmetic.             \
-     allow_tf32: CUDA may round the inputs to TF32 in tensor cores; the CPU ignores it. */    \
+     policy.allow_tf32: CUDA may round the inputs to TF32 in tensor cores; policy.cpu_isa_cap \
+     caps the CPU kernels' instruction set. */                                               \
   void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, uint64_t n,  \
-           uint64_t p, bool trans_a, bool trans_b, bool allow_tf32, float *c);
+           uint64_t p, bool trans_a, bool trans_b, const tlrt::MatmulPolicy &policy, float *c);
 
 namespace tlrt {
 namespace stub {
@@ -24,8 +27,9 @@ TLRT_BLAS_BACKEND_API
 
 // Host-only, not mirrored (tlrt_dgemm takes host arrays and no device): c (m, p) = a (m, n) *
 // b (n, p), row-major float64, the blocked kernel of bmm instantiated for double. m, n, p >= 1;
-// c does not overlap a or b.
-void dgemm_host(const double *a, const double *b, uint64_t m, uint64_t n, uint64_t p, double *c);
+// c does not overlap a or b. The kernels use at most cpu_isa_cap.
+void dgemm_host(const double *a, const double *b, uint64_t m, uint64_t n, uint64_t p,
+                CpuIsa cpu_isa_cap, double *c);
 }  // namespace stub
 namespace cuda {
 TLRT_BLAS_BACKEND_API

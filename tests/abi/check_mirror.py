@@ -4,7 +4,8 @@
 Usage: check_mirror.py REPO_ROOT
 
   (a) the basenames of cuda/*.cu equal the basenames of stub/*.cpp;
-  (b) every core/backend/<family>.hpp has both stub/<family>.cpp and cuda/<family>.cu;
+  (b) every core/backend/<family>.hpp has both stub/<family>.cpp and cuda/<family>.cu (but for
+      core/backend/policy.hpp, the policy types the interfaces share);
   (c) every function declared in the TLRT_<FAMILY>_BACKEND_API macro of core/backend/<family>.hpp
       is defined at namespace scope in namespace tlrt::stub in stub/<family>.cpp and in namespace
       tlrt::cuda in cuda/<family>.cu (a definition: the name followed by its parameter list and a
@@ -19,6 +20,9 @@ import re
 import sys
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+# Headers of core/backend/ that are not a family: the policy types (numeric mode, matmul policy)
+# that the families' interfaces take as parameters.
+SHARED_INTERFACE_HEADERS = {"policy"}
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "alignof", "decltype",
             "static_assert", "catch", "noexcept", "throw", "operator", "defined", "alignas"}
 
@@ -199,6 +203,7 @@ def main(argv):
                 for p in glob.glob(os.path.join(root, folder, "*" + ext))}
 
     cu, cpp, fam = bases("cuda", ".cu"), bases("stub", ".cpp"), bases(os.path.join("core", "backend"), ".hpp")
+    fam -= SHARED_INTERFACE_HEADERS
     print(f"cuda/*.cu: {sorted(cu)}")
     print(f"stub/*.cpp: {sorted(cpp)}")
     print(f"core/backend/*.hpp: {sorted(fam)}")

@@ -16,9 +16,8 @@
 // (8191, 8193), (3, 5000011), (5000011, 3), (2^26, 1); the permute3d variants and
 // swap_adjacent_at_depth over small, prime, thin and 2^26-element shapes (each of the library's
 // paths: tiled transposes with and without batch axes, float4 row blocks, scalar row blocks,
-// thin gathers); tlrt_permute over random ranks 0..8 and large rank-4 and rank-8 cases. A second
-// pass repeats the small and medium cases with TLRT_LAYOUT_INDEX64=1, which makes the CUDA
-// kernels use their 64-bit index variants (otherwise only reached above 2^32 elements).
+// thin gathers); tlrt_permute over random ranks 0..8 and large rank-4 and rank-8 cases. (The
+// CUDA kernels' 64-bit index variants run only above 2^32 elements and are not reached here.)
 // Every CUDA result is also recomputed with the determinism switch flipped (run_multi) and must
 // not change. TLRT_PARITY_MAX_N=<n> skips cases whose input or output exceeds n elements.
 //
@@ -58,8 +57,7 @@ std::string str(const Map &d) {
   return s + "]";
 }
 
-bool g_index64 = false;  // second pass: 64-bit index variants
-bool fits(uint64_t n) { return n <= max_n() && (!g_index64 || n <= (uint64_t{1} << 22)); }
+bool fits(uint64_t n) { return n <= max_n(); }
 
 // Random bit patterns (NaN payloads, signalling NaNs, subnormals, infinities, -0).
 std::vector<float> values(uint64_t n, uint64_t salt) { return th::make(th::Dist::Bits, n, salt); }
@@ -141,7 +139,7 @@ void expect_bits(const std::string &what, const char *side, const tlrt_buffer *o
 using Call1 = std::function<tlrt_status(const tlrt_buffer *, tlrt_buffer **)>;
 void check1(const std::string &what, const std::vector<float> &x, const std::vector<float> &want,
             const Call1 &call) {
-  const std::string w = g_index64 ? what + " [index64]" : what;
+  const std::string &w = what;
   Buf cx(th::upload(x, kCpu)), gx(th::upload(x, kGpu));
   int calls = 0;  // run_multi: CPU, CUDA, CUDA with the switch flipped
   run_multi(w, [&](tlrt_device, std::vector<th::Buf> &outs) {
@@ -157,7 +155,7 @@ void check1(const std::string &what, const std::vector<float> &x, const std::vec
 using Call2 = std::function<tlrt_status(const tlrt_buffer *, const tlrt_buffer *, tlrt_buffer **)>;
 void check2(const std::string &what, const std::vector<float> &a, const std::vector<float> &b,
             const Call2 &call) {
-  const std::string w = g_index64 ? what + " [index64]" : what;
+  const std::string &w = what;
   std::vector<float> want = a;
   want.insert(want.end(), b.begin(), b.end());
   Buf ca(th::upload(a, kCpu)), ga(th::upload(a, kGpu)), cb(th::upload(b, kCpu)),
@@ -462,11 +460,6 @@ void all() {
 int main() {
   if (!start("parity_layout")) return 77;
   all();
-  // The 64-bit index variants of the CUDA kernels, on the cases up to 2^22 elements.
-  setenv("TLRT_LAYOUT_INDEX64", "1", 1);
-  g_index64 = true;
-  all();
-  unsetenv("TLRT_LAYOUT_INDEX64");
   print_summary("parity_layout");
   return th::finish("test_parity_layout");
 }
