@@ -54,58 +54,47 @@
  * non-finite values or a -0 sum). With a finite mask_fill every tile is computed. How the CUDA
  * kernels group rows into blocks does not enter the order.
  *
- * NUMERIC CLASS: library (bound against float64), run-to-run deterministic in every mode (no
- * atomics; the same inputs give the same bits). With the determinism switch ON both backends
- * perform the same IEEE operations in the same order (above), so CPU and CUDA agree bit for bit
- * (the parity suite checks it; NaN payloads unspecified). The CPU backend always does so; with
- * the switch OFF (the default) CUDA runs the fast kernels where they apply:
- * FAST FORWARD (CUDA, determinism switch OFF, allow_tf32 off; sm_80 and later, 1 <= d <= 128,
- * every mask kind; by shared memory: sm_80 and sm_90 every d <= 128, 99 KiB devices d <= 32):
- * the forward's products Q K^T and P V run on the tensor cores (mma.sync TF32) in "split TF32":
- * each product a b is small(a) big(b) + big(a) small(b) + big(a) big(b), big(x) = x rounded to
- * TF32 (10 mantissa bits, nearest, ties away), small(x) = big(x - big(x)), accumulated in float32
- * in the tensor cores' order (not the ORDER OF OPERATIONS above; keys in tiles of 64, 32 for
- * d > 64): float32-grade, within the split-TF32 bound below, but not bit for bit the CPU. The
- * softmax is float32, exp(x) as the hardware 2^(x log2 e) (ex2.approx: ~2^-22 relative, results
- * below 2^-126 flushed to 0), lse's log the shared one. d > 128 (and devices below sm_80) run the
- * exact kernels in both modes.
- * FAST BACKWARD (CUDA, determinism switch OFF, allow_tf32 off; compute capability 9.0 (H100 /
- * H200) in a build whose gpu_arch option names 90, 32 < d <= 128, every mask kind): the five
- * products of the backward (S = Q K^T and dP = dout V^T, recomputed in both of its kernels;
- * dv = P^T dout, dk = dS^T Q, dq = dS K) in split TF32 as above on the sm_90a warpgroup tensor
- * instructions (wgmma), in tiles of 64 queries by 64 keys (d <= 64) or 64 by 32 (d > 64, either
- * way round); P, dS, D and the factor scale as in
- * the DEFINITIONS, in float32, exp(x) as the hardware 2^(x log2 e) (ex2.approx: ~2^-22
- * relative, results below 2^-126 flushed to 0); P and dS enter dv, dk and dq as big(x) and
- * x - big(x) truncated to TF32 (within 2^-21 |x| of x where small(x) is within 2^-22).
- * Float32-grade, within the split-TF32 bound below, not bit for bit the CPU. Its scratch is
- * 14 * d' bh n' floats of split operand tiles (d' = 64 for d <= 64, else 128; n' = n rounded up
- * to a multiple of 64; at most 28 times the size of q), beside D, and with a mask and mask_fill
- * = -inf, n'^2 / 16 32-bit words of exclusion bits per mask (one for a broadcast mask, else bh:
- * 1/16 of the mask). Elsewhere (d <= 32 or d > 128, other devices) the backward runs the exact
- * kernels in both modes (bit for bit the CPU), except on the TF32 path.
- * TF32 PATH (CUDA only, opt-in): with tlrt_set_allow_tf32(true) (abi/tlrt_blas.h) and the
- * determinism switch off, the forward (every mask kind), and the backward when mask == NULL,
- * compute their matrix products (forward: Q K^T and P V; backward: dP = dout V^T and S = Q K^T in
- * both of its kernels, dv = P^T dout, dk = dS^T Q, dq = dS K) on the tensor cores with the
- * operands rounded to TF32 (one product big(a) big(b)), accumulated in float32 in the tensor
- * cores' order: ~1e-3 relative, the TF32 bound below, the same bits run to run. The softmax
- * stays float32 as above and D = rowsum(dout * out) the exact fma chain. Coverage: the forward
- * as the fast forward; the backward 1 <= d <= 128 on sm_90 (sm_80 d <= 32, 99 KiB devices none);
- * elsewhere (d > 128, a masked backward, the determinism switch on) the exact kernels run.
+ * MODES AND NUMERIC CLASS: library (bound against float64), run-to-run deterministic in every
+ * mode (no atomics: the same inputs in the same mode on the same device give the same bits). A
+ * call's mode is fixed when it starts, from two process switches:
+ *   EXACT, the determinism switch ON (tlrt_set_deterministic, abi/tlrt_runtime.h): both backends
+ *     perform the IEEE operations of the ORDER OF OPERATIONS above, so CPU and CUDA agree bit for
+ *     bit (the parity suite checks it; NaN payloads unspecified). The CPU backend does so in
+ *     every mode.
+ *   SPLIT-TF32, the default (switch OFF, allow_tf32 off): CUDA may form the matrix products (the
+ *     forward's Q K^T and P V; the backward's S = Q K^T and dP = dout V^T, recomputed in its dk/dv
+ *     and its dq pass, dv = P^T dout, dk = dS^T Q, dq = dS K) in split TF32: each product a b as
+ *     small(a) big(b) + big(a) small(b) + big(a) big(b), big(x) = x rounded to TF32 (10 mantissa
+ *     bits, nearest, ties away), small(x) = big(x - big(x)), accumulated in float32 in an order of
+ *     the implementation's, not the ORDER OF OPERATIONS. In the backward P and dS may enter dv,
+ *     dk and dq as big(x) and x - big(x) truncated to TF32 (within 2^-21 |x| of x where small(x)
+ *     is within 2^-22). The softmax stays float32, with exp(x)
+ *     possibly a hardware 2^(x log2 e) of relative error ~2^-22 (plus the rounding of its
+ *     argument) whose results below 2^-126 are flushed to zero; lse's log, D, dS's formula and the
+ *     factor scale are as in the DEFINITIONS. Float32-grade: within the split-TF32 bound below,
+ *     not bit for bit the CPU. Problems or devices without such a kernel (always d > 128) run the
+ *     EXACT operations, which are within that bound too.
+ *   TF32 (switch OFF, tlrt_set_allow_tf32(true), abi/tlrt_blas.h; CUDA only, opt-in): the same
+ *     products may be formed with the operands rounded to TF32, one product big(a) big(b) each,
+ *     accumulated in float32 in the implementation's order: ~1e-3 relative, within the TF32 bound
+ *     below. The softmax stays float32 (exp as in SPLIT-TF32 or the shared one) and D the exact
+ *     fma chain. Problems or devices without such a kernel (always d > 128; a masked backward)
+ *     run the EXACT operations.
+ * Which problems and devices take which kernel, with their tile and block sizes, is an
+ * implementation detail (docs/kernels/attention.md); the bounds below hold whichever runs.
  * ACCURACY against a float64 evaluation of the DEFINITIONS on the same float32 inputs
  * (tests/unit/test_attention.cpp asserts it; u = 2^-24; S = max over the problem's rows i of
  * |scale| max_j sum_t |q[i,t] k[j,t]|, plus |mask_fill| if a score is blocked; A(x) = the same
  * formula for x evaluated in float64 with every term replaced by its absolute value, e.g.
- * A(out[i,t]) = sum_j P(i,j) |v[j,t]|):
+ * A(out[i,t]) = sum_j P(i,j) |v[j,t]|), EXACT mode:
  *   |x - x64| <= u (2 n + 4 d + 8 d S + 64) A(x)   for out, dq, dk and dv,
  *   |lse - lse64| <= u (4 d S + 2 n + 8) (1 + |lse|).
  * (Measured worst error / bound: 0.043 over the unit test's grid of shapes, masks and fills;
- * the unit test prints it.) Split TF32 (the fast forward and the fast backward; the exact
- * backward is within it too), for out, dq, dk, dv and lse:
+ * the unit test prints it.) SPLIT-TF32 mode (the EXACT operations are within it too), for out,
+ * dq, dk, dv and lse:
  *   |x - x64| <= u (4 n + 8 d + 16 (d + 2) S + 128) A(x),
  *   |lse - lse64| <= u (8 (d + 2) S + 4 n + 16) (1 + |lse|);
- * TF32 path: those plus 2^-11 (8 S + 8) A(x), and plus 2^-11 (4 S + 4) (1 + |lse|) for lse.
+ * TF32 mode: those plus 2^-11 (8 S + 8) A(x), and plus 2^-11 (4 S + 4) (1 + |lse|) for lse.
  * (tests/unit/test_attention_mma_emu.cpp and test_attention_tc_emu.cpp check them on an
  * emulation of the kernels, the parity suite on the GPU; all print the worst error / bound.)
  * These two bounds assume
@@ -114,15 +103,18 @@
  * (scores of magnitude ~100 and beyond) loses digits in exp(s - m) like every float32 softmax.
  *
  * SPECIAL VALUES. A NaN in q, k or v (or an infinite score) makes the affected rows NaN; an
- * infinite mask entry counts as allowed. Inputs are not scanned. On the fast forward, the fast
- * backward and the TF32 path an infinite q, k, v (or dout) element also makes the affected rows
- * NaN (small(inf) is NaN), including, for v, rows whose key tile holds it with p = 0.
+ * infinite mask entry counts as allowed. Inputs are not scanned. In the SPLIT-TF32 and TF32 modes
+ * an infinite q, k, v (or dout) element may also make the affected rows NaN (small(inf) is NaN),
+ * including, for v, rows whose key tile holds it with p = 0.
  *
- * MEMORY. Nothing of size n x n is ever allocated on either backend (the fast backward's
- * exclusion bits, above, are 1/16 the size of the caller's mask): the forward's extra output is
- * lse (bh * n floats); the backward's scratch is D (bh * n floats; the fast backward adds its
- * 14 * 64 bh n' floats of operand tiles); the seeds' single-gradient entry points also hold out
- * and lse (bh * n * d + bh * n floats) from their internal forward. */
+ * MEMORY. Nothing of size n x n is ever allocated on either backend: the forward's extra output
+ * is lse (bh * n floats); the backward's scratch is D (bh * n floats); the seeds' single-gradient
+ * entry points also hold out and lse (bh * n * d + bh * n floats) from their internal forward. In
+ * the SPLIT-TF32 and TF32 modes CUDA may add scratch for split operands: the forward at most
+ * 4 bh n' d' floats (n' = n rounded up to 64, d' = d rounded up to 32, 64 or 128); the backward
+ * at most 14 bh n' d'' floats (d'' = 64 for d <= 64, else 128; at most 28 times the size of q)
+ * and, with a mask and mask_fill = -inf, n'^2 / 16 32-bit words of exclusion bits per distinct
+ * mask (one for a broadcast mask, else bh: 1/16 of the mask). */
 #ifndef TLRT_ATTENTION_H
 #define TLRT_ATTENTION_H
 
@@ -146,11 +138,10 @@ extern "C" {
  * TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
  * +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
  * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
- * Cost (CUDA): one kernel; q read once, k and v once per query block from L2 (64 rows: the
- * default fast forward, and the exact kernels for d <= 64; 128: the exact kernels for
- * 64 < d <= 128, and the TF32 path), out and lse written once; 4 n^2 d FLOPs per problem (about
- * half with causal and mask_fill == -inf), as tensor-core products on the default fast forward
- * (three TF32 products each) and on the TF32 path (one). */
+ * Cost (CUDA): q read once, k and v once per block of query rows (from cache), out and lse
+ * written once (the tensor-core modes first write K and V once as TF32 operands); 4 n^2 d FLOPs
+ * per problem (about half with causal and mask_fill == -inf), as three TF32 products each in the
+ * SPLIT-TF32 mode and one in the TF32 mode. */
 TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_buffer *k,
                                               const tlrt_buffer *v, const tlrt_buffer *mask,
                                               uint64_t bh, uint64_t n, uint64_t d, double scale,
@@ -165,16 +156,10 @@ TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_b
  * Errors: as tlrt_flash_attention_fwd, plus TLRT_ERR_NULL_ARGUMENT (dout, out, lse, dq, dk, dv)
  * and TLRT_ERR_SHAPE (dout or out a different size than q; lse not bh * n elements).
  * On failure *dq, *dk and *dv are NULL.
- * Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
- * keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
- * 32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
- * usual count is 10 n^2 d); the same with the switch off (the exact kernels), except on the FAST
- * BACKWARD above (compute capability 9.0, 32 < d <= 128): D, a pre-pass writing the split operand
- * tiles (the scratch above), then the dk/dv and dq kernels, one block of two warpgroups per 64
- * keys / 64 query rows, the other side in steps of 64 rows (32 for d > 64). TF32 path
- * (unmasked; d by device as above): the same three kernels with the products on the tensor cores
- * (WMMA TF32, blocks of 128 keys / 128 query rows, tiles of 64, 32 for d > 64, streamed through
- * shared memory). No atomics: deterministic, run to run. */
+ * Cost (CUDA): D (reads dout and out once), then a dk/dv pass over blocks of keys and a dq pass
+ * over blocks of query rows, each recomputing P from lse: 14 n^2 d FLOPs per problem (the usual
+ * count is 10 n^2 d), as tensor-core products in the SPLIT-TF32 and TF32 modes (in SPLIT-TF32
+ * after a pass writing the split operands, MEMORY above). No atomics: deterministic, run to run. */
 TLRT_API tlrt_status tlrt_flash_attention_bwd(
     const tlrt_buffer *q, const tlrt_buffer *k, const tlrt_buffer *v, const tlrt_buffer *mask,
     const tlrt_buffer *dout, const tlrt_buffer *out, const tlrt_buffer *lse, uint64_t bh,

@@ -14,11 +14,12 @@ at most 0.5x PyTorch's time, backward at most 0.7x.
 Each of our passes is timed in three modes (the "path" column; abi/tlrt_attention.h):
   fast   the default (determinism switch off, allow_tf32 off): the forward on the 3xTF32
          mma.sync kernel (float32-grade, d <= 128), the backward on the 3xTF32 wgmma kernels
-         (9.0 devices, 32 < d <= 64; elsewhere the exact kernels);
+         (9.0 devices, 32 < d <= 128; elsewhere the exact kernels);
   exact  determinism switch on: the kernels bit for bit equal to the CPU backend;
   tf32   determinism switch off and tlrt_set_allow_tf32(true): tensor-core TF32 products
-         (~1e-3 relative). With TLRT_ATTENTION_TF32_WMMA=1 in the environment the TF32
-         backward runs the older WMMA kernels (unmasked only) instead, for comparison.
+         (~1e-3 relative): the mma.sync forward with one product, the WMMA backward (unmasked;
+         masked on the exact kernels).
+docs/kernels/attention.md says which kernel runs where.
 torch is always timed with TF32 off (the issue's comparison), also against the tf32 rows.
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention.py [--out FILE] [--iters N]

@@ -3,8 +3,8 @@
 
   TORCHLEAN_RT_LIB=build/libtorchlean_rt.so python3 bench/attention_kernels.py
       [--shapes 32x1024x64] [--kinds none,causal,masked] [--iters 10]
-The environment switches of cuda/attention.cu and cuda/sm90a/attention.cu (TLRT_ATTN_BWD=exact,
-TLRT_ATTN_EXP=shared) apply, so one process per setting gives an A/B of the kernels.
+The backward runs in the default mode (determinism switch off, allow_tf32 off); for an A/B of two
+forms, build two libraries and run one process per TORCHLEAN_RT_LIB.
 """
 import argparse
 import ctypes

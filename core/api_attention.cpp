@@ -1,6 +1,7 @@
 // Attention entry points (abi/tlrt_attention.h): validate, allocate the outputs, handle the empty
-// cases, dispatch. The backends see bh, n >= 1, d <= 256, n and bh below 2^31. The determinism
-// switch is not consulted: no backend uses atomics here.
+// cases, resolve the call's precision once (call_precision: Exact with the determinism switch on,
+// else Tf32 with allow_tf32 on, else SplitTf32) and dispatch with it. The backends see bh, n >= 1,
+// d <= 256, n and bh below 2^31.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -10,6 +11,8 @@
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
+#include "core/settings.hpp"
+#include "core/shape_check.hpp"
 
 using namespace tlrt;
 
@@ -17,16 +20,6 @@ namespace {
 
 using ull = unsigned long long;
 constexpr uint64_t kMaxDim = 0x7FFFFFFFull;  // kernel grid limit for n and bh
-
-// Product of a * b * c, or false when it does not fit in 64 bits.
-bool product3(uint64_t a, uint64_t b, uint64_t c, uint64_t *r) {
-  uint64_t ab = 0;
-  if (a == 0 || b == 0 || c == 0) {
-    *r = 0;
-    return true;
-  }
-  return !__builtin_mul_overflow(a, b, &ab) && !__builtin_mul_overflow(ab, c, r);
-}
 
 // Everything the entry points share: the inputs q, k, v, the optional mask, and the scalars.
 struct Common {
@@ -108,12 +101,13 @@ tlrt_status single_bwd(const char *fn, Which which, const tlrt_buffer *q, const 
     const Dev dev = c.Q->dev;
     Owned G = new_buffer(dev, c.Q->size);
     if (c.Q->size != 0) {
+      const Precision prec = call_precision();  // one mode for the forward and the backward
       Owned O = new_buffer(dev, c.Q->size);
       Owned L = new_buffer(dev, bh * n);
-      TLRT_DISPATCH(dev, attention_fwd, dev.ordinal, c.p, c.Q->data, c.K->data, c.V->data,
+      TLRT_DISPATCH(dev, attention_fwd, dev.ordinal, c.p, c.Q->data, c.K->data, c.V->data, prec,
                     O->data, L->data);
       TLRT_DISPATCH(dev, attention_bwd, dev.ordinal, c.p, c.Q->data, c.K->data, c.V->data, O->data,
-                    DO.data, L->data, which == Which::Q ? G->data : nullptr,
+                    DO.data, L->data, prec, which == Which::Q ? G->data : nullptr,
                     which == Which::K ? G->data : nullptr, which == Which::V ? G->data : nullptr);
     }
     *grad = G.release();
@@ -139,8 +133,8 @@ TLRT_API tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer *q, const tlrt_b
     Owned O = new_buffer(dev, c.Q->size);
     Owned L = new_buffer(dev, bh * n);
     if (bh != 0 && n != 0)
-      TLRT_DISPATCH(dev, attention_fwd, dev.ordinal, c.p, c.Q->data, c.K->data, c.V->data, O->data,
-                    L->data);
+      TLRT_DISPATCH(dev, attention_fwd, dev.ordinal, c.p, c.Q->data, c.K->data, c.V->data,
+                    call_precision(), O->data, L->data);
     *out = O.release();
     *lse = L.release();
   });
@@ -177,7 +171,7 @@ TLRT_API tlrt_status tlrt_flash_attention_bwd(
     Owned DV = new_buffer(dev, c.Q->size);
     if (c.Q->size != 0)
       TLRT_DISPATCH(dev, attention_bwd, dev.ordinal, c.p, c.Q->data, c.K->data, c.V->data, O.data,
-                    DO.data, L.data, DQ->data, DK->data, DV->data);
+                    DO.data, L.data, call_precision(), DQ->data, DK->data, DV->data);
     *dq = DQ.release();
     *dk = DK.release();
     *dv = DV.release();

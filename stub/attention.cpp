@@ -1,5 +1,6 @@
-// CPU backend, fused attention: the ORDER OF OPERATIONS of abi/tlrt_attention.h, the same IEEE
-// operations as cuda/attention.cu in the same order, so the two agree bit for bit.
+// CPU backend, fused attention: the ORDER OF OPERATIONS of abi/tlrt_attention.h in every mode, the
+// same IEEE operations as the exact CUDA kernels (cuda/kernels/attention.cuh) in the same order, so
+// the two agree bit for bit.
 //
 // Forward: per problem, per block of 64 query rows, per row, per key tile of 64: the scores as
 // fma chains over t (vectorised across the tile's 64 keys through a transposed copy of the K
@@ -112,8 +113,9 @@ bool skips_causally(const Problem &p) { return p.causal && p.fill == kNegInf; }
 
 }  // namespace
 
+// The CPU backend is exact in every mode: the precision is not consulted.
 void attention_fwd(int, const Problem &p, const float *q, const float *k, const float *v,
-                   float *out, float *lse) {
+                   Precision, float *out, float *lse) {
   const uint64_t n = p.n, d = p.d;
   const uint64_t R = kBc;  // query rows per block (any block size gives the same values)
   std::vector<float> kT(d * kBc), s(kBc), pr(kBc), m(R), l(R), acc(R * d);
@@ -160,8 +162,8 @@ void attention_fwd(int, const Problem &p, const float *q, const float *k, const 
 }
 
 void attention_bwd(int, const Problem &p, const float *q, const float *k, const float *v,
-                   const float *out, const float *dout, const float *lse, float *dq, float *dk,
-                   float *dv) {
+                   const float *out, const float *dout, const float *lse, Precision, float *dq,
+                   float *dk, float *dv) {
   const uint64_t n = p.n, d = p.d;
   const bool need_ds = dq || dk;
   const bool skip = skips_causally(p);

@@ -1,14 +1,16 @@
 // Backend interface: fused attention (abi/tlrt_attention.h), forward and backward. Defined by
-// stub/attention.cpp and cuda/attention.cu, which perform the same IEEE operations in the same
-// order (the ORDER OF OPERATIONS of the header; tiles below), so they agree bit for bit. Core has
-// validated every argument and allocated the outputs: bh, n >= 1, 0 <= d <= 256, n and bh below
-// 2^31. Inputs and outputs are on device `dev` and do not alias. Scratch is the backend's own
-// (CUDA: the stream-ordered pool); nothing synchronises.
+// stub/attention.cpp and cuda/attention.cu. Core has validated every argument, allocated the
+// outputs and resolved the call's precision (core/settings.hpp call_precision): with
+// Precision::Exact both backends perform the same IEEE operations in the same order (the ORDER OF
+// OPERATIONS of the header; tiles below), so they agree bit for bit; the CPU backend always does.
+// bh, n >= 1, 0 <= d <= 256, n and bh below 2^31. Inputs and outputs are on device `dev` and do
+// not alias. Scratch is the backend's own (CUDA: the stream-ordered pool); nothing synchronises.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "core/backend/policy.hpp"
 #include "core/numerics/hd.hpp"
 #include "core/numerics/shared_math.hpp"
 
@@ -39,10 +41,10 @@ TLRT_HD float prob(float s, float ref) { return s == kNegInf ? 0.0f : math::exp_
 
 // exp(x), x <= 0 or -inf, as the hardware 2^(x log2 e): ex2.approx.ftz on the GPU (~2^-22
 // relative plus the rounding of the argument; results below 2^-126 flush to +0; exp(-inf) = +0),
-// 3 instructions where math::exp_f takes ~22. The exp of the CUDA fast paths only (the wgmma
-// backward; the fast forward's EX2 form), never of the bit-for-bit order of operations. On the
-// host (the kernels' emulation tests) modelled as exp2 of the same argument with the same flush,
-// which the header's bounds cover either way.
+// 3 instructions where math::exp_f takes ~22. The softmax exp of the mma.sync forward (split TF32
+// and TF32) and of the sm_90a backward, never of the bit-for-bit order of operations.
+// On the host (the kernels' emulation tests) modelled as exp2 of the same argument with the same
+// flush, which the header's bounds cover either way.
 TLRT_HD float exp_ex2(float x) {
   const float a = x * 1.44269504088896341f;
 #if defined(__CUDA_ARCH__)
@@ -70,15 +72,15 @@ struct Problem {
 }  // namespace tlrt
 
 #define TLRT_ATTENTION_BACKEND_API                                                           \
-  /* out (bh * n * d) and lse (bh * n) of the forward. */                                    \
+  /* out (bh * n * d) and lse (bh * n) of the forward, in the header's mode `precision`. */   \
   void attention_fwd(int dev, const tlrt::attn::Problem &p, const float *q, const float *k,  \
-                     const float *v, float *out, float *lse);                                \
+                     const float *v, tlrt::Precision precision, float *out, float *lse);     \
   /* dq, dk, dv (each bh * n * d, any of them nullptr = not wanted) from the forward's        \
      inputs, out, lse (bh * n) and the upstream gradient dout. out is read only when dq or   \
      dk is wanted (D = rowsum(dout * out)). */                                               \
   void attention_bwd(int dev, const tlrt::attn::Problem &p, const float *q, const float *k,  \
                      const float *v, const float *out, const float *dout, const float *lse,  \
-                     float *dq, float *dk, float *dv);
+                     tlrt::Precision precision, float *dq, float *dk, float *dv);
 
 namespace tlrt {
 namespace stub {

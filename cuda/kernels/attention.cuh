@@ -1,8 +1,39 @@
-// Device code of cuda/attention.cu (its top comment explains the kernels): the kernels and their
-// launch plan, kept apart so that the CPU emulator test (tests/unit/test_attention_emu.cpp) runs
-// the same source. A plan takes a launcher: launch(name, kernel, grid, threads, smem, args...)
-// starts a kernel, launch.smem_limit() is the device's shared memory per block (bytes) and
-// launch.max_grid_y() the most blocks along y.
+// The exact attention kernels (Precision::Exact, and wherever no tensor-core kernel applies):
+// FlashAttention-2 in float32 SIMT, the ORDER OF OPERATIONS of abi/tlrt_attention.h with the same
+// IEEE operations as stub/attention.cpp, bit for bit. Every fusion is an explicit num::fma (the
+// CUDA build has -fmad=false), the division __fdiv_rn, exp / log the shared float32 functions; no
+// atomics, no n x n buffer. tests/unit/test_attention_emu.cpp runs this source on the CPU emulator.
+// A plan takes a launcher: launch(name, Kernel<k>(), grid, threads, smem, args...) starts kernel k,
+// launch.smem_limit() is the shared memory per block (bytes), launch.max_grid_y() the grid's y cap.
+//
+// Common: 256 threads; tiles of 64 keys (queries in dk/dv); every (., d) tile in shared memory
+// row-major, rows padded to DP + 4 floats (DP: d rounded up to 32, 64, 128, 256; 64 at least in
+// the backward), so the dot products read float4s along t while each fma chain still runs t = 0 ..
+// d - 1. Tiles arrive by cp.async (16-byte copies when d % 4 == 0 and the tensors are aligned,
+// else 4-byte; zero fill past n) into single buffers refilled as soon as their last reader is past
+// a barrier. A mask entry is copied by the thread that reads it into its own P / dS slot (no
+// barrier). EXACT = (d == DP) fixes the loop lengths. Tiles wholly in range, unmasked and on or
+// below the diagonal score as dot * scale without the per-entry tests (the same value). Block
+// sizes never enter the order of operations, so the smaller-block variants for devices with less
+// shared memory than sm_90 give the same bits.
+//
+// fwd_kernel<DP, RM>: block (problem, 32 RM query rows; RM = 4 for 64 < d <= 128, else 2); thread
+// (row group g < 32, lane tx < 8): rows g + 32 a, keys tx + 8 c of a tile (the header's lane
+// layout; maxima and sums by __shfl_xor 1, 2, 4). Q resident; per key tile S = Q K^T, the online
+// softmax, P to shared memory, acc += P V. With skipping a block stops at its diagonal and the
+// blocks with most tiles start first. 4 n^2 d + ~30 n^2 FLOPs per problem (about half with
+// skipping); q and out move once, k and v once per query block (from L2).
+// d_kernel: D[i] = sum_t dout[i, t] out[i, t], one fma chain per row and thread.
+// dkdv_kernel<DP, RK>: block (problem, 16 RK keys; RK = 4, 2 at DP = 256); thread (key group kg <
+// 16, query lane ql < 16). K, V resident; per query tile dP^T = V dout^T, S^T = K Q^T, P^T and dS^T
+// to shared memory, dv += P^T dout, dk += dS^T Q: 8 n^2 d FLOPs (4 with dv only).
+// dq_kernel<DP, RQ>: block (problem, 16 RQ queries); thread (row group rg < 16, key lane kl < 16).
+// Q, dout resident; per key tile dP, S, dS to shared memory, dq += dS K: 6 n^2 d FLOPs. P is
+// recomputed in both (FA2's deterministic two-kernel form): 14 n^2 d against the usual 10 n^2 d;
+// q, k, v, dout each move once per block of the other side.
+// Registers (sm_90, no spills): fwd 100-128 at DP <= 64 (two blocks per SM), ~200-216 at DP = 128;
+// dkdv and dq 128 at DP = 64 (two blocks per SM), up to ~220 at DP = 128.
+// Last measured: bench/results/2026-11-27-h100-s17-attention.md
 #pragma once
 
 #include <type_traits>
@@ -36,6 +67,18 @@ struct KP {
   uint64_t mask_stride;
   float scale, fill;
   bool causal, skip, vec;
+};
+
+// A kernel named at compile time, as the plans hand it to their launcher: the CUDA launcher keeps
+// per-kernel state by it (shared-memory attributes, set once per device), the emulator calls it.
+template <auto K>
+struct Kernel {
+#ifdef TLRT_CUDA_EMULATION
+  template <class... A>
+  void operator()(A... a) const {
+    K(a...);
+  }
+#endif
 };
 
 __device__ __forceinline__ float4 ld4(const float *p) {
@@ -226,6 +269,54 @@ __device__ __forceinline__ float lane_sum(float v) {
   return v + __shfl_xor_sync(kFull, v, 4);
 }
 
+template <unsigned RA, unsigned C4>
+__device__ __forceinline__ void zero_acc(float (&acc)[RA][C4][4]) {
+#pragma unroll
+  for (unsigned a = 0; a < RA; ++a)
+#pragma unroll
+    for (unsigned c4 = 0; c4 < C4; ++c4)
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = 0.0f;
+}
+
+// The backward kernels' mask entries of a tile (queries from q0, keys from k0), by the thread that
+// reads them, into its own slots of the P^T / dS tile (row stride S): slot (a, c) at dst[(r + 16 a)
+// S + col + 16 c]; T: keys along the slot rows (dk/dv), else queries (dq). Entries past n are not
+// copied (never read). Nothing without a mask.
+template <unsigned R, unsigned S, bool T>
+__device__ __forceinline__ void copy_mask_slots(float *dst, unsigned r, unsigned col,
+                                                const float *mb, unsigned n, unsigned q0,
+                                                unsigned k0) {
+  if (!mb) return;
+#pragma unroll
+  for (unsigned a = 0; a < R; ++a)
+#pragma unroll
+    for (unsigned c = 0; c < 4; ++c) {
+      const unsigned i = T ? q0 + col + 16 * c : q0 + r + 16 * a,
+                     j = T ? k0 + r + 16 * a : k0 + col + 16 * c;
+      if (i < n && j < n)
+        async::copy4(dst + (r + 16 * a) * S + col + 16 * c, mb + (uint64_t)i * n + j, true);
+    }
+}
+
+// The start of a problem in both backward kernels: the two resident tiles (RES rows from r0 of
+// x1, x2 into t1, t2), the first streamed tile (rows s0.. of y1 into u1) and the mask entries
+// (mask(), the caller's copy_mask_slots) as one cp.async group, then the first tile of y2 into
+// u2 as a second group, which the kernel waits for under its first products.
+template <unsigned DP, unsigned RES, bool EXACT, class M>
+__device__ __forceinline__ void bwd_problem_start(const KP &p, unsigned r0, float *t1,
+                                                  const float *x1, float *t2, const float *x2,
+                                                  unsigned s0, float *u1, const float *y1,
+                                                  float *u2, const float *y2, M mask) {
+  load_tile<DP, RES, EXACT>(t1, x1, r0, p.n, p.d, p.vec);
+  load_tile<DP, RES, EXACT>(t2, x2, r0, p.n, p.d, p.vec);
+  load_tile<DP, kT, EXACT>(u1, y1, s0, p.n, p.d, p.vec);
+  mask(s0);
+  async::commit();
+  load_tile<DP, kT, EXACT>(u2, y2, s0, p.n, p.d, p.vec);
+  async::commit();
+}
+
 // ---- forward ------------------------------------------------------------------------------------
 
 template <unsigned DP, unsigned RM>
@@ -398,30 +489,13 @@ __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
     __syncthreads();  // zeroing, or the previous problem's readers, done
     // This thread's mask entries of query tile i0, into its own P^T slots.
     auto load_mask = [&](unsigned i0) {
-      if (!mb) return;
-#pragma unroll
-      for (unsigned a = 0; a < RK; ++a)
-#pragma unroll
-        for (unsigned c = 0; c < 4; ++c) {
-          const unsigned i = i0 + ql + 16 * c, j = jb + kg + 16 * a;
-          if (i < p.n && j < p.n)
-            async::copy4(pT + (kg + 16 * a) * kGT + ql + 16 * c, mb + (uint64_t)i * p.n + j, true);
-        }
+      copy_mask_slots<RK, kGT, true>(pT, kg, ql, mb, p.n, i0, jb);
     };
-    load_tile<DP, BK, EXACT>(ks, k + base, jb, p.n, p.d, p.vec);
-    load_tile<DP, BK, EXACT>(vs, v + base, jb, p.n, p.d, p.vec);
-    load_tile<DP, kT, EXACT>(dos, dout + base, ifirst, p.n, p.d, p.vec);
-    load_mask(ifirst);
-    async::commit();
-    load_tile<DP, kT, EXACT>(qs, q + base, ifirst, p.n, p.d, p.vec);
-    async::commit();
+    bwd_problem_start<DP, BK, EXACT>(p, jb, ks, k + base, vs, v + base, ifirst, dos, dout + base,
+                                     qs, q + base, load_mask);
     float gk[RK][C4][4], gv[RK][C4][4];
-#pragma unroll
-    for (unsigned a = 0; a < RK; ++a)
-#pragma unroll
-      for (unsigned c4 = 0; c4 < C4; ++c4)
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) gk[a][c4][e] = gv[a][c4][e] = 0.0f;
+    zero_acc(gk);
+    zero_acc(gv);
     async::wait<1>();  // K, V, dout tile, mask entries
     __syncthreads();
     // Loop invariant at the top: dout tile i0 visible in dos, this thread's mask entries in its
@@ -504,33 +578,17 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
     __syncthreads();  // zeroing, or the previous problem's readers, done
     // This thread's mask entries of key tile j0, into its own dS slots.
     auto load_mask = [&](unsigned j0) {
-      if (!mb) return;
-#pragma unroll
-      for (unsigned a = 0; a < RQ; ++a)
-#pragma unroll
-        for (unsigned c = 0; c < 4; ++c) {
-          const unsigned i = ib + rg + 16 * a, j = j0 + kl + 16 * c;
-          if (i < p.n && j < p.n)
-            async::copy4(dS + (rg + 16 * a) * kGS + kl + 16 * c, mb + (uint64_t)i * p.n + j, true);
-        }
+      copy_mask_slots<RQ, kGS, false>(dS, rg, kl, mb, p.n, ib, j0);
     };
-    load_tile<DP, BQ, EXACT>(qs, q + base, ib, p.n, p.d, p.vec);
-    load_tile<DP, BQ, EXACT>(dos, dout + base, ib, p.n, p.d, p.vec);
-    load_tile<DP, kT, EXACT>(vs, v + base, 0, p.n, p.d, p.vec);
-    load_mask(0);
-    async::commit();
-    load_tile<DP, kT, EXACT>(ks, k + base, 0, p.n, p.d, p.vec);
-    async::commit();
+    bwd_problem_start<DP, BQ, EXACT>(p, ib, qs, q + base, dos, dout + base, 0, vs, v + base, ks,
+                                     k + base, load_mask);
     float L[RQ], Dr[RQ], g[RQ][C4][4];
+    zero_acc(g);
 #pragma unroll
     for (unsigned a = 0; a < RQ; ++a) {
       const unsigned i = ib + rg + 16 * a;
       L[a] = i < p.n ? lse[b * p.n + i] : 0.0f;
       Dr[a] = i < p.n ? D[b * p.n + i] : 0.0f;
-#pragma unroll
-      for (unsigned c4 = 0; c4 < C4; ++c4)
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) g[a][c4][e] = 0.0f;
     }
     async::wait<1>();  // Q, dout, V tile 0, mask entries
     __syncthreads();
@@ -591,9 +649,9 @@ dim3 grid_of(const L &launch, uint64_t blocks_x, uint64_t bh) {
   return dim3((unsigned)blocks_x, (unsigned)(bh < cap ? bh : cap), 1);
 }
 
-// The tensor-core plans' compile-time dispatch. with_tc_dp: f(std::integral_constant<unsigned,
-// DP>) with DP = d rounded up to 32, 64 or 128 (1 <= d <= 128); with_flag: f(std::true_type) or
-// f(std::false_type); with_tc_dp_flags: f(DP, split, exact) with exact = (d == DP). f's result is
+// The plans' compile-time dispatch. with_tc_dp: f(std::integral_constant<unsigned, DP>) with DP =
+// d rounded up to 32, 64 or 128 (1 <= d <= 128); with_flag: f(std::true_type) or
+// f(std::false_type); with_tc_dp_exact: f(DP, exact) with exact = (d == DP). f's result is
 // returned (one type for every instantiation).
 template <class F>
 auto with_tc_dp(uint64_t d, F &&f) {
@@ -606,23 +664,19 @@ auto with_flag(bool b, F &&f) {
   return b ? f(std::true_type()) : f(std::false_type());
 }
 template <class F>
-auto with_tc_dp_flags(uint64_t d, bool split, F &&f) {
+auto with_tc_dp_exact(uint64_t d, F &&f) {
   return with_tc_dp(d, [&](auto dpc) {
-    return with_flag(split, [&](auto splitc) {
-      return with_flag(d == decltype(dpc)::value,
-                       [&](auto exactc) { return f(dpc, splitc, exactc); });
-    });
+    return with_flag(d == decltype(dpc)::value, [&](auto exactc) { return f(dpc, exactc); });
   });
 }
 
-// Each kernel has a variant for devices with less shared memory per block than sm_90's 227 KB
-// (launch.smem_limit(), bytes; sm_80: 163 KB, sm_86/89: 99 KB): fewer rows per block. The block
-// sizes do not enter the order of operations, so every variant gives the same bits.
+// Each kernel has a variant with fewer rows per block for devices with less shared memory per
+// block than sm_90's 227 KB (launch.smem_limit(); sm_80: 163 KB, sm_86/89: 99 KB).
 template <unsigned DP, unsigned RM, bool EXACT, class L>
 void fwd_launch(L &launch, const KP &kp, const float *q, const float *k, const float *v,
                 float *out, float *lse) {
   constexpr unsigned BR = 32 * RM;
-  launch("attention fwd_kernel", fwd_kernel<DP, RM, EXACT>,
+  launch("attention fwd_kernel", Kernel<fwd_kernel<DP, RM, EXACT>>(),
          grid_of(launch, (kp.n + BR - 1) / BR, kp.bh), kThreads,
          fwd_smem_floats<DP, RM>() * sizeof(float), kp, q, k, v, out, lse);
 }
@@ -647,7 +701,7 @@ void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const flo
   if (dk || dv) {
     auto go = [&](auto rk) {
       constexpr unsigned RK = decltype(rk)::value;
-      launch("attention dkdv_kernel", dkdv_kernel<DP, RK, EXACT>,
+      launch("attention dkdv_kernel", Kernel<dkdv_kernel<DP, RK, EXACT>>(),
              grid_of(launch, (kp.n + 16 * RK - 1) / (16 * RK), kp.bh), kThreads,
              dkdv_smem_floats<DP, RK>() * sizeof(float), kp, q, k, v, dout, lse, D, dk, dv);
     };
@@ -661,7 +715,7 @@ void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const flo
     }
   }
   if (dq)
-    launch("attention dq_kernel", dq_kernel<DP, R, EXACT>,
+    launch("attention dq_kernel", Kernel<dq_kernel<DP, R, EXACT>>(),
            grid_of(launch, (kp.n + 16 * R - 1) / (16 * R), kp.bh), kThreads,
            dq_smem_floats<DP, R>() * sizeof(float), kp, q, k, v, dout, lse, D, dq);
 }
@@ -674,17 +728,19 @@ template <class L>
 void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
               float *out, float *lse) {
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
-  const bool exact = fwd_dp(p.d) == p.d;
-#define TLRT_ATTN_FWD(DP)                                          \
-  return exact ? fwd_pick<DP, true>(launch, kp, q, k, v, out, lse) \
-               : fwd_pick<DP, false>(launch, kp, q, k, v, out, lse)
+  auto go = [&](auto dpc) {
+    constexpr unsigned DP = decltype(dpc)::value;
+    if (p.d == DP)
+      fwd_pick<DP, true>(launch, kp, q, k, v, out, lse);
+    else
+      fwd_pick<DP, false>(launch, kp, q, k, v, out, lse);
+  };
   switch (fwd_dp(p.d)) {
-    case 32: TLRT_ATTN_FWD(32);
-    case 64: TLRT_ATTN_FWD(64);
-    case 128: TLRT_ATTN_FWD(128);
-    default: TLRT_ATTN_FWD(256);
+    case 32: return go(std::integral_constant<unsigned, 32>());
+    case 64: return go(std::integral_constant<unsigned, 64>());
+    case 128: return go(std::integral_constant<unsigned, 128>());
+    default: return go(std::integral_constant<unsigned, 256>());
   }
-#undef TLRT_ATTN_FWD
 }
 
 // D = rowsum(dout * out) into bh * n floats (d_kernel).
@@ -692,8 +748,9 @@ template <class L>
 void d_plan(L &launch, const Problem &p, const float *out, const float *dout, float *D) {
   const uint64_t rows = p.bh * p.n, blocks = (rows + 255) / 256;
   const bool vec = aligned16(out) && aligned16(dout) && p.d % 4 == 0;
-  launch("attention d_kernel", d_kernel, dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u,
-         size_t(0), out, dout, rows, (unsigned)p.d, vec, D);
+  launch("attention d_kernel", Kernel<d_kernel>(),
+         dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u, size_t(0), out, dout, rows,
+         (unsigned)p.d, vec, D);
 }
 
 // D (bh * n floats of scratch, read only when dq or dk is wanted) is computed here first.
@@ -705,16 +762,18 @@ void bwd_plan(L &launch, const Problem &p, const float *q, const float *k, const
                                    aligned16(out) && aligned16(dq) && aligned16(dk) &&
                                    aligned16(dv));
   if (dq || dk) d_plan(launch, p, out, dout, D);
-  const bool exact = bwd_dp(p.d) == p.d;
-#define TLRT_ATTN_BWD(DP)                                                             \
-  return exact ? bwd_pick<DP, true>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv) \
-               : bwd_pick<DP, false>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv)
+  auto go = [&](auto dpc) {
+    constexpr unsigned DP = decltype(dpc)::value;
+    if (p.d == DP)
+      bwd_pick<DP, true>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv);
+    else
+      bwd_pick<DP, false>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv);
+  };
   switch (bwd_dp(p.d)) {
-    case 64: TLRT_ATTN_BWD(64);
-    case 128: TLRT_ATTN_BWD(128);
-    default: TLRT_ATTN_BWD(256);
+    case 64: return go(std::integral_constant<unsigned, 64>());
+    case 128: return go(std::integral_constant<unsigned, 128>());
+    default: return go(std::integral_constant<unsigned, 256>());
   }
-#undef TLRT_ATTN_BWD
 }
 
 }  // namespace attn_kernels

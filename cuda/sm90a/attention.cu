@@ -1,230 +1,35 @@
-// CUDA backend, fused attention: the FAST BACKWARD on Hopper (sm_90a wgmma, split TF32), for
-// 32 < d <= 128, every mask kind (64 < d <= 128: Geo<128> below, 32-row steps). Compiled for
-// sm_90a only (meson.build builds this file apart, when gpu_arch names 90); cuda/attention.cu
-// dispatches to it with the determinism switch off and allow_tf32 off on compute capability 9.0
-// devices. Class: library, the header's split-TF32
-// bound (the products in the tensor cores' order, not the ORDER OF OPERATIONS), run-to-run
-// deterministic (no atomics; every sum has a fixed order). It is a part of the attention family
-// (cuda/attention.cu, whose CPU twin stub/attention.cpp computes the same backward), kept in
-// cuda/sm90a/ because it is compiled for that one architecture, not as a mirrored family unit.
+// The split-TF32 attention BACKWARD on Hopper (Precision::SplitTf32, compute capability 9.0,
+// 32 < d <= 128, every mask kind): FlashAttention-2's dk/dv and dq kernels with their products on
+// sm_90a wgmma in 3xTF32 (small(a) big(b) + big(a) small(b) + big(a) big(b)), the softmax in
+// float32 with attn::exp_ex2. Not the ORDER OF OPERATIONS: the header's split-TF32 bound; no
+// atomics, every sum in a fixed order: the same bits run to run. Compiled for sm_90a alone
+// (meson.build builds this file apart when gpu_arch names 90); cuda/attention.cu dispatches to it.
 //
-// Why wgmma: the mma.sync backward (session 7, measured 1.22 ms against the exact kernels' 1.06
-// at (32, 1024, 64)) spent its issue slots on shared-memory fragment loads and operand splits;
-// wgmma reads both operands of a product from shared memory with no instruction per value, runs
-// asynchronously beside the softmax arithmetic, and measured 478 TFLOP/s of raw TF32 on the H100
-// (scripts/wgmma_check.cu; mma.sync 322).
-//
-// Operands: TF32 wgmma reads only K-major operands (the contraction index contiguous), and every
-// input takes part in products over two different indices (Q: over d in S = Q K^T, over queries
-// in dK = dS^T Q), so a pre-pass (planes_kernel) writes, once per call, for each 64-row tile of
-// each problem, the shared-memory images (cuda/common/wgmma_tf32.cuh's layout, 4096 floats, 16 KB) of
-//   Qr, Dr, Kr, Vr: q, dout, k, v tiles as 64 rows x 64 columns (d zero-padded), K-major over d;
-//   Qt, Dt, Kt:     the transposes (64 rows = d, K-major over the tile's 64 positions) with the
-//                   rows of each group of 8 at positions in the order 0 2 4 6 1 3 5 7 (inv_perm),
-//                   the order in which a C fragment serves as an A fragment (cuda/common/mma_tf32.cuh)
-// each as big and small TF32 parts (mma::split): 14 images per tile, 14 bh n d floats in all
-// ((32, 1024, 64): 117 MB written, 34 MB read). At 64 < d <= 128 (Geo<128>) the same images
-// are 64 x 128 (row) and 128 x 64 (transposed): 32 KB each, 14 bh n 128 floats.
-// dkdv_kernel: one block of two warpgroups per (problem, 64 keys), looping over the query tiles
-// (from the diagonal tile when skipping); dq_kernel: the same per (problem, 64 queries) over the
-// key tiles (up to the diagonal). In each, a "P group" computes S (S^T in dkdv) with 3 x 8
-// m64n64k8 from shared memory and P = exp(s - lse) on the accumulators, and hands P to a "dS
-// group" through shared memory; the dS group computes dP (dP^T) the same way, dS = P (dP - D), and
-// the products with P or dS as the register A operand (split in registers): in dkdv dK += dS^T Q
-// (Qt images), in dq dQ += dS K (Kt). dV += P^T dout (Dt) is the P group's at d <= 64 (Geo::kDV;
-// 48 + the softmax against the dS group's 48 + dS); at d > 64, where the P group has registers
-// for half of it, each group computes half of dV's columns from its own half of the Dt rows.
-// Each group reads only its own images (dkdv: P group Kr resident, Qr, Dt (its half at d > 64);
-// dS group Vr resident, Dr, Qt (and its half of Dt at d > 64). dq: P group Qr resident, Kr; dS
-// group Dr resident, Vr, Kt) and refills them by cp.async as soon as its last product over them has
-// completed, behind its own named barrier; the hand-over is one buffer with a "full" and an
-// "empty" barrier (bar.arrive by one side, bar.sync by the other), so the P group may run one tile
-// ahead. Shared memory: dkdv 209 KB (12 images, lse / D, the hand-over), dq 177 KB (10 images, the
-// hand-over), + 17 KB with a mask tile; one block (8 warps) per SM.
-// 64 < d <= 128 (Geo<128>): the images are twice the size, so the streamed side moves in steps of
-// 32 rows (half a tile: its rows of a row image, copied as a 32-row image, or its 4 k steps of a
-// transposed one) and the P group keeps its resident operand (K in dkdv, Q in dq) in registers
-// as the A operand of its products (64 x 128, big and small, 128 registers a thread, read from the
-// plane images once per problem): dkdv 205 KB (V resident, the Q, dout, Q^T, dout^T steps), dq
-// 169 KB (dout resident, the K, V, K^T steps), + 17 KB with a mask tile; 255 registers, no spill.
-// In dq the dS group also holds dout's BIG fragments in registers (64 a thread; its small image
-// stays in shared memory, as does the big one, now unread), so that two of each k step's three
-// dP products read only V's step image from shared memory (prod_rows_big_reg; session 17).
-// Per 64 x 32 step: S (S^T) 48 m64n32k8 with A in registers, dP (dP^T) 48 m64n32k8 (dkdv: from
-// shared memory; dq: 32 of them with A in registers), dV and dK (dQ) 12 m64n128k8 each with A in
-// registers.
-// Scores exactly as the header's s(i, j) on the products (the mask tile staged in shared memory
-// by cp.async; causal and bounds tests skipped for tiles wholly in range, unmasked and below the
-// diagonal); P, dS with attn::prob as the exact kernels. dk and dq take the factor scale at the
-// end.
-//
-// PREDICTION (written before the first run; H100, ~1.75 GHz under load): per 64 x 64 tile pair
-// dkdv issues 96 m64n64k8 and dq 72, at the measured 478 TFLOP/s ~36 cycles each per SM: ~6.0k
-// cycles of tensor time, plus the softmax / split phases that do not overlap (~1.0k): (32,
-// 1024, 64) 8192 tile pairs / 132 SMs x ~7k cycles = ~0.25 ms, + pre-pass ~0.06 + D: ~0.32 ms
-// unmasked (SDPA 0.73: ~0.45x; the exact kernels 1.06); causal ~0.18; masked ~0.40 (the
-// per-element mask loads). (16, 4096, 64): ~2.3 ms unmasked (SDPA 5.47).
-// MEASURED (H100, 2026-11-27, session 11; bench/attention.py, exact = the exact kernels in the
-// same run; kernel times by bench/attention_kernels.py, (32, 1024, 64) unmasked):
-//   1. P by the shared exp_f, mask read per element from global memory: (32, 1024, 64) none
-//      0.81 ms (exact 1.06; SDPA 0.73), causal 0.59 (0.82), masked 1.88 (1.15);
-//   2. the mask tile staged in shared memory: masked 1.16 (exact 1.17); none 0.91, causal 0.65
-//      in that run; kernels dkdv 485 us, dq 353, planes 55, D 10. dkdv takes ~13.6k cycles per
-//      64 x 64 tile pair against ~3.1k of tensor time (96 products at the measured rate) and
-//      ~3.3k of shared-memory traffic: the one warpgroup per SM runs its phases one after the
-//      other (products; then the softmax, ~1500 instructions per thread with one warp per
-//      scheduler; then the next products). Splitting all of P^T / dS^T before one batch of
-//      products (one warpgroup.arrive instead of one per step) measured the same (482 / 357 us).
-//   3. P by ex2.approx (prob<true>; the softmax's instructions per element ~35 -> ~15), the
-//      default: dkdv 485 -> 373 us, dq 353 -> 279 (planes 55, D 10). (32, 1024, 64) none 0.729
-//      ms (1.01x SDPA; exact 1.046), causal 0.525 (0.72x; 0.815), masked 0.946 (1.28x; 1.159);
-//      (16, 4096, 64) none 4.97 (0.91x; 8.00), causal 2.90 (0.52x; 4.98), masked 6.67 (1.20x;
-//      8.86). The 0.7x target is met at (16, 4096, 64) causal only.
-//   4. (session 12) ncu on (32, 1024, 64) unmasked: one warp per scheduler issuing every 4.8
-//      cycles, tensor pipe 28% busy, and of ~2100 instructions per warp per tile pair 27% were
-//      descriptor arithmetic (ptxas rebuilt each descriptor, ~5 uniform instructions per
-//      operand) and 27% operand splits (mma::split, 9 instructions). One descriptor base per
-//      block with a 32-bit add per operand (Smem, dsc), P / dS split in 3 (split_a), lse / D
-//      staged in shared memory with the mask tile, P computed while dP is still in the tensor
-//      cores and the score tests skipped on plain tiles: H200, dkdv 375 -> 223 us, dq 279 ->
-//      158 (causal 261 / 194 -> 160 / 119; masked 499 / 374 -> 376 / 313).
-//   5. Masked in-range tiles with mask_fill = -inf from the mask tile without the general score
-//      (kMasked): masked 376 / 313 -> 266 / 198 us; then from exclusion words built once per call
-//      by bits_kernel (no mask tile, no shared loads, ~5 us for a 1024^2 mask): 231 / 172.
-//      Waiting for lse / D and the mask tile at the top of the loop instead of under the S / dP
-//      products (ncu had put 10% of the stall samples at that barrier) measured 270 / 208: kept
-//      where it is. D computed in planes_kernel (no d_kernel launch) made the pre-pass 43 ->
-//      66 us (the 64 fma chains of a tile hold the block), against d_kernel's 9: not kept.
-//   6. (session 13) ncu on the one-warpgroup kernels, (32, 1024, 64) unmasked, H200: L2 28.7%
-//      of peak (dkdv; dq 22.7%), so not bound by the streamed images; issue slots 19% busy, no
-//      eligible warp 80% of the cycles (one warp per scheduler), the "shared" pipe (tensor)
-//      48%. PREDICTED for the two-warpgroup split (each group's arithmetic under the other's
-//      products; per tile pair ~3.1k / ~2.3k cycles of tensor time): dkdv 222 -> ~150 us, dq
-//      159 -> ~115. MEASURED (H200, same process A/B against the one-warpgroup kernels): dkdv
-//      224 -> 214 us, dq 160 -> 135 (causal 160 / 120 -> 155 / 98; masked 231 / 171 -> 200 /
-//      139); the backward (32, 1024, 64) 0.444 -> 0.411 ms none (0.64x SDPA), 0.340 -> 0.313
-//      causal (0.48x), 0.468 -> 0.407 masked (0.63x); (16, 4096, 64) 2.646 / 1.564 / 2.587 ms
-//      (0.54x / 0.32x / 0.53x). dkdv gained least: there the P group also ran dV += P^T dout
-//      (48 products and the exp per tile against the dS group's 48 and cheaper arithmetic), so
-//      the dS group waited for each P. dV moved to the dS group, as dq's split (24 + exp against
-//      72 products; dq's 4.3k cycles per pair against 2.3k of tensor time, the same ratio
-//      predicting dkdv ~180 us): MEASURED dkdv 214 -> 190 us (causal 155 -> 140, masked 200 ->
-//      191); the backward (32, 1024, 64) 0.385 / 0.300 / 0.397 ms (0.60x / 0.47x / 0.61x SDPA),
-//      (16, 4096, 64) 2.491 / 1.447 / 2.461 (0.51x / 0.30x / 0.50x).
-//   A PIPELINED FORM, measured and removed (git show 04a2c74:cuda/attention_wgmma.cu): steps
-//   of 32 queries (keys in dq), double-buffered images, the next step's S / dP products issued
-//   before the current step's softmax so that they overlap: dkdv 777 us, dq 598 (slower: ptxas
-//   serialised its products, C7511 "insufficient register resources" in dkdv (255 registers,
-//   spills) and C7514 in dq, and m64n32 products with both operands in shared memory are
-//   shared-memory bound, ~24 cycles for 16 of tensor time).
-//   7. (session 14) 64 < d <= 128 on wgmma (Geo<128> above; before, the exact kernels: (32, 1024,
-//      128) 2.099 / 1.423 / 2.289 ms). PREDICTED (H200, from the d = 64 kernels' cycles per
-//      tile pair, ~6.1k for dkdv and ~4.3k for dq at the same tensor time per 64 x 32 step, and
-//      ~1.3x for the m64n32 products from shared memory): dkdv ~440 us, dq ~310, planes ~86
-//      (twice the bytes), D ~15: ~0.85 ms (~0.88x SDPA). MEASURED (H200): dkdv 408 us, dq 272,
-//      planes 86.5, D 15.5; the backward 0.792 / 0.599 / 0.784 ms (0.82x / 0.62x / 0.81x SDPA).
-//      Then, same session, A/B on the H200 (us): (a) dV in the P group, predicted to balance
-//      the groups' tensor time (768 + 768 against 768 + 1536 cycles per step): at d = 128 it
-//      spills (648 bytes; 414 against 408) and is not used; at d = 64 (166 registers) dkdv 190
-//      -> 182 (causal 140 -> 135, masked 191 -> 183): kept there (Geo::kDV). (b) dkdv at d = 128
-//      issuing dV's and dK's products as two groups and refilling the dout^T step under dK's:
-//      408 -> 397 (causal 292 -> 283): kept. (c) the K^T steps of dq double-buffered at d = 128
-//      (40 KB free): 274 -> 279 (causal 197 -> 200, masked 279 -> 290): slower, removed: the
-//      refill latency is not what holds dq. (d) the pre-pass with one block per operand (was one
-//      per tile, its four operands in turn): 86.5 -> 83.5, 42.6 -> 41.6. (e) d_kernel with its
-//      row loads unrolled by 8: 15.5 -> 15.4, not kept. A run-time branch between (b) and the
-//      old order in one kernel made ptxas serialise its wgmma (C7512, "insufficient register
-//      resources": dkdv 408 -> 605 us): each form is its own instantiation. (f) dV split
-//      between the groups at d = 128 (each group 32 accumulators and its half of the dout^T rows,
-//      copied by itself, so no barrier between the groups; tensor time per step 1152 / 1920
-//      cycles instead of 768 / 2304; 8 bytes of spill): 391 -> 374 (causal 280 -> 269, masked
-//      380 -> 356): kept (Geo::kDV = 2). (g) dQ split the same way in dq at d = 128 (dS handed
-//      back to the P group through a second buffer and barrier pair): 271 -> 326 (causal 196 ->
-//      238, masked 277 -> 348): slower (the P group then waits for dS every step), removed.
-//      Parity held with (f) and (g) on the H200.
-//      Final (bench/results/2026-11-27-h200-s14-attention.md): (32, 1024, 128) 0.756 / 0.571 /
-//      0.748 ms (0.78x / 0.59x / 0.77x SDPA: the 0.7x target is met causal only); (32, 1024,
-//      64) 0.373 / 0.288 / 0.385 (0.58x / 0.45x / 0.59x); (16, 4096, 64) 0.48x / 0.29x / 0.50x.
-// WHAT WOULD HELP NEXT (after session 14, H200 at ~1.98 GHz: at d = 64 dkdv ~5.8k cycles per
-// tile pair against ~3.1k of tensor time, dq ~4.3k against ~2.3k; at d = 128 per 64 x 32 step
-// dkdv ~6.0k against ~3.1k, dq ~4.4k against ~2.3k):
-//   - not shared-memory bandwidth: an m64n64k8 product with both operands in shared memory reads
-//     4 KB in its ~32 cycles, the 128 bytes per cycle the SM's shared memory delivers, but with
-//     the resident operand read once per problem into registers as the A operand (K in dkdv's P
-//     group, Q and dout in dq; 64 registers a thread, no spills) the kernels measured the same
-//     (H200, session 13: dkdv 190 -> 192 us, dq 134 -> 137): not kept. Nor the refill latency of
-//     dq's K^T steps (session 14, (c) above). What is left is latency inside each group: it waits
-//     for its products before its arithmetic. The next step is FA3's: issue the next step's S /
-//     dP products before the current step's softmax / dS (a second accumulator of 16 registers
-//     at d = 128, a second buffer of the step's row images: dq has the 40 KB), checking ptxas for
-//     C7512 (serialised wgmma) at every change;
-//   - the streamed images, big and small, cost L2 traffic: dkdv at d = 128 reads 128 KB per
-//     64 x 32 step (~20 bytes per cycle per SM, ~5 TB/s over the chip);
-//   - exclusion words for every mask (any mask_fill: only "mask entry == 0" enters s(i, j)), with
-//     causal and bounds tests on the general tiles only: no mask tile in shared memory at all;
-//   - the pre-pass (42 / 83 us at (32, 1024, 64 / 128), 151 / 302 MB moved, ~3.6 TB/s on the
-//     H200) and D (9 / 15 us) are ~13% of the unmasked backward.
-//   8. (session 16) PROGRAMMATIC DEPENDENT LAUNCH (cuda/common/pdl.cuh): d_kernel (128 blocks of one
-//      thread per row, a serial fma chain each: 15 us for 34 MB at (32, 1024, 128), most SMs
-//      idle) and bits_kernel let planes_kernel begin at once (it reads neither D nor the bits),
-//      and dkdv_kernel lets dq_kernel take the SMs its last wave leaves idle (512 blocks, one per
-//      SM: 3.9 waves). Each dependent kernel waits at its end, so its completion implies the
-//      earlier one's. Kernel times before (H200, scripts/kernel_times.py, (32, 1024, 128)
-//      masked, us): d 14.8, bits 4.5, planes 84, dkdv 349, dq 275, ~1.5 between launches.
-//      PREDICTED (H100): ~15 us from planes over D, ~12 from dq over dkdv's last wave: 0.77 ->
-//      ~0.745 ms. MEASURED (H100, 2026-11-27, the same build with and without, two rounds):
-//      (32, 1024, 128) none 0.778 / 0.779 -> 0.767 / 0.765 ms (0.72x SDPA), causal 0.603 / 0.599
-//      -> 0.563 / 0.563 (0.53x), masked 0.791 / 0.779 -> 0.763 / 0.762 (0.73x); (32, 1024, 64)
-//      0.386 / 0.304 / 0.400 -> 0.374 / 0.281 / 0.386. Less than predicted unmasked (~12 us, not
-//      ~25): the overlapped kernels share the memory system. The 0.7x target at d = 128
-//      (<= ~0.735 ms unmasked) is still ~4% away.
-//   9. (session 17) THE PRE-PASS AT THE COPY BANDWIDTH, AND FEWER GAPS. H100 kernel times
-//      (scripts/kernel_times.py, (32, 1024, 128) masked): planes 109.6 us for 302 MB (2.76 TB/s,
-//      0.92 of the H100's ~3.0 TB/s copy), d_kernel 18.7, bits 5.5, then dkdv / dq. Changes:
-//      (a) planes_kernel writes each image by 16-byte stores (4 consecutive floats a thread),
-//      reads the row image's 4 values as one conflict-free 16-byte shared load (row stride DP +
-//      4) and loads the tile by 16-byte loads where d % 4 == 0; (b) dkdv_kernel is launched
-//      dependent on planes_kernel (waits at its start, then triggers dq_kernel: dq reads the
-//      images too, so it may begin only after dkdv's wait), hiding the launch gap and dkdv's ramp
-//      behind planes' last wave; (c) bits_kernel is launched dependent on d_kernel (it reads only
-//      the mask), so d, bits and planes overlap in the masked case too. PREDICTED: planes ~110 ->
-//      ~102 us (copy bandwidth), ~2 us from (b), ~15 us masked from (c). MEASURED (H100,
-//      2026-11-27; the same tree with the old file as a second library, three rounds, ms): planes
-//      109.6 -> 104.2 us (2.9 TB/s, 0.96 of copy); (32, 1024, 128) none 0.764 / 0.768 / 0.766 ->
-//      0.747 / 0.741 / 0.753 (0.70-0.71x SDPA), masked 0.760 / 0.770 / 0.773 -> 0.748 / 0.748 /
-//      0.758 (0.71-0.73x), causal 0.559 / 0.565 / 0.560 -> 0.557 / 0.557 / 0.550; (32, 1024, 64)
-//      none 0.374-0.378 -> 0.367-0.370. The 0.7x target at d = 128 was then met only in some
-//      runs (10 below meets it): SDPA's time varies 1.02-1.06 ms between runs, ours 0.741-0.758.
-//      What is left: dkdv + dq
-//      are ~640 us of the ~745 (1024 blocks of ~94 / ~70 us on 132 SMs, the tail included), the
-//      pre-pass ~105 at the copy bandwidth (only fewer bytes would shorten it: big = RN(x) fixes
-//      two images per operand and orientation). Tried after it, the same day: D inside
-//      planes_kernel (its dout blocks, warps 0-1 one row a thread, the same fma chain, beside
-//      the other warps' images; no d_kernel launch, 16 MB fewer bytes): PREDICTED ~5 us;
-//      MEASURED (H100, three rounds against the form above) none 0.743 / 0.741 / 0.736 against
-//      0.741 / 0.746 / 0.742 ms, masked 0.753 / 0.746 / 0.753 against 0.747 / 0.749 / 0.759:
-//      within the noise (planes_kernel 104 -> 120 us, the chains holding its dout blocks), not
-//      kept. Parity and memcheck were clean with it.
-//  10. (session 17) THE dS GROUP'S dP PRODUCTS AT d = 128 WITH A IN REGISTERS. Per 64 x 32 step
-//      the dS group's 48 m64n32k8 of dP read both operands from shared memory, which the notes
-//      above measured at ~24 cycles each against ~16 of tensor time, and that group is the
-//      longer one (dP, then dS, then dQ's or dK's 12 m64n128k8). With the resident operand's
-//      big part in registers (dout in dq, V in dkdv; 64 registers a thread; the small part
-//      stays an image, so the same products in the same order: the same bits), 32 of the 48
-//      read only the step image. (Session 13's version of this, at d = 64 where the products are
-//      m64n64 and not bound by shared memory, measured nothing.) PREDICTED: the dS group's
-//      tensor time ~1920 -> ~1660 cycles a step, dq ~276 -> ~255 us, the backward ~-15 us.
-//      ptxas: dq 255 registers, no spill; dkdv 96 bytes of spill (its dS group also holds dK and
-//      half of dV). MEASURED (H100, 2026-11-27, three libraries in one session, three rounds,
-//      (32, 1024, 128), ms): none 0.749 / 0.749 / 0.747 -> dq form 0.736 / 0.733 / 0.733
-//      (0.69x SDPA in every round), both kernels 0.751 / 0.744 / 0.753; masked 0.763 / 0.746 /
-//      0.750 -> 0.742 / 0.741 / 0.741 (0.69-0.70x), both 0.767 / 0.779 / 0.769; causal 0.553 /
-//      0.552 / 0.550 -> 0.546 / 0.543 / 0.542 (0.51-0.52x), both 0.562-0.564. So dq keeps it
-//      and dkdv does not (its spills cost more than the products gain). Parity (bit for bit
-//      against the old form's products by construction; parity_attention on the H100) and
-//      memcheck clean.
+// planes_kernel (pre-pass, once per call): wgmma reads only K-major TF32 operands and every input
+// enters products over two indices, so for each 64-row tile of each problem it writes the shared-
+// memory images (cuda/common/wgmma_tf32.cuh's layout) of q, dout, k, v as rows (64 x DP, K-major
+// over d) and of q, dout, k transposed (DP x 64, rows in inv_perm's order: a C fragment's columns
+// as an A fragment's), big and small parts: 14 bh n' DP floats written (DP = 64 or 128, d zero-
+// padded; n' = n rounded up to 64), q, dout, k, v read once. bits_kernel (a mask with mask_fill =
+// -inf): per 64 x 64 tile one exclusion word per thread of each kernel (n'^2 / 16 words a mask).
+// dkdv_kernel: a block of two warpgroups per (problem, 64 keys) loops over the query steps (from
+// the diagonal when skipping); dq_kernel: the same per (problem, 64 queries) over the key steps (to
+// the diagonal). In each, a "P group" computes S (S^T) from the images and P = exp(s - lse) in its
+// accumulators and hands P to a "dS group" through shared memory; the dS group computes dP (dP^T),
+// dS = P (dP - D) and the products with P or dS as the register A operand (split by split_a): dkdv
+// dK += dS^T Q and dV += P^T dout (Geo::kDV: the P group's at DP = 64, halved between the groups at
+// DP = 128), dq dQ += dS K. Each group refills its own images by cp.async once its last product
+// over them is done; the hand-over buffer has a "full" and an "empty" barrier, so the P group runs
+// up to a step ahead and each group's arithmetic hides under the other's products. At DP = 128
+// the streamed side moves in 32-row steps, the P group holds its resident operand (K in dkdv, Q in
+// dq) in registers, and dq's dS group holds dout's big fragments (prod_rows_big_reg).
+// Work: 14 n^2 d useful FLOPs per problem (S and dP in both kernels), three tensor products each;
+// per 64 x 64 tile pair at DP = 64 dkdv issues 96 m64n64k8 and dq 72. Bytes: every block reads
+// the other side's images of each step from L2 (dkdv 8 per tile, dq 6), its own 4 once.
+// Shared memory: dkdv 209 / 205 KB, dq 177 / 169 KB (DP = 64 / 128), + 17 KB with a mask tile: one
+// block (8 warps) per SM; 255 registers at DP = 128, no spill.
+// Last measured: bench/results/2026-11-27-s17-ab.md
 #include <cstdint>
-#include <cstdlib>
 
 #include "core/backend/attention.hpp"
 #include "core/numerics/shared_math.hpp"
@@ -249,14 +54,9 @@ enum Plane : unsigned { kQr, kDr, kKr, kVr, kQt, kDt, kKt, kPlanes };
 
 constexpr unsigned kMS = kT + 4;  // row stride (floats) of a staged mask tile
 
-// The geometry of a head-dimension class: DP = 64 (32 < d <= 64) or DP = 128 (64 < d <= 128),
-// d zero-padded to DP. A block owns 64 rows (keys in dkdv, queries in dq) and loops over the
-// other side in steps of kS rows. At DP = 64 every operand is a 64 x 64 image in shared memory
-// and a step is a whole tile. At DP = 128 the images are twice the size, so a step is half a
-// tile (32 rows) and the P group holds its resident operand (K in dkdv, Q in dq) in registers
-// as the A operand of its products (64 x 128, big and small: 128 registers a thread), which
-// leaves the dS group's resident image (V in dkdv, dout in dq) and single-buffered step images
-// in shared memory (dkdv 205 KB, dq 169 KB, + 17 KB with a mask tile).
+// The geometry of a head-dimension class, DP = 64 (32 < d <= 64) or 128 (64 < d <= 128): a block
+// owns 64 rows and loops over the other side in steps of kS rows (a whole tile at DP = 64, half a
+// tile at DP = 128, where the P group's resident operand is in registers: 128 a thread).
 template <unsigned DP>
 struct Geo {
   static_assert(DP == 64 || DP == 128, "the two head-dimension classes");
@@ -293,7 +93,7 @@ struct WP {
 constexpr unsigned kBitsPerTile = 2 * 128;
 
 // The tile row at position pos of a transposed image: within each group of 8, positions
-// 0 1 2 3 4 5 6 7 hold rows 0 2 4 6 1 3 5 7 (the C -> A fragment order of cuda/common/mma_tf32.cuh).
+// 0 1 2 3 4 5 6 7 hold rows 0 2 4 6 1 3 5 7 (mma_tf32.cuh's C -> A fragment order).
 __device__ __forceinline__ unsigned inv_perm(unsigned pos) {
   const unsigned k = pos & 7u;
   return (pos & ~7u) | (k < 4 ? 2 * k : 2 * (k - 4) + 1);
@@ -309,14 +109,9 @@ __device__ __forceinline__ uint64_t img_off(const WP &p, unsigned plane, unsigne
 // ---- pre-pass ---------------------------------------------------------------------------------
 
 // Block (tile, problem, operand x: q, dout, k, v): stages the operand's 64 x DP tile in shared
-// memory, then writes its row image (64 rows x DP, K-major over d) and (q, dout, k) its
-// transposed image (DP rows x 64 positions, K-major over the positions, permuted by inv_perm),
-// big and small parts. (One operand per block: four times the blocks of one block per tile,
-// whose four operands' loads each waited for the previous operand's stores.) Each thread writes
-// 4 consecutive floats of an image (k4 = 0..3) with one 16-byte store; the tile's row stride DP +
-// 4 keeps its rows 16-byte aligned, so the row image's 4 values are one conflict-free 16-byte
-// shared load (a quarter warp's 8 rows start 4 banks apart); the transposed image's 4 values come
-// from 4 rows (2-way conflicts). The tile is loaded by 16-byte loads where d % 4 == 0.
+// memory (row stride DP + 4: a row image's 4 values are one conflict-free 16-byte load), then
+// writes its row image and (q, dout, k) its transposed image, big and small parts, each thread 4
+// consecutive floats of an image with one 16-byte store.
 template <unsigned DP>
 __global__ void __launch_bounds__(256)
     planes_kernel(WP p, const float *__restrict q, const float *__restrict dout,
@@ -384,9 +179,7 @@ __global__ void __launch_bounds__(256)
 }
 
 // Block (key tile, query tile, mask problem): the exclusion bits (mask entry == 0) of a 64 x 64
-// tile of the mask, one 32-bit word per thread of each kernel holding its 32 scores' bits, so that
-// a masked tile costs the kernels one load a thread instead of a 16 KB mask tile and 32 shared
-// loads (used for kMasked tiles only: in range, mask_fill = -inf).
+// tile, one 32-bit word per thread of each kernel holding its 32 scores' bits (kMasked tiles).
 __global__ void __launch_bounds__(128)
     bits_kernel(WP p, unsigned mproblems, uint32_t *__restrict bits) {
   pdl_trigger();  // planes_kernel, launched after it, does not read the bits
@@ -451,8 +244,7 @@ __device__ __forceinline__ uint32_t step_bits(const WP &p, uint64_t b, unsigned 
 
 // ---- shared pieces of the two kernels -----------------------------------------------------------
 
-// FLOATS floats (a multiple of 512) global -> shared by the warpgroup's 128 threads (tid: the
-// thread's index in its warpgroup), 16 bytes per copy.
+// FLOATS floats (a multiple of 512) global -> shared by the warpgroup, 16 bytes a copy.
 template <unsigned FLOATS>
 __device__ __forceinline__ void copy_n(float *dst, const float *src, unsigned tid) {
   static_assert(FLOATS % 512 == 0, "whole rounds of 128 x 16 bytes");
@@ -473,10 +265,9 @@ __device__ __forceinline__ void copy_plane(float *dst, const WP &p, const float 
   copy_n<kImg>(dst + kImg, planes + img_off<DP>(p, plane, 1, b, tile), tid);
 }
 
-// The big and small images of step `step` (kS rows of the streamed side) into dst and dst + kStr.
-// A whole tile at DP = 64. At DP = 128 half h of tile step / 2: of a row image the rows 32 h ..
-// 32 h + 31 of every k step (256 of its 512 floats), stored as a 32-row image (kmajor_off with
-// R = 32); of a transposed image its k steps 4 h .. 4 h + 3 (positions 32 h ..), contiguous.
+// The big and small images of step `step` into dst and dst + kStr. At DP = 128 half h of tile
+// step / 2: of a row image its rows 32 h .. of every k step, stored as a 32-row image; of a
+// transposed image its k steps 4 h .. 4 h + 3, contiguous.
 template <unsigned DP>
 __device__ __forceinline__ void copy_step(float *dst, const WP &p, const float *planes,
                                           unsigned plane, uint64_t b, unsigned step, unsigned tid) {
@@ -525,8 +316,7 @@ __device__ __forceinline__ void copy_step_t(float *dst, const WP &p, const float
   }
 }
 
-// Descriptors of the block's images: one base (desc_lo of the dynamic shared memory) and one
-// 32-bit add per operand (wgmma_tf32.cuh desc_at); the offsets fold to constants after inlining.
+// Descriptors of the block's images: one base (desc_lo) and a 32-bit add per operand (desc_at).
 struct Smem {
   const float *base;
   uint32_t lo;
@@ -572,8 +362,7 @@ __device__ __forceinline__ void prod_rows_reg(const Smem &m, float (&acc)[NV],
 }
 
 // acc = A B^T as prod_rows (the same products in the same order: the same bits) with A's big
-// part in registers (ab[j]: the A fragment of k step j) and its small part an image (as): two of
-// each k step's three products read one operand from shared memory, not two.
+// part in registers and its small part an image (as).
 template <unsigned DP, unsigned NV>
 __device__ __forceinline__ void prod_rows_big_reg(const Smem &m, float (&acc)[NV],
                                                   const uint32_t (&ab)[DP / 8][4],
@@ -588,10 +377,8 @@ __device__ __forceinline__ void prod_rows_big_reg(const Smem &m, float (&acc)[NV
   }
 }
 
-// The A fragments (big, small) of the 64-row resident tile `tile` of plane for this thread
-// (warp w, lane 4 g + t): rows 16 w + g (+8), columns 8 j + t (+4), read from the plane images
-// in global memory once per problem (the same split values as an image in shared memory).
-// SMALL = false: the big fragments only (as is not written).
+// This thread's A fragments (big; small unless !SMALL) of the 64-row resident tile `tile` of
+// plane, rows 16 w + g (+8), columns 8 j + t (+4), from the plane images in global memory.
 template <unsigned DP, bool SMALL = true, unsigned NS = DP / 8>
 __device__ __forceinline__ void load_a(uint32_t (&ab)[DP / 8][4], uint32_t (&as)[NS][4],
                                        const WP &p, const float *planes, unsigned plane,
@@ -609,12 +396,9 @@ __device__ __forceinline__ void load_a(uint32_t (&ab)[DP / 8][4], uint32_t (&as)
     }
 }
 
-// The split of a register operand (P, dS) in 3 instructions (mma::split takes 9): big = x
-// rounded to TF32 (bits + 0x1000, the low 13 bits cleared: nearest, ties away, for finite x, as
-// mma::split_hw), small = x - big (exact) passed whole, which the tensor cores read as its top
-// 19 bits: small TRUNCATED to TF32, within 2^-21 |x| of x - big where split() rounds it (2^-22).
-// A NaN x keeps a NaN small (x - big, whatever big became), so NaN still reaches the products;
-// an infinite x gives big = x and a NaN small, as split().
+// The split of a register operand (P, dS) in 3 instructions: big = x rounded to TF32 (nearest,
+// ties away, finite x), small = x - big passed whole, which the tensor cores read TRUNCATED to
+// TF32 (within 2^-21 |x|; the header's bound). A NaN or infinite x keeps a NaN small.
 __device__ __forceinline__ void split_a(float x, uint32_t &big, uint32_t &small) {
   big = (__float_as_uint(x) + 0x1000u) & ~0x1fffu;
   small = __float_as_uint(x - __uint_as_float(big));
@@ -639,9 +423,8 @@ __device__ __forceinline__ void prod_frag(const Smem &m, float (&acc)[NA], const
   }
 }
 
-// The mask tile of queries i0 .. i0 + NI - 1 (rows) and keys j0 .. j0 + NJ - 1 (columns) into mt
-// (row stride kMS) by cp.async, zeros past n (those entries are out of range, never read as a
-// mask).
+// The mask tile of queries i0.. (rows) and keys j0.. (columns) into mt (row stride kMS) by
+// cp.async, zeros past n (out of range, never read as a mask).
 template <unsigned NI, unsigned NJ>
 __device__ __forceinline__ void copy_mask(float *mt, const WP &p, const float *mb, unsigned i0,
                                           unsigned j0, unsigned tid) {
@@ -662,22 +445,18 @@ __device__ __forceinline__ void copy_mask(float *mt, const WP &p, const float *m
   }
 }
 
-// The header's s(i, j) from the product; m: the mask entry (1 without a mask), for a kGeneral
-// tile (tile_kind below).
+// The header's s(i, j) from the product on a kGeneral tile; m: the mask entry (1 without one).
 __device__ __forceinline__ float score_at(const WP &p, unsigned i, unsigned j, float dot,
                                           float m) {
   if (i >= p.n || j >= p.n) return kNegInf;
   return attn::score(dot, (p.causal && j > i) || m == 0.0f, p.scale, p.fill);
 }
 
-// P = exp(s - lse) for a non-excluded score, 0 for an excluded one (attn::prob), the exp by
-// ex2.approx (EX2: attn::exp_ex2, 2^((s - lse) log2 e), ~2^-22 relative plus the argument's
-// rounding, 3 instructions; results below 2^-126 flush to 0) or by the shared exp_f (~22).
+// P = exp(s - lse) for a non-excluded score, 0 for an excluded one, the exp by attn::exp_ex2.
 // PLAIN: a score that cannot be excluded (a kPlain tile, an allowed entry of a kMasked one; its
 // row's lse is then finite): no test.
-template <bool EX2, bool PLAIN = false>
+template <bool PLAIN = false>
 __device__ __forceinline__ float prob(float s, float ref) {
-  if (!EX2) return attn::prob(s, ref);
   if (!PLAIN && s == kNegInf) return 0.0f;
   return attn::exp_ex2(s - ref);
 }
@@ -695,9 +474,8 @@ __device__ __forceinline__ Kind tile_kind(const WP &p, unsigned i0, unsigned ni,
   return p.bits != nullptr ? kMasked : kGeneral;
 }
 
-// The thread's query of C fragment element e, as an index into its per-query values (lse, D):
-// 2 (e / 4) + (e & 1) of NV / 2 when the queries are the fragment's columns (dkdv), (e & 3) >> 1
-// of 2 when they are its rows (dq).
+// The index of C fragment element e's query among the thread's per-query values (lse, D), the
+// queries being the fragment's columns (QCOLS: dkdv) or rows (dq).
 template <bool QCOLS>
 __device__ __forceinline__ constexpr unsigned qidx(unsigned e) {
   return QCOLS ? 2 * (e / 4) + (e & 1) : (e & 3) >> 1;
@@ -705,13 +483,13 @@ __device__ __forceinline__ constexpr unsigned qidx(unsigned e) {
 
 // P = exp(s scale - lse) in place of s over a kPlain tile, or a kMasked one (MASKED: 0 where bit
 // e of the exclusion word exw is set).
-template <bool EX2, bool QCOLS, bool MASKED, unsigned NR, unsigned NV>
+template <bool QCOLS, bool MASKED, unsigned NR, unsigned NV>
 __device__ __forceinline__ void probs(float (&s)[NV], const float (&L)[NR], float scale,
                                       uint32_t exw) {
   static_assert(NR == (QCOLS ? NV / 2 : 2), "one lse per query of the thread");
 #pragma unroll
   for (unsigned e = 0; e < NV; ++e) {
-    const float pr = prob<EX2, true>(s[e] * scale, L[qidx<QCOLS>(e)]);
+    const float pr = prob<true>(s[e] * scale, L[qidx<QCOLS>(e)]);
     s[e] = MASKED && ((exw >> e) & 1u) ? 0.0f : pr;
   }
 }
@@ -734,9 +512,9 @@ __device__ __forceinline__ void dscores(float (&dp)[NV], const float (&pr)[NV],
   }
 }
 
-// Stores a thread's share of a 64-row accumulator of problem b into dst (n x d, row-major; none
-// if NULLABLE and dst is NULL): rows r0 + 16 w + g (+8), columns c0 + 8 c + 2 t (+1), those
-// inside n x d, times scale if SCALE. (The kernels' three epilogues: dq, dk, dV or its halves.)
+// A thread's share of a 64-row accumulator of problem b into dst (n x d; none if NULLABLE and
+// dst is NULL): rows r0 + 16 w + g (+8), columns c0 + 8 c + 2 t (+1) inside n x d, times scale
+// if SCALE.
 template <bool SCALE, bool NULLABLE, unsigned NA>
 __device__ __forceinline__ void store_acc(float *dst, const WP &p, uint64_t b, unsigned r0,
                                           unsigned c0, const float (&acc)[NA], unsigned w,
@@ -751,18 +529,46 @@ __device__ __forceinline__ void store_acc(float *dst, const WP &p, uint64_t b, u
     }
 }
 
-// ---- the kernels ---------------------------------------------------------------------------------
+// ---- the kernels -------------------------------------------------------------------------------
 //
-// Two warpgroups with disjoint operands (the top comment): each group's softmax or dS arithmetic
-// runs while the other group's products keep the tensor cores busy; with one warpgroup per SM
-// (session 12's kernels) those phases ran one after the other. The hand-over of P: the P group
-// waits on "empty", stores P and its exclusion word, arrives at "full"; the dS group waits on
-// "full", loads them, arrives at "empty" (the buffer starts empty: one arrival before the first
-// tile; none after the block's last). A bar.arrive orders the arriving thread's earlier shared
-// accesses before the completion of the barrier that the other side's bar.sync waits for (the
-// PTX memory model), which compute-sanitizer racecheck does not model: it reports the hand-over's
-// loads and stores as hazards, as it does for the same protocol alone in
-// scripts/racecheck_arrive.cu (and none when both sides bar.sync there).
+// The hand-over of P: the P group waits on "empty", stores P and its exclusion word, arrives at
+// "full"; the dS group waits on "full", loads them, arrives at "empty" (one arrival before the
+// first tile; none after the block's last). A bar.arrive orders the arriving thread's earlier
+// shared accesses before the barrier's completion (the PTX memory model); compute-sanitizer
+// racecheck does not model that and reports the hand-over as hazards (scripts/racecheck_arrive.cu).
+
+// A thread's place in its warpgroup: index tid < 128, warp w < 4, lane 4 g + t.
+struct Lanes {
+  unsigned tid, w, g, t;
+};
+__device__ __forceinline__ Lanes lanes_of() {
+  const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32;
+  return Lanes{tid, w, lane / 4, lane % 4};
+}
+
+// A group's start of problem b, one cp.async group: its resident operand's images (RES: kept in
+// shared memory) of tile `tile`, and its streamed operand's images of step `first`.
+template <unsigned DP, bool RES>
+__device__ __forceinline__ void open_problem(const WP &p, const float *planes, uint64_t b,
+                                             float *res, unsigned res_plane, unsigned tile,
+                                             float *step, unsigned step_plane, unsigned first,
+                                             unsigned tid) {
+  if constexpr (RES) copy_plane<DP>(res, p, planes, res_plane, b, tile, tid);
+  copy_step<DP>(step, p, planes, step_plane, b, first, tid);
+  async::commit();
+}
+
+// This thread's per-query values (lse or D) of dq's rows i0 + 16 w + g + 8 h (0 past n, and
+// where NULLABLE and src is null).
+template <bool NULLABLE>
+__device__ __forceinline__ void row_values(float (&v)[2], const WP &p, const float *src,
+                                           uint64_t b, unsigned i0, unsigned w, unsigned g) {
+#pragma unroll
+  for (unsigned h = 0; h < 2; ++h) {
+    const unsigned i = i0 + 16 * w + g + 8 * h;
+    v[h] = ((!NULLABLE || src != nullptr) && i < p.n) ? src[b * p.n + i] : 0.0f;
+  }
+}
 
 // Named barriers (0 is __syncthreads): 1 + group within a group, and the hand-over pair.
 enum Bar : unsigned { kBarP = 1, kBarDS = 2, kBarFull = 3, kBarEmpty = 4 };
@@ -823,8 +629,7 @@ __device__ __forceinline__ uint32_t get_p(const float *xs, float (&s)[NV], unsig
   return reinterpret_cast<const uint32_t *>(xs)[128 * NV + tid];
 }
 
-// The P group's side of the hand-over: waits until the dS group has taken the previous P, stores
-// this one, signals it.
+// The P group's side of the hand-over.
 template <unsigned NV>
 __device__ __forceinline__ void give_p(float *xs, const float (&s)[NV], uint32_t ex,
                                        unsigned tid) {
@@ -833,8 +638,7 @@ __device__ __forceinline__ void give_p(float *xs, const float (&s)[NV], uint32_t
   bar_arrive(kBarFull, 256);
 }
 
-// The dS group's side: waits for P, loads it and its exclusion word, frees the buffer unless
-// this was the block's last tile (release false: no arrival is left pending at exit).
+// The dS group's side; release false on the block's last tile (no arrival pending at exit).
 template <unsigned NV>
 __device__ __forceinline__ uint32_t take_p(const float *xs, float (&s)[NV], unsigned tid,
                                            bool release) {
@@ -844,10 +648,9 @@ __device__ __forceinline__ uint32_t take_p(const float *xs, float (&s)[NV], unsi
   return ex;
 }
 
-// P over a kGeneral tile of queries i0.. and keys j0.. in place of the products s (QCOLS: the
-// queries are the fragment's columns, dkdv; else its rows, dq), the mask entries from the staged
-// tile mt (none without a mask); returns the exclusion word.
-template <bool EX2, bool QCOLS, unsigned NR, unsigned NV>
+// P over a kGeneral tile of queries i0.. and keys j0.. in place of the products s, the mask from
+// the staged tile mt; returns the exclusion word.
+template <bool QCOLS, unsigned NR, unsigned NV>
 __device__ __forceinline__ uint32_t general_probs(const WP &p, float (&s)[NV], const float (&L)[NR],
                                                   unsigned i0, unsigned j0, const float *mt,
                                                   bool masked, unsigned w, unsigned g, unsigned t) {
@@ -860,52 +663,46 @@ __device__ __forceinline__ uint32_t general_probs(const WP &p, float (&s)[NV], c
       const unsigned ir = QCOLS ? z : a, jr = QCOLS ? a : z;
       const float sc = score_at(p, i0 + ir, j0 + jr, s[4 * c + e],
                                 masked ? mt[ir * kMS + jr] : 1.0f);
-      s[4 * c + e] = prob<EX2>(sc, L[qidx<QCOLS>(4 * c + e)]);
+      s[4 * c + e] = prob(sc, L[qidx<QCOLS>(4 * c + e)]);
       ex |= (uint32_t)(sc == kNegInf) << (4 * c + e);
     }
   return ex;
 }
 
-// P (in place of the products s) of tile (queries i0.., keys j0..) by its kind; returns the
-// exclusion word.
-template <bool EX2, bool QCOLS, unsigned NR, unsigned NV>
+// P in place of the products s, by the tile's kind; returns the exclusion word.
+template <bool QCOLS, unsigned NR, unsigned NV>
 __device__ __forceinline__ uint32_t tile_probs(const WP &p, Kind kind, float (&s)[NV],
                                                const float (&L)[NR], uint32_t exw, unsigned i0,
                                                unsigned j0, const float *mt, bool masked,
                                                unsigned w, unsigned g, unsigned t) {
   if (kind == kPlain) {
-    probs<EX2, QCOLS, false>(s, L, p.scale, 0u);
+    probs<QCOLS, false>(s, L, p.scale, 0u);
     return 0u;
   }
   if (kind == kMasked) {
-    probs<EX2, QCOLS, true>(s, L, p.scale, exw);
+    probs<QCOLS, true>(s, L, p.scale, exw);
     return exw;
   }
-  return general_probs<EX2, QCOLS>(p, s, L, i0, j0, mt, masked, w, g, t);
+  return general_probs<QCOLS>(p, s, L, i0, j0, mt, masked, w, g, t);
 }
 
 constexpr size_t kMaskBytes = kT * kMS * sizeof(float);
 static_assert(Geo<64>::kDkdvFloats * 4 + kMaskBytes <= 227 * 1024, "sm_90's shared memory");
 static_assert(Geo<128>::kDkdvFloats * 4 + kMaskBytes <= 227 * 1024, "sm_90's shared memory");
 
-// dkdv_kernel: block (key tile jt, problem), loops over the query steps (Geo, kS queries each).
-// Shared memory (Geo::kDkdvFloats): the P group's K images (none at DP = 128: K in registers)
-// and Q step images, the dS group's V images and dout, Q^T, dout^T step images, lse and D of the
-// step, the hand-over buffer, then the mask tile (kS queries x 64 keys) when masked.
-template <unsigned DP, bool EX2, unsigned DV>
+// dkdv_kernel: block (key tile jt, problem), looping over the query steps. Shared memory: as
+// Geo::kDkdvFloats, then the mask tile (kS queries x 64 keys) when masked.
+template <unsigned DP, unsigned DV>
 __global__ void __launch_bounds__(256, 1)
     dkdv_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
                 const float *__restrict D, float *__restrict dk, float *__restrict dv) {
-  // Launched dependent on planes_kernel: its images (and, through its own wait, D and the bits)
-  // are complete and visible once pdl_wait returns. Only then may dq_kernel (launched dependent
-  // on this kernel; it reads nothing this kernel writes, but reads the images) begin.
+  // Launched dependent on planes_kernel: its images (and through its own wait D and the bits) are
+  // visible once pdl_wait returns; only then may dq_kernel, which reads the images, begin.
   pdl_wait();
   pdl_trigger();
   using G = Geo<DP>;
   // Which group computes dV += P^T dout (DV: 0 the dS group, 1 the P group, 2 the P group its
-  // first DP / 2 columns and the dS group the rest, each from its half of the dout^T images).
-  // Geo::kDV picks 1 or 2; 0 (measured slower at both sizes, session 14) stays expressible for
-  // measurements.
+  // first DP / 2 columns and the dS group the rest). Geo::kDV picks 1 or 2.
   static_assert(DV <= 2, "dV by the dS group, the P group, or split");
   constexpr bool PV = DV != 0, SV = DV != 1;
   constexpr unsigned kNAP = DV == 1 ? G::kNA : DV == 2 ? G::kNA / 2 : 1;
@@ -918,8 +715,7 @@ __global__ void __launch_bounds__(256, 1)
   float *kb = sm, *qb = kb + G::kResA, *vb = qb + 2 * G::kStr, *ob = vb + 2 * G::kImg;
   float *qtb = ob + 2 * G::kStr, *otb = qtb + 2 * G::kStr, *ls = otb + 2 * G::kStr, *ds = ls + kS;
   float *xs = ds + kS, *mt = xs + G::kXs;
-  const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32, g = lane / 4,
-                 t = lane % 4;
+  const auto [tid, w, g, t] = lanes_of();
   const unsigned jt = blockIdx.x, jb = jt * kT;
   const unsigned nsteps = (p.n + kS - 1) / kS;
   const unsigned first = p.skip ? jb / kS : 0;
@@ -929,9 +725,7 @@ __global__ void __launch_bounds__(256, 1)
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
       bar_sync(kBarP, 128);  // the previous problem's products are done
-      if constexpr (!G::kRegA) copy_plane<DP>(kb, p, planes, kKr, b, jt, tid);
-      copy_step<DP>(qb, p, planes, kQr, b, first, tid);
-      async::commit();
+      open_problem<DP, !G::kRegA>(p, planes, b, kb, kKr, jt, qb, kQr, first, tid);
       copy_rows<kS>(ls, p, lse, b, first * kS, tid);
       if (mb && tile_kind(p, first * kS, kS, jb, kT) == kGeneral)
         copy_mask<kS, kT>(mt, p, mb, first * kS, jb, tid);
@@ -968,8 +762,8 @@ __global__ void __launch_bounds__(256, 1)
         bar_sync(kBarP, 128);  // every warp's products have read the Q images
         if (more) copy_step<DP>(qb, p, planes, kQr, b, it + 1, tid);
         async::commit();
-        const uint32_t ex = tile_probs<EX2, true>(p, kind, s, L, exw, i0, jb, mt, mb != nullptr,
-                                                  w, g, t);
+        const uint32_t ex =
+            tile_probs<true>(p, kind, s, L, exw, i0, jb, mt, mb != nullptr, w, g, t);
         bar_sync(kBarP, 128);  // every thread is past its reads of ls and mt
         if (more) {
           copy_rows<kS>(ls, p, lse, b, i0 + kS, tid);
@@ -1001,9 +795,7 @@ __global__ void __launch_bounds__(256, 1)
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const bool last_problem = b + gridDim.y >= p.bh;
       bar_sync(kBarDS, 128);
-      copy_plane<DP>(vb, p, planes, kVr, b, jt, tid);
-      copy_step<DP>(ob, p, planes, kDr, b, first, tid);
-      async::commit();
+      open_problem<DP, true>(p, planes, b, vb, kVr, jt, ob, kDr, first, tid);
       copy_rows<kS>(ds, p, D, b, first * kS, tid);
       async::commit();
       copy_step<DP>(qtb, p, planes, kQt, b, first, tid);
@@ -1067,11 +859,9 @@ __global__ void __launch_bounds__(256, 1)
   }
 }
 
-// dq_kernel: block (query tile it, problem), loops over the key steps (kS keys each) up to the
-// diagonal when skipping. Shared memory (Geo::kDqFloats): the P group's Q images (none at DP =
-// 128: Q in registers) and K step images, the dS group's dout images and V, K^T step images, the
-// hand-over buffer, then the mask tile (64 queries x kS keys) when masked.
-template <unsigned DP, bool EX2>
+// dq_kernel: block (query tile it, problem), looping over the key steps up to the diagonal when
+// skipping. Shared memory: as Geo::kDqFloats, then the mask tile (64 x kS) when masked.
+template <unsigned DP>
 __global__ void __launch_bounds__(256, 1)
     dq_kernel(WP p, const float *__restrict planes, const float *__restrict lse,
               const float *__restrict D, float *__restrict dq) {
@@ -1081,8 +871,7 @@ __global__ void __launch_bounds__(256, 1)
   const Smem m = smem_of(sm);
   float *qb = sm, *kb = qb + G::kResA, *ob = kb + 2 * G::kStr, *vb = ob + 2 * G::kImg;
   float *ktb = vb + 2 * G::kStr, *xs = ktb + 2 * G::kStr, *mt = xs + G::kXs;
-  const unsigned tid = threadIdx.x % 128, w = tid / 32, lane = threadIdx.x % 32, g = lane / 4,
-                 t = lane % 4;
+  const auto [tid, w, g, t] = lanes_of();
   const unsigned it = blockIdx.x, i0 = it * kT;
   const unsigned nsteps = (p.n + kS - 1) / kS;
   const unsigned diag = (i0 + kT - 1) / kS;  // the step holding key i0 + 63
@@ -1093,18 +882,11 @@ __global__ void __launch_bounds__(256, 1)
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
       bar_sync(kBarP, 128);
-      if constexpr (!G::kRegA) copy_plane<DP>(qb, p, planes, kQr, b, it, tid);
-      copy_step<DP>(kb, p, planes, kKr, b, 0, tid);
-      async::commit();
+      open_problem<DP, !G::kRegA>(p, planes, b, qb, kQr, it, kb, kKr, 0, tid);
       if (mb && tile_kind(p, i0, kT, 0, kS) == kGeneral) copy_mask<kT, kS>(mt, p, mb, i0, 0, tid);
       async::commit();
-      // lse of this thread's rows i0 + 16 w + g + 8 h.
       float L[2];
-#pragma unroll
-      for (unsigned h = 0; h < 2; ++h) {
-        const unsigned i = i0 + 16 * w + g + 8 * h;
-        L[h] = i < p.n ? lse[b * p.n + i] : 0.0f;
-      }
+      row_values<false>(L, p, lse, b, i0, w, g);
       if constexpr (G::kRegA) load_a<DP>(qa, qsm, p, planes, kQr, b, it, w, g, t);
       // Loop invariant at the top: two groups in flight for step jt, oldest first: the K row
       // images (with Q on entry), the mask tile (an empty group unless needed).
@@ -1128,8 +910,8 @@ __global__ void __launch_bounds__(256, 1)
         bar_sync(kBarP, 128);  // every warp's products have read the K images
         if (more) copy_step<DP>(kb, p, planes, kKr, b, jt + 1, tid);
         async::commit();
-        const uint32_t ex = tile_probs<EX2, false>(p, kind, s, L, exw, i0, j0, mt, mb != nullptr,
-                                                   w, g, t);
+        const uint32_t ex =
+            tile_probs<false>(p, kind, s, L, exw, i0, j0, mt, mb != nullptr, w, g, t);
         bar_sync(kBarP, 128);  // every thread is past its reads of mt
         if (more && mb && tile_kind(p, i0, kT, j0 + kS, kS) == kGeneral)
           copy_mask<kT, kS>(mt, p, mb, i0, j0 + kS, tid);
@@ -1144,17 +926,11 @@ __global__ void __launch_bounds__(256, 1)
     for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
       const bool last_problem = b + gridDim.y >= p.bh;
       bar_sync(kBarDS, 128);
-      copy_plane<DP>(ob, p, planes, kDr, b, it, tid);
-      copy_step<DP>(vb, p, planes, kVr, b, 0, tid);
-      async::commit();
+      open_problem<DP, true>(p, planes, b, ob, kDr, it, vb, kVr, 0, tid);
       copy_step<DP>(ktb, p, planes, kKt, b, 0, tid);
       async::commit();
       float Dq[2];
-#pragma unroll
-      for (unsigned h = 0; h < 2; ++h) {
-        const unsigned i = i0 + 16 * w + g + 8 * h;
-        Dq[h] = (D != nullptr && i < p.n) ? D[b * p.n + i] : 0.0f;
-      }
+      row_values<true>(Dq, p, D, b, i0, w, g);
       float gq[G::kNA];
 #pragma unroll
       for (unsigned e = 0; e < G::kNA; ++e) gq[e] = 0.0f;
@@ -1198,12 +974,6 @@ __global__ void __launch_bounds__(256, 1)
   pdl_wait();  // launched dependent on dkdv_kernel: done only when it is
 }
 
-template <class K>
-void set_smem(K kernel, size_t bytes) {
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-        "attention (wgmma): cudaFuncSetAttribute");
-}
-
 // 64 columns of the plane images at 32 < d <= 64, 128 at 64 < d <= 128.
 unsigned padded_d(const attn::Problem &p) { return p.d <= 64 ? 64 : 128; }
 
@@ -1211,24 +981,22 @@ uint64_t image_floats(const attn::Problem &p) {
   return 2ull * kPlanes * p.bh * ((p.n + kT - 1) / kT) * kT * padded_d(p);
 }
 
-// Mask problems with exclusion words (0: none): a mask with mask_fill = -inf, one per problem or
-// one broadcast. None past 65535 tiles a side (n > 4194240, bits_kernel's grid y; such a mask
-// would hold 2^44 floats): the general score path reads the mask tiles instead.
+// Mask problems with exclusion words (0: none): a mask with mask_fill = -inf. None past 65535
+// tiles a side (bits_kernel's grid y): the general score path reads the mask tiles instead.
 uint64_t bits_problems(const attn::Problem &p) {
-  if (p.mask == nullptr || p.fill != kNegInf || (p.n + kT - 1) / kT > 65535) return 0;
+  if (p.mask == nullptr || p.fill != kNegInf || (p.n + kT - 1) / kT > kMaxGridY) return 0;
   return p.mask_stride == 0 ? 1 : p.bh;
 }
 
-// The launches of one head-dimension class.
-// after_ours: the kernel launched just before on st is d_kernel or bits_kernel (both call
-// pdl_trigger), so planes_kernel may overlap it (it reads q, k, v and dout, not D or the bits);
-// otherwise the caller's last kernel may have written those inputs, and it waits. dq_kernel
-// overlaps dkdv_kernel's last wave where dkdv_kernel runs (they read the same planes, write
-// different outputs).
+// The launches of one head-dimension class. after_ours: the kernel just before on st is d_kernel
+// or bits_kernel, which planes_kernel may overlap (it reads neither D nor the bits); otherwise the
+// caller's last kernel may have written its inputs, and it waits. dq_kernel may overlap
+// dkdv_kernel's last wave (they read the same planes and write different outputs).
 template <unsigned DP>
-void run(int dev, cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, bool masked,
-         bool after_ours, const float *q, const float *k, const float *v, const float *dout,
-         const float *lse, const float *D, float *planes, float *dq, float *dk, float *dv) {
+void run(int dev, cudaStream_t st, const WP &wp, const dim3 &grid, bool masked, bool after_ours,
+         const float *q, const float *k, const float *v, const float *dout, const float *lse,
+         const float *D, float *planes, float *dq, float *dk, float *dv) {
+  static SmemAllowed dkdv_smem, dq_smem;  // with the mask tile: the most a launch asks for
   const dim3 pgrid(grid.x, grid.y, 4);
   if (after_ours)
     launch_dependent(dev, "attention (wgmma) planes_kernel", planes_kernel<DP>, pgrid, 256, 0, st,
@@ -1238,17 +1006,16 @@ void run(int dev, cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, boo
            k, v, planes);
   const size_t mask_bytes = masked ? kMaskBytes : 0;
   if (dk || dv) {
-    constexpr unsigned kDv = Geo<DP>::kDV;
-    auto kernel = ex2 ? dkdv_kernel<DP, true, kDv> : dkdv_kernel<DP, false, kDv>;
+    auto kernel = dkdv_kernel<DP, Geo<DP>::kDV>;
     const size_t bytes = Geo<DP>::kDkdvFloats * sizeof(float);
-    set_smem(kernel, bytes + kMaskBytes);
+    dkdv_smem.ensure(dev, kernel, bytes + kMaskBytes, "attention (wgmma): cudaFuncSetAttribute");
     launch_dependent(dev, "attention (wgmma) dkdv_kernel", kernel, grid, 256, bytes + mask_bytes,
                      st, wp, planes, lse, D, dk, dv);
   }
   if (dq) {
-    auto kernel = ex2 ? dq_kernel<DP, true> : dq_kernel<DP, false>;
+    auto kernel = dq_kernel<DP>;
     const size_t bytes = Geo<DP>::kDqFloats * sizeof(float);
-    set_smem(kernel, bytes + kMaskBytes);
+    dq_smem.ensure(dev, kernel, bytes + kMaskBytes, "attention (wgmma): cudaFuncSetAttribute");
     if (dk || dv)
       launch_dependent(dev, "attention (wgmma) dq_kernel", kernel, grid, 256, bytes + mask_bytes,
                        st, wp, planes, lse, D, dq);
@@ -1260,9 +1027,7 @@ void run(int dev, cudaStream_t st, const WP &wp, const dim3 &grid, bool ex2, boo
 
 }  // namespace
 
-// 32 < d: the operand planes take 14 x DP / d floats per element of q (d is padded to DP), at
-// most 28 at d = 33; smaller d would multiply that (896 at d = 1) for products the exact kernels
-// do cheaply (their work is proportional to d).
+// 32 < d: the planes take 14 DP / d floats per element of q, at most 28 (896 at d = 1).
 bool bwd_applies(const attn::Problem &p) { return p.d > 32 && p.d <= 128; }
 
 uint64_t bwd_planes_floats(const attn::Problem &p) {
@@ -1278,19 +1043,14 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
   WP wp{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, ntiles, p.mask, p.mask_stride,
               p.scale, p.fill, p.causal, p.causal && p.fill == kNegInf,
               p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0, nullptr, 0};
-  const dim3 grid(ntiles, (unsigned)(p.bh < 65535 ? p.bh : 65535));
+  const dim3 grid(ntiles, (unsigned)(p.bh < kMaxGridY ? p.bh : kMaxGridY));
   const uint64_t mproblems = bits_problems(p);
-  // TLRT_ATTN_EXP=shared in the environment (read per call; a measurement hook): P with the
-  // shared exp (tlrt::math::exp_f) instead of ex2.approx.
-  const char *e = std::getenv("TLRT_ATTN_EXP");
-  const bool ex2 = !(e != nullptr && e[0] == 's');
   if (mproblems != 0) {
     uint32_t *bits = reinterpret_cast<uint32_t *>(planes + image_floats(p));
     wp.bits = bits;
     wp.bits_stride = p.mask_stride == 0 ? 0 : (uint64_t)ntiles * ntiles * kBitsPerTile;
-    // D != nullptr: d_kernel was launched just before (it calls pdl_trigger), so the bits may
-    // overlap it (a 1024^2 mask: ~6 us beside d_kernel's ~18).
-    const dim3 bgrid(ntiles, ntiles, (unsigned)(mproblems < 65535 ? mproblems : 65535));
+    // D != nullptr: d_kernel was launched just before (it calls pdl_trigger): the bits overlap it.
+    const dim3 bgrid(ntiles, ntiles, (unsigned)(mproblems < kMaxGridY ? mproblems : kMaxGridY));
     if (D != nullptr)
       launch_dependent(dev, "attention (wgmma) bits_kernel", bits_kernel, bgrid, 128, 0, st, wp,
                        (unsigned)mproblems, bits);
@@ -1301,11 +1061,11 @@ void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const 
   // D != nullptr: the caller launched d_kernel just before (cuda/attention.cu).
   const bool after_ours = mproblems != 0 || D != nullptr;
   if (p.d <= 64)
-    run<64>(dev, st, wp, grid, ex2, p.mask != nullptr, after_ours, q, k, v, dout, lse, D, planes,
-            dq, dk, dv);
+    run<64>(dev, st, wp, grid, p.mask != nullptr, after_ours, q, k, v, dout, lse, D, planes, dq,
+            dk, dv);
   else
-    run<128>(dev, st, wp, grid, ex2, p.mask != nullptr, after_ours, q, k, v, dout, lse, D, planes,
-             dq, dk, dv);
+    run<128>(dev, st, wp, grid, p.mask != nullptr, after_ours, q, k, v, dout, lse, D, planes, dq,
+             dk, dv);
 }
 
 }  // namespace attn_wgmma

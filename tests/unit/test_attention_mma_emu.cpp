@@ -13,8 +13,8 @@
 // on the device.
 // Also checks that the plan declines d = 0, d > 128 and a device with too little shared memory
 // (asking for no planes then), that two runs (two schedules) give the same bits, and that the
-// forms give the same bits (frag_qtile, the library's form at d = 128 with split, against the
-// base form; at 32 < d <= 64 the base form, the default, against frag_qtile). The softmax's
+// forms give the same bits (FQ, the library's form at 32 < d <= 128 with split, against the base
+// form, MmaForm::base). The softmax's
 // exponentials are ex2.approx on the GPU (attn::exp_ex2), modelled on the host as exp2 with
 // ex2.approx.ftz's flush to zero: the bounds cover both. The planes
 // of split_kv_kernel are NaN-filled beforehand (a plane entry the pre-pass misses shows up as
@@ -127,10 +127,10 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
         for (uint64_t t = 0; t < d; ++t)
           TH_CHECK_MSG(out[e * d + t] == 0.0f, "%sexcluded row %llu not zero", tag,
                        (unsigned long long)e);
-    // The forms give the same bits. 32 < d <= 128 with split: the run above is frag_qtile (the
+    // The forms give the same bits. 32 < d <= 128 with split: the run above is the FQ form (the
     // only form the library runs there: plane entries in register order, the split_hw P split,
-    // fixed copy rounds, paired mask loads; att8 at d = 128, att9 at d = 64), against the base
-    // form (MmaForm::base, which session 9 replaced there; still the form of d <= 32 and TF32).
+    // fixed copy rounds, paired mask loads), against the base form (MmaForm::base; the library's
+    // form at d <= 32 and on the TF32 path).
     if (split && d > 32 && d <= 128) {
       std::vector<float> o3(N + sh + 1, 7.0f), l3(bh * n + 1, 7.0f);
       EmuLaunch other{kPolicies[(pol + 1) % 3], 232448, odd ? 2u : 65535u};
@@ -141,7 +141,7 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
       bool same = true;
       for (size_t e = 0; e < o.size(); ++e) same = same && th::same_bits(o[e], o3[e]);
       for (size_t e = 0; e < l.size(); ++e) same = same && th::same_bits(l[e], l3[e]);
-      TH_CHECK_MSG(same, "%sfrag_qtile differs from the base form", tag);
+      TH_CHECK_MSG(same, "%sthe FQ form differs from the base form", tag);
       ++g_forms;
     }
     // Run to run: another schedule gives the same bits.
@@ -229,7 +229,7 @@ int main() {
   run_case(1, 100, 128, 4, -INFINITY, salt += 10, 1);
   run_case(1, 65, 128, 3, -1000.0f, salt += 10, 2);
   run_case(1, 70, 100, 1, -INFINITY, salt += 10, 0, false, 2);
-  // att8: the frag_qtile form's paired mask loads (n even, keys of whole tiles in range; rows
+  // The FQ form's paired mask loads at DP = 128 (n even, keys of whole tiles in range; rows
   // past n in the last block; per-problem, broadcast, causal + broadcast and fully blocked rows).
   run_case(2, 96, 128, 1, -INFINITY, salt += 10, 1);
   run_case(1, 130, 100, 2, -1000.0f, salt += 10, 2);
@@ -238,7 +238,7 @@ int main() {
   // Misaligned tensors (element-wise copies and stores), problems looped over by the blocks.
   for (Dims s : {Dims{3, 20, 64}, Dims{3, 33, 32}, Dims{3, 9, 128}})
     for (int mk : {0, 1, 4}) run_case(s.bh, s.n, s.d, mk, -INFINITY, salt += 10, rot++ % 3, true);
-  // att9: the paired mask loads at DP = 64 (64-key tiles; frag_qtile against the base form).
+  // The paired mask loads at DP = 64 (64-key tiles; FQ against the base form).
   run_case(2, 98, 64, 1, -INFINITY, salt += 10, 2);
   run_case(1, 130, 48, 4, -1000.0f, salt += 10, 0);
   std::printf("test_attention_mma_emu: %d cases (%d form runs bit for bit), worst error / "
