@@ -18,12 +18,12 @@
  * (the extent of a dilated window):
  *   convolution:  out[d] = floor((in[d] + 2 p - ek) / s) + 1   if in[d] + 2 p >= ek,
  *                 out[d] = 0                                   otherwise
- *                 (a window larger than the padded input gives an EMPTY output, never upstream
- *                 c2be276's phantom 1-wide output);
+ *                 (a window larger than the padded input gives an EMPTY output, never upstream's
+ *                 phantom 1-wide output);
  *   transposed:   out[d] = (in[d] - 1) s - 2 p + ek            if in[d] >= 1 and this is >= 1,
  *                 out[d] = 0                                   otherwise (in[d] = 0, or 2 p >= the
  *                 unpadded extent (in[d] - 1) s + ek: an empty output)
- *                 (the add happens before the subtraction: upstream c2be276 saturated
+ *                 (the add happens before the subtraction: upstream saturated
  *                 (in - 1) s - 2 p first and so got the size wrong). There is no output_padding:
  *                 a transposed convolution produces exactly the input size of the convolution it
  *                 is the adjoint of when (in + 2 p - ek) is a multiple of s.
@@ -51,24 +51,12 @@
  * layer without bias); at least one must be non-NULL. Requested gradients are computed
  * independently: skipping one changes neither the values nor the cost of the others.
  *
- * IMPLEMENTATION. The CPU lowers the convolution to matrix products: im2col (each image's windows
- * unrolled into a (in_channels / groups * prod(k), prod(out)) column matrix per group) followed by
- * a GEMM per group with the kernel viewed as (out_channels / groups, in_channels / groups *
- * prod(k)); the input gradient is the transposed GEMM followed by col2im, a gather (each input
- * element sums its own contributions in a fixed order: no atomics, deterministic); the kernel
- * gradient is one GEMM per image summed over the images in increasing order. A 1 x ... x 1 kernel
- * with stride 1 and no padding skips im2col and col2im. CPU: the project's blocked SGEMM
- * (abi/tlrt_blas.h), single-threaded, one image's column matrix of scratch. CUDA, for rank <= 3
- * (and windows of at most 512 offsets, per-image sizes below 2^31 elements): implicit-GEMM kernels
- * that gather the windows into on-chip tiles without a column matrix in memory (the input
- * gradient split by stride phase; the kernel gradient's long sum cut into fixed slices of pool
- * scratch added in a fixed order), and direct kernels for the depthwise case (groups =
- * in_channels = out_channels, windows of at most 27 offsets); everything else (rank > 3, 1 x ... x
- * 1 kernels with stride 1 and no padding, TF32 on, problems too small to fill the GPU with a long
- * reduction) takes im2col into stream-ordered scratch (at most about 256 MiB, images in chunks; at
- * least one image), cublasSgemmStridedBatched over the images of a chunk, a gather col2im kernel.
- * No device synchronisation and no host copy per call; the geometry travels in kernel parameters.
- * TF32 only when tlrt_get_allow_tf32() (abi/tlrt_blas.h) is on, as for tlrt_bmm (cuBLAS path).
+ * RESOURCES. Scratch comes from the library's pools: on the CPU about one image's column matrix
+ * (in_channels * prod(k) * prod(out) floats), on CUDA about 256 MiB per call at most unless one
+ * image's column matrix alone is larger (stream-ordered). No device synchronisation and no host
+ * copy per call. Products may round their inputs to TF32 only when tlrt_get_allow_tf32()
+ * (abi/tlrt_blas.h) is on, as for tlrt_bmm. How each backend computes is documented in
+ * docs/kernels/conv.md, not here.
  *
  * NUMERIC CLASS: library (DESIGN section 4). The backends sum in different orders, so CPU and CUDA
  * results are NOT bitwise identical; each is within a stated bound of the exact result. For an
@@ -78,21 +66,20 @@
  *   |result - exact| <= 2 (T + 1) u S        (float32 math; (2^-9 + 2 (T + 1) u) S with TF32)
  * while nothing overflows or underflows into subnormals. The unit tests check this bound against a
  * float64 reference on the CPU; the parity test checks it on both backends. Each backend is
- * deterministic: the same call on the same device gives the same bits (the CUDA kernels sum in a
- * fixed order that depends on the shape only; cuBLAS's results are reproducible on one GPU model;
- * no atomics are used), whatever tlrt_set_deterministic says.
+ * deterministic: the same call on the same device gives the same bits (each backend sums in a
+ * fixed order that depends on the shape only, without atomics; results may differ between GPU
+ * models), whatever tlrt_set_deterministic says.
  *
  * SPECIAL VALUES: NaN and infinities propagate through the products as in IEEE arithmetic: a NaN
  * in the input poisons every output whose window covers it (and, in the backward, the d_kernel
  * entries it multiplies), a NaN in the kernel poisons every output of its channel. Padding cells
- * are zeros that TAKE PART in the products (as in PyTorch and the im2col lowering): an infinite
- * or NaN kernel weight over a padding cell makes that output NaN (inf * 0), and in the backward
- * an infinite or NaN grad_out entry makes the d_kernel entries it meets through padding NaN; the
- * input gradient of a padding cell is simply not formed. The same holds for the transposed
- * convolution's input gradient and kernel gradient (the convolution of grad_out); its forward
- * forms no products with padding. The sign of a zero result is unspecified. Output positions
- * whose window lies entirely in padding (possible when p >= ek) hold the bias (or +0) for finite
- * weights.
+ * are zeros that TAKE PART in the products (as in PyTorch): an infinite or NaN kernel weight over
+ * a padding cell makes that output NaN (inf * 0), and in the backward an infinite or NaN grad_out
+ * entry makes the d_kernel entries it meets through padding NaN; the input gradient of a padding
+ * cell is simply not formed. The same holds for the transposed convolution's input gradient and
+ * kernel gradient (the convolution of grad_out); its forward forms no products with padding. The
+ * sign of a zero result is unspecified. Output positions whose window lies entirely in padding
+ * (possible when p >= ek) hold the bias (or +0) for finite weights.
  *
  * EMPTY CASES. batch = 0 or an out[d] = 0: an empty output; the backward's d_kernel and d_bias are
  * +0 and d_input is +0 (its shape). in_channels = 0 (then out_channels may be anything divisible

@@ -14,7 +14,7 @@
  *   out[d] = floor((in[d] + 2 p - k) / s) + 1   if in[d] >= 1 and in[d] + 2 p >= k,
  *   out[d] = 0                                   otherwise (documented, not an error: a window
  *                                                larger than the padded input gives an empty y;
- *                                                upstream c2be276's phantom 1-wide output is gone).
+ *                                                upstream's phantom 1-wide output is gone).
  * Window o (a multi-index of y) covers the input cells i with o[d] s - p <= i[d] < o[d] s - p + k.
  * Its REAL cells are those inside the input; padding cells are never read. With 2 p <= k and
  * in >= 1 every window holds at least one real cell, so no output is made of padding only (no
@@ -34,7 +34,7 @@
  *                 window for b > 0, the min-pool value (first minimum, first NaN) for b < 0;
  *                 S = ((+0 + e_1) + ... + e_n), e_j = exp(b * (v_j - pivot));
  *                 y = pivot + log(S) / b, except y = pivot when pivot is +-inf.
- *                 (log-sum-exp with upstream b2a2184's pivot rule; S >= 1 as the pivot contributes
+ *                 (log-sum-exp with upstream's pivot rule; S >= 1 as the pivot contributes
  *                 exp(0) = 1, so nothing overflows. b -> +inf gives max pool, b -> -inf min pool.)
  *                 DESIGN NOTE: padding cells are EXCLUDED from the sum, like max pool's padding
  *                 (upstream counted them as value 0, bug 15, which made a padded window's result
@@ -50,11 +50,10 @@
  *
  * NUMERIC CLASS. max pool forward: exact (a selection; bitwise the input value). Average pool and
  * every backward: ordered reduction (the fixed orders above). Smooth max: shared math + ordered
- * reduction. Both backends evaluate the definitions with the same code (core/numerics/
- * pool_ops.hpp), so results are bitwise identical across backends and runs (NaN payloads are
- * unspecified). No atomics anywhere (CUDA backward: one thread per input cell gathers the windows
- * that contain it, in output order): the deterministic and the fast mode are the same path, and
- * tlrt_set_deterministic changes nothing.
+ * reduction. Both backends perform exactly these operations in exactly these orders, so results
+ * are bitwise identical across backends and runs (NaN payloads are unspecified). No atomics
+ * anywhere: the deterministic and the fast mode are the same path, and tlrt_set_deterministic
+ * changes nothing.
  *
  * ACCURACY against a float64 evaluation of the same definitions on the same float32 inputs
  * (asserted by tests/unit/test_pool.cpp and tests/grad/test_grad_pool.cpp on random geometries
@@ -86,16 +85,10 @@
  * kernel_w = 0", "argument stride[2] = 0", "argument pad_h = 2 must be at most half of argument
  * kernel_h = 3").
  *
- * COST (CUDA): every kernel reads its inputs and writes its output about once. Rank 2 and 3 with the
- * common last-two-axes configurations (k2 s2 p0, k3 s2 p1, k3 s1 p1; cuda/pool.cu lists them):
- * forward one thread per 4 outputs of a row sharing loads; backward of disjoint windows (stride >=
- * kernel) one thread per 2 windows (k2 s2) writing their whole dx slab; max and average backward
- * of overlapping rank-2 windows with equal strides one thread per 4 columns of a run of rows
- * walking the window rows in order (each cell still sums its windows in output order); the other
- * overlapping rank-2 windows one block per tile with the windows' statistics in shared memory and
- * one gather per input cell; no scratch in global memory. Other geometries: one thread per output cell forward;
- * max / smooth backward one pass per output cell into stream-ordered scratch (the selected cell,
- * resp. pivot and S) and one gather per input cell; average backward one gather per input cell. */
+ * COST. Every call reads its inputs and writes its output about once, with no synchronisation on
+ * CUDA. The CUDA max and smooth max backward may take device scratch of at most 8 bytes per output
+ * cell from the library's stream-ordered pool (TLRT_ERR_OUT_OF_MEMORY if it cannot). How each
+ * backend computes is documented in docs/kernels/pool.md, not here. */
 #ifndef TLRT_POOL_H
 #define TLRT_POOL_H
 

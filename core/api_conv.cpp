@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <string>
 
-#include "abi/tlrt_blas.h"
 #include "abi/tlrt_conv.h"
 #include "core/backend/conv.hpp"
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/conv_geometry.hpp"
 #include "core/error.hpp"
+#include "core/settings.hpp"
 
 using namespace tlrt;
 
@@ -221,10 +221,10 @@ tlrt_status forward(const Call &c, const tlrt_buffer *kernel, const tlrt_buffer 
           TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, Y->data, 0.0f, p.y_elems);
       } else if (!c.transposed) {
         TLRT_DISPATCH(X.dev, conv_fwd, X.dev.ordinal, p.view, X.data, K.data,
-                      B ? B->data : nullptr, tlrt_get_allow_tf32(), Y->data);
+                      B ? B->data : nullptr, matmul_policy(), Y->data);
       } else {
         TLRT_DISPATCH(X.dev, conv_bwd_input, X.dev.ordinal, p.view, X.data, K.data,
-                      B ? B->data : nullptr, tlrt_get_allow_tf32(), Y->data);
+                      B ? B->data : nullptr, matmul_policy(), Y->data);
       }
     }
     *out = Y.release();
@@ -257,7 +257,7 @@ tlrt_status backward(const Call &c, const tlrt_buffer *kernel, const tlrt_buffer
     const int o = dev.ordinal;
     // Backends run only when both the output and the input are non-empty (then the kernel is).
     const bool work = p.y_elems != 0 && X.size != 0;
-    const bool tf32 = tlrt_get_allow_tf32();
+    const MatmulPolicy policy = matmul_policy();  // once: every gradient under the same policy
     Owned DK, DB, DX;
     if (d_kernel) {
       DK = new_buffer(dev, K.size);
@@ -265,9 +265,9 @@ tlrt_status backward(const Call &c, const tlrt_buffer *kernel, const tlrt_buffer
         if (!work)
           TLRT_DISPATCH(dev, fill, o, DK->data, 0.0f, K.size);
         else if (!c.transposed)
-          TLRT_DISPATCH(dev, conv_bwd_kernel, o, p.view, X.data, DY.data, tf32, DK->data);
+          TLRT_DISPATCH(dev, conv_bwd_kernel, o, p.view, X.data, DY.data, policy, DK->data);
         else  // the adjoint convolution's input is grad_out, its output gradient is input
-          TLRT_DISPATCH(dev, conv_bwd_kernel, o, p.view, DY.data, X.data, tf32, DK->data);
+          TLRT_DISPATCH(dev, conv_bwd_kernel, o, p.view, DY.data, X.data, policy, DK->data);
       }
     }
     if (d_bias) {
@@ -285,10 +285,10 @@ tlrt_status backward(const Call &c, const tlrt_buffer *kernel, const tlrt_buffer
         if (!work)
           TLRT_DISPATCH(dev, fill, o, DX->data, 0.0f, X.size);
         else if (!c.transposed)
-          TLRT_DISPATCH(dev, conv_bwd_input, o, p.view, DY.data, K.data, nullptr, tf32,
+          TLRT_DISPATCH(dev, conv_bwd_input, o, p.view, DY.data, K.data, nullptr, policy,
                         DX->data);
         else
-          TLRT_DISPATCH(dev, conv_fwd, o, p.view, DY.data, K.data, nullptr, tf32, DX->data);
+          TLRT_DISPATCH(dev, conv_fwd, o, p.view, DY.data, K.data, nullptr, policy, DX->data);
       }
     }
     if (d_kernel) *d_kernel = DK.release();

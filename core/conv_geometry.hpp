@@ -1,14 +1,14 @@
-// Window geometry shared by the pooling family (core/api_pool.cpp) and, later, convolution:
-// validation of rank, per-axis kernel / stride / padding / dilation and the output size rule, all
-// overflow-checked, filling one small POD struct that core passes BY VALUE to the backends (CUDA:
-// as a kernel parameter; no device copy of the dims, no synchronisation).
+// Window geometry shared by the pooling (core/api_pool.cpp) and convolution (core/api_conv.cpp)
+// families: validation of rank, per-axis kernel / stride / padding / dilation and the output size
+// rule, all overflow-checked, filling one small POD struct that core passes BY VALUE to the
+// backends (CUDA: as a kernel parameter; no device copy of the dims, no synchronisation).
 //
 // Layout: a tensor (batch, channels, spatial[0], ..., spatial[rank - 1]), row-major; the last
 // spatial axis is contiguous. Per axis d, with ek = dilation * (kernel - 1) + 1 (the effective
 // kernel extent) and window o covering input cells o * stride - pad + dilation * j, j < kernel:
 //   out[d] = floor((in[d] + 2 pad[d] - ek[d]) / stride[d]) + 1   if in[d] + 2 pad[d] >= ek[d],
 //   out[d] = 0                                                      otherwise
-// (never upstream c2be276's saturated "phantom" 1-wide output). Pools additionally require
+// (never upstream's saturated "phantom" 1-wide output). Pools additionally require
 // 2 * pad <= kernel (PyTorch's rule; upstream silently produced an empty output instead) and give
 // out = 0 for in = 0 (no window made only of padding); together these guarantee that every window
 // of a pool holds at least one real input cell.

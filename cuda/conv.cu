@@ -1,107 +1,42 @@
-// CUDA backend, convolution (core/backend/conv.hpp): implicit GEMM and direct depthwise kernels,
-// with im2col + cuBLAS where those do not apply or do not pay.
+// CUDA backend, convolution (core/backend/conv.hpp). The history of these kernels, with what was
+// tried and measured: docs/kernels/conv.md. Each pass takes the first that applies of:
+//   depthwise (groups == in_c == out_c, prod(k) <= kDwTaps) within ig_ok: the dw_* direct kernels,
+//     whatever policy.allow_tf32 says (float32 FMA chains; TF32 is a permission, not a request);
+//   1 x ... x 1 kernel with stride 1 and no padding, or policy.allow_tf32: im2col + cuBLAS;
+//   ig_ok and ig_worth: implicit GEMM (igemm_kernel forward and input gradient, the latter at most
+//     kMaxPhases stride phases; wgrad_kernel for the kernel gradient, which splits its reduction);
+//   otherwise im2col + cuBLAS, images in chunks whose columns fit kScratchBudget.
+// ig_ok: rank <= 3, prod(k) <= 512, coordinates, strides and dilations < 2^30, one image's input
+// and output < 2^31 elements, grids in range. FLOPs: 2 batch out_c (in_c / groups) prod(k) out_sp
+// per GEMM pass (forward, input gradient, kernel gradient each).
 //
-// DISPATCH (per pass; ig_ok: rank <= 3, prod(k) <= 512, coordinates, strides and dilations
-// < 2^30, one image's input and output < 2^31 elements, groups <= 65535; else im2col):
-//   depthwise (groups == in_c == out_c, prod(k) <= 27) and ig_ok: dw_* direct kernels, all three
-//     passes, TF32 or not (they are float32 FMA; TF32 is a permission, not a request);
-//   1 x ... x 1 kernel with stride 1 and no padding, or TF32 on: cuBLAS (im2col-free for 1x1);
-//   ig_ok, and (>= 128 blocks or a reduction < 256 long): implicit GEMM: igemm_kernel for the
-//     forward and the input gradient (<= 64 stride phases, else col2im), wgrad_kernel for the
-//     kernel gradient (always: it splits its reduction, so it never lacks blocks);
-//   otherwise: im2col + cuBLAS (below). Example: conv2d (1, 64, 56, 56) 3x3 (25 tiles, K = 576)
-//     keeps cuBLAS, measured 1.08x cuDNN there (2026-11-22).
-//
-// IMPLICIT GEMM (igemm_kernel): per group, C (M, N) = A (M, K) * B (K, N) with no column matrix in
-//   memory. Forward: M = out_c / groups, N = batch * out_sp, K = in_c / groups * prod(k) in the
-//   order (channel, tap), A = the weights, B = x gathered at q * stride - pad + j * dil (+0 in the
-//   padding). Input gradient (and the transposed convolution's forward): split by stride phase rho
-//   (input positions p = rho + stride * t): M = in_c / groups, N = batch * prod(phase extents),
-//   K = out_c / groups * (taps j on the phase's lattice), B = dy gathered at q = t + (rho + pad -
-//   j dil) / stride: a dense gather, no lattice test and no wasted tap; up to 16 phases share a
-//   launch. A block owns a BM x 128 tile (BM = 16, 32, 64, 128: the smallest covering M), 256
-//   threads as 16 x 16 with TM = BM / 16 rows x 8 columns each (warps 4 x 8 threads), reduction
-//   stages of 8 through double-buffered shared memory (global loads of stage t + 1 in registers
-//   while stage t is multiplied; one barrier per stage). The taps (source offset per axis, linear
-//   offset, kernel index) sit in a shared-memory table built per block, one int4 load per gathered
-//   element; each thread decodes its B column once per tile and walks (channel, tap) by increment:
-//   no division in the loop. A warp loads 32 consecutive columns: coalesced for stride 1. Every
-//   output is one fmaf chain in increasing k: deterministic, bitwise the same on every run and
-//   grid. Bytes: x (or dy) and w are read from L2 once per M tile; y written once.
-//   The input gradient forms no products with padding (the header); a gathered +0 times a finite
-//   weight adds exactly 0, so only a block that reads a non-finite weight recomputes its tile with
-//   a direct loop that skips those terms (same order, same finite values).
-// KERNEL GRADIENT (wgrad_kernel): per group C (M = out_c / groups, N = in_c / groups * prod(k)) =
-//   dy (M, r) * gathered x (r, N) over r = (image, position); the long reduction is cut into
-//   fixed slices (aiming at 512 blocks, slices >= 128 positions, partials <= 64 MiB of pool
-//   scratch) that sum_images_kernel adds in slice order (one slice writes dw directly). The slice
-//   count depends on the shape only, so the bits are the same on every GPU model. One reduction row
-//   per thread (an odometer over (image, q), advanced by 8 per stage) serves both operands; the 4 B
-//   columns of a thread are decoded once per block. Same tile and stage loop as igemm_kernel.
-// DEPTHWISE: dw_fwd_kernel / dw_bwd_input_kernel: one thread per output (input) element, taps in
-//   row-major order from L1/L2, one fmaf chain (the input gradient skips off-lattice and
-//   out-of-range taps); dw_wgrad_kernel: block (slice, channel) keeps one accumulator per tap
-//   (<= 27), strides its slice's positions, then a shared-memory tree per tap; channel_sum_final
-//   adds the slices in order. Reads x and dy once per pass (plus L1 reuse of the window).
-// Registers (ptxas -v, sm_90, nvcc 13.0; no spills, no stack): igemm_kernel<R, BM> for R = 1, 2, 3:
-//   BM 16: 100/105/108, 32: 96/99/95, 64: 113/109/110, 128: 136/139/153 (2 blocks per SM up to
-//   BM 64, 1 for 128); wgrad_kernel BM 16: 121/122/122, 32: 103/115/119, 64: 119/123/127,
-//   128: 154/160/171; dw_wgrad_kernel 48/48/56.
-// MEASURED (H100, 2026-11-24, bench/results/2026-11-24-h100-conv.md; ours / cuDNN time, TF32 off):
-//   conv2d (32, 64, 56, 56) 3x3 fwd 20.3 TFLOP/s 1.42x, bwd 19.7 1.46x; (1, 64, 56, 56) 0.97x /
-//   0.70x; 3-D 14.6 TFLOP/s 1.88x / 14.2 0.57x; transposed 15.2 1.02x / 17.6 1.14x; depthwise
-//   89 us 1.36x / 305 us 1.14x (the depthwise kernels missed their prediction by 3-4x: next look).
-// PREDICTED before that run (bench/conv.py cases, cuDNN 2026-11-22 in brackets):
-//   conv2d (32, 64, 56, 56) 3x3: forward ~20 TFLOP/s (28.4), ~1.4x; backward ~18 (28.6), ~1.5x
-//     (input gradient as the forward; kernel gradient 515 blocks of 122 stages).
-//   conv2d (1, 64, 56, 56) 3x3: forward and input gradient on cuBLAS as before (6.1); kernel
-//     gradient 120 blocks: backward ~1.0x.
-//   conv3d (4, 32, 32^3) 3x3x3: forward ~15 TFLOP/s (27.1), ~1.8x (BM = 32: ~56% of the issue
-//     slots are FMAs); backward ~14 (8.1), ~0.6x.
-//   convT2d (32, 64, 28, 28) 4x4 s2: forward (4 phases, 784 blocks, K = 256) ~15 TFLOP/s (15.4),
-//     ~1.0x; backward ~13 (19.9), ~1.5x.
-//   depthwise (32, 64, 56, 56) 3x3: forward ~25 us (66 us), backward ~70 us (269 us).
-//   1x1 (32, 256, 28, 28): cuBLAS, unchanged (0.88x / 0.60x).
-//
-// IM2COL + cuBLAS (the rest). The images are processed in chunks whose scratch (column matrices,
-// plus the kernel gradient's per-image partials) fits kScratchBudget (256 MiB; at least one image
-// per chunk). Per chunk:
-//   forward      im2col_kernel -> per group one cublasSgemmStridedBatched over the chunk's images
-//                (cublasSgemm for one image): y[n, g] (ocg, out_sp) = w[g] (ocg, kg) * cols[n, g]
-//                (kg, out_sp), strideA = 0; then add_bias_kernel over y.
-//   input grad   per group cublasSgemmStridedBatched: dcols[n, g] = w[g]^T * dy[n, g]; then
-//                col2im_kernel (gather) writes dx (plus the transposed convolution's bias).
-//   kernel grad  im2col_kernel, per group cublasSgemmStridedBatched: part[n][g] = dy[n, g] *
-//                cols[n, g]^T; sum_images_kernel adds the partials into dw in increasing n (the
-//                first chunk overwrites, later chunks accumulate): a fixed order, no atomics. A
-//                chunk of one image writes its GEMM into dw directly (beta = 0, then 1).
-// A 1 x ... x 1 kernel with stride 1 and no padding skips im2col and col2im (the GEMMs read x and
-// write dx in place of the column matrices). The geometry travels by value in kernel parameters
-// (Geo, ~300 bytes; IgArgs <= 4 KiB); nothing is copied to the device or synchronised per call;
-// scratch comes from the stream-ordered pool and is released in stream order. TF32 only when
-// allow_tf32.
-//
-// Kernels of the im2col path (rank is a template parameter for 1, 2 and 3, a runtime loop
-// otherwise):
-//   im2col_kernel: grid y = column-matrix rows (image, channel, window offset j; j decoded once per
-//     row), x = output positions, one thread per element: reads x (cached; each input element is
-//     read about ksz / prod(stride) times, mostly from L1/L2), writes 4 * in_c * ksz * out_sp
-//     bytes per image, coalesced. Bench case conv2d (32, 64, 56, 56) 3x3: 231 MB written.
-//   col2im_kernel: grid y = (image, channel), x = input positions; one thread per dx element
-//     sums its window contributions in increasing j (row-major window offset), skipping offsets
-//     that are not on the stride lattice or fall outside the output: deterministic, no atomics.
-//     Reads 4 * in_c * ksz * out_sp bytes per image (coalesced along the last axis for stride 1),
-//     writes dx once.
-//   bias_kernel (add, or fill): one thread per element, 8 (4) bytes per element.
-//   channel_sum_kernel: block (split, channel) sums a contiguous range of its channel's
-//     batch * spatial values (256 threads, strided loads, a shared-memory tree), then
-//     channel_sum_final adds the split partials in order: deterministic. Reads dy once.
-//   sum_images_kernel: dw[i] (+)= part[0][i] + part[1][i] + ... in order; 4 (cnt + 2) bytes per
-//     weight.
-// FLOPs: 2 * batch * out_c * kg * out_sp per GEMM pass (forward, input grad, kernel grad each).
-// Measured (im2col + cuBLAS everywhere, H100, 2026-11-22, bench/results/2026-11-22-h100-conv.md):
-// forward / backward vs cuDNN 2.78x / 2.41x (32, 64, 56, 56) 3x3, 6.07x / 2.27x 3-D, 3.68x / 2.20x
-// transposed, 14x / 7.4x depthwise.
+// igemm_kernel: per group C (M, N) = A (M, K) B (K, N) with B gathered into shared memory, never a
+//   column matrix in global memory. Forward: M = out_c / groups, N = batch out_sp, K = in_c /
+//   groups prod(k) (channel, tap), B = x at q stride - pad + j dil (+0 in padding). Input
+//   gradient per stride phase rho (positions rho + stride t): M = in_c / groups, K = out_c /
+//   groups times the phase's lattice taps, B = dy at t + (rho + pad - j dil) / stride, a dense
+//   gather (up to kPhasesPerLaunch phases per launch). Tile BM x 128 (BM: the smallest of 16, 32,
+//   64, 128 covering M), 256 threads as 16 x 16 of BM / 16 x 8 outputs, double-buffered stages of
+//   kBK; taps from a shared int4 table, no division in the loop. Reads x (dy) and w from L2 once
+//   per M tile; writes y once.
+// wgrad_kernel: per group dw (M = out_c / groups, N = in_c / groups prod(k)) = dy (M, r) times
+//   gathered x (r, N), r = (image, position), cut into slices fixed by the shape (kTargetBlocks,
+//   >= 128 positions, partials <= kWgradScratch) that sum_images_kernel adds in slice order. Same
+//   tile and stage loop; one reduction row per thread serves both operands.
+// dw_fwd_kernel / dw_bwd_input_kernel: one thread per output (input) element, the taps row-major
+//   (dw_next_tap), one fmaf chain. dw_wgrad_kernel: block (slice, channel), one accumulator per
+//   tap, a shared-memory tree per tap, channel_sum_final adds the slices in order. Each reads x and
+//   dy once, plus L1 reuse of the windows.
+// im2col_kernel: one thread per column-matrix element, 4 in_c prod(k) out_sp bytes written per
+//   image, x read about prod(k) / prod(stride) times (L1 / L2). col2im_kernel: one thread per dx
+//   element sums its window offsets in increasing j, reading the columns once. bias_kernel: 8
+//   bytes per element (fill: 4). channel_sum_kernel: per channel, splits of batch * spatial values
+//   summed by a tree, then channel_sum_final in split order. sum_images_kernel: 4 (cnt + 2) bytes
+//   per weight.
+// Every sum has a fixed order that depends on the shape only (no atomics): the same bits on every
+// run and GPU model (cuBLAS: on one GPU model). Scratch comes from the stream-ordered pool; the
+// geometry travels by value in kernel parameters; nothing synchronises.
+// Last measured: bench/results/2026-11-27-h100-s16-conv.md
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -153,13 +88,6 @@ Geo geo_of(const ConvShape &s) {
   g.ksz = (int)s.ksz;
   g.in_c = (ll)s.in_c;
   return g;
-}
-
-// A 2-D grid: x over `items` per row (kThreads per block), y over `rows` (grid-stride past 65535).
-dim3 grid2(uint64_t items, uint64_t rows) {
-  const uint64_t bx = std::min<uint64_t>((items + kThreads - 1) / kThreads, 0x7FFFFFFFull);
-  const uint64_t by = std::min<uint64_t>(rows, 65535);
-  return dim3((unsigned)std::max<uint64_t>(bx, 1), (unsigned)std::max<uint64_t>(by, 1), 1);
 }
 
 // ---- kernels ------------------------------------------------------------------------------------
@@ -276,6 +204,20 @@ __global__ void bias_kernel(float *__restrict__ t, const float *__restrict__ bia
   }
 }
 
+// Thread 0 calls store(sum) with the sum of the block's kThreads values v, by a fixed tree
+// (sh[i] += sh[i + h], h = kThreads / 2 .. 1); sh may be reused on return (the last barrier).
+template <class Store>
+__device__ __forceinline__ void block_sum(float *sh, float v, Store &&store) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned h = kThreads / 2; h > 0; h /= 2) {
+    if (threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) store(sh[0]);
+  __syncthreads();
+}
+
 // Block (xsplit, c): partial[c * split + xsplit] = sum over e in its range of the channel's
 // batch * spatial values (e = n * spatial + l), thread-strided then a shared-memory tree.
 __global__ void channel_sum_kernel(const float *__restrict__ t, ull batch, ull channels,
@@ -297,14 +239,7 @@ __global__ void channel_sum_kernel(const float *__restrict__ t, ull batch, ull c
         ++n;
       }
     }
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (unsigned h = kThreads / 2; h > 0; h /= 2) {
-      if (threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) partial[c * split + blockIdx.x] = sh[0];
-    __syncthreads();
+    block_sum(sh, acc, [&](float sum) { partial[c * split + blockIdx.x] = sum; });
   }
 }
 
@@ -804,6 +739,16 @@ struct DwArgs {
   int ksz, out_sp, in_sp, C;
 };
 
+// The tap after j (per-axis offsets) in the row-major order of a depthwise window: an odometer.
+template <int R>
+__device__ __forceinline__ void dw_next_tap(const DwArgs<R> &a, int (&j)[R]) {
+#pragma unroll
+  for (int d = R - 1; d >= 0; --d) {
+    if (++j[d] < a.k[d]) break;
+    j[d] = 0;
+  }
+}
+
 // y[n, c, q] = bias[c] + sum over taps j (row-major) of w[c, j] * x[n, c, q * s - p + j dil]
 // (padding +0 takes part). One thread per output.
 template <int R>
@@ -830,11 +775,7 @@ __global__ void dw_fwd_kernel(DwArgs<R> a, const float *__restrict__ x,
         off += (unsigned)i * (unsigned)a.in_str[d];
       }
       acc = fmaf(__ldg(wc + t), ok ? __ldg(xc + off) : 0.0f, acc);
-#pragma unroll
-      for (int d = R - 1; d >= 0; --d) {  // odometer, row-major
-        if (++j[d] < a.k[d]) break;
-        j[d] = 0;
-      }
+      dw_next_tap<R>(a, j);
     }
     y[e] = bias ? acc + bias[c] : acc;
   }
@@ -868,11 +809,7 @@ __global__ void dw_bwd_input_kernel(DwArgs<R> a, const float *__restrict__ dy,
         off = off * (unsigned)a.out_ext[d] + (unsigned)qd;  // < out_sp while valid
       }
       if (ok) acc = fmaf(__ldg(wc + t), __ldg(dyc + off), acc);
-#pragma unroll
-      for (int d = R - 1; d >= 0; --d) {
-        if (++j[d] < a.k[d]) break;
-        j[d] = 0;
-      }
+      dw_next_tap<R>(a, j);
     }
     dx[e] = bias ? acc + bias[c] : acc;
   }
@@ -924,19 +861,13 @@ __global__ void dw_wgrad_kernel(DwArgs<R> a, Taps<R> taps, const float *__restri
 #pragma unroll
     for (int t = 0; t < kDwTaps; ++t) {
       if (t >= a.ksz) break;
-      sh[threadIdx.x] = acc[t];
-      __syncthreads();
-      for (unsigned h = kThreads / 2; h > 0; h /= 2) {
-        if (threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
-        __syncthreads();
-      }
-      if (threadIdx.x == 0) part[((ll)c * a.ksz + t) * gridDim.x + blockIdx.x] = sh[0];
-      __syncthreads();
+      block_sum(sh, acc[t],
+                [&](float sum) { part[((ll)c * a.ksz + t) * gridDim.x + blockIdx.x] = sum; });
     }
   }
 }
 
-// ---- host side ------------------------------------------------------------------------------------
+// ---- host side ----------------------------------------------------------------------------------
 
 bool direct(const ConvShape &s) {
   for (uint32_t d = 0; d < s.rank; ++d)
@@ -952,9 +883,12 @@ uint64_t chunk_of(uint64_t batch, uint64_t per_image_floats) {
   return std::min<uint64_t>(c, (uint64_t)INT_MAX);
 }
 
+// The row kernels' grids (im2col, col2im, bias): x over a row's items, y over the rows
+// (grid-stride past kMaxGridY).
 template <int R>
 void launch_im2col(const Geo &g, const float *x, float *cols, uint64_t rows, cudaStream_t st) {
-  im2col_kernel<R><<<grid2((uint64_t)g.out_sp, rows), kThreads, 0, st>>>(g, x, cols, rows);
+  const dim3 grid(blocks((uint64_t)g.out_sp, kThreads), std::min(blocks(rows, 1), kMaxGridY));
+  im2col_kernel<R><<<grid, kThreads, 0, st>>>(g, x, cols, rows);
 }
 
 void im2col(const Geo &g, const float *x, float *cols, uint64_t images, cudaStream_t st) {
@@ -971,7 +905,8 @@ void im2col(const Geo &g, const float *x, float *cols, uint64_t images, cudaStre
 template <int R>
 void launch_col2im(const Geo &g, const float *dcols, const float *bias, float *dx, uint64_t rows,
                    cudaStream_t st) {
-  col2im_kernel<R><<<grid2((uint64_t)g.in_sp, rows), kThreads, 0, st>>>(g, dcols, bias, dx, rows);
+  const dim3 grid(blocks((uint64_t)g.in_sp, kThreads), std::min(blocks(rows, 1), kMaxGridY));
+  col2im_kernel<R><<<grid, kThreads, 0, st>>>(g, dcols, bias, dx, rows);
 }
 
 void col2im(const Geo &g, const float *dcols, const float *bias, float *dx, uint64_t images,
@@ -989,7 +924,7 @@ void col2im(const Geo &g, const float *dcols, const float *bias, float *dx, uint
 void bias_pass(bool add, float *t, const float *bias, uint64_t batch, uint64_t channels,
                uint64_t spatial, cudaStream_t st) {
   const uint64_t rows = batch * channels;
-  const dim3 grid = grid2(spatial, rows);
+  const dim3 grid(blocks(spatial, kThreads), std::min(blocks(rows, 1), kMaxGridY));
   if (add)
     bias_kernel<true><<<grid, kThreads, 0, st>>>(t, bias, rows, channels, spatial);
   else
@@ -1027,7 +962,7 @@ constexpr ll kTargetBlocks = 512;  // slices of a long reduction aim at this man
 // dilation below 2^30, one image's input and output below 2^31 elements, and the launch grid in
 // range. Everything else takes the im2col path.
 bool ig_ok(const ConvShape &s) {
-  if (s.rank > 3 || s.ksz > (uint64_t)kMaxTaps || s.groups > 65535) return false;
+  if (s.rank > 3 || s.ksz > (uint64_t)kMaxTaps || s.groups > kMaxGridY) return false;
   for (uint32_t d = 0; d < s.rank; ++d)
     if (s.in[d] + 2 * s.pad[d] >= (uint64_t)kCoordMax || s.stride[d] >= (uint64_t)kCoordMax ||
         s.dilation[d] >= (uint64_t)kCoordMax)
@@ -1035,16 +970,15 @@ bool ig_ok(const ConvShape &s) {
   const uint64_t lim = uint64_t{1} << 31, icg = s.in_c / s.groups, ocg = s.out_c / s.groups;
   return s.in_c * s.in_sp < lim && s.out_c * s.out_sp < lim && ocg * s.ksz < lim &&
          icg * s.ksz < lim - kBN &&  // wgrad_kernel's int column indices, one tile past the end
-         s.batch * std::max(s.in_sp, s.out_sp) / kBN < (uint64_t)INT_MAX &&
-         (std::max(icg, ocg) + 15) / 16 <= 65535;
+         s.batch * std::max(s.in_sp, s.out_sp) / kBN < kMaxGrid &&
+         (std::max(icg, ocg) + 15) / 16 <= kMaxGridY;
 }
 
 // Tile rows: the smallest of 16, 32, 64, 128 covering m (m > 128: tiles of 128).
 int bm_for(uint64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
 
 // A gather GEMM of few blocks (less than one per SM of an H100) with a long reduction leaves most
-// of the GPU idle for a long time; cuBLAS splits such products (measured: conv2d (1, 64, 56, 56)
-// 3x3 on im2col + cuBLAS 1.08x cuDNN), so they keep the im2col path.
+// of the GPU idle for a long time; cuBLAS splits such products, so they keep the im2col path.
 bool ig_worth(uint64_t n, uint64_t m, uint64_t groups, uint64_t k) {
   const uint64_t blocks = (n + kBN - 1) / kBN * ((m + bm_for(m) - 1) / bm_for(m)) * groups;
   return blocks >= 128 || k < 256;
@@ -1259,7 +1193,7 @@ void ig_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy,
   ll slices = (kTargetBlocks + tiles - 1) / tiles;
   slices = std::min<ll>(slices, std::max<ll>(1, a.total / 128));
   slices = std::min<ll>(slices, std::max<ll>(1, (ll)(kWgradScratch / 4) / a.w_size));
-  slices = std::min<ll>(slices, INT_MAX / a.ntiles);
+  slices = std::min<ll>(slices, (ll)kMaxGrid / a.ntiles);
   a.per_slice = (a.total + slices - 1) / slices;
   slices = (a.total + a.per_slice - 1) / a.per_slice;  // no empty slice
   FloatScratch part(dev, slices > 1 ? (uint64_t)(slices * a.w_size) : 0);
@@ -1326,7 +1260,7 @@ void dw_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy,
   const ll per_slice = (total + slices - 1) / slices;
   slices = (total + per_slice - 1) / per_slice;
   FloatScratch part(dev, (uint64_t)(C * s.ksz * slices));
-  const dim3 grid((unsigned)slices, (unsigned)std::min<ll>(C, 65535), 1);
+  const dim3 grid((unsigned)slices, (unsigned)std::min<ll>(C, kMaxGridY), 1);
   dw_wgrad_kernel<R><<<grid, kThreads, 0, st>>>(dw_args<R>(s), fwd_taps<R>(s), x, dy,
                                                 (ll)s.batch, per_slice, part.get());
   check_launch("dw_wgrad_kernel");
@@ -1348,19 +1282,19 @@ void by_rank(uint32_t rank, F &&f) {
 }  // namespace
 
 void conv_fwd(int dev, const ConvShape &s, const float *x, const float *w, const float *bias,
-              bool allow_tf32, float *y) {
+              const MatmulPolicy &policy, float *y) {
   const cudaStream_t st = stream(dev);
   if (ig_ok(s) && depthwise(s)) {
     by_rank(s.rank, [&](auto r) { dw_fwd<decltype(r)::value>(s, x, w, bias, y, st); });
     return;
   }
   const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
-  if (ig_ok(s) && !allow_tf32 && !direct(s) &&
+  if (ig_ok(s) && !policy.allow_tf32 && !direct(s) &&
       ig_worth(s.batch * s.out_sp, ocg, s.groups, kg)) {
     by_rank(s.rank, [&](auto r) { ig_fwd<decltype(r)::value>(s, x, w, bias, y, st); });
     return;
   }
-  const cublasHandle_t h = cublas_handle(dev, allow_tf32);
+  const cublasHandle_t h = cublas_handle(dev, policy.allow_tf32);
   const Geo g = geo_of(s);
   const bool dir = direct(s);
   const uint64_t col_img = dir ? 0 : s.in_c * s.ksz * s.out_sp;  // floats per image
@@ -1385,19 +1319,19 @@ void conv_fwd(int dev, const ConvShape &s, const float *x, const float *w, const
 }
 
 void conv_bwd_input(int dev, const ConvShape &s, const float *dy, const float *w,
-                    const float *bias_in, bool allow_tf32, float *dx) {
+                    const float *bias_in, const MatmulPolicy &policy, float *dx) {
   const cudaStream_t st = stream(dev);
   if (ig_ok(s) && depthwise(s)) {
     by_rank(s.rank, [&](auto r) { dw_bwd_input<decltype(r)::value>(s, dy, w, bias_in, dx, st); });
     return;
   }
   const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
-  if (ig_ok(s) && !allow_tf32 && !direct(s) && phase_count(s) <= (uint64_t)kMaxPhases &&
+  if (ig_ok(s) && !policy.allow_tf32 && !direct(s) && phase_count(s) <= (uint64_t)kMaxPhases &&
       ig_worth(s.batch * s.in_sp, icg, s.groups, ocg * s.ksz / phase_count(s))) {
     by_rank(s.rank, [&](auto r) { ig_bwd_input<decltype(r)::value>(s, dy, w, bias_in, dx, st); });
     return;
   }
-  const cublasHandle_t h = cublas_handle(dev, allow_tf32);
+  const cublasHandle_t h = cublas_handle(dev, policy.allow_tf32);
   const Geo g = geo_of(s);
   const bool dir = direct(s);
   const uint64_t col_img = dir ? 0 : s.in_c * s.ksz * s.out_sp;
@@ -1419,17 +1353,17 @@ void conv_bwd_input(int dev, const ConvShape &s, const float *dy, const float *w
 }
 
 void conv_bwd_kernel(int dev, const ConvShape &s, const float *x, const float *dy,
-                     bool allow_tf32, float *dw) {
+                     const MatmulPolicy &policy, float *dw) {
   const cudaStream_t st = stream(dev);
   if (ig_ok(s) && depthwise(s)) {
     by_rank(s.rank, [&](auto r) { dw_bwd_kernel<decltype(r)::value>(dev, s, x, dy, dw, st); });
     return;
   }
-  if (ig_ok(s) && !allow_tf32 && !direct(s)) {
+  if (ig_ok(s) && !policy.allow_tf32 && !direct(s)) {
     by_rank(s.rank, [&](auto r) { ig_bwd_kernel<decltype(r)::value>(dev, s, x, dy, dw, st); });
     return;
   }
-  const cublasHandle_t h = cublas_handle(dev, allow_tf32);
+  const cublasHandle_t h = cublas_handle(dev, policy.allow_tf32);
   const Geo g = geo_of(s);
   const uint64_t icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
   const bool dir = direct(s);
@@ -1475,7 +1409,7 @@ void channel_sum(int dev, const float *t, uint64_t batch, uint64_t channels, uin
   split = std::max<uint64_t>(std::min<uint64_t>(split, 65535), 1);
   const uint64_t per_block = (total + split - 1) / split;
   FloatScratch partial(dev, channels * split);
-  const dim3 grid((unsigned)split, (unsigned)std::min<uint64_t>(channels, 65535), 1);
+  const dim3 grid((unsigned)split, (unsigned)std::min<uint64_t>(channels, kMaxGridY), 1);
   channel_sum_kernel<<<grid, kThreads, 0, st>>>(t, batch, channels, spatial, per_block,
                                                 (unsigned)split, partial.get());
   check_launch("channel_sum_kernel");

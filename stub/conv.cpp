@@ -1,5 +1,6 @@
 // CPU backend, convolution (core/backend/conv.hpp): im2col + the blocked SGEMM of stub/blas.cpp
-// (tlrt::stub::bmm, called directly: no validation, no output handle), single-threaded.
+// (tlrt::stub::bmm, called directly with the call's policy: no validation, no output handle),
+// single-threaded.
 //
 // im2col: one image's column matrix cols (in_c * ksz, out_sp), row c * ksz + j (j the row-major
 // window offset), column q (the row-major output position): cols[c * ksz + j][q] = x[c][i(q, j)]
@@ -139,7 +140,7 @@ void add_channel(float *t, const float *bias, u64 channels, u64 spatial) {
 }  // namespace
 
 void conv_fwd(int, const ConvShape &s, const float *x, const float *w, const float *bias,
-              bool, float *y) {
+              const MatmulPolicy &policy, float *y) {
   const u64 icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
   const bool dir = direct(s);
   Scratch cols(dir ? 0 : s.in_c * s.ksz * s.out_sp);
@@ -153,14 +154,14 @@ void conv_fwd(int, const ConvShape &s, const float *x, const float *w, const flo
     }
     float *yn = y + n * s.out_c * s.out_sp;
     for (u64 g = 0; g < s.groups; ++g)
-      bmm(0, w + g * ocg * kg, cn + g * kg * s.out_sp, 1, ocg, kg, s.out_sp, false, false, false,
+      bmm(0, w + g * ocg * kg, cn + g * kg * s.out_sp, 1, ocg, kg, s.out_sp, false, false, policy,
           yn + g * ocg * s.out_sp);
     if (bias) add_channel(yn, bias, s.out_c, s.out_sp);
   }
 }
 
 void conv_bwd_input(int, const ConvShape &s, const float *dy, const float *w,
-                    const float *bias_in, bool, float *dx) {
+                    const float *bias_in, const MatmulPolicy &policy, float *dx) {
   const u64 icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
   const bool dir = direct(s);
   Scratch dcols(dir ? 0 : s.in_c * s.ksz * s.out_sp);
@@ -171,13 +172,14 @@ void conv_bwd_input(int, const ConvShape &s, const float *dy, const float *w,
     const float *dyn = dy + n * s.out_c * s.out_sp;
     for (u64 g = 0; g < s.groups; ++g)
       bmm(0, w + g * ocg * kg, dyn + g * ocg * s.out_sp, 1, kg, ocg, s.out_sp, true, false,
-          false, target + g * kg * s.out_sp);
+          policy, target + g * kg * s.out_sp);
     if (!dir) col2im(s, tb, dcols.p, dxn);
     if (bias_in) add_channel(dxn, bias_in, s.in_c, s.in_sp);
   }
 }
 
-void conv_bwd_kernel(int, const ConvShape &s, const float *x, const float *dy, bool, float *dw) {
+void conv_bwd_kernel(int, const ConvShape &s, const float *x, const float *dy,
+                     const MatmulPolicy &policy, float *dw) {
   const u64 icg = s.in_c / s.groups, ocg = s.out_c / s.groups, kg = icg * s.ksz;
   const bool dir = direct(s);
   Scratch cols(dir ? 0 : s.in_c * s.ksz * s.out_sp);
@@ -194,7 +196,7 @@ void conv_bwd_kernel(int, const ConvShape &s, const float *x, const float *dy, b
     const float *dyn = dy + n * s.out_c * s.out_sp;
     for (u64 g = 0; g < s.groups; ++g)
       bmm(0, dyn + g * ocg * s.out_sp, cn + g * kg * s.out_sp, 1, ocg, s.out_sp, kg, false, true,
-          false, target + g * ocg * kg);
+          policy, target + g * ocg * kg);
     if (n != 0)
       for (u64 i = 0; i < s.out_c * kg; ++i) dw[i] += part.p[i];
   }

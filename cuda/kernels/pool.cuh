@@ -1,47 +1,26 @@
 // The per-thread bodies of the fast CUDA pooling kernels (cuda/pool.cu) and the host-side choice
 // of path and launch shape, written __host__ __device__ so that tests/unit/test_pool_kernels.cpp
 // runs exactly this code on the CPU over the whole launch grid, block by block and phase by phase,
-// and compares it bit for bit with the CPU backend: the GPU gets only kernels whose indexing and
-// order of operations have been executed. The arithmetic is the shared per-window arithmetic of
-// core/numerics/pool_ops.hpp; the orders are the header's (abi/tlrt_pool.h): windows walked over
-// their real cells row-major, backward sums over the windows of a cell in output order from +0.
+// and compares it bit for bit with the CPU backend. The arithmetic is core/numerics/pool_ops.hpp's;
+// the orders are abi/tlrt_pool.h's: windows walked over their real cells row-major, backward sums
+// over the windows of a cell in output order from +0. History: docs/kernels/pool.md.
 //
 // Fast paths: rank 2 or 3, 32-bit indices (pool::fits32), and the last two axes' kernel (KH, KW),
-// the last axis' stride SW and padding PW one of the compiled configurations (Cfg below, chosen by
-// with_cfg); every other geometry runs the generic kernels of cuda/pool.cu. Strides, paddings and
-// kernels of the other axes stay run-time values. Index divisions are multiply-shifts (FastDiv)
-// precomputed on the host, a few per thread, none in the loops over window cells.
-//
-// fwd_thread: one thread per kV = 4 consecutive outputs of one output row: the thread loads the
-//   (kV - 1) SW + KW input columns its windows span, row by row of the window (float4 loads when
-//   the rows are 16-byte aligned), and every window reads its cells from those registers. Max
-//   selects rows first (first maximum of each window row, then across rows: the same first
-//   maximum) with partial selects shared between neighbouring windows. The KH rows of a window
-//   row are loaded before any is used (for_loaded_rows: all in flight at once); max takes a
-//   maxNum pass and repeats the exact select pass only when a result is zero (the sign of zero).
-// scatter_thread (backward, windows that do not overlap: stride >= kernel on every axis): one
-//   thread per VS = 4 / SW windows along the last axis (2 at k2 s2); it computes their statistic
-//   (max: the selected cell; average: dy / divisor; smooth: pivot and sum) from x once and writes
-//   its whole slab of dx (the window cells and the cells up to the next window, or to the end of
-//   the axis after the last window), one float4 per slab row: consecutive lanes write consecutive
-//   16 bytes, every dx cell written by exactly one thread.
-// stream_thread (backward, overlapping rank-2 windows with the same stride S on both axes, S
-//   dividing 4: average k3 s1 p1, max and average at the stem's k3 s2 p1; max k3 s1 p1 is
-//   sep_body's): one thread per 4 columns of a run of at most 16 rows walks the window rows in
-//   order, keeps the KH rows' per-row first maxima and its dx accumulators in registers, and
-//   writes S finished rows per window row; it prefetches the rows stream_ahead() window rows
-//   ahead (prefetch: no register, no result).
-// sep_body (backward, max k3 s1 p1 on the stream path, the only kernel for it; the stream thread
-//   decomposition): row-first argmax from shared pairs, codes that are offsets into a per-thread
-//   shared-memory ring of dx rows, one scatter (ring[code] += dy) per window in output order
-//   (sep_core); band_stage / band_run: the same sep_core over rows staged in shared memory, one
-//   block per band of a plane (band_kernel: the default where band_takes() says so, i.e. where
-//   a band's runs keep at least half of its threads busy; sep_kernel elsewhere).
-// tile_window / tile_cells (backward, the other overlapping rank-2 windows, smooth max among
-//   them): one block per tile of tr x 4 tx input cells of one plane. Phase 1: one thread per
-//   covering window stores its statistic in shared memory (max: dy and the selected cell's
-//   position in the window; average: dy / divisor; smooth: dy, pivot, sum). Phase 2: one thread per
-//   4 cells of a row sums the terms of the windows that contain each cell, in output order.
+// the last axis' stride SW and padding PW one of the compiled configurations (Cfg, chosen by
+// with_cfg); the other axes' strides, paddings and kernels stay run-time values. Index divisions
+// are multiply-shifts (FastDiv) precomputed on the host, none in the loops over window cells.
+// Each body reads x and dy and writes y or dx about once (4 bytes per cell each; the halos of
+// neighbouring threads from L1 / L2), a few operations per window cell:
+//   fwd_thread      4 outputs of a row from the columns their windows span, rows first for max;
+//   scatter_thread  disjoint windows: 4 / SW windows' statistic, then their whole dx slab;
+//   stream_run      overlapping rank-2 windows of one stride dividing 4: 4 columns of a run of
+//                   rows, window rows in order, statistics and accumulators in registers;
+//   sep_core        max k3 s1 p1 on the stream decomposition: row-first argmax, one scatter per
+//                   window into a shared-memory ring (sep_body from global memory, band_run
+//                   from a band of the plane staged by band_stage);
+//   tile_window / tile_cells  the other overlapping rank-2 windows: per block, window statistics
+//                   in shared memory, then one gather per 4 cells.
+// Last measured: bench/results/2026-11-27-h100-s16-pool.md
 #pragma once
 
 #include <cstdint>
@@ -59,8 +38,7 @@
 #include <cstring>
 #endif
 
-// Full unrolling of the loops over compile-time extents (register arrays); the host compiler
-// needs no hint.
+// Full unrolling of the loops over compile-time extents (register arrays) on the GPU.
 #if defined(__CUDA_ARCH__)
 #define TLRT_UNROLL _Pragma("unroll")
 #else
@@ -73,7 +51,7 @@ namespace fast {
 
 constexpr int kV = 4;               // cells per thread along the last axis
 constexpr unsigned kThreads = 256;  // threads per block, every fast kernel
-constexpr uint32_t kStreamRows = 8;  // stream kernel: rows per thread (at most; 16 measured slower)
+constexpr uint32_t kStreamRows = 8;  // stream and sep kernels: rows per thread, at most
 
 enum class Kind { Max, Avg, Smooth };
 
@@ -104,13 +82,11 @@ inline FastDiv make_fastdiv(uint32_t d) {
 TLRT_HD uint32_t fdiv(FastDiv f, uint32_t n) { return (uint32_t)(((uint64_t)n * f.m) >> f.sh); }
 
 // Correctly rounded x / d (d = RN-exact small integer, r = RN(1/d), both from the host) in five
-// instructions (FMUL, FFMA, FFMA, FSETP, FSEL) where __fdiv_rn takes ~19 with its range check
-// and slow-path branch: q0 = RN(x r), e = RN(x - q0 d) (the remainder, exact where nothing
-// underflows: q0 is within an ulp of x / d), q = RN(q0 + e r). e = 0 (x = +-0, or q0 already exact) keeps q0, which also keeps the sign of
-// a zero quotient; e NaN (x = +-inf or NaN: q0 = x r is then the right inf / NaN) keeps q0.
-// Not a theorem for every d: it equals x / d for ALL 2^32 floats x only for the divisors of
-// div_by_verified (each checked exhaustively against the CPU's '/', subnormals included:
-// test_pool_kernels with TLRT_POOL_DIV_EXHAUSTIVE=1); every other divisor keeps div_rn.
+// instructions where __fdiv_rn takes ~19: q0 = RN(x r), e = RN(x - q0 d) (the remainder, exact
+// where nothing underflows), q = RN(q0 + e r). e = 0 (x = +-0, or q0 already exact) keeps q0 and
+// the sign of a zero quotient; e NaN (x = +-inf or NaN: q0 is then the right inf / NaN) keeps q0.
+// Equal to x / d for ALL 2^32 floats x only for the divisors of div_by_verified (checked
+// exhaustively: test_pool_kernels with TLRT_POOL_DIV_EXHAUSTIVE=1); others keep div_rn.
 TLRT_HD float div_by(float x, float d, float r) {
 #if defined(__CUDA_ARCH__)
   const float q0 = __fmul_rn(x, r);
@@ -123,9 +99,8 @@ TLRT_HD float div_by(float x, float d, float r) {
 #endif
 }
 // Divisors for which div_by is exhaustively verified: the powers of two (x r is exact: x / d
-// itself) and 9 (the k3 x 3 windows of the stream kernel). Checked on all 2^32 x (2026-11-24):
-// 9 and 27 exact; 6 is NOT (2796202 subnormal x differ, the first 0x00000009), which is why
-// this is a list of checked divisors and not a rule.
+// itself) and 9 (the k3 x 3 windows of the stream kernel). A list, not a rule: 6, for one, differs
+// from '/' on some subnormal x.
 inline bool div_by_verified(uint64_t d) {
   if (d >= 1 && d <= (uint64_t{1} << 24) && (d & (d - 1)) == 0) return true;
   for (uint64_t v : {9u}) if (d == v) return true;
@@ -141,8 +116,8 @@ template <int KH_, int KW_, int SW_, int PW_>
 struct Cfg {
   static constexpr int KH = KH_, KW = KW_, SW = SW_, PW = PW_;
   static constexpr int L = (kV - 1) * SW + KW;  // input columns spanned by kV windows
-  // Windows per scatter thread: one float4 of dx per window row when SW divides 4 (kV = 4 at
-  // SW = 2 made every warp store cover every other 16 bytes, half of each 32-byte sector).
+  // Windows per scatter thread: one float4 of dx per window row when SW divides 4, so that a
+  // warp's store covers whole 32-byte sectors.
   static constexpr int VS = 4 % SW == 0 ? 4 / SW : kV;
   // Windows (relative to column / SW) containing column + i, i < kV, for column a multiple of 4
   // (SW divides 4): [rlo(i), rhi(i)].
@@ -192,7 +167,7 @@ struct Plan {
   // div_by is exact for D (div_by_verified), with rcp = RN(1 / D).
   bool div_fast;
   float rcp;
-  int ahead;  // stream kernel: window rows prefetched ahead (stream_ahead)
+  int ahead;  // stream and sep kernels: window rows prefetched ahead (kStreamAhead)
 };
 
 inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -283,19 +258,14 @@ TLRT_HD void st4(float *p, const F4 &r) {
 #endif
 }
 
-// Prefetch of the line holding plane[off] (off < n) toward the SM: no register, no result, so
+// Prefetch of the line holding plane[off] (off < n) into L2 and L1: no register, no result, so
 // it cannot change a value; on the host (emulation) it only checks that off is inside the plane.
-// TLRT_POOL_PREFETCH: bit 0 = into L1 (prefetch.global.L1, CCTL.E.PF1), bit 1 = into L2
-// (prefetch.global.L2, CCTL.E.PF2); default 3, both: an L2 hit still saves most of a DRAM
-// round trip if the L1 hint is dropped, for one more instruction per row.
-#ifndef TLRT_POOL_PREFETCH
-#define TLRT_POOL_PREFETCH 3
-#endif
+// Both levels: an L2 hit still saves most of a DRAM round trip if the L1 hint is dropped.
 TLRT_HD void prefetch(const float *plane, uint32_t off, uint32_t n) {
   emu_check(off < n, "prefetch outside the plane");
 #if defined(__CUDA_ARCH__)
-  if (TLRT_POOL_PREFETCH & 2) asm volatile("prefetch.global.L2 [%0];" ::"l"(plane + off));
-  if (TLRT_POOL_PREFETCH & 1) asm volatile("prefetch.global.L1 [%0];" ::"l"(plane + off));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(plane + off));
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(plane + off));
 #else
   (void)plane;
 #endif
@@ -395,11 +365,9 @@ TLRT_HD void for_rows(const Dims<uint32_t> &m, const Span *sp, F &&f) {
 
 // Calls f(c) for every row of the windows of w in for_rows' order, c the row's C::L columns from
 // w.col0 (outside the input: fill). Unlike for_rows, the KH rows of a depth slice are all loaded
-// before the first is used, and a row outside the input is a row of `fill` (no load, no branch):
-// the thread has its KH rows in flight at once where for_rows' per-row branch let the compiler
-// issue one row, wait, compute, then the next (3 round trips to memory per thread at KH = 3).
-// fill must be the identity of f's operation (max: -inf; sum: -0), so the extra rows change
-// nothing.
+// before the first is used and a row outside the input is a row of `fill` (no load, no branch),
+// so the KH rows are in flight together (a per-row branch serialises them). fill must be the
+// identity of f's operation (max: -inf; sum: -0), so the extra rows change nothing.
 template <class C, int R, class F>
 TLRT_HD void for_loaded_rows(const Dims<uint32_t> &m, const float *xp, const Row<R> &w, bool vec,
                              float fill, F &&f) {
@@ -536,18 +504,12 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
   float out[kV];
   if constexpr (K == Kind::Max) {
     // First maximum, rows first: per window row the first maximum of its KW cells, then the
-    // first of those row maxima that is largest (a strict '>' select keeps the earlier of equal
-    // values, -0 / +0 included, and is associative, so windows share partial selects: k3 s1
-    // takes 6 selects per row for its 4 windows and 2 per window across rows, against 9 per
-    // window). Padding reads as -inf (never selected over a real cell: values only, and a real
-    // -inf has its bits). NaN is not selected by '>': one flag for all the thread's cells, and a
-    // window holding a NaN takes its first NaN (a rare second walk): pool::max_takes' selection.
-    //
-    // Two passes at most. The first takes maxNum (one FMNMX where the select is a compare and a
-    // select): for a window without NaN it gives the value of the first maximum, and the same
-    // bits unless that value is zero (equal nonzero floats have equal bits; -0 and +0 are equal
-    // with different bits, and maxNum may return either). So a thread with a zero result runs
-    // the exact select pass again (its rows are in L1): -0 / +0 then come out as the first one.
+    // first largest of those (a strict '>' select keeps the earlier of equal values, -0 / +0
+    // included, and is associative, so windows share partial selects). Padding reads as -inf
+    // (never selected over a real cell). A window holding a NaN takes its first NaN (one flag
+    // per thread, a rare second walk): pool::max_takes' selection. The first pass takes maxNum
+    // (one FMNMX), exact but for the sign of a zero result (maxNum may return either zero): a
+    // thread with a zero result runs the exact select pass again, its rows in L1.
     bool nan_any = false;
     auto sel = [](float a, float b) { return b > a ? b : a; };  // first of a, b if not smaller
     auto mx = [](float a, float b) { return max_num(a, b); };
@@ -626,9 +588,8 @@ TLRT_HD void fwd_thread(const Dims<uint32_t> &m, const Plan &f, const float *x, 
 
 // Thread t < f.total (a plan made with v = C::VS): the V = C::VS windows ow0 .. ow0 + V - 1 of
 // output row r. dx cells of these windows get +0 + term (the CPU's dx = +0 followed by its one
-// addition), every other cell of the slab +0. Each row of the slab is V SW = 4 columns from a
-// multiple of 4 (SW = 2): ONE float4 store per thread and row, so consecutive lanes store
-// consecutive 16-byte chunks and a warp's store instruction covers whole 128-byte lines.
+// addition), every other cell of the slab +0. A slab row is V SW = 4 columns from a multiple of
+// 4: one float4 store per thread and row, so a warp's store covers whole 128-byte lines.
 template <Kind K, class C, int R>
 TLRT_HD void scatter_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
                             const float *dy, bool include_pad, float beta, float *dx, uint32_t t) {
@@ -977,15 +938,10 @@ inline bool stream_ok(const ConvGeometry &g, Kind k) {
          g.kernel[0] == (uint64_t)C::KH && C::SW <= C::KH && k != Kind::Smooth;
 }
 
-// Window rows the stream kernel prefetches ahead (Plan::ahead, set by bwd_path): 1 for every
-// kind and stride. Measured (H100, 2026-11-24, bench/pool.py backward, fraction of copy
-// bandwidth, distance 0 / 1 / 2 / 3 / 4 in one build): max k3 s1 p1 0.65 / 0.70 / 0.70 / 0.69 /
-// 0.66; average k3 s1 p1 0.77 / 0.77 / 0.76 / 0.74 / 0.69; max stem k3 s2 p1 0.77 / 0.78 / 0.69 /
-// 0.63 / 0.61; average stem 0.78 at 0 and 1. One row ahead is enough: the demand loads of the
-// next window row already overlap the current one's arithmetic, and every further row only
-// adds lines that L1 evicts before use (stride 2 reads 2 new x rows per window row: 2 rows ahead
-// lost 0.09). A plan value, not a constant, so that the emulation test runs other distances.
-inline int stream_ahead(Kind, int) { return 1; }
+// Window rows the stream and sep kernels prefetch ahead (Plan::ahead, set by bwd_path): one is
+// enough, further rows only add lines that L1 evicts before use. A plan value, so that the
+// emulation test runs other distances.
+constexpr int kStreamAhead = 1;
 
 // Thread t < f.stotal: kV cells (columns w .. w + 3) of each row of one run [hA, hB) of a plane.
 // It walks the output rows oh whose windows touch the run, in increasing order, and for each one
@@ -998,11 +954,8 @@ inline int stream_ahead(Kind, int) { return 1; }
 //     increasing ow: so every cell sums its windows in output order (oh, then ow), from +0;
 // (c) writes the S input rows hs .. hs + S - 1 (hs = oh S - PH), whose windows are all done: one
 //     float4 per thread and row.
-// No shared memory, no synchronisation: x and dy are read once per thread plus a halo of columns
-// (L1) and of KH - S rows per run (L2); dx is written once.
 // FD (average only): the divisions are div_by's (count_include_pad and a verified divisor), a
-// template parameter so that the loop has no branch per division (a run-time test inside the
-// loop made ptxas keep both divisions and a branch around each).
+// template parameter so that the loop has no branch per division.
 template <Kind K, class C, bool FD>
 TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                         bool include_pad, float *dx, uint32_t t) {
@@ -1056,21 +1009,13 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     for (int e = 0; e < NC; ++e) c[e] = -inf;
     if ((unsigned)h < IH) {
       const float *row = xp + (uint32_t)h * IW;
-      if (f.vec_in) {  // IW % 4 == 0: the float4 at w is inside, halos are whole float2s or out
+      if (f.vec_in) {  // IW % 4 == 0: the float4 at w is inside, the right halo a float2 or out
         const F4 b = ld4(row + w);
         TLRT_UNROLL
         for (int e = 0; e < 4; ++e) c[HL + e] = b.v[e];
-        if (HL == 2) {
-          if (w > 0) {
-            const F2 a = ld2(row + w - 2);
-            c[0] = a.v[0];
-            c[1 % NC] = a.v[1];
-          }
-        } else {
-          TLRT_UNROLL
-          for (int e = 0; e < HL; ++e)
-            if (w - HL + e >= 0) c[e] = row[w - HL + e];
-        }
+        TLRT_UNROLL
+        for (int e = 0; e < HL; ++e)
+          if (w - HL + e >= 0) c[e] = row[w - HL + e];
         if (HR == 2) {
           if ((uint32_t)w + 4 < IW) {
             const F2 a = ld2(row + w + 4);
@@ -1097,8 +1042,7 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     // From the window's first column (a padding column reads -inf): j can then name a padding
     // or non-first cell only in a row whose cells are all -inf or that holds a NaN, and neither
     // decides a window's cell (the cross-row select takes the window's first real cell when all
-    // its rows are -inf, and a window with a NaN is found again from x): one compare and two
-    // selects fewer per window and row than starting from -inf.
+    // its rows are -inf, and a window with a NaN is found again from x).
     TLRT_UNROLL
     for (int q = 0; q < NW; ++q) {
       v[q] = c[q * S];
@@ -1113,9 +1057,8 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
     }
   };
   // Prefetch of what window row ohp adds: its dy row at the thread's windows and (max) its S new
-  // input rows, at the thread's float4 (the halo columns are the neighbouring threads' lines).
-  // Without it a thread has one row of loads in flight, and only while it is not computing: at 3
-  // to 5 resident blocks per SM, 12 to 20 KB in flight per SM where H100 needs ~40 to 64 KB.
+  // input rows, at the thread's float4 (the halo columns are the neighbouring threads' lines),
+  // so that more than the current window row's loads are in flight.
   const uint32_t cw = (uint32_t)(wo - RLO) < OW ? (uint32_t)(wo - RLO) : OW - 1;
   auto ahead = [&](int ohp) {
     if (ohp > ohB) return;
@@ -1235,9 +1178,9 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
           const int c0 = ws > 0 ? ws : 0, c1 = ws + KW < (int)IW ? ws + KW : (int)IW;
           d = (float)(rows * (uint32_t)(c1 - c0));
         }
-        // Divided unconditionally (an absent window's g is 0), then selected: a branch around
-        // each division cost 3 instructions of ~19 (SASS). With padding counted, D is the
-        // launch's constant prod(kernel): div_by (5 instructions, the same bits) when verified.
+        // Divided unconditionally (an absent window's g is 0), then selected: no branch around
+        // the division. With padding counted, D is the launch's constant prod(kernel): div_by
+        // (the same bits) when verified.
         const float t = fast_div ? div_by(g[q], d, f.rcp) : div_rn(g[q], d);
         term[q] = ok[q] ? t : -0.0f;
       }
@@ -1251,9 +1194,9 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
         for (int q = 0; q < NW; ++q) {
           const int j = i + HL - q * S;  // column of cell w + i in window q
           if (j < 0 || j >= KW) continue;
-          // Max: only the selected cell adds (a compare and a predicated add, where adding +0
-          // took a select too): the same sums, as +0 changes no acc (acc starts at +0 and is
-          // never -0: a rounded-to-nearest sum is -0 only when both terms are).
+          // Max: only the selected cell adds. The same sums as adding +0 for the others: acc
+          // starts at +0 and is never -0 (a rounded-to-nearest sum is -0 only when both terms
+          // are), and +0 changes no other acc.
           if constexpr (K == Kind::Max) {
             if (code[q] == a * KW + j) acc[a][i] += g[q];
           } else
@@ -1279,25 +1222,24 @@ TLRT_HD void stream_run(const Dims<uint32_t> &m, const Plan &f, const float *x, 
 template <Kind K, class C>
 TLRT_HD void stream_thread(const Dims<uint32_t> &m, const Plan &f, const float *x,
                            const float *dy, bool include_pad, float *dx, uint32_t t) {
-  if (K == Kind::Avg && include_pad && f.div_fast)
-    stream_run<K, C, true>(m, f, x, dy, include_pad, dx, t);
-  else
-    stream_run<K, C, false>(m, f, x, dy, include_pad, dx, t);
+  if constexpr (K == Kind::Avg) {
+    if (include_pad && f.div_fast) return stream_run<K, C, true>(m, f, x, dy, include_pad, dx, t);
+  }
+  stream_run<K, C, false>(m, f, x, dy, include_pad, dx, t);
 }
 
 // ---- backward, max k3 s1 p1: separable argmax (sep_kernel) ------------------------------------
 
-// True for the configuration the separable max backward (sep_run) is written for: the last axis
-// k3 s1 p1 (the stream kernel's other conditions, stride 1 and kernel 3 on the rows, hold). Max
-// pooling on the stream path with it always runs sep_run (the stream launchers decide it at
-// compile time from the kind and sep_cfg); stream_run's max form is for the other strides (k3 s2
-// p1) only.
+// True for the configuration the separable max backward (sep_core) is written for: the last axis
+// k3 s1 p1 (the stream path's other conditions, stride 1 and kernel 3 on the rows, hold). Max
+// pooling on the stream path with it always runs sep_core (the launchers decide it at compile
+// time from the kind and sep_cfg); stream_run's max form runs the other stride (k3 s2 p1).
 template <class C>
 TLRT_HD constexpr bool sep_cfg() {
   return C::KH == 3 && C::KW == 3 && C::SW == 1 && C::PW == 1;
 }
 
-// The dx accumulators of one sep_run thread: a ring of 4 rows x 8 column slots (the thread's
+// The dx accumulators of one sep_core thread: a ring of 4 rows x 8 column slots (the thread's
 // columns w - 2 .. w + 5; only slots 2 .. 5, its own cells, are ever read back), element
 // (slot s) at ring[s * kSepStride]: in shared memory on the GPU (ring = the block's array +
 // threadIdx.x, so that a warp's 32 accesses at any mix of slots hit 32 different banks), a
@@ -1305,41 +1247,28 @@ TLRT_HD constexpr bool sep_cfg() {
 constexpr uint32_t kSepStride = kThreads;
 constexpr uint32_t kSepSlots = 32;  // floats per thread: 32 KB per block of 256
 
-// Thread t < f.stotal (the stream kernel's decomposition: 4 columns w .. w + 3 of a run [hA, hB)
-// of one plane), max k3 s1 p1 with PH = 0 or 1; VEC: x, dy, dx rows float4-aligned (f.vec_in and
-// f.vec_out). The same sums as stream_run's max form (which ran this geometry until session 9,
-// TLRT_POOL_BWD=stream; commit 22ffc5d is the last that has it), far fewer instructions per
-// window row:
-// - ROWS FIRST, PER INPUT ROW ONCE: each new input row's 8 columns w - 2 .. w + 5 (c0 .. c7,
-//   "slots") give the first maximum of the 6 windows' 3 cells (window u = ow - w + 1 covers slots
-//   u .. u + 2) from 3 shared pairs, (c1, c2), (c3, c4), (c5, c6), then H0 = fm(c0, P12), H1 =
-//   fm(P12, c3), H2 = fm(c2, P34), H3 = fm(P34, c5), H4 = fm(c4, P56), H5 = fm(P56, c7): 9
-//   first-max steps of FSETP + FSEL + SEL for 6 windows (stream_run: 12 compare-selects per
-//   window and row, plus the nibble packing).
+// Max k3 s1 p1 with PH = 0 or 1 on the stream decomposition (4 columns w .. w + 3 of a run
+// [hA, hB) of one plane); VEC: x, dy, dx rows float4-aligned. The same sums as pool::max_takes'
+// selection and the CPU's dx[arg] += dy, in output order from +0:
+// - ROWS FIRST, PER INPUT ROW ONCE: each new input row's 8 columns w - 2 .. w + 5 (slots c0 ..
+//   c7; window u = ow - w + 1 covers slots u .. u + 2) give the first maximum of each of the 6
+//   windows' 3 cells from the shared pairs (c1, c2), (c3, c4), (c5, c6).
 // - first max fm(e, l) = l if !(e >= l) else e (e the EARLIER cell): a strict '>' select for
 //   ordered values (ties keep the earlier, -0 == +0), associative, so pairs are shared. Left and
 //   top padding (which precede every real cell of their windows) read as a NaN SENTINEL, which
 //   loses every fm as the earlier operand: a window whose real cells are all -inf takes its
 //   first real cell with no test; right and bottom padding read -inf (lose as the later one).
-//   Real NaNs are not ordered by fm: a row holding one (an FSETP.NAN per pair of real values)
-//   sends the 3 window rows containing it to an exact rescan (pool::max_takes from the window's
-//   first real cell, read again from x: rare).
-// - codes are ABSOLUTE ring offsets: ((row - first row) mod 4) * 8 + column slot, times
-//   kSepStride; the window-row loop is unrolled by 4 so that every row slot is a constant. The
-//   cross-row choice T = fm(fm(H(r0), H(r1)), H(r2)) is 2 compares and 3 selects per window, no
-//   re-coding; the term is a SCATTER into the ring: ring[code] += dy (LDS, FADD, STS; windows in
-//   increasing ow, window rows in increasing oh, so each cell sums its windows in output order
-//   from +0, as the CPU's dx[arg] += dy; an absent window adds dy = 0, a target outside the
-//   thread's 4 columns lands in a slot never read). stream_run tests each cell against each of
-//   its 9 windows (36 ISETP + 36 predicated FADD per window row of 4 cells) and shifts its
-//   accumulator registers; here 6 x (LEA, LDS, FADD, STS) plus 4 LDS + 4 STS (the finished row
-//   read and cleared), and 16 registers fewer. (A forwarded-scatter form, the 6 LDS issued
-//   together and a window's sum taken from the previous window's when their codes are equal,
-//   TLRT_POOL_BWD=sepfw, measured no faster and was removed in session 9: commit 22ffc5d.)
-// One sep thread's work (sep_core): its plane's x and dy at row 0 of the plane (xp, gp: only the
-// rows the run reads are dereferenced, so they may point at a staged copy of those rows, offset
-// back: band_run), dx at row 0 of the plane (dp), its columns w .. w + 3, its dx rows [hA, hB) and
-// the prefetch distance (0: none; a staged copy is not prefetched).
+//   Real NaNs are not ordered by fm: a row holding one sends the 3 window rows containing it to
+//   an exact rescan (pool::max_takes from the window's first real cell, read again from x).
+// - codes are ABSOLUTE ring offsets: ((row - first row) mod 4) * 8 + column slot, times the
+//   slot stride; the window-row loop is unrolled by 4 so that every row slot is a constant. The
+//   cross-row choice is fm(fm(H(r0), H(r1)), H(r2)); the term is a SCATTER, ring[code] += dy,
+//   windows in increasing ow, window rows in increasing oh: each cell sums its windows in output
+//   order from +0 (an absent window adds dy = 0, a target outside the thread's 4 columns lands in
+//   a slot never read).
+// One sep thread's work: its plane's x and dy (only the rows the run reads are dereferenced, so
+// xp, gp may point at a staged copy of those rows, offset back), dx at row 0 of the plane, its
+// columns w .. w + 3, its dx rows [hA, hB) and the prefetch distance (0: none).
 struct SepRun {
   const float *xp, *gp;  // x row x0 and dy row g0 of the plane
   float *dp;             // dx row 0 of the plane
@@ -1349,7 +1278,7 @@ struct SepRun {
 // STRIDE: the ring's slot stride (the block's threads: element s at ring[s * STRIDE]).
 template <class C, bool VEC, uint32_t STRIDE = kSepStride>
 TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
-  static_assert(sep_cfg<C>(), "sep_run: k3 s1 p1 on the last axis");
+  static_assert(sep_cfg<C>(), "sep_core: k3 s1 p1 on the last axis");
   constexpr int ST = (int)STRIDE * 4;  // codes are BYTE offsets into the ring
   const uint32_t IH = m.in[0], IW = m.in[1], OH = m.out[0], OW = m.out[1];
   const int PH = (int)m.p[0];
@@ -1591,7 +1520,8 @@ TLRT_HD void sep_core(const Dims<uint32_t> &m, const SepRun &run, float *ring) {
 }
 
 // Thread t < f.stotal of sep_kernel: 4 columns of a run of f.rh rows of one plane (the stream
-// kernel's decomposition), read from x and dy in global memory.
+// kernel's decomposition), read from x and dy in global memory; ring: this thread's accumulators
+// (element s at ring[s * kSepStride]).
 template <class C, bool VEC>
 TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
                       float *dx, uint32_t t, float *ring) {
@@ -1605,27 +1535,14 @@ TLRT_HD void sep_body(const Dims<uint32_t> &m, const Plan &f, const float *x, co
   sep_core<C, VEC>(m, r, ring);
 }
 
-// ring: this thread's accumulators (element s at ring[s * kSepStride], see kSepStride).
-template <class C>
-TLRT_HD void sep_run(const Dims<uint32_t> &m, const Plan &f, const float *x, const float *dy,
-                     float *dx, uint32_t t, float *ring) {
-  if (f.vec_in && f.vec_out)
-    sep_body<C, true>(m, f, x, dy, dx, t, ring);
-  else
-    sep_body<C, false>(m, f, x, dy, dx, t, ring);
-}
-
 // ---- backward, max k3 s1 p1 from bands staged in shared memory (band_kernel) -----------------
 
-// band_kernel (cuda/pool.cu; session 15, measured and made the default in session 16): one block of
-// kBandThreads threads per band of at most bh dx rows of one plane. Phase 1 (band_stage): every x
-// row and dy row the band's windows read is copied into shared memory, all of them in flight at
-// once (16-byte cp.async where rows are float4-aligned, else 4-byte); phase 2 (band_run, after the
-// barrier): thread t < runs * cols runs sep_core on 4 columns of a run of rh rows of the band,
-// reading the staged rows (no prefetch), writing dx to global memory as sep_kernel does, with its
-// accumulator ring after the staged rows. The same sums bit for bit (sep_core). The rows shared by
-// two runs are read twice from shared memory, not from L2 / DRAM (cuda/pool.cu, SESSION 15); two
-// neighbouring bands (neighbouring blocks, running together) share 3 x rows and 2 dy rows.
+// band_kernel: one block of kBandThreads threads per band of at most bh dx rows of one plane.
+// Phase 1 (band_stage) copies every x and dy row the band's windows read into shared memory, all
+// in flight at once (cp.async, 16 bytes where rows are float4-aligned, else 4); phase 2
+// (band_run, after the barrier): thread t < runs * cols runs sep_core on 4 columns of a run of rh
+// rows from the staged rows (no prefetch), its ring after them, writing dx as sep_kernel does.
+// The rows shared by two runs are read twice from shared memory, not from L2.
 constexpr uint32_t kBandThreads = 128;
 // Floats of staged x and dy rows per block at most (25 KB: a whole 56 x 56 plane of both; with
 // the 16 KB of rings, 5 blocks of 41 KB per SM).
@@ -1676,11 +1593,8 @@ inline bool band_plan(const Dims<uint32_t> &m, BandPlan &b) {
 }
 
 // Whether band_kernel takes g (true: b is its plan), else sep_kernel: where band_plan applies and
-// the band's runs busy at least half of the block's threads (cols x runs >= kBandThreads / 2).
-// Measured (H100, 2026-11-27, bench/pool.py --sweep, max k3 s1 p1 backward, ms sep / band):
-// planes 7 x 7 0.130 / 0.348 (14 busy threads), 14 x 14 0.082 / 0.135 (56), 28 x 28 0.055 /
-// 0.045 (98), 56 x 56 0.040 / 0.035 (112), 112 x 112 0.037 / 0.035 (several bands), 75 x 301
-// 0.046 / 0.047 (76; bands of 5 rows, one run each); (32, 256, 56, 56) 0.136 / 0.110.
+// the band's runs busy at least half of the block's threads (cols x runs >= kBandThreads / 2;
+// with fewer, small planes run slower than on sep_kernel: the sweep in docs/kernels/pool.md).
 inline bool band_takes(const Dims<uint32_t> &m, BandPlan &b) {
   if (!band_plan(m, b)) return false;
   const uint32_t runs = (b.bh + b.rh - 1) / b.rh;
@@ -1766,10 +1680,9 @@ bool fwd_path(const ConvGeometry &g, const float *x, const float *y, Launch &&la
   });
 }
 
-// Choices of the stream path (stream_run and sep_run) that the emulation test varies
+// Choices of the stream path (stream_run and sep_body) that the emulation test varies
 // (tests/unit/test_pool_kernels.cpp: other run heights and prefetch distances must give the same
-// bits); the library passes none.
-// rows: rows per run at most; ahead < 0: stream_ahead's distance.
+// bits); the library passes none. rows: rows per run at most; ahead < 0: kStreamAhead.
 struct StreamOpt {
   uint32_t rows = kStreamRows;
   int ahead = -1;
@@ -1777,7 +1690,7 @@ struct StreamOpt {
 
 // Backward of kind k: scatter(C{}, integral_constant<int, R>{}, blocks, m, plan) for disjoint
 // windows, stream(C{}, blocks, m, plan) for overlapping rank-2 windows of equal strides (max and
-// average: stream_ok; for max k3 s1 p1 (sep_cfg) the launcher runs sep_run's kernel),
+// average: stream_ok; for max k3 s1 p1 (sep_cfg) the launcher runs sep_kernel or band_kernel),
 // tile(C{}, blocks, m, plan) for the other overlapping rank-2 windows; false when g has no fast
 // path.
 template <class Scatter, class TileLaunch, class StreamLaunch>
@@ -1803,7 +1716,7 @@ bool bwd_path(const ConvGeometry &g, Kind k, const float *x, const float *dy, co
     if constexpr (C::SW < C::KW && 4 % C::SW == 0 && C::SW <= C::KH) {
       if (stream_ok<C>(g, k)) {
         Plan ps = p;
-        ps.ahead = o.ahead >= 0 ? o.ahead : stream_ahead(k, C::SW);
+        ps.ahead = o.ahead >= 0 ? o.ahead : kStreamAhead;
         stream(c, (ps.stotal + kThreads - 1) / kThreads, m, ps);
         return;
       }

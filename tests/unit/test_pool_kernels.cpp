@@ -6,9 +6,9 @@
 // (both padding modes) and smooth max pooling (beta > 0 and < 0), forward and backward.
 //
 // Paths: scatter (disjoint windows), stream (max and average of overlapping rank-2 windows with
-// equal strides: k3 s1 p1, k3 s2 p1; for max k3 s1 p1 its kernel is sep_run, cuda/pool.cu's
-// sep_kernel, reported as the path "sep"), tile (the other overlapping rank-2 windows, smooth
-// max); each geometry names the path it must take, so a changed dispatch fails here.
+// equal strides: k3 s1 p1, k3 s2 p1; for max k3 s1 p1 its kernels are sep_kernel and band_kernel,
+// reported as the path "sep"), tile (the other overlapping rank-2 windows, smooth max); each
+// geometry names the path it must take, so a changed dispatch fails here.
 // Covered: every compiled configuration (k2 s2 p0, k3 s2 p1, k3 s1 p1 on the last two axes) at
 // rank 2 and 3; the float4 paths (rows a multiple of 4) and the scalar ones; partial groups of 4
 // at row ends; padding at both ends; tails of cells in no window; leading strides above, equal to
@@ -25,14 +25,13 @@
 // Also: FastDiv against '/' on edge and random operands; div_by (the average backward's
 // constant-divisor division) against '/' for every divisor div_by_verified admits; the stream
 // path again with 1, 5 and 4096 rows per run and prefetch distances 0, 2 and 8 (StreamOpt;
-// the default distance is 1). The separable-argmax max backward (sep_run: the only max k3 s1 p1
-// backward of the stream path since session 9, when the stream kernel's max k3 s1 p1 form and the
-// forwarded-scatter form TLRT_POOL_BWD=sepfw were removed) on every stream geometry it takes (k3 s1
-// p1, float4 and scalar bodies; sep_kernel on the first pass over a pre-filled output, band_kernel
-// on the second wherever band_plan applies, whether or not the library's band_takes would choose
-// it, with several bands per plane on rows of 256 and 301 columns) with every input kind at the
-// default run height and distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2,
-// 3, 5, 4096 and prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its
+// the default distance is 1). The separable-argmax max backward (sep_core: the max k3 s1 p1
+// backward of the stream path) on every stream geometry it takes (k3 s1 p1, float4 and scalar
+// bodies; sep_kernel on the first pass over a pre-filled output, band_kernel on the second
+// wherever band_plan applies, whether or not the library's band_takes would choose it, with
+// several bands per plane on rows of 256 and 301 columns) with every input kind at the default
+// run height and distance, and with ties, zeros, -inf and Dist::Bits at run heights 1, 2, 3, 5,
+// 4096 and prefetch distances 0, 2, 8 (max k3 s2 p1 on the stream kernel alike); its
 // shared-memory rings start as garbage, so a slot read before the thread cleared it fails.
 #include <cmath>
 #include <cstdlib>
@@ -113,7 +112,7 @@ bool emu_fwd(const ConvGeometry &g, const float *x, float *y, bool pad, float be
   });
 }
 
-int sep_runs = 0;   // backward runs of sep_run (max k3 s1 p1 on the stream path)
+int sep_runs = 0;   // backward runs of sep_core (max k3 s1 p1 on the stream path)
 int band_runs = 0;  // of them, runs of the band kernel
 
 // The kernels of the max k3 s1 p1 backward (cuda/pool.cu): sep_kernel, or band_kernel wherever
@@ -188,8 +187,16 @@ const char *emu_bwd(const ConvGeometry &g, const float *x, const float *dy, floa
           // clear the slots it reads).
           std::vector<float> ring(kSepSlots * kSepStride);
           std::memset(ring.data(), 0xEE, ring.size() * 4);
-          for (uint32_t t = 0; t < blocks * kThreads; ++t)
-            if (t < p.stotal) sep_run<C>(m, p, x, dy, dx, t, ring.data() + t % kThreads);
+          // sep_kernel: the float4 body where every row is aligned, as cuda/pool.cu chooses.
+          const bool vec = p.vec_in && p.vec_out;
+          for (uint32_t t = 0; t < blocks * kThreads; ++t) {
+            if (t >= p.stotal) continue;
+            float *r = ring.data() + t % kThreads;
+            if (vec)
+              sep_body<C, true>(m, p, x, dy, dx, t, r);
+            else
+              sep_body<C, false>(m, p, x, dy, dx, t, r);
+          }
         } else if constexpr (K != Kind::Smooth && C::SW < C::KW && 4 % C::SW == 0 &&
                              C::SW <= C::KH) {
           for (uint32_t t = 0; t < blocks * kThreads; ++t)
@@ -248,7 +255,7 @@ void one_kind(const Geo &q, const ConvGeometry &g, const std::vector<float> &x,
     const char *path =
         emu_bwd<K>(g, K == Kind::Avg ? nullptr : ax.p, ady.p, dx.p, pad, b32, stream_opt, form);
     // The stream path's kernel by kind: smooth max takes the tile kernel, max with a k3 s1 p1
-    // last axis sep_run (the stream geometries have kernel 3 and the last axis' stride on the
+    // last axis sep_core (the stream geometries have kernel 3 and the last axis' stride on the
     // rows too).
     const bool k3s1p1 = q.k.back() == 3 && q.s.back() == 1 && q.p.back() == 1;
     const char *expect = q.expect_bwd;
@@ -325,7 +332,7 @@ std::vector<float> infs(uint64_t n, uint64_t salt) {
 }
 
 // d = -1: the ties() input; d = -2: the zeros() input; d = -3: the infs() input. max_only: max
-// pooling alone (the separable-backward sweep: sep_run is max pooling's).
+// pooling alone (the separable-backward sweep: sep_core is max pooling's).
 void one(const Geo &q, int d, uint64_t salt, bool max_only = false) {
   const ConvGeometry g = geometry(q);
   const Dist dist = d < 0 ? Dist::Uniform : (Dist)d;
@@ -500,7 +507,7 @@ int main() {
     for (int d : {-3, -2, -1, (int)Dist::Uniform, (int)Dist::Wide, (int)Dist::Bits,
                   (int)Dist::Edge, (int)Dist::Positive})
       one(q, d, salt += 3);
-  // The stream path (stream_run; sep_run for max k3 s1 p1) with other run heights
+  // The stream path (stream_run; sep_core for max k3 s1 p1) with other run heights
   // (StreamOpt::rows): one row per run (every run a halo), 5 (runs ending mid-plane at odd
   // rows), 4096 (one run).
   for (uint32_t rows : {1u, 5u, 4096u}) {
@@ -517,11 +524,11 @@ int main() {
     for (const Geo &q : geos)
       if (std::strcmp(q.expect_bwd, "stream") == 0) one(q, (int)Dist::Bits, salt += 3);
   }
-  // The separable-argmax max backward (sep_run, max pooling on the k3 s1 p1 stream geometries;
+  // The separable-argmax max backward (sep_core, max pooling on the k3 s1 p1 stream geometries;
   // max k3 s2 p1 runs the stream kernel here too) at other run heights and prefetch distances:
   // ties with NaNs, signed zeros, -inf next to the padding and Dist::Bits. Its default run
   // height and distance with every input kind (ties, zeros, -inf, every th::Dist) are the first
-  // sweep's (sep_run is the library's only max k3 s1 p1 stream kernel). Under memcheck (which
+  // sweep's. Under memcheck (which
   // adds nothing to the bit comparisons here, only to the memory accesses) the default run
   // height and distance only, i.e. the first sweep (the whole sweep was most of this test's
   // time there).
