@@ -15,30 +15,17 @@
  *
  * NUMERIC CLASS: library (DESIGN section 4). The backends do not agree bit for bit; each is
  * compared with a float64 DFT evaluated on the same float32 inputs.
- *   CPU backend: the project's own FFT, computed entirely in float64 and rounded once to float32:
- *   a mixed-radix Stockham FFT (radices 4, 2, 3, 5 and a generic odd radix up to 31) with
- *   twiddles in float64; lengths with a prime factor above 31 go through Bluestein's chirp-z
- *   transform over a 2^a 3^b 5^c-point FFT; O(n log n) for every n. A real transform of even n is a
- *   complex FFT of n/2 points plus a post-processing pass; odd n uses an n-point complex FFT.
- *   Plans (factorisation and twiddles) are cached per n: at most 16, least recently used evicted,
- *   thread-safe. So every output component is its float64 value rounded to nearest: per component
- *   |err| <= 2^-24 |v| + 2^-40 E, E = sum of |input| of the row (the second term bounds the float64
- *   error with a wide margin; tested). Single-threaded; measured on the 2-core build machine:
- *   4096 x 4096 rfft 0.15 s, irfft 0.19 s; 4096 x 4099 (a prime, Bluestein) 1.5 s.
- *   CUDA backend: cuFFT in float32 (R2C / C2R, cufftMakePlanMany64) on the library stream.
- *   Error bound tested by the parity suite, normwise per row:
+ *   CPU backend: the project's own FFT (O(n log n) for every n), computed entirely in float64 and
+ *   rounded once to float32, so every output component is its float64 value rounded to nearest:
+ *   per component |err| <= 2^-24 |v| + 2^-40 E, E = sum of |input| of the row (the second term
+ *   bounds the float64 error with a wide margin; tested).
+ *   CUDA backend: cuFFT in float32. Error bound tested by the parity suite, normwise per row:
  *     ||v - v64||_2 <= 2^-24 (2 log2(n) + 8) ||v64||_2      (v the whole output row)
- *   measured on an H100 (2026-11-22): largest error / bound 0.19 over the parity test's shapes.
- *   Measured on the CPU (tests/unit/test_fft.cpp, uniform and wide-exponent inputs, n = 1 .. 64,
- *   powers of two, odd, prime and composite n up to 4099, seeds 0x5eed2026 and 7): largest
- *   normwise relative error 5.4e-8 = 0.91 u (forward), 4.3e-8 = 0.71 u (inverse), i.e. the float32
- *   rounding of the result only.
  *   cuFFT limits (CUDA only, whenever there is work to do): n <= INT_MAX (2147483647), else
- *   TLRT_ERR_INVALID_ARGUMENT; the batch is not limited (64-bit plans).
- *   cuFFT plans are cached per (kind, n, batch, layout, device): at most 16, least recently used
- *   destroyed, thread-safe; a plan is checked out by one thread at a time; its work area comes from
- *   the stream-ordered pool on each call (accounted like every other allocation). Upstream built and
- *   destroyed a plan on every call.
+ *   TLRT_ERR_INVALID_ARGUMENT; the batch is not limited.
+ *   Both backends cache their plans (at most 16 each, least recently used evicted) and are
+ *   thread-safe; on CUDA a call's work area comes from the stream-ordered pool (accounted like
+ *   every other allocation).
  *
  * SPECIAL VALUES: a transform is a sum over the whole row, so a NaN or an infinity in a row makes
  * (generally every) bin of that row non-finite; which component becomes NaN and whether an
@@ -119,11 +106,10 @@ TLRT_API tlrt_status tlrt_irfft1d_packed(const tlrt_buffer *spec, uint64_t batch
  *
  * Numeric class: library. CPU: everything in float64 (transforms, mixing sums) and rounded once:
  * per element |err| <= 2^-24 |v| + 2^-40 E with E the sum of the magnitudes of the terms (tested
- * against a long-double direct evaluation; measured normwise 3.1e-8 = 0.52 u).
- * CUDA: cuFFT float32 transforms along the strided grid axis (istride = width, batch = width), the
- * mixing sums in float32; parity-tested normwise against float64:
- * ||v - v64||_2 <= 2^-24 (4 log2(grid) + 4 width + 16) ||v64||_2 per output buffer, measured:
- * (pending a GPU run). cuFFT limits on CUDA: grid and width <= INT_MAX (TLRT_ERR_INVALID_ARGUMENT).
+ * against a long-double direct evaluation).
+ * CUDA: cuFFT float32 transforms, the mixing sums in float32; parity-tested normwise against
+ * float64: ||v - v64||_2 <= 2^-24 (4 log2(grid) + 4 width + 16) ||v64||_2 per output buffer.
+ * cuFFT limits on CUDA: grid and width <= INT_MAX (TLRT_ERR_INVALID_ARGUMENT).
  * Special values: a NaN or infinity in x, dy or a retained weight generally makes the whole
  * output non-finite (every transform mixes the whole grid).
  * The CPU and CUDA costs: two FFTs of grid x width (one forward, one inverse) and a

@@ -24,7 +24,7 @@
  *   P_t = A_t                         (t = cL),    P_t = P_{t-1} * A_t               (t > cL)
  *   h_t = l_t + P_t * k_c,            k_{c+1} = h_{e_c}.
  * (l is the chunk's state from a zero start, P the running product of A inside the chunk; the
- * carries are a sequential scan over chunks, which the CUDA backend runs as its own phase.)
+ * carries k_c are a sequential scan over chunks.)
  * Backward, in chunk c from the end, with carry-in q_c = A_{e_c + 1} * g_{e_c + 1} for c < C-1:
  *   m_t = dY_t                        (t = e_c),   m_t = A_{t+1} * m_{t+1} + dY_t    (t < e_c)
  *   Q_t = 1                           (t = e_c),   Q_t = A_{t+1} * Q_{t+1}           (t < e_c)
@@ -64,14 +64,9 @@
  * diag_var: empty), dH0 all +0 (a sum over no steps) and an empty dX. D = 0: every output empty.
  * Upstream returned uninitialised device memory for dA, dB, dH0 when T = 0 (its bug 1).
  *
- * COST (CUDA, T > L; chunked in three phases, parallel over channels and chunks, no host
- * synchronisation, scratch of 2 C D floats from the stream-ordered pool): diag_fwd reads X twice
- * and writes out (12 bytes per element), or for D >= 1024 once, in one pass whose blocks hand the
- * carries on in order (8 bytes per element; same operations, same bits); diag_var_fwd reads A, B,
- * X twice (28 bytes per element); T <= L runs one phase (8 and 16 bytes). diag_bwd: about 21
- * bytes per element (dY read twice, out and X once, dX written once, THE TREE's lane partials: 1/8
- * float written and read per element); diag_var_bwd: about 40 bytes per element. cuda/scan.cu
- * gives the kernels and measurements. */
+ * COST: O(T D) operations and memory traffic (each (T, D) input read once or twice, each output
+ * written once); temporary device memory of at most about twice the size of X, from the device's
+ * pool; no host synchronisation. */
 #ifndef TLRT_SCAN_H
 #define TLRT_SCAN_H
 

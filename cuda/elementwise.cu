@@ -1,20 +1,17 @@
-// CUDA backend, elementwise ops.
-//
-// Strategy (all three kernels): 256 threads per block; a block owns chunks of kIlp * 256 float4
-// vectors and each thread loads its kIlp vectors (16-byte loads, coalesced across the warp) before
-// computing and storing any, so every thread keeps kIlp * 16 bytes per input in flight: streaming
-// at HBM3 rates needs ~30 KB in flight per SM, and one float4 per thread (2048 resident threads)
-// left unary ops at 0.89 of the copy bandwidth on the H200. One block per chunk (grid-stride only
-// beyond 2^31 blocks): a capped grid of looping blocks measured no better; a scalar tail
-// handles n % 4. Payloads are 256-byte aligned pool blocks. The per-element function is the
-// shared definition in core/numerics/elementwise_ops.hpp, instantiated per op, compiled with
-// -fmad=false so the device performs exactly the host's operations.
-// Bytes: unary 8n, binary 12n, minmax_bwd 20n. The shared-math ops also cost 40-150 instructions
-// per element (core/numerics/shared_math.hpp), which is above the ~60 the bandwidth roof allows
-// on an H200, so those are compute-bound.
-// Measured: bench/results/2026-11-22-h200-elementwise-*.md.
+// CUDA backend, elementwise ops: unary_kernel<OP>, binary_kernel<OP> and minmax_bwd_kernel.
+// The per-element function is the shared definition of core/numerics/elementwise_ops.hpp,
+// instantiated per op and compiled with -fmad=false, so the device performs exactly the host's
+// operations.
+// Strategy: the chunked streaming loop of cuda/common/chunked.cuh with 256 threads and kIlp = 4
+// float4 vectors per thread (64 bytes per input in flight: HBM3 needs ~30 KB in flight per SM),
+// one block per chunk, then a scalar tail for n % 4. Payloads are 256-byte aligned pool blocks
+// (checked: a misaligned pointer is an internal error).
+// Bytes: unary 8n, binary 12n, minmax_bwd 20n; exact ops 1-3 operations per element. The shared-math
+// ops cost 40-150 instructions per element (core/numerics/shared_math.hpp), above the ~60 that
+// the bandwidth roof allows on an H200: those are compute-bound.
+// Last measured: bench/results/2026-11-24-h100-elementwise.md
 #include "core/backend/elementwise.hpp"
-#include "cuda/common/launch.cuh"
+#include "cuda/common/chunked.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -29,26 +26,6 @@ __device__ __forceinline__ uint64_t thread_index() {
 }
 __device__ __forceinline__ uint64_t grid_stride() { return (uint64_t)gridDim.x * blockDim.x; }
 
-// Visits the float4 vectors of [0, n4) in chunks of kIlp * blockDim.x per block: load(k, i) for
-// every k first, then store(k, i).
-template <class Load, class Store>
-__device__ __forceinline__ void chunked(uint64_t n4, Load load, Store store) {
-  const uint64_t chunk = (uint64_t)kIlp * blockDim.x;
-  for (uint64_t base = (uint64_t)blockIdx.x * chunk + threadIdx.x; base < n4;
-       base += (uint64_t)gridDim.x * chunk) {
-#pragma unroll
-    for (int k = 0; k < kIlp; ++k) {
-      const uint64_t i = base + (uint64_t)k * blockDim.x;
-      if (i < n4) load(k, i);
-    }
-#pragma unroll
-    for (int k = 0; k < kIlp; ++k) {
-      const uint64_t i = base + (uint64_t)k * blockDim.x;
-      if (i < n4) store(k, i);
-    }
-  }
-}
-
 template <ew::Unary OP>
 __global__ void __launch_bounds__(kThreads) unary_kernel(const float *__restrict x,
                                                          float *__restrict y, uint64_t n,
@@ -56,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) unary_kernel(const float *__restrict
   const float4 *x4 = reinterpret_cast<const float4 *>(x);
   float4 *y4 = reinterpret_cast<float4 *>(y);
   float4 v[kIlp];
-  chunked(
+  chunked<kIlp>(
       n / 4, [&](int k, uint64_t i) { v[k] = x4[i]; },
       [&](int k, uint64_t i) {
         float4 r;
@@ -79,7 +56,7 @@ __global__ void __launch_bounds__(kThreads) binary_kernel(const float *__restric
   const float4 *b4 = reinterpret_cast<const float4 *>(b);
   float4 *y4 = reinterpret_cast<float4 *>(y);
   float4 u[kIlp], v[kIlp];
-  chunked(
+  chunked<kIlp>(
       n / 4,
       [&](int k, uint64_t i) {
         u[k] = a4[i];
@@ -106,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) minmax_bwd_kernel(
   float4 *da4 = reinterpret_cast<float4 *>(da);
   float4 *db4 = reinterpret_cast<float4 *>(db);
   float4 u[kIlp], v[kIlp], w[kIlp];
-  chunked(
+  chunked<kIlp>(
       n / 4,
       [&](int k, uint64_t i) {
         u[k] = a4[i];
@@ -125,9 +102,6 @@ __global__ void __launch_bounds__(kThreads) minmax_bwd_kernel(
   for (uint64_t i = n / 4 * 4 + thread_index(); i < n; i += grid_stride())
     ew::minmax_bwd(is_max, a[i], b[i], g[i], &da[i], &db[i]);
 }
-
-// Blocks for n elements: one chunk of kIlp float4 vectors per thread, one block per chunk.
-unsigned grid_of(uint64_t n) { return grid_all((n / 4 + kIlp - 1) / kIlp + 1, kThreads); }
 
 void check_aligned(const void *p) {
   if (((uintptr_t)p & 15u) != 0)
@@ -149,7 +123,8 @@ void unary(int dev, ew::Unary op, const float *x, float *y, uint64_t n, ew::Para
 #undef TLRT_CASE
   }
   if (kernel == nullptr) fail(TLRT_ERR_INTERNAL, "unary elementwise: unknown op %d", (int)op);
-  launch("unary elementwise kernel", kernel, grid_of(n), kThreads, 0, stream(dev), x, y, n, p);
+  launch("unary elementwise kernel", kernel, chunked_grid<kIlp>(n, kThreads), kThreads, 0,
+         stream(dev), x, y, n, p);
 }
 
 void binary(int dev, ew::Binary op, const float *a, const float *b, float *y, uint64_t n,
@@ -167,8 +142,8 @@ void binary(int dev, ew::Binary op, const float *a, const float *b, float *y, ui
 #undef TLRT_CASE
   }
   if (kernel == nullptr) fail(TLRT_ERR_INTERNAL, "binary elementwise: unknown op %d", (int)op);
-  launch("binary elementwise kernel", kernel, grid_of(n), kThreads, 0, stream(dev), a, b, y, n,
-         p);
+  launch("binary elementwise kernel", kernel, chunked_grid<kIlp>(n, kThreads), kThreads, 0,
+         stream(dev), a, b, y, n, p);
 }
 
 void minmax_bwd(int dev, bool is_max, const float *a, const float *b, const float *g, float *da,
@@ -178,8 +153,8 @@ void minmax_bwd(int dev, bool is_max, const float *a, const float *b, const floa
   check_aligned(g);
   check_aligned(da);
   check_aligned(db);
-  launch("minmax_bwd kernel", minmax_bwd_kernel, grid_of(n), kThreads, 0, stream(dev), is_max, a,
-         b, g, da, db, n);
+  launch("minmax_bwd kernel", minmax_bwd_kernel, chunked_grid<kIlp>(n, kThreads), kThreads, 0,
+         stream(dev), is_max, a, b, g, da, db, n);
 }
 
 }  // namespace cuda

@@ -1,50 +1,31 @@
 // CUDA backend, real FFT and spectral convolution: cuFFT for the transforms, three small kernels
-// of our own. Everything runs on the library stream; nothing synchronises; all scratch (spectra,
-// cuFFT work areas) comes from the stream-ordered pool and goes back in stream order.
-//
-// PLANS. cufftMakePlanMany64 (64-bit sizes: no batch limit) with cufftSetAutoAllocation(0), so
-// the work area is ours: taken from the pool for each execution (cufftSetWorkArea) and returned in
-// stream order after it, so it is accounted like every other allocation and shared with the
-// pool's reuse. Plans are cached per (device, R2C / C2R, n, batch, layout) in one process-wide
-// LRU list of at most 16 idle plans under a mutex. A call CHECKS OUT a plan (removes it from the
-// list, or creates a new one when none is idle), sets its stream and work area, enqueues the
-// execution and checks the plan back in: two threads never use one plan at once (two threads
-// with the same shape simply get two plans). A plan beyond the cap is destroyed at check-in
-// (cufftDestroy outside the lock; it may synchronise as cudaFree does, so a steady state of more
-// than 16 shapes costs that on every call). A plan whose execution failed is destroyed, not
-// returned. Layouts: "rows" is the packed layout of abi/tlrt_fft.h (idist n, odist n/2 + 1, unit
-// strides); "cols" transforms the columns of a row-major (grid, width) array (istride = ostride =
-// width, idist = odist = 1, batch = width), the spectral convolution's layout, so no transpose.
-// Upstream created and destroyed a plan on every call.
-//
-// rfft: one R2C straight into the output (the packed layout IS cufftComplex). Bytes: 4 n read +
-// 4 (n + 2) written per row, plus cuFFT's passes (one for n <= ~4096 in shared memory).
-// irfft: prep_spectrum copies the spectrum into scratch (C2R overwrites its input), scaling by
-// 1/n and zeroing the imaginary parts of bins 0 and n/2 ("ignored"): 8 bytes read + 8 written per
-// bin; then one C2R into the output. The 1/n is applied to the spectrum (one rounding more than
-// torch's post-scale, none of its extra pass).
-// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-fft.md): 4096 x 4096 rfft 0.050 ms
-// (0.99x torch.fft.rfft), irfft 0.104 ms (0.70x torch.fft.irfft).
-//
-// SPECTRAL CONVOLUTION (abi/tlrt_fft.h): X = R2C_cols(x) (h = grid/2 + 1 bins x width), then
-// mix_fwd: Z[k, o] = (1/grid) sum_c X[k, c] W[k, c, o] for k < modes (imaginary part zeroed at
-//   bins 0 and grid/2), rows k >= modes zeroed by cudaMemsetAsync; y = C2R_cols(Z).
-//   Block (32 o, 8 c-slices) per (k, 32 columns o): each thread sums c = slice, slice + 8, ...
-//   (W[k, c, o] loads coalesced over o, X[k, c] a broadcast), the 8 slices added in fixed order in
-//   shared memory. Reads modes width^2 8 bytes of weights once; 8 modes width^2 flops.
-// mix_bwd_x: P[k, c] = (1/grid) sum_o D[k, o] conj(W[k, c, o]), D = R2C_cols(dy) with its imaginary
-//   parts at bins 0 and grid/2 zeroed; one warp per (k, c), lanes over o (coalesced along the
-//   weight rows), a shuffle tree; rows k >= modes zeroed; dx = C2R_cols(P).
+// of our own; everything on the library stream, no synchronisation, all scratch (spectra, cuFFT
+// work areas) from the stream-ordered pool, returned in stream order.
+// PLANS: cufftMakePlanMany64 (no batch limit) without auto-allocation: the work area is taken
+// from the pool per execution. Plans are cached per (device, R2C / C2R, n, batch, layout) in one
+// LRU list of at most 16 idle plans under a mutex; a call checks a plan out (or creates one), runs
+// it and checks it back in, so two threads never share a plan. A plan past the cap is destroyed
+// at check-in (outside the lock: cufftDestroy may synchronise); a plan whose execution failed is
+// destroyed. Layouts: "rows", abi/tlrt_fft.h's packed rows; "cols", the columns of a row-major
+// (grid, width) array (stride and batch = width), the spectral convolution's, so no transpose.
+// rfft: one R2C into the output (the packed layout is cufftComplex): 4n read, 4(n + 2) written
+//   per row plus cuFFT's passes. irfft: prep_spectrum copies the spectrum (C2R overwrites its
+//   input), scaled by 1/n, imaginary parts of bins 0 and n/2 zeroed: 16 bytes per bin; then C2R.
+//   The 1/n scales the spectrum (one rounding more than torch's post-scale, one pass fewer).
+// Spectral convolution: per call two transforms of grid x width (bwd_w: two R2C) and scratch of
+// 2 (grid/2 + 1) width complex values; X = R2C_cols(x):
+// mix_fwd: Z[k, o] = (1/grid) sum_c X[k, c] W[k, c, o], k < modes; rows k >= modes zeroed by a
+//   memset; y = C2R_cols(Z). Block (32 o, 8 c-slices) per (k, 32 o): weight loads coalesced over
+//   o, X[k, c] a broadcast, the 8 slices summed in fixed order in shared memory. Reads the
+//   8 modes width^2 bytes of weights once; 8 modes width^2 flops.
+// mix_bwd_x: P[k, c] = (1/grid) sum_o D[k, o] conj(W[k, c, o]), D = R2C_cols(dy) with edge-bin
+//   imaginary parts zeroed; one warp per (k, c), lanes over o (coalesced), a shuffle tree; rows
+//   k >= modes zeroed; dx = C2R_cols(P). Same bytes and flops as mix_fwd.
 // grad_w<RE, IM>: dW[k, c, o] = (c_k / grid) conj(X[k, c]) D[k, o], one thread per (k, c, o),
-//   consecutive threads consecutive o (coalesced writes: 4 bytes per weight and part written), X
-//   a broadcast, D[k, .] cached. Only the requested parts are computed and written.
-// Per call: fwd and bwd_x two cuFFT transforms of grid x width, scratch 2 h width complex;
-// bwd_w two R2C. Measured (H100, 2026-11-22): grid 4096, width 64, modes 32: forward 0.044 ms,
-// backward 0.191 ms, 0.09x / 0.16x the time of torch.fft.rfft + einsum + torch.fft.irfft.
-//
-// Status mapping (as cuBLAS in cuda/blas.cu): CUFFT_ALLOC_FAILED -> TLRT_ERR_OUT_OF_MEMORY; a failed
-// execution with a CUDA error pending -> that error (TLRT_ERR_DEVICE_LOST when sticky, else
-// TLRT_ERR_CUDA); any other failure -> TLRT_ERR_LIBRARY with the cufftResult name.
+//   consecutive o (coalesced writes, 4 bytes per weight and part); only the requested parts.
+// Errors as cuBLAS's in cuda/blas.cu: CUFFT_ALLOC_FAILED -> TLRT_ERR_OUT_OF_MEMORY; a failed
+// execution with a CUDA error pending -> that error; any other -> TLRT_ERR_LIBRARY.
+// Last measured: bench/results/2026-11-22-h100-fft.md
 #include <cufft.h>
 
 #include <list>
@@ -99,7 +80,7 @@ struct Key {
   int dev;
   cufftType type;  // CUFFT_R2C or CUFFT_C2R
   long long n, batch;
-  bool cols;  // column layout of a (n, batch) row-major array (see PLANS)
+  bool cols;  // column layout of a (n, batch) row-major array (PLANS)
   bool operator==(const Key &o) const {
     return dev == o.dev && type == o.type && n == o.n && batch == o.batch && cols == o.cols;
   }
@@ -315,8 +296,6 @@ __global__ void grad_w(const float2 *__restrict X, const float2 *__restrict D, u
   }
 }
 
-unsigned grid_y(u64 modes) { return (unsigned)(modes < kMaxGridY ? modes : kMaxGridY); }
-
 }  // namespace
 
 void rfft(int dev, const float *x, uint64_t batch, uint64_t n, float *out) {
@@ -342,7 +321,7 @@ void spectral_conv_fwd(int dev, const float *x, const float *w_re, const float *
   if (modes < h)
     check(cudaMemsetAsync(Z.as<float2>() + modes * width, 0, (h - modes) * width * sizeof(float2), s),
           "cudaMemsetAsync");
-  const dim3 block(32, 8), g((unsigned)((width + 31) / 32), grid_y(modes));
+  const dim3 block(32, 8), g(blocks(width, 32), blocks_y(modes));
   mix_fwd<<<g, block, 0, s>>>(X.as<float2>(), w_re, w_im, grid, width, modes, 1.0f / (float)grid,
                               Z.as<float2>());
   check_launch("mix_fwd");
@@ -358,7 +337,7 @@ void spectral_conv_bwd_x(int dev, const float *w_re, const float *w_im, const fl
   if (modes < h)
     check(cudaMemsetAsync(P.as<float2>() + modes * width, 0, (h - modes) * width * sizeof(float2), s),
           "cudaMemsetAsync");
-  const dim3 block(32, 8), g((unsigned)((width + 7) / 8), grid_y(modes));
+  const dim3 block(32, 8), g(blocks(width, 8), blocks_y(modes));
   mix_bwd_x<<<g, block, 0, s>>>(D.as<float2>(), w_re, w_im, grid, width, modes,
                                 1.0f / (float)grid, P.as<float2>());
   check_launch("mix_bwd_x");

@@ -1,80 +1,37 @@
-// CUDA backend, layout: the strided gather and the tiled transposition of core/backend/layout.hpp.
-// (Concatenations and slices are cudaMemcpyAsync device-to-device copies issued by core through
-// the memory backend: copy bandwidth by construction.)
-//
-// Both kernels take their plan BY VALUE as a kernel parameter (dims, strides and precomputed
-// division magic numbers: at most ~300 bytes of parameter space), so a call is one launch with no
-// upload and no synchronisation. Index arithmetic is 32-bit when the output count and every input
-// offset fit below 2^32 (the common case: 2^26-element tensors), 64-bit otherwise; grid-stride
-// loops run on 64-bit counters and the grids are capped at 2^31 - 1 blocks, so any size works.
-// Divisions by the (runtime) extents use FastDiv: q = n / d as one multiply-high, a subtract, an
-// add and two shifts (Granlund & Montgomery 1994, fig. 4.1; exact for every n of the type, the
-// magic number computed on the host per call), never a hardware integer division.
-//
-// gather_kernel (lay::Gather: broadcasts, row-block copies, thin transposes): one thread per
-// group of 4 consecutive output elements (one float4 store; 256 threads per block, each thread
-// handling kIlp = 4 groups 1024 groups apart, all loads issued before any store, so 64 bytes per
-// thread are in flight and every warp store writes 512 contiguous bytes). A group's input
-// position is decoded from its index once (rank - 1 FastDivs over the plan's extents). Three
-// modes, chosen on the host from the plan:
-//   VEC   (innermost stride 1, innermost extent and all other strides multiples of 4: contiguous
-//          row blocks such as vec_to_rows, (p, q, r) -> (q, p, r) swaps with r % 4 == 0,
-//          (a, 1, c) -> (a, b, c) broadcasts): the plan is rescaled to float4 units and the group
-//          is one aligned float4 load (for vec_to_rows the vector stays in L1/L2; only the output
-//          reaches DRAM). Bytes: 4 n written + 4 n read (4 size(x) from DRAM for a broadcast).
-//   SPLAT (innermost stride 0, innermost extent a multiple of 4: vec_to_cols, scalar -> any):
-//          one scalar load per group, replicated. Bytes: 4 n written + 4 size(x) read.
-//   SCALAR (everything else: extents not multiples of 4, small transposes whose sides are both
-//          < 64): four scalar loads; the first position is decoded, the next three advance the
-//          innermost index and offset (a fresh decode only when a row ends); a partial last
-//          group stores element by element. Reads with a small stride stay within a few cache
-//          lines per warp (L1/L2 absorb the reuse); DRAM traffic stays ~ 4 n + 4 size(x).
-// Predicted: VEC and SPLAT >= 0.9 of copy bandwidth (a copy-shaped stream with 1 FastDiv per 16
-// bytes written), SCALAR 0.6-0.9 depending on the stride. Measured (H100, 2026-11-22,
-// bench/results/2026-11-22-h100-layout.md, the run committed with this kernel): VEC 0.95-1.04 on
-// the broadcasts and the row-block swap ((64, 1024, 1024) at depth 0: 0.95), but 0.90 / 0.88 /
-// 0.87 for the swaps above a trailing 16 / 8 / 4; SPLAT 0.91-1.04 (vec_to_cols (65536, 1024)
-// 0.91); SCALAR 1.02 for both vector broadcasts at (65537, 1023), 0.45 for the swap above a
-// trailing 2 at (32, 1024, 1024, 2) (1.22x PyTorch) and 0.08 for the 8-D reversal of (8, 8, 8, 8,
-// 8, 8, 8, 32) (2.217 ms, as PyTorch). VEC / SPLAT held except the narrow trailing blocks;
-// SCALAR held at small strides only. The trailing 2 / 4 swaps are tiled since 2026-11-24 (below).
-//
-// transpose_kernel (lay::Transpose: transpose2d, permute3d_*, swap_adjacent_at_depth with a
-// size-1 trailing block, general permutations that move the contiguous axis; core sends the
-// transpositions with a side of >= 64 elements): one 256-thread block per tile of TP x TQ = 4096
-// elements of one batch (TP along the axis contiguous in x, TQ along the axis contiguous in y;
-// tiles of a batch in row-major order, then batches; blocks loop beyond 2^31 - 1 tiles); 16
-// elements per thread. 64 x 64 when both sides have >= 64 elements; a thin side gets the
-// smallest power of two >= it (at least 2) and the other side the rest (e.g. 8 x 512 for a
-// (2^23, 8) matrix, 4 x 1024 for (4096, 4) slabs), so every tile still reads and writes whole
-// rows. Loads: thread t reads the
-// tile's linear positions t + 256 r (r < 16) in x's row-major order, so each warp load covers 32
-// consecutive floats of an x row (or 32 / TP whole short rows), all 16 loads issued before the
-// shared-memory stores; tile[j][i] has rows of TP + 1 floats (odd), so the column reads are
-// conflict-free for TQ >= 32 (at most 2-3 way for the thinner shapes); stores walk the tile in y's
-// row-major order (128 contiguous bytes per warp store). Interior tiles skip the bounds checks.
-// 16.4-24.6 KB of shared memory per block. Bytes: 8 per element (4 read + 4 written), each byte of
-// DRAM touched once.
-// Predicted: >= 0.85 of copy bandwidth for (65536, 1024), (1024, 65536) and 2^26-element 3-D
-// permutations, >= 0.6 for thin (8-wide) transposes. Measured (H100, bench/results/2026-11-24-
-// h100-layout.md): 0.94-0.98 on those, 0.96-0.97 on the thin ones, but 0.68 at (8191, 8193).
-//
-// Elements of w = 2 or 4 floats (lay::Transpose::w: a swap of axes above a trailing block of 2
-// or 4 floats, e.g. (32, 1024, 1024, 2) at depth 1) run the same kernel on float2 / float4
-// elements with tiles of 2048 / 1024 elements (16 KB, 64 bytes per thread as for floats). They
-// went to the SCALAR gather before: (32, 1024, 1024, 2) 0.45 of copy bandwidth, 1.21x PyTorch's
-// time; trailing 4 to the VEC gather, 0.86 at (64, 512, 512, 4). PREDICTION: both ~0.93 (the
-// float tiles' figure). Measured (H100, 2026-11-24): both 0.97 (0.184 ms; 0.56x / 0.68x
-// PyTorch's time).
-//
-// Test hook: with the environment variable TLRT_LAYOUT_INDEX64=1 (read per call) both kernels use
-// 64-bit index arithmetic whatever the sizes, so that the parity suite covers the 64-bit variants
-// (which otherwise need tensors of more than 2^32 elements) on ordinary shapes.
-//
-// Data is moved by float loads and stores, which never alter a bit pattern (NaN payloads,
-// signalling NaNs, -0 and subnormals pass unchanged): bitwise identical to the CPU backend.
+// CUDA backend, layout: the strided gather and the tiled transposition of core/backend/layout.hpp
+// (concatenations and slices are device-to-device copies issued by core). Data moves by float
+// loads and stores, which never alter a bit pattern: bitwise the CPU backend's.
+// Both kernels take their plan by value as a kernel parameter (dims, strides, division magic
+// numbers: <= ~300 bytes), so a call is one launch, no upload, no synchronisation. Index arithmetic
+// is 32-bit when the output count and every input offset fit below 2^32, 64-bit otherwise; loops
+// run on 64-bit counters over grids capped at kMaxGrid. Divisions by runtime extents use FastDiv
+// (Granlund & Montgomery 1994, fig. 4.1: multiply-high, subtract, add, two shifts; exact for every
+// n of the type), never a hardware integer division.
+// gather_kernel (lay::Gather: broadcasts, row-block copies, thin transposes): one thread per group
+// of 4 consecutive outputs (one float4 store), kIlp = 4 groups per thread 1024 groups apart with
+// all loads issued before any store (64 bytes in flight per thread; 512 contiguous bytes per warp
+// store); a group's input position is decoded once (rank - 1 FastDivs). Modes, chosen on the host:
+//   VEC (innermost stride 1, innermost extent and other strides multiples of 4): the plan in
+//     float4 units, one aligned float4 load per group. 4n bytes written, 4n read (4 size(x) from
+//     DRAM for a broadcast).
+//   SPLAT (innermost stride 0, innermost extent a multiple of 4): one scalar load per group,
+//     replicated. 4n written, 4 size(x) read.
+//   SCALAR (the rest): four scalar loads; the next three advance the innermost index (a fresh
+//     decode only when a row ends); a partial last group stores element by element. ~4n + 4
+//     size(x) bytes of DRAM traffic (small strides stay within a few lines per warp).
+// transpose_kernel (lay::Transpose: transposes and permutations that move the contiguous axis,
+// with a side of >= 64 elements; swaps above a trailing block of w = 2 or 4 floats as float2 /
+// float4 elements): one 256-thread block per 16 KB tile of TP x TQ elements of one batch (tiles
+// in row-major order, then batches; blocks loop past kMaxGrid tiles), 64 bytes per thread. 64 x 64
+// floats when both sides have >= 64 elements, else the thin side gets the smallest power of two
+// >= it (at least 2) and the other side the rest, so tiles still move whole rows (tile_p). Thread
+// t loads the tile's linear positions t + 256 r in x's order (each warp load 32 consecutive floats
+// of a row, or whole short rows), all before the shared-memory stores; tile rows of TP + 1
+// elements (odd) keep the column reads conflict-free for TQ >= 32; stores walk y's row-major order
+// (128 contiguous bytes per warp). Interior tiles skip the bounds checks. Bytes: 8 per element,
+// each byte of DRAM touched once.
+// Last measured: bench/results/2026-11-27-h100-s9-layout.md
 #include <cstdint>
-#include <cstdlib>
 
 #include "core/backend/layout.hpp"
 #include "cuda/common/launch.cuh"
@@ -253,8 +210,7 @@ void launch_gather(int dev, const float *x, const lay::Gather &g, float *y) {
   p.inner_dim = p.dim[r - 1];
   p.inner_stride = p.stride[r - 1];
   p.groups = mode == kScalar ? (g.n + 3) / 4 : g.n / 4;
-  const uint64_t blocks = (p.groups + (uint64_t)kIlp * kThreads - 1) / ((uint64_t)kIlp * kThreads);
-  const unsigned grid = (unsigned)(blocks < kMaxGrid ? blocks : kMaxGrid);
+  const unsigned grid = blocks(p.groups, (uint64_t)kIlp * kThreads);
   cudaStream_t s = stream(dev);
   if (mode == kVec)
     gather_kernel<I, kVec><<<grid, kThreads, 0, s>>>(x, y, p);
@@ -289,17 +245,11 @@ struct Walk {
   static constexpr __device__ unsigned dcol(int r) { return W <= 256 ? 0 : (r % (W / 256)) * 256; }
 };
 
-// One tile of TP x TQ = 4096 elements (TP along the axis contiguous in x, TQ along the axis
-// contiguous in y) per block iteration; thread t handles the linear positions t + 256 r, r < 16,
-// of the tile: read in x's row-major order (x row j, column i: a warp reads 32 consecutive floats
-// of a row, or 32 / TP whole rows when TP < 32), written in y's row-major order likewise. Each
-// thread keeps one x and one y offset and adds compile-time multiples of the row strides.
-// tile[j][i] has rows of TP + 1 floats (odd), so the column reads of the store phase hit 32
-// distinct banks when TQ >= 32, and the row writes of the load phase conflict at most 2 ways
-// (only when TP < 32).
-// E: the element (float, or float2 / float4 for lay::Transpose::w = 2 / 4: 8- and 16-byte shared
-// accesses are served per half / quarter warp, and the odd row length in elements keeps them
-// conflict-free the same way).
+// One TP x TQ tile per block iteration (TP along x's contiguous axis, TQ along y's); each thread
+// keeps one x and one y offset and adds compile-time multiples of the row strides. Rows of TP + 1
+// elements: the store phase's column reads hit 32 banks for TQ >= 32, the load phase's row writes
+// conflict at most 2 ways (TP < 32); 8- and 16-byte elements are served per half / quarter warp
+// and stay conflict-free the same way.
 template <class I, unsigned TP, class E>
 __global__ void __launch_bounds__(kThreads)
     transpose_kernel(const E *__restrict x, E *__restrict y, TransK<I> p) {
@@ -363,15 +313,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The tile shape: 64 x 64 when both sides have >= 64 elements; otherwise TP (resp. TQ) is the
-// smallest power of two >= the short side (at least 2) and the other side takes the rest of the
-// 4096 elements, so that thin transposes still move 4096-element tiles with whole rows. (The
-// floor was 8 until 2026-11-24: a 4-wide side then filled half of every tile, all of them
-// boundary tiles: permute3d_acb / _cab of (4096, 4096, 4) measured 0.64 of copy bandwidth
-// against 0.94-0.98 for the other permutations; 1.19x PyTorch's time for acb. PREDICTION with
-// 4 x 1024 tiles: ~0.9. Measured (H100, 2026-11-24): cab 0.97, acb 0.98 (0.43x / 0.77x
-// PyTorch).)
-// (Elements of 2 or 4 floats: tiles of 2048 / 1024 elements, 64 x 32 / 64 x 16 for wide sides.)
+// TP of the tile (TQ = tile / TP): 64 when both sides have >= 64 elements, else the smallest power
+// of two >= the short side (at least 2) for that side and the rest of the tile for the other.
 unsigned tile_p(uint64_t p, uint64_t q, unsigned tile) {
   auto pow2 = [](uint64_t v) {
     unsigned t = 2;
@@ -404,8 +347,7 @@ void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y
     p.bdiv[k] = fast_div<I>(t.bdim[k]);
   }
   p.tasks = t.batch * tq * tp;  // <= n: every tile holds an element
-  const unsigned grid = (unsigned)(p.tasks < kMaxGrid ? p.tasks : kMaxGrid);
-  transpose_kernel<I, TP, E><<<grid, kThreads, 0, stream(dev)>>>(
+  transpose_kernel<I, TP, E><<<blocks(p.tasks, 1), kThreads, 0, stream(dev)>>>(
       reinterpret_cast<const E *>(x), reinterpret_cast<E *>(y), p);
   check_launch("layout transpose_kernel");
 }
@@ -446,17 +388,12 @@ void launch_transpose(int dev, const float *x, const lay::Transpose &t, float *y
 // SCALAR gather may compute but never loads) fits.
 constexpr uint64_t kMax32 = 0xFFFFFFFFull - 16;
 
-bool force_index64() {
-  const char *e = std::getenv("TLRT_LAYOUT_INDEX64");
-  return e != nullptr && e[0] == '1';
-}
-
 }  // namespace
 
 void strided_copy(int dev, const float *x, const lay::Gather &plan, float *y) {
   uint64_t max_off = 0;  // the largest input offset: sum of (dims[k] - 1) * stride[k]
   for (uint32_t k = 0; k < plan.rank; ++k) max_off += (plan.dims[k] - 1) * plan.stride[k];
-  if (plan.n <= kMax32 && max_off <= kMax32 && !force_index64())
+  if (plan.n <= kMax32 && max_off <= kMax32)
     launch_gather<uint32_t>(dev, x, plan, y);
   else
     launch_gather<uint64_t>(dev, x, plan, y);
@@ -465,7 +402,7 @@ void strided_copy(int dev, const float *x, const lay::Gather &plan, float *y) {
 void tiled_transpose(int dev, const float *x, const lay::Transpose &plan, float *y) {
   // Every x and y offset is < n (a permutation of n elements) or, with repeated batch axes, < n
   // on the y side and smaller on the x side.
-  if (plan.n <= kMax32 && !force_index64())
+  if (plan.n <= kMax32)
     launch_transpose<uint32_t>(dev, x, plan, y);
   else
     launch_transpose<uint64_t>(dev, x, plan, y);

@@ -1,29 +1,19 @@
-// CUDA backend, fused optimizer steps, in place: the per-element definitions of
-// core/numerics/optim_ops.hpp (abi/tlrt_optim.h), bit for bit the CPU's (built with -fmad=false;
-// the square root and division are __fsqrt_rn / __fdiv_rn, every fma explicit). One kernel launch
-// per call, on the library stream; no allocation, no synchronisation, no host data beyond the
-// kernel parameters (the scalars, computed by core).
-//
-// sgd_kernel<MOMENTUM, FIRST> and adam_kernel: elementwise streaming, the layout of
-// cuda/elementwise.cu: 256 threads per block, a block owns chunks of kIlp * 256 float4 vectors and
-// each thread issues all its 16-byte loads of a chunk (kIlp vectors of every stream) before
-// computing and storing any, to keep enough bytes in flight per SM; one block per chunk (grid
-// stride only beyond 2^31 blocks); a scalar tail handles n % 4. Payloads are 256-byte aligned
-// pool blocks (checked: a misaligned pointer is an internal error, never a silent slow path).
-// The scalar flags (momentum, first step, nesterov, weight decay) are template parameters or
-// uniform branches: no divergence.
-// Bytes per element (the floor is the bytes, not the FLOPs: Adam is ~12 flops, one sqrt and two
-// divisions per element, far below the compute roof):
+// CUDA backend, fused optimizer steps, in place: sgd_kernel<MOMENTUM, FIRST> and adam_kernel, the
+// per-element definitions of core/numerics/optim_ops.hpp (abi/tlrt_optim.h) bit for bit (built
+// with -fmad=false; sqrt and division are __fsqrt_rn / __fdiv_rn, every fma explicit). One launch
+// per call on the library stream; no allocation, no synchronisation; the scalars come from core.
+// Strategy: the chunked streaming loop of cuda/common/chunked.cuh (256 threads, kIlp = 2 float4
+// vectors per stream per thread: Adam has 8 loads in flight), one block per chunk, a scalar tail
+// for n % 4. Payloads are 256-byte aligned pool blocks (checked). The flags (momentum, first
+// step, nesterov, weight decay) are template parameters or uniform branches.
+// Bytes per element (Adam is ~12 flops, one sqrt and two divisions: far below the compute roof):
 //   SGD, no momentum:          p, g read; p written                      12 B
 //   SGD, momentum, step 1:     p, g read; p, buf written                 16 B
 //   SGD, momentum, step > 1:   p, g, buf read; p, buf written            20 B
 //   Adam / AdamW:              p, g, m, v read; p, m, v written          28 B
-// PyTorch's fused Adam (torch.optim.Adam(fused=True)) moves the same 28 B per element.
-// Predicted: ~90% of copy bandwidth for n >= 2^22 (launch-bound, ~3 us, below ~2^18 elements).
-// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-optim.md): 0.96 of copy bandwidth at
-// 2^24 elements, 0.99-1.00 at 2^26 (0.84-0.94x torch.optim fused); 2^20: launch-bound.
+// Last measured: bench/results/2026-11-22-h100-optim.md
 #include "core/backend/optim.hpp"
-#include "cuda/common/launch.cuh"
+#include "cuda/common/chunked.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -32,26 +22,6 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kIlp = 2;  // float4 vectors per stream per thread per chunk (Adam: 8 loads in flight)
-
-// Visits the float4 vectors [0, n4) in chunks of kIlp * blockDim.x per block: load(k, i) for every
-// k first, then step(k, i).
-template <class Load, class Step>
-__device__ __forceinline__ void chunked(uint64_t n4, Load load, Step step) {
-  const uint64_t chunk = (uint64_t)kIlp * blockDim.x;
-  for (uint64_t base = (uint64_t)blockIdx.x * chunk + threadIdx.x; base < n4;
-       base += (uint64_t)gridDim.x * chunk) {
-#pragma unroll
-    for (int k = 0; k < kIlp; ++k) {
-      const uint64_t i = base + (uint64_t)k * blockDim.x;
-      if (i < n4) load(k, i);
-    }
-#pragma unroll
-    for (int k = 0; k < kIlp; ++k) {
-      const uint64_t i = base + (uint64_t)k * blockDim.x;
-      if (i < n4) step(k, i);
-    }
-  }
-}
 
 // The scalar tail [n / 4 * 4, n): at most 3 elements, taken by the first threads of the grid.
 __device__ __forceinline__ uint64_t tail_index(uint64_t n) {
@@ -70,7 +40,7 @@ __global__ void __launch_bounds__(kThreads)
   const float4 *g4 = reinterpret_cast<const float4 *>(g);
   float4 *b4 = reinterpret_cast<float4 *>(buf);
   float4 vp[kIlp], vg[kIlp], vb[kIlp];
-  chunked(
+  chunked<kIlp>(
       n / 4,
       [&](int k, uint64_t i) {
         vp[k] = p4[i];
@@ -109,7 +79,7 @@ __global__ void __launch_bounds__(kThreads)
   float4 *m4 = reinterpret_cast<float4 *>(m);
   float4 *v4 = reinterpret_cast<float4 *>(v);
   float4 vp[kIlp], vg[kIlp], vm[kIlp], vv[kIlp];
-  chunked(
+  chunked<kIlp>(
       n / 4,
       [&](int k, uint64_t i) {
         vp[k] = p4[i];
@@ -135,9 +105,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One chunk of kIlp float4 vectors per thread, one block per chunk (at least one block: the tail).
-unsigned grid_of(uint64_t n) { return grid_all((n / 4 + kIlp - 1) / kIlp + 1, kThreads); }
-
 void check_aligned(const void *q) {
   if (((uintptr_t)q & 15u) != 0)
     fail(TLRT_ERR_INTERNAL, "optim: device pointer %p is not 16-byte aligned", q);
@@ -150,7 +117,7 @@ void sgd_step(int dev, float *p, const float *g, float *buf, uint64_t n, const o
   check_aligned(g);
   if (buf) check_aligned(buf);
   cudaStream_t st = stream(dev);
-  const unsigned grid = grid_of(n);
+  const unsigned grid = chunked_grid<kIlp>(n, kThreads);
   if (buf == nullptr)
     sgd_kernel<false, false><<<grid, kThreads, 0, st>>>(p, g, nullptr, n, s);
   else if (s.first)
@@ -167,7 +134,7 @@ void adam_step(int dev, float *p, const float *g, float *m, float *v, uint64_t n
   check_aligned(m);
   check_aligned(v);
   cudaStream_t st = stream(dev);
-  adam_kernel<<<grid_of(n), kThreads, 0, st>>>(p, g, m, v, n, a);
+  adam_kernel<<<chunked_grid<kIlp>(n, kThreads), kThreads, 0, st>>>(p, g, m, v, n, a);
   check_launch("adam_step kernel");
 }
 

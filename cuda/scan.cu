@@ -1,69 +1,34 @@
 // CUDA backend, selective scan: the DEFINITIONS of abi/tlrt_scan.h (chunks of L = TLRT_SCAN_CHUNK =
 // 64 steps) with the step formulas of core/backend/scan.hpp (__fmul_rn / __fadd_rn: nothing can
 // contract) and, for diag_bwd's sums over time, THE TREE of core/numerics/reduce_tree.hpp: bit for
-// bit the CPU's (stub/scan.cpp). No atomics, no host synchronisation; everything on the library
-// stream; scratch from the stream-ordered pool, returned in stream order. Grids: x over blocks of
-// channels (consecutive threads = consecutive channels, so every row access of a warp is one
-// coalesced 128-byte line), y over chunks (capped at 65535; kernels loop over the rest).
-//
-// FORWARD, C = ceil(T / L) chunks; bytes per element of X (4 bytes each of X, A, B, out):
-// fwd_aggregate (C > 1): one thread per (channel, chunk c < C-1) walks its chunk from a zero state
-//   and writes the chunk's aggregate (l at the last step, P = product of A) to scratch: reads X
-//   (var: A, B, X), 2 floats written per 64 steps. The loads of a chunk do not depend on the
-//   recurrence: unrolled by 16, they are in flight together.
-// carry_scan (C > 1): the carry scan over chunks, k_{c+1} = l_c + P_c * k_c, C - 1 dependent steps
-//   per channel; 8 warps stage the aggregates through shared memory 64 chunks at a time while one
-//   warp runs the chain (see carry_scan). 8 C D bytes read, 4 C D written: about 1/5 of X's size,
-//   mostly from L2. Predicted ~10-20 us at C = 1024 (T = 65536), D = 1024: one ~1 us load round
-//   trip per 64 steps, overlapped with 64 x ~10 cycles of chain.
-// fwd_out: one thread per (channel, chunk) walks its chunk again from the zero state and writes
-//   out = l + P * k_c: reads X (var: A, B, X), writes out. T <= L runs only this kernel with k = h0.
-// fwd_chained (cuda/kernels/scan.cuh; diag with C > 1 and D >= 1024, since 2026-11-24): the
-//   three phases in one kernel that keeps X in shared memory between its two walks; segments of 8
-//   chunks pass their carry to the next segment's block through flagged words in global memory.
-//   X read once: 8 bytes per element (ideal 8). Same operations in the same order (same bits; the
-//   emulator test scan_emu checks it). Its top comment has the prediction (~0.55-0.7 of copy
-//   bandwidth). Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-scan-fused.md; before:
-//   2026-11-24-h100-scan.md): diag_fwd (16384, 1024) 0.094 -> 0.068 ms (0.48 -> 0.66 of copy
-//   bandwidth), (65536, 1024) 0.332 -> 0.228 (0.54 -> 0.79), (65536, 4096) 1.170 -> 0.772 (0.61
-//   -> 0.93); 0.58-0.93 over the six shapes: above the prediction.
-// Total (three phases): diag 12 bytes per element (ideal 8: at most 67% of copy bandwidth if every
-// pass streams at copy speed), var 28 (ideal 16: at most 57%). Predicted on an H100 at T =
-// 4096..65536, D = 1024..4096: diag ~55-62%, var ~50% of the copy bandwidth. Measured (H100,
-// 2026-11-22, bench/results/2026-11-22-h100-scan.md): diag 0.43-0.58, var 0.38-0.55. ncu at T =
-// 65536, D = 1024: fwd_aggregate 98 us (85% of DRAM peak), carry 115 us, fwd_out 191 us (82%) with
-// the old carry kernel (one thread per channel, loads batched 16 chunks ahead: 112 ns per chunk
-// step with 16 blocks busy, unchanged at 64 ahead), which carry_scan replaced.
-//
-// BACKWARD: the same three phases in reverse time. bwd_aggregate (chunks c >= 1: m and Q at the
-// chunk's first step; reads dY, var: A), carry_scan with BwdChain (q_{c-1} = A_{cL} * (m_c + Q_c *
-// q_c), the last chunk without a carry), then the last pass (g = m + Q * q per step).
-// diag_var: bwd_out_var writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0
-// (reads dY, A, B, X, out; writes 3 streams): with the aggregate pass, 40 bytes per element
-// (ideal 32). Measured (H100, 2026-11-24): 0.39-0.70 of copy bandwidth.
-// diag: bwd_fold (cuda/kernels/scan.cuh) walks the chunks as bwd_out did and, in the same pass,
-// writes dX = B g and folds h_{t-1} g and X g into THE TREE's lanes (the first step of the sums
-// over time, as cuda/layer_norm.cu's column sums lay them out): a block of 16 warps owns 32
-// channels and the 16 scan chunks whose steps are the 16 elements of 64 tree lanes, moves them in
-// step through shared-memory stages and folds each lane in order of its elements. reduce_axis
-// then performs the halving and the chunk levels (3 launches, 2 when T <= 4096; the lane level
-// of dA and dB in one).
-//   Bytes per element, before (2026-11-24): bwd_aggregate reads dY (4); bwd_out reads dY, writes g
-//   into dX (8); lane_fold reads g, out, X and rewrites dX (16); lanes ~1: 29 bytes, ideal 16 (read
-//   dY, out, X; write dX). Measured (H100, 2026-11-24): 0.32-0.52 of copy bandwidth, 0.49 at
-//   (T, D) = (65536, 1024), 0.42 at (16384, 1024): the passes streamed at ~0.9 (65536) and ~0.77
-//   (16384, more fixed cost: 8 launches, the carry chain) of copy bandwidth.
-//   Now: bwd_aggregate 4, bwd_fold 16 (dY, out, X read once; dX written once), lanes ~1, carries
-//   ~0.4: 21.4 bytes per element, one T x D write and one T x D read fewer, 6 launches (were 8).
-//   The fold and dX use exactly the former operations in the same order (same bits; the emulator
-//   test scan_emu checks it against the CPU). bwd_fold: 112 registers, no spills, 64 KiB of shared
-//   memory for 16 warps: one block per SM, ~48 KiB of loads in flight per SM (the next stage's).
-//   PREDICTION (H100): 16 / 21.4 of the former per-byte efficiency, less a few % for the stage
-//   barriers: (65536, 1024) 0.49 -> ~0.62-0.66, (16384, 1024) 0.42 -> ~0.52-0.55, (4096, 4096)
-//   0.44 -> ~0.55, (16384, 4096) 0.50 -> ~0.62 of copy bandwidth.
-//   Measured (H100, 2026-11-24, bench/results/2026-11-24-h100-scan-fused.md): (65536, 1024) 0.59,
-//   (16384, 1024) 0.51, (4096, 4096) 0.53, (16384, 4096) 0.62, (65536, 4096) 0.65, (4096, 1024)
-//   0.35 (was 0.32): at the low end of the prediction (the stage barriers and one block per SM).
+// bit the CPU's (stub/scan.cpp). No host synchronisation; everything on the library stream;
+// scratch from the stream-ordered pool. Grids: x over blocks of channels (consecutive threads =
+// consecutive channels: every row access of a warp is one 128-byte line), y over chunks (capped at
+// kMaxGridY; kernels loop over the rest). About 10 flops per element: bandwidth-bound.
+// FORWARD, C = ceil(T / L) chunks:
+// fwd_aggregate (C > 1): one thread per (channel, chunk c < C - 1) walks its chunk from a zero
+//   state and writes the aggregate (l at the last step, P = product of A) to scratch. The loads
+//   do not depend on the recurrence: kWalk = 16 steps of them are in flight together.
+// carry_scan: the carry chain over chunks, k_{c+1} = l_c + P_c * k_c, C - 1 dependent steps per
+//   channel; 8 warps stage the inputs through shared memory 64 steps at a time while warp 0 runs
+//   the chain, so a global load round trip is paid once per 64 steps. 12 C D bytes, mostly L2.
+// fwd_out: one thread per (channel, chunk) walks its chunk again and writes out = l + P * k_c.
+//   T <= L runs only this kernel, with k = h0.
+// fwd_chained (cuda/kernels/scan.cuh; diag, C > 1, D >= kChainedMinD): the three phases in one
+//   kernel that keeps X in shared memory between its two walks; segments of 8 chunks hand their
+//   carry to the next segment's block through flagged words in global memory.
+// Bytes per element: diag 12 in three phases (ideal 8), 8 chained; var 28 (ideal 16).
+// BACKWARD, the same phases in reverse time: bwd_aggregate (chunks c >= 1: m and Q at the chunk's
+// first step; reads dY, var: A), carry_scan with BwdChain (q_{c-1} = A_{cL} * (m_c + Q_c * q_c),
+// the last chunk without a carry), then the last pass, g = m + Q * q per step:
+// bwd_out_var (diag_var): writes dA = h_{t-1} g, dB = X g, dX = B g per step and dH0 = A_0 g_0;
+//   reads dY, A, B, X, out: 40 bytes per element with the aggregate pass (ideal 32).
+// bwd_fold (diag; cuda/kernels/scan.cuh): the adjoint, dX = B g and THE TREE's lane folds of
+//   h_{t-1} g and X g in one pass; reduce_axis then performs the halving and chunk levels (2
+//   launches when T <= 4096, else 3; the lane level of dA and dB in one). Bytes per element:
+//   bwd_aggregate 4, bwd_fold 16, lanes ~1, carries ~0.4: 21.4 (ideal 16: read dY, out, X;
+//   write dX).
+// Last measured: bench/results/2026-11-24-h100-scan-fused.md
 #include <atomic>
 
 #include "core/backend/memory.hpp"
@@ -82,9 +47,8 @@ using scan::kChunk;
 using scan_kernels::bwd_aggregate;
 using scan_kernels::coef;
 
-// Launch geometry of the (channel, chunk) kernels: threads along channels (a multiple of 32, at
-// most 256), blocks.x over channels, blocks.y over `nchunks` chunks (capped). blocks.x covers D
-// whole for any D a device could hold (2^31 - 1 blocks of 256 channels).
+// The (channel, chunk) kernels' grid: up to 256 threads along channels (a multiple of 32; blocks.x
+// covers any D a device could hold), blocks.y over `nchunks` chunks.
 struct Geometry {
   dim3 grid;
   unsigned threads;
@@ -93,15 +57,11 @@ struct Geometry {
 Geometry geometry(uint64_t D, uint64_t nchunks) {
   const uint64_t w = (D + 31) / 32 * 32;
   const unsigned threads = (unsigned)(w < 256 ? w : 256);
-  const uint64_t gy = nchunks < kMaxGridY ? nchunks : kMaxGridY;
-  return {dim3(blocks(D, threads), (unsigned)(gy == 0 ? 1 : gy), 1), threads};
+  return {dim3(blocks(D, threads), blocks_y(nchunks), 1), threads};
 }
 
-// ---- forward ------------------------------------------------------------------------------------
-
-// Walks chunk [c0, e] of channel j from a zero state: l and P after each step; WRITE: out = l + P * k
-// at each step. The inputs of kWalk steps are loaded before they are used (they do not depend on
-// the recurrence), so each thread keeps kWalk (var: 3 kWalk) loads in flight.
+// Walks chunk [c0, e] of channel j from a zero state: l and P after each step; WRITE: out = l +
+// P * k at each step. Loads kWalk steps of inputs ahead (var: 3 kWalk loads in flight).
 constexpr unsigned kWalk = 16;
 
 template <bool VAR, bool WRITE>
@@ -151,16 +111,9 @@ __global__ void fwd_aggregate(const float *__restrict A, const float *__restrict
   }
 }
 
-// ---- the carry chains ---------------------------------------------------------------------------
-
-// carry_scan<Chain>: the sequential part of a scan, S dependent steps per channel. A block owns 32
-// channels (one lane each) and has 8 warps: all 8 stream the chain's inputs, kStage steps at a time
-// (each warp row by row, 128 coalesced bytes per row), into a double-buffered shared-memory stage
-// while warp 0 runs the chain over the previous stage from shared memory. The global load latency
-// (~1 us) is thus paid once per 64 steps and overlapped with the chain, instead of once per few
-// steps per thread (the one-thread-per-channel kernels this replaces: 112 ns per step at T = 65536,
-// D = 1024, 115 us of a 390 us forward). Chain::step performs exactly the old per-step operations
-// in the same order, so the bits do not change.
+// carry_scan<Chain>, S steps per channel: 32 channels per block; 8 warps load kStage steps (row by
+// row, 128 coalesced bytes each) into a double-buffered shared stage while warp 0 runs the chain
+// over the previous stage. Chain::step performs the DEFINITIONS' carry operations in order.
 constexpr unsigned kCarryLanes = 32;  // channels per block
 constexpr unsigned kCarryWarps = 8;   // loader warps per block (warp 0 also runs the chain)
 constexpr unsigned kStage = 64;       // chain steps per shared-memory stage
@@ -299,8 +252,6 @@ void forward(int dev, const float *A, const float *B, const float *X, const floa
   check_launch("selective_scan fwd_out");
 }
 
-// ---- backward -----------------------------------------------------------------------------------
-
 // Backward carry-in of chunks c < C - 1, from the last chunk down (S = C - 1 steps; step s handles
 // chunk c = C - 1 - s): q_{c-1} = A_{cL} * g_{cL}, g_{cL} = m_c (s = 0) or m_c + Q_c * q_c; stored
 // in carry[(c - 1) * D + j].
@@ -406,8 +357,7 @@ void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, cons
   namespace sk = scan_kernels;
   const uint64_t C = scan::chunks(T);
   FloatScratch carry = carries<false>(dev, A, dY, T, D);
-  // The adjoint, dX = B g, dH0 and THE TREE's lane folds of h_{t-1} g and X g down each column
-  // (lanes of every 4096-step tree chunk, as cuda/layer_norm.cu's column sums lay them out).
+  // THE TREE's lanes of every 4096-step tree chunk, laid out as cuda/layer_norm.cu's column sums.
   const uint64_t nc = red::chunks_of(T);
   const unsigned lanes = row::col_lanes(T);
   const uint64_t np = nc * lanes * D;  // <= T * D + 255 * D
@@ -420,7 +370,7 @@ void scan_diag_bwd(int dev, const float *A, const float *B, const float *X, cons
   static SmemAllowed fold_allowed;
   fold_allowed.ensure(dev, sk::bwd_fold, sk::fold_smem_bytes(sk::kFoldWarps),
                       "selective_scan_diag_bwd: cudaFuncSetAttribute");
-  const dim3 grid(blocks(D, 32), (unsigned)(nkw < kMaxGridY ? nkw : kMaxGridY), 1);
+  const dim3 grid(blocks(D, 32), blocks_y(nkw), 1);
   sk::bwd_fold<<<grid, 32 * warps, smem, st>>>(A, B, X, h0, out, dY, carry.get(), T, D, C, lanes,
                                                nkw, dX, dH0, pa, pb);
   check_launch("selective_scan_diag_bwd bwd_fold");

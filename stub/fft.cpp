@@ -21,8 +21,7 @@
 // Twiddles are float64 cos / sin of exactly reduced angles. Plans are cached per n (at most 16,
 // least recently used evicted, under a mutex; a plan is immutable and shared, so threads may run
 // one plan at once). Single-threaded per call. Cost per row: ~5 n log2 n float64 flops (even n:
-// half of that plus the O(n) pass); Bluestein two FFTs of ~2n points (measured on the build
-// machine: 4096 x 4096 rfft 0.15 s, irfft 0.19 s; 4096 x 4099 (prime, Bluestein) 1.5 s).
+// half of that plus the O(n) pass); Bluestein two FFTs of ~2n points (docs/kernels/fft.md).
 //
 // Spectral convolution: the transforms of abi/tlrt_fft.h along the grid, one channel at a time
 // (gathered from the strided column), the mixing sums over width in float64, only the kept modes

@@ -74,9 +74,8 @@ __attribute__((always_inline)) inline void staged_block(const E *__restrict x, u
 // 16 KiB buffers in L1: x's row segments (256 bytes, whole cache lines) are copied in with vector
 // loads, the block is transposed between the buffers, and y's row segments are copied out with
 // vector stores. Neither x nor y is walked element by element with a large stride: scalar stores
-// down y's columns measured 4.3 ns per element on a 4096 x 4096 matrix (each store's
-// read-for-ownership waits on DRAM and the store buffer fills), this scheme 1.1 ns (a plain copy:
-// 0.4-0.7 ns on the same shared 2-vCPU build machine); 32 x 32 blocks measured 2.3 ns.
+// down y's columns wait on DRAM for each store's read-for-ownership until the store buffer fills
+// (about 4x slower; docs/kernels/layout.md has the figures, and those of 32 x 32 blocks).
 TLRT_CPU_CLONES void transpose_block(const float *__restrict x, uint64_t x_q, uint64_t bp,
                                      uint64_t bq, float *__restrict y, uint64_t y_p) {
   alignas(64) float t[kBlock][kBlock];  // t[j][i] = x[j * x_q + i]

@@ -1,6 +1,5 @@
-// Shared by the CUDA translation units: error mapping, the per-device library stream and its
-// device queries, stream-ordered scratch, per-device kernel attributes. Launch helpers and grid
-// sizing are in cuda/common/launch.cuh.
+// Error mapping, the per-device library stream and device queries, stream-ordered scratch and
+// per-device kernel attributes for cuda/*.cu (launches and grids: cuda/common/launch.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,31 +19,22 @@ namespace cuda {
 // TLRT_ERR_DEVICE_LOST for sticky errors (the context is unusable), TLRT_ERR_CUDA otherwise.
 void check(cudaError_t e, const char *what);
 
-// Checks the launch just made (configuration errors) without synchronising.
-void check_launch(const char *kernel);
+void check_launch(const char *kernel);  // the launch just made, without synchronising
 
 // Makes `dev` current on this thread and returns its library stream (created on first use, with
 // its stream-ordered memory pool configured). Thread-safe.
 cudaStream_t stream(int dev);
 
-// Number of streaming multiprocessors of `dev` (cached; no CUDA call after the first).
+// Device properties, cached (no CUDA call after the first): SMs, compute capability, and the
+// bytes of shared memory one block may opt in to.
 int sm_count(int dev);
-
-// Major compute capability of `dev` (cached; no CUDA call after the first).
 int cc_major(int dev);
-
-// Minor compute capability of `dev` (cached).
 int cc_minor(int dev);
-
-// The most shared memory one block of `dev` may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin,
-// bytes; cached; no CUDA call after the first).
 size_t smem_optin(int dev);
 
-// A per-device array of n unsigned counters for kernels that hand out tickets: allocated and
-// zeroed on first use (cudaMalloc, outside the stream-ordered pool, so that tlrt_allocator_trim can
-// still empty the pool) and kept for the life of the process; the kernels leave every counter at
-// zero when they finish. `what` names it in the error of a failed allocation. The device must be
-// current (stream(dev) makes it so).
+// n ticket counters per device, zeroed on first use and kept for the process (cudaMalloc, outside
+// the pool, which tlrt_allocator_trim can then still empty); kernels leave them at zero. `what`
+// names a failed allocation. The device must be current (stream(dev) makes it so).
 struct ZeroedCounters {
   std::once_flag once;
   cudaError_t error = cudaSuccess;
@@ -52,9 +42,8 @@ struct ZeroedCounters {
 };
 unsigned *zeroed_counters(ZeroedCounters &c, uint64_t n, const char *what);
 
-// A block of the stream-ordered pool for the duration of one call, returned to the pool in stream
-// order when this object dies, which is after the launches that use it have been queued: no
-// synchronisation. Zero bytes allocate nothing (the pointer is null). Movable, not copyable.
+// A block of the stream-ordered pool for one call, returned in stream order when this object dies
+// (after the launches using it are queued): no synchronisation. Zero bytes: a null pointer.
 class Scratch {
  public:
   Scratch() = default;
@@ -89,7 +78,6 @@ class Scratch {
   void *p_ = nullptr;
 };
 
-// The same, sized in floats.
 class FloatScratch : public Scratch {
  public:
   FloatScratch() = default;
@@ -97,9 +85,8 @@ class FloatScratch : public Scratch {
   float *get() const { return as<float>(); }
 };
 
-// A kernel attribute set once per device (with dev current), e.g. its dynamic shared memory above
-// the 48 KiB default for its largest block. Setting it again is harmless, so two threads racing
-// here only repeat it.
+// A kernel attribute set once per device (dev current), e.g. dynamic shared memory above 48 KiB;
+// setting it again is harmless, so racing threads only repeat it.
 struct SmemAllowed {
   static constexpr int kDevs = 64;
   std::atomic<bool> done[kDevs] = {};
