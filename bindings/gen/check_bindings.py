@@ -17,10 +17,14 @@ declared in a header):
     UInt8 -> uint8_t) plus the trailing world argument of the pinned toolchain's IO convention;
   * Julia (julia/TorchleanRT.jl): exactly one raw `tlrt_x(...) = @ccall libtorchlean_rt.tlrt_x(...)`
     whose argument and result types map back to the header's (Julia has no const);
+  * Python (python/_torchlean_rt_abi.py, the declarations torchlean_rt.py binds through ctypes,
+    read back as literals): exactly one prototype with the header's types, names and header;
+    the status enum, defines and structs equal the headers'; every C type has a ctypes spelling;
 and every call of a tlrt_ function in the safe layers (Rust ops.rs `sys::tlrt_x(`, Julia
 `C.tlrt_x(`) passes as many arguments as the header declares. Exits 1 listing every mismatch.
 """
 import argparse
+import ast
 import os
 import re
 import sys
@@ -256,7 +260,76 @@ def check(abi_dir, bdir):
             if n != len(protos[m.group(1)].params):
                 errors.append(f"julia: call of C.{m.group(1)} with {n} arguments, header has "
                               f"{len(protos[m.group(1)].params)}")
+
+    # ---- Python (the declarations torchlean_rt.py binds; read back as literals, never executed)
+    errors += check_python_decls(read("python/_torchlean_rt_abi.py"), abi, protos, symbols)
     return errors, symbols, unmapped
+
+
+def check_python_decls(text, abi, protos, symbols):
+    """python/_torchlean_rt_abi.py: only literal assignments; exactly one prototype per map symbol
+    with the header's types and names (doc comments: bindings_generated_fresh); the status enum,
+    defines and structs the headers'; every C type in CTYPES with a ctypes spelling of the right
+    shape (pointer for pointer)."""
+    errors = []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        return [f"python: not Python: {e}"]
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the docstring
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            return [f"python: line {node.lineno}: not a plain assignment (data only)"]
+        v = node.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "frozenset" \
+                and len(v.args) == 1:
+            v = v.args[0]
+        try:
+            values[node.targets[0].id] = ast.literal_eval(v)
+        except ValueError:
+            return [f"python: line {node.lineno}: {node.targets[0].id} is not a literal"]
+    need = ("HEADERS", "PROTOTYPES", "STATUS", "DEFINES", "STRUCTS", "CTYPES")
+    if any(k not in values for k in need):
+        return [f"python: missing {[k for k in need if k not in values]}"]
+    decl = {}
+    for d in values["PROTOTYPES"]:
+        decl.setdefault(d[0], []).append(d)
+    for s in symbols:
+        p, d = protos[s], decl.get(s, [])
+        if len(d) != 1:
+            errors.append(f"python: {s} declared {len(d)} times")
+            continue
+        _, restype, params, header, _doc = d[0]  # a stale doc is bindings_generated_fresh's
+        if (restype, [tuple(x) for x in params], header) != (p.restype, p.params, p.header):
+            errors.append(f"python: {s} declared as {restype} ({params}) in {header}, header: {p!r}"
+                          f" in {p.header}")
+    extra = sorted(set(decl) - set(protos))
+    if extra:
+        errors.append(f"python: declared but in no header: {extra}")
+    if values["STATUS"] != abi.enums:
+        errors.append("python: STATUS differs from the tlrt_status enum")
+    if values["DEFINES"] != {n: v for n, (v, _) in abi.defines.items()}:
+        errors.append("python: DEFINES differ from the headers' integer #defines")
+    if {n: [tuple(f) for f in fs] for n, fs in values["STRUCTS"].items()} != abi.structs:
+        errors.append("python: STRUCTS differ from the headers' structs")
+    if list(values["HEADERS"]) != abi.headers:
+        errors.append("python: HEADERS differ from the parsed headers")
+    ctypes_of = values["CTYPES"]
+    used = {t for p in abi.protos for t in [p.restype] + [t for t, _ in p.params] if t != "void"}
+    used |= {t for fs in abi.structs.values() for t, _ in fs}
+    for t in sorted(used):
+        c = ctypes_of.get(t)
+        if c is None:
+            errors.append(f"python: C type {t!r} has no ctypes spelling")
+        elif ("*" in t) != (c.startswith("POINTER(") or c in ("c_void_p", "c_char_p")):
+            errors.append(f"python: C type {t!r} spelled {c!r}")
+        elif c.startswith("POINTER(") and c[8:-1] not in abi.structs and not c[8:-1].startswith("c_") \
+                and not c[8:-1].startswith("POINTER("):
+            errors.append(f"python: C type {t!r} spelled {c!r}: an unknown pointee")
+    return errors
 
 
 def main(argv=None):
@@ -270,8 +343,8 @@ def main(argv=None):
     if unmapped:
         print(f"check_bindings: note: {len(unmapped)} header functions are not in torchlean_rt.map "
               f"(bound anyway; tests/abi checks the map): {', '.join(unmapped)}")
-    print(f"check_bindings: {len(symbols)} map symbols x 4 bindings (Rust, Lean shim + decls, "
-          f"Julia): {len(errors)} problems")
+    print(f"check_bindings: {len(symbols)} map symbols x 5 bindings (Rust, Lean shim + decls, "
+          f"Julia, Python declarations): {len(errors)} problems")
     return 1 if errors else 0
 
 

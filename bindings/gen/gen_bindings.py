@@ -1,18 +1,29 @@
 #!/usr/bin/env python3
-"""Generates the Rust, Lean 4 and Julia bindings of libtorchlean_rt from its C headers.
+"""Generates the bindings of libtorchlean_rt (Python declarations, Rust, Lean 4, Julia) from abi/.
 
-    python3 bindings/gen/gen_bindings.py [--abi DIR] [--out DIR]
+Regenerate, from the repository root, after any change to abi/*.h or to this generator:
 
-Reads abi/*.h (see tlrt_abi.py: every TLRT_API prototype, the status enum, the integer defines,
-the structs) and writes, under --out (default: bindings/ of this repository):
+    python3 bindings/gen/gen_bindings.py
+
+(options: --abi DIR, the headers, default abi/; --out DIR, default bindings/). It reads abi/*.h
+with tlrt_abi.py, the one C-header parser of the bindings (every TLRT_API prototype with its doc
+comment, the status enum, the integer defines, the structs), and writes, under --out:
+  python/_torchlean_rt_abi.py          the declarations torchlean_rt.py (ctypes) binds: prototypes,
+                                       enum, defines, structs, the C -> ctypes table (PY_CTYPES)
+                                       and the classification its op wrappers need; the module
+                                       parses no header at import
   rust/torchlean-rt-sys/src/lib.rs     raw extern "C" declarations, #[repr(C)] types, constants
   rust/torchlean-rt/src/ops.rs         the generated part of the safe crate (ops, tape methods)
+  lean/TorchleanRt.lean                the root module of the lean_lib (imports every module below)
   lean/TorchleanRt/Ffi.lean            @[extern] declarations, every call in IO
   lean/c/tlrt_lean_shim.c              the C shim: external objects, status -> IO.userError
+  lean/lakefile.lean, lean/lean-toolchain
   julia/TorchleanRT.jl                 a module with @ccall wrappers and finalizers
 The generated files are committed; the meson test 'bindings_generated_fresh' regenerates them into
-a temporary directory and fails when they differ (a header changed, the bindings did not), and
-check_bindings.py checks them against the headers and abi/torchlean_rt.map. Pure stdlib.
+a temporary directory and fails when they differ (a header changed, the bindings did not),
+check_bindings.py checks them against the headers and abi/torchlean_rt.map, and
+tests/bindings/check_lean_lake.py checks that Lake finds every module the lakefile names. Pure
+stdlib.
 """
 import argparse
 import os
@@ -756,6 +767,22 @@ def gen_lean_wrapper(fn, world):
     return "\n".join(o)
 
 
+# The Lean modules the generator writes under lean/TorchleanRt/ (module name -> path under lean/).
+# The root module TorchleanRt (lean/TorchleanRt.lean, the lakefile's `roots`) imports each of them.
+LEAN_MODULES = {"TorchleanRt.Ffi": "TorchleanRt/Ffi.lean"}
+
+
+def gen_lean_root():
+    o = [f"/- {BANNER} -/"]
+    o += [f"import {m}" for m in LEAN_MODULES]
+    o += ["", "/-!", "# TorchleanRt", "",
+          "The root module of the Lean 4 binding of libtorchlean_rt (the lakefile's `lean_lib`",
+          "root): `import TorchleanRt` imports every module of the library. The declarations are",
+          "in `TorchleanRt.Ffi` (namespace `TorchleanRt.Ffi`; types and constants in `TorchleanRt`).",
+          "-/", ""]
+    return "\n".join(o)
+
+
 _LAKEFILE = '''-- {banner}
 -- Lake build of the Lean 4 binding: the C shim c/tlrt_lean_shim.c compiled against lean.h and the
 -- library headers (abi/), and linked with libtorchlean_rt.
@@ -770,8 +797,11 @@ def tlrtLibDir : String := (get_config? tlrtLibDir).getD "/usr/local/lib"
 package torchleanRt where
   moreLinkArgs := #["-L" ++ tlrtLibDir, "-ltorchlean_rt", "-Wl,-rpath," ++ tlrtLibDir]
 
+-- The library's root is the module TorchleanRt (TorchleanRt.lean, generated: it imports every
+-- module under TorchleanRt/), so `import TorchleanRt` brings in the whole binding.
 @[default_target]
 lean_lib TorchleanRt where
+  roots := #[`TorchleanRt]
   precompileModules := false
 
 target tlrt_lean_shim.o pkg : FilePath := do
@@ -1003,6 +1033,119 @@ def gen_julia_fn(fn):
 
 
 # ==============================================================================================
+# Python: the declarations torchlean_rt.py (ctypes) binds, so that it parses no header at import
+# ==============================================================================================
+
+PY_DECLS = "python/_torchlean_rt_abi.py"
+
+# C type of the headers -> its ctypes spelling: a name of the ctypes module, POINTER(spelling), or
+# the name of a struct of the headers (torchlean_rt.py builds a ctypes.Structure from STRUCTS). The
+# one type table of the Python binding: a type of a prototype or struct field not listed here
+# fails the generator (nothing is guessed); torchlean_rt.ctype_of reads it from the generated file.
+PY_CTYPES = {
+    "tlrt_status": "c_int",   # a C enum: int-sized on every ABI this library targets
+    "tlrt_device": "c_uint32", "uint32_t": "c_uint32", "uint64_t": "c_uint64", "uint8_t": "c_uint8",
+    "double": "c_double", "float": "c_float", "bool": "c_bool",
+    "const float *": "POINTER(c_float)", "float *": "POINTER(c_float)",
+    "const double *": "POINTER(c_double)", "double *": "POINTER(c_double)",
+    "const uint8_t *": "POINTER(c_uint8)", "uint8_t *": "POINTER(c_uint8)",
+    "const uint64_t *": "POINTER(c_uint64)", "const uint32_t *": "POINTER(c_uint32)",
+    "const tlrt_buffer *": "c_void_p", "tlrt_buffer *": "c_void_p",
+    "tlrt_buffer **": "POINTER(c_void_p)",
+    "const tlrt_tape *": "c_void_p", "tlrt_tape *": "c_void_p", "tlrt_tape **": "POINTER(c_void_p)",
+    "bool *": "POINTER(c_bool)", "uint64_t *": "POINTER(c_uint64)",
+    "uint32_t *": "POINTER(c_uint32)", "tlrt_device *": "POINTER(c_uint32)",
+    "tlrt_allocator_stats *": "POINTER(tlrt_allocator_stats)",
+    "const char *": "c_char_p",
+}
+_PY_SCALARS = {t for t, c in PY_CTYPES.items() if "*" not in t}
+
+
+def _py_str(text, indent):
+    """A Python string literal of text, one source line per line of text."""
+    if "\n" not in text:
+        return repr(text)
+    lines = text.split("\n")
+    parts = [repr(l + "\n") for l in lines[:-1]] + ([repr(lines[-1])] if lines[-1] else [])
+    return "(" + ("\n" + " " * (indent + 1)).join(parts) + ")"
+
+
+def gen_python_decls(abi, fns):
+    for p in abi.protos:
+        for t in [p.restype] + [t for t, _ in p.params]:
+            if t != "void" and t not in PY_CTYPES:
+                raise A.AbiError(f"{p.name}: no ctypes type for {t!r}; add it to PY_CTYPES "
+                                 "(bindings/gen/gen_bindings.py)")
+    for sname, fields in abi.structs.items():
+        for t, f in fields:
+            if t not in _PY_SCALARS:
+                raise A.AbiError(f"struct {sname}: field {f} has type {t!r}, not a scalar of "
+                                 "PY_CTYPES")
+    o = [f"# {BANNER}",
+         '"""The declarations of libtorchlean_rt that torchlean_rt.py binds through ctypes.',
+         "",
+         "Written by bindings/gen/gen_bindings.py from the headers in abi/, parsed by",
+         "bindings/gen/tlrt_abi.py (the one C-header parser of the bindings), so importing",
+         "torchlean_rt reads no header. Data only: literals, no imports.",
+         '"""', "",
+         "# The headers, in the order they were read.",
+         "HEADERS = ("]
+    o += [f"    {h!r}," for h in abi.headers]
+    o += [")", "",
+          "# Every TLRT_API function, in header order:",
+          "# (name, result type, ((parameter type, parameter name), ...), header, doc comment).",
+          "PROTOTYPES = ("]
+    for p in abi.protos:
+        params = "(" + "".join(f"({t!r}, {n!r}), " for t, n in p.params).rstrip() + ")"
+        o.append(f"    ({p.name!r}, {p.restype!r}, {params}, {p.header!r},")
+        o.append(f"     {_py_str(p.doc, 5)}),")
+    o += [")", "", "# The tlrt_status enum.", "STATUS = {"]
+    o += [f"    {n!r}: {v}," for n, v in abi.enums.items()]
+    o += ["}", "", "# The integer object-like #defines.", "DEFINES = {"]
+    o += [f"    {n!r}: {v:#x}," if v > 9 else f"    {n!r}: {v}," for n, (v, _) in abi.defines.items()]
+    o += ["}", "", "# The structs: name -> ((field type, field name), ...) in declaration order.",
+          "STRUCTS = {"]
+    for sname, fields in abi.structs.items():
+        o.append(f"    {sname!r}: (")
+        o += [f"        ({t!r}, {f!r})," for t, f in fields]
+        o.append("    ),")
+    o += ["}", "",
+          "# C type -> ctypes spelling (a ctypes name, POINTER(spelling), or a struct of STRUCTS).",
+          "CTYPES = {"]
+    o += [f"    {t!r}: {c!r}," for t, c in PY_CTYPES.items()]
+    o.append("}")
+    # Classification (bindings/gen/tlrt_abi.py) the op wrappers need.
+    optional, uncounted, counts = [], [], []
+    for fn in fns:
+        for q in fn.params:
+            if q.kind == "buf" and q.optional:
+                optional.append((fn.name, q.name))
+            elif q.kind in ("arr64", "arr32") and q.length[0] != "count":
+                if q.length[0] not in ("param", "node_rank", "node_dim0", "node_spatial"):
+                    raise A.AbiError(f"{fn.name}: array {q.name}: length source {q.length} has "
+                                     "no rule in torchlean_rt.py")
+                uncounted.append(((fn.name, q.name), q.length))
+            elif q.kind == "count" and fn.param(q.of).kind in ("arr64", "arr32"):
+                counts.append(((fn.name, q.name), q.of))
+    o += ["", "# Optional buffer parameters (None passes NULL): (function, parameter).",
+          "OPTIONAL_BUFFERS = frozenset({"]
+    o += [f"    {k!r}," for k in optional]
+    o += ["})", "",
+          "# Index arrays without a count parameter: (function, parameter) -> where their length",
+          "# comes from: ('param', name) an integer parameter; ('node_rank' | 'node_dim0' |",
+          "# 'node_spatial', name) the rank, first dimension, or rank minus 2 of a tape node.",
+          "UNCOUNTED = {"]
+    o += [f"    {k!r}: {v!r}," for k, v in uncounted]
+    o += ["}", "",
+          "# Count parameters of index arrays (the binding passes the array's length):",
+          "# (function, count parameter) -> the array parameter before it.",
+          "COUNTS = {"]
+    o += [f"    {k!r}: {v!r}," for k, v in counts]
+    o += ["}", ""]
+    return "\n".join(o)
+
+
+# ==============================================================================================
 
 def generate(abi_dir, out_dir):
     abi = A.parse_abi(abi_dir)
@@ -1010,11 +1153,13 @@ def generate(abi_dir, out_dir):
     files = {
         "rust/torchlean-rt-sys/src/lib.rs": gen_rust_sys(abi),
         "rust/torchlean-rt/src/ops.rs": gen_rust_ops(fns),
-        "lean/TorchleanRt/Ffi.lean": gen_lean_ffi(abi, fns),
+        "lean/" + LEAN_MODULES["TorchleanRt.Ffi"]: gen_lean_ffi(abi, fns),
+        "lean/TorchleanRt.lean": gen_lean_root(),
         "lean/c/tlrt_lean_shim.c": gen_lean_shim(abi, fns),
         "lean/lakefile.lean": _LAKEFILE.format(banner=BANNER),
         "lean/lean-toolchain": LEAN_TOOLCHAIN + "\n",
         "julia/TorchleanRT.jl": gen_julia(abi, fns),
+        PY_DECLS: gen_python_decls(abi, fns),
     }
     for rel, text in files.items():
         write(os.path.join(out_dir, rel), text)

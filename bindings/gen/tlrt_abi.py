@@ -1,7 +1,9 @@
 """Parser and classifier of the public C headers of libtorchlean_rt (pure Python stdlib).
 
-Shared by bindings/gen/gen_bindings.py (writes the Rust, Lean 4 and Julia bindings) and
-bindings/gen/check_bindings.py (checks them against the headers and abi/torchlean_rt.map).
+The one C-header parser of the bindings. Used by bindings/gen/gen_bindings.py (writes the Rust,
+Lean 4 and Julia bindings and the declarations the Python ctypes module binds, so that module
+parses no header at import), bindings/gen/check_bindings.py (checks them against the headers and
+abi/torchlean_rt.map), torchlean_rt.parse_header_text and tests/bindings/test_python.py.
 
 parse_abi(abi_dir) reads the umbrella header torchlean_rt.h, every header it includes (in that
 order) and then any other abi/tlrt_*.h not included yet (sorted), and returns an Abi: the TLRT_API

@@ -12,8 +12,11 @@ def tlrtLibDir : String := (get_config? tlrtLibDir).getD "/usr/local/lib"
 package torchleanRt where
   moreLinkArgs := #["-L" ++ tlrtLibDir, "-ltorchlean_rt", "-Wl,-rpath," ++ tlrtLibDir]
 
+-- The library's root is the module TorchleanRt (TorchleanRt.lean, generated: it imports every
+-- module under TorchleanRt/), so `import TorchleanRt` brings in the whole binding.
 @[default_target]
 lean_lib TorchleanRt where
+  roots := #[`TorchleanRt]
   precompileModules := false
 
 target tlrt_lean_shim.o pkg : FilePath := do

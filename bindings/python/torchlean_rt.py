@@ -1,14 +1,15 @@
 """Python binding of libtorchlean_rt through ctypes: no compiled extension, no required packages.
 
-The C headers are the single source of truth. At import this module
+The C headers are the single source of truth. The generator (bindings/gen/gen_bindings.py) parses
+them with the bindings' one C-header parser (bindings/gen/tlrt_abi.py) and writes the declarations
+into _torchlean_rt_abi.py next to this file: every TLRT_API prototype (with its doc comment), the
+tlrt_status enum, the integer #defines, the tlrt_allocator_stats struct, the C -> ctypes type table
+and the classification the op wrappers need. At import this module reads no header; it
   1. finds the shared library (TORCHLEAN_RT_LIB, else a list of candidates, see _lib_candidates),
-  2. finds the public headers (TORCHLEAN_RT_INCLUDE, else the repository's abi/ next to this file,
-     else <prefix>/include next to the library, /usr/local/include, /usr/include),
-  3. parses every header the umbrella torchlean_rt.h includes: the TLRT_API function prototypes,
-     the tlrt_status enum, the integer #defines and the tlrt_allocator_stats struct,
-  4. sets argtypes/restype of every TLRT_API function from the parsed prototypes (an unknown C type
-     raises HeaderParseError: nothing is guessed), and checks the ABI major version,
-  5. generates one Python function per op of tlrt_elementwise.h and tlrt_rng.h from its prototype:
+  2. loads the generated declarations (_torchlean_rt_abi.py, next to this file),
+  3. sets argtypes/restype of every TLRT_API function from them (an unknown C type raises
+     HeaderParseError: nothing is guessed), and checks the ABI major version,
+  4. generates one Python function per op of the op headers from its prototype:
      `const tlrt_buffer *` parameters take Buffer objects, `double` floats, `uint64_t` ints,
      `tlrt_device` devices; trailing `tlrt_buffer **` parameters become the return value (a Buffer,
      or a tuple of Buffers for max_bwd/min_bwd). Example: rt.add(a, b), rt.clamp(x, -1.0, 1.0),
@@ -23,9 +24,11 @@ import array as _array
 import ctypes
 import ctypes.util
 import glob as _glob
+import importlib
+import importlib.util
 import inspect as _inspect
 import os
-import re
+import sys
 
 __all__ = ["TlrtError", "HeaderParseError", "Buffer", "CPU", "cuda", "stats", "call", "lib",
            "PROTOTYPES", "STATUS", "DEFINES", "OPS"]
@@ -33,6 +36,7 @@ __all__ = ["TlrtError", "HeaderParseError", "Buffer", "CPU", "cuda", "stats", "c
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
 _LIBNAME = "torchlean_rt"
+_DECLS = "_torchlean_rt_abi"   # the generated declarations, next to this file
 
 
 class TlrtError(Exception):
@@ -53,80 +57,15 @@ class TlrtError(Exception):
 
 
 class HeaderParseError(Exception):
-    """The headers contain something this loader does not know how to map (fails loudly)."""
+    """A declaration or C type this binding does not know how to map (fails loudly)."""
 
 
 # ---------------------------------------------------------------------------------------------
-# Header parsing
+# The declarations: generated from the headers (no header is parsed at import)
 # ---------------------------------------------------------------------------------------------
 
 class AllocatorStatsBase(ctypes.Structure):
-    """Base of the tlrt_allocator_stats structure generated from the header."""
-
-
-# Scalar C types of the headers. Pointers are mapped below; a type not listed is an error.
-_SCALARS = {
-    "tlrt_status": ctypes.c_int,   # a C enum: int-sized on every ABI this library targets
-    "tlrt_device": ctypes.c_uint32,
-    "uint32_t": ctypes.c_uint32,
-    "uint64_t": ctypes.c_uint64,
-    "uint8_t": ctypes.c_uint8,
-    "double": ctypes.c_double,
-    "float": ctypes.c_float,
-    "bool": ctypes.c_bool,
-}
-
-
-def _norm_type(t):
-    """'const  float*' -> 'const float *'; 'tlrt_buffer**' -> 'tlrt_buffer **'."""
-    t = " ".join(t.replace("*", " * ").split())
-    return re.sub(r"\*\s+(?=\*)", "*", t)
-
-
-def _strip_comments(text):
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", text)
-
-
-def _blank_preprocessor(text):
-    """Replaces preprocessor lines (with continuations) by empty lines; keeps line numbers."""
-    out, cont = [], False
-    for line in text.split("\n"):
-        if cont or line.lstrip().startswith("#"):
-            cont = line.rstrip().endswith("\\")
-            out.append("")
-        else:
-            out.append(line)
-    return "\n".join(out)
-
-
-def _clean_comment(c):
-    body = c[2:-2] if c.startswith("/*") else c[2:]
-    lines = [re.sub(r"^\s*\* ?", "", l).rstrip() for l in body.split("\n")]
-    return "\n".join(lines).strip()
-
-
-_INT_EXPR = re.compile(r"^[0-9a-fA-FxX()<>|&~+\-*/ ]*$")
-
-
-def _eval_int_define(value, known):
-    """Evaluates an integer #define value such as ((tlrt_device)0u), (((uint64_t)1) << 60) or
-    ((A << 16) | B) with previously parsed names; returns None if it is not an integer expression."""
-    v = re.sub(r"\(\s*(?:uint64_t|uint32_t|uint8_t|int|tlrt_device|tlrt_status)\s*\)", "", value)
-    known = dict({"UINT64_MAX": (1 << 64) - 1, "UINT32_MAX": (1 << 32) - 1}, **known)
-    for name in sorted(re.findall(r"\b[A-Za-z_]\w*\b", v), key=len, reverse=True):
-        if name in known:
-            v = re.sub(r"\b" + name + r"\b", "(%d)" % known[name], v)
-    v = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]+\b", r"\1", v)
-    if not v.strip() or re.search(r"[A-Za-z_]\w*", re.sub(r"0[xX][0-9a-fA-F]+", "", v)):
-        return None
-    if not _INT_EXPR.match(v):
-        return None
-    try:
-        r = eval(v, {"__builtins__": {}}, {})  # only digits, parentheses and operators remain
-    except Exception:
-        return None
-    return r if isinstance(r, int) else None
+    """Base of the tlrt_allocator_stats structure built from the generated declarations."""
 
 
 class Prototype:
@@ -141,108 +80,103 @@ class Prototype:
         return f"{self.restype} {self.name}({ps})"
 
 
+def _load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _load_declarations():
+    """The generated module _torchlean_rt_abi (a sibling module inside a package, else the file
+    next to this one)."""
+    if __package__:
+        return importlib.import_module("." + _DECLS, __package__)
+    path = os.path.join(_HERE, _DECLS + ".py")
+    if not os.path.isfile(path):
+        raise ImportError(f"{path} is missing: torchlean_rt.py needs the declarations "
+                          "bindings/gen/gen_bindings.py generates next to it (install both files)")
+    return _load_module(_DECLS, path)
+
+
+def _header_parser():
+    """The bindings' C-header parser, bindings/gen/tlrt_abi.py of the source tree (only
+    parse_header_text needs it)."""
+    path = os.path.join(_REPO, "bindings", "gen", "tlrt_abi.py")
+    if not os.path.isfile(path):
+        raise ImportError(f"parse_header_text needs the header parser {path} of the source tree "
+                          "(torchlean_rt itself reads its generated declarations, not headers)")
+    dont_write = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    try:
+        return _load_module("_torchlean_rt_tlrt_abi", path)
+    finally:
+        sys.dont_write_bytecode = dont_write
+
+
 def parse_header_text(text, header="<string>"):
-    """Parses one header: returns (prototypes, enum values, defines, structs).
+    """Parses one header's text with the bindings' C-header parser (bindings/gen/tlrt_abi.py,
+    the parser the declarations of this module are generated with; needs the source tree):
+    returns (prototypes, enum values, defines, structs).
 
     prototypes: list of Prototype; enums: {name: int}; defines: {name: int} (integer object-like
-    macros only); structs: {name: [(type, field)]}. Raises HeaderParseError for declarations it
-    cannot read."""
-    code = _blank_preprocessor(text)
-    protos, enums, structs = [], {}, {}
-    last_comment, last_doc, since_decl = "", "", True
-    for m in re.finditer(r"(/\*.*?\*/|//[^\n]*)|(\bTLRT_API\b[^;{]*;)", code, flags=re.S):
-        if m.group(1):
-            last_comment, since_decl = _clean_comment(m.group(1)), True
-            continue
-        decl = " ".join(_strip_comments(m.group(2)).split())
-        dm = re.match(r"TLRT_API\s+(.+?)\b(tlrt_\w+)\s*\((.*)\)\s*;$", decl)
-        if not dm:
-            raise HeaderParseError(f"{header}: cannot parse declaration {decl!r}")
-        restype, name, plist = _norm_type(dm.group(1)), dm.group(2), dm.group(3).strip()
-        params = []
-        if plist not in ("", "void"):
-            for p in plist.split(","):
-                pm = re.match(r"^(.*?)(\b[A-Za-z_]\w*)$", p.strip())
-                if not pm or not pm.group(1).strip():
-                    raise HeaderParseError(f"{header}: {name}: cannot parse parameter {p!r}")
-                params.append((_norm_type(pm.group(1)), pm.group(2)))
-        doc = last_comment if since_decl else last_doc
-        last_doc, since_decl = doc, False
-        protos.append(Prototype(name, restype, params, header, doc))
-
-    plain = _blank_preprocessor(_strip_comments(text))
-    for em in re.finditer(r"typedef\s+enum\s+\w*\s*\{(.*?)\}\s*(\w+)\s*;", plain, flags=re.S):
-        value = -1
-        for item in em.group(1).split(","):
-            item = item.strip()
-            if not item:
-                continue
-            im = re.match(r"^([A-Za-z_]\w*)\s*(?:=\s*(.+))?$", item)
-            if not im:
-                raise HeaderParseError(f"{header}: cannot parse enum item {item!r}")
-            if im.group(2) is not None:
-                v = _eval_int_define(im.group(2), enums)
-                if v is None:
-                    raise HeaderParseError(f"{header}: enum value {item!r} is not an integer")
-                value = v
-            else:
-                value += 1
-            enums[im.group(1)] = value
-    for sm in re.finditer(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", plain, flags=re.S):
-        fields = []
-        for f in sm.group(2).split(";"):
-            f = " ".join(f.split())
-            if not f:
-                continue
-            fm = re.match(r"^(.*?)(\b[A-Za-z_]\w*)$", f)
-            if not fm:
-                raise HeaderParseError(f"{header}: struct {sm.group(3)}: cannot parse field {f!r}")
-            fields.append((_norm_type(fm.group(1)), fm.group(2)))
-        structs[sm.group(3)] = fields
-
-    defines = {}
-    text_nc = _strip_comments(text)
-    for dm in re.finditer(r"^\s*#\s*define\s+([A-Za-z_]\w*)[ \t]+([^\n]+)$", text_nc, flags=re.M):
-        v = _eval_int_define(dm.group(2).strip(), dict(defines, **enums))
-        if v is not None:
-            defines[dm.group(1)] = v
-    return protos, enums, defines, structs
+    TLRT_* macros); structs: {name: [(type, field)]}. Raises HeaderParseError for declarations
+    it cannot read."""
+    A = _header_parser()
+    abi = A.Abi()
+    try:
+        A.parse_header(text, header, abi)
+    except A.AbiError as e:
+        raise HeaderParseError(str(e)) from None
+    return ([Prototype(p.name, p.restype, list(p.params), p.header, p.doc) for p in abi.protos],
+            dict(abi.enums), {n: v for n, (v, _) in abi.defines.items()},
+            {n: list(f) for n, f in abi.structs.items()})
 
 
-def _header_files(include_dir):
-    """The umbrella header and, recursively, every local header it includes, in order."""
-    order, seen = [], set()
+_ABI = _load_declarations()
+PROTOTYPES = {}   # name -> Prototype
+for _name, _restype, _params, _header, _doc in _ABI.PROTOTYPES:
+    if _name in PROTOTYPES:
+        raise HeaderParseError(f"{_header}: {_name} declared twice")
+    PROTOTYPES[_name] = Prototype(_name, _restype, [tuple(p) for p in _params], _header, _doc)
+STATUS = dict(_ABI.STATUS)     # "TLRT_ERR_SHAPE" -> 3
+DEFINES = dict(_ABI.DEFINES)   # integer object-like macros: "TLRT_DEVICE_KIND_CUDA" -> 1
+HEADERS = tuple(_ABI.HEADERS)  # the headers the declarations were generated from, in order
+# The headers are not read at import (the declarations are generated); kept for compatibility.
+INCLUDE_DIR = None
 
-    def visit(name):
-        if name in seen:
-            return
-        seen.add(name)
-        path = os.path.join(include_dir, name)
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, flags=re.M):
-            visit(inc)
-        order.append((name, text))
-
-    visit("torchlean_rt.h")
-    return order
+_STRUCTS = {}     # C struct name -> ctypes.Structure
 
 
-def _find_include_dir(lib_path=None):
-    env = os.environ.get("TORCHLEAN_RT_INCLUDE")
-    cands = [env] if env else []
-    cands.append(os.path.join(_REPO, "abi"))
-    if lib_path:
-        libdir = os.path.dirname(os.path.realpath(lib_path))
-        cands += [os.path.join(libdir, "..", "include"), os.path.join(libdir, "..", "..", "include")]
-    cands += ["/usr/local/include", "/usr/include"]
-    for c in cands:
-        if c and os.path.isfile(os.path.join(c, "torchlean_rt.h")):
-            return os.path.abspath(c)
-    if env:
-        raise ImportError(f"TORCHLEAN_RT_INCLUDE={env!r} does not contain torchlean_rt.h")
-    raise ImportError("cannot find the torchlean_rt headers; tried " + ", ".join(c for c in cands if c)
-                      + " (set TORCHLEAN_RT_INCLUDE to the directory holding torchlean_rt.h)")
+def _ctype_of_spelling(spec, where):
+    """A ctypes type from its spelling in the generated table: a ctypes name, POINTER(spelling),
+    or a struct of the declarations."""
+    if spec.startswith("POINTER(") and spec.endswith(")"):
+        return ctypes.POINTER(_ctype_of_spelling(spec[len("POINTER("):-1], where))
+    if spec in _STRUCTS:
+        return _STRUCTS[spec]
+    if spec.startswith("c_") and isinstance(getattr(ctypes, spec, None), type):
+        return getattr(ctypes, spec)
+    raise HeaderParseError(f"{where}: unknown ctypes spelling {spec!r}")
+
+
+def ctype_of(t, where):
+    """The ctypes type of a C type string of the headers; HeaderParseError if unknown."""
+    spec = _ABI.CTYPES.get(t)
+    if spec is None:
+        raise HeaderParseError(f"{where}: unknown C type {t!r}; add it to PY_CTYPES of "
+                               "bindings/gen/gen_bindings.py and regenerate")
+    return _ctype_of_spelling(spec, where)
+
+
+def _make_struct(name):
+    fields = [(f, ctype_of(t, f"struct {name}: field {f}")) for t, f in _ABI.STRUCTS.get(name, ())]
+    if not fields:
+        raise HeaderParseError(f"struct {name} not found in the declarations")
+    return type(name, (AllocatorStatsBase,), {"_fields_": fields})
+
+
+AllocatorStats = _STRUCTS["tlrt_allocator_stats"] = _make_struct("tlrt_allocator_stats")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,73 +211,10 @@ def _load_library():
 
 
 # ---------------------------------------------------------------------------------------------
-# Setup at import: parse, map, bind
+# Setup at import: load, bind
 # ---------------------------------------------------------------------------------------------
 
 lib, LIB_PATH = _load_library()
-INCLUDE_DIR = _find_include_dir(LIB_PATH)
-
-PROTOTYPES = {}   # name -> Prototype
-STATUS = {}       # "TLRT_ERR_SHAPE" -> 3
-DEFINES = {}      # integer object-like macros: "TLRT_DEVICE_KIND_CUDA" -> 1
-_STRUCT_FIELDS = {}
-for _hname, _text in _header_files(INCLUDE_DIR):
-    _p, _e, _d, _s = parse_header_text(_text, _hname)
-    for _proto in _p:
-        if _proto.name in PROTOTYPES:
-            raise HeaderParseError(f"{_hname}: {_proto.name} declared twice")
-        PROTOTYPES[_proto.name] = _proto
-    STATUS.update(_e)
-    DEFINES.update(_d)
-    _STRUCT_FIELDS.update(_s)
-
-
-def _make_struct(name):
-    fields = []
-    for t, f in _STRUCT_FIELDS.get(name, []):
-        if t not in _SCALARS:
-            raise HeaderParseError(f"struct {name}: field {f} has unknown type {t!r}")
-        fields.append((f, _SCALARS[t]))
-    if not fields:
-        raise HeaderParseError(f"struct {name} not found in the headers")
-    return type(name, (AllocatorStatsBase,), {"_fields_": fields})
-
-
-AllocatorStats = _make_struct("tlrt_allocator_stats")
-
-_POINTERS = {
-    "const float *": ctypes.POINTER(ctypes.c_float),
-    "float *": ctypes.POINTER(ctypes.c_float),
-    "const double *": ctypes.POINTER(ctypes.c_double),
-    "double *": ctypes.POINTER(ctypes.c_double),
-    "const uint8_t *": ctypes.POINTER(ctypes.c_uint8),
-    "const uint64_t *": ctypes.POINTER(ctypes.c_uint64),
-    "const uint32_t *": ctypes.POINTER(ctypes.c_uint32),
-    "uint8_t *": ctypes.POINTER(ctypes.c_uint8),
-    "const tlrt_buffer *": ctypes.c_void_p,
-    "tlrt_buffer *": ctypes.c_void_p,
-    "tlrt_buffer **": ctypes.POINTER(ctypes.c_void_p),
-    "const tlrt_tape *": ctypes.c_void_p,
-    "tlrt_tape *": ctypes.c_void_p,
-    "tlrt_tape **": ctypes.POINTER(ctypes.c_void_p),
-    "bool *": ctypes.POINTER(ctypes.c_bool),
-    "uint64_t *": ctypes.POINTER(ctypes.c_uint64),
-    "uint32_t *": ctypes.POINTER(ctypes.c_uint32),
-    "tlrt_device *": ctypes.POINTER(ctypes.c_uint32),
-    "tlrt_allocator_stats *": ctypes.POINTER(AllocatorStats),
-    "const char *": ctypes.c_char_p,
-}
-
-
-def ctype_of(t, where):
-    """The ctypes type of a C type string of the headers; HeaderParseError if unknown."""
-    if t in _SCALARS:
-        return _SCALARS[t]
-    if t in _POINTERS:
-        return _POINTERS[t]
-    raise HeaderParseError(f"{where}: unknown C type {t!r}; add it to the type map of "
-                           "torchlean_rt.py")
-
 
 for _proto in PROTOTYPES.values():
     try:
@@ -356,8 +227,8 @@ for _proto in PROTOTYPES.values():
 
 _abi_major_lib = lib.tlrt_abi_version() >> 16
 if _abi_major_lib != DEFINES.get("TLRT_ABI_VERSION_MAJOR"):
-    raise ImportError(f"{LIB_PATH} has ABI major {_abi_major_lib}, the headers in {INCLUDE_DIR} "
-                      f"declare {DEFINES.get('TLRT_ABI_VERSION_MAJOR')}")
+    raise ImportError(f"{LIB_PATH} has ABI major {_abi_major_lib}, the headers this binding was "
+                      f"generated from ({_DECLS}.py) declare {DEFINES.get('TLRT_ABI_VERSION_MAJOR')}")
 
 # Module constants: every status code and integer define (TLRT_OK, TLRT_ERR_SHAPE, ...).
 globals().update(STATUS)
@@ -710,37 +581,16 @@ _IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double
 # Trailing out-parameters other than buffers (the tape's node ids, counts, devices).
 _OUT_SCALARS = {"uint64_t *": ctypes.c_uint64, "uint32_t *": ctypes.c_uint32,
                 "tlrt_device *": ctypes.c_uint32, "bool *": ctypes.c_bool}
-# Optional buffer arguments (None passes NULL).
-_OPTIONAL_BUFFERS = {("tlrt_sgd_step", "momentum_buf"),
-                     # tlrt_conv.h: the bias of the forward functions (None: no bias).
-                     *{(f"tlrt_{_op}_fwd", "bias")
-                       for _op in ("conv", "conv2d", "convtranspose", "convtranspose2d")},
-                     # tlrt_attention.h: the mask (None: no mask).
-                     *{(f"tlrt_flash_attention_{_e}", "mask")
-                       for _e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")},
-                     ("tlrt_tape_flash_attention", "mask")}
-# Arrays with no count parameter after them: the library reads as many entries as the named count
-# (or the rank / first dimension of a tape node) says, so the wrapper checks the length first.
-_UNCOUNTED = {("tlrt_permute", "perm"): ("param", "rank"),
-              ("tlrt_broadcast_to", "axis_map"): ("param", "out_rank"),
-              ("tlrt_reduce_from_broadcast", "axis_map"): ("param", "out_rank"),
-              ("tlrt_tape_permute", "perm"): ("node_rank", "x"),
-              ("tlrt_tape_broadcast_to", "axis_map"): ("param", "out_rank"),
-              ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits"),
-              # tlrt_tape_conv: one entry per spatial axis of x (its rank minus batch and channels).
-              **{("tlrt_tape_conv", _arg): ("node_spatial", "x")
-                 for _arg in ("stride", "padding", "dilation")},
-              # tlrt_pool.h: kernel, stride and padding hold `rank` values (the length of in_spatial).
-              **{(f"tlrt_{_op}_{_dir}", _arg): ("param", "rank")
-                 for _op in ("maxpool", "avgpool", "smooth_maxpool") for _dir in ("fwd", "bwd")
-                 for _arg in ("kernel", "stride", "padding")},
-              # tlrt_conv.h: kernel_size, stride, padding, dilation hold `rank` values.
-              **{(f"tlrt_{_op}_{_dir}", _arg): ("param", "rank")
-                 for _op in ("conv", "convtranspose") for _dir in ("fwd", "bwd")
-                 for _arg in ("kernel_size", "stride", "padding", "dilation")}}
-# An array argument followed by one of these count parameters: the count is its length, filled in
-# by the wrapper (rt.reduce_sum_axis(x, dims=[2, 3], axis=1)).
-_LENGTH_NAMES = {"rank", "in_rank", "out_rank", "k"}
+# The classification of bindings/gen/tlrt_abi.py, generated into the declarations:
+# optional buffer arguments (None passes NULL): {(function, parameter)};
+_OPTIONAL_BUFFERS = _ABI.OPTIONAL_BUFFERS
+# arrays with no count parameter after them: the library reads as many entries as the named count
+# (or the rank / first dimension / spatial rank of a tape node) says, so the wrapper checks the
+# length first: {(function, parameter): ('param' | 'node_rank' | 'node_dim0' | 'node_spatial', name)};
+_UNCOUNTED = _ABI.UNCOUNTED
+# the count parameter right after an array: its length, filled in by the wrapper
+# (rt.reduce_sum_axis(x, dims=[2, 3], axis=1)): {(function, count parameter): array parameter}.
+_COUNTS = _ABI.COUNTS
 
 
 def _make_op(proto):
@@ -748,7 +598,7 @@ def _make_op(proto):
         raise HeaderParseError(f"{proto.name}: op does not return tlrt_status")
     ins, outs, seen_out = [], [], False
     params = proto.params
-    for i, (t, n) in enumerate(params):
+    for t, n in params:
         if t == "tlrt_buffer **" or t in _OUT_SCALARS:
             seen_out = True
             outs.append(t)
@@ -756,8 +606,7 @@ def _make_op(proto):
             raise HeaderParseError(f"{proto.name}: input {n} after an out-parameter")
         elif t in _IN_KINDS:
             kind = _IN_KINDS[t]
-            if kind in ("int", "int32") and i > 0 and params[i - 1][0] in (
-                    "const uint64_t *", "const uint32_t *") and n in _LENGTH_NAMES:
+            if kind in ("int", "int32") and (proto.name, n) in _COUNTS:
                 ins.append((n, "length"))  # the length of the array before it
             else:
                 ins.append((n, kind))
@@ -955,4 +804,4 @@ def buffer(obj, device=CPU):
     return Buffer.from_buffer(obj, device)
 
 
-del _hname, _text, _p, _e, _d, _s, _proto, _fn, _m
+del _name, _restype, _params, _header, _doc, _proto, _fn, _m

@@ -6,8 +6,11 @@ package python3-pytest or the PyPI package pytest). Run as a script (what meson 
 itself to pytest when pytest is importable and otherwise runs every test_* function itself:
 exit 0 pass, 1 fail, 77 skip. meson passes TORCHLEAN_RT_LIB (the built library),
 TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
-  - the prototypes parsed from the headers cover exactly the symbols of abi/torchlean_rt.map, and
-    every library function has argtypes/restype set from them; unknown C types fail loudly;
+  - the prototypes (generated into bindings/python/_torchlean_rt_abi.py by
+    bindings/gen/gen_bindings.py) cover exactly the symbols of abi/torchlean_rt.map and equal what
+    the bindings' header parser (bindings/gen/tlrt_abi.py) reads from the headers, every library
+    function has argtypes/restype set from them, the import opens no header; unknown C types fail
+    loudly;
   - upload/download round trips of every kind (float32 bits incl. NaN payloads, bytes, float64
     rounding, array('f'), memoryview, numpy when importable, zero-copy copy_to), empty buffers;
   - generated ops (add, clamp, max_bwd's tuple, RNG against the SplitMix64 formula of the header),
@@ -97,6 +100,32 @@ def test_prototypes():
               f"{name}: argtypes {fn.argtypes} != {want_args}")
         want_res = None if p.restype == "void" else rt.ctype_of(p.restype, name)
         check(fn.restype == want_res, f"{name}: restype {fn.restype} != {want_res}")
+    # The generated declarations are the headers' (the parser of the generator reads them here).
+    sys.path.insert(0, os.path.join(here, "..", "..", "bindings", "gen"))
+    sys.dont_write_bytecode = True
+    import tlrt_abi
+    abi_dir = os.path.dirname(map_path)
+    abi = tlrt_abi.parse_abi(abi_dir)
+    # (Signatures; a stale doc comment is bindings_generated_fresh's to report.)
+    parsed = [(p.name, p.restype, p.params, p.header) for p in abi.protos]
+    have = [(p.name, p.restype, p.params, p.header) for p in rt.PROTOTYPES.values()]
+    check(parsed == have, "the generated prototypes differ from the headers in "
+          f"{abi_dir}: re-run python3 bindings/gen/gen_bindings.py")
+    check(rt.STATUS == abi.enums, "generated status enum vs the headers")
+    check(rt.DEFINES == {n: v for n, (v, _) in abi.defines.items()}, "generated defines vs the headers")
+    check(rt.HEADERS == tuple(abi.headers), "generated header list")
+    # Importing the module reads no header (the declarations are generated).
+    import subprocess
+    probe = ("import sys; seen = []\n"
+             "sys.addaudithook(lambda e, a: seen.append(str(a[0])) if e == 'open' else None)\n"
+             "import torchlean_rt\n"
+             "print([p for p in seen if p.endswith('.h') or p.endswith('.map')])")
+    env = dict(os.environ, TORCHLEAN_RT_INCLUDE="/nonexistent", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.path.dirname(os.path.abspath(rt.__file__)))
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    check(r.returncode == 0 and r.stdout.strip() == "[]",
+          f"import torchlean_rt opened headers or failed: {r.stdout} {r.stderr}")
+    check(rt.INCLUDE_DIR is None, "INCLUDE_DIR is None: no header is read at import")
     # Spot checks of the mapping.
     check(repr(rt.PROTOTYPES["tlrt_add"]) ==
           "tlrt_status tlrt_add(const tlrt_buffer * a, const tlrt_buffer * b, tlrt_buffer ** out)",
@@ -523,7 +552,7 @@ def main():
     if pytest is not None:
         return pytest.main(["-q", "-p", "no:cacheprovider", os.path.abspath(__file__)])
     print("python: pytest not importable; running the tests directly")
-    print("python: library", rt.LIB_PATH, "headers", rt.INCLUDE_DIR)
+    print("python: library", rt.LIB_PATH, "declarations", rt._ABI.__file__)
     print("python:", rt.build_info())
     global FAILURES
     for name in TESTS:

@@ -881,12 +881,7 @@ outputs (rows each) and gamma (cols). Any mean and inv_std are accepted (they ar
 be x's statistics); xhat is recomputed from them.
 Empty cases: rows == 0 gives an empty dx and dgamma = dbeta = +0 (cols elements); cols == 0 gives
 three empty outputs.
-Cost (CUDA): for cols <= 4096 one kernel reads dy and x once, writes dx and folds the first
-levels of the column tree of dgamma and dbeta (12 bytes per element, plus partial column sums of
-2 * rows * cols / 16 floats at most, scratch from the stream-ordered pool, reduced by the tree's
-remaining levels). For longer rows dx takes one kernel per row that reads dy and x twice (the
-second time from L2 while cols <= 2^20) and the column sums a second pass over dy and x (about
-20 bytes per element). The order of operations is the DEFINITIONS' in every case.
+The order of operations is the DEFINITIONS' on every backend and for every shape.
 Errors: TLRT_ERR_NULL_ARGUMENT (dy, x, mean, inv_std, gamma, dx, dgamma, dbeta);
 TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (inputs on different devices); TLRT_ERR_SHAPE (dy not
 rows * cols, the product taken exactly; x a different size than dy; mean or inv_std not rows
@@ -2270,11 +2265,10 @@ exactly; k or v a different size than q; mask neither bh * n * n nor n * n eleme
 TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
 +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
 TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
-Cost (CUDA): one kernel; q read once, k and v once per query block from L2 (64 rows: the
-default fast forward, and the exact kernels for d <= 64; 128: the exact kernels for
-64 < d <= 128, and the TF32 path), out and lse written once; 4 n^2 d FLOPs per problem (about
-half with causal and mask_fill == -inf), as tensor-core products on the default fast forward
-(three TF32 products each) and on the TF32 path (one). -/
+Cost (CUDA): q read once, k and v once per block of query rows (from cache), out and lse
+written once (the tensor-core modes first write K and V once as TF32 operands); 4 n^2 d FLOPs
+per problem (about half with causal and mask_fill == -inf), as three TF32 products each in the
+SPLIT-TF32 mode and one in the TF32 mode. -/
 @[extern "tlrt_lean_flash_attention_fwd"] opaque flashAttentionFwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer)
 
 /-- `tlrt_status tlrt_flash_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq, tlrt_buffer ** dk, tlrt_buffer ** dv)`
@@ -2287,16 +2281,10 @@ Empty cases: any of bh, n, d zero gives empty outputs (d == 0: nothing to differ
 Errors: as tlrt_flash_attention_fwd, plus TLRT_ERR_NULL_ARGUMENT (dout, out, lse, dq, dk, dv)
 and TLRT_ERR_SHAPE (dout or out a different size than q; lse not bh * n elements).
 On failure *dq, *dk and *dv are NULL.
-Cost (CUDA): a row kernel for D (reads dout and out once), a dk/dv kernel (one block per 64
-keys, 32 for d > 128, looping over query tiles) and a dq kernel (one block per 64 query rows,
-32 for d > 128, looping over key tiles): P recomputed in both, 14 n^2 d FLOPs per problem (the
-usual count is 10 n^2 d); the same with the switch off (the exact kernels), except on the FAST
-BACKWARD above (compute capability 9.0, 32 < d <= 128): D, a pre-pass writing the split operand
-tiles (the scratch above), then the dk/dv and dq kernels, one block of two warpgroups per 64
-keys / 64 query rows, the other side in steps of 64 rows (32 for d > 64). TF32 path
-(unmasked; d by device as above): the same three kernels with the products on the tensor cores
-(WMMA TF32, blocks of 128 keys / 128 query rows, tiles of 64, 32 for d > 64, streamed through
-shared memory). No atomics: deterministic, run to run. -/
+Cost (CUDA): D (reads dout and out once), then a dk/dv pass over blocks of keys and a dq pass
+over blocks of query rows, each recomputing P from lse: 14 n^2 d FLOPs per problem (the usual
+count is 10 n^2 d), as tensor-core products in the SPLIT-TF32 and TF32 modes (in SPLIT-TF32
+after a pass writing the split operands, MEMORY above). No atomics: deterministic, run to run. -/
 @[extern "tlrt_lean_flash_attention_bwd"] opaque flashAttentionBwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (out : @& Buffer) (lse : @& Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer × Buffer)
 
 /-- `tlrt_status tlrt_flash_attention_bwd_q(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** dq)`
