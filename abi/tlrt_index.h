@@ -7,9 +7,8 @@
  * buffers. Every output is a fresh buffer on the device of the inputs.
  *
  * INDEX LISTS. idx[0..k) is a host array of uint64_t, read during the call only: the caller may
- * reuse or free it as soon as the call returns (CUDA: it is copied to pinned staging and uploaded
- * on the library stream; the call does not wait for the device). idx may be NULL only when
- * k == 0. With bound = n (vectors) or rows (matrices), each entry idx[j] is one of:
+ * reuse or free it as soon as the call returns (the call keeps what it needs and does not wait
+ * for the device). idx may be NULL only when k == 0. With bound = n (vectors) or rows (matrices), each entry idx[j] is one of:
  *  - in range, idx[j] < bound: it addresses element / row idx[j];
  *  - out of range, bound <= idx[j] < TLRT_MAX_ELEMENTS (2^60): totalised, as upstream does: a
  *    gather reads +0.0f for it (a row of +0.0f for tlrt_gather_rows) and a scatter skips it. This
@@ -51,11 +50,10 @@
  * Gathers are exact: out-of-range entries read +0.0f, everything else is copied bit for bit.
  *
  * Cost: entries are grouped by target on the host (a counting or radix sort, O(k + bound) for
- * bound <= 2k + 65536, O(k) radix passes otherwise) before the device work; a target receiving
- * more than 4096 entries costs a few extra kernel launches on CUDA (see cuda/index.cu). The
- * sort's host arrays (about 8 to 24 bytes per entry) come from the CPU backend's block pool and
- * return to it, so repeated calls reuse them (tlrt_allocator_trim on the CPU device frees them;
- * see tlrt_allocator_stats's pooled_bytes).
+ * bound <= 2k + 65536, O(k) radix passes otherwise) before the device work. The sort's host
+ * arrays (about 8 to 24 bytes per entry) come from the CPU backend's block pool and return to
+ * it, so repeated calls reuse them (tlrt_allocator_trim on the CPU device frees them; see
+ * tlrt_allocator_stats's pooled_bytes).
  *
  * Errors, for every function here, checked in this order: TLRT_ERR_NULL_ARGUMENT (a buffer, or
  * out, or idx with k > 0); TLRT_ERR_RELEASED (an input's storage was released);

@@ -97,12 +97,7 @@ TLRT_API tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer *x, const tlrt_buffer
  * be x's statistics); xhat is recomputed from them.
  * Empty cases: rows == 0 gives an empty dx and dgamma = dbeta = +0 (cols elements); cols == 0 gives
  * three empty outputs.
- * Cost (CUDA): for cols <= 4096 one kernel reads dy and x once, writes dx and folds the first
- * levels of the column tree of dgamma and dbeta (12 bytes per element, plus partial column sums of
- * 2 * rows * cols / 16 floats at most, scratch from the stream-ordered pool, reduced by the tree's
- * remaining levels). For longer rows dx takes one kernel per row that reads dy and x twice (the
- * second time from L2 while cols <= 2^20) and the column sums a second pass over dy and x (about
- * 20 bytes per element). The order of operations is the DEFINITIONS' in every case.
+ * The order of operations is the DEFINITIONS' on every backend and for every shape.
  * Errors: TLRT_ERR_NULL_ARGUMENT (dy, x, mean, inv_std, gamma, dx, dgamma, dbeta);
  * TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (inputs on different devices); TLRT_ERR_SHAPE (dy not
  * rows * cols, the product taken exactly; x a different size than dy; mean or inv_std not rows

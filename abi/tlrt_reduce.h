@@ -33,8 +33,7 @@
  *   the run, the thread count or the determinism switch: results are bitwise identical across runs
  *   and between the CPU and CUDA backends (the parity suite checks this), in both modes of
  *   tlrt_set_deterministic, which therefore changes nothing here; the fixed tree is also the fast
- *   path (CUDA: one warp or one block per chunk, partial sums in scratch, no atomics on data:
- *   where one launch does several levels, a counter only picks the block that does the next).
+ *   path (no backend accumulates with atomics).
  *   Accuracy: a value that passes through L levels of the tree (L = 1 for m <= 4096, 2 for
  *   m <= 2^24, 3 for m <= 2^36, ...) takes part in at most 23 L rounded additions (15 in its lane,
  *   8 halvings), so |computed - exact| <= 23 L u / (1 - 23 L u) * sum |v_i| with u = 2^-24 (while

@@ -1,66 +1,36 @@
 // CUDA backend, indexing: gather and scatter-add with host index lists, bit for bit the CPU's.
+// History: docs/kernels/index.md.
 //
-// Core hands over the caller's list for gathers (converted here to keys while it is copied into
-// the pinned staging: upload_async_fill), or a scatter plan (the in-range entries sorted stably
-// by target, as segments; core/backend/index.hpp). Each call uploads them with
-// upload_async (pinned staging, one asynchronous copy on the library stream, the host never
-// waits) into one block of stream-ordered scratch, queues its kernels, and returns the scratch to
-// the pool right after the last launch that reads it. No atomics, no synchronisation, no blocking
-// copy. Rows are moved as float4 when cols % 4 == 0 and the buffers are 16-byte aligned (payloads
-// are), as float otherwise; 64-bit offsets throughout, grids capped at 2^31 - 1 blocks with
-// grid-stride loops. Built with -fmad=false: additions are single IEEE operations, in the order
-// of the tree of core/numerics/reduce_tree.hpp, as on the CPU.
+// Core hands over the caller's list for gathers (converted to 32- or 64-bit keys while it is
+// copied into the pinned staging: upload_async_fill), or a scatter plan (the in-range entries
+// sorted stably by target, as segments; core/backend/index.hpp). Each call uploads them on the
+// library stream (the host never waits) into stream-ordered scratch, queues its kernels, and
+// returns the scratch right after the last launch that reads it. No atomics. Rows move as float4
+// when cols % 4 == 0 and the buffers are 16-byte aligned, as float otherwise; 64-bit offsets,
+// grids capped at 2^31 - 1 blocks. Additions (-fmad=false) are single IEEE operations in the order
+// of THE TREE of core/numerics/reduce_tree.hpp, as on the CPU.
 //
-// Bytes model (what the fraction of copy bandwidth in bench/index.py counts): a gather of k rows
-// of cols floats reads 4 k cols and writes 4 k cols; a scatter-add of k rows into a (rows, cols)
-// matrix reads 4 rows cols (x) + 4 k cols (vals) and writes 4 rows cols. Index bytes (4 per entry
-// for gathers, about 12 per entry for scatter plans, uploaded over PCIe on the stream) come on
-// top. The embedding case (rows 50000, cols 1024, k 65536): gather 537 MB, scatter 678 MB; at
-// the H200's 4.2 TB/s copy bandwidth 128 us and 161 us; the uploads (256 KiB and about 550 KiB
-// at ~50 GB/s) add 5 and 11 us to the stream, so the predicted fractions are about 0.9 and 0.85.
-//
-// gather_kernel: TX = min(64, power of two >= cols / V) threads own an output row (V = 4 floats
-// per float4 or 1), 256 / TX rows per block; each thread loads up to 4 vectors of its row
-// (c = tx, tx + TX, tx + 2 TX, tx + 3 TX) before storing them, so a (k, 1024) gather has 64 bytes
-// in flight per thread; an out-of-range key stores +0.0f. cols == 1 (tlrt_gather_vec) is the
-// TX = 1 case: one thread per output, keys and stores coalesced, source reads random. Bytes:
-// 4 k cols read (in-range rows only) + 4 k cols written + 4 k of keys. Measured (H100,
-// 2026-11-22, bench/results/2026-11-22-h100-index.md, the run committed with this code):
-// gather_rows (65536, 1024), k 65536: 0.201 ms, 0.89 of copy bandwidth (1.09x PyTorch); the
-// embedding case (50000, 1024): 0.244 ms, 0.73 (1.32x; host time per call 0.193 ms): the ~0.9
-// predicted above did not hold there. gather_vec (2^26 entries): 254.208 ms, host-bound (host
-// time 254.206 ms: the keys, see fill_keys below).
-//
-// Scatter-add, per segment length L (entries of one target):
-//  - rows_kernel, L <= 8 (kShort), the common case of embedding gradients: one output row per TX
-//    threads as above. Dense mode (rows < nseg * cols, the map costs less than re-reading target
-//    rows): a row -> segment map (memset to "none" + map_kernel, 8 bytes per row) lets one pass
-//    over all rows write every output row once: a copy of x for a row without entries, or
-//    x + red::small's halving tree over the segment's vals rows (W = power of two >= L values in
-//    registers, vectorised across the columns); rows of longer segments are left to the kernels
-//    below. Sparse mode (few targets in a large matrix: tlrt_scatter_add_row, scalar scatters
-//    into long vectors): y = x by one device-to-device copy, then one TX-group per segment.
-//    Bytes (dense): 4 rows cols read + 4 rows cols written + 4 k cols read + the plan and map.
-//    __launch_bounds__(256, 3): at most 85 registers (ptxas, sm_90: 76-80 for the float4
-//    variants, an 8-byte spill in the dense uint32 one), 768 threads per SM, 64 bytes of copy
-//    loads in flight per thread.
-//  - chunk_kernel, 8 < L: one block of 256 threads per (chunk of 4096 entries of a segment, tile
-//    of 32 columns), the tree's lanes as in reduce.cu's cols_kernel: warp v lane x owns column
-//    tile * 32 + x and lanes t = v + 8 g (g < 32) in registers, entry e = t + 256 r folded in r
-//    order (each warp load reads 128 contiguous bytes of one vals row; its position is a broadcast
-//    load), halving h = 128..8 in registers and h = 4, 2, 1 through shared memory. A segment of one
-//    chunk (L <= 4096) writes y[t] = x[t] + S; longer segments write their chunk values to
-//    scratch, which tlrt::cuda::reduce_axis (the reductions' tree, step 4) reduces to S per
-//    segment, and add_row_kernel writes x[t] + S: a handful of launches per segment longer than
-//    4096 (a hot target; at most k / 4097 of them). With cols < 32 lanes idle (cols == 1: 1 of
-//    32), so hot targets of scalar scatters run at a fraction of the bandwidth. Bytes: 4 L cols
-//    read per segment + 8 cols for x and y.
-// Measured (H100, 2026-11-22, bench/results/2026-11-22-h100-index.md, the run committed with this
-// code): scatter_add_rows, embedding (50000, 1024), k 65536: 0.608 ms, 0.37 of copy bandwidth
-// (0.99x PyTorch), skewed targets 0.565 ms, 0.40 (0.93x; 0.16x PyTorch's deterministic mode);
-// scatter_add_row (65536, 1024), one row: 0.222 ms, 0.80 (1.19x). The ~0.85 predicted above did
-// not hold: host time per call 0.599 / 0.552 ms of the 0.608 / 0.565 (the host, the scatter
-// plan's sort, is the bottleneck). scatter_add (2^26 x 1, k 2^24): 1115.835 ms, host-bound.
+// Bytes: a gather of k rows of cols floats reads and writes 4 k cols (out-of-range keys read
+// nothing); a scatter-add of k rows into (rows, cols) reads 4 rows cols (x) + 4 k cols (vals) and
+// writes 4 rows cols; index bytes (4 or 8 per gather entry, about 12 per scatter entry, over PCIe)
+// on top. Work: one addition per scattered element.
+//  - gather_kernel: TX = min(64, power of two >= cols / V) threads per output row (V = 4 floats
+//    per float4, else 1), 256 / TX rows per block; each thread loads up to 4 vectors of its row
+//    before storing them (64 bytes in flight per thread at 1024 columns). cols == 1 is TX = 1.
+//  - scatter-add, segments of L <= 8 entries (the common case of embedding gradients): rows_kernel,
+//    TX threads per output row. Dense mode (rows < nseg * cols): a row -> segment map (memset +
+//    map_kernel) lets one pass over all rows write each row once: x copied, or x + red::small's
+//    halving over the segment's vals rows (W = pow2_at_least(L) values in registers, vectorised
+//    across the columns). Sparse mode (few targets in a large matrix): y = x by one copy, then one
+//    TX-group per segment. At most 85 registers (3 blocks of 256 per SM).
+//  - segments of L > 8 entries: chunk_kernel, one block per (chunk of 4096 entries, tile of 32
+//    columns), the lanes as in cuda/reduce.cu's cols_kernel (warp v lane x: column x, lanes
+//    v + 8 g; tile_halving); a one-chunk segment writes x + S, longer ones write chunk values that
+//    reduce_axis reduces and add_row_kernel adds to x (a few launches per such hot target). With
+//    cols < 32 lanes idle.
+// The host is the bottleneck of scalar gathers and of scatter-adds (key conversion, the plan's
+// sort): bench/index.py's host column.
+// Last measured: bench/results/2026-11-27-h100-s9-index.md
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -69,6 +39,7 @@
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "cuda/common/launch.cuh"
+#include "cuda/kernels/reduce.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -94,6 +65,13 @@ __device__ __forceinline__ float4 addv(float4 a, float4 b) {
   return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z),
                      __fadd_rn(a.w, b.w));
 }
+// The tree's addition on float and float4 lanes, for red::halve_by.
+struct AddV {
+  template <class V>
+  static __device__ __forceinline__ V op(V a, V b) {
+    return addv(a, b);
+  }
+};
 template <class V>
 __device__ __forceinline__ V idv();  // the identity of the tree's sums, -0.0f
 template <>
@@ -169,12 +147,6 @@ void fill_keys(void *ctx, void *host, uint64_t off, uint64_t len) {
 
 // Keys as uint32_t where rows <= 2^32 - 1 (half the bytes to convert and upload), else uint64_t;
 // converted piece by piece into the pinned staging (no host array of the list's size).
-// PREDICTION (gather_vec, 2^26 entries, H100 host): 254 ms before (a fresh 256 MB key array,
-// page-faulted, then copied into the staging) -> ~70 ms: core's check pass (512 MB read, ~25 ms)
-// and the conversion into pinned memory (~40 ms) while the 4 MiB DMAs (25 GB/s) overlap it.
-// Measured (H100 host, 2026-11-24): 254 -> 184 ms. The two host passes read 1 GB and write
-// 256 MB of pinned memory on one thread (~7 GB/s there); torch's 2.3 ms reads device-resident
-// indices. Folding core's check into the conversion would save one read of the list.
 template <class U>
 void gather_t(int dev, const float *x, uint64_t rows, uint64_t cols, const idx::Keys &keys,
               float *y) {
@@ -243,12 +215,7 @@ __device__ __forceinline__ void tree_row(const V *__restrict xr, const V *__rest
 #pragma unroll
         for (unsigned j = 0; j < W; ++j)
           if (j < L) s[b][j] = addv(idv<V>(), s[b][j]);
-#pragma unroll
-        for (unsigned h = W / 2; h >= 1; h /= 2) {
-#pragma unroll
-          for (unsigned t = 0; t < h; ++t) s[b][t] = addv(s[b][t], s[b][t + h]);
-        }
-        yr[c] = addv(xv[b], s[b][0]);
+        yr[c] = addv(xv[b], red::halve_by<AddV>(s[b]));
       }
     }
   }
@@ -305,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 4)
                  const U *__restrict tasks, uint64_t ntasks, float *__restrict y,
                  float *__restrict part) {
   using O = red::Ops<red::Op::Sum>;
-  __shared__ float sh[kThreads / 32][32];
+  __shared__ float sh[8][32];
   const unsigned lx = threadIdx.x & 31u;  // column within the tile
   const unsigned v = threadIdx.x >> 5;    // owns the tree's lanes v + 8 g
   const uint64_t tiles = (cols + 31) / 32;
@@ -335,34 +302,14 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
       }
     }
-    // Halving: lane t = v + 8 g; h = 128, 64, 32, 16, 8 pair registers of one thread.
-#pragma unroll
-    for (int g = 0; g < 16; ++g) a[g] = O::op(a[g], a[g + 16]);
-#pragma unroll
-    for (int g = 0; g < 8; ++g) a[g] = O::op(a[g], a[g + 8]);
-#pragma unroll
-    for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
-    a[0] = O::op(a[0], a[2]);
-    a[1] = O::op(a[1], a[3]);
-    a[0] = O::op(a[0], a[1]);
-    sh[v][lx] = a[0];
-    __syncthreads();
-    if (v == 0 && valid) {  // h = 4, 2, 1 over the lanes t = 0..7 of this column
-      float t8[8];
-#pragma unroll
-      for (int t = 0; t < 8; ++t) t8[t] = sh[t][lx];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) t8[t] = O::op(t8[t], t8[t + 4]);
-      t8[0] = O::op(t8[0], t8[2]);
-      t8[1] = O::op(t8[1], t8[3]);
-      t8[0] = O::op(t8[0], t8[1]);
+    red_kernels::tile_halving<red::Op::Sum>(a, sh, valid, [&](float S) {  // lane t = v + 8 g
       if (dest == idx::none<U>()) {
         const uint64_t o = (uint64_t)tgt[s] * cols + c;
-        y[o] = x[o] + t8[0];
+        y[o] = x[o] + S;
       } else {
-        part[(uint64_t)dest * cols + c] = t8[0];
+        part[(uint64_t)dest * cols + c] = S;
       }
-    }
+    });
     __syncthreads();
   }
 }

@@ -75,14 +75,9 @@ float small1(const float *vals, const U *p, unsigned L) {
 
 template <class U>
 float small1_any(const float *vals, const U *p, unsigned L) {
-  switch (red::pow2_at_least(L)) {
-    case 1: return small1<1>(vals, p, L);
-    case 2: return small1<2>(vals, p, L);
-    case 4: return small1<4>(vals, p, L);
-    case 8: return small1<8>(vals, p, L);
-    case 16: return small1<16>(vals, p, L);
-    default: return small1<32>(vals, p, L);
-  }
+  float s = 0.0f;
+  red::with_small_width(L, [&](auto w) { s = small1<decltype(w)::value>(vals, p, L); });
+  return s;
 }
 
 // s[0..w) = the tree over e < L of vals[p[e] * cols + c0 + c], for one tile of w columns.

@@ -84,14 +84,7 @@ void small_rows(const float *x, uint64_t rows, unsigned m, float div, float *y) 
 
 template <red::Op OP>
 void small_rows_any(const float *x, uint64_t rows, unsigned m, float div, float *y) {
-  switch (red::pow2_at_least(m)) {
-    case 1: small_rows<OP, 1>(x, rows, m, div, y); break;
-    case 2: small_rows<OP, 2>(x, rows, m, div, y); break;
-    case 4: small_rows<OP, 4>(x, rows, m, div, y); break;
-    case 8: small_rows<OP, 8>(x, rows, m, div, y); break;
-    case 16: small_rows<OP, 16>(x, rows, m, div, y); break;
-    default: small_rows<OP, 32>(x, rows, m, div, y); break;
-  }
+  red::with_small_width(m, [&](auto w) { small_rows<OP, decltype(w)::value>(x, rows, m, div, y); });
 }
 
 // The tree over v[0..m), m >= 1.

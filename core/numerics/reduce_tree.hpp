@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/numerics/elementwise_ops.hpp"
 #include "core/numerics/hd.hpp"
@@ -63,21 +64,24 @@ TLRT_HD unsigned pow2_at_least(uint64_t n) {
   return p;
 }
 
-// A whole sequence of m <= W <= kSmall elements (one chunk whose lanes hold one element each):
-// lane j = op(identity, v[j]), then the halving tree from h = W/2 (steps with h >= the number of
-// elements only combine identities). W is a compile-time power of two so that s stays in
-// registers on the device.
-template <Op OP, unsigned W, class Load>
-TLRT_HD float small(Load load, unsigned m) {
-  float s[W];
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-  for (unsigned j = 0; j < W; ++j)
-    s[j] = j < m ? Ops<OP>::op(Ops<OP>::identity(), load(j)) : Ops<OP>::identity();
-  // Steps h = W/2, W/4, ..., 1, counted linearly so that the device compiler unrolls them fully.
-  constexpr unsigned kSteps = W >= 32 ? 5 : W >= 16 ? 4 : W >= 8 ? 3 : W >= 4 ? 2 : W >= 2 ? 1 : 0;
-  static_assert((1u << kSteps) == W, "W must be a power of two <= 32");
+// log2 of a power of two W (the number of halving steps over W values).
+template <unsigned W>
+struct Log2 {
+  static constexpr unsigned value = 1 + Log2<W / 2>::value;
+};
+template <>
+struct Log2<1> {
+  static constexpr unsigned value = 0;
+};
+
+// The halving (step 3) over W values held in an array, W a compile-time power of two: for h = W/2,
+// W/4, ..., 1 in turn, s[t] = C::op(s[t], s[t + h]) for every t < h; returns s[0]. The steps are
+// counted linearly so that the device compiler unrolls them fully and s stays in registers. C is
+// Ops<OP>, or any type with a static op over T (the CUDA index kernels halve float4 lanes).
+template <class C, unsigned W, class T>
+TLRT_HD T halve_by(T (&s)[W]) {
+  constexpr unsigned kSteps = Log2<W>::value;
+  static_assert((1u << kSteps) == W, "W must be a power of two");
   if constexpr (W > 1) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
@@ -88,10 +92,66 @@ TLRT_HD float small(Load load, unsigned m) {
 #pragma unroll
 #endif
       for (unsigned t = 0; t < W / 2; ++t)
-        if (t < h) s[t] = Ops<OP>::op(s[t], s[t + h]);
+        if (t < h) s[t] = C::op(s[t], s[t + h]);
     }
   }
   return s[0];
+}
+template <Op OP, unsigned W>
+TLRT_HD float halve(float (&s)[W]) {
+  return halve_by<Ops<OP>>(s);
+}
+// The same for NS sequences at once, step by step across them; sequence n's value in s[n][0].
+template <Op OP, unsigned NS, unsigned W>
+TLRT_HD void halve_each(float (&s)[NS][W]) {
+  constexpr unsigned kSteps = Log2<W>::value;
+  static_assert((1u << kSteps) == W, "W must be a power of two");
+  if constexpr (W > 1) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (unsigned step = 0; step < kSteps; ++step) {
+      const unsigned h = W >> (step + 1);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (unsigned n = 0; n < NS; ++n)
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+        for (unsigned t = 0; t < W / 2; ++t)
+          if (t < h) s[n][t] = Ops<OP>::op(s[n][t], s[n][t + h]);
+    }
+  }
+}
+
+// A whole sequence of m <= W <= kSmall elements (one chunk whose lanes hold one element each):
+// lane j = op(identity, v[j]), then the halving from h = W/2 (steps with h >= the number of
+// elements only combine identities).
+template <Op OP, unsigned W, class Load>
+TLRT_HD float small(Load load, unsigned m) {
+  static_assert(W <= kSmall, "W must be a power of two <= 32");
+  float s[W];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (unsigned j = 0; j < W; ++j)
+    s[j] = j < m ? Ops<OP>::op(Ops<OP>::identity(), load(j)) : Ops<OP>::identity();
+  return halve<OP>(s);
+}
+
+// f(std::integral_constant<unsigned, W>()) with W = pow2_at_least(m) for m <= kSmall (32 above):
+// the compile-time width of small() and of the short-row kernels.
+template <class F>
+void with_small_width(uint64_t m, F &&f) {
+  switch (pow2_at_least(m)) {
+    case 1: f(std::integral_constant<unsigned, 1>()); break;
+    case 2: f(std::integral_constant<unsigned, 2>()); break;
+    case 4: f(std::integral_constant<unsigned, 4>()); break;
+    case 8: f(std::integral_constant<unsigned, 8>()); break;
+    case 16: f(std::integral_constant<unsigned, 16>()); break;
+    default: f(std::integral_constant<unsigned, 32>()); break;
+  }
 }
 
 // The final value of an output: r / div with one IEEE division (tlrt_reduce_mean passes the

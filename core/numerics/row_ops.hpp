@@ -12,12 +12,11 @@
 //
 // Part 2 (nvcc; also the CPU emulator, tests/emu/cuda_emu.hpp): the building blocks of the CUDA
 // row kernels (cuda/softmax.cu, cuda/layer_norm.cu): the lane layout of a row held in registers by
-// a group of threads, the group-wide tree sum and maximum, and the chunk-parallel kernels of the
-// long-row path.
+// a group of threads, the group-wide tree sum and maximum, the short-row segments, and the
+// long-row passes (chunk-parallel kernels, one block per row).
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/numerics/elementwise_ops.hpp"
 #include "core/numerics/hd.hpp"
@@ -31,20 +30,6 @@ namespace row {
 enum class Kind : uint8_t { Softmax, LogSoftmax, Masked };
 
 TLRT_HD float neg_inf() { return num::u2f(0xFF800000u); }
-
-// The short-row kernels' segment-width dispatch (host side): f(std::integral_constant<unsigned,
-// W>()) with W = pow2_at_least(cols) for cols <= 32, W = 32 above.
-template <class F>
-void with_segment_width(uint64_t cols, F &&f) {
-  switch (red::pow2_at_least(cols)) {
-    case 1: f(std::integral_constant<unsigned, 1>()); break;
-    case 2: f(std::integral_constant<unsigned, 2>()); break;
-    case 4: f(std::integral_constant<unsigned, 4>()); break;
-    case 8: f(std::integral_constant<unsigned, 8>()); break;
-    case 16: f(std::integral_constant<unsigned, 16>()); break;
-    default: f(std::integral_constant<unsigned, 32>()); break;
-  }
-}
 
 // Correctly rounded IEEE division, square root and reciprocal (one rounding each, both backends).
 TLRT_HD float div_rn(float a, float b) {
@@ -216,47 +201,24 @@ template <red::Op OP, unsigned NT, unsigned NS, unsigned W>
 __device__ __forceinline__ void group_halving(float (&a)[NS][256 / NT], Exchange<W> &ex,
                                               float (&out)[NS]) {
   using O = red::Ops<OP>;
-  constexpr unsigned K = 256 / NT;
-  constexpr unsigned kSteps = K >= 8 ? 3 : K >= 4 ? 2 : K >= 2 ? 1 : 0;
-  static_assert((1u << kSteps) == K, "K is a power of two <= 8");
-  if constexpr (K > 1) {
-#pragma unroll
-    for (unsigned step = 0; step < kSteps; ++step) {
-      const unsigned hk = K >> (step + 1);
-#pragma unroll
-      for (unsigned s = 0; s < NS; ++s)
-#pragma unroll
-        for (unsigned k = 0; k < K / 2; ++k)
-          if (k < hk) a[s][k] = O::op(a[s][k], a[s][k + hk]);
-    }
-  }
   const unsigned w = threadIdx.x & 31u;
+  red::halve_each<OP>(a);
   float v[NS];
-  if constexpr (NT == 32) {
 #pragma unroll
-    for (unsigned s = 0; s < NS; ++s) v[s] = a[s][0];
-  } else {
+  for (unsigned s = 0; s < NS; ++s) v[s] = a[s][0];
+  if constexpr (NT > 32) {
     static_assert(NS * kThreads <= W, "exchange buffer too small for the block's groups");
     float *sh = ex.next() + (threadIdx.x / NT) * (NS * NT);
     const unsigned T = threadIdx.x % NT;
 #pragma unroll
-    for (unsigned s = 0; s < NS; ++s) sh[s * NT + T] = a[s][0];
+    for (unsigned s = 0; s < NS; ++s) sh[s * NT + T] = v[s];
     __syncthreads();
-    constexpr unsigned J = NT / 32;
-    constexpr unsigned kJSteps = J >= 8 ? 3 : J >= 4 ? 2 : 1;
 #pragma unroll
     for (unsigned s = 0; s < NS; ++s) {
-      float b[J];
+      float b[NT / 32];
 #pragma unroll
-      for (unsigned j = 0; j < J; ++j) b[j] = sh[s * NT + w + 32 * j];
-#pragma unroll
-      for (unsigned step = 0; step < kJSteps; ++step) {
-        const unsigned hj = J >> (step + 1);
-#pragma unroll
-        for (unsigned j = 0; j < J / 2; ++j)
-          if (j < hj) b[j] = O::op(b[j], b[j + hj]);
-      }
-      v[s] = b[0];
+      for (unsigned j = 0; j < NT / 32; ++j) b[j] = sh[s * NT + w + 32 * j];
+      v[s] = red::halve<OP>(b);
     }
   }
 #pragma unroll
@@ -304,7 +266,10 @@ __device__ __forceinline__ void row_sums(Val val, uint64_t cols, bool active, Ex
 // the block halves the 256 lane values (group_halving with NT = 256). Partial values go to
 // part[row * nc + chunk]; the caller finishes each row with the reduction backend's reduce_axis
 // over (rows, nc, 1), i.e. the tree's next levels. F: f.prep(row) -> per-row state P (loads of
-// per-row statistics); f(p, row, e, out[NS]) writes the NS values of element e of the row.
+// per-row statistics; NoRow when there are none); f(p, row, e, out[NS]) writes the NS values of
+// element e of the row.
+struct NoRow {};
+
 template <red::Op OP, unsigned NS, class F>
 __global__ void __launch_bounds__(kThreads)
     chunk_reduce(F f, uint64_t rows, uint64_t cols, uint64_t nc, float *__restrict part0,
@@ -363,7 +328,10 @@ __global__ void __launch_bounds__(kThreads)
 // red::small<W> across the segment: lane j starts at -0 + v[j] (j < cols) or -0 (the caller
 // passes that), then s[t] = s[t] + s[t + h] for h = W/2 .. 1 by __shfl_down_sync within the
 // segment (lane t adds lane t + h: the same additions in the same order); lane 0's value is
-// broadcast to the segment. Every lane of the warp must call these.
+// broadcast to the segment. Every lane of the warp must call these. A thread of a short-row kernel
+// takes kSegRows rows at a time (that many independent loads in flight).
+constexpr unsigned kSegRows = 4;
+
 template <unsigned W>
 __device__ __forceinline__ float seg_sum(float v) {
 #pragma unroll
@@ -376,8 +344,8 @@ __device__ __forceinline__ float seg_sum(float v) {
 // encoding of v with its 31 low bits flipped when v is negative (signed compare: -inf < ... < -0 <
 // +0 < ... < +inf), a NaN the largest key 0x7FFFFFFF, which decodes to the canonical NaN (what
 // max_f's a + b gives on the GPU). Per xor step 2 instructions (SHFL, IMNMX) instead of max_f's 7
-// (its NaN and signed-zero selects): 35 -> ~16 per warp-wide maximum (2026-11-24). Segments of 2
-// lanes keep max_f (one step: the key conversions would cost more than they save).
+// (its NaN and signed-zero selects). Segments of 2 lanes keep max_f (one step: the key
+// conversions would cost more than they save).
 template <unsigned W>
 __device__ __forceinline__ float seg_max(float v) {
   if constexpr (W <= 2) {
@@ -404,7 +372,8 @@ __device__ __forceinline__ float seg_max(float v) {
 // are exactly the operations of chunk_reduce followed by reduce_axis over (rows, nc, 1). A row is
 // read once per pass; the caller sizes the grid so that the rows in flight stay in L2 and the
 // later passes hit it.
-constexpr uint64_t kBlockRowMaxChunks = 256;  // cols <= 256 * 4096 = 2^20
+constexpr uint64_t kBlockRowMaxChunks = 256;
+constexpr uint64_t kBlockRowMaxCols = kBlockRowMaxChunks * red::kChunk;  // 2^20
 
 // The shared state of one long-row block: the exchange buffers (reductions of up to two sequences
 // of two chunks; one Exchange for the block's whole life, so that successive reductions alternate
@@ -480,33 +449,6 @@ __device__ __forceinline__ void block_row_sum(Val val, uint64_t cols, BlockRow &
     b[s][0] = T < nc ? O::op(O::identity(), sm.cv[s][T]) : O::identity();
   // (The next call writes cv only after its first halving's barrier, which follows these reads.)
   group_halving<red::Op::Sum, kThreads, NS>(b, sm.ex, out);
-}
-
-// Maximum over e = 0..cols-1 of val(e) (order-free), in every thread of the block.
-template <class Val>
-__device__ __forceinline__ float block_row_max(Val val, uint64_t cols, BlockRow &sm) {
-  constexpr unsigned B = 16;  // loads in flight per thread
-  static_assert(B == 16, "four halving steps below");
-  float m[B];
-#pragma unroll
-  for (unsigned i = 0; i < B; ++i) m[i] = red::Ops<red::Op::Max>::identity();
-  for (uint64_t e0 = 0; e0 < cols; e0 += B * kThreads) {
-    const uint64_t e = e0 + threadIdx.x;
-    if (e0 + B * kThreads <= cols) {
-#pragma unroll
-      for (unsigned i = 0; i < B; ++i) m[i] = ew::max_f(m[i], val(e + i * kThreads));
-    } else {
-#pragma unroll
-      for (unsigned i = 0; i < B; ++i)
-        if (e + i * kThreads < cols) m[i] = ew::max_f(m[i], val(e + i * kThreads));
-    }
-  }
-#pragma unroll
-  for (unsigned step = 0; step < 4; ++step)  // h = 8, 4, 2, 1 (order-free; any pairing would do)
-#pragma unroll
-    for (unsigned i = 0; i < B / 2; ++i)
-      if (i < (B / 2 >> step)) m[i] = ew::max_f(m[i], m[i + (B / 2 >> step)]);
-  return group_max<kThreads>(m[0], sm.ex);
 }
 
 // The output pass: for every e < cols, load(e, v) reads the NL inputs of element e into v and

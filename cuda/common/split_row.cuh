@@ -1,33 +1,31 @@
-// Long rows held in registers by Q groups of 256 threads: the groups are the quarters (halves) of
-// one block, or the blocks of a thread-block cluster (sm_90, distributed shared memory). Shared by
-// the softmax and layer-norm forward kernels (cuda/kernels/softmax.cuh,
-// cuda/kernels/layer_norm.cuh) and, through them, by the CPU emulator tests (which run the
-// one-block form: the cluster form is the same code with the groups in different blocks, reading
-// the same words remotely).
+// CUDA row machinery shared by the softmax and layer-norm kernels (cuda/kernels/softmax.cuh,
+// cuda/kernels/layer_norm.cuh; the CPU emulator tests run the one-block form): a long row held in
+// registers by Q groups of 256 threads, and the host launcher of the row-kernel plans.
 //
-// Layout: a row of nc <= Q * NCL chunks of 4096; group q (0..Q-1) holds chunks q + Q j (j < NCL),
+// The groups are the quarters (halves) of one block, or the blocks of a thread-block cluster
+// (sm_90, distributed shared memory): the same code, the cluster form reading the same words
+// remotely. Layout: a row of nc <= Q * NCL chunks of 4096; group q holds chunks q + Q j (j < NCL),
 // thread T of it the tree's lane T of each: elements 4096 (q + Q j) + 256 r + T, r = 0..15 (for
-// fixed (j, r) a warp touches 128 contiguous bytes). Thread value index i = 16 j + r; its offset
-// from the thread's base q 4096 + T is the compile-time split_off<Q>(i).
+// fixed (j, r) a warp touches 128 contiguous bytes). Thread value index i = 16 j + r sits at the
+// compile-time offset split_off<Q>(i) from the thread's base q 4096 + T.
 // The sum (THE TREE of core/numerics/reduce_tree.hpp): each thread folds its lanes in r order
-// (the caller), split_tree_sum halves each chunk's 256 lanes (row::dev::group_halving, NT = 256,
-// block barrier), stores the chunk value at cv[chunk], one group-wide barrier (cluster-wide for a
-// cluster), then every thread reduces the Q * NCL chunk values by the tree's next level: lane c =
-// -0 + cv[c] (a chunk past the row is the halving of identity lanes: -0, the identity), halving
-// h = Q NCL / 2 .. 1 (the tree's steps h >= Q NCL only combine identities). The maximum
-// (split_max) is order-free: one word per warp, a group-wide barrier, every thread folds them.
-// Shared-memory reuse: the max words and the two chunk-value buffers are each rewritten only after
-// a later group-wide barrier that every read of their previous contents precedes (callers
-// alternate split_max and split_tree_sum, or two split_tree_sums, which use cv[0] and cv[1] in
-// turn); the group_halving exchange alternates its own buffers. A cluster's blocks must end with
-// split_finish (no block may leave while another reads its shared memory).
+// (the caller), tree_sum halves each chunk's 256 lanes (row::dev::group_halving, block barrier),
+// stores the chunk value, passes one group-wide barrier (cluster-wide for a cluster), and every
+// thread reduces the Q * NCL chunk values by the tree's next level (lane c = -0 + cv[c]; a chunk
+// past the row is -0, the identity). The maximum is order-free: one word per warp, a group-wide
+// barrier, every thread folds them.
+// Shared memory is rewritten only after a group-wide barrier that every read of its previous
+// contents precedes (callers alternate max and tree_sum, or two tree_sums, which use cv[0] and
+// cv[1] in turn). A cluster's blocks end with finish(): none may leave while another reads it.
 #pragma once
 
 #include <cstdint>
 #if defined(__CUDACC__) && !defined(TLRT_CUDA_EMULATION)
-#include <cstdlib>
+#include <mutex>
+#include <set>
 #include <utility>
 
+#include "cuda/common/launch.cuh"
 #include "cuda/common/runtime.cuh"
 #endif
 
@@ -42,12 +40,9 @@ using row::dev::kThreads;
 
 constexpr unsigned kSplitWarps = kThreads / 32;
 
-// The cluster form needs sm_90 (thread-block clusters, distributed shared memory). The cluster
-// kernels are declared for every architecture (no __cluster_dims__: the host launches them with a
-// cluster-dimension attribute, split_launch_cluster below) and have a body only in the sm_90+
-// device pass; the host takes them only on a device of compute capability >= 9
-// (split_has_clusters), so an sm_80 / sm_89 build and device run the one-block form or the chunk
-// passes instead (cuda/softmax.cu, cuda/layer_norm.cu).
+// The cluster kernels are declared for every architecture (launched with a cluster-dimension
+// attribute) and have a body only in the sm_90+ device pass; the host takes them only where
+// split_has_clusters(dev).
 #if defined(__CUDACC__) && !defined(TLRT_CUDA_EMULATION)
 #define TLRT_SPLIT_HAVE_CLUSTER 1
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -116,14 +111,12 @@ struct SplitPart {
   }
 };
 
-
 template <unsigned Q>
 __device__ __forceinline__ unsigned split_off(unsigned i) {
   return Q * (i / red::kDepth) * red::kChunk + (i % red::kDepth) * red::kLanes;
 }
 
-// The shared state of a split row kernel (one per block; in a cluster each block has its copy and
-// writes only its own group's words of it).
+// The shared state of a split row kernel (in a cluster each block writes only its own words).
 template <unsigned Q, unsigned NCL, bool CLUSTER>
 struct SplitShared {
   float smax[Q * kSplitWarps];
@@ -153,8 +146,7 @@ struct SplitState {
     return r;
   }
 
-  // THE TREE sum of the row from the lane values a[j] (chunk q + Q j, after the fold), in every
-  // thread.
+  // THE TREE sum of the row from the lane values a[j] (chunk q + Q j), in every thread.
   __device__ __forceinline__ float tree_sum(float (&a)[NCL][1]) {
     using O = red::Ops<red::Op::Sum>;
     constexpr unsigned C = Q * NCL;
@@ -170,17 +162,7 @@ struct SplitState {
     float b[C];
 #pragma unroll
     for (unsigned k = 0; k < C; ++k) b[k] = O::op(O::identity(), P::read(cv, k, k % Q));
-    // Steps h = C / 2 .. 1, counted linearly so that they unroll fully (b in registers).
-    constexpr unsigned kSteps = C >= 16 ? 4 : C >= 8 ? 3 : C >= 4 ? 2 : C >= 2 ? 1 : 0;
-    static_assert((1u << kSteps) == C, "a power of two");
-#pragma unroll
-    for (unsigned step = 0; step < kSteps; ++step) {
-      const unsigned h = C >> (step + 1);
-#pragma unroll
-      for (unsigned k = 0; k < C / 2; ++k)
-        if (k < h) b[k] = O::op(b[k], b[k + h]);
-    }
-    return b[0];
+    return red::halve<red::Op::Sum>(b);
   }
 
   __device__ __forceinline__ void finish() {
@@ -189,16 +171,11 @@ struct SplitState {
 };
 
 #if defined(TLRT_SPLIT_HAVE_CLUSTER)
-// Host side of the cluster form: whether `dev` has thread-block clusters (compute capability >= 9;
-// cached per device, no CUDA call after the first), and the launch of `kernel` as clusters of Q
-// blocks of 256 threads (cudaLaunchKernelEx with the cluster-dimension attribute; grid a multiple
-// of Q).
+// ---- host side ----------------------------------------------------------------------------------
+// Thread-block clusters: compute capability >= 9 (cached per device).
 inline bool split_has_clusters(int dev) { return cc_major(dev) >= 9; }
 
-// Launches `kernel` as clusters of Q blocks of 256 threads over `rows` rows, one cluster per row,
-// grid capped at 2^31 - 1 blocks (the kernels loop). (Persistent clusters, as many as fit at once
-// looping over rows, measured no faster on the H100, 2026-11-24: softmax (1024, 65536) 0.264
-// against 0.262 ms, masked 0.419 against 0.406; removed.)
+// Clusters of Q blocks of 256 threads, one per row, grid capped (the kernels loop over rows).
 template <unsigned Q, class... P, class... A>
 void split_launch_cluster(const char *what, void (*kernel)(P...), uint64_t rows, cudaStream_t st,
                           A... args) {
@@ -214,13 +191,80 @@ void split_launch_cluster(const char *what, void (*kernel)(P...), uint64_t rows,
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  uint64_t clusters = rows < 0x7FFFFFFFull / Q ? rows : 0x7FFFFFFFull / Q;
+  uint64_t clusters = rows < kMaxGrid / Q ? rows : kMaxGrid / Q;
   if (clusters == 0) clusters = 1;
   cfg.gridDim = dim3((unsigned)(clusters * Q));
   check(cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...), what);
 }
+
+// A FULL / partial kernel pair of the split form: FULL where the row fills the Q * NCL chunks.
+template <unsigned Q, unsigned NCL, class... P, class... A>
+void split_launch_cluster(const char *what, void (*full)(P...), void (*part)(P...),
+                          uint64_t rows, uint64_t cols, cudaStream_t st, A... args) {
+  split_launch_cluster<Q>(what, cols == SplitPart<Q, NCL, true>::kMaxCols ? full : part, rows, st,
+                          args...);
+}
 #endif
 
 }  // namespace split_row
+
+#if defined(TLRT_SPLIT_HAVE_CLUSTER)
+// The launcher the row-kernel plans of cuda/kernels/softmax.cuh and cuda/kernels/layer_norm.cuh
+// take (the emulator tests pass their own with the same members), on the library stream of dev.
+struct RowLaunch {
+  int dev;
+  cudaStream_t st;
+  uint64_t max_grid() const { return kMaxGrid; }
+  unsigned sms() const { return (unsigned)sm_count(dev); }
+  size_t max_smem() const { return smem_optin(dev); }
+  unsigned grid_for(uint64_t items, uint64_t per_block) const { return blocks(items, per_block); }
+  template <class K, class... A>
+  void operator()(const char *name, K kernel, unsigned grid, A... args) const {
+    kernel<<<grid, row::dev::kThreads, 0, st>>>(args...);
+    check_launch(name);
+  }
+  template <class K, class... A>
+  void sized(const char *name, K kernel, unsigned grid, unsigned threads, A... args) const {
+    kernel<<<grid, threads, 0, st>>>(args...);
+    check_launch(name);
+  }
+  template <class K, class... A>
+  void grid2(const char *name, K kernel, dim3 grid, A... args) const {
+    kernel<<<grid, row::dev::kThreads, 0, st>>>(args...);
+    check_launch(name);
+  }
+  // grid2 as a programmatic dependent launch (the kernel calls pdl_wait first).
+  template <class K, class... A>
+  void grid2_dependent(const char *name, K kernel, dim3 grid, A... args) const {
+    launch_dependent(dev, name, kernel, grid, row::dev::kThreads, 0, st, args...);
+  }
+  // With smem bytes of dynamic shared memory: the kernel's limit is raised to the device's opt-in
+  // maximum and shared memory preferred in the carveout, once per (kernel, device).
+  template <class K, class... A>
+  void dyn(const char *name, K kernel, unsigned grid, size_t smem, A... args) const {
+    allow_smem(dev, reinterpret_cast<const void *>(kernel), name);
+    kernel<<<grid, row::dev::kThreads, smem, st>>>(args...);
+    check_launch(name);
+  }
+  static void allow_smem(int dev, const void *kernel, const char *name) {
+    static std::mutex mu;
+    static std::set<std::pair<const void *, int>> done;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!done.insert({kernel, dev}).second) return;
+    // The limit counts dynamic memory only: the opt-in maximum less the kernel's static shared
+    // memory (the whole opt-in maximum is cudaErrorInvalidValue).
+    const int most = (int)smem_optin(dev);
+    cudaFuncAttributes fa{};
+    check(cudaFuncGetAttributes(&fa, kernel), name);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               most - (int)fa.sharedSizeBytes),
+          name);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               (int)cudaSharedmemCarveoutMaxShared),
+          name);
+  }
+};
+#endif
+
 }  // namespace cuda
 }  // namespace tlrt

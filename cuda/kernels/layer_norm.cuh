@@ -1,23 +1,19 @@
-// Device code of the fused layer-norm backward (cuda/layer_norm.cu explains the strategy and its
-// costs): dx and the first levels of the column tree of dgamma / dbeta in one pass over dy and x.
-// Kept apart so that the CPU emulator test (tests/unit/test_layer_norm_emu.cpp) runs this very
-// source against the CPU backend bit for bit.
+// Device code of the layer-norm kernels that the CPU emulator test
+// (tests/unit/test_layer_norm_emu.cpp) runs bit for bit against the CPU backend: the fused backward
+// (cols <= 4096) and its finish, the short-row forward, and the long-row kernels (split_fwd,
+// block_row_dx). cuda/layer_norm.cu explains the strategies and their costs.
 //
-// THE COLUMN TREE (abi/tlrt_layer_norm.h, row::col_lanes): for each column, chunk k of 4096 rows
-// has 256 lanes; lane t folds rows 4096 k + t + 256 r (r = 0..15) in order; the lanes are halved
-// (h = 128, 64, ..., 1); the chunk values are reduced by the tree again.
-//
-// SCHEDULE. A block owns G lanes of one chunk: lanes t0 + S g (g = 0..G-1, S = 256 / G), so the
-// first log2(G) halving steps (h = 128 .. S) pair lanes of the same block. Group g of the block
-// (NT threads, one row at a time, the row in registers as in the forward) walks its lane's 16 rows
-// in order r = 0..15: per row it computes dx (the row sums S(d), S(d * xhat) by the tree) and
-// folds dy * xhat and dy into per-column lane accumulators held in registers next to the row
-// values (thread T holds the columns of its row slots, row::dev::Layout). After the 16 rows the G
-// lane values of each column meet in shared memory and are halved over g (h = 128 .. S): the block
-// writes the value of lane t0 after step h = S, i.e. partial (k, t0) of an (nc, S, cols) array.
-// The caller reduces it with reduce_axis over S (the steps h = S/2 .. 1: the tree of a sequence of
-// S <= 256 values, one per lane, is exactly that halving) and then over the nc chunks.
-// Nothing in the order of operations depends on the schedule: only who computes what.
+// THE COLUMN TREE of dgamma / dbeta (abi/tlrt_layer_norm.h, row::col_lanes): for each column,
+// chunk k of 4096 rows has 256 lanes; lane t folds rows 4096 k + t + 256 r (r = 0..15) in order;
+// the lanes are halved (h = 128, 64, ..., 1); the chunk values are reduced by the tree again.
+// The fused backward's blocks own G lanes of one chunk, t0 + S g (g < G, S = 256 / G), so the
+// steps h = 128 .. S pair lanes of one block: group g (NT threads, the row in registers as in the
+// forward) walks its lane's 16 rows in order, computing dx (the row sums S(d), S(d * xhat) by the
+// tree) and folding dy * xhat and dy into per-column lane accumulators; then the block halves its
+// G lane values per column and writes partial (k, t0) of an (nc, S, cols) array, which the finish
+// reduces (the halving over S, then the chunk level). Only who computes what depends on the
+// schedule, never the order of operations.
+// Last measured: bench/results/2026-11-27-h100-s17-softmax.md
 #pragma once
 
 #include <cstdint>
@@ -29,6 +25,7 @@
 #include "cuda/common/cp_async.cuh"
 #endif
 #include "cuda/common/split_row.cuh"
+#include "cuda/kernels/reduce.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -37,6 +34,7 @@ namespace ln_kernels {
 using row::dev::block_row_map;
 using row::dev::block_row_sum;
 using row::dev::Exchange;
+using row::dev::kSegRows;
 using row::dev::kThreads;
 using row::dev::Layout;
 using row::dev::row_sums;
@@ -46,16 +44,14 @@ template <unsigned NT>
 constexpr unsigned kLaneSets = NT;
 
 // The end of a fused backward's row sequence: the block's G groups hold lane values ag / ab for
-// the columns L::off(T, i) of their rows; the partial rows og / ob get, per column, their sum by
-// the tree's halving over the block's lanes (step h = 128 pairs g with g + G/2, ..., h = S pairs
-// g = 0 with g = 1). G == 1 writes the values directly; otherwise they go through cs ([sequence]
-// [g][column], row stride C >= cols: 2 G C floats) with one barrier, and the caller fences before
-// cs is reused.
+// the columns L::off(T, i) of their rows; the partial rows og / ob get, per column, the tree's
+// halving over the block's lanes (h = 128 pairs g with g + G/2, ..., h = S pairs g = 0 with 1).
+// G > 1: through cs ([sequence][g][column], row stride C >= cols) with one barrier; the caller
+// passes a barrier before cs is reused.
 template <class L>
 __device__ __forceinline__ void lanes_to_partials(const float (&ag)[L::V], const float (&ab)[L::V],
                                                   unsigned T, unsigned g, uint64_t cols, float *cs,
                                                   unsigned C, float *og, float *ob) {
-  using O = red::Ops<red::Op::Sum>;
   constexpr unsigned G = L::kGroups;
   if constexpr (G == 1) {
 #pragma unroll
@@ -76,43 +72,23 @@ __device__ __forceinline__ void lanes_to_partials(const float (&ag)[L::V], const
       }
     }
     __syncthreads();
-    constexpr unsigned kSteps = G >= 8 ? 3 : G >= 4 ? 2 : 1;
-    static_assert((1u << kSteps) == G, "G is 2, 4 or 8");
     for (unsigned e = threadIdx.x; e < cols; e += kThreads) {
 #pragma unroll
       for (unsigned p = 0; p < 2; ++p) {
         float v[G];
 #pragma unroll
         for (unsigned j = 0; j < G; ++j) v[j] = cs[(p * G + j) * C + e];
-#pragma unroll
-        for (unsigned step = 0; step < kSteps; ++step) {
-          const unsigned h = G >> (step + 1);
-#pragma unroll
-          for (unsigned j = 0; j < G / 2; ++j)
-            if (j < h) v[j] = O::op(v[j], v[j + h]);
-        }
-        (p == 0 ? og : ob)[e] = v[0];
+        (p == 0 ? og : ob)[e] = red::halve<red::Op::Sum>(v);
       }
     }
   }
 }
 
-// 32 < cols <= 4096: group kernel. nblk = nc * S blocks of work (grid-stride); block q takes chunk
-// k = q / S and lanes t0 + S g, t0 = q % S. pg, pb: (nblk, cols) partials (the lane value of
-// lane t0 after the halving steps h >= S).
-// SA (session 10): the lane accumulators in SHARED memory instead of registers (thread-private
-// slots acc[i][threadIdx.x], conflict-free; the same additions in the same order), so that the
-// kernel needs ~2 V registers fewer (sm_90: 118 / 128 / 120 / 108 -> 64 at 512 / 1024 / 2048 /
-// 4096 columns, no spills: 4 blocks per SM instead of 2-3, closer to the rows in flight of the
-// softmax backward's group kernel, 0.99 of copy bandwidth on the same 12 bytes per element); acc
+// The register kernel (33..512 columns; 513..4096 where the ring does not fit). nblk = nc * S
+// items (grid-stride); item q is chunk k = q / S, lanes t0 + S g, t0 = q % S. pg, pb: (nblk, cols)
+// partials. SA: the lane accumulators in thread-private shared-memory slots acc[i][threadIdx.x]
+// instead of registers (the same additions; 64 registers instead of ~120, 4 blocks per SM); acc
 // and cs share one array (cs is used only after the rows, once acc is back in registers).
-// PREDICTION: at 1024 columns like the ring kernel or better (~0.30-0.31 ms whole op on the H100).
-// MEASURED (H200, 2026-11-27, bench/softmax.py, whole op with the old finish, ms, against the ring
-// kernel): (131072, 512) 0.248 / 0.271, (65536, 1024) 0.313 / 0.274, (32768, 2048) 0.275 / 0.282,
-// (16384, 4096) 0.301 / 0.291: better at 512 columns (where the ring holds few rows of 2 KB),
-// worse at 1024 and 4096. So BwdPlan uses it at 257..512 columns only. H100 (same day, whole op
-// with the wide finish, against the ring kernel): (131072, 512) 0.306 / 0.317 ms (0.88 / 0.84 of
-// copy bandwidth), (65536, 1024) and (16384, 4096) unchanged (the ring kernel: 0.324 / 0.345).
 template <unsigned NT, unsigned NC, unsigned R, bool SA = false>
 __global__ void __launch_bounds__(kThreads)
     fused_group_bwd(const float *__restrict dy, const float *__restrict x,
@@ -206,41 +182,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// 256 < cols <= 4096, PIPELINED: the same lanes, rows, sums and partials as fused_group_bwd (so the
-// same bits), but the rows of dy and x reach the block through a P-stage cp.async ring in dynamic
-// shared memory instead of registers: while a group works on its row r, its next P - 1 rows are
-// already on the way, and the loads of a block no longer wait for its barriers. Each thread
-// copies exactly the elements it later reads (4-byte copies into its own slots
-// [stage][array][i][threadIdx.x]), so the ring needs no barrier: the thread's own cp.async wait
-// makes its data visible to it, and a stage is refilled only after the same thread read it.
-// Registers (kPipeBlocks; sm_90, -Xptxas -v, no spills): P = 2 (64 KiB ring, 3 blocks per SM):
-// 79-80; P = 3 (96 KiB, 2 blocks): 80-90, 86 at 4096 columns. (A variant that merged lane sets
-// t0, t0 + 128 in one block at 2049..4096 columns, M = 2, needed 122-126 registers, 2 blocks per
-// SM, and was never faster: 0.348 against 0.350 ms whole op at (16384, 4096), H100 2026-11-24;
-// removed in session 8.) They hold the lane accumulators (2 V) and P (mean, inv_std) pairs; gamma
-// is re-read from L1 (as in fused_group_bwd: held in registers it made the compiler spill), d and
-// xhat are recomputed from shared memory where needed (the same operations on the same inputs:
-// the same bits). A thread's slots of one array: V = 16 at every width.
-// ONE RING ACROSS A BLOCK'S ITEMS: a block takes the items (lane sets) q = blockIdx.x + j
-// gridDim.x, and the ring runs over the concatenation of
-// their row steps: the first rows of the next item are in flight during the current item's last
-// rows and halving. The halving at the end of an item uses the one stage that holds nothing then
-// (the stage of the step just consumed: the other P - 1 hold the next item's rows): cs with row
-// stride cols fits in it (2 G cols <= 2 V 256 floats). The library launches one block per item:
-// a persistent grid of kPipeBlocks blocks per SM looping over items measured
-// slower at every width (H100, 2026-11-24, kernel alone, P = 3: (65536, 1024) 0.3271 against
-// 0.3240 ms, (16384, 4096) 0.3385 against 0.3358, (32768, 2048) 0.3341 / 0.3293, (65836, 1000)
-// 0.3460 / 0.3368; P = 2: 0.3508 / 0.3140 at 1024 columns, 0.3646 / 0.3271 at 4096) and was
-// removed; the loop stays for grids capped at launch.max_grid().
-template <unsigned NT, unsigned R, unsigned P>
-__host__ __device__ constexpr size_t pipe_smem_bytes() {
-  return (size_t)P * 2 * (R * (256 / NT)) * kThreads * sizeof(float);
-}
+// The ring kernel (513..4096 columns): the same lanes, rows, sums and partials as fused_group_bwd
+// (so the same bits), but dy and x reach the block through a cp.async ring of kRingStages stages
+// in dynamic shared memory: while a group works on row r, its next row is on the way, and the
+// loads never wait for a barrier. Each thread copies the elements it later reads into its own
+// slots [stage][array][i][threadIdx.x] (V = 16 per array at every width), so the ring needs no
+// block barrier: a thread's cp.async wait makes its data visible to it. Registers (80 at most, 3
+// blocks per SM) hold the lane accumulators and the rows' (mean, inv_std); gamma is re-read from
+// L1, d and xhat recomputed from shared memory where needed (the same operations, the same bits).
+// The ring runs across a block's items q = blockIdx.x + j gridDim.x (one item per block, unless
+// the grid is capped): the next item's first row lands during the current item's last row and
+// halving, which uses the one stage that holds nothing then.
+constexpr unsigned kRingStages = 2;
+constexpr unsigned kPipeBlocks = 3;  // blocks per SM: a 64 KiB ring each
 
-// Blocks per SM the shared memory allows (so, the register budget): 3 stages of 16 slots per
-// thread are 96 KiB (2 blocks), 2 stages 64 KiB (3 blocks).
-template <unsigned NT, unsigned R, unsigned P>
-constexpr unsigned kPipeBlocks = P >= 3 ? 2 : 3;
+template <unsigned NT, unsigned R>
+__host__ __device__ constexpr size_t pipe_smem_bytes() {
+  return (size_t)kRingStages * 2 * (R * (256 / NT)) * kThreads * sizeof(float);
+}
 
 // Items of the ring kernel: item q is lane set t0 = q % S of chunk k = q / S: its group-0 row at
 // step r is item_row0 + 256 r.
@@ -257,22 +216,14 @@ __device__ __forceinline__ unsigned item_steps(uint64_t q, uint64_t rows) {
   return (unsigned)(left < red::kDepth ? left : red::kDepth);
 }
 
-// FULL: cols == L::kMaxCols (512, 1024, 2048 or 4096): no element of the layout is past the row,
-// so the per-element bounds tests go (the same operations on the same elements: the same bits).
-// Element i of thread T is off(0, i) + T: every access is a per-row base pointer plus a
-// compile-time offset (session 15: ptxas had rebuilt the row index and both addresses for every
-// copy of produce(), ~28 instructions a copy pair, ~600 of the ~1300 of a row step at 1024
-// columns; see cuda/layer_norm.cu).
-// FULL also asks dy and x to be 16-byte aligned: its copies are then 16 bytes wide and shared by
-// the warp. A warp's 32 slots of element i hold 32 consecutive floats of its group's row, so lane
-// l copies floats 4 (l % 8) .. + 3 of element 4 j + l / 8 (j < V / 4): 8 copies a step instead
-// of 32. The slots and what the consumer reads from them are unchanged (the same bits); a lane
-// now reads slots that other lanes filled, so each step passes a __syncwarp after its wait (the
-// copies landed for the whole warp) and one before its refill (the warp's reads of that stage
-// are done). Session 17 (H100, whole op): (65536, 1024) 0.318 -> 0.300 ms, (16384, 4096) 0.344
-// -> 0.316, (32768, 2048) 0.328 -> 0.303 (cuda/layer_norm.cu has the why).
-template <unsigned NT, unsigned R, unsigned P, bool FULL = false>
-__global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
+// Element i of thread T is at off(0, i) + T: a per-row base pointer plus a compile-time offset.
+// FULL (cols == L::kMaxCols, dy and x 16-byte aligned): no bounds tests, and the copies are 16
+// bytes wide and shared by the warp: lane l copies floats 4 (l % 8) .. + 3 of element 4 j + l / 8
+// of the warp's 32 slots (8 copies a step instead of 32; the same slots). A lane then reads slots
+// that other lanes filled, so each step passes a __syncwarp after its wait (the warp's copies have
+// landed) and one before its refill (the warp's reads of that stage are done).
+template <unsigned NT, unsigned R, bool FULL = false>
+__global__ void __launch_bounds__(kThreads, kPipeBlocks)
     fused_pipe_bwd(const float *__restrict dy, const float *__restrict x,
                    const float *__restrict mean, const float *__restrict inv_std,
                    const float *__restrict gamma, uint64_t rows, uint64_t cols, float n,
@@ -281,6 +232,7 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
   pdl_trigger();  // fused_bwd_finish_wide may be placed while the last blocks run (it waits)
   using L = Layout<NT, 1, R>;
   using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned P = kRingStages;
   constexpr unsigned G = L::kGroups;
   constexpr unsigned S = red::kLanes / G;
   constexpr unsigned V = L::V;
@@ -425,11 +377,8 @@ __global__ void __launch_bounds__(kThreads, (kPipeBlocks<NT, R, P>))
 // cols <= 32, segments (W = pow2_at_least(cols) lanes per row, lane j = column j; SG = 256 / W
 // segments per block): a block owns a whole chunk (S = 1); segment g owns the tree's lanes
 // t = g + SG i (i < W) and walks r = 0..15, each r the rows 4096 q + t + 256 r of its W lanes, U at
-// a time (loads of U rows in flight, coalesced: a warp reads runs of rows). Thread (g, j) folds
-// column j of lane i into its slot i (the lane fold, in r order). Then the halving over the 256
-// lanes of each column: steps h = 128 .. SG pair slots i and i + h / SG of the same thread; steps
-// h = SG/2 .. 1 pair segments g and g + h through shared memory (one barrier per step). Thread j
-// of segment 0 writes the chunk value of column j: pg, pb are (nc, cols), as fused_thread_bwd's.
+// a time (coalesced: a warp reads runs of rows). Thread (g, j) folds column j of lane i into its
+// slot i. Thread j of segment 0 writes the chunk value of column j: pg, pb are (nc, cols).
 template <unsigned W>
 __global__ void __launch_bounds__(kThreads)
     fused_seg_bwd(const float *__restrict dy, const float *__restrict x,
@@ -484,21 +433,10 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    // Halving steps h = 128 .. SG inside the thread (slots i and i + h / SG).
-    if constexpr (W > 1) {
-      constexpr unsigned kSteps = W >= 32 ? 5 : W >= 16 ? 4 : W >= 8 ? 3 : W >= 4 ? 2 : 1;
-#pragma unroll
-      for (unsigned step = 0; step < kSteps; ++step)  // hi = W/2, W/4, ..., 1
-#pragma unroll
-        for (unsigned i = 0; i < W / 2; ++i)
-          if (i < (W >> (step + 1))) {
-            ag[i] = O::op(ag[i], ag[i + (W >> (step + 1))]);
-            ab[i] = O::op(ab[i], ab[i + (W >> (step + 1))]);
-          }
-    }
-    // Steps h = SG/2 .. 1 across segments.
-    cs[0][threadIdx.x] = ag[0];
-    cs[1][threadIdx.x] = ab[0];
+    // Halving steps h = 128 .. SG inside the thread (slots i and i + h / SG), then h = SG/2 .. 1
+    // across segments.
+    cs[0][threadIdx.x] = red::halve<red::Op::Sum>(ag);
+    cs[1][threadIdx.x] = red::halve<red::Op::Sum>(ab);
     __syncthreads();
     for (unsigned h = SG / 2; h >= 1; h /= 2) {
       if (threadIdx.x < h * W) {
@@ -515,9 +453,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ---- launch plan (cols <= kFusedMaxCols) -------------------------------------------------------
-// Used by cuda/layer_norm.cu and the emulator test. A launcher: launch(name, kernel, grid, args...)
-// starts kernel with kThreads threads per block; launch.max_grid() is the most blocks per launch.
+// ---- launch plan (cols <= kFusedMaxCols): a launcher as split_row.cuh's RowLaunch -------------
 
 constexpr uint64_t kFusedMaxCols = 4096;
 
@@ -534,89 +470,51 @@ inline unsigned fused_lane_sets(uint64_t cols) {
                          : cols <= 2048 ? kLaneSets<128> : kLaneSets<256>;
 }
 
-// The plan (cuda/layer_norm.cu uses the defaults). Measured on the H100 (2026-11-24,
-// bench/ln_bwd_probe.cu, kernel alone; copy 0.1799 ms):
-// - 33..256 columns: the register kernel fused_group_bwd ((262144, 256) 0.2898 ms against the
-//   ring's 0.3029; at 64 columns 0.4753 against 0.6476: short rows are bound by the instructions
-//   per row, which the ring adds to, not by loads in flight). No ring kernel for them.
-// - 257..4096 columns: the ring kernel with P = 2 stages (64 KiB, 3 blocks per SM), one block
-//   per item: (65536, 1024) 0.3140 ms (0.859 of copy bandwidth) against 0.3240 with P = 3 (96
-//   KiB, 2 blocks per SM) and 0.3584 for the register kernel; (16384, 4096) 0.3271 against
-//   0.3358 (P = 3) and 0.4814; P = 4 was slower (0.4067 / 0.56). 512 and 2048 columns were
-//   timed at P = 3 only (0.3033, 0.3293): P = 2 there is the guess from 1024 and 4096 (the same
-//   16 slots per thread, the same occupancy); the library's whole op measured 2 against 3 stages:
-//   0.337 / 0.347 ms at 2048, 0.324 / 0.321 at 512 columns.
-// - (lane sets merged in pairs at 2049..4096 columns, M = 2: 0.348 against 0.350 ms whole op at
-//   (16384, 4096), within noise; never dispatched by the library, removed in session 8.)
-// pipelined = false: the register kernel at every width (the probe and the emulator test).
-struct BwdPlan {
-  bool pipelined = true;
-  unsigned stages = 2;    // 2 or 3
-  bool smem_acc = true;   // 257..512 columns: the register kernel with its SA accumulators
-};
-
-constexpr uint64_t kRegMaxCols = 256;  // 33..256 columns: the register kernel
-constexpr uint64_t kSaMaxCols = 512;   // 257..512 with BwdPlan::smem_acc: fused_group_bwd's SA
-
-// The ring's dynamic shared memory for the plan's stages (the same for every ring width).
-inline size_t pipe_bytes_for(const BwdPlan &plan) {
-  return plan.stages >= 3 ? pipe_smem_bytes<64, 4, 3>() : pipe_smem_bytes<64, 4, 2>();
-}
+constexpr uint64_t kRegMaxCols = 256;  // 33..256 columns: fused_group_bwd
+constexpr uint64_t kSaMaxCols = 512;   // 257..512: fused_group_bwd with its SA accumulators
+constexpr size_t kPipeSmem = pipe_smem_bytes<64, 4>();                // every ring width: 64 KiB
 constexpr size_t kPipeStaticSmem = 2 * 2 * kThreads * sizeof(float);  // fused_pipe_bwd's sh
 
-// launch.dyn(name, kernel, grid, smem_bytes, args...) starts kernel with that much dynamic shared
-// memory (allowing it above 48 KiB); launch.max_smem() is the most shared memory a block may have
-// (the device's opt-in limit: 227 KiB on sm_90, 163 on sm_80, 99 on sm_89: the 64 KiB rings fit
-// on all of them, the 96 KiB ones not on sm_89). The pipelined kernel where the plan allows it and
-// its ring fits, else the register kernel fused_group_bwd (the same bits).
+// 513..4096 columns: the ring kernel where its ring fits the device's shared memory per block
+// (launch.max_smem(): every device of compute capability 8 or later), else the register kernel.
 template <class Launch>
-bool fused_bwd_ring(const Launch &launch, const BwdArgs &a, const BwdPlan &plan) {
-  return a.cols > (plan.smem_acc ? kSaMaxCols : kRegMaxCols) && plan.pipelined &&
-         pipe_bytes_for(plan) + kPipeStaticSmem <= launch.max_smem();
+bool fused_bwd_ring(const Launch &launch, const BwdArgs &a) {
+  return a.cols > kSaMaxCols && kPipeSmem + kPipeStaticSmem <= launch.max_smem();
 }
+
 template <class Launch>
-void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb,
-                    const BwdPlan &plan = BwdPlan{}) {
+void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb) {
   const uint64_t nblk = red::chunks_of(a.rows) * fused_lane_sets(a.cols);
   const unsigned grid = (unsigned)(nblk < launch.max_grid() ? nblk : launch.max_grid());
 #define TLRT_LN_FUSED(NAME, KERNEL, COLS)                                                        \
   launch(NAME, KERNEL, grid, a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, COLS, a.n, nblk, a.dx, \
          pg, pb)
-  // The ring kernel: a block per item.
-#define TLRT_LN_PIPE_F(NT, R, P, F)                                                              \
-  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #P ", " #F ">", fused_pipe_bwd<NT, R, P, F>,     \
-             grid, pipe_smem_bytes<NT, R, P>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows,   \
-             a.cols, a.n, nblk, a.dx, pg, pb)
-  // Rows that fill the layout (512, 1024, 2048, 4096 columns) take the FULL form, with its
-  // 16-byte copies, where dy and x are 16-byte aligned (the library's buffers always are).
+#define TLRT_LN_PIPE_F(NT, R, F)                                                                 \
+  launch.dyn("fused_pipe_bwd<" #NT ", " #R ", " #F ">", fused_pipe_bwd<NT, R, F>, grid,          \
+             pipe_smem_bytes<NT, R>(), a.dy, a.x, a.mean, a.inv_std, a.gamma, a.rows, a.cols,    \
+             a.n, nblk, a.dx, pg, pb)
+  // Rows that fill the layout (1024, 2048, 4096 columns) take the FULL form where dy and x are
+  // 16-byte aligned (the library's buffers always are).
   const bool vec_ok = ((reinterpret_cast<uintptr_t>(a.dy) | reinterpret_cast<uintptr_t>(a.x)) &
                        15u) == 0;
-#define TLRT_LN_PIPE(NT, R, P)                                                                   \
+#define TLRT_LN_PIPE(NT, R)                                                                      \
   do {                                                                                           \
-    if (a.cols == Layout<NT, 1, R>::kMaxCols && vec_ok) TLRT_LN_PIPE_F(NT, R, P, true);          \
-    else TLRT_LN_PIPE_F(NT, R, P, false);                                                        \
+    if (a.cols == Layout<NT, 1, R>::kMaxCols && vec_ok) TLRT_LN_PIPE_F(NT, R, true);             \
+    else TLRT_LN_PIPE_F(NT, R, false);                                                           \
   } while (0)
-#define TLRT_LN_PIPE_P(NT, R)                                                                    \
-  do {                                                                                           \
-    if (plan.stages >= 3) TLRT_LN_PIPE(NT, R, 3);                                                \
-    else TLRT_LN_PIPE(NT, R, 2);                                                                 \
-  } while (0)
-  const unsigned c32 = (unsigned)(a.cols < 32 ? a.cols : 32);
   if (a.cols <= 32) {
-    row::with_segment_width(a.cols, [&](auto w) {
+    const unsigned c32 = (unsigned)a.cols;
+    red::with_small_width(a.cols, [&](auto w) {
       TLRT_LN_FUSED("fused_seg_bwd", fused_seg_bwd<decltype(w)::value>, c32);
     });
-  } else if (fused_bwd_ring(launch, a, plan)) {
-    if (a.cols <= 512) TLRT_LN_PIPE_P(32, 2);
-    else if (a.cols <= 1024) TLRT_LN_PIPE_P(64, 4);
-    else if (a.cols <= 2048) TLRT_LN_PIPE_P(128, 8);
-    else TLRT_LN_PIPE_P(256, 16);
-  } else if (a.cols <= 256) {
+  } else if (a.cols <= kRegMaxCols) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 1>", (fused_group_bwd<32, 1, 1>), a.cols);
-  } else if (plan.smem_acc && a.cols <= kSaMaxCols) {
+  } else if (a.cols <= kSaMaxCols) {
     TLRT_LN_FUSED("fused_group_bwd<32, 1, 2, SA>", (fused_group_bwd<32, 1, 2, true>), a.cols);
-  } else if (a.cols <= 512) {
-    TLRT_LN_FUSED("fused_group_bwd<32, 1, 2>", (fused_group_bwd<32, 1, 2>), a.cols);
+  } else if (fused_bwd_ring(launch, a)) {
+    if (a.cols <= 1024) TLRT_LN_PIPE(64, 4);
+    else if (a.cols <= 2048) TLRT_LN_PIPE(128, 8);
+    else TLRT_LN_PIPE(256, 16);
   } else if (a.cols <= 1024) {
     TLRT_LN_FUSED("fused_group_bwd<64, 1, 4>", (fused_group_bwd<64, 1, 4>), a.cols);
   } else if (a.cols <= 2048) {
@@ -624,7 +522,6 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
   } else {
     TLRT_LN_FUSED("fused_group_bwd<256, 1, 16>", (fused_group_bwd<256, 1, 16>), a.cols);
   }
-#undef TLRT_LN_PIPE_P
 #undef TLRT_LN_PIPE
 #undef TLRT_LN_PIPE_F
 #undef TLRT_LN_FUSED
@@ -632,37 +529,18 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 
 // ---- the rest of the column tree (dgamma and dbeta): the wide finish -------------------------
 // The partials (nc, S, cols) of dgamma (pg) and dbeta (pb) -> dgamma, dbeta: per column, each
-// chunk's S lane values are halved by the tree (a sequence of S <= 256 values, one per lane, lanes
-// >= S holding the identity -0: the leaves are -0 + v, then the steps h = 128 .. S add -0, then
-// h = S / 2 .. 1 pair the values), then the tree of the nc <= 256 chunk values (the same halving
-// over 256 lanes); nc == 1: the chunk value itself; S == 1: the partials are the chunk values. The
-// same operations in the same order as the CPU: the same bits (tests/unit/test_layer_norm_emu.cpp).
+// chunk's S lane values are halved by the tree (a sequence of S <= 256 values, one per lane:
+// leaves -0 + v, lanes >= S the identity), then the tree of the nc <= 256 chunk values (the same
+// halving over 256 lanes); nc == 1: the chunk value itself; S == 1: the partials are the chunk
+// values, and fused_bwd_finish_level alone does the chunk level.
 // fused_bwd_finish_wide<S, NCB>: grid (cols / 32 column tiles, 2 nc); block (x, 2 k + a) computes
-// the value of chunk k of array a (0: dgamma, 1: dbeta) for its 32 columns: thread (w, l) loads
-// lanes t = w + 8 i (i < S / 8, all issued together: 4-32 loads), the leaves -0 + v, the pad steps
-// h = 128 .. S (+ -0), h = S / 2 .. 8 in registers, h = 4, 2, 1 across warps (halve_lanes). It
-// writes the chunk value to cv (2, nc, cols), fences, and takes a ticket on
-// counters[a * tiles + x]; the block with the last ticket (every chunk of the tile written) reads
-// the nc chunk values from L2 (__ldcg) and halves them over 256 lanes (leaves -0 + v, the identity
-// past nc), writes dgamma / dbeta and puts the counter back to 0 for the next call. nc == 1: the
-// chunk value is the result (no scratch, no ticket). S == 1 (cols <= 32): the partials are the
-// chunk values, and fused_bwd_finish_level alone does the chunk level (one launch, no ticket).
-// Register slots at the chunk level: NCB = 4 for nc <= 32 (lanes t >= 32 are identity and stay so,
-// so their steps h = 128 .. 32 are the pad additions of the held lanes: the same additions on
-// every value that is not -0 + -0), NCB = 32 up to 256 chunks; the same halving either way.
-// Bytes: the partials read once (2 nc S cols floats: 8 MB at (65536, 1024), 32 MB at (16384,
-// 4096)) + the chunk values written and read back (2 nc cols floats each way: 128 KB at both
-// shapes). Blocks: 2 nc cols / 32 (1024 at both shapes), 8 / 32 loads per thread at S = 64 / 256.
-// It replaced (session 10) fused_bwd_finish, the same tree with 64 / 256 blocks (32-column tiles x
-// 2 arrays) each walking nc S / 256 DEPENDENT batches of loads (4 at (65536, 1024); limited to nc
-// S <= 2048), and a two-launch form of the wide finish (wide2: no ticket, the chunk level as a
-// second launch); commit 0ec911d has both. PREDICTION (H100, whole op, from 0.327 / 0.348 ms with
-// fused_bwd_finish; the ring kernel alone 0.314 / 0.327): the tail ~13 -> ~6 us at (65536, 1024),
-// ~21 -> ~12 us at (16384, 4096): ~0.321 / ~0.339 ms; wide2 within ~1 us of wide. MEASURED (bench/
-// softmax.py, each form in its own process, one build): H100 (65536, 1024) / (16384, 4096)
-// fused_bwd_finish 0.327 / 0.350 ms, wide 0.324 / 0.346, wide2 0.328 / 0.347; H200 fused_bwd_finish
-// 0.274 / 0.291, wide 0.269 / 0.285: 3-6 us, half the predicted gain; the 0.85 target (<= 0.314
-// ms on the H100) stays missed.
+// chunk k of array a (0: dgamma, 1: dbeta) for its 32 columns (thread (w, l) loads lanes w + 8 i,
+// i < S / 8, all issued together), writes it to cv (2, nc, cols), fences, and takes a ticket on
+// counters[a * tiles + x]; the block with the last ticket reads the nc chunk values from L2 and
+// halves them, writes dgamma / dbeta and puts the counter back to 0 for the next call. Register
+// slots at the chunk level: NCB = 4 for nc <= 32, 32 up to 256 chunks (the same halving).
+// Bytes: the partials read once (2 nc S cols floats) + the chunk values written and read back
+// (2 nc cols floats each way).
 constexpr uint64_t kFinishMaxChunks = 256;          // the nc level is one halving over 256 lanes
 constexpr uint64_t kWideTiles = kFusedMaxCols / 32;  // column tiles of the widest fused rows
 constexpr uint64_t kWideCounters = 2 * kWideTiles;   // one ticket counter per (tile, array)
@@ -676,45 +554,20 @@ inline uint64_t fused_bwd_finish_wide_scratch(uint64_t nc, unsigned S, uint64_t 
   return S > 1 && nc > 1 ? 2 * nc * cols : 0;
 }
 
-// The tree's halving over 256 lanes of 32 columns in a block of 256 threads: thread (w, l) holds
-// lanes t = w + 8 i (i < NS) of column l in v[i], leaves done; lanes t >= 8 NS are the identity.
-// Steps h = 128 .. 8 NS pair each held lane with an empty one (+ -0), h = 4 NS .. 8 pair slots i
-// and i + h / 8 in registers, h = 4, 2, 1 pair warps w and w + h through s8 (one barrier). The
-// value of lane 0 is returned in warp 0 (the identity elsewhere); the caller passes a barrier
-// before s8 is written again.
+// The tree's halving over 256 lanes of a 32-column tile (red_kernels::tile_halving) where thread
+// (w, l) holds lanes t = w + 8 i (i < NS) of column l, leaves done, lanes t >= 8 NS the identity:
+// first the steps h = 128 .. 8 NS, which pair each held lane with an empty one (+ -0).
 template <unsigned NS>
 __device__ __forceinline__ float halve_lanes(float (&v)[NS], float (&s8)[8][32]) {
   using O = red::Ops<red::Op::Sum>;
-  constexpr unsigned kPad =
-      NS == 32 ? 0 : NS == 16 ? 1 : NS == 8 ? 2 : NS == 4 ? 3 : NS == 2 ? 4 : 5;
-  static_assert((NS << kPad) == 32, "NS is a power of two <= 32");
-  const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
-  const float id = O::identity();
+  constexpr unsigned kPad = 5 - red::Log2<NS>::value;
+  static_assert(NS <= 32, "NS is a power of two <= 32");
 #pragma unroll
   for (unsigned i = 0; i < NS; ++i)
 #pragma unroll
-    for (unsigned h = kPad; h != 0; --h) v[i] = O::op(v[i], id);  // h = 128 .. 8 NS
-  // Steps h = 4 NS .. 8 (slots i and i + h / 8), counted linearly so that they unroll fully (a
-  // loop halving its counter left the slots in local memory).
-#pragma unroll
-  for (unsigned step = 0; step < 5 - kPad; ++step)
-#pragma unroll
-    for (unsigned i = 0; i < NS / 2; ++i)
-      if (i < (NS >> (step + 1))) v[i] = O::op(v[i], v[i + (NS >> (step + 1))]);
-  s8[w][l] = v[0];
-  __syncthreads();
-  float r = id;
-  if (w == 0) {  // h = 4, 2, 1 over the warps' values
-    float a[8];
-#pragma unroll
-    for (unsigned u = 0; u < 8; ++u) a[u] = s8[u][l];
-#pragma unroll
-    for (unsigned step = 0; step < 3; ++step)
-#pragma unroll
-      for (unsigned u = 0; u < 4; ++u)
-        if (u < (4u >> step)) a[u] = O::op(a[u], a[u + (4u >> step)]);
-    r = a[0];
-  }
+    for (unsigned h = kPad; h != 0; --h) v[i] = O::op(v[i], O::identity());  // h = 128 .. 8 NS
+  float r = O::identity();  // warp 0 gets the value
+  red_kernels::tile_halving<red::Op::Sum>(v, s8, true, [&](float x) { r = x; });
   return r;
 }
 
@@ -845,7 +698,6 @@ void fused_bwd_finish_wide_plan(const Launch &launch, const float *pg, const flo
 // ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------
 // As cuda/kernels/softmax.cuh's seg_fwd: lane j holds element j, warps read runs of rows
 // (coalesced), each thread kSegRows rows at a time; both sums red::small<W> across the segment.
-constexpr unsigned kSegRows = 4;
 
 template <unsigned W>
 __global__ void __launch_bounds__(kThreads)
@@ -892,7 +744,7 @@ template <class Launch>
 void seg_fwd_plan(const Launch &launch, const float *x, const float *gamma, const float *beta,
                   uint64_t rows, unsigned cols, float n, float eps, float *y, float *mean,
                   float *inv_std) {
-  row::with_segment_width(cols, [&](auto w) {
+  red::with_small_width(cols, [&](auto w) {
     constexpr unsigned W = decltype(w)::value;
     launch("layer_norm seg_fwd", seg_fwd<W>,
            launch.grid_for(rows, (uint64_t)(kThreads / W) * kSegRows), x, gamma, beta, rows, cols,
@@ -900,12 +752,8 @@ void seg_fwd_plan(const Launch &launch, const float *x, const float *gamma, cons
   });
 }
 
-// ---- long rows: one 256-thread block per row, all passes in one kernel -------------------------
-// (row::dev::block_row_*; cols <= kBlockRowMaxCols.) Backward dx: S(d) and S(d * xhat) in one
-// pass, then dx. The operations and their order are those of the DEFINITIONS (the same as the
-// chunk passes they replace). (The forward's block_row_fwd gave way to split_fwd below.)
-
-constexpr uint64_t kBlockRowMaxCols = row::dev::kBlockRowMaxChunks * red::kChunk;
+// ---- long rows: one 256-thread block per row (row::dev::block_row_*) ---------------------------
+// Backward dx: S(d) and S(d * xhat) in one pass, then dx (the row's second read from L2).
 
 __global__ void __launch_bounds__(kThreads)
     block_row_dx(const float *__restrict dy, const float *__restrict x,
@@ -939,7 +787,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// A launcher as above, with launch.sms() the device's multiprocessor count.
 template <class Launch>
 void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
   launch("layer_norm block_row_dx", block_row_dx,
@@ -949,9 +796,8 @@ void block_row_dx_plan(const Launch &launch, const BwdArgs &a) {
 
 // ---- long rows held in registers: split_fwd (8192 < cols <= 65536) -----------------------------
 // Q groups of 256 threads (one block, or a cluster of Q blocks) hold the row in registers
-// (cuda/common/split_row.cuh: layout, tree sums): S(x) -> mean, S(sq_dev(x, mean)) -> inv_std, y from
-// registers (gamma and beta read at the output, from L1 / L2). x is read once: 8 bytes per
-// element, as the group kernels, against the old block_row_fwd's three reads of x (two from L2).
+// (cuda/common/split_row.cuh): S(x) -> mean, S(sq_dev(x, mean)) -> inv_std, y from registers
+// (gamma and beta read at the output, from L1 / L2).
 template <unsigned Q, unsigned NCL, bool CLUSTER, bool FULL>
 __device__ __forceinline__ void split_fwd_body(const float *__restrict x,
                                                const float *__restrict gamma,
@@ -1017,8 +863,7 @@ __global__ void __launch_bounds__(Q * kThreads, Q >= 4 ? 1 : 2)
 }
 
 #if defined(TLRT_SPLIT_HAVE_CLUSTER)
-// Clusters of Q blocks of 256 threads (launched by split_row::split_launch_cluster<Q>; a body only
-// for sm_90+, the host takes it only there).
+// Clusters of Q blocks of 256 threads (split_row::split_launch_cluster).
 template <unsigned Q, unsigned NCL, bool FULL>
 __global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3)
     split_fwd_cluster(const float *__restrict x, const float *__restrict gamma,
@@ -1038,7 +883,7 @@ template <unsigned Q, unsigned NCL, class Launch>
 void split_fwd_plan(const Launch &launch, const float *x, const float *gamma, const float *beta,
                     uint64_t rows, uint64_t cols, float n, float eps, float *y, float *mean,
                     float *inv_std) {
-  const unsigned grid = launch.grid_for(rows, 1);  // one block per row (loops past the cap)
+  const unsigned grid = launch.grid_for(rows, 1);
   if (cols == split_row::SplitPart<Q, NCL, false>::kMaxCols)
     launch.sized("layer_norm split_fwd", split_fwd<Q, NCL, true>, grid, Q * kThreads, x, gamma,
                  beta, rows, cols, n, eps, y, mean, inv_std);

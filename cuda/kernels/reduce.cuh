@@ -1,6 +1,9 @@
-// Device code of the whole-tensor reductions that the CPU emulator test runs
-// (tests/unit/test_reduce_emu.cpp): the warp's chunk value of THE TREE (chunk_scalar, chunk_vec4)
-// and the one-launch two-level tree fused2_kernel_vec4. cuda/reduce.cu explains the strategy.
+// Device building blocks of THE TREE (core/numerics/reduce_tree.hpp) shared by the CUDA kernels
+// (cuda/reduce.cu, cuda/index.cu, cuda/kernels/layer_norm.cuh): a warp's chunk value
+// (chunk_scalar, chunk_vec4), the halving over the lanes of a 32-column tile (tile_halving), and
+// the one-launch two-level whole reduction fused2_kernel_vec4, which the CPU emulator test
+// (tests/unit/test_reduce_emu.cpp) runs bit for bit. cuda/reduce.cu explains the strategies.
+// Last measured: bench/results/2026-11-27-h100-s16-reduce.md
 #pragma once
 
 #include <cstdint>
@@ -51,14 +54,9 @@ __device__ __forceinline__ float chunk_scalar(const Src &src, uint64_t b, uint64
       if (e < len) a[g] = O::op(a[g], src.at(b, e0 + e));
     }
   }
-  // Halving: lane t = 32 g + w. h = 128, 64, 32 pair registers of one thread.
-#pragma unroll
-  for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
-  a[0] = O::op(a[0], a[2]);
-  a[1] = O::op(a[1], a[3]);
-  a[0] = O::op(a[0], a[1]);
-  // h = 16 .. 1 across the warp: lane w < h takes lane w + h.
-  float v = a[0];
+  // Halving: lane t = 32 g + w. h = 128, 64, 32 pair registers of one thread, h = 16 .. 1 lanes
+  // of the warp (lane w < h takes lane w + h).
+  float v = red::halve<OP>(a);
 #pragma unroll
   for (unsigned h = 16; h >= 1; h >>= 1) v = O::op(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
   return v;
@@ -99,7 +97,8 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
     const unsigned rest = (unsigned)(len - (uint64_t)full * red::kLanes);  // 0..252, % 4 == 0
     if (rest != 0) {
       const float4 id = make_float4(O::identity(), O::identity(), O::identity(), O::identity());
-      fold(4 * w < rest ? __ldg(p + 64 * full) : id, 128 + 4 * w < rest ? __ldg(p + 64 * full + 32) : id);
+      fold(4 * w < rest ? __ldg(p + 64 * full) : id,
+           128 + 4 * w < rest ? __ldg(p + 64 * full + 32) : id);
     }
   }
 #pragma unroll
@@ -114,16 +113,32 @@ __device__ __forceinline__ float chunk_vec4(const float *chunk, uint64_t len) {
   return O::op(a[0], a[1]);  // h = 1
 }
 
-// Contiguous, 16-byte aligned ONE sequence (outer == 1, m % 4 == 0) of kChunk < nc <= kChunk *
-// kSmall chunks (2^24 < m <= 2^29): the whole tree in ONE launch. Warp task k computes chunk value k
-// (chunk_vec4) into partials[k]; each block then takes one ticket (one atomic per block, after
-// its writers' fences); the block that takes the last ticket reduces the nc chunk values: the
-// tree's next level (ng = ceil(nc / 4096) chunks of chunk values: thread t is lane t of each, all
-// 16 of its loads of up to 4 chunks issued together, then the halving h = 128 .. 1 in shared
-// memory) and the last level (ng <= 32 values: red::small), then resets the counter. The values
-// are those of the pass-by-pass evaluation (chunk_vec4 of the partials, then the small tree):
-// the same tree, bit for bit. It replaces a second launch (whose chunk_vec4 over the partials and
-// serial last warp were ~5 us of a 98 us 2^26 sum) by a tail of ~1-2 us in the last block.
+// THE TREE's halving over the 256 lanes of a 32-column tile in a block of 256 threads: thread
+// (warp w, lane l) holds lanes t = w + 8 i (i < NS) of column l in v[i], every lane t >= 8 NS the
+// identity. Steps h = 4 NS .. 8 pair slots i and i + h / 8 in registers (steps h >= 8 NS would
+// only add identities), h = 4, 2, 1 pair warps through sh (one barrier). Warp 0's lanes where
+// take holds call done(chunk value); the caller passes a barrier before sh is written again.
+template <red::Op OP, unsigned NS, class Done>
+__device__ __forceinline__ void tile_halving(float (&v)[NS], float (&sh)[8][32], bool take,
+                                             Done done) {
+  const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
+  sh[w][l] = red::halve<OP>(v);
+  __syncthreads();
+  if (w == 0 && take) {
+    float a[8];
+#pragma unroll
+    for (unsigned u = 0; u < 8; ++u) a[u] = sh[u][l];
+    done(red::halve<OP>(a));
+  }
+}
+
+// ONE contiguous, 16-byte aligned sequence (m % 4 == 0) of kChunk < nc <= kChunk * kSmall chunks
+// (2^24 < m <= 2^29), the whole tree in one launch: warp task k writes chunk value k (chunk_vec4)
+// to partials[k]; each block takes one ticket after its writers' fences; the block with the last
+// ticket reduces the nc chunk values: the tree's next level (thread t is lane t of each group of
+// 4096 chunk values, its 16 loads of up to 4 groups issued together, the halving in shared
+// memory) and the last level (ng <= 32 values: red::small), then resets the counter. These are
+// the values of the pass-by-pass evaluation: the same tree, bit for bit.
 template <red::Op OP>
 __global__ void __launch_bounds__(kThreads)
     fused2_kernel_vec4(const float *__restrict x, uint64_t m, uint64_t nc, float div,
@@ -150,11 +165,8 @@ __global__ void __launch_bounds__(kThreads)
   __threadfence();
   const unsigned t = threadIdx.x;
   const unsigned ng = (unsigned)red::chunks_of(nc);  // 2 .. kSmall
-  // (The finish is the kernel's serial tail: its loads are a base pointer plus compile-time
-  // offsets, without bounds tests where the batch's four groups are whole (2^26: ng = 4, one
-  // batch), and the halving's steps h = 16 .. 1 are warp 0's shuffles, not 5 more barriers. Was
-  // ~500 instructions a thread for the 64 loads (64-bit index, two compares, a parameter reload
-  // each).)
+  // The finish is the kernel's serial tail: a base pointer plus compile-time offsets, no bounds
+  // tests where the batch's four groups are whole, the steps h = 16 .. 1 as warp 0's shuffles.
   for (unsigned g0 = 0; g0 < ng; g0 += 4) {
     float a[4];
 #pragma unroll

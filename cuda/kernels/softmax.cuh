@@ -1,12 +1,10 @@
-// Device code of the softmax kernels for short rows (seg_fwd / seg_bwd, warp_fwd), long rows
-// forward (split_fwd: the row in the registers of one block or a cluster, cuda/common/split_row.cuh) and
-// long rows backward (block_row_bwd: one 256-thread block per row, every pass of the row in one
-// kernel, row::dev::block_row_* of core/numerics/row_ops.hpp); cuda/softmax.cu explains the
-// strategies and their costs. Kept apart so that the CPU emulator test
-// (tests/unit/test_softmax_emu.cpp) runs this very source against the CPU backend bit for bit.
-// The operations and their order are those of abi/tlrt_softmax.h's DEFINITIONS: the maximum
-// (order-free), e = exp(x - m) summed by THE TREE (chunk values by the block's halving, then the
-// tree's next level over the chunk values), then the outputs.
+// Device code of the softmax kernels that the CPU emulator test (tests/unit/test_softmax_emu.cpp)
+// runs bit for bit against the CPU backend: short rows (seg_fwd / seg_bwd, warp_fwd), long rows
+// forward (split_fwd, cuda/common/split_row.cuh) and backward (block_row_bwd). cuda/softmax.cu
+// explains the strategies and their costs. Every kernel performs the operations of
+// abi/tlrt_softmax.h's DEFINITIONS in their order: the maximum (order-free), e = exp(x - m) summed
+// by THE TREE (chunk values by the block's halving, then the tree's next level), the outputs.
+// Last measured: bench/results/2026-11-27-h100-s17-softmax.md
 #pragma once
 
 #include <cstdint>
@@ -24,10 +22,10 @@ namespace softmax_kernels {
 using row::Kind;
 using row::dev::block_row_map;
 using row::dev::block_row_sum;
+using row::dev::kSegRows;
 using row::dev::kThreads;
 
-// Rows longer than this take the one-kernel-per-row path only up to kBlockRowMaxChunks chunks.
-constexpr uint64_t kBlockRowMaxCols = row::dev::kBlockRowMaxChunks * red::kChunk;
+// ---- long rows backward: one 256-thread block per row, every pass in one kernel ---------------
 
 template <bool LOG>
 __global__ void __launch_bounds__(kThreads)
@@ -61,18 +59,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- short rows (cols <= 32): a segment of W = pow2_at_least(cols) lanes per row ---------------
 // Lane j of a segment holds element j of its row, so a warp reads 32 / W consecutive rows as one
-// contiguous run (coalesced; the thread-per-row kernels read each row with its own thread, a
-// stride of cols floats). The row sum is red::small<W>: lane j starts at -0 + e[j] (j < cols) or
-// -0, then the halving s[t] = s[t] + s[t + h] for h = W/2 .. 1, here by __shfl_down_sync within
-// the segment (lane t adds lane t + h); lane 0's value is broadcast. The maximum by xor shuffles
-// (order-free). Each thread takes U rows at a time (U independent loads in flight).
-constexpr unsigned kSegRows = 4;  // U
+// contiguous run. The row sum is red::small<W> across the segment (row::dev::seg_sum), the maximum
+// row::dev::seg_max. Each thread takes U = kSegRows rows at a time.
 
 // log(s[u]) for the U rows a thread holds, where every lane of a W-lane segment holds the same
-// U sums (W >= U): lane j computes the one log of row j % U and the segment's lanes 0 .. U-1 hand
-// them round by shuffles (the same log_f of the same value: the same bits), so a warp evaluates
-// one log per lane instead of U. W < U: each lane computes its U logs. Every lane of the warp
-// must call this.
+// U sums (W >= U): lane j computes the one log of row j % U and lanes 0 .. U-1 hand them round
+// by shuffles (the same log_f of the same value), one log per lane instead of U. W < U: each
+// lane computes its U logs. Every lane of the warp must call this.
 template <unsigned W, unsigned U>
 __device__ __forceinline__ void seg_logs(const float (&s)[U], float (&ls)[U]) {
   if constexpr (W >= U) {
@@ -168,14 +161,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- 32 < cols <= 128: one warp per row, U = 8 / K rows per warp at once -----------------------
-// K = pow2_at_least(cols) / 32 values per lane: lane T holds elements T + 32 k (the tree's lanes,
-// one element each: a row of <= 256 elements is one chunk whose lanes hold one element), so the
-// tree is: lane value -0 + e (identity past cols), the halving steps h >= 32 inside the thread (k
-// with k + h / 32; the steps h >= 32 K only combine identities and are skipped), then h = 16 .. 1
-// by __shfl_down_sync and a broadcast -- row::dev::group_halving's order for NT = 32. The group
-// kernel with NT = 32 keeps 8 slots per thread of which 2 or 4 hold elements at these widths and
-// walks one row per warp at a time; here every slot is an element and a warp has U rows' loads in
-// flight (8 per thread).
+// K = pow2_at_least(cols) / 32 values per lane: lane T holds elements T + 32 k, the tree's lanes
+// (a row of <= 256 elements is one chunk whose lanes hold one element each). The tree: lane value
+// -0 + e (identity past cols), the halving steps h >= 32 inside the thread (the steps h >= 32 K
+// only combine identities and are skipped), then h = 16 .. 1 by shuffles: row::dev::group_halving's
+// order for NT = 32, with every slot an element and 8 loads in flight per thread.
 template <Kind KIND, unsigned K>
 __global__ void __launch_bounds__(kThreads)
     warp_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows,
@@ -215,12 +205,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (unsigned k = 0; k < K; ++k)
           a[k] = ok[u][k] ? O::op(O::identity(), row::shifted_exp(v[u][k], m)) : O::identity();
-#pragma unroll
-        for (unsigned hk = K / 2; hk >= 1; hk /= 2)
-#pragma unroll
-          for (unsigned k = 0; k < hk; ++k) a[k] = O::op(a[k], a[k + hk]);
         mu[u] = m;
-        su[u] = row::dev::seg_sum<32>(a[0]);
+        su[u] = row::dev::seg_sum<32>(red::halve<red::Op::Sum>(a));
       }
       float ls[U];
       seg_logs<32, U>(su, ls);  // one log per lane
@@ -240,11 +226,7 @@ __global__ void __launch_bounds__(kThreads)
           e[k] = al[u][k] ? row::shifted_exp(v[u][k], m) : 0.0f;
           a[k] = ok[u][k] ? O::op(O::identity(), e[k]) : O::identity();
         }
-#pragma unroll
-        for (unsigned hk = K / 2; hk >= 1; hk /= 2)
-#pragma unroll
-          for (unsigned k = 0; k < hk; ++k) a[k] = O::op(a[k], a[k + hk]);
-        const float s = row::dev::seg_sum<32>(a[0]);
+        const float s = row::dev::seg_sum<32>(red::halve<red::Op::Sum>(a));
         const bool none = KIND == Kind::Masked && m == row::neg_inf();
 #pragma unroll
         for (unsigned k = 0; k < K; ++k) {
@@ -262,12 +244,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- long rows held in registers by Q groups of 256 threads (a block, or a cluster) -----------
-// split_fwd (8192 < cols <= Q * NCL * 4096, forward, all three kinds; layout, maximum and tree sum
-// of cuda/common/split_row.cuh): every load of a thread is issued before the first use; per row the
-// maximum (order-free), e = exp(x - m) folded into the lanes in the tree's order (r = 0..15), the
-// tree sum, the outputs from registers. x is read once and y written once: 8 bytes per element
-// (12 masked). The same operations, in the same order, as the stub (and as the chunk
-// passes).
+// split_fwd (8192 < cols <= Q * NCL * 4096; layout, maximum and tree sum of split_row.cuh): every
+// load of a thread is issued before the first use; per row the maximum, e folded into the lanes in
+// the tree's order (r = 0..15), the tree sum, the outputs from registers.
 template <Kind KIND, unsigned Q, unsigned NCL, bool CLUSTER, bool FULL>
 __device__ __forceinline__ void split_fwd_body(const float *__restrict x,
                                                const float *__restrict mask, uint64_t rows,
@@ -279,8 +258,7 @@ __device__ __forceinline__ void split_fwd_body(const float *__restrict x,
   using Bits = std::conditional_t<(V > 32), uint64_t, uint32_t>;
   __shared__ split_row::SplitShared<Q, NCL, CLUSTER> shared;
   split_row::SplitState<Q, NCL, CLUSTER> st(shared);
-  // Element i of the thread is at row offset q 4096 + T + split_off(i), a compile-time constant
-  // past the base; it is inside the row when split_off(i) < lim (cols <= 65536: 32-bit offsets).
+  // Element i of the thread: q 4096 + T + split_off(i), inside the row when split_off(i) < lim.
   const unsigned qT = st.q * red::kChunk + st.T;
   const unsigned lim = cols > qT ? (unsigned)cols - qT : 0u;
   for (uint64_t rw = P::first_row(); rw < rows; rw += P::row_stride()) {  // group-uniform
@@ -333,11 +311,11 @@ __device__ __forceinline__ void split_fwd_body(const float *__restrict x,
       yr[o] = out;
     }
   }
-  st.finish();  // a cluster's blocks: no block leaves while another may read its shared memory
+  st.finish();
 }
 
-// Blocks of Q * 256 threads, one row per block (the emulator runs every (Q, NCL); the GPU only
-// those whose registers fit: see cuda/softmax.cu).
+// Blocks of Q * 256 threads, one row per block. (The emulator test also runs the (Q, NCL) of the
+// cluster forms this way: the same body.)
 template <Kind KIND, unsigned Q, unsigned NCL, bool FULL>
 __global__ void __launch_bounds__(Q * kThreads, Q >= 4 ? 1 : 2)
     split_fwd(const float *__restrict x, const float *__restrict mask, uint64_t rows,
@@ -346,8 +324,7 @@ __global__ void __launch_bounds__(Q * kThreads, Q >= 4 ? 1 : 2)
 }
 
 #if defined(TLRT_SPLIT_HAVE_CLUSTER)
-// Clusters of Q blocks of 256 threads, one row per cluster (launched by
-// split_row::split_launch_cluster<Q>; a body only for sm_90+, the host takes it only there).
+// Clusters of Q blocks of 256 threads, one row per cluster (split_row::split_launch_cluster).
 template <Kind KIND, unsigned Q, unsigned NCL, bool FULL>
 __global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3)
     split_fwd_cluster(const float *__restrict x, const float *__restrict mask, uint64_t rows,
@@ -360,13 +337,12 @@ __global__ void __launch_bounds__(kThreads, NCL == 4 ? 2 : 3)
 }
 #endif
 
-// Launch plan: launch.sized(name, kernel, grid, threads, args...) starts kernel with Q * 256
-// threads per block. Grid: one block per row (not persistent: a grid larger than what fits at once
-// would leave its last blocks a whole share of rows to do after the others finish).
+// ---- launch plans: a launcher as split_row.cuh's RowLaunch ------------------------------------
+// One block of Q * 256 threads per row.
 template <Kind KIND, unsigned Q, unsigned NCL, class Launch>
 void split_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
                     uint64_t cols, float *y) {
-  const unsigned grid = launch.grid_for(rows, 1);  // one block per row (loops past the cap)
+  const unsigned grid = launch.grid_for(rows, 1);
   if (cols == split_row::SplitPart<Q, NCL, false>::kMaxCols)
     launch.sized("softmax split_fwd", split_fwd<KIND, Q, NCL, true>, grid, Q * kThreads, x, mask,
                  rows, cols, y);
@@ -375,9 +351,6 @@ void split_fwd_plan(const Launch &launch, const float *x, const float *mask, uin
                  rows, cols, y);
 }
 
-// Launch plans. A launcher: launch(name, kernel, grid, args...) starts kernel with kThreads
-// threads per block; launch.sms() is the device's multiprocessor count, launch.grid_for(items,
-// per_block) the blocks for items (capped at the most a launch may have).
 template <bool LOG, class Launch>
 void block_row_bwd_plan(const Launch &launch, const float *y, const float *g, uint64_t rows,
                         uint64_t cols, float *dx) {
@@ -385,11 +358,11 @@ void block_row_bwd_plan(const Launch &launch, const float *y, const float *g, ui
          row::dev::block_row_grid(rows, 8 * cols, launch.sms()), y, g, rows, cols, dx);
 }
 
-// Short rows: grid of ceil(rows / (RB * U)) blocks (capped; the kernels loop).
+// Short rows: ceil(rows / (RB * U)) blocks (capped; the kernels loop).
 template <Kind KIND, class Launch>
 void seg_fwd_plan(const Launch &launch, const float *x, const float *mask, uint64_t rows,
                   unsigned cols, float *y) {
-  row::with_segment_width(cols, [&](auto w) {
+  red::with_small_width(cols, [&](auto w) {
     constexpr unsigned W = decltype(w)::value;
     launch("softmax seg_fwd", seg_fwd<KIND, W>,
            launch.grid_for(rows, (uint64_t)(kThreads / W) * kSegRows), x, mask, rows, cols, y);
@@ -410,7 +383,7 @@ void warp_fwd_plan(const Launch &launch, const float *x, const float *mask, uint
 template <bool LOG, class Launch>
 void seg_bwd_plan(const Launch &launch, const float *y, const float *g, uint64_t rows,
                   unsigned cols, float *dx) {
-  row::with_segment_width(cols, [&](auto w) {
+  red::with_small_width(cols, [&](auto w) {
     constexpr unsigned W = decltype(w)::value;
     launch("softmax seg_bwd", seg_bwd<LOG, W>,
            launch.grid_for(rows, (uint64_t)(kThreads / W) * kSegRows), y, g, rows, cols, dx);

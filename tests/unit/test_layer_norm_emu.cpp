@@ -35,8 +35,9 @@ struct EmuLaunch {
   emu::Policy policy;
   uint64_t grid_cap;
   unsigned sm = 132;
+  size_t smem = 227 * 1024;  // sm_90's opt-in shared memory per block
   uint64_t max_grid() const { return grid_cap; }
-  size_t max_smem() const { return 227 * 1024; }  // sm_90's
+  size_t max_smem() const { return smem; }
   unsigned sms() const { return sm; }
   unsigned grid_for(uint64_t items, uint64_t per_block) const {
     const uint64_t b = (items + per_block - 1) / per_block;
@@ -155,33 +156,32 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(w + " seg_fwd inv_std", is, s);
   }
   const uint64_t nc = red::chunks_of(rows);
-  // The fused backward's schedules, the same bits (cols > 32; cols <= 32 has one): the ring kernel
-  // (257..4096 columns; one block per item, grid capped at grid_cap: blocks then loop, the ring
-  // running across their items) with 2 and with 3 stages, and the register kernel.
+  // The fused backward as the library dispatches it, where the ring kernel fits the device's shared
+  // memory (513..4096 columns; one block per item, grid capped at grid_cap: blocks then loop, the
+  // ring running across their items) and where it does not (the register kernels there). Below
+  // 513 columns both are the same kernels.
   struct Sched {
     const char *name;
-    lk::BwdPlan plan;
+    size_t smem;
   };
   const Sched scheds[] = {
-      {"ring, 2 stages", {true, 2, false}},
-      {"ring, 3 stages", {true, 3, false}},
-      {"register kernel", {false, 2, false}},
-      {"default plan (SA accumulators at 257..512)", {true, 2, true}},
+      {"ring where it fits", 227 * 1024},
+      {"no ring (48 KiB per block)", 48 * 1024},
   };
   unsigned finished_ls = 0;  // the finish once per lane-set count
   for (const Sched &sc : scheds) {
     const std::string wk = w + " " + sc.name;
-    const EmuLaunch launch{kPolicies[pi], grid_cap};
+    const EmuLaunch launch{kPolicies[pi], grid_cap, 132, sc.smem};
     lk::BwdArgs a{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows, cols,
                   static_cast<float>(cols), nullptr};
     const unsigned ls = lk::fused_lane_sets(cols);
     std::vector<float> dx(n, 7.0f), pg(nc * ls * cols, 7.0f), pb(nc * ls * cols, 7.0f);
     a.dx = dx.data();
-    lk::fused_bwd_plan(launch, a, pg.data(), pb.data(), sc.plan);
+    lk::fused_bwd_plan(launch, a, pg.data(), pb.data());
     check_fused(wk, rows, cols, nc, ls, want_dx, want_dg, want_db, dx, pg, pb);
     if (ls != finished_ls) check_finish(wk, pi, cols, nc, ls, want_dg, want_db, pg, pb);
     finished_ls = ls;
-    if (cols <= 32) break;  // one kernel for short rows
+    if (cols <= lk::kSaMaxCols) break;
   }
 }
 
