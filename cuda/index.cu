@@ -25,7 +25,7 @@
 //    TX-group per segment. At most 85 registers (3 blocks of 256 per SM).
 //  - segments of L > 8 entries: chunk_kernel, one block per (chunk of 4096 entries, tile of 32
 //    columns), the lanes as in cuda/reduce.cu's cols_kernel (warp v lane x: column x, lanes
-//    v + 8 g; tile_halving); a one-chunk segment writes x + S, longer ones write chunk values that
+//    v + 8 g); a one-chunk segment writes x + S, longer ones write chunk values that
 //    reduce_axis reduces and add_row_kernel adds to x (a few launches per such hot target). With
 //    cols < 32 lanes idle.
 // The host is the bottleneck of scalar gathers and of scatter-adds (key conversion, the plan's
@@ -39,7 +39,6 @@
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "cuda/common/launch.cuh"
-#include "cuda/kernels/reduce.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -65,13 +64,6 @@ __device__ __forceinline__ float4 addv(float4 a, float4 b) {
   return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z),
                      __fadd_rn(a.w, b.w));
 }
-// The tree's addition on float and float4 lanes, for red::halve_by.
-struct AddV {
-  template <class V>
-  static __device__ __forceinline__ V op(V a, V b) {
-    return addv(a, b);
-  }
-};
 template <class V>
 __device__ __forceinline__ V idv();  // the identity of the tree's sums, -0.0f
 template <>
@@ -215,7 +207,12 @@ __device__ __forceinline__ void tree_row(const V *__restrict xr, const V *__rest
 #pragma unroll
         for (unsigned j = 0; j < W; ++j)
           if (j < L) s[b][j] = addv(idv<V>(), s[b][j]);
-        yr[c] = addv(xv[b], red::halve_by<AddV>(s[b]));
+#pragma unroll
+        for (unsigned h = W / 2; h >= 1; h /= 2) {
+#pragma unroll
+          for (unsigned t = 0; t < h; ++t) s[b][t] = addv(s[b][t], s[b][t + h]);
+        }
+        yr[c] = addv(xv[b], s[b][0]);
       }
     }
   }
@@ -272,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 4)
                  const U *__restrict tasks, uint64_t ntasks, float *__restrict y,
                  float *__restrict part) {
   using O = red::Ops<red::Op::Sum>;
-  __shared__ float sh[8][32];
+  __shared__ float sh[kThreads / 32][32];
   const unsigned lx = threadIdx.x & 31u;  // column within the tile
   const unsigned v = threadIdx.x >> 5;    // owns the tree's lanes v + 8 g
   const uint64_t tiles = (cols + 31) / 32;
@@ -302,14 +299,34 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
       }
     }
-    red_kernels::tile_halving<red::Op::Sum>(a, sh, valid, [&](float S) {  // lane t = v + 8 g
+    // Halving: lane t = v + 8 g; h = 128, 64, 32, 16, 8 pair registers of one thread.
+#pragma unroll
+    for (int g = 0; g < 16; ++g) a[g] = O::op(a[g], a[g + 16]);
+#pragma unroll
+    for (int g = 0; g < 8; ++g) a[g] = O::op(a[g], a[g + 8]);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
+    a[0] = O::op(a[0], a[2]);
+    a[1] = O::op(a[1], a[3]);
+    a[0] = O::op(a[0], a[1]);
+    sh[v][lx] = a[0];
+    __syncthreads();
+    if (v == 0 && valid) {  // h = 4, 2, 1 over the lanes t = 0..7 of this column
+      float t8[8];
+#pragma unroll
+      for (int t = 0; t < 8; ++t) t8[t] = sh[t][lx];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) t8[t] = O::op(t8[t], t8[t + 4]);
+      t8[0] = O::op(t8[0], t8[2]);
+      t8[1] = O::op(t8[1], t8[3]);
+      t8[0] = O::op(t8[0], t8[1]);
       if (dest == idx::none<U>()) {
         const uint64_t o = (uint64_t)tgt[s] * cols + c;
-        y[o] = x[o] + S;
+        y[o] = x[o] + t8[0];
       } else {
-        part[(uint64_t)dest * cols + c] = S;
+        part[(uint64_t)dest * cols + c] = t8[0];
       }
-    });
+    }
     __syncthreads();
   }
 }

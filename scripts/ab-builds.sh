@@ -23,7 +23,7 @@ build() {  # build SRC DIR: the library of SRC in DIR
   [ -f "$dir/build.ninja" ] ||
     meson setup "$dir" "$src" -Dcuda=enabled -Dgpu_arch="$arch" >"$OUT/setup-$(basename "$dir").log" 2>&1 ||
     { echo "setup of $src failed"; tail -20 "$OUT/setup-$(basename "$dir").log"; return 1; }
-  ninja -C "$dir" libtorchlean_rt.so >"$OUT/build-$(basename "$dir").log" 2>&1 ||
+  ninja -C "$dir" libtorchlean_rt.so.1.0.0 >"$OUT/build-$(basename "$dir").log" 2>&1 ||
     { echo "build of $src failed"; tail -40 "$OUT/build-$(basename "$dir").log"; return 1; }
 }
 build "$BASE" "$PWD/build-base" || exit 1
