@@ -109,7 +109,9 @@ TLRT_API tlrt_status tlrt_gelu(const tlrt_buffer *x, tlrt_buffer **out);
 /* "Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0; composed
  * of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within
  * 0.9 ulp).
- * Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative. */
+ * eps is used as (float)eps.
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative, if eps > 0 rounds to +0 in float32
+ * (eps <= 2^-150), or if (float)eps is infinite (eps = +inf, or too large for float32). */
 TLRT_API tlrt_status tlrt_safe_log(const tlrt_buffer *x, double eps, tlrt_buffer **out);
 
 /* ---- shared-math backward kernels ------------------------------------------------------- */

@@ -58,8 +58,10 @@ TLRT_API const char *tlrt_status_string(tlrt_status status);
 
 /* Message describing the most recent failure on the calling thread, for example
  * "tlrt_add: argument b has 12 elements, argument a has 10". "" if no call on this thread has
- * failed yet. Successful calls do not clear it. The string is borrowed: it stays valid until the
- * next tlrt_* call on the same thread. */
+ * failed yet. Successful calls do not change it. The pointer is the same for every call on one
+ * thread and stays valid while the thread lives; its text changes only when a later call on the
+ * thread fails (so printf("%d %s", tlrt_add(...), tlrt_last_error()) prints that call's message
+ * whichever argument is evaluated first). Messages longer than 1023 bytes are truncated. */
 TLRT_API const char *tlrt_last_error(void);
 
 /* TLRT_ABI_VERSION of the loaded library. */

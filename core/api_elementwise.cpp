@@ -1,4 +1,5 @@
 // Elementwise entry points: validate, allocate the output, dispatch to the backend.
+#include <cmath>
 #include "abi/tlrt_elementwise.h"
 #include "core/backend/elementwise.hpp"
 #include "core/buffer.hpp"
@@ -65,8 +66,17 @@ void check_bounds(double lo, double hi) {
   if (hi != hi) fail(TLRT_ERR_INVALID_ARGUMENT, "argument hi is NaN");
 }
 
+// eps is used as (float)eps: it must be >= 0, and a positive eps must stay positive and finite
+// in float32 (else the "finite for every finite x" of eps > 0 would not hold).
 void check_eps(double eps) {
   if (!(eps >= 0.0)) fail(TLRT_ERR_INVALID_ARGUMENT, "argument eps = %g must be >= 0", eps);
+  const float e = (float)eps;
+  if (eps > 0.0 && e == 0.0f)
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument eps = %g rounds to 0 in float32; use 0 or at least 2^-149 (about 1.4e-45)", eps);
+  if (std::isinf(e))
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument eps = %g is not finite in float32 (the largest is about 3.4e38)", eps);
 }
 
 // Scalar-domain checks run inside the guard of the op they belong to.

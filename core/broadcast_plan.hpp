@@ -95,20 +95,27 @@ inline BroadcastShape validate_broadcast(BroadcastSide side, const tlrt_buffer &
            data_name, (ull)data.size, forward ? "in_dims" : "out_dims", count_str(n, fits).c_str());
     (forward ? v.nin : v.nout) = n;
   }
+  // Checked in the header's order over the whole map: indices, then duplicates, then sizes.
+  for (uint32_t j = 0; j < out_rank; ++j)
+    if (axis_map[j] > in_rank)
+      fail(TLRT_ERR_INDEX,
+           "argument axis_map[%u] = %u names input axis %u, but argument in_rank is %u", j,
+           axis_map[j], axis_map[j] - 1, in_rank);
   for (int &m : v.mapped) m = -1;
   for (uint32_t j = 0; j < out_rank; ++j) {
     const uint32_t a = axis_map[j];
     if (a == 0) continue;
-    if (a > in_rank)
-      fail(TLRT_ERR_INDEX,
-           "argument axis_map[%u] = %u names input axis %u, but argument in_rank is %u", j, a,
-           a - 1, in_rank);
     const uint32_t k = a - 1;
     if (v.mapped[k] >= 0)
       fail(TLRT_ERR_INVALID_ARGUMENT,
            "argument axis_map maps input axis %u twice (axis_map[%d] and axis_map[%u] are both %u)",
            k, v.mapped[k], j, a);
     v.mapped[k] = (int)j;
+  }
+  for (uint32_t j = 0; j < out_rank; ++j) {
+    const uint32_t a = axis_map[j];
+    if (a == 0) continue;
+    const uint32_t k = a - 1;
     if (in_dims[k] != 1 && in_dims[k] != out_dims[j])
       fail(TLRT_ERR_SHAPE,
            "argument in_dims[%u] = %llu must be 1 or equal argument out_dims[%u] = %llu "

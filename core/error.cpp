@@ -7,7 +7,11 @@
 namespace tlrt {
 
 namespace {
-thread_local std::string t_last_error;
+// The message of the thread's last failure, in storage that lives as long as the thread, so that a
+// pointer from tlrt_last_error() stays readable whatever the caller evaluates first: only a
+// failing call rewrites it (truncated to fit).
+constexpr size_t kLastErrorBytes = 1024;
+thread_local char t_last_error[kLastErrorBytes] = "";
 }
 
 void fail(tlrt_status status, const char *fmt, ...) {
@@ -20,17 +24,10 @@ void fail(tlrt_status status, const char *fmt, ...) {
 }
 
 void set_last_error(const char *fn, const std::string &message) noexcept {
-  try {
-    t_last_error.assign(fn);
-    t_last_error.append(": ");
-    t_last_error.append(message);
-  } catch (...) {
-    // Out of memory while reporting an error: keep whatever fits, never throw.
-    t_last_error.clear();
-  }
+  std::snprintf(t_last_error, kLastErrorBytes, "%s: %s", fn, message.c_str());
 }
 
-const char *last_error() noexcept { return t_last_error.c_str(); }
+const char *last_error() noexcept { return t_last_error; }
 
 uint64_t checked_mul(uint64_t a, uint64_t b, const char *what) {
   uint64_t r;

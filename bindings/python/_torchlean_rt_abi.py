@@ -37,8 +37,10 @@ PROTOTYPES = (
     ('tlrt_last_error', 'const char *', (), 'tlrt_runtime.h',
      ('Message describing the most recent failure on the calling thread, for example\n'
       '"tlrt_add: argument b has 12 elements, argument a has 10". "" if no call on this thread has\n'
-      'failed yet. Successful calls do not clear it. The string is borrowed: it stays valid until the\n'
-      'next tlrt_* call on the same thread.')),
+      'failed yet. Successful calls do not change it. The pointer is the same for every call on one\n'
+      'thread and stays valid while the thread lives; its text changes only when a later call on the\n'
+      'thread fails (so printf("%d %s", tlrt_add(...), tlrt_last_error()) prints that call\'s message\n'
+      'whichever argument is evaluated first). Messages longer than 1023 bytes are truncated.')),
     ('tlrt_abi_version', 'uint32_t', (), 'tlrt_runtime.h',
      'TLRT_ABI_VERSION of the loaded library.'),
     ('tlrt_build_info', 'const char *', (), 'tlrt_runtime.h',
@@ -252,7 +254,9 @@ PROTOTYPES = (
      ('"Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0; composed\n'
       'of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within\n'
       '0.9 ulp).\n'
-      'Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative.')),
+      'eps is used as (float)eps.\n'
+      'Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative, if eps > 0 rounds to +0 in float32\n'
+      '(eps <= 2^-150), or if (float)eps is infinite (eps = +inf, or too large for float32).')),
     ('tlrt_exp_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      'g * e^x.'),
     ('tlrt_sigmoid_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',

@@ -7,6 +7,8 @@
 //     header ("tlrt_add" ... "argument b"),
 // and at the end that every byte and handle the test created is gone (telemetry back to start).
 // tests/abi/check_bad_input_coverage.py checks that every exported symbol is exercised here.
+#include <cfloat>
+
 #include "bad_input.hpp"
 
 namespace {
@@ -650,7 +652,8 @@ void check_minmax_bwd(const char *fn, MinMaxBwdFn call, const Fixture &f) {
   expect_result(fn, db, 0);
 }
 
-// Scalar domains of the elementwise ops: NaN clamp bounds, NaN or negative eps.
+// Scalar domains of the elementwise ops: NaN clamp bounds; NaN, negative, float32-vanishing or
+// float32-infinite eps.
 void check_scalar_domains(const Fixture &f) {
   const double nan = NAN, inf = INFINITY;
   struct Bounds {
@@ -676,7 +679,9 @@ void check_scalar_domains(const Fixture &f) {
     TH_OK(tlrt_clamp_bwd(f.a, f.g, b.lo, b.hi, &out));
     expect_result("tlrt_clamp_bwd", out, 4);
   }
-  for (double eps : {nan, -nan, -1.0, -1e-300, -inf}) {
+  // NaN, negative, a positive eps that rounds to +0 in float32 (2^-150 and below), and an eps
+  // whose float32 value is infinite: each would break "finite for every finite x when eps > 0".
+  for (double eps : {nan, -nan, -1.0, -1e-300, -inf, 1e-300, 0x1p-150, 1e-46, inf, 1e39, 0x1p128}) {
     tlrt_buffer *out = kSentinel;
     BAD(tlrt_safe_log(f.a, eps, &out), TLRT_ERR_INVALID_ARGUMENT, "tlrt_safe_log", "eps");
     CLEARED(out);
@@ -685,7 +690,8 @@ void check_scalar_domains(const Fixture &f) {
         "eps");
     CLEARED(out);
   }
-  for (double eps : {0.0, -0.0, inf}) {
+  // 0 (plain log of softplus), the smallest positive float32 and the largest finite one.
+  for (double eps : {0.0, -0.0, 0x1p-149, 1e-45, 3.4e38, (double)FLT_MAX}) {
     tlrt_buffer *out = nullptr;
     TH_OK(tlrt_safe_log(f.a, eps, &out));
     expect_result("tlrt_safe_log", out, 4);

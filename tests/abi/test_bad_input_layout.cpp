@@ -305,6 +305,17 @@ void check_broadcast_to(const Fixture &f) {
   BAD(tlrt_broadcast_to(f.a, in4, 1, out44, 2, map11, &out), TLRT_ERR_INVALID_ARGUMENT, fn,
       "axis_map");
   CLEARED(out);
+  // The header's order holds over the whole map: an index beyond in_rank (TLRT_ERR_INDEX) and a
+  // duplicate (TLRT_ERR_INVALID_ARGUMENT) are reported before a size mismatch at an earlier entry
+  // (in_dims[0] = 4 against out_dims[0] = 3 at axis_map[0]).
+  const uint32_t map19[2] = {1, 9};
+  out = kSentinel;
+  BAD(tlrt_broadcast_to(f.a, in4, 1, out34, 2, map19, &out), TLRT_ERR_INDEX, fn, "axis_map");
+  CLEARED(out);
+  out = kSentinel;
+  BAD(tlrt_broadcast_to(f.a, in4, 1, out34, 2, map11, &out), TLRT_ERR_INVALID_ARGUMENT, fn,
+      "axis_map");
+  CLEARED(out);
   // A mapped input axis neither 1 nor the output's size; an unmapped input axis of size != 1.
   const uint64_t out5[1] = {5}, out22[2] = {2, 2};
   const uint32_t map1[1] = {1}, map00[2] = {0, 0};

@@ -1,4 +1,6 @@
 // Runtime entry points: versions, build info, status strings, devices, determinism switch.
+#include <thread>
+
 #include "harness.hpp"
 
 int main() {
@@ -28,6 +30,20 @@ int main() {
   TH_CHECK(std::strstr(tlrt_last_error(), "tlrt_device_count") != nullptr);
   TH_OK(tlrt_synchronize(TLRT_DEVICE_CPU));
 
+  // tlrt_last_error: one pointer per thread, valid while the thread lives; a success leaves the
+  // text, a failure rewrites it in place (so the pointer taken before a failing call reads that
+  // call's message, whatever order a caller's arguments are evaluated in); long messages are
+  // truncated, not overflowed.
+  const char *const msg = tlrt_last_error();
+  TH_CHECK(std::strstr(msg, "tlrt_device_count") != nullptr);
+  TH_OK(tlrt_synchronize(TLRT_DEVICE_CPU));
+  TH_CHECK(tlrt_last_error() == msg && std::strstr(msg, "tlrt_device_count") != nullptr);
+  tlrt_buffer *none = nullptr;
+  TH_STATUS(tlrt_buffer_from_f32(TLRT_DEVICE_CPU, nullptr, 4, &none), TLRT_ERR_NULL_ARGUMENT);
+  TH_CHECK(tlrt_last_error() == msg && std::strncmp(msg, "tlrt_buffer_from_f32: ", 22) == 0);
+  TH_STATUS(tlrt_add(nullptr, nullptr, &none), TLRT_ERR_NULL_ARGUMENT);
+  TH_CHECK(tlrt_last_error() == msg && std::strncmp(msg, "tlrt_add: ", 10) == 0);
+
   // Determinism: TORCHLEAN_RT_DETERMINISTIC sets the initial value; meson runs this test with
   // several values and TLRT_EXPECT_DETERMINISTIC says what the first read must give (unset: off).
   const char *expect = std::getenv("TLRT_EXPECT_DETERMINISTIC");
@@ -46,5 +62,19 @@ int main() {
   TH_CHECK(s.struct_size == sizeof s && s.live_bytes == 0 && s.live_handles == 0);
   TH_CHECK(s.pooled_bytes == 0);
   TH_OK(tlrt_allocator_trim(TLRT_DEVICE_CPU));
+
+  // tlrt_last_error on a fresh thread: "" first, then the first failure's text at the same
+  // address (storage that grew on the first message would have moved).
+  bool same = false, empty_first = false, named = false;
+  std::thread t([&] {
+    const char *p = tlrt_last_error();
+    empty_first = p[0] == '\0';
+    uint32_t count = 0;
+    tlrt_device_count(7, &count);
+    same = tlrt_last_error() == p;
+    named = std::strncmp(p, "tlrt_device_count: ", 19) == 0;
+  });
+  t.join();
+  TH_CHECK(empty_first && same && named);
   return th::finish("test_runtime");
 }

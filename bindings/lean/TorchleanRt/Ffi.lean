@@ -103,8 +103,10 @@ Never NULL; the string lives for the whole process. -/
 
 Message describing the most recent failure on the calling thread, for example
 "tlrt_add: argument b has 12 elements, argument a has 10". "" if no call on this thread has
-failed yet. Successful calls do not clear it. The string is borrowed: it stays valid until the
-next tlrt_* call on the same thread. -/
+failed yet. Successful calls do not change it. The pointer is the same for every call on one
+thread and stays valid while the thread lives; its text changes only when a later call on the
+thread fails (so printf("%d %s", tlrt_add(...), tlrt_last_error()) prints that call's message
+whichever argument is evaluated first). Messages longer than 1023 bytes are truncated. -/
 @[extern "tlrt_lean_last_error"] opaque lastError : IO String
 
 /-- `uint32_t tlrt_abi_version(void)`
@@ -485,7 +487,9 @@ not the NaN of inf * 0). Max error 1.01 ulp against the float64 value of the for
 "Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0; composed
 of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within
 0.9 ulp).
-Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative. -/
+eps is used as (float)eps.
+Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative, if eps > 0 rounds to +0 in float32
+(eps <= 2^-150), or if (float)eps is infinite (eps = +inf, or too large for float32). -/
 @[extern "tlrt_lean_safe_log"] opaque safeLog (x : @& Buffer) (eps : Float) : IO Buffer
 
 /-- `tlrt_status tlrt_exp_bwd(const tlrt_buffer * x, const tlrt_buffer * g, tlrt_buffer ** out)`
