@@ -25,7 +25,9 @@
  * with mask_fill added (-1000.0 in the seeds; the result then differs from exact exclusion only
  * when every score of a row is blocked, or by e^-1000 = 0 in float32 otherwise). mask_fill = -inf
  * is exact exclusion (upstream's hard mask): a row with every key excluded has out = 0,
- * lse = -inf, and zero gradients. +inf or NaN for mask_fill is TLRT_ERR_INVALID_ARGUMENT.
+ * lse = -inf, and zero gradients. That is the one exception to the host-scalar rule of
+ * torchlean_rt.h here: +inf or NaN for mask_fill, or a finite mask_fill that rounds to +-inf in
+ * float32, is TLRT_ERR_INVALID_ARGUMENT, as is a scale outside the rule.
  * Backward, with dout the upstream gradient of out:
  *   D(i)     = sum_t dout[i, t] out[i, t]   (fma chain over t = 0..d-1)
  *   dP(i, j) = dout[i, :] . v[j, :]          (fma chain over t)
@@ -128,14 +130,16 @@ extern "C" {
 
 /* Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
  * (bh * n * d each) and an optional mask (NULL = none; bh * n * n or n * n elements). scale and
- * mask_fill are doubles rounded once to float32 (scale is usually 1 / sqrt(d)).
+ * mask_fill are doubles rounded once to float32 under the host-scalar rule of torchlean_rt.h
+ * (finite, and finite in float32), except that mask_fill may be -inf (scale is usually
+ * 1 / sqrt(d)).
  * Empty cases: bh == 0 or n == 0 gives empty outputs; d == 0 (q, k, v empty) gives an empty out
  * and the lse of the DEFINITIONS with every dot product 0 (s = 0, or mask_fill where blocked; so
  * log of the number of non-excluded keys without fill, -inf for a fully excluded row).
  * Errors: TLRT_ERR_NULL_ARGUMENT (q, k, v, out, lse); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH
  * (q, k, v, mask on different devices); TLRT_ERR_SHAPE (q not bh * n * d, the product taken
  * exactly; k or v a different size than q; mask neither bh * n * n nor n * n elements);
- * TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
+ * TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale NaN or +-inf, or rounding to
  * +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
  * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
  * Cost (CUDA): q read once, k and v once per block of query rows (from cache), out and lse

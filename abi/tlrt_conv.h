@@ -202,6 +202,122 @@ TLRT_API tlrt_status tlrt_convtranspose2d_bwd(
     uint64_t pad_w, uint64_t dilation_h, uint64_t dilation_w, uint64_t groups,
     tlrt_buffer **d_kernel, tlrt_buffer **d_bias, tlrt_buffer **d_input);
 
+/* ---- geometry as data (ABI 1.1) --------------------------------------------------------------
+ *
+ * tlrt_conv_geometry holds the geometry arguments of the N-D entry points above (batch,
+ * in_channels, out_channels, rank, in_spatial, kernel_size, stride, padding, dilation, groups) as
+ * one value whose fields are set by name: no two same-typed arguments can be swapped unnoticed,
+ * and one value describes a layer for its forward, its backward and tlrt_conv_output_dims. The
+ * *_geom entry points take it in place of those arguments and are otherwise the N-D functions:
+ * the same buffers in the same order, bitwise the same results, the same checks in the same
+ * order with the same status codes (the checks of the struct itself come where the geometry's
+ * come, after the buffers'); messages name a field as "argument geometry->kernel_size[1]".
+ *
+ * LAYOUT. Every field is a uint64_t, so there is no padding and the layout is the same in every
+ * language: 46 fields, 368 bytes in this version. Each array has TLRT_CONV_MAX_RANK entries, of
+ * which entries 0 .. rank - 1 are read and the rest are ignored.
+ *   struct_size   the caller sets sizeof(tlrt_conv_geometry) (the size its header declares).
+ *                 Below 368 bytes (this first version's layout): TLRT_ERR_INVALID_ARGUMENT. Later
+ *                 versions only append fields, each meaning this version's behaviour when zero;
+ *                 so a larger struct_size (a newer header) is accepted when every byte past the
+ *                 fields this library knows is zero, and is TLRT_ERR_INVALID_ARGUMENT otherwise
+ *                 (a request this library cannot honour), as is a struct_size above 4096 (not a
+ *                 size any version will have: an unset field). The library reads struct_size
+ *                 bytes, never more.
+ *   rank          the number of spatial axes, 1 .. TLRT_CONV_MAX_RANK (64-bit: 2^32 + 2 is
+ *                 rejected, not truncated to 2).
+ *   batch         images per call (the leading axis of input and output).
+ *   in_channels   channels of the input; a multiple of groups (may be 0: LAYOUT, EMPTY CASES).
+ *   out_channels  channels of the output; a multiple of groups (may be 0).
+ *   groups        at least 1 (Groups above).
+ *   in_spatial    the input's spatial extents in[d] (for the transposed convolution: its input,
+ *                 i.e. the output of the convolution it is the adjoint of).
+ *   kernel_size   the kernel's spatial extents k[d], each at least 1.
+ *   stride        s[d], each at least 1.
+ *   padding       p[d]: zero cells before and after axis d (GEOMETRY above).
+ *   dilation      dil[d], each at least 1 (1: a contiguous window). Unlike the dilation array of
+ *                 tlrt_conv_fwd there is no NULL shortcut: write 1, since 0 is invalid.
+ * A struct filled with zeros is never valid (rank 0), so a forgotten field fails loudly. C hosts
+ * write `tlrt_conv_geometry g = {0}; g.struct_size = sizeof g; g.rank = 2; ...`. */
+
+/* The most spatial axes of a geometry (the rank limit of every entry point of this header). */
+#define TLRT_CONV_MAX_RANK 8u
+/* The most output dimensions, (batch, out_channels, out[0], ..., out[rank - 1]): a capacity of
+ * tlrt_conv_output_dims that always suffices. */
+#define TLRT_CONV_MAX_DIMS (TLRT_CONV_MAX_RANK + 2u)
+
+typedef struct tlrt_conv_geometry {
+  uint64_t struct_size;                     /* sizeof(tlrt_conv_geometry), set by the caller */
+  uint64_t rank;                            /* spatial axes, 1 .. TLRT_CONV_MAX_RANK */
+  uint64_t batch;                           /* images */
+  uint64_t in_channels;                     /* a multiple of groups */
+  uint64_t out_channels;                    /* a multiple of groups */
+  uint64_t groups;                          /* >= 1 */
+  uint64_t in_spatial[TLRT_CONV_MAX_RANK];  /* in[d], d < rank */
+  uint64_t kernel_size[TLRT_CONV_MAX_RANK]; /* k[d] >= 1 */
+  uint64_t stride[TLRT_CONV_MAX_RANK];      /* s[d] >= 1 */
+  uint64_t padding[TLRT_CONV_MAX_RANK];     /* p[d] */
+  uint64_t dilation[TLRT_CONV_MAX_RANK];    /* dil[d] >= 1 */
+} tlrt_conv_geometry;
+
+/* tlrt_conv_fwd with the geometry as one tlrt_conv_geometry. Errors: those of tlrt_conv_fwd
+ * (no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL) and
+ * TLRT_ERR_INVALID_ARGUMENT (struct_size, as above). */
+TLRT_API tlrt_status tlrt_conv_fwd_geom(const tlrt_buffer *kernel, const tlrt_buffer *bias,
+                                        const tlrt_buffer *input,
+                                        const tlrt_conv_geometry *geometry, tlrt_buffer **out);
+
+/* tlrt_conv_bwd with the geometry as one tlrt_conv_geometry (errors as tlrt_conv_fwd_geom). */
+TLRT_API tlrt_status tlrt_conv_bwd_geom(const tlrt_buffer *kernel, const tlrt_buffer *input,
+                                        const tlrt_buffer *grad_out,
+                                        const tlrt_conv_geometry *geometry,
+                                        tlrt_buffer **d_kernel, tlrt_buffer **d_bias,
+                                        tlrt_buffer **d_input);
+
+/* tlrt_convtranspose_fwd with the geometry as one tlrt_conv_geometry (errors as
+ * tlrt_conv_fwd_geom). */
+TLRT_API tlrt_status tlrt_convtranspose_fwd_geom(const tlrt_buffer *kernel,
+                                                 const tlrt_buffer *bias,
+                                                 const tlrt_buffer *input,
+                                                 const tlrt_conv_geometry *geometry,
+                                                 tlrt_buffer **out);
+
+/* tlrt_convtranspose_bwd with the geometry as one tlrt_conv_geometry (errors as
+ * tlrt_conv_fwd_geom). */
+TLRT_API tlrt_status tlrt_convtranspose_bwd_geom(const tlrt_buffer *kernel,
+                                                 const tlrt_buffer *input,
+                                                 const tlrt_buffer *grad_out,
+                                                 const tlrt_conv_geometry *geometry,
+                                                 tlrt_buffer **d_kernel, tlrt_buffer **d_bias,
+                                                 tlrt_buffer **d_input);
+
+/* The output shape of the convolution of `geometry`, without buffers, so that hosts need not
+ * re-implement the GEOMETRY formulas: dims[0 .. *rank - 1] = (batch, out_channels, out[0], ...,
+ * out[geometry->rank - 1]) with the convolution's out[d], *rank = geometry->rank + 2, and
+ * *elements = their product, the element count of tlrt_conv_fwd_geom's output (and of the
+ * grad_out tlrt_conv_bwd_geom expects). capacity is the number of entries dims has room for;
+ * every one of them is written (those past *rank with 0); TLRT_CONV_MAX_DIMS always suffices.
+ * Validation: exactly the checks of tlrt_conv_fwd_geom that need no buffer, in the same order and
+ * with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);
+ * TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_CONV_MAX_RANK; a kernel extent,
+ * stride or dilation 0; groups 0; in_channels or out_channels not divisible by groups; a
+ * non-empty problem reaching the 2^62 index limit of ERRORS above); TLRT_ERR_OVERFLOW (an output
+ * extent beyond 64 bits, or more than TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE
+ * (capacity below geometry->rank + 2; checked last). Not checked, because they need buffers or a
+ * device: the buffer sizes (TLRT_ERR_SHAPE) and the CUDA-only INT_MAX limits. On failure *rank
+ * and *elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers). */
+TLRT_API tlrt_status tlrt_conv_output_dims(const tlrt_conv_geometry *geometry, uint64_t *dims,
+                                           uint32_t capacity, uint32_t *rank,
+                                           uint64_t *elements);
+
+/* tlrt_conv_output_dims for the transposed convolution: out[d] is the transposed out[d] of
+ * GEOMETRY above, the output of tlrt_convtranspose_fwd_geom (and the grad_out of
+ * tlrt_convtranspose_bwd_geom). Validation as tlrt_conv_output_dims, with the transposed
+ * convolution's checks (the 2^62 limit applies to its output extents). */
+TLRT_API tlrt_status tlrt_convtranspose_output_dims(const tlrt_conv_geometry *geometry,
+                                                    uint64_t *dims, uint32_t capacity,
+                                                    uint32_t *rank, uint64_t *elements);
+
 #ifdef __cplusplus
 }
 #endif

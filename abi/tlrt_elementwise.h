@@ -3,13 +3,17 @@
  * Every op here maps equal-sized buffers to a fresh buffer of the same size on the same device:
  * out[i] = f(x[i]) (unary), f(a[i], b[i]) (binary), or for backward kernels dx[i] = g[i] * f'(x[i])
  * with the argument order (x, g) of the forward input and the upstream gradient. Empty inputs give
- * empty outputs. Host scalars (double) are rounded once to float32.
+ * empty outputs. Host scalars (double) follow the host-scalar rule of torchlean_rt.h: rounded once
+ * to float32; NaN, +-inf, or a finite value that rounds to +-inf in float32 (|v| >= 2^128 - 2^103)
+ * is TLRT_ERR_INVALID_ARGUMENT, except where an op below names an exception (tlrt_clamp's
+ * infinite bounds).
  *
  * Errors, for every function here: TLRT_ERR_NULL_ARGUMENT (any buffer or out pointer);
  * TLRT_ERR_RELEASED (an input's storage was released); TLRT_ERR_SHAPE (inputs of different sizes;
  * the message names both); TLRT_ERR_DEVICE_MISMATCH (inputs on different devices);
- * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST; plus TLRT_ERR_INVALID_ARGUMENT
- * where a scalar has a domain (stated below). On failure every out-parameter is NULL.
+ * TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST; plus, for the ops with a host
+ * scalar, TLRT_ERR_INVALID_ARGUMENT (the scalar outside the rule or its op's domain, stated below).
+ * On failure every out-parameter is NULL.
  *
  * Numeric classes (DESIGN section 4; the parity suite checks them bit for bit on both backends):
  *  - exact: the IEEE binary32 result of the stated operations, identical on CPU and CUDA
@@ -61,14 +65,20 @@ TLRT_API tlrt_status tlrt_sqrt(const tlrt_buffer *x, tlrt_buffer **out);
 TLRT_API tlrt_status tlrt_inv(const tlrt_buffer *x, tlrt_buffer **out);
 /* x if x > 0, NaN if x is NaN, else +0. */
 TLRT_API tlrt_status tlrt_relu(const tlrt_buffer *x, tlrt_buffer **out);
-/* x * (float)c. */
+/* x * (float)c. Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in
+ * float32 (the host-scalar rule). */
 TLRT_API tlrt_status tlrt_scale(const tlrt_buffer *x, double c, tlrt_buffer **out);
-/* fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends. */
+/* fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends.
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in float32 (the
+ * host-scalar rule). */
 TLRT_API tlrt_status tlrt_axpy(const tlrt_buffer *a, const tlrt_buffer *b, double c,
                                tlrt_buffer **out);
 /* min(max(x, lo), hi) with the NaN-propagating max/min above: NaN stays NaN, and lo > hi gives
- * hi everywhere (as PyTorch). lo and hi are rounded to float32; infinite bounds are allowed.
- * Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN. */
+ * hi everywhere (as PyTorch). lo and hi are rounded to float32. Exception to the host-scalar
+ * rule: a bound may be -inf or +inf, an infinite bound being no bound on that side (lo = +inf
+ * and hi = -inf are accepted too, as values like any other).
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN, or is finite but rounds to +-inf in
+ * float32 (|v| >= 2^128 - 2^103: pass the infinity itself to mean no bound). */
 TLRT_API tlrt_status tlrt_clamp(const tlrt_buffer *x, double lo, double hi, tlrt_buffer **out);
 
 /* ---- exact backward kernels: dx[i] from x[i] and g[i] --------------------------------------- */
@@ -83,8 +93,8 @@ TLRT_API tlrt_status tlrt_inv_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tl
 TLRT_API tlrt_status tlrt_log_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
 /* g if x > 0; NaN if x is NaN; else 0. */
 TLRT_API tlrt_status tlrt_relu_bwd(const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **out);
-/* g if lo < x < hi (strictly), NaN if x is NaN, else 0. Errors: TLRT_ERR_INVALID_ARGUMENT if lo
- * or hi is NaN. */
+/* g if lo < x < hi (strictly), NaN if x is NaN, else 0. lo and hi as tlrt_clamp (infinite
+ * bounds accepted). Errors: TLRT_ERR_INVALID_ARGUMENT as tlrt_clamp. */
 TLRT_API tlrt_status tlrt_clamp_bwd(const tlrt_buffer *x, const tlrt_buffer *g, double lo,
                                     double hi, tlrt_buffer **out);
 
@@ -110,8 +120,9 @@ TLRT_API tlrt_status tlrt_gelu(const tlrt_buffer *x, tlrt_buffer **out);
  * of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within
  * 0.9 ulp).
  * eps is used as (float)eps.
- * Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative, if eps > 0 rounds to +0 in float32
- * (eps <= 2^-150), or if (float)eps is infinite (eps = +inf, or too large for float32). */
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or +-inf, or rounds to +inf in float32 (the
+ * host-scalar rule); if eps is negative (-0 is accepted); or if eps > 0 rounds to +0 in float32
+ * (eps <= 2^-150). */
 TLRT_API tlrt_status tlrt_safe_log(const tlrt_buffer *x, double eps, tlrt_buffer **out);
 
 /* ---- shared-math backward kernels ------------------------------------------------------- */

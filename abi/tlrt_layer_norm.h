@@ -75,15 +75,16 @@ extern "C" {
 
 /* Layer norm forward (DEFINITIONS above). x has rows * cols elements; gamma and beta have cols
  * elements. Outputs: y (rows * cols), mean (rows), inv_std (rows). eps is a double rounded once
- * to float32 (PyTorch's default is 1e-5; upstream's Lean caller passed 1e-6).
+ * to float32 under the host-scalar rule of torchlean_rt.h, and must be >= 0 (PyTorch's default
+ * is 1e-5; upstream's Lean caller passed 1e-6).
  * Empty cases: rows == 0 gives three empty outputs. cols == 0 (x empty, gamma and beta empty) gives
  * an empty y and mean = inv_std = NaN for every row (0 / 0, the convention of tlrt_reduce_mean;
  * upstream panicked here).
  * Errors: TLRT_ERR_NULL_ARGUMENT (x, gamma, beta, y, mean, inv_std); TLRT_ERR_RELEASED;
  * TLRT_ERR_DEVICE_MISMATCH (x, gamma, beta on different devices); TLRT_ERR_SHAPE (x not
  * rows * cols, the product taken exactly; gamma or beta not cols elements);
- * TLRT_ERR_INVALID_ARGUMENT (eps NaN, negative, infinite, or rounding to +inf in float32; -0 is
- * accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not
+ * TLRT_ERR_INVALID_ARGUMENT (eps NaN, +-inf, or rounding to +inf in float32 (the host-scalar
+ * rule), or negative; -0 is accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not
  * exist); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *y, *mean and
  * *inv_std are NULL. */
 TLRT_API tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer *x, const tlrt_buffer *gamma,

@@ -24,8 +24,10 @@
  * with one fixed order of operations on both backends: every operation below is ONE correctly
  * rounded binary32 operation (the square root and the division included), evaluated in the order
  * written, with no contraction; fma(a, b, c) = a * b + c with a single rounding. The host scalars
- * (double) are rounded once to float32 (written f32(.)); where a scalar is a function of several
- * arguments it is computed in double on the host, once per call, then rounded once:
+ * (double) follow the host-scalar rule of torchlean_rt.h (NaN, +-inf, or a finite value that
+ * rounds to +-inf in float32, is TLRT_ERR_INVALID_ARGUMENT; there is no exception here) and are
+ * rounded once to float32 (written f32(.)); where a scalar is a function of several arguments it
+ * is computed in double on the host, once per call, then rounded once:
  *
  * SGD (tlrt_sgd_step), with lr = f32(lr), mu = f32(momentum), wd = f32(weight_decay),
  * omd = f32(1 - dampening):
@@ -82,9 +84,9 @@ extern "C" {
  * and NULL when mu == 0 (a buffer that would silently not be updated is refused). At step 1 its
  * contents are not read (it is set to the gradient, as PyTorch creates it), so it may be created
  * with any values. step: 1-based step number; only step == 1 versus step > 1 matters here.
- * Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each must be
- * finite and stay finite when rounded to float32 (then so is 1 - dampening); nesterov requires
- * momentum > 0 and dampening == 0 (PyTorch's rule).
+ * Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each under the
+ * host-scalar rule, finite and finite when rounded to float32 (then so is 1 - dampening);
+ * nesterov requires momentum > 0 and dampening == 0 (PyTorch's rule).
  * Errors: TLRT_ERR_NULL_ARGUMENT (param, grad; momentum_buf when mu != 0);
  * TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad or momentum_buf not the size of param);
  * TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar outside its domain, step == 0,
@@ -99,8 +101,8 @@ TLRT_API tlrt_status tlrt_sgd_step(tlrt_buffer *param, const tlrt_buffer *grad,
  * updates param, m (first moment, PyTorch's exp_avg) and v (second moment, exp_avg_sq).
  * param, grad, m and v have the same size n and live on one device; m and v start as zeros.
  * step: 1-based step number (>= 1), used for the bias corrections.
- * Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each finite and
- * finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very
+ * Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each under the
+ * host-scalar rule, finite and finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very
  * close to 1 with a large lr could overflow it). PyTorch's defaults: lr = 1e-3, betas = (0.9,
  * 0.999), eps = 1e-8, weight_decay = 0 (Adam) or 1e-2 (AdamW).
  * Errors: TLRT_ERR_NULL_ARGUMENT (param, grad, m, v); TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad, m

@@ -30,7 +30,8 @@
  *   average pool: S = (((-0 + v_1) + v_2) + ... + v_n), y = S / D, D = prod(k) rounded to float32
  *                 (count_include_pad = true, PyTorch's default and upstream's only mode: padding
  *                 counts as zeros) or D = n (false: the mean of the real cells).
- *   smooth max:   b = beta rounded to float32 (finite, nonzero). pivot = the max pool value of the
+ *   smooth max:   b = beta rounded to float32 (the host-scalar rule of torchlean_rt.h, and
+ *                 nonzero). pivot = the max pool value of the
  *                 window for b > 0, the min-pool value (first minimum, first NaN) for b < 0;
  *                 S = ((+0 + e_1) + ... + e_n), e_j = exp(b * (v_j - pivot));
  *                 y = pivot + log(S) / b, except y = pivot when pivot is +-inf.
@@ -200,6 +201,113 @@ TLRT_API tlrt_status tlrt_smooth_maxpool_bwd(const tlrt_buffer *x, const tlrt_bu
                                              const uint64_t *kernel, const uint64_t *stride,
                                              const uint64_t *padding, double beta,
                                              tlrt_buffer **dx);
+
+/* ---- geometry as data (ABI 1.1) --------------------------------------------------------------
+ *
+ * tlrt_pool_geometry holds the geometry arguments of the N-D entry points above (batch,
+ * channels, rank, in_spatial, kernel, stride, padding) as one value whose fields are set by name:
+ * no two same-typed arguments can be swapped unnoticed, and one value serves the forward, the
+ * backward and tlrt_pool_output_dims. The *_geom entry points take it in place of those
+ * arguments and are otherwise the N-D functions: the same buffers and scalars (count_include_pad,
+ * beta) in the same order, bitwise the same results, the same checks in the same order with the
+ * same status codes (the checks of the struct itself come where the geometry's come, after the
+ * buffers'); messages name a field as "argument geometry->kernel[1]". Operation-specific values
+ * (count_include_pad, beta) stay arguments: the geometry is what the output size depends on.
+ *
+ * LAYOUT. Every field is a uint64_t, so there is no padding and the layout is the same in every
+ * language: 36 fields, 288 bytes in this version. Each array has TLRT_POOL_MAX_RANK entries, of
+ * which entries 0 .. rank - 1 are read and the rest are ignored.
+ *   struct_size   the caller sets sizeof(tlrt_pool_geometry) (the size its header declares).
+ *                 Below 288 bytes (this first version's layout): TLRT_ERR_INVALID_ARGUMENT. Later
+ *                 versions only append fields, each meaning this version's behaviour when zero;
+ *                 so a larger struct_size (a newer header) is accepted when every byte past the
+ *                 fields this library knows is zero, and is TLRT_ERR_INVALID_ARGUMENT otherwise
+ *                 (a request this library cannot honour), as is a struct_size above 4096 (not a
+ *                 size any version will have: an unset field). The library reads struct_size
+ *                 bytes, never more.
+ *   rank          the number of spatial axes, 1 .. TLRT_POOL_MAX_RANK (64-bit: 2^32 + 2 is
+ *                 rejected, not truncated to 2).
+ *   batch         the leading axis of x and y.
+ *   channels      the second axis of x and y (batch and channels fold into independent planes).
+ *   in_spatial    x's spatial extents in[d].
+ *   kernel        the window's extents k[d], each at least 1.
+ *   stride        s[d], each at least 1 (PyTorch's default stride is the kernel: write it).
+ *   padding       p[d], with 2 p[d] <= k[d] (GEOMETRY above).
+ * A struct filled with zeros is never valid (rank 0), so a forgotten field fails loudly. C hosts
+ * write `tlrt_pool_geometry g = {0}; g.struct_size = sizeof g; g.rank = 2; ...`. */
+
+/* The most spatial axes of a geometry (the rank limit of every entry point of this header). */
+#define TLRT_POOL_MAX_RANK 8u
+/* The most output dimensions, (batch, channels, out[0], ..., out[rank - 1]): a capacity of
+ * tlrt_pool_output_dims that always suffices. */
+#define TLRT_POOL_MAX_DIMS (TLRT_POOL_MAX_RANK + 2u)
+
+typedef struct tlrt_pool_geometry {
+  uint64_t struct_size;                    /* sizeof(tlrt_pool_geometry), set by the caller */
+  uint64_t rank;                           /* spatial axes, 1 .. TLRT_POOL_MAX_RANK */
+  uint64_t batch;                          /* leading axis */
+  uint64_t channels;                       /* second axis */
+  uint64_t in_spatial[TLRT_POOL_MAX_RANK]; /* in[d], d < rank */
+  uint64_t kernel[TLRT_POOL_MAX_RANK];     /* k[d] >= 1 */
+  uint64_t stride[TLRT_POOL_MAX_RANK];     /* s[d] >= 1 */
+  uint64_t padding[TLRT_POOL_MAX_RANK];    /* p[d], 2 p[d] <= k[d] */
+} tlrt_pool_geometry;
+
+/* tlrt_maxpool_fwd with the geometry as one tlrt_pool_geometry. Errors: those of
+ * tlrt_maxpool_fwd (no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL)
+ * and TLRT_ERR_INVALID_ARGUMENT (struct_size, as above). Numeric class: exact. */
+TLRT_API tlrt_status tlrt_maxpool_fwd_geom(const tlrt_buffer *x,
+                                           const tlrt_pool_geometry *geometry,
+                                           tlrt_buffer **out);
+
+/* tlrt_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+ * tlrt_maxpool_fwd_geom). Numeric class: ordered reduction. */
+TLRT_API tlrt_status tlrt_maxpool_bwd_geom(const tlrt_buffer *x, const tlrt_buffer *dy,
+                                           const tlrt_pool_geometry *geometry,
+                                           tlrt_buffer **dx);
+
+/* tlrt_avgpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+ * tlrt_maxpool_fwd_geom). Numeric class: ordered reduction. */
+TLRT_API tlrt_status tlrt_avgpool_fwd_geom(const tlrt_buffer *x,
+                                           const tlrt_pool_geometry *geometry,
+                                           bool count_include_pad, tlrt_buffer **out);
+
+/* tlrt_avgpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+ * tlrt_maxpool_fwd_geom; TLRT_ERR_OVERFLOW also when dx would exceed TLRT_MAX_ELEMENTS).
+ * Numeric class: ordered reduction. */
+TLRT_API tlrt_status tlrt_avgpool_bwd_geom(const tlrt_buffer *dy,
+                                           const tlrt_pool_geometry *geometry,
+                                           bool count_include_pad, tlrt_buffer **dx);
+
+/* tlrt_smooth_maxpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+ * tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction. */
+TLRT_API tlrt_status tlrt_smooth_maxpool_fwd_geom(const tlrt_buffer *x,
+                                                  const tlrt_pool_geometry *geometry,
+                                                  double beta, tlrt_buffer **out);
+
+/* tlrt_smooth_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+ * tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction. */
+TLRT_API tlrt_status tlrt_smooth_maxpool_bwd_geom(const tlrt_buffer *x, const tlrt_buffer *dy,
+                                                  const tlrt_pool_geometry *geometry,
+                                                  double beta, tlrt_buffer **dx);
+
+/* The output shape of every pool forward of `geometry` (max, average, smooth max: the same),
+ * without buffers, so that hosts need not re-implement the GEOMETRY formula: dims[0 .. *rank - 1]
+ * = (batch, channels, out[0], ..., out[geometry->rank - 1]), *rank = geometry->rank + 2, and
+ * *elements = their product, the element count of the forward's y (and of the dy the backward
+ * expects). capacity is the number of entries dims has room for; every one of them is written
+ * (those past *rank with 0); TLRT_POOL_MAX_DIMS always suffices.
+ * Validation: exactly the checks of tlrt_maxpool_fwd_geom that need no buffer, in the same order
+ * and with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);
+ * TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_POOL_MAX_RANK; a kernel extent 0;
+ * a stride 0; 2 pad > kernel); TLRT_ERR_OVERFLOW (an output extent beyond 64 bits, or more than
+ * TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE (capacity below geometry->rank + 2;
+ * checked last). Not checked, because they need buffers: the sizes of x and dy
+ * (TLRT_ERR_SHAPE), and avgpool_bwd's limit on dx (TLRT_ERR_OVERFLOW). On failure *rank and
+ * *elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers). */
+TLRT_API tlrt_status tlrt_pool_output_dims(const tlrt_pool_geometry *geometry, uint64_t *dims,
+                                           uint32_t capacity, uint32_t *rank,
+                                           uint64_t *elements);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,9 @@
  * k + d overlap after d elements: space keys at least n apart (n + 1 for a normal of odd n; or
  * hash them first). (An odd d shifts the normal's pairing, so its values are not a shifted copy
  * of the other stream, but they reuse the same draws: overlapping all the same.)
+ * Host scalars (mean, std, keep_prob) follow the host-scalar rule of torchlean_rt.h: rounded once
+ * to float32; NaN, +-inf, or a finite value that rounds to +-inf in float32, is
+ * TLRT_ERR_INVALID_ARGUMENT (no exception here).
  * Errors (all three): TLRT_ERR_NULL_ARGUMENT (out); TLRT_ERR_OVERFLOW (n > TLRT_MAX_ELEMENTS);
  * TLRT_ERR_INVALID_ARGUMENT (see each; malformed device); TLRT_ERR_BACKEND_UNAVAILABLE;
  * TLRT_ERR_NO_DEVICE; TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. */
@@ -40,15 +43,17 @@ TLRT_API tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t 
  * bits. mean and std are rounded once to float32; |z| = |R cos| or |R sin| <= 5.7682 (R is largest
  * for u1 = 2^-24: sqrt(48 ln 2)); z is within 1.5e-6 absolute of the float64 value of the same
  * formula on the same draws (tests/unit/test_rng.cpp).
- * Errors: TLRT_ERR_INVALID_ARGUMENT if the float32-rounded mean or std is not finite or the
- * rounded std is negative (so std = -1e-50, which rounds to -0, is accepted, and mean = 1e300,
- * which rounds to inf, is rejected). */
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if mean or std breaks the host-scalar rule (NaN, +-inf, or
+ * rounding to +-inf in float32: mean = 1e300 is rejected) or the rounded std is negative (so
+ * std = -1e-50, which rounds to -0, is accepted). */
 TLRT_API tlrt_status tlrt_rand_normal(tlrt_device device, uint64_t n, double mean, double std,
                                       uint64_t key, tlrt_buffer **out);
 
 /* Bernoulli mask: out[i] = 1.0f if u[i] < (float)keep_prob else 0.0f, with u[i] the value
- * tlrt_rand_uniform(key) gives at i (so keep_prob = 0 gives all zeros, keep_prob >= 1 all ones).
- * Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN. */
+ * tlrt_rand_uniform(key) gives at i (so keep_prob <= 0 gives all zeros, keep_prob >= 1 all ones;
+ * any finite keep_prob is accepted).
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN or +-inf, or rounds to +-inf in float32
+ * (the host-scalar rule). */
 TLRT_API tlrt_status tlrt_bernoulli_mask(tlrt_device device, uint64_t n, double keep_prob,
                                          uint64_t key, tlrt_buffer **out);
 

@@ -27,7 +27,7 @@ extern "C" {
  * append symbols, enum values and struct fields. tlrt_abi_version() returns the value the library
  * was built with; a binding compares TLRT_ABI_VERSION_MAJOR with (tlrt_abi_version() >> 16). */
 #define TLRT_ABI_VERSION_MAJOR 1
-#define TLRT_ABI_VERSION_MINOR 0
+#define TLRT_ABI_VERSION_MINOR 1
 #define TLRT_ABI_VERSION ((TLRT_ABI_VERSION_MAJOR << 16) | TLRT_ABI_VERSION_MINOR)
 
 /* Status codes. Append-only; grouped in bands:
@@ -42,6 +42,10 @@ typedef enum tlrt_status {
   TLRT_ERR_INDEX = 5,            /* an index or axis that cannot be one */
   TLRT_ERR_RELEASED = 6,         /* the buffer's storage was released by tlrt_buffer_release_storage */
   TLRT_ERR_DEVICE_MISMATCH = 7,  /* buffers of one call live on different devices */
+  TLRT_ERR_STALE_HANDLE = 8,     /* a buffer or tape handle that was freed (or never was one), or
+                                    a tape node id of another tape or from before a reset */
+  TLRT_ERR_DTYPE = 9,            /* a buffer of an element type the argument does not take (an
+                                    int64 buffer where float32 values are expected) */
   TLRT_ERR_OUT_OF_MEMORY = 100,  /* host or device allocation failed; retrying after frees may work */
   TLRT_ERR_BACKEND_UNAVAILABLE = 200, /* CUDA requested from a build compiled without CUDA */
   TLRT_ERR_NO_DEVICE = 201,      /* CUDA compiled in, but no such device on this machine */
@@ -98,8 +102,9 @@ TLRT_API uint32_t tlrt_runtime_status(void);
 TLRT_API tlrt_status tlrt_device_count(uint32_t kind, uint32_t *count);
 
 /* Wait until all work this library queued on `device` has finished. CUDA work is asynchronous
- * (one ordered library stream per device); an error raised by a kernel surfaces here or at the
- * next download. A no-op for the CPU.
+ * (one ordered stream per device: the library's own, or the host's set by tlrt_stream_set, in
+ * tlrt_stream.h; this waits for that stream, so also for the host's work queued on it before);
+ * an error raised by a kernel surfaces here or at the next download. A no-op for the CPU.
  * Errors: TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_BACKEND_UNAVAILABLE;
  * TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. */
 TLRT_API tlrt_status tlrt_synchronize(tlrt_device device);

@@ -6,8 +6,13 @@
  * and every backward rule is a composition of public tlrt_* calls (tlrt_add, tlrt_relu_bwd,
  * tlrt_matmul, ...). So a tape gives the same values as the ops themselves, on the tape's device.
  *
- * NODES. A node is named by a uint64_t id, its index in the tape: the first node recorded after
- * tlrt_tape_new or tlrt_tape_reset has id 0, the next 1, and so on (no handle to free). A node has
+ * NODES. A node is named by a uint64_t id (no handle to free). Ids are opaque: an id names its
+ * tape and the tape's reset generation besides the node's position, so an id of another tape, or
+ * one recorded before a tlrt_tape_reset, fails with TLRT_ERR_STALE_HANDLE instead of naming some
+ * other node (detection fails only for ids 65536 resets old, or of a tape created 65534 tapes
+ * apart). Nodes are numbered in recording order: the low 32 bits of an id are its index, 0 for
+ * the first node after tlrt_tape_new or tlrt_tape_reset, 1 for the next, and so on (at most
+ * 2^32 - 1 nodes; more fail with TLRT_ERR_OVERFLOW). A node has
  *  - a VALUE: a tlrt_buffer on the tape's device, never modified after recording;
  *  - a SHAPE: dims[0..rank), rank <= TLRT_TAPE_MAX_RANK (8), row-major, outermost first; rank 0
  *    is a scalar (one element). The element count (the product of dims) always equals the size of
@@ -58,17 +63,20 @@
  * leaks, the tape is unchanged, and tlrt_last_error() names the function, the argument and the
  * condition):
  *  - TLRT_ERR_NULL_ARGUMENT: tape, an out pointer, or a required array is NULL;
- *  - TLRT_ERR_INDEX: a node id that is not < the number of nodes in the tape (the message gives
- *    the id and the count), or an axis that is not < the rank. Ids recorded before a reset are
- *    stale: after the reset they fail with TLRT_ERR_INDEX or name a newer node (ids are plain
- *    indices; the host must not keep them across a reset);
+ *  - TLRT_ERR_STALE_HANDLE: a tape handle that was freed (or never was one); a node id of
+ *    another tape or recorded before a reset (the message says which);
+ *  - TLRT_ERR_INDEX: a node id of this tape and generation whose index is not < the number of
+ *    nodes in the tape (the message gives the id, its index and the count), or an axis that is
+ *    not < the rank;
  *  - TLRT_ERR_SHAPE: at RECORD time, shapes that the op cannot accept; the message names the
  *    recording call, the arguments and both shapes, e.g.
  *    "tlrt_tape_matmul: inner dimensions differ: argument a has shape (3, 4), argument b has
  *    shape (5, 2)";
- *  - TLRT_ERR_INVALID_ARGUMENT: rank > TLRT_TAPE_MAX_RANK; a scalar outside its domain (as the
- *    op); tlrt_tape_grad of a node that is not a leaf requiring a gradient;
+ *  - TLRT_ERR_INVALID_ARGUMENT: rank > TLRT_TAPE_MAX_RANK; a host scalar outside the host-scalar
+ *    rule of torchlean_rt.h or its op's domain (the op's check, with the op's exceptions);
+ *    tlrt_tape_grad of a node that is not a leaf requiring a gradient;
  *  - TLRT_ERR_DEVICE_MISMATCH: a leaf or seed buffer on another device than the tape;
+ *  - TLRT_ERR_DTYPE: a leaf or seed buffer of integer values;
  *  - TLRT_ERR_RELEASED: a leaf or seed buffer whose storage was released (also later, at an op or
  *    backward that reads a leaf released after it was recorded);
  *  - TLRT_ERR_BACKEND_UNAVAILABLE / TLRT_ERR_NO_DEVICE: tlrt_tape_new for CUDA in a build without
@@ -112,8 +120,14 @@ TLRT_API tlrt_status tlrt_tape_new(tlrt_device device, tlrt_tape **out);
  * the reference the tape took; the host's own references stay valid). NULL is a no-op. */
 TLRT_API void tlrt_tape_free(tlrt_tape *tape);
 
+/* tlrt_tape_free that reports misuse: TLRT_OK when the tape was freed or tape is NULL;
+ * TLRT_ERR_STALE_HANDLE (and nothing done) when tape is not a live handle (freed already, or
+ * never a tape). tlrt_tape_free of such a handle does nothing. */
+TLRT_API tlrt_status tlrt_tape_free_checked(tlrt_tape *tape);
+
 /* Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,
- * and the next node recorded has id 0. Never fails for a non-NULL tape.
+ * the next node recorded has index 0, and the ids recorded so far become stale. Never fails for a
+ * live tape.
  * Errors: TLRT_ERR_NULL_ARGUMENT. */
 TLRT_API tlrt_status tlrt_tape_reset(tlrt_tape *tape);
 
@@ -174,7 +188,8 @@ TLRT_API tlrt_status tlrt_tape_backward_seed(tlrt_tape *tape, uint64_t node,
  * tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
  *   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
  *   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
- *   axpy (out = fma(c, b, a)): (g, c g). */
+ *   axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+ *   TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). */
 TLRT_API tlrt_status tlrt_tape_add(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_sub(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_mul(tlrt_tape *tape, uint64_t a, uint64_t b, uint64_t *out);
@@ -187,8 +202,9 @@ TLRT_API tlrt_status tlrt_tape_axpy(tlrt_tape *tape, uint64_t a, uint64_t b, dou
 /* Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
  * abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
  * tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
- * passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
- * the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). */
+ * passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+ * be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+ * (TLRT_ERR_INVALID_ARGUMENT at record time). */
 TLRT_API tlrt_status tlrt_tape_neg(tlrt_tape *tape, uint64_t x, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_scale(tlrt_tape *tape, uint64_t x, double c, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_abs(tlrt_tape *tape, uint64_t x, uint64_t *out);
@@ -365,7 +381,8 @@ TLRT_API tlrt_status tlrt_tape_avgpool2d(tlrt_tape *tape, uint64_t x, uint64_t k
  * bh * n * n or n * n elements on the tape's device, selecting with 0 as the op says; the tape
  * retains it (not copied, like a leaf's buffer: the host must not release its storage while the
  * tape may read it) until reset or free. scale, causal and mask_fill as tlrt_flash_attention_fwd,
- * with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256, scale not finite, mask_fill NaN or +inf).
+ * with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256; scale NaN, +-inf or rounding to +-inf in
+ * float32; mask_fill NaN, +inf or a finite value rounding to +-inf: -inf is accepted).
  * The forward's lse (bh * n floats) is kept as workspace; gradients (q, k, v) from one
  * tlrt_flash_attention_bwd call (it computes all three; those of nodes without a gradient are
  * dropped). One node may be q, k and v at once (its gradient is the sum of the three).

@@ -44,9 +44,8 @@ void injected_allocation_failure(const char *what) {
          "tlrt_debug_fail_nth_allocation)", what);
 }
 
-float *payload_alloc(Dev dev, uint64_t elements) {
-  if (elements == 0) return nullptr;
-  const uint64_t bytes = checked_mul(elements, 4, "buffer byte size");
+float *payload_alloc(Dev dev, uint64_t bytes) {
+  if (bytes == 0) return nullptr;
   injected_allocation_failure("a buffer payload");
   void *p = TLRT_DISPATCH(dev, alloc, dev.ordinal, bytes);
   Counters &c = counters(dev);
@@ -55,12 +54,12 @@ float *payload_alloc(Dev dev, uint64_t elements) {
   return static_cast<float *>(p);
 }
 
-void payload_free(Dev dev, float *p, uint64_t elements) noexcept {
+void payload_free(Dev dev, float *p, uint64_t bytes) noexcept {
   if (p == nullptr) return;
-  TLRT_DISPATCH(dev, dealloc, dev.ordinal, p, elements * 4);
+  TLRT_DISPATCH(dev, dealloc, dev.ordinal, p, bytes);
   Counters &c = counters(dev);
   c.frees.fetch_add(1, std::memory_order_relaxed);
-  c.live.fetch_sub(elements * 4, std::memory_order_relaxed);
+  c.live.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
 void count_handle(int delta) noexcept {

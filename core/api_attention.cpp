@@ -2,8 +2,6 @@
 // cases, resolve the call's precision once (call_precision: Exact with the determinism switch on,
 // else Tf32 with allow_tf32 on, else SplitTf32) and dispatch with it. The backends see bh, n >= 1,
 // d <= 256, n and bh below 2^31.
-#include <cmath>
-#include <limits>
 #include <string>
 
 #include "abi/tlrt_attention.h"
@@ -23,7 +21,7 @@ constexpr uint64_t kMaxDim = 0x7FFFFFFFull;  // kernel grid limit for n and bh
 
 // Everything the entry points share: the inputs q, k, v, the optional mask, and the scalars.
 struct Common {
-  const tlrt_buffer *Q, *K, *V, *M;
+  const Buffer *Q, *K, *V, *M;
   attn::Problem p;
 };
 
@@ -66,20 +64,13 @@ Common validate(const tlrt_buffer *q, const tlrt_buffer *k, const tlrt_buffer *v
   if (n > kMaxDim || bh > kMaxDim)
     fail(TLRT_ERR_INVALID_ARGUMENT,
          "argument n = %llu and argument bh = %llu must both be at most 2^31 - 1", (ull)n, (ull)bh);
-  if (!std::isfinite(scale) || !std::isfinite(to_f32(scale)))
-    fail(TLRT_ERR_INVALID_ARGUMENT,
-         "argument scale = %g must be finite and round to a finite float32", scale);
-  const bool exclude = mask_fill == -std::numeric_limits<double>::infinity();
-  if (!exclude && (!std::isfinite(mask_fill) || !std::isfinite(to_f32(mask_fill))))
-    fail(TLRT_ERR_INVALID_ARGUMENT,
-         "argument mask_fill = %g must be -inf or a finite value that rounds to a finite float32",
-         mask_fill);
+  // The host-scalar rule; mask_fill = -inf (exact exclusion) is the one admitted infinity.
+  c.p.scale = host_scalar(scale, "scale");
+  c.p.fill = host_scalar(mask_fill, "mask_fill", HostInf::Negative);
   c.p.bh = bh;
   c.p.n = n;
   c.p.d = d;
   c.p.mask = c.M ? c.M->data : nullptr;
-  c.p.scale = to_f32(scale);
-  c.p.fill = exclude ? -std::numeric_limits<float>::infinity() : to_f32(mask_fill);
   c.p.causal = causal;
   return c;
 }
@@ -94,7 +85,7 @@ tlrt_status single_bwd(const char *fn, Which which, const tlrt_buffer *q, const 
   if (grad) *grad = nullptr;
   return guarded(fn, [&] {
     clear_out(grad, grad_name);
-    const tlrt_buffer &DO = input(dout, "dout");
+    const Buffer &DO = input(dout, "dout");
     const Common c = validate(q, k, v, mask, bh, n, d, scale, causal, mask_fill);
     same_device(*c.Q, "q", DO, "dout");
     same_size(*c.Q, "q", DO, "dout");
@@ -152,9 +143,9 @@ TLRT_API tlrt_status tlrt_flash_attention_bwd(
     clear_out(dq, "dq");
     clear_out(dk, "dk");
     clear_out(dv, "dv");
-    const tlrt_buffer &DO = input(dout, "dout");
-    const tlrt_buffer &O = input(out, "out");
-    const tlrt_buffer &L = input(lse, "lse");
+    const Buffer &DO = input(dout, "dout");
+    const Buffer &O = input(out, "out");
+    const Buffer &L = input(lse, "lse");
     const Common c = validate(q, k, v, mask, bh, n, d, scale, causal, mask_fill);
     same_device(*c.Q, "q", DO, "dout");
     same_device(*c.Q, "q", O, "out");

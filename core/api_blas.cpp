@@ -23,7 +23,7 @@ using ull = unsigned long long;
 
 // Checks that operand `name` has batch * rows * cols elements. `dims` names the factors for the
 // message ("m * n", or "batch * m * n" for tlrt_bmm).
-void check_operand(const tlrt_buffer &X, const char *name, bool batched, uint64_t batch,
+void check_operand(const Buffer &X, const char *name, bool batched, uint64_t batch,
                    const char *d1, uint64_t rows, const char *d2, uint64_t cols) {
   uint64_t want = 0;
   const bool fits = product3(batch, rows, cols, &want);
@@ -42,8 +42,8 @@ tlrt_status product(const char *fn, bool batched, const tlrt_buffer *a, const tl
   if (out) *out = nullptr;
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &A = input(a, "a");
-    const tlrt_buffer &B = input(b, "b");
+    const Buffer &A = input(a, "a");
+    const Buffer &B = input(b, "b");
     same_device(A, "a", B, "b");
     // The stored shape is the logical one transposed; the element count is the same.
     check_operand(A, "a", batched, batch, "m", m, "n", n);

@@ -1,5 +1,4 @@
 // Elementwise entry points: validate, allocate the output, dispatch to the backend.
-#include <cmath>
 #include "abi/tlrt_elementwise.h"
 #include "core/backend/elementwise.hpp"
 #include "core/buffer.hpp"
@@ -15,7 +14,7 @@ tlrt_status unary_op(const char *fn, ew::Unary op, const tlrt_buffer *x, ew::Par
                      tlrt_buffer **out) {
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     Owned y = new_buffer(X.dev, X.size);
     if (X.size != 0) TLRT_DISPATCH(X.dev, unary, X.dev.ordinal, op, X.data, y->data, X.size, p);
     *out = y.release();
@@ -26,8 +25,8 @@ tlrt_status binary_op(const char *fn, ew::Binary op, const char *an, const tlrt_
                       const char *bn, const tlrt_buffer *b, ew::Params p, tlrt_buffer **out) {
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &A = input(a, an);
-    const tlrt_buffer &B = input(b, bn);
+    const Buffer &A = input(a, an);
+    const Buffer &B = input(b, bn);
     same_device(A, an, B, bn);
     same_size(A, an, B, bn);
     Owned y = new_buffer(A.dev, A.size);
@@ -44,9 +43,9 @@ tlrt_status minmax_bwd_op(const char *fn, bool is_max, const tlrt_buffer *a, con
   return guarded(fn, [&] {
     clear_out(da, "da");
     clear_out(db, "db");
-    const tlrt_buffer &A = input(a, "a");
-    const tlrt_buffer &B = input(b, "b");
-    const tlrt_buffer &G = input(g, "g");
+    const Buffer &A = input(a, "a");
+    const Buffer &B = input(b, "b");
+    const Buffer &G = input(g, "g");
     same_device(A, "a", B, "b");
     same_device(A, "a", G, "g");
     same_size(A, "a", B, "b");
@@ -61,22 +60,15 @@ tlrt_status minmax_bwd_op(const char *fn, bool is_max, const tlrt_buffer *a, con
   });
 }
 
-void check_bounds(double lo, double hi) {
-  if (lo != lo) fail(TLRT_ERR_INVALID_ARGUMENT, "argument lo is NaN");
-  if (hi != hi) fail(TLRT_ERR_INVALID_ARGUMENT, "argument hi is NaN");
-}
-
-// eps is used as (float)eps: it must be >= 0, and a positive eps must stay positive and finite
+// eps: the host-scalar rule, then eps >= 0 (-0 included), and a positive eps must stay positive
 // in float32 (else the "finite for every finite x" of eps > 0 would not hold).
-void check_eps(double eps) {
+float check_eps(double eps) {
+  const float e = host_scalar(eps, "eps");
   if (!(eps >= 0.0)) fail(TLRT_ERR_INVALID_ARGUMENT, "argument eps = %g must be >= 0", eps);
-  const float e = (float)eps;
   if (eps > 0.0 && e == 0.0f)
     fail(TLRT_ERR_INVALID_ARGUMENT,
          "argument eps = %g rounds to 0 in float32; use 0 or at least 2^-149 (about 1.4e-45)", eps);
-  if (std::isinf(e))
-    fail(TLRT_ERR_INVALID_ARGUMENT,
-         "argument eps = %g is not finite in float32 (the largest is about 3.4e38)", eps);
+  return e;
 }
 
 // Scalar-domain checks run inside the guard of the op they belong to.
@@ -131,39 +123,59 @@ TLRT_BINARY_ENTRY(gelu_bwd, GeluBwd, x, g)
 #undef TLRT_BINARY_ENTRY
 
 TLRT_API tlrt_status tlrt_scale(const tlrt_buffer *x, double c, tlrt_buffer **out) {
-  return unary_op(__func__, ew::Unary::Scale, x, params(to_f32(c)), out);
+  float cf = 0.0f;
+  tlrt_status s = with_check(
+      __func__, [&] { clear_out(out, "out"); cf = host_scalar(c, "c"); }, out);
+  if (s != TLRT_OK) return s;
+  return unary_op(__func__, ew::Unary::Scale, x, params(cf), out);
 }
 
 TLRT_API tlrt_status tlrt_axpy(const tlrt_buffer *a, const tlrt_buffer *b, double c,
                                tlrt_buffer **out) {
-  return binary_op(__func__, ew::Binary::Axpy, "a", a, "b", b, params(to_f32(c)), out);
+  float cf = 0.0f;
+  tlrt_status s = with_check(
+      __func__, [&] { clear_out(out, "out"); cf = host_scalar(c, "c"); }, out);
+  if (s != TLRT_OK) return s;
+  return binary_op(__func__, ew::Binary::Axpy, "a", a, "b", b, params(cf), out);
 }
 
+// Clamp bounds: the host-scalar rule with both infinities admitted (an infinite bound is none).
 TLRT_API tlrt_status tlrt_clamp(const tlrt_buffer *x, double lo, double hi, tlrt_buffer **out) {
-  tlrt_status s = with_check(__func__, [&] { clear_out(out, "out"); check_bounds(lo, hi); }, out);
+  float l = 0.0f, h = 0.0f;
+  tlrt_status s = with_check(__func__, [&] {
+    clear_out(out, "out");
+    l = host_scalar(lo, "lo", HostInf::Both);
+    h = host_scalar(hi, "hi", HostInf::Both);
+  }, out);
   if (s != TLRT_OK) return s;
-  return unary_op(__func__, ew::Unary::Clamp, x, params(to_f32(lo), to_f32(hi)), out);
+  return unary_op(__func__, ew::Unary::Clamp, x, params(l, h), out);
 }
 
 TLRT_API tlrt_status tlrt_clamp_bwd(const tlrt_buffer *x, const tlrt_buffer *g, double lo,
                                     double hi, tlrt_buffer **out) {
-  tlrt_status s = with_check(__func__, [&] { clear_out(out, "out"); check_bounds(lo, hi); }, out);
+  float l = 0.0f, h = 0.0f;
+  tlrt_status s = with_check(__func__, [&] {
+    clear_out(out, "out");
+    l = host_scalar(lo, "lo", HostInf::Both);
+    h = host_scalar(hi, "hi", HostInf::Both);
+  }, out);
   if (s != TLRT_OK) return s;
-  return binary_op(__func__, ew::Binary::ClampBwd, "x", x, "g", g,
-                   params(to_f32(lo), to_f32(hi)), out);
+  return binary_op(__func__, ew::Binary::ClampBwd, "x", x, "g", g, params(l, h), out);
 }
 
 TLRT_API tlrt_status tlrt_safe_log(const tlrt_buffer *x, double eps, tlrt_buffer **out) {
-  tlrt_status s = with_check(__func__, [&] { clear_out(out, "out"); check_eps(eps); }, out);
+  float e = 0.0f;
+  tlrt_status s = with_check(__func__, [&] { clear_out(out, "out"); e = check_eps(eps); }, out);
   if (s != TLRT_OK) return s;
-  return unary_op(__func__, ew::Unary::SafeLog, x, params(to_f32(eps)), out);
+  return unary_op(__func__, ew::Unary::SafeLog, x, params(e), out);
 }
 
 TLRT_API tlrt_status tlrt_safe_log_bwd(const tlrt_buffer *x, const tlrt_buffer *g, double eps,
                                        tlrt_buffer **out) {
-  tlrt_status s = with_check(__func__, [&] { clear_out(out, "out"); check_eps(eps); }, out);
+  float e = 0.0f;
+  tlrt_status s = with_check(__func__, [&] { clear_out(out, "out"); e = check_eps(eps); }, out);
   if (s != TLRT_OK) return s;
-  return binary_op(__func__, ew::Binary::SafeLogBwd, "x", x, "g", g, params(to_f32(eps)), out);
+  return binary_op(__func__, ew::Binary::SafeLogBwd, "x", x, "g", g, params(e), out);
 }
 
 TLRT_API tlrt_status tlrt_max_bwd(const tlrt_buffer *a, const tlrt_buffer *b,

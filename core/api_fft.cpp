@@ -19,7 +19,7 @@ namespace {
 using ull = unsigned long long;
 
 // cuFFT takes int transform lengths (and the strides of the spectral convolution).
-void check_cufft_int(const tlrt_buffer &B, const char *name, uint64_t v) {
+void check_cufft_int(const Buffer &B, const char *name, uint64_t v) {
   if (B.dev.cuda && v > (uint64_t)INT_MAX)
     fail(TLRT_ERR_INVALID_ARGUMENT,
          "argument %s = %llu exceeds INT_MAX (2147483647), the largest length cuFFT accepts (CUDA "
@@ -39,7 +39,7 @@ tlrt_status transform(const char *fn, bool inverse, const tlrt_buffer *in, uint6
   return guarded(fn, [&] {
     clear_out(out, "out");
     const char *in_name = inverse ? "spec" : "x";
-    const tlrt_buffer &X = input(in, in_name);
+    const Buffer &X = input(in, in_name);
     check_n(n);
     uint64_t nsig = 0, nspec = 0;
     const bool sig_fits = product3(batch, n, 1, &nsig);
@@ -73,7 +73,7 @@ tlrt_status transform(const char *fn, bool inverse, const tlrt_buffer *in, uint6
 
 // The validated arguments of a spectral-convolution call.
 struct Spectral {
-  const tlrt_buffer *x = nullptr, *wre = nullptr, *wim = nullptr, *dy = nullptr;
+  const Buffer *x = nullptr, *wre = nullptr, *wim = nullptr, *dy = nullptr;
   uint64_t signal = 0;   // grid * width
   uint64_t weights = 0;  // modes * width * width
 };
@@ -82,12 +82,12 @@ Spectral check_spectral(const tlrt_buffer *x, const tlrt_buffer *w_re, const tlr
                         const tlrt_buffer *dy, bool has_dy, uint64_t grid, uint64_t width,
                         uint64_t modes) {
   Spectral s;
-  const tlrt_buffer &X = input(x, "x");
-  const tlrt_buffer &WR = input(w_re, "w_re");
-  const tlrt_buffer &WI = input(w_im, "w_im");
+  const Buffer &X = input(x, "x");
+  const Buffer &WR = input(w_re, "w_re");
+  const Buffer &WI = input(w_im, "w_im");
   same_device(X, "x", WR, "w_re");
   same_device(X, "x", WI, "w_im");
-  const tlrt_buffer *DY = nullptr;
+  const Buffer *DY = nullptr;
   if (has_dy) {
     DY = &input(dy, "dy");
     same_device(X, "x", *DY, "dy");
@@ -102,13 +102,13 @@ Spectral check_spectral(const tlrt_buffer *x, const tlrt_buffer *w_re, const tlr
   uint64_t sig = 0, wts = 0;
   const bool sig_fits = product3(grid, width, 1, &sig);
   const bool w_fits = product3(modes, width, width, &wts);
-  const auto check_sig = [&](const tlrt_buffer &B, const char *name) {
+  const auto check_sig = [&](const Buffer &B, const char *name) {
     if (!(sig_fits && B.size == sig))
       fail(TLRT_ERR_SHAPE,
            "argument %s has %llu elements, but argument grid * argument width = %llu * %llu = %s",
            name, (ull)B.size, (ull)grid, (ull)width, count_str(sig, sig_fits).c_str());
   };
-  const auto check_w = [&](const tlrt_buffer &B, const char *name) {
+  const auto check_w = [&](const Buffer &B, const char *name) {
     if (!(w_fits && B.size == wts))
       fail(TLRT_ERR_SHAPE,
            "argument %s has %llu elements, but argument modes * argument width * argument width "

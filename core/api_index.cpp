@@ -126,7 +126,7 @@ class HostArray {
 
 // The (k, cols) gather of X's rows, nout = k * cols elements, after checking every entry. The
 // backends read the list itself (core/backend/index.hpp).
-tlrt_buffer *gather(const tlrt_buffer &X, uint64_t rows, uint64_t cols, const uint64_t *idx,
+tlrt_buffer *gather(const Buffer &X, uint64_t rows, uint64_t cols, const uint64_t *idx,
                     uint64_t k, uint64_t nout) {
   check_entries(idx, k);
   Owned y = new_buffer(X.dev, nout);
@@ -319,7 +319,7 @@ Built<U> plan_sorting(const uint64_t *idx, uint64_t k, uint64_t bound) {
 }
 
 template <class U>
-tlrt_buffer *scatter_with(const tlrt_buffer &X, const float *vals, uint64_t rows, uint64_t cols,
+tlrt_buffer *scatter_with(const Buffer &X, const float *vals, uint64_t rows, uint64_t cols,
                           const uint64_t *idx, uint64_t k) {
   const Built<U> b = (rows <= 2 * k + 65536 ? plan_counting<U>(idx, k, rows)
                                                   : plan_sorting<U>(idx, k, rows));
@@ -335,7 +335,7 @@ tlrt_buffer *scatter_with(const tlrt_buffer &X, const float *vals, uint64_t rows
 }
 
 // A copy of X (rows, cols) with the rows of vals scattered, after checking every entry.
-tlrt_buffer *scatter(const tlrt_buffer &X, const float *vals, uint64_t rows, uint64_t cols,
+tlrt_buffer *scatter(const Buffer &X, const float *vals, uint64_t rows, uint64_t cols,
                      const uint64_t *idx, uint64_t k) {
   if (X.size == 0) {
     check_entries(idx, k);
@@ -357,7 +357,7 @@ TLRT_API tlrt_status tlrt_gather_vec(const tlrt_buffer *v, uint64_t n, const uin
     clear_out(out, "out");
     need(v, "v");
     check_list_ptr(idx, k);
-    const tlrt_buffer &V = input(v, "v");
+    const Buffer &V = input(v, "v");
     check_list_len(k);
     if (n != V.size)
       fail(TLRT_ERR_SHAPE, "argument v has %llu elements, but argument n = %llu", (ull)V.size,
@@ -374,8 +374,8 @@ TLRT_API tlrt_status tlrt_scatter_add(const tlrt_buffer *x, const tlrt_buffer *v
     need(x, "x");
     need(vals, "vals");
     check_list_ptr(idx, k);
-    const tlrt_buffer &X = input(x, "x");
-    const tlrt_buffer &V = input(vals, "vals");
+    const Buffer &X = input(x, "x");
+    const Buffer &V = input(vals, "vals");
     same_device(X, "x", V, "vals");
     check_list_len(k);
     if (n != X.size)
@@ -395,7 +395,7 @@ TLRT_API tlrt_status tlrt_gather_rows(const tlrt_buffer *mat, uint64_t rows, uin
     clear_out(out, "out");
     need(mat, "mat");
     check_list_ptr(idx, k);
-    const tlrt_buffer &M = input(mat, "mat");
+    const Buffer &M = input(mat, "mat");
     check_list_len(k);
     check_matrix(M, "mat", rows, cols);
     uint64_t nout = 0;
@@ -416,8 +416,8 @@ TLRT_API tlrt_status tlrt_scatter_add_row(const tlrt_buffer *mat, const tlrt_buf
     clear_out(out, "out");
     need(mat, "mat");
     need(row, "row");
-    const tlrt_buffer &M = input(mat, "mat");
-    const tlrt_buffer &R = input(row, "row");
+    const Buffer &M = input(mat, "mat");
+    const Buffer &R = input(row, "row");
     same_device(M, "mat", R, "row");
     check_matrix(M, "mat", rows, cols);
     if (cols != R.size)
@@ -437,8 +437,8 @@ TLRT_API tlrt_status tlrt_scatter_add_rows(const tlrt_buffer *mat, const tlrt_bu
     need(mat, "mat");
     need(vals, "vals");
     check_list_ptr(idx, k);
-    const tlrt_buffer &M = input(mat, "mat");
-    const tlrt_buffer &V = input(vals, "vals");
+    const Buffer &M = input(mat, "mat");
+    const Buffer &V = input(vals, "vals");
     same_device(M, "mat", V, "vals");
     check_list_len(k);
     check_matrix(M, "mat", rows, cols);

@@ -19,19 +19,16 @@ namespace {
 using ull = unsigned long long;
 
 // B (named `name`) must have exactly `count` elements, the value of argument `count_name`.
-void check_vector(const tlrt_buffer &B, const char *name, uint64_t count, const char *count_name) {
+void check_vector(const Buffer &B, const char *name, uint64_t count, const char *count_name) {
   if (B.size != count)
     fail(TLRT_ERR_SHAPE, "argument %s has %llu elements, but argument %s = %llu", name, (ull)B.size,
          count_name, (ull)count);
 }
 
+// eps: the host-scalar rule, then eps >= 0 (-0 included).
 float check_eps(double eps) {
-  if (!(eps >= 0.0) || !std::isfinite(eps))
-    fail(TLRT_ERR_INVALID_ARGUMENT, "argument eps = %g must be finite and >= 0", eps);
-  const float e = to_f32(eps);
-  if (!std::isfinite(e))
-    fail(TLRT_ERR_INVALID_ARGUMENT,
-         "argument eps = %g rounds to +inf in float32 (it must be at most FLT_MAX)", eps);
+  const float e = host_scalar(eps, "eps");
+  if (!(eps >= 0.0)) fail(TLRT_ERR_INVALID_ARGUMENT, "argument eps = %g must be >= 0", eps);
   return e;
 }
 
@@ -50,9 +47,9 @@ TLRT_API tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer *x, const tlrt_buffer
     clear_out(y, "y");
     clear_out(mean, "mean");
     clear_out(inv_std, "inv_std");
-    const tlrt_buffer &X = input(x, "x");
-    const tlrt_buffer &G = input(gamma, "gamma");
-    const tlrt_buffer &B = input(beta, "beta");
+    const Buffer &X = input(x, "x");
+    const Buffer &G = input(gamma, "gamma");
+    const Buffer &B = input(beta, "beta");
     same_device(X, "x", G, "gamma");
     same_device(X, "x", B, "beta");
     check_matrix(X, "x", rows, cols);
@@ -93,11 +90,11 @@ TLRT_API tlrt_status tlrt_layer_norm_bwd(const tlrt_buffer *dy, const tlrt_buffe
     clear_out(dx, "dx");
     clear_out(dgamma, "dgamma");
     clear_out(dbeta, "dbeta");
-    const tlrt_buffer &DY = input(dy, "dy");
-    const tlrt_buffer &X = input(x, "x");
-    const tlrt_buffer &M = input(mean, "mean");
-    const tlrt_buffer &S = input(inv_std, "inv_std");
-    const tlrt_buffer &G = input(gamma, "gamma");
+    const Buffer &DY = input(dy, "dy");
+    const Buffer &X = input(x, "x");
+    const Buffer &M = input(mean, "mean");
+    const Buffer &S = input(inv_std, "inv_std");
+    const Buffer &G = input(gamma, "gamma");
     same_device(DY, "dy", X, "x");
     same_device(DY, "dy", M, "mean");
     same_device(DY, "dy", S, "inv_std");

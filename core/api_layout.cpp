@@ -144,7 +144,7 @@ bool as_wide_transpose(const lay::Gather &g, bool cuda, lay::Transpose *t) {
 }
 
 // Y (n elements, row-major over a.od) = the gather of X described by a.
-void run(const tlrt_buffer &X, const Axes &a, tlrt_buffer &Y) {
+void run(const Buffer &X, const Axes &a, Buffer &Y) {
   const uint64_t n = Y.size;
   if (n == 0) return;
   const lay::Gather g = normalise(a, n);
@@ -181,14 +181,14 @@ uint64_t output_matrix(uint64_t rows, uint64_t cols) {
 }
 
 // The permutation of X (dims[0..rank), validated) by perm (validated), into a fresh buffer.
-Owned permuted(const tlrt_buffer &X, const uint64_t *dims, uint32_t rank, const uint32_t *perm) {
+Owned permuted(const Buffer &X, const uint64_t *dims, uint32_t rank, const uint32_t *perm) {
   Owned y = new_buffer(X.dev, X.size);
   if (X.size == 0) return y;
   uint64_t xs[lay::kMaxRank];
   row_major(dims, rank, xs);  // every dim >= 1, the product is X.size
   Axes a;
   for (uint32_t i = 0; i < rank; ++i) a.push(dims[perm[i]], xs[perm[i]]);
-  run(X, a, *y.get());
+  run(X, a, *y);
   return y;
 }
 
@@ -198,7 +198,7 @@ tlrt_status permute3d(const char *fn, const tlrt_buffer *x, uint64_t a, uint64_t
   if (out) *out = nullptr;
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     const uint64_t dims[3] = {a, b, c};
     uint64_t n = 0;
     const bool fits = exact_product(dims, 3, &n);
@@ -212,7 +212,7 @@ tlrt_status permute3d(const char *fn, const tlrt_buffer *x, uint64_t a, uint64_t
 }
 
 // The shape check of the N-D entry points: prod(dims) == size of X.
-void check_dims(const tlrt_buffer &X, const uint64_t *dims, uint32_t rank) {
+void check_dims(const Buffer &X, const uint64_t *dims, uint32_t rank) {
   uint64_t n = 0;
   const bool fits = exact_product(dims, rank, &n);
   if (!fits || n != X.size)
@@ -229,8 +229,8 @@ TLRT_API tlrt_status tlrt_concat1d(const tlrt_buffer *a, const tlrt_buffer *b, u
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &A = input(a, "a");
-    const tlrt_buffer &B = input(b, "b");
+    const Buffer &A = input(a, "a");
+    const Buffer &B = input(b, "b");
     same_device(A, "a", B, "b");
     if (n != A.size)
       fail(TLRT_ERR_SHAPE, "argument a has %llu elements, but argument n = %llu", (ull)A.size,
@@ -256,7 +256,7 @@ TLRT_API tlrt_status tlrt_slice1d(const tlrt_buffer *x, uint64_t n, uint64_t sta
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     if (n != X.size)
       fail(TLRT_ERR_SHAPE, "argument x has %llu elements, but argument n = %llu", (ull)X.size,
            (ull)n);
@@ -276,8 +276,8 @@ TLRT_API tlrt_status tlrt_concat_axis0(const tlrt_buffer *a, const tlrt_buffer *
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &A = input(a, "a");
-    const tlrt_buffer &B = input(b, "b");
+    const Buffer &A = input(a, "a");
+    const Buffer &B = input(b, "b");
     same_device(A, "a", B, "b");
     const uint64_t na = check_matrix(A, "a", rows_a, inner, "rows_a", "inner");
     const uint64_t nb = check_matrix(B, "b", rows_b, inner, "rows_b", "inner");
@@ -305,7 +305,7 @@ TLRT_API tlrt_status tlrt_slice_axis0(const tlrt_buffer *x, uint64_t rows, uint6
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     check_matrix(X, "x", rows, inner, "rows", "inner");
     if (start > rows || len > rows - start)
       fail(TLRT_ERR_INDEX,
@@ -326,7 +326,7 @@ TLRT_API tlrt_status tlrt_broadcast_vec_to_rows(const tlrt_buffer *v, uint64_t r
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &V = input(v, "v");
+    const Buffer &V = input(v, "v");
     if (V.size != cols)
       fail(TLRT_ERR_SHAPE, "argument v has %llu elements, but argument cols = %llu", (ull)V.size,
            (ull)cols);
@@ -335,7 +335,7 @@ TLRT_API tlrt_status tlrt_broadcast_vec_to_rows(const tlrt_buffer *v, uint64_t r
     Axes a;
     a.push(rows, 0);
     a.push(cols, 1);
-    run(V, a, *y.get());
+    run(V, a, *y);
     *out = y.release();
   });
 }
@@ -345,7 +345,7 @@ TLRT_API tlrt_status tlrt_broadcast_vec_to_cols(const tlrt_buffer *v, uint64_t r
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &V = input(v, "v");
+    const Buffer &V = input(v, "v");
     if (V.size != rows)
       fail(TLRT_ERR_SHAPE, "argument v has %llu elements, but argument rows = %llu", (ull)V.size,
            (ull)rows);
@@ -354,7 +354,7 @@ TLRT_API tlrt_status tlrt_broadcast_vec_to_cols(const tlrt_buffer *v, uint64_t r
     Axes a;
     a.push(rows, 1);
     a.push(cols, 0);
-    run(V, a, *y.get());
+    run(V, a, *y);
     *out = y.release();
   });
 }
@@ -366,7 +366,7 @@ TLRT_API tlrt_status tlrt_broadcast_to(const tlrt_buffer *x, const uint64_t *in_
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     const BroadcastShape v = validate_broadcast(BroadcastSide::Forward, X, "x", in_dims, in_rank,
                                                 out_dims, out_rank, axis_map);
     Owned y = new_buffer(X.dev, v.nout);
@@ -380,7 +380,7 @@ TLRT_API tlrt_status tlrt_broadcast_to(const tlrt_buffer *x, const uint64_t *in_
         const bool reads = m != 0 && in_dims[m - 1] != 1;
         a.push(out_dims[j], reads ? xs[m - 1] : 0);
       }
-      run(X, a, *y.get());
+      run(X, a, *y);
     }
     *out = y.release();
   });
@@ -391,7 +391,7 @@ TLRT_API tlrt_status tlrt_transpose2d(const tlrt_buffer *x, uint64_t rows, uint6
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     check_matrix(X, "x", rows, cols, "rows", "cols");
     const uint64_t dims[2] = {rows, cols};
     const uint32_t perm[2] = {1, 0};
@@ -405,7 +405,7 @@ TLRT_API tlrt_status tlrt_swap_adjacent_at_depth(const tlrt_buffer *x, const uin
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     if (rank < 2 || rank > lay::kMaxRank)
       fail(TLRT_ERR_INVALID_ARGUMENT, "argument rank = %u must be between 2 and 8", rank);
     if (dims == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument dims is NULL");
@@ -428,7 +428,7 @@ TLRT_API tlrt_status tlrt_permute(const tlrt_buffer *x, const uint64_t *dims, ui
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     if (rank > lay::kMaxRank)
       fail(TLRT_ERR_INVALID_ARGUMENT, "argument rank = %u exceeds the maximum rank 8", rank);
     if (rank != 0 && dims == nullptr)

@@ -15,16 +15,12 @@ namespace {
 
 using ull = unsigned long long;
 
-// A host scalar that must be finite, stay finite when rounded to float32, and (when nonneg) be
-// >= 0 (-0 is accepted). Returns the float32 value.
+// A host scalar under the host-scalar rule that (when nonneg) must also be >= 0 (-0 is
+// accepted). Returns the float32 value.
 float scalar(double v, const char *name, bool nonneg) {
-  if (!std::isfinite(v) || (nonneg && !(v >= 0.0)))
-    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %g must be finite%s", name, v,
-         nonneg ? " and >= 0" : "");
-  const float f = to_f32(v);
-  if (!std::isfinite(f))
-    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %g rounds to %s in float32", name, v,
-         f > 0 ? "+inf" : "-inf");
+  const float f = host_scalar(v, name);
+  if (nonneg && !(v >= 0.0))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %g must be >= 0", name, v);
   return f;
 }
 
@@ -41,6 +37,7 @@ void check_step(uint64_t step) {
 }
 
 void check_beta(double b, const char *name) {
+  host_scalar(b, name);
   if (!(b >= 0.0 && b < 1.0))
     fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %g must be in [0, 1)", name, b);
 }
@@ -64,8 +61,8 @@ TLRT_API tlrt_status tlrt_sgd_step(tlrt_buffer *param, const tlrt_buffer *grad,
                                    double momentum, double dampening, double weight_decay,
                                    bool nesterov) {
   return guarded(__func__, [&] {
-    const tlrt_buffer &P = input(param, "param");
-    const tlrt_buffer &G = input(grad, "grad");
+    const Buffer &P = input(param, "param");
+    const Buffer &G = input(grad, "grad");
     const float mu = scalar(momentum, "momentum", true);
     const bool has_momentum = mu != 0.0f;
     if (has_momentum && momentum_buf == nullptr)
@@ -76,7 +73,7 @@ TLRT_API tlrt_status tlrt_sgd_step(tlrt_buffer *param, const tlrt_buffer *grad,
            "argument momentum_buf is given, but argument momentum = %g (it would not be updated; "
            "pass NULL)",
            momentum);
-    const tlrt_buffer *B = has_momentum ? &input(momentum_buf, "momentum_buf") : nullptr;
+    const Buffer *B = has_momentum ? &input(momentum_buf, "momentum_buf") : nullptr;
     distinct(param, "param", grad, "grad");
     if (B) {
       distinct(param, "param", momentum_buf, "momentum_buf");
@@ -113,10 +110,10 @@ TLRT_API tlrt_status tlrt_adam_step(tlrt_buffer *param, const tlrt_buffer *grad,
                                     double beta2, double eps, double weight_decay,
                                     bool decoupled) {
   return guarded(__func__, [&] {
-    const tlrt_buffer &P = input(param, "param");
-    const tlrt_buffer &G = input(grad, "grad");
-    const tlrt_buffer &M = input(m, "m");
-    const tlrt_buffer &V = input(v, "v");
+    const Buffer &P = input(param, "param");
+    const Buffer &G = input(grad, "grad");
+    const Buffer &M = input(m, "m");
+    const Buffer &V = input(v, "v");
     distinct(param, "param", grad, "grad");
     distinct(param, "param", m, "m");
     distinct(param, "param", v, "v");

@@ -23,8 +23,8 @@ namespace {
 using ull = unsigned long long;
 
 // out = the reduction of the (outer, m, inner) view of X, outer * inner outputs.
-void run(const tlrt_buffer &X, red::Op op, uint64_t outer, uint64_t m, uint64_t inner, float div,
-         tlrt_buffer &Y) {
+void run(const Buffer &X, red::Op op, uint64_t outer, uint64_t m, uint64_t inner, float div,
+         Buffer &Y) {
   const uint64_t nout = Y.size;
   if (nout == 0) return;
   if (m == 0) {
@@ -39,14 +39,14 @@ tlrt_status whole(const char *fn, bool mean, const tlrt_buffer *x, tlrt_buffer *
   if (out) *out = nullptr;
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     Owned y = new_buffer(X.dev, 1);
     if (mean && X.size == 0) {
       TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, y->data,
                     std::numeric_limits<float>::quiet_NaN(), 1);
     } else {
       // The mean divides by n rounded once to float32 (round to nearest even).
-      run(X, red::Op::Sum, 1, X.size, 1, mean ? (float)X.size : 1.0f, *y.get());
+      run(X, red::Op::Sum, 1, X.size, 1, mean ? (float)X.size : 1.0f, *y);
     }
     *out = y.release();
   });
@@ -58,7 +58,7 @@ tlrt_status matrix(const char *fn, red::Op op, int axis, const tlrt_buffer *x, u
   if (out) *out = nullptr;
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     uint64_t n = 0;
     const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
     if (!fits || n != X.size)
@@ -69,9 +69,9 @@ tlrt_status matrix(const char *fn, red::Op op, int axis, const tlrt_buffer *x, u
     check_output_count(nout, true, axis == 0 ? "cols" : "rows");
     Owned y = new_buffer(X.dev, nout);
     if (axis == 0)
-      run(X, op, 1, rows, cols, 1.0f, *y.get());
+      run(X, op, 1, rows, cols, 1.0f, *y);
     else
-      run(X, op, rows, cols, 1, 1.0f, *y.get());
+      run(X, op, rows, cols, 1, 1.0f, *y);
     *out = y.release();
   });
 }
@@ -79,9 +79,9 @@ tlrt_status matrix(const char *fn, red::Op op, int axis, const tlrt_buffer *x, u
 // ---- reduce_from_broadcast planning ------------------------------------------------------------
 
 // dout is non-empty and the result has v.nin >= 1 elements.
-void plan_broadcast(const tlrt_buffer &D, const uint64_t *in_dims, uint32_t in_rank,
+void plan_broadcast(const Buffer &D, const uint64_t *in_dims, uint32_t in_rank,
                     const uint64_t *out_dims, uint32_t out_rank, const uint32_t *axis_map,
-                    const BroadcastShape &v, tlrt_buffer &Y) {
+                    const BroadcastShape &v, Buffer &Y) {
   uint64_t stride[red::kMaxRank];
   uint64_t s = 1;
   for (uint32_t j = out_rank; j-- > 0;) {
@@ -191,7 +191,7 @@ TLRT_API tlrt_status tlrt_reduce_sum_axis(const tlrt_buffer *x, const uint64_t *
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
+    const Buffer &X = input(x, "x");
     if (rank == 0 || rank > red::kMaxRank)
       fail(TLRT_ERR_INVALID_ARGUMENT, "argument rank = %u must be between 1 and 8", rank);
     if (dims == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument dims is NULL");
@@ -215,7 +215,7 @@ TLRT_API tlrt_status tlrt_reduce_sum_axis(const tlrt_buffer *x, const uint64_t *
       uint64_t outer = 1, inner = 1;
       for (uint32_t i = 0; i < axis; ++i) outer *= dims[i];
       for (uint32_t i = axis + 1; i < rank; ++i) inner *= dims[i];
-      run(X, red::Op::Sum, outer, dims[axis], inner, 1.0f, *y.get());
+      run(X, red::Op::Sum, outer, dims[axis], inner, 1.0f, *y);
     }
     *out = y.release();
   });
@@ -228,7 +228,7 @@ TLRT_API tlrt_status tlrt_reduce_from_broadcast(const tlrt_buffer *dout, const u
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &D = input(dout, "dout");
+    const Buffer &D = input(dout, "dout");
     const BroadcastShape v = validate_broadcast(BroadcastSide::Adjoint, D, "dout", in_dims,
                                                 in_rank, out_dims, out_rank, axis_map);
     Owned y = new_buffer(D.dev, v.nin);
@@ -236,7 +236,7 @@ TLRT_API tlrt_status tlrt_reduce_from_broadcast(const tlrt_buffer *dout, const u
       if (D.size == 0)
         TLRT_DISPATCH(D.dev, fill, D.dev.ordinal, y->data, 0.0f, v.nin);
       else
-        plan_broadcast(D, in_dims, in_rank, out_dims, out_rank, axis_map, v, *y.get());
+        plan_broadcast(D, in_dims, in_rank, out_dims, out_rank, axis_map, v, *y);
     }
     *out = y.release();
   });

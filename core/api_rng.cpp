@@ -31,12 +31,13 @@ TLRT_API tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t 
 TLRT_API tlrt_status tlrt_rand_normal(tlrt_device device, uint64_t n, double mean, double std,
                                       uint64_t key, tlrt_buffer **out) {
   if (out) *out = nullptr;
-  const float m = to_f32(mean), s = to_f32(std);
+  float m = 0.0f, s = 0.0f;
   tlrt_status st = guarded(__func__, [&] {
     clear_out(out, "out");
-    if (!(m - m == 0.0f)) fail(TLRT_ERR_INVALID_ARGUMENT, "argument mean = %g is not finite", mean);
-    if (!(s - s == 0.0f) || s < 0.0f)
-      fail(TLRT_ERR_INVALID_ARGUMENT, "argument std = %g must be finite and >= 0", std);
+    m = host_scalar(mean, "mean");
+    s = host_scalar(std, "std");
+    // The sign is checked on the float32 value: a negative std that rounds to -0 is accepted.
+    if (s < 0.0f) fail(TLRT_ERR_INVALID_ARGUMENT, "argument std = %g must be >= 0", std);
   });
   if (st != TLRT_OK) return st;
   return generate(__func__, device, n, key, rng::Kind::Normal, m, s, out);
@@ -45,12 +46,13 @@ TLRT_API tlrt_status tlrt_rand_normal(tlrt_device device, uint64_t n, double mea
 TLRT_API tlrt_status tlrt_bernoulli_mask(tlrt_device device, uint64_t n, double keep_prob,
                                          uint64_t key, tlrt_buffer **out) {
   if (out) *out = nullptr;
+  float p = 0.0f;
   tlrt_status st = guarded(__func__, [&] {
     clear_out(out, "out");
-    if (keep_prob != keep_prob) fail(TLRT_ERR_INVALID_ARGUMENT, "argument keep_prob is NaN");
+    p = host_scalar(keep_prob, "keep_prob");
   });
   if (st != TLRT_OK) return st;
-  return generate(__func__, device, n, key, rng::Kind::Bernoulli, to_f32(keep_prob), 0.0f, out);
+  return generate(__func__, device, n, key, rng::Kind::Bernoulli, p, 0.0f, out);
 }
 
 }  // extern "C"

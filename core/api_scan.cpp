@@ -17,7 +17,7 @@ using ull = unsigned long long;
 
 // X (named `name`) must have exactly seq_len * state elements; a product beyond 64 bits never
 // matches.
-void check_seq(const tlrt_buffer &X, const char *name, uint64_t T, uint64_t D) {
+void check_seq(const Buffer &X, const char *name, uint64_t T, uint64_t D) {
   uint64_t n = 0;
   const bool fits = T == 0 || D == 0 || !__builtin_mul_overflow(T, D, &n);
   if (!fits || n != X.size)
@@ -26,7 +26,7 @@ void check_seq(const tlrt_buffer &X, const char *name, uint64_t T, uint64_t D) {
          name, (ull)X.size, (ull)T, (ull)D, fits ? std::to_string(n).c_str() : "beyond 64 bits");
 }
 
-void check_state(const tlrt_buffer &V, const char *name, uint64_t D) {
+void check_state(const Buffer &V, const char *name, uint64_t D) {
   if (V.size != D)
     fail(TLRT_ERR_SHAPE, "argument %s has %llu elements, but argument state = %llu", name,
          (ull)V.size, (ull)D);
@@ -35,15 +35,15 @@ void check_state(const tlrt_buffer &V, const char *name, uint64_t D) {
 // The inputs shared by the four entry points, validated in argument order. var: A and B are
 // (T, D) like X, otherwise D values.
 struct Inputs {
-  const tlrt_buffer *A, *B, *X, *h0;
+  const Buffer *A, *B, *X, *h0;
 };
 
 Inputs check_inputs(const tlrt_buffer *a, const tlrt_buffer *b, const tlrt_buffer *x,
                     const tlrt_buffer *h, uint64_t T, uint64_t D, bool var) {
-  const tlrt_buffer &A = input(a, "A");
-  const tlrt_buffer &B = input(b, "B");
-  const tlrt_buffer &X = input(x, "X");
-  const tlrt_buffer &H = input(h, "h0");
+  const Buffer &A = input(a, "A");
+  const Buffer &B = input(b, "B");
+  const Buffer &X = input(x, "X");
+  const Buffer &H = input(h, "h0");
   same_device(A, "A", B, "B");
   same_device(A, "A", X, "X");
   same_device(A, "A", H, "h0");
@@ -94,8 +94,8 @@ tlrt_status backward(const char *fn, const tlrt_buffer *A, const tlrt_buffer *B,
     clear_out(dX, "dX");
     clear_out(dH0, "dH0");
     const Inputs in = check_inputs(A, B, X, h0, T, D, var);
-    const tlrt_buffer &O = input(out, "out");
-    const tlrt_buffer &G = input(dY, "dY");
+    const Buffer &O = input(out, "out");
+    const Buffer &G = input(dY, "dY");
     same_device(*in.A, "A", O, "out");
     same_device(*in.A, "A", G, "dY");
     same_size(O, "out", *in.X, "X");

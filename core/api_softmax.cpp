@@ -22,8 +22,8 @@ tlrt_status forward(const char *fn, row::Kind kind, const tlrt_buffer *x, const 
   if (out) *out = nullptr;
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &X = input(x, "x");
-    const tlrt_buffer *M = nullptr;
+    const Buffer &X = input(x, "x");
+    const Buffer *M = nullptr;
     if (kind == row::Kind::Masked) {
       M = &input(mask, "mask");
       same_device(X, "x", *M, "mask");
@@ -43,8 +43,8 @@ tlrt_status backward(const char *fn, bool log, const tlrt_buffer *y, const tlrt_
   if (out) *out = nullptr;
   return guarded(fn, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &Y = input(y, "y");
-    const tlrt_buffer &G = input(g, "g");
+    const Buffer &Y = input(y, "y");
+    const Buffer &G = input(g, "g");
     same_device(Y, "y", G, "g");
     check_matrix(Y, "y", rows, cols);
     same_size(Y, "y", G, "g");

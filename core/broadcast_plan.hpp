@@ -67,7 +67,7 @@ struct BroadcastShape {
 // (TLRT_ERR_INVALID_ARGUMENT); mapped input axes of size 1 or their output axis's size and
 // unmapped input axes of size 1 (TLRT_ERR_SHAPE naming in_dims); the result's element count
 // <= TLRT_MAX_ELEMENTS (TLRT_ERR_OVERFLOW naming the result's dims).
-inline BroadcastShape validate_broadcast(BroadcastSide side, const tlrt_buffer &data,
+inline BroadcastShape validate_broadcast(BroadcastSide side, const Buffer &data,
                                          const char *data_name, const uint64_t *in_dims,
                                          uint32_t in_rank, const uint64_t *out_dims,
                                          uint32_t out_rank, const uint32_t *axis_map) {

@@ -9,16 +9,32 @@
 
 namespace tlrt {
 
+namespace {
+
+using Table = HandleTable<Buffer>;
+
+// Allocated once and never destroyed: a host may free buffers from static destructors.
+Table &table() {
+  static Table *t = new Table;
+  return *t;
+}
+
+uint64_t token_of(const tlrt_buffer *b) { return reinterpret_cast<uintptr_t>(b); }
+
+}  // namespace
+
 Owned &Owned::operator=(Owned &&o) noexcept {
   if (this != &o) {
-    tlrt_buffer_free(b_);
-    b_ = o.b_;
-    o.b_ = nullptr;
+    tlrt_buffer_free(token_);
+    token_ = o.token_;
+    object_ = o.object_;
+    o.token_ = nullptr;
+    o.object_ = nullptr;
   }
   return *this;
 }
 
-Owned::~Owned() { tlrt_buffer_free(b_); }
+Owned::~Owned() { tlrt_buffer_free(token_); }
 
 void check_elements(uint64_t n, const char *arg) {
   if (n > TLRT_MAX_ELEMENTS)
@@ -26,47 +42,91 @@ void check_elements(uint64_t n, const char *arg) {
          (unsigned long long)n);
 }
 
-Owned new_buffer(Dev dev, uint64_t n) {
+const char *dtype_name(tlrt_dtype t) {
+  switch (t) {
+    case TLRT_DTYPE_F32: return "float32";
+    case TLRT_DTYPE_I32: return "int32";
+    case TLRT_DTYPE_I64: return "int64";
+  }
+  return "an unknown type";
+}
+
+namespace {
+
+// A live slot for a payload that already exists; 0 (and nothing taken) when out of memory.
+Owned make_handle(Dev dev, uint64_t n, tlrt_dtype dtype, float *data,
+                  void (*release)(void *), void *owner) {
+  injected_allocation_failure("a buffer handle");
+  Table::Slot *slot = nullptr;
+  const uint64_t token = table().create(&slot);
+  if (token == 0) fail(TLRT_ERR_OUT_OF_MEMORY, "out of host memory allocating a buffer handle");
+  Buffer &b = slot->object;
+  b.refs.store(1, std::memory_order_relaxed);
+  b.dev = dev;
+  b.size = n;
+  b.dtype = dtype;
+  b.data = data;
+  b.borrowed_release = release;
+  b.borrowed_owner = owner;
+  b.released.store(false, std::memory_order_relaxed);
+  count_handle(+1);
+  return Owned(reinterpret_cast<tlrt_buffer *>(static_cast<uintptr_t>(token)), &b);
+}
+
+}  // namespace
+
+Owned new_buffer(Dev dev, uint64_t n, tlrt_dtype dtype) {
   check_elements(n, "n");
-  float *data = payload_alloc(dev, n);  // throws before the handle exists
-  tlrt_buffer *b = nullptr;
+  const uint64_t bytes = n * dtype_size(dtype);
+  float *data = payload_alloc(dev, bytes);  // throws before the handle exists
   try {
-    injected_allocation_failure("a buffer handle");
-    b = new (std::nothrow) tlrt_buffer;
+    return make_handle(dev, n, dtype, data, nullptr, nullptr);
   } catch (...) {
-    payload_free(dev, data, n);
+    payload_free(dev, data, bytes);
     throw;
   }
-  if (b == nullptr) {
-    payload_free(dev, data, n);
-    fail(TLRT_ERR_OUT_OF_MEMORY, "out of host memory allocating a buffer handle");
-  }
-  b->magic = kTlrtBufferMagic;
-  b->refs.store(1, std::memory_order_relaxed);
-  b->dev = dev;
-  b->size = n;
-  b->data = data;
-  b->released.store(false, std::memory_order_relaxed);
-  count_handle(+1);
-  return Owned(b);
 }
 
-const tlrt_buffer &handle(const tlrt_buffer *b, const char *name) {
+Owned borrowed_buffer(Dev dev, uint64_t n, tlrt_dtype dtype, void *data,
+                      void (*release)(void *owner), void *owner) {
+  check_elements(n, "n");
+  return make_handle(dev, n, dtype, static_cast<float *>(data), release, owner);
+}
+
+Buffer &handle(const tlrt_buffer *b, const char *name) {
   if (b == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument %s is NULL", name);
-  if (b->magic != kTlrtBufferMagic)
-    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s is not a live tlrt_buffer (freed?)", name);
-  return *b;
+  Table::Slot *slot = table().find(token_of(b));
+  if (slot == nullptr)
+    fail(TLRT_ERR_STALE_HANDLE, "argument %s is not a live tlrt_buffer (freed, or never one)",
+         name);
+  return slot->object;
 }
 
-const tlrt_buffer &input(const tlrt_buffer *b, const char *name) {
-  const tlrt_buffer &r = handle(b, name);
+const Buffer &input_any(const tlrt_buffer *b, const char *name) {
+  const Buffer &r = handle(b, name);
   if (r.released.load(std::memory_order_acquire))
     fail(TLRT_ERR_RELEASED, "argument %s: its storage was released by tlrt_buffer_release_storage",
          name);
   return r;
 }
 
-void same_device(const tlrt_buffer &a, const char *an, const tlrt_buffer &b, const char *bn) {
+const Buffer &input(const tlrt_buffer *b, const char *name) {
+  const Buffer &r = input_any(b, name);
+  if (r.dtype != TLRT_DTYPE_F32)
+    fail(TLRT_ERR_DTYPE, "argument %s holds %s values, float32 values are expected", name,
+         dtype_name(r.dtype));
+  return r;
+}
+
+const Buffer &index_input(const tlrt_buffer *b, const char *name) {
+  const Buffer &r = input_any(b, name);
+  if (r.dtype != TLRT_DTYPE_I32 && r.dtype != TLRT_DTYPE_I64)
+    fail(TLRT_ERR_DTYPE, "argument %s holds %s values, int32 or int64 indices are expected", name,
+         dtype_name(r.dtype));
+  return r;
+}
+
+void same_device(const Buffer &a, const char *an, const Buffer &b, const char *bn) {
   if (a.dev.cuda != b.dev.cuda || a.dev.ordinal != b.dev.ordinal) {
     char x[32], y[32];
     fail(TLRT_ERR_DEVICE_MISMATCH, "argument %s is on %s, argument %s on %s", bn,
@@ -74,7 +134,7 @@ void same_device(const tlrt_buffer &a, const char *an, const tlrt_buffer &b, con
   }
 }
 
-void same_size(const tlrt_buffer &a, const char *an, const tlrt_buffer &b, const char *bn) {
+void same_size(const Buffer &a, const char *an, const Buffer &b, const char *bn) {
   if (a.size != b.size)
     fail(TLRT_ERR_SHAPE, "argument %s has %llu elements, argument %s has %llu", bn,
          (unsigned long long)b.size, an, (unsigned long long)a.size);
@@ -95,7 +155,7 @@ void check_host_ptr(const void *p, uint64_t n, const char *name) {
   if (p == nullptr && n != 0) fail(TLRT_ERR_NULL_ARGUMENT, "argument %s is NULL", name);
 }
 
-void download_f32(const tlrt_buffer &b, float *dst) {
+void download_f32(const Buffer &b, float *dst) {
   if (b.size != 0) TLRT_DISPATCH(b.dev, download, b.dev.ordinal, dst, b.data, b.size * 4);
 }
 
@@ -188,7 +248,7 @@ TLRT_API tlrt_status tlrt_buffer_full(tlrt_device device, uint64_t n, double val
 
 TLRT_API tlrt_status tlrt_buffer_to_f32(const tlrt_buffer *buffer, float *dst, uint64_t n) {
   return guarded(__func__, [&] {
-    const tlrt_buffer &b = input(buffer, "buffer");
+    const Buffer &b = input(buffer, "buffer");
     check_host_ptr(dst, n, "dst");
     if (n != b.size)
       fail(TLRT_ERR_SHAPE, "argument n = %llu, but the buffer has %llu elements",
@@ -199,7 +259,7 @@ TLRT_API tlrt_status tlrt_buffer_to_f32(const tlrt_buffer *buffer, float *dst, u
 
 TLRT_API tlrt_status tlrt_buffer_to_f64(const tlrt_buffer *buffer, double *dst, uint64_t n) {
   return guarded(__func__, [&] {
-    const tlrt_buffer &b = input(buffer, "buffer");
+    const Buffer &b = input(buffer, "buffer");
     check_host_ptr(dst, n, "dst");
     if (n != b.size)
       fail(TLRT_ERR_SHAPE, "argument n = %llu, but the buffer has %llu elements",
@@ -217,7 +277,7 @@ TLRT_API tlrt_status tlrt_buffer_to_f64(const tlrt_buffer *buffer, double *dst, 
 TLRT_API tlrt_status tlrt_buffer_to_bytes(const tlrt_buffer *buffer, uint8_t *dst,
                                           uint64_t nbytes) {
   return guarded(__func__, [&] {
-    const tlrt_buffer &b = input(buffer, "buffer");
+    const Buffer &b = input(buffer, "buffer");
     check_host_ptr(dst, nbytes, "dst");
     if (nbytes / 4 != b.size || nbytes % 4 != 0)
       fail(TLRT_ERR_SHAPE, "argument nbytes = %llu, but the buffer holds %llu elements (%llu bytes)",
@@ -240,7 +300,7 @@ TLRT_API tlrt_status tlrt_buffer_to_bytes(const tlrt_buffer *buffer, uint8_t *ds
 TLRT_API tlrt_status tlrt_buffer_size(const tlrt_buffer *buffer, uint64_t *size) {
   return guarded(__func__, [&] {
     clear_out_value(size, "size");
-    *size = input(buffer, "buffer").size;
+    *size = input_any(buffer, "buffer").size;
   });
 }
 
@@ -255,10 +315,10 @@ TLRT_API tlrt_status tlrt_buffer_to_device(const tlrt_buffer *buffer, tlrt_devic
                                            tlrt_buffer **out) {
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &src = input(buffer, "buffer");
+    const Buffer &src = input_any(buffer, "buffer");
     Dev dev = resolve_device(device, "device");
-    Owned b = new_buffer(dev, src.size);
-    const uint64_t bytes = src.size * 4;
+    Owned b = new_buffer(dev, src.size, src.dtype);
+    const uint64_t bytes = src.bytes();
     if (bytes != 0) {
       if (dev.cuda == src.dev.cuda && dev.ordinal == src.dev.ordinal) {
         TLRT_DISPATCH(dev, copy, dev.ordinal, b->data, src.data, bytes);
@@ -277,45 +337,137 @@ TLRT_API tlrt_status tlrt_buffer_to_device(const tlrt_buffer *buffer, tlrt_devic
 TLRT_API tlrt_status tlrt_buffer_copy(const tlrt_buffer *buffer, tlrt_buffer **out) {
   return guarded(__func__, [&] {
     clear_out(out, "out");
-    const tlrt_buffer &src = input(buffer, "buffer");
-    Owned b = new_buffer(src.dev, src.size);
-    if (src.size != 0) TLRT_DISPATCH(src.dev, copy, src.dev.ordinal, b->data, src.data, src.size * 4);
+    const Buffer &src = input_any(buffer, "buffer");
+    Owned b = new_buffer(src.dev, src.size, src.dtype);
+    if (src.size != 0) TLRT_DISPATCH(src.dev, copy, src.dev.ordinal, b->data, src.data, src.bytes());
     *out = b.release();
+  });
+}
+
+}  // extern "C"
+
+namespace {
+
+template <class T>
+tlrt_status upload_ints(const char *fn, tlrt_dtype dtype, tlrt_device device, const T *data,
+                        uint64_t n, tlrt_buffer **out) {
+  return guarded(fn, [&] {
+    clear_out(out, "out");
+    Dev dev = resolve_device(device, "device");
+    check_elements(n, "n");
+    check_host_ptr(data, n, "data");
+    Owned b = new_buffer(dev, n, dtype);
+    if (n != 0) TLRT_DISPATCH(dev, upload, dev.ordinal, b->data, data, n * sizeof(T));
+    *out = b.release();
+  });
+}
+
+template <class T>
+tlrt_status download_ints(const char *fn, tlrt_dtype dtype, const tlrt_buffer *buffer, T *dst,
+                          uint64_t n) {
+  return guarded(fn, [&] {
+    const Buffer &b = input_any(buffer, "buffer");
+    if (b.dtype != dtype)
+      fail(TLRT_ERR_DTYPE, "argument buffer holds %s values, not %s", dtype_name(b.dtype),
+           dtype_name(dtype));
+    check_host_ptr(dst, n, "dst");
+    if (n != b.size)
+      fail(TLRT_ERR_SHAPE, "argument n = %llu, but the buffer has %llu elements",
+           (unsigned long long)n, (unsigned long long)b.size);
+    if (n != 0) TLRT_DISPATCH(b.dev, download, b.dev.ordinal, dst, b.data, n * sizeof(T));
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+TLRT_API tlrt_status tlrt_buffer_from_i32(tlrt_device device, const int32_t *data, uint64_t n,
+                                          tlrt_buffer **out) {
+  return upload_ints(__func__, TLRT_DTYPE_I32, device, data, n, out);
+}
+
+TLRT_API tlrt_status tlrt_buffer_from_i64(tlrt_device device, const int64_t *data, uint64_t n,
+                                          tlrt_buffer **out) {
+  return upload_ints(__func__, TLRT_DTYPE_I64, device, data, n, out);
+}
+
+TLRT_API tlrt_status tlrt_buffer_to_i32(const tlrt_buffer *buffer, int32_t *dst, uint64_t n) {
+  return download_ints(__func__, TLRT_DTYPE_I32, buffer, dst, n);
+}
+
+TLRT_API tlrt_status tlrt_buffer_to_i64(const tlrt_buffer *buffer, int64_t *dst, uint64_t n) {
+  return download_ints(__func__, TLRT_DTYPE_I64, buffer, dst, n);
+}
+
+TLRT_API tlrt_status tlrt_buffer_zeros_of(tlrt_device device, tlrt_dtype dtype, uint64_t n,
+                                          tlrt_buffer **out) {
+  return guarded(__func__, [&] {
+    clear_out(out, "out");
+    Dev dev = resolve_device(device, "device");
+    if (dtype != TLRT_DTYPE_F32 && dtype != TLRT_DTYPE_I32 && dtype != TLRT_DTYPE_I64)
+      fail(TLRT_ERR_INVALID_ARGUMENT, "argument dtype = %d is not a tlrt_dtype", (int)dtype);
+    Owned b = new_buffer(dev, n, dtype);
+    // All-zero bits are +0.0f and integer 0 alike: fill bytes / 4 floats with +0.0f.
+    if (n != 0) TLRT_DISPATCH(dev, fill, dev.ordinal, b->data, 0.0f, b->bytes() / 4);
+    *out = b.release();
+  });
+}
+
+TLRT_API tlrt_status tlrt_buffer_dtype(const tlrt_buffer *buffer, tlrt_dtype *dtype) {
+  return guarded(__func__, [&] {
+    clear_out_value(dtype, "dtype");
+    *dtype = handle(buffer, "buffer").dtype;
   });
 }
 
 TLRT_API tlrt_status tlrt_buffer_retain(tlrt_buffer *buffer) {
   return guarded(__func__, [&] {
-    handle(buffer, "buffer");
-    buffer->refs.fetch_add(1, std::memory_order_relaxed);
+    handle(buffer, "buffer").refs.fetch_add(1, std::memory_order_relaxed);
   });
 }
 
-static void release_payload(tlrt_buffer *b, bool *freed) noexcept {
+static void release_payload(Buffer *b, bool *freed) noexcept {
   if (b->released.exchange(true, std::memory_order_acq_rel)) {
     if (freed) *freed = false;
     return;
   }
-  payload_free(b->dev, b->data, b->size);
+  if (b->borrowed_release != nullptr) {
+    b->borrowed_release(b->borrowed_owner);
+    b->borrowed_release = nullptr;
+    b->borrowed_owner = nullptr;
+  } else {
+    payload_free(b->dev, b->data, b->bytes());
+  }
   b->data = nullptr;
   if (freed) *freed = true;
 }
 
-TLRT_API void tlrt_buffer_free(tlrt_buffer *buffer) {
-  if (buffer == nullptr || buffer->magic != kTlrtBufferMagic) return;
-  if (buffer->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  release_payload(buffer, nullptr);
-  buffer->magic = 0;
-  delete buffer;
+// Drops one reference of a live slot; destroys the buffer at zero.
+static void drop(Table::Slot *slot, uint64_t token) noexcept {
+  Buffer &b = slot->object;
+  if (b.refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  release_payload(&b, nullptr);
+  table().destroy(token);
   count_handle(-1);
+}
+
+TLRT_API void tlrt_buffer_free(tlrt_buffer *buffer) {
+  if (buffer == nullptr) return;
+  if (Table::Slot *slot = table().find(token_of(buffer))) drop(slot, token_of(buffer));
+}
+
+TLRT_API tlrt_status tlrt_buffer_free_checked(tlrt_buffer *buffer) {
+  return guarded(__func__, [&] {
+    if (buffer == nullptr) return;
+    handle(buffer, "buffer");
+    drop(table().find(token_of(buffer)), token_of(buffer));
+  });
 }
 
 TLRT_API tlrt_status tlrt_buffer_release_storage(tlrt_buffer *buffer, bool *freed) {
   if (freed) *freed = false;
-  return guarded(__func__, [&] {
-    handle(buffer, "buffer");
-    release_payload(buffer, freed);
-  });
+  return guarded(__func__, [&] { release_payload(&handle(buffer, "buffer"), freed); });
 }
 
 TLRT_API tlrt_status tlrt_buffer_is_released(const tlrt_buffer *buffer, bool *released) {

@@ -12,10 +12,17 @@
 // 2 * pad <= kernel (PyTorch's rule; upstream silently produced an empty output instead) and give
 // out = 0 for in = 0 (no window made only of padding); together these guarantee that every window
 // of a pool holds at least one real input cell.
+//
+// The geometry reaches core either as argument lists (the 2-D and N-D entry points) or as a
+// public geometry struct (tlrt_conv_geometry, tlrt_pool_geometry: the *_geom entry points and the
+// output-dims queries). Both feed the same validation below; check_geometry_struct only adds the
+// struct's own header rules (NULL, struct_size), and GeometryNames makes messages name the
+// caller's spelling ("argument kernel_w", "argument kernel[1]", "argument geometry->kernel[1]").
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "abi/tlrt_buffer.h"
@@ -48,11 +55,50 @@ struct ConvGeometry {
 
 // How the entry point names its geometry arguments in messages: the 2-D names take scalars
 // (in_h, in_w, kernel_h, ..., pad_w: base name + "_h" / "_w"), the N-D names take arrays
-// (in_spatial[1], kernel[0], ...).
+// (in_spatial[1], kernel[0], ...), the struct names fields (geometry->kernel[0], geometry->rank).
 struct GeometryNames {
   bool two_d;
   const char *in, *kernel, *stride, *pad, *dilation;
+  const char *rank = "rank", *batch = "batch", *channels = "channels";
 };
+
+// A struct_size above this is not a size any version of a geometry struct will have (an unset
+// field), so the library never reads that far.
+constexpr uint64_t kMaxGeometryStructSize = 4096;
+
+// The header rules of a public geometry struct at `p` (the argument `geometry`) of which this
+// library knows `known` bytes, `v1` of them the first version's layout: non-NULL
+// (TLRT_ERR_NULL_ARGUMENT), struct_size at least v1 and at most kMaxGeometryStructSize, and every
+// byte past `known` up to struct_size zero, i.e. every field of a newer version at its default
+// (TLRT_ERR_INVALID_ARGUMENT). Copies the known part into *dst (zero-filled past struct_size), so
+// that validation and use see the same values. `type` names the struct in messages.
+template <class T>
+void check_geometry_struct(const T *p, const char *type, uint64_t v1, T *dst) {
+  using ull = unsigned long long;
+  constexpr uint64_t known = sizeof(T);
+  if (p == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument geometry is NULL");
+  uint64_t size = 0;
+  std::memcpy(&size, p, sizeof size);
+  if (size < v1)
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument geometry->struct_size = %llu is smaller than the %llu bytes of the first "
+         "version of %s: set struct_size = sizeof(%s)",
+         (ull)size, (ull)v1, type, type);
+  if (size > kMaxGeometryStructSize)
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument geometry->struct_size = %llu is larger than %llu bytes, which no version of %s "
+         "has: set struct_size = sizeof(%s)",
+         (ull)size, (ull)kMaxGeometryStructSize, type, type);
+  const unsigned char *bytes = reinterpret_cast<const unsigned char *>(p);
+  for (uint64_t i = known; i < size; ++i)
+    if (bytes[i] != 0)
+      fail(TLRT_ERR_INVALID_ARGUMENT,
+           "argument geometry->struct_size = %llu: byte %llu, past the %llu bytes of %s this "
+           "library knows, is nonzero (a field of a newer version that it cannot honour)",
+           (ull)size, (ull)i, (ull)known, type);
+  std::memset(static_cast<void *>(dst), 0, sizeof(T));
+  std::memcpy(static_cast<void *>(dst), p, size < known ? size : known);
+}
 
 namespace geo_detail {
 
@@ -100,19 +146,22 @@ inline std::string dims_text(const GeometryNames &n, const char *base, const uin
 }  // namespace geo_detail
 
 // Validates and fills the geometry. in, kernel, stride, pad point to rank values (the 2-D entry
-// points pass arrays of their scalars); dilation may be NULL (all 1). pool: enforce 2 pad <= kernel
-// and out = 0 for in = 0. Errors (argument named per GeometryNames): TLRT_ERR_INVALID_ARGUMENT
-// (rank 0 or > 8; a zero kernel, stride or dilation; pool with 2 pad > kernel);
-// TLRT_ERR_NULL_ARGUMENT (an array argument NULL); TLRT_ERR_OVERFLOW (an output extent or the
-// effective kernel extent beyond 64 bits). Buffer sizes are checked by the callers below.
+// points pass arrays of their scalars); dilation may be NULL (all 1). rank is 64-bit so that a
+// struct's rank is checked before any narrowing. pool: enforce 2 pad <= kernel and out = 0 for
+// in = 0. Errors (argument named per GeometryNames): TLRT_ERR_INVALID_ARGUMENT (rank 0 or > 8; a
+// zero kernel, stride or dilation; pool with 2 pad > kernel); TLRT_ERR_NULL_ARGUMENT (an array
+// argument NULL); TLRT_ERR_OVERFLOW (an output extent or the effective kernel extent beyond 64
+// bits). Buffer sizes are checked by the callers below.
 inline ConvGeometry conv_geometry(const GeometryNames &names, uint64_t batch, uint64_t channels,
-                                  uint32_t rank, const uint64_t *in, const uint64_t *kernel,
+                                  uint64_t rank64, const uint64_t *in, const uint64_t *kernel,
                                   const uint64_t *stride, const uint64_t *pad,
                                   const uint64_t *dilation, bool pool) {
   using geo_detail::axis_name;
   using geo_detail::ull;
-  if (rank == 0 || rank > kMaxConvRank)
-    fail(TLRT_ERR_INVALID_ARGUMENT, "argument rank = %u must be in 1 .. %u", rank, kMaxConvRank);
+  if (rank64 == 0 || rank64 > kMaxConvRank)
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %llu must be in 1 .. %u", names.rank,
+         (ull)rank64, kMaxConvRank);
+  const uint32_t rank = (uint32_t)rank64;
   const struct {
     const uint64_t *p;
     const char *name;
@@ -178,29 +227,30 @@ inline ConvGeometry conv_geometry(const GeometryNames &names, uint64_t batch, ui
 // B (named `name`) must hold exactly batch * channels * prod(in) elements (TLRT_ERR_SHAPE; a count
 // beyond 64 bits never matches).
 inline void check_input_size(const ConvGeometry &g, const GeometryNames &names,
-                             const tlrt_buffer &B, const char *name, uint64_t batch,
+                             const Buffer &B, const char *name, uint64_t batch,
                              uint64_t channels) {
   if (g.in_overflow || g.in_elems != B.size)
     fail(TLRT_ERR_SHAPE,
-         "argument %s has %llu elements, but argument batch (%llu) * argument channels (%llu) * "
-         "%s = %s",
-         name, (geo_detail::ull)B.size, (geo_detail::ull)batch, (geo_detail::ull)channels,
-         geo_detail::dims_text(names, names.in, g.in, g.rank).c_str(),
+         "argument %s has %llu elements, but argument %s (%llu) * argument %s (%llu) * %s = %s",
+         name, (geo_detail::ull)B.size, names.batch, (geo_detail::ull)batch, names.channels,
+         (geo_detail::ull)channels, geo_detail::dims_text(names, names.in, g.in, g.rank).c_str(),
          g.in_overflow ? "beyond 64 bits" : std::to_string(g.in_elems).c_str());
 }
 
 // B (named `name`) must hold exactly batch * channels * prod(out) elements, out the output extents
 // of the geometry (TLRT_ERR_SHAPE).
-inline void check_output_grad_size(const ConvGeometry &g, const tlrt_buffer &B, const char *name,
-                                   uint64_t batch, uint64_t channels) {
+inline void check_output_grad_size(const ConvGeometry &g, const GeometryNames &names,
+                                   const Buffer &B, const char *name, uint64_t batch,
+                                   uint64_t channels) {
   if (g.out_overflow || g.out_elems != B.size) {
     std::string o;
     for (uint32_t d = 0; d < g.rank; ++d) o += (d ? " x " : "") + std::to_string(g.out[d]);
     fail(TLRT_ERR_SHAPE,
-         "argument %s has %llu elements, but the output of this geometry has argument batch "
-         "(%llu) * argument channels (%llu) * (%s) = %s elements",
-         name, (geo_detail::ull)B.size, (geo_detail::ull)batch, (geo_detail::ull)channels,
-         o.c_str(), g.out_overflow ? "beyond 64 bits" : std::to_string(g.out_elems).c_str());
+         "argument %s has %llu elements, but the output of this geometry has argument %s "
+         "(%llu) * argument %s (%llu) * (%s) = %s elements",
+         name, (geo_detail::ull)B.size, names.batch, (geo_detail::ull)batch, names.channels,
+         (geo_detail::ull)channels, o.c_str(),
+         g.out_overflow ? "beyond 64 bits" : std::to_string(g.out_elems).c_str());
   }
 }
 

@@ -1,5 +1,6 @@
 #include "core/error.hpp"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +38,27 @@ uint64_t checked_mul(uint64_t a, uint64_t b, const char *what) {
   return r;
 }
 
+float host_scalar(double v, const char *name, HostInf inf) {
+  if (std::isnan(v))
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = NaN: a host scalar must not be NaN", name);
+  if (std::isinf(v)) {
+    const bool admitted = inf == HostInf::Both || (inf == HostInf::Negative && v < 0.0);
+    if (!admitted)
+      fail(TLRT_ERR_INVALID_ARGUMENT, "argument %s = %s is not accepted: %s", name,
+           v > 0.0 ? "+inf" : "-inf",
+           inf == HostInf::Negative ? "it must be -inf or finite" : "a host scalar must be finite");
+    return to_f32(v);
+  }
+  const float f = to_f32(v);
+  if (std::isinf(f))
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument %s = %.9g rounds to %s in float32: a finite host scalar must stay finite "
+         "(|value| < 2^128 - 2^103, about 3.4028235e38)%s",
+         name, v, f > 0.0f ? "+inf" : "-inf",
+         inf == HostInf::None ? "" : "; pass the infinity itself to mean it");
+  return f;
+}
+
 uint64_t checked_add(uint64_t a, uint64_t b, const char *what) {
   uint64_t r;
   if (__builtin_add_overflow(a, b, &r))
@@ -67,6 +89,8 @@ TLRT_API const char *tlrt_status_string(tlrt_status status) {
     TLRT_NAME(TLRT_ERR_INDEX)
     TLRT_NAME(TLRT_ERR_RELEASED)
     TLRT_NAME(TLRT_ERR_DEVICE_MISMATCH)
+    TLRT_NAME(TLRT_ERR_STALE_HANDLE)
+    TLRT_NAME(TLRT_ERR_DTYPE)
     TLRT_NAME(TLRT_ERR_OUT_OF_MEMORY)
     TLRT_NAME(TLRT_ERR_BACKEND_UNAVAILABLE)
     TLRT_NAME(TLRT_ERR_NO_DEVICE)

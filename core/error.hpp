@@ -61,7 +61,23 @@ void clear_out_value(T *out, const char *name) {
 uint64_t checked_mul(uint64_t a, uint64_t b, const char *what);
 uint64_t checked_add(uint64_t a, uint64_t b, const char *what);
 
-// Rounds a host double to float32 once (the ABI rule for host scalars).
+// Rounds a double to float32 once (nearest even; beyond the float32 range to +-inf, NaN to NaN),
+// unchecked: for data (tlrt_buffer_full's value) and for float32 values derived in core from
+// host scalars already checked by host_scalar. A host scalar itself goes through host_scalar.
 inline float to_f32(double v) { return static_cast<float>(v); }
+
+// The infinities a host scalar accepts as themselves: the exceptions its header names.
+enum class HostInf {
+  None,      // neither (the rule)
+  Negative,  // -inf only (attention's mask_fill)
+  Both,      // -inf and +inf (tlrt_clamp's bounds)
+};
+
+// The host-scalar rule (abi/torchlean_rt.h, DESIGN section 4), the one check every entry point
+// that takes a double parameter applies to it: NaN is refused; an infinity is refused unless
+// `inf` admits it; a finite v must stay finite when rounded to float32 (|v| < 2^128 - 2^103).
+// A refusal throws TLRT_ERR_INVALID_ARGUMENT naming argument `name` and its value. Returns
+// to_f32(v). Domains narrower than the rule (eps >= 0, ...) are the caller's to check after it.
+float host_scalar(double v, const char *name, HostInf inf = HostInf::None);
 
 }  // namespace tlrt

@@ -28,7 +28,7 @@ inline std::string count_str(uint64_t n, bool fits) {
 // Buffer X (argument `name`) must hold exactly rows * cols elements, rows and cols being the
 // arguments named rn and cn: TLRT_ERR_SHAPE otherwise (a product beyond 64 bits matches no
 // buffer). Returns rows * cols.
-inline uint64_t check_matrix(const tlrt_buffer &X, const char *name, uint64_t rows, uint64_t cols,
+inline uint64_t check_matrix(const Buffer &X, const char *name, uint64_t rows, uint64_t cols,
                              const char *rn = "rows", const char *cn = "cols") {
   uint64_t n = 0;
   const bool fits = product3(1, rows, cols, &n);

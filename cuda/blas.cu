@@ -11,10 +11,13 @@
 // Last measured: bench/results/2026-11-22-h100-blas.md.
 //
 // Handles: one cuBLAS handle per (host thread, device), created on the thread's first product on
-// that device, bound once to the library stream (cublasSetStream), with a workspace of its own
+// that device, bound to the device's current stream (cublasSetStream), with a workspace of its own
 // from the stream-ordered pool (cublasSetWorkspace; 32 MiB on compute capability 9.x, 4 MiB
 // otherwise, cuBLAS's recommended sizes and PyTorch's, so that the same kernels are eligible), so
-// no call allocates. The math mode is set only when the TF32 switch changed since this handle's
+// no call allocates. When the current stream has changed since the handle's last call
+// (tlrt_stream_set), the handle is bound to the new one and its workspace set again (cublasSetStream
+// resets it); the workspace's uses on the previous stream come before the switch, which the new
+// stream waits for (cuda/memory.cu). The math mode is set only when the TF32 switch changed since this handle's
 // last call: CUBLAS_DEFAULT_MATH (float32) or CUBLAS_TF32_TENSOR_OP_MATH. The handles live in a
 // thread_local object whose destructor, at thread exit, destroys them (cublasDestroy waits for
 // the device's work) and returns the workspaces to the pool; for the main thread that runs in
@@ -55,6 +58,7 @@ void check_cublas(cublasStatus_t s, const char *what) {
 
 struct Handle {
   cublasHandle_t h = nullptr;
+  cudaStream_t stream = nullptr;  // the stream h is bound to
   cublasMath_t mode = CUBLAS_DEFAULT_MATH;
   void *workspace = nullptr;
   uint64_t workspace_bytes = 0;
@@ -80,7 +84,7 @@ uint64_t workspace_bytes(int dev) {
   return cc_major(dev) >= 9 ? (uint64_t{32} << 20) : (uint64_t{4} << 20);  // cached per device
 }
 
-// This thread's handle for dev, bound to the library stream, in the requested math mode.
+// This thread's handle for dev, bound to the current stream, in the requested math mode.
 cublasHandle_t handle(int dev, bool tf32) {
   const cudaStream_t s = stream(dev);  // also makes dev current
   Handle &h = t_handles.per_dev[dev];
@@ -101,7 +105,12 @@ cublasHandle_t handle(int dev, bool tf32) {
       throw;
     }
     fresh.mode = CUBLAS_DEFAULT_MATH;
+    fresh.stream = s;
     h = fresh;
+  } else if (h.stream != s) {
+    check_cublas(cublasSetStream(h.h, s), "cublasSetStream");
+    check_cublas(cublasSetWorkspace(h.h, h.workspace, h.workspace_bytes), "cublasSetWorkspace");
+    h.stream = s;  // only once both hold: a failure is retried on the next call
   }
   const cublasMath_t want = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
   if (h.mode != want) {

@@ -1,11 +1,13 @@
-// CUDA backend: memory, transfers, fill, synchronisation.
-// One non-blocking library stream per device; every payload comes from the device's default
-// stream-ordered memory pool (cudaMallocAsync / cudaFreeAsync on that stream), whose release
-// threshold is "keep everything", so freed blocks are reused without going back to the driver;
-// tlrt_allocator_trim hands them back.
+// CUDA backend: memory, transfers, fill, synchronisation, the current stream.
+// One current stream per device, on which all of the library's work for the device is queued: the
+// library's own non-blocking stream, or a host stream set through tlrt_stream_set
+// (abi/tlrt_stream.h). Every payload comes from the device's default stream-ordered memory pool
+// (cudaMallocAsync / cudaFreeAsync on the current stream), whose release threshold is "keep
+// everything", so freed blocks are reused without going back to the driver; tlrt_allocator_trim
+// hands them back.
 // In front of it, a host-side size-class cache (core/size_class_pool.hpp) keeps freed blocks and
 // hands them out again with no CUDA call at all (state(), not stream(): not even cudaGetDevice):
-// every kernel, copy and free of this library is ordered on the device's one library stream, so
+// every kernel, copy and free of this library is ordered on the device's one current stream, so
 // work queued after a reuse runs after all work queued before the free, the guarantee
 // cudaFreeAsync + cudaMallocAsync give, for ~0.6 us less host time per op. Capped by
 // TORCHLEAN_RT_CUDA_CACHE_MAX_BYTES (default 4 GiB, read once; 0 disables it); beyond the cap,
@@ -15,9 +17,21 @@
 // event recorded after its copy, reused once the event has completed; larger data goes in 4 MiB
 // pieces. With every block busy the host waits for the oldest copy (pinned memory stays bounded
 // at 32 MiB per device). Trim frees the blocks.
+// Switching the current stream (stream_set) keeps that one order: an event recorded on the previous
+// stream, which the new stream waits on (no host wait), puts everything queued before the switch
+// (kernels, copies, the last uses of cached blocks, staging copies) before everything queued after
+// it. So the block cache stays correct across the switch, the pool's own reuse rules hold on any
+// stream, the staging ring's blocks are reused once their event (recorded on whichever stream
+// carried the copy) has completed, cuBLAS handles rebind to the current stream on their next call
+// (cuda/blas.cu), and cuFFT plans are set to it on every execution (cuda/fft.cu). The current
+// stream is an atomic read per call; the switch itself must not overlap other calls on the device
+// (the contract of abi/tlrt_stream.h), frees excepted: a free either caches a block whose last use
+// was queued before (ordered by the switch event) or hands it to the pool, which orders reuse
+// across streams itself.
 // fill_kernel: one thread per 4 floats (16-byte stores), a block per 256 threads (grid_all);
 // 4n bytes written.
 // Last measured: bench/results/2026-11-24-h100-rng-hostcost.md
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -52,7 +66,10 @@ bool is_sticky(cudaError_t e) {
 
 struct DeviceState {
   std::once_flag once;
-  cudaStream_t stream = nullptr;
+  cudaStream_t own = nullptr;                    // the library's stream
+  std::atomic<cudaStream_t> current{nullptr};    // own, or the host's (stream_set)
+  std::mutex event_mutex;                        // serialises switches and uses of `ordering`
+  cudaEvent_t ordering = nullptr;                // recorded, then waited on (created on first use)
   int sms = 0;
   int cc_major = 0;
   int cc_minor = 0;
@@ -109,7 +126,8 @@ DeviceState &state(int dev) {
   std::call_once(d.once, [&] {
     d.init_error = cudaSetDevice(dev);
     if (d.init_error == cudaSuccess)
-      d.init_error = cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
+      d.init_error = cudaStreamCreateWithFlags(&d.own, cudaStreamNonBlocking);
+    d.current.store(d.own, std::memory_order_release);
     if (d.init_error == cudaSuccess)
       d.init_error = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
     if (d.init_error == cudaSuccess)
@@ -143,7 +161,7 @@ cudaStream_t stream(int dev) {
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != dev)
     check(cudaSetDevice(dev), "cudaSetDevice");
-  return d.stream;
+  return d.current.load(std::memory_order_acquire);
 }
 
 int sm_count(int dev) { return state(dev).sms; }
@@ -337,6 +355,77 @@ void trim(int dev) {
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, dev), "cudaDeviceGetDefaultMemPool");
   check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+}
+
+// ---- the current stream (abi/tlrt_stream.h) ------------------------------------------------------
+
+namespace {
+
+// The device's ordering event, created on first use; dev current, d.event_mutex held.
+cudaEvent_t ordering_event(DeviceState &d) {
+  if (d.ordering == nullptr)
+    check(cudaEventCreateWithFlags(&d.ordering, cudaEventDisableTiming), "cudaEventCreate");
+  return d.ordering;
+}
+
+// Throws TLRT_ERR_INVALID_ARGUMENT when s belongs to another device than dev (dev current). Only
+// runtimes and drivers of CUDA 12.8 and later can tell; elsewhere the stream is taken as given.
+void check_stream_device(int dev, cudaStream_t s) {
+#if CUDART_VERSION >= 12080
+  int owner = -1;
+  const cudaError_t e = cudaStreamGetDevice(s, &owner);
+  if (e == cudaErrorCallRequiresNewerDriver || e == cudaErrorNotSupported) {
+    (void)cudaGetLastError();
+    return;
+  }
+  check(e, "argument cuda_stream (cudaStreamGetDevice)");
+  if (owner != dev)
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument cuda_stream belongs to CUDA device %d, not to %d",
+         owner, dev);
+#else
+  (void)dev;
+  (void)s;
+#endif
+}
+
+}  // namespace
+
+void *stream_get(int dev) { return stream(dev); }
+
+void stream_set(int dev, void *host) {
+  stream(dev);  // makes dev current (and the device state initialised)
+  DeviceState &d = g_dev[dev];
+  const cudaStream_t next = host == nullptr ? d.own : static_cast<cudaStream_t>(host);
+  std::lock_guard<std::mutex> lock(d.event_mutex);
+  const cudaStream_t prev = d.current.load(std::memory_order_acquire);
+  if (next == prev) return;
+  // The legacy stream is the current device's by definition.
+  if (next != d.own && next != cudaStreamLegacy) check_stream_device(dev, next);
+  const cudaEvent_t ev = ordering_event(d);
+  check(cudaEventRecord(ev, prev), "switching streams (recording on the previous stream)");
+  check(cudaStreamWaitEvent(next, ev, 0), "argument cuda_stream (cudaStreamWaitEvent)");
+  d.current.store(next, std::memory_order_release);
+}
+
+void stream_record_event(int dev, void *event) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event), stream(dev)),
+        "argument cuda_event (cudaEventRecord)");
+}
+
+void stream_wait_event(int dev, void *event) {
+  check(cudaStreamWaitEvent(stream(dev), static_cast<cudaEvent_t>(event), 0),
+        "argument cuda_event (cudaStreamWaitEvent)");
+}
+
+void wait_for_library(int dev, void *host_stream) {
+  const cudaStream_t s = stream(dev);  // also makes dev current (what the special handles name)
+  const cudaStream_t h = static_cast<cudaStream_t>(host_stream);
+  if (h == s) return;
+  DeviceState &d = g_dev[dev];
+  std::lock_guard<std::mutex> lock(d.event_mutex);
+  const cudaEvent_t ev = ordering_event(d);
+  check(cudaEventRecord(ev, s), "recording the library's work");
+  check(cudaStreamWaitEvent(h, ev, 0), "argument cuda_stream (cudaStreamWaitEvent)");
 }
 
 void memory_info(int dev, uint64_t *pooled, uint64_t *free_bytes, uint64_t *total_bytes) {

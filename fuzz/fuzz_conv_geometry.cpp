@@ -14,11 +14,20 @@
 //     but a success must still have the predicted size.
 // Valid calls whose output would exceed 65536 elements are not run (time). Built as a fuzzer with
 // -Dfuzz=true (clang) and as the replay driver fuzz_replay_conv_geometry (meson suite 'fuzz').
+// Geometry as data: every call is repeated through the struct form (tlrt_conv_fwd_geom,
+// tlrt_convtranspose_fwd_geom, tlrt_maxpool_fwd_geom, tlrt_avgpool_fwd_geom), which must return
+// the same status and bitwise the same output, and the output-dims query
+// (tlrt_conv_output_dims, tlrt_convtranspose_output_dims, tlrt_pool_output_dims) is checked
+// against the same oracle and against the call: it succeeds whenever the call does, with the
+// call's size, and it reports TLRT_ERR_INVALID_ARGUMENT exactly when the call does. A trailing
+// input byte (past what the call consumed, so the committed corpus keeps its meaning) varies the
+// struct: a struct_size too small, larger with a zero or nonzero tail, or a rank with high bits.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "torchlean_rt.h"
@@ -126,6 +135,87 @@ void draw(Input &in, Geo &g, bool dilation) {
 
 bool rank_ok(const Geo &g) { return g.rank >= 1 && g.rank <= 8; }
 
+// ---- the struct forms ------------------------------------------------------------------------
+
+// How the trailing byte varies a geometry struct, and what the library must then answer.
+enum class StructVariant { kExact, kTooSmall, kZeroTail, kNonzeroTail, kHighRank };
+
+StructVariant struct_variant(Input &in) {
+  const uint8_t b = in.byte();  // 0 once the input is used up: the exact struct
+  switch (b % 8) {
+    case 1: return StructVariant::kTooSmall;
+    case 2: return StructVariant::kZeroTail;
+    case 3: return StructVariant::kNonzeroTail;
+    case 4: return StructVariant::kHighRank;
+    default: return StructVariant::kExact;
+  }
+}
+
+// 4096 bytes holding a geometry struct T with the variant applied (a struct_size of at most 4096
+// always has memory behind it).
+template <class T>
+struct StructMem {
+  uint64_t mem[512] = {};
+  T *get() { return reinterpret_cast<T *>(mem); }
+  void apply(StructVariant v, uint8_t salt) {
+    T *g = get();
+    g->struct_size = sizeof(T);
+    if (v == StructVariant::kTooSmall) g->struct_size = salt % sizeof(T);
+    if (v == StructVariant::kZeroTail) g->struct_size = sizeof(T) + 1 + salt;
+    if (v == StructVariant::kNonzeroTail) {
+      g->struct_size = sizeof(T) + 1 + salt;
+      reinterpret_cast<unsigned char *>(mem)[sizeof(T) + salt] = 0x5a;
+    }
+    if (v == StructVariant::kHighRank) g->rank |= uint64_t{1} << (32 + salt % 32);
+  }
+};
+
+// Whether the variant makes every call fail with TLRT_ERR_INVALID_ARGUMENT on the struct (where
+// the call gets as far as the geometry).
+bool variant_rejects(StructVariant v) {
+  return v == StructVariant::kTooSmall || v == StructVariant::kNonzeroTail ||
+         v == StructVariant::kHighRank;
+}
+
+// Same status, and for a success the same size and bits (then frees out2).
+void same_result(const char *fn, tlrt_status s1, tlrt_buffer *out1, tlrt_status s2,
+                 tlrt_buffer *out2) {
+  if (s1 != s2) violated(fn, s2);
+  if (s2 != TLRT_OK) {
+    if (out2 != nullptr) violated(fn, s2);
+    return;
+  }
+  const uint64_t n = size_of(out1);
+  if (size_of(out2) != n) violated(fn, TLRT_ERR_SHAPE);
+  std::vector<float> a(n), b(n);
+  if (n && (tlrt_buffer_to_f32(out1, a.data(), n) != TLRT_OK ||
+            tlrt_buffer_to_f32(out2, b.data(), n) != TLRT_OK))
+    violated(fn, TLRT_ERR_INTERNAL);
+  if (n && std::memcmp(a.data(), b.data(), 4 * n) != 0) violated(fn, TLRT_ERR_INTERNAL);
+  tlrt_buffer_free(out2);
+}
+
+// The output-dims query against the oracle (`valid`: the geometry passes; `either`: the header
+// leaves it open; `want_dims` the shape) and against the call's status s / output out.
+void check_query(const char *fn, tlrt_status q, bool valid, bool either, bool rejected,
+                 const uint64_t *dims, uint32_t rank, uint64_t n,
+                 const std::vector<u128> &want_dims, tlrt_status s, tlrt_buffer *out) {
+  if (q == TLRT_OK) {
+    if (rejected || (!valid && !either)) violated(fn, q);
+    if (rank != want_dims.size() || n != product(want_dims)) violated(fn, TLRT_ERR_SHAPE);
+    for (uint32_t i = 0; i < rank; ++i)
+      if (dims[i] != want_dims[i]) violated(fn, TLRT_ERR_SHAPE);
+  } else {
+    if (rank != 0 || n != 0) violated(fn, q);
+    if (valid && !either && !rejected) violated(fn, q);
+    if (q != TLRT_ERR_INVALID_ARGUMENT && q != TLRT_ERR_OVERFLOW) violated(fn, q);
+  }
+  // Against the call: it succeeds only if the query does, with the query's count; the query
+  // rejects a value (TLRT_ERR_INVALID_ARGUMENT) exactly when the call does.
+  if (s == TLRT_OK && (q != TLRT_OK || size_of(out) != n)) violated(fn, TLRT_ERR_SHAPE);
+  if ((q == TLRT_ERR_INVALID_ARGUMENT) != (s == TLRT_ERR_INVALID_ARGUMENT)) violated(fn, q);
+}
+
 // ---- pooling ---------------------------------------------------------------------------------
 
 // The pooled value of one window over x (small integers), per abi/tlrt_pool.h.
@@ -215,6 +305,41 @@ void fuzz_pool(Input &in) {
              : tlrt_avgpool_fwd(x, batch, channels, g.in, g.rank, g.k, g.s, g.p, include_pad, &out);
   const char *fn = is_max ? "tlrt_maxpool_fwd" : "tlrt_avgpool_fwd";
   check(fn, v, s, out, want);
+  {  // The struct form and the query.
+    const StructVariant sv = struct_variant(in);
+    StructMem<tlrt_pool_geometry> m;
+    tlrt_pool_geometry *pg = m.get();
+    pg->rank = g.rank;
+    pg->batch = batch;
+    pg->channels = channels;
+    for (uint32_t a = 0; a < g.rank && a < 8; ++a) {
+      pg->in_spatial[a] = g.in[a];
+      pg->kernel[a] = g.k[a];
+      pg->stride[a] = g.s[a];
+      pg->padding[a] = g.p[a];
+    }
+    m.apply(sv, in.byte());
+    const bool rejected = variant_rejects(sv);
+    tlrt_buffer *out2 = (tlrt_buffer *)1;
+    const tlrt_status s2 = is_max ? tlrt_maxpool_fwd_geom(x, pg, &out2)
+                                  : tlrt_avgpool_fwd_geom(x, pg, include_pad, &out2);
+    if (rejected) {
+      if (s2 != TLRT_ERR_INVALID_ARGUMENT || out2 != nullptr) violated("pool struct variant", s2);
+    } else {
+      same_result(is_max ? "tlrt_maxpool_fwd_geom" : "tlrt_avgpool_fwd_geom", s, out, s2, out2);
+    }
+    uint64_t dims[TLRT_POOL_MAX_DIMS];
+    uint32_t rank = 7;
+    uint64_t n = 7;
+    const tlrt_status q = tlrt_pool_output_dims(pg, dims, TLRT_POOL_MAX_DIMS, &rank, &n);
+    std::vector<u128> want_dims = out_dims;
+    bool either = false;
+    for (uint32_t a = 0; geometry_ok && a < g.rank; ++a)
+      either = either || (u128)g.in[a] + 2 * (u128)g.p[a] > kMax64;
+    const bool valid = geometry_ok && product(out_dims) <= kMaxElements;
+    check_query("tlrt_pool_output_dims", q, valid, either, rejected, dims, rank, n, want_dims,
+                rejected ? TLRT_ERR_INVALID_ARGUMENT : s, rejected ? nullptr : out);
+  }
   bool small_windows = true;  // the oracle walks every window offset: only for small geometry
   for (uint32_t a = 0; a < g.rank; ++a)
     small_windows = small_windows && g.k[a] <= 64 && g.s[a] <= 64 && g.p[a] <= 64;
@@ -308,6 +433,44 @@ void fuzz_conv(Input &in) {
                  : tlrt_conv_fwd(kern, bias, x, batch, in_ch, out_ch, g.in, g.rank, g.k, g.s, g.p,
                                  g.d, groups, &out);
   check(transposed ? "tlrt_convtranspose_fwd" : "tlrt_conv_fwd", v, s, out, want);
+  {  // The struct form and the query.
+    const StructVariant sv = struct_variant(in);
+    StructMem<tlrt_conv_geometry> m;
+    tlrt_conv_geometry *cg = m.get();
+    cg->rank = g.rank;
+    cg->batch = batch;
+    cg->in_channels = in_ch;
+    cg->out_channels = out_ch;
+    cg->groups = groups;
+    for (uint32_t a = 0; a < g.rank && a < 8; ++a) {
+      cg->in_spatial[a] = g.in[a];
+      cg->kernel_size[a] = g.k[a];
+      cg->stride[a] = g.s[a];
+      cg->padding[a] = g.p[a];
+      cg->dilation[a] = g.d[a];
+    }
+    m.apply(sv, in.byte());
+    const bool rejected = variant_rejects(sv);
+    tlrt_buffer *out2 = (tlrt_buffer *)1;
+    const tlrt_status s2 = transposed ? tlrt_convtranspose_fwd_geom(kern, bias, x, cg, &out2)
+                                      : tlrt_conv_fwd_geom(kern, bias, x, cg, &out2);
+    if (rejected) {
+      if (s2 != TLRT_ERR_INVALID_ARGUMENT || out2 != nullptr) violated("conv struct variant", s2);
+    } else {
+      same_result(transposed ? "tlrt_convtranspose_fwd_geom" : "tlrt_conv_fwd_geom", s, out, s2,
+                  out2);
+    }
+    uint64_t dims[TLRT_CONV_MAX_DIMS];
+    uint32_t rank = 7;
+    uint64_t n = 7;
+    const tlrt_status q =
+        transposed ? tlrt_convtranspose_output_dims(cg, dims, TLRT_CONV_MAX_DIMS, &rank, &n)
+                   : tlrt_conv_output_dims(cg, dims, TLRT_CONV_MAX_DIMS, &rank, &n);
+    const bool valid = geometry_ok && !extent_overflow && product(out_dims) <= kMaxElements;
+    check_query(transposed ? "tlrt_convtranspose_output_dims" : "tlrt_conv_output_dims", q, valid,
+                near_limit, rejected, dims, rank, n, out_dims,
+                rejected ? TLRT_ERR_INVALID_ARGUMENT : s, rejected ? nullptr : out);
+  }
   if (s == TLRT_OK) tlrt_buffer_free(out);
   tlrt_buffer_free(x);
   tlrt_buffer_free(kern);

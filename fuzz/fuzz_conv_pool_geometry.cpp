@@ -20,6 +20,10 @@
 // Valid calls whose outputs or multiply-add work exceed ~65536 elements / 2^20 are not run (time).
 // Built as a fuzzer with -Dfuzz=true (clang) and as the replay driver
 // fuzz_replay_conv_pool_geometry (meson suite 'fuzz').
+// Geometry as data: every convolution and pooling call (N-D or 2-D) is repeated through its
+// struct form (tlrt_conv_bwd_geom, tlrt_convtranspose_bwd_geom, the *_fwd_geom ones, and every
+// tlrt_*pool_*_geom), which must return the same status and bitwise the same outputs, and the
+// output-dims queries must succeed whenever the call does, with the size of its forward output.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -114,6 +118,42 @@ tlrt_buffer *make(Input &in, u128 claimed, std::vector<float> &vals) {
 
 void free_all(std::initializer_list<tlrt_buffer *> bs) {
   for (tlrt_buffer *b : bs) tlrt_buffer_free(b);
+}
+
+// The struct form's results against the argument list's: the same status; for a success the same
+// sizes and bits of every requested output. Frees the struct form's outputs.
+void same_results(const char *fn, tlrt_status s1, std::initializer_list<tlrt_buffer **> outs1,
+                  tlrt_status s2, std::initializer_list<tlrt_buffer **> outs2) {
+  if (s1 != s2) violated(fn, s2);
+  auto a = outs1.begin();
+  for (tlrt_buffer **b : outs2) {
+    tlrt_buffer **o1 = *a++;
+    if (b == nullptr) continue;
+    if (s2 != TLRT_OK) {
+      if (*b != nullptr) violated(fn, s2);
+      continue;
+    }
+    const uint64_t n = size_of(*o1);
+    if (size_of(*b) != n) violated(fn, TLRT_ERR_SHAPE);
+    std::vector<float> x(n), y(n);
+    if (n && (tlrt_buffer_to_f32(*o1, x.data(), n) != TLRT_OK ||
+              tlrt_buffer_to_f32(*b, y.data(), n) != TLRT_OK))
+      violated(fn, TLRT_ERR_INTERNAL);
+    if (n && std::memcmp(x.data(), y.data(), 4 * n) != 0) violated(fn, TLRT_ERR_INTERNAL);
+    tlrt_buffer_free(*b);
+  }
+}
+
+// The output-dims query succeeds whenever a call with the geometry did, with `want` elements
+// (the forward output's count); it rejects a value exactly when the call does (`s`; a call that
+// also checks beta, smooth max pool, may reject more).
+void query_agrees(const char *fn, tlrt_status q, uint32_t rank, uint64_t n, uint32_t want_rank,
+                  tlrt_status s, u128 want, bool beta_checked) {
+  if (s == TLRT_OK && (q != TLRT_OK || n != want || rank != want_rank)) violated(fn, q);
+  if (q == TLRT_ERR_INVALID_ARGUMENT && s != TLRT_ERR_INVALID_ARGUMENT) violated(fn, q);
+  if (!beta_checked && s == TLRT_ERR_INVALID_ARGUMENT && q != TLRT_ERR_INVALID_ARGUMENT)
+    violated(fn, q);
+  if (q != TLRT_OK && (rank != 0 || n != 0)) violated(fn, q);
 }
 
 enum class Verdict { kValid, kInvalid, kEither };
@@ -267,11 +307,74 @@ void fuzz_pool(Input &in) {
         break;
     }
   }
+  {  // The struct form (for 2-D calls too) and the query.
+    tlrt_pool_geometry pg;
+    std::memset(&pg, 0, sizeof pg);
+    pg.struct_size = sizeof pg;
+    pg.rank = g.rank;
+    pg.batch = batch;
+    pg.channels = channels;
+    for (uint32_t a = 0; a < g.rank && a < 8; ++a) {
+      pg.in_spatial[a] = g.in[a];
+      pg.kernel[a] = g.k[a];
+      pg.stride[a] = g.s[a];
+      pg.padding[a] = g.p[a];
+    }
+    tlrt_buffer *out2 = (tlrt_buffer *)1;
+    tlrt_status s2 = TLRT_ERR_INTERNAL;
+    switch (op) {
+      case kMaxFwd: s2 = tlrt_maxpool_fwd_geom(x, &pg, &out2); break;
+      case kMaxBwd: s2 = tlrt_maxpool_bwd_geom(x, dy, &pg, &out2); break;
+      case kAvgFwd: s2 = tlrt_avgpool_fwd_geom(x, &pg, include_pad, &out2); break;
+      case kAvgBwd: s2 = tlrt_avgpool_bwd_geom(dy, &pg, include_pad, &out2); break;
+      case kSmoothFwd: s2 = tlrt_smooth_maxpool_fwd_geom(x, &pg, beta, &out2); break;
+      default: s2 = tlrt_smooth_maxpool_bwd_geom(x, dy, &pg, beta, &out2); break;
+    }
+    same_results("pool *_geom", s, {&out}, s2, {&out2});
+    uint64_t dims[TLRT_POOL_MAX_DIMS];
+    uint32_t rank = 7;
+    uint64_t n = 7;
+    const tlrt_status q = tlrt_pool_output_dims(&pg, dims, TLRT_POOL_MAX_DIMS, &rank, &n);
+    query_agrees("tlrt_pool_output_dims", q, rank, n, g.rank + 2, s, y_count, smooth);
+  }
   check(kPoolNames[op][two_d], v, s, {{&out, want}});
   free_all({x, dy});
 }
 
 // ---- convolution -----------------------------------------------------------------------------
+
+tlrt_conv_geometry conv_struct(const Geo &g, uint64_t batch, uint64_t in_ch, uint64_t out_ch,
+                               uint64_t groups) {
+  tlrt_conv_geometry cg;
+  std::memset(&cg, 0, sizeof cg);
+  cg.struct_size = sizeof cg;
+  cg.rank = g.rank;
+  cg.batch = batch;
+  cg.in_channels = in_ch;
+  cg.out_channels = out_ch;
+  cg.groups = groups;
+  for (uint32_t a = 0; a < g.rank && a < 8; ++a) {
+    cg.in_spatial[a] = g.in[a];
+    cg.kernel_size[a] = g.k[a];
+    cg.stride[a] = g.s[a];
+    cg.padding[a] = g.p[a];
+    cg.dilation[a] = g.d[a];
+  }
+  return cg;
+}
+
+// The output-dims query of a convolution call's geometry against the call's status s.
+void conv_query(const tlrt_conv_geometry &cg, bool transposed, tlrt_status s, u128 y_count,
+                uint32_t rank_in) {
+  uint64_t dims[TLRT_CONV_MAX_DIMS];
+  uint32_t rank = 7;
+  uint64_t n = 7;
+  const tlrt_status q =
+      transposed ? tlrt_convtranspose_output_dims(&cg, dims, TLRT_CONV_MAX_DIMS, &rank, &n)
+                 : tlrt_conv_output_dims(&cg, dims, TLRT_CONV_MAX_DIMS, &rank, &n);
+  query_agrees(transposed ? "tlrt_convtranspose_output_dims" : "tlrt_conv_output_dims", q, rank,
+               n, rank_in + 2, s, y_count, false);
+}
 
 void fuzz_conv(Input &in) {
   const bool transposed = in.byte() % 2;
@@ -368,6 +471,14 @@ void fuzz_conv(Input &in) {
       s = tlrt_convtranspose2d_fwd(kern, bias, x, b, in_ch, e[0], e[1], out_ch, k[0], k[1], st[0],
                                    st[1], p[0], p[1], dl[0], dl[1], groups, &out);
     }
+    {  // The struct form and the query.
+      const tlrt_conv_geometry cg = conv_struct(g, batch, in_ch, out_ch, groups);
+      tlrt_buffer *out2 = (tlrt_buffer *)1;
+      const tlrt_status s2 = transposed ? tlrt_convtranspose_fwd_geom(kern, bias, x, &cg, &out2)
+                                        : tlrt_conv_fwd_geom(kern, bias, x, &cg, &out2);
+      same_results("conv *_fwd_geom", s, {&out}, s2, {&out2});
+      conv_query(cg, transposed, s, y_count, g.rank);
+    }
     check(fn, v, s, {{&out, y_count}});
   } else {
     tlrt_buffer *dk = (tlrt_buffer *)1, *db = (tlrt_buffer *)1, *dx = (tlrt_buffer *)1;
@@ -392,6 +503,19 @@ void fuzz_conv(Input &in) {
       fn = "tlrt_convtranspose2d_bwd";
       s = tlrt_convtranspose2d_bwd(kern, x, gout, b, in_ch, e[0], e[1], out_ch, k[0], k[1], st[0],
                                    st[1], p[0], p[1], dl[0], dl[1], groups, pk, pb, px);
+    }
+    {  // The struct form and the query.
+      const tlrt_conv_geometry cg = conv_struct(g, batch, in_ch, out_ch, groups);
+      tlrt_buffer *dk2 = (tlrt_buffer *)1, *db2 = (tlrt_buffer *)1, *dx2 = (tlrt_buffer *)1;
+      tlrt_buffer **pk2 = pk ? &dk2 : nullptr, **pb2 = pb ? &db2 : nullptr,
+                  **px2 = px ? &dx2 : nullptr;
+      const tlrt_status s2 =
+          transposed ? tlrt_convtranspose_bwd_geom(kern, x, gout, &cg, pk2, pb2, px2)
+                     : tlrt_conv_bwd_geom(kern, x, gout, &cg, pk2, pb2, px2);
+      same_results("conv *_bwd_geom", s, {pk, pb, px}, s2, {pk2, pb2, px2});
+      // The query is the forward's; a backward needing gradients may fail where it would not
+      // (NULL_ARGUMENT for no gradient requested).
+      if (want_grads != 0) conv_query(cg, transposed, s, y_count, g.rank);
     }
     check(fn, v, s, {{pk, k_count}, {pb, out_ch}, {px, x_count}}, want_grads == 0);
   }

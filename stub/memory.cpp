@@ -6,7 +6,8 @@
 // 64 MiB copy on the 2-core build machine instead of the ~18 GB/s the memory can do. Size classes
 // are those of core/size_class_pool.hpp.
 // The pool keeps at most TORCHLEAN_RT_CPU_POOL_MAX_BYTES bytes (default 1 GiB; 0 disables it);
-// tlrt_allocator_trim empties it. Transfers are memcpy; nothing is asynchronous.
+// tlrt_allocator_trim empties it. Transfers are memcpy; nothing is asynchronous, so there is no
+// stream: the stream functions throw TLRT_ERR_UNSUPPORTED, and wait_for_library has nothing to do.
 #include <cstdlib>
 #include <cstring>
 
@@ -86,6 +87,25 @@ void memory_info(int, uint64_t *pooled, uint64_t *free_bytes, uint64_t *total_by
   *free_bytes = 0;
   *total_bytes = 0;
 }
+
+// The CPU has no stream. Core rejects the CPU before these (abi/tlrt_stream.h); they throw what the
+// entry points document, should a caller ever reach them.
+namespace {
+[[noreturn]] void no_stream() {
+  fail(TLRT_ERR_UNSUPPORTED, "the CPU has no stream (CPU work is complete when each call returns)");
+}
+}  // namespace
+
+void *stream_get(int) { no_stream(); }
+
+void stream_set(int, void *) { no_stream(); }
+
+void stream_record_event(int, void *) { no_stream(); }
+
+void stream_wait_event(int, void *) { no_stream(); }
+
+// Nothing to wait for: every CPU call has finished its work when it returns.
+void wait_for_library(int, void *) {}
 
 }  // namespace stub
 }  // namespace tlrt

@@ -14,13 +14,15 @@ declared in a header):
   * Lean declarations (lean/TorchleanRt/Ffi.lean): every @[extern "tlrt_lean_<x>"] names a shim
     wrapper and vice versa, and the Lean parameters match the C ones in number and kind
     (object @& -> b_lean_obj_arg, UInt64 -> uint64_t, UInt32 -> uint32_t, Float -> double, Bool /
-    UInt8 -> uint8_t) plus the trailing world argument of the pinned toolchain's IO convention;
+    UInt8 -> uint8_t, USize -> size_t) plus the trailing world argument of the pinned toolchain's IO convention;
   * Julia (julia/TorchleanRT.jl): exactly one raw `tlrt_x(...) = @ccall libtorchlean_rt.tlrt_x(...)`
     whose argument and result types map back to the header's (Julia has no const);
   * Python (python/_torchlean_rt_abi.py, the declarations torchlean_rt.py binds through ctypes,
     read back as literals): exactly one prototype with the header's types, names and header;
-    the status enum, defines and structs equal the headers'; every C type has a ctypes spelling;
-and every call of a tlrt_ function in the safe layers (Rust ops.rs `sys::tlrt_x(`, Julia
+    the status enum, the other enums (tlrt_dtype), defines and structs equal the headers'; every
+    C type has a ctypes spelling;
+the values of the headers' other enums (tlrt_dtype) are constants of the Rust, Lean and Julia
+bindings; and every call of a tlrt_ function in the safe layers (Rust ops.rs `sys::tlrt_x(`, Julia
 `C.tlrt_x(`) passes as many arguments as the header declares. Exits 1 listing every mismatch.
 """
 import argparse
@@ -37,15 +39,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 _RS = {"tlrt_status": "tlrt_status", "u32": "uint32_t", "u64": "uint64_t", "u8": "uint8_t",
-       "f64": "double", "f32": "float", "bool": "bool", "tlrt_device": "tlrt_device",
+       "i32": "int32_t", "i64": "int64_t", "f64": "double", "f32": "float", "bool": "bool", "tlrt_device": "tlrt_device",
        "c_int": "int", "c_char": "char", "tlrt_buffer": "tlrt_buffer", "tlrt_tape": "tlrt_tape",
-       "tlrt_allocator_stats": "tlrt_allocator_stats"}
+       "tlrt_allocator_stats": "tlrt_allocator_stats", "c_void": "void"}
 _JL = {"Cint": "int", "UInt32": "uint32_t", "UInt64": "uint64_t", "UInt8": "uint8_t",
+       "Int32": "int32_t", "Int64": "int64_t",
        "Cdouble": "double", "Cfloat": "float", "Bool": "bool", "Cvoid": "void", "Cchar": "char",
        "tlrt_buffer": "tlrt_buffer", "tlrt_tape": "tlrt_tape",
        "tlrt_allocator_stats": "tlrt_allocator_stats"}
 _LEAN_C = {"UInt64": "uint64_t", "UInt32": "uint32_t", "UInt8": "uint8_t", "Float": "double",
-           "Bool": "uint8_t"}
+           "Bool": "uint8_t", "USize": "size_t"}
 
 
 def c_of_rust(t):
@@ -140,6 +143,12 @@ def c_functions(text):
 def check(abi_dir, bdir):
     abi = A.parse_abi(abi_dir)
     protos = {p.name: p for p in abi.protos}
+    for sname in abi.structs:  # each binding spells a struct of the headers by its C name
+        _RS.setdefault(sname, sname)
+        _JL.setdefault(sname, sname)
+    for ename in abi.enum_types:  # an enum type (tlrt_dtype): its C name in Rust, Cint in Julia
+        _RS.setdefault(ename, ename)
+        _JL_ALIAS.setdefault(ename, "int")
     errors = []
     missing = [s for s in abi.map_symbols if s not in protos]
     errors += [f"map: {s} is not declared in any header" for s in missing]
@@ -261,6 +270,19 @@ def check(abi_dir, bdir):
                 errors.append(f"julia: call of C.{m.group(1)} with {n} arguments, header has "
                               f"{len(protos[m.group(1)].params)}")
 
+    # ---- the values of the other enums (tlrt_dtype), as constants of each binding
+    for ename, items in abi.enum_types.items():
+        if not re.search(r"^pub type " + ename + r" = c_int;$", rs, flags=re.M):
+            errors.append(f"rust: no `pub type {ename} = c_int;`")
+        for n, v in items.items():
+            for where, text, pat in (
+                    ("rust", rs, r"^pub const " + n + r": " + ename + r" = (\w+);$"),
+                    ("lean", ffi, r"^def " + n + r" : UInt32 := (\w+)$"),
+                    ("julia", jl, r"^const " + n + r" = Cint\((\w+)\)$")):
+                got = re.findall(pat, text, flags=re.M)
+                if len(got) != 1 or int(got[0], 0) != v:
+                    errors.append(f"{where}: {ename} value {n} defined as {got}, header {v}")
+
     # ---- Python (the declarations torchlean_rt.py binds; read back as literals, never executed)
     errors += check_python_decls(read("python/_torchlean_rt_abi.py"), abi, protos, symbols)
     return errors, symbols, unmapped
@@ -291,7 +313,7 @@ def check_python_decls(text, abi, protos, symbols):
             values[node.targets[0].id] = ast.literal_eval(v)
         except ValueError:
             return [f"python: line {node.lineno}: {node.targets[0].id} is not a literal"]
-    need = ("HEADERS", "PROTOTYPES", "STATUS", "DEFINES", "STRUCTS", "CTYPES")
+    need = ("HEADERS", "PROTOTYPES", "STATUS", "ENUMS", "DEFINES", "STRUCTS", "CTYPES")
     if any(k not in values for k in need):
         return [f"python: missing {[k for k in need if k not in values]}"]
     decl = {}
@@ -311,6 +333,8 @@ def check_python_decls(text, abi, protos, symbols):
         errors.append(f"python: declared but in no header: {extra}")
     if values["STATUS"] != abi.enums:
         errors.append("python: STATUS differs from the tlrt_status enum")
+    if values["ENUMS"] != abi.enum_types:
+        errors.append("python: ENUMS differ from the headers' other enums (tlrt_dtype)")
     if values["DEFINES"] != {n: v for n, (v, _) in abi.defines.items()}:
         errors.append("python: DEFINES differ from the headers' integer #defines")
     if {n: [tuple(f) for f in fs] for n, fs in values["STRUCTS"].items()} != abi.structs:

@@ -7,8 +7,8 @@ abi/torchlean_rt.map), torchlean_rt.parse_header_text and tests/bindings/test_py
 
 parse_abi(abi_dir) reads the umbrella header torchlean_rt.h, every header it includes (in that
 order) and then any other abi/tlrt_*.h not included yet (sorted), and returns an Abi: the TLRT_API
-prototypes, the tlrt_status enum, the integer object-like #defines, the structs, and the symbols of
-torchlean_rt.map.
+prototypes, the tlrt_status enum, the other enums of the library (tlrt_dtype), the integer
+object-like #defines, the structs, and the symbols of torchlean_rt.map.
 
 classify(proto) maps each parameter to one KIND, the vocabulary every generated binding is written
 in. An unknown pattern raises AbiError naming the function: a new header that needs a new pattern
@@ -36,8 +36,10 @@ class Abi:
     def __init__(self):
         self.protos = []      # [Proto] in header order
         self.enums = {}       # name -> int (the tlrt_status enum)
+        self.enum_types = {}  # the other tlrt_* enums: type name -> {item: int} (tlrt_dtype)
         self.defines = {}     # name -> (int, ctype)   ctype: 'u32', 'u64' or 'device'
-        self.structs = {}     # name -> [(type, field)]
+        self.structs = {}     # name -> [(type, field)]; an array field's type is 'T[N]'
+        self.struct_headers = {}  # struct name -> the header declaring it
         self.map_symbols = []  # symbols of torchlean_rt.map
         self.headers = []     # header file names, in parse order
 
@@ -130,7 +132,14 @@ def parse_header(text, header, abi):
         last_doc, since_decl = doc, False
         abi.protos.append(Proto(name, restype, params, header, doc))
     plain = _blank_preprocessor(_strip_comments(text))
+    # Only the library's own types (tlrt_*): tlrt_dlpack.h also carries the DLPack specification's
+    # structs, which the entry points take as void * and the bindings do not need.
     for em in re.finditer(r"typedef\s+enum\s+\w*\s*\{(.*?)\}\s*(\w+)\s*;", plain, flags=re.S):
+        if not em.group(2).startswith("tlrt_"):
+            continue
+        # tlrt_status into abi.enums (the status codes every binding lists); any other enum type
+        # (an argument type such as tlrt_dtype) into abi.enum_types[its name].
+        items = abi.enums if em.group(2) == "tlrt_status" else abi.enum_types.setdefault(em.group(2), {})
         value = -1
         for item in em.group(1).split(","):
             item = item.strip()
@@ -139,22 +148,15 @@ def parse_header(text, header, abi):
             im = re.match(r"^([A-Za-z_]\w*)\s*(?:=\s*(.+))?$", item)
             if not im:
                 raise AbiError(f"{header}: cannot parse enum item {item!r}")
-            value = eval_int(im.group(2), abi.enums) if im.group(2) is not None else value + 1
+            value = eval_int(im.group(2), dict(abi.enums, **items)) if im.group(2) is not None \
+                else value + 1
             if value is None:
                 raise AbiError(f"{header}: enum value {item!r} is not an integer")
-            abi.enums[im.group(1)] = value
-    for sm in re.finditer(r"typedef\s+struct\s+(\w+)\s*\{(.*?)\}\s*(\w+)\s*;", plain, flags=re.S):
-        fields = []
-        for f in sm.group(2).split(";"):
-            f = " ".join(f.split())
-            if f:
-                fm = re.match(r"^(.*?)(\b[A-Za-z_]\w*)$", f)
-                if not fm:
-                    raise AbiError(f"{header}: struct {sm.group(3)}: cannot parse field {f!r}")
-                fields.append((norm_type(fm.group(1)), fm.group(2)))
-        abi.structs[sm.group(3)] = fields
+            items[im.group(1)] = value
     known = {k: v for k, (v, _) in abi.defines.items()}
     known.update(abi.enums)
+    for items in abi.enum_types.values():
+        known.update(items)
     for dm in re.finditer(r"^\s*#\s*define\s+(TLRT_\w+)[ \t]+([^\n]+)$", _strip_comments(text),
                           flags=re.M):
         body = dm.group(2).strip()
@@ -162,6 +164,27 @@ def parse_header(text, header, abi):
         if v is not None:
             abi.defines[dm.group(1)] = (v, _define_ctype(body, v))
             known[dm.group(1)] = v
+    # Structs after the defines: an array field's length may be one (uint64_t a[TLRT_X_MAX]).
+    for sm in re.finditer(r"typedef\s+struct\s+(\w+)?\s*\{(.*?)\}\s*(\w+)\s*;", plain, flags=re.S):
+        if not sm.group(3).startswith("tlrt_"):
+            continue
+        fields = []
+        for f in sm.group(2).split(";"):
+            f = " ".join(f.split())
+            if f:
+                fm = re.match(r"^(.*?)(\b[A-Za-z_]\w*)\s*(?:\[([^\]]+)\])?$", f)
+                if not fm or not fm.group(1).strip():
+                    raise AbiError(f"{header}: struct {sm.group(3)}: cannot parse field {f!r}")
+                t = norm_type(fm.group(1))
+                if fm.group(3) is not None:
+                    n = eval_int(fm.group(3).strip(), known)
+                    if n is None or n <= 0:
+                        raise AbiError(f"{header}: struct {sm.group(3)}: field {fm.group(2)}: "
+                                       f"array length {fm.group(3)!r} is not a positive integer")
+                    t = f"{t}[{n}]"
+                fields.append((t, fm.group(2)))
+        abi.structs[sm.group(3)] = fields
+        abi.struct_headers[sm.group(3)] = header
 
 
 def parse_abi(abi_dir):
@@ -199,14 +222,23 @@ def parse_abi(abi_dir):
 # ----------------------------------------------------------------------------------------------
 
 SCALARS = {"uint64_t": "u64", "uint32_t": "u32", "uint8_t": "u8", "double": "f64", "float": "f32",
-           "bool": "bool", "tlrt_device": "device", "int": "int", "tlrt_status": "status"}
+           "bool": "bool", "tlrt_device": "device", "int": "int", "tlrt_status": "status",
+           # an element type (a C enum: int-sized), TLRT_DTYPE_* of abi/tlrt_buffer.h
+           "tlrt_dtype": "dtype",
+           # a foreign handle passed by value (a cudaStream_t or cudaEvent_t): an address-sized
+           # integer in every binding, never dereferenced by it
+           "void *": "ptr"}
 RESULTS = {"tlrt_status": "status", "void": "void", "uint32_t": "u32", "uint64_t": "u64",
            "bool": "bool", "const char *": "string"}
 OUTS = {"tlrt_buffer **": "out_buf", "tlrt_tape **": "out_tape", "uint64_t *": "out_u64",
         "uint32_t *": "out_u32", "bool *": "out_bool", "tlrt_device *": "out_device",
-        "tlrt_allocator_stats *": "out_stats"}
-HOST_DATA_IN = {"const float *": "f32", "const double *": "f64", "const uint8_t *": "u8"}
-HOST_DATA_OUT = {"float *": "f32", "double *": "f64", "uint8_t *": "u8"}
+        "tlrt_allocator_stats *": "out_stats", "void **": "out_ptr", "tlrt_dtype *": "out_dtype"}
+# Host data arrays (a count of elements after each): elem kind f32 / f64 (values), u8 (bytes of
+# little-endian float32), i32 / i64 (the values of an integer buffer).
+HOST_DATA_IN = {"const float *": "f32", "const double *": "f64", "const uint8_t *": "u8",
+                "const int32_t *": "i32", "const int64_t *": "i64"}
+HOST_DATA_OUT = {"float *": "f32", "double *": "f64", "uint8_t *": "u8", "int32_t *": "i32",
+                 "int64_t *": "i64"}
 
 # Arrays without a count parameter right after them, and where their length comes from:
 #   ('param', name)       the value of an integer parameter;
@@ -242,19 +274,44 @@ UNCOUNTED = {
 OPTIONAL = {("tlrt_sgd_step", "momentum_buf"),
             *{(f"tlrt_{op}_fwd", "bias")
               for op in ("conv", "conv2d", "convtranspose", "convtranspose2d")},
+            *{(f"tlrt_{op}_fwd_geom", "bias") for op in ("conv", "convtranspose")},
             *{(f"tlrt_flash_attention_{e}", "mask") for e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")},
             ("tlrt_tape_flash_attention", "mask")}
 # Optional scalar out-parameters (NULL allowed): the bindings always pass a place.
 OPTIONAL_OUT = {("tlrt_tape_shape", "requires_grad")}
+# Output-shape queries `uint64_t *dims, uint32_t capacity, uint32_t *rank`: the define whose value
+# is a capacity that always suffices (the bindings pass room for that many dims).
+DIMS_CAPACITY = {"tlrt_conv_output_dims": "TLRT_CONV_MAX_DIMS",
+                 "tlrt_convtranspose_output_dims": "TLRT_CONV_MAX_DIMS",
+                 "tlrt_pool_output_dims": "TLRT_POOL_MAX_DIMS"}
+
+
+def array_field(t):
+    """'uint64_t[8]' -> ('uint64_t', 8); a scalar field type -> (t, None)."""
+    m = re.match(r"^(.*)\[(\d+)\]$", t)
+    return (m.group(1), int(m.group(2))) if m else (t, None)
+
+
+def struct_in_name(t):
+    """'const tlrt_conv_geometry *' -> 'tlrt_conv_geometry' (a struct passed by const pointer as
+    an input); None for every other type."""
+    m = re.match(r"^const (tlrt_\w+) \*$", t)
+    return m.group(1) if m and m.group(1) not in ("tlrt_buffer", "tlrt_tape") else None
 
 
 class Param:
     """kind: buf (input handle; .mut for a non-const tlrt_buffer *), tape, a scalar kind
-    (u64 u32 u8 f64 f32 bool device int status), arr64 / arr32 (host index lists; .length is
+    (u64 u32 u8 f64 f32 bool device int status, dtype: a tlrt_dtype, and ptr: a foreign handle as
+    void *), arr64 / arr32 (host index lists; .length is
     ('count', name) or an UNCOUNTED source), count (the length of the array before it; not a
-    parameter of the bindings), data_in / data_out (host float32/float64/byte data; .elem;
-    .length ('count', name) or a source), out_* (trailing results), out_dims (uint64_t * room for
-    TLRT_TAPE_MAX_RANK dims; its length is the out_rank parameter right after it), out_rank."""
+    parameter of the bindings), data_in / data_out (host data; .elem f32 / f64 / u8 (bytes) /
+    i32 / i64; .length ('count', name) or a source), out_* (trailing results; out_dtype a
+    tlrt_dtype *), out_dims (uint64_t * room for
+    TLRT_TAPE_MAX_RANK dims; its length is the out_rank parameter right after it), out_rank,
+    out_ptr (a void ** receiving a foreign handle), struct_in (a const pointer to a struct of the
+    headers, .struct its name), out_dims_cap (uint64_t * room for the shape of an output-shape
+    query: .length ('define', name) its capacity, passed in the capacity parameter right after it,
+    then out_rank)."""
 
     def __init__(self, ctype, name, kind, **kw):
         self.ctype, self.name, self.kind = ctype, name, kind
@@ -263,6 +320,7 @@ class Param:
         self.length = kw.get("length")
         self.elem = kw.get("elem")
         self.of = kw.get("of")   # count: the array parameter it counts
+        self.struct = kw.get("struct")  # struct_in: the struct's name
 
     @property
     def is_out(self):
@@ -284,7 +342,8 @@ class Fn:
     @property
     def ins(self):
         """Parameters a binding exposes (not counts, not outputs)."""
-        return [p for p in self.params if not p.is_out and p.kind not in ("count", "data_out")]
+        return [p for p in self.params
+                if not p.is_out and p.kind not in ("count", "data_out", "capacity")]
 
     @property
     def outs(self):
@@ -312,6 +371,8 @@ def classify(proto):
                              optional=(name, n) in OPTIONAL))
         elif t in ("tlrt_tape *", "const tlrt_tape *"):
             out.append(Param(t, n, "tape", mut=(t == "tlrt_tape *")))
+        elif struct_in_name(t):
+            out.append(Param(t, n, "struct_in", struct=struct_in_name(t)))
         elif t in SCALARS:
             out.append(Param(t, n, SCALARS[t]))
         elif t in ("const uint64_t *", "const uint32_t *"):
@@ -345,6 +406,16 @@ def classify(proto):
                 i += 1
             else:
                 raise AbiError(f"{name}: host array {n} without a uint64_t count after it")
+        elif (t == "uint64_t *" and nxt and nxt[0] == "uint32_t" and i + 2 < len(ps)
+              and ps[i + 2][0] == "uint32_t *"):
+            if name not in DIMS_CAPACITY:
+                raise AbiError(f"{name}: output-shape array {n} has no entry in DIMS_CAPACITY "
+                               "(bindings/gen/tlrt_abi.py)")
+            out.append(Param(t, n, "out_dims_cap", length=("define", DIMS_CAPACITY[name])))
+            out.append(Param(nxt[0], nxt[1], "capacity", of=n))
+            out.append(Param(ps[i + 2][0], ps[i + 2][1], "out_rank"))
+            seen_out = True
+            i += 2
         elif t == "uint64_t *" and nxt and nxt[0] == "uint32_t *":
             out.append(Param(t, n, "out_dims", length=("count", nxt[1])))
             out.append(Param(nxt[0], nxt[1], "out_rank"))

@@ -32,6 +32,31 @@ struct tlrt_allocator_stats
     peak_handles::UInt64
 end
 
+struct tlrt_pool_geometry
+    struct_size::UInt64
+    rank::UInt64
+    batch::UInt64
+    channels::UInt64
+    in_spatial::NTuple{8,UInt64}
+    kernel::NTuple{8,UInt64}
+    stride::NTuple{8,UInt64}
+    padding::NTuple{8,UInt64}
+end
+
+struct tlrt_conv_geometry
+    struct_size::UInt64
+    rank::UInt64
+    batch::UInt64
+    in_channels::UInt64
+    out_channels::UInt64
+    groups::UInt64
+    in_spatial::NTuple{8,UInt64}
+    kernel_size::NTuple{8,UInt64}
+    stride::NTuple{8,UInt64}
+    padding::NTuple{8,UInt64}
+    dilation::NTuple{8,UInt64}
+end
+
 const TLRT_OK = Cint(0)
 const TLRT_ERR_NULL_ARGUMENT = Cint(1)
 const TLRT_ERR_INVALID_ARGUMENT = Cint(2)
@@ -40,6 +65,8 @@ const TLRT_ERR_OVERFLOW = Cint(4)
 const TLRT_ERR_INDEX = Cint(5)
 const TLRT_ERR_RELEASED = Cint(6)
 const TLRT_ERR_DEVICE_MISMATCH = Cint(7)
+const TLRT_ERR_STALE_HANDLE = Cint(8)
+const TLRT_ERR_DTYPE = Cint(9)
 const TLRT_ERR_OUT_OF_MEMORY = Cint(100)
 const TLRT_ERR_BACKEND_UNAVAILABLE = Cint(200)
 const TLRT_ERR_NO_DEVICE = Cint(201)
@@ -48,9 +75,12 @@ const TLRT_ERR_DEVICE_LOST = Cint(203)
 const TLRT_ERR_LIBRARY = Cint(204)
 const TLRT_ERR_UNSUPPORTED = Cint(205)
 const TLRT_ERR_INTERNAL = Cint(900)
+const TLRT_DTYPE_F32 = Cint(0)
+const TLRT_DTYPE_I32 = Cint(1)
+const TLRT_DTYPE_I64 = Cint(2)
 const TLRT_ABI_VERSION_MAJOR = UInt32(1)
-const TLRT_ABI_VERSION_MINOR = UInt32(0)
-const TLRT_ABI_VERSION = UInt32(65536)
+const TLRT_ABI_VERSION_MINOR = UInt32(1)
+const TLRT_ABI_VERSION = UInt32(65537)
 const TLRT_DEVICE_KIND_CPU = UInt32(0)
 const TLRT_DEVICE_KIND_CUDA = UInt32(1)
 const TLRT_DEVICE_CPU = UInt32(0)
@@ -58,9 +88,16 @@ const TLRT_RUNTIME_CPU_ONLY = UInt32(0)
 const TLRT_RUNTIME_CUDA_READY = UInt32(1)
 const TLRT_RUNTIME_CUDA_NO_DEVICE = UInt32(2)
 const TLRT_MAX_ELEMENTS = UInt64(1152921504606846976)
+const TLRT_CUDA_STREAM_LEGACY = UInt32(1)
+const TLRT_CUDA_STREAM_PER_THREAD = UInt32(2)
+const TLRT_DLPACK_MAX_NDIM = UInt32(32)
 const TLRT_TAPE_MAX_RANK = UInt32(8)
 const TLRT_TAPE_NONE = UInt64(18446744073709551615)
 const TLRT_SCAN_CHUNK = UInt32(64)
+const TLRT_POOL_MAX_RANK = UInt32(8)
+const TLRT_POOL_MAX_DIMS = UInt32(10)
+const TLRT_CONV_MAX_RANK = UInt32(8)
+const TLRT_CONV_MAX_DIMS = UInt32(10)
 
 tlrt_status_string(status) = @ccall libtorchlean_rt.tlrt_status_string(status::Cint)::Cstring
 tlrt_last_error() = @ccall libtorchlean_rt.tlrt_last_error()::Cstring
@@ -82,14 +119,30 @@ tlrt_buffer_full(device, n, value, out) = @ccall libtorchlean_rt.tlrt_buffer_ful
 tlrt_buffer_to_f32(buffer, dst, n) = @ccall libtorchlean_rt.tlrt_buffer_to_f32(buffer::Ptr{tlrt_buffer}, dst::Ptr{Cfloat}, n::UInt64)::Cint
 tlrt_buffer_to_f64(buffer, dst, n) = @ccall libtorchlean_rt.tlrt_buffer_to_f64(buffer::Ptr{tlrt_buffer}, dst::Ptr{Cdouble}, n::UInt64)::Cint
 tlrt_buffer_to_bytes(buffer, dst, nbytes) = @ccall libtorchlean_rt.tlrt_buffer_to_bytes(buffer::Ptr{tlrt_buffer}, dst::Ptr{UInt8}, nbytes::UInt64)::Cint
+tlrt_buffer_from_i32(device, data, n, out) = @ccall libtorchlean_rt.tlrt_buffer_from_i32(device::UInt32, data::Ptr{Int32}, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_buffer_from_i64(device, data, n, out) = @ccall libtorchlean_rt.tlrt_buffer_from_i64(device::UInt32, data::Ptr{Int64}, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_buffer_to_i32(buffer, dst, n) = @ccall libtorchlean_rt.tlrt_buffer_to_i32(buffer::Ptr{tlrt_buffer}, dst::Ptr{Int32}, n::UInt64)::Cint
+tlrt_buffer_to_i64(buffer, dst, n) = @ccall libtorchlean_rt.tlrt_buffer_to_i64(buffer::Ptr{tlrt_buffer}, dst::Ptr{Int64}, n::UInt64)::Cint
+tlrt_buffer_zeros_of(device, dtype, n, out) = @ccall libtorchlean_rt.tlrt_buffer_zeros_of(device::UInt32, dtype::Cint, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_buffer_dtype(buffer, dtype) = @ccall libtorchlean_rt.tlrt_buffer_dtype(buffer::Ptr{tlrt_buffer}, dtype::Ptr{Cint})::Cint
 tlrt_buffer_size(buffer, size) = @ccall libtorchlean_rt.tlrt_buffer_size(buffer::Ptr{tlrt_buffer}, size::Ptr{UInt64})::Cint
 tlrt_buffer_device(buffer, device) = @ccall libtorchlean_rt.tlrt_buffer_device(buffer::Ptr{tlrt_buffer}, device::Ptr{UInt32})::Cint
 tlrt_buffer_to_device(buffer, device, out) = @ccall libtorchlean_rt.tlrt_buffer_to_device(buffer::Ptr{tlrt_buffer}, device::UInt32, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_buffer_copy(buffer, out) = @ccall libtorchlean_rt.tlrt_buffer_copy(buffer::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_buffer_retain(buffer) = @ccall libtorchlean_rt.tlrt_buffer_retain(buffer::Ptr{tlrt_buffer})::Cint
 tlrt_buffer_free(buffer) = @ccall libtorchlean_rt.tlrt_buffer_free(buffer::Ptr{tlrt_buffer})::Cvoid
+tlrt_buffer_free_checked(buffer) = @ccall libtorchlean_rt.tlrt_buffer_free_checked(buffer::Ptr{tlrt_buffer})::Cint
 tlrt_buffer_release_storage(buffer, freed) = @ccall libtorchlean_rt.tlrt_buffer_release_storage(buffer::Ptr{tlrt_buffer}, freed::Ptr{Bool})::Cint
 tlrt_buffer_is_released(buffer, released) = @ccall libtorchlean_rt.tlrt_buffer_is_released(buffer::Ptr{tlrt_buffer}, released::Ptr{Bool})::Cint
+tlrt_stream_set(device, cuda_stream) = @ccall libtorchlean_rt.tlrt_stream_set(device::UInt32, cuda_stream::Ptr{Cvoid})::Cint
+tlrt_stream_get(device, cuda_stream) = @ccall libtorchlean_rt.tlrt_stream_get(device::UInt32, cuda_stream::Ptr{Ptr{Cvoid}})::Cint
+tlrt_stream_record_event(device, cuda_event) = @ccall libtorchlean_rt.tlrt_stream_record_event(device::UInt32, cuda_event::Ptr{Cvoid})::Cint
+tlrt_stream_wait_event(device, cuda_event) = @ccall libtorchlean_rt.tlrt_stream_wait_event(device::UInt32, cuda_event::Ptr{Cvoid})::Cint
+tlrt_stream_wait_for_library(device, cuda_stream) = @ccall libtorchlean_rt.tlrt_stream_wait_for_library(device::UInt32, cuda_stream::Ptr{Cvoid})::Cint
+tlrt_buffer_to_dlpack_versioned(buffer, dims, ndim, out) = @ccall libtorchlean_rt.tlrt_buffer_to_dlpack_versioned(buffer::Ptr{tlrt_buffer}, dims::Ptr{UInt64}, ndim::UInt32, out::Ptr{Ptr{Cvoid}})::Cint
+tlrt_buffer_to_dlpack(buffer, dims, ndim, out) = @ccall libtorchlean_rt.tlrt_buffer_to_dlpack(buffer::Ptr{tlrt_buffer}, dims::Ptr{UInt64}, ndim::UInt32, out::Ptr{Ptr{Cvoid}})::Cint
+tlrt_buffer_from_dlpack_versioned(managed, out) = @ccall libtorchlean_rt.tlrt_buffer_from_dlpack_versioned(managed::Ptr{Cvoid}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_buffer_from_dlpack(managed, out) = @ccall libtorchlean_rt.tlrt_buffer_from_dlpack(managed::Ptr{Cvoid}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_rand_uniform(device, n, key, out) = @ccall libtorchlean_rt.tlrt_rand_uniform(device::UInt32, n::UInt64, key::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_rand_normal(device, n, mean, std, key, out) = @ccall libtorchlean_rt.tlrt_rand_normal(device::UInt32, n::UInt64, mean::Cdouble, std::Cdouble, key::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_bernoulli_mask(device, n, keep_prob, key, out) = @ccall libtorchlean_rt.tlrt_bernoulli_mask(device::UInt32, n::UInt64, keep_prob::Cdouble, key::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -168,6 +221,7 @@ tlrt_set_allow_tf32(on) = @ccall libtorchlean_rt.tlrt_set_allow_tf32(on::Bool)::
 tlrt_get_allow_tf32() = @ccall libtorchlean_rt.tlrt_get_allow_tf32()::Bool
 tlrt_tape_new(device, out) = @ccall libtorchlean_rt.tlrt_tape_new(device::UInt32, out::Ptr{Ptr{tlrt_tape}})::Cint
 tlrt_tape_free(tape) = @ccall libtorchlean_rt.tlrt_tape_free(tape::Ptr{tlrt_tape})::Cvoid
+tlrt_tape_free_checked(tape) = @ccall libtorchlean_rt.tlrt_tape_free_checked(tape::Ptr{tlrt_tape})::Cint
 tlrt_tape_reset(tape) = @ccall libtorchlean_rt.tlrt_tape_reset(tape::Ptr{tlrt_tape})::Cint
 tlrt_tape_node_count(tape, count) = @ccall libtorchlean_rt.tlrt_tape_node_count(tape::Ptr{tlrt_tape}, count::Ptr{UInt64})::Cint
 tlrt_tape_device(tape, device) = @ccall libtorchlean_rt.tlrt_tape_device(tape::Ptr{tlrt_tape}, device::Ptr{UInt32})::Cint
@@ -263,6 +317,13 @@ tlrt_smooth_maxpool2d_fwd(x, batch, channels, in_h, in_w, kernel_h, kernel_w, st
 tlrt_smooth_maxpool2d_bwd(x, dy, batch, channels, in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, beta, dx) = @ccall libtorchlean_rt.tlrt_smooth_maxpool2d_bwd(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_h::UInt64, in_w::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, beta::Cdouble, dx::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_smooth_maxpool_fwd(x, batch, channels, in_spatial, rank, kernel, stride, padding, beta, out) = @ccall libtorchlean_rt.tlrt_smooth_maxpool_fwd(x::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, beta::Cdouble, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_smooth_maxpool_bwd(x, dy, batch, channels, in_spatial, rank, kernel, stride, padding, beta, dx) = @ccall libtorchlean_rt.tlrt_smooth_maxpool_bwd(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, batch::UInt64, channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, beta::Cdouble, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_maxpool_fwd_geom(x, geometry, out) = @ccall libtorchlean_rt.tlrt_maxpool_fwd_geom(x::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_pool_geometry}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_maxpool_bwd_geom(x, dy, geometry, dx) = @ccall libtorchlean_rt.tlrt_maxpool_bwd_geom(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_pool_geometry}, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_avgpool_fwd_geom(x, geometry, count_include_pad, out) = @ccall libtorchlean_rt.tlrt_avgpool_fwd_geom(x::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_pool_geometry}, count_include_pad::Bool, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_avgpool_bwd_geom(dy, geometry, count_include_pad, dx) = @ccall libtorchlean_rt.tlrt_avgpool_bwd_geom(dy::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_pool_geometry}, count_include_pad::Bool, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_smooth_maxpool_fwd_geom(x, geometry, beta, out) = @ccall libtorchlean_rt.tlrt_smooth_maxpool_fwd_geom(x::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_pool_geometry}, beta::Cdouble, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_smooth_maxpool_bwd_geom(x, dy, geometry, beta, dx) = @ccall libtorchlean_rt.tlrt_smooth_maxpool_bwd_geom(x::Ptr{tlrt_buffer}, dy::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_pool_geometry}, beta::Cdouble, dx::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_pool_output_dims(geometry, dims, capacity, rank, elements) = @ccall libtorchlean_rt.tlrt_pool_output_dims(geometry::Ptr{tlrt_pool_geometry}, dims::Ptr{UInt64}, capacity::UInt32, rank::Ptr{UInt32}, elements::Ptr{UInt64})::Cint
 tlrt_flash_attention_fwd(q, k, v, mask, bh, n, d, scale, causal, mask_fill, out, lse) = @ccall libtorchlean_rt.tlrt_flash_attention_fwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, out::Ptr{Ptr{tlrt_buffer}}, lse::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_flash_attention_bwd(q, k, v, mask, dout, out, lse, bh, n, d, scale, causal, mask_fill, dq, dk, dv) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, out::Ptr{tlrt_buffer}, lse::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{Ptr{tlrt_buffer}}, dk::Ptr{Ptr{tlrt_buffer}}, dv::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_flash_attention_bwd_q(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dq) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_q(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -276,6 +337,12 @@ tlrt_convtranspose_fwd(kernel, bias, input, batch, in_channels, out_channels, in
 tlrt_convtranspose_bwd(kernel, input, grad_out, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_convtranspose_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_convtranspose2d_fwd(kernel, bias, input, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, out) = @ccall libtorchlean_rt.tlrt_convtranspose2d_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_convtranspose2d_bwd(kernel, input, grad_out, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_convtranspose2d_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_conv_fwd_geom(kernel, bias, input, geometry, out) = @ccall libtorchlean_rt.tlrt_conv_fwd_geom(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_conv_geometry}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_conv_bwd_geom(kernel, input, grad_out, geometry, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_conv_bwd_geom(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_conv_geometry}, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_convtranspose_fwd_geom(kernel, bias, input, geometry, out) = @ccall libtorchlean_rt.tlrt_convtranspose_fwd_geom(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_conv_geometry}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_convtranspose_bwd_geom(kernel, input, grad_out, geometry, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_convtranspose_bwd_geom(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_conv_geometry}, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_conv_output_dims(geometry, dims, capacity, rank, elements) = @ccall libtorchlean_rt.tlrt_conv_output_dims(geometry::Ptr{tlrt_conv_geometry}, dims::Ptr{UInt64}, capacity::UInt32, rank::Ptr{UInt32}, elements::Ptr{UInt64})::Cint
+tlrt_convtranspose_output_dims(geometry, dims, capacity, rank, elements) = @ccall libtorchlean_rt.tlrt_convtranspose_output_dims(geometry::Ptr{tlrt_conv_geometry}, dims::Ptr{UInt64}, capacity::UInt32, rank::Ptr{UInt32}, elements::Ptr{UInt64})::Cint
 
 end # module C
 
@@ -294,7 +361,8 @@ function check(st::Integer, func::String)
     throw(TorchleanRTError(Int32(st), name, msg, func))
 end
 
-"""A `tlrt_buffer *`: float32 values on one device. Owns one reference; the finalizer
+"""A `tlrt_buffer *`: values of one element type (float32, int32 or int64; `TLRT_DTYPE_*`)
+on one device. Owns one reference; the finalizer
 drops it (tlrt_buffer_free never fails or blocks); `free!` drops it now."""
 mutable struct Buffer
     ptr::Ptr{C.tlrt_buffer}
@@ -358,6 +426,32 @@ set_allow_tf32(on::Bool) = C.tlrt_set_allow_tf32(on)
 get_allow_tf32() = C.tlrt_get_allow_tf32()
 
 # ---- generated wrappers
+
+"""
+    pool_geometry(; batch, channels, in_spatial, kernel, stride, padding, rank)
+
+A `C.tlrt_pool_geometry` (abi/tlrt_pool.h) with struct_size set. Scalars default to 0 (rank to the length of in_spatial); each array holds at most its C length of entries, padded with zeros.
+"""
+function pool_geometry(; batch::Integer = 0, channels::Integer = 0, in_spatial::AbstractVector{<:Integer} = UInt64[], kernel::AbstractVector{<:Integer} = UInt64[], stride::AbstractVector{<:Integer} = UInt64[], padding::AbstractVector{<:Integer} = UInt64[], rank::Integer = length(in_spatial))
+    function fixed(a, n, what)
+        length(a) <= n || throw(ArgumentError("pool_geometry: $what has $(length(a)) entries, at most $n"))
+        ntuple(i -> i <= length(a) ? UInt64(a[i]) : UInt64(0), n)
+    end
+    C.tlrt_pool_geometry(UInt64(sizeof(C.tlrt_pool_geometry)), UInt64(rank), UInt64(batch), UInt64(channels), fixed(in_spatial, 8, "in_spatial"), fixed(kernel, 8, "kernel"), fixed(stride, 8, "stride"), fixed(padding, 8, "padding"))
+end
+
+"""
+    conv_geometry(; batch, in_channels, out_channels, groups, in_spatial, kernel_size, stride, padding, dilation, rank)
+
+A `C.tlrt_conv_geometry` (abi/tlrt_conv.h) with struct_size set. Scalars default to 0 (rank to the length of in_spatial); each array holds at most its C length of entries, padded with zeros.
+"""
+function conv_geometry(; batch::Integer = 0, in_channels::Integer = 0, out_channels::Integer = 0, groups::Integer = 0, in_spatial::AbstractVector{<:Integer} = UInt64[], kernel_size::AbstractVector{<:Integer} = UInt64[], stride::AbstractVector{<:Integer} = UInt64[], padding::AbstractVector{<:Integer} = UInt64[], dilation::AbstractVector{<:Integer} = UInt64[], rank::Integer = length(in_spatial))
+    function fixed(a, n, what)
+        length(a) <= n || throw(ArgumentError("conv_geometry: $what has $(length(a)) entries, at most $n"))
+        ntuple(i -> i <= length(a) ? UInt64(a[i]) : UInt64(0), n)
+    end
+    C.tlrt_conv_geometry(UInt64(sizeof(C.tlrt_conv_geometry)), UInt64(rank), UInt64(batch), UInt64(in_channels), UInt64(out_channels), UInt64(groups), fixed(in_spatial, 8, "in_spatial"), fixed(kernel_size, 8, "kernel_size"), fixed(stride, 8, "stride"), fixed(padding, 8, "padding"), fixed(dilation, 8, "dilation"))
+end
 
 """
     status_string(status)
@@ -450,8 +544,9 @@ end
 `tlrt_status tlrt_synchronize(tlrt_device device)`
 
 Wait until all work this library queued on `device` has finished. CUDA work is asynchronous
-(one ordered library stream per device); an error raised by a kernel surfaces here or at the
-next download. A no-op for the CPU.
+(one ordered stream per device: the library's own, or the host's set by tlrt_stream_set, in
+tlrt_stream.h; this waits for that stream, so also for the host's work queued on it before);
+an error raised by a kernel surfaces here or at the next download. A no-op for the CPU.
 Errors: TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_BACKEND_UNAVAILABLE;
 TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
 """
@@ -674,6 +769,106 @@ function buffer_to_bytes(buffer::Buffer)
 end
 
 """
+    buffer_from_i32(device, data)
+
+`tlrt_status tlrt_buffer_from_i32(tlrt_device device, const int32_t * data, uint64_t n, tlrt_buffer ** out)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE.
+"""
+function buffer_from_i32(device::Integer, data::AbstractVector)
+    c_data = Vector{Int32}(data)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve c_data check(C.tlrt_buffer_from_i32(UInt32(device), c_data, UInt64(length(c_data)), o_out), "tlrt_buffer_from_i32")
+    Buffer(o_out[])
+end
+
+"""
+    buffer_from_i64(device, data)
+
+`tlrt_status tlrt_buffer_from_i64(tlrt_device device, const int64_t * data, uint64_t n, tlrt_buffer ** out)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE.
+"""
+function buffer_from_i64(device::Integer, data::AbstractVector)
+    c_data = Vector{Int64}(data)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve c_data check(C.tlrt_buffer_from_i64(UInt32(device), c_data, UInt64(length(c_data)), o_out), "tlrt_buffer_from_i64")
+    Buffer(o_out[])
+end
+
+"""
+    buffer_to_i32(buffer)
+
+`tlrt_status tlrt_buffer_to_i32(const tlrt_buffer * buffer, int32_t * dst, uint64_t n)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE.
+"""
+function buffer_to_i32(buffer::Buffer)
+    n_dst = buffer_size(buffer)
+    c_dst = zeros(Int32, Int(n_dst))
+    GC.@preserve buffer check(C.tlrt_buffer_to_i32(buffer.ptr, c_dst, UInt64(length(c_dst))), "tlrt_buffer_to_i32")
+    c_dst
+end
+
+"""
+    buffer_to_i64(buffer)
+
+`tlrt_status tlrt_buffer_to_i64(const tlrt_buffer * buffer, int64_t * dst, uint64_t n)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE.
+"""
+function buffer_to_i64(buffer::Buffer)
+    n_dst = buffer_size(buffer)
+    c_dst = zeros(Int64, Int(n_dst))
+    GC.@preserve buffer check(C.tlrt_buffer_to_i64(buffer.ptr, c_dst, UInt64(length(c_dst))), "tlrt_buffer_to_i64")
+    c_dst
+end
+
+"""
+    buffer_zeros_of(device, dtype, n)
+
+`tlrt_status tlrt_buffer_zeros_of(tlrt_device device, tlrt_dtype dtype, uint64_t n, tlrt_buffer ** out)`
+
+New buffer of n zeros of a type (+0.0f, or 0).
+Errors: as tlrt_buffer_zeros, plus TLRT_ERR_INVALID_ARGUMENT (unknown dtype).
+"""
+function buffer_zeros_of(device::Integer, dtype::Integer, n::Integer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    check(C.tlrt_buffer_zeros_of(UInt32(device), Cint(dtype), UInt64(n), o_out), "tlrt_buffer_zeros_of")
+    Buffer(o_out[])
+end
+
+"""
+    buffer_dtype(buffer)
+
+`tlrt_status tlrt_buffer_dtype(const tlrt_buffer * buffer, tlrt_dtype * dtype)`
+
+dtype = the element type of a buffer (also of a released one).
+Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE.
+"""
+function buffer_dtype(buffer::Buffer)
+    o_dtype = Ref{Cint}(0)
+    GC.@preserve buffer check(C.tlrt_buffer_dtype(buffer.ptr, o_dtype), "tlrt_buffer_dtype")
+    o_dtype[]
+end
+
+"""
     buffer_size(buffer)
 
 `tlrt_status tlrt_buffer_size(const tlrt_buffer * buffer, uint64_t * size)`
@@ -708,7 +903,7 @@ end
 
 `tlrt_status tlrt_buffer_to_device(const tlrt_buffer * buffer, tlrt_device device, tlrt_buffer ** out)`
 
-New buffer with the same values on `device` (a copy even when the device is the same).
+New buffer with the same values and type on `device` (a copy even when the device is the same).
 CPU<->CUDA and CUDA<->CUDA (across ordinals) are supported. Numeric class: exact.
 Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_RELEASED; the device errors of tlrt_buffer_from_f32.
 """
@@ -736,11 +931,26 @@ end
 
 `tlrt_status tlrt_buffer_retain(tlrt_buffer * buffer)`
 
-Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT. (Retaining a released buffer is allowed.)
+Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE. (Retaining a released
+buffer is allowed.)
 """
 function buffer_retain(buffer::Buffer)
     GC.@preserve buffer check(C.tlrt_buffer_retain(buffer.ptr), "tlrt_buffer_retain")
     Buffer(buffer.ptr)
+end
+
+"""
+    buffer_free_checked(buffer)
+
+`tlrt_status tlrt_buffer_free_checked(tlrt_buffer * buffer)`
+
+tlrt_buffer_free that reports misuse: TLRT_OK when a reference was dropped or buffer is NULL;
+TLRT_ERR_STALE_HANDLE (and nothing done) when buffer is not a live handle: freed already (a
+double free), or never a handle.
+"""
+function buffer_free_checked(buffer::Buffer)
+    GC.@preserve buffer check(C.tlrt_buffer_free_checked(buffer.ptr), "tlrt_buffer_free_checked")
+    nothing
 end
 
 """
@@ -769,6 +979,219 @@ function buffer_is_released(buffer::Buffer)
     o_released = Ref{Bool}(false)
     GC.@preserve buffer check(C.tlrt_buffer_is_released(buffer.ptr, o_released), "tlrt_buffer_is_released")
     o_released[]
+end
+
+"""
+    stream_set(device, cuda_stream)
+
+`tlrt_status tlrt_stream_set(tlrt_device device, void * cuda_stream)`
+
+From now on, queue all of the library's work on `device` on cuda_stream (a cudaStream_t of that
+device, or TLRT_CUDA_STREAM_LEGACY). NULL, or the library's own stream as tlrt_stream_get
+returned it, goes back to the library's own stream; so tlrt_stream_set(d, s) with s from an
+earlier tlrt_stream_get(d, &s) restores what was current then. Setting the current stream again
+does nothing.
+Ordering: the new stream waits, on the device, for everything the library queued before the
+switch (an event recorded on the previous stream, which the new stream waits on; the host does
+not wait). So buffers computed before the switch are valid inputs after it, and memory the
+library freed on the previous stream is reused on the new one only after its last use there.
+Work the host queued on cuda_stream before the call runs before the library's work queued after
+it (same stream); the previous stream is not made to wait for anything.
+Lifetime: the stream must stay alive while it is current. Switch back (NULL) before destroying
+it; destroying it while it is current is undefined behaviour: later calls on the device may fail
+with TLRT_ERR_CUDA, queue work on whatever stream reuses the handle, or crash (work already
+queued completes, as CUDA finishes a destroyed stream's work). A blocking stream (one created
+without cudaStreamNonBlocking, or the legacy stream) also synchronises with the legacy default
+stream, as CUDA defines; the library's own stream does not.
+Threading: see the top of this header (no other call on the device may overlap this one).
+On failure the current stream is unchanged.
+Errors: TLRT_ERR_INVALID_ARGUMENT (malformed device; cuda_stream belongs to another device, where
+the CUDA runtime and driver can tell, 12.8 and later); TLRT_ERR_UNSUPPORTED (the CPU;
+cuda_stream is TLRT_CUDA_STREAM_PER_THREAD, a different stream on every host thread, which would
+leave the library's work on the device unordered between threads: pass a stream handle);
+TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA (the runtime rejected the
+handle); TLRT_ERR_DEVICE_LOST.
+"""
+function stream_set(device::Integer, cuda_stream::Union{Ptr,Integer})
+    check(C.tlrt_stream_set(UInt32(device), Ptr{Cvoid}(UInt(cuda_stream))), "tlrt_stream_set")
+    nothing
+end
+
+"""
+    stream_get(device)
+
+`tlrt_status tlrt_stream_get(tlrt_device device, void ** cuda_stream)`
+
+cuda_stream = the current stream of `device`: the host's as it was set (TLRT_CUDA_STREAM_LEGACY
+stays that value), or the library's own stream (never NULL; created on first use, alive for the
+process; the host may queue work on it and wait on it, and must not destroy it).
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_stream); TLRT_ERR_INVALID_ARGUMENT (malformed device);
+TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA
+(creating the library's stream failed); TLRT_ERR_DEVICE_LOST. On failure *cuda_stream = NULL.
+"""
+function stream_get(device::Integer)
+    o_cuda_stream = Ref{Ptr{Cvoid}}(C_NULL)
+    check(C.tlrt_stream_get(UInt32(device), o_cuda_stream), "tlrt_stream_get")
+    o_cuda_stream[]
+end
+
+"""
+    stream_record_event(device, cuda_event)
+
+`tlrt_status tlrt_stream_record_event(tlrt_device device, void * cuda_event)`
+
+Records cuda_event (a cudaEvent_t created on `device`) on the current stream of `device`
+(cudaEventRecord): the event completes once all work the library has queued on the device so far
+has completed. A host stream can then wait for that work on the device (cudaStreamWaitEvent;
+torch.cuda.Stream.wait_event), or the host can wait (cudaEventSynchronize) or poll
+(cudaEventQuery). Work the library queues later is not covered. The host does not wait.
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_event); TLRT_ERR_INVALID_ARGUMENT (malformed device);
+TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA
+(the runtime rejected the event, for example one created on another device);
+TLRT_ERR_DEVICE_LOST.
+"""
+function stream_record_event(device::Integer, cuda_event::Union{Ptr,Integer})
+    check(C.tlrt_stream_record_event(UInt32(device), Ptr{Cvoid}(UInt(cuda_event))), "tlrt_stream_record_event")
+    nothing
+end
+
+"""
+    stream_wait_event(device, cuda_event)
+
+`tlrt_status tlrt_stream_wait_event(tlrt_device device, void * cuda_event)`
+
+Makes the library's work on `device` queued after this call wait, on the device, for the most
+recent record of cuda_event (cudaStreamWaitEvent on the current stream; the event may belong to
+any device, and one never recorded counts as complete). The host does not wait. For example, a
+host that wrote data on its stream records an event there and passes it here before the library
+reads that data. After tlrt_stream_set the wait stays in force: the new stream waits for the
+previous one.
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_event); TLRT_ERR_INVALID_ARGUMENT (malformed device);
+TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA
+(the runtime rejected the event); TLRT_ERR_DEVICE_LOST.
+"""
+function stream_wait_event(device::Integer, cuda_event::Union{Ptr,Integer})
+    check(C.tlrt_stream_wait_event(UInt32(device), Ptr{Cvoid}(UInt(cuda_event))), "tlrt_stream_wait_event")
+    nothing
+end
+
+"""
+    stream_wait_for_library(device, cuda_stream)
+
+`tlrt_status tlrt_stream_wait_for_library(tlrt_device device, void * cuda_stream)`
+
+Makes cuda_stream (a host stream of any device, TLRT_CUDA_STREAM_LEGACY or
+TLRT_CUDA_STREAM_PER_THREAD, both of `device`) wait, on the device, for all work the library has
+queued on `device` so far, through an event of the library's recorded on the current stream:
+what a host does before it reads the library's results on its own stream (DLPack's `stream`
+argument asks for exactly this). Work the library queues later is not waited for. Nothing is
+queued when cuda_stream is the current stream (its order already holds). The host does not wait.
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_stream: pass TLRT_CUDA_STREAM_LEGACY for the legacy
+default stream); TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_UNSUPPORTED (the CPU);
+TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA (the runtime rejected the
+stream); TLRT_ERR_DEVICE_LOST.
+"""
+function stream_wait_for_library(device::Integer, cuda_stream::Union{Ptr,Integer})
+    check(C.tlrt_stream_wait_for_library(UInt32(device), Ptr{Cvoid}(UInt(cuda_stream))), "tlrt_stream_wait_for_library")
+    nothing
+end
+
+"""
+    buffer_to_dlpack_versioned(buffer, dims)
+
+`tlrt_status tlrt_buffer_to_dlpack_versioned(const tlrt_buffer * buffer, const uint64_t * dims, uint32_t ndim, void ** out)`
+
+Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *
+whose dl_tensor shares the buffer's payload, with shape dims[0..ndim) (dims NULL and ndim 1:
+one dimension of the buffer's size; ndim 0: a scalar, for a buffer of one element) and compact
+row-major strides. The tensor holds a reference to the buffer: the consumer calls its deleter
+exactly once (any thread), which drops that reference. An empty buffer exports a NULL data
+pointer. Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (buffer, out, dims with ndim > 1); TLRT_ERR_STALE_HANDLE;
+TLRT_ERR_RELEASED; TLRT_ERR_INVALID_ARGUMENT (ndim > TLRT_DLPACK_MAX_NDIM, a dim above
+INT64_MAX); TLRT_ERR_SHAPE (product of dims != size); TLRT_ERR_OUT_OF_MEMORY.
+"""
+function buffer_to_dlpack_versioned(buffer::Buffer, dims::AbstractVector{<:Integer})
+    c_dims = UInt64[dims...]
+    o_out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve buffer c_dims check(C.tlrt_buffer_to_dlpack_versioned(buffer.ptr, c_dims, UInt32(length(c_dims)), o_out), "tlrt_buffer_to_dlpack_versioned")
+    o_out[]
+end
+
+"""
+    buffer_to_dlpack(buffer, dims)
+
+`tlrt_status tlrt_buffer_to_dlpack(const tlrt_buffer * buffer, const uint64_t * dims, uint32_t ndim, void ** out)`
+
+Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *
+whose dl_tensor shares the buffer's payload, with shape dims[0..ndim) (dims NULL and ndim 1:
+one dimension of the buffer's size; ndim 0: a scalar, for a buffer of one element) and compact
+row-major strides. The tensor holds a reference to the buffer: the consumer calls its deleter
+exactly once (any thread), which drops that reference. An empty buffer exports a NULL data
+pointer. Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (buffer, out, dims with ndim > 1); TLRT_ERR_STALE_HANDLE;
+TLRT_ERR_RELEASED; TLRT_ERR_INVALID_ARGUMENT (ndim > TLRT_DLPACK_MAX_NDIM, a dim above
+INT64_MAX); TLRT_ERR_SHAPE (product of dims != size); TLRT_ERR_OUT_OF_MEMORY.
+"""
+function buffer_to_dlpack(buffer::Buffer, dims::AbstractVector{<:Integer})
+    c_dims = UInt64[dims...]
+    o_out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve buffer c_dims check(C.tlrt_buffer_to_dlpack(buffer.ptr, c_dims, UInt32(length(c_dims)), o_out), "tlrt_buffer_to_dlpack")
+    o_out[]
+end
+
+"""
+    buffer_from_dlpack_versioned(managed)
+
+`tlrt_status tlrt_buffer_from_dlpack_versioned(void * managed, tlrt_buffer ** out)`
+
+Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
+the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.
+On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its
+storage released. On failure the caller keeps ownership (the deleter is not called) and nothing
+else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process
+can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or
+equal to the row-major strides wherever a dimension has more than one element); data +
+byte_offset aligned to 16 bytes (the library's vector loads). Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (managed, out; a NULL data pointer or shape with elements);
+TLRT_ERR_UNSUPPORTED (another major version, data type, device type, strided layout,
+misaligned data, a read-only tensor (DLPACK_FLAG_BITMASK_READ_ONLY: the optimizer steps write
+in place)); TLRT_ERR_INVALID_ARGUMENT (a negative dim, ndim < 0 or > TLRT_DLPACK_MAX_NDIM);
+TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_BACKEND_UNAVAILABLE,
+TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device);
+TLRT_ERR_OUT_OF_MEMORY.
+"""
+function buffer_from_dlpack_versioned(managed::Union{Ptr,Integer})
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    check(C.tlrt_buffer_from_dlpack_versioned(Ptr{Cvoid}(UInt(managed)), o_out), "tlrt_buffer_from_dlpack_versioned")
+    Buffer(o_out[])
+end
+
+"""
+    buffer_from_dlpack(managed)
+
+`tlrt_status tlrt_buffer_from_dlpack(void * managed, tlrt_buffer ** out)`
+
+Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
+the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.
+On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its
+storage released. On failure the caller keeps ownership (the deleter is not called) and nothing
+else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process
+can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or
+equal to the row-major strides wherever a dimension has more than one element); data +
+byte_offset aligned to 16 bytes (the library's vector loads). Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (managed, out; a NULL data pointer or shape with elements);
+TLRT_ERR_UNSUPPORTED (another major version, data type, device type, strided layout,
+misaligned data, a read-only tensor (DLPACK_FLAG_BITMASK_READ_ONLY: the optimizer steps write
+in place)); TLRT_ERR_INVALID_ARGUMENT (a negative dim, ndim < 0 or > TLRT_DLPACK_MAX_NDIM);
+TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_BACKEND_UNAVAILABLE,
+TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device);
+TLRT_ERR_OUT_OF_MEMORY.
+"""
+function buffer_from_dlpack(managed::Union{Ptr,Integer})
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    check(C.tlrt_buffer_from_dlpack(Ptr{Cvoid}(UInt(managed)), o_out), "tlrt_buffer_from_dlpack")
+    Buffer(o_out[])
 end
 
 """
@@ -803,9 +1226,9 @@ correctly rounded sqrt, one float32 product and the fma, so both backends produc
 bits. mean and std are rounded once to float32; |z| = |R cos| or |R sin| <= 5.7682 (R is largest
 for u1 = 2^-24: sqrt(48 ln 2)); z is within 1.5e-6 absolute of the float64 value of the same
 formula on the same draws (tests/unit/test_rng.cpp).
-Errors: TLRT_ERR_INVALID_ARGUMENT if the float32-rounded mean or std is not finite or the
-rounded std is negative (so std = -1e-50, which rounds to -0, is accepted, and mean = 1e300,
-which rounds to inf, is rejected).
+Errors: TLRT_ERR_INVALID_ARGUMENT if mean or std breaks the host-scalar rule (NaN, +-inf, or
+rounding to +-inf in float32: mean = 1e300 is rejected) or the rounded std is negative (so
+std = -1e-50, which rounds to -0, is accepted).
 """
 function rand_normal(device::Integer, n::Integer, mean::Real, std::Real, key::Integer)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -819,8 +1242,10 @@ end
 `tlrt_status tlrt_bernoulli_mask(tlrt_device device, uint64_t n, double keep_prob, uint64_t key, tlrt_buffer ** out)`
 
 Bernoulli mask: out[i] = 1.0f if u[i] < (float)keep_prob else 0.0f, with u[i] the value
-tlrt_rand_uniform(key) gives at i (so keep_prob = 0 gives all zeros, keep_prob >= 1 all ones).
-Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN.
+tlrt_rand_uniform(key) gives at i (so keep_prob <= 0 gives all zeros, keep_prob >= 1 all ones;
+any finite keep_prob is accepted).
+Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN or +-inf, or rounds to +-inf in float32
+(the host-scalar rule).
 """
 function bernoulli_mask(device::Integer, n::Integer, keep_prob::Real, key::Integer)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -1010,7 +1435,8 @@ end
 
 `tlrt_status tlrt_scale(const tlrt_buffer * x, double c, tlrt_buffer ** out)`
 
-x * (float)c.
+x * (float)c. Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in
+float32 (the host-scalar rule).
 """
 function scale(x::Buffer, c::Real)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -1024,6 +1450,8 @@ end
 `tlrt_status tlrt_axpy(const tlrt_buffer * a, const tlrt_buffer * b, double c, tlrt_buffer ** out)`
 
 fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends.
+Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in float32 (the
+host-scalar rule).
 """
 function axpy(a::Buffer, b::Buffer, c::Real)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -1037,8 +1465,11 @@ end
 `tlrt_status tlrt_clamp(const tlrt_buffer * x, double lo, double hi, tlrt_buffer ** out)`
 
 min(max(x, lo), hi) with the NaN-propagating max/min above: NaN stays NaN, and lo > hi gives
-hi everywhere (as PyTorch). lo and hi are rounded to float32; infinite bounds are allowed.
-Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN.
+hi everywhere (as PyTorch). lo and hi are rounded to float32. Exception to the host-scalar
+rule: a bound may be -inf or +inf, an infinite bound being no bound on that side (lo = +inf
+and hi = -inf are accepted too, as values like any other).
+Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN, or is finite but rounds to +-inf in
+float32 (|v| >= 2^128 - 2^103: pass the infinity itself to mean no bound).
 """
 function clamp(x::Buffer, lo::Real, hi::Real)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -1117,8 +1548,8 @@ end
 
 `tlrt_status tlrt_clamp_bwd(const tlrt_buffer * x, const tlrt_buffer * g, double lo, double hi, tlrt_buffer ** out)`
 
-g if lo < x < hi (strictly), NaN if x is NaN, else 0. Errors: TLRT_ERR_INVALID_ARGUMENT if lo
-or hi is NaN.
+g if lo < x < hi (strictly), NaN if x is NaN, else 0. lo and hi as tlrt_clamp (infinite
+bounds accepted). Errors: TLRT_ERR_INVALID_ARGUMENT as tlrt_clamp.
 """
 function clamp_bwd(x::Buffer, g::Buffer, lo::Real, hi::Real)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -1218,8 +1649,9 @@ end
 of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within
 0.9 ulp).
 eps is used as (float)eps.
-Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative, if eps > 0 rounds to +0 in float32
-(eps <= 2^-150), or if (float)eps is infinite (eps = +inf, or too large for float32).
+Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or +-inf, or rounds to +inf in float32 (the
+host-scalar rule); if eps is negative (-0 is accepted); or if eps > 0 rounds to +0 in float32
+(eps <= 2^-150).
 """
 function safe_log(x::Buffer, eps::Real)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
@@ -1915,15 +2347,16 @@ end
 
 Layer norm forward (DEFINITIONS above). x has rows * cols elements; gamma and beta have cols
 elements. Outputs: y (rows * cols), mean (rows), inv_std (rows). eps is a double rounded once
-to float32 (PyTorch's default is 1e-5; upstream's Lean caller passed 1e-6).
+to float32 under the host-scalar rule of torchlean_rt.h, and must be >= 0 (PyTorch's default
+is 1e-5; upstream's Lean caller passed 1e-6).
 Empty cases: rows == 0 gives three empty outputs. cols == 0 (x empty, gamma and beta empty) gives
 an empty y and mean = inv_std = NaN for every row (0 / 0, the convention of tlrt_reduce_mean;
 upstream panicked here).
 Errors: TLRT_ERR_NULL_ARGUMENT (x, gamma, beta, y, mean, inv_std); TLRT_ERR_RELEASED;
 TLRT_ERR_DEVICE_MISMATCH (x, gamma, beta on different devices); TLRT_ERR_SHAPE (x not
 rows * cols, the product taken exactly; gamma or beta not cols elements);
-TLRT_ERR_INVALID_ARGUMENT (eps NaN, negative, infinite, or rounding to +inf in float32; -0 is
-accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not
+TLRT_ERR_INVALID_ARGUMENT (eps NaN, +-inf, or rounding to +inf in float32 (the host-scalar
+rule), or negative; -0 is accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not
 exist); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *y, *mean and
 *inv_std are NULL.
 """
@@ -1998,12 +2431,27 @@ function matmul(a::Buffer, b::Buffer, m::Integer, n::Integer, p::Integer, trans_
 end
 
 """
+    tape_free_checked(tape)
+
+`tlrt_status tlrt_tape_free_checked(tlrt_tape * tape)`
+
+tlrt_tape_free that reports misuse: TLRT_OK when the tape was freed or tape is NULL;
+TLRT_ERR_STALE_HANDLE (and nothing done) when tape is not a live handle (freed already, or
+never a tape). tlrt_tape_free of such a handle does nothing.
+"""
+function tape_free_checked(tape::Tape)
+    GC.@preserve tape check(C.tlrt_tape_free_checked(tape.ptr), "tlrt_tape_free_checked")
+    nothing
+end
+
+"""
     tape_reset(tape)
 
 `tlrt_status tlrt_tape_reset(tlrt_tape * tape)`
 
 Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,
-and the next node recorded has id 0. Never fails for a non-NULL tape.
+the next node recorded has index 0, and the ids recorded so far become stale. Never fails for a
+live tape.
 Errors: TLRT_ERR_NULL_ARGUMENT.
 """
 function tape_reset(tape::Tape)
@@ -2131,7 +2579,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g).
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).
 """
 function tape_add(tape::Tape, a::Integer, b::Integer)
     o_out = Ref{UInt64}(0)
@@ -2148,7 +2597,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g).
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).
 """
 function tape_sub(tape::Tape, a::Integer, b::Integer)
     o_out = Ref{UInt64}(0)
@@ -2165,7 +2615,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g).
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).
 """
 function tape_mul(tape::Tape, a::Integer, b::Integer)
     o_out = Ref{UInt64}(0)
@@ -2182,7 +2633,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g).
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).
 """
 function tape_div(tape::Tape, a::Integer, b::Integer)
     o_out = Ref{UInt64}(0)
@@ -2199,7 +2651,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g).
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).
 """
 function tape_max(tape::Tape, a::Integer, b::Integer)
     o_out = Ref{UInt64}(0)
@@ -2216,7 +2669,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g).
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).
 """
 function tape_min(tape::Tape, a::Integer, b::Integer)
     o_out = Ref{UInt64}(0)
@@ -2233,7 +2687,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g).
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).
 """
 function tape_axpy(tape::Tape, a::Integer, b::Integer, c::Real)
     o_out = Ref{UInt64}(0)
@@ -2249,8 +2704,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_neg(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2266,8 +2722,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_scale(tape::Tape, x::Integer, c::Real)
     o_out = Ref{UInt64}(0)
@@ -2283,8 +2740,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_abs(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2300,8 +2758,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_sqrt(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2317,8 +2776,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_inv(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2334,8 +2794,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_relu(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2351,8 +2812,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_clamp(tape::Tape, x::Integer, lo::Real, hi::Real)
     o_out = Ref{UInt64}(0)
@@ -2368,8 +2830,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_exp(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2385,8 +2848,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_log(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2402,8 +2866,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_safe_log(tape::Tape, x::Integer, eps::Real)
     o_out = Ref{UInt64}(0)
@@ -2419,8 +2884,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_sigmoid(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2436,8 +2902,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_tanh(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2453,8 +2920,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_softplus(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -2470,8 +2938,9 @@ end
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
 """
 function tape_gelu(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
@@ -3359,7 +3828,8 @@ tlrt_flash_attention_fwd. mask is NULL or a CONSTANT buffer (not a node: it gets
 bh * n * n or n * n elements on the tape's device, selecting with 0 as the op says; the tape
 retains it (not copied, like a leaf's buffer: the host must not release its storage while the
 tape may read it) until reset or free. scale, causal and mask_fill as tlrt_flash_attention_fwd,
-with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256, scale not finite, mask_fill NaN or +inf).
+with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256; scale NaN, +-inf or rounding to +-inf in
+float32; mask_fill NaN, +inf or a finite value rounding to +-inf: -inf is accepted).
 The forward's lse (bh * n floats) is kept as workspace; gradients (q, k, v) from one
 tlrt_flash_attention_bwd call (it computes all three; those of nodes without a gradient are
 dropped). One node may be q, k and v at once (its gradient is the sum of the three).
@@ -3647,9 +4117,9 @@ momentum_buf: the momentum buffer (n elements), required (non-NULL) when mu = f3
 and NULL when mu == 0 (a buffer that would silently not be updated is refused). At step 1 its
 contents are not read (it is set to the gradient, as PyTorch creates it), so it may be created
 with any values. step: 1-based step number; only step == 1 versus step > 1 matters here.
-Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each must be
-finite and stay finite when rounded to float32 (then so is 1 - dampening); nesterov requires
-momentum > 0 and dampening == 0 (PyTorch's rule).
+Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each under the
+host-scalar rule, finite and finite when rounded to float32 (then so is 1 - dampening);
+nesterov requires momentum > 0 and dampening == 0 (PyTorch's rule).
 Errors: TLRT_ERR_NULL_ARGUMENT (param, grad; momentum_buf when mu != 0);
 TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad or momentum_buf not the size of param);
 TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar outside its domain, step == 0,
@@ -3670,8 +4140,8 @@ One Adam (decoupled == false) or AdamW (decoupled == true) step, in place (DEFIN
 updates param, m (first moment, PyTorch's exp_avg) and v (second moment, exp_avg_sq).
 param, grad, m and v have the same size n and live on one device; m and v start as zeros.
 step: 1-based step number (>= 1), used for the bias corrections.
-Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each finite and
-finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very
+Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each under the
+host-scalar rule, finite and finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very
 close to 1 with a large lr could overflow it). PyTorch's defaults: lr = 1e-3, betas = (0.9,
 0.999), eps = 1e-8, weight_decay = 0 (Adam) or 1e-2 (AdamW).
 Errors: TLRT_ERR_NULL_ARGUMENT (param, grad, m, v); TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad, m
@@ -4092,20 +4562,136 @@ function smooth_maxpool_bwd(x::Buffer, dy::Buffer, batch::Integer, channels::Int
 end
 
 """
+    maxpool_fwd_geom(x, geometry)
+
+`tlrt_status tlrt_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, tlrt_buffer ** out)`
+
+tlrt_maxpool_fwd with the geometry as one tlrt_pool_geometry. Errors: those of
+tlrt_maxpool_fwd (no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL)
+and TLRT_ERR_INVALID_ARGUMENT (struct_size, as above). Numeric class: exact.
+"""
+function maxpool_fwd_geom(x::Buffer, geometry::C.tlrt_pool_geometry)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_maxpool_fwd_geom(x.ptr, Ref(geometry), o_out), "tlrt_maxpool_fwd_geom")
+    Buffer(o_out[])
+end
+
+"""
+    maxpool_bwd_geom(x, dy, geometry)
+
+`tlrt_status tlrt_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, tlrt_buffer ** dx)`
+
+tlrt_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom). Numeric class: ordered reduction.
+"""
+function maxpool_bwd_geom(x::Buffer, dy::Buffer, geometry::C.tlrt_pool_geometry)
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x dy check(C.tlrt_maxpool_bwd_geom(x.ptr, dy.ptr, Ref(geometry), o_dx), "tlrt_maxpool_bwd_geom")
+    Buffer(o_dx[])
+end
+
+"""
+    avgpool_fwd_geom(x, geometry, count_include_pad)
+
+`tlrt_status tlrt_avgpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** out)`
+
+tlrt_avgpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom). Numeric class: ordered reduction.
+"""
+function avgpool_fwd_geom(x::Buffer, geometry::C.tlrt_pool_geometry, count_include_pad::Bool)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_avgpool_fwd_geom(x.ptr, Ref(geometry), Bool(count_include_pad), o_out), "tlrt_avgpool_fwd_geom")
+    Buffer(o_out[])
+end
+
+"""
+    avgpool_bwd_geom(dy, geometry, count_include_pad)
+
+`tlrt_status tlrt_avgpool_bwd_geom(const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** dx)`
+
+tlrt_avgpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom; TLRT_ERR_OVERFLOW also when dx would exceed TLRT_MAX_ELEMENTS).
+Numeric class: ordered reduction.
+"""
+function avgpool_bwd_geom(dy::Buffer, geometry::C.tlrt_pool_geometry, count_include_pad::Bool)
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve dy check(C.tlrt_avgpool_bwd_geom(dy.ptr, Ref(geometry), Bool(count_include_pad), o_dx), "tlrt_avgpool_bwd_geom")
+    Buffer(o_dx[])
+end
+
+"""
+    smooth_maxpool_fwd_geom(x, geometry, beta)
+
+`tlrt_status tlrt_smooth_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** out)`
+
+tlrt_smooth_maxpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction.
+"""
+function smooth_maxpool_fwd_geom(x::Buffer, geometry::C.tlrt_pool_geometry, beta::Real)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_smooth_maxpool_fwd_geom(x.ptr, Ref(geometry), Float64(beta), o_out), "tlrt_smooth_maxpool_fwd_geom")
+    Buffer(o_out[])
+end
+
+"""
+    smooth_maxpool_bwd_geom(x, dy, geometry, beta)
+
+`tlrt_status tlrt_smooth_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** dx)`
+
+tlrt_smooth_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction.
+"""
+function smooth_maxpool_bwd_geom(x::Buffer, dy::Buffer, geometry::C.tlrt_pool_geometry, beta::Real)
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x dy check(C.tlrt_smooth_maxpool_bwd_geom(x.ptr, dy.ptr, Ref(geometry), Float64(beta), o_dx), "tlrt_smooth_maxpool_bwd_geom")
+    Buffer(o_dx[])
+end
+
+"""
+    pool_output_dims(geometry)
+
+`tlrt_status tlrt_pool_output_dims(const tlrt_pool_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements)`
+
+The output shape of every pool forward of `geometry` (max, average, smooth max: the same),
+without buffers, so that hosts need not re-implement the GEOMETRY formula: dims[0 .. *rank - 1]
+= (batch, channels, out[0], ..., out[geometry->rank - 1]), *rank = geometry->rank + 2, and
+*elements = their product, the element count of the forward's y (and of the dy the backward
+expects). capacity is the number of entries dims has room for; every one of them is written
+(those past *rank with 0); TLRT_POOL_MAX_DIMS always suffices.
+Validation: exactly the checks of tlrt_maxpool_fwd_geom that need no buffer, in the same order
+and with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);
+TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_POOL_MAX_RANK; a kernel extent 0;
+a stride 0; 2 pad > kernel); TLRT_ERR_OVERFLOW (an output extent beyond 64 bits, or more than
+TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE (capacity below geometry->rank + 2;
+checked last). Not checked, because they need buffers: the sizes of x and dy
+(TLRT_ERR_SHAPE), and avgpool_bwd's limit on dx (TLRT_ERR_OVERFLOW). On failure *rank and
+*elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers).
+"""
+function pool_output_dims(geometry::C.tlrt_pool_geometry)
+    o_dims = zeros(UInt64, Int(C.TLRT_POOL_MAX_DIMS))
+    o_rank = Ref{UInt32}(0)
+    o_elements = Ref{UInt64}(0)
+    check(C.tlrt_pool_output_dims(Ref(geometry), o_dims, UInt32(length(o_dims)), o_rank, o_elements), "tlrt_pool_output_dims")
+    (o_dims[1:Int(o_rank[])], o_elements[])
+end
+
+"""
     flash_attention_fwd(q, k, v, mask, bh, n, d, scale, causal, mask_fill)
 
 `tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)`
 
 Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
 (bh * n * d each) and an optional mask (NULL = none; bh * n * n or n * n elements). scale and
-mask_fill are doubles rounded once to float32 (scale is usually 1 / sqrt(d)).
+mask_fill are doubles rounded once to float32 under the host-scalar rule of torchlean_rt.h
+(finite, and finite in float32), except that mask_fill may be -inf (scale is usually
+1 / sqrt(d)).
 Empty cases: bh == 0 or n == 0 gives empty outputs; d == 0 (q, k, v empty) gives an empty out
 and the lse of the DEFINITIONS with every dot product 0 (s = 0, or mask_fill where blocked; so
 log of the number of non-excluded keys without fill, -inf for a fully excluded row).
 Errors: TLRT_ERR_NULL_ARGUMENT (q, k, v, out, lse); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH
 (q, k, v, mask on different devices); TLRT_ERR_SHAPE (q not bh * n * d, the product taken
 exactly; k or v a different size than q; mask neither bh * n * n nor n * n elements);
-TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
+TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale NaN or +-inf, or rounding to
 +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
 TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
 Cost (CUDA): q read once, k and v once per block of query rows (from cache), out and lse
@@ -4369,6 +4955,113 @@ function convtranspose2d_bwd(kernel::Buffer, input::Buffer, grad_out::Buffer, ba
     o_d_input = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
     GC.@preserve kernel input grad_out check(C.tlrt_convtranspose2d_bwd(kernel.ptr, input.ptr, grad_out.ptr, UInt64(batch), UInt64(in_channels), UInt64(in_h), UInt64(in_w), UInt64(out_channels), UInt64(kernel_h), UInt64(kernel_w), UInt64(stride_h), UInt64(stride_w), UInt64(pad_h), UInt64(pad_w), UInt64(dilation_h), UInt64(dilation_w), UInt64(groups), o_d_kernel, o_d_bias, o_d_input), "tlrt_convtranspose2d_bwd")
     (Buffer(o_d_kernel[]), Buffer(o_d_bias[]), Buffer(o_d_input[]))
+end
+
+"""
+    conv_fwd_geom(kernel, bias, input, geometry)
+
+`tlrt_status tlrt_conv_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out)`
+
+tlrt_conv_fwd with the geometry as one tlrt_conv_geometry. Errors: those of tlrt_conv_fwd
+(no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL) and
+TLRT_ERR_INVALID_ARGUMENT (struct_size, as above).
+"""
+function conv_fwd_geom(kernel::Buffer, bias::Union{Buffer,Nothing}, input::Buffer, geometry::C.tlrt_conv_geometry)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel bias input check(C.tlrt_conv_fwd_geom(kernel.ptr, (bias === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : bias.ptr), input.ptr, Ref(geometry), o_out), "tlrt_conv_fwd_geom")
+    Buffer(o_out[])
+end
+
+"""
+    conv_bwd_geom(kernel, input, grad_out, geometry)
+
+`tlrt_status tlrt_conv_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+tlrt_conv_bwd with the geometry as one tlrt_conv_geometry (errors as tlrt_conv_fwd_geom).
+"""
+function conv_bwd_geom(kernel::Buffer, input::Buffer, grad_out::Buffer, geometry::C.tlrt_conv_geometry)
+    o_d_kernel = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_bias = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_input = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel input grad_out check(C.tlrt_conv_bwd_geom(kernel.ptr, input.ptr, grad_out.ptr, Ref(geometry), o_d_kernel, o_d_bias, o_d_input), "tlrt_conv_bwd_geom")
+    (Buffer(o_d_kernel[]), Buffer(o_d_bias[]), Buffer(o_d_input[]))
+end
+
+"""
+    convtranspose_fwd_geom(kernel, bias, input, geometry)
+
+`tlrt_status tlrt_convtranspose_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out)`
+
+tlrt_convtranspose_fwd with the geometry as one tlrt_conv_geometry (errors as
+tlrt_conv_fwd_geom).
+"""
+function convtranspose_fwd_geom(kernel::Buffer, bias::Union{Buffer,Nothing}, input::Buffer, geometry::C.tlrt_conv_geometry)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel bias input check(C.tlrt_convtranspose_fwd_geom(kernel.ptr, (bias === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : bias.ptr), input.ptr, Ref(geometry), o_out), "tlrt_convtranspose_fwd_geom")
+    Buffer(o_out[])
+end
+
+"""
+    convtranspose_bwd_geom(kernel, input, grad_out, geometry)
+
+`tlrt_status tlrt_convtranspose_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+tlrt_convtranspose_bwd with the geometry as one tlrt_conv_geometry (errors as
+tlrt_conv_fwd_geom).
+"""
+function convtranspose_bwd_geom(kernel::Buffer, input::Buffer, grad_out::Buffer, geometry::C.tlrt_conv_geometry)
+    o_d_kernel = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_bias = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_d_input = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve kernel input grad_out check(C.tlrt_convtranspose_bwd_geom(kernel.ptr, input.ptr, grad_out.ptr, Ref(geometry), o_d_kernel, o_d_bias, o_d_input), "tlrt_convtranspose_bwd_geom")
+    (Buffer(o_d_kernel[]), Buffer(o_d_bias[]), Buffer(o_d_input[]))
+end
+
+"""
+    conv_output_dims(geometry)
+
+`tlrt_status tlrt_conv_output_dims(const tlrt_conv_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements)`
+
+The output shape of the convolution of `geometry`, without buffers, so that hosts need not
+re-implement the GEOMETRY formulas: dims[0 .. *rank - 1] = (batch, out_channels, out[0], ...,
+out[geometry->rank - 1]) with the convolution's out[d], *rank = geometry->rank + 2, and
+*elements = their product, the element count of tlrt_conv_fwd_geom's output (and of the
+grad_out tlrt_conv_bwd_geom expects). capacity is the number of entries dims has room for;
+every one of them is written (those past *rank with 0); TLRT_CONV_MAX_DIMS always suffices.
+Validation: exactly the checks of tlrt_conv_fwd_geom that need no buffer, in the same order and
+with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);
+TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_CONV_MAX_RANK; a kernel extent,
+stride or dilation 0; groups 0; in_channels or out_channels not divisible by groups; a
+non-empty problem reaching the 2^62 index limit of ERRORS above); TLRT_ERR_OVERFLOW (an output
+extent beyond 64 bits, or more than TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE
+(capacity below geometry->rank + 2; checked last). Not checked, because they need buffers or a
+device: the buffer sizes (TLRT_ERR_SHAPE) and the CUDA-only INT_MAX limits. On failure *rank
+and *elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers).
+"""
+function conv_output_dims(geometry::C.tlrt_conv_geometry)
+    o_dims = zeros(UInt64, Int(C.TLRT_CONV_MAX_DIMS))
+    o_rank = Ref{UInt32}(0)
+    o_elements = Ref{UInt64}(0)
+    check(C.tlrt_conv_output_dims(Ref(geometry), o_dims, UInt32(length(o_dims)), o_rank, o_elements), "tlrt_conv_output_dims")
+    (o_dims[1:Int(o_rank[])], o_elements[])
+end
+
+"""
+    convtranspose_output_dims(geometry)
+
+`tlrt_status tlrt_convtranspose_output_dims(const tlrt_conv_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements)`
+
+tlrt_conv_output_dims for the transposed convolution: out[d] is the transposed out[d] of
+GEOMETRY above, the output of tlrt_convtranspose_fwd_geom (and the grad_out of
+tlrt_convtranspose_bwd_geom). Validation as tlrt_conv_output_dims, with the transposed
+convolution's checks (the 2^62 limit applies to its output extents).
+"""
+function convtranspose_output_dims(geometry::C.tlrt_conv_geometry)
+    o_dims = zeros(UInt64, Int(C.TLRT_CONV_MAX_DIMS))
+    o_rank = Ref{UInt32}(0)
+    o_elements = Ref{UInt64}(0)
+    check(C.tlrt_convtranspose_output_dims(Ref(geometry), o_dims, UInt32(length(o_dims)), o_rank, o_elements), "tlrt_convtranspose_output_dims")
+    (o_dims[1:Int(o_rank[])], o_elements[])
 end
 
 end # module TorchleanRT

@@ -10,6 +10,8 @@ torchlean_rt reads no header. Data only: literals, no imports.
 HEADERS = (
     'tlrt_runtime.h',
     'tlrt_buffer.h',
+    'tlrt_stream.h',
+    'tlrt_dlpack.h',
     'tlrt_rng.h',
     'tlrt_elementwise.h',
     'tlrt_reduce.h',
@@ -57,8 +59,9 @@ PROTOTYPES = (
       'Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (unknown kind).')),
     ('tlrt_synchronize', 'tlrt_status', (('tlrt_device', 'device'),), 'tlrt_runtime.h',
      ('Wait until all work this library queued on `device` has finished. CUDA work is asynchronous\n'
-      '(one ordered library stream per device); an error raised by a kernel surfaces here or at the\n'
-      'next download. A no-op for the CPU.\n'
+      "(one ordered stream per device: the library's own, or the host's set by tlrt_stream_set, in\n"
+      "tlrt_stream.h; this waits for that stream, so also for the host's work queued on it before);\n"
+      'an error raised by a kernel surfaces here or at the next download. A no-op for the CPU.\n'
       'Errors: TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_BACKEND_UNAVAILABLE;\n'
       'TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.')),
     ('tlrt_set_deterministic', 'bool', (('bool', 'on'),), 'tlrt_runtime.h',
@@ -129,6 +132,36 @@ PROTOTYPES = (
     ('tlrt_buffer_to_bytes', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('uint8_t *', 'dst'), ('uint64_t', 'nbytes'),), 'tlrt_buffer.h',
      ('Download as little-endian float32 bytes; nbytes must equal 4 * size.\n'
       'Errors: as tlrt_buffer_to_f32 (TLRT_ERR_SHAPE when nbytes != 4 * size).')),
+    ('tlrt_buffer_from_i32', 'tlrt_status', (('tlrt_device', 'device'), ('const int32_t *', 'data'), ('uint64_t', 'n'), ('tlrt_buffer **', 'out'),), 'tlrt_buffer.h',
+     ('Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly\n'
+      'n values (n must equal the size) of a buffer of that type. Numeric class: exact.\n'
+      'Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a\n'
+      'buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with\n'
+      'TLRT_ERR_DTYPE.')),
+    ('tlrt_buffer_from_i64', 'tlrt_status', (('tlrt_device', 'device'), ('const int64_t *', 'data'), ('uint64_t', 'n'), ('tlrt_buffer **', 'out'),), 'tlrt_buffer.h',
+     ('Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly\n'
+      'n values (n must equal the size) of a buffer of that type. Numeric class: exact.\n'
+      'Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a\n'
+      'buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with\n'
+      'TLRT_ERR_DTYPE.')),
+    ('tlrt_buffer_to_i32', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('int32_t *', 'dst'), ('uint64_t', 'n'),), 'tlrt_buffer.h',
+     ('Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly\n'
+      'n values (n must equal the size) of a buffer of that type. Numeric class: exact.\n'
+      'Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a\n'
+      'buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with\n'
+      'TLRT_ERR_DTYPE.')),
+    ('tlrt_buffer_to_i64', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('int64_t *', 'dst'), ('uint64_t', 'n'),), 'tlrt_buffer.h',
+     ('Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly\n'
+      'n values (n must equal the size) of a buffer of that type. Numeric class: exact.\n'
+      'Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a\n'
+      'buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with\n'
+      'TLRT_ERR_DTYPE.')),
+    ('tlrt_buffer_zeros_of', 'tlrt_status', (('tlrt_device', 'device'), ('tlrt_dtype', 'dtype'), ('uint64_t', 'n'), ('tlrt_buffer **', 'out'),), 'tlrt_buffer.h',
+     ('New buffer of n zeros of a type (+0.0f, or 0).\n'
+      'Errors: as tlrt_buffer_zeros, plus TLRT_ERR_INVALID_ARGUMENT (unknown dtype).')),
+    ('tlrt_buffer_dtype', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('tlrt_dtype *', 'dtype'),), 'tlrt_buffer.h',
+     ('dtype = the element type of a buffer (also of a released one).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE.')),
     ('tlrt_buffer_size', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('uint64_t *', 'size'),), 'tlrt_buffer.h',
      ('Element count / device of a buffer.\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_RELEASED (size; the device of a released buffer is\n'
@@ -138,23 +171,144 @@ PROTOTYPES = (
       'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_RELEASED (size; the device of a released buffer is\n'
       'still reported).')),
     ('tlrt_buffer_to_device', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('tlrt_device', 'device'), ('tlrt_buffer **', 'out'),), 'tlrt_buffer.h',
-     ('New buffer with the same values on `device` (a copy even when the device is the same).\n'
+     ('New buffer with the same values and type on `device` (a copy even when the device is the same).\n'
       'CPU<->CUDA and CUDA<->CUDA (across ordinals) are supported. Numeric class: exact.\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_RELEASED; the device errors of tlrt_buffer_from_f32.')),
     ('tlrt_buffer_copy', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('tlrt_buffer **', 'out'),), 'tlrt_buffer.h',
      'New buffer with the same values on the same device. Errors: as tlrt_buffer_to_device.'),
     ('tlrt_buffer_retain', 'tlrt_status', (('tlrt_buffer *', 'buffer'),), 'tlrt_buffer.h',
-     'Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT. (Retaining a released buffer is allowed.)'),
+     ('Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE. (Retaining a released\n'
+      'buffer is allowed.)')),
     ('tlrt_buffer_free', 'void', (('tlrt_buffer *', 'buffer'),), 'tlrt_buffer.h',
      ('Drop one reference; at zero the payload and the handle are freed. NULL is a no-op. Never fails,\n'
       'never blocks on the device (CUDA frees are stream-ordered), callable from any thread (such as a\n'
       "garbage collector's finalizer).")),
+    ('tlrt_buffer_free_checked', 'tlrt_status', (('tlrt_buffer *', 'buffer'),), 'tlrt_buffer.h',
+     ('tlrt_buffer_free that reports misuse: TLRT_OK when a reference was dropped or buffer is NULL;\n'
+      'TLRT_ERR_STALE_HANDLE (and nothing done) when buffer is not a live handle: freed already (a\n'
+      'double free), or never a handle.')),
     ('tlrt_buffer_release_storage', 'tlrt_status', (('tlrt_buffer *', 'buffer'), ('bool *', 'freed'),), 'tlrt_buffer.h',
      ("Free the payload now (upstream's `release`): afterwards the buffer reports TLRT_ERR_RELEASED on\n"
       'every use. Idempotent: *freed (optional, may be NULL) is set to true if this call freed the\n'
       'payload and false if it was already released. Errors: TLRT_ERR_NULL_ARGUMENT (buffer).')),
     ('tlrt_buffer_is_released', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('bool *', 'released'),), 'tlrt_buffer.h',
      'released = whether the storage has been released. Errors: TLRT_ERR_NULL_ARGUMENT.'),
+    ('tlrt_stream_set', 'tlrt_status', (('tlrt_device', 'device'), ('void *', 'cuda_stream'),), 'tlrt_stream.h',
+     ("From now on, queue all of the library's work on `device` on cuda_stream (a cudaStream_t of that\n"
+      "device, or TLRT_CUDA_STREAM_LEGACY). NULL, or the library's own stream as tlrt_stream_get\n"
+      "returned it, goes back to the library's own stream; so tlrt_stream_set(d, s) with s from an\n"
+      'earlier tlrt_stream_get(d, &s) restores what was current then. Setting the current stream again\n'
+      'does nothing.\n'
+      'Ordering: the new stream waits, on the device, for everything the library queued before the\n'
+      'switch (an event recorded on the previous stream, which the new stream waits on; the host does\n'
+      'not wait). So buffers computed before the switch are valid inputs after it, and memory the\n'
+      'library freed on the previous stream is reused on the new one only after its last use there.\n'
+      "Work the host queued on cuda_stream before the call runs before the library's work queued after\n"
+      'it (same stream); the previous stream is not made to wait for anything.\n'
+      'Lifetime: the stream must stay alive while it is current. Switch back (NULL) before destroying\n'
+      'it; destroying it while it is current is undefined behaviour: later calls on the device may fail\n'
+      'with TLRT_ERR_CUDA, queue work on whatever stream reuses the handle, or crash (work already\n'
+      "queued completes, as CUDA finishes a destroyed stream's work). A blocking stream (one created\n"
+      'without cudaStreamNonBlocking, or the legacy stream) also synchronises with the legacy default\n'
+      "stream, as CUDA defines; the library's own stream does not.\n"
+      'Threading: see the top of this header (no other call on the device may overlap this one).\n'
+      'On failure the current stream is unchanged.\n'
+      'Errors: TLRT_ERR_INVALID_ARGUMENT (malformed device; cuda_stream belongs to another device, where\n'
+      'the CUDA runtime and driver can tell, 12.8 and later); TLRT_ERR_UNSUPPORTED (the CPU;\n'
+      'cuda_stream is TLRT_CUDA_STREAM_PER_THREAD, a different stream on every host thread, which would\n'
+      "leave the library's work on the device unordered between threads: pass a stream handle);\n"
+      'TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA (the runtime rejected the\n'
+      'handle); TLRT_ERR_DEVICE_LOST.')),
+    ('tlrt_stream_get', 'tlrt_status', (('tlrt_device', 'device'), ('void **', 'cuda_stream'),), 'tlrt_stream.h',
+     ("cuda_stream = the current stream of `device`: the host's as it was set (TLRT_CUDA_STREAM_LEGACY\n"
+      "stays that value), or the library's own stream (never NULL; created on first use, alive for the\n"
+      'process; the host may queue work on it and wait on it, and must not destroy it).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (cuda_stream); TLRT_ERR_INVALID_ARGUMENT (malformed device);\n'
+      'TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA\n'
+      "(creating the library's stream failed); TLRT_ERR_DEVICE_LOST. On failure *cuda_stream = NULL.")),
+    ('tlrt_stream_record_event', 'tlrt_status', (('tlrt_device', 'device'), ('void *', 'cuda_event'),), 'tlrt_stream.h',
+     ('Records cuda_event (a cudaEvent_t created on `device`) on the current stream of `device`\n'
+      '(cudaEventRecord): the event completes once all work the library has queued on the device so far\n'
+      'has completed. A host stream can then wait for that work on the device (cudaStreamWaitEvent;\n'
+      'torch.cuda.Stream.wait_event), or the host can wait (cudaEventSynchronize) or poll\n'
+      '(cudaEventQuery). Work the library queues later is not covered. The host does not wait.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (cuda_event); TLRT_ERR_INVALID_ARGUMENT (malformed device);\n'
+      'TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA\n'
+      '(the runtime rejected the event, for example one created on another device);\n'
+      'TLRT_ERR_DEVICE_LOST.')),
+    ('tlrt_stream_wait_event', 'tlrt_status', (('tlrt_device', 'device'), ('void *', 'cuda_event'),), 'tlrt_stream.h',
+     ("Makes the library's work on `device` queued after this call wait, on the device, for the most\n"
+      'recent record of cuda_event (cudaStreamWaitEvent on the current stream; the event may belong to\n'
+      'any device, and one never recorded counts as complete). The host does not wait. For example, a\n'
+      'host that wrote data on its stream records an event there and passes it here before the library\n'
+      'reads that data. After tlrt_stream_set the wait stays in force: the new stream waits for the\n'
+      'previous one.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (cuda_event); TLRT_ERR_INVALID_ARGUMENT (malformed device);\n'
+      'TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA\n'
+      '(the runtime rejected the event); TLRT_ERR_DEVICE_LOST.')),
+    ('tlrt_stream_wait_for_library', 'tlrt_status', (('tlrt_device', 'device'), ('void *', 'cuda_stream'),), 'tlrt_stream.h',
+     ('Makes cuda_stream (a host stream of any device, TLRT_CUDA_STREAM_LEGACY or\n'
+      'TLRT_CUDA_STREAM_PER_THREAD, both of `device`) wait, on the device, for all work the library has\n'
+      "queued on `device` so far, through an event of the library's recorded on the current stream:\n"
+      "what a host does before it reads the library's results on its own stream (DLPack's `stream`\n"
+      'argument asks for exactly this). Work the library queues later is not waited for. Nothing is\n'
+      'queued when cuda_stream is the current stream (its order already holds). The host does not wait.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (cuda_stream: pass TLRT_CUDA_STREAM_LEGACY for the legacy\n'
+      'default stream); TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_UNSUPPORTED (the CPU);\n'
+      'TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA (the runtime rejected the\n'
+      'stream); TLRT_ERR_DEVICE_LOST.')),
+    ('tlrt_buffer_to_dlpack_versioned', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('const uint64_t *', 'dims'), ('uint32_t', 'ndim'), ('void **', 'out'),), 'tlrt_dlpack.h',
+     ('Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *\n'
+      "whose dl_tensor shares the buffer's payload, with shape dims[0..ndim) (dims NULL and ndim 1:\n"
+      "one dimension of the buffer's size; ndim 0: a scalar, for a buffer of one element) and compact\n"
+      'row-major strides. The tensor holds a reference to the buffer: the consumer calls its deleter\n'
+      'exactly once (any thread), which drops that reference. An empty buffer exports a NULL data\n'
+      'pointer. Numeric class: exact (no copy).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (buffer, out, dims with ndim > 1); TLRT_ERR_STALE_HANDLE;\n'
+      'TLRT_ERR_RELEASED; TLRT_ERR_INVALID_ARGUMENT (ndim > TLRT_DLPACK_MAX_NDIM, a dim above\n'
+      'INT64_MAX); TLRT_ERR_SHAPE (product of dims != size); TLRT_ERR_OUT_OF_MEMORY.')),
+    ('tlrt_buffer_to_dlpack', 'tlrt_status', (('const tlrt_buffer *', 'buffer'), ('const uint64_t *', 'dims'), ('uint32_t', 'ndim'), ('void **', 'out'),), 'tlrt_dlpack.h',
+     ('Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *\n'
+      "whose dl_tensor shares the buffer's payload, with shape dims[0..ndim) (dims NULL and ndim 1:\n"
+      "one dimension of the buffer's size; ndim 0: a scalar, for a buffer of one element) and compact\n"
+      'row-major strides. The tensor holds a reference to the buffer: the consumer calls its deleter\n'
+      'exactly once (any thread), which drops that reference. An empty buffer exports a NULL data\n'
+      'pointer. Numeric class: exact (no copy).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (buffer, out, dims with ndim > 1); TLRT_ERR_STALE_HANDLE;\n'
+      'TLRT_ERR_RELEASED; TLRT_ERR_INVALID_ARGUMENT (ndim > TLRT_DLPACK_MAX_NDIM, a dim above\n'
+      'INT64_MAX); TLRT_ERR_SHAPE (product of dims != size); TLRT_ERR_OUT_OF_MEMORY.')),
+    ('tlrt_buffer_from_dlpack_versioned', 'tlrt_status', (('void *', 'managed'), ('tlrt_buffer **', 'out'),), 'tlrt_dlpack.h',
+     ("Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over\n"
+      'the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.\n'
+      'On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its\n'
+      'storage released. On failure the caller keeps ownership (the deleter is not called) and nothing\n'
+      'else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process\n'
+      'can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or\n'
+      'equal to the row-major strides wherever a dimension has more than one element); data +\n'
+      "byte_offset aligned to 16 bytes (the library's vector loads). Numeric class: exact (no copy).\n"
+      'Errors: TLRT_ERR_NULL_ARGUMENT (managed, out; a NULL data pointer or shape with elements);\n'
+      'TLRT_ERR_UNSUPPORTED (another major version, data type, device type, strided layout,\n'
+      'misaligned data, a read-only tensor (DLPACK_FLAG_BITMASK_READ_ONLY: the optimizer steps write\n'
+      'in place)); TLRT_ERR_INVALID_ARGUMENT (a negative dim, ndim < 0 or > TLRT_DLPACK_MAX_NDIM);\n'
+      'TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_BACKEND_UNAVAILABLE,\n'
+      'TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device);\n'
+      'TLRT_ERR_OUT_OF_MEMORY.')),
+    ('tlrt_buffer_from_dlpack', 'tlrt_status', (('void *', 'managed'), ('tlrt_buffer **', 'out'),), 'tlrt_dlpack.h',
+     ("Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over\n"
+      'the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.\n'
+      'On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its\n'
+      'storage released. On failure the caller keeps ownership (the deleter is not called) and nothing\n'
+      'else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process\n'
+      'can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or\n'
+      'equal to the row-major strides wherever a dimension has more than one element); data +\n'
+      "byte_offset aligned to 16 bytes (the library's vector loads). Numeric class: exact (no copy).\n"
+      'Errors: TLRT_ERR_NULL_ARGUMENT (managed, out; a NULL data pointer or shape with elements);\n'
+      'TLRT_ERR_UNSUPPORTED (another major version, data type, device type, strided layout,\n'
+      'misaligned data, a read-only tensor (DLPACK_FLAG_BITMASK_READ_ONLY: the optimizer steps write\n'
+      'in place)); TLRT_ERR_INVALID_ARGUMENT (a negative dim, ndim < 0 or > TLRT_DLPACK_MAX_NDIM);\n'
+      'TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_BACKEND_UNAVAILABLE,\n'
+      'TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device);\n'
+      'TLRT_ERR_OUT_OF_MEMORY.')),
     ('tlrt_rand_uniform', 'tlrt_status', (('tlrt_device', 'device'), ('uint64_t', 'n'), ('uint64_t', 'key'), ('tlrt_buffer **', 'out'),), 'tlrt_rng.h',
      ('Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0\n'
       '(largest value 1 - 2^-24). (Upstream rounded r / 2^32 to float32, which returns 1.0f with\n'
@@ -172,13 +326,15 @@ PROTOTYPES = (
       'bits. mean and std are rounded once to float32; |z| = |R cos| or |R sin| <= 5.7682 (R is largest\n'
       'for u1 = 2^-24: sqrt(48 ln 2)); z is within 1.5e-6 absolute of the float64 value of the same\n'
       'formula on the same draws (tests/unit/test_rng.cpp).\n'
-      'Errors: TLRT_ERR_INVALID_ARGUMENT if the float32-rounded mean or std is not finite or the\n'
-      'rounded std is negative (so std = -1e-50, which rounds to -0, is accepted, and mean = 1e300,\n'
-      'which rounds to inf, is rejected).')),
+      'Errors: TLRT_ERR_INVALID_ARGUMENT if mean or std breaks the host-scalar rule (NaN, +-inf, or\n'
+      'rounding to +-inf in float32: mean = 1e300 is rejected) or the rounded std is negative (so\n'
+      'std = -1e-50, which rounds to -0, is accepted).')),
     ('tlrt_bernoulli_mask', 'tlrt_status', (('tlrt_device', 'device'), ('uint64_t', 'n'), ('double', 'keep_prob'), ('uint64_t', 'key'), ('tlrt_buffer **', 'out'),), 'tlrt_rng.h',
      ('Bernoulli mask: out[i] = 1.0f if u[i] < (float)keep_prob else 0.0f, with u[i] the value\n'
-      'tlrt_rand_uniform(key) gives at i (so keep_prob = 0 gives all zeros, keep_prob >= 1 all ones).\n'
-      'Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN.')),
+      'tlrt_rand_uniform(key) gives at i (so keep_prob <= 0 gives all zeros, keep_prob >= 1 all ones;\n'
+      'any finite keep_prob is accepted).\n'
+      'Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN or +-inf, or rounds to +-inf in float32\n'
+      '(the host-scalar rule).')),
     ('tlrt_add', 'tlrt_status', (('const tlrt_buffer *', 'a'), ('const tlrt_buffer *', 'b'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      '---- exact binary ops: a[i] op b[i] ------------------------------------------------------'),
     ('tlrt_sub', 'tlrt_status', (('const tlrt_buffer *', 'a'), ('const tlrt_buffer *', 'b'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
@@ -212,13 +368,19 @@ PROTOTYPES = (
     ('tlrt_relu', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      'x if x > 0, NaN if x is NaN, else +0.'),
     ('tlrt_scale', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('double', 'c'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
-     'x * (float)c.'),
+     ('x * (float)c. Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in\n'
+      'float32 (the host-scalar rule).')),
     ('tlrt_axpy', 'tlrt_status', (('const tlrt_buffer *', 'a'), ('const tlrt_buffer *', 'b'), ('double', 'c'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
-     'fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends.'),
+     ('fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends.\n'
+      'Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in float32 (the\n'
+      'host-scalar rule).')),
     ('tlrt_clamp', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('double', 'lo'), ('double', 'hi'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      ('min(max(x, lo), hi) with the NaN-propagating max/min above: NaN stays NaN, and lo > hi gives\n'
-      'hi everywhere (as PyTorch). lo and hi are rounded to float32; infinite bounds are allowed.\n'
-      'Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN.')),
+      'hi everywhere (as PyTorch). lo and hi are rounded to float32. Exception to the host-scalar\n'
+      'rule: a bound may be -inf or +inf, an infinite bound being no bound on that side (lo = +inf\n'
+      'and hi = -inf are accepted too, as values like any other).\n'
+      'Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN, or is finite but rounds to +-inf in\n'
+      'float32 (|v| >= 2^128 - 2^103: pass the infinity itself to mean no bound).')),
     ('tlrt_abs_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      'g for x > 0, -g for x < 0, +0 for x = +-0 whatever g (as relu_bwd), NaN for NaN x.'),
     ('tlrt_sqrt_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
@@ -231,8 +393,8 @@ PROTOTYPES = (
     ('tlrt_relu_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      'g if x > 0; NaN if x is NaN; else 0.'),
     ('tlrt_clamp_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('double', 'lo'), ('double', 'hi'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
-     ('g if lo < x < hi (strictly), NaN if x is NaN, else 0. Errors: TLRT_ERR_INVALID_ARGUMENT if lo\n'
-      'or hi is NaN.')),
+     ('g if lo < x < hi (strictly), NaN if x is NaN, else 0. lo and hi as tlrt_clamp (infinite\n'
+      'bounds accepted). Errors: TLRT_ERR_INVALID_ARGUMENT as tlrt_clamp.')),
     ('tlrt_exp', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      ('e^x; overflows to +inf above 88.72284, gradual underflow to +0 below -103.97.\n'
       'Max error 0.90 ulp (0.86 for subnormal results).')),
@@ -255,8 +417,9 @@ PROTOTYPES = (
       'of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within\n'
       '0.9 ulp).\n'
       'eps is used as (float)eps.\n'
-      'Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative, if eps > 0 rounds to +0 in float32\n'
-      '(eps <= 2^-150), or if (float)eps is infinite (eps = +inf, or too large for float32).')),
+      'Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or +-inf, or rounds to +inf in float32 (the\n'
+      'host-scalar rule); if eps is negative (-0 is accepted); or if eps > 0 rounds to +0 in float32\n'
+      '(eps <= 2^-150).')),
     ('tlrt_exp_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      'g * e^x.'),
     ('tlrt_sigmoid_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
@@ -517,15 +680,16 @@ PROTOTYPES = (
     ('tlrt_layer_norm_fwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'gamma'), ('const tlrt_buffer *', 'beta'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('double', 'eps'), ('tlrt_buffer **', 'y'), ('tlrt_buffer **', 'mean'), ('tlrt_buffer **', 'inv_std'),), 'tlrt_layer_norm.h',
      ('Layer norm forward (DEFINITIONS above). x has rows * cols elements; gamma and beta have cols\n'
       'elements. Outputs: y (rows * cols), mean (rows), inv_std (rows). eps is a double rounded once\n'
-      "to float32 (PyTorch's default is 1e-5; upstream's Lean caller passed 1e-6).\n"
+      "to float32 under the host-scalar rule of torchlean_rt.h, and must be >= 0 (PyTorch's default\n"
+      "is 1e-5; upstream's Lean caller passed 1e-6).\n"
       'Empty cases: rows == 0 gives three empty outputs. cols == 0 (x empty, gamma and beta empty) gives\n'
       'an empty y and mean = inv_std = NaN for every row (0 / 0, the convention of tlrt_reduce_mean;\n'
       'upstream panicked here).\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT (x, gamma, beta, y, mean, inv_std); TLRT_ERR_RELEASED;\n'
       'TLRT_ERR_DEVICE_MISMATCH (x, gamma, beta on different devices); TLRT_ERR_SHAPE (x not\n'
       'rows * cols, the product taken exactly; gamma or beta not cols elements);\n'
-      'TLRT_ERR_INVALID_ARGUMENT (eps NaN, negative, infinite, or rounding to +inf in float32; -0 is\n'
-      'accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not\n'
+      'TLRT_ERR_INVALID_ARGUMENT (eps NaN, +-inf, or rounding to +inf in float32 (the host-scalar\n'
+      'rule), or negative; -0 is accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not\n'
       'exist); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *y, *mean and\n'
       '*inv_std are NULL.')),
     ('tlrt_layer_norm_bwd', 'tlrt_status', (('const tlrt_buffer *', 'dy'), ('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'mean'), ('const tlrt_buffer *', 'inv_std'), ('const tlrt_buffer *', 'gamma'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('tlrt_buffer **', 'dx'), ('tlrt_buffer **', 'dgamma'), ('tlrt_buffer **', 'dbeta'),), 'tlrt_layer_norm.h',
@@ -601,9 +765,14 @@ PROTOTYPES = (
     ('tlrt_tape_free', 'void', (('tlrt_tape *', 'tape'),), 'tlrt_tape.h',
      ('Free the tape with every node value, saved workspace and gradient it holds (leaf buffers lose\n'
       "the reference the tape took; the host's own references stay valid). NULL is a no-op.")),
+    ('tlrt_tape_free_checked', 'tlrt_status', (('tlrt_tape *', 'tape'),), 'tlrt_tape.h',
+     ('tlrt_tape_free that reports misuse: TLRT_OK when the tape was freed or tape is NULL;\n'
+      'TLRT_ERR_STALE_HANDLE (and nothing done) when tape is not a live handle (freed already, or\n'
+      'never a tape). tlrt_tape_free of such a handle does nothing.')),
     ('tlrt_tape_reset', 'tlrt_status', (('tlrt_tape *', 'tape'),), 'tlrt_tape.h',
      ('Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,\n'
-      'and the next node recorded has id 0. Never fails for a non-NULL tape.\n'
+      'the next node recorded has index 0, and the ids recorded so far become stale. Never fails for a\n'
+      'live tape.\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT.')),
     ('tlrt_tape_node_count', 'tlrt_status', (('const tlrt_tape *', 'tape'), ('uint64_t *', 'count'),), 'tlrt_tape.h',
      ('count = the number of nodes in the tape; *device = its device.\n'
@@ -650,127 +819,148 @@ PROTOTYPES = (
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
       '  add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));\n'
       '  max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);\n'
-      '  axpy (out = fma(c, b, a)): (g, c g).')),
+      "  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:\n"
+      '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_sub', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record\n'
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
       '  add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));\n'
       '  max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);\n'
-      '  axpy (out = fma(c, b, a)): (g, c g).')),
+      "  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:\n"
+      '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_mul', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record\n'
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
       '  add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));\n'
       '  max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);\n'
-      '  axpy (out = fma(c, b, a)): (g, c g).')),
+      "  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:\n"
+      '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_div', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record\n'
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
       '  add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));\n'
       '  max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);\n'
-      '  axpy (out = fma(c, b, a)): (g, c g).')),
+      "  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:\n"
+      '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_max', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record\n'
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
       '  add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));\n'
       '  max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);\n'
-      '  axpy (out = fma(c, b, a)): (g, c g).')),
+      "  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:\n"
+      '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_min', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record\n'
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
       '  add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));\n'
       '  max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);\n'
-      '  axpy (out = fma(c, b, a)): (g, c g).')),
+      "  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:\n"
+      '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_axpy', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('double', 'c'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record\n'
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
       '  add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));\n'
       '  max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);\n'
-      '  axpy (out = fma(c, b, a)): (g, c g).')),
+      "  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:\n"
+      '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_neg', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_scale', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('double', 'c'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_abs', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_sqrt', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_inv', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_relu', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_clamp', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('double', 'lo'), ('double', 'hi'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_exp', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_log', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_safe_log', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('double', 'eps'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_sigmoid', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_tanh', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_softplus', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_gelu', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
       "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
-      "passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have\n"
-      "the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time).")),
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_reduce_sum', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('reduce_sum / reduce_mean: all elements of x, output a scalar (rank 0). Gradients: g broadcast\n'
       "to x's shape (times 1 / n rounded to float32 for the mean; an empty x has an empty gradient).\n"
@@ -1257,7 +1447,8 @@ PROTOTYPES = (
       "bh * n * n or n * n elements on the tape's device, selecting with 0 as the op says; the tape\n"
       "retains it (not copied, like a leaf's buffer: the host must not release its storage while the\n"
       'tape may read it) until reset or free. scale, causal and mask_fill as tlrt_flash_attention_fwd,\n'
-      'with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256, scale not finite, mask_fill NaN or +inf).\n'
+      'with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256; scale NaN, +-inf or rounding to +-inf in\n'
+      'float32; mask_fill NaN, +inf or a finite value rounding to +-inf: -inf is accepted).\n'
       "The forward's lse (bh * n floats) is kept as workspace; gradients (q, k, v) from one\n"
       'tlrt_flash_attention_bwd call (it computes all three; those of nodes without a gradient are\n'
       'dropped). One node may be q, k and v at once (its gradient is the sum of the three).\n'
@@ -1477,9 +1668,9 @@ PROTOTYPES = (
       'and NULL when mu == 0 (a buffer that would silently not be updated is refused). At step 1 its\n'
       'contents are not read (it is set to the gradient, as PyTorch creates it), so it may be created\n'
       'with any values. step: 1-based step number; only step == 1 versus step > 1 matters here.\n'
-      'Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each must be\n'
-      'finite and stay finite when rounded to float32 (then so is 1 - dampening); nesterov requires\n'
-      "momentum > 0 and dampening == 0 (PyTorch's rule).\n"
+      'Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each under the\n'
+      'host-scalar rule, finite and finite when rounded to float32 (then so is 1 - dampening);\n'
+      "nesterov requires momentum > 0 and dampening == 0 (PyTorch's rule).\n"
       'Errors: TLRT_ERR_NULL_ARGUMENT (param, grad; momentum_buf when mu != 0);\n'
       'TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad or momentum_buf not the size of param);\n'
       'TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar outside its domain, step == 0,\n'
@@ -1490,8 +1681,8 @@ PROTOTYPES = (
       "updates param, m (first moment, PyTorch's exp_avg) and v (second moment, exp_avg_sq).\n"
       'param, grad, m and v have the same size n and live on one device; m and v start as zeros.\n'
       'step: 1-based step number (>= 1), used for the bias corrections.\n'
-      'Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each finite and\n'
-      'finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very\n'
+      'Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each under the\n'
+      'host-scalar rule, finite and finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very\n'
       "close to 1 with a large lr could overflow it). PyTorch's defaults: lr = 1e-3, betas = (0.9,\n"
       '0.999), eps = 1e-8, weight_decay = 0 (Adam) or 1e-2 (AdamW).\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT (param, grad, m, v); TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad, m\n'
@@ -1603,17 +1794,54 @@ PROTOTYPES = (
      'N-D smooth max pool forward (see tlrt_smooth_maxpool2d_fwd).'),
     ('tlrt_smooth_maxpool_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'dy'), ('uint64_t', 'batch'), ('uint64_t', 'channels'), ('const uint64_t *', 'in_spatial'), ('uint32_t', 'rank'), ('const uint64_t *', 'kernel'), ('const uint64_t *', 'stride'), ('const uint64_t *', 'padding'), ('double', 'beta'), ('tlrt_buffer **', 'dx'),), 'tlrt_pool.h',
      'N-D smooth max pool backward (see tlrt_smooth_maxpool2d_bwd).'),
+    ('tlrt_maxpool_fwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_pool_geometry *', 'geometry'), ('tlrt_buffer **', 'out'),), 'tlrt_pool.h',
+     ('tlrt_maxpool_fwd with the geometry as one tlrt_pool_geometry. Errors: those of\n'
+      'tlrt_maxpool_fwd (no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL)\n'
+      'and TLRT_ERR_INVALID_ARGUMENT (struct_size, as above). Numeric class: exact.')),
+    ('tlrt_maxpool_bwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'dy'), ('const tlrt_pool_geometry *', 'geometry'), ('tlrt_buffer **', 'dx'),), 'tlrt_pool.h',
+     ('tlrt_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as\n'
+      'tlrt_maxpool_fwd_geom). Numeric class: ordered reduction.')),
+    ('tlrt_avgpool_fwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_pool_geometry *', 'geometry'), ('bool', 'count_include_pad'), ('tlrt_buffer **', 'out'),), 'tlrt_pool.h',
+     ('tlrt_avgpool_fwd with the geometry as one tlrt_pool_geometry (errors as\n'
+      'tlrt_maxpool_fwd_geom). Numeric class: ordered reduction.')),
+    ('tlrt_avgpool_bwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'dy'), ('const tlrt_pool_geometry *', 'geometry'), ('bool', 'count_include_pad'), ('tlrt_buffer **', 'dx'),), 'tlrt_pool.h',
+     ('tlrt_avgpool_bwd with the geometry as one tlrt_pool_geometry (errors as\n'
+      'tlrt_maxpool_fwd_geom; TLRT_ERR_OVERFLOW also when dx would exceed TLRT_MAX_ELEMENTS).\n'
+      'Numeric class: ordered reduction.')),
+    ('tlrt_smooth_maxpool_fwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_pool_geometry *', 'geometry'), ('double', 'beta'), ('tlrt_buffer **', 'out'),), 'tlrt_pool.h',
+     ('tlrt_smooth_maxpool_fwd with the geometry as one tlrt_pool_geometry (errors as\n'
+      "tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction.")),
+    ('tlrt_smooth_maxpool_bwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'dy'), ('const tlrt_pool_geometry *', 'geometry'), ('double', 'beta'), ('tlrt_buffer **', 'dx'),), 'tlrt_pool.h',
+     ('tlrt_smooth_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as\n'
+      "tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction.")),
+    ('tlrt_pool_output_dims', 'tlrt_status', (('const tlrt_pool_geometry *', 'geometry'), ('uint64_t *', 'dims'), ('uint32_t', 'capacity'), ('uint32_t *', 'rank'), ('uint64_t *', 'elements'),), 'tlrt_pool.h',
+     ('The output shape of every pool forward of `geometry` (max, average, smooth max: the same),\n'
+      'without buffers, so that hosts need not re-implement the GEOMETRY formula: dims[0 .. *rank - 1]\n'
+      '= (batch, channels, out[0], ..., out[geometry->rank - 1]), *rank = geometry->rank + 2, and\n'
+      "*elements = their product, the element count of the forward's y (and of the dy the backward\n"
+      'expects). capacity is the number of entries dims has room for; every one of them is written\n'
+      '(those past *rank with 0); TLRT_POOL_MAX_DIMS always suffices.\n'
+      'Validation: exactly the checks of tlrt_maxpool_fwd_geom that need no buffer, in the same order\n'
+      'and with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);\n'
+      'TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_POOL_MAX_RANK; a kernel extent 0;\n'
+      'a stride 0; 2 pad > kernel); TLRT_ERR_OVERFLOW (an output extent beyond 64 bits, or more than\n'
+      'TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE (capacity below geometry->rank + 2;\n'
+      'checked last). Not checked, because they need buffers: the sizes of x and dy\n'
+      "(TLRT_ERR_SHAPE), and avgpool_bwd's limit on dx (TLRT_ERR_OVERFLOW). On failure *rank and\n"
+      '*elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers).')),
     ('tlrt_flash_attention_fwd', 'tlrt_status', (('const tlrt_buffer *', 'q'), ('const tlrt_buffer *', 'k'), ('const tlrt_buffer *', 'v'), ('const tlrt_buffer *', 'mask'), ('uint64_t', 'bh'), ('uint64_t', 'n'), ('uint64_t', 'd'), ('double', 'scale'), ('bool', 'causal'), ('double', 'mask_fill'), ('tlrt_buffer **', 'out'), ('tlrt_buffer **', 'lse'),), 'tlrt_attention.h',
      ('Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v\n'
       '(bh * n * d each) and an optional mask (NULL = none; bh * n * n or n * n elements). scale and\n'
-      'mask_fill are doubles rounded once to float32 (scale is usually 1 / sqrt(d)).\n'
+      'mask_fill are doubles rounded once to float32 under the host-scalar rule of torchlean_rt.h\n'
+      '(finite, and finite in float32), except that mask_fill may be -inf (scale is usually\n'
+      '1 / sqrt(d)).\n'
       'Empty cases: bh == 0 or n == 0 gives empty outputs; d == 0 (q, k, v empty) gives an empty out\n'
       'and the lse of the DEFINITIONS with every dot product 0 (s = 0, or mask_fill where blocked; so\n'
       'log of the number of non-excluded keys without fill, -inf for a fully excluded row).\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT (q, k, v, out, lse); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH\n'
       '(q, k, v, mask on different devices); TLRT_ERR_SHAPE (q not bh * n * d, the product taken\n'
       'exactly; k or v a different size than q; mask neither bh * n * n nor n * n elements);\n'
-      'TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to\n'
+      'TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale NaN or +-inf, or rounding to\n'
       '+-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);\n'
       'TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.\n'
       'Cost (CUDA): q read once, k and v once per block of query rows (from cache), out and lse\n'
@@ -1693,6 +1921,39 @@ PROTOTYPES = (
       'names of tlrt_conv2d_fwd. out: (batch, out_channels, out_h, out_w).')),
     ('tlrt_convtranspose2d_bwd', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'input'), ('const tlrt_buffer *', 'grad_out'), ('uint64_t', 'batch'), ('uint64_t', 'in_channels'), ('uint64_t', 'in_h'), ('uint64_t', 'in_w'), ('uint64_t', 'out_channels'), ('uint64_t', 'kernel_h'), ('uint64_t', 'kernel_w'), ('uint64_t', 'stride_h'), ('uint64_t', 'stride_w'), ('uint64_t', 'pad_h'), ('uint64_t', 'pad_w'), ('uint64_t', 'dilation_h'), ('uint64_t', 'dilation_w'), ('uint64_t', 'groups'), ('tlrt_buffer **', 'd_kernel'), ('tlrt_buffer **', 'd_bias'), ('tlrt_buffer **', 'd_input'),), 'tlrt_conv.h',
      '2-D transposed convolution backward: tlrt_convtranspose_bwd with the 2-D geometry.'),
+    ('tlrt_conv_fwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'bias'), ('const tlrt_buffer *', 'input'), ('const tlrt_conv_geometry *', 'geometry'), ('tlrt_buffer **', 'out'),), 'tlrt_conv.h',
+     ('tlrt_conv_fwd with the geometry as one tlrt_conv_geometry. Errors: those of tlrt_conv_fwd\n'
+      '(no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL) and\n'
+      'TLRT_ERR_INVALID_ARGUMENT (struct_size, as above).')),
+    ('tlrt_conv_bwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'input'), ('const tlrt_buffer *', 'grad_out'), ('const tlrt_conv_geometry *', 'geometry'), ('tlrt_buffer **', 'd_kernel'), ('tlrt_buffer **', 'd_bias'), ('tlrt_buffer **', 'd_input'),), 'tlrt_conv.h',
+     'tlrt_conv_bwd with the geometry as one tlrt_conv_geometry (errors as tlrt_conv_fwd_geom).'),
+    ('tlrt_convtranspose_fwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'bias'), ('const tlrt_buffer *', 'input'), ('const tlrt_conv_geometry *', 'geometry'), ('tlrt_buffer **', 'out'),), 'tlrt_conv.h',
+     ('tlrt_convtranspose_fwd with the geometry as one tlrt_conv_geometry (errors as\n'
+      'tlrt_conv_fwd_geom).')),
+    ('tlrt_convtranspose_bwd_geom', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'input'), ('const tlrt_buffer *', 'grad_out'), ('const tlrt_conv_geometry *', 'geometry'), ('tlrt_buffer **', 'd_kernel'), ('tlrt_buffer **', 'd_bias'), ('tlrt_buffer **', 'd_input'),), 'tlrt_conv.h',
+     ('tlrt_convtranspose_bwd with the geometry as one tlrt_conv_geometry (errors as\n'
+      'tlrt_conv_fwd_geom).')),
+    ('tlrt_conv_output_dims', 'tlrt_status', (('const tlrt_conv_geometry *', 'geometry'), ('uint64_t *', 'dims'), ('uint32_t', 'capacity'), ('uint32_t *', 'rank'), ('uint64_t *', 'elements'),), 'tlrt_conv.h',
+     ('The output shape of the convolution of `geometry`, without buffers, so that hosts need not\n'
+      're-implement the GEOMETRY formulas: dims[0 .. *rank - 1] = (batch, out_channels, out[0], ...,\n'
+      "out[geometry->rank - 1]) with the convolution's out[d], *rank = geometry->rank + 2, and\n"
+      "*elements = their product, the element count of tlrt_conv_fwd_geom's output (and of the\n"
+      'grad_out tlrt_conv_bwd_geom expects). capacity is the number of entries dims has room for;\n'
+      'every one of them is written (those past *rank with 0); TLRT_CONV_MAX_DIMS always suffices.\n'
+      'Validation: exactly the checks of tlrt_conv_fwd_geom that need no buffer, in the same order and\n'
+      'with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);\n'
+      'TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_CONV_MAX_RANK; a kernel extent,\n'
+      'stride or dilation 0; groups 0; in_channels or out_channels not divisible by groups; a\n'
+      'non-empty problem reaching the 2^62 index limit of ERRORS above); TLRT_ERR_OVERFLOW (an output\n'
+      'extent beyond 64 bits, or more than TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE\n'
+      '(capacity below geometry->rank + 2; checked last). Not checked, because they need buffers or a\n'
+      'device: the buffer sizes (TLRT_ERR_SHAPE) and the CUDA-only INT_MAX limits. On failure *rank\n'
+      'and *elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers).')),
+    ('tlrt_convtranspose_output_dims', 'tlrt_status', (('const tlrt_conv_geometry *', 'geometry'), ('uint64_t *', 'dims'), ('uint32_t', 'capacity'), ('uint32_t *', 'rank'), ('uint64_t *', 'elements'),), 'tlrt_conv.h',
+     ('tlrt_conv_output_dims for the transposed convolution: out[d] is the transposed out[d] of\n'
+      'GEOMETRY above, the output of tlrt_convtranspose_fwd_geom (and the grad_out of\n'
+      'tlrt_convtranspose_bwd_geom). Validation as tlrt_conv_output_dims, with the transposed\n'
+      "convolution's checks (the 2^62 limit applies to its output extents).")),
 )
 
 # The tlrt_status enum.
@@ -1705,6 +1966,8 @@ STATUS = {
     'TLRT_ERR_INDEX': 5,
     'TLRT_ERR_RELEASED': 6,
     'TLRT_ERR_DEVICE_MISMATCH': 7,
+    'TLRT_ERR_STALE_HANDLE': 8,
+    'TLRT_ERR_DTYPE': 9,
     'TLRT_ERR_OUT_OF_MEMORY': 100,
     'TLRT_ERR_BACKEND_UNAVAILABLE': 200,
     'TLRT_ERR_NO_DEVICE': 201,
@@ -1715,11 +1978,20 @@ STATUS = {
     'TLRT_ERR_INTERNAL': 900,
 }
 
+# The other enums of the headers (C enums, int-sized): type -> {name: value}.
+ENUMS = {
+    'tlrt_dtype': {
+        'TLRT_DTYPE_F32': 0,
+        'TLRT_DTYPE_I32': 1,
+        'TLRT_DTYPE_I64': 2,
+    },
+}
+
 # The integer object-like #defines.
 DEFINES = {
     'TLRT_ABI_VERSION_MAJOR': 1,
-    'TLRT_ABI_VERSION_MINOR': 0,
-    'TLRT_ABI_VERSION': 0x10000,
+    'TLRT_ABI_VERSION_MINOR': 1,
+    'TLRT_ABI_VERSION': 0x10001,
     'TLRT_DEVICE_KIND_CPU': 0,
     'TLRT_DEVICE_KIND_CUDA': 1,
     'TLRT_DEVICE_CPU': 0,
@@ -1727,9 +1999,16 @@ DEFINES = {
     'TLRT_RUNTIME_CUDA_READY': 1,
     'TLRT_RUNTIME_CUDA_NO_DEVICE': 2,
     'TLRT_MAX_ELEMENTS': 0x1000000000000000,
+    'TLRT_CUDA_STREAM_LEGACY': 1,
+    'TLRT_CUDA_STREAM_PER_THREAD': 2,
+    'TLRT_DLPACK_MAX_NDIM': 0x20,
     'TLRT_TAPE_MAX_RANK': 8,
     'TLRT_TAPE_NONE': 0xffffffffffffffff,
     'TLRT_SCAN_CHUNK': 0x40,
+    'TLRT_POOL_MAX_RANK': 8,
+    'TLRT_POOL_MAX_DIMS': 0xa,
+    'TLRT_CONV_MAX_RANK': 8,
+    'TLRT_CONV_MAX_DIMS': 0xa,
 }
 
 # The structs: name -> ((field type, field name), ...) in declaration order.
@@ -1746,6 +2025,29 @@ STRUCTS = {
         ('uint64_t', 'live_handles'),
         ('uint64_t', 'peak_handles'),
     ),
+    'tlrt_pool_geometry': (
+        ('uint64_t', 'struct_size'),
+        ('uint64_t', 'rank'),
+        ('uint64_t', 'batch'),
+        ('uint64_t', 'channels'),
+        ('uint64_t[8]', 'in_spatial'),
+        ('uint64_t[8]', 'kernel'),
+        ('uint64_t[8]', 'stride'),
+        ('uint64_t[8]', 'padding'),
+    ),
+    'tlrt_conv_geometry': (
+        ('uint64_t', 'struct_size'),
+        ('uint64_t', 'rank'),
+        ('uint64_t', 'batch'),
+        ('uint64_t', 'in_channels'),
+        ('uint64_t', 'out_channels'),
+        ('uint64_t', 'groups'),
+        ('uint64_t[8]', 'in_spatial'),
+        ('uint64_t[8]', 'kernel_size'),
+        ('uint64_t[8]', 'stride'),
+        ('uint64_t[8]', 'padding'),
+        ('uint64_t[8]', 'dilation'),
+    ),
 }
 
 # C type -> ctypes spelling (a ctypes name, POINTER(spelling), or a struct of STRUCTS).
@@ -1758,12 +2060,17 @@ CTYPES = {
     'double': 'c_double',
     'float': 'c_float',
     'bool': 'c_bool',
+    'tlrt_dtype': 'c_int',
     'const float *': 'POINTER(c_float)',
     'float *': 'POINTER(c_float)',
     'const double *': 'POINTER(c_double)',
     'double *': 'POINTER(c_double)',
     'const uint8_t *': 'POINTER(c_uint8)',
     'uint8_t *': 'POINTER(c_uint8)',
+    'const int32_t *': 'POINTER(c_int32)',
+    'int32_t *': 'POINTER(c_int32)',
+    'const int64_t *': 'POINTER(c_int64)',
+    'int64_t *': 'POINTER(c_int64)',
     'const uint64_t *': 'POINTER(c_uint64)',
     'const uint32_t *': 'POINTER(c_uint32)',
     'const tlrt_buffer *': 'c_void_p',
@@ -1776,8 +2083,14 @@ CTYPES = {
     'uint64_t *': 'POINTER(c_uint64)',
     'uint32_t *': 'POINTER(c_uint32)',
     'tlrt_device *': 'POINTER(c_uint32)',
+    'tlrt_dtype *': 'POINTER(c_int)',
     'tlrt_allocator_stats *': 'POINTER(tlrt_allocator_stats)',
     'const char *': 'c_char_p',
+    'void *': 'c_void_p',
+    'void **': 'POINTER(c_void_p)',
+    'uint64_t[8]': 'ARRAY(c_uint64, 8)',
+    'const tlrt_conv_geometry *': 'POINTER(tlrt_conv_geometry)',
+    'const tlrt_pool_geometry *': 'POINTER(tlrt_pool_geometry)',
 }
 
 # Optional buffer parameters (None passes NULL): (function, parameter).
@@ -1793,6 +2106,8 @@ OPTIONAL_BUFFERS = frozenset({
     ('tlrt_conv2d_fwd', 'bias'),
     ('tlrt_convtranspose_fwd', 'bias'),
     ('tlrt_convtranspose2d_fwd', 'bias'),
+    ('tlrt_conv_fwd_geom', 'bias'),
+    ('tlrt_convtranspose_fwd_geom', 'bias'),
 })
 
 # Index arrays without a count parameter: (function, parameter) -> where their length
@@ -1847,6 +2162,8 @@ UNCOUNTED = {
 # Count parameters of index arrays (the binding passes the array's length):
 # (function, count parameter) -> the array parameter before it.
 COUNTS = {
+    ('tlrt_buffer_to_dlpack_versioned', 'ndim'): 'dims',
+    ('tlrt_buffer_to_dlpack', 'ndim'): 'dims',
     ('tlrt_reduce_sum_axis', 'rank'): 'dims',
     ('tlrt_reduce_from_broadcast', 'in_rank'): 'in_dims',
     ('tlrt_reduce_from_broadcast', 'out_rank'): 'out_dims',

@@ -15,6 +15,10 @@ and the classification the op wrappers need. At import this module reads no head
      or a tuple of Buffers for max_bwd/min_bwd). Example: rt.add(a, b), rt.clamp(x, -1.0, 1.0),
      rt.rand_normal(rt.CPU, 1000, 0.0, 1.0, key).
 
+CUDA streams (abi/tlrt_stream.h): `with rt.use_stream(rt.cuda(0), torch.cuda.current_stream()):`
+queues the library's work on that stream; stream_record_event / stream_wait_event /
+stream_wait_for_library order it against other CUDA work with events, without host waits.
+
 Every failing call raises TlrtError (.status, .name, .message). Buffers own one reference to their
 handle; the finalizer frees it (and never raises); .free() frees it now.
 numpy is optional: Buffer.from_buffer accepts any buffer-protocol object (array('f'), numpy
@@ -150,9 +154,14 @@ _STRUCTS = {}     # C struct name -> ctypes.Structure
 
 def _ctype_of_spelling(spec, where):
     """A ctypes type from its spelling in the generated table: a ctypes name, POINTER(spelling),
-    or a struct of the declarations."""
+    ARRAY(spelling, n) (a fixed array field of a struct), or a struct of the declarations."""
     if spec.startswith("POINTER(") and spec.endswith(")"):
         return ctypes.POINTER(_ctype_of_spelling(spec[len("POINTER("):-1], where))
+    if spec.startswith("ARRAY(") and spec.endswith(")"):
+        elem, _, n = spec[len("ARRAY("):-1].rpartition(",")
+        if not n.strip().isdigit():
+            raise HeaderParseError(f"{where}: bad array spelling {spec!r}")
+        return _ctype_of_spelling(elem.strip(), where) * int(n)
     if spec in _STRUCTS:
         return _STRUCTS[spec]
     if spec.startswith("c_") and isinstance(getattr(ctypes, spec, None), type):
@@ -169,14 +178,17 @@ def ctype_of(t, where):
     return _ctype_of_spelling(spec, where)
 
 
-def _make_struct(name):
+def _make_struct(name, base=AllocatorStatsBase):
     fields = [(f, ctype_of(t, f"struct {name}: field {f}")) for t, f in _ABI.STRUCTS.get(name, ())]
     if not fields:
         raise HeaderParseError(f"struct {name} not found in the declarations")
-    return type(name, (AllocatorStatsBase,), {"_fields_": fields})
+    return type(name, (base,), {"_fields_": fields})
 
 
 AllocatorStats = _STRUCTS["tlrt_allocator_stats"] = _make_struct("tlrt_allocator_stats")
+for _sname in _ABI.STRUCTS:  # the other structs of the headers (the geometry structs)
+    if _sname not in _STRUCTS:
+        _STRUCTS[_sname] = _make_struct(_sname, ctypes.Structure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -487,14 +499,88 @@ class Buffer:
         return bytes(out)
 
     def to_numpy(self):
-        """The values as a new numpy float32 array (needs numpy)."""
+        """The values as a new numpy array of the buffer's type (a copy; numpy.from_dlpack(buffer)
+        shares the memory instead). Needs numpy."""
         if _np is None:
             raise ImportError("to_numpy needs numpy; use to_array() or to_list() without it")
         n = self.size
+        dtype = self.dtype
+        if dtype != "float32":
+            out = _np.empty(n, dtype=dtype)
+            ctype = ctypes.c_int32 if dtype == "int32" else ctypes.c_int64
+            fname = "tlrt_buffer_to_i32" if dtype == "int32" else "tlrt_buffer_to_i64"
+            ptr = out.ctypes.data_as(ctypes.POINTER(ctype)) if n else None
+            _check(getattr(lib, fname)(self._h, ptr, n), fname)
+            return out
         out = _np.empty(n, dtype=_np.float32)
         ptr = out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) if n else None
         _check(lib.tlrt_buffer_to_f32(self._h, ptr, n), "tlrt_buffer_to_f32")
         return out
+
+    # -- element types (float32 values; int32 / int64 indices) --
+    @classmethod
+    def from_ints(cls, values, dtype="int64", device=CPU):
+        """Uploads integers as an int32 or int64 buffer (indices); values is an iterable of ints
+        or a contiguous buffer-protocol object of that type (array('q'), numpy int64, ...)."""
+        if dtype not in ("int32", "int64"):
+            raise ValueError(f"from_ints: dtype is 'int32' or 'int64', not {dtype!r}")
+        code, ctype, fname = (("i", ctypes.c_int32, "tlrt_buffer_from_i32") if dtype == "int32"
+                              else ("q", ctypes.c_int64, "tlrt_buffer_from_i64"))
+        if _np is not None and isinstance(values, _np.ndarray):
+            values = _np.ascontiguousarray(values, dtype=_np.int32 if dtype == "int32"
+                                           else _np.int64)
+            n = values.size
+            ptr = values.ctypes.data_as(ctypes.POINTER(ctype)) if n else None
+            return cls._out(fname, _as_device(device), ptr, n)
+        arr = _array.array(code, values)
+        n = len(arr)
+        ptr = ctypes.cast((ctype * n).from_buffer(arr), ctypes.POINTER(ctype)) if n else None
+        return cls._out(fname, _as_device(device), ptr, n)
+
+    @property
+    def dtype(self):
+        """'float32', 'int32' or 'int64' (tlrt_buffer_dtype)."""
+        t = ctypes.c_int()
+        _check(lib.tlrt_buffer_dtype(self._h, ctypes.byref(t)), "tlrt_buffer_dtype")
+        return _DTYPE_NAMES[t.value]
+
+    def to_int_list(self):
+        """The values of an int32 / int64 buffer as a list of ints."""
+        n = self.size
+        if self.dtype == "int32":
+            out, fname = (ctypes.c_int32 * n)(), "tlrt_buffer_to_i32"
+        else:
+            out, fname = (ctypes.c_int64 * n)(), "tlrt_buffer_to_i64"
+        _check(getattr(lib, fname)(self._h, out if n else None, n), fname)
+        return list(out)
+
+    # -- DLPack (abi/tlrt_dlpack.h): zero-copy exchange with numpy, torch, cupy, jax ... --
+    def __dlpack_device__(self):
+        d = self.device
+        kind = (d >> 16) & 0xFF
+        return (_DL_CUDA, d & 0xFFFF) if kind == DEFINES["TLRT_DEVICE_KIND_CUDA"] else (_DL_CPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing this buffer's payload (a 1-D tensor of size elements; the
+        capsule holds a reference to the buffer). max_version >= (1, 0) gives a versioned capsule,
+        otherwise the legacy one. For a CUDA buffer, `stream` (the consumer's stream: None or 1
+        the legacy default stream, 2 the per-thread default stream, -1 no ordering, else a
+        cudaStream_t as an int) is made to wait for the library's queued work, without a host
+        wait. copy=True exports a copy; dl_device other than the buffer's own is refused."""
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"__dlpack__: the buffer is on {self.__dlpack_device__()}, not "
+                              f"{tuple(dl_device)} (copy with .to(device) first)")
+        src = self.copy() if copy else self
+        if src.__dlpack_device__()[0] == _DL_CUDA and stream != -1:
+            s = 1 if stream is None else stream  # 1: cudaStreamLegacy, 2: cudaStreamPerThread
+            _check(lib.tlrt_stream_wait_for_library(src.device, s),
+                   "tlrt_stream_wait_for_library")
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        fname = "tlrt_buffer_to_dlpack_versioned" if versioned else "tlrt_buffer_to_dlpack"
+        out = ctypes.c_void_p()
+        _check(getattr(lib, fname)(src._h, None, 1, ctypes.byref(out)), fname)
+        name = _CAPSULE_VERSIONED if versioned else _CAPSULE_LEGACY
+        return _capsule_new(out.value, name, _capsule_destructor_ptr)
 
     def __repr__(self):
         if self._h is None:
@@ -503,6 +589,94 @@ class Buffer:
             return f"Buffer(size={self.size}, device={device_name(self.device)})"
         except TlrtError as e:
             return f"Buffer(<{e.name}>)"
+
+
+_DTYPE_NAMES = {0: "float32", 1: "int32", 2: "int64"}
+
+# DLPack capsules through the CPython C API (no compiled extension): the capsule names of the
+# DLPack Python specification, the producer's destructor (runs the managed tensor's deleter unless
+# a consumer renamed the capsule to "used_..." when it took ownership), and the consumer side.
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
+_CAPSULE_VERSIONED, _CAPSULE_LEGACY = b"dltensor_versioned", b"dltensor"
+_USED_VERSIONED, _USED_LEGACY = b"used_dltensor_versioned", b"used_dltensor"
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_set_name = ctypes.pythonapi.PyCapsule_SetName
+_capsule_set_name.restype = ctypes.c_int
+_capsule_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+# The destructor sees the capsule as a raw pointer (its reference count is already 0).
+_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# Offset of `deleter` in DLManagedTensorVersioned (version, manager_ctx, deleter) and in
+# DLManagedTensor (DLTensor of 48 bytes, manager_ctx, deleter).
+_DELETER_OFFSET = {_CAPSULE_VERSIONED: 16, _CAPSULE_LEGACY: 56}
+
+
+def _run_deleter(managed, name):
+    fn = ctypes.c_void_p.from_address(managed + _DELETER_OFFSET[name]).value
+    if fn:
+        _DELETER(fn)(managed)
+
+
+@ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(capsule):
+    try:
+        for name in (_CAPSULE_VERSIONED, _CAPSULE_LEGACY):
+            if _raw_is_valid(capsule, name):  # not consumed: the producer still owns it
+                _run_deleter(_raw_get_pointer(capsule, name), name)
+                return
+    except BaseException:  # a destructor never raises
+        pass
+
+
+_capsule_destructor_ptr = ctypes.cast(_capsule_destructor, ctypes.c_void_p)
+
+
+def from_dlpack(obj, *, device=None):
+    """A Buffer sharing the memory of `obj`, any object with __dlpack__ (a numpy array, a torch or
+    cupy tensor, a jax array) or a DLPack capsule: no copy. The tensor must be contiguous, of
+    float32, int32 or int64, on the CPU or a CUDA device; it is flattened in row-major order. For
+    a CUDA producer, the producer orders its work before the library's current stream of that
+    device (the stream is passed to __dlpack__). The Buffer keeps the producer's tensor alive."""
+    capsule = obj
+    if hasattr(obj, "__dlpack__"):
+        kind, ordinal = obj.__dlpack_device__()
+        kw = {}
+        if kind == _DL_CUDA:
+            s = stream_get(cuda(ordinal))
+            kw["stream"] = s if s else 1
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0), **kw)
+        except TypeError:  # a producer of the DLPack 0.x protocol
+            capsule = obj.__dlpack__(**kw)
+    for name, used, fname in ((_CAPSULE_VERSIONED, _USED_VERSIONED,
+                               "tlrt_buffer_from_dlpack_versioned"),
+                              (_CAPSULE_LEGACY, _USED_LEGACY, "tlrt_buffer_from_dlpack")):
+        if _capsule_is_valid(capsule, name):
+            managed = _capsule_get_pointer(capsule, name)
+            out = ctypes.c_void_p()
+            _check(getattr(lib, fname)(managed, ctypes.byref(out)), fname)
+            _capsule_set_name(capsule, used)  # the buffer owns the tensor now
+            b = Buffer(out.value)
+            if device is not None and b.device != device:
+                raise ValueError(f"from_dlpack: the tensor is on {device_name(b.device)}, not "
+                                 f"{device_name(device)}")
+            return b
+    raise TypeError("from_dlpack: expected an object with __dlpack__ or an unconsumed DLPack "
+                    f"capsule, not {type(obj).__name__}")
+
+
+__all__ += ["from_dlpack"]
 
 
 def _handle(b, fname, pname):
@@ -563,6 +737,214 @@ def stats(device=CPU):
 
 
 # ---------------------------------------------------------------------------------------------
+# Streams and events (abi/tlrt_stream.h): order the library's CUDA work with PyTorch's, CuPy's or
+# any other CUDA user's, on the device, without the host waiting.
+# ---------------------------------------------------------------------------------------------
+
+CUDA_STREAM_LEGACY = DEFINES["TLRT_CUDA_STREAM_LEGACY"]
+CUDA_STREAM_PER_THREAD = DEFINES["TLRT_CUDA_STREAM_PER_THREAD"]
+
+
+def _handle_value(obj, attrs, what):
+    """The address of a CUDA handle: an int, or an object carrying it in one of attrs
+    (torch.cuda.Stream.cuda_stream, torch.cuda.Event.cuda_event, cupy's .ptr), or a
+    ctypes.c_void_p."""
+    if isinstance(obj, bool):
+        raise TypeError(f"{what}: a CUDA handle, not a bool")
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, ctypes.c_void_p):
+        return obj.value or 0
+    for a in attrs:
+        v = getattr(obj, a, None)
+        if isinstance(v, ctypes.c_void_p):  # numba's .handle
+            return v.value or 0
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    raise TypeError(f"{what}: expected an int handle or an object with "
+                    f"{' / '.join('.' + a for a in attrs)}, not {type(obj).__name__}")
+
+
+def _stream_value(stream, what):
+    """A host stream as the library takes it: 0 (what PyTorch and CuPy report for the legacy
+    default stream) becomes CUDA_STREAM_LEGACY."""
+    v = _handle_value(stream, ("cuda_stream", "ptr", "handle"), what)
+    return CUDA_STREAM_LEGACY if v == 0 else v
+
+
+def stream_get(device):
+    """tlrt_stream_get: the current stream of a CUDA device as an int (the library's own stream, or
+    the host's as it was set)."""
+    out = ctypes.c_void_p()
+    _check(lib.tlrt_stream_get(_as_device(device), ctypes.byref(out)), "tlrt_stream_get")
+    return out.value or 0
+
+
+def stream_set(device, stream):
+    """tlrt_stream_set: queue the library's work on `device` on `stream` from now on. None means
+    the library's own stream; 0 or a torch/cupy default-stream object the legacy default stream;
+    otherwise an int handle, a torch.cuda.Stream (.cuda_stream), a cupy stream (.ptr). The stream
+    must stay alive while it is current, and no other call on the device may run during the switch
+    (see use_stream for a scoped form)."""
+    v = None if stream is None else _stream_value(stream, "tlrt_stream_set: argument cuda_stream")
+    _check(lib.tlrt_stream_set(_as_device(device), v), "tlrt_stream_set")
+
+
+def stream_record_event(device, event):
+    """tlrt_stream_record_event: record a CUDA event (int handle, torch.cuda.Event, cupy Event) on
+    the library's current stream of `device`. A torch.cuda.Event has a CUDA event only after its
+    first record(): record it once (on any stream of the device) before passing it here."""
+    v = _handle_value(event, ("cuda_event", "ptr", "handle"),
+                      "tlrt_stream_record_event: argument cuda_event")
+    _check(lib.tlrt_stream_record_event(_as_device(device), v or None),
+           "tlrt_stream_record_event")
+
+
+def stream_wait_event(device, event):
+    """tlrt_stream_wait_event: the library's later work on `device` waits (on the device) for the
+    event's last record."""
+    v = _handle_value(event, ("cuda_event", "ptr", "handle"),
+                      "tlrt_stream_wait_event: argument cuda_event")
+    _check(lib.tlrt_stream_wait_event(_as_device(device), v or None), "tlrt_stream_wait_event")
+
+
+def stream_wait_for_library(device, stream):
+    """tlrt_stream_wait_for_library: `stream` (0 / default-stream objects: the legacy default
+    stream) waits, on the device, for all work the library has queued on `device` so far: call it
+    before work on that stream reads what the library produced."""
+    v = _stream_value(stream, "tlrt_stream_wait_for_library: argument cuda_stream")
+    _check(lib.tlrt_stream_wait_for_library(_as_device(device), v),
+           "tlrt_stream_wait_for_library")
+
+
+class use_stream:
+    """Context manager: the library queues its work on `device` on `stream` inside the block and
+    goes back to the stream that was current before on exit (stream_set's rules apply):
+
+        s = torch.cuda.current_stream()
+        with rt.use_stream(rt.cuda(0), s):
+            y = rt.add(a, b)          # queued on s, after what torch queued there before
+    """
+
+    def __init__(self, device, stream):
+        self._device, self._stream, self._previous = _as_device(device), stream, None
+
+    def __enter__(self):
+        self._previous = stream_get(self._device)
+        stream_set(self._device, self._stream)
+        return self
+
+    def __exit__(self, *exc):
+        stream_set(self._device, self._previous)
+        return False
+
+
+__all__ += ["CUDA_STREAM_LEGACY", "CUDA_STREAM_PER_THREAD", "stream_get", "stream_set",
+            "stream_record_event", "stream_wait_event", "stream_wait_for_library", "use_stream"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Geometry as data (abi/tlrt_conv.h, abi/tlrt_pool.h): the geometry structs, filled by field name,
+# and the output-shape queries. The *_geom ops generated below take these structs:
+#     g = rt.conv_geometry(batch=1, in_channels=3, out_channels=8, in_spatial=[32, 32],
+#                          kernel_size=[3, 3], padding=[1, 1])
+#     dims, n = rt.conv_output_dims(g)          # [1, 8, 32, 32], 8192
+#     y = rt.conv_fwd_geom(w, b, x, g)
+# ---------------------------------------------------------------------------------------------
+
+ConvGeometry = _STRUCTS["tlrt_conv_geometry"]
+PoolGeometry = _STRUCTS["tlrt_pool_geometry"]
+
+
+def _geometry(struct, fname, scalars, arrays):
+    """A struct with struct_size set, rank = len of the first array, the scalars, and each array
+    (one entry per axis; entries past the struct's fixed length are left to the library's rank
+    check) written by name."""
+    g = struct()
+    g.struct_size = ctypes.sizeof(struct)
+    rank = len(arrays[0][1])
+    g.rank = rank
+    for name, v in scalars:
+        v = int(v)
+        if not 0 <= v < 1 << 64:
+            raise ValueError(f"{fname}: {name} = {v} is not a uint64_t")
+        setattr(g, name, v)
+    for name, values in arrays:
+        vals = [int(v) for v in values]
+        if len(vals) != rank:
+            raise ValueError(f"{fname}: {name} has {len(vals)} entries, in_spatial has {rank}")
+        field = getattr(g, name)
+        for i, v in enumerate(vals):
+            if not 0 <= v < 1 << 64:
+                raise ValueError(f"{fname}: {name}[{i}] = {v} is not a uint64_t")
+            if i < len(field):
+                field[i] = v
+    return g
+
+
+def conv_geometry(batch, in_channels, out_channels, in_spatial, kernel_size, stride=None,
+                  padding=None, dilation=None, groups=1):
+    """A ConvGeometry (tlrt_conv_geometry) with struct_size set and rank = len(in_spatial);
+    stride, padding and dilation default to 1, 0 and 1 on every axis. Every value is validated by
+    the library (the ops and conv_output_dims), not here; its fields stay writable by name
+    (g.stride[1] = 2)."""
+    r = len(in_spatial)
+    return _geometry(ConvGeometry, "conv_geometry",
+                     [("batch", batch), ("in_channels", in_channels),
+                      ("out_channels", out_channels), ("groups", groups)],
+                     [("in_spatial", in_spatial), ("kernel_size", kernel_size),
+                      ("stride", [1] * r if stride is None else stride),
+                      ("padding", [0] * r if padding is None else padding),
+                      ("dilation", [1] * r if dilation is None else dilation)])
+
+
+def pool_geometry(batch, channels, in_spatial, kernel, stride=None, padding=None):
+    """A PoolGeometry (tlrt_pool_geometry) with struct_size set and rank = len(in_spatial);
+    stride defaults to the kernel (PyTorch's pooling default) and padding to 0. Validated by the
+    library, not here."""
+    r = len(in_spatial)
+    return _geometry(PoolGeometry, "pool_geometry", [("batch", batch), ("channels", channels)],
+                     [("in_spatial", in_spatial), ("kernel", kernel),
+                      ("stride", list(kernel) if stride is None else stride),
+                      ("padding", [0] * r if padding is None else padding)])
+
+
+def _output_dims(fname, struct, capacity, geometry):
+    if not isinstance(geometry, struct):
+        raise TypeError(f"{fname}: argument geometry must be a {struct.__name__}, not "
+                        f"{type(geometry).__name__}")
+    dims = (ctypes.c_uint64 * capacity)()
+    rank, elements = ctypes.c_uint32(), ctypes.c_uint64()
+    _check(getattr(lib, fname)(ctypes.byref(geometry), dims, capacity, ctypes.byref(rank),
+                               ctypes.byref(elements)), fname)
+    return list(dims[:rank.value]), elements.value
+
+
+def conv_output_dims(geometry):
+    """tlrt_conv_output_dims: (the output's dims [batch, out_channels, out...], its element count)
+    of conv_fwd_geom for a ConvGeometry; the library's errors as TlrtError."""
+    return _output_dims("tlrt_conv_output_dims", ConvGeometry, DEFINES["TLRT_CONV_MAX_DIMS"],
+                        geometry)
+
+
+def convtranspose_output_dims(geometry):
+    """tlrt_convtranspose_output_dims: (dims, element count) of convtranspose_fwd_geom."""
+    return _output_dims("tlrt_convtranspose_output_dims", ConvGeometry,
+                        DEFINES["TLRT_CONV_MAX_DIMS"], geometry)
+
+
+def pool_output_dims(geometry):
+    """tlrt_pool_output_dims: (dims [batch, channels, out...], element count) of every pool
+    forward for a PoolGeometry."""
+    return _output_dims("tlrt_pool_output_dims", PoolGeometry, DEFINES["TLRT_POOL_MAX_DIMS"],
+                        geometry)
+
+
+__all__ += ["ConvGeometry", "PoolGeometry", "conv_geometry", "pool_geometry", "conv_output_dims",
+            "convtranspose_output_dims", "pool_output_dims"]
+
+
+# ---------------------------------------------------------------------------------------------
 # Generated op wrappers: every function of the op headers that returns tlrt_status and writes
 # buffers through trailing tlrt_buffer ** out-parameters.
 # ---------------------------------------------------------------------------------------------
@@ -573,7 +955,9 @@ _OP_HEADERS = ("tlrt_elementwise.h", "tlrt_rng.h", "tlrt_reduce.h", "tlrt_layout
                "tlrt_scan.h", "tlrt_optim.h", "tlrt_pool.h", "tlrt_attention.h", "tlrt_conv.h")
 # Functions of those headers that are not ops (no output buffer): wrapped by hand or left to
 # rt.call / rt.lib.
-_NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32"}
+_NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32",
+            # the output-shape queries: conv_output_dims and friends above
+            "tlrt_conv_output_dims", "tlrt_convtranspose_output_dims", "tlrt_pool_output_dims"}
 _IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double": "float",
              "uint64_t": "int", "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
              "const uint64_t *": "array64", "const uint32_t *": "array32",
@@ -604,6 +988,8 @@ def _make_op(proto):
             outs.append(t)
         elif seen_out:
             raise HeaderParseError(f"{proto.name}: input {n} after an out-parameter")
+        elif t.startswith("const ") and t.endswith(" *") and t[6:-2] in _STRUCTS:
+            ins.append((n, "struct"))  # a geometry struct, passed by reference
         elif t in _IN_KINDS:
             kind = _IN_KINDS[t]
             if kind in ("int", "int32") and (proto.name, n) in _COUNTS:
@@ -646,6 +1032,13 @@ def _make_op(proto):
                     cargs.append(_handle(a, fname, n))
             elif kind == "tape":
                 cargs.append(_tape_handle(a, fname))
+            elif kind == "struct":
+                want = _STRUCTS[dict((pn, pt) for pt, pn in params)[n][6:-2]]
+                if not isinstance(a, want):
+                    raise TypeError(f"{fname}: argument {n} must be a {want.__name__} "
+                                    f"(rt.conv_geometry / rt.pool_geometry), not "
+                                    f"{type(a).__name__}")
+                cargs.append(ctypes.byref(a))
             elif kind == "float":
                 cargs.append(float(a))
             elif kind == "bool":
@@ -804,4 +1197,4 @@ def buffer(obj, device=CPU):
     return Buffer.from_buffer(obj, device)
 
 
-del _name, _restype, _params, _header, _doc, _proto, _fn, _m
+del _name, _restype, _params, _header, _doc, _proto, _fn, _m, _sname

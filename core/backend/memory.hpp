@@ -12,13 +12,13 @@
   /* Payload allocation of bytes > 0; throws TLRT_ERR_OUT_OF_MEMORY. */                     \
   void *alloc(int dev, uint64_t bytes);                                                     \
   /* Free of a block from alloc(dev, bytes) (never throws, never blocks; CUDA: ordered on  \
-     the library stream). */                                                                \
+     the current stream). */                                                                \
   void dealloc(int dev, void *p, uint64_t bytes) noexcept;                                  \
   /* Host -> device; src may be reused when this returns. */                                \
   void upload(int dev, void *dst, const void *src, uint64_t bytes);                         \
   /* Host -> device for small per-call host data (index lists): src is copied to pinned    \
      staging before this returns (src may be reused), the transfer is queued on the        \
-     library stream; the host never waits for the device (CUDA: a pinned ring whose       \
+     current stream; the host never waits for the device (CUDA: a pinned ring whose       \
      blocks are reused once their copy has completed). */                                  \
   void upload_async(int dev, void *dst, const void *src, uint64_t bytes);                   \
   /* upload_async of bytes that fill(ctx, host, off, len) writes into host (bytes [off,      \
@@ -40,7 +40,24 @@
   /* Return pooled memory to the system. */                                                 \
   void trim(int dev);                                                                       \
   /* Pool and device memory figures (0 where not applicable). */                            \
-  void memory_info(int dev, uint64_t *pooled, uint64_t *free_bytes, uint64_t *total_bytes);
+  void memory_info(int dev, uint64_t *pooled, uint64_t *free_bytes, uint64_t *total_bytes);  \
+  /* The device's current stream (abi/tlrt_stream.h): the host's as set, else the library's \
+     own (CPU: throws TLRT_ERR_UNSUPPORTED; core never asks). */                           \
+  void *stream_get(int dev);                                                                \
+  /* Makes s (NULL or the library's own: the library's own) the current stream; the new    \
+     stream waits on the device for all work queued on the previous one. Throws            \
+     TLRT_ERR_INVALID_ARGUMENT for a stream of another device (only the driver can tell),   \
+     TLRT_ERR_CUDA for a handle the runtime rejects (CPU: TLRT_ERR_UNSUPPORTED). */         \
+  void stream_set(int dev, void *s);                                                        \
+  /* cudaEventRecord(event, current stream) (CPU: TLRT_ERR_UNSUPPORTED). */                 \
+  void stream_record_event(int dev, void *event);                                           \
+  /* The current stream waits for event's last record (CPU: TLRT_ERR_UNSUPPORTED). */      \
+  void stream_wait_event(int dev, void *event);                                             \
+  /* Makes host_stream (non-NULL; a stream handle, cudaStreamLegacy or cudaStreamPerThread) \
+     wait on the device for all work queued so far on dev, through an internal event; no   \
+     host wait; nothing queued when host_stream is the current stream. For the producer    \
+     side of DLPack's stream argument. CPU: returns (work is complete when a call returns). */ \
+  void wait_for_library(int dev, void *host_stream);
 
 namespace tlrt {
 namespace stub {

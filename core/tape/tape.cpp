@@ -1,5 +1,6 @@
 // The autograd tape: lifetime, leaves, reading nodes, and backward (abi/tlrt_tape.h). The
 // recording calls are in tape_ops.cpp. Public headers only (see tape_internal.hpp).
+#include <atomic>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -33,26 +34,57 @@ std::string Shape::str() const {
   return s + ")";
 }
 
-const Node &node_at(const tlrt_tape &t, uint64_t id, const char *arg) {
-  if (id >= t.nodes.size())
-    fail(TLRT_ERR_INDEX, "argument %s: node id %llu is not in the tape (it has %llu nodes)", arg,
-         (ull)id, (ull)t.nodes.size());
-  return t.nodes[id];
+uint64_t index_of(const Tape &t, uint64_t id, const char *arg) {
+  const uint64_t index = id & 0xFFFFFFFFull;
+  if (id >> 32 != t.id_of(0) >> 32) {
+    const unsigned tag = (unsigned)(id >> 48), generation = (unsigned)(id >> 32) & 0xFFFFu;
+    if (tag != t.tag)
+      fail(TLRT_ERR_STALE_HANDLE, "argument %s: node id %#llx belongs to another tape (or is no "
+           "node id)", arg, (ull)id);
+    fail(TLRT_ERR_STALE_HANDLE, "argument %s: node id %#llx was recorded before a tlrt_tape_reset "
+         "(generation %u, the tape is at %u)", arg, (ull)id, generation, (unsigned)t.generation);
+  }
+  if (index >= t.nodes.size())
+    fail(TLRT_ERR_INDEX, "argument %s: node id %#llx (index %llu) is not in the tape (it has "
+         "%llu nodes)", arg, (ull)id, (ull)index, (ull)t.nodes.size());
+  return index;
 }
 
-tlrt_tape &tape_ref(tlrt_tape *t) {
-  if (t == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument tape is NULL");
-  return *t;
-}
-const tlrt_tape &tape_ref(const tlrt_tape *t) {
-  if (t == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument tape is NULL");
-  return *t;
+const Node &node_at(const Tape &t, uint64_t id, const char *arg) {
+  return t.nodes[index_of(t, id, arg)];
 }
 
-uint64_t push(tlrt_tape &t, Buf value, const Shape &shape, std::vector<uint64_t> parents,
+namespace {
+
+using TapeTable = HandleTable<Tape>;
+
+// Allocated once and never destroyed: a host may free tapes from static destructors.
+TapeTable &tape_table() {
+  static TapeTable *table = new TapeTable;
+  return *table;
+}
+
+uint64_t token_of(const tlrt_tape *t) { return reinterpret_cast<uintptr_t>(t); }
+
+}  // namespace
+
+Tape &tape_ref(tlrt_tape *t) {
+  if (t == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument tape is NULL");
+  TapeTable::Slot *slot = tape_table().find(token_of(t));
+  if (slot == nullptr)
+    fail(TLRT_ERR_STALE_HANDLE, "argument tape is not a live tlrt_tape (freed, or never one)");
+  return slot->object;
+}
+const Tape &tape_ref(const tlrt_tape *t) { return tape_ref(const_cast<tlrt_tape *>(t)); }
+
+uint64_t push(Tape &t, Buf value, const Shape &shape, std::vector<uint64_t> parent_ids,
               BackwardFn backward, std::vector<Buf> saved) {
   Node n;
-  for (uint64_t p : parents) n.requires_grad = n.requires_grad || t.nodes[p].requires_grad;
+  std::vector<uint64_t> parents(parent_ids.size());
+  for (size_t i = 0; i < parents.size(); ++i) {
+    parents[i] = index_of(t, parent_ids[i], "parent");  // validated by the caller already
+    n.requires_grad = n.requires_grad || t.nodes[parents[i]].requires_grad;
+  }
   n.value = std::move(value);
   n.shape = shape;
   if (n.requires_grad) {
@@ -61,24 +93,28 @@ uint64_t push(tlrt_tape &t, Buf value, const Shape &shape, std::vector<uint64_t>
     n.saved = std::move(saved);
   }  // else: nothing will ever flow back through this node; drop the workspace now
   t.nodes.push_back(std::move(n));
-  return t.nodes.size() - 1;
+  return t.id_of(t.nodes.size() - 1);
 }
 
-uint64_t push_leaf(tlrt_tape &t, Buf value, const Shape &shape, bool requires_grad) {
+uint64_t push_leaf(Tape &t, Buf value, const Shape &shape, bool requires_grad) {
   Node n;
   n.value = std::move(value);
   n.shape = shape;
   n.leaf = true;
   n.requires_grad = requires_grad;
   t.nodes.push_back(std::move(n));
-  return t.nodes.size() - 1;
+  return t.id_of(t.nodes.size() - 1);
 }
 
-uint64_t check_buffer(const tlrt_tape &t, const tlrt_buffer *b, const char *arg) {
+uint64_t check_buffer(const Tape &t, const tlrt_buffer *b, const char *arg) {
   uint64_t size = 0;
   const tlrt_status s = tlrt_buffer_size(b, &size);
   if (s == TLRT_ERR_RELEASED) fail(TLRT_ERR_RELEASED, "argument %s: storage was released", arg);
   check(s);
+  tlrt_dtype type = TLRT_DTYPE_F32;
+  check(tlrt_buffer_dtype(b, &type));
+  if (type != TLRT_DTYPE_F32)
+    fail(TLRT_ERR_DTYPE, "argument %s holds integer values; tape nodes hold float32 values", arg);
   tlrt_device dev = 0;
   check(tlrt_buffer_device(b, &dev));
   if (dev != t.device)
@@ -93,7 +129,7 @@ namespace {
 
 // The reverse sweep of abi/tlrt_tape.h: all or nothing, intermediate gradients freed as soon as
 // they have been propagated.
-void run_backward(tlrt_tape &t, uint64_t start, Buf seed) {
+void run_backward(Tape &t, uint64_t start, Buf seed) {
   if (!t.nodes[start].requires_grad) return;
   std::vector<Buf> pending(start + 1);
   pending[start] = std::move(seed);
@@ -151,20 +187,43 @@ TLRT_API tlrt_status tlrt_tape_new(tlrt_device device, tlrt_tape **out) {
     tlrt_allocator_stats st{};
     st.struct_size = sizeof st;
     check(tlrt_allocator_stats_get(device, &st));
-    tlrt_tape *t = new tlrt_tape;
-    t->device = device;
-    *out = t;
+    TapeTable::Slot *slot = nullptr;
+    const uint64_t token = tape_table().create(&slot);
+    if (token == 0) fail(TLRT_ERR_OUT_OF_MEMORY, "out of host memory allocating a tape handle");
+    static std::atomic<uint32_t> tags{0};
+    Tape &t = slot->object;
+    t.device = device;
+    t.tag = (uint16_t)(tags.fetch_add(1, std::memory_order_relaxed) % 0xFFFEu + 1);  // 1..0xFFFE
+    t.generation = 0;
+    *out = reinterpret_cast<tlrt_tape *>(static_cast<uintptr_t>(token));
   });
 }
 
+// Frees a live tape's nodes (Node destructors drop every buffer reference; nothing can throw)
+// and its slot.
+static void destroy(TapeTable::Slot *slot, uint64_t token) noexcept {
+  std::vector<Node>().swap(slot->object.nodes);
+  tape_table().destroy(token);
+}
+
 TLRT_API void tlrt_tape_free(tlrt_tape *tape) {
-  delete tape;  // Node destructors free every buffer reference; nothing here can throw
+  if (tape == nullptr) return;
+  if (TapeTable::Slot *slot = tape_table().find(token_of(tape))) destroy(slot, token_of(tape));
+}
+
+TLRT_API tlrt_status tlrt_tape_free_checked(tlrt_tape *tape) {
+  return guarded("tlrt_tape_free_checked", [&] {
+    if (tape == nullptr) return;
+    tape_ref(tape);
+    destroy(tape_table().find(token_of(tape)), token_of(tape));
+  });
 }
 
 TLRT_API tlrt_status tlrt_tape_reset(tlrt_tape *tape) {
   return guarded("tlrt_tape_reset", [&] {
-    tlrt_tape &t = tape_ref(tape);
+    Tape &t = tape_ref(tape);
     t.nodes.clear();  // keeps the capacity: the next step records without reallocating
+    ++t.generation;   // ids recorded before now are stale
   });
 }
 
@@ -186,7 +245,7 @@ TLRT_API tlrt_status tlrt_tape_leaf(tlrt_tape *tape, tlrt_buffer *buffer, const 
                                     uint32_t rank, bool requires_grad, uint64_t *out) {
   return guarded("tlrt_tape_leaf", [&] {
     clear_out_value(out, "out");
-    tlrt_tape &t = tape_ref(tape);
+    Tape &t = tape_ref(tape);
     if (buffer == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument buffer is NULL");
     if (rank > TLRT_TAPE_MAX_RANK)
       fail(TLRT_ERR_INVALID_ARGUMENT, "argument rank is %u, at most %u", rank, TLRT_TAPE_MAX_RANK);
@@ -228,7 +287,7 @@ TLRT_API tlrt_status tlrt_tape_value(const tlrt_tape *tape, uint64_t node, tlrt_
 TLRT_API tlrt_status tlrt_tape_grad(const tlrt_tape *tape, uint64_t node, tlrt_buffer **out) {
   return guarded("tlrt_tape_grad", [&] {
     clear_out(out, "out");
-    const tlrt_tape &t = tape_ref(tape);
+    const Tape &t = tape_ref(tape);
     const Node &n = node_at(t, node, "node");
     if (!n.leaf)
       fail(TLRT_ERR_INVALID_ARGUMENT,
@@ -248,7 +307,7 @@ TLRT_API tlrt_status tlrt_tape_shape(const tlrt_tape *tape, uint64_t node, uint6
   return guarded("tlrt_tape_shape", [&] {
     clear_out_value(rank, "rank");
     if (requires_grad) *requires_grad = false;
-    const tlrt_tape &t = tape_ref(tape);
+    const Tape &t = tape_ref(tape);
     if (dims == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument dims is NULL");
     const Node &n = node_at(t, node, "node");
     for (uint32_t i = 0; i < n.shape.rank; ++i) dims[i] = n.shape.d[i];
@@ -259,21 +318,21 @@ TLRT_API tlrt_status tlrt_tape_shape(const tlrt_tape *tape, uint64_t node, uint6
 
 TLRT_API tlrt_status tlrt_tape_backward(tlrt_tape *tape, uint64_t node) {
   return guarded("tlrt_tape_backward", [&] {
-    tlrt_tape &t = tape_ref(tape);
+    Tape &t = tape_ref(tape);
     const Node &n = node_at(t, node, "node");
     if (n.shape.numel() != 1)
       fail(TLRT_ERR_SHAPE,
            "node %llu has shape %s (%llu elements): backward without a seed needs one element",
            (ull)node, n.shape.str().c_str(), (ull)n.shape.numel());
     if (!n.requires_grad) return;
-    run_backward(t, node, TAPE_CALL(tlrt_buffer_full, t.device, 1, 1.0));
+    run_backward(t, index_of(t, node, "node"), TAPE_CALL(tlrt_buffer_full, t.device, 1, 1.0));
   });
 }
 
 TLRT_API tlrt_status tlrt_tape_backward_seed(tlrt_tape *tape, uint64_t node,
                                              const tlrt_buffer *seed) {
   return guarded("tlrt_tape_backward_seed", [&] {
-    tlrt_tape &t = tape_ref(tape);
+    Tape &t = tape_ref(tape);
     if (seed == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument seed is NULL");
     const Node &n = node_at(t, node, "node");
     const uint64_t size = check_buffer(t, seed, "seed");
@@ -283,7 +342,7 @@ TLRT_API tlrt_status tlrt_tape_backward_seed(tlrt_tape *tape, uint64_t node,
     if (!n.requires_grad) return;
     // A private copy: the seed may end up held as a leaf gradient, and the host may release the
     // storage of its own buffer at any time.
-    run_backward(t, node, TAPE_CALL(tlrt_buffer_copy, seed));
+    run_backward(t, index_of(t, node, "node"), TAPE_CALL(tlrt_buffer_copy, seed));
   });
 }
 

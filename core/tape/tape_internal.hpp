@@ -30,6 +30,7 @@
 #include "abi/tlrt_softmax.h"
 #include "abi/tlrt_tape.h"
 #include "core/error.hpp"
+#include "core/handle_table.hpp"
 
 namespace tlrt {
 namespace tape {
@@ -110,11 +111,12 @@ struct Shape {
 };
 
 struct Node;
+struct Tape;
 
 // A backward rule: given the node and its upstream gradient g, fills out[i] with the contribution
 // to parent i (left empty where that parent does not require a gradient).
 using BackwardFn =
-    std::function<void(const tlrt_tape &t, const Node &self, const tlrt_buffer *g,
+    std::function<void(const Tape &t, const Node &self, const tlrt_buffer *g,
                        std::vector<Buf> &out)>;
 
 struct Node {
@@ -128,40 +130,49 @@ struct Node {
   Buf grad;                // accumulated gradient (leaves only)
 };
 
-}  // namespace tape
-}  // namespace tlrt
-
-struct tlrt_tape {
+// The object behind a tlrt_tape handle (a token of the tape table, core/handle_table.hpp).
+// A node id is (tag << 48) | (generation << 32) | index: tag names the tape (nonzero, drawn from
+// a process-wide counter at tlrt_tape_new), generation counts its resets, index is the node's
+// position in `nodes`. Parents inside nodes are plain indices.
+struct Tape {
   tlrt_device device = TLRT_DEVICE_CPU;
-  std::vector<tlrt::tape::Node> nodes;
+  std::vector<Node> nodes;
+  uint16_t tag = 0;
+  uint16_t generation = 0;
+  uint64_t id_of(uint64_t index) const noexcept {
+    return (uint64_t)tag << 48 | (uint64_t)generation << 32 | index;
+  }
 };
 
-namespace tlrt {
-namespace tape {
+// Nodes of one tape: ids hold a 32-bit index.
+constexpr uint64_t kMaxNodes = 0xFFFFFFFFull;
 
-// The node with id `id`, or TLRT_ERR_INDEX naming argument `arg`.
-const Node &node_at(const tlrt_tape &t, uint64_t id, const char *arg);
+// The index of node `id`: TLRT_ERR_STALE_HANDLE for an id of another tape or from before a reset,
+// TLRT_ERR_INDEX for an index not below the node count (naming argument `arg`).
+uint64_t index_of(const Tape &t, uint64_t id, const char *arg);
+// The node with id `id` (as index_of).
+const Node &node_at(const Tape &t, uint64_t id, const char *arg);
 
 // Does parent i of `self` require a gradient?
-inline bool need(const tlrt_tape &t, const Node &self, size_t i) {
+inline bool need(const Tape &t, const Node &self, size_t i) {
   return t.nodes[self.parents[i]].requires_grad;
 }
-inline const tlrt_buffer *parent_value(const tlrt_tape &t, const Node &self, size_t i) {
+inline const tlrt_buffer *parent_value(const Tape &t, const Node &self, size_t i) {
   return t.nodes[self.parents[i]].value.get();
 }
 
 // Appends a node computed from `parents` and returns its id. requires_grad is the OR of the
 // parents'; when it is false the backward rule and the workspace are dropped at once.
-uint64_t push(tlrt_tape &t, Buf value, const Shape &shape, std::vector<uint64_t> parents,
+uint64_t push(Tape &t, Buf value, const Shape &shape, std::vector<uint64_t> parents,
               BackwardFn backward, std::vector<Buf> saved = {});
 // Appends a leaf (value already validated against the shape).
-uint64_t push_leaf(tlrt_tape &t, Buf value, const Shape &shape, bool requires_grad);
+uint64_t push_leaf(Tape &t, Buf value, const Shape &shape, bool requires_grad);
 
 // Removes nodes recorded after construction unless commit() was called: a composite that fails
 // half-way leaves the tape as it found it.
 class Rollback {
  public:
-  explicit Rollback(tlrt_tape &t) : t_(t), n_(t.nodes.size()) {}
+  explicit Rollback(Tape &t) : t_(t), n_(t.nodes.size()) {}
   ~Rollback() {
     if (!done_)
       while (t_.nodes.size() > n_) t_.nodes.pop_back();
@@ -169,14 +180,17 @@ class Rollback {
   void commit() { done_ = true; }
 
  private:
-  tlrt_tape &t_;
+  Tape &t_;
   size_t n_;
   bool done_ = false;
 };
 
 // Makes room for k more nodes without reallocating on every call (geometric growth), so that
 // appending them cannot throw.
-inline void ensure_room(tlrt_tape &t, size_t k) {
+inline void ensure_room(Tape &t, size_t k) {
+  if (t.nodes.size() + k > kMaxNodes)
+    fail(TLRT_ERR_OVERFLOW, "the tape holds %llu nodes, the most one tape can hold is 2^32 - 1",
+         (unsigned long long)t.nodes.size());
   if (t.nodes.capacity() - t.nodes.size() < k) {
     const size_t want = t.nodes.size() + k;
     t.nodes.reserve(want > 2 * t.nodes.capacity() ? want : 2 * t.nodes.capacity());
@@ -185,11 +199,11 @@ inline void ensure_room(tlrt_tape &t, size_t k) {
 
 // Checks that buffer b (a leaf, a seed, an attention mask) is usable on the tape: not released
 // (TLRT_ERR_RELEASED), on the tape's device (TLRT_ERR_DEVICE_MISMATCH); returns its size.
-uint64_t check_buffer(const tlrt_tape &t, const tlrt_buffer *b, const char *arg);
+uint64_t check_buffer(const Tape &t, const tlrt_buffer *b, const char *arg);
 
 // Validates the tape pointer of an entry point.
-tlrt_tape &tape_ref(tlrt_tape *t);
-const tlrt_tape &tape_ref(const tlrt_tape *t);
+Tape &tape_ref(tlrt_tape *t);
+const Tape &tape_ref(const tlrt_tape *t);
 
 }  // namespace tape
 }  // namespace tlrt

@@ -23,7 +23,7 @@ struct In {
   const tlrt_buffer *v;
   Shape s;
 };
-In in(const tlrt_tape &t, uint64_t id, const char *arg) {
+In in(const Tape &t, uint64_t id, const char *arg) {
   const Node &n = node_at(t, id, arg);
   return In{id, n.value.get(), n.shape};
 }
@@ -80,7 +80,7 @@ void last_axis(const Shape &s, uint64_t *rows, uint64_t *cols) {
 
 enum class Bin { Add, Sub, Mul, Div, Max, Min };
 
-uint64_t rec_binary(tlrt_tape &t, Bin op, uint64_t ai, uint64_t bi) {
+uint64_t rec_binary(Tape &t, Bin op, uint64_t ai, uint64_t bi) {
   const In a = in(t, ai, "a"), b = in(t, bi, "b");
   need_same(a, "a", b, "b");
   Buf y;
@@ -88,21 +88,21 @@ uint64_t rec_binary(tlrt_tape &t, Bin op, uint64_t ai, uint64_t bi) {
   switch (op) {
     case Bin::Add:
       y = TAPE_CALL(tlrt_add, a.v, b.v);
-      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+      bw = [](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         if (need(t, n, 0)) o[0] = share(g);
         if (need(t, n, 1)) o[1] = share(g);
       };
       break;
     case Bin::Sub:
       y = TAPE_CALL(tlrt_sub, a.v, b.v);
-      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+      bw = [](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         if (need(t, n, 0)) o[0] = share(g);
         if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_neg, g);
       };
       break;
     case Bin::Mul:
       y = TAPE_CALL(tlrt_mul, a.v, b.v);
-      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+      bw = [](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         if (need(t, n, 0)) o[0] = TAPE_CALL(tlrt_mul, g, parent_value(t, n, 1));
         if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_mul, g, parent_value(t, n, 0));
       };
@@ -110,7 +110,7 @@ uint64_t rec_binary(tlrt_tape &t, Bin op, uint64_t ai, uint64_t bi) {
     case Bin::Div:
       y = TAPE_CALL(tlrt_div, a.v, b.v);
       // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b: with q = g / b, (q, -(q * y)).
-      bw = [](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+      bw = [](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         Buf q = TAPE_CALL(tlrt_div, g, parent_value(t, n, 1));
         if (need(t, n, 1)) {
           Buf qy = TAPE_CALL(tlrt_mul, q.get(), n.value.get());
@@ -123,7 +123,7 @@ uint64_t rec_binary(tlrt_tape &t, Bin op, uint64_t ai, uint64_t bi) {
     case Bin::Min: {
       const bool mx = op == Bin::Max;
       y = mx ? TAPE_CALL(tlrt_max, a.v, b.v) : TAPE_CALL(tlrt_min, a.v, b.v);
-      bw = [mx](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+      bw = [mx](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         tlrt_buffer *da = nullptr, *db = nullptr;
         const tlrt_status s =
             mx ? tlrt_max_bwd(parent_value(t, n, 0), parent_value(t, n, 1), g, &da, &db)
@@ -139,12 +139,12 @@ uint64_t rec_binary(tlrt_tape &t, Bin op, uint64_t ai, uint64_t bi) {
   return push(t, std::move(y), a.s, {ai, bi}, std::move(bw));
 }
 
-uint64_t rec_axpy(tlrt_tape &t, uint64_t ai, uint64_t bi, double c) {
+uint64_t rec_axpy(Tape &t, uint64_t ai, uint64_t bi, double c) {
   const In a = in(t, ai, "a"), b = in(t, bi, "b");
   need_same(a, "a", b, "b");
   Buf y = TAPE_CALL(tlrt_axpy, a.v, b.v, c);
   return push(t, std::move(y), a.s, {ai, bi},
-              [c](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [c](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 if (need(t, n, 0)) o[0] = share(g);
                 if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_scale, g, c);
               });
@@ -154,48 +154,48 @@ uint64_t rec_axpy(tlrt_tape &t, uint64_t ai, uint64_t bi, double c) {
 using FwdFn = tlrt_status (*)(const tlrt_buffer *, tlrt_buffer **);
 using BwdFn = tlrt_status (*)(const tlrt_buffer *, const tlrt_buffer *, tlrt_buffer **);
 
-uint64_t rec_unary(tlrt_tape &t, uint64_t xi, FwdFn f, BwdFn b) {
+uint64_t rec_unary(Tape &t, uint64_t xi, FwdFn f, BwdFn b) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(f, x.v);
   return push(t, std::move(y), x.s, {xi},
-              [b](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [b](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(b, parent_value(t, n, 0), g);
               });
 }
 
-uint64_t rec_neg(tlrt_tape &t, uint64_t xi) {
+uint64_t rec_neg(Tape &t, uint64_t xi) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_neg, x.v);
   return push(t, std::move(y), x.s, {xi},
-              [](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_neg, g);
               });
 }
 
-uint64_t rec_scale(tlrt_tape &t, uint64_t xi, double c) {
+uint64_t rec_scale(Tape &t, uint64_t xi, double c) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_scale, x.v, c);
   return push(t, std::move(y), x.s, {xi},
-              [c](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [c](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_scale, g, c);
               });
 }
 
-uint64_t rec_clamp(tlrt_tape &t, uint64_t xi, double lo, double hi) {
+uint64_t rec_clamp(Tape &t, uint64_t xi, double lo, double hi) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_clamp, x.v, lo, hi);
   return push(t, std::move(y), x.s, {xi},
-              [lo, hi](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+              [lo, hi](const Tape &t, const Node &n, const tlrt_buffer *g,
                        std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_clamp_bwd, parent_value(t, n, 0), g, lo, hi);
               });
 }
 
-uint64_t rec_safe_log(tlrt_tape &t, uint64_t xi, double eps) {
+uint64_t rec_safe_log(Tape &t, uint64_t xi, double eps) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_safe_log, x.v, eps);
   return push(t, std::move(y), x.s, {xi},
-              [eps](const tlrt_tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [eps](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_safe_log_bwd, parent_value(t, n, 0), g, eps);
               });
 }
@@ -207,12 +207,12 @@ Buf broadcast(const tlrt_buffer *g, const Shape &from, const Shape &to, const ui
   return TAPE_CALL(tlrt_broadcast_to, g, from.d, from.rank, to.d, to.rank, map);
 }
 
-uint64_t rec_reduce_all(tlrt_tape &t, uint64_t xi, bool mean) {
+uint64_t rec_reduce_all(Tape &t, uint64_t xi, bool mean) {
   const In x = in(t, xi, "x");
   Buf y = mean ? TAPE_CALL(tlrt_reduce_mean, x.v) : TAPE_CALL(tlrt_reduce_sum, x.v);
   const Shape xs = x.s;
   return push(t, std::move(y), Shape{}, {xi},
-              [xs, mean](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+              [xs, mean](const Tape &, const Node &n, const tlrt_buffer *g,
                          std::vector<Buf> &o) {
                 const uint32_t map[TLRT_TAPE_MAX_RANK] = {};  // every output axis is inserted
                 Buf b = broadcast(g, n.shape, xs, map);
@@ -224,21 +224,21 @@ uint64_t rec_reduce_all(tlrt_tape &t, uint64_t xi, bool mean) {
               });
 }
 
-uint64_t rec_sum_axis01(tlrt_tape &t, uint64_t xi, int axis) {
+uint64_t rec_sum_axis01(Tape &t, uint64_t xi, int axis) {
   const In x = in(t, xi, "x");
   need_rank(x, "x", 2);
   const uint64_t r = x.s.d[0], c = x.s.d[1];
   Buf y = axis == 0 ? TAPE_CALL(tlrt_reduce_sum_axis0, x.v, r, c)
                     : TAPE_CALL(tlrt_reduce_sum_axis1, x.v, r, c);
   return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi},
-              [r, c, axis](const tlrt_tape &, const Node &, const tlrt_buffer *g,
+              [r, c, axis](const Tape &, const Node &, const tlrt_buffer *g,
                            std::vector<Buf> &o) {
                 o[0] = axis == 0 ? TAPE_CALL(tlrt_broadcast_vec_to_rows, g, r, c)
                                  : TAPE_CALL(tlrt_broadcast_vec_to_cols, g, r, c);
               });
 }
 
-uint64_t rec_sum_axis(tlrt_tape &t, uint64_t xi, uint32_t axis) {
+uint64_t rec_sum_axis(Tape &t, uint64_t xi, uint32_t axis) {
   const In x = in(t, xi, "x");
   if (axis >= x.s.rank)
     fail(TLRT_ERR_INDEX, "argument axis is %u, node x has shape %s (rank %u)", axis,
@@ -250,7 +250,7 @@ uint64_t rec_sum_axis(tlrt_tape &t, uint64_t xi, uint32_t axis) {
     if (i != axis) ys.d[j++] = x.s.d[i];
   const Shape xs = x.s;
   return push(t, std::move(y), ys, {xi},
-              [xs, axis](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+              [xs, axis](const Tape &, const Node &n, const tlrt_buffer *g,
                          std::vector<Buf> &o) {
                 uint32_t map[TLRT_TAPE_MAX_RANK] = {};
                 for (uint32_t i = 0, k = 0; i < xs.rank; ++i) map[i] = i == axis ? 0 : ++k;
@@ -263,14 +263,14 @@ uint64_t rec_sum_axis(tlrt_tape &t, uint64_t xi, uint32_t axis) {
 // exactly where x ties m (1 where x is NaN: a NaN operand wins), 0 where x loses; c = its sum
 // along the axis is half the number of winners k; dx = tie * broadcast(g / c) = g / k, with
 // every scaling by 0.5 and 2 exact.
-uint64_t rec_max_axis01(tlrt_tape &t, uint64_t xi, int axis) {
+uint64_t rec_max_axis01(Tape &t, uint64_t xi, int axis) {
   const In x = in(t, xi, "x");
   need_rank(x, "x", 2);
   const uint64_t r = x.s.d[0], c = x.s.d[1];
   Buf y = axis == 0 ? TAPE_CALL(tlrt_reduce_max_axis0, x.v, r, c)
                     : TAPE_CALL(tlrt_reduce_max_axis1, x.v, r, c);
   return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi},
-              [r, c, axis](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+              [r, c, axis](const Tape &t, const Node &n, const tlrt_buffer *g,
                            std::vector<Buf> &o) {
                 auto spread = [&](const tlrt_buffer *v) {
                   return axis == 0 ? TAPE_CALL(tlrt_broadcast_vec_to_rows, v, r, c)
@@ -323,7 +323,7 @@ bool exact_numel(const Shape &s, uint64_t *n) {
   return true;
 }
 
-uint64_t rec_reshape(tlrt_tape &t, uint64_t xi, const uint64_t *dims, uint32_t rank) {
+uint64_t rec_reshape(Tape &t, uint64_t xi, const uint64_t *dims, uint32_t rank) {
   const In x = in(t, xi, "x");
   const Shape s = make_shape(dims, rank, "dims", "rank");
   uint64_t n = 0;
@@ -331,23 +331,23 @@ uint64_t rec_reshape(tlrt_tape &t, uint64_t xi, const uint64_t *dims, uint32_t r
     fail(TLRT_ERR_SHAPE, "argument dims %s does not have the element count of node x, shape %s",
          s.str().c_str(), x.s.str().c_str());
   return push(t, share(x.v), s, {xi},
-              [](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = share(g);  // buffers are flat: the gradient's layout is the same
               });
 }
 
-uint64_t rec_transpose2d(tlrt_tape &t, uint64_t xi) {
+uint64_t rec_transpose2d(Tape &t, uint64_t xi) {
   const In x = in(t, xi, "x");
   need_rank(x, "x", 2);
   const uint64_t r = x.s.d[0], c = x.s.d[1];
   Buf y = TAPE_CALL(tlrt_transpose2d, x.v, r, c);
   return push(t, std::move(y), shape2(c, r), {xi},
-              [r, c](const tlrt_tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [r, c](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_transpose2d, g, c, r);
               });
 }
 
-uint64_t rec_permute(tlrt_tape &t, uint64_t xi, const uint32_t *perm) {
+uint64_t rec_permute(Tape &t, uint64_t xi, const uint32_t *perm) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_permute, x.v, x.s.d, x.s.rank, perm);  // validates perm
   Shape ys;
@@ -358,24 +358,24 @@ uint64_t rec_permute(tlrt_tape &t, uint64_t xi, const uint32_t *perm) {
     inv[perm[i]] = i;
   }
   return push(t, std::move(y), ys, {xi},
-              [inv](const tlrt_tape &, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
+              [inv](const Tape &, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_permute, g, n.shape.d, n.shape.rank, inv);
               });
 }
 
-uint64_t rec_swap(tlrt_tape &t, uint64_t xi, uint32_t depth) {
+uint64_t rec_swap(Tape &t, uint64_t xi, uint32_t depth) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_swap_adjacent_at_depth, x.v, x.s.d, x.s.rank, depth);  // validates
   Shape ys = x.s;
   std::swap(ys.d[depth], ys.d[depth + 1]);
   return push(t, std::move(y), ys, {xi},
-              [depth](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+              [depth](const Tape &, const Node &n, const tlrt_buffer *g,
                       std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_swap_adjacent_at_depth, g, n.shape.d, n.shape.rank, depth);
               });
 }
 
-uint64_t rec_broadcast_to(tlrt_tape &t, uint64_t xi, const uint64_t *out_dims, uint32_t out_rank,
+uint64_t rec_broadcast_to(Tape &t, uint64_t xi, const uint64_t *out_dims, uint32_t out_rank,
                           const uint32_t *axis_map) {
   const In x = in(t, xi, "x");
   const Shape ys = make_shape(out_dims, out_rank, "out_dims", "out_rank");
@@ -386,42 +386,42 @@ uint64_t rec_broadcast_to(tlrt_tape &t, uint64_t xi, const uint64_t *out_dims, u
   for (uint32_t i = 0; i < out_rank; ++i) map[i] = axis_map[i];
   const Shape xs = x.s;
   return push(t, std::move(y), ys, {xi},
-              [xs, map](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+              [xs, map](const Tape &, const Node &n, const tlrt_buffer *g,
                         std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_reduce_from_broadcast, g, xs.d, xs.rank, n.shape.d,
                                  n.shape.rank, map);
               });
 }
 
-uint64_t rec_vec_bcast(tlrt_tape &t, uint64_t vi, uint64_t other, bool to_rows) {
+uint64_t rec_vec_bcast(Tape &t, uint64_t vi, uint64_t other, bool to_rows) {
   const In v = in(t, vi, "v");
   need_rank(v, "v", 1);
   const uint64_t r = to_rows ? other : v.s.d[0], c = to_rows ? v.s.d[0] : other;
   Buf y = to_rows ? TAPE_CALL(tlrt_broadcast_vec_to_rows, v.v, r, c)
                   : TAPE_CALL(tlrt_broadcast_vec_to_cols, v.v, r, c);
   return push(t, std::move(y), shape2(r, c), {vi},
-              [r, c, to_rows](const tlrt_tape &, const Node &, const tlrt_buffer *g,
+              [r, c, to_rows](const Tape &, const Node &, const tlrt_buffer *g,
                               std::vector<Buf> &o) {
                 o[0] = to_rows ? TAPE_CALL(tlrt_reduce_sum_axis0, g, r, c)
                                : TAPE_CALL(tlrt_reduce_sum_axis1, g, r, c);
               });
 }
 
-uint64_t rec_concat1d(tlrt_tape &t, uint64_t ai, uint64_t bi) {
+uint64_t rec_concat1d(Tape &t, uint64_t ai, uint64_t bi) {
   const In a = in(t, ai, "a"), b = in(t, bi, "b");
   need_rank(a, "a", 1);
   need_rank(b, "b", 1);
   const uint64_t n = a.s.d[0], m = b.s.d[0];
   Buf y = TAPE_CALL(tlrt_concat1d, a.v, b.v, n, m);
   return push(t, std::move(y), shape1(n + m), {ai, bi},
-              [n, m](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+              [n, m](const Tape &t, const Node &nd, const tlrt_buffer *g,
                      std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = TAPE_CALL(tlrt_slice1d, g, n + m, 0, n);
                 if (need(t, nd, 1)) o[1] = TAPE_CALL(tlrt_slice1d, g, n + m, n, m);
               });
 }
 
-uint64_t rec_concat_axis0(tlrt_tape &t, uint64_t ai, uint64_t bi) {
+uint64_t rec_concat_axis0(Tape &t, uint64_t ai, uint64_t bi) {
   const In a = in(t, ai, "a"), b = in(t, bi, "b");
   need_rank_at_least(a, "a", 1);
   bool same = a.s.rank == b.s.rank;
@@ -435,7 +435,7 @@ uint64_t rec_concat_axis0(tlrt_tape &t, uint64_t ai, uint64_t bi) {
   Shape ys = a.s;
   ys.d[0] = ra + rb;  // the op checked that the output exists
   return push(t, std::move(y), ys, {ai, bi},
-              [ra, rb, inner](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+              [ra, rb, inner](const Tape &t, const Node &nd, const tlrt_buffer *g,
                               std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = TAPE_CALL(tlrt_slice_axis0, g, ra + rb, inner, 0, ra);
                 if (need(t, nd, 1)) o[1] = TAPE_CALL(tlrt_slice_axis0, g, ra + rb, inner, ra, rb);
@@ -443,7 +443,7 @@ uint64_t rec_concat_axis0(tlrt_tape &t, uint64_t ai, uint64_t bi) {
 }
 
 // g (len rows of `inner`) placed at rows start.. of a zero (rows, inner) array.
-Buf pad_rows(const tlrt_tape &t, const tlrt_buffer *g, uint64_t rows, uint64_t inner,
+Buf pad_rows(const Tape &t, const tlrt_buffer *g, uint64_t rows, uint64_t inner,
              uint64_t start, uint64_t len) {
   const uint64_t after = rows - start - len;
   Buf z0 = TAPE_CALL(tlrt_buffer_zeros, t.device, start * inner);
@@ -453,17 +453,17 @@ Buf pad_rows(const tlrt_tape &t, const tlrt_buffer *g, uint64_t rows, uint64_t i
   return TAPE_CALL(tlrt_concat_axis0, head.get(), z1.get(), start + len, after, inner);
 }
 
-uint64_t rec_slice1d(tlrt_tape &t, uint64_t xi, uint64_t start, uint64_t len) {
+uint64_t rec_slice1d(Tape &t, uint64_t xi, uint64_t start, uint64_t len) {
   const In x = in(t, xi, "x");
   need_rank(x, "x", 1);
   const uint64_t n = x.s.d[0];
   Buf y = TAPE_CALL(tlrt_slice1d, x.v, n, start, len);  // checks start + len <= n
   return push(t, std::move(y), shape1(len), {xi},
-              [n, start, len](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+              [n, start, len](const Tape &t, const Node &, const tlrt_buffer *g,
                               std::vector<Buf> &o) { o[0] = pad_rows(t, g, n, 1, start, len); });
 }
 
-uint64_t rec_slice_axis0(tlrt_tape &t, uint64_t xi, uint64_t start, uint64_t len) {
+uint64_t rec_slice_axis0(Tape &t, uint64_t xi, uint64_t start, uint64_t len) {
   const In x = in(t, xi, "x");
   need_rank_at_least(x, "x", 1);
   const uint64_t rows = x.s.d[0], inner = prod(x.s, 1, x.s.rank);
@@ -471,7 +471,7 @@ uint64_t rec_slice_axis0(tlrt_tape &t, uint64_t xi, uint64_t start, uint64_t len
   Shape ys = x.s;
   ys.d[0] = len;
   return push(t, std::move(y), ys, {xi},
-              [rows, inner, start, len](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+              [rows, inner, start, len](const Tape &t, const Node &, const tlrt_buffer *g,
                                         std::vector<Buf> &o) {
                 o[0] = pad_rows(t, g, rows, inner, start, len);
               });
@@ -484,27 +484,27 @@ Index copy_index(const uint64_t *idx, uint64_t k) {  // after the op validated i
   return std::make_shared<const std::vector<uint64_t>>(idx, idx + k);
 }
 
-uint64_t rec_gather_vec(tlrt_tape &t, uint64_t vi, const uint64_t *idx, uint64_t k) {
+uint64_t rec_gather_vec(Tape &t, uint64_t vi, const uint64_t *idx, uint64_t k) {
   const In v = in(t, vi, "v");
   const uint64_t n = v.s.numel();
   Buf y = TAPE_CALL(tlrt_gather_vec, v.v, n, idx, k);
   Index ix = copy_index(idx, k);
   return push(t, std::move(y), shape1(k), {vi},
-              [n, ix](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+              [n, ix](const Tape &t, const Node &, const tlrt_buffer *g,
                       std::vector<Buf> &o) {
                 Buf z = TAPE_CALL(tlrt_buffer_zeros, t.device, n);
                 o[0] = TAPE_CALL(tlrt_scatter_add, z.get(), g, n, ix->data(), ix->size());
               });
 }
 
-uint64_t rec_gather_rows(tlrt_tape &t, uint64_t mi, const uint64_t *idx, uint64_t k) {
+uint64_t rec_gather_rows(Tape &t, uint64_t mi, const uint64_t *idx, uint64_t k) {
   const In m = in(t, mi, "mat");
   need_rank(m, "mat", 2);
   const uint64_t rows = m.s.d[0], cols = m.s.d[1];
   Buf y = TAPE_CALL(tlrt_gather_rows, m.v, rows, cols, idx, k);
   Index ix = copy_index(idx, k);
   return push(t, std::move(y), shape2(k, cols), {mi},
-              [rows, cols, ix](const tlrt_tape &t, const Node &, const tlrt_buffer *g,
+              [rows, cols, ix](const Tape &t, const Node &, const tlrt_buffer *g,
                                std::vector<Buf> &o) {
                 Buf z = TAPE_CALL(tlrt_buffer_zeros, t.device, rows * cols);
                 o[0] = TAPE_CALL(tlrt_scatter_add_rows, z.get(), g, rows, cols, ix->data(),
@@ -512,7 +512,7 @@ uint64_t rec_gather_rows(tlrt_tape &t, uint64_t mi, const uint64_t *idx, uint64_
               });
 }
 
-uint64_t rec_scatter_add(tlrt_tape &t, uint64_t xi, uint64_t vi, const uint64_t *idx,
+uint64_t rec_scatter_add(Tape &t, uint64_t xi, uint64_t vi, const uint64_t *idx,
                          uint64_t k) {
   const In x = in(t, xi, "x"), v = in(t, vi, "vals");
   need_rank(v, "vals", 1);
@@ -523,7 +523,7 @@ uint64_t rec_scatter_add(tlrt_tape &t, uint64_t xi, uint64_t vi, const uint64_t 
   Buf y = TAPE_CALL(tlrt_scatter_add, x.v, v.v, n, idx, k);
   Index ix = copy_index(idx, k);
   return push(t, std::move(y), x.s, {xi, vi},
-              [n, ix](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+              [n, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
                       std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = share(g);
                 if (need(t, nd, 1))
@@ -531,7 +531,7 @@ uint64_t rec_scatter_add(tlrt_tape &t, uint64_t xi, uint64_t vi, const uint64_t 
               });
 }
 
-uint64_t rec_scatter_add_rows(tlrt_tape &t, uint64_t mi, uint64_t vi, const uint64_t *idx,
+uint64_t rec_scatter_add_rows(Tape &t, uint64_t mi, uint64_t vi, const uint64_t *idx,
                               uint64_t k) {
   const In m = in(t, mi, "mat"), v = in(t, vi, "vals");
   need_rank(m, "mat", 2);
@@ -543,7 +543,7 @@ uint64_t rec_scatter_add_rows(tlrt_tape &t, uint64_t mi, uint64_t vi, const uint
   Buf y = TAPE_CALL(tlrt_scatter_add_rows, m.v, v.v, rows, cols, idx, k);
   Index ix = copy_index(idx, k);
   return push(t, std::move(y), m.s, {mi, vi},
-              [rows, cols, ix](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+              [rows, cols, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
                                std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = share(g);
                 if (need(t, nd, 1))
@@ -553,20 +553,20 @@ uint64_t rec_scatter_add_rows(tlrt_tape &t, uint64_t mi, uint64_t vi, const uint
 
 // ---- softmax, layer norm, products --------------------------------------------------------
 
-uint64_t rec_softmax(tlrt_tape &t, uint64_t xi, bool log) {
+uint64_t rec_softmax(Tape &t, uint64_t xi, bool log) {
   const In x = in(t, xi, "x");
   uint64_t r, c;
   last_axis(x.s, &r, &c);
   Buf y = log ? TAPE_CALL(tlrt_log_softmax, x.v, r, c) : TAPE_CALL(tlrt_softmax, x.v, r, c);
   return push(t, std::move(y), x.s, {xi},
-              [r, c, log](const tlrt_tape &, const Node &n, const tlrt_buffer *g,
+              [r, c, log](const Tape &, const Node &n, const tlrt_buffer *g,
                           std::vector<Buf> &o) {
                 o[0] = log ? TAPE_CALL(tlrt_log_softmax_bwd, n.value.get(), g, r, c)
                            : TAPE_CALL(tlrt_softmax_bwd, n.value.get(), g, r, c);
               });
 }
 
-uint64_t rec_layer_norm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
+uint64_t rec_layer_norm(Tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
   const In x = in(t, xi, "x"), gm = in(t, gi, "gamma"), bt = in(t, bi, "beta");
   need_rank_at_least(x, "x", 1);
   const uint64_t c = x.s.d[x.s.rank - 1], r = prod(x.s, 0, x.s.rank - 1);
@@ -584,7 +584,7 @@ uint64_t rec_layer_norm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, dou
   saved.push_back(std::move(M));
   saved.push_back(std::move(I));
   return push(t, std::move(Y), x.s, {xi, gi, bi},
-              [r, c](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+              [r, c](const Tape &t, const Node &n, const tlrt_buffer *g,
                      std::vector<Buf> &o) {
                 tlrt_buffer *dx = nullptr, *dg = nullptr, *db = nullptr;
                 const tlrt_status s = tlrt_layer_norm_bwd(
@@ -602,7 +602,7 @@ uint64_t rec_layer_norm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, dou
 // C (m, p) = A (m, n) B (n, p) per batch, operands stored transposed when their flag is set.
 // With G = dC: dA = G B^T and dB = A^T G; for a stored-transposed operand its gradient is the
 // transpose of that, which is again one product of the stored buffers with suitable flags.
-uint64_t rec_product(tlrt_tape &t, uint64_t ai, uint64_t bi, bool ta, bool tb, bool batched) {
+uint64_t rec_product(Tape &t, uint64_t ai, uint64_t bi, bool ta, bool tb, bool batched) {
   const In a = in(t, ai, "a"), b = in(t, bi, "b");
   const uint32_t rk = batched ? 3 : 2, o = batched ? 1 : 0;
   need_rank(a, "a", rk);
@@ -626,7 +626,7 @@ uint64_t rec_product(tlrt_tape &t, uint64_t ai, uint64_t bi, bool ta, bool tb, b
   ys.d[o + 1] = p;
   return push(
       t, std::move(y), ys, {ai, bi},
-      [batch, m, n, p, ta, tb](const tlrt_tape &t, const Node &nd, const tlrt_buffer *g,
+      [batch, m, n, p, ta, tb](const Tape &t, const Node &nd, const tlrt_buffer *g,
                                std::vector<Buf> &out) {
         const tlrt_buffer *A = parent_value(t, nd, 0), *B = parent_value(t, nd, 1);
         if (need(t, nd, 0)) {
@@ -646,7 +646,7 @@ uint64_t rec_product(tlrt_tape &t, uint64_t ai, uint64_t bi, bool ta, bool tb, b
 
 // ---- spectral convolution, selective scan -------------------------------------------------
 
-uint64_t rec_spectral(tlrt_tape &t, uint64_t xi, uint64_t ri, uint64_t ii) {
+uint64_t rec_spectral(Tape &t, uint64_t xi, uint64_t ri, uint64_t ii) {
   const In x = in(t, xi, "x"), wr = in(t, ri, "w_re"), wi = in(t, ii, "w_im");
   need_rank(x, "x", 2);
   need_rank(wr, "w_re", 3);
@@ -657,7 +657,7 @@ uint64_t rec_spectral(tlrt_tape &t, uint64_t xi, uint64_t ri, uint64_t ii) {
          "of shape %s", wr.s.str().c_str(), (ull)width, (ull)width, x.s.str().c_str());
   Buf y = TAPE_CALL(tlrt_spectral_conv1d_rfft_fwd, x.v, wr.v, wi.v, grid, width, modes);
   return push(t, std::move(y), x.s, {xi, ri, ii},
-              [grid, width, modes](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+              [grid, width, modes](const Tape &t, const Node &n, const tlrt_buffer *g,
                                    std::vector<Buf> &o) {
                 const tlrt_buffer *X = parent_value(t, n, 0), *R = parent_value(t, n, 1),
                                   *I = parent_value(t, n, 2);
@@ -675,7 +675,7 @@ uint64_t rec_spectral(tlrt_tape &t, uint64_t xi, uint64_t ri, uint64_t ii) {
               });
 }
 
-uint64_t rec_scan(tlrt_tape &t, uint64_t ai, uint64_t bi, uint64_t xi, uint64_t hi, bool var) {
+uint64_t rec_scan(Tape &t, uint64_t ai, uint64_t bi, uint64_t xi, uint64_t hi, bool var) {
   const In A = in(t, ai, "A"), B = in(t, bi, "B"), X = in(t, xi, "X"), h = in(t, hi, "h0");
   need_rank(X, "X", 2);
   const uint64_t T = X.s.d[0], D = X.s.d[1];
@@ -696,7 +696,7 @@ uint64_t rec_scan(tlrt_tape &t, uint64_t ai, uint64_t bi, uint64_t xi, uint64_t 
   Buf y = var ? TAPE_CALL(tlrt_selective_scan_diag_var_fwd, A.v, B.v, X.v, h.v, T, D)
               : TAPE_CALL(tlrt_selective_scan_diag_fwd, A.v, B.v, X.v, h.v, T, D);
   return push(t, std::move(y), X.s, {ai, bi, xi, hi},
-              [T, D, var](const tlrt_tape &t, const Node &n, const tlrt_buffer *g,
+              [T, D, var](const Tape &t, const Node &n, const tlrt_buffer *g,
                           std::vector<Buf> &o) {
                 tlrt_buffer *r[4] = {nullptr, nullptr, nullptr, nullptr};
                 const tlrt_buffer *a = parent_value(t, n, 0), *b = parent_value(t, n, 1),
@@ -765,7 +765,7 @@ tlrt_status conv_bwd(const ConvGeo &g, const tlrt_buffer *w, const tlrt_buffer *
 }
 
 // x (N, C, spatial...), w (C_out, C / groups, kernel...), optional b (C_out); parents (x, w[, b]).
-uint64_t rec_conv(tlrt_tape &t, uint64_t xi, uint64_t wi, uint64_t bi, const uint64_t *stride,
+uint64_t rec_conv(Tape &t, uint64_t xi, uint64_t wi, uint64_t bi, const uint64_t *stride,
                   const uint64_t *padding, const uint64_t *dilation, uint64_t groups,
                   bool two_d) {
   const In x = in(t, xi, "x"), w = in(t, wi, "w");
@@ -816,7 +816,7 @@ uint64_t rec_conv(tlrt_tape &t, uint64_t xi, uint64_t wi, uint64_t bi, const uin
     ys.d[i + 2] = window_extent(g.in[i], g.k[i], g.dil[i], g.s[i], g.p[i]);
   expect_numel(y, ys);
   return push(t, std::move(y), ys, std::move(parents),
-              [g](const tlrt_tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
+              [g](const Tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
                 const bool nx = need(t, n, 0), nw = need(t, n, 1);
                 const bool nb = n.parents.size() > 2 && need(t, n, 2);
                 tlrt_buffer *dw = nullptr, *db = nullptr, *dx = nullptr;
@@ -837,7 +837,7 @@ struct PoolGeo {
   bool max, count_include_pad;
 };
 
-uint64_t rec_pool(tlrt_tape &t, uint64_t xi, PoolGeo g) {
+uint64_t rec_pool(Tape &t, uint64_t xi, PoolGeo g) {
   const In x = in(t, xi, "x");
   need_rank(x, "x", 4);
   g.N = x.s.d[0];
@@ -853,7 +853,7 @@ uint64_t rec_pool(tlrt_tape &t, uint64_t xi, PoolGeo g) {
   ys.d[3] = g.W == 0 ? 0 : window_extent(g.W, g.kw, 1, g.sw, g.pw);
   expect_numel(y, ys);
   return push(t, std::move(y), ys, {xi},
-              [g](const tlrt_tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
+              [g](const Tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
                 o[0] = g.max ? TAPE_CALL(tlrt_maxpool2d_bwd, parent_value(t, n, 0), gy, g.N, g.C,
                                          g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw)
                              : TAPE_CALL(tlrt_avgpool2d_bwd, gy, g.N, g.C, g.H, g.W, g.kh, g.kw,
@@ -863,7 +863,7 @@ uint64_t rec_pool(tlrt_tape &t, uint64_t xi, PoolGeo g) {
 
 // Fused attention of q, k, v (bh, len, d); workspace: saved[0] = the forward's lse, saved[1] =
 // the retained mask (when there is one).
-uint64_t rec_attention(tlrt_tape &t, uint64_t qi, uint64_t ki, uint64_t vi,
+uint64_t rec_attention(Tape &t, uint64_t qi, uint64_t ki, uint64_t vi,
                        const tlrt_buffer *mask, double scale, bool causal, double fill) {
   const In q = in(t, qi, "q"), k = in(t, ki, "k"), v = in(t, vi, "v");
   need_rank(q, "q", 3);
@@ -882,7 +882,7 @@ uint64_t rec_attention(tlrt_tape &t, uint64_t qi, uint64_t ki, uint64_t vi,
   check(s);
   saved[0] = std::move(L);
   return push(t, std::move(O), q.s, {qi, ki, vi},
-              [bh, len, d, scale, causal, fill](const tlrt_tape &t, const Node &n,
+              [bh, len, d, scale, causal, fill](const Tape &t, const Node &n,
                                                 const tlrt_buffer *g, std::vector<Buf> &out) {
                 const tlrt_buffer *m = n.saved.size() > 1 ? n.saved[1].get() : nullptr;
                 tlrt_buffer *dq = nullptr, *dk = nullptr, *dv = nullptr;
@@ -900,11 +900,11 @@ uint64_t rec_attention(tlrt_tape &t, uint64_t qi, uint64_t ki, uint64_t vi,
 }
 
 // A constant leaf made inside a composite (no gradient).
-uint64_t const_leaf(tlrt_tape &t, Buf v, const Shape &s) { return push_leaf(t, std::move(v), s, false); }
+uint64_t const_leaf(Tape &t, Buf v, const Shape &s) { return push_leaf(t, std::move(v), s, false); }
 
 // ---- composites ----------------------------------------------------------------------------
 
-uint64_t rec_linear(tlrt_tape &t, uint64_t xi, uint64_t wi, uint64_t bi) {
+uint64_t rec_linear(Tape &t, uint64_t xi, uint64_t wi, uint64_t bi) {
   const In x = in(t, xi, "x"), w = in(t, wi, "w");
   need_rank(x, "x", 2);
   need_rank(w, "w", 2);
@@ -923,7 +923,7 @@ uint64_t rec_linear(tlrt_tape &t, uint64_t xi, uint64_t wi, uint64_t bi) {
   return rec_binary(t, Bin::Add, h, bb);
 }
 
-uint64_t rec_mse(tlrt_tape &t, uint64_t pi, uint64_t ti) {
+uint64_t rec_mse(Tape &t, uint64_t pi, uint64_t ti) {
   const In p = in(t, pi, "pred"), q = in(t, ti, "target");
   need_same(p, "pred", q, "target");
   const uint64_t d = rec_binary(t, Bin::Sub, pi, ti);
@@ -931,7 +931,7 @@ uint64_t rec_mse(tlrt_tape &t, uint64_t pi, uint64_t ti) {
   return rec_reduce_all(t, sq, true);
 }
 
-uint64_t rec_cross_entropy(tlrt_tape &t, uint64_t li, const uint64_t *labels) {
+uint64_t rec_cross_entropy(Tape &t, uint64_t li, const uint64_t *labels) {
   const In l = in(t, li, "logits");
   need_rank(l, "logits", 2);
   const uint64_t batch = l.s.d[0], classes = l.s.d[1];
@@ -950,7 +950,7 @@ uint64_t rec_cross_entropy(tlrt_tape &t, uint64_t li, const uint64_t *labels) {
   return rec_neg(t, mean);
 }
 
-uint64_t rec_batchnorm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
+uint64_t rec_batchnorm(Tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
   const In x = in(t, xi, "x"), gm = in(t, gi, "gamma"), bt = in(t, bi, "beta");
   need_rank(x, "x", 2);
   const uint64_t N = x.s.d[0], C = x.s.d[1];
@@ -974,20 +974,20 @@ uint64_t rec_batchnorm(tlrt_tape &t, uint64_t xi, uint64_t gi, uint64_t bi, doub
 
 // Rows (batch * len, heads * dh) of a projection -> (batch * heads, len, dh), head h holding
 // columns h * dh .. (h + 1) * dh - 1; merge_heads is its inverse.
-uint64_t split_heads(tlrt_tape &t, uint64_t xi, uint64_t batch, uint64_t len, uint64_t heads,
+uint64_t split_heads(Tape &t, uint64_t xi, uint64_t batch, uint64_t len, uint64_t heads,
                      uint64_t dh) {
   const uint64_t d4[4] = {batch, len, heads, dh}, d3[3] = {batch * heads, len, dh};
   const uint32_t perm[4] = {0, 2, 1, 3};
   return rec_reshape(t, rec_permute(t, rec_reshape(t, xi, d4, 4), perm), d3, 3);
 }
-uint64_t merge_heads(tlrt_tape &t, uint64_t ai, uint64_t batch, uint64_t len, uint64_t heads,
+uint64_t merge_heads(Tape &t, uint64_t ai, uint64_t batch, uint64_t len, uint64_t heads,
                      uint64_t dh) {
   const uint64_t d4[4] = {batch, heads, len, dh}, d2[2] = {batch * len, heads * dh};
   const uint32_t perm[4] = {0, 2, 1, 3};
   return rec_reshape(t, rec_permute(t, rec_reshape(t, ai, d4, 4), perm), d2, 2);
 }
 
-uint64_t rec_mha(tlrt_tape &t, uint64_t xi, const uint64_t w[4], const uint64_t b[4],
+uint64_t rec_mha(Tape &t, uint64_t xi, const uint64_t w[4], const uint64_t b[4],
                  uint64_t heads, bool causal) {
   static const char *const wn[4] = {"w_q", "w_k", "w_v", "w_o"}, *const bn[4] = {"b_q", "b_k",
                                                                                  "b_v", "b_o"};
@@ -1030,7 +1030,7 @@ template <class Body>
 tlrt_status record(const char *fn, tlrt_tape *tape, uint64_t *out, Body &&body) {
   return guarded(fn, [&] {
     clear_out_value(out, "out");
-    tlrt_tape &t = tape_ref(tape);
+    Tape &t = tape_ref(tape);
     Rollback rb(t);
     ensure_room(t, 32);  // a composite appends at most 27 nodes (multi_head_attention)
     const uint64_t id = body(t);
@@ -1047,7 +1047,7 @@ using namespace tlrt;
 using namespace tlrt::tape;
 
 #define TAPE_REC(name, ...) \
-  record("tlrt_tape_" #name, tape, out, [&](tlrt_tape &t) { return __VA_ARGS__; })
+  record("tlrt_tape_" #name, tape, out, [&](Tape &t) { return __VA_ARGS__; })
 
 extern "C" {
 

@@ -1,5 +1,5 @@
 // Shared by the CUDA translation units that call cuBLAS (defined in cuda/blas.cu): one handle per
-// (host thread, device), bound to the library stream, with its own workspace from the
+// (host thread, device), bound to the device's current stream, with its own workspace from the
 // stream-ordered pool, in CUBLAS_DEFAULT_MATH or (allow_tf32) CUBLAS_TF32_TENSOR_OP_MATH; and the
 // status mapping of abi/tlrt_blas.h (ALLOC_FAILED -> TLRT_ERR_OUT_OF_MEMORY, a pending CUDA error
 // -> that error, anything else -> TLRT_ERR_LIBRARY with the status name).

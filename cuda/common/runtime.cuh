@@ -1,4 +1,4 @@
-// Error mapping, the per-device library stream and device queries, stream-ordered scratch and
+// Error mapping, the per-device current stream and device queries, stream-ordered scratch and
 // per-device kernel attributes for cuda/*.cu (launches and grids: cuda/common/launch.cuh).
 #pragma once
 
@@ -21,8 +21,11 @@ void check(cudaError_t e, const char *what);
 
 void check_launch(const char *kernel);  // the launch just made, without synchronising
 
-// Makes `dev` current on this thread and returns its library stream (created on first use, with
-// its stream-ordered memory pool configured). Thread-safe.
+// Makes `dev` current on this thread and returns its current stream, on which every launch, copy
+// and library call of the op goes: the library's own stream (created on first use, with the
+// device's stream-ordered memory pool configured) or the host's set by tlrt_stream_set
+// (abi/tlrt_stream.h). Thread-safe; the answer cannot change while an op runs (no switch may
+// overlap an op: the contract of abi/tlrt_stream.h).
 cudaStream_t stream(int dev);
 
 // Device properties, cached (no CUDA call after the first): SMs, compute capability, and the

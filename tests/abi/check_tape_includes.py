@@ -7,7 +7,9 @@
   - exactly one internal header, "core/error.hpp": the entry-point guard (tlrt::guarded /
     tlrt::fail) that maps exceptions to a status and sets the thread's tlrt_last_error() message.
     The public ABI has no way to set that message (and should not get one: hosts must not forge
-    library errors), and the tape's own errors (bad node id, shape mismatch at record time) need it.
+    library errors), and the tape's own errors (bad node id, shape mismatch at record time) need it;
+  - the handle table "core/handle_table.hpp", a self-contained data structure (no library state)
+    behind tlrt_tape handles, as behind tlrt_buffer handles.
 
 usage: check_tape_includes.py SOURCE_ROOT
 Exit status: 0 pass, 1 fail (listing every offending line).
@@ -17,7 +19,7 @@ import os
 import re
 import sys
 
-ALLOWED_LOCAL = {"core/tape/tape_internal.hpp", "core/error.hpp"}
+ALLOWED_LOCAL = {"core/tape/tape_internal.hpp", "core/error.hpp", "core/handle_table.hpp"}
 
 
 def main(argv):

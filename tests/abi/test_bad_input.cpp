@@ -130,7 +130,7 @@ void check_runtime() {
 #if !TLRT_HAVE_CUDA
   TH_CHECK(rs == TLRT_RUNTIME_CPU_ONLY);
 #endif
-  for (int code : {-1, 8, 99, 101, 199, 206, 899, 901, 12345, INT32_MIN, INT32_MAX}) {
+  for (int code : {-1, 10, 99, 101, 199, 206, 899, 901, 12345, INT32_MIN, INT32_MAX}) {
     const char *s = tlrt_status_string((tlrt_status)code);
     TH_CHECK_MSG(s != nullptr && std::strcmp(s, "TLRT_UNKNOWN_STATUS") == 0,
                  "tlrt_status_string(%d) = %s", code, s ? s : "(null)");
@@ -433,7 +433,8 @@ void check_rng() {
         "tlrt_bernoulli_mask", "n");
     CLEARED(out);
   }
-  // Scalar domains: mean / std finite, std >= 0; keep_prob not NaN.
+  // Scalar domains: the host-scalar rule (abi/torchlean_rt.h) for mean, std and keep_prob (not
+  // NaN, not infinite, not rounding to +-inf in float32), and std >= 0 after rounding.
   const double inf = INFINITY, nan = NAN;
   for (double mean : {nan, -nan, inf, -inf}) {
     tlrt_buffer *out = kSentinel;
@@ -447,26 +448,34 @@ void check_rng() {
         "tlrt_rand_normal", "std");
     CLEARED(out);
   }
-  for (double p : {nan, -nan}) {
+  for (double p : {nan, -nan, inf, -inf, 1e39, -1e39}) {
     tlrt_buffer *out = kSentinel;
     BAD(tlrt_bernoulli_mask(TLRT_DEVICE_CPU, 4, p, 1, &out), TLRT_ERR_INVALID_ARGUMENT,
         "tlrt_bernoulli_mask", "keep_prob");
     CLEARED(out);
   }
-  // Contract question (reported, not asserted): the header says "mean and std are rounded once
-  // to float32" and "INVALID_ARGUMENT if mean or std is not finite or std < 0" without saying
-  // whether the checks see the double or the rounded float. std = -1e-50 is < 0 as a double but
-  // rounds to -0.0f; mean = 1e300 is finite as a double but rounds to +inf.
-  for (auto mc : {std::make_pair(0.0, -1e-50), std::make_pair(0.0, -DBL_MIN),
-                  std::make_pair(1e300, 1.0), std::make_pair(0.0, 1e300)}) {
+  // The rule sees the double and its float32 rounding (abi/tlrt_rng.h): mean = 1e300 and
+  // std = 1e300 round to +inf and are refused; std's sign is checked after rounding, so
+  // std = -1e-50 and -DBL_MIN, which round to -0.0f, are accepted.
+  for (auto mc : {std::make_pair(1e300, 1.0), std::make_pair(-1e300, 1.0)}) {
+    tlrt_buffer *out = kSentinel;
+    BAD(tlrt_rand_normal(TLRT_DEVICE_CPU, 4, mc.first, mc.second, 1, &out),
+        TLRT_ERR_INVALID_ARGUMENT, "tlrt_rand_normal", "mean");
+    CLEARED(out);
+  }
+  {
+    tlrt_buffer *out = kSentinel;
+    BAD(tlrt_rand_normal(TLRT_DEVICE_CPU, 4, 0.0, 1e300, 1, &out), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_rand_normal", "std");
+    CLEARED(out);
+  }
+  for (double sd : {-1e-50, -DBL_MIN}) {
     tlrt_buffer *out = nullptr;
-    const tlrt_status s = tlrt_rand_normal(TLRT_DEVICE_CPU, 4, mc.first, mc.second, 1, &out);
-    std::printf("contract question: tlrt_rand_normal(mean = %g, std = %g) -> %s\n", mc.first,
-                mc.second, tlrt_status_string(s));
+    TH_OK(tlrt_rand_normal(TLRT_DEVICE_CPU, 4, 0.0, sd, 1, &out));
     tlrt_buffer_free(out);
   }
-  // Values outside [0, 1] are documented as valid for keep_prob; std = 0 is valid.
-  for (double p : {-1.0, 2.0, inf, -inf}) {
+  // Finite values outside [0, 1] are documented as valid for keep_prob; std = 0 is valid.
+  for (double p : {-1.0, 2.0, -1e30, 1e30}) {
     tlrt_buffer *out = nullptr;
     TH_OK(tlrt_bernoulli_mask(TLRT_DEVICE_CPU, 4, p, 1, &out));
     tlrt_buffer_free(out);

@@ -12,7 +12,12 @@
 namespace {
 
 using th::Buf;
-const uint64_t kBad = 1000;  // never a node id in these tapes
+// An id of the same tape and generation as `id` whose index (1000) is past every node here.
+uint64_t beyond(uint64_t id) { return (id & ~0xFFFFFFFFull) | 1000; }
+// The index of a node id (its low 32 bits).
+uint64_t index(uint64_t id) { return id & 0xFFFFFFFFull; }
+// A live node id of another tape (set by main): stale for every other tape.
+uint64_t g_foreign = 0;
 
 struct Nodes {
   uint64_t m34, m34b, v4, v3, m43, s, t234, pos;
@@ -59,9 +64,12 @@ void common(const char *fn, tlrt_tape *t, std::vector<uint64_t> ids,
   size_t i = 0;
   for (const char *name : names) {
     std::vector<uint64_t> bad = ids;
-    bad[i++] = kBad;
+    bad[i] = beyond(ids[0]);
     out = 77;
     BAD(call(t, bad, &out), TLRT_ERR_INDEX, fn, name);
+    TH_CHECK(out == 0);
+    bad[i++] = g_foreign;
+    BAD(call(t, bad, &out), TLRT_ERR_STALE_HANDLE, fn, name);
     TH_CHECK(out == 0);
   }
   TH_CHECK(count(t) == before);
@@ -69,7 +77,9 @@ void common(const char *fn, tlrt_tape *t, std::vector<uint64_t> ids,
   // composite appends several nodes and returns the last.
   out = 77;
   const tlrt_status s = call(t, ids, &out);
-  TH_CHECK_MSG(s == TLRT_OK && out >= before && out + 1 == count(t), "%s with valid ids: %s (%s)",
+  TH_CHECK_MSG(s == TLRT_OK && index(out) >= before && index(out) + 1 == count(t) &&
+                   out >> 32 == ids[0] >> 32,
+               "%s with valid ids: %s (%s)",
                fn, tlrt_status_string(s), tlrt_last_error());
 }
 
@@ -94,6 +104,35 @@ void test_lifetime_and_leaves() {
     TH_CHECK(t == nullptr);
   }
   tlrt_tape_free(nullptr);  // a no-op
+  TH_OK(tlrt_tape_free_checked(nullptr));
+
+  // Misused tape handles: freed (use after free, double free) and never a tape.
+  {
+    tlrt_tape *gone = nullptr;
+    TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &gone));
+    TH_OK(tlrt_tape_free_checked(gone));
+    uint64_t c = 5;
+    BAD(tlrt_tape_node_count(gone, &c), TLRT_ERR_STALE_HANDLE, "tlrt_tape_node_count", "tape");
+    TH_CHECK(c == 0);
+    BAD(tlrt_tape_reset(gone), TLRT_ERR_STALE_HANDLE, "tlrt_tape_reset", "tape");
+    BAD(tlrt_tape_free_checked(gone), TLRT_ERR_STALE_HANDLE, "tlrt_tape_free_checked", "tape");
+    tlrt_tape_free(gone);  // a no-op, as is any double free
+    // A new tape (likely in the freed tape's slot) is not reachable through the old handle.
+    tlrt_tape *fresh = nullptr;
+    TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &fresh));
+    TH_CHECK(fresh != gone);
+    BAD(tlrt_tape_reset(gone), TLRT_ERR_STALE_HANDLE, "tlrt_tape_reset", "tape");
+    tlrt_tape_free(gone);
+    TH_OK(tlrt_tape_node_count(fresh, &c));
+    int local = 0;
+    for (tlrt_tape *junk : {reinterpret_cast<tlrt_tape *>(uintptr_t{1}),
+                            reinterpret_cast<tlrt_tape *>(&local),
+                            reinterpret_cast<tlrt_tape *>(~uintptr_t{0})}) {
+      BAD(tlrt_tape_node_count(junk, &c), TLRT_ERR_STALE_HANDLE, "tlrt_tape_node_count", "tape");
+      BAD(tlrt_tape_free_checked(junk), TLRT_ERR_STALE_HANDLE, "tlrt_tape_free_checked", "tape");
+    }
+    TH_OK(tlrt_tape_free_checked(fresh));
+  }
 
   TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &t));
   Fixture f = make_fixture();
@@ -140,14 +179,14 @@ void test_lifetime_and_leaves() {
   CLEARED(out);
   BAD(tlrt_tape_value(t, a, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_value", "out");
   out = kSentinel;
-  BAD(tlrt_tape_value(t, kBad, &out), TLRT_ERR_INDEX, "tlrt_tape_value", "node");
+  BAD(tlrt_tape_value(t, beyond(a), &out), TLRT_ERR_INDEX, "tlrt_tape_value", "node");
   CLEARED(out);
   out = kSentinel;
   BAD(tlrt_tape_grad(nullptr, a, &out), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_grad", "tape");
   CLEARED(out);
   BAD(tlrt_tape_grad(t, a, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_grad", "out");
   out = kSentinel;
-  BAD(tlrt_tape_grad(t, kBad, &out), TLRT_ERR_INDEX, "tlrt_tape_grad", "node");
+  BAD(tlrt_tape_grad(t, beyond(a), &out), TLRT_ERR_INDEX, "tlrt_tape_grad", "node");
   CLEARED(out);
   out = kSentinel;
   BAD(tlrt_tape_grad(t, nog, &out), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_grad");
@@ -168,26 +207,33 @@ void test_lifetime_and_leaves() {
   BAD(tlrt_tape_shape(t, a, dims, nullptr, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_shape",
       "rank");
   rank = 9;
-  BAD(tlrt_tape_shape(t, kBad, dims, &rank, nullptr), TLRT_ERR_INDEX, "tlrt_tape_shape", "node");
+  BAD(tlrt_tape_shape(t, beyond(a), dims, &rank, nullptr), TLRT_ERR_INDEX, "tlrt_tape_shape", "node");
   TH_CHECK(rank == 0);
 
   // backward / backward_seed.
   BAD(tlrt_tape_backward(nullptr, mid), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_backward", "tape");
-  BAD(tlrt_tape_backward(t, kBad), TLRT_ERR_INDEX, "tlrt_tape_backward", "node");
+  BAD(tlrt_tape_backward(t, beyond(a)), TLRT_ERR_INDEX, "tlrt_tape_backward", "node");
   BAD(tlrt_tape_backward(t, mid), TLRT_ERR_SHAPE, "tlrt_tape_backward");  // 4 elements, no seed
   BAD(tlrt_tape_backward_seed(nullptr, mid, f.g), TLRT_ERR_NULL_ARGUMENT,
       "tlrt_tape_backward_seed", "tape");
   BAD(tlrt_tape_backward_seed(t, mid, nullptr), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_backward_seed",
       "seed");
-  BAD(tlrt_tape_backward_seed(t, kBad, f.g), TLRT_ERR_INDEX, "tlrt_tape_backward_seed", "node");
+  BAD(tlrt_tape_backward_seed(t, beyond(a), f.g), TLRT_ERR_INDEX, "tlrt_tape_backward_seed", "node");
   BAD(tlrt_tape_backward_seed(t, mid, f.short3), TLRT_ERR_SHAPE, "tlrt_tape_backward_seed",
       "seed");
   BAD(tlrt_tape_backward_seed(t, mid, f.released), TLRT_ERR_RELEASED, "tlrt_tape_backward_seed",
       "seed");
-  // Stale ids after a reset.
+  // Ids of another tape, and ids from before a reset, are stale (even once the index exists).
+  BAD(tlrt_tape_value(t, g_foreign, &out), TLRT_ERR_STALE_HANDLE, "tlrt_tape_value", "node");
+  CLEARED(out);
   TH_OK(tlrt_tape_reset(t));
-  BAD(tlrt_tape_backward_seed(t, mid, f.g), TLRT_ERR_INDEX, "tlrt_tape_backward_seed", "node");
-  BAD(tlrt_tape_exp(t, a, &id), TLRT_ERR_INDEX, "tlrt_tape_exp", "x");
+  BAD(tlrt_tape_backward_seed(t, mid, f.g), TLRT_ERR_STALE_HANDLE, "tlrt_tape_backward_seed",
+      "node");
+  BAD(tlrt_tape_exp(t, a, &id), TLRT_ERR_STALE_HANDLE, "tlrt_tape_exp", "x");
+  for (int k = 0; k < 3; ++k) TH_OK(tlrt_tape_leaf(t, f.a, d4, 1, true, &id));  // a's index exists
+  BAD(tlrt_tape_exp(t, a, &id), TLRT_ERR_STALE_HANDLE, "tlrt_tape_exp", "x");
+  BAD(tlrt_tape_shape(t, mid, dims, &rank, nullptr), TLRT_ERR_STALE_HANDLE, "tlrt_tape_shape",
+      "node");
 
   // A leaf whose storage is released AFTER recording: the op reading it fails with RELEASED.
   Buf late(th::upload({1, 2, 3, 4}));
@@ -678,8 +724,14 @@ void test_recording() {
 
 int main() {
   const tlrt_allocator_stats start = th::stats();
+  tlrt_tape *other = nullptr;
+  TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &other));
+  Buf one(th::upload({1}));
+  TH_OK(tlrt_tape_leaf(other, one.get(), nullptr, 0, false, &g_foreign));
   test_lifetime_and_leaves();
   test_recording();
+  tlrt_tape_free(other);
+  one = Buf();
   expect_no_leaks(start);
   return th::finish("test_bad_input_tape");
 }

@@ -17,6 +17,10 @@ TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
     in-place optimizer steps, length checks of uncounted arrays;
   - the Tape: leaves, recording, backward, values and gradients against hand-computed ones, errors;
   - errors become TlrtError with the right status, name and message;
+  - geometry as data: rt.conv_geometry / rt.pool_geometry, the *_geom ops against the
+    argument-list ops (bitwise), the output-dims queries, the library's struct errors;
+  - the stream wrappers (stream_get / stream_set / use_stream, events): CPU and unusable-device
+    errors, and with a GPU the legacy default stream set and restored;
   - finalizers free handles: live_handles returns to its baseline after del + gc.collect().
 Skipped under the valgrind test setup (TLRT_UNDER_VALGRIND): CPython under memcheck is slow
 and noisy, and the library code it reaches is covered by the C++ suites there.
@@ -461,7 +465,8 @@ def test_tape():
         x = t.leaf(rt.buffer(xv), [2, 3], False)
         w = t.leaf(rt.buffer(wv), [2, 3], True)
         b = t.leaf(rt.buffer(bv), [2], True)
-        check((x, w, b) == (0, 1, 2), "leaf ids are indices")
+        check([i & 0xFFFFFFFF for i in (x, w, b)] == [0, 1, 2], "leaf ids hold their index")
+        check(x >> 32 == w >> 32 == b >> 32 != 0, "leaf ids name their tape and generation")
         h = t.linear(x, w, b)
         check(t.shape(h) == ([2, 2], True), f"shape {t.shape(h)}")
         a = t.relu(h)
@@ -481,7 +486,9 @@ def test_tape():
         check(t.grad(b).to_list() == [2 * (mask[0] + mask[2]), 2 * (mask[1] + mask[3])],
               "backward accumulates")
         expect_error(lambda: t.add(w, b), "TLRT_ERR_SHAPE", ("tlrt_tape_add",), "shape mismatch")
-        expect_error(lambda: t.relu(999), "TLRT_ERR_INDEX", (), "bad node id")
+        expect_error(lambda: t.relu(999), "TLRT_ERR_STALE_HANDLE", (), "made-up node id")
+        expect_error(lambda: t.relu((w & ~0xFFFFFFFF) | 999), "TLRT_ERR_INDEX", (),
+                     "index past the tape's nodes")
         expect_error(lambda: t.grad(x), "TLRT_ERR_INVALID_ARGUMENT", (), "grad of a constant")
         for bad in (lambda: t.permute(w, [0]), lambda: t.cross_entropy(h, [0])):
             try:
@@ -539,9 +546,121 @@ def test_tape_conv_pool_attention():
         check(t.shape(m) == ([1, 2, 2], True), "multi-head attention keeps x's shape")
 
 
+def test_streams():
+    # The CPU has no stream; NULL handles come first; CUDA devices this process cannot use. The
+    # GPU side (a torch producer and our consumer on one stream) is test_torch_stream.py.
+    for call in (lambda: rt.stream_get(rt.CPU), lambda: rt.stream_set(rt.CPU, None),
+                 lambda: rt.stream_record_event(rt.CPU, 0x1000),
+                 lambda: rt.stream_wait_event(rt.CPU, 0x1000),
+                 lambda: rt.stream_wait_for_library(rt.CPU, 0),
+                 lambda: rt.use_stream(rt.CPU, 0).__enter__()):
+        expect_error(call, "TLRT_ERR_UNSUPPORTED", ("argument device",), "stream call on the CPU")
+    expect_error(lambda: rt.stream_record_event(rt.CPU, 0), "TLRT_ERR_NULL_ARGUMENT",
+                 ("tlrt_stream_record_event", "argument cuda_event"), "a NULL event")
+    expect_error(lambda: rt.stream_wait_event(rt.cuda(3), 0), "TLRT_ERR_NULL_ARGUMENT",
+                 ("tlrt_stream_wait_event",), "a NULL event before the device")
+    check(rt.CUDA_STREAM_LEGACY == 1 and rt.CUDA_STREAM_PER_THREAD == 2, "special handles")
+    try:
+        rt.stream_set(rt.CPU, "not a stream")
+        check(False, "a str is not a stream")
+    except TypeError:
+        pass
+    if not rt.cuda_available():
+        status = ("TLRT_ERR_BACKEND_UNAVAILABLE" if rt.runtime_status() == 0
+                  else "TLRT_ERR_NO_DEVICE")
+        expect_error(lambda: rt.stream_get(rt.cuda(0)), status, ("argument device",),
+                     "stream_get on an unusable CUDA device")
+        return
+    own = rt.stream_get(rt.cuda(0))
+    check(own not in (0, rt.CUDA_STREAM_LEGACY), "the library's own stream")
+    with rt.use_stream(rt.cuda(0), 0):  # 0: the legacy default stream
+        check(rt.stream_get(rt.cuda(0)) == rt.CUDA_STREAM_LEGACY, "legacy stream set")
+        y = rt.add(rt.Buffer.full(4, 1.5, rt.cuda(0)), rt.Buffer.full(4, 1.5, rt.cuda(0)))
+    check(rt.stream_get(rt.cuda(0)) == own, "use_stream restores the library's stream")
+    check(y.to_list() == [3.0] * 4, "work across the switch")
+    expect_error(lambda: rt.stream_set(rt.cuda(0), rt.CUDA_STREAM_PER_THREAD),
+                 "TLRT_ERR_UNSUPPORTED", ("argument cuda_stream",), "the per-thread stream")
+
+
+def test_geometry_structs():
+    """Geometry as data: rt.conv_geometry / rt.pool_geometry fill the structs by name, the
+    generated *_geom ops equal the argument-list ops bit for bit, the output-dims queries give the
+    ops' sizes, and the library's validation errors (struct_size, fields) reach Python."""
+    check(rt.ctypes.sizeof(rt.ConvGeometry) == 368 and rt.ctypes.sizeof(rt.PoolGeometry) == 288,
+          "struct sizes of the headers")
+    # Convolution, rank 2, groups 2, stride, padding and dilation.
+    g = rt.conv_geometry(batch=2, in_channels=4, out_channels=6, in_spatial=[7, 6],
+                         kernel_size=[3, 2], stride=[2, 1], padding=[1, 0], dilation=[1, 2],
+                         groups=2)
+    check(g.struct_size == 368 and g.rank == 2 and list(g.stride[:2]) == [2, 1]
+          and list(g.in_spatial[2:]) == [0] * 6, "conv_geometry fills the struct by name")
+    dims, n = rt.conv_output_dims(g)
+    check(dims == [2, 6, 4, 4] and n == 192, f"conv_output_dims {dims} {n}")
+    tdims, tn = rt.convtranspose_output_dims(g)
+    check(tdims == [2, 6, 13, 8] and tn == 2 * 6 * 13 * 8, f"convtranspose_output_dims {tdims}")
+    w = rt.buffer([((i * 7) % 11 - 5) / 4 for i in range(6 * 2 * 3 * 2)])
+    x = rt.buffer([((i * 5) % 13 - 6) / 8 for i in range(2 * 4 * 7 * 6)])
+    b = rt.buffer([0.5, -0.25, 1.0, 0.0, 2.0, -1.0])
+    y_old = rt.conv_fwd(w, b, x, 2, 4, 6, [7, 6], [3, 2], [2, 1], [1, 0], [1, 2], 2)
+    y_new = rt.conv_fwd_geom(w, b, x, g)
+    check(y_new.to_bytes() == y_old.to_bytes() and y_new.size == n,
+          "conv_fwd_geom == conv_fwd, bit for bit, of the queried size")
+    check(rt.conv_fwd_geom(w, None, x, g).size == n, "bias None")
+    dy = rt.buffer([((i * 3) % 7 - 3) / 2 for i in range(n)])
+    old = rt.conv_bwd(w, x, dy, 2, 4, 6, [7, 6], [3, 2], [2, 1], [1, 0], [1, 2], 2)
+    new = rt.conv_bwd_geom(w, x, dy, g)
+    check(all(a.to_bytes() == c.to_bytes() for a, c in zip(old, new)), "conv_bwd_geom == conv_bwd")
+    # Pooling, rank 1 and 3; stride defaults to the kernel.
+    p = rt.pool_geometry(batch=1, channels=2, in_spatial=[5, 4, 3], kernel=[2, 2, 1],
+                         padding=[1, 0, 0])
+    check(list(p.stride[:3]) == [2, 2, 1], "pool_geometry: stride defaults to the kernel")
+    pdims, pn = rt.pool_output_dims(p)
+    check(pdims == [1, 2, 3, 2, 3] and pn == 36, f"pool_output_dims {pdims} {pn}")
+    xp = rt.buffer([float((i * 7) % 17) for i in range(2 * 5 * 4 * 3)])
+    args = (1, 2, [5, 4, 3], [2, 2, 1], [2, 2, 1], [1, 0, 0])
+    check(rt.maxpool_fwd_geom(xp, p).to_bytes() == rt.maxpool_fwd(xp, *args).to_bytes(),
+          "maxpool_fwd_geom == maxpool_fwd")
+    check(rt.avgpool_fwd_geom(xp, p, False).to_bytes() ==
+          rt.avgpool_fwd(xp, *args, False).to_bytes(), "avgpool_fwd_geom == avgpool_fwd")
+    dyp = rt.buffer([1.0] * pn)
+    check(rt.smooth_maxpool_bwd_geom(xp, dyp, p, 0.5).to_bytes() ==
+          rt.smooth_maxpool_bwd(xp, dyp, *args, 0.5).to_bytes(), "smooth_maxpool_bwd_geom")
+    check(rt.maxpool_fwd_geom(xp, p).size == pn, "the queried size")
+    # The library's validation, through the struct: named fields, exact statuses.
+    bad = rt.pool_geometry(1, 2, [5, 4, 3], [2, 2, 1], padding=[2, 0, 0])
+    expect_error(lambda: rt.pool_output_dims(bad), "TLRT_ERR_INVALID_ARGUMENT",
+                 ("tlrt_pool_output_dims", "argument geometry->padding[0]"), "2 pad > kernel")
+    expect_error(lambda: rt.maxpool_fwd_geom(xp, bad), "TLRT_ERR_INVALID_ARGUMENT",
+                 ("argument geometry->padding[0]",), "the op agrees")
+    g.struct_size = 8
+    expect_error(lambda: rt.conv_output_dims(g), "TLRT_ERR_INVALID_ARGUMENT",
+                 ("argument geometry->struct_size",), "struct_size too small")
+    g.struct_size = rt.ctypes.sizeof(rt.ConvGeometry)
+    g.groups = 0
+    expect_error(lambda: rt.conv_fwd_geom(w, b, x, g), "TLRT_ERR_INVALID_ARGUMENT",
+                 ("argument geometry->groups",), "groups 0")
+    g.groups = 2
+    g.rank = (1 << 32) + 2
+    expect_error(lambda: rt.conv_output_dims(g), "TLRT_ERR_INVALID_ARGUMENT",
+                 ("argument geometry->rank",), "a 64-bit rank is not truncated")
+    for call in (lambda: rt.conv_output_dims(p), lambda: rt.maxpool_fwd_geom(xp, g),
+                 lambda: rt.conv_fwd_geom(w, b, x, {"rank": 2})):
+        try:
+            call()
+            check(False, "a geometry of the wrong type was accepted")
+        except TypeError:
+            pass
+    try:
+        rt.conv_geometry(1, 1, 1, [4, 4], [3])
+        check(False, "kernel_size with fewer entries than in_spatial was accepted")
+    except ValueError:
+        pass
+
+
 TESTS = ("test_prototypes", "test_round_trips", "test_ops", "test_shaped_ops", "test_errors",
          "test_buffer_protocol", "test_inplace_and_uncounted", "test_tape",
-         "test_tape_conv_pool_attention", "test_finalizers")
+         "test_tape_conv_pool_attention", "test_streams", "test_geometry_structs",
+         "test_finalizers")
 
 
 def main():
@@ -567,6 +686,87 @@ def main():
         print(f"python: {name}: {'ok' if ok else 'FAILED'}")
     print(f"python: {CHECKS} checks, {FAILURES} failures")
     return 0 if FAILURES == 0 else 1
+
+
+def _dlpack_data_ptr(buf):
+    """The payload address of a Buffer, read from the DLPack tensor it exports (data is the first
+    field of DLTensor, which follows version, manager_ctx, deleter and flags: offset 32)."""
+    import ctypes
+    out = ctypes.c_void_p()
+    rt.call("buffer_to_dlpack_versioned", buf.handle, None, 1, ctypes.byref(out))
+    data = ctypes.c_void_p.from_address(out.value + 32).value
+    deleter = ctypes.c_void_p.from_address(out.value + 16).value
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)(out.value)
+    return data or 0
+
+
+def test_integer_buffers_and_dlpack():
+    """int32 / int64 buffers; DLPack both ways with numpy: the same memory, no copy; capsules."""
+    gc.collect()
+    start = rt.stats()["live_handles"]
+    b = rt.Buffer.from_ints([0, -1, 2 ** 40, -(2 ** 63), 2 ** 63 - 1])
+    check(b.dtype == "int64" and b.size == 5, f"dtype {b.dtype}")
+    check(b.to_int_list() == [0, -1, 2 ** 40, -(2 ** 63), 2 ** 63 - 1], "int64 round trip")
+    c = rt.Buffer.from_ints([7, -7], dtype="int32")
+    check(c.dtype == "int32" and c.to_int_list() == [7, -7], "int32 round trip")
+    check(c.copy().dtype == "int32", "copies keep the type")
+    check(rt.Buffer.from_list([1.0]).dtype == "float32", "float buffers say float32")
+    expect_error(lambda: rt.relu(b), "TLRT_ERR_DTYPE", ("argument x", "int64"), "relu of int64")
+    expect_error(lambda: b.to_list(), "TLRT_ERR_DTYPE", (), "float download of int64")
+    # Capsules: a consumed capsule is renamed, an unconsumed one frees its reference when dropped.
+    live = rt.stats()["live_handles"]
+    cap = b.__dlpack__(max_version=(1, 0))
+    del cap
+    gc.collect()
+    check(rt.stats()["live_handles"] == live, "an unconsumed capsule drops its reference")
+    same = rt.from_dlpack(b.__dlpack__())  # legacy capsule, consumed by from_dlpack
+    check(_dlpack_data_ptr(same) == _dlpack_data_ptr(b), "round trip shares the payload")
+    check(b.__dlpack_device__() == (1, 0), "CPU device")
+    try:
+        b.__dlpack__(dl_device=(2, 0))
+        check(False, "dl_device of another device is refused")
+    except BufferError:
+        pass
+    if rt._np is None:
+        return
+    np = rt._np
+    # numpy -> library: no copy, the producer's memory is the buffer's payload.
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    fa = rt.from_dlpack(a)
+    check(fa.size == 12 and fa.dtype == "float32", "imported shape flattened")
+    check(_dlpack_data_ptr(fa) == a.ctypes.data, "import shares numpy's memory")
+    a[0, 0] = 42.0  # visible through the buffer: the same memory
+    check(fa.to_list()[0] == 42.0 and rt.scale(fa, 2.0).to_list()[1] == 2.0, "shared values")
+    del a
+    gc.collect()
+    check(fa.to_list()[11] == 11.0, "the buffer keeps numpy's array alive")
+    ia = rt.from_dlpack(np.array([5, -6, 2 ** 40], dtype=np.int64))
+    check(ia.dtype == "int64" and ia.to_int_list() == [5, -6, 2 ** 40], "int64 import")
+    check(rt.from_dlpack(np.array([3], dtype=np.int32)).dtype == "int32", "int32 import")
+    # library -> numpy: np.from_dlpack shares the payload.
+    src = rt.Buffer.from_list([1.5, -2.5, 3.0])
+    view = np.from_dlpack(src)
+    check(view.dtype == np.float32 and view.tolist() == [1.5, -2.5, 3.0], "numpy reads it")
+    check(view.ctypes.data == _dlpack_data_ptr(src), "export shares the payload")
+    del src
+    gc.collect()
+    check(view.tolist() == [1.5, -2.5, 3.0], "numpy's view keeps the buffer alive")
+    check(np.from_dlpack(b).tolist() == b.to_int_list(), "int64 export")
+    check(b.to_numpy().dtype == np.int64, "to_numpy keeps the type")
+    # Refused: strided, float64, read-only (nothing leaks, numpy keeps ownership).
+    for bad, status in ((np.arange(8, dtype=np.float32)[::2], "TLRT_ERR_UNSUPPORTED"),
+                        (np.zeros(3, dtype=np.float64), "TLRT_ERR_UNSUPPORTED")):
+        expect_error(lambda: rt.from_dlpack(bad), status, ("argument managed",), "refused import")
+    ro = np.zeros(4, dtype=np.float32)
+    ro.flags.writeable = False
+    try:
+        rt.from_dlpack(ro)
+        check(False, "a read-only array is refused")
+    except (rt.TlrtError, BufferError) as e:  # numpy may refuse to export it as writable itself
+        check(not isinstance(e, rt.TlrtError) or e.name == "TLRT_ERR_UNSUPPORTED", str(e))
+    del fa, ia, view, same, b, c
+    gc.collect()
+    check(rt.stats()["live_handles"] == start, "every imported and exported buffer was freed")
 
 
 if __name__ == "__main__":

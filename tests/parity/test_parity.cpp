@@ -109,7 +109,7 @@ std::vector<Op> all_ops() {
 #define TERN(f) ops.push_back({#f, 3, 2, [](tlrt_buffer *const *i, tlrt_buffer **o) { return tlrt_##f(i[0], i[1], i[2], &o[0], &o[1]); }})
   // exact unary
   UN(abs); UN(neg); UN(sqrt); UN(inv); UN(relu);
-  for (double c : {0.5, -3.75, 0.1, 1e30, -0.0, std::numeric_limits<double>::infinity()})
+  for (double c : {0.5, -3.75, 0.1, 1e30, -0.0, (double)std::numeric_limits<float>::max()})
     ops.push_back({"scale(c=" + fmt_d(c) + ")", 1, 1,
                    [c](tlrt_buffer *const *i, tlrt_buffer **o) { return tlrt_scale(i[0], c, o); }});
   const double inf = std::numeric_limits<double>::infinity();

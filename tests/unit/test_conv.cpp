@@ -13,9 +13,16 @@
 //    three; the 2-D entry points equal (bitwise) the N-D ones; repeated calls are bitwise equal;
 //  - empty cases (batch 0, empty output, in_channels 0, an empty input with padding), and special
 //    values (NaN and inf in the input and kernel: exactly the covered outputs are poisoned;
-//    padding cells are zeros that take part in the products, so inf * padding is NaN).
+//    padding cells are zeros that take part in the products, so inf * padding is NaN);
+//  - geometry as data: the *_geom entry points (tlrt_conv_geometry) equal (bitwise) the N-D ones,
+//    forward and every backward output, over rank 1, 2 and 3 geometries with groups (depthwise
+//    included), stride, padding and dilation, and empty outputs; tlrt_conv_output_dims and
+//    tlrt_convtranspose_output_dims give exactly the sizes the ops produce and the header's
+//    formulas; the struct's layout (368 bytes, every field where the header puts it).
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -344,6 +351,129 @@ void two_d_wrappers() {
   }
 }
 
+// ---- geometry as data ------------------------------------------------------------------------
+
+static_assert(sizeof(tlrt_conv_geometry) == 368, "46 uint64_t fields");
+static_assert(offsetof(tlrt_conv_geometry, struct_size) == 0 &&
+                  offsetof(tlrt_conv_geometry, rank) == 8 &&
+                  offsetof(tlrt_conv_geometry, groups) == 40 &&
+                  offsetof(tlrt_conv_geometry, in_spatial) == 48 &&
+                  offsetof(tlrt_conv_geometry, kernel_size) == 112 &&
+                  offsetof(tlrt_conv_geometry, dilation) == 304,
+              "the layout of abi/tlrt_conv.h");
+
+tlrt_conv_geometry to_struct(const Geo &g) {
+  tlrt_conv_geometry s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  s.rank = g.rank();
+  s.batch = g.batch;
+  s.in_channels = g.in_c;
+  s.out_channels = g.out_c;
+  s.groups = g.groups;
+  for (uint32_t a = 0; a < g.rank(); ++a) {
+    s.in_spatial[a] = g.in[a];
+    s.kernel_size[a] = g.k[a];
+    s.stride[a] = g.s[a];
+    s.padding[a] = g.p[a];
+    s.dilation[a] = g.d[a];
+  }
+  return s;
+}
+
+// One geometry through both forms: forward (with and without bias) and each backward output
+// bitwise equal; the query's shape and count equal the output's size and the header's formulas.
+void struct_matches(const Geo &g, uint64_t salt) {
+  const std::string what = std::string(g.transposed ? "convtranspose" : "conv") + "_geom rank " +
+                           std::to_string(g.rank()) + " salt " + std::to_string(salt);
+  const tlrt_conv_geometry s = to_struct(g);
+  // The query.
+  uint64_t dims[TLRT_CONV_MAX_DIMS];
+  uint32_t rank = 0;
+  uint64_t n = 0;
+  TH_OK(g.transposed ? tlrt_convtranspose_output_dims(&s, dims, TLRT_CONV_MAX_DIMS, &rank, &n)
+                     : tlrt_conv_output_dims(&s, dims, TLRT_CONV_MAX_DIMS, &rank, &n));
+  const std::vector<uint64_t> ext = cref::out_extents(g);
+  bool shape_ok = rank == g.rank() + 2 && dims[0] == g.batch && dims[1] == g.out_c &&
+                  n == cref::output_elems(g);
+  for (uint32_t a = 0; shape_ok && a < g.rank(); ++a) shape_ok = dims[a + 2] == ext[a];
+  TH_CHECK_MSG(shape_ok, "%s: output dims query (rank %u, %llu elements) disagrees with the "
+               "header's formulas", what.c_str(), rank, (unsigned long long)n);
+  // Forward.
+  const std::vector<float> w = th::make(th::Dist::Uniform, cref::kernel_elems(g), salt * 4 + 1);
+  const std::vector<float> x = th::make(th::Dist::Uniform, cref::input_elems(g), salt * 4 + 2);
+  const std::vector<float> b = th::make(th::Dist::Uniform, g.out_c, salt * 4 + 3);
+  const std::vector<float> dy = th::make(th::Dist::Uniform, n, salt * 4 + 4);
+  Buf W(th::upload(w)), X(th::upload(x)), B(th::upload(b)), DY(th::upload(dy));
+  for (const bool bias : {true, false}) {
+    Buf Y;
+    TH_OK(g.transposed
+              ? tlrt_convtranspose_fwd_geom(W.get(), bias ? B.get() : nullptr, X.get(), &s, Y.out())
+              : tlrt_conv_fwd_geom(W.get(), bias ? B.get() : nullptr, X.get(), &s, Y.out()));
+    if (!Y.get()) continue;
+    uint64_t size = 0;
+    TH_OK(tlrt_buffer_size(Y.get(), &size));
+    TH_CHECK_MSG(size == n, "%s: output of %llu elements, the query says %llu", what.c_str(),
+                 (unsigned long long)size, (unsigned long long)n);
+    expect_vec((what + (bias ? " forward" : " forward without bias")).c_str(),
+               th::download(Y.get()), run_fwd(g, w, bias ? &b : nullptr, x));
+  }
+  // Backward: all three outputs, and each alone.
+  const Grads want = run_bwd(g, w, x, dy);
+  for (int mask : {7, 1, 2, 4}) {
+    Buf DW, DB, DX;
+    tlrt_buffer **pw = (mask & 1) ? DW.out() : nullptr, **pb = (mask & 2) ? DB.out() : nullptr,
+                **px = (mask & 4) ? DX.out() : nullptr;
+    TH_OK(g.transposed ? tlrt_convtranspose_bwd_geom(W.get(), X.get(), DY.get(), &s, pw, pb, px)
+                       : tlrt_conv_bwd_geom(W.get(), X.get(), DY.get(), &s, pw, pb, px));
+    if (mask & 1) expect_vec((what + " d_kernel").c_str(), th::download(DW.get()), want.dw);
+    if (mask & 2) expect_vec((what + " d_bias").c_str(), th::download(DB.get()), want.db);
+    if (mask & 4) expect_vec((what + " d_input").c_str(), th::download(DX.get()), want.dx);
+  }
+}
+
+void geometry_structs() {
+  std::vector<Geo> geos;
+  auto add = [&](uint64_t batch, uint64_t in_c, uint64_t out_c, uint64_t groups,
+                 std::vector<uint64_t> in, std::vector<uint64_t> k, std::vector<uint64_t> s,
+                 std::vector<uint64_t> p, std::vector<uint64_t> d) {
+    Geo g;
+    g.batch = batch;
+    g.in_c = in_c;
+    g.out_c = out_c;
+    g.groups = groups;
+    g.in = in;
+    g.k = k;
+    g.s = s;
+    g.p = p;
+    g.d = d;
+    geos.push_back(g);
+  };
+  add(2, 3, 4, 1, {9}, {3}, {1}, {0}, {1});                            // rank 1, plain
+  add(1, 2, 2, 1, {11}, {3}, {2}, {2}, {3});                           // stride, pad, dilation
+  add(2, 4, 6, 2, {7, 6}, {3, 2}, {2, 1}, {1, 0}, {1, 2});             // rank 2, groups
+  add(1, 3, 6, 3, {8, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1});             // rank 2, depthwise
+  add(1, 2, 3, 1, {5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {1, 1, 0}, {2, 1, 1});  // rank 3
+  add(2, 4, 4, 4, {4, 3, 5}, {3, 1, 2}, {2, 1, 1}, {0, 1, 1}, {1, 1, 3});  // rank 3, depthwise
+  add(1, 2, 2, 1, {3, 4}, {4, 2}, {1, 1}, {0, 0}, {2, 1});             // empty conv output
+  uint64_t salt = 5000;
+  for (const Geo &base : geos)
+    for (const bool tr : {false, true}) {
+      Geo g = base;
+      g.transposed = tr;
+      struct_matches(g, salt++);
+    }
+  // A query on a geometry whose output is empty but whose input is huge: dims, no overflow.
+  Geo big = geo1(uint64_t{1} << 40, 1, 1, 0);
+  big.batch = 0;
+  const tlrt_conv_geometry s = to_struct(big);
+  uint64_t dims[TLRT_CONV_MAX_DIMS];
+  uint32_t rank = 0;
+  uint64_t n = 9;
+  TH_OK(tlrt_conv_output_dims(&s, dims, TLRT_CONV_MAX_DIMS, &rank, &n));
+  TH_CHECK(rank == 3 && n == 0 && dims[0] == 0 && dims[2] == uint64_t{1} << 40);
+}
+
 void empty_cases() {
   // batch 0: empty output; backward gives zeros of the kernel's and bias's shape, empty d_input.
   {
@@ -468,5 +598,6 @@ int main() {
   two_d_wrappers();
   empty_cases();
   special_values();
+  geometry_structs();
   return th::finish("test_conv");
 }

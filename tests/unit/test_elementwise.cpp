@@ -244,13 +244,22 @@ void check_exact_binary() {
     expect_exact(op.name, a, &b, y, [&](size_t i) { return op.ref(a[i], b[i]); });
   }
   // axpy: fma((float)c, b, a), one rounding, for several c (rounded once to float32).
-  for (double c : {0.5, 0.1, -3.0, 1.0 + std::ldexp(1.0, -12), 1e-45, 1e40, 0.0, -0.0}) {
+  for (double c : {0.5, 0.1, -3.0, 1.0 + std::ldexp(1.0, -12), 1e-45, -0x1.fffffefffffffp127, 0.0,
+                   -0.0}) {
     const float cf = (float)c;
     const std::vector<float> y =
         run2([c](const tlrt_buffer *p, const tlrt_buffer *q, tlrt_buffer **o) {
                return tlrt_axpy(p, q, c, o);
              }, a, b);
     expect_exact("axpy", a, &b, y, [&](size_t i) { return std::fmaf(cf, b[i], a[i]); });
+  }
+  // The host-scalar rule: NaN, an infinity, or a value that rounds to +-inf in float32 is refused.
+  for (double c : {(double)NAN, (double)INFINITY, -(double)INFINITY, 1e40, -1e40}) {
+    tlrt_buffer *ba = th::upload(a), *bb = th::upload(b), *y = nullptr;
+    TH_STATUS(tlrt_axpy(ba, bb, c, &y), TLRT_ERR_INVALID_ARGUMENT);
+    TH_CHECK(y == nullptr);
+    tlrt_buffer_free(ba);
+    tlrt_buffer_free(bb);
   }
 }
 
@@ -389,12 +398,20 @@ void check_exact_unary() {
   for (const Op &op : ops)
     expect_exact(op.name, x, nullptr, run1(op.fn, x), [&](size_t i) { return op.ref(x[i]); },
                  op.payload_exact);
-  // scale: x * (float)c, c rounded once.
-  for (double c : {2.0, 0.1, -3.5, -0.0, 1e40, 1e-50, (double)NAN, 1.0 / 3.0}) {
+  // scale: x * (float)c, c rounded once (0x1.fffffefffffffp127, the largest double below the
+  // float32 overflow threshold, rounds to FLT_MAX; 1e-50 rounds to +0).
+  for (double c : {2.0, 0.1, -3.5, -0.0, 0x1.fffffefffffffp127, 1e-50, 1.0 / 3.0}) {
     const float cf = (float)c;
     const std::vector<float> y =
         run1([c](const tlrt_buffer *p, tlrt_buffer **o) { return tlrt_scale(p, c, o); }, x);
     expect_exact("scale", x, nullptr, y, [&](size_t i) { return x[i] * cf; });
+  }
+  // The host-scalar rule: NaN, an infinity, or a value that rounds to +-inf in float32 is refused.
+  for (double c : {(double)NAN, (double)INFINITY, -(double)INFINITY, 1e40, -1e40}) {
+    tlrt_buffer *bx = th::upload(x), *y = nullptr;
+    TH_STATUS(tlrt_scale(bx, c, &y), TLRT_ERR_INVALID_ARGUMENT);
+    TH_CHECK(y == nullptr);
+    tlrt_buffer_free(bx);
   }
   // Spot values from the header.
   const float inf = INFINITY, nan = NAN;
@@ -421,7 +438,8 @@ void check_clamp() {
   const double inf = INFINITY;
   for (const B &b : {B{-1.0, 1.0}, B{0.1, 0.7}, B{-inf, 0.0}, B{0.0, inf}, B{-inf, inf},
                      B{2.0, -2.0} /* lo > hi */, B{3.0, 3.0}, B{-0.0, 0.0}, B{0.0, -0.0},
-                     B{1e-50, 1e40} /* rounded once: 0 and inf */, B{-1e-45, 1e-45}}) {
+                     B{1e-50, 0x1.fffffefffffffp127} /* rounded once: 0 and FLT_MAX */,
+                     B{-1e-45, 1e-45}}) {
     const float lo = (float)b.lo, hi = (float)b.hi;
     const std::vector<float> y = run1(
         [b](const tlrt_buffer *p, tlrt_buffer **o) { return tlrt_clamp(p, b.lo, b.hi, o); }, x);
@@ -453,6 +471,16 @@ void check_clamp() {
     expect_exact("clamp_bwd", xb, &g, dy, [&](size_t i) {
       return std::isnan(xb[i]) ? NAN : ((xb[i] > lo && xb[i] < hi) ? g[i] : 0.0f);
     });
+  }
+  // Infinite bounds are accepted as themselves, but a finite bound that rounds to +-inf in float32
+  // is refused (the host-scalar rule: pass the infinity to mean no bound).
+  for (const B &b : {B{-1e40, 1.0}, B{-1.0, 1e40}, B{1e40, -1e40}}) {
+    tlrt_buffer *bx = th::upload(x), *y = nullptr;
+    TH_STATUS(tlrt_clamp(bx, b.lo, b.hi, &y), TLRT_ERR_INVALID_ARGUMENT);
+    TH_CHECK(y == nullptr);
+    TH_STATUS(tlrt_clamp_bwd(bx, bx, b.lo, b.hi, &y), TLRT_ERR_INVALID_ARGUMENT);
+    TH_CHECK(y == nullptr);
+    tlrt_buffer_free(bx);
   }
 }
 

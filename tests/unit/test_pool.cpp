@@ -17,8 +17,14 @@
 //     rejected, empty batch / channels / spatial extents, NaN propagation and the gradient to the
 //     first NaN, ties to the first maximum, -inf windows, smooth max with +-inf and large |beta|
 //     (tends to max / min pool), the determinism switch, no leaks.
+// (5) Geometry as data: the *_geom entry points (tlrt_pool_geometry) equal the N-D ones bit for
+//     bit, every operation forward and backward, over random geometries of rank 1 .. 8 with
+//     padding and strides; tlrt_pool_output_dims gives exactly the sizes the ops produce and the
+//     header's formula; the struct's layout (288 bytes, every field where the header puts it).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -649,6 +655,96 @@ void geometry_and_specials() {
   }
 }
 
+// ---- (5) geometry as data ----------------------------------------------------------------------
+
+static_assert(sizeof(tlrt_pool_geometry) == 288, "36 uint64_t fields");
+static_assert(offsetof(tlrt_pool_geometry, struct_size) == 0 &&
+                  offsetof(tlrt_pool_geometry, rank) == 8 &&
+                  offsetof(tlrt_pool_geometry, channels) == 24 &&
+                  offsetof(tlrt_pool_geometry, in_spatial) == 32 &&
+                  offsetof(tlrt_pool_geometry, kernel) == 96 &&
+                  offsetof(tlrt_pool_geometry, padding) == 224,
+              "the layout of abi/tlrt_pool.h");
+
+tlrt_pool_geometry to_struct(const Geo &g) {
+  tlrt_pool_geometry s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  s.rank = g.rank();
+  s.batch = g.N;
+  s.channels = g.C;
+  for (uint32_t d = 0; d < g.rank(); ++d) {
+    s.in_spatial[d] = g.in[d];
+    s.kernel[d] = g.k[d];
+    s.stride[d] = g.s[d];
+    s.padding[d] = g.p[d];
+  }
+  return s;
+}
+
+tlrt_status fwd_geom(Op op, const tlrt_pool_geometry &s, const tlrt_buffer *x, double beta,
+                     tlrt_buffer **out) {
+  switch (op) {
+    case Op::Max: return tlrt_maxpool_fwd_geom(x, &s, out);
+    case Op::Avg:
+    case Op::AvgNoPad: return tlrt_avgpool_fwd_geom(x, &s, op == Op::Avg, out);
+    case Op::Smooth: return tlrt_smooth_maxpool_fwd_geom(x, &s, beta, out);
+  }
+  return TLRT_ERR_INTERNAL;
+}
+
+tlrt_status bwd_geom(Op op, const tlrt_pool_geometry &s, const tlrt_buffer *x,
+                     const tlrt_buffer *dy, double beta, tlrt_buffer **dx) {
+  switch (op) {
+    case Op::Max: return tlrt_maxpool_bwd_geom(x, dy, &s, dx);
+    case Op::Avg:
+    case Op::AvgNoPad: return tlrt_avgpool_bwd_geom(dy, &s, op == Op::Avg, dx);
+    case Op::Smooth: return tlrt_smooth_maxpool_bwd_geom(x, dy, &s, beta, dx);
+  }
+  return TLRT_ERR_INTERNAL;
+}
+
+void geometry_structs() {
+  th::Rng rng(123);
+  std::vector<Geo> geos;
+  for (uint32_t R = 1; R <= 8; ++R)
+    for (int t = 0; t < (R <= 3 ? 6 : 2); ++t) geos.push_back(random_geo(rng, R, 600));
+  geos.push_back(Geo{1, 2, {3, 5}, {6, 2}, {1, 1}, {1, 1}});  // in + 2 pad < kernel: empty output
+  geos.push_back(Geo{2, 3, {9, 11}, {3, 3}, {2, 1}, {1, 1}});
+  uint64_t salt = 9000;
+  for (const Geo &g : geos) {
+    const tlrt_pool_geometry s = to_struct(g);
+    uint64_t dims[TLRT_POOL_MAX_DIMS];
+    uint32_t rank = 0;
+    uint64_t n = 0;
+    TH_OK(tlrt_pool_output_dims(&s, dims, TLRT_POOL_MAX_DIMS, &rank, &n));
+    const std::vector<uint64_t> out = g.out();
+    bool ok = rank == g.rank() + 2 && dims[0] == g.N && dims[1] == g.C &&
+              n == g.N * g.C * g.out_sp();
+    for (uint32_t d = 0; ok && d < g.rank(); ++d) ok = dims[d + 2] == out[d];
+    TH_CHECK_MSG(ok, "%s: output dims query disagrees with the header's formula", g.str().c_str());
+    const std::vector<float> x = th::make(Dist::Uniform, g.N * g.C * g.in_sp(), salt += 3);
+    const std::vector<float> dy = th::make(Dist::Uniform, n, salt += 3);
+    Buf bx(th::upload(x)), bdy(th::upload(dy));
+    for (Op op : {Op::Max, Op::Avg, Op::AvgNoPad, Op::Smooth}) {
+      const std::string what = g.str() + " op " + std::to_string((int)op);
+      Buf y1, y2, d1, d2;
+      TH_OK(fwd(op, g, bx.get(), 0.75, y1.out()));
+      TH_OK(fwd_geom(op, s, bx.get(), 0.75, y2.out()));
+      if (!y1.get() || !y2.get()) continue;
+      uint64_t size = 0;
+      TH_OK(tlrt_buffer_size(y2.get(), &size));
+      TH_CHECK_MSG(size == n, "%s: forward has %llu elements, the query says %llu", what.c_str(),
+                   (unsigned long long)size, (unsigned long long)n);
+      same_bits(what + " forward (struct)", th::download(y2.get()), th::download(y1.get()));
+      TH_OK(bwd(op, g, bx.get(), bdy.get(), 0.75, d1.out()));
+      TH_OK(bwd_geom(op, s, bx.get(), bdy.get(), 0.75, d2.out()));
+      if (d1.get() && d2.get())
+        same_bits(what + " backward (struct)", th::download(d2.get()), th::download(d1.get()));
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -656,6 +752,7 @@ int main() {
   known_answers();
   geometry_and_specials();
   reference_sweep();
+  geometry_structs();
   const tlrt_allocator_stats end = th::stats();
   TH_CHECK_MSG(end.live_bytes == start.live_bytes && end.live_handles == start.live_handles,
                "leak: live bytes %llu -> %llu, handles %llu -> %llu",

@@ -155,17 +155,23 @@ void check_bernoulli() {
   const size_t n = size_t{1} << 20;
   const uint64_t key = 0xB0B0ull;
   const std::vector<float> u = uniform(n, key);
-  for (double p : {0.0, -0.5, -(double)INFINITY}) {
+  for (double p : {0.0, -0.5, -1e30}) {
     const std::vector<float> m = bernoulli(n, p, key);
     TH_CHECK_MSG(m.size() == n && std::all_of(m.begin(), m.end(), [](float x) {
                    return th::bits_of(x) == th::bits_of(0.0f);
                  }),
                  "bernoulli(keep_prob = %g) is not all +0", p);
   }
-  for (double p : {1.0, 1.5, (double)INFINITY, 1.0 - std::ldexp(1.0, -26) /* rounds to 1.0f */}) {
+  for (double p : {1.0, 1.5, 1e30, 1.0 - std::ldexp(1.0, -26) /* rounds to 1.0f */}) {
     const std::vector<float> m = bernoulli(n, p, key);
     TH_CHECK_MSG(m.size() == n && std::all_of(m.begin(), m.end(), [](float x) { return x == 1.0f; }),
                  "bernoulli(keep_prob = %.17g) is not all 1", p);
+  }
+  // An infinite keep_prob, or one that rounds to +-inf in float32, breaks the host-scalar rule.
+  for (double p : {(double)INFINITY, -(double)INFINITY, 1e39, -1e39}) {
+    tlrt_buffer *b = nullptr;
+    TH_STATUS(tlrt_bernoulli_mask(TLRT_DEVICE_CPU, 8, p, key, &b), TLRT_ERR_INVALID_ARGUMENT);
+    TH_CHECK(b == nullptr);
   }
   for (double p : {0.3, 0.5, 0.999, 1e-3}) {
     const std::vector<float> m = bernoulli(n, p, key);

@@ -12,13 +12,18 @@ One `@[extern]` declaration per `TLRT_API` function of `abi/*.h`, implemented by
   "TLRT_ERR_NAME (code): <tlrt_last_error()>".
 * sizes, node ids and counts are `UInt64`, devices `UInt32`, host scalars `Float`
   (rounded to float32 by the library), float32 data `FloatArray` (float64 in Lean, converted
-  in the shim) or `ByteArray` (little-endian float32 bytes, copied with memcpy semantics).
+  in the shim) or `ByteArray` (little-endian float32 bytes, copied with memcpy semantics);
+  int32 / int64 data `Array Int32` / `Array Int64`; element types (`tlrt_dtype`) `UInt32`
+  (`TLRT_DTYPE_F32`, ...).
+* CUDA stream and event handles and DLPack managed tensors (`void *` in C) are `USize`
+  addresses.
 * arguments are borrowed (`@&`); results are owned by the caller.
 -/
 
 namespace TorchleanRt
 
-/-- A `tlrt_buffer *`: float32 values on one device (an external object). -/
+/-- A `tlrt_buffer *`: values of one element type (float32, int32 or int64) on one device
+(an external object). -/
 opaque BufferPointed : NonemptyType
 def Buffer : Type := BufferPointed.type
 instance : Nonempty Buffer := BufferPointed.property
@@ -27,6 +32,11 @@ instance : Nonempty Buffer := BufferPointed.property
 opaque TapePointed : NonemptyType
 def Tape : Type := TapePointed.type
 instance : Nonempty Tape := TapePointed.property
+
+/-- `a` cut or padded with zeros to exactly `n` entries (the fixed arrays of the C
+structs; entries past a geometry's rank are never read). -/
+def padU64 (a : Array UInt64) (n : Nat) : Array UInt64 :=
+  a.extract 0 n ++ (List.replicate (n - a.size) (0 : UInt64)).toArray
 
 /-- `tlrt_allocator_stats` (abi/tlrt_runtime.h), field for field. -/
 structure AllocatorStats where
@@ -55,6 +65,56 @@ def AllocatorStats.ofArray (a : Array UInt64) : AllocatorStats where
   liveHandles := a[8]!
   peakHandles := a[9]!
 
+/-- `tlrt_pool_geometry` (abi/tlrt_pool.h), field for field but struct_size (the
+shim sets it). Arrays hold their entries in order (the C struct's fixed arrays: entries
+past the size below are dropped, the missing ones sent as 0). `Ffi` functions take it
+as `toArray`. -/
+structure PoolGeometry where
+  rank : UInt64 := 0
+  batch : UInt64 := 0
+  channels : UInt64 := 0
+  inSpatial : Array UInt64 := #[]
+  kernel : Array UInt64 := #[]
+  stride : Array UInt64 := #[]
+  padding : Array UInt64 := #[]
+  deriving Repr, Inhabited
+
+/-- The flat form of `tlrt_pool_geometry` the shim reads: the fields after struct_size in header
+order, each array as exactly its C length (35 values in all). -/
+def PoolGeometry.toArray (g : PoolGeometry) : Array UInt64 :=
+  #[g.rank, g.batch, g.channels]
+    ++ padU64 g.inSpatial 8
+    ++ padU64 g.kernel 8
+    ++ padU64 g.stride 8
+    ++ padU64 g.padding 8
+
+/-- `tlrt_conv_geometry` (abi/tlrt_conv.h), field for field but struct_size (the
+shim sets it). Arrays hold their entries in order (the C struct's fixed arrays: entries
+past the size below are dropped, the missing ones sent as 0). `Ffi` functions take it
+as `toArray`. -/
+structure ConvGeometry where
+  rank : UInt64 := 0
+  batch : UInt64 := 0
+  inChannels : UInt64 := 0
+  outChannels : UInt64 := 0
+  groups : UInt64 := 0
+  inSpatial : Array UInt64 := #[]
+  kernelSize : Array UInt64 := #[]
+  stride : Array UInt64 := #[]
+  padding : Array UInt64 := #[]
+  dilation : Array UInt64 := #[]
+  deriving Repr, Inhabited
+
+/-- The flat form of `tlrt_conv_geometry` the shim reads: the fields after struct_size in header
+order, each array as exactly its C length (45 values in all). -/
+def ConvGeometry.toArray (g : ConvGeometry) : Array UInt64 :=
+  #[g.rank, g.batch, g.inChannels, g.outChannels, g.groups]
+    ++ padU64 g.inSpatial 8
+    ++ padU64 g.kernelSize 8
+    ++ padU64 g.stride 8
+    ++ padU64 g.padding 8
+    ++ padU64 g.dilation 8
+
 /-! Status codes (`tlrt_status`) and integer `#define`s of the headers. -/
 def TLRT_OK : UInt32 := 0
 def TLRT_ERR_NULL_ARGUMENT : UInt32 := 1
@@ -64,6 +124,8 @@ def TLRT_ERR_OVERFLOW : UInt32 := 4
 def TLRT_ERR_INDEX : UInt32 := 5
 def TLRT_ERR_RELEASED : UInt32 := 6
 def TLRT_ERR_DEVICE_MISMATCH : UInt32 := 7
+def TLRT_ERR_STALE_HANDLE : UInt32 := 8
+def TLRT_ERR_DTYPE : UInt32 := 9
 def TLRT_ERR_OUT_OF_MEMORY : UInt32 := 100
 def TLRT_ERR_BACKEND_UNAVAILABLE : UInt32 := 200
 def TLRT_ERR_NO_DEVICE : UInt32 := 201
@@ -72,9 +134,12 @@ def TLRT_ERR_DEVICE_LOST : UInt32 := 203
 def TLRT_ERR_LIBRARY : UInt32 := 204
 def TLRT_ERR_UNSUPPORTED : UInt32 := 205
 def TLRT_ERR_INTERNAL : UInt32 := 900
+def TLRT_DTYPE_F32 : UInt32 := 0
+def TLRT_DTYPE_I32 : UInt32 := 1
+def TLRT_DTYPE_I64 : UInt32 := 2
 def TLRT_ABI_VERSION_MAJOR : UInt32 := 1
-def TLRT_ABI_VERSION_MINOR : UInt32 := 0
-def TLRT_ABI_VERSION : UInt32 := 65536
+def TLRT_ABI_VERSION_MINOR : UInt32 := 1
+def TLRT_ABI_VERSION : UInt32 := 65537
 def TLRT_DEVICE_KIND_CPU : UInt32 := 0
 def TLRT_DEVICE_KIND_CUDA : UInt32 := 1
 def TLRT_DEVICE_CPU : UInt32 := 0
@@ -82,9 +147,16 @@ def TLRT_RUNTIME_CPU_ONLY : UInt32 := 0
 def TLRT_RUNTIME_CUDA_READY : UInt32 := 1
 def TLRT_RUNTIME_CUDA_NO_DEVICE : UInt32 := 2
 def TLRT_MAX_ELEMENTS : UInt64 := 1152921504606846976
+def TLRT_CUDA_STREAM_LEGACY : UInt32 := 1
+def TLRT_CUDA_STREAM_PER_THREAD : UInt32 := 2
+def TLRT_DLPACK_MAX_NDIM : UInt32 := 32
 def TLRT_TAPE_MAX_RANK : UInt32 := 8
 def TLRT_TAPE_NONE : UInt64 := 18446744073709551615
 def TLRT_SCAN_CHUNK : UInt32 := 64
+def TLRT_POOL_MAX_RANK : UInt32 := 8
+def TLRT_POOL_MAX_DIMS : UInt32 := 10
+def TLRT_CONV_MAX_RANK : UInt32 := 8
+def TLRT_CONV_MAX_DIMS : UInt32 := 10
 /-- `TLRT_DEVICE_CUDA(ordinal)`. -/
 def TLRT_DEVICE_CUDA (ordinal : UInt32) : UInt32 := (TLRT_DEVICE_KIND_CUDA <<< 16) ||| (ordinal &&& 0xFFFF)
 
@@ -138,8 +210,9 @@ Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (unknown kind)
 /-- `tlrt_status tlrt_synchronize(tlrt_device device)`
 
 Wait until all work this library queued on `device` has finished. CUDA work is asynchronous
-(one ordered library stream per device); an error raised by a kernel surfaces here or at the
-next download. A no-op for the CPU.
+(one ordered stream per device: the library's own, or the host's set by tlrt_stream_set, in
+tlrt_stream.h; this waits for that stream, so also for the host's work queued on it before);
+an error raised by a kernel surfaces here or at the next download. A no-op for the CPU.
 Errors: TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_BACKEND_UNAVAILABLE;
 TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. -/
 @[extern "tlrt_lean_synchronize"] opaque synchronize (device : UInt32) : IO Unit
@@ -251,6 +324,54 @@ Download as little-endian float32 bytes; nbytes must equal 4 * size.
 Errors: as tlrt_buffer_to_f32 (TLRT_ERR_SHAPE when nbytes != 4 * size). -/
 @[extern "tlrt_lean_buffer_to_bytes"] opaque bufferToBytes (buffer : @& Buffer) : IO ByteArray
 
+/-- `tlrt_status tlrt_buffer_from_i32(tlrt_device device, const int32_t * data, uint64_t n, tlrt_buffer ** out)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE. -/
+@[extern "tlrt_lean_buffer_from_i32"] opaque bufferFromI32 (device : UInt32) (data : @& Array Int32) : IO Buffer
+
+/-- `tlrt_status tlrt_buffer_from_i64(tlrt_device device, const int64_t * data, uint64_t n, tlrt_buffer ** out)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE. -/
+@[extern "tlrt_lean_buffer_from_i64"] opaque bufferFromI64 (device : UInt32) (data : @& Array Int64) : IO Buffer
+
+/-- `tlrt_status tlrt_buffer_to_i32(const tlrt_buffer * buffer, int32_t * dst, uint64_t n)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE. -/
+@[extern "tlrt_lean_buffer_to_i32"] opaque bufferToI32 (buffer : @& Buffer) : IO ((Array Int32))
+
+/-- `tlrt_status tlrt_buffer_to_i64(const tlrt_buffer * buffer, int64_t * dst, uint64_t n)`
+
+Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+n values (n must equal the size) of a buffer of that type. Numeric class: exact.
+Errors: as tlrt_buffer_from_f32 / tlrt_buffer_to_f32, plus TLRT_ERR_DTYPE (download from a
+buffer of another type). tlrt_buffer_to_f32 / _f64 / _bytes of an integer buffer fail with
+TLRT_ERR_DTYPE. -/
+@[extern "tlrt_lean_buffer_to_i64"] opaque bufferToI64 (buffer : @& Buffer) : IO ((Array Int64))
+
+/-- `tlrt_status tlrt_buffer_zeros_of(tlrt_device device, tlrt_dtype dtype, uint64_t n, tlrt_buffer ** out)`
+
+New buffer of n zeros of a type (+0.0f, or 0).
+Errors: as tlrt_buffer_zeros, plus TLRT_ERR_INVALID_ARGUMENT (unknown dtype). -/
+@[extern "tlrt_lean_buffer_zeros_of"] opaque bufferZerosOf (device : UInt32) (dtype : UInt32) (n : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_buffer_dtype(const tlrt_buffer * buffer, tlrt_dtype * dtype)`
+
+dtype = the element type of a buffer (also of a released one).
+Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE. -/
+@[extern "tlrt_lean_buffer_dtype"] opaque bufferDtype (buffer : @& Buffer) : IO UInt32
+
 /-- `tlrt_status tlrt_buffer_size(const tlrt_buffer * buffer, uint64_t * size)`
 
 Element count / device of a buffer.
@@ -267,7 +388,7 @@ still reported). -/
 
 /-- `tlrt_status tlrt_buffer_to_device(const tlrt_buffer * buffer, tlrt_device device, tlrt_buffer ** out)`
 
-New buffer with the same values on `device` (a copy even when the device is the same).
+New buffer with the same values and type on `device` (a copy even when the device is the same).
 CPU<->CUDA and CUDA<->CUDA (across ordinals) are supported. Numeric class: exact.
 Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_RELEASED; the device errors of tlrt_buffer_from_f32. -/
 @[extern "tlrt_lean_buffer_to_device"] opaque bufferToDevice (buffer : @& Buffer) (device : UInt32) : IO Buffer
@@ -279,8 +400,16 @@ New buffer with the same values on the same device. Errors: as tlrt_buffer_to_de
 
 /-- `tlrt_status tlrt_buffer_retain(tlrt_buffer * buffer)`
 
-Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT. (Retaining a released buffer is allowed.) -/
+Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE. (Retaining a released
+buffer is allowed.) -/
 @[extern "tlrt_lean_buffer_retain"] opaque bufferRetain (buffer : @& Buffer) : IO Buffer
+
+/-- `tlrt_status tlrt_buffer_free_checked(tlrt_buffer * buffer)`
+
+tlrt_buffer_free that reports misuse: TLRT_OK when a reference was dropped or buffer is NULL;
+TLRT_ERR_STALE_HANDLE (and nothing done) when buffer is not a live handle: freed already (a
+double free), or never a handle. -/
+@[extern "tlrt_lean_buffer_free_checked"] opaque bufferFreeChecked (buffer : @& Buffer) : IO Unit
 
 /-- `tlrt_status tlrt_buffer_release_storage(tlrt_buffer * buffer, bool * freed)`
 
@@ -293,6 +422,149 @@ payload and false if it was already released. Errors: TLRT_ERR_NULL_ARGUMENT (bu
 
 released = whether the storage has been released. Errors: TLRT_ERR_NULL_ARGUMENT. -/
 @[extern "tlrt_lean_buffer_is_released"] opaque bufferIsReleased (buffer : @& Buffer) : IO Bool
+
+/-- `tlrt_status tlrt_stream_set(tlrt_device device, void * cuda_stream)`
+
+From now on, queue all of the library's work on `device` on cuda_stream (a cudaStream_t of that
+device, or TLRT_CUDA_STREAM_LEGACY). NULL, or the library's own stream as tlrt_stream_get
+returned it, goes back to the library's own stream; so tlrt_stream_set(d, s) with s from an
+earlier tlrt_stream_get(d, &s) restores what was current then. Setting the current stream again
+does nothing.
+Ordering: the new stream waits, on the device, for everything the library queued before the
+switch (an event recorded on the previous stream, which the new stream waits on; the host does
+not wait). So buffers computed before the switch are valid inputs after it, and memory the
+library freed on the previous stream is reused on the new one only after its last use there.
+Work the host queued on cuda_stream before the call runs before the library's work queued after
+it (same stream); the previous stream is not made to wait for anything.
+Lifetime: the stream must stay alive while it is current. Switch back (NULL) before destroying
+it; destroying it while it is current is undefined behaviour: later calls on the device may fail
+with TLRT_ERR_CUDA, queue work on whatever stream reuses the handle, or crash (work already
+queued completes, as CUDA finishes a destroyed stream's work). A blocking stream (one created
+without cudaStreamNonBlocking, or the legacy stream) also synchronises with the legacy default
+stream, as CUDA defines; the library's own stream does not.
+Threading: see the top of this header (no other call on the device may overlap this one).
+On failure the current stream is unchanged.
+Errors: TLRT_ERR_INVALID_ARGUMENT (malformed device; cuda_stream belongs to another device, where
+the CUDA runtime and driver can tell, 12.8 and later); TLRT_ERR_UNSUPPORTED (the CPU;
+cuda_stream is TLRT_CUDA_STREAM_PER_THREAD, a different stream on every host thread, which would
+leave the library's work on the device unordered between threads: pass a stream handle);
+TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA (the runtime rejected the
+handle); TLRT_ERR_DEVICE_LOST. -/
+@[extern "tlrt_lean_stream_set"] opaque streamSet (device : UInt32) (cuda_stream : USize) : IO Unit
+
+/-- `tlrt_status tlrt_stream_get(tlrt_device device, void ** cuda_stream)`
+
+cuda_stream = the current stream of `device`: the host's as it was set (TLRT_CUDA_STREAM_LEGACY
+stays that value), or the library's own stream (never NULL; created on first use, alive for the
+process; the host may queue work on it and wait on it, and must not destroy it).
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_stream); TLRT_ERR_INVALID_ARGUMENT (malformed device);
+TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA
+(creating the library's stream failed); TLRT_ERR_DEVICE_LOST. On failure *cuda_stream = NULL. -/
+@[extern "tlrt_lean_stream_get"] opaque streamGet (device : UInt32) : IO USize
+
+/-- `tlrt_status tlrt_stream_record_event(tlrt_device device, void * cuda_event)`
+
+Records cuda_event (a cudaEvent_t created on `device`) on the current stream of `device`
+(cudaEventRecord): the event completes once all work the library has queued on the device so far
+has completed. A host stream can then wait for that work on the device (cudaStreamWaitEvent;
+torch.cuda.Stream.wait_event), or the host can wait (cudaEventSynchronize) or poll
+(cudaEventQuery). Work the library queues later is not covered. The host does not wait.
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_event); TLRT_ERR_INVALID_ARGUMENT (malformed device);
+TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA
+(the runtime rejected the event, for example one created on another device);
+TLRT_ERR_DEVICE_LOST. -/
+@[extern "tlrt_lean_stream_record_event"] opaque streamRecordEvent (device : UInt32) (cuda_event : USize) : IO Unit
+
+/-- `tlrt_status tlrt_stream_wait_event(tlrt_device device, void * cuda_event)`
+
+Makes the library's work on `device` queued after this call wait, on the device, for the most
+recent record of cuda_event (cudaStreamWaitEvent on the current stream; the event may belong to
+any device, and one never recorded counts as complete). The host does not wait. For example, a
+host that wrote data on its stream records an event there and passes it here before the library
+reads that data. After tlrt_stream_set the wait stays in force: the new stream waits for the
+previous one.
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_event); TLRT_ERR_INVALID_ARGUMENT (malformed device);
+TLRT_ERR_UNSUPPORTED (the CPU); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA
+(the runtime rejected the event); TLRT_ERR_DEVICE_LOST. -/
+@[extern "tlrt_lean_stream_wait_event"] opaque streamWaitEvent (device : UInt32) (cuda_event : USize) : IO Unit
+
+/-- `tlrt_status tlrt_stream_wait_for_library(tlrt_device device, void * cuda_stream)`
+
+Makes cuda_stream (a host stream of any device, TLRT_CUDA_STREAM_LEGACY or
+TLRT_CUDA_STREAM_PER_THREAD, both of `device`) wait, on the device, for all work the library has
+queued on `device` so far, through an event of the library's recorded on the current stream:
+what a host does before it reads the library's results on its own stream (DLPack's `stream`
+argument asks for exactly this). Work the library queues later is not waited for. Nothing is
+queued when cuda_stream is the current stream (its order already holds). The host does not wait.
+Errors: TLRT_ERR_NULL_ARGUMENT (cuda_stream: pass TLRT_CUDA_STREAM_LEGACY for the legacy
+default stream); TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_UNSUPPORTED (the CPU);
+TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA (the runtime rejected the
+stream); TLRT_ERR_DEVICE_LOST. -/
+@[extern "tlrt_lean_stream_wait_for_library"] opaque streamWaitForLibrary (device : UInt32) (cuda_stream : USize) : IO Unit
+
+/-- `tlrt_status tlrt_buffer_to_dlpack_versioned(const tlrt_buffer * buffer, const uint64_t * dims, uint32_t ndim, void ** out)`
+
+Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *
+whose dl_tensor shares the buffer's payload, with shape dims[0..ndim) (dims NULL and ndim 1:
+one dimension of the buffer's size; ndim 0: a scalar, for a buffer of one element) and compact
+row-major strides. The tensor holds a reference to the buffer: the consumer calls its deleter
+exactly once (any thread), which drops that reference. An empty buffer exports a NULL data
+pointer. Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (buffer, out, dims with ndim > 1); TLRT_ERR_STALE_HANDLE;
+TLRT_ERR_RELEASED; TLRT_ERR_INVALID_ARGUMENT (ndim > TLRT_DLPACK_MAX_NDIM, a dim above
+INT64_MAX); TLRT_ERR_SHAPE (product of dims != size); TLRT_ERR_OUT_OF_MEMORY. -/
+@[extern "tlrt_lean_buffer_to_dlpack_versioned"] opaque bufferToDlpackVersioned (buffer : @& Buffer) (dims : @& Array UInt64) : IO USize
+
+/-- `tlrt_status tlrt_buffer_to_dlpack(const tlrt_buffer * buffer, const uint64_t * dims, uint32_t ndim, void ** out)`
+
+Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *
+whose dl_tensor shares the buffer's payload, with shape dims[0..ndim) (dims NULL and ndim 1:
+one dimension of the buffer's size; ndim 0: a scalar, for a buffer of one element) and compact
+row-major strides. The tensor holds a reference to the buffer: the consumer calls its deleter
+exactly once (any thread), which drops that reference. An empty buffer exports a NULL data
+pointer. Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (buffer, out, dims with ndim > 1); TLRT_ERR_STALE_HANDLE;
+TLRT_ERR_RELEASED; TLRT_ERR_INVALID_ARGUMENT (ndim > TLRT_DLPACK_MAX_NDIM, a dim above
+INT64_MAX); TLRT_ERR_SHAPE (product of dims != size); TLRT_ERR_OUT_OF_MEMORY. -/
+@[extern "tlrt_lean_buffer_to_dlpack"] opaque bufferToDlpack (buffer : @& Buffer) (dims : @& Array UInt64) : IO USize
+
+/-- `tlrt_status tlrt_buffer_from_dlpack_versioned(void * managed, tlrt_buffer ** out)`
+
+Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
+the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.
+On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its
+storage released. On failure the caller keeps ownership (the deleter is not called) and nothing
+else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process
+can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or
+equal to the row-major strides wherever a dimension has more than one element); data +
+byte_offset aligned to 16 bytes (the library's vector loads). Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (managed, out; a NULL data pointer or shape with elements);
+TLRT_ERR_UNSUPPORTED (another major version, data type, device type, strided layout,
+misaligned data, a read-only tensor (DLPACK_FLAG_BITMASK_READ_ONLY: the optimizer steps write
+in place)); TLRT_ERR_INVALID_ARGUMENT (a negative dim, ndim < 0 or > TLRT_DLPACK_MAX_NDIM);
+TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_BACKEND_UNAVAILABLE,
+TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device);
+TLRT_ERR_OUT_OF_MEMORY. -/
+@[extern "tlrt_lean_buffer_from_dlpack_versioned"] opaque bufferFromDlpackVersioned (managed : USize) : IO Buffer
+
+/-- `tlrt_status tlrt_buffer_from_dlpack(void * managed, tlrt_buffer ** out)`
+
+Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
+the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.
+On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its
+storage released. On failure the caller keeps ownership (the deleter is not called) and nothing
+else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process
+can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or
+equal to the row-major strides wherever a dimension has more than one element); data +
+byte_offset aligned to 16 bytes (the library's vector loads). Numeric class: exact (no copy).
+Errors: TLRT_ERR_NULL_ARGUMENT (managed, out; a NULL data pointer or shape with elements);
+TLRT_ERR_UNSUPPORTED (another major version, data type, device type, strided layout,
+misaligned data, a read-only tensor (DLPACK_FLAG_BITMASK_READ_ONLY: the optimizer steps write
+in place)); TLRT_ERR_INVALID_ARGUMENT (a negative dim, ndim < 0 or > TLRT_DLPACK_MAX_NDIM);
+TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_BACKEND_UNAVAILABLE,
+TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device);
+TLRT_ERR_OUT_OF_MEMORY. -/
+@[extern "tlrt_lean_buffer_from_dlpack"] opaque bufferFromDlpack (managed : USize) : IO Buffer
 
 /-- `tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t key, tlrt_buffer ** out)`
 
@@ -315,16 +587,18 @@ correctly rounded sqrt, one float32 product and the fma, so both backends produc
 bits. mean and std are rounded once to float32; |z| = |R cos| or |R sin| <= 5.7682 (R is largest
 for u1 = 2^-24: sqrt(48 ln 2)); z is within 1.5e-6 absolute of the float64 value of the same
 formula on the same draws (tests/unit/test_rng.cpp).
-Errors: TLRT_ERR_INVALID_ARGUMENT if the float32-rounded mean or std is not finite or the
-rounded std is negative (so std = -1e-50, which rounds to -0, is accepted, and mean = 1e300,
-which rounds to inf, is rejected). -/
+Errors: TLRT_ERR_INVALID_ARGUMENT if mean or std breaks the host-scalar rule (NaN, +-inf, or
+rounding to +-inf in float32: mean = 1e300 is rejected) or the rounded std is negative (so
+std = -1e-50, which rounds to -0, is accepted). -/
 @[extern "tlrt_lean_rand_normal"] opaque randNormal (device : UInt32) (n : UInt64) (mean : Float) (std : Float) (key : UInt64) : IO Buffer
 
 /-- `tlrt_status tlrt_bernoulli_mask(tlrt_device device, uint64_t n, double keep_prob, uint64_t key, tlrt_buffer ** out)`
 
 Bernoulli mask: out[i] = 1.0f if u[i] < (float)keep_prob else 0.0f, with u[i] the value
-tlrt_rand_uniform(key) gives at i (so keep_prob = 0 gives all zeros, keep_prob >= 1 all ones).
-Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN. -/
+tlrt_rand_uniform(key) gives at i (so keep_prob <= 0 gives all zeros, keep_prob >= 1 all ones;
+any finite keep_prob is accepted).
+Errors: TLRT_ERR_INVALID_ARGUMENT if keep_prob is NaN or +-inf, or rounds to +-inf in float32
+(the host-scalar rule). -/
 @[extern "tlrt_lean_bernoulli_mask"] opaque bernoulliMask (device : UInt32) (n : UInt64) (keep_prob : Float) (key : UInt64) : IO Buffer
 
 /-- `tlrt_status tlrt_add(const tlrt_buffer * a, const tlrt_buffer * b, tlrt_buffer ** out)`
@@ -400,19 +674,25 @@ x if x > 0, NaN if x is NaN, else +0. -/
 
 /-- `tlrt_status tlrt_scale(const tlrt_buffer * x, double c, tlrt_buffer ** out)`
 
-x * (float)c. -/
+x * (float)c. Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in
+float32 (the host-scalar rule). -/
 @[extern "tlrt_lean_scale"] opaque scale (x : @& Buffer) (c : Float) : IO Buffer
 
 /-- `tlrt_status tlrt_axpy(const tlrt_buffer * a, const tlrt_buffer * b, double c, tlrt_buffer ** out)`
 
-fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends. -/
+fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends.
+Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in float32 (the
+host-scalar rule). -/
 @[extern "tlrt_lean_axpy"] opaque axpy (a : @& Buffer) (b : @& Buffer) (c : Float) : IO Buffer
 
 /-- `tlrt_status tlrt_clamp(const tlrt_buffer * x, double lo, double hi, tlrt_buffer ** out)`
 
 min(max(x, lo), hi) with the NaN-propagating max/min above: NaN stays NaN, and lo > hi gives
-hi everywhere (as PyTorch). lo and hi are rounded to float32; infinite bounds are allowed.
-Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN. -/
+hi everywhere (as PyTorch). lo and hi are rounded to float32. Exception to the host-scalar
+rule: a bound may be -inf or +inf, an infinite bound being no bound on that side (lo = +inf
+and hi = -inf are accepted too, as values like any other).
+Errors: TLRT_ERR_INVALID_ARGUMENT if lo or hi is NaN, or is finite but rounds to +-inf in
+float32 (|v| >= 2^128 - 2^103: pass the infinity itself to mean no bound). -/
 @[extern "tlrt_lean_clamp"] opaque clamp (x : @& Buffer) (lo : Float) (hi : Float) : IO Buffer
 
 /-- `tlrt_status tlrt_abs_bwd(const tlrt_buffer * x, const tlrt_buffer * g, tlrt_buffer ** out)`
@@ -443,8 +723,8 @@ g if x > 0; NaN if x is NaN; else 0. -/
 
 /-- `tlrt_status tlrt_clamp_bwd(const tlrt_buffer * x, const tlrt_buffer * g, double lo, double hi, tlrt_buffer ** out)`
 
-g if lo < x < hi (strictly), NaN if x is NaN, else 0. Errors: TLRT_ERR_INVALID_ARGUMENT if lo
-or hi is NaN. -/
+g if lo < x < hi (strictly), NaN if x is NaN, else 0. lo and hi as tlrt_clamp (infinite
+bounds accepted). Errors: TLRT_ERR_INVALID_ARGUMENT as tlrt_clamp. -/
 @[extern "tlrt_lean_clamp_bwd"] opaque clampBwd (x : @& Buffer) (g : @& Buffer) (lo : Float) (hi : Float) : IO Buffer
 
 /-- `tlrt_status tlrt_exp(const tlrt_buffer * x, tlrt_buffer ** out)`
@@ -488,8 +768,9 @@ not the NaN of inf * 0). Max error 1.01 ulp against the float64 value of the for
 of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within
 0.9 ulp).
 eps is used as (float)eps.
-Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or negative, if eps > 0 rounds to +0 in float32
-(eps <= 2^-150), or if (float)eps is infinite (eps = +inf, or too large for float32). -/
+Errors: TLRT_ERR_INVALID_ARGUMENT if eps is NaN or +-inf, or rounds to +inf in float32 (the
+host-scalar rule); if eps is negative (-0 is accepted); or if eps > 0 rounds to +0 in float32
+(eps <= 2^-150). -/
 @[extern "tlrt_lean_safe_log"] opaque safeLog (x : @& Buffer) (eps : Float) : IO Buffer
 
 /-- `tlrt_status tlrt_exp_bwd(const tlrt_buffer * x, const tlrt_buffer * g, tlrt_buffer ** out)`
@@ -864,15 +1145,16 @@ Errors: TLRT_ERR_SHAPE (x not rows * cols, or mask a different size than x). -/
 
 Layer norm forward (DEFINITIONS above). x has rows * cols elements; gamma and beta have cols
 elements. Outputs: y (rows * cols), mean (rows), inv_std (rows). eps is a double rounded once
-to float32 (PyTorch's default is 1e-5; upstream's Lean caller passed 1e-6).
+to float32 under the host-scalar rule of torchlean_rt.h, and must be >= 0 (PyTorch's default
+is 1e-5; upstream's Lean caller passed 1e-6).
 Empty cases: rows == 0 gives three empty outputs. cols == 0 (x empty, gamma and beta empty) gives
 an empty y and mean = inv_std = NaN for every row (0 / 0, the convention of tlrt_reduce_mean;
 upstream panicked here).
 Errors: TLRT_ERR_NULL_ARGUMENT (x, gamma, beta, y, mean, inv_std); TLRT_ERR_RELEASED;
 TLRT_ERR_DEVICE_MISMATCH (x, gamma, beta on different devices); TLRT_ERR_SHAPE (x not
 rows * cols, the product taken exactly; gamma or beta not cols elements);
-TLRT_ERR_INVALID_ARGUMENT (eps NaN, negative, infinite, or rounding to +inf in float32; -0 is
-accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not
+TLRT_ERR_INVALID_ARGUMENT (eps NaN, +-inf, or rounding to +inf in float32 (the host-scalar
+rule), or negative; -0 is accepted); TLRT_ERR_OVERFLOW (cols == 0 and rows > TLRT_MAX_ELEMENTS: mean and inv_std could not
 exist); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *y, *mean and
 *inv_std are NULL. -/
 @[extern "tlrt_lean_layer_norm_fwd"] opaque layerNormFwd (x : @& Buffer) (gamma : @& Buffer) (beta : @& Buffer) (rows : UInt64) (cols : UInt64) (eps : Float) : IO (Buffer × Buffer × Buffer)
@@ -968,10 +1250,18 @@ TLRT_ERR_BACKEND_UNAVAILABLE (CUDA in a build without CUDA); TLRT_ERR_NO_DEVICE;
 TLRT_ERR_OUT_OF_MEMORY. -/
 @[extern "tlrt_lean_tape_new"] opaque tapeNew (device : UInt32) : IO Tape
 
+/-- `tlrt_status tlrt_tape_free_checked(tlrt_tape * tape)`
+
+tlrt_tape_free that reports misuse: TLRT_OK when the tape was freed or tape is NULL;
+TLRT_ERR_STALE_HANDLE (and nothing done) when tape is not a live handle (freed already, or
+never a tape). tlrt_tape_free of such a handle does nothing. -/
+@[extern "tlrt_lean_tape_free_checked"] opaque tapeFreeChecked (tape : @& Tape) : IO Unit
+
 /-- `tlrt_status tlrt_tape_reset(tlrt_tape * tape)`
 
 Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,
-and the next node recorded has id 0. Never fails for a non-NULL tape.
+the next node recorded has index 0, and the ids recorded so far become stale. Never fails for a
+live tape.
 Errors: TLRT_ERR_NULL_ARGUMENT. -/
 @[extern "tlrt_lean_tape_reset"] opaque tapeReset (tape : @& Tape) : IO Unit
 
@@ -1045,7 +1335,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g). -/
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). -/
 @[extern "tlrt_lean_tape_add"] opaque tapeAdd (tape : @& Tape) (a : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_sub(tlrt_tape * tape, uint64_t a, uint64_t b, uint64_t * out)`
@@ -1054,7 +1345,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g). -/
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). -/
 @[extern "tlrt_lean_tape_sub"] opaque tapeSub (tape : @& Tape) (a : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_mul(tlrt_tape * tape, uint64_t a, uint64_t b, uint64_t * out)`
@@ -1063,7 +1355,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g). -/
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). -/
 @[extern "tlrt_lean_tape_mul"] opaque tapeMul (tape : @& Tape) (a : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_div(tlrt_tape * tape, uint64_t a, uint64_t b, uint64_t * out)`
@@ -1072,7 +1365,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g). -/
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). -/
 @[extern "tlrt_lean_tape_div"] opaque tapeDiv (tape : @& Tape) (a : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_max(tlrt_tape * tape, uint64_t a, uint64_t b, uint64_t * out)`
@@ -1081,7 +1375,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g). -/
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). -/
 @[extern "tlrt_lean_tape_max"] opaque tapeMax (tape : @& Tape) (a : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_min(tlrt_tape * tape, uint64_t a, uint64_t b, uint64_t * out)`
@@ -1090,7 +1385,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g). -/
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). -/
 @[extern "tlrt_lean_tape_min"] opaque tapeMin (tape : @& Tape) (a : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_axpy(tlrt_tape * tape, uint64_t a, uint64_t b, double c, uint64_t * out)`
@@ -1099,7 +1395,8 @@ Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadca
 tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):
   add: (g, g); sub: (g, -g); mul: (g b, g a); div: (g / b, -(g / b) * (a / b));
   max / min: tlrt_max_bwd / tlrt_min_bwd (ties split 0.5 g each; a NaN operand takes g);
-  axpy (out = fma(c, b, a)): (g, c g). -/
+  axpy (out = fma(c, b, a)): (g, c g). axpy's c has the op's domain (the host-scalar rule:
+  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf). -/
 @[extern "tlrt_lean_tape_axpy"] opaque tapeAxpy (tape : @& Tape) (a : UInt64) (b : UInt64) (c : Float) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_neg(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1107,8 +1404,9 @@ tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the outpu
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_neg"] opaque tapeNeg (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_scale(tlrt_tape * tape, uint64_t x, double c, uint64_t * out)`
@@ -1116,8 +1414,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_scale"] opaque tapeScale (tape : @& Tape) (x : UInt64) (c : Float) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_abs(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1125,8 +1424,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_abs"] opaque tapeAbs (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_sqrt(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1134,8 +1434,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_sqrt"] opaque tapeSqrt (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_inv(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1143,8 +1444,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_inv"] opaque tapeInv (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_relu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1152,8 +1454,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_relu"] opaque tapeRelu (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_clamp(tlrt_tape * tape, uint64_t x, double lo, double hi, uint64_t * out)`
@@ -1161,8 +1464,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_clamp"] opaque tapeClamp (tape : @& Tape) (x : UInt64) (lo : Float) (hi : Float) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_exp(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1170,8 +1474,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_exp"] opaque tapeExp (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_log(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1179,8 +1484,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_log"] opaque tapeLog (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_safe_log(tlrt_tape * tape, uint64_t x, double eps, uint64_t * out)`
@@ -1188,8 +1494,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_safe_log"] opaque tapeSafeLog (tape : @& Tape) (x : UInt64) (eps : Float) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_sigmoid(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1197,8 +1504,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_sigmoid"] opaque tapeSigmoid (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_tanh(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1206,8 +1514,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_tanh"] opaque tapeTanh (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_softplus(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1215,8 +1524,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_softplus"] opaque tapeSoftplus (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_gelu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1224,8 +1534,9 @@ the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
 abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
-passes g strictly inside (lo, hi)); neg is the exact -g. clamp's lo/hi and safe_log's eps have
-the op's domains (TLRT_ERR_INVALID_ARGUMENT at record time). -/
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_gelu"] opaque tapeGelu (tape : @& Tape) (x : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_reduce_sum(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -1817,7 +2128,8 @@ tlrt_flash_attention_fwd. mask is NULL or a CONSTANT buffer (not a node: it gets
 bh * n * n or n * n elements on the tape's device, selecting with 0 as the op says; the tape
 retains it (not copied, like a leaf's buffer: the host must not release its storage while the
 tape may read it) until reset or free. scale, causal and mask_fill as tlrt_flash_attention_fwd,
-with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256, scale not finite, mask_fill NaN or +inf).
+with its domains (TLRT_ERR_INVALID_ARGUMENT: d > 256; scale NaN, +-inf or rounding to +-inf in
+float32; mask_fill NaN, +inf or a finite value rounding to +-inf: -inf is accepted).
 The forward's lse (bh * n floats) is kept as workspace; gradients (q, k, v) from one
 tlrt_flash_attention_bwd call (it computes all three; those of nodes without a gradient are
 dropped). One node may be q, k and v at once (its gradient is the sum of the three).
@@ -2055,9 +2367,9 @@ momentum_buf: the momentum buffer (n elements), required (non-NULL) when mu = f3
 and NULL when mu == 0 (a buffer that would silently not be updated is refused). At step 1 its
 contents are not read (it is set to the gradient, as PyTorch creates it), so it may be created
 with any values. step: 1-based step number; only step == 1 versus step > 1 matters here.
-Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each must be
-finite and stay finite when rounded to float32 (then so is 1 - dampening); nesterov requires
-momentum > 0 and dampening == 0 (PyTorch's rule).
+Scalars: lr >= 0, momentum >= 0, weight_decay >= 0, dampening any finite value; each under the
+host-scalar rule, finite and finite when rounded to float32 (then so is 1 - dampening);
+nesterov requires momentum > 0 and dampening == 0 (PyTorch's rule).
 Errors: TLRT_ERR_NULL_ARGUMENT (param, grad; momentum_buf when mu != 0);
 TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad or momentum_buf not the size of param);
 TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar outside its domain, step == 0,
@@ -2071,8 +2383,8 @@ One Adam (decoupled == false) or AdamW (decoupled == true) step, in place (DEFIN
 updates param, m (first moment, PyTorch's exp_avg) and v (second moment, exp_avg_sq).
 param, grad, m and v have the same size n and live on one device; m and v start as zeros.
 step: 1-based step number (>= 1), used for the bias corrections.
-Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each finite and
-finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very
+Scalars: lr >= 0; 0 <= beta1 < 1; 0 <= beta2 < 1; eps >= 0; weight_decay >= 0; each under the
+host-scalar rule, finite and finite in float32, and step_size = lr / (1 - beta1^step) must be finite in float32 (beta1 very
 close to 1 with a large lr could overflow it). PyTorch's defaults: lr = 1e-3, betas = (0.9,
 0.999), eps = 1e-8, weight_decay = 0 (Adam) or 1e-2 (AdamW).
 Errors: TLRT_ERR_NULL_ARGUMENT (param, grad, m, v); TLRT_ERR_RELEASED; TLRT_ERR_SHAPE (grad, m
@@ -2255,18 +2567,76 @@ N-D smooth max pool forward (see tlrt_smooth_maxpool2d_fwd). -/
 N-D smooth max pool backward (see tlrt_smooth_maxpool2d_bwd). -/
 @[extern "tlrt_lean_smooth_maxpool_bwd"] opaque smoothMaxpoolBwd (x : @& Buffer) (dy : @& Buffer) (batch : UInt64) (channels : UInt64) (in_spatial : @& Array UInt64) (kernel : @& Array UInt64) (stride : @& Array UInt64) (padding : @& Array UInt64) (beta : Float) : IO Buffer
 
+/-- `tlrt_status tlrt_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, tlrt_buffer ** out)`
+
+tlrt_maxpool_fwd with the geometry as one tlrt_pool_geometry. Errors: those of
+tlrt_maxpool_fwd (no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL)
+and TLRT_ERR_INVALID_ARGUMENT (struct_size, as above). Numeric class: exact. -/
+@[extern "tlrt_lean_maxpool_fwd_geom"] opaque maxpoolFwdGeom (x : @& Buffer) (geometry : @& Array UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, tlrt_buffer ** dx)`
+
+tlrt_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom). Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_maxpool_bwd_geom"] opaque maxpoolBwdGeom (x : @& Buffer) (dy : @& Buffer) (geometry : @& Array UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_avgpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** out)`
+
+tlrt_avgpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom). Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_avgpool_fwd_geom"] opaque avgpoolFwdGeom (x : @& Buffer) (geometry : @& Array UInt64) (count_include_pad : Bool) : IO Buffer
+
+/-- `tlrt_status tlrt_avgpool_bwd_geom(const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** dx)`
+
+tlrt_avgpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom; TLRT_ERR_OVERFLOW also when dx would exceed TLRT_MAX_ELEMENTS).
+Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_avgpool_bwd_geom"] opaque avgpoolBwdGeom (dy : @& Buffer) (geometry : @& Array UInt64) (count_include_pad : Bool) : IO Buffer
+
+/-- `tlrt_status tlrt_smooth_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** out)`
+
+tlrt_smooth_maxpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction. -/
+@[extern "tlrt_lean_smooth_maxpool_fwd_geom"] opaque smoothMaxpoolFwdGeom (x : @& Buffer) (geometry : @& Array UInt64) (beta : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_smooth_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** dx)`
+
+tlrt_smooth_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+tlrt_maxpool_fwd_geom, and beta's). Numeric class: shared math + ordered reduction. -/
+@[extern "tlrt_lean_smooth_maxpool_bwd_geom"] opaque smoothMaxpoolBwdGeom (x : @& Buffer) (dy : @& Buffer) (geometry : @& Array UInt64) (beta : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_pool_output_dims(const tlrt_pool_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements)`
+
+The output shape of every pool forward of `geometry` (max, average, smooth max: the same),
+without buffers, so that hosts need not re-implement the GEOMETRY formula: dims[0 .. *rank - 1]
+= (batch, channels, out[0], ..., out[geometry->rank - 1]), *rank = geometry->rank + 2, and
+*elements = their product, the element count of the forward's y (and of the dy the backward
+expects). capacity is the number of entries dims has room for; every one of them is written
+(those past *rank with 0); TLRT_POOL_MAX_DIMS always suffices.
+Validation: exactly the checks of tlrt_maxpool_fwd_geom that need no buffer, in the same order
+and with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);
+TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_POOL_MAX_RANK; a kernel extent 0;
+a stride 0; 2 pad > kernel); TLRT_ERR_OVERFLOW (an output extent beyond 64 bits, or more than
+TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE (capacity below geometry->rank + 2;
+checked last). Not checked, because they need buffers: the sizes of x and dy
+(TLRT_ERR_SHAPE), and avgpool_bwd's limit on dx (TLRT_ERR_OVERFLOW). On failure *rank and
+*elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers). -/
+@[extern "tlrt_lean_pool_output_dims"] opaque poolOutputDims (geometry : @& Array UInt64) : IO ((Array UInt64) × UInt64)
+
 /-- `tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)`
 
 Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
 (bh * n * d each) and an optional mask (NULL = none; bh * n * n or n * n elements). scale and
-mask_fill are doubles rounded once to float32 (scale is usually 1 / sqrt(d)).
+mask_fill are doubles rounded once to float32 under the host-scalar rule of torchlean_rt.h
+(finite, and finite in float32), except that mask_fill may be -inf (scale is usually
+1 / sqrt(d)).
 Empty cases: bh == 0 or n == 0 gives empty outputs; d == 0 (q, k, v empty) gives an empty out
 and the lse of the DEFINITIONS with every dot product 0 (s = 0, or mask_fill where blocked; so
 log of the number of non-excluded keys without fill, -inf for a fully excluded row).
 Errors: TLRT_ERR_NULL_ARGUMENT (q, k, v, out, lse); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH
 (q, k, v, mask on different devices); TLRT_ERR_SHAPE (q not bh * n * d, the product taken
 exactly; k or v a different size than q; mask neither bh * n * n nor n * n elements);
-TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale not finite, or rounding to
+TLRT_ERR_INVALID_ARGUMENT (d > 256; n or bh > 2^31 - 1; scale NaN or +-inf, or rounding to
 +-inf in float32; mask_fill NaN or +inf, or finite but rounding to +-inf);
 TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
 Cost (CUDA): q read once, k and v once per block of query rows (from cache), out and lse
@@ -2383,6 +2753,57 @@ names of tlrt_conv2d_fwd. out: (batch, out_channels, out_h, out_w). -/
 
 2-D transposed convolution backward: tlrt_convtranspose_bwd with the 2-D geometry. -/
 @[extern "tlrt_lean_convtranspose2d_bwd"] opaque convtranspose2dBwd (kernel : @& Buffer) (input : @& Buffer) (grad_out : @& Buffer) (batch : UInt64) (in_channels : UInt64) (in_h : UInt64) (in_w : UInt64) (out_channels : UInt64) (kernel_h : UInt64) (kernel_w : UInt64) (stride_h : UInt64) (stride_w : UInt64) (pad_h : UInt64) (pad_w : UInt64) (dilation_h : UInt64) (dilation_w : UInt64) (groups : UInt64) : IO (Buffer × Buffer × Buffer)
+
+/-- `tlrt_status tlrt_conv_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out)`
+
+tlrt_conv_fwd with the geometry as one tlrt_conv_geometry. Errors: those of tlrt_conv_fwd
+(no geometry array can be NULL) plus TLRT_ERR_NULL_ARGUMENT (geometry NULL) and
+TLRT_ERR_INVALID_ARGUMENT (struct_size, as above). -/
+@[extern "tlrt_lean_conv_fwd_geom"] opaque convFwdGeom (kernel : @& Buffer) (bias : @& Option Buffer) (input : @& Buffer) (geometry : @& Array UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_conv_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+tlrt_conv_bwd with the geometry as one tlrt_conv_geometry (errors as tlrt_conv_fwd_geom). -/
+@[extern "tlrt_lean_conv_bwd_geom"] opaque convBwdGeom (kernel : @& Buffer) (input : @& Buffer) (grad_out : @& Buffer) (geometry : @& Array UInt64) : IO (Buffer × Buffer × Buffer)
+
+/-- `tlrt_status tlrt_convtranspose_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out)`
+
+tlrt_convtranspose_fwd with the geometry as one tlrt_conv_geometry (errors as
+tlrt_conv_fwd_geom). -/
+@[extern "tlrt_lean_convtranspose_fwd_geom"] opaque convtransposeFwdGeom (kernel : @& Buffer) (bias : @& Option Buffer) (input : @& Buffer) (geometry : @& Array UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_convtranspose_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)`
+
+tlrt_convtranspose_bwd with the geometry as one tlrt_conv_geometry (errors as
+tlrt_conv_fwd_geom). -/
+@[extern "tlrt_lean_convtranspose_bwd_geom"] opaque convtransposeBwdGeom (kernel : @& Buffer) (input : @& Buffer) (grad_out : @& Buffer) (geometry : @& Array UInt64) : IO (Buffer × Buffer × Buffer)
+
+/-- `tlrt_status tlrt_conv_output_dims(const tlrt_conv_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements)`
+
+The output shape of the convolution of `geometry`, without buffers, so that hosts need not
+re-implement the GEOMETRY formulas: dims[0 .. *rank - 1] = (batch, out_channels, out[0], ...,
+out[geometry->rank - 1]) with the convolution's out[d], *rank = geometry->rank + 2, and
+*elements = their product, the element count of tlrt_conv_fwd_geom's output (and of the
+grad_out tlrt_conv_bwd_geom expects). capacity is the number of entries dims has room for;
+every one of them is written (those past *rank with 0); TLRT_CONV_MAX_DIMS always suffices.
+Validation: exactly the checks of tlrt_conv_fwd_geom that need no buffer, in the same order and
+with the same status codes: TLRT_ERR_NULL_ARGUMENT (geometry, dims, rank or elements NULL);
+TLRT_ERR_INVALID_ARGUMENT (struct_size; rank 0 or above TLRT_CONV_MAX_RANK; a kernel extent,
+stride or dilation 0; groups 0; in_channels or out_channels not divisible by groups; a
+non-empty problem reaching the 2^62 index limit of ERRORS above); TLRT_ERR_OVERFLOW (an output
+extent beyond 64 bits, or more than TLRT_MAX_ELEMENTS output elements); and TLRT_ERR_SHAPE
+(capacity below geometry->rank + 2; checked last). Not checked, because they need buffers or a
+device: the buffer sizes (TLRT_ERR_SHAPE) and the CUDA-only INT_MAX limits. On failure *rank
+and *elements are 0 and dims[0 .. capacity - 1] are 0. Numeric class: exact (integers). -/
+@[extern "tlrt_lean_conv_output_dims"] opaque convOutputDims (geometry : @& Array UInt64) : IO ((Array UInt64) × UInt64)
+
+/-- `tlrt_status tlrt_convtranspose_output_dims(const tlrt_conv_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements)`
+
+tlrt_conv_output_dims for the transposed convolution: out[d] is the transposed out[d] of
+GEOMETRY above, the output of tlrt_convtranspose_fwd_geom (and the grad_out of
+tlrt_convtranspose_bwd_geom). Validation as tlrt_conv_output_dims, with the transposed
+convolution's checks (the 2^62 limit applies to its output extents). -/
+@[extern "tlrt_lean_convtranspose_output_dims"] opaque convtransposeOutputDims (geometry : @& Array UInt64) : IO ((Array UInt64) × UInt64)
 
 /-- `tlrt_allocator_stats_get` as a structure. -/
 def allocatorStats (device : UInt32) : IO AllocatorStats :=

@@ -131,6 +131,59 @@ static int tlrt_lean_u32s(b_lean_obj_arg a, uint32_t **out) {
   return 0;
 }
 
+/* Array Int32 / Array Int64 -> malloc'd int32_t / int64_t array (NULL when empty). Lean's compiler
+ * represents Int32 / Int64 by the two's complement bits in a UInt32 / UInt64, boxed in an Array as
+ * those are; the bits are copied (memcpy: exact-width C types are two's complement).
+ * Returns 0, or -1 when malloc fails. */
+static int tlrt_lean_i32s(b_lean_obj_arg a, int32_t **out) {
+  size_t n = lean_array_size(a);
+  *out = NULL;
+  if (n == 0) return 0;
+  int32_t *p = (int32_t *)malloc(n * sizeof(int32_t));
+  if (p == NULL) return -1;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits = lean_unbox_uint32(lean_array_get_core(a, i));
+    memcpy(&p[i], &bits, sizeof bits);
+  }
+  *out = p;
+  return 0;
+}
+
+static int tlrt_lean_i64s(b_lean_obj_arg a, int64_t **out) {
+  size_t n = lean_array_size(a);
+  *out = NULL;
+  if (n == 0) return 0;
+  int64_t *p = (int64_t *)malloc(n * sizeof(int64_t));
+  if (p == NULL) return -1;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t bits = lean_unbox_uint64(lean_array_get_core(a, i));
+    memcpy(&p[i], &bits, sizeof bits);
+  }
+  *out = p;
+  return 0;
+}
+
+/* int32_t / int64_t values -> a new Array Int32 / Array Int64 (the bits boxed as UInt32 / UInt64). */
+static lean_obj_res tlrt_lean_i32_array(const int32_t *v, size_t n) {
+  lean_object *a = lean_mk_empty_array_with_capacity(lean_box(n));
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    memcpy(&bits, &v[i], sizeof bits);
+    a = lean_array_push(a, lean_box_uint32(bits));
+  }
+  return a;
+}
+
+static lean_obj_res tlrt_lean_i64_array(const int64_t *v, size_t n) {
+  lean_object *a = lean_mk_empty_array_with_capacity(lean_box(n));
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t bits;
+    memcpy(&bits, &v[i], sizeof bits);
+    a = lean_array_push(a, lean_box_uint64(bits));
+  }
+  return a;
+}
+
 /* FloatArray (float64) -> malloc'd float32 array, each value rounded to nearest (C conversion). */
 static int tlrt_lean_f32s(b_lean_obj_arg a, float **out) {
   size_t n = lean_sarray_size(a);
@@ -182,6 +235,45 @@ static tlrt_status tlrt_lean_node_shape(const tlrt_tape *t, uint64_t node, size_
 
 /* Size of a buffer (for downloads into a result of that size). */
 static tlrt_status tlrt_lean_size(const tlrt_buffer *b, uint64_t *n) { return tlrt_buffer_size(b, n); }
+
+/* Array UInt64 (the flat form PoolGeometry.toArray: the fields after struct_size in
+ * header order, arrays at their C length) -> *g, with struct_size = sizeof *g.
+ * Returns 0, or -1 when the array does not have the flat form's length. */
+static int tlrt_lean_pool_geometry_of(b_lean_obj_arg a, tlrt_pool_geometry *g) {
+  size_t k = 0;
+  if (lean_array_size(a) != 35u) return -1;
+  memset(g, 0, sizeof *g);
+  g->struct_size = sizeof *g;
+  g->rank = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->batch = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->channels = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->in_spatial[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->kernel[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->stride[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->padding[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  return 0;
+}
+
+/* Array UInt64 (the flat form ConvGeometry.toArray: the fields after struct_size in
+ * header order, arrays at their C length) -> *g, with struct_size = sizeof *g.
+ * Returns 0, or -1 when the array does not have the flat form's length. */
+static int tlrt_lean_conv_geometry_of(b_lean_obj_arg a, tlrt_conv_geometry *g) {
+  size_t k = 0;
+  if (lean_array_size(a) != 45u) return -1;
+  memset(g, 0, sizeof *g);
+  g->struct_size = sizeof *g;
+  g->rank = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->batch = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->in_channels = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->out_channels = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->groups = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->in_spatial[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->kernel_size[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->stride[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->padding[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  for (size_t i = 0; i < 8u; ++i) g->dilation[i] = lean_unbox_uint64(lean_array_get_core(a, k++));
+  return 0;
+}
 
 /* ---- one wrapper per TLRT_API function ------------------------------------------------------ */
 
@@ -452,6 +544,117 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_buffer_from_i32(tlrt_device device, const int32_t * data, uint64_t n, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_from_i32(uint32_t l_device, b_lean_obj_arg l_data, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  int32_t *c_data = NULL;
+  tlrt_buffer *o_out = NULL;
+  if (tlrt_lean_i32s(l_data, &c_data) != 0) { res = tlrt_lean_oom("tlrt_buffer_from_i32"); goto done; }
+  st = tlrt_buffer_from_i32((tlrt_device)l_device, (const int32_t *)c_data, (uint64_t)lean_array_size(l_data), (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  free(c_data);
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_from_i64(tlrt_device device, const int64_t * data, uint64_t n, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_from_i64(uint32_t l_device, b_lean_obj_arg l_data, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  int64_t *c_data = NULL;
+  tlrt_buffer *o_out = NULL;
+  if (tlrt_lean_i64s(l_data, &c_data) != 0) { res = tlrt_lean_oom("tlrt_buffer_from_i64"); goto done; }
+  st = tlrt_buffer_from_i64((tlrt_device)l_device, (const int64_t *)c_data, (uint64_t)lean_array_size(l_data), (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  free(c_data);
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_to_i32(const tlrt_buffer * buffer, int32_t * dst, uint64_t n) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_to_i32(b_lean_obj_arg l_buffer, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *buffer_h = tlrt_lean_buffer_of(l_buffer);
+  lean_object *o_dst = NULL;
+  size_t n_dst = 0;
+  uint64_t size_dst = 0;
+  int32_t *c_dst = NULL;
+  { tlrt_status sst = tlrt_lean_size(buffer_h, &size_dst); if (sst != TLRT_OK) { res = tlrt_lean_status_error(sst); goto done; } }
+  n_dst = (size_t)size_dst;
+  if (n_dst > SIZE_MAX / sizeof(int32_t)) { res = tlrt_lean_oom("tlrt_buffer_to_i32"); goto done; }
+  if (n_dst != 0 && (c_dst = (int32_t *)malloc(n_dst * sizeof(int32_t))) == NULL) { res = tlrt_lean_oom("tlrt_buffer_to_i32"); goto done; }
+  st = tlrt_buffer_to_i32((const tlrt_buffer *)buffer_h, (int32_t *)c_dst, (uint64_t)n_dst);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  o_dst = tlrt_lean_i32_array(c_dst, n_dst);
+  res = lean_io_result_mk_ok(o_dst);
+  o_dst = NULL;
+done:
+  free(c_dst);
+  if (o_dst != NULL) lean_dec_ref(o_dst);
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_to_i64(const tlrt_buffer * buffer, int64_t * dst, uint64_t n) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_to_i64(b_lean_obj_arg l_buffer, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *buffer_h = tlrt_lean_buffer_of(l_buffer);
+  lean_object *o_dst = NULL;
+  size_t n_dst = 0;
+  uint64_t size_dst = 0;
+  int64_t *c_dst = NULL;
+  { tlrt_status sst = tlrt_lean_size(buffer_h, &size_dst); if (sst != TLRT_OK) { res = tlrt_lean_status_error(sst); goto done; } }
+  n_dst = (size_t)size_dst;
+  if (n_dst > SIZE_MAX / sizeof(int64_t)) { res = tlrt_lean_oom("tlrt_buffer_to_i64"); goto done; }
+  if (n_dst != 0 && (c_dst = (int64_t *)malloc(n_dst * sizeof(int64_t))) == NULL) { res = tlrt_lean_oom("tlrt_buffer_to_i64"); goto done; }
+  st = tlrt_buffer_to_i64((const tlrt_buffer *)buffer_h, (int64_t *)c_dst, (uint64_t)n_dst);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  o_dst = tlrt_lean_i64_array(c_dst, n_dst);
+  res = lean_io_result_mk_ok(o_dst);
+  o_dst = NULL;
+done:
+  free(c_dst);
+  if (o_dst != NULL) lean_dec_ref(o_dst);
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_zeros_of(tlrt_device device, tlrt_dtype dtype, uint64_t n, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_zeros_of(uint32_t l_device, uint32_t l_dtype, uint64_t l_n, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_buffer_zeros_of((tlrt_device)l_device, (tlrt_dtype)l_dtype, (uint64_t)l_n, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_dtype(const tlrt_buffer * buffer, tlrt_dtype * dtype) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_dtype(b_lean_obj_arg l_buffer, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *buffer_h = tlrt_lean_buffer_of(l_buffer);
+  tlrt_dtype o_dtype = TLRT_DTYPE_F32;
+  st = tlrt_buffer_dtype((const tlrt_buffer *)buffer_h, (tlrt_dtype *)&o_dtype);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint32((uint32_t)o_dtype));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_buffer_size(const tlrt_buffer * buffer, uint64_t * size) */
 LEAN_EXPORT lean_obj_res tlrt_lean_buffer_size(b_lean_obj_arg l_buffer, lean_obj_arg w) {
   (void)w;
@@ -526,6 +729,20 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_buffer_free_checked(tlrt_buffer * buffer) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_free_checked(b_lean_obj_arg l_buffer, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *buffer_h = tlrt_lean_buffer_of(l_buffer);
+  st = tlrt_buffer_free_checked((tlrt_buffer *)buffer_h);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_buffer_release_storage(tlrt_buffer * buffer, bool * freed) */
 LEAN_EXPORT lean_obj_res tlrt_lean_buffer_release_storage(b_lean_obj_arg l_buffer, lean_obj_arg w) {
   (void)w;
@@ -551,6 +768,136 @@ LEAN_EXPORT lean_obj_res tlrt_lean_buffer_is_released(b_lean_obj_arg l_buffer, l
   st = tlrt_buffer_is_released((const tlrt_buffer *)buffer_h, (bool *)&o_released);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(lean_box(o_released ? 1 : 0));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_stream_set(tlrt_device device, void * cuda_stream) */
+LEAN_EXPORT lean_obj_res tlrt_lean_stream_set(uint32_t l_device, size_t l_cuda_stream, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  st = tlrt_stream_set((tlrt_device)l_device, (void *)l_cuda_stream);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_stream_get(tlrt_device device, void ** cuda_stream) */
+LEAN_EXPORT lean_obj_res tlrt_lean_stream_get(uint32_t l_device, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  void *o_cuda_stream = NULL;
+  st = tlrt_stream_get((tlrt_device)l_device, (void **)&o_cuda_stream);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_usize((size_t)o_cuda_stream));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_stream_record_event(tlrt_device device, void * cuda_event) */
+LEAN_EXPORT lean_obj_res tlrt_lean_stream_record_event(uint32_t l_device, size_t l_cuda_event, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  st = tlrt_stream_record_event((tlrt_device)l_device, (void *)l_cuda_event);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_stream_wait_event(tlrt_device device, void * cuda_event) */
+LEAN_EXPORT lean_obj_res tlrt_lean_stream_wait_event(uint32_t l_device, size_t l_cuda_event, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  st = tlrt_stream_wait_event((tlrt_device)l_device, (void *)l_cuda_event);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_stream_wait_for_library(tlrt_device device, void * cuda_stream) */
+LEAN_EXPORT lean_obj_res tlrt_lean_stream_wait_for_library(uint32_t l_device, size_t l_cuda_stream, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  st = tlrt_stream_wait_for_library((tlrt_device)l_device, (void *)l_cuda_stream);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_to_dlpack_versioned(const tlrt_buffer * buffer, const uint64_t * dims, uint32_t ndim, void ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_to_dlpack_versioned(b_lean_obj_arg l_buffer, b_lean_obj_arg l_dims, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *buffer_h = tlrt_lean_buffer_of(l_buffer);
+  uint64_t *c_dims = NULL;
+  void *o_out = NULL;
+  if (lean_array_size(l_dims) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_buffer_to_dlpack_versioned", "dims", lean_array_size(l_dims), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_dims, &c_dims) != 0) { res = tlrt_lean_oom("tlrt_buffer_to_dlpack_versioned"); goto done; }
+  st = tlrt_buffer_to_dlpack_versioned((const tlrt_buffer *)buffer_h, (const uint64_t *)c_dims, (uint32_t)lean_array_size(l_dims), (void **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_usize((size_t)o_out));
+done:
+  free(c_dims);
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_to_dlpack(const tlrt_buffer * buffer, const uint64_t * dims, uint32_t ndim, void ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_to_dlpack(b_lean_obj_arg l_buffer, b_lean_obj_arg l_dims, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *buffer_h = tlrt_lean_buffer_of(l_buffer);
+  uint64_t *c_dims = NULL;
+  void *o_out = NULL;
+  if (lean_array_size(l_dims) > UINT32_MAX) { res = tlrt_lean_shim_error(TLRT_ERR_OVERFLOW, "tlrt_buffer_to_dlpack", "dims", lean_array_size(l_dims), (size_t)UINT32_MAX); goto done; }
+  if (tlrt_lean_u64s(l_dims, &c_dims) != 0) { res = tlrt_lean_oom("tlrt_buffer_to_dlpack"); goto done; }
+  st = tlrt_buffer_to_dlpack((const tlrt_buffer *)buffer_h, (const uint64_t *)c_dims, (uint32_t)lean_array_size(l_dims), (void **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_usize((size_t)o_out));
+done:
+  free(c_dims);
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_from_dlpack_versioned(void * managed, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_from_dlpack_versioned(size_t l_managed, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_buffer_from_dlpack_versioned((void *)l_managed, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_buffer_from_dlpack(void * managed, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_buffer_from_dlpack(size_t l_managed, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_buffer_from_dlpack((void *)l_managed, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
 done:
   ;
   return res;
@@ -1785,6 +2132,20 @@ LEAN_EXPORT lean_obj_res tlrt_lean_tape_new(uint32_t l_device, lean_obj_arg w) {
   st = tlrt_tape_new((tlrt_device)l_device, (tlrt_tape **)&o_out);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(tlrt_lean_wrap_tape(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_free_checked(tlrt_tape * tape) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_free_checked(b_lean_obj_arg l_tape, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  st = tlrt_tape_free_checked((tlrt_tape *)tape_h);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
 done:
   ;
   return res;
@@ -3395,6 +3756,128 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_maxpool_fwd_geom(b_lean_obj_arg l_x, b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_pool_geometry c_geometry;
+  tlrt_buffer *o_out = NULL;
+  if (tlrt_lean_pool_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_fwd_geom", "geometry", lean_array_size(l_geometry), 35u); goto done; }
+  st = tlrt_maxpool_fwd_geom((const tlrt_buffer *)x_h, (const tlrt_pool_geometry *)&c_geometry, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_maxpool_bwd_geom(b_lean_obj_arg l_x, b_lean_obj_arg l_dy, b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_pool_geometry c_geometry;
+  tlrt_buffer *o_dx = NULL;
+  if (tlrt_lean_pool_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_maxpool_bwd_geom", "geometry", lean_array_size(l_geometry), 35u); goto done; }
+  st = tlrt_maxpool_bwd_geom((const tlrt_buffer *)x_h, (const tlrt_buffer *)dy_h, (const tlrt_pool_geometry *)&c_geometry, (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_avgpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_avgpool_fwd_geom(b_lean_obj_arg l_x, b_lean_obj_arg l_geometry, uint8_t l_count_include_pad, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_pool_geometry c_geometry;
+  tlrt_buffer *o_out = NULL;
+  if (tlrt_lean_pool_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_fwd_geom", "geometry", lean_array_size(l_geometry), 35u); goto done; }
+  st = tlrt_avgpool_fwd_geom((const tlrt_buffer *)x_h, (const tlrt_pool_geometry *)&c_geometry, (bool)(l_count_include_pad != 0), (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_avgpool_bwd_geom(const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_avgpool_bwd_geom(b_lean_obj_arg l_dy, b_lean_obj_arg l_geometry, uint8_t l_count_include_pad, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_pool_geometry c_geometry;
+  tlrt_buffer *o_dx = NULL;
+  if (tlrt_lean_pool_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_avgpool_bwd_geom", "geometry", lean_array_size(l_geometry), 35u); goto done; }
+  st = tlrt_avgpool_bwd_geom((const tlrt_buffer *)dy_h, (const tlrt_pool_geometry *)&c_geometry, (bool)(l_count_include_pad != 0), (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_smooth_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_smooth_maxpool_fwd_geom(b_lean_obj_arg l_x, b_lean_obj_arg l_geometry, double l_beta, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_pool_geometry c_geometry;
+  tlrt_buffer *o_out = NULL;
+  if (tlrt_lean_pool_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_fwd_geom", "geometry", lean_array_size(l_geometry), 35u); goto done; }
+  st = tlrt_smooth_maxpool_fwd_geom((const tlrt_buffer *)x_h, (const tlrt_pool_geometry *)&c_geometry, (double)l_beta, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_smooth_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** dx) */
+LEAN_EXPORT lean_obj_res tlrt_lean_smooth_maxpool_bwd_geom(b_lean_obj_arg l_x, b_lean_obj_arg l_dy, b_lean_obj_arg l_geometry, double l_beta, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_pool_geometry c_geometry;
+  tlrt_buffer *o_dx = NULL;
+  if (tlrt_lean_pool_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_smooth_maxpool_bwd_geom", "geometry", lean_array_size(l_geometry), 35u); goto done; }
+  st = tlrt_smooth_maxpool_bwd_geom((const tlrt_buffer *)x_h, (const tlrt_buffer *)dy_h, (const tlrt_pool_geometry *)&c_geometry, (double)l_beta, (tlrt_buffer **)&o_dx);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dx));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_pool_output_dims(const tlrt_pool_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements) */
+LEAN_EXPORT lean_obj_res tlrt_lean_pool_output_dims(b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_pool_geometry c_geometry;
+  uint64_t o_dims[TLRT_POOL_MAX_DIMS] = {0};
+  uint32_t o_rank = 0;
+  uint64_t o_elements = 0;
+  if (tlrt_lean_pool_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_pool_output_dims", "geometry", lean_array_size(l_geometry), 35u); goto done; }
+  st = tlrt_pool_output_dims((const tlrt_pool_geometry *)&c_geometry, (uint64_t *)o_dims, (uint32_t)TLRT_POOL_MAX_DIMS, (uint32_t *)&o_rank, (uint64_t *)&o_elements);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_u64_array(o_dims, o_rank), lean_box_uint64(o_elements)));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse) */
 LEAN_EXPORT lean_obj_res tlrt_lean_flash_attention_fwd(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, uint64_t l_bh, uint64_t l_n, uint64_t l_d, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
   (void)w;
@@ -3709,6 +4192,122 @@ LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose2d_bwd(b_lean_obj_arg l_kernel, 
   st = tlrt_convtranspose2d_bwd((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)input_h, (const tlrt_buffer *)grad_out_h, (uint64_t)l_batch, (uint64_t)l_in_channels, (uint64_t)l_in_h, (uint64_t)l_in_w, (uint64_t)l_out_channels, (uint64_t)l_kernel_h, (uint64_t)l_kernel_w, (uint64_t)l_stride_h, (uint64_t)l_stride_w, (uint64_t)l_pad_h, (uint64_t)l_pad_w, (uint64_t)l_dilation_h, (uint64_t)l_dilation_w, (uint64_t)l_groups, (tlrt_buffer **)&o_d_kernel, (tlrt_buffer **)&o_d_bias, (tlrt_buffer **)&o_d_input);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_kernel), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_bias), tlrt_lean_wrap_buffer(o_d_input))));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_conv_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_conv_fwd_geom(b_lean_obj_arg l_kernel, b_lean_obj_arg l_bias, b_lean_obj_arg l_input, b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *bias_h = tlrt_lean_opt_buffer_of(l_bias);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_conv_geometry c_geometry;
+  tlrt_buffer *o_out = NULL;
+  if (tlrt_lean_conv_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_fwd_geom", "geometry", lean_array_size(l_geometry), 45u); goto done; }
+  st = tlrt_conv_fwd_geom((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)bias_h, (const tlrt_buffer *)input_h, (const tlrt_conv_geometry *)&c_geometry, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_conv_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input) */
+LEAN_EXPORT lean_obj_res tlrt_lean_conv_bwd_geom(b_lean_obj_arg l_kernel, b_lean_obj_arg l_input, b_lean_obj_arg l_grad_out, b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *grad_out_h = tlrt_lean_buffer_of(l_grad_out);
+  tlrt_conv_geometry c_geometry;
+  tlrt_buffer *o_d_kernel = NULL;
+  tlrt_buffer *o_d_bias = NULL;
+  tlrt_buffer *o_d_input = NULL;
+  if (tlrt_lean_conv_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_bwd_geom", "geometry", lean_array_size(l_geometry), 45u); goto done; }
+  st = tlrt_conv_bwd_geom((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)input_h, (const tlrt_buffer *)grad_out_h, (const tlrt_conv_geometry *)&c_geometry, (tlrt_buffer **)&o_d_kernel, (tlrt_buffer **)&o_d_bias, (tlrt_buffer **)&o_d_input);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_kernel), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_bias), tlrt_lean_wrap_buffer(o_d_input))));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_convtranspose_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose_fwd_geom(b_lean_obj_arg l_kernel, b_lean_obj_arg l_bias, b_lean_obj_arg l_input, b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *bias_h = tlrt_lean_opt_buffer_of(l_bias);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_conv_geometry c_geometry;
+  tlrt_buffer *o_out = NULL;
+  if (tlrt_lean_conv_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_fwd_geom", "geometry", lean_array_size(l_geometry), 45u); goto done; }
+  st = tlrt_convtranspose_fwd_geom((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)bias_h, (const tlrt_buffer *)input_h, (const tlrt_conv_geometry *)&c_geometry, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_convtranspose_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input) */
+LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose_bwd_geom(b_lean_obj_arg l_kernel, b_lean_obj_arg l_input, b_lean_obj_arg l_grad_out, b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *kernel_h = tlrt_lean_buffer_of(l_kernel);
+  tlrt_buffer *input_h = tlrt_lean_buffer_of(l_input);
+  tlrt_buffer *grad_out_h = tlrt_lean_buffer_of(l_grad_out);
+  tlrt_conv_geometry c_geometry;
+  tlrt_buffer *o_d_kernel = NULL;
+  tlrt_buffer *o_d_bias = NULL;
+  tlrt_buffer *o_d_input = NULL;
+  if (tlrt_lean_conv_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_bwd_geom", "geometry", lean_array_size(l_geometry), 45u); goto done; }
+  st = tlrt_convtranspose_bwd_geom((const tlrt_buffer *)kernel_h, (const tlrt_buffer *)input_h, (const tlrt_buffer *)grad_out_h, (const tlrt_conv_geometry *)&c_geometry, (tlrt_buffer **)&o_d_kernel, (tlrt_buffer **)&o_d_bias, (tlrt_buffer **)&o_d_input);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_kernel), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_d_bias), tlrt_lean_wrap_buffer(o_d_input))));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_conv_output_dims(const tlrt_conv_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements) */
+LEAN_EXPORT lean_obj_res tlrt_lean_conv_output_dims(b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_conv_geometry c_geometry;
+  uint64_t o_dims[TLRT_CONV_MAX_DIMS] = {0};
+  uint32_t o_rank = 0;
+  uint64_t o_elements = 0;
+  if (tlrt_lean_conv_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_conv_output_dims", "geometry", lean_array_size(l_geometry), 45u); goto done; }
+  st = tlrt_conv_output_dims((const tlrt_conv_geometry *)&c_geometry, (uint64_t *)o_dims, (uint32_t)TLRT_CONV_MAX_DIMS, (uint32_t *)&o_rank, (uint64_t *)&o_elements);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_u64_array(o_dims, o_rank), lean_box_uint64(o_elements)));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_convtranspose_output_dims(const tlrt_conv_geometry * geometry, uint64_t * dims, uint32_t capacity, uint32_t * rank, uint64_t * elements) */
+LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose_output_dims(b_lean_obj_arg l_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_conv_geometry c_geometry;
+  uint64_t o_dims[TLRT_CONV_MAX_DIMS] = {0};
+  uint32_t o_rank = 0;
+  uint64_t o_elements = 0;
+  if (tlrt_lean_conv_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_convtranspose_output_dims", "geometry", lean_array_size(l_geometry), 45u); goto done; }
+  st = tlrt_convtranspose_output_dims((const tlrt_conv_geometry *)&c_geometry, (uint64_t *)o_dims, (uint32_t)TLRT_CONV_MAX_DIMS, (uint32_t *)&o_rank, (uint64_t *)&o_elements);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_u64_array(o_dims, o_rank), lean_box_uint64(o_elements)));
 done:
   ;
   return res;

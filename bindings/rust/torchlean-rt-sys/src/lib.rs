@@ -4,12 +4,15 @@
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![no_std]
 
-pub use core::ffi::{c_char, c_int};
+pub use core::ffi::{c_char, c_int, c_void};
 
 /// `tlrt_status`: a C enum (int-sized). `TLRT_OK` is 0.
 pub type tlrt_status = c_int;
 /// A device: bits 16..23 the kind, bits 0..15 the ordinal.
 pub type tlrt_device = u32;
+
+/// `tlrt_dtype`: a C enum (int-sized); its values are the constants below.
+pub type tlrt_dtype = c_int;
 
 /// Opaque `tlrt_buffer` handle (only used behind pointers).
 #[repr(C)]
@@ -41,6 +44,37 @@ pub struct tlrt_allocator_stats {
     pub peak_handles: u64,
 }
 
+/// `tlrt_pool_geometry` (abi/tlrt_pool.h): set struct_size = size_of::<tlrt_pool_geometry>() before use.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct tlrt_pool_geometry {
+    pub struct_size: u64,
+    pub rank: u64,
+    pub batch: u64,
+    pub channels: u64,
+    pub in_spatial: [u64; 8],
+    pub kernel: [u64; 8],
+    pub stride: [u64; 8],
+    pub padding: [u64; 8],
+}
+
+/// `tlrt_conv_geometry` (abi/tlrt_conv.h): set struct_size = size_of::<tlrt_conv_geometry>() before use.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct tlrt_conv_geometry {
+    pub struct_size: u64,
+    pub rank: u64,
+    pub batch: u64,
+    pub in_channels: u64,
+    pub out_channels: u64,
+    pub groups: u64,
+    pub in_spatial: [u64; 8],
+    pub kernel_size: [u64; 8],
+    pub stride: [u64; 8],
+    pub padding: [u64; 8],
+    pub dilation: [u64; 8],
+}
+
 // Status codes (tlrt_status).
 pub const TLRT_OK: tlrt_status = 0;
 pub const TLRT_ERR_NULL_ARGUMENT: tlrt_status = 1;
@@ -50,6 +84,8 @@ pub const TLRT_ERR_OVERFLOW: tlrt_status = 4;
 pub const TLRT_ERR_INDEX: tlrt_status = 5;
 pub const TLRT_ERR_RELEASED: tlrt_status = 6;
 pub const TLRT_ERR_DEVICE_MISMATCH: tlrt_status = 7;
+pub const TLRT_ERR_STALE_HANDLE: tlrt_status = 8;
+pub const TLRT_ERR_DTYPE: tlrt_status = 9;
 pub const TLRT_ERR_OUT_OF_MEMORY: tlrt_status = 100;
 pub const TLRT_ERR_BACKEND_UNAVAILABLE: tlrt_status = 200;
 pub const TLRT_ERR_NO_DEVICE: tlrt_status = 201;
@@ -59,10 +95,15 @@ pub const TLRT_ERR_LIBRARY: tlrt_status = 204;
 pub const TLRT_ERR_UNSUPPORTED: tlrt_status = 205;
 pub const TLRT_ERR_INTERNAL: tlrt_status = 900;
 
+// Values of tlrt_dtype.
+pub const TLRT_DTYPE_F32: tlrt_dtype = 0;
+pub const TLRT_DTYPE_I32: tlrt_dtype = 1;
+pub const TLRT_DTYPE_I64: tlrt_dtype = 2;
+
 // Integer #defines of the headers.
 pub const TLRT_ABI_VERSION_MAJOR: u32 = 1;
-pub const TLRT_ABI_VERSION_MINOR: u32 = 0;
-pub const TLRT_ABI_VERSION: u32 = 0x10000;
+pub const TLRT_ABI_VERSION_MINOR: u32 = 1;
+pub const TLRT_ABI_VERSION: u32 = 0x10001;
 pub const TLRT_DEVICE_KIND_CPU: u32 = 0;
 pub const TLRT_DEVICE_KIND_CUDA: u32 = 1;
 pub const TLRT_DEVICE_CPU: tlrt_device = 0;
@@ -70,9 +111,16 @@ pub const TLRT_RUNTIME_CPU_ONLY: u32 = 0;
 pub const TLRT_RUNTIME_CUDA_READY: u32 = 1;
 pub const TLRT_RUNTIME_CUDA_NO_DEVICE: u32 = 2;
 pub const TLRT_MAX_ELEMENTS: u64 = 0x1000000000000000;
+pub const TLRT_CUDA_STREAM_LEGACY: u32 = 1;
+pub const TLRT_CUDA_STREAM_PER_THREAD: u32 = 2;
+pub const TLRT_DLPACK_MAX_NDIM: u32 = 0x20;
 pub const TLRT_TAPE_MAX_RANK: u32 = 8;
 pub const TLRT_TAPE_NONE: u64 = 0xffffffffffffffff;
 pub const TLRT_SCAN_CHUNK: u32 = 0x40;
+pub const TLRT_POOL_MAX_RANK: u32 = 8;
+pub const TLRT_POOL_MAX_DIMS: u32 = 0xa;
+pub const TLRT_CONV_MAX_RANK: u32 = 8;
+pub const TLRT_CONV_MAX_DIMS: u32 = 0xa;
 
 /// `TLRT_DEVICE_CUDA(ordinal)`.
 pub const fn TLRT_DEVICE_CUDA(ordinal: u32) -> tlrt_device {
@@ -143,30 +191,80 @@ extern "C" {
     /// Download as little-endian float32 bytes; nbytes must equal 4 * size.
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_to_bytes(buffer: *const tlrt_buffer, dst: *mut u8, nbytes: u64) -> tlrt_status;
+    /// Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+    /// (full contract: abi/tlrt_buffer.h)
+    pub fn tlrt_buffer_from_i32(device: tlrt_device, data: *const i32, n: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+    /// (full contract: abi/tlrt_buffer.h)
+    pub fn tlrt_buffer_from_i64(device: tlrt_device, data: *const i64, n: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+    /// (full contract: abi/tlrt_buffer.h)
+    pub fn tlrt_buffer_to_i32(buffer: *const tlrt_buffer, dst: *mut i32, n: u64) -> tlrt_status;
+    /// Integer buffers: upload n int32 / int64 values to a new buffer of that type; download exactly
+    /// (full contract: abi/tlrt_buffer.h)
+    pub fn tlrt_buffer_to_i64(buffer: *const tlrt_buffer, dst: *mut i64, n: u64) -> tlrt_status;
+    /// New buffer of n zeros of a type (+0.0f, or 0).
+    /// (full contract: abi/tlrt_buffer.h)
+    pub fn tlrt_buffer_zeros_of(device: tlrt_device, dtype: tlrt_dtype, n: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// dtype = the element type of a buffer (also of a released one).
+    /// (full contract: abi/tlrt_buffer.h)
+    pub fn tlrt_buffer_dtype(buffer: *const tlrt_buffer, dtype: *mut tlrt_dtype) -> tlrt_status;
     /// Element count / device of a buffer.
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_size(buffer: *const tlrt_buffer, size: *mut u64) -> tlrt_status;
     /// Element count / device of a buffer.
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_device(buffer: *const tlrt_buffer, device: *mut tlrt_device) -> tlrt_status;
-    /// New buffer with the same values on `device` (a copy even when the device is the same).
+    /// New buffer with the same values and type on `device` (a copy even when the device is the same).
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_to_device(buffer: *const tlrt_buffer, device: tlrt_device, out: *mut *mut tlrt_buffer) -> tlrt_status;
     /// New buffer with the same values on the same device. Errors: as tlrt_buffer_to_device.
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_copy(buffer: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
-    /// Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT. (Retaining a released buffer is allowed.)
+    /// Add one reference. Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE. (Retaining a released
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_retain(buffer: *mut tlrt_buffer) -> tlrt_status;
     /// Drop one reference; at zero the payload and the handle are freed. NULL is a no-op. Never fails,
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_free(buffer: *mut tlrt_buffer);
+    /// tlrt_buffer_free that reports misuse: TLRT_OK when a reference was dropped or buffer is NULL;
+    /// (full contract: abi/tlrt_buffer.h)
+    pub fn tlrt_buffer_free_checked(buffer: *mut tlrt_buffer) -> tlrt_status;
     /// Free the payload now (upstream's `release`): afterwards the buffer reports TLRT_ERR_RELEASED on
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_release_storage(buffer: *mut tlrt_buffer, freed: *mut bool) -> tlrt_status;
     /// released = whether the storage has been released. Errors: TLRT_ERR_NULL_ARGUMENT.
     /// (full contract: abi/tlrt_buffer.h)
     pub fn tlrt_buffer_is_released(buffer: *const tlrt_buffer, released: *mut bool) -> tlrt_status;
+    // ---- tlrt_stream.h
+    /// From now on, queue all of the library's work on `device` on cuda_stream (a cudaStream_t of that
+    /// (full contract: abi/tlrt_stream.h)
+    pub fn tlrt_stream_set(device: tlrt_device, cuda_stream: *mut c_void) -> tlrt_status;
+    /// cuda_stream = the current stream of `device`: the host's as it was set (TLRT_CUDA_STREAM_LEGACY
+    /// (full contract: abi/tlrt_stream.h)
+    pub fn tlrt_stream_get(device: tlrt_device, cuda_stream: *mut *mut c_void) -> tlrt_status;
+    /// Records cuda_event (a cudaEvent_t created on `device`) on the current stream of `device`
+    /// (full contract: abi/tlrt_stream.h)
+    pub fn tlrt_stream_record_event(device: tlrt_device, cuda_event: *mut c_void) -> tlrt_status;
+    /// Makes the library's work on `device` queued after this call wait, on the device, for the most
+    /// (full contract: abi/tlrt_stream.h)
+    pub fn tlrt_stream_wait_event(device: tlrt_device, cuda_event: *mut c_void) -> tlrt_status;
+    /// Makes cuda_stream (a host stream of any device, TLRT_CUDA_STREAM_LEGACY or
+    /// (full contract: abi/tlrt_stream.h)
+    pub fn tlrt_stream_wait_for_library(device: tlrt_device, cuda_stream: *mut c_void) -> tlrt_status;
+    // ---- tlrt_dlpack.h
+    /// Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *
+    /// (full contract: abi/tlrt_dlpack.h)
+    pub fn tlrt_buffer_to_dlpack_versioned(buffer: *const tlrt_buffer, dims: *const u64, ndim: u32, out: *mut *mut c_void) -> tlrt_status;
+    /// Export: *out = a new DLManagedTensorVersioned * (DLPack version 1.0, flags 0) / DLManagedTensor *
+    /// (full contract: abi/tlrt_dlpack.h)
+    pub fn tlrt_buffer_to_dlpack(buffer: *const tlrt_buffer, dims: *const u64, ndim: u32, out: *mut *mut c_void) -> tlrt_status;
+    /// Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
+    /// (full contract: abi/tlrt_dlpack.h)
+    pub fn tlrt_buffer_from_dlpack_versioned(managed: *mut c_void, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
+    /// (full contract: abi/tlrt_dlpack.h)
+    pub fn tlrt_buffer_from_dlpack(managed: *mut c_void, out: *mut *mut tlrt_buffer) -> tlrt_status;
     // ---- tlrt_rng.h
     /// Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0
     /// (full contract: abi/tlrt_rng.h)
@@ -217,7 +315,7 @@ extern "C" {
     /// x if x > 0, NaN if x is NaN, else +0.
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_relu(x: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
-    /// x * (float)c.
+    /// x * (float)c. Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_scale(x: *const tlrt_buffer, c: f64, out: *mut *mut tlrt_buffer) -> tlrt_status;
     /// fma((float)c, b[i], a[i]): a + c * b with ONE rounding on both backends.
@@ -241,7 +339,7 @@ extern "C" {
     /// g if x > 0; NaN if x is NaN; else 0.
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_relu_bwd(x: *const tlrt_buffer, g: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
-    /// g if lo < x < hi (strictly), NaN if x is NaN, else 0. Errors: TLRT_ERR_INVALID_ARGUMENT if lo
+    /// g if lo < x < hi (strictly), NaN if x is NaN, else 0. lo and hi as tlrt_clamp (infinite
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_clamp_bwd(x: *const tlrt_buffer, g: *const tlrt_buffer, lo: f64, hi: f64, out: *mut *mut tlrt_buffer) -> tlrt_status;
     /// e^x; overflows to +inf above 88.72284, gradual underflow to +0 below -103.97.
@@ -410,6 +508,9 @@ extern "C" {
     /// Free the tape with every node value, saved workspace and gradient it holds (leaf buffers lose
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_free(tape: *mut tlrt_tape);
+    /// tlrt_tape_free that reports misuse: TLRT_OK when the tape was freed or tape is NULL;
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_free_checked(tape: *mut tlrt_tape) -> tlrt_status;
     /// Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_reset(tape: *mut tlrt_tape) -> tlrt_status;
@@ -699,6 +800,27 @@ extern "C" {
     /// N-D smooth max pool backward (see tlrt_smooth_maxpool2d_bwd).
     /// (full contract: abi/tlrt_pool.h)
     pub fn tlrt_smooth_maxpool_bwd(x: *const tlrt_buffer, dy: *const tlrt_buffer, batch: u64, channels: u64, in_spatial: *const u64, rank: u32, kernel: *const u64, stride: *const u64, padding: *const u64, beta: f64, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_maxpool_fwd with the geometry as one tlrt_pool_geometry. Errors: those of
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_maxpool_fwd_geom(x: *const tlrt_buffer, geometry: *const tlrt_pool_geometry, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_maxpool_bwd_geom(x: *const tlrt_buffer, dy: *const tlrt_buffer, geometry: *const tlrt_pool_geometry, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_avgpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_avgpool_fwd_geom(x: *const tlrt_buffer, geometry: *const tlrt_pool_geometry, count_include_pad: bool, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_avgpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_avgpool_bwd_geom(dy: *const tlrt_buffer, geometry: *const tlrt_pool_geometry, count_include_pad: bool, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_smooth_maxpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_smooth_maxpool_fwd_geom(x: *const tlrt_buffer, geometry: *const tlrt_pool_geometry, beta: f64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_smooth_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_smooth_maxpool_bwd_geom(x: *const tlrt_buffer, dy: *const tlrt_buffer, geometry: *const tlrt_pool_geometry, beta: f64, dx: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The output shape of every pool forward of `geometry` (max, average, smooth max: the same),
+    /// (full contract: abi/tlrt_pool.h)
+    pub fn tlrt_pool_output_dims(geometry: *const tlrt_pool_geometry, dims: *mut u64, capacity: u32, rank: *mut u32, elements: *mut u64) -> tlrt_status;
     // ---- tlrt_attention.h
     /// Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
     /// (full contract: abi/tlrt_attention.h)
@@ -740,4 +862,22 @@ extern "C" {
     /// 2-D transposed convolution backward: tlrt_convtranspose_bwd with the 2-D geometry.
     /// (full contract: abi/tlrt_conv.h)
     pub fn tlrt_convtranspose2d_bwd(kernel: *const tlrt_buffer, input: *const tlrt_buffer, grad_out: *const tlrt_buffer, batch: u64, in_channels: u64, in_h: u64, in_w: u64, out_channels: u64, kernel_h: u64, kernel_w: u64, stride_h: u64, stride_w: u64, pad_h: u64, pad_w: u64, dilation_h: u64, dilation_w: u64, groups: u64, d_kernel: *mut *mut tlrt_buffer, d_bias: *mut *mut tlrt_buffer, d_input: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_conv_fwd with the geometry as one tlrt_conv_geometry. Errors: those of tlrt_conv_fwd
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_conv_fwd_geom(kernel: *const tlrt_buffer, bias: *const tlrt_buffer, input: *const tlrt_buffer, geometry: *const tlrt_conv_geometry, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_conv_bwd with the geometry as one tlrt_conv_geometry (errors as tlrt_conv_fwd_geom).
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_conv_bwd_geom(kernel: *const tlrt_buffer, input: *const tlrt_buffer, grad_out: *const tlrt_buffer, geometry: *const tlrt_conv_geometry, d_kernel: *mut *mut tlrt_buffer, d_bias: *mut *mut tlrt_buffer, d_input: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_convtranspose_fwd with the geometry as one tlrt_conv_geometry (errors as
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_convtranspose_fwd_geom(kernel: *const tlrt_buffer, bias: *const tlrt_buffer, input: *const tlrt_buffer, geometry: *const tlrt_conv_geometry, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_convtranspose_bwd with the geometry as one tlrt_conv_geometry (errors as
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_convtranspose_bwd_geom(kernel: *const tlrt_buffer, input: *const tlrt_buffer, grad_out: *const tlrt_buffer, geometry: *const tlrt_conv_geometry, d_kernel: *mut *mut tlrt_buffer, d_bias: *mut *mut tlrt_buffer, d_input: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The output shape of the convolution of `geometry`, without buffers, so that hosts need not
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_conv_output_dims(geometry: *const tlrt_conv_geometry, dims: *mut u64, capacity: u32, rank: *mut u32, elements: *mut u64) -> tlrt_status;
+    /// tlrt_conv_output_dims for the transposed convolution: out[d] is the transposed out[d] of
+    /// (full contract: abi/tlrt_conv.h)
+    pub fn tlrt_convtranspose_output_dims(geometry: *const tlrt_conv_geometry, dims: *mut u64, capacity: u32, rank: *mut u32, elements: *mut u64) -> tlrt_status;
 }

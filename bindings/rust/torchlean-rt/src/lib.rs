@@ -1,9 +1,17 @@
 //! Safe Rust binding of libtorchlean_rt, a float32 tensor runtime with a plain-C ABI.
 //!
 //! * [`Buffer`] owns one reference to a `tlrt_buffer *`: `Drop` frees it (`tlrt_buffer_free`
-//!   never fails or blocks), `Clone` retains it (a second owner of the same handle).
+//!   never fails or blocks), `Clone` retains it (a second owner of the same handle). A buffer holds
+//!   float32 values (what every op computes on) or int32 / int64 values ([`Dtype`]:
+//!   [`Buffer::from_i32`], [`Buffer::to_vec_i64`], ...).
+//! * DLPack (abi/tlrt_dlpack.h): [`Buffer::to_dlpack`] / [`Buffer::from_dlpack`] exchange
+//!   buffers with other tensor libraries without a copy, as `DLManagedTensorVersioned *` (mirrored
+//!   in [`dlpack`]).
 //! * [`Tape`] owns a `tlrt_tape *` (autograd); `Drop` frees it. One thread at a time (`Send`,
 //!   not `Sync`).
+//! * CUDA streams and events of other libraries (cudarc, ...) order work with the library's:
+//!   [`stream_set`], [`use_stream`], [`stream_record_event`], [`stream_wait_event`],
+//!   [`stream_wait_for_library`] (raw handles, hence `unsafe`).
 //! * Every fallible call returns [`Result`]; an [`Error`] carries the `tlrt_status`, its name and
 //!   `tlrt_last_error()` taken right after the failure.
 //! * The ops (one free function per op of the headers: `add`, `matmul`, `softmax`, `adam_step`,
@@ -19,9 +27,10 @@
 //! ```
 pub use torchlean_rt_sys as sys;
 
-use std::ffi::CStr;
+use std::ffi::{c_void, CStr};
 use std::fmt;
 
+pub mod dlpack;
 mod ops;
 pub use ops::*;
 
@@ -127,7 +136,51 @@ impl fmt::Display for Device {
     }
 }
 
-/// float32 values on one device; owns one reference to the handle.
+/// The element type of a buffer (`tlrt_dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum Dtype {
+    /// IEEE binary32: what every op computes on.
+    F32 = sys::TLRT_DTYPE_F32,
+    /// Two's complement 32-bit integers.
+    I32 = sys::TLRT_DTYPE_I32,
+    /// Two's complement 64-bit integers.
+    I64 = sys::TLRT_DTYPE_I64,
+}
+
+impl Dtype {
+    /// The `tlrt_dtype` value.
+    pub const fn raw(self) -> sys::tlrt_dtype {
+        self as sys::tlrt_dtype
+    }
+    /// The element type of a `tlrt_dtype` value; None for a value this binding does not know.
+    pub const fn from_raw(raw: sys::tlrt_dtype) -> Option<Dtype> {
+        match raw {
+            sys::TLRT_DTYPE_F32 => Some(Dtype::F32),
+            sys::TLRT_DTYPE_I32 => Some(Dtype::I32),
+            sys::TLRT_DTYPE_I64 => Some(Dtype::I64),
+            _ => None,
+        }
+    }
+    /// Bytes per element.
+    pub const fn size_of(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::I64 => 8,
+        }
+    }
+    /// A `tlrt_dtype` the library returned: an error (TLRT_ERR_UNSUPPORTED) for a type newer than
+    /// this binding (the enum is append-only).
+    pub(crate) fn from_out(function: &'static str, raw: sys::tlrt_dtype) -> Result<Dtype> {
+        Dtype::from_raw(raw).ok_or_else(|| {
+            binding_error(function, sys::TLRT_ERR_UNSUPPORTED,
+                          format!("{function}: element type {raw} is unknown to this binding"))
+        })
+    }
+}
+
+/// Values of one element type ([`Dtype`]: float32, int32 or int64) on one device; owns one
+/// reference to the handle.
 pub struct Buffer {
     pub(crate) raw: *mut sys::tlrt_buffer,
 }
@@ -206,8 +259,26 @@ impl Buffer {
             sys::tlrt_buffer_from_bytes(device.0, bytes.as_ptr(), bytes.len() as u64, o)
         })
     }
+    /// Uploads int32 values: a buffer of [`Dtype::I32`].
+    pub fn from_i32(data: &[i32], device: Device) -> Result<Buffer> {
+        out_buffer("tlrt_buffer_from_i32", |o| unsafe {
+            sys::tlrt_buffer_from_i32(device.0, data.as_ptr(), data.len() as u64, o)
+        })
+    }
+    /// Uploads int64 values: a buffer of [`Dtype::I64`].
+    pub fn from_i64(data: &[i64], device: Device) -> Result<Buffer> {
+        out_buffer("tlrt_buffer_from_i64", |o| unsafe {
+            sys::tlrt_buffer_from_i64(device.0, data.as_ptr(), data.len() as u64, o)
+        })
+    }
     pub fn zeros(n: u64, device: Device) -> Result<Buffer> {
         out_buffer("tlrt_buffer_zeros", |o| unsafe { sys::tlrt_buffer_zeros(device.0, n, o) })
+    }
+    /// n zeros of an element type (`tlrt_buffer_zeros_of`).
+    pub fn zeros_of(dtype: Dtype, n: u64, device: Device) -> Result<Buffer> {
+        out_buffer("tlrt_buffer_zeros_of", |o| unsafe {
+            sys::tlrt_buffer_zeros_of(device.0, dtype.raw(), n, o)
+        })
     }
     pub fn full(n: u64, value: f64, device: Device) -> Result<Buffer> {
         out_buffer("tlrt_buffer_full", |o| unsafe { sys::tlrt_buffer_full(device.0, n, value, o) })
@@ -222,6 +293,12 @@ impl Buffer {
         let mut d = 0;
         check("tlrt_buffer_device", unsafe { sys::tlrt_buffer_device(self.raw, &mut d) })?;
         Ok(Device(d))
+    }
+    /// The element type (also of a released buffer).
+    pub fn dtype(&self) -> Result<Dtype> {
+        let mut t: sys::tlrt_dtype = sys::TLRT_DTYPE_F32;
+        check("tlrt_buffer_dtype", unsafe { sys::tlrt_buffer_dtype(self.raw, &mut t) })?;
+        Dtype::from_out("tlrt_buffer_dtype", t)
     }
     pub fn is_released(&self) -> Result<bool> {
         let mut r = false;
@@ -268,6 +345,60 @@ impl Buffer {
         let mut v = vec![0u8; n as usize];
         check("tlrt_buffer_to_bytes", unsafe { sys::tlrt_buffer_to_bytes(self.raw, v.as_mut_ptr(), n) })?;
         Ok(v)
+    }
+    /// Downloads the values of an int32 buffer (TLRT_ERR_DTYPE for another element type).
+    pub fn to_vec_i32(&self) -> Result<Vec<i32>> {
+        let n = self.size()?;
+        let mut v = vec![0i32; n as usize];
+        check("tlrt_buffer_to_i32", unsafe { sys::tlrt_buffer_to_i32(self.raw, v.as_mut_ptr(), n) })?;
+        Ok(v)
+    }
+    /// Downloads the values of an int64 buffer (TLRT_ERR_DTYPE for another element type).
+    pub fn to_vec_i64(&self) -> Result<Vec<i64>> {
+        let n = self.size()?;
+        let mut v = vec![0i64; n as usize];
+        check("tlrt_buffer_to_i64", unsafe { sys::tlrt_buffer_to_i64(self.raw, v.as_mut_ptr(), n) })?;
+        Ok(v)
+    }
+
+    /// Exports the buffer as a DLPack 1.0 `DLManagedTensorVersioned *`
+    /// (`tlrt_buffer_to_dlpack_versioned`; [`dlpack::DLManagedTensorVersioned`] mirrors it) that
+    /// shares the payload, no copy: of shape `dims` (their product must be the size; `&[]` is a
+    /// scalar, for a buffer of one element), or one dimension of the buffer's size for `None`,
+    /// with compact row-major strides. The tensor holds a reference to the buffer, so it outlives
+    /// this `Buffer`. The caller owns the tensor: hand it to a consumer (another library, or
+    /// [`Buffer::from_dlpack`]) or call its deleter ([`dlpack::delete_versioned`]) exactly once;
+    /// dropping the pointer leaks the buffer. Buffers are immutable: a consumer must not write
+    /// through the tensor while the library may read the buffer.
+    pub fn to_dlpack(&self, dims: Option<&[u64]>) -> Result<*mut c_void> {
+        const F: &str = "tlrt_buffer_to_dlpack_versioned";
+        let (ptr, ndim) = match dims {
+            None => (std::ptr::null(), 1u32),
+            Some(d) => (if d.is_empty() { std::ptr::null() } else { d.as_ptr() },
+                        count_u32(F, "dims", d.len())?),
+        };
+        let mut out: *mut c_void = std::ptr::null_mut();
+        check(F, unsafe { sys::tlrt_buffer_to_dlpack_versioned(self.raw, ptr, ndim, &mut out) })?;
+        Ok(out)
+    }
+
+    /// Imports a DLPack 1.x `DLManagedTensorVersioned *` (`tlrt_buffer_from_dlpack_versioned`):
+    /// a new buffer over its payload, no copy (the tensor's elements flattened in row-major
+    /// order). On success the buffer owns `managed` and calls its deleter once, when the last
+    /// reference is dropped or the storage released; on failure the caller keeps `managed` (its
+    /// deleter is not called). Accepted: float32, int32 or int64 with one lane, on the CPU, CUDA
+    /// host memory or a CUDA device of this process, compact row-major, data 16-byte aligned
+    /// (else TLRT_ERR_UNSUPPORTED and the rest of abi/tlrt_dlpack.h).
+    ///
+    /// # Safety
+    /// `managed` must be null or point to a live `DLManagedTensorVersioned` (shape, strides and
+    /// data valid as DLPack requires) whose ownership the caller gives up on success; the data
+    /// must stay valid until its deleter runs, and the producer's pending writes must be ordered
+    /// before the library reads it (abi/tlrt_dlpack.h, "Ordering").
+    pub unsafe fn from_dlpack(managed: *mut c_void) -> Result<Buffer> {
+        out_buffer("tlrt_buffer_from_dlpack_versioned", |o| {
+            sys::tlrt_buffer_from_dlpack_versioned(managed, o)
+        })
     }
 }
 
@@ -354,6 +485,85 @@ pub fn debug_fail_nth_allocation(n: u64) -> u64 {
     unsafe { sys::tlrt_debug_fail_nth_allocation(n) }
 }
 
+// ---- streams (abi/tlrt_stream.h) -------------------------------------------------------------
+//
+// CUDA handles (a `cudaStream_t`, a `cudaEvent_t`: cudarc's raw `CUstream` / `CUevent`, or any
+// other binding's) travel as `*mut c_void`. The library cannot check that a handle is live, so the
+// functions that take one are `unsafe fn`s; the CPU device has no stream (TLRT_ERR_UNSUPPORTED).
+
+/// `TLRT_CUDA_STREAM_LEGACY` as a stream handle: the device's legacy default stream.
+pub const CUDA_STREAM_LEGACY: *mut c_void = sys::TLRT_CUDA_STREAM_LEGACY as usize as *mut c_void;
+
+/// The current stream of `device` (`tlrt_stream_get`): the host's as it was set, or the library's
+/// own stream (never null; alive for the process; not to be destroyed).
+pub fn stream_get(device: Device) -> Result<*mut c_void> {
+    let mut s: *mut c_void = std::ptr::null_mut();
+    check("tlrt_stream_get", unsafe { sys::tlrt_stream_get(device.0, &mut s) })?;
+    Ok(s)
+}
+
+/// Queue all of the library's work on `device` on `stream` from now on (`tlrt_stream_set`); null
+/// (or the library's own stream) goes back to the library's own. The new stream waits on the device
+/// for the work queued before the switch.
+///
+/// # Safety
+/// `stream` must be null, [`CUDA_STREAM_LEGACY`], or a live `cudaStream_t` of `device` that stays
+/// alive until another stream is set; no other call of the library on `device` may run meanwhile
+/// (frees excepted).
+pub unsafe fn stream_set(device: Device, stream: *mut c_void) -> Result<()> {
+    check("tlrt_stream_set", sys::tlrt_stream_set(device.0, stream))
+}
+
+/// Record `event` on the current stream of `device` (`tlrt_stream_record_event`): it completes
+/// when the library's work queued so far has.
+///
+/// # Safety
+/// `event` must be a live `cudaEvent_t` created on `device`.
+pub unsafe fn stream_record_event(device: Device, event: *mut c_void) -> Result<()> {
+    check("tlrt_stream_record_event", sys::tlrt_stream_record_event(device.0, event))
+}
+
+/// The library's later work on `device` waits, on the device, for `event`'s last record
+/// (`tlrt_stream_wait_event`).
+///
+/// # Safety
+/// `event` must be a live `cudaEvent_t`.
+pub unsafe fn stream_wait_event(device: Device, event: *mut c_void) -> Result<()> {
+    check("tlrt_stream_wait_event", sys::tlrt_stream_wait_event(device.0, event))
+}
+
+/// `stream` waits, on the device, for all work the library has queued on `device` so far
+/// (`tlrt_stream_wait_for_library`).
+///
+/// # Safety
+/// `stream` must be a live `cudaStream_t`, [`CUDA_STREAM_LEGACY`] or `cudaStreamPerThread` (2).
+pub unsafe fn stream_wait_for_library(device: Device, stream: *mut c_void) -> Result<()> {
+    check("tlrt_stream_wait_for_library", sys::tlrt_stream_wait_for_library(device.0, stream))
+}
+
+/// A stream set for a scope: [`use_stream`] sets it, `Drop` sets back the stream that was current
+/// before (errors at that point are ignored: a drop has nobody to report to).
+pub struct StreamGuard {
+    device: Device,
+    previous: *mut c_void,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        unsafe { sys::tlrt_stream_set(self.device.0, self.previous) };
+    }
+}
+
+/// Sets `stream` as the current stream of `device` until the guard is dropped.
+///
+/// # Safety
+/// As [`stream_set`], for the guard's whole life.
+pub unsafe fn use_stream(device: Device, stream: *mut c_void) -> Result<StreamGuard> {
+    let previous = stream_get(device)?;
+    stream_set(device, stream)?;
+    Ok(StreamGuard { device, previous })
+}
+
 /// C = A B in float64 on the host: A (m, n), B (n, p), row-major.
 pub fn dgemm(a: &[f64], b: &[f64], m: u64, n: u64, p: u64) -> Result<Vec<f64>> {
     let size = |x: u64, y: u64, what| {
@@ -366,4 +576,100 @@ pub fn dgemm(a: &[f64], b: &[f64], m: u64, n: u64, p: u64) -> Result<Vec<f64>> {
     let mut c = vec![0f64; size(m, p, "m * p")? as usize];
     check("tlrt_dgemm", unsafe { sys::tlrt_dgemm(a.as_ptr(), b.as_ptr(), m, n, p, c.as_mut_ptr()) })?;
     Ok(c)
+}
+
+// ---- geometry as data (abi/tlrt_conv.h, abi/tlrt_pool.h) --------------------------------------
+//
+// The geometry structs are plain `#[repr(C)]` values of the sys crate, filled by field name; the
+// generated `*_geom` ops (`conv_fwd_geom`, `maxpool_fwd_geom`, ...) take them by reference, and the
+// queries below give the output shape the library computes for one.
+
+/// Copies `values` (one entry per spatial axis) into a geometry struct's fixed array.
+fn axes(function: &'static str, what: &str, values: &[u64], rank: usize, dst: &mut [u64]) -> Result<()> {
+    check_len(function, what, values.len(), rank)?;
+    if rank > dst.len() {
+        return Err(binding_error(function, sys::TLRT_ERR_INVALID_ARGUMENT,
+                                 format!("{function}: rank = {rank} must be in 1 .. {}", dst.len())));
+    }
+    dst[..rank].copy_from_slice(values);
+    Ok(())
+}
+
+/// A `tlrt_conv_geometry` with `struct_size` set, `rank = in_spatial.len()`, stride 1, padding 0,
+/// dilation 1 on every axis and one group; change any field by name afterwards
+/// (`g.stride[1] = 2; g.groups = 4;`). The values are validated by the library (the ops and
+/// [`conv_output_dims`]); here only the lengths of the slices (one entry per axis).
+pub fn conv_geometry(batch: u64, in_channels: u64, out_channels: u64, in_spatial: &[u64],
+                     kernel_size: &[u64]) -> Result<sys::tlrt_conv_geometry> {
+    const F: &str = "conv_geometry";
+    let rank = in_spatial.len();
+    let mut g = sys::tlrt_conv_geometry {
+        struct_size: std::mem::size_of::<sys::tlrt_conv_geometry>() as u64,
+        rank: rank as u64,
+        batch,
+        in_channels,
+        out_channels,
+        groups: 1,
+        ..Default::default()
+    };
+    axes(F, "in_spatial", in_spatial, rank, &mut g.in_spatial)?;
+    axes(F, "kernel_size", kernel_size, rank, &mut g.kernel_size)?;
+    axes(F, "stride", &vec![1; rank], rank, &mut g.stride)?;
+    axes(F, "dilation", &vec![1; rank], rank, &mut g.dilation)?;
+    Ok(g)
+}
+
+/// A `tlrt_pool_geometry` with `struct_size` set, `rank = in_spatial.len()`, stride = kernel
+/// (PyTorch's pooling default) and padding 0; change any field by name afterwards. Validated by
+/// the library, as [`conv_geometry`].
+pub fn pool_geometry(batch: u64, channels: u64, in_spatial: &[u64], kernel: &[u64])
+                     -> Result<sys::tlrt_pool_geometry> {
+    const F: &str = "pool_geometry";
+    let rank = in_spatial.len();
+    let mut g = sys::tlrt_pool_geometry {
+        struct_size: std::mem::size_of::<sys::tlrt_pool_geometry>() as u64,
+        rank: rank as u64,
+        batch,
+        channels,
+        ..Default::default()
+    };
+    axes(F, "in_spatial", in_spatial, rank, &mut g.in_spatial)?;
+    axes(F, "kernel", kernel, rank, &mut g.kernel)?;
+    axes(F, "stride", kernel, rank, &mut g.stride)?;
+    Ok(g)
+}
+
+/// (dims, element count) of an output-shape query.
+fn output_dims(function: &'static str, capacity: u32,
+               f: impl FnOnce(*mut u64, u32, *mut u32, *mut u64) -> sys::tlrt_status)
+               -> Result<(Vec<u64>, u64)> {
+    let mut dims = vec![0u64; capacity as usize];
+    let (mut rank, mut elements) = (0u32, 0u64);
+    check(function, f(dims.as_mut_ptr(), capacity, &mut rank, &mut elements))?;
+    dims.truncate(rank as usize);
+    Ok((dims, elements))
+}
+
+/// The output shape `[batch, out_channels, out...]` and element count of [`conv_fwd_geom`] for
+/// `g` (`tlrt_conv_output_dims`), with the library's validation.
+pub fn conv_output_dims(g: &sys::tlrt_conv_geometry) -> Result<(Vec<u64>, u64)> {
+    output_dims("tlrt_conv_output_dims", sys::TLRT_CONV_MAX_DIMS, |d, c, r, e| unsafe {
+        sys::tlrt_conv_output_dims(g, d, c, r, e)
+    })
+}
+
+/// The output shape and element count of [`convtranspose_fwd_geom`] for `g`
+/// (`tlrt_convtranspose_output_dims`).
+pub fn convtranspose_output_dims(g: &sys::tlrt_conv_geometry) -> Result<(Vec<u64>, u64)> {
+    output_dims("tlrt_convtranspose_output_dims", sys::TLRT_CONV_MAX_DIMS, |d, c, r, e| unsafe {
+        sys::tlrt_convtranspose_output_dims(g, d, c, r, e)
+    })
+}
+
+/// The output shape `[batch, channels, out...]` and element count of every pool forward for `g`
+/// (`tlrt_pool_output_dims`).
+pub fn pool_output_dims(g: &sys::tlrt_pool_geometry) -> Result<(Vec<u64>, u64)> {
+    output_dims("tlrt_pool_output_dims", sys::TLRT_POOL_MAX_DIMS, |d, c, r, e| unsafe {
+        sys::tlrt_pool_output_dims(g, d, c, r, e)
+    })
 }

@@ -2,7 +2,7 @@
 // The generic part of the safe crate: one wrapper per op (free functions) and
 // one method of Tape per tlrt_tape_* recording call. A module of lib.rs.
 #![allow(clippy::too_many_arguments, non_snake_case, unused_imports)]
-use crate::{check, check_len, count_u32, count_u64, sys, Buffer, Device, Result, Tape};
+use crate::{check, check_len, count_u32, count_u64, sys, Buffer, Device, Dtype, Result, Tape};
 
 /// Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0
 /// `tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t key, tlrt_buffer ** out)` (abi/tlrt_rng.h).
@@ -134,7 +134,7 @@ pub fn relu(x: &Buffer) -> Result<Buffer> {
     Ok(Buffer { raw: o_out })
 }
 
-/// x * (float)c.
+/// x * (float)c. Errors: TLRT_ERR_INVALID_ARGUMENT if c is NaN or +-inf, or rounds to +-inf in
 /// `tlrt_status tlrt_scale(const tlrt_buffer * x, double c, tlrt_buffer ** out)` (abi/tlrt_elementwise.h).
 pub fn scale(x: &Buffer, c: f64) -> Result<Buffer> {
     let mut o_out = core::ptr::null_mut();
@@ -198,7 +198,7 @@ pub fn relu_bwd(x: &Buffer, g: &Buffer) -> Result<Buffer> {
     Ok(Buffer { raw: o_out })
 }
 
-/// g if lo < x < hi (strictly), NaN if x is NaN, else 0. Errors: TLRT_ERR_INVALID_ARGUMENT if lo
+/// g if lo < x < hi (strictly), NaN if x is NaN, else 0. lo and hi as tlrt_clamp (infinite
 /// `tlrt_status tlrt_clamp_bwd(const tlrt_buffer * x, const tlrt_buffer * g, double lo, double hi, tlrt_buffer ** out)` (abi/tlrt_elementwise.h).
 pub fn clamp_bwd(x: &Buffer, g: &Buffer, lo: f64, hi: f64) -> Result<Buffer> {
     let mut o_out = core::ptr::null_mut();
@@ -820,6 +820,54 @@ pub fn smooth_maxpool_bwd(x: &Buffer, dy: &Buffer, batch: u64, channels: u64, in
     Ok(Buffer { raw: o_dx })
 }
 
+/// tlrt_maxpool_fwd with the geometry as one tlrt_pool_geometry. Errors: those of
+/// `tlrt_status tlrt_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn maxpool_fwd_geom(x: &Buffer, geometry: &sys::tlrt_pool_geometry) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_maxpool_fwd_geom", unsafe { sys::tlrt_maxpool_fwd_geom(x.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_pool_geometry, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+/// `tlrt_status tlrt_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn maxpool_bwd_geom(x: &Buffer, dy: &Buffer, geometry: &sys::tlrt_pool_geometry) -> Result<Buffer> {
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_maxpool_bwd_geom", unsafe { sys::tlrt_maxpool_bwd_geom(x.raw as *const sys::tlrt_buffer, dy.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_pool_geometry, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// tlrt_avgpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+/// `tlrt_status tlrt_avgpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn avgpool_fwd_geom(x: &Buffer, geometry: &sys::tlrt_pool_geometry, count_include_pad: bool) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_avgpool_fwd_geom", unsafe { sys::tlrt_avgpool_fwd_geom(x.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_pool_geometry, count_include_pad, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_avgpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+/// `tlrt_status tlrt_avgpool_bwd_geom(const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, bool count_include_pad, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn avgpool_bwd_geom(dy: &Buffer, geometry: &sys::tlrt_pool_geometry, count_include_pad: bool) -> Result<Buffer> {
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_avgpool_bwd_geom", unsafe { sys::tlrt_avgpool_bwd_geom(dy.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_pool_geometry, count_include_pad, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
+/// tlrt_smooth_maxpool_fwd with the geometry as one tlrt_pool_geometry (errors as
+/// `tlrt_status tlrt_smooth_maxpool_fwd_geom(const tlrt_buffer * x, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** out)` (abi/tlrt_pool.h).
+pub fn smooth_maxpool_fwd_geom(x: &Buffer, geometry: &sys::tlrt_pool_geometry, beta: f64) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_smooth_maxpool_fwd_geom", unsafe { sys::tlrt_smooth_maxpool_fwd_geom(x.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_pool_geometry, beta, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_smooth_maxpool_bwd with the geometry as one tlrt_pool_geometry (errors as
+/// `tlrt_status tlrt_smooth_maxpool_bwd_geom(const tlrt_buffer * x, const tlrt_buffer * dy, const tlrt_pool_geometry * geometry, double beta, tlrt_buffer ** dx)` (abi/tlrt_pool.h).
+pub fn smooth_maxpool_bwd_geom(x: &Buffer, dy: &Buffer, geometry: &sys::tlrt_pool_geometry, beta: f64) -> Result<Buffer> {
+    let mut o_dx = core::ptr::null_mut();
+    check("tlrt_smooth_maxpool_bwd_geom", unsafe { sys::tlrt_smooth_maxpool_bwd_geom(x.raw as *const sys::tlrt_buffer, dy.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_pool_geometry, beta, &mut o_dx) })?;
+    Ok(Buffer { raw: o_dx })
+}
+
 /// Attention forward (DEFINITIONS above): out (bh * n * d) and lse (bh * n), from q, k, v
 /// `tlrt_status tlrt_flash_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, uint64_t bh, uint64_t n, uint64_t d, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)` (abi/tlrt_attention.h).
 pub fn flash_attention_fwd(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64) -> Result<(Buffer, Buffer)> {
@@ -951,7 +999,50 @@ pub fn convtranspose2d_bwd(kernel: &Buffer, input: &Buffer, grad_out: &Buffer, b
     Ok((Buffer { raw: o_d_kernel }, Buffer { raw: o_d_bias }, Buffer { raw: o_d_input }))
 }
 
+/// tlrt_conv_fwd with the geometry as one tlrt_conv_geometry. Errors: those of tlrt_conv_fwd
+/// `tlrt_status tlrt_conv_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out)` (abi/tlrt_conv.h).
+pub fn conv_fwd_geom(kernel: &Buffer, bias: Option<&Buffer>, input: &Buffer, geometry: &sys::tlrt_conv_geometry) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_conv_fwd_geom", unsafe { sys::tlrt_conv_fwd_geom(kernel.raw as *const sys::tlrt_buffer, bias.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), input.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_conv_geometry, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_conv_bwd with the geometry as one tlrt_conv_geometry (errors as tlrt_conv_fwd_geom).
+/// `tlrt_status tlrt_conv_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)` (abi/tlrt_conv.h).
+pub fn conv_bwd_geom(kernel: &Buffer, input: &Buffer, grad_out: &Buffer, geometry: &sys::tlrt_conv_geometry) -> Result<(Buffer, Buffer, Buffer)> {
+    let mut o_d_kernel = core::ptr::null_mut();
+    let mut o_d_bias = core::ptr::null_mut();
+    let mut o_d_input = core::ptr::null_mut();
+    check("tlrt_conv_bwd_geom", unsafe { sys::tlrt_conv_bwd_geom(kernel.raw as *const sys::tlrt_buffer, input.raw as *const sys::tlrt_buffer, grad_out.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_conv_geometry, &mut o_d_kernel, &mut o_d_bias, &mut o_d_input) })?;
+    Ok((Buffer { raw: o_d_kernel }, Buffer { raw: o_d_bias }, Buffer { raw: o_d_input }))
+}
+
+/// tlrt_convtranspose_fwd with the geometry as one tlrt_conv_geometry (errors as
+/// `tlrt_status tlrt_convtranspose_fwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, const tlrt_conv_geometry * geometry, tlrt_buffer ** out)` (abi/tlrt_conv.h).
+pub fn convtranspose_fwd_geom(kernel: &Buffer, bias: Option<&Buffer>, input: &Buffer, geometry: &sys::tlrt_conv_geometry) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_convtranspose_fwd_geom", unsafe { sys::tlrt_convtranspose_fwd_geom(kernel.raw as *const sys::tlrt_buffer, bias.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), input.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_conv_geometry, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_convtranspose_bwd with the geometry as one tlrt_conv_geometry (errors as
+/// `tlrt_status tlrt_convtranspose_bwd_geom(const tlrt_buffer * kernel, const tlrt_buffer * input, const tlrt_buffer * grad_out, const tlrt_conv_geometry * geometry, tlrt_buffer ** d_kernel, tlrt_buffer ** d_bias, tlrt_buffer ** d_input)` (abi/tlrt_conv.h).
+pub fn convtranspose_bwd_geom(kernel: &Buffer, input: &Buffer, grad_out: &Buffer, geometry: &sys::tlrt_conv_geometry) -> Result<(Buffer, Buffer, Buffer)> {
+    let mut o_d_kernel = core::ptr::null_mut();
+    let mut o_d_bias = core::ptr::null_mut();
+    let mut o_d_input = core::ptr::null_mut();
+    check("tlrt_convtranspose_bwd_geom", unsafe { sys::tlrt_convtranspose_bwd_geom(kernel.raw as *const sys::tlrt_buffer, input.raw as *const sys::tlrt_buffer, grad_out.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_conv_geometry, &mut o_d_kernel, &mut o_d_bias, &mut o_d_input) })?;
+    Ok((Buffer { raw: o_d_kernel }, Buffer { raw: o_d_bias }, Buffer { raw: o_d_input }))
+}
+
 impl Tape {
+    /// tlrt_tape_free that reports misuse: TLRT_OK when the tape was freed or tape is NULL;
+    /// `tlrt_status tlrt_tape_free_checked(tlrt_tape * tape)` (abi/tlrt_tape.h).
+    pub fn free_checked(&mut self) -> Result<()> {
+        check("tlrt_tape_free_checked", unsafe { sys::tlrt_tape_free_checked(self.raw) })?;
+        Ok(())
+    }
+
     /// Drop every node (values, workspace, gradients); the tape is empty and ready for the next step,
     /// `tlrt_status tlrt_tape_reset(tlrt_tape * tape)` (abi/tlrt_tape.h).
     pub fn reset(&mut self) -> Result<()> {

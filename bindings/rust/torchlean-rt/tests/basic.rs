@@ -141,7 +141,10 @@ fn tape_gradients() {
     let e = t.add(wn, bn).unwrap_err();
     assert_eq!(e.status, sys::TLRT_ERR_SHAPE);
     assert!(e.message.contains("tlrt_tape_add"), "{}", e.message);
-    assert_eq!(t.relu(12345).unwrap_err().status, sys::TLRT_ERR_INDEX);
+    // Ids name their tape and reset generation: a made-up id is stale, an index past the tape's
+    // nodes (under this tape's tag and generation) is an index error.
+    assert_eq!(t.relu(12345).unwrap_err().status, sys::TLRT_ERR_STALE_HANDLE);
+    assert_eq!(t.relu((wn & !0xFFFF_FFFF) | 12345).unwrap_err().status, sys::TLRT_ERR_INDEX);
     assert_eq!(t.grad(xn).unwrap_err().status, sys::TLRT_ERR_INVALID_ARGUMENT);
     // The binding checks the permutation length against the node's rank.
     assert_eq!(t.permute(wn, &[0]).unwrap_err().status, sys::TLRT_ERR_SHAPE);
@@ -149,6 +152,7 @@ fn tape_gradients() {
     assert_eq!(t.value(pn).unwrap().size().unwrap(), 6);
     t.reset().unwrap();
     assert_eq!(t.node_count().unwrap(), 0);
+    assert_eq!(t.relu(wn).unwrap_err().status, sys::TLRT_ERR_STALE_HANDLE);
 }
 
 #[test]
@@ -159,4 +163,59 @@ fn optimizer_step_updates_in_place() {
     assert_eq!(p.to_vec().unwrap(), vec![1.0 - 0.1f32 * 0.5, -1.0 - 0.1f32 * 0.25]);
     let e = rt::sgd_step(&p, &g, None, 1, 0.1, 0.9, 0.0, 0.0, false).unwrap_err();
     assert_eq!(e.status, sys::TLRT_ERR_NULL_ARGUMENT);
+}
+
+#[test]
+fn geometry_structs_match_argument_lists() {
+    // Convolution, rank 2, groups 2, stride, padding and dilation, filled by field name.
+    let mut g = rt::conv_geometry(2, 4, 6, &[7, 6], &[3, 2]).unwrap();
+    assert_eq!(g.struct_size, 368);
+    g.stride[0] = 2;
+    g.padding[0] = 1;
+    g.dilation[1] = 2;
+    g.groups = 2;
+    let (dims, n) = rt::conv_output_dims(&g).unwrap();
+    assert_eq!((dims, n), (vec![2, 6, 4, 4], 192));
+    assert_eq!(rt::convtranspose_output_dims(&g).unwrap(), (vec![2, 6, 13, 8], 2 * 6 * 13 * 8));
+    let w: Vec<f32> = (0..72).map(|i| ((i * 7) % 11) as f32 / 4.0 - 1.25).collect();
+    let x: Vec<f32> = (0..336).map(|i| ((i * 5) % 13) as f32 / 8.0 - 0.75).collect();
+    let (w, x) = (Buffer::from_f32(&w, CPU).unwrap(), Buffer::from_f32(&x, CPU).unwrap());
+    let b = Buffer::from_f32(&[0.5, -0.25, 1.0, 0.0, 2.0, -1.0], CPU).unwrap();
+    let y_old = rt::conv_fwd(&w, Some(&b), &x, 2, 4, 6, &[7, 6], &[3, 2], &[2, 1], &[1, 0], &[1, 2], 2)
+        .unwrap();
+    let y_new = rt::conv_fwd_geom(&w, Some(&b), &x, &g).unwrap();
+    assert_eq!(y_new.size().unwrap(), n);
+    assert_eq!(y_new.to_bytes().unwrap(), y_old.to_bytes().unwrap());
+    let dy = Buffer::full(n, 0.5, CPU).unwrap();
+    let (dk, db, dx) = rt::conv_bwd_geom(&w, &x, &dy, &g).unwrap();
+    let (ek, eb, ex) =
+        rt::conv_bwd(&w, &x, &dy, 2, 4, 6, &[7, 6], &[3, 2], &[2, 1], &[1, 0], &[1, 2], 2).unwrap();
+    for (p, q) in [(dk, ek), (db, eb), (dx, ex)] {
+        assert_eq!(p.to_bytes().unwrap(), q.to_bytes().unwrap());
+    }
+    // Pooling, rank 3; stride defaults to the kernel.
+    let mut p = rt::pool_geometry(1, 2, &[5, 4, 3], &[2, 2, 1]).unwrap();
+    p.padding[0] = 1;
+    assert_eq!(rt::pool_output_dims(&p).unwrap(), (vec![1, 2, 3, 2, 3], 36));
+    let xp: Vec<f32> = (0..120).map(|i| ((i * 7) % 17) as f32).collect();
+    let xp = Buffer::from_f32(&xp, CPU).unwrap();
+    let old = rt::maxpool_fwd(&xp, 1, 2, &[5, 4, 3], &[2, 2, 1], &[2, 2, 1], &[1, 0, 0]).unwrap();
+    assert_eq!(rt::maxpool_fwd_geom(&xp, &p).unwrap().to_bytes().unwrap(), old.to_bytes().unwrap());
+    // The library's validation through the struct: exact statuses, named fields.
+    p.padding[0] = 2;
+    let e = rt::pool_output_dims(&p).unwrap_err();
+    assert_eq!(e.status, sys::TLRT_ERR_INVALID_ARGUMENT);
+    assert!(e.message.contains("argument geometry->padding[0]"), "{}", e.message);
+    assert_eq!(rt::avgpool_fwd_geom(&xp, &p, true).unwrap_err().status, sys::TLRT_ERR_INVALID_ARGUMENT);
+    g.struct_size = 8;
+    let e = rt::conv_fwd_geom(&w, None, &x, &g).unwrap_err();
+    assert_eq!(e.status, sys::TLRT_ERR_INVALID_ARGUMENT);
+    assert!(e.message.contains("argument geometry->struct_size"), "{}", e.message);
+    g.struct_size = std::mem::size_of::<sys::tlrt_conv_geometry>() as u64;
+    g.rank = (1 << 32) + 2;
+    assert_eq!(rt::conv_output_dims(&g).unwrap_err().status, sys::TLRT_ERR_INVALID_ARGUMENT);
+    // The binding checks only what the struct cannot hold: one entry per axis, at most 8 axes.
+    assert_eq!(rt::conv_geometry(1, 1, 1, &[4, 4], &[3]).unwrap_err().status, sys::TLRT_ERR_SHAPE);
+    assert_eq!(rt::pool_geometry(1, 1, &[1; 9], &[1; 9]).unwrap_err().status,
+               sys::TLRT_ERR_INVALID_ARGUMENT);
 }

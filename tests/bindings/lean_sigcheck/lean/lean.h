@@ -50,6 +50,7 @@ lean_object *lean_box(size_t n);
 bool lean_is_scalar(lean_object *o);
 lean_obj_res lean_box_uint32(uint32_t v);
 lean_obj_res lean_box_uint64(uint64_t v);
+lean_obj_res lean_box_usize(size_t v);
 uint32_t lean_unbox_uint32(b_lean_obj_arg o);
 uint64_t lean_unbox_uint64(b_lean_obj_arg o);
 
