@@ -123,8 +123,10 @@ TLRT_API tlrt_status tlrt_buffer_copy(const tlrt_buffer *buffer, tlrt_buffer **o
 TLRT_API tlrt_status tlrt_buffer_retain(tlrt_buffer *buffer);
 
 /* Drop one reference; at zero the payload and the handle are freed. NULL is a no-op. Never fails,
- * never blocks on the device (CUDA frees are stream-ordered), callable from any thread (such as a
- * garbage collector's finalizer). */
+ * never blocks on the device (CUDA frees are stream-ordered; the one exception: a buffer imported
+ * from a CUDA DLPack tensor waits for the library's queued work before handing the memory back to
+ * its producer, tlrt_dlpack.h), callable from any thread (such as a garbage collector's
+ * finalizer). */
 TLRT_API void tlrt_buffer_free(tlrt_buffer *buffer);
 
 /* tlrt_buffer_free that reports misuse: TLRT_OK when a reference was dropped or buffer is NULL;

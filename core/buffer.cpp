@@ -433,6 +433,15 @@ static void release_payload(Buffer *b, bool *freed) noexcept {
     return;
   }
   if (b->borrowed_release != nullptr) {
+    // The producer may reuse its memory as soon as its deleter runs, on a stream of its own: the
+    // library's queued work on the device (which may still read the payload) must finish first.
+    // A failure here (a lost device) leaves nothing to wait for.
+    if (b->dev.cuda && b->size != 0) {
+      try {
+        TLRT_DISPATCH(b->dev, synchronize, b->dev.ordinal);
+      } catch (...) {
+      }
+    }
     b->borrowed_release(b->borrowed_owner);
     b->borrowed_release = nullptr;
     b->borrowed_owner = nullptr;

@@ -1148,7 +1148,10 @@ end
 Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
 the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.
 On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its
-storage released. On failure the caller keeps ownership (the deleter is not called) and nothing
+storage released; for a CUDA tensor, after waiting for the work the library has queued on the
+device (which may still read it), so that the producer may reuse the memory at once: freeing an
+imported CUDA buffer blocks the host that long (the one exception to tlrt_buffer_free's "never
+blocks"). On failure the caller keeps ownership (the deleter is not called) and nothing
 else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process
 can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or
 equal to the row-major strides wherever a dimension has more than one element); data +
@@ -1175,7 +1178,10 @@ end
 Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
 the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.
 On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its
-storage released. On failure the caller keeps ownership (the deleter is not called) and nothing
+storage released; for a CUDA tensor, after waiting for the work the library has queued on the
+device (which may still read it), so that the producer may reuse the memory at once: freeing an
+imported CUDA buffer blocks the host that long (the one exception to tlrt_buffer_free's "never
+blocks"). On failure the caller keeps ownership (the deleter is not called) and nothing
 else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process
 can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or
 equal to the row-major strides wherever a dimension has more than one element); data +

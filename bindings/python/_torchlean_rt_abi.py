@@ -181,8 +181,10 @@ PROTOTYPES = (
       'buffer is allowed.)')),
     ('tlrt_buffer_free', 'void', (('tlrt_buffer *', 'buffer'),), 'tlrt_buffer.h',
      ('Drop one reference; at zero the payload and the handle are freed. NULL is a no-op. Never fails,\n'
-      'never blocks on the device (CUDA frees are stream-ordered), callable from any thread (such as a\n'
-      "garbage collector's finalizer).")),
+      'never blocks on the device (CUDA frees are stream-ordered; the one exception: a buffer imported\n'
+      "from a CUDA DLPack tensor waits for the library's queued work before handing the memory back to\n"
+      "its producer, tlrt_dlpack.h), callable from any thread (such as a garbage collector's\n"
+      'finalizer).')),
     ('tlrt_buffer_free_checked', 'tlrt_status', (('tlrt_buffer *', 'buffer'),), 'tlrt_buffer.h',
      ('tlrt_buffer_free that reports misuse: TLRT_OK when a reference was dropped or buffer is NULL;\n'
       'TLRT_ERR_STALE_HANDLE (and nothing done) when buffer is not a live handle: freed already (a\n'
@@ -281,7 +283,10 @@ PROTOTYPES = (
      ("Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over\n"
       'the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.\n'
       'On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its\n'
-      'storage released. On failure the caller keeps ownership (the deleter is not called) and nothing\n'
+      'storage released; for a CUDA tensor, after waiting for the work the library has queued on the\n'
+      'device (which may still read it), so that the producer may reuse the memory at once: freeing an\n'
+      'imported CUDA buffer blocks the host that long (the one exception to tlrt_buffer_free\'s "never\n'
+      'blocks"). On failure the caller keeps ownership (the deleter is not called) and nothing\n'
       'else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process\n'
       'can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or\n'
       'equal to the row-major strides wherever a dimension has more than one element); data +\n'
@@ -297,7 +302,10 @@ PROTOTYPES = (
      ("Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over\n"
       'the payload of `managed`, a DLManagedTensorVersioned * (major version 1) / DLManagedTensor *.\n'
       'On success the buffer owns `managed` and calls its deleter once, when the buffer is freed or its\n'
-      'storage released. On failure the caller keeps ownership (the deleter is not called) and nothing\n'
+      'storage released; for a CUDA tensor, after waiting for the work the library has queued on the\n'
+      'device (which may still read it), so that the producer may reuse the memory at once: freeing an\n'
+      'imported CUDA buffer blocks the host that long (the one exception to tlrt_buffer_free\'s "never\n'
+      'blocks"). On failure the caller keeps ownership (the deleter is not called) and nothing\n'
       'else is allocated. Accepted: dtype float32, int32 or int64 with one lane; a device this process\n'
       'can use (CPU, CUDA host memory, CUDA ordinal k); a compact row-major layout (strides NULL, or\n'
       'equal to the row-major strides wherever a dimension has more than one element); data +\n'

@@ -70,6 +70,27 @@ del x
 gc.collect()
 check(bx.to_list()[5] == 5.0, "the buffer keeps torch's storage alive")
 
+# Freeing an imported buffer hands the memory back to torch only after our queued work: our op is
+# held behind a torch kernel on a side stream, the buffer and the tensor are dropped, and torch at
+# once refills a tensor of the same size on its default stream (its caching allocator hands back
+# the same block). Without the wait the refill would land before our op read the memory.
+side = torch.cuda.Stream()
+src = torch.full((1 << 20,), 1.0, device="cuda")
+torch.cuda.synchronize()
+bsrc = rt.from_dlpack(src)
+with rt.use_stream(dev, side):
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # ~0.1 s or more
+    held = rt.scale(bsrc, 2.0)  # queued on `side`, behind the sleep
+src_ptr = src.data_ptr()
+del src
+bsrc.free()  # waits for `held` before torch gets the block back
+refill = torch.full((1 << 20,), 7.0, device="cuda")
+check(refill.data_ptr() == src_ptr, "torch reused the block (the check below is meaningful)")
+torch.cuda.synchronize()
+check(float(torch.from_dlpack(held).max()) == 2.0, "our op read the tensor before torch reused it")
+del refill, held
+
 # library -> torch: a view, ordered after our queued work by the stream argument.
 big = rt.Buffer.full(1 << 24, 3.0, dev)
 z = rt.scale(big, 0.5)  # queued on the library's stream
