@@ -38,7 +38,7 @@ Producer<M> *make_producer(DLDataType type, int32_t ndim = 2) {
   p->mem = std::aligned_alloc(64, 256);
   for (int i = 0; i < 6; ++i) {
     if (type.code == kDLFloat) static_cast<float *>(p->mem)[i] = 0.5f * (float)i;
-    else if (type.bits == 64) static_cast<int64_t *>(p->mem)[i] = -(int64_t)i << 35;
+    else if (type.bits == 64) static_cast<int64_t *>(p->mem)[i] = -(int64_t)i * ((int64_t)1 << 35);
     else static_cast<int32_t *>(p->mem)[i] = 7 * i;
   }
   DLTensor &t = p->m.dl_tensor;
@@ -136,7 +136,7 @@ void test_import(Import import, Export exprt) {
     } else if (type.bits == 64) {
       std::vector<int64_t> v(6);
       TH_OK(tlrt_buffer_to_i64(b.get(), v.data(), 6));
-      TH_CHECK(v[3] == -(int64_t)3 << 35);
+      TH_CHECK(v[3] == -3 * ((int64_t)1 << 35));
     }
     // Round trip: exporting the imported buffer gives the producer's pointer back (no copy).
     void *vm = nullptr;
