@@ -159,6 +159,21 @@ void download_f32(const Buffer &b, float *dst) {
   if (b.size != 0) TLRT_DISPATCH(b.dev, download, b.dev.ordinal, dst, b.data, b.size * 4);
 }
 
+// tlrt_buffer_zeros / tlrt_buffer_zeros_of: n zeros of a type.
+tlrt_status zeros(const char *fn, tlrt_device device, tlrt_dtype dtype, uint64_t n,
+                  tlrt_buffer **out) {
+  return guarded(fn, [&] {
+    clear_out(out, "out");
+    Dev dev = resolve_device(device, "device");
+    if (dtype != TLRT_DTYPE_F32 && dtype != TLRT_DTYPE_I32 && dtype != TLRT_DTYPE_I64)
+      fail(TLRT_ERR_INVALID_ARGUMENT, "argument dtype = %d is not a tlrt_dtype", (int)dtype);
+    Owned b = new_buffer(dev, n, dtype);
+    // All-zero bits are +0.0f and integer 0 alike: fill bytes / 4 floats with +0.0f.
+    if (n != 0) TLRT_DISPATCH(dev, fill, dev.ordinal, b->data, 0.0f, b->bytes() / 4);
+    *out = b.release();
+  });
+}
+
 }  // namespace
 }  // namespace tlrt
 
@@ -226,13 +241,7 @@ TLRT_API tlrt_status tlrt_buffer_from_bytes(tlrt_device device, const uint8_t *b
 }
 
 TLRT_API tlrt_status tlrt_buffer_zeros(tlrt_device device, uint64_t n, tlrt_buffer **out) {
-  return tlrt::guarded(__func__, [&] {
-    clear_out(out, "out");
-    Dev dev = resolve_device(device, "device");
-    Owned b = new_buffer(dev, n);
-    if (n != 0) TLRT_DISPATCH(dev, fill, dev.ordinal, b->data, 0.0f, n);
-    *out = b.release();
-  });
+  return zeros(__func__, device, TLRT_DTYPE_F32, n, out);
 }
 
 TLRT_API tlrt_status tlrt_buffer_full(tlrt_device device, uint64_t n, double value,
@@ -402,16 +411,7 @@ TLRT_API tlrt_status tlrt_buffer_to_i64(const tlrt_buffer *buffer, int64_t *dst,
 
 TLRT_API tlrt_status tlrt_buffer_zeros_of(tlrt_device device, tlrt_dtype dtype, uint64_t n,
                                           tlrt_buffer **out) {
-  return guarded(__func__, [&] {
-    clear_out(out, "out");
-    Dev dev = resolve_device(device, "device");
-    if (dtype != TLRT_DTYPE_F32 && dtype != TLRT_DTYPE_I32 && dtype != TLRT_DTYPE_I64)
-      fail(TLRT_ERR_INVALID_ARGUMENT, "argument dtype = %d is not a tlrt_dtype", (int)dtype);
-    Owned b = new_buffer(dev, n, dtype);
-    // All-zero bits are +0.0f and integer 0 alike: fill bytes / 4 floats with +0.0f.
-    if (n != 0) TLRT_DISPATCH(dev, fill, dev.ordinal, b->data, 0.0f, b->bytes() / 4);
-    *out = b.release();
-  });
+  return zeros(__func__, device, dtype, n, out);
 }
 
 TLRT_API tlrt_status tlrt_buffer_dtype(const tlrt_buffer *buffer, tlrt_dtype *dtype) {

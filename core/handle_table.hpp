@@ -15,7 +15,6 @@
 // Creation and destruction are thread-safe. Looking up a token while another thread destroys its
 // object is the caller's data race (as using a pointer while freeing it).
 // Cost: a mutex at creation and at destruction, one acquire load and compare per lookup.
-// Last measured: bench/results/2026-11-28-h200-interop-hostcost.md
 #pragma once
 
 #include <atomic>
