@@ -1,4 +1,4 @@
-/* libtorchlean_rt: indexing: gather and scatter-add with host index lists.
+/* libtorchlean_rt: indexing: gather and scatter-add with host index lists or index buffers.
  *
  * Gathers read elements or rows of a buffer at positions given by a host index list; scatter-adds
  * return a copy of a buffer with values added at such positions (the adjoint of the gathers:
@@ -49,11 +49,12 @@
  * +inf and -inf at one target give NaN; an overflowing sum gives +-inf.
  * Gathers are exact: out-of-range entries read +0.0f, everything else is copied bit for bit.
  *
- * Cost: entries are grouped by target on the host (a counting or radix sort, O(k + bound) for
- * bound <= 2k + 65536, O(k) radix passes otherwise) before the device work. The sort's host
- * arrays (about 8 to 24 bytes per entry) come from the CPU backend's block pool and return to
- * it, so repeated calls reuse them (tlrt_allocator_trim on the CPU device frees them; see
- * tlrt_allocator_stats's pooled_bytes).
+ * Cost: entries are grouped by target stably before the device work. The CPU backend sorts on
+ * the host (a counting or radix sort, O(k + bound) for bound <= 2k + 65536, O(k) radix passes
+ * otherwise), its host arrays (about 8 to 24 bytes per entry) from the CPU block pool, reused
+ * from call to call (tlrt_allocator_trim on the CPU device frees them; see
+ * tlrt_allocator_stats's pooled_bytes). The CUDA backend uploads the list (4 bytes per entry when
+ * bound < 2^32 - 1, else 8) through its pinned staging and sorts on the device (below).
  *
  * Errors, for every function here, checked in this order: TLRT_ERR_NULL_ARGUMENT (a buffer, or
  * out, or idx with k > 0); TLRT_ERR_RELEASED (an input's storage was released);
@@ -119,6 +120,81 @@ TLRT_API tlrt_status tlrt_scatter_add_row(const tlrt_buffer *mat, const tlrt_buf
 TLRT_API tlrt_status tlrt_scatter_add_rows(const tlrt_buffer *mat, const tlrt_buffer *vals,
                                            uint64_t rows, uint64_t cols, const uint64_t *idx,
                                            uint64_t k, tlrt_buffer **out);
+
+/* ---- index buffers ----------------------------------------------------------------------------
+ * The _ibuf variants take the list as a buffer of int32 or int64 elements (abi/tlrt_buffer.h:
+ * tlrt_buffer_from_i64, tlrt_buffer_from_dlpack, ...) on the device of the data: token ids and
+ * labels that already live on the GPU never cross to the host, and the host never waits for the
+ * device. k is the index buffer's element count. An entry idx[j] is one of:
+ *  - in range, 0 <= idx[j] < bound: as above;
+ *  - out of range, bound <= idx[j] < 2^60: totalised as above (a gather reads +0.0f, a scatter
+ *    skips it); a value, not an error;
+ *  - not an index: negative, or >= 2^60 (int64). The library cannot fail the call for it without
+ *    waiting for the device, so it is treated as out of range (read as +0.0f, skipped by a
+ *    scatter: nothing is ever read or written out of bounds) and COUNTED: every such entry adds
+ *    one to a counter of the device, which tlrt_index_faults reads. A host that wants the
+ *    strictness of the host lists checks the counter after a step (or in debug builds after every
+ *    call); a count of 0 means every entry of every index buffer since the last reset was an index.
+ * The scatter-adds keep the order and the numbers stated above, bitwise: a scatter through an
+ * index buffer gives the same bits as through the host list of the same values, on both
+ * backends, in both modes of tlrt_set_deterministic. On CUDA the entries are grouped by target on
+ * the device (a stable radix sort, CUB's), with stream-ordered scratch of about 16 to 32 bytes per
+ * entry; the host list variants above use the same device path after one upload of their list.
+ *
+ * Errors, in this order: TLRT_ERR_NULL_ARGUMENT (a buffer or out; not mat / x of the scatters,
+ * which may be NULL); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (idx not int32 or
+ * int64, naming idx; a data argument not float32); TLRT_ERR_DEVICE_MISMATCH (idx or vals on
+ * another device than the data); TLRT_ERR_SHAPE (as the host variants, with k = the size of
+ * idx); TLRT_ERR_OVERFLOW (output too large); then TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+ * TLRT_ERR_DEVICE_LOST. TLRT_ERR_INDEX never occurs. On failure *out is NULL. */
+
+/* tlrt_gather_vec with an index buffer: out (k = size of idx) with out[j] = v[idx[j]], +0.0f for
+ * an entry out of range or not an index. n must equal the size of v. Numeric class: exact. */
+TLRT_API tlrt_status tlrt_gather_vec_ibuf(const tlrt_buffer *v, uint64_t n,
+                                          const tlrt_buffer *idx, tlrt_buffer **out);
+
+/* tlrt_scatter_add with an index buffer. x may be NULL: the vector of n values +0.0f (the
+ * gradient of a gather without a zero buffer to allocate, fill and read); otherwise n must equal
+ * its size. vals has k = size of idx elements. Numeric class: ordered reduction (order above). */
+TLRT_API tlrt_status tlrt_scatter_add_ibuf(const tlrt_buffer *x, const tlrt_buffer *vals,
+                                           uint64_t n, const tlrt_buffer *idx,
+                                           tlrt_buffer **out);
+
+/* tlrt_gather_rows with an index buffer: out (k, cols), row j = mat[idx[j], :], a row of +0.0f
+ * for an entry out of range or not an index (an embedding lookup of token ids on the device).
+ * Numeric class: exact. */
+TLRT_API tlrt_status tlrt_gather_rows_ibuf(const tlrt_buffer *mat, uint64_t rows, uint64_t cols,
+                                           const tlrt_buffer *idx, tlrt_buffer **out);
+
+/* tlrt_scatter_add_rows with an index buffer; mat may be NULL: the (rows, cols) matrix of +0.0f
+ * (an embedding's backward in one call: tlrt_scatter_add_rows_ibuf(NULL, dout, vocab, dim,
+ * tokens, &dtable)). vals is (k, cols), k = size of idx. Numeric class: ordered reduction. */
+TLRT_API tlrt_status tlrt_scatter_add_rows_ibuf(const tlrt_buffer *mat, const tlrt_buffer *vals,
+                                                uint64_t rows, uint64_t cols,
+                                                const tlrt_buffer *idx, tlrt_buffer **out);
+
+/* The flat indices of one column index per row of a (rows, cols) matrix, rows = the size of
+ * col_idx (int32 or int64): out is an int64 buffer of rows elements on the device of col_idx with
+ * out[i] = i * cols + col_idx[i] (the element (i, col_idx[i]) of the matrix read flat) where
+ * 0 <= col_idx[i] < cols; every other entry (out of range as well as not an index) gives
+ * rows * cols, out of range of the matrix, and is COUNTED by tlrt_index_faults: labels of a
+ * classification loss, where a wrong label must not pass unnoticed. tlrt_gather_vec_ibuf of the
+ * matrix through out picks one element per row (torch.gather along dim 1); tlrt_scatter_add_ibuf
+ * with NULL x is its adjoint. Numeric class: exact.
+ * Errors: TLRT_ERR_NULL_ARGUMENT (col_idx, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
+ * TLRT_ERR_DTYPE (col_idx not int32 / int64); TLRT_ERR_OVERFLOW (rows * cols > 2^60). */
+TLRT_API tlrt_status tlrt_index_flat_rows(const tlrt_buffer *col_idx, uint64_t cols,
+                                          tlrt_buffer **out);
+
+/* The number of index-buffer entries that were not an index (above; and the entries of
+ * tlrt_index_flat_rows outside [0, cols), so labels of tlrt_tape_cross_entropy_ibuf outside
+ * [0, classes)) met by calls on device since the last reset
+ * (or since the start of the process), and, if reset is true, the counter set back to 0. The one
+ * call of this family that waits: it waits for the work queued so far on the device's current
+ * stream (abi/tlrt_stream.h), so that every earlier call is counted. Per device and process wide
+ * (all threads). Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (an unknown
+ * device kind); TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. */
+TLRT_API tlrt_status tlrt_index_faults(tlrt_device device, bool reset, uint64_t *count);
 
 #ifdef __cplusplus
 }

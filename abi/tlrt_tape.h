@@ -297,6 +297,19 @@ TLRT_API tlrt_status tlrt_tape_scatter_add(tlrt_tape *tape, uint64_t x, uint64_t
                                            const uint64_t *idx, uint64_t k, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_scatter_add_rows(tlrt_tape *tape, uint64_t mat, uint64_t vals,
                                                 const uint64_t *idx, uint64_t k, uint64_t *out);
+/* The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+ * index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+ * reference to idx until reset (the host may free its handle at once; it must not change the
+ * buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size. */
+TLRT_API tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape *tape, uint64_t v,
+                                               const tlrt_buffer *idx, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_gather_rows_ibuf(tlrt_tape *tape, uint64_t mat,
+                                                const tlrt_buffer *idx, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_scatter_add_ibuf(tlrt_tape *tape, uint64_t x, uint64_t vals,
+                                                const tlrt_buffer *idx, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_scatter_add_rows_ibuf(tlrt_tape *tape, uint64_t mat,
+                                                     uint64_t vals, const tlrt_buffer *idx,
+                                                     uint64_t *out);
 
 /* ---- recording: softmax, layer norm, products --------------------------------------------------- */
 /* softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
@@ -448,6 +461,16 @@ TLRT_API tlrt_status tlrt_tape_multi_head_attention(tlrt_tape *tape, uint64_t x,
                                                     uint64_t b_q, uint64_t b_k, uint64_t b_v,
                                                     uint64_t b_o, uint64_t num_heads, bool causal,
                                                     uint64_t *out);
+/* cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
+ * tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
+ * gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside
+ * [0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
+ * (the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
+ * Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
+ * TLRT_ERR_DTYPE (labels not int32 / int64); TLRT_ERR_DEVICE_MISMATCH (labels on another device
+ * than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch elements). */
+TLRT_API tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape *tape, uint64_t logits,
+                                                  const tlrt_buffer *labels, uint64_t *out);
 
 #ifdef __cplusplus
 }

@@ -1,49 +1,78 @@
-// CUDA backend, indexing: gather and scatter-add with host index lists, bit for bit the CPU's.
-// History: docs/kernels/index.md.
+// CUDA backend, indexing: gather and scatter-add through host lists and index buffers, bit for
+// bit the CPU's. History: docs/kernels/index.md.
 //
-// Core hands over the caller's list for gathers (converted to 32- or 64-bit keys while it is
-// copied into the pinned staging: upload_async_fill), or a scatter plan (the in-range entries
-// sorted stably by target, as segments; core/backend/index.hpp). Each call uploads them on the
-// library stream (the host never waits) into stream-ordered scratch, queues its kernels, and
-// returns the scratch right after the last launch that reads it. No atomics. Rows move as float4
-// when cols % 4 == 0 and the buffers are 16-byte aligned, as float otherwise; 64-bit offsets,
-// grids capped at 2^31 - 1 blocks. Additions (-fmad=false) are single IEEE operations in the order
-// of THE TREE of core/numerics/reduce_tree.hpp, as on the CPU.
+// Lists: a host list is uploaded on the current stream through the pinned staging (the host never
+// waits), converted on the way to 32- or 64-bit keys (key = entry, or the out-of-range value);
+// an index buffer (int32 / int64, on this device) is read in place, each entry decoded by
+// idx::decode, the entries that are not an index counted in g_faults (a __device__ counter, one
+// per device; warp-aggregated atomics, on the fault path only). No host synchronisation, no
+// atomics on data. Rows move as float4 when cols % 4 == 0 and the buffers are 16-byte aligned,
+// as float otherwise; 64-bit offsets, grids capped at 2^31 - 1 blocks. Additions (-fmad=false)
+// are single IEEE operations in the order of THE TREE of core/numerics/reduce_tree.hpp.
 //
-// Bytes: a gather of k rows of cols floats reads and writes 4 k cols (out-of-range keys read
-// nothing); a scatter-add of k rows into (rows, cols) reads 4 rows cols (x) + 4 k cols (vals) and
-// writes 4 rows cols; index bytes (4 or 8 per gather entry, about 12 per scatter entry, over PCIe)
-// on top. Work: one addition per scattered element.
 //  - gather_kernel: TX = min(64, power of two >= cols / V) threads per output row (V = 4 floats
 //    per float4, else 1), 256 / TX rows per block; each thread loads up to 4 vectors of its row
-//    before storing them (64 bytes in flight per thread at 1024 columns). cols == 1 is TX = 1.
-//  - scatter-add, segments of L <= 8 entries (the common case of embedding gradients): rows_kernel,
-//    TX threads per output row. Dense mode (rows < nseg * cols): a row -> segment map (memset +
-//    map_kernel) lets one pass over all rows write each row once: x copied, or x + red::small's
-//    halving over the segment's vals rows (W = pow2_at_least(L) values in registers, vectorised
-//    across the columns). Sparse mode (few targets in a large matrix): y = x by one copy, then one
-//    TX-group per segment. At most 85 registers (3 blocks of 256 per SM).
-//  - segments of L > 8 entries: chunk_kernel, one block per (chunk of 4096 entries, tile of 32
-//    columns), the lanes as in cuda/reduce.cu's cols_kernel (warp v lane x: column x, lanes
-//    v + 8 g); a one-chunk segment writes x + S, longer ones write chunk values that
-//    reduce_axis reduces and add_row_kernel adds to x (a few launches per such hot target). With
-//    cols < 32 lanes idle.
-// The host is the bottleneck of scalar gathers and of scatter-adds (key conversion, the plan's
-// sort): bench/index.py's host column.
+//    before storing them. Bytes: 4 k cols read and written, plus the list (4 or 8 per entry).
+//  - scatter-add: the plan on the device. keys_kernel writes (target or `rows`, position) for
+//    every entry; CUB's DeviceRadixSort::SortPairs (LSD, stable, over the bits of `rows` only)
+//    sorts them by target, so positions increase within a target: the segments of the CPU's plan,
+//    without a host pass. About 16 (32-bit) to 32 (64-bit) bytes per entry per sort pass.
+//    Then, by the number of distinct targets the entries can reach:
+//      dense (rows < k cols): a row -> first-entry map (memset + start_kernel) and one pass of
+//      rows_kernel over all rows, each written once: x copied (zeros for NULL x), or x + the tree
+//      over the segment's vals rows (segments of L <= 8, W = pow2_at_least(L) values in
+//      registers, vectorised across the columns);
+//      sparse: y = x (or zeros), then rows_kernel over the entries: the first entry of each
+//      segment of L <= 8 rewrites its target row.
+//    Segments of L > 8 entries are appended (slot by atomic ticket: the order of the list varies,
+//    each segment's value does not) to a device list that long_kernel processes: one block per
+//    (segment, column tile), THE TREE streamed chunk by chunk with the chunk values folded into a
+//    second (and third) level of lanes held in registers: any length up to 2^36 entries.
+//    Bytes: 8 rows cols (x read, y written; 4 for NULL x), 4 k cols (vals), the map (8 per row,
+//    dense) and the sort.
 // Last measured: bench/results/2026-11-27-h100-s9-index.md
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cstring>
-#include <vector>
+#include <cub/device/device_radix_sort.cuh>
+#include <type_traits>
 
 #include "core/backend/index.hpp"
 #include "core/backend/memory.hpp"
-#include "core/backend/reduce.hpp"
 #include "cuda/common/launch.cuh"
 
 namespace tlrt {
 namespace cuda {
 
 namespace {
+
+namespace cg = cooperative_groups;
+
+// Entries of index buffers that were not an index, on this device (idx::decode).
+__device__ unsigned long long g_faults;
+
+// Adds the calling threads' faults (bad == true) with one atomic per warp.
+__device__ __forceinline__ void add_fault(bool bad) {
+  if (bad) {
+    cg::coalesced_group g = cg::coalesced_threads();
+    if (g.thread_rank() == 0) atomicAdd(&g_faults, (unsigned long long)g.size());
+  }
+}
+
+// The row an entry names (< rows), or rows: keys of host lists (unsigned) are a row or the
+// out-of-range value already; buffer entries (signed) are decoded and counted.
+template <class K>
+__device__ __forceinline__ uint64_t row_of(K v, uint64_t rows, bool count) {
+  if constexpr (std::is_signed<K>::value) {
+    bool bad;
+    const uint64_t r = idx::decode(v, rows, &bad);
+    if (count) add_fault(bad);
+    return r;
+  } else {
+    return (uint64_t)v < rows ? (uint64_t)v : rows;
+  }
+}
 
 constexpr unsigned kThreads = 256;
 constexpr unsigned kShort = 8;  // segments this short are summed by rows_kernel
@@ -86,82 +115,7 @@ __device__ __forceinline__ float4 zerov<float4>() {
   return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-// ---- gather ------------------------------------------------------------------------------------
-
-template <class U, class V>
-__global__ void __launch_bounds__(kThreads)
-    gather_kernel(const V *__restrict x, uint64_t rows, uint64_t cv, const U *__restrict keys,
-                  uint64_t k, V *__restrict y, unsigned txb) {
-  const unsigned TX = 1u << txb, TY = kThreads >> txb;
-  const unsigned tx = threadIdx.x & (TX - 1), ty = threadIdx.x >> txb;
-  for (uint64_t j = (uint64_t)blockIdx.x * TY + ty; j < k; j += (uint64_t)gridDim.x * TY) {
-    const U r = keys[j];
-    const bool in = r < rows;
-    const V *src = x + (in ? (uint64_t)r : 0) * cv;
-    V *dst = y + j * cv;
-    for (uint64_t c0 = tx; c0 < cv; c0 += 4 * (uint64_t)TX) {
-      V a[4];
-#pragma unroll
-      for (unsigned u = 0; u < 4; ++u) {
-        const uint64_t c = c0 + (uint64_t)u * TX;
-        a[u] = in && c < cv ? __ldg(src + c) : zerov<V>();
-      }
-#pragma unroll
-      for (unsigned u = 0; u < 4; ++u) {
-        const uint64_t c = c0 + (uint64_t)u * TX;
-        if (c < cv) dst[c] = a[u];
-      }
-    }
-  }
-}
-
-template <class U, class V>
-void launch_gather(int dev, const float *x, uint64_t rows, uint64_t cols, const U *keys,
-                   uint64_t k, float *y) {
-  const uint64_t cv = cols / (sizeof(V) / 4);
-  const unsigned txb = tx_bits(cv);
-  gather_kernel<U, V><<<blocks(k, kThreads >> txb), kThreads, 0, stream(dev)>>>(
-      reinterpret_cast<const V *>(x), rows, cv, keys, k, reinterpret_cast<V *>(y), txb);
-  check_launch("gather_kernel");
-}
-
-// The caller's list and the bound of its keys (the fill of upload_async_fill).
-struct KeySource {
-  const uint64_t *idx;
-  uint64_t rows;
-};
-
-template <class U>
-void fill_keys(void *ctx, void *host, uint64_t off, uint64_t len) {
-  const KeySource &src = *static_cast<const KeySource *>(ctx);
-  idx::to_keys<U>(src.idx + off / sizeof(U), len / sizeof(U), src.rows, static_cast<U *>(host));
-}
-
-// Keys as uint32_t where rows <= 2^32 - 1 (half the bytes to convert and upload), else uint64_t;
-// converted piece by piece into the pinned staging (no host array of the list's size).
-template <class U>
-void gather_t(int dev, const float *x, uint64_t rows, uint64_t cols, const idx::Keys &keys,
-              float *y) {
-  Scratch dk(dev, keys.k * sizeof(U));
-  KeySource src{keys.idx, rows};
-  upload_async_fill(dev, dk.as<U>(), keys.k * sizeof(U), fill_keys<U>, &src);
-  if (cols % 4 == 0 && aligned16(x) && aligned16(y))
-    launch_gather<U, float4>(dev, x, rows, cols, dk.as<U>(), keys.k, y);
-  else
-    launch_gather<U, float>(dev, x, rows, cols, dk.as<U>(), keys.k, y);
-}
-
-// ---- scatter-add -------------------------------------------------------------------------------
-
-template <class U>
-__global__ void __launch_bounds__(kThreads)
-    map_kernel(const U *__restrict tgt, uint64_t nseg, U *__restrict map) {
-  for (uint64_t s = (uint64_t)blockIdx.x * kThreads + threadIdx.x; s < nseg;
-       s += (uint64_t)gridDim.x * kThreads)
-    map[tgt[s]] = (U)s;
-}
-
-// y[c] = x[c] for this thread's columns of one row.
+// y[c] = x[c] (NULL x: +0.0f) for this thread's columns of one row.
 template <class V>
 __device__ __forceinline__ void copy_row(const V *__restrict xr, V *__restrict yr, uint64_t cv,
                                          unsigned tx, unsigned TX) {
@@ -170,7 +124,7 @@ __device__ __forceinline__ void copy_row(const V *__restrict xr, V *__restrict y
 #pragma unroll
     for (unsigned u = 0; u < 4; ++u) {
       const uint64_t c = c0 + (uint64_t)u * TX;
-      if (c < cv) a[u] = __ldg(xr + c);
+      if (c < cv) a[u] = xr ? __ldg(xr + c) : zerov<V>();
     }
 #pragma unroll
     for (unsigned u = 0; u < 4; ++u) {
@@ -180,7 +134,7 @@ __device__ __forceinline__ void copy_row(const V *__restrict xr, V *__restrict y
   }
 }
 
-// y[c] = x[c] + red::small<Sum, W> over the L <= W rows p[0..L) of vals, for this thread's
+// y[c] = x[c] (NULL x: +0.0f) + red::small<Sum, W> over the L <= W rows p[0..L) of vals, for this thread's
 // columns; B columns per step (all their loads issued before the additions).
 template <unsigned W, class U, class V>
 __device__ __forceinline__ void tree_row(const V *__restrict xr, const V *__restrict vals,
@@ -193,7 +147,7 @@ __device__ __forceinline__ void tree_row(const V *__restrict xr, const V *__rest
     for (unsigned b = 0; b < B; ++b) {
       const uint64_t c = c0 + (uint64_t)b * TX;
       if (c < cv) {
-        xv[b] = __ldg(xr + c);
+        xv[b] = xr ? __ldg(xr + c) : zerov<V>();
 #pragma unroll
         for (unsigned j = 0; j < W; ++j)
           s[b][j] = j < L ? __ldg(vals + (uint64_t)p[j] * cv + c) : idv<V>();
@@ -218,36 +172,147 @@ __device__ __forceinline__ void tree_row(const V *__restrict xr, const V *__rest
   }
 }
 
-// Dense: item i is row i, looked up in map (none: a copy). Sparse: item i is segment i (y holds a
-// copy of x already). Segments longer than kShort are skipped (chunk_kernel writes them).
+// ---- gather ------------------------------------------------------------------------------------
+
+template <class K, class V>
+__global__ void __launch_bounds__(kThreads)
+    gather_kernel(const V *__restrict x, uint64_t rows, uint64_t cv, const K *__restrict keys,
+                  uint64_t k, V *__restrict y, unsigned txb) {
+  const unsigned TX = 1u << txb, TY = kThreads >> txb;
+  const unsigned tx = threadIdx.x & (TX - 1), ty = threadIdx.x >> txb;
+  for (uint64_t j = (uint64_t)blockIdx.x * TY + ty; j < k; j += (uint64_t)gridDim.x * TY) {
+    const uint64_t r = row_of(keys[j], rows, tx == 0);
+    const bool in = r < rows;
+    const V *src = x + (in ? r : 0) * cv;
+    V *dst = y + j * cv;
+    for (uint64_t c0 = tx; c0 < cv; c0 += 4 * (uint64_t)TX) {
+      V a[4];
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u) {
+        const uint64_t c = c0 + (uint64_t)u * TX;
+        a[u] = in && c < cv ? __ldg(src + c) : zerov<V>();
+      }
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u) {
+        const uint64_t c = c0 + (uint64_t)u * TX;
+        if (c < cv) dst[c] = a[u];
+      }
+    }
+  }
+}
+
+template <class K>
+void launch_gather(int dev, const float *x, uint64_t rows, uint64_t cols, const K *keys,
+                   uint64_t k, float *y) {
+  const bool vec4 = cols % 4 == 0 && aligned16(x) && aligned16(y);
+  const uint64_t cv = vec4 ? cols / 4 : cols;
+  const unsigned txb = tx_bits(cv);
+  const unsigned grid = blocks(k, kThreads >> txb);
+  if (vec4)
+    gather_kernel<K, float4><<<grid, kThreads, 0, stream(dev)>>>(
+        reinterpret_cast<const float4 *>(x), rows, cv, keys, k, reinterpret_cast<float4 *>(y),
+        txb);
+  else
+    gather_kernel<K, float><<<grid, kThreads, 0, stream(dev)>>>(x, rows, cv, keys, k, y, txb);
+  check_launch("gather_kernel");
+}
+
+// A host list and the bound of its keys (the fill of upload_async_fill): key = entry if < bound,
+// else `oor` (the out-of-range value of the consumer: none<U>() for gathers, rows for sorts).
+template <class U>
+struct KeySource {
+  const uint64_t *idx;
+  uint64_t bound;
+  U oor;
+};
+
+template <class U>
+void fill_keys(void *ctx, void *host, uint64_t off, uint64_t len) {
+  const KeySource<U> &src = *static_cast<const KeySource<U> *>(ctx);
+  const uint64_t *idx = src.idx + off / sizeof(U);
+  U *out = static_cast<U *>(host);
+  for (uint64_t j = 0; j < len / sizeof(U); ++j) out[j] = idx[j] < src.bound ? (U)idx[j] : src.oor;
+}
+
+// The host list's keys in stream-ordered scratch (valid on the current stream), converted piece
+// by piece into the pinned staging: no host array of the list's size.
+template <class U>
+Scratch upload_keys(int dev, const uint64_t *idx, uint64_t k, uint64_t bound, U oor) {
+  Scratch d(dev, k * sizeof(U));
+  KeySource<U> src{idx, bound, oor};
+  upload_async_fill(dev, d.as<U>(), k * sizeof(U), fill_keys<U>, &src);
+  return d;
+}
+
+// ---- scatter-add: the plan ---------------------------------------------------------------------
+
+// key[j] = the target of entry j (rows when out of range or not an index), pos[j] = j.
+template <class K, class U>
+__global__ void __launch_bounds__(kThreads)
+    keys_kernel(const K *idx, uint64_t k, uint64_t rows, U *key, U *__restrict pos) {
+  for (uint64_t j = (uint64_t)blockIdx.x * kThreads + threadIdx.x; j < k;
+       j += (uint64_t)gridDim.x * kThreads) {
+    key[j] = (U)row_of(idx[j], rows, true);  // (in place for host keys: idx == key)
+    pos[j] = (U)j;
+  }
+}
+
+// map[t] = the first sorted entry of target t (t < rows; the map holds none elsewhere).
+template <class U>
+__global__ void __launch_bounds__(kThreads)
+    start_kernel(const U *__restrict sk, uint64_t k, uint64_t rows, U *__restrict map) {
+  for (uint64_t e = (uint64_t)blockIdx.x * kThreads + threadIdx.x; e < k;
+       e += (uint64_t)gridDim.x * kThreads) {
+    const U t = sk[e];
+    if (t < rows && (e == 0 || sk[e - 1] != t)) map[t] = (U)e;
+  }
+}
+
+// The sorted plan: keys (targets, `rows` past the in-range ones) and positions, k entries; the
+// list of segments longer than kShort (first entries) and its length.
+template <class U>
+struct DevPlan {
+  const U *sk, *sp;
+  uint64_t k;
+  U *longs;
+  unsigned long long *nlong;
+};
+
+// Dense: item i is row i, looked up in map (none: a copy of x, or zeros). Sparse: item i is
+// sorted entry i, the first of its segment or nothing (y holds x or zeros already). Segments
+// longer than kShort go to the long list (long_kernel writes them).
 template <class U, class V, bool kDense>
 __global__ void __launch_bounds__(kThreads, 3)
-    rows_kernel(const V *__restrict x, const V *__restrict vals, uint64_t cv, uint64_t items,
-                const U *__restrict map, const U *__restrict seg, const U *__restrict tgt,
-                const U *__restrict pos, V *__restrict y, unsigned txb) {
+    rows_kernel(const V *__restrict x, const V *__restrict vals, uint64_t cv, uint64_t rows,
+                uint64_t items, const U *__restrict map, DevPlan<U> pl, V *__restrict y,
+                unsigned txb) {
   const unsigned TX = 1u << txb, TY = kThreads >> txb;
   const unsigned tx = threadIdx.x & (TX - 1), ty = threadIdx.x >> txb;
   for (uint64_t i = (uint64_t)blockIdx.x * TY + ty; i < items; i += (uint64_t)gridDim.x * TY) {
-    uint64_t r, s;
+    uint64_t r, e0;
     if (kDense) {
       r = i;
       const U sm = map[r];
       if (sm == idx::none<U>()) {
-        copy_row(x + r * cv, y + r * cv, cv, tx, TX);
+        copy_row(x ? x + r * cv : nullptr, y + r * cv, cv, tx, TX);
         continue;
       }
-      s = sm;
+      e0 = sm;
     } else {
-      s = i;
-      r = tgt[s];
+      e0 = i;
+      r = pl.sk[e0];
+      if (r >= rows || (e0 > 0 && pl.sk[e0 - 1] == r)) continue;
     }
-    const U b = seg[s];
-    const unsigned L = (unsigned)min((uint64_t)(seg[s + 1] - b), (uint64_t)kShort + 1);
-    if (L > kShort) continue;
+    unsigned L = 1;
+    while (L <= kShort && e0 + L < pl.k && pl.sk[e0 + L] == r) ++L;
+    if (L > kShort) {
+      if (tx == 0) pl.longs[atomicAdd(pl.nlong, 1ull)] = (U)e0;
+      continue;
+    }
     U p[kShort];
 #pragma unroll
-    for (unsigned j = 0; j < kShort; ++j) p[j] = j < L ? pos[b + j] : U(0);
-    const V *xr = x + r * cv;
+    for (unsigned j = 0; j < kShort; ++j) p[j] = j < L ? pl.sp[e0 + j] : U(0);
+    const V *xr = x ? x + r * cv : nullptr;
     V *yr = y + r * cv;
     if (L == 1)
       tree_row<1>(xr, vals, cv, p, L, yr, tx, TX);
@@ -260,193 +325,316 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-// One (chunk, 32-column tile) per block iteration; tasks[3 q .. 3 q + 2] = segment, chunk,
-// destination (none: y[tgt] = x[tgt] + S; else row of part for the chunk value).
-template <class U>
-__global__ void __launch_bounds__(kThreads, 4)
-    chunk_kernel(const float *__restrict x, const float *__restrict vals, uint64_t cols,
-                 const U *__restrict seg, const U *__restrict tgt, const U *__restrict pos,
-                 const U *__restrict tasks, uint64_t ntasks, float *__restrict y,
-                 float *__restrict part) {
+// ---- scatter-add: long segments ----------------------------------------------------------------
+
+// Block layout of long_kernel: CW columns per tile (32, or 1 for narrow matrices), NV = 256 / CW
+// lane groups; thread (v, lx) owns the tree lanes t = v + NV g (g < CW) of column lx, at every
+// level of the tree.
+// The halving of the 256 lanes a thread's G registers and its peers hold: h = 128, ..., NV in
+// registers (pairs of one thread), h < NV across threads through shared memory (sh: kThreads
+// floats). The lane-0 value of column lx, returned to every thread of the column.
+template <unsigned CW>
+__device__ __forceinline__ float halve_lanes(float (&a)[CW], float *sh) {
   using O = red::Ops<red::Op::Sum>;
-  __shared__ float sh[kThreads / 32][32];
-  const unsigned lx = threadIdx.x & 31u;  // column within the tile
-  const unsigned v = threadIdx.x >> 5;    // owns the tree's lanes v + 8 g
-  const uint64_t tiles = (cols + 31) / 32;
-  for (uint64_t task = blockIdx.x; task < ntasks * tiles; task += gridDim.x) {
-    const uint64_t q = task / tiles;
-    const uint64_t tile = task - q * tiles;
-    const uint64_t s = tasks[3 * q], ch = tasks[3 * q + 1];
-    const U dest = tasks[3 * q + 2];
-    const uint64_t e0 = (uint64_t)seg[s] + ch * red::kChunk;
-    const uint64_t rest = (uint64_t)seg[s + 1] - e0;
-    const unsigned len = (unsigned)(rest < red::kChunk ? rest : red::kChunk);
-    const uint64_t c = tile * 32 + lx;
+  constexpr unsigned NV = kThreads / CW;
+  const unsigned lx = threadIdx.x % CW, v = threadIdx.x / CW;
+#pragma unroll
+  for (unsigned h = CW / 2; h >= 1; h /= 2) {
+#pragma unroll
+    for (unsigned g = 0; g < h; ++g) a[g] = O::op(a[g], a[g + h]);
+  }
+  sh[v * CW + lx] = a[0];
+  __syncthreads();
+  // Lanes t = v < NV of column lx: halving h = NV / 2, ..., 1 in shared memory.
+  for (unsigned h = NV / 2; h >= 1; h /= 2) {
+    if (v < h) sh[v * CW + lx] = O::op(sh[v * CW + lx], sh[(v + h) * CW + lx]);
+    __syncthreads();
+  }
+  const float r = sh[lx];
+  __syncthreads();
+  return r;
+}
+
+// One (segment, column tile) per block iteration: S = THE TREE over the segment's vals rows, for
+// the tile's columns, then y[t, c] = x[t, c] (NULL: +0.0f) + S. Level 1 folds the entries of a
+// chunk of 4096 into the lanes; its value goes to the lane ch % 256 of level 2 (register of one
+// thread, selected by predicate), whose value after 4096 chunks (or at the end) goes to level 3
+// the same way. A level holding one value passes it on unchanged (a sequence of one element
+// reduces to itself).
+template <class U, unsigned CW>
+__global__ void __launch_bounds__(kThreads)
+    long_kernel(const float *__restrict x, const float *__restrict vals, uint64_t cols,
+                DevPlan<U> pl, float *__restrict y) {
+  using O = red::Ops<red::Op::Sum>;
+  constexpr unsigned NV = kThreads / CW;
+  __shared__ float sh[kThreads];
+  __shared__ uint64_t seg_end;
+  const unsigned lx = threadIdx.x % CW, v = threadIdx.x / CW;
+  const uint64_t nlong = *pl.nlong;
+  const uint64_t tiles = (cols + CW - 1) / CW;
+  for (uint64_t task = blockIdx.x; task < nlong * tiles; task += gridDim.x) {
+    const uint64_t q = task / tiles, tile = task - q * tiles;
+    const uint64_t e0 = pl.longs[q];
+    const U t = pl.sk[e0];
+    if (threadIdx.x == 0) {  // the end of the run of t: the first sorted key > t
+      uint64_t lo = e0, hi = pl.k;
+      while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (pl.sk[mid] == t) lo = mid + 1; else hi = mid;
+      }
+      seg_end = lo;
+    }
+    __syncthreads();
+    const uint64_t L = seg_end - e0;
+    const uint64_t nc = red::chunks_of(L);
+    const uint64_t n2 = (nc + red::kChunk - 1) / red::kChunk;  // level-2 chunks
+    const uint64_t c = tile * CW + lx;
     const bool valid = c < cols;
-    const U *pe = pos + e0;
-    float a[32];
+    float l2[CW], l3[CW];
 #pragma unroll
-    for (int g = 0; g < 32; ++g) a[g] = O::identity();
-    if (valid) {
-      const unsigned nr = (len + red::kLanes - 1) / red::kLanes;
-#pragma unroll 1
-      for (unsigned r = 0; r < nr; ++r) {
-        const unsigned base = r * red::kLanes + v;
+    for (unsigned g = 0; g < CW; ++g) l2[g] = l3[g] = O::identity();
+    float S = 0.0f;
+    for (uint64_t ch = 0; ch < nc; ++ch) {
+      const uint64_t b0 = e0 + ch * red::kChunk;
+      const unsigned len = (unsigned)min((uint64_t)red::kChunk, seg_end - b0);
+      float a[CW];
 #pragma unroll
-        for (unsigned g = 0; g < 32; ++g) {
-          const unsigned e = base + 8 * g;
-          if (e < len) a[g] = O::op(a[g], __ldg(vals + (uint64_t)pe[e] * cols + c));
+      for (unsigned g = 0; g < CW; ++g) a[g] = O::identity();
+      if (valid) {
+        for (unsigned r0 = 0; r0 < len; r0 += red::kLanes) {
+#pragma unroll
+          for (unsigned g = 0; g < CW; ++g) {
+            const unsigned e = r0 + v + NV * g;
+            if (e < len) a[g] = O::op(a[g], __ldg(vals + (uint64_t)pl.sp[b0 + e] * cols + c));
+          }
+        }
+      }
+      const float cv = halve_lanes<CW>(a, sh);
+      if (nc == 1) {
+        S = cv;
+        break;
+      }
+      const unsigned lane2 = (unsigned)(ch % red::kLanes);
+#pragma unroll
+      for (unsigned g = 0; g < CW; ++g)
+        if (v + NV * g == lane2) l2[g] = O::op(l2[g], cv);
+      const bool end2 = (ch + 1) % red::kChunk == 0 || ch + 1 == nc;
+      if (end2) {
+        const float v2 = halve_lanes<CW>(l2, sh);
+#pragma unroll
+        for (unsigned g = 0; g < CW; ++g) l2[g] = O::identity();
+        if (n2 == 1) {
+          S = v2;
+        } else {
+          const unsigned lane3 = (unsigned)((ch / red::kChunk) % red::kLanes);
+#pragma unroll
+          for (unsigned g = 0; g < CW; ++g)
+            if (v + NV * g == lane3) l3[g] = O::op(l3[g], v2);
         }
       }
     }
-    // Halving: lane t = v + 8 g; h = 128, 64, 32, 16, 8 pair registers of one thread.
-#pragma unroll
-    for (int g = 0; g < 16; ++g) a[g] = O::op(a[g], a[g + 16]);
-#pragma unroll
-    for (int g = 0; g < 8; ++g) a[g] = O::op(a[g], a[g + 8]);
-#pragma unroll
-    for (int g = 0; g < 4; ++g) a[g] = O::op(a[g], a[g + 4]);
-    a[0] = O::op(a[0], a[2]);
-    a[1] = O::op(a[1], a[3]);
-    a[0] = O::op(a[0], a[1]);
-    sh[v][lx] = a[0];
-    __syncthreads();
-    if (v == 0 && valid) {  // h = 4, 2, 1 over the lanes t = 0..7 of this column
-      float t8[8];
-#pragma unroll
-      for (int t = 0; t < 8; ++t) t8[t] = sh[t][lx];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) t8[t] = O::op(t8[t], t8[t + 4]);
-      t8[0] = O::op(t8[0], t8[2]);
-      t8[1] = O::op(t8[1], t8[3]);
-      t8[0] = O::op(t8[0], t8[1]);
-      if (dest == idx::none<U>()) {
-        const uint64_t o = (uint64_t)tgt[s] * cols + c;
-        y[o] = x[o] + t8[0];
-      } else {
-        part[(uint64_t)dest * cols + c] = t8[0];
-      }
+    if (n2 > 1) S = halve_lanes<CW>(l3, sh);
+    if (valid && v == 0) {
+      const uint64_t o = (uint64_t)t * cols + c;
+      y[o] = (x ? x[o] : 0.0f) + S;
     }
     __syncthreads();
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    add_row_kernel(const float *__restrict x, const float *__restrict s, uint64_t cols,
-                   float *__restrict y) {
-  for (uint64_t c = (uint64_t)blockIdx.x * kThreads + threadIdx.x; c < cols;
-       c += (uint64_t)gridDim.x * kThreads)
-    y[c] = x[c] + s[c];
+// The sort of the keys by target (stable, bits [0, end_bit)); returns which buffers hold the
+// sorted entries (CUB's double buffers: the selector is known on the host).
+template <class U>
+void sort_pairs(int dev, U *k0, U *k1, U *p0, U *p1, uint64_t k, int end_bit, const U **sk,
+                const U **sp) {
+  cudaStream_t st = stream(dev);
+  cub::DoubleBuffer<U> keys(k0, k1), pos(p0, p1);
+  size_t bytes = 0;
+  check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, pos, (int64_t)k, 0, end_bit, st),
+        "scatter plan (sort size)");
+  Scratch tmp(dev, bytes);
+  check(cub::DeviceRadixSort::SortPairs(tmp.as<void>(), bytes, keys, pos, (int64_t)k, 0, end_bit,
+                                        st),
+        "scatter plan (sort)");
+  *sk = keys.Current();
+  *sp = pos.Current();
 }
 
 template <class U, class V>
 void launch_rows(int dev, bool dense, const float *x, const float *vals, uint64_t rows,
-                 uint64_t cols, uint64_t nseg, const U *map, const U *seg, const U *tgt,
-                 const U *pos, float *y) {
+                 uint64_t cols, const U *map, const DevPlan<U> &pl, float *y) {
   const uint64_t cv = cols / (sizeof(V) / 4);
   const unsigned txb = tx_bits(cv);
-  const uint64_t items = dense ? rows : nseg;
+  const uint64_t items = dense ? rows : pl.k;
   const unsigned grid = blocks(items, kThreads >> txb);
   const V *xv = reinterpret_cast<const V *>(x);
   const V *vv = reinterpret_cast<const V *>(vals);
   V *yv = reinterpret_cast<V *>(y);
   if (dense)
-    rows_kernel<U, V, true><<<grid, kThreads, 0, stream(dev)>>>(xv, vv, cv, items, map, seg, tgt,
-                                                                pos, yv, txb);
+    rows_kernel<U, V, true><<<grid, kThreads, 0, stream(dev)>>>(xv, vv, cv, rows, items, map, pl,
+                                                                yv, txb);
   else
-    rows_kernel<U, V, false><<<grid, kThreads, 0, stream(dev)>>>(xv, vv, cv, items, map, seg, tgt,
-                                                                 pos, yv, txb);
+    rows_kernel<U, V, false><<<grid, kThreads, 0, stream(dev)>>>(xv, vv, cv, rows, items, map,
+                                                                 pl, yv, txb);
   check_launch("rows_kernel");
 }
 
-struct LongSeg {
-  uint64_t s, part0, nc;  // segment, its first chunk-value row, its chunk count
-};
-
 template <class U>
 void scatter_t(int dev, const float *x, const float *vals, uint64_t rows, uint64_t cols,
-               const idx::Plan &plan, float *y) {
+               const idx::List &list, float *y) {
   cudaStream_t st = stream(dev);
-  const idx::PlanView<U> hv = idx::view<U>(plan);
-  const uint64_t nblob = 2 * plan.nseg + 1 + plan.m;
-  // Segments longer than kShort: chunk tasks (a host pass only when there are any).
-  std::vector<U> tasks;
-  std::vector<LongSeg> longs;
-  uint64_t nparts = 0;
-  if (plan.max_len > kShort)
-    for (uint64_t s = 0; s < plan.nseg; ++s) {
-      const uint64_t L = (uint64_t)hv.seg[s + 1] - hv.seg[s];
-      if (L <= kShort) continue;
-      const uint64_t nc = red::chunks_of(L);
-      if (nc == 1) {
-        tasks.insert(tasks.end(), {(U)s, U(0), idx::none<U>()});
-        continue;
-      }
-      longs.push_back(LongSeg{s, nparts, nc});
-      for (uint64_t ch = 0; ch < nc; ++ch)
-        tasks.insert(tasks.end(), {(U)s, (U)ch, (U)(nparts + ch)});
-      nparts += nc;
-    }
-  Scratch d(dev, (nblob + tasks.size()) * sizeof(U));
-  U *seg = d.as<U>(), *tgt = seg + plan.nseg + 1, *pos = tgt + plan.nseg, *dtasks = pos + plan.m;
-  upload_async(dev, seg, plan.blob, nblob * sizeof(U));
-  if (!tasks.empty()) upload_async(dev, dtasks, tasks.data(), tasks.size() * sizeof(U));
+  const uint64_t k = list.k;
+  // The long list's length, then keys and positions twice (the sort's double buffers) and the
+  // long list, each array 256-byte aligned.
+  const uint64_t nlong_max = k / (kShort + 1) + 1;
+  auto al = [](uint64_t b) { return (b + 255) & ~uint64_t{255}; };
+  const uint64_t ka = al(k * sizeof(U));
+  Scratch d(dev, 256 + 4 * ka + al(nlong_max * sizeof(U)));
+  char *base = d.as<char>();
+  auto *nlong = reinterpret_cast<unsigned long long *>(base);
+  U *k0 = reinterpret_cast<U *>(base + 256), *k1 = reinterpret_cast<U *>(base + 256 + ka),
+    *p0 = reinterpret_cast<U *>(base + 256 + 2 * ka), *p1 = reinterpret_cast<U *>(base + 256 + 3 * ka),
+    *longs = reinterpret_cast<U *>(base + 256 + 4 * ka);
+  check(cudaMemsetAsync(nlong, 0, 8, st), "scatter plan (memset)");
+  if (list.type == idx::Type::U64) {  // keys converted on the way up; then the positions
+    KeySource<U> src{static_cast<const uint64_t *>(list.p), rows, (U)rows};
+    upload_async_fill(dev, k0, k * sizeof(U), fill_keys<U>, &src);
+    keys_kernel<U, U><<<blocks(k, kThreads), kThreads, 0, st>>>(k0, k, rows, k0, p0);
+  } else if (list.type == idx::Type::I32) {
+    keys_kernel<int32_t, U><<<blocks(k, kThreads), kThreads, 0, st>>>(
+        static_cast<const int32_t *>(list.p), k, rows, k0, p0);
+  } else {
+    keys_kernel<int64_t, U><<<blocks(k, kThreads), kThreads, 0, st>>>(
+        static_cast<const int64_t *>(list.p), k, rows, k0, p0);
+  }
+  check_launch("keys_kernel");
+  int end_bit = 1;
+  while (end_bit < (int)(8 * sizeof(U)) && (rows >> end_bit) != 0) ++end_bit;  // rows fits
+  DevPlan<U> pl{nullptr, nullptr, k, longs, nlong};
+  sort_pairs<U>(dev, k0, k1, p0, p1, k, end_bit, &pl.sk, &pl.sp);
 
-  // Dense when a map of the rows costs less than re-reading the targets' rows: rows < nseg cols.
-  const bool dense = (unsigned __int128)rows < (unsigned __int128)plan.nseg * cols;
-  const bool vec4 = cols % 4 == 0 && aligned16(x) && aligned16(vals) && aligned16(y);
+  // Dense when a map of the rows costs less than re-reading the targets' rows (k bounds the
+  // number of targets).
+  const bool dense = (unsigned __int128)rows < (unsigned __int128)k * cols;
+  const bool vec4 = cols % 4 == 0 && (x == nullptr || aligned16(x)) && aligned16(vals) &&
+                    aligned16(y);
   {
     Scratch map(dev, dense ? rows * sizeof(U) : 0);
     if (dense) {
       check(cudaMemsetAsync(map.as<U>(), 0xFF, rows * sizeof(U), st), "scatter map (memset)");
-      map_kernel<U><<<blocks(plan.nseg, kThreads), kThreads, 0, st>>>(tgt, plan.nseg, map.as<U>());
-      check_launch("map_kernel");
-    } else {
+      start_kernel<U><<<blocks(k, kThreads), kThreads, 0, st>>>(pl.sk, k, rows, map.as<U>());
+      check_launch("start_kernel");
+    } else if (x != nullptr) {
       copy(dev, y, x, rows * cols * 4);
+    } else {
+      check(cudaMemsetAsync(y, 0, rows * cols * 4, st), "scatter (zeros)");
     }
     if (vec4)
-      launch_rows<U, float4>(dev, dense, x, vals, rows, cols, plan.nseg, map.as<U>(), seg, tgt,
-                             pos, y);
+      launch_rows<U, float4>(dev, dense, x, vals, rows, cols, map.as<U>(), pl, y);
     else
-      launch_rows<U, float>(dev, dense, x, vals, rows, cols, plan.nseg, map.as<U>(), seg, tgt,
-                            pos, y);
+      launch_rows<U, float>(dev, dense, x, vals, rows, cols, map.as<U>(), pl, y);
   }
-  if (tasks.empty()) return;
-  const uint64_t ntasks = tasks.size() / 3;
-  Scratch part(dev, nparts * cols * 4);
-  chunk_kernel<U><<<blocks(ntasks * ((cols + 31) / 32), 1), kThreads, 0, st>>>(
-      x, vals, cols, seg, tgt, pos, dtasks, ntasks, y, part.as<float>());
-  check_launch("chunk_kernel");
-  if (longs.empty()) return;
-  // Segments of more than one chunk: their chunk values, reduced by the reductions' tree.
-  Scratch sums(dev, longs.size() * cols * 4);
-  for (size_t l = 0; l < longs.size(); ++l) {
-    const LongSeg &g = longs[l];
-    float *S = sums.as<float>() + l * cols;
-    reduce_axis(dev, red::Op::Sum, part.as<float>() + g.part0 * cols, 1, g.nc, cols, 1.0f, S);
-    const uint64_t t = hv.tgt[g.s];
-    add_row_kernel<<<blocks(cols, kThreads), kThreads, 0, st>>>(x + t * cols, S, cols,
-                                                                y + t * cols);
-    check_launch("add_row_kernel");
+  if (k <= kShort) return;  // no segment can be long
+  // At most nlong_max long segments; the kernel reads their number on the device.
+  const uint64_t tasks_max = (nlong_max) * (cols >= 32 ? (cols + 31) / 32 : 1);
+  const unsigned grid = (unsigned)std::min<uint64_t>(tasks_max, (uint64_t)sm_count(dev) * 8);
+  if (cols >= 32)
+    long_kernel<U, 32><<<grid, kThreads, 0, st>>>(x, vals, cols, pl, y);
+  else
+    long_kernel<U, 1><<<grid, kThreads, 0, st>>>(x, vals, cols, pl, y);
+  check_launch("long_kernel");
+}
+
+// out[i] = i * classes + c for a label c in [0, classes), else batch * classes (counted).
+template <class K>
+__global__ void __launch_bounds__(kThreads)
+    flat_kernel(const K *__restrict labels, uint64_t batch, uint64_t classes,
+                int64_t *__restrict flat) {
+  for (uint64_t i = (uint64_t)blockIdx.x * kThreads + threadIdx.x; i < batch;
+       i += (uint64_t)gridDim.x * kThreads) {
+    bool bad;
+    const uint64_t c = idx::decode(labels[i], classes, &bad);
+    const bool ok = c < classes;
+    add_fault(!ok);
+    flat[i] = (int64_t)(ok ? i * classes + c : batch * classes);
   }
+}
+
+template <class K>
+__global__ void __launch_bounds__(kThreads) count_kernel(const K *__restrict idx, uint64_t k) {
+  for (uint64_t j = (uint64_t)blockIdx.x * kThreads + threadIdx.x; j < k;
+       j += (uint64_t)gridDim.x * kThreads)
+    (void)row_of(idx[j], 1, true);
 }
 
 }  // namespace
 
-void gather_rows(int dev, const float *x, uint64_t rows, uint64_t cols, const idx::Keys &keys,
+void gather_rows(int dev, const float *x, uint64_t rows, uint64_t cols, const idx::List &list,
                  float *y) {
-  if (rows <= idx::none<uint32_t>())
-    gather_t<uint32_t>(dev, x, rows, cols, keys, y);
-  else
-    gather_t<uint64_t>(dev, x, rows, cols, keys, y);
+  switch (list.type) {
+    case idx::Type::U64:
+      // Keys as uint32_t where rows <= 2^32 - 1 (half the bytes to convert and upload).
+      if (rows <= idx::none<uint32_t>()) {
+        Scratch d = upload_keys<uint32_t>(dev, static_cast<const uint64_t *>(list.p), list.k, rows,
+                                          idx::none<uint32_t>());
+        launch_gather(dev, x, rows, cols, d.as<uint32_t>(), list.k, y);
+      } else {
+        Scratch d = upload_keys<uint64_t>(dev, static_cast<const uint64_t *>(list.p), list.k, rows,
+                                          idx::none<uint64_t>());
+        launch_gather(dev, x, rows, cols, d.as<uint64_t>(), list.k, y);
+      }
+      break;
+    case idx::Type::I32:
+      launch_gather(dev, x, rows, cols, static_cast<const int32_t *>(list.p), list.k, y);
+      break;
+    case idx::Type::I64:
+      launch_gather(dev, x, rows, cols, static_cast<const int64_t *>(list.p), list.k, y);
+      break;
+  }
 }
 
 void scatter_add_rows(int dev, const float *x, const float *vals, uint64_t rows, uint64_t cols,
-                      const idx::Plan &plan, float *y) {
-  if (plan.wide)
-    scatter_t<uint64_t>(dev, x, vals, rows, cols, plan, y);
+                      const idx::List &list, float *y) {
+  // 32-bit plans where every key (rows included, the out-of-range key) and position fits.
+  if (rows < idx::none<uint32_t>() && list.k <= idx::none<uint32_t>())
+    scatter_t<uint32_t>(dev, x, vals, rows, cols, list, y);
   else
-    scatter_t<uint32_t>(dev, x, vals, rows, cols, plan, y);
+    scatter_t<uint64_t>(dev, x, vals, rows, cols, list, y);
+}
+
+void flat_labels(int dev, const idx::List &labels, uint64_t classes, int64_t *flat) {
+  cudaStream_t st = stream(dev);
+  const unsigned grid = blocks(labels.k, kThreads);
+  if (labels.type == idx::Type::I32)
+    flat_kernel<int32_t><<<grid, kThreads, 0, st>>>(static_cast<const int32_t *>(labels.p),
+                                                    labels.k, classes, flat);
+  else
+    flat_kernel<int64_t><<<grid, kThreads, 0, st>>>(static_cast<const int64_t *>(labels.p),
+                                                    labels.k, classes, flat);
+  check_launch("flat_kernel");
+}
+
+void count_faults(int dev, const idx::List &list) {
+  cudaStream_t st = stream(dev);
+  const unsigned grid = blocks(list.k, kThreads);
+  if (list.type == idx::Type::I32)
+    count_kernel<int32_t><<<grid, kThreads, 0, st>>>(static_cast<const int32_t *>(list.p), list.k);
+  else if (list.type == idx::Type::I64)
+    count_kernel<int64_t><<<grid, kThreads, 0, st>>>(static_cast<const int64_t *>(list.p), list.k);
+  else
+    return;  // host lists hold no faults (core checked them)
+  check_launch("count_kernel");
+}
+
+uint64_t index_faults(int dev, bool reset) {
+  cudaStream_t st = stream(dev);
+  void *p = nullptr;
+  check(cudaGetSymbolAddress(&p, g_faults), "index faults (counter)");
+  unsigned long long n = 0;
+  check(cudaMemcpyAsync(&n, p, sizeof n, cudaMemcpyDeviceToHost, st), "index faults (read)");
+  if (reset) check(cudaMemsetAsync(p, 0, sizeof n, st), "index faults (reset)");
+  check(cudaStreamSynchronize(st), "index faults (synchronising)");
+  return n;
 }
 
 }  // namespace cuda

@@ -1,6 +1,7 @@
 // libFuzzer target for the shape, rank, axis, index and count guards of the entry points that take
 // dimensions or index lists (reductions, broadcast_to, permute, slices, concatenation,
-// gather/scatter) and of the float32 byte transfers: the input decodes into one call with
+// gather/scatter through host lists and index buffers) and of the float32 byte transfers: the
+// input decodes into one call with
 // arbitrary ranks, dimensions (small values, 0, powers of two up to 2^63, values around 2^32,
 // 2^60 and 2^64 - 1, so products overflow in every way), axes and axis maps, over a real CPU
 // buffer whose size may or may not match.
@@ -12,6 +13,7 @@
 // Sanitizers (ASan/UBSan in the fuzz build, valgrind over the replay test) catch out-of-bounds
 // access. Built as a fuzzer with -Dfuzz=true (clang) and as the replay driver
 // fuzz_replay_shape_guards (meson suite 'fuzz').
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -316,40 +318,70 @@ std::vector<uint64_t> decode_indices(Input &in, uint64_t k) {
   return idx;
 }
 
-// tlrt_gather_vec / tlrt_scatter_add with a stated n and a host list that may hold non-indices.
+// tlrt_gather_vec / tlrt_scatter_add with a stated n and a host list that may hold non-indices,
+// or their _ibuf variants with the same entries in an int64 (or, where they fit, int32) buffer:
+// there a non-index reads 0 / is skipped and is counted by tlrt_index_faults, never an error;
+// the scatter's x may then be NULL (zeros).
 void fuzz_gather_scatter(Input &in, const tlrt_buffer *x, const std::vector<float> &xv) {
-  const uint64_t n = in.byte() % 8 == 0 ? in.dim() : xv.size();
+  const uint8_t form = in.byte() % 4;  // 0, 1: host list; 2: int64 buffer; 3: int32 buffer
+  const bool ibuf = form >= 2;
+  const bool scatter = in.byte() % 2;
+  const bool null_x = ibuf && scatter && in.byte() % 4 == 0;
+  const uint64_t n = null_x ? in.byte() % 64 : in.byte() % 8 == 0 ? in.dim() : xv.size();
   const uint64_t k = in.byte() % 40;
   const std::vector<uint64_t> idx = decode_indices(in, k);
-  const bool scatter = in.byte() % 2;
   bool indices_ok = true;
-  for (uint64_t v : idx) indices_ok = indices_ok && v < kMaxElements;
-  const bool valid = n == xv.size() && indices_ok;
+  uint64_t faults = 0;
+  std::vector<int64_t> i64(k);
+  std::vector<int32_t> i32(k);
+  for (uint64_t j = 0; j < k; ++j) {
+    const uint64_t v = idx[j];
+    indices_ok = indices_ok && v < kMaxElements;
+    i64[j] = (int64_t)v;
+    // (int32: entries >= 2^31 become INT32_MAX, out of range as they were; non-indices -1, -2)
+    i32[j] = v < kMaxElements ? (int32_t)std::min<uint64_t>(v, INT32_MAX) : -1 - (int32_t)(v & 1);
+    faults += v >= kMaxElements;
+  }
+  const bool sized = null_x || n == xv.size();
+  const bool valid = sized && (ibuf || indices_ok);
   tlrt_buffer *out = (tlrt_buffer *)1;
   tlrt_status s;
   std::vector<float> vals(k);
   for (uint64_t j = 0; j < k; ++j) vals[j] = (float)(int)(j % 7) - 3.0f;
-  tlrt_buffer *vb = nullptr;
-  if (scatter) {
-    if (tlrt_buffer_from_f32(TLRT_DEVICE_CPU, vals.data(), k, &vb) != TLRT_OK) std::abort();
-    s = tlrt_scatter_add(x, vb, n, idx.data(), k, &out);
-  } else {
-    s = tlrt_gather_vec(x, n, idx.data(), k, &out);
-  }
+  tlrt_buffer *vb = nullptr, *ib = nullptr;
+  if (scatter && tlrt_buffer_from_f32(TLRT_DEVICE_CPU, vals.data(), k, &vb) != TLRT_OK)
+    std::abort();
+  if (form == 2 && tlrt_buffer_from_i64(TLRT_DEVICE_CPU, i64.data(), k, &ib) != TLRT_OK)
+    std::abort();
+  if (form == 3 && tlrt_buffer_from_i32(TLRT_DEVICE_CPU, i32.data(), k, &ib) != TLRT_OK)
+    std::abort();
+  uint64_t before = 0, after = 0;
+  if (tlrt_index_faults(TLRT_DEVICE_CPU, false, &before) != TLRT_OK) std::abort();
+  if (scatter)
+    s = ibuf ? tlrt_scatter_add_ibuf(null_x ? nullptr : x, vb, n, ib, &out)
+             : tlrt_scatter_add(x, vb, n, idx.data(), k, &out);
+  else
+    s = ibuf ? tlrt_gather_vec_ibuf(x, n, ib, &out) : tlrt_gather_vec(x, n, idx.data(), k, &out);
+  if (tlrt_index_faults(TLRT_DEVICE_CPU, false, &after) != TLRT_OK) std::abort();
   tlrt_buffer_free(vb);
-  const char *fn = scatter ? "tlrt_scatter_add" : "tlrt_gather_vec";
+  tlrt_buffer_free(ib);
+  const char *fn = scatter ? (ibuf ? "tlrt_scatter_add_ibuf" : "tlrt_scatter_add")
+                           : (ibuf ? "tlrt_gather_vec_ibuf" : "tlrt_gather_vec");
   if (!valid) {
     expect_failure(fn, s, out, {TLRT_ERR_SHAPE, TLRT_ERR_INDEX, TLRT_ERR_OVERFLOW});
+    if (after != before) violated(fn, s);  // a failed call counts nothing
     return;
   }
+  if (ibuf && s == TLRT_OK && after - before != faults) violated(fn, s);
+  const uint64_t m = null_x ? n : xv.size();
   std::vector<float> want;
   if (scatter) {
-    want = xv;
+    want = null_x ? std::vector<float>(m, 0.0f) : xv;
     // Small integers: any order of the additions gives these exact sums.
-    std::vector<float> add(xv.size(), 0.0f);
-    std::vector<bool> hit(xv.size(), false);
+    std::vector<float> add(m, 0.0f);
+    std::vector<bool> hit(m, false);
     for (uint64_t j = 0; j < k; ++j)
-      if (idx[j] < xv.size()) add[idx[j]] += vals[j], hit[idx[j]] = true;
+      if (idx[j] < m) add[idx[j]] += vals[j], hit[idx[j]] = true;
     for (size_t t = 0; t < want.size(); ++t)
       if (hit[t]) want[t] += add[t];
   } else {

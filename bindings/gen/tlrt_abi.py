@@ -276,7 +276,8 @@ OPTIONAL = {("tlrt_sgd_step", "momentum_buf"),
               for op in ("conv", "conv2d", "convtranspose", "convtranspose2d")},
             *{(f"tlrt_{op}_fwd_geom", "bias") for op in ("conv", "convtranspose")},
             *{(f"tlrt_flash_attention_{e}", "mask") for e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")},
-            ("tlrt_tape_flash_attention", "mask")}
+            ("tlrt_tape_flash_attention", "mask"),
+            ("tlrt_scatter_add_ibuf", "x"), ("tlrt_scatter_add_rows_ibuf", "mat")}
 # Optional scalar out-parameters (NULL allowed): the bindings always pass a place.
 OPTIONAL_OUT = {("tlrt_tape_shape", "requires_grad")}
 # Output-shape queries `uint64_t *dims, uint32_t capacity, uint32_t *rank`: the define whose value

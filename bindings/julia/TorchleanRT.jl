@@ -207,6 +207,12 @@ tlrt_scatter_add(x, vals, n, idx, k, out) = @ccall libtorchlean_rt.tlrt_scatter_
 tlrt_gather_rows(mat, rows, cols, idx, k, out) = @ccall libtorchlean_rt.tlrt_gather_rows(mat::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, idx::Ptr{UInt64}, k::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_scatter_add_row(mat, row, rows, cols, i, out) = @ccall libtorchlean_rt.tlrt_scatter_add_row(mat::Ptr{tlrt_buffer}, row::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, i::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_scatter_add_rows(mat, vals, rows, cols, idx, k, out) = @ccall libtorchlean_rt.tlrt_scatter_add_rows(mat::Ptr{tlrt_buffer}, vals::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, idx::Ptr{UInt64}, k::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_gather_vec_ibuf(v, n, idx, out) = @ccall libtorchlean_rt.tlrt_gather_vec_ibuf(v::Ptr{tlrt_buffer}, n::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_scatter_add_ibuf(x, vals, n, idx, out) = @ccall libtorchlean_rt.tlrt_scatter_add_ibuf(x::Ptr{tlrt_buffer}, vals::Ptr{tlrt_buffer}, n::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_gather_rows_ibuf(mat, rows, cols, idx, out) = @ccall libtorchlean_rt.tlrt_gather_rows_ibuf(mat::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_scatter_add_rows_ibuf(mat, vals, rows, cols, idx, out) = @ccall libtorchlean_rt.tlrt_scatter_add_rows_ibuf(mat::Ptr{tlrt_buffer}, vals::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_index_flat_rows(col_idx, cols, out) = @ccall libtorchlean_rt.tlrt_index_flat_rows(col_idx::Ptr{tlrt_buffer}, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_index_faults(device, reset, count) = @ccall libtorchlean_rt.tlrt_index_faults(device::UInt32, reset::Bool, count::Ptr{UInt64})::Cint
 tlrt_softmax(x, rows, cols, out) = @ccall libtorchlean_rt.tlrt_softmax(x::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_log_softmax(x, rows, cols, out) = @ccall libtorchlean_rt.tlrt_log_softmax(x::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_softmax_bwd(y, g, rows, cols, out) = @ccall libtorchlean_rt.tlrt_softmax_bwd(y::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -274,6 +280,10 @@ tlrt_tape_gather_vec(tape, v, idx, k, out) = @ccall libtorchlean_rt.tlrt_tape_ga
 tlrt_tape_gather_rows(tape, mat, idx, k, out) = @ccall libtorchlean_rt.tlrt_tape_gather_rows(tape::Ptr{tlrt_tape}, mat::UInt64, idx::Ptr{UInt64}, k::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_scatter_add(tape, x, vals, idx, k, out) = @ccall libtorchlean_rt.tlrt_tape_scatter_add(tape::Ptr{tlrt_tape}, x::UInt64, vals::UInt64, idx::Ptr{UInt64}, k::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_scatter_add_rows(tape, mat, vals, idx, k, out) = @ccall libtorchlean_rt.tlrt_tape_scatter_add_rows(tape::Ptr{tlrt_tape}, mat::UInt64, vals::UInt64, idx::Ptr{UInt64}, k::UInt64, out::Ptr{UInt64})::Cint
+tlrt_tape_gather_vec_ibuf(tape, v, idx, out) = @ccall libtorchlean_rt.tlrt_tape_gather_vec_ibuf(tape::Ptr{tlrt_tape}, v::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{UInt64})::Cint
+tlrt_tape_gather_rows_ibuf(tape, mat, idx, out) = @ccall libtorchlean_rt.tlrt_tape_gather_rows_ibuf(tape::Ptr{tlrt_tape}, mat::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{UInt64})::Cint
+tlrt_tape_scatter_add_ibuf(tape, x, vals, idx, out) = @ccall libtorchlean_rt.tlrt_tape_scatter_add_ibuf(tape::Ptr{tlrt_tape}, x::UInt64, vals::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{UInt64})::Cint
+tlrt_tape_scatter_add_rows_ibuf(tape, mat, vals, idx, out) = @ccall libtorchlean_rt.tlrt_tape_scatter_add_rows_ibuf(tape::Ptr{tlrt_tape}, mat::UInt64, vals::UInt64, idx::Ptr{tlrt_buffer}, out::Ptr{UInt64})::Cint
 tlrt_tape_softmax(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_softmax(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_log_softmax(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_log_softmax(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_layer_norm(tape, x, gamma, beta, eps, out) = @ccall libtorchlean_rt.tlrt_tape_layer_norm(tape::Ptr{tlrt_tape}, x::UInt64, gamma::UInt64, beta::UInt64, eps::Cdouble, out::Ptr{UInt64})::Cint
@@ -292,6 +302,7 @@ tlrt_tape_mse_loss(tape, pred, target, out) = @ccall libtorchlean_rt.tlrt_tape_m
 tlrt_tape_cross_entropy(tape, logits, labels, out) = @ccall libtorchlean_rt.tlrt_tape_cross_entropy(tape::Ptr{tlrt_tape}, logits::UInt64, labels::Ptr{UInt64}, out::Ptr{UInt64})::Cint
 tlrt_tape_batchnorm(tape, x, gamma, beta, eps, out) = @ccall libtorchlean_rt.tlrt_tape_batchnorm(tape::Ptr{tlrt_tape}, x::UInt64, gamma::UInt64, beta::UInt64, eps::Cdouble, out::Ptr{UInt64})::Cint
 tlrt_tape_multi_head_attention(tape, x, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, num_heads, causal, out) = @ccall libtorchlean_rt.tlrt_tape_multi_head_attention(tape::Ptr{tlrt_tape}, x::UInt64, w_q::UInt64, w_k::UInt64, w_v::UInt64, w_o::UInt64, b_q::UInt64, b_k::UInt64, b_v::UInt64, b_o::UInt64, num_heads::UInt64, causal::Bool, out::Ptr{UInt64})::Cint
+tlrt_tape_cross_entropy_ibuf(tape, logits, labels, out) = @ccall libtorchlean_rt.tlrt_tape_cross_entropy_ibuf(tape::Ptr{tlrt_tape}, logits::UInt64, labels::Ptr{tlrt_buffer}, out::Ptr{UInt64})::Cint
 tlrt_sgd_step(param, grad, momentum_buf, step, lr, momentum, dampening, weight_decay, nesterov) = @ccall libtorchlean_rt.tlrt_sgd_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, momentum_buf::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, momentum::Cdouble, dampening::Cdouble, weight_decay::Cdouble, nesterov::Bool)::Cint
 tlrt_adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled) = @ccall libtorchlean_rt.tlrt_adam_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, m::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, beta1::Cdouble, beta2::Cdouble, eps::Cdouble, weight_decay::Cdouble, decoupled::Bool)::Cint
 tlrt_rfft1d_packed(x, batch, n, out) = @ccall libtorchlean_rt.tlrt_rfft1d_packed(x::Ptr{tlrt_buffer}, batch::UInt64, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -2243,6 +2254,107 @@ function scatter_add_rows(mat::Buffer, vals::Buffer, rows::Integer, cols::Intege
 end
 
 """
+    gather_vec_ibuf(v, n, idx)
+
+`tlrt_status tlrt_gather_vec_ibuf(const tlrt_buffer * v, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_gather_vec with an index buffer: out (k = size of idx) with out[j] = v[idx[j]], +0.0f for
+an entry out of range or not an index. n must equal the size of v. Numeric class: exact.
+"""
+function gather_vec_ibuf(v::Buffer, n::Integer, idx::Buffer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve v idx check(C.tlrt_gather_vec_ibuf(v.ptr, UInt64(n), idx.ptr, o_out), "tlrt_gather_vec_ibuf")
+    Buffer(o_out[])
+end
+
+"""
+    scatter_add_ibuf(x, vals, n, idx)
+
+`tlrt_status tlrt_scatter_add_ibuf(const tlrt_buffer * x, const tlrt_buffer * vals, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_scatter_add with an index buffer. x may be NULL: the vector of n values +0.0f (the
+gradient of a gather without a zero buffer to allocate, fill and read); otherwise n must equal
+its size. vals has k = size of idx elements. Numeric class: ordered reduction (order above).
+"""
+function scatter_add_ibuf(x::Union{Buffer,Nothing}, vals::Buffer, n::Integer, idx::Buffer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x vals idx check(C.tlrt_scatter_add_ibuf((x === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : x.ptr), vals.ptr, UInt64(n), idx.ptr, o_out), "tlrt_scatter_add_ibuf")
+    Buffer(o_out[])
+end
+
+"""
+    gather_rows_ibuf(mat, rows, cols, idx)
+
+`tlrt_status tlrt_gather_rows_ibuf(const tlrt_buffer * mat, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_gather_rows with an index buffer: out (k, cols), row j = mat[idx[j], :], a row of +0.0f
+for an entry out of range or not an index (an embedding lookup of token ids on the device).
+Numeric class: exact.
+"""
+function gather_rows_ibuf(mat::Buffer, rows::Integer, cols::Integer, idx::Buffer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve mat idx check(C.tlrt_gather_rows_ibuf(mat.ptr, UInt64(rows), UInt64(cols), idx.ptr, o_out), "tlrt_gather_rows_ibuf")
+    Buffer(o_out[])
+end
+
+"""
+    scatter_add_rows_ibuf(mat, vals, rows, cols, idx)
+
+`tlrt_status tlrt_scatter_add_rows_ibuf(const tlrt_buffer * mat, const tlrt_buffer * vals, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_scatter_add_rows with an index buffer; mat may be NULL: the (rows, cols) matrix of +0.0f
+(an embedding's backward in one call: tlrt_scatter_add_rows_ibuf(NULL, dout, vocab, dim,
+tokens, &dtable)). vals is (k, cols), k = size of idx. Numeric class: ordered reduction.
+"""
+function scatter_add_rows_ibuf(mat::Union{Buffer,Nothing}, vals::Buffer, rows::Integer, cols::Integer, idx::Buffer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve mat vals idx check(C.tlrt_scatter_add_rows_ibuf((mat === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mat.ptr), vals.ptr, UInt64(rows), UInt64(cols), idx.ptr, o_out), "tlrt_scatter_add_rows_ibuf")
+    Buffer(o_out[])
+end
+
+"""
+    index_flat_rows(col_idx, cols)
+
+`tlrt_status tlrt_index_flat_rows(const tlrt_buffer * col_idx, uint64_t cols, tlrt_buffer ** out)`
+
+The flat indices of one column index per row of a (rows, cols) matrix, rows = the size of
+col_idx (int32 or int64): out is an int64 buffer of rows elements on the device of col_idx with
+out[i] = i * cols + col_idx[i] (the element (i, col_idx[i]) of the matrix read flat) where
+0 <= col_idx[i] < cols; every other entry (out of range as well as not an index) gives
+rows * cols, out of range of the matrix, and is COUNTED by tlrt_index_faults: labels of a
+classification loss, where a wrong label must not pass unnoticed. tlrt_gather_vec_ibuf of the
+matrix through out picks one element per row (torch.gather along dim 1); tlrt_scatter_add_ibuf
+with NULL x is its adjoint. Numeric class: exact.
+Errors: TLRT_ERR_NULL_ARGUMENT (col_idx, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
+TLRT_ERR_DTYPE (col_idx not int32 / int64); TLRT_ERR_OVERFLOW (rows * cols > 2^60).
+"""
+function index_flat_rows(col_idx::Buffer, cols::Integer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve col_idx check(C.tlrt_index_flat_rows(col_idx.ptr, UInt64(cols), o_out), "tlrt_index_flat_rows")
+    Buffer(o_out[])
+end
+
+"""
+    index_faults(device, reset)
+
+`tlrt_status tlrt_index_faults(tlrt_device device, bool reset, uint64_t * count)`
+
+The number of index-buffer entries that were not an index (above; and the entries of
+tlrt_index_flat_rows outside [0, cols), so labels of tlrt_tape_cross_entropy_ibuf outside
+[0, classes)) met by calls on device since the last reset
+(or since the start of the process), and, if reset is true, the counter set back to 0. The one
+call of this family that waits: it waits for the work queued so far on the device's current
+stream (abi/tlrt_stream.h), so that every earlier call is counted. Per device and process wide
+(all threads). Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (an unknown
+device kind); TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
+"""
+function index_faults(device::Integer, reset::Bool)
+    o_count = Ref{UInt64}(0)
+    check(C.tlrt_index_faults(UInt32(device), Bool(reset), o_count), "tlrt_index_faults")
+    o_count[]
+end
+
+"""
     softmax(x, rows, cols)
 
 `tlrt_status tlrt_softmax(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_buffer ** out)`
@@ -3500,6 +3612,70 @@ function tape_scatter_add_rows(tape::Tape, mat::Integer, vals::Integer, idx::Abs
 end
 
 """
+    tape_gather_vec_ibuf(tape, v, idx)
+
+`tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape * tape, uint64_t v, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
+"""
+function tape_gather_vec_ibuf(tape::Tape, v::Integer, idx::Buffer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape idx check(C.tlrt_tape_gather_vec_ibuf(tape.ptr, UInt64(v), idx.ptr, o_out), "tlrt_tape_gather_vec_ibuf")
+    o_out[]
+end
+
+"""
+    tape_gather_rows_ibuf(tape, mat, idx)
+
+`tlrt_status tlrt_tape_gather_rows_ibuf(tlrt_tape * tape, uint64_t mat, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
+"""
+function tape_gather_rows_ibuf(tape::Tape, mat::Integer, idx::Buffer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape idx check(C.tlrt_tape_gather_rows_ibuf(tape.ptr, UInt64(mat), idx.ptr, o_out), "tlrt_tape_gather_rows_ibuf")
+    o_out[]
+end
+
+"""
+    tape_scatter_add_ibuf(tape, x, vals, idx)
+
+`tlrt_status tlrt_tape_scatter_add_ibuf(tlrt_tape * tape, uint64_t x, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
+"""
+function tape_scatter_add_ibuf(tape::Tape, x::Integer, vals::Integer, idx::Buffer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape idx check(C.tlrt_tape_scatter_add_ibuf(tape.ptr, UInt64(x), UInt64(vals), idx.ptr, o_out), "tlrt_tape_scatter_add_ibuf")
+    o_out[]
+end
+
+"""
+    tape_scatter_add_rows_ibuf(tape, mat, vals, idx)
+
+`tlrt_status tlrt_tape_scatter_add_rows_ibuf(tlrt_tape * tape, uint64_t mat, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
+"""
+function tape_scatter_add_rows_ibuf(tape::Tape, mat::Integer, vals::Integer, idx::Buffer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape idx check(C.tlrt_tape_scatter_add_rows_ibuf(tape.ptr, UInt64(mat), UInt64(vals), idx.ptr, o_out), "tlrt_tape_scatter_add_rows_ibuf")
+    o_out[]
+end
+
+"""
     tape_softmax(tape, x)
 
 `tlrt_status tlrt_tape_softmax(tlrt_tape * tape, uint64_t x, uint64_t * out)`
@@ -4109,6 +4285,26 @@ attention).
 function tape_multi_head_attention(tape::Tape, x::Integer, w_q::Integer, w_k::Integer, w_v::Integer, w_o::Integer, b_q::Integer, b_k::Integer, b_v::Integer, b_o::Integer, num_heads::Integer, causal::Bool)
     o_out = Ref{UInt64}(0)
     GC.@preserve tape check(C.tlrt_tape_multi_head_attention(tape.ptr, UInt64(x), UInt64(w_q), UInt64(w_k), UInt64(w_v), UInt64(w_o), UInt64(b_q), UInt64(b_k), UInt64(b_v), UInt64(b_o), UInt64(num_heads), Bool(causal), o_out), "tlrt_tape_multi_head_attention")
+    o_out[]
+end
+
+"""
+    tape_cross_entropy_ibuf(tape, logits, labels)
+
+`tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)`
+
+cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
+tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
+gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside
+[0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
+(the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
+Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
+TLRT_ERR_DTYPE (labels not int32 / int64); TLRT_ERR_DEVICE_MISMATCH (labels on another device
+than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch elements).
+"""
+function tape_cross_entropy_ibuf(tape::Tape, logits::Integer, labels::Buffer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape labels check(C.tlrt_tape_cross_entropy_ibuf(tape.ptr, UInt64(logits), labels.ptr, o_out), "tlrt_tape_cross_entropy_ibuf")
     o_out[]
 end
 

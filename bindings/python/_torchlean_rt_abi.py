@@ -636,6 +636,41 @@ PROTOTYPES = (
       'rows * cols == 0 gives an empty buffer. Numeric class: ordered reduction.\n'
       'Errors: TLRT_ERR_SHAPE if rows * cols != size of mat or k * cols != size of vals;\n'
       'TLRT_ERR_INDEX (naming idx).')),
+    ('tlrt_gather_vec_ibuf', 'tlrt_status', (('const tlrt_buffer *', 'v'), ('uint64_t', 'n'), ('const tlrt_buffer *', 'idx'), ('tlrt_buffer **', 'out'),), 'tlrt_index.h',
+     ('tlrt_gather_vec with an index buffer: out (k = size of idx) with out[j] = v[idx[j]], +0.0f for\n'
+      'an entry out of range or not an index. n must equal the size of v. Numeric class: exact.')),
+    ('tlrt_scatter_add_ibuf', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'vals'), ('uint64_t', 'n'), ('const tlrt_buffer *', 'idx'), ('tlrt_buffer **', 'out'),), 'tlrt_index.h',
+     ('tlrt_scatter_add with an index buffer. x may be NULL: the vector of n values +0.0f (the\n'
+      'gradient of a gather without a zero buffer to allocate, fill and read); otherwise n must equal\n'
+      'its size. vals has k = size of idx elements. Numeric class: ordered reduction (order above).')),
+    ('tlrt_gather_rows_ibuf', 'tlrt_status', (('const tlrt_buffer *', 'mat'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('const tlrt_buffer *', 'idx'), ('tlrt_buffer **', 'out'),), 'tlrt_index.h',
+     ('tlrt_gather_rows with an index buffer: out (k, cols), row j = mat[idx[j], :], a row of +0.0f\n'
+      'for an entry out of range or not an index (an embedding lookup of token ids on the device).\n'
+      'Numeric class: exact.')),
+    ('tlrt_scatter_add_rows_ibuf', 'tlrt_status', (('const tlrt_buffer *', 'mat'), ('const tlrt_buffer *', 'vals'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('const tlrt_buffer *', 'idx'), ('tlrt_buffer **', 'out'),), 'tlrt_index.h',
+     ('tlrt_scatter_add_rows with an index buffer; mat may be NULL: the (rows, cols) matrix of +0.0f\n'
+      "(an embedding's backward in one call: tlrt_scatter_add_rows_ibuf(NULL, dout, vocab, dim,\n"
+      'tokens, &dtable)). vals is (k, cols), k = size of idx. Numeric class: ordered reduction.')),
+    ('tlrt_index_flat_rows', 'tlrt_status', (('const tlrt_buffer *', 'col_idx'), ('uint64_t', 'cols'), ('tlrt_buffer **', 'out'),), 'tlrt_index.h',
+     ('The flat indices of one column index per row of a (rows, cols) matrix, rows = the size of\n'
+      'col_idx (int32 or int64): out is an int64 buffer of rows elements on the device of col_idx with\n'
+      'out[i] = i * cols + col_idx[i] (the element (i, col_idx[i]) of the matrix read flat) where\n'
+      '0 <= col_idx[i] < cols; every other entry (out of range as well as not an index) gives\n'
+      'rows * cols, out of range of the matrix, and is COUNTED by tlrt_index_faults: labels of a\n'
+      'classification loss, where a wrong label must not pass unnoticed. tlrt_gather_vec_ibuf of the\n'
+      'matrix through out picks one element per row (torch.gather along dim 1); tlrt_scatter_add_ibuf\n'
+      'with NULL x is its adjoint. Numeric class: exact.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (col_idx, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;\n'
+      'TLRT_ERR_DTYPE (col_idx not int32 / int64); TLRT_ERR_OVERFLOW (rows * cols > 2^60).')),
+    ('tlrt_index_faults', 'tlrt_status', (('tlrt_device', 'device'), ('bool', 'reset'), ('uint64_t *', 'count'),), 'tlrt_index.h',
+     ('The number of index-buffer entries that were not an index (above; and the entries of\n'
+      'tlrt_index_flat_rows outside [0, cols), so labels of tlrt_tape_cross_entropy_ibuf outside\n'
+      '[0, classes)) met by calls on device since the last reset\n'
+      '(or since the start of the process), and, if reset is true, the counter set back to 0. The one\n'
+      "call of this family that waits: it waits for the work queued so far on the device's current\n"
+      'stream (abi/tlrt_stream.h), so that every earlier call is counted. Per device and process wide\n'
+      '(all threads). Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (an unknown\n'
+      'device kind); TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.')),
     ('tlrt_softmax', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('tlrt_buffer **', 'out'),), 'tlrt_softmax.h',
      ('Softmax of each row of the row-major (rows, cols) x: y[j] = e[j] / s (DEFINITIONS above).\n'
       'out has rows * cols elements, every row in [0, 1].')),
@@ -1262,6 +1297,26 @@ PROTOTYPES = (
       "scatter_add: x of any shape (n elements, flat), vals (k) -> x's shape; gradients: (g,\n"
       'gather_vec(g, idx)). scatter_add_rows: mat (rows, cols), vals (k, cols) -> (rows, cols);\n'
       'gradients: (g, gather_rows(g, idx)).')),
+    ('tlrt_tape_gather_vec_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'v'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'reference to idx until reset (the host may free its handle at once; it must not change the\n'
+      "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
+    ('tlrt_tape_gather_rows_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'mat'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'reference to idx until reset (the host may free its handle at once; it must not change the\n'
+      "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
+    ('tlrt_tape_scatter_add_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'vals'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'reference to idx until reset (the host may free its handle at once; it must not change the\n'
+      "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
+    ('tlrt_tape_scatter_add_rows_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'mat'), ('uint64_t', 'vals'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'reference to idx until reset (the host may free its handle at once; it must not change the\n'
+      "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
     ('tlrt_tape_softmax', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank\n'
       "0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.\n"
@@ -1669,6 +1724,15 @@ PROTOTYPES = (
       'TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:\n'
       'd_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and\n'
       'attention).')),
+    ('tlrt_tape_cross_entropy_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'logits'), ('const tlrt_buffer *', 'labels'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the\n'
+      "tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,\n"
+      'gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside\n'
+      '[0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum\n'
+      '(the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;\n'
+      'TLRT_ERR_DTYPE (labels not int32 / int64); TLRT_ERR_DEVICE_MISMATCH (labels on another device\n'
+      'than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch elements).')),
     ('tlrt_sgd_step', 'tlrt_status', (('tlrt_buffer *', 'param'), ('const tlrt_buffer *', 'grad'), ('tlrt_buffer *', 'momentum_buf'), ('uint64_t', 'step'), ('double', 'lr'), ('double', 'momentum'), ('double', 'dampening'), ('double', 'weight_decay'), ('bool', 'nesterov'),), 'tlrt_optim.h',
      ('One SGD step, in place (DEFINITIONS above): updates param, and momentum_buf when mu != 0.\n'
       'param, grad and momentum_buf have the same size n and live on one device.\n'
@@ -2103,6 +2167,8 @@ CTYPES = {
 
 # Optional buffer parameters (None passes NULL): (function, parameter).
 OPTIONAL_BUFFERS = frozenset({
+    ('tlrt_scatter_add_ibuf', 'x'),
+    ('tlrt_scatter_add_rows_ibuf', 'mat'),
     ('tlrt_tape_flash_attention', 'mask'),
     ('tlrt_sgd_step', 'momentum_buf'),
     ('tlrt_flash_attention_fwd', 'mask'),

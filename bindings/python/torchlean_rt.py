@@ -519,16 +519,35 @@ class Buffer:
 
     # -- element types (float32 values; int32 / int64 indices) --
     @classmethod
-    def from_ints(cls, values, dtype="int64", device=CPU):
-        """Uploads integers as an int32 or int64 buffer (indices); values is an iterable of ints
-        or a contiguous buffer-protocol object of that type (array('q'), numpy int64, ...)."""
+    def from_ints(cls, values, dtype=None, device=CPU):
+        """Uploads integers as an int32 or int64 buffer (an index buffer, see the index ops):
+        values is an iterable of ints, or a buffer-protocol object of integers (a numpy integer
+        array of any shape and layout, flattened in row-major order; array('i'), array('q'),
+        ...). dtype 'int32' or 'int64'; None keeps a numpy int32 array or array('i') as int32 and
+        makes everything else int64. A value that does not fit the type raises OverflowError
+        (numpy arrays are checked, not wrapped); a numpy array that is not of an integer type
+        raises TypeError."""
+        if dtype is None:
+            dtype = "int64"
+            if _np is not None and isinstance(values, _np.ndarray):
+                if values.dtype == _np.int32:
+                    dtype = "int32"
+            elif isinstance(values, _array.array) and values.typecode == "i":
+                dtype = "int32"
         if dtype not in ("int32", "int64"):
             raise ValueError(f"from_ints: dtype is 'int32' or 'int64', not {dtype!r}")
         code, ctype, fname = (("i", ctypes.c_int32, "tlrt_buffer_from_i32") if dtype == "int32"
                               else ("q", ctypes.c_int64, "tlrt_buffer_from_i64"))
         if _np is not None and isinstance(values, _np.ndarray):
-            values = _np.ascontiguousarray(values, dtype=_np.int32 if dtype == "int32"
-                                           else _np.int64)
+            if values.dtype.kind not in "iu":
+                raise TypeError(f"from_ints: a numpy array of integers, not {values.dtype}")
+            want = _np.int32 if dtype == "int32" else _np.int64
+            info = _np.iinfo(want)
+            if values.size and not _np.can_cast(values.dtype, want) and (
+                    int(values.min()) < info.min or int(values.max()) > info.max):
+                raise OverflowError(f"from_ints: a value of the {values.dtype} array does not "
+                                    f"fit {dtype}")
+            values = _np.ascontiguousarray(values, dtype=want)
             n = values.size
             ptr = values.ctypes.data_as(ctypes.POINTER(ctype)) if n else None
             return cls._out(fname, _as_device(device), ptr, n)
@@ -957,7 +976,9 @@ _OP_HEADERS = ("tlrt_elementwise.h", "tlrt_rng.h", "tlrt_reduce.h", "tlrt_layout
 # rt.call / rt.lib.
 _NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32",
             # the output-shape queries: conv_output_dims and friends above
-            "tlrt_conv_output_dims", "tlrt_convtranspose_output_dims", "tlrt_pool_output_dims"}
+            "tlrt_conv_output_dims", "tlrt_convtranspose_output_dims", "tlrt_pool_output_dims",
+            # the index-buffer fault counter: index_faults below
+            "tlrt_index_faults"}
 _IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double": "float",
              "uint64_t": "int", "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
              "const uint64_t *": "array64", "const uint32_t *": "array32",
@@ -1092,6 +1113,82 @@ __all__ += sorted(OPS)
 
 
 # ---------------------------------------------------------------------------------------------
+# Index lists or index buffers (abi/tlrt_index.h). gather_vec, scatter_add, gather_rows and
+# scatter_add_rows (and the Tape's gather_vec, gather_rows, scatter_add, scatter_add_rows and
+# cross_entropy) take their index list as
+#   - a host sequence (list, tuple, range, numpy array): the host-list entry point, k = its
+#     length, every entry checked on the host (a negative one raises ValueError, one >= 2^60
+#     TLRT_ERR_INDEX);
+#   - a Buffer of int32 or int64 (Buffer.from_ints, rt.from_dlpack of a torch / numpy / cupy
+#     integer tensor), on the data's device: the _ibuf entry point, k = the buffer's size, nothing
+#     crosses to the host; an entry that is not an index reads 0, is skipped by a scatter, and is
+#     counted by index_faults(device).
+# The scatters' x / mat may be None: the zero vector / matrix (NULL for the _ibuf entry points; a
+# zero buffer made here for a host list).
+# ---------------------------------------------------------------------------------------------
+
+def index_faults(device, reset=False):
+    """tlrt_index_faults: the number of index-buffer entries that were not an index (negative, or
+    >= 2^60; tape cross_entropy labels outside [0, classes)) met on `device` since the last reset
+    or the start of the process, all threads together; reset=True sets the counter back to 0
+    after reading it. Waits for the work queued so far on the device's current stream. The
+    device is named on purpose (no default): each device has its own counter."""
+    n = ctypes.c_uint64()
+    _check(lib.tlrt_index_faults(_as_device(device), bool(reset), ctypes.byref(n)),
+           "tlrt_index_faults")
+    return n.value
+
+
+def _zero_target(fname, a):
+    """The zero x / mat of a host-list scatter called with None (its size from n or rows * cols,
+    on vals' device)."""
+    count = int(a["n"]) if "n" in a else int(a["rows"]) * int(a["cols"])
+    if not 0 <= count < 1 << 64:
+        raise ValueError(f"{fname}: the zero target would have {count} elements")
+    vals = a["vals"]
+    return Buffer.zeros(count, vals.device if isinstance(vals, Buffer) else CPU)
+
+
+def _index_dispatch(list_op, ibuf_op, idx_name, optional=None):
+    """list_op (a generated wrapper taking a host index list) that calls ibuf_op (its _ibuf
+    twin, the same parameters) when the index argument is a Buffer; with optional, None for that
+    data argument passes NULL to ibuf_op and a zero buffer to list_op."""
+    sig = list_op.__signature__
+    names = list(sig.parameters)
+    if list(ibuf_op.__signature__.parameters) != names or idx_name not in names:
+        raise HeaderParseError(f"{ibuf_op.__name__}{ibuf_op.__signature__} does not take the "
+                               f"parameters of {list_op.__name__}{sig} (index {idx_name!r})")
+
+    def op(*args, **kwargs):
+        try:
+            a = sig.bind(*args, **kwargs).arguments
+        except TypeError:
+            return list_op(*args, **kwargs)  # its own message
+        if isinstance(a[idx_name], Buffer):
+            return ibuf_op(*[a[n] for n in names])
+        if optional is not None and a[optional] is None:
+            a[optional] = _zero_target(list_op.__name__, a)
+            return list_op(*[a[n] for n in names])
+        return list_op(*args, **kwargs)
+
+    op.__name__ = op.__qualname__ = list_op.__name__
+    op.__signature__ = sig
+    op.__doc__ = (f"{list_op.__doc__}\n\nWith {idx_name} a Buffer (int32 / int64, on the data's "
+                  f"device): {ibuf_op.__name__}, k = its size.\n\n{ibuf_op.__doc__}")
+    op.list_op, op.ibuf_op = list_op, ibuf_op
+    return op
+
+
+_IBUF_OPS = {"gather_vec": ("idx", None), "scatter_add": ("idx", "x"),
+             "gather_rows": ("idx", None), "scatter_add_rows": ("idx", "mat")}
+for _name, (_idx, _opt) in _IBUF_OPS.items():
+    if _name in OPS and _name + "_ibuf" in OPS:
+        OPS[_name] = _index_dispatch(OPS[_name], OPS[_name + "_ibuf"], _idx, _opt)
+        globals()[_name] = OPS[_name]
+__all__ += ["index_faults"]
+
+
+# ---------------------------------------------------------------------------------------------
 # The autograd tape (abi/tlrt_tape.h): one method per tlrt_tape_* recording call, generated from
 # its prototype like the ops (node ids are ints; index lists are sequences).
 # ---------------------------------------------------------------------------------------------
@@ -1180,6 +1277,13 @@ for _proto in PROTOTYPES.values():
         _m.__name__ = _m.__qualname__ = _proto.name[len("tlrt_tape_"):]
         setattr(Tape, _m.__name__, _m)
         TAPE_METHODS.append(_m.__name__)
+# t.gather_vec(v, idx), t.cross_entropy(logits, labels), ...: a Buffer as the index list records
+# the _ibuf form (the tape keeps a reference to it until reset).
+for _name, _idx in (("gather_vec", "idx"), ("gather_rows", "idx"), ("scatter_add", "idx"),
+                    ("scatter_add_rows", "idx"), ("cross_entropy", "labels")):
+    if hasattr(Tape, _name) and hasattr(Tape, _name + "_ibuf"):
+        setattr(Tape, _name, _index_dispatch(getattr(Tape, _name), getattr(Tape, _name + "_ibuf"),
+                                             _idx))
 __all__ += ["Tape", "buffer"]
 
 
@@ -1197,4 +1301,4 @@ def buffer(obj, device=CPU):
     return Buffer.from_buffer(obj, device)
 
 
-del _name, _restype, _params, _header, _doc, _proto, _fn, _m, _sname
+del _name, _restype, _params, _header, _doc, _proto, _fn, _m, _sname, _idx, _opt

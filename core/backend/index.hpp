@@ -1,21 +1,18 @@
-// Backend interface: indexing: gather and scatter-add with host index lists. Defined by
+// Backend interface: indexing: gather and scatter-add through index lists. Defined by
 // stub/index.cpp and cuda/index.cu.
 //
-// Core (core/api_index.cpp) has validated every argument (every list entry is < 2^60) and
-// handled every empty case, and hands the backends:
-//  - for gathers, idx::Keys: the caller's own list, read in place (the CPU gathers through it;
-//    CUDA converts it piece by piece into pinned staging with to_keys: one key per output row,
-//    the source row or idx::none<U>() for an out-of-range entry, which reads zeros);
-//  - for scatter-adds, idx::Plan: the in-range entries grouped by target (a stable sort by
-//    target), as segments: segment s adds the vals rows pos[seg[s]], ..., pos[seg[s+1] - 1]
-//    (increasing positions j) to row tgt[s] (increasing targets).
-// Plans are uint32_t arrays when every value fits (the common case: bound and k below 2^32 - 1)
-// and uint64_t otherwise (Plan::wide); they live in host memory (the CUDA backend uploads them
-// with upload_async into stream-ordered scratch) and are valid during the call only, as is the
-// list of Keys.
-// Both backends evaluate the same sums: out[t, c] = x[t, c] + S, S = the tree of
-// core/numerics/reduce_tree.hpp over the segment's values of column c, in segment order, so they
-// agree bit for bit (abi/tlrt_index.h states the contract).
+// Core (core/api_index.cpp) has validated every argument and handled every empty case, and hands
+// the backends an idx::List: the caller's host list of uint64_t (every entry < 2^60, checked by
+// core) or an index buffer of int32 / int64 on the device of the data, read in place. An entry
+// names a row (< bound), is out of range (a gather reads a zero row, a scatter skips it), or, in
+// an index buffer only, is not an index (negative, or >= 2^60 for int64): out of range as well,
+// and counted in the device's fault counter (index_faults). decode() below is the one rule.
+// Scatter-adds group the in-range entries by target stably (a sort by target; positions increase
+// within a target), as segments: segment s adds the vals rows pos[seg[s]], ..., pos[seg[s+1] - 1]
+// to row tgt[s]. The CPU builds that plan on the host (stub/index.cpp), CUDA on the device (a
+// CUB radix sort, cuda/index_sort.cu); both then evaluate the same sums: out[t, c] = x[t, c] + S,
+// S = the tree of core/numerics/reduce_tree.hpp over the segment's values of column c, in segment
+// order, so they agree bit for bit (abi/tlrt_index.h states the contract).
 #pragma once
 
 #include <cstdint>
@@ -31,59 +28,57 @@ TLRT_HD constexpr U none() {
   return ~U(0);
 }
 
-// Output row j of a gather reads row idx[j] of the source, or zeros where idx[j] >= rows.
-// k >= 1 entries, each < 2^60 (checked by core).
-struct Keys {
-  const uint64_t *idx;  // the caller's list, host memory
-  uint64_t k;           // number of entries (output rows)
+// The element type of an index list.
+enum class Type : uint8_t {
+  U64,  // the caller's host list; every entry < 2^60 (checked by core): never a fault
+  I32,  // an index buffer of int32_t on the device of the data
+  I64,  // an index buffer of int64_t on the device of the data
 };
 
-// out[j] = idx[j] if < bound, else none<U>() (U = uint32_t needs bound <= 2^32 - 1: none is
-// then no row), for j < n: the device keys of a gather, written straight into pinned staging so
-// that no host array of the list's size is created (a fresh one page-faulted: 2^26 entries took
-// ~150 of ~350 ms on the build machine).
-template <class U>
-inline void to_keys(const uint64_t *idx, uint64_t n, uint64_t bound, U *out) {
-  for (uint64_t j = 0; j < n; ++j) out[j] = idx[j] < bound ? (U)idx[j] : none<U>();
-}
-
-// A scatter plan: nseg >= 1 segments holding m >= 1 entries in all, contiguous in one host array
-// `blob` of the element type: seg[0..nseg] (seg[0] = 0, seg[nseg] = m, strictly increasing), then
-// tgt[0..nseg) (strictly increasing targets, each < rows), then pos[0..m) (positions into vals,
-// increasing within each segment).
-struct Plan {
-  bool wide;         // blob holds uint64_t (else uint32_t)
-  uint64_t nseg;     // distinct targets
-  uint64_t m;        // in-range entries
-  uint64_t max_len;  // longest segment
-  const void *blob;  // host memory: (2 nseg + 1 + m) elements
+// k >= 1 entries at p (host memory for U64, the data's device memory otherwise), read during the
+// call only.
+struct List {
+  const void *p;
+  Type type;
+  uint64_t k;
 };
 
-template <class U>
-struct PlanView {
-  const U *seg, *tgt, *pos;
-};
-
-template <class U>
-inline PlanView<U> view(const Plan &p) {
-  const U *b = static_cast<const U *>(p.blob);
-  return PlanView<U>{b, b + p.nseg + 1, b + 2 * p.nseg + 1};
+// The row an entry names: v itself when it is < bound, else bound (out of range, bound <= 2^60).
+// *fault is set when v is not an index (a negative value, or >= 2^60).
+template <class T>
+TLRT_HD uint64_t decode(T v, uint64_t bound, bool *fault) {
+  bool bad = false;
+  if constexpr (T(-1) < T(0)) bad = v < T(0);
+  if constexpr (sizeof(T) == 8) bad = bad || (uint64_t)v >= (uint64_t{1} << 60);
+  *fault = bad;
+  return !bad && (uint64_t)v < bound ? (uint64_t)v : bound;
 }
 
 }  // namespace idx
 }  // namespace tlrt
 
 #define TLRT_INDEX_BACKEND_API                                                                \
-  /* y (keys.k, cols) = the rows of the (rows, cols) matrix x that keys name, zero rows for   \
-     out-of-range keys (+0.0f). cols >= 1, keys.k >= 1, rows >= 1. */                         \
+  /* y (list.k, cols) = the rows of the (rows, cols) matrix x that the list names, zero rows  \
+     (+0.0f) for entries out of range or not an index (counted). rows, cols, list.k >= 1. */  \
   void gather_rows(int dev, const float *x, uint64_t rows, uint64_t cols,                     \
-                   const idx::Keys &keys, float *y);                                          \
-  /* y (rows, cols) = x with, for every segment s of plan and column c,                       \
-     y[tgt[s], c] = x[tgt[s], c] + (tree over the segment of vals[pos[e], c]); every row that \
-     is no target is copied bit for bit. vals is (k, cols) with k > every pos value.           \
-     rows, cols >= 1. y does not alias x or vals. */                                          \
+                   const idx::List &list, float *y);                                          \
+  /* y (rows, cols) = x (NULL: zeros) with, for every target t named by the list and column   \
+     c, y[t, c] = x[t, c] + (the tree over the entries j naming t, in increasing j, of        \
+     vals[j, c]); every other row copied bit for bit (+0.0f rows for NULL x). vals is         \
+     (list.k, cols). Entries not an index are counted. rows, cols, list.k >= 1; y aliases     \
+     neither x nor vals. */                                                                   \
   void scatter_add_rows(int dev, const float *x, const float *vals, uint64_t rows,            \
-                        uint64_t cols, const idx::Plan &plan, float *y);
+                        uint64_t cols, const idx::List &list, float *y);                      \
+  /* flat[i] = i * classes + labels[i] for the list.k labels in [0, classes), else            \
+     list.k * classes (out of range of the (list.k, classes) matrix), and such a label is     \
+     counted as a fault (cross-entropy's labels: a wrong label must not pass unnoticed).      \
+     list.type is I32 or I64; flat is an int64 buffer of list.k elements on dev. */           \
+  void flat_labels(int dev, const idx::List &labels, uint64_t classes, int64_t *flat);        \
+  /* Adds the list's entries that are not an index to the fault count (for calls whose     \
+     output is empty: nothing else reads the list). list.k >= 1. */                         \
+  void count_faults(int dev, const idx::List &list);                                        \
+  /* The device's fault count (waiting for its queued work first), set to 0 if reset. */      \
+  uint64_t index_faults(int dev, bool reset);
 
 namespace tlrt {
 namespace stub {

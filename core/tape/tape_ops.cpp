@@ -551,6 +551,98 @@ uint64_t rec_scatter_add_rows(Tape &t, uint64_t mi, uint64_t vi, const uint64_t 
               });
 }
 
+// An index buffer recorded on the tape: checked (int32 / int64, on the tape's device) and shared
+// with the backward closures, which read it after the host may have freed its handle.
+struct IndexBuf {
+  std::shared_ptr<Buf> b;
+  uint64_t k = 0;
+  const tlrt_buffer *get() const { return b->get(); }
+};
+
+IndexBuf index_buffer(const Tape &t, const tlrt_buffer *idx, const char *name) {
+  if (idx == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument %s is NULL", name);
+  tlrt_dtype dt = TLRT_DTYPE_F32;
+  if (tlrt_buffer_dtype(idx, &dt) != TLRT_OK)  // the one failure with a non-NULL handle
+    fail(TLRT_ERR_STALE_HANDLE, "argument %s is not a live tlrt_buffer (freed, or never one)",
+         name);
+  bool released = false;
+  check(tlrt_buffer_is_released(idx, &released));
+  if (released)
+    fail(TLRT_ERR_RELEASED, "argument %s: its storage was released", name);
+  if (dt != TLRT_DTYPE_I32 && dt != TLRT_DTYPE_I64)
+    fail(TLRT_ERR_DTYPE, "argument %s holds %s values, int32 or int64 indices are expected", name,
+         dt == TLRT_DTYPE_F32 ? "float32" : "unknown");
+  tlrt_device dev = TLRT_DEVICE_CPU;
+  check(tlrt_buffer_device(idx, &dev));
+  if (dev != t.device)
+    fail(TLRT_ERR_DEVICE_MISMATCH, "argument %s is on another device than the tape", name);
+  IndexBuf r;
+  check(tlrt_buffer_size(idx, &r.k));
+  r.b = std::make_shared<Buf>(share(idx));
+  return r;
+}
+
+uint64_t rec_gather_vec_ibuf(Tape &t, uint64_t vi, const tlrt_buffer *idx) {
+  const IndexBuf ix = index_buffer(t, idx, "idx");
+  const In v = in(t, vi, "v");
+  const uint64_t n = v.s.numel();
+  Buf y = TAPE_CALL(tlrt_gather_vec_ibuf, v.v, n, ix.get());
+  return push(t, std::move(y), shape1(ix.k), {vi},
+              [n, ix](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_scatter_add_ibuf, nullptr, g, n, ix.get());
+              });
+}
+
+uint64_t rec_gather_rows_ibuf(Tape &t, uint64_t mi, const tlrt_buffer *idx) {
+  const IndexBuf ix = index_buffer(t, idx, "idx");
+  const In m = in(t, mi, "mat");
+  need_rank(m, "mat", 2);
+  const uint64_t rows = m.s.d[0], cols = m.s.d[1];
+  Buf y = TAPE_CALL(tlrt_gather_rows_ibuf, m.v, rows, cols, ix.get());
+  return push(t, std::move(y), shape2(ix.k, cols), {mi},
+              [rows, cols, ix](const Tape &, const Node &, const tlrt_buffer *g,
+                               std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_scatter_add_rows_ibuf, nullptr, g, rows, cols, ix.get());
+              });
+}
+
+uint64_t rec_scatter_add_ibuf(Tape &t, uint64_t xi, uint64_t vi, const tlrt_buffer *idx) {
+  const IndexBuf ix = index_buffer(t, idx, "idx");
+  const In x = in(t, xi, "x"), v = in(t, vi, "vals");
+  need_rank(v, "vals", 1);
+  if (v.s.d[0] != ix.k)
+    fail(TLRT_ERR_SHAPE, "argument vals has shape %s, argument idx has %llu elements",
+         v.s.str().c_str(), (ull)ix.k);
+  const uint64_t n = x.s.numel();
+  Buf y = TAPE_CALL(tlrt_scatter_add_ibuf, x.v, v.v, n, ix.get());
+  return push(t, std::move(y), x.s, {xi, vi},
+              [n, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
+                      std::vector<Buf> &o) {
+                if (need(t, nd, 0)) o[0] = share(g);
+                if (need(t, nd, 1)) o[1] = TAPE_CALL(tlrt_gather_vec_ibuf, g, n, ix.get());
+              });
+}
+
+uint64_t rec_scatter_add_rows_ibuf(Tape &t, uint64_t mi, uint64_t vi, const tlrt_buffer *idx) {
+  const IndexBuf ix = index_buffer(t, idx, "idx");
+  const In m = in(t, mi, "mat"), v = in(t, vi, "vals");
+  need_rank(m, "mat", 2);
+  need_rank(v, "vals", 2);
+  const uint64_t rows = m.s.d[0], cols = m.s.d[1];
+  if (v.s.d[0] != ix.k || v.s.d[1] != cols)
+    fail(TLRT_ERR_SHAPE, "argument vals has shape %s, expected (k, cols) = (%llu, %llu) for "
+         "argument idx of %llu elements and argument mat of shape %s", v.s.str().c_str(),
+         (ull)ix.k, (ull)cols, (ull)ix.k, m.s.str().c_str());
+  Buf y = TAPE_CALL(tlrt_scatter_add_rows_ibuf, m.v, v.v, rows, cols, ix.get());
+  return push(t, std::move(y), m.s, {mi, vi},
+              [rows, cols, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
+                               std::vector<Buf> &o) {
+                if (need(t, nd, 0)) o[0] = share(g);
+                if (need(t, nd, 1))
+                  o[1] = TAPE_CALL(tlrt_gather_rows_ibuf, g, rows, cols, ix.get());
+              });
+}
+
 // ---- softmax, layer norm, products --------------------------------------------------------
 
 uint64_t rec_softmax(Tape &t, uint64_t xi, bool log) {
@@ -950,6 +1042,23 @@ uint64_t rec_cross_entropy(Tape &t, uint64_t li, const uint64_t *labels) {
   return rec_neg(t, mean);
 }
 
+// The flat indices i * classes + labels[i] (tlrt_index_flat_rows: a label outside [0, classes)
+// picks nothing and is counted), then the loss of rec_cross_entropy.
+uint64_t rec_cross_entropy_ibuf(Tape &t, uint64_t li, const tlrt_buffer *labels) {
+  const IndexBuf lb = index_buffer(t, labels, "labels");
+  const In l = in(t, li, "logits");
+  need_rank(l, "logits", 2);
+  const uint64_t batch = l.s.d[0], classes = l.s.d[1];
+  if (lb.k != batch)
+    fail(TLRT_ERR_SHAPE, "argument labels has %llu elements, argument logits has shape %s",
+         (ull)lb.k, l.s.str().c_str());
+  Buf flat = TAPE_CALL(tlrt_index_flat_rows, lb.get(), classes);
+  const uint64_t lsm = rec_softmax(t, li, true);
+  const uint64_t picked = rec_gather_vec_ibuf(t, lsm, flat.get());
+  const uint64_t mean = rec_reduce_all(t, picked, true);
+  return rec_neg(t, mean);
+}
+
 uint64_t rec_batchnorm(Tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
   const In x = in(t, xi, "x"), gm = in(t, gi, "gamma"), bt = in(t, bi, "beta");
   need_rank(x, "x", 2);
@@ -1185,6 +1294,23 @@ TLRT_API tlrt_status tlrt_tape_scatter_add(tlrt_tape *tape, uint64_t x, uint64_t
                                            const uint64_t *idx, uint64_t k, uint64_t *out) {
   return TAPE_REC(scatter_add, rec_scatter_add(t, x, vals, idx, k));
 }
+TLRT_API tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape *tape, uint64_t v,
+                                               const tlrt_buffer *idx, uint64_t *out) {
+  return TAPE_REC(gather_vec_ibuf, rec_gather_vec_ibuf(t, v, idx));
+}
+TLRT_API tlrt_status tlrt_tape_gather_rows_ibuf(tlrt_tape *tape, uint64_t mat,
+                                                const tlrt_buffer *idx, uint64_t *out) {
+  return TAPE_REC(gather_rows_ibuf, rec_gather_rows_ibuf(t, mat, idx));
+}
+TLRT_API tlrt_status tlrt_tape_scatter_add_ibuf(tlrt_tape *tape, uint64_t x, uint64_t vals,
+                                                const tlrt_buffer *idx, uint64_t *out) {
+  return TAPE_REC(scatter_add_ibuf, rec_scatter_add_ibuf(t, x, vals, idx));
+}
+TLRT_API tlrt_status tlrt_tape_scatter_add_rows_ibuf(tlrt_tape *tape, uint64_t mat,
+                                                     uint64_t vals, const tlrt_buffer *idx,
+                                                     uint64_t *out) {
+  return TAPE_REC(scatter_add_rows_ibuf, rec_scatter_add_rows_ibuf(t, mat, vals, idx));
+}
 TLRT_API tlrt_status tlrt_tape_scatter_add_rows(tlrt_tape *tape, uint64_t mat, uint64_t vals,
                                                 const uint64_t *idx, uint64_t k, uint64_t *out) {
   return TAPE_REC(scatter_add_rows, rec_scatter_add_rows(t, mat, vals, idx, k));
@@ -1266,6 +1392,10 @@ TLRT_API tlrt_status tlrt_tape_linear(tlrt_tape *tape, uint64_t x, uint64_t w, u
 TLRT_API tlrt_status tlrt_tape_mse_loss(tlrt_tape *tape, uint64_t pred, uint64_t target,
                                         uint64_t *out) {
   return TAPE_REC(mse_loss, rec_mse(t, pred, target));
+}
+TLRT_API tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape *tape, uint64_t logits,
+                                                  const tlrt_buffer *labels, uint64_t *out) {
+  return TAPE_REC(cross_entropy_ibuf, rec_cross_entropy_ibuf(t, logits, labels));
 }
 TLRT_API tlrt_status tlrt_tape_cross_entropy(tlrt_tape *tape, uint64_t logits,
                                              const uint64_t *labels, uint64_t *out) {

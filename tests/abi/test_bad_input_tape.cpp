@@ -2,7 +2,9 @@
 // node ids not in the tape (also stale ids after a reset), shapes rejected at record time (the
 // message names the recording call, the arguments and both shapes), released and foreign-device
 // leaf and seed buffers, malformed and unavailable devices, out-of-domain scalars passed through
-// from the op; out-parameters cleared on failure, the tape unchanged, and nothing leaked.
+// from the op, index buffers (the _ibuf calls: NULL, freed, released, float32 or foreign-device
+// idx / labels, and labels without batch elements); out-parameters cleared on failure, the tape
+// unchanged, and nothing leaked.
 #include <functional>
 #include <string>
 #include <vector>
@@ -466,6 +468,104 @@ void test_recording() {
   BAD(tlrt_tape_scatter_add_rows(t, n.m34, n.m43, ridx, 4, &o), TLRT_ERR_SHAPE,
       "tlrt_tape_scatter_add_rows", "vals");
 
+  // ---- indexing through index buffers ----
+  // The node arguments as above; idx NULL, a freed handle, released, of float32 values; entries
+  // that are not an index (negative, >= 2^60) are recorded (no TLRT_ERR_INDEX); idx on another
+  // device than the tape (CUDA only); shapes (vals against the size of idx).
+  {
+    Buf i3, r3, bad, rel, f3;
+    const int64_t iv[3] = {0, 2, 11}, badv[3] = {-1, int64_t{1} << 60, 1};
+    const int32_t rv[3] = {0, 2, 2};
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, iv, 3, i3.out()));
+    TH_OK(tlrt_buffer_from_i32(TLRT_DEVICE_CPU, rv, 3, r3.out()));
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, badv, 3, bad.out()));
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, iv, 3, rel.out()));
+    TH_OK(tlrt_buffer_release_storage(rel.get(), nullptr));
+    f3 = Buf(th::upload({0, 1, 2}));
+    tlrt_buffer *stale = nullptr;
+    TH_OK(tlrt_buffer_from_i32(TLRT_DEVICE_CPU, rv, 3, &stale));
+    tlrt_buffer_free(stale);
+    // call(idx, out) records one of the four with valid nodes and the given index buffer.
+    struct IbufCall {
+      const char *fn;
+      std::function<tlrt_status(const tlrt_buffer *, uint64_t *)> call;
+    };
+    const IbufCall calls[] = {
+        {"tlrt_tape_gather_vec_ibuf",
+         [&](const tlrt_buffer *ib, uint64_t *out) {
+           return tlrt_tape_gather_vec_ibuf(t, n.m34, ib, out);
+         }},
+        {"tlrt_tape_gather_rows_ibuf",
+         [&](const tlrt_buffer *ib, uint64_t *out) {
+           return tlrt_tape_gather_rows_ibuf(t, n.m34, ib, out);
+         }},
+        {"tlrt_tape_scatter_add_ibuf",
+         [&](const tlrt_buffer *ib, uint64_t *out) {
+           return tlrt_tape_scatter_add_ibuf(t, n.m34, n.v3, ib, out);
+         }},
+        {"tlrt_tape_scatter_add_rows_ibuf",
+         [&](const tlrt_buffer *ib, uint64_t *out) {
+           return tlrt_tape_scatter_add_rows_ibuf(t, n.m34, n.m34b, ib, out);
+         }},
+    };
+    for (const IbufCall &c : calls) {
+      const uint64_t before = count(t);
+      o = 77;
+      BAD(c.call(nullptr, &o), TLRT_ERR_NULL_ARGUMENT, c.fn, "idx");
+      TH_CHECK(o == 0);
+      o = 77;
+      BAD(c.call(stale, &o), TLRT_ERR_STALE_HANDLE, c.fn, "idx");
+      TH_CHECK(o == 0);
+      o = 77;
+      BAD(c.call(rel.get(), &o), TLRT_ERR_RELEASED, c.fn, "idx");
+      TH_CHECK(o == 0);
+      o = 77;
+      BAD(c.call(f3.get(), &o), TLRT_ERR_DTYPE, c.fn, "idx");
+      TH_CHECK(o == 0);
+      TH_CHECK_MSG(count(t) == before, "%s: a failing call changed the tape", c.fn);
+      o = 77;
+      TH_CHECK_MSG(c.call(bad.get(), &o) == TLRT_OK && index(o) + 1 == count(t),
+                   "%s with entries that are not an index: %s", c.fn, tlrt_last_error());
+    }
+    common("tlrt_tape_gather_vec_ibuf", t, {n.m34}, {"v"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *out) {
+             return tlrt_tape_gather_vec_ibuf(tp, x[0], i3.get(), out);
+           });
+    common("tlrt_tape_gather_rows_ibuf", t, {n.m34}, {"mat"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *out) {
+             return tlrt_tape_gather_rows_ibuf(tp, x[0], r3.get(), out);
+           });
+    BAD(tlrt_tape_gather_rows_ibuf(t, n.t234, r3.get(), &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_gather_rows_ibuf", "mat");
+    TH_CHECK(o == 0);
+    common("tlrt_tape_scatter_add_ibuf", t, {n.m34, n.v3}, {"x", "vals"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *out) {
+             return tlrt_tape_scatter_add_ibuf(tp, x[0], x[1], i3.get(), out);
+           });
+    BAD(tlrt_tape_scatter_add_ibuf(t, n.m34, n.v4, i3.get(), &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_scatter_add_ibuf", "vals");
+    TH_CHECK(o == 0);
+    common("tlrt_tape_scatter_add_rows_ibuf", t, {n.m34, n.m34b}, {"mat", "vals"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *out) {
+             return tlrt_tape_scatter_add_rows_ibuf(tp, x[0], x[1], r3.get(), out);
+           });
+    BAD(tlrt_tape_scatter_add_rows_ibuf(t, n.m34, n.m43, r3.get(), &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_scatter_add_rows_ibuf", "vals");
+    TH_CHECK(o == 0);
+    BAD(tlrt_tape_scatter_add_rows_ibuf(t, n.m34, n.v4, r3.get(), &o), TLRT_ERR_SHAPE,
+        "tlrt_tape_scatter_add_rows_ibuf", "vals");
+    TH_CHECK(o == 0);
+    if (th::cuda_ready()) {
+      Buf gi;
+      TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CUDA(0), iv, 3, gi.out()));
+      for (const IbufCall &c : calls) {
+        o = 77;
+        BAD(c.call(gi.get(), &o), TLRT_ERR_DEVICE_MISMATCH, c.fn, "idx");
+        TH_CHECK(o == 0);
+      }
+    }
+  }
+
   // ---- layer norm, products ----
   common("tlrt_tape_layer_norm", t, {n.m34, n.v4, n.v4}, {"x", "gamma", "beta"},
          [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
@@ -709,6 +809,65 @@ void test_recording() {
       "tlrt_tape_cross_entropy", "labels");
   BAD(tlrt_tape_cross_entropy(t, n.t234, labels, &o), TLRT_ERR_SHAPE, "tlrt_tape_cross_entropy",
       "logits");
+  // Labels in an index buffer: NULL, a freed handle, released, of float32 values, on another
+  // device (CUDA only), not batch elements; logits not of rank 2. Labels outside [0, classes)
+  // are recorded (counted by tlrt_index_faults, no TLRT_ERR_INDEX).
+  {
+    const char *fn = "tlrt_tape_cross_entropy_ibuf";
+    const int64_t lv[3] = {0, 3, 1}, lbad[3] = {0, 4, -1};
+    const int32_t l32[4] = {0, 3, 1, 2};
+    Buf lab, lab32_4, lab0, labbad, rel, f3;
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, lv, 3, lab.out()));
+    TH_OK(tlrt_buffer_from_i32(TLRT_DEVICE_CPU, l32, 4, lab32_4.out()));
+    TH_OK(tlrt_buffer_zeros_of(TLRT_DEVICE_CPU, TLRT_DTYPE_I64, 0, lab0.out()));
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, lbad, 3, labbad.out()));
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, lv, 3, rel.out()));
+    TH_OK(tlrt_buffer_release_storage(rel.get(), nullptr));
+    f3 = Buf(th::upload({0, 3, 1}));
+    tlrt_buffer *stale = nullptr;
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, lv, 3, &stale));
+    tlrt_buffer_free(stale);
+    common(fn, t, {n.m34}, {"logits"},
+           [&](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *out) {
+             return tlrt_tape_cross_entropy_ibuf(tp, x[0], lab.get(), out);
+           });
+    const uint64_t before = count(t);
+    o = 77;
+    BAD(tlrt_tape_cross_entropy_ibuf(t, n.m34, nullptr, &o), TLRT_ERR_NULL_ARGUMENT, fn, "labels");
+    TH_CHECK(o == 0);
+    o = 77;
+    BAD(tlrt_tape_cross_entropy_ibuf(t, n.m34, stale, &o), TLRT_ERR_STALE_HANDLE, fn, "labels");
+    TH_CHECK(o == 0);
+    o = 77;
+    BAD(tlrt_tape_cross_entropy_ibuf(t, n.m34, rel.get(), &o), TLRT_ERR_RELEASED, fn, "labels");
+    TH_CHECK(o == 0);
+    o = 77;
+    BAD(tlrt_tape_cross_entropy_ibuf(t, n.m34, f3.get(), &o), TLRT_ERR_DTYPE, fn, "labels");
+    TH_CHECK(o == 0);
+    for (const tlrt_buffer *l : {lab32_4.get(), lab0.get()}) {
+      o = 77;
+      BAD(tlrt_tape_cross_entropy_ibuf(t, n.m34, l, &o), TLRT_ERR_SHAPE, fn, "labels");
+      TH_CHECK(o == 0);
+    }
+    for (uint64_t x : {n.t234, n.v3, n.s}) {
+      o = 77;
+      BAD(tlrt_tape_cross_entropy_ibuf(t, x, lab.get(), &o), TLRT_ERR_SHAPE, fn, "logits");
+      TH_CHECK(o == 0);
+    }
+    if (th::cuda_ready()) {
+      Buf gl;
+      TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CUDA(0), lv, 3, gl.out()));
+      o = 77;
+      BAD(tlrt_tape_cross_entropy_ibuf(t, n.m34, gl.get(), &o), TLRT_ERR_DEVICE_MISMATCH, fn,
+          "labels");
+      TH_CHECK(o == 0);
+    }
+    TH_CHECK_MSG(count(t) == before, "%s: a failing call changed the tape", fn);
+    o = 77;
+    TH_CHECK_MSG(tlrt_tape_cross_entropy_ibuf(t, n.m34, labbad.get(), &o) == TLRT_OK &&
+                     index(o) + 1 == count(t),
+                 "%s with labels outside [0, classes): %s", fn, tlrt_last_error());
+  }
   common("tlrt_tape_batchnorm", t, {n.m34, n.v4, n.v4}, {"x", "gamma", "beta"},
          [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
            return tlrt_tape_batchnorm(tp, x[0], x[1], x[2], 1e-5, o);

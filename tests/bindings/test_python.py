@@ -16,6 +16,11 @@ TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
   - generated ops (add, clamp, max_bwd's tuple, RNG against the SplitMix64 formula of the header),
     in-place optimizer steps, length checks of uncounted arrays;
   - the Tape: leaves, recording, backward, values and gradients against hand-computed ones, errors;
+  - index buffers: rt.gather_vec / scatter_add / gather_rows / scatter_add_rows and the Tape's
+    gather / scatter / cross_entropy with an int32 / int64 Buffer as the index list give the bits
+    of the host-list path; entries that are not an index read 0, are skipped and are counted by
+    rt.index_faults; None as the scatters' target; numpy integer arrays through
+    Buffer.from_ints and DLPack;
   - errors become TlrtError with the right status, name and message;
   - geometry as data: rt.conv_geometry / rt.pool_geometry, the *_geom ops against the
     argument-list ops (bitwise), the output-dims queries, the library's struct errors;
@@ -660,7 +665,8 @@ def test_geometry_structs():
 TESTS = ("test_prototypes", "test_round_trips", "test_ops", "test_shaped_ops", "test_errors",
          "test_buffer_protocol", "test_inplace_and_uncounted", "test_tape",
          "test_tape_conv_pool_attention", "test_streams", "test_geometry_structs",
-         "test_finalizers")
+         "test_finalizers", "test_integer_buffers_and_dlpack", "test_index_buffers",
+         "test_tape_index_buffers")
 
 
 def main():
@@ -767,6 +773,231 @@ def test_integer_buffers_and_dlpack():
     del fa, ia, view, same, b, c
     gc.collect()
     check(rt.stats()["live_handles"] == start, "every imported and exported buffer was freed")
+
+
+
+def _faults():
+    """index_faults(CPU) read and reset: what the calls since the last reset counted."""
+    return rt.index_faults(rt.CPU, reset=True)
+
+
+def test_index_buffers():
+    """Index lists as int32 / int64 Buffers: rt.gather_vec / scatter_add / gather_rows /
+    scatter_add_rows dispatch to the _ibuf entry points when idx is a Buffer and give the bits of
+    the host-list path; entries that are not an index read 0, are skipped and are counted by
+    rt.index_faults; None for the scatters' x / mat is the zero target."""
+    _faults()  # start from 0 (the counter is process wide)
+    check("k" not in rt.gather_vec.__signature__.parameters, "k is the index list's length")
+    for name in ("gather_vec", "scatter_add", "gather_rows", "scatter_add_rows"):
+        check(rt.OPS[name] is getattr(rt, name) and name + "_ibuf" in rt.OPS,
+              f"rt.{name} is the dispatching wrapper")
+        check(getattr(rt, name).__signature__ == rt.OPS[name + "_ibuf"].__signature__,
+              f"{name} and {name}_ibuf take the same parameters")
+    check("index_faults" not in rt.OPS and callable(rt.index_faults), "index_faults by hand")
+    # Values whose sums depend on the order: the ibuf path must give the list path's bits.
+    v = rt.Buffer.from_list([1.5, -2.0, 3.25, 1e8, -0.0, 7.0])
+    vals = rt.Buffer.from_list([1e8, 1.0, -1e8, 3.0, 0.5, 2.0 ** -20, -7.5, 1e-3])
+    sidx = [3, 3, 3, 0, 3, 5, 99, 3]          # duplicates, one out of range (skipped)
+    gidx = [5, 0, 99, 2, 2, 4, 1 << 59]       # out of range (< 2^60) reads +0, not counted
+    for dtype in ("int64", "int32"):
+        g = [i if i < 1 << 31 else 77 for i in gidx] if dtype == "int32" else gidx
+        got = rt.gather_vec(v, 6, rt.Buffer.from_ints(g, dtype=dtype))
+        want = rt.gather_vec(v, 6, g)
+        check(got.to_bytes() == want.to_bytes(), f"gather_vec {dtype}: {got.to_list()} vs "
+              f"{want.to_list()}")
+        check(want.to_list()[:3] == [7.0, 1.5, 0.0], "gather_vec list path")
+        ib = rt.Buffer.from_ints(sidx, dtype=dtype)
+        got = rt.scatter_add(v, vals, 6, ib)
+        want = rt.scatter_add(v, vals, 6, sidx)
+        check(got.to_bytes() == want.to_bytes(),
+              f"scatter_add {dtype}: {got.to_list()} vs {want.to_list()}")
+        got0 = rt.scatter_add(None, vals, 6, ib)   # NULL x: the zero vector
+        want0 = rt.scatter_add(rt.Buffer.zeros(6), vals, 6, sidx)
+        check(got0.to_bytes() == want0.to_bytes(), f"scatter_add(None) {dtype}")
+        check(rt.scatter_add(None, vals, 6, sidx).to_bytes() == want0.to_bytes(),
+              "scatter_add(None) with a host list: a zero buffer")
+        check(rt.scatter_add(x=None, vals=vals, n=6, idx=ib).to_bytes() == want0.to_bytes(),
+              "keywords")
+        # Rows: a (4, 3) matrix, (k, 3) values.
+        mat = rt.Buffer.from_list([float(i) - 5.5 for i in range(12)])
+        ridx = [2, 0, 2, 7, 2, 3]
+        rvals = rt.Buffer.from_list([1e7, 1.0, -2.0, 0.25, 3.0, 1e-4, -1e7, 5.0, 0.5,
+                                     9.0, 9.0, 9.0, 0.125, -1.0, 2.0 ** -30, 4.0, 4.0, 4.0])
+        ri = rt.Buffer.from_ints(ridx, dtype=dtype)
+        got = rt.gather_rows(mat, 4, 3, ri)
+        want = rt.gather_rows(mat, 4, 3, ridx)
+        check(got.size == 18 and got.to_bytes() == want.to_bytes(), f"gather_rows {dtype}")
+        check(rt.gather_rows(mat=mat, rows=4, cols=3, idx=ri).to_bytes() == want.to_bytes(),
+              "gather_rows keywords")
+        got = rt.scatter_add_rows(mat, rvals, 4, 3, ri)
+        want = rt.scatter_add_rows(mat, rvals, 4, 3, ridx)
+        check(got.to_bytes() == want.to_bytes(),
+              f"scatter_add_rows {dtype}: {got.to_list()} vs {want.to_list()}")
+        got0 = rt.scatter_add_rows(None, rvals, 4, 3, ri)
+        want0 = rt.scatter_add_rows(rt.Buffer.zeros(12), rvals, 4, 3, ridx)
+        check(got0.to_bytes() == want0.to_bytes(), f"scatter_add_rows(None) {dtype}")
+        check(rt.scatter_add_rows(None, rvals, 4, 3, ridx).to_bytes() == want0.to_bytes(),
+              "scatter_add_rows(None) with a host list")
+        # Empty index buffers: an empty gather, a copy of x.
+        e = rt.Buffer.from_ints([], dtype=dtype)
+        check(rt.gather_vec(v, 6, e).size == 0, "empty gather")
+        check(rt.scatter_add(v, rt.Buffer.from_list([]), 6, e).to_bytes() == v.to_bytes(),
+              "empty scatter: a bit-exact copy of x")
+    check(_faults() == 0, "no entry above was outside [0, 2^60)")
+
+    # Entries that are not an index: read as 0, skipped by the scatters, counted.
+    bad64 = rt.Buffer.from_ints([-1, 0, 1 << 62, 7, -(1 << 63), 5])
+    got = rt.gather_vec(v, 6, bad64)
+    check(got.to_list() == [0.0, 1.5, 0.0, 0.0, 0.0, 7.0], f"negative entries read 0: "
+          f"{got.to_list()}")
+    check(rt.index_faults(rt.CPU) == 3, "-1, 2^62 and -2^63 counted (7 >= n is a value)")
+    check(rt.index_faults(rt.CPU) == 3, "reading without reset keeps the count")
+    check(rt.index_faults(rt.CPU, reset=True) == 3 and rt.index_faults(rt.CPU) == 0,
+          "reset=True returns the count and sets it to 0")
+    bad32 = rt.Buffer.from_ints([3, -1, 3, -2147483648, 0], dtype="int32")
+    svals = rt.Buffer.from_list([1.0, 100.0, 2.0, 1000.0, 4.0])
+    got = rt.scatter_add(v, svals, 6, bad32)
+    want = rt.scatter_add(v, svals, 6, [3, 6, 3, 6, 0])  # skipped like out-of-range entries
+    check(got.to_bytes() == want.to_bytes(), f"negative int32 entries skipped: {got.to_list()}")
+    check(_faults() == 2, "two negative int32 entries counted")
+    got = rt.scatter_add_rows(None, rvals, 4, 3, rt.Buffer.from_ints([2, -1, 2, 7, -5, 3]))
+    want = rt.scatter_add_rows(None, rvals, 4, 3, [2, 4, 2, 7, 4, 3])
+    check(got.to_bytes() == want.to_bytes(), "negative row entries skipped")
+    got = rt.gather_rows(mat, 4, 3, rt.Buffer.from_ints([-3, 1], dtype="int32"))
+    check(got.to_list() == [0.0] * 3 + [-2.5, -1.5, -0.5], f"negative row reads zeros: "
+          f"{got.to_list()}")
+    check(_faults() == 3, "scatter_add_rows and gather_rows count theirs")
+    # The host list keeps its strictness: negative entries are refused before the call.
+    try:
+        rt.gather_vec(v, 6, [0, -1])
+        check(False, "a negative host-list entry reached the library")
+    except ValueError:
+        pass
+    expect_error(lambda: rt.gather_vec(v, 6, [1 << 60]), "TLRT_ERR_INDEX", ("idx",),
+                 "host-list entry >= 2^60")
+    # Wrong element types, sizes.
+    expect_error(lambda: rt.gather_vec(v, 6, rt.Buffer.from_list([0.0, 1.0])), "TLRT_ERR_DTYPE",
+                 ("idx",), "float32 index buffer")
+    expect_error(lambda: rt.gather_vec(rt.Buffer.from_ints([1, 2]), 2, rt.Buffer.from_ints([0])),
+                 "TLRT_ERR_DTYPE", (), "integer data")
+    expect_error(lambda: rt.gather_vec(v, 5, rt.Buffer.from_ints([0])), "TLRT_ERR_SHAPE", (),
+                 "n != size of v")
+    expect_error(lambda: rt.scatter_add(None, vals, 6, rt.Buffer.from_ints([0, 1])),
+                 "TLRT_ERR_SHAPE", (), "vals of another size than idx")
+    expect_error(lambda: rt.scatter_add_rows(mat, rvals, 4, 3, rt.Buffer.from_ints([0])),
+                 "TLRT_ERR_SHAPE", (), "vals rows != size of idx")
+    try:
+        rt.gather_vec(None, 6, rt.Buffer.from_ints([0]))
+        check(False, "None for a required buffer")
+    except TypeError:
+        pass
+    check(_faults() == 0, "no fault counted by the failing calls")
+
+    if rt._np is None:
+        print("python: numpy not importable, numpy index buffers not checked")
+        return
+    np = rt._np
+    # numpy integer arrays -> Buffer.from_ints (the type kept or chosen; values checked).
+    a32 = np.array([5, 0, 3, 3], dtype=np.int32)
+    b32 = rt.Buffer.from_ints(a32)
+    check(b32.dtype == "int32" and b32.to_int_list() == [5, 0, 3, 3], "numpy int32 stays int32")
+    b64 = rt.Buffer.from_ints(a32.astype(np.int64))
+    check(b64.dtype == "int64" and b64.to_int_list() == [5, 0, 3, 3], "numpy int64")
+    check(rt.Buffer.from_ints(a32, dtype="int64").dtype == "int64", "explicit dtype")
+    check(rt.Buffer.from_ints(np.array([1, 2], dtype=np.uint8)).dtype == "int64",
+          "other integer types -> int64")
+    check(rt.Buffer.from_ints(array.array("i", [1, -2])).dtype == "int32", "array('i') -> int32")
+    check(rt.Buffer.from_ints([1, 2]).dtype == "int64", "a list -> int64")
+    m = np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]   # not contiguous, 2-D
+    check(rt.Buffer.from_ints(m).to_int_list() == [0, 2, 4, 6, 8, 10], "strided 2-D flattened")
+    for bad, dtype, exc in ((np.array([2 ** 63], dtype=np.uint64), None, OverflowError),
+                            (np.array([2 ** 31], dtype=np.int64), "int32", OverflowError),
+                            (np.array([1.0, 2.0]), None, TypeError),
+                            (np.array([True]), None, TypeError)):
+        try:
+            rt.Buffer.from_ints(bad, dtype=dtype)
+            check(False, f"from_ints accepted {bad!r} as {dtype}")
+        except exc:
+            pass
+    check(rt.Buffer.from_ints(np.array([2 ** 31 - 1, -2 ** 31], dtype=np.int64),
+                              dtype="int32").to_int_list() == [2 ** 31 - 1, -2 ** 31],
+          "int64 values that fit int32")
+    # numpy arrays as index lists: the host list (ndarray) path and the Buffer path agree.
+    ia = np.array(sidx, dtype=np.int64)
+    check(rt.scatter_add(v, vals, 6, ia).to_bytes() ==
+          rt.scatter_add(v, vals, 6, rt.Buffer.from_ints(ia)).to_bytes(), "ndarray vs Buffer")
+    # DLPack: an index buffer sharing numpy's memory (no copy).
+    shared = rt.from_dlpack(ia)
+    check(shared.dtype == "int64" and _dlpack_data_ptr(shared) == ia.ctypes.data,
+          "index buffer shares numpy's memory")
+    check(rt.scatter_add(v, vals, 6, shared).to_bytes() ==
+          rt.scatter_add(v, vals, 6, sidx).to_bytes(), "DLPack index buffer")
+    check(_faults() == 0, "numpy paths counted nothing")
+
+
+def test_tape_index_buffers():
+    """The Tape's gather / scatter / cross_entropy methods with index Buffers: the _ibuf records,
+    values and gradients equal to the host-list records; bad labels counted and contributing 0;
+    the tape keeps the index buffer alive."""
+    _faults()
+
+    def run(labels, idx, ridx):
+        with rt.Tape(rt.CPU) as t:
+            lg = t.leaf(rt.buffer([0.5, -1.0, 2.0, 0.25, 3.0, -0.5]), [2, 3], True)
+            ce = t.cross_entropy(lg, labels)
+            v = t.leaf(rt.buffer([1.0, 2.0, 3.0, 4.0]), [4], True)
+            g = t.gather_vec(v, idx)
+            s = t.scatter_add(v, g, idx)
+            m = t.leaf(rt.buffer([float(i) for i in range(6)]), [3, 2], True)
+            gr = t.gather_rows(m, ridx)
+            sr = t.scatter_add_rows(m, gr, ridx)
+            w = t.leaf(rt.buffer([1.0, -2.0, 0.5, 0.25]), [4], False)
+            loss = t.add(t.add(ce, t.reduce_sum(t.mul(s, w))),
+                         t.add(t.reduce_sum(t.mul(gr, gr)), t.reduce_sum(sr)))
+            if isinstance(labels, rt.Buffer):   # the tape holds its own references
+                labels.free(); idx.free(); ridx.free()
+            t.backward(loss)
+            out = [t.value(n).to_bytes() for n in (ce, g, s, gr, sr, loss)]
+            grads = [t.grad(n).to_bytes() for n in (lg, v, m)]
+            return out, grads, t.shape(ce)[0], t.shape(gr)[0]
+
+    want = run([2, 0], [3, 0, 3, 9], [2, 0, 2])
+    for dtype in ("int64", "int32"):
+        got = run(rt.Buffer.from_ints([2, 0], dtype=dtype),
+                  rt.Buffer.from_ints([3, 0, 3, 9], dtype=dtype),
+                  rt.Buffer.from_ints([2, 0, 2], dtype=dtype))
+        check(got[2] == [] and got[3] == [3, 2], f"shapes {got[2]} {got[3]}")
+        check(got[0] == want[0], f"tape values with {dtype} index buffers equal the list ones")
+        check(got[1] == want[1], f"tape gradients with {dtype} index buffers equal the list ones")
+    check(_faults() == 0, "nothing counted")
+    # cross_entropy with labels out of [0, classes): the sample contributes 0 (the mean still
+    # divides by the batch), receives no gradient, and is counted (label == classes must not
+    # read the next row's first logit).
+    rows = [[0.5, -1.0, 2.0], [0.25, 3.0, -0.5]]
+    lse = [math.log(sum(math.exp(z) for z in r)) for r in rows]
+    for labels, want_loss in (([3, 1], -(rows[1][1] - lse[1]) / 2),
+                              ([-1, 1], -(rows[1][1] - lse[1]) / 2),
+                              ([0, 1], -((rows[0][0] - lse[0]) + (rows[1][1] - lse[1])) / 2)):
+        with rt.Tape(rt.CPU) as t:
+            lg = t.leaf(rt.buffer([z for r in rows for z in r]), [2, 3], True)
+            ce = t.cross_entropy(lg, rt.Buffer.from_ints(labels, dtype="int32"))
+            t.backward(ce)
+            loss = t.value(ce).to_list()[0]
+            check(abs(loss - want_loss) < 1e-6, f"labels {labels}: loss {loss} vs {want_loss}")
+            grad = t.grad(lg).to_list()
+            bad = labels[0] not in (0, 1, 2)
+            check(not bad or grad[:3] == [0.0, 0.0, 0.0],
+                  f"labels {labels}: the bad sample gets no gradient {grad[:3]}")
+        check(_faults() == (1 if bad else 0), f"labels {labels}: faults counted")
+    with rt.Tape(rt.CPU) as t:
+        lg = t.leaf(rt.buffer([0.0] * 6), [2, 3], True)
+        expect_error(lambda: t.cross_entropy(lg, rt.Buffer.from_list([0.0, 1.0])),
+                     "TLRT_ERR_DTYPE", ("labels",), "float labels")
+        try:
+            t.cross_entropy(lg, [0])
+            check(False, "a host label list of the wrong length reached the library")
+        except ValueError:
+            pass
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@
 //    the step taken as the difference of the actual float32 perturbed values (f is linear in v,
 //    so the quotient is the exact partial derivative up to double rounding), against the
 //    scatter-add's element, with the same per-target tolerance.
+// The tape's index-buffer variants (section below): values and gradients bit for bit those of
+// the host-list variants, cross_entropy_ibuf with bad labels, the tape keeping its index buffer.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -175,6 +179,358 @@ void check_rows(tlrt_device dev, uint64_t rows, uint64_t cols, uint64_t k, uint6
   TH_CHECK_MSG(a == b, "%s: <scatter_add_row(0, r, i), M> != <r, M[i]>", where.c_str());
 }
 
+// ---- the tape's index-buffer variants ---------------------------------------------------------
+// tlrt_tape_gather_vec_ibuf, _gather_rows_ibuf, _scatter_add_ibuf, _scatter_add_rows_ibuf and
+// tlrt_tape_cross_entropy_ibuf against their host-list counterparts: forward values and every
+// leaf gradient BIT FOR BIT equal for the same entries (an entry that is not an index taken as an
+// out-of-range one), int32 and int64 index buffers, on each device. The index buffer's handle is
+// freed right after recording (the tape holds its own reference), and handles return to their
+// count once the tape is reset. tlrt_index_faults counts the entries that are not an index at
+// recording; cross_entropy_ibuf counts one per label outside [0, classes), forward and backward
+// together, gives that sample a loss term of 0 (the mean still divides by batch) and a logits
+// gradient row of exactly 0.
+
+const uint64_t k60 = uint64_t{1} << 60;
+
+struct TLeaf {
+  std::vector<uint64_t> dims;
+  std::vector<float> data;
+};
+
+struct TapeResult {
+  bool ok = false;
+  std::vector<float> value;
+  std::vector<std::vector<float>> grads;  // one per leaf
+};
+
+using Rec = std::function<tlrt_status(tlrt_tape *, const std::vector<uint64_t> &, uint64_t *)>;
+
+// Records the leaves (all requiring gradients) and the graph on a fresh tape of dev, runs the
+// backward (seeded with `seed`, or from the scalar output when seed is empty) and reads the value
+// and the leaf gradients. After a reset, no handle of the run may remain.
+TapeResult run_tape(tlrt_device dev, const std::vector<TLeaf> &leaves, const Rec &rec,
+                    const std::vector<float> &seed, const std::string &what) {
+  TapeResult r;
+  tlrt_tape *t = nullptr;
+  TH_OK(tlrt_tape_new(dev, &t));
+  if (t == nullptr) return r;
+  const uint64_t handles0 = th::stats(dev).live_handles;
+  std::vector<uint64_t> ids;
+  bool ok = true;
+  for (const TLeaf &l : leaves) {
+    Buf b(th::upload(l.data, dev));
+    uint64_t id = 0;
+    ok = ok && tlrt_tape_leaf(t, b.get(), l.dims.data(), (uint32_t)l.dims.size(), true, &id) ==
+                   TLRT_OK;
+    ids.push_back(id);
+  }
+  uint64_t out = 0;
+  ok = ok && rec(t, ids, &out) == TLRT_OK;
+  TH_CHECK_MSG(ok, "%s: recording failed: %s", what.c_str(), tlrt_last_error());
+  if (ok) {
+    tlrt_status s;
+    if (seed.empty()) {
+      s = tlrt_tape_backward(t, out);
+    } else {
+      Buf sb(th::upload(seed, dev));
+      s = tlrt_tape_backward_seed(t, out, sb.get());
+    }
+    TH_CHECK_MSG(s == TLRT_OK, "%s: backward failed: %s", what.c_str(), tlrt_last_error());
+    ok = s == TLRT_OK;
+  }
+  if (ok) {
+    Buf v;
+    TH_OK(tlrt_tape_value(t, out, v.out()));
+    r.value = th::download(v.get());
+    for (uint64_t id : ids) {
+      Buf g;
+      TH_OK(tlrt_tape_grad(t, id, g.out()));
+      r.grads.push_back(th::download(g.get()));
+    }
+    r.ok = true;
+  }
+  TH_OK(tlrt_tape_reset(t));
+  TH_CHECK_MSG(th::stats(dev).live_handles == handles0,
+               "%s: %llu handles live after the reset, %llu before the run", what.c_str(),
+               (unsigned long long)th::stats(dev).live_handles, (unsigned long long)handles0);
+  tlrt_tape_free(t);
+  return r;
+}
+
+// Every element bit for bit.
+void expect_bits(const std::vector<float> &got, const std::vector<float> &want,
+                 const std::string &what) {
+  ++th::checks();
+  if (got.size() != want.size()) {
+    th::report(__FILE__, __LINE__, what + ": " + std::to_string(got.size()) +
+                                       " elements, expected " + std::to_string(want.size()));
+    return;
+  }
+  for (size_t i = 0; i < got.size(); ++i)
+    if (th::bits_of(got[i]) != th::bits_of(want[i])) {
+      th::report(__FILE__, __LINE__, what + ": element " + std::to_string(i) + " is " +
+                                         th::hex(got[i]) + ", expected " + th::hex(want[i]));
+      return;
+    }
+}
+
+void expect_same_run(const TapeResult &got, const TapeResult &want, const std::string &what) {
+  TH_CHECK_MSG(got.ok && want.ok, "%s: a run failed", what.c_str());
+  if (!got.ok || !want.ok) return;
+  expect_bits(got.value, want.value, what + " value");
+  TH_CHECK(got.grads.size() == want.grads.size());
+  for (size_t i = 0; i < got.grads.size() && i < want.grads.size(); ++i)
+    expect_bits(got.grads[i], want.grads[i], what + " gradient of leaf " + std::to_string(i));
+}
+
+// An index buffer on dev (int32 when i32: every value then fits).
+Buf ibuf(tlrt_device dev, const std::vector<int64_t> &v, bool i32) {
+  Buf b;
+  if (v.empty()) {
+    TH_OK(tlrt_buffer_zeros_of(dev, i32 ? TLRT_DTYPE_I32 : TLRT_DTYPE_I64, 0, b.out()));
+  } else if (i32) {
+    std::vector<int32_t> w(v.begin(), v.end());
+    TH_OK(tlrt_buffer_from_i32(dev, w.data(), w.size(), b.out()));
+  } else {
+    TH_OK(tlrt_buffer_from_i64(dev, v.data(), v.size(), b.out()));
+  }
+  return b;
+}
+
+bool not_an_index(int64_t v) { return v < 0 || (uint64_t)v >= k60; }
+
+// The host list of the same entries: an entry that is not an index becomes 2^60 - 1.
+std::vector<uint64_t> host_list(const std::vector<int64_t> &v) {
+  std::vector<uint64_t> h(v.size());
+  for (size_t j = 0; j < v.size(); ++j) h[j] = not_an_index(v[j]) ? k60 - 1 : (uint64_t)v[j];
+  return h;
+}
+
+uint64_t faults(tlrt_device dev, bool reset) {
+  uint64_t c = UINT64_MAX;
+  TH_OK(tlrt_index_faults(dev, reset, &c));
+  return c;
+}
+
+// A list with a hot target (row 0), uniform entries, out-of-range entries, 2^60 - 1 (int64) and
+// entries that are not an index (negative; int64 >= 2^60).
+std::vector<int64_t> make_ilist(uint64_t k, uint64_t bound, bool i32, uint64_t salt) {
+  th::Rng rng(salt);
+  std::vector<int64_t> idx(k);
+  for (uint64_t j = 0; j < k; ++j) {
+    const uint64_t r = rng.gen() % 20;
+    if (r < 2)
+      idx[j] = (int64_t)(bound + rng.gen() % 5);
+    else if (r == 2)
+      idx[j] = i32 ? INT32_MAX : (int64_t)(k60 - 1);
+    else if (r == 3)
+      idx[j] = -1;
+    else if (r == 4)
+      idx[j] = i32 ? INT32_MIN : (rng.gen() & 1 ? INT64_MIN : (int64_t)k60);
+    else if (r < 12)
+      idx[j] = 0;
+    else
+      idx[j] = (int64_t)(rng.gen() % bound);
+  }
+  return idx;
+}
+
+const char *dev_name(tlrt_device dev) { return dev == TLRT_DEVICE_CPU ? "cpu" : "cuda"; }
+
+void check_tape_ibuf(tlrt_device dev, bool i32, uint64_t rows, uint64_t cols, uint64_t k,
+                     uint64_t salt) {
+  const std::string where = std::string(dev_name(dev)) + (i32 ? " int32" : " int64") + " (" +
+                            std::to_string(rows) + ", " + std::to_string(cols) + ") k=" +
+                            std::to_string(k);
+  th::Rng rng(salt);
+  const uint64_t n = rows * cols;
+  const std::vector<float> m = rng.vec(n, -1.0f, 1.0f), m2 = rng.vec(n, -1.0f, 1.0f);
+  const std::vector<float> vv = rng.vec(k, -1.0f, 1.0f), vr = rng.vec(k * cols, -1.0f, 1.0f);
+  const std::vector<float> seed_k = rng.vec(k, -1.0f, 1.0f), seed_kc = rng.vec(k * cols, -1.0f, 1.0f);
+  const std::vector<float> seed_n = rng.vec(n, -1.0f, 1.0f);
+  // gather_vec and scatter_add read a vector flat: bound n; the row variants: bound rows.
+  const std::vector<int64_t> lv = make_ilist(k, n, i32, salt + 1), lr = make_ilist(k, rows, i32, salt + 2);
+  const std::vector<uint64_t> hv = host_list(lv), hr = host_list(lr);
+  const uint64_t bad_v = (uint64_t)std::count_if(lv.begin(), lv.end(), not_an_index);
+  const uint64_t bad_r = (uint64_t)std::count_if(lr.begin(), lr.end(), not_an_index);
+  static const uint64_t dummy = 0;
+  const uint64_t *phv = hv.empty() ? &dummy : hv.data(), *phr = hr.empty() ? &dummy : hr.data();
+  const std::vector<uint64_t> md = {rows, cols}, vd = {k}, rd = {k, cols};
+
+  // The ibuf recordings free their index buffer right after recording; the count of entries
+  // that are not an index is checked at that point.
+  auto counted = [&](uint64_t want, const char *fn) {
+    const uint64_t got = faults(dev, true);
+    TH_CHECK_MSG(got == want, "%s %s: tlrt_index_faults counted %llu at recording, expected %llu",
+                 where.c_str(), fn, (unsigned long long)got, (unsigned long long)want);
+  };
+  faults(dev, true);
+  // gather_vec of a (rows, cols) leaf read flat.
+  const TapeResult gv_h = run_tape(dev, {{md, m}}, [&](tlrt_tape *t, const std::vector<uint64_t> &x,
+                                                         uint64_t *o) {
+    return tlrt_tape_gather_vec(t, x[0], phv, k, o);
+  }, seed_k, where + " gather_vec");
+  const TapeResult gv_i = run_tape(dev, {{md, m}}, [&](tlrt_tape *t, const std::vector<uint64_t> &x,
+                                                         uint64_t *o) {
+    Buf b(ibuf(dev, lv, i32));
+    faults(dev, true);
+    const tlrt_status s = tlrt_tape_gather_vec_ibuf(t, x[0], b.get(), o);
+    counted(bad_v, "tlrt_tape_gather_vec_ibuf");
+    return s;
+  }, seed_k, where + " gather_vec_ibuf");
+  expect_same_run(gv_i, gv_h, where + " tape gather_vec_ibuf == gather_vec");
+
+  const TapeResult sa_h = run_tape(dev, {{md, m}, {vd, vv}}, [&](tlrt_tape *t,
+                                   const std::vector<uint64_t> &x, uint64_t *o) {
+    return tlrt_tape_scatter_add(t, x[0], x[1], phv, k, o);
+  }, seed_n, where + " scatter_add");
+  const TapeResult sa_i = run_tape(dev, {{md, m}, {vd, vv}}, [&](tlrt_tape *t,
+                                   const std::vector<uint64_t> &x, uint64_t *o) {
+    Buf b(ibuf(dev, lv, i32));
+    faults(dev, true);
+    const tlrt_status s = tlrt_tape_scatter_add_ibuf(t, x[0], x[1], b.get(), o);
+    counted(bad_v, "tlrt_tape_scatter_add_ibuf");
+    return s;
+  }, seed_n, where + " scatter_add_ibuf");
+  expect_same_run(sa_i, sa_h, where + " tape scatter_add_ibuf == scatter_add");
+
+  const TapeResult gr_h = run_tape(dev, {{md, m}}, [&](tlrt_tape *t, const std::vector<uint64_t> &x,
+                                                         uint64_t *o) {
+    return tlrt_tape_gather_rows(t, x[0], phr, k, o);
+  }, seed_kc, where + " gather_rows");
+  const TapeResult gr_i = run_tape(dev, {{md, m}}, [&](tlrt_tape *t, const std::vector<uint64_t> &x,
+                                                         uint64_t *o) {
+    Buf b(ibuf(dev, lr, i32));
+    faults(dev, true);
+    const tlrt_status s = tlrt_tape_gather_rows_ibuf(t, x[0], b.get(), o);
+    counted(bad_r, "tlrt_tape_gather_rows_ibuf");
+    return s;
+  }, seed_kc, where + " gather_rows_ibuf");
+  expect_same_run(gr_i, gr_h, where + " tape gather_rows_ibuf == gather_rows");
+
+  const TapeResult sr_h = run_tape(dev, {{md, m2}, {rd, vr}}, [&](tlrt_tape *t,
+                                   const std::vector<uint64_t> &x, uint64_t *o) {
+    return tlrt_tape_scatter_add_rows(t, x[0], x[1], phr, k, o);
+  }, seed_n, where + " scatter_add_rows");
+  const TapeResult sr_i = run_tape(dev, {{md, m2}, {rd, vr}}, [&](tlrt_tape *t,
+                                   const std::vector<uint64_t> &x, uint64_t *o) {
+    Buf b(ibuf(dev, lr, i32));
+    faults(dev, true);
+    const tlrt_status s = tlrt_tape_scatter_add_rows_ibuf(t, x[0], x[1], b.get(), o);
+    counted(bad_r, "tlrt_tape_scatter_add_rows_ibuf");
+    return s;
+  }, seed_n, where + " scatter_add_rows_ibuf");
+  expect_same_run(sr_i, sr_h, where + " tape scatter_add_rows_ibuf == scatter_add_rows");
+  faults(dev, true);
+}
+
+// cross_entropy_ibuf. labels: the class of each sample, entries outside [0, classes) allowed.
+void check_cross_entropy_ibuf(tlrt_device dev, bool i32, uint64_t batch, uint64_t classes,
+                              const std::vector<int64_t> &labels, uint64_t salt) {
+  std::string where = std::string(dev_name(dev)) + (i32 ? " int32" : " int64") +
+                      " cross_entropy (" + std::to_string(batch) + ", " +
+                      std::to_string(classes) + ") labels";
+  for (size_t i = 0; i < labels.size() && i < 8; ++i) where += " " + std::to_string(labels[i]);
+  th::Rng rng(salt);
+  const std::vector<float> lg = rng.vec(batch * classes, -3.0f, 3.0f);
+  const std::vector<uint64_t> dims = {batch, classes};
+  std::vector<bool> bad(batch);
+  uint64_t nbad = 0;
+  std::vector<uint64_t> host(batch), flat(batch);
+  for (uint64_t i = 0; i < batch; ++i) {
+    bad[i] = labels[i] < 0 || (uint64_t)labels[i] >= classes;
+    nbad += bad[i];
+    host[i] = bad[i] ? 0 : (uint64_t)labels[i];
+    flat[i] = bad[i] ? batch * classes : i * classes + (uint64_t)labels[i];
+  }
+  faults(dev, true);
+  const TapeResult got = run_tape(dev, {{dims, lg}}, [&](tlrt_tape *t,
+                                  const std::vector<uint64_t> &x, uint64_t *o) {
+    Buf b(ibuf(dev, labels, i32));
+    return tlrt_tape_cross_entropy_ibuf(t, x[0], b.get(), o);
+  }, {}, where + " ibuf");
+  const uint64_t counted = faults(dev, true);
+  TH_CHECK_MSG(counted == nbad,
+               "%s: tlrt_index_faults counted %llu over forward and backward, expected %llu",
+               where.c_str(), (unsigned long long)counted, (unsigned long long)nbad);
+  if (nbad == 0) {
+    // Valid labels: tlrt_tape_cross_entropy, bit for bit.
+    const TapeResult want = run_tape(dev, {{dims, lg}}, [&](tlrt_tape *t,
+                                     const std::vector<uint64_t> &x, uint64_t *o) {
+      return tlrt_tape_cross_entropy(t, x[0], host.data(), o);
+    }, {}, where + " host labels");
+    expect_same_run(got, want, where + ": cross_entropy_ibuf == cross_entropy");
+  }
+  // The recorded composition with a host list of flat indices in which a bad sample picks
+  // nothing (batch * classes, out of range): bit for bit.
+  const TapeResult comp = run_tape(dev, {{dims, lg}}, [&](tlrt_tape *t,
+                                   const std::vector<uint64_t> &x, uint64_t *o) {
+    uint64_t lsm = 0, picked = 0, mean = 0;
+    tlrt_status s = tlrt_tape_log_softmax(t, x[0], &lsm);
+    if (s == TLRT_OK) s = tlrt_tape_gather_vec(t, lsm, flat.data(), batch, &picked);
+    if (s == TLRT_OK) s = tlrt_tape_reduce_mean(t, picked, &mean);
+    if (s == TLRT_OK) s = tlrt_tape_neg(t, mean, o);
+    return s;
+  }, {}, where + " composition");
+  expect_same_run(got, comp, where + ": cross_entropy_ibuf == -mean(gather(log_softmax))");
+  if (!got.ok || got.value.size() != 1 || got.grads.size() != 1) return;
+  // The loss in double: -(1 / batch) * sum over the good samples of log_softmax[i, label].
+  long double sum = 0;
+  for (uint64_t i = 0; i < batch; ++i) {
+    if (bad[i]) continue;
+    long double mx = -INFINITY, se = 0;
+    for (uint64_t c = 0; c < classes; ++c) mx = std::max(mx, (long double)lg[i * classes + c]);
+    for (uint64_t c = 0; c < classes; ++c) se += std::exp((long double)lg[i * classes + c] - mx);
+    sum += (long double)lg[i * classes + host[i]] - mx - std::log(se);
+  }
+  const double want_loss = (double)(-sum / (long double)batch);
+  TH_CHECK_MSG(std::fabs(got.value[0] - want_loss) <= 1e-5 * (1 + std::fabs(want_loss)),
+               "%s: loss %.9g, expected %.9g (the bad samples contributing 0, divided by %llu)",
+               where.c_str(), (double)got.value[0], want_loss, (unsigned long long)batch);
+  // A bad sample's logits gradient is 0 in every class.
+  const std::vector<float> &g = got.grads[0];
+  for (uint64_t i = 0; i < batch && g.size() == batch * classes; ++i) {
+    if (!bad[i]) continue;
+    for (uint64_t c = 0; c < classes; ++c)
+      TH_CHECK_MSG(g[i * classes + c] == 0.0f, "%s: gradient of bad sample %llu, class %llu is %s",
+                   where.c_str(), (unsigned long long)i, (unsigned long long)c,
+                   th::hex(g[i * classes + c]).c_str());
+  }
+}
+
+void check_cross_entropy_cases(tlrt_device dev, uint64_t &salt) {
+  const int64_t big = (int64_t)k60;
+  for (bool i32 : {false, true}) {
+    struct S {
+      uint64_t batch, classes;
+    };
+    for (const S &s : {S{1, 1}, S{1, 5}, S{4, 5}, S{33, 10}, S{300, 7}}) {
+      th::Rng rng(++salt);
+      std::vector<int64_t> labels(s.batch);
+      for (auto &l : labels) l = (int64_t)(rng.gen() % s.classes);
+      check_cross_entropy_ibuf(dev, i32, s.batch, s.classes, labels, ++salt);
+      const uint64_t mid = s.batch / 2;
+      // One bad label: -1 and = classes, in the middle (where i * classes + label would name an
+      // element of the previous / next row), first and last.
+      for (int64_t b : {int64_t{-1}, (int64_t)s.classes}) {
+        for (uint64_t at : {mid, uint64_t{0}, s.batch - 1}) {
+          std::vector<int64_t> l = labels;
+          l[at] = b;
+          check_cross_entropy_ibuf(dev, i32, s.batch, s.classes, l, ++salt);
+        }
+      }
+      if (s.batch >= 4) {  // several bad labels of every kind
+        std::vector<int64_t> l = labels;
+        l[0] = -1;
+        l[1] = (int64_t)s.classes;
+        l[2] = i32 ? INT32_MIN : INT64_MIN;
+        l[3] = i32 ? INT32_MAX : big;
+        check_cross_entropy_ibuf(dev, i32, s.batch, s.classes, l, ++salt);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -190,6 +546,15 @@ int main() {
     check_rows(dev, 7, 3, 40, ++salt);
     check_rows(dev, 50, 64, 2000, ++salt);
     check_rows(dev, 300, 33, vg ? 2000 : 10000, ++salt);
+    struct T {
+      uint64_t rows, cols, k;
+    };
+    for (bool i32 : {false, true}) {
+      for (const T &c : {T{1, 1, 1}, T{7, 3, 40}, T{50, 4, 300}, T{1, 1024, 50}, T{300, 1, 2000},
+                         T{30, 3, vg ? 3000u : 12000u}})
+        check_tape_ibuf(dev, i32, c.rows, c.cols, c.k, ++salt);
+    }
+    check_cross_entropy_cases(dev, salt);
   }
   return th::finish("test_grad_index");
 }

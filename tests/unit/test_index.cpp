@@ -25,6 +25,12 @@
 //  - consistency: a scatter-add of one target from +0 equals tlrt_reduce_sum of the same values;
 //    tlrt_scatter_add_row == tlrt_scatter_add_rows with k == 1; the determinism switch changes
 //    nothing; the index list may be changed after the call; nothing leaks.
+// Index buffers (the _ibuf variants, int32 and int64, and tlrt_index_flat_rows): known answers;
+// results BIT FOR BIT equal to the host-list functions for the same entries (random shapes,
+// k = 0 and 1, rows = 1, cols 1, 3, 4, 1024, hot targets of 33 to 5000 entries), an entry that is
+// not an index (negative; int64 >= 2^60) read as +0.0f / skipped like an out-of-range one, and
+// tlrt_index_faults counting exactly those entries (also where the output is empty; reset = false
+// does not reset); NULL x / mat equal to an explicit +0 base bit for bit (+0 + -0 = +0).
 // Under valgrind (TLRT_UNDER_VALGRIND) the largest cases are skipped.
 #include <algorithm>
 #include <cinttypes>
@@ -516,6 +522,389 @@ void check_switch() {
   expect_same(a, b, "scatter_add_rows with the determinism switch on and off", true);
 }
 
+// ---- index buffers -------------------------------------------------------------------------------
+// The _ibuf variants against the host-list functions (whose order the checks above pin down):
+// for int32 and int64 index buffers on the CPU, every result is BIT FOR BIT the host-list result
+// for the same values, entries that are not an index (negative; int64 >= 2^60) taken as out of
+// range, and tlrt_index_faults counts exactly those entries.
+
+// An index buffer of the given entries (int32 when i32; every value then fits), on the CPU.
+Buf ibuf(const std::vector<int64_t> &v, bool i32) {
+  Buf b;
+  if (v.empty()) {
+    TH_OK(tlrt_buffer_zeros_of(TLRT_DEVICE_CPU, i32 ? TLRT_DTYPE_I32 : TLRT_DTYPE_I64, 0, b.out()));
+  } else if (i32) {
+    std::vector<int32_t> w(v.size());
+    for (size_t j = 0; j < v.size(); ++j) w[j] = (int32_t)v[j];
+    TH_OK(tlrt_buffer_from_i32(TLRT_DEVICE_CPU, w.data(), w.size(), b.out()));
+  } else {
+    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, v.data(), v.size(), b.out()));
+  }
+  return b;
+}
+
+bool not_an_index(int64_t v) { return v < 0 || (uint64_t)v >= k60; }
+
+// The host list of the same entries: an entry that is not an index becomes 2^60 - 1 (out of
+// range for every bound here).
+std::vector<uint64_t> host_list(const std::vector<int64_t> &v) {
+  std::vector<uint64_t> h(v.size());
+  for (size_t j = 0; j < v.size(); ++j) h[j] = not_an_index(v[j]) ? k60 - 1 : (uint64_t)v[j];
+  return h;
+}
+
+uint64_t count_bad(const std::vector<int64_t> &v) {
+  return (uint64_t)std::count_if(v.begin(), v.end(), not_an_index);
+}
+
+// The CPU fault counter; reset sets it back to 0 after reading.
+uint64_t faults(bool reset) {
+  uint64_t c = UINT64_MAX;
+  TH_OK(tlrt_index_faults(TLRT_DEVICE_CPU, reset, &c));
+  return c;
+}
+
+void expect_faults(uint64_t want, const std::string &what) {
+  const uint64_t got = faults(true);
+  TH_CHECK_MSG(got == want, "%s: tlrt_index_faults counted %llu, expected %llu", what.c_str(),
+               (unsigned long long)got, (unsigned long long)want);
+}
+
+std::vector<float> gather_vec_ibuf(const std::vector<float> &v, const std::vector<int64_t> &idx,
+                                   bool i32, const std::string &what) {
+  Buf bv(th::upload(v)), bi(ibuf(idx, i32)), y;
+  return finish_call(tlrt_gather_vec_ibuf(bv.get(), v.size(), bi.get(), y.out()), y, what);
+}
+
+// x == NULL: no base (n zeros).
+std::vector<float> scatter_add_ibuf(const std::vector<float> *x, uint64_t n,
+                                    const std::vector<float> &vals,
+                                    const std::vector<int64_t> &idx, bool i32,
+                                    const std::string &what) {
+  Buf bx(x ? th::upload(*x) : nullptr), bv(th::upload(vals)), bi(ibuf(idx, i32)), y;
+  return finish_call(tlrt_scatter_add_ibuf(bx.get(), bv.get(), n, bi.get(), y.out()), y, what);
+}
+
+std::vector<float> gather_rows_ibuf(const std::vector<float> &m, uint64_t rows, uint64_t cols,
+                                    const std::vector<int64_t> &idx, bool i32,
+                                    const std::string &what) {
+  Buf bm(th::upload(m)), bi(ibuf(idx, i32)), y;
+  return finish_call(tlrt_gather_rows_ibuf(bm.get(), rows, cols, bi.get(), y.out()), y, what);
+}
+
+std::vector<float> scatter_add_rows_ibuf(const std::vector<float> *m, uint64_t rows,
+                                         uint64_t cols, const std::vector<float> &vals,
+                                         const std::vector<int64_t> &idx, bool i32,
+                                         const std::string &what) {
+  Buf bm(m ? th::upload(*m) : nullptr), bv(th::upload(vals)), bi(ibuf(idx, i32)), y;
+  return finish_call(tlrt_scatter_add_rows_ibuf(bm.get(), bv.get(), rows, cols, bi.get(), y.out()),
+                     y, what);
+}
+
+std::vector<int64_t> flat_rows(const std::vector<int64_t> &col_idx, bool i32, uint64_t cols,
+                               const std::string &what) {
+  Buf bi(ibuf(col_idx, i32)), y;
+  const tlrt_status s = tlrt_index_flat_rows(bi.get(), cols, y.out());
+  TH_CHECK_MSG(s == TLRT_OK, "%s failed: %s", what.c_str(), tlrt_last_error());
+  if (s != TLRT_OK) return {};
+  tlrt_dtype t = TLRT_DTYPE_F32;
+  TH_OK(tlrt_buffer_dtype(y.get(), &t));
+  TH_CHECK_MSG(t == TLRT_DTYPE_I64, "%s: output of dtype %d, expected int64", what.c_str(), (int)t);
+  uint64_t n = 0;
+  TH_OK(tlrt_buffer_size(y.get(), &n));
+  std::vector<int64_t> out(n);
+  TH_OK(tlrt_buffer_to_i64(y.get(), out.data(), n));
+  return out;
+}
+
+void check_ibuf_known_answers() {
+  const float nz = -0.0f;
+  const float payload = f_of_bits(0x7FC01234u);
+  const int64_t big = int64_t{1} << 60;
+  faults(true);
+  for (bool i32 : {false, true}) {
+    const std::string ty = i32 ? " int32" : " int64";
+    // gather_vec: out of range and not an index read +0.0f (bits 0); not an index is counted.
+    std::vector<int64_t> l = {2, 0, 5, -1, 1, 2, INT32_MIN, INT32_MAX};
+    if (!i32) l.insert(l.end(), {big, INT64_MAX, INT64_MIN, big - 1, big + 3});
+    std::vector<float> want = {30, 10, 0, 0, 20, 30, 0, 0};
+    if (!i32) want.insert(want.end(), {0, 0, 0, 0, 0});
+    expect_same(gather_vec_ibuf({10, 20, 30}, l, i32, "gather_vec_ibuf" + ty), want,
+                "gather_vec_ibuf known answer" + ty, true);
+    expect_faults(i32 ? 2 : 6, "gather_vec_ibuf known answer" + ty);
+    expect_same(gather_vec_ibuf({nz, payload}, {0, 1, -5, 2}, i32, "gather_vec_ibuf bits" + ty),
+                {nz, payload, 0.0f, 0.0f}, "gather_vec_ibuf -0 / NaN payload / +0" + ty, true);
+    expect_faults(1, "gather_vec_ibuf bits" + ty);
+    // scatter_add: duplicates accumulate, out of range and not an index skipped.
+    const std::vector<float> x = {1, 2, 3, 4};
+    const std::vector<int64_t> sl = {1, 3, 1, -1, 0, i32 ? INT32_MIN : big};
+    const std::vector<float> sv = {10, 20, 30, 40, 50, 60};
+    expect_same(scatter_add_ibuf(&x, 4, sv, sl, i32, "scatter_add_ibuf" + ty), {51, 42, 3, 24},
+                "scatter_add_ibuf known answer" + ty, true);
+    expect_faults(2, "scatter_add_ibuf known answer" + ty);
+    expect_same(scatter_add_ibuf(nullptr, 4, sv, sl, i32, "scatter_add_ibuf NULL" + ty),
+                {50, 40, 0, 20}, "scatter_add_ibuf NULL x known answer" + ty, true);
+    expect_faults(2, "scatter_add_ibuf NULL x known answer" + ty);
+    // The order: L = 3 gives x + ((v1 + v3) + v2), x added last.
+    const float two24 = 16777216.0f;
+    expect_same(scatter_add_ibuf(nullptr, 1, {1.0f, two24, 1.0f}, {0, 0, 0}, i32, "order" + ty),
+                {16777218.0f}, "scatter_add_ibuf: 1, 2^24, 1 sums with the tree" + ty, true);
+    const std::vector<float> x24 = {two24};
+    expect_same(scatter_add_ibuf(&x24, 1, {1.0f, -1.0f, 1.0f}, {0, -3, 0}, i32, "x last" + ty),
+                {16777218.0f}, "scatter_add_ibuf: x = 2^24 plus (1 + 1)" + ty, true);
+    expect_faults(1, "scatter_add_ibuf x last" + ty);
+    // NULL x is +0.0f: +0 + -0 = +0, also for a tree of -0s; an explicit -0 base stays -0.
+    expect_same(scatter_add_ibuf(nullptr, 3, {nz, nz, nz}, {1, 2, 2}, i32, "NULL -0" + ty),
+                {0.0f, 0.0f, 0.0f}, "scatter_add_ibuf NULL x plus -0" + ty, true);
+    const std::vector<float> xnz = {nz, nz, nz};
+    expect_same(scatter_add_ibuf(&xnz, 3, {nz, nz, nz}, {1, 2, 2}, i32, "-0 base" + ty),
+                {nz, nz, nz}, "scatter_add_ibuf -0 base plus -0" + ty, true);
+    // An untouched NaN keeps its payload; NaN in vals poisons its target; +inf and -inf: NaN.
+    {
+      const std::vector<float> xp = {payload, 2, 3, 4};
+      const std::vector<float> r = scatter_add_ibuf(&xp, 4, {kNaN, 5, kInf, -kInf, 9},
+                                                    {1, 2, 3, 3, -1}, i32, "NaN" + ty);
+      TH_CHECK(r.size() == 4 && th::bits_of(r[0]) == 0x7FC01234u && std::isnan(r[1]) &&
+               r[2] == 8.0f && std::isnan(r[3]));
+      expect_faults(1, "scatter_add_ibuf NaN" + ty);
+    }
+    // gather_rows / scatter_add_rows.
+    expect_same(gather_rows_ibuf({1, 2, 3, 4, 5, 6}, 3, 2, {2, 9, -1, 0, 2}, i32,
+                                 "gather_rows_ibuf" + ty),
+                {5, 6, 0, 0, 0, 0, 1, 2, 5, 6}, "gather_rows_ibuf known answer" + ty, true);
+    expect_faults(1, "gather_rows_ibuf known answer" + ty);
+    const std::vector<float> m4 = {1, 2, 3, 4};
+    expect_same(scatter_add_rows_ibuf(&m4, 2, 2, {10, 20, 30, 40, 50, 60, 70, 80}, {1, 5, -2, 1},
+                                      i32, "scatter_add_rows_ibuf" + ty),
+                {1, 2, 3 + (10 + 70), 4 + (20 + 80)}, "scatter_add_rows_ibuf known answer" + ty,
+                true);
+    expect_faults(1, "scatter_add_rows_ibuf known answer" + ty);
+    expect_same(scatter_add_rows_ibuf(nullptr, 2, 2, {10, 20, 30, 40, 50, 60, 70, 80},
+                                      {1, 5, -2, 1}, i32, "scatter_add_rows_ibuf NULL" + ty),
+                {0, 0, 10 + 70, 20 + 80}, "scatter_add_rows_ibuf NULL mat known answer" + ty,
+                true);
+    expect_faults(1, "scatter_add_rows_ibuf NULL mat known answer" + ty);
+    // Empty outputs and bound 0: entries that are not an index are still counted.
+    expect_same(gather_vec_ibuf({}, {0, -1, 3}, i32, "gather_vec_ibuf n=0" + ty), {0, 0, 0},
+                "gather_vec_ibuf n = 0" + ty, true);
+    expect_faults(1, "gather_vec_ibuf n = 0" + ty);
+    expect_same(scatter_add_ibuf(nullptr, 0, {1, 2}, {-1, 0}, i32, "scatter_add_ibuf n=0" + ty),
+                {}, "scatter_add_ibuf n = 0" + ty);
+    expect_faults(1, "scatter_add_ibuf n = 0" + ty);
+    expect_same(gather_rows_ibuf({}, 5, 0, {1, -7, -1}, i32, "gather_rows_ibuf cols=0" + ty), {},
+                "gather_rows_ibuf cols = 0" + ty);
+    expect_faults(2, "gather_rows_ibuf cols = 0" + ty);
+    expect_same(gather_rows_ibuf({}, 0, 2, {-1, 0}, i32, "gather_rows_ibuf rows=0" + ty),
+                {0, 0, 0, 0}, "gather_rows_ibuf rows = 0" + ty, true);
+    expect_faults(1, "gather_rows_ibuf rows = 0" + ty);
+    expect_same(scatter_add_rows_ibuf(nullptr, 0, 2, {1, 2, 3, 4}, {-1, 0}, i32,
+                                      "scatter_add_rows_ibuf rows=0" + ty),
+                {}, "scatter_add_rows_ibuf rows = 0" + ty);
+    expect_faults(1, "scatter_add_rows_ibuf rows = 0" + ty);
+    const std::vector<float> e;
+    expect_same(scatter_add_rows_ibuf(&e, 4, 0, {}, {-1, 0, 2}, i32,
+                                      "scatter_add_rows_ibuf cols=0" + ty),
+                {}, "scatter_add_rows_ibuf cols = 0" + ty);
+    expect_faults(1, "scatter_add_rows_ibuf cols = 0" + ty);
+    // k == 0: gathers give empty buffers, scatters bit-exact copies (zeros without a base).
+    const std::vector<float> xk = {payload, nz};
+    expect_same(gather_vec_ibuf({1, 2}, {}, i32, "gather_vec_ibuf k=0" + ty), {},
+                "gather_vec_ibuf k = 0" + ty);
+    expect_same(scatter_add_ibuf(&xk, 2, {}, {}, i32, "scatter_add_ibuf k=0" + ty), {payload, nz},
+                "scatter_add_ibuf k = 0" + ty, true);
+    expect_same(scatter_add_ibuf(nullptr, 2, {}, {}, i32, "scatter_add_ibuf k=0 NULL" + ty),
+                {0.0f, 0.0f}, "scatter_add_ibuf k = 0 NULL x" + ty, true);
+    expect_same(scatter_add_rows_ibuf(&xk, 1, 2, {}, {}, i32, "scatter_add_rows_ibuf k=0" + ty),
+                {payload, nz}, "scatter_add_rows_ibuf k = 0" + ty, true);
+    expect_same(scatter_add_rows_ibuf(nullptr, 1, 2, {}, {}, i32,
+                                      "scatter_add_rows_ibuf k=0 NULL" + ty),
+                {0.0f, 0.0f}, "scatter_add_rows_ibuf k = 0 NULL mat" + ty, true);
+    expect_same(gather_rows_ibuf({1, 2}, 1, 2, {}, i32, "gather_rows_ibuf k=0" + ty), {},
+                "gather_rows_ibuf k = 0" + ty);
+    expect_faults(0, "k = 0" + ty);
+    // tlrt_index_flat_rows: i * cols + col_idx[i] in range, rows * cols otherwise (counted when
+    // outside [0, cols), out of range as well as not an index).
+    {
+      std::vector<int64_t> c = {2, -1, 0, 4, 3, INT32_MIN, INT32_MAX};
+      if (!i32) c.insert(c.end(), {big, INT64_MAX, INT64_MIN, 1});
+      const int64_t r = (int64_t)c.size(), oor = r * 4;
+      std::vector<int64_t> want_f = {2, oor, 8, oor, 19, oor, oor};
+      if (!i32) want_f.insert(want_f.end(), {oor, oor, oor, 41});
+      const std::vector<int64_t> got = flat_rows(c, i32, 4, "flat_rows" + ty);
+      TH_CHECK_MSG(got == want_f, "tlrt_index_flat_rows known answer%s differs", ty.c_str());
+      expect_faults(i32 ? 4 : 7, "tlrt_index_flat_rows known answer" + ty);
+      // cols == 0: every entry is outside [0, 0) and gives rows * 0 = 0.
+      const std::vector<int64_t> z = flat_rows({0, 1, -1}, i32, 0, "flat_rows cols=0" + ty);
+      TH_CHECK_MSG(z == std::vector<int64_t>({0, 0, 0}), "tlrt_index_flat_rows cols = 0%s",
+                   ty.c_str());
+      expect_faults(3, "tlrt_index_flat_rows cols = 0" + ty);
+      TH_CHECK(flat_rows({}, i32, 5, "flat_rows k=0" + ty).empty());
+      expect_faults(0, "tlrt_index_flat_rows k = 0" + ty);
+      // Through the flat indices, gather_vec_ibuf picks one element per row (out-of-range rows
+      // read +0 and are not counted a second time).
+      Buf bc(ibuf({1, 5, 0}, i32)), fl, mat(th::upload({1, 2, 3, 4, 5, 6})), y;
+      TH_OK(tlrt_index_flat_rows(bc.get(), 2, fl.out()));
+      TH_OK(tlrt_gather_vec_ibuf(mat.get(), 6, fl.get(), y.out()));
+      expect_same(th::download(y.get()), {2, 0, 5}, "gather through flat_rows" + ty, true);
+      expect_faults(1, "gather through flat_rows" + ty);
+    }
+  }
+  // reset == false reads without resetting; faults accumulate over calls.
+  {
+    Buf v(th::upload({1, 2, 3})), b1(ibuf({-1, 0, -2}, false)), b2(ibuf({-1, 7, 1}, true)), y;
+    TH_CHECK(faults(true) == 0);
+    TH_OK(tlrt_gather_vec_ibuf(v.get(), 3, b1.get(), y.out()));
+    TH_CHECK(faults(false) == 2);
+    TH_CHECK(faults(false) == 2);
+    TH_OK(tlrt_scatter_add_ibuf(nullptr, v.get(), 3, b2.get(), y.out()));
+    TH_CHECK(faults(false) == 3);
+    TH_CHECK(faults(true) == 3);
+    TH_CHECK(faults(false) == 0);
+  }
+}
+
+// Random lists for one shape: a hot target with `hot` entries, the rest uniform over the rows,
+// with out-of-range entries and entries that are not an index mixed in, shuffled.
+std::vector<int64_t> random_ilist(uint64_t rows, uint64_t k, uint64_t hot, bool i32,
+                                  uint64_t salt) {
+  th::Rng rng(salt);
+  std::vector<int64_t> v;
+  const int64_t t0 = rows ? (int64_t)(rng.gen() % rows) : 0;
+  for (uint64_t j = 0; j < hot && j < k; ++j) v.push_back(t0);
+  while (v.size() < k) {
+    const uint64_t r = rng.gen() % 20;
+    int64_t e;
+    if (r < 13 && rows > 0)
+      e = (int64_t)(rng.gen() % rows);
+    else if (r < 15)  // out of range
+      e = i32 ? (int64_t)rows + (int64_t)(rng.gen() % ((uint64_t)INT32_MAX - rows + 1))
+              : (int64_t)(rows + rng.gen() % (k60 - rows));
+    else if (r == 15)
+      e = i32 ? INT32_MAX : (int64_t)(k60 - 1);
+    else if (r == 16)  // not an index: negative
+      e = -1;
+    else if (r == 17)
+      e = i32 ? INT32_MIN : INT64_MIN;
+    else if (r == 18)
+      e = -(int64_t)(rng.gen() % (i32 ? (uint64_t)INT32_MAX : (uint64_t)INT64_MAX)) - 1;
+    else  // not an index: int64 >= 2^60
+      e = i32 ? -7 : (int64_t)(k60 + rng.gen() % ((uint64_t)INT64_MAX - k60 + 1));
+    v.push_back(e);
+  }
+  std::shuffle(v.begin(), v.end(), rng.gen);
+  return v;
+}
+
+void check_ibuf_random() {
+  struct R {
+    uint64_t rows, cols, k, hot;
+  };
+  std::vector<R> cases = {{1, 1, 0, 0},      {1, 1, 1, 0},       {1, 1, 1, 1},
+                          {5, 3, 1, 0},      {1, 3, 50, 40},     {1, 1, 5000, 4500},
+                          {1, 4, 200, 33},   {7, 1, 100, 0},     {100, 1, 1000, 33},
+                          {100, 3, 6000, 4097}, {64, 4, 300, 33}, {9, 1024, 120, 40},
+                          {1000, 1, 20000, 5000}, {50, 4, 10000, 4200}, {3, 1024, 50, 0},
+                          {200000, 2, 3000, 0},   {(1u << 20) + 7, 1, 30000, 100}};
+  // Random shapes and lengths.
+  {
+    th::Rng rng(8999);
+    for (int i = 0; i < 8; ++i) {
+      const uint64_t cols = std::vector<uint64_t>{1, 3, 4, 1024}[rng.gen() % 4];
+      const uint64_t rows = 1 + rng.gen() % (cols == 1024 ? 64 : 2000);
+      const uint64_t k = rng.gen() % (cols == 1024 ? 300 : 3000);
+      cases.push_back({rows, cols, k, k ? rng.gen() % (k + 1) % 100 : 0});
+    }
+  }
+  uint64_t salt = 9000;
+  for (const R &r : cases) {
+    if (th::under_valgrind() && (r.rows * r.cols > (1u << 18) || r.k > 6000)) continue;
+    for (bool i32 : {false, true}) {
+      const std::vector<int64_t> li = random_ilist(r.rows, r.k, r.hot, i32, ++salt);
+      const std::vector<uint64_t> lh = host_list(li);
+      const uint64_t bad = count_bad(li);
+      for (Dist d : {Dist::Wide, Dist::Bits, Dist::Edge}) {
+        if (d != Dist::Wide && r.rows * r.cols > (1u << 16)) continue;
+        const std::vector<float> x = make(d, r.rows * r.cols, salt * 7 + 1);
+        const std::vector<float> vals = make(d, r.k * r.cols, salt * 7 + 2);
+        char w[160];
+        std::snprintf(w, sizeof w, "ibuf (rows %llu, cols %llu, k %llu, hot %llu) %s %s",
+                      (unsigned long long)r.rows, (unsigned long long)r.cols,
+                      (unsigned long long)r.k, (unsigned long long)r.hot, i32 ? "int32" : "int64",
+                      th::dist_name(d));
+        const std::string ws = w;
+        const std::vector<float> zeros(r.rows * r.cols, 0.0f);
+        faults(true);
+        if (r.cols == 1) {
+          expect_same(gather_vec_ibuf(x, li, i32, ws), gather_vec(x, lh, ws),
+                      ws + " gather_vec_ibuf == gather_vec", true);
+          expect_faults(bad, ws + " gather_vec_ibuf");
+          const std::vector<float> host = scatter_add(x, vals, lh, ws);
+          expect_same(scatter_add_ibuf(&x, r.rows, vals, li, i32, ws), host,
+                      ws + " scatter_add_ibuf == scatter_add");
+          expect_faults(bad, ws + " scatter_add_ibuf");
+          expect_same(scatter_add_ibuf(nullptr, r.rows, vals, li, i32, ws),
+                      scatter_add(zeros, vals, lh, ws),
+                      ws + " scatter_add_ibuf(NULL) == scatter_add(zeros)");
+          expect_faults(bad, ws + " scatter_add_ibuf NULL x");
+        }
+        expect_same(gather_rows_ibuf(x, r.rows, r.cols, li, i32, ws),
+                    gather_rows(x, r.rows, r.cols, lh, ws), ws + " gather_rows_ibuf == gather_rows",
+                    true);
+        expect_faults(bad, ws + " gather_rows_ibuf");
+        expect_same(scatter_add_rows_ibuf(&x, r.rows, r.cols, vals, li, i32, ws),
+                    scatter_add_rows(x, vals, r.rows, r.cols, lh, ws),
+                    ws + " scatter_add_rows_ibuf == scatter_add_rows");
+        expect_faults(bad, ws + " scatter_add_rows_ibuf");
+        const std::vector<float> z_ibuf =
+            scatter_add_rows_ibuf(nullptr, r.rows, r.cols, vals, li, i32, ws);
+        expect_same(z_ibuf, scatter_add_rows(zeros, vals, r.rows, r.cols, lh, ws),
+                    ws + " scatter_add_rows_ibuf(NULL) == scatter_add_rows(zeros)");
+        expect_faults(bad, ws + " scatter_add_rows_ibuf NULL mat");
+        // And the independent reference of the order.
+        expect_same(z_ibuf, ref_scatter(zeros, vals, r.rows, r.cols, lh),
+                    ws + " scatter_add_rows_ibuf(NULL) == reference");
+      }
+    }
+  }
+}
+
+// -0.0f contributions through a NULL base: bit for bit the explicit +0 base (+0 + -0 = +0), for
+// short and long segments.
+void check_ibuf_null_base_zero() {
+  const float nz = -0.0f;
+  for (bool i32 : {false, true}) {
+    for (uint64_t L : {1, 2, 3, 33, 4097}) {
+      std::vector<int64_t> idx(L, 1);
+      idx.push_back(-1);
+      const std::vector<float> vals(idx.size(), nz);
+      const std::vector<float> zeros(3, 0.0f);
+      const std::string w = "NULL base, " + std::to_string(L) + " times -0" +
+                            (i32 ? " int32" : " int64");
+      const std::vector<float> got = scatter_add_ibuf(nullptr, 3, vals, idx, i32, w);
+      expect_same(got, scatter_add(zeros, vals, host_list(idx), w), w, true);
+      expect_same(got, {0.0f, 0.0f, 0.0f}, w + " is +0", true);
+      const std::vector<float> vals2(idx.size() * 2, nz);
+      const std::vector<float> gotr = scatter_add_rows_ibuf(nullptr, 3, 2, vals2, idx, i32, w);
+      expect_same(gotr, std::vector<float>(6, 0.0f), w + " rows is +0", true);
+    }
+  }
+  faults(true);
+}
+
+// The determinism switch changes nothing.
+void check_ibuf_switch() {
+  const std::vector<int64_t> li = random_ilist(300, 5000, 4200, false, 4242);
+  const std::vector<float> vals = make(Dist::Wide, li.size() * 3, 4243);
+  const bool initial = tlrt_get_deterministic();
+  tlrt_set_deterministic(false);
+  const std::vector<float> a = scatter_add_rows_ibuf(nullptr, 300, 3, vals, li, false, "off");
+  tlrt_set_deterministic(true);
+  const std::vector<float> b = scatter_add_rows_ibuf(nullptr, 300, 3, vals, li, false, "on");
+  tlrt_set_deterministic(initial);
+  expect_same(a, b, "scatter_add_rows_ibuf with the determinism switch on and off", true);
+  faults(true);
+}
+
 }  // namespace
 
 int main() {
@@ -527,6 +916,10 @@ int main() {
   check_random_lists();
   check_one_sum();
   check_switch();
+  check_ibuf_known_answers();
+  check_ibuf_random();
+  check_ibuf_null_base_zero();
+  check_ibuf_switch();
   const tlrt_allocator_stats end = th::stats();
   TH_CHECK_MSG(end.live_bytes == start.live_bytes, "live_bytes %llu at start, %llu at end",
                (unsigned long long)start.live_bytes, (unsigned long long)end.live_bytes);

@@ -1083,6 +1083,59 @@ Errors: TLRT_ERR_SHAPE if rows * cols != size of mat or k * cols != size of vals
 TLRT_ERR_INDEX (naming idx). -/
 @[extern "tlrt_lean_scatter_add_rows"] opaque scatterAddRows (mat : @& Buffer) (vals : @& Buffer) (rows : UInt64) (cols : UInt64) (idx : @& Array UInt64) : IO Buffer
 
+/-- `tlrt_status tlrt_gather_vec_ibuf(const tlrt_buffer * v, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_gather_vec with an index buffer: out (k = size of idx) with out[j] = v[idx[j]], +0.0f for
+an entry out of range or not an index. n must equal the size of v. Numeric class: exact. -/
+@[extern "tlrt_lean_gather_vec_ibuf"] opaque gatherVecIbuf (v : @& Buffer) (n : UInt64) (idx : @& Buffer) : IO Buffer
+
+/-- `tlrt_status tlrt_scatter_add_ibuf(const tlrt_buffer * x, const tlrt_buffer * vals, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_scatter_add with an index buffer. x may be NULL: the vector of n values +0.0f (the
+gradient of a gather without a zero buffer to allocate, fill and read); otherwise n must equal
+its size. vals has k = size of idx elements. Numeric class: ordered reduction (order above). -/
+@[extern "tlrt_lean_scatter_add_ibuf"] opaque scatterAddIbuf (x : @& Option Buffer) (vals : @& Buffer) (n : UInt64) (idx : @& Buffer) : IO Buffer
+
+/-- `tlrt_status tlrt_gather_rows_ibuf(const tlrt_buffer * mat, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_gather_rows with an index buffer: out (k, cols), row j = mat[idx[j], :], a row of +0.0f
+for an entry out of range or not an index (an embedding lookup of token ids on the device).
+Numeric class: exact. -/
+@[extern "tlrt_lean_gather_rows_ibuf"] opaque gatherRowsIbuf (mat : @& Buffer) (rows : UInt64) (cols : UInt64) (idx : @& Buffer) : IO Buffer
+
+/-- `tlrt_status tlrt_scatter_add_rows_ibuf(const tlrt_buffer * mat, const tlrt_buffer * vals, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out)`
+
+tlrt_scatter_add_rows with an index buffer; mat may be NULL: the (rows, cols) matrix of +0.0f
+(an embedding's backward in one call: tlrt_scatter_add_rows_ibuf(NULL, dout, vocab, dim,
+tokens, &dtable)). vals is (k, cols), k = size of idx. Numeric class: ordered reduction. -/
+@[extern "tlrt_lean_scatter_add_rows_ibuf"] opaque scatterAddRowsIbuf (mat : @& Option Buffer) (vals : @& Buffer) (rows : UInt64) (cols : UInt64) (idx : @& Buffer) : IO Buffer
+
+/-- `tlrt_status tlrt_index_flat_rows(const tlrt_buffer * col_idx, uint64_t cols, tlrt_buffer ** out)`
+
+The flat indices of one column index per row of a (rows, cols) matrix, rows = the size of
+col_idx (int32 or int64): out is an int64 buffer of rows elements on the device of col_idx with
+out[i] = i * cols + col_idx[i] (the element (i, col_idx[i]) of the matrix read flat) where
+0 <= col_idx[i] < cols; every other entry (out of range as well as not an index) gives
+rows * cols, out of range of the matrix, and is COUNTED by tlrt_index_faults: labels of a
+classification loss, where a wrong label must not pass unnoticed. tlrt_gather_vec_ibuf of the
+matrix through out picks one element per row (torch.gather along dim 1); tlrt_scatter_add_ibuf
+with NULL x is its adjoint. Numeric class: exact.
+Errors: TLRT_ERR_NULL_ARGUMENT (col_idx, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
+TLRT_ERR_DTYPE (col_idx not int32 / int64); TLRT_ERR_OVERFLOW (rows * cols > 2^60). -/
+@[extern "tlrt_lean_index_flat_rows"] opaque indexFlatRows (col_idx : @& Buffer) (cols : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_index_faults(tlrt_device device, bool reset, uint64_t * count)`
+
+The number of index-buffer entries that were not an index (above; and the entries of
+tlrt_index_flat_rows outside [0, cols), so labels of tlrt_tape_cross_entropy_ibuf outside
+[0, classes)) met by calls on device since the last reset
+(or since the start of the process), and, if reset is true, the counter set back to 0. The one
+call of this family that waits: it waits for the work queued so far on the device's current
+stream (abi/tlrt_stream.h), so that every earlier call is counted. Per device and process wide
+(all threads). Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (an unknown
+device kind); TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. -/
+@[extern "tlrt_lean_index_faults"] opaque indexFaults (device : UInt32) (reset : Bool) : IO UInt64
+
 /-- `tlrt_status tlrt_softmax(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_buffer ** out)`
 
 Softmax of each row of the row-major (rows, cols) x: y[j] = e[j] / s (DEFINITIONS above).
@@ -1904,6 +1957,38 @@ gather_vec(g, idx)). scatter_add_rows: mat (rows, cols), vals (k, cols) -> (rows
 gradients: (g, gather_rows(g, idx)). -/
 @[extern "tlrt_lean_tape_scatter_add_rows"] opaque tapeScatterAddRows (tape : @& Tape) (mat : UInt64) (vals : UInt64) (idx : @& Array UInt64) : IO UInt64
 
+/-- `tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape * tape, uint64_t v, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size. -/
+@[extern "tlrt_lean_tape_gather_vec_ibuf"] opaque tapeGatherVecIbuf (tape : @& Tape) (v : UInt64) (idx : @& Buffer) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_gather_rows_ibuf(tlrt_tape * tape, uint64_t mat, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size. -/
+@[extern "tlrt_lean_tape_gather_rows_ibuf"] opaque tapeGatherRowsIbuf (tape : @& Tape) (mat : UInt64) (idx : @& Buffer) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_scatter_add_ibuf(tlrt_tape * tape, uint64_t x, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size. -/
+@[extern "tlrt_lean_tape_scatter_add_ibuf"] opaque tapeScatterAddIbuf (tape : @& Tape) (x : UInt64) (vals : UInt64) (idx : @& Buffer) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_scatter_add_rows_ibuf(tlrt_tape * tape, uint64_t mat, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)`
+
+The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+reference to idx until reset (the host may free its handle at once; it must not change the
+buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size. -/
+@[extern "tlrt_lean_tape_scatter_add_rows_ibuf"] opaque tapeScatterAddRowsIbuf (tape : @& Tape) (mat : UInt64) (vals : UInt64) (idx : @& Buffer) : IO UInt64
+
 /-- `tlrt_status tlrt_tape_softmax(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
@@ -2364,6 +2449,18 @@ TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attenti
 d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
 attention). -/
 @[extern "tlrt_lean_tape_multi_head_attention"] opaque tapeMultiHeadAttention (tape : @& Tape) (x : UInt64) (w_q : UInt64) (w_k : UInt64) (w_v : UInt64) (w_o : UInt64) (b_q : UInt64) (b_k : UInt64) (b_v : UInt64) (b_o : UInt64) (num_heads : UInt64) (causal : Bool) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)`
+
+cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
+tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
+gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside
+[0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
+(the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
+Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
+TLRT_ERR_DTYPE (labels not int32 / int64); TLRT_ERR_DEVICE_MISMATCH (labels on another device
+than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch elements). -/
+@[extern "tlrt_lean_tape_cross_entropy_ibuf"] opaque tapeCrossEntropyIbuf (tape : @& Tape) (logits : UInt64) (labels : @& Buffer) : IO UInt64
 
 /-- `tlrt_status tlrt_sgd_step(tlrt_buffer * param, const tlrt_buffer * grad, tlrt_buffer * momentum_buf, uint64_t step, double lr, double momentum, double dampening, double weight_decay, bool nesterov)`
 

@@ -1933,6 +1933,101 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_gather_vec_ibuf(const tlrt_buffer * v, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_gather_vec_ibuf(b_lean_obj_arg l_v, uint64_t l_n, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_gather_vec_ibuf((const tlrt_buffer *)v_h, (uint64_t)l_n, (const tlrt_buffer *)idx_h, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_scatter_add_ibuf(const tlrt_buffer * x, const tlrt_buffer * vals, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_scatter_add_ibuf(b_lean_obj_arg l_x, b_lean_obj_arg l_vals, uint64_t l_n, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_opt_buffer_of(l_x);
+  tlrt_buffer *vals_h = tlrt_lean_buffer_of(l_vals);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_scatter_add_ibuf((const tlrt_buffer *)x_h, (const tlrt_buffer *)vals_h, (uint64_t)l_n, (const tlrt_buffer *)idx_h, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_gather_rows_ibuf(const tlrt_buffer * mat, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_gather_rows_ibuf(b_lean_obj_arg l_mat, uint64_t l_rows, uint64_t l_cols, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *mat_h = tlrt_lean_buffer_of(l_mat);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_gather_rows_ibuf((const tlrt_buffer *)mat_h, (uint64_t)l_rows, (uint64_t)l_cols, (const tlrt_buffer *)idx_h, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_scatter_add_rows_ibuf(const tlrt_buffer * mat, const tlrt_buffer * vals, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_scatter_add_rows_ibuf(b_lean_obj_arg l_mat, b_lean_obj_arg l_vals, uint64_t l_rows, uint64_t l_cols, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *mat_h = tlrt_lean_opt_buffer_of(l_mat);
+  tlrt_buffer *vals_h = tlrt_lean_buffer_of(l_vals);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_scatter_add_rows_ibuf((const tlrt_buffer *)mat_h, (const tlrt_buffer *)vals_h, (uint64_t)l_rows, (uint64_t)l_cols, (const tlrt_buffer *)idx_h, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_index_flat_rows(const tlrt_buffer * col_idx, uint64_t cols, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_index_flat_rows(b_lean_obj_arg l_col_idx, uint64_t l_cols, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *col_idx_h = tlrt_lean_buffer_of(l_col_idx);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_index_flat_rows((const tlrt_buffer *)col_idx_h, (uint64_t)l_cols, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_index_faults(tlrt_device device, bool reset, uint64_t * count) */
+LEAN_EXPORT lean_obj_res tlrt_lean_index_faults(uint32_t l_device, uint8_t l_reset, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  uint64_t o_count = 0;
+  st = tlrt_index_faults((tlrt_device)l_device, (bool)(l_reset != 0), (uint64_t *)&o_count);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_count));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_softmax(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_buffer ** out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_softmax(b_lean_obj_arg l_x, uint64_t l_rows, uint64_t l_cols, lean_obj_arg w) {
   (void)w;
@@ -2958,6 +3053,70 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape * tape, uint64_t v, const tlrt_buffer * idx, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_gather_vec_ibuf(b_lean_obj_arg l_tape, uint64_t l_v, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  uint64_t o_out = 0;
+  st = tlrt_tape_gather_vec_ibuf((tlrt_tape *)tape_h, (uint64_t)l_v, (const tlrt_buffer *)idx_h, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_gather_rows_ibuf(tlrt_tape * tape, uint64_t mat, const tlrt_buffer * idx, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_gather_rows_ibuf(b_lean_obj_arg l_tape, uint64_t l_mat, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  uint64_t o_out = 0;
+  st = tlrt_tape_gather_rows_ibuf((tlrt_tape *)tape_h, (uint64_t)l_mat, (const tlrt_buffer *)idx_h, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_scatter_add_ibuf(tlrt_tape * tape, uint64_t x, uint64_t vals, const tlrt_buffer * idx, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_scatter_add_ibuf(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_vals, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  uint64_t o_out = 0;
+  st = tlrt_tape_scatter_add_ibuf((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_vals, (const tlrt_buffer *)idx_h, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_scatter_add_rows_ibuf(tlrt_tape * tape, uint64_t mat, uint64_t vals, const tlrt_buffer * idx, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_scatter_add_rows_ibuf(b_lean_obj_arg l_tape, uint64_t l_mat, uint64_t l_vals, b_lean_obj_arg l_idx, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *idx_h = tlrt_lean_buffer_of(l_idx);
+  uint64_t o_out = 0;
+  st = tlrt_tape_scatter_add_rows_ibuf((tlrt_tape *)tape_h, (uint64_t)l_mat, (uint64_t)l_vals, (const tlrt_buffer *)idx_h, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_tape_softmax(tlrt_tape * tape, uint64_t x, uint64_t * out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_tape_softmax(b_lean_obj_arg l_tape, uint64_t l_x, lean_obj_arg w) {
   (void)w;
@@ -3240,6 +3399,22 @@ LEAN_EXPORT lean_obj_res tlrt_lean_tape_multi_head_attention(b_lean_obj_arg l_ta
   tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
   uint64_t o_out = 0;
   st = tlrt_tape_multi_head_attention((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_w_q, (uint64_t)l_w_k, (uint64_t)l_w_v, (uint64_t)l_w_o, (uint64_t)l_b_q, (uint64_t)l_b_k, (uint64_t)l_b_v, (uint64_t)l_b_o, (uint64_t)l_num_heads, (bool)(l_causal != 0), (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_cross_entropy_ibuf(b_lean_obj_arg l_tape, uint64_t l_logits, b_lean_obj_arg l_labels, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *labels_h = tlrt_lean_buffer_of(l_labels);
+  uint64_t o_out = 0;
+  st = tlrt_tape_cross_entropy_ibuf((tlrt_tape *)tape_h, (uint64_t)l_logits, (const tlrt_buffer *)labels_h, (uint64_t *)&o_out);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(lean_box_uint64(o_out));
 done:

@@ -462,6 +462,24 @@ extern "C" {
     /// Scatter-add of k rows: out is a copy of the (rows, cols) matrix mat with row j of the (k, cols)
     /// (full contract: abi/tlrt_index.h)
     pub fn tlrt_scatter_add_rows(mat: *const tlrt_buffer, vals: *const tlrt_buffer, rows: u64, cols: u64, idx: *const u64, k: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_gather_vec with an index buffer: out (k = size of idx) with out[j] = v[idx[j]], +0.0f for
+    /// (full contract: abi/tlrt_index.h)
+    pub fn tlrt_gather_vec_ibuf(v: *const tlrt_buffer, n: u64, idx: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_scatter_add with an index buffer. x may be NULL: the vector of n values +0.0f (the
+    /// (full contract: abi/tlrt_index.h)
+    pub fn tlrt_scatter_add_ibuf(x: *const tlrt_buffer, vals: *const tlrt_buffer, n: u64, idx: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_gather_rows with an index buffer: out (k, cols), row j = mat[idx[j], :], a row of +0.0f
+    /// (full contract: abi/tlrt_index.h)
+    pub fn tlrt_gather_rows_ibuf(mat: *const tlrt_buffer, rows: u64, cols: u64, idx: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// tlrt_scatter_add_rows with an index buffer; mat may be NULL: the (rows, cols) matrix of +0.0f
+    /// (full contract: abi/tlrt_index.h)
+    pub fn tlrt_scatter_add_rows_ibuf(mat: *const tlrt_buffer, vals: *const tlrt_buffer, rows: u64, cols: u64, idx: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The flat indices of one column index per row of a (rows, cols) matrix, rows = the size of
+    /// (full contract: abi/tlrt_index.h)
+    pub fn tlrt_index_flat_rows(col_idx: *const tlrt_buffer, cols: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The number of index-buffer entries that were not an index (above; and the entries of
+    /// (full contract: abi/tlrt_index.h)
+    pub fn tlrt_index_faults(device: tlrt_device, reset: bool, count: *mut u64) -> tlrt_status;
     // ---- tlrt_softmax.h
     /// Softmax of each row of the row-major (rows, cols) x: y[j] = e[j] / s (DEFINITIONS above).
     /// (full contract: abi/tlrt_softmax.h)
@@ -667,6 +685,18 @@ extern "C" {
     /// The index list idx[0..k) is copied into the tape (kept for backward until reset). Entries follow
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_scatter_add_rows(tape: *mut tlrt_tape, mat: u64, vals: u64, idx: *const u64, k: u64, out: *mut u64) -> tlrt_status;
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_gather_vec_ibuf(tape: *mut tlrt_tape, v: u64, idx: *const tlrt_buffer, out: *mut u64) -> tlrt_status;
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_gather_rows_ibuf(tape: *mut tlrt_tape, mat: u64, idx: *const tlrt_buffer, out: *mut u64) -> tlrt_status;
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_scatter_add_ibuf(tape: *mut tlrt_tape, x: u64, vals: u64, idx: *const tlrt_buffer, out: *mut u64) -> tlrt_status;
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_scatter_add_rows_ibuf(tape: *mut tlrt_tape, mat: u64, vals: u64, idx: *const tlrt_buffer, out: *mut u64) -> tlrt_status;
     /// softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_softmax(tape: *mut tlrt_tape, x: u64, out: *mut u64) -> tlrt_status;
@@ -721,6 +751,9 @@ extern "C" {
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_multi_head_attention(tape: *mut tlrt_tape, x: u64, w_q: u64, w_k: u64, w_v: u64, w_o: u64, b_q: u64, b_k: u64, b_v: u64, b_o: u64, num_heads: u64, causal: bool, out: *mut u64) -> tlrt_status;
+    /// cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_cross_entropy_ibuf(tape: *mut tlrt_tape, logits: u64, labels: *const tlrt_buffer, out: *mut u64) -> tlrt_status;
     // ---- tlrt_optim.h
     /// One SGD step, in place (DEFINITIONS above): updates param, and momentum_buf when mu != 0.
     /// (full contract: abi/tlrt_optim.h)

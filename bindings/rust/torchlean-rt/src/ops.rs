@@ -521,6 +521,54 @@ pub fn scatter_add_rows(mat: &Buffer, vals: &Buffer, rows: u64, cols: u64, idx: 
     Ok(Buffer { raw: o_out })
 }
 
+/// tlrt_gather_vec with an index buffer: out (k = size of idx) with out[j] = v[idx[j]], +0.0f for
+/// `tlrt_status tlrt_gather_vec_ibuf(const tlrt_buffer * v, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out)` (abi/tlrt_index.h).
+pub fn gather_vec_ibuf(v: &Buffer, n: u64, idx: &Buffer) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_gather_vec_ibuf", unsafe { sys::tlrt_gather_vec_ibuf(v.raw as *const sys::tlrt_buffer, n, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_scatter_add with an index buffer. x may be NULL: the vector of n values +0.0f (the
+/// `tlrt_status tlrt_scatter_add_ibuf(const tlrt_buffer * x, const tlrt_buffer * vals, uint64_t n, const tlrt_buffer * idx, tlrt_buffer ** out)` (abi/tlrt_index.h).
+pub fn scatter_add_ibuf(x: Option<&Buffer>, vals: &Buffer, n: u64, idx: &Buffer) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_scatter_add_ibuf", unsafe { sys::tlrt_scatter_add_ibuf(x.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), vals.raw as *const sys::tlrt_buffer, n, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_gather_rows with an index buffer: out (k, cols), row j = mat[idx[j], :], a row of +0.0f
+/// `tlrt_status tlrt_gather_rows_ibuf(const tlrt_buffer * mat, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out)` (abi/tlrt_index.h).
+pub fn gather_rows_ibuf(mat: &Buffer, rows: u64, cols: u64, idx: &Buffer) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_gather_rows_ibuf", unsafe { sys::tlrt_gather_rows_ibuf(mat.raw as *const sys::tlrt_buffer, rows, cols, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// tlrt_scatter_add_rows with an index buffer; mat may be NULL: the (rows, cols) matrix of +0.0f
+/// `tlrt_status tlrt_scatter_add_rows_ibuf(const tlrt_buffer * mat, const tlrt_buffer * vals, uint64_t rows, uint64_t cols, const tlrt_buffer * idx, tlrt_buffer ** out)` (abi/tlrt_index.h).
+pub fn scatter_add_rows_ibuf(mat: Option<&Buffer>, vals: &Buffer, rows: u64, cols: u64, idx: &Buffer) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_scatter_add_rows_ibuf", unsafe { sys::tlrt_scatter_add_rows_ibuf(mat.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), vals.raw as *const sys::tlrt_buffer, rows, cols, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// The flat indices of one column index per row of a (rows, cols) matrix, rows = the size of
+/// `tlrt_status tlrt_index_flat_rows(const tlrt_buffer * col_idx, uint64_t cols, tlrt_buffer ** out)` (abi/tlrt_index.h).
+pub fn index_flat_rows(col_idx: &Buffer, cols: u64) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_index_flat_rows", unsafe { sys::tlrt_index_flat_rows(col_idx.raw as *const sys::tlrt_buffer, cols, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// The number of index-buffer entries that were not an index (above; and the entries of
+/// `tlrt_status tlrt_index_faults(tlrt_device device, bool reset, uint64_t * count)` (abi/tlrt_index.h).
+pub fn index_faults(device: Device, reset: bool) -> Result<u64> {
+    let mut o_count = 0;
+    check("tlrt_index_faults", unsafe { sys::tlrt_index_faults(device.0, reset, &mut o_count) })?;
+    Ok(o_count)
+}
+
 /// Softmax of each row of the row-major (rows, cols) x: y[j] = e[j] / s (DEFINITIONS above).
 /// `tlrt_status tlrt_softmax(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_buffer ** out)` (abi/tlrt_softmax.h).
 pub fn softmax(x: &Buffer, rows: u64, cols: u64) -> Result<Buffer> {
@@ -1450,6 +1498,38 @@ impl Tape {
         Ok(o_out)
     }
 
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// `tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape * tape, uint64_t v, const tlrt_buffer * idx, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn gather_vec_ibuf(&mut self, v: u64, idx: &Buffer) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_gather_vec_ibuf", unsafe { sys::tlrt_tape_gather_vec_ibuf(self.raw, v, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// `tlrt_status tlrt_tape_gather_rows_ibuf(tlrt_tape * tape, uint64_t mat, const tlrt_buffer * idx, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn gather_rows_ibuf(&mut self, mat: u64, idx: &Buffer) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_gather_rows_ibuf", unsafe { sys::tlrt_tape_gather_rows_ibuf(self.raw, mat, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// `tlrt_status tlrt_tape_scatter_add_ibuf(tlrt_tape * tape, uint64_t x, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn scatter_add_ibuf(&mut self, x: u64, vals: u64, idx: &Buffer) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_scatter_add_ibuf", unsafe { sys::tlrt_tape_scatter_add_ibuf(self.raw, x, vals, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
+    /// `tlrt_status tlrt_tape_scatter_add_rows_ibuf(tlrt_tape * tape, uint64_t mat, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn scatter_add_rows_ibuf(&mut self, mat: u64, vals: u64, idx: &Buffer) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_scatter_add_rows_ibuf", unsafe { sys::tlrt_tape_scatter_add_rows_ibuf(self.raw, mat, vals, idx.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+        Ok(o_out)
+    }
+
     /// softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
     /// `tlrt_status tlrt_tape_softmax(tlrt_tape * tape, uint64_t x, uint64_t * out)` (abi/tlrt_tape.h).
     pub fn softmax(&mut self, x: u64) -> Result<u64> {
@@ -1595,6 +1675,14 @@ impl Tape {
     pub fn multi_head_attention(&mut self, x: u64, w_q: u64, w_k: u64, w_v: u64, w_o: u64, b_q: u64, b_k: u64, b_v: u64, b_o: u64, num_heads: u64, causal: bool) -> Result<u64> {
         let mut o_out = 0;
         check("tlrt_tape_multi_head_attention", unsafe { sys::tlrt_tape_multi_head_attention(self.raw, x, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, num_heads, causal, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
+    /// `tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn cross_entropy_ibuf(&mut self, logits: u64, labels: &Buffer) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_cross_entropy_ibuf", unsafe { sys::tlrt_tape_cross_entropy_ibuf(self.raw, logits, labels.raw as *const sys::tlrt_buffer, &mut o_out) })?;
         Ok(o_out)
     }
 
