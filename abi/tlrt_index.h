@@ -193,7 +193,9 @@ TLRT_API tlrt_status tlrt_index_flat_rows(const tlrt_buffer *col_idx, uint64_t c
  * call of this family that waits: it waits for the work queued so far on the device's current
  * stream (abi/tlrt_stream.h), so that every earlier call is counted. Per device and process wide
  * (all threads). Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (an unknown
- * device kind); TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. */
+ * device kind); TLRT_ERR_BACKEND_UNAVAILABLE (a CUDA device in a build without CUDA);
+ * TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *count is 0 and the
+ * counter unchanged. */
 TLRT_API tlrt_status tlrt_index_faults(tlrt_device device, bool reset, uint64_t *count);
 
 #ifdef __cplusplus

@@ -298,7 +298,8 @@ TLRT_API tlrt_status tlrt_tape_scatter_add(tlrt_tape *tape, uint64_t x, uint64_t
 TLRT_API tlrt_status tlrt_tape_scatter_add_rows(tlrt_tape *tape, uint64_t mat, uint64_t vals,
                                                 const uint64_t *idx, uint64_t k, uint64_t *out);
 /* The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
- * index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+ * index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording
+ * call and once more by each backward that reads the buffer again). The tape holds a
  * reference to idx until reset (the host may free its handle at once; it must not change the
  * buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size. */
 TLRT_API tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape *tape, uint64_t v,

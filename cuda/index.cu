@@ -30,7 +30,7 @@
 //    second (and third) level of lanes held in registers: any length up to 2^36 entries.
 //    Bytes: 8 rows cols (x read, y written; 4 for NULL x), 4 k cols (vals), the map (8 per row,
 //    dense) and the sort.
-// Last measured: bench/results/2026-11-27-h100-s9-index.md
+// Last measured: bench/results/2026-11-28-h200-index-ibuf.md
 #include <cooperative_groups.h>
 
 #include <algorithm>

@@ -2346,7 +2346,9 @@ tlrt_index_flat_rows outside [0, cols), so labels of tlrt_tape_cross_entropy_ibu
 call of this family that waits: it waits for the work queued so far on the device's current
 stream (abi/tlrt_stream.h), so that every earlier call is counted. Per device and process wide
 (all threads). Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (an unknown
-device kind); TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
+device kind); TLRT_ERR_BACKEND_UNAVAILABLE (a CUDA device in a build without CUDA);
+TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *count is 0 and the
+counter unchanged.
 """
 function index_faults(device::Integer, reset::Bool)
     o_count = Ref{UInt64}(0)
@@ -3617,7 +3619,8 @@ end
 `tlrt_status tlrt_tape_gather_vec_ibuf(tlrt_tape * tape, uint64_t v, const tlrt_buffer * idx, uint64_t * out)`
 
 The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
-index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording
+call and once more by each backward that reads the buffer again). The tape holds a
 reference to idx until reset (the host may free its handle at once; it must not change the
 buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
 """
@@ -3633,7 +3636,8 @@ end
 `tlrt_status tlrt_tape_gather_rows_ibuf(tlrt_tape * tape, uint64_t mat, const tlrt_buffer * idx, uint64_t * out)`
 
 The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
-index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording
+call and once more by each backward that reads the buffer again). The tape holds a
 reference to idx until reset (the host may free its handle at once; it must not change the
 buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
 """
@@ -3649,7 +3653,8 @@ end
 `tlrt_status tlrt_tape_scatter_add_ibuf(tlrt_tape * tape, uint64_t x, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)`
 
 The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
-index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording
+call and once more by each backward that reads the buffer again). The tape holds a
 reference to idx until reset (the host may free its handle at once; it must not change the
 buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
 """
@@ -3665,7 +3670,8 @@ end
 `tlrt_status tlrt_tape_scatter_add_rows_ibuf(tlrt_tape * tape, uint64_t mat, uint64_t vals, const tlrt_buffer * idx, uint64_t * out)`
 
 The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an
-index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a
+index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording
+call and once more by each backward that reads the buffer again). The tape holds a
 reference to idx until reset (the host may free its handle at once; it must not change the
 buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.
 """

@@ -670,7 +670,9 @@ PROTOTYPES = (
       "call of this family that waits: it waits for the work queued so far on the device's current\n"
       'stream (abi/tlrt_stream.h), so that every earlier call is counted. Per device and process wide\n'
       '(all threads). Errors: TLRT_ERR_NULL_ARGUMENT (count); TLRT_ERR_INVALID_ARGUMENT (an unknown\n'
-      'device kind); TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.')),
+      'device kind); TLRT_ERR_BACKEND_UNAVAILABLE (a CUDA device in a build without CUDA);\n'
+      'TLRT_ERR_NO_DEVICE; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure *count is 0 and the\n'
+      'counter unchanged.')),
     ('tlrt_softmax', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('tlrt_buffer **', 'out'),), 'tlrt_softmax.h',
      ('Softmax of each row of the row-major (rows, cols) x: y[j] = e[j] / s (DEFINITIONS above).\n'
       'out has rows * cols elements, every row in [0, 1].')),
@@ -1299,22 +1301,26 @@ PROTOTYPES = (
       'gradients: (g, gather_rows(g, idx)).')),
     ('tlrt_tape_gather_vec_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'v'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
-      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording\n'
+      'call and once more by each backward that reads the buffer again). The tape holds a\n'
       'reference to idx until reset (the host may free its handle at once; it must not change the\n'
       "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
     ('tlrt_tape_gather_rows_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'mat'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
-      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording\n'
+      'call and once more by each backward that reads the buffer again). The tape holds a\n'
       'reference to idx until reset (the host may free its handle at once; it must not change the\n'
       "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
     ('tlrt_tape_scatter_add_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'vals'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
-      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording\n'
+      'call and once more by each backward that reads the buffer again). The tape holds a\n'
       'reference to idx until reset (the host may free its handle at once; it must not change the\n'
       "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
     ('tlrt_tape_scatter_add_rows_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'mat'), ('uint64_t', 'vals'), ('const tlrt_buffer *', 'idx'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("The same four with an index buffer (abi/tlrt_index.h's _ibuf rule: an entry that is not an\n"
-      'index reads +0, receives no gradient and is counted by tlrt_index_faults). The tape holds a\n'
+      'index reads +0, receives no gradient and is counted by tlrt_index_faults, once by the recording\n'
+      'call and once more by each backward that reads the buffer again). The tape holds a\n'
       'reference to idx until reset (the host may free its handle at once; it must not change the\n'
       "buffer's values before the backward). idx on the tape's device, int32 or int64; k = its size.")),
     ('tlrt_tape_softmax', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
