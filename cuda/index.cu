@@ -1,9 +1,10 @@
 // CUDA backend, indexing: gather and scatter-add through host lists and index buffers, bit for
 // bit the CPU's. History: docs/kernels/index.md.
 //
-// Lists: a host list is uploaded on the current stream through the pinned staging (the host never
-// waits), converted on the way to 32- or 64-bit keys (key = entry, or the out-of-range value);
-// an index buffer (int32 / int64, on this device) is read in place, each entry decoded by
+// Lists: a host list is uploaded as it is on the current stream through the pinned staging (the
+// host never waits; a conversion on the way, one host thread, cost more than the bytes it saved)
+// and read by the kernels like an index buffer; an index buffer (int32 / int64, on this device)
+// is read in place, each entry decoded by
 // idx::decode, the entries that are not an index counted in g_faults (a __device__ counter, one
 // per device; warp-aggregated atomics, on the fault path only). No host synchronisation, no
 // atomics on data. Rows move as float4 when cols % 4 == 0 and the buffers are 16-byte aligned,
@@ -217,30 +218,12 @@ void launch_gather(int dev, const float *x, uint64_t rows, uint64_t cols, const 
   check_launch("gather_kernel");
 }
 
-// A host list and the bound of its keys (the fill of upload_async_fill): key = entry if < bound,
-// else `oor` (the out-of-range value of the consumer: none<U>() for gathers, rows for sorts).
-template <class U>
-struct KeySource {
-  const uint64_t *idx;
-  uint64_t bound;
-  U oor;
-};
-
-template <class U>
-void fill_keys(void *ctx, void *host, uint64_t off, uint64_t len) {
-  const KeySource<U> &src = *static_cast<const KeySource<U> *>(ctx);
-  const uint64_t *idx = src.idx + off / sizeof(U);
-  U *out = static_cast<U *>(host);
-  for (uint64_t j = 0; j < len / sizeof(U); ++j) out[j] = idx[j] < src.bound ? (U)idx[j] : src.oor;
-}
-
-// The host list's keys in stream-ordered scratch (valid on the current stream), converted piece
-// by piece into the pinned staging: no host array of the list's size.
-template <class U>
-Scratch upload_keys(int dev, const uint64_t *idx, uint64_t k, uint64_t bound, U oor) {
-  Scratch d(dev, k * sizeof(U));
-  KeySource<U> src{idx, bound, oor};
-  upload_async_fill(dev, d.as<U>(), k * sizeof(U), fill_keys<U>, &src);
+// The caller's host list in stream-ordered scratch, as it is (8 bytes per entry): one copy
+// through the pinned staging; the kernels read the entries in place (an entry >= rows is out of
+// range, core checked that none is >= 2^60).
+Scratch upload_list(int dev, const idx::List &list) {
+  Scratch d(dev, list.k * sizeof(uint64_t));
+  upload_async(dev, d.as<uint64_t>(), list.p, list.k * sizeof(uint64_t));
   return d;
 }
 
@@ -249,10 +232,11 @@ Scratch upload_keys(int dev, const uint64_t *idx, uint64_t k, uint64_t bound, U 
 // key[j] = the target of entry j (rows when out of range or not an index), pos[j] = j.
 template <class K, class U>
 __global__ void __launch_bounds__(kThreads)
-    keys_kernel(const K *idx, uint64_t k, uint64_t rows, U *key, U *__restrict pos) {
+    keys_kernel(const K *__restrict idx, uint64_t k, uint64_t rows, U *__restrict key,
+                U *__restrict pos) {
   for (uint64_t j = (uint64_t)blockIdx.x * kThreads + threadIdx.x; j < k;
        j += (uint64_t)gridDim.x * kThreads) {
-    key[j] = (U)row_of(idx[j], rows, true);  // (in place for host keys: idx == key)
+    key[j] = (U)row_of(idx[j], rows, true);
     pos[j] = (U)j;
   }
 }
@@ -281,8 +265,11 @@ struct DevPlan {
 // Dense: item i is row i, looked up in map (none: a copy of x, or zeros). Sparse: item i is
 // sorted entry i, the first of its segment or nothing (y holds x or zeros already). Segments
 // longer than kShort go to the long list (long_kernel writes them).
+// The sparse float form (cols % 4 != 0, typically cols == 1: one thread per entry) needs few
+// registers and runs a long chain of dependent loads per entry (keys, position, vals, x, all
+// scattered): twice the resident blocks keep more of those chains in flight.
 template <class U, class V, bool kDense>
-__global__ void __launch_bounds__(kThreads, 3)
+__global__ void __launch_bounds__(kThreads, sizeof(V) == 4 && !kDense ? 6 : 3)
     rows_kernel(const V *__restrict x, const V *__restrict vals, uint64_t cv, uint64_t rows,
                 uint64_t items, const U *__restrict map, DevPlan<U> pl, V *__restrict y,
                 unsigned txb) {
@@ -496,10 +483,10 @@ void scatter_t(int dev, const float *x, const float *vals, uint64_t rows, uint64
     *p0 = reinterpret_cast<U *>(base + 256 + 2 * ka), *p1 = reinterpret_cast<U *>(base + 256 + 3 * ka),
     *longs = reinterpret_cast<U *>(base + 256 + 4 * ka);
   check(cudaMemsetAsync(nlong, 0, 8, st), "scatter plan (memset)");
-  if (list.type == idx::Type::U64) {  // keys converted on the way up; then the positions
-    KeySource<U> src{static_cast<const uint64_t *>(list.p), rows, (U)rows};
-    upload_async_fill(dev, k0, k * sizeof(U), fill_keys<U>, &src);
-    keys_kernel<U, U><<<blocks(k, kThreads), kThreads, 0, st>>>(k0, k, rows, k0, p0);
+  if (list.type == idx::Type::U64) {
+    Scratch h = upload_list(dev, list);
+    keys_kernel<uint64_t, U><<<blocks(k, kThreads), kThreads, 0, st>>>(h.as<uint64_t>(), k, rows,
+                                                                         k0, p0);
   } else if (list.type == idx::Type::I32) {
     keys_kernel<int32_t, U><<<blocks(k, kThreads), kThreads, 0, st>>>(
         static_cast<const int32_t *>(list.p), k, rows, k0, p0);
@@ -572,18 +559,11 @@ __global__ void __launch_bounds__(kThreads) count_kernel(const K *__restrict idx
 void gather_rows(int dev, const float *x, uint64_t rows, uint64_t cols, const idx::List &list,
                  float *y) {
   switch (list.type) {
-    case idx::Type::U64:
-      // Keys as uint32_t where rows <= 2^32 - 1 (half the bytes to convert and upload).
-      if (rows <= idx::none<uint32_t>()) {
-        Scratch d = upload_keys<uint32_t>(dev, static_cast<const uint64_t *>(list.p), list.k, rows,
-                                          idx::none<uint32_t>());
-        launch_gather(dev, x, rows, cols, d.as<uint32_t>(), list.k, y);
-      } else {
-        Scratch d = upload_keys<uint64_t>(dev, static_cast<const uint64_t *>(list.p), list.k, rows,
-                                          idx::none<uint64_t>());
-        launch_gather(dev, x, rows, cols, d.as<uint64_t>(), list.k, y);
-      }
+    case idx::Type::U64: {
+      Scratch d = upload_list(dev, list);
+      launch_gather(dev, x, rows, cols, d.as<uint64_t>(), list.k, y);
       break;
+    }
     case idx::Type::I32:
       launch_gather(dev, x, rows, cols, static_cast<const int32_t *>(list.p), list.k, y);
       break;
