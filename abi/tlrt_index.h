@@ -53,8 +53,8 @@
  * the host (a counting or radix sort, O(k + bound) for bound <= 2k + 65536, O(k) radix passes
  * otherwise), its host arrays (about 8 to 24 bytes per entry) from the CPU block pool, reused
  * from call to call (tlrt_allocator_trim on the CPU device frees them; see
- * tlrt_allocator_stats's pooled_bytes). The CUDA backend uploads the list (4 bytes per entry when
- * bound < 2^32 - 1, else 8) through its pinned staging and sorts on the device (below).
+ * tlrt_allocator_stats's pooled_bytes). The CUDA backend uploads the list as it is (8 bytes per
+ * entry) through its pinned staging and sorts on the device (below).
  *
  * Errors, for every function here, checked in this order: TLRT_ERR_NULL_ARGUMENT (a buffer, or
  * out, or idx with k > 0); TLRT_ERR_RELEASED (an input's storage was released);
