@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "index_buffers.hpp"
 
 namespace {
 
@@ -283,34 +284,12 @@ void expect_same_run(const TapeResult &got, const TapeResult &want, const std::s
     expect_bits(got.grads[i], want.grads[i], what + " gradient of leaf " + std::to_string(i));
 }
 
-// An index buffer on dev (int32 when i32: every value then fits).
 Buf ibuf(tlrt_device dev, const std::vector<int64_t> &v, bool i32) {
-  Buf b;
-  if (v.empty()) {
-    TH_OK(tlrt_buffer_zeros_of(dev, i32 ? TLRT_DTYPE_I32 : TLRT_DTYPE_I64, 0, b.out()));
-  } else if (i32) {
-    std::vector<int32_t> w(v.begin(), v.end());
-    TH_OK(tlrt_buffer_from_i32(dev, w.data(), w.size(), b.out()));
-  } else {
-    TH_OK(tlrt_buffer_from_i64(dev, v.data(), v.size(), b.out()));
-  }
-  return b;
+  return th::index_buffer(dev, v, i32);
 }
-
-bool not_an_index(int64_t v) { return v < 0 || (uint64_t)v >= k60; }
-
-// The host list of the same entries: an entry that is not an index becomes 2^60 - 1.
-std::vector<uint64_t> host_list(const std::vector<int64_t> &v) {
-  std::vector<uint64_t> h(v.size());
-  for (size_t j = 0; j < v.size(); ++j) h[j] = not_an_index(v[j]) ? k60 - 1 : (uint64_t)v[j];
-  return h;
-}
-
-uint64_t faults(tlrt_device dev, bool reset) {
-  uint64_t c = UINT64_MAX;
-  TH_OK(tlrt_index_faults(dev, reset, &c));
-  return c;
-}
+using th::host_list_of;
+using th::not_an_index;
+uint64_t faults(tlrt_device dev, bool reset) { return th::index_faults(dev, reset); }
 
 // A list with a hot target (row 0), uniform entries, out-of-range entries, 2^60 - 1 (int64) and
 // entries that are not an index (negative; int64 >= 2^60).
@@ -350,7 +329,7 @@ void check_tape_ibuf(tlrt_device dev, bool i32, uint64_t rows, uint64_t cols, ui
   const std::vector<float> seed_n = rng.vec(n, -1.0f, 1.0f);
   // gather_vec and scatter_add read a vector flat: bound n; the row variants: bound rows.
   const std::vector<int64_t> lv = make_ilist(k, n, i32, salt + 1), lr = make_ilist(k, rows, i32, salt + 2);
-  const std::vector<uint64_t> hv = host_list(lv), hr = host_list(lr);
+  const std::vector<uint64_t> hv = host_list_of(lv), hr = host_list_of(lr);
   const uint64_t bad_v = (uint64_t)std::count_if(lv.begin(), lv.end(), not_an_index);
   const uint64_t bad_r = (uint64_t)std::count_if(lr.begin(), lr.end(), not_an_index);
   static const uint64_t dummy = 0;

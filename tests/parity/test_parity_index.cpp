@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "index_buffers.hpp"
 #include "parity.hpp"
 
 namespace {
@@ -256,38 +257,13 @@ void matrix_parity() {
 // >= 2^60) read +0 / are skipped and are counted by tlrt_index_faults on the device that ran the
 // call (checked after each comparison: run_multi runs the CPU once and the GPU twice).
 
-// An index buffer on dev (int32 when i32: every value then fits).
 Buf ibuf(tlrt_device dev, const std::vector<int64_t> &v, bool i32) {
-  Buf b;
-  if (v.empty()) {
-    TH_OK(tlrt_buffer_zeros_of(dev, i32 ? TLRT_DTYPE_I32 : TLRT_DTYPE_I64, 0, b.out()));
-  } else if (i32) {
-    std::vector<int32_t> w(v.begin(), v.end());
-    TH_OK(tlrt_buffer_from_i32(dev, w.data(), w.size(), b.out()));
-  } else {
-    TH_OK(tlrt_buffer_from_i64(dev, v.data(), v.size(), b.out()));
-  }
-  return b;
+  return th::index_buffer(dev, v, i32);
 }
-
-bool not_an_index(int64_t v) { return v < 0 || (uint64_t)v >= kTop + 1; }
-
-uint64_t count_bad(const std::vector<int64_t> &v) {
-  return (uint64_t)std::count_if(v.begin(), v.end(), not_an_index);
-}
-
-// The host list of the same entries (an entry that is not an index becomes 2^60 - 1).
-std::vector<uint64_t> host_list(const std::vector<int64_t> &v) {
-  std::vector<uint64_t> h(v.size());
-  for (size_t j = 0; j < v.size(); ++j) h[j] = not_an_index(v[j]) ? kTop : (uint64_t)v[j];
-  return h;
-}
-
-uint64_t faults(tlrt_device dev) {
-  uint64_t c = UINT64_MAX;
-  TH_OK(tlrt_index_faults(dev, true, &c));
-  return c;
-}
+using th::count_bad;
+using th::host_list_of;
+using th::not_an_index;
+uint64_t faults(tlrt_device dev) { return th::index_faults(dev, true); }
 
 // Runs body (one run_multi) and checks the fault counters: bad on the CPU, 2 * bad on the GPU
 // (3 * bad on the CPU in the SELFTEST build, where both sides are the CPU).
@@ -390,7 +366,7 @@ void scatter_add_rows_ibuf(const std::string &w, const std::vector<float> *m,
 void scatter_add_rows_mixed(const std::string &w, const std::vector<float> *m,
                             const std::vector<float> &vals, uint64_t rows, uint64_t cols,
                             const std::vector<int64_t> &idx, bool i32) {
-  const std::vector<uint64_t> h = host_list(idx);
+  const std::vector<uint64_t> h = host_list_of(idx);
   const std::vector<float> zeros = m ? std::vector<float>() : std::vector<float>(rows * cols, 0.0f);
   const std::vector<float> &base = m ? *m : zeros;
   int calls = 0;  // run_multi calls the CPU first, then the GPU (twice)

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "index_buffers.hpp"
 
 namespace {
 
@@ -528,41 +529,15 @@ void check_switch() {
 // for the same values, entries that are not an index (negative; int64 >= 2^60) taken as out of
 // range, and tlrt_index_faults counts exactly those entries.
 
-// An index buffer of the given entries (int32 when i32; every value then fits), on the CPU.
 Buf ibuf(const std::vector<int64_t> &v, bool i32) {
-  Buf b;
-  if (v.empty()) {
-    TH_OK(tlrt_buffer_zeros_of(TLRT_DEVICE_CPU, i32 ? TLRT_DTYPE_I32 : TLRT_DTYPE_I64, 0, b.out()));
-  } else if (i32) {
-    std::vector<int32_t> w(v.size());
-    for (size_t j = 0; j < v.size(); ++j) w[j] = (int32_t)v[j];
-    TH_OK(tlrt_buffer_from_i32(TLRT_DEVICE_CPU, w.data(), w.size(), b.out()));
-  } else {
-    TH_OK(tlrt_buffer_from_i64(TLRT_DEVICE_CPU, v.data(), v.size(), b.out()));
-  }
-  return b;
+  return th::index_buffer(TLRT_DEVICE_CPU, v, i32);
 }
-
-bool not_an_index(int64_t v) { return v < 0 || (uint64_t)v >= k60; }
-
-// The host list of the same entries: an entry that is not an index becomes 2^60 - 1 (out of
-// range for every bound here).
-std::vector<uint64_t> host_list(const std::vector<int64_t> &v) {
-  std::vector<uint64_t> h(v.size());
-  for (size_t j = 0; j < v.size(); ++j) h[j] = not_an_index(v[j]) ? k60 - 1 : (uint64_t)v[j];
-  return h;
-}
-
-uint64_t count_bad(const std::vector<int64_t> &v) {
-  return (uint64_t)std::count_if(v.begin(), v.end(), not_an_index);
-}
+using th::count_bad;
+using th::host_list_of;
+using th::not_an_index;
 
 // The CPU fault counter; reset sets it back to 0 after reading.
-uint64_t faults(bool reset) {
-  uint64_t c = UINT64_MAX;
-  TH_OK(tlrt_index_faults(TLRT_DEVICE_CPU, reset, &c));
-  return c;
-}
+uint64_t faults(bool reset) { return th::index_faults(TLRT_DEVICE_CPU, reset); }
 
 void expect_faults(uint64_t want, const std::string &what) {
   const uint64_t got = faults(true);
@@ -820,7 +795,7 @@ void check_ibuf_random() {
     if (th::under_valgrind() && (r.rows * r.cols > (1u << 18) || r.k > 6000)) continue;
     for (bool i32 : {false, true}) {
       const std::vector<int64_t> li = random_ilist(r.rows, r.k, r.hot, i32, ++salt);
-      const std::vector<uint64_t> lh = host_list(li);
+      const std::vector<uint64_t> lh = host_list_of(li);
       const uint64_t bad = count_bad(li);
       for (Dist d : {Dist::Wide, Dist::Bits, Dist::Edge}) {
         if (d != Dist::Wide && r.rows * r.cols > (1u << 16)) continue;
@@ -881,7 +856,7 @@ void check_ibuf_null_base_zero() {
       const std::string w = "NULL base, " + std::to_string(L) + " times -0" +
                             (i32 ? " int32" : " int64");
       const std::vector<float> got = scatter_add_ibuf(nullptr, 3, vals, idx, i32, w);
-      expect_same(got, scatter_add(zeros, vals, host_list(idx), w), w, true);
+      expect_same(got, scatter_add(zeros, vals, host_list_of(idx), w), w, true);
       expect_same(got, {0.0f, 0.0f, 0.0f}, w + " is +0", true);
       const std::vector<float> vals2(idx.size() * 2, nz);
       const std::vector<float> gotr = scatter_add_rows_ibuf(nullptr, 3, 2, vals2, idx, i32, w);
