@@ -135,6 +135,17 @@ def main():
     return 0
 
 
+def _caller(rt, op, cfn, argv, out):
+    """call(keep=False): one call of cfn(*argv, &out), its output freed unless keep."""
+    def call(keep=False):
+        st = cfn(*argv, ctypes.byref(out))
+        if st != 0:
+            raise RuntimeError(f"{op}: {st} {rt.last_error()}")
+        if not keep:
+            rt.lib.tlrt_buffer_free(out)
+    return call
+
+
 def host_list_rows(args, rt, torch, np, dev, emit, wall, copy_bw):
     """The first table: the five ops with host index lists (numpy uint64 arrays, raw ctypes)."""
     osync = lambda: rt.synchronize(dev)
@@ -170,12 +181,7 @@ def host_list_rows(args, rt, torch, np, dev, emit, wall, copy_bw):
             argv = (bx.handle, bv.handle, rows, cols, ip, k)
         cfn = getattr(rt.lib, "tlrt_" + op)
 
-        def call(keep=False):
-            st = cfn(*argv, ctypes.byref(out))
-            if st != 0:
-                raise RuntimeError(f"{op}: {st} {rt.last_error()}")
-            if not keep:
-                rt.lib.tlrt_buffer_free(out)
+        call = _caller(rt, op, cfn, argv, out)
 
         (t_off, h_off), (t_on, _) = common.time_det_off_on(rt, wall, call, osync)
         call(keep=True)
@@ -403,12 +409,7 @@ def _ibuf_row(case, rt, torch, np, dev, emit, wall, copy_bw, draw, results):
                                                   ctypes.POINTER(ctypes.c_uint64)), k)
     out = ctypes.c_void_p()
 
-    def call(keep=False):
-        st = cfn(*argv, ctypes.byref(out))
-        if st != 0:
-            raise RuntimeError(f"{op}: {st} {rt.last_error()}")
-        if not keep:
-            rt.lib.tlrt_buffer_free(out)
+    call = _caller(rt, op, cfn, argv, out)
 
     (t_off, h_off), (t_on, _) = common.time_det_off_on(rt, wall, call, osync)
     call(keep=True)
