@@ -12,7 +12,7 @@ sklearn.datasets.load_digits() from the installed scikit-learn (scaled the same 
 --cuda runs on CUDA device 0 and fails loudly where there is none. Exit status 0 when the final
 test accuracy is at least the target (--target, default 95%), 1 otherwise, 77 when no data source
 is available (no file given and scikit-learn missing). The library is found as the bindings find
-it (TORCHLEAN_RT_LIB, else the build directories of this repository).
+it (TORCHLEAN_RT_LIB, else an installed library; run-digits.sh sets the variable).
 """
 import array
 import math

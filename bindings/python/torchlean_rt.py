@@ -5,7 +5,8 @@ them with the bindings' one C-header parser (bindings/gen/tlrt_abi.py) and write
 into _torchlean_rt_abi.py next to this file: every TLRT_API prototype (with its doc comment), the
 tlrt_status enum, the integer #defines, the tlrt_allocator_stats struct, the C -> ctypes type table
 and the classification the op wrappers need. At import this module reads no header; it
-  1. finds the shared library (TORCHLEAN_RT_LIB, else a list of candidates, see _lib_candidates),
+  1. finds the shared library (TORCHLEAN_RT_LIB, else a packaged or installed one, never a guess
+     among build directories: see _lib_candidates),
   2. loads the generated declarations (_torchlean_rt_abi.py, next to this file),
   3. sets argtypes/restype of every TLRT_API function from them (an unknown C type raises
      HeaderParseError: nothing is guessed), and checks the ABI major version,
@@ -196,14 +197,18 @@ for _sname in _ABI.STRUCTS:  # the other structs of the headers (the geometry st
 # ---------------------------------------------------------------------------------------------
 
 def _lib_candidates():
-    """TORCHLEAN_RT_LIB alone if set (a file, or a directory holding the library); else the build
-    directories of the repository, then ctypes.util.find_library, then the loader's search path."""
+    """TORCHLEAN_RT_LIB alone if set (a file, or a directory holding the library); else a library
+    packaged beside this module; else the installed one (ctypes.util.find_library, then the
+    loader's search path). Build directories are never searched: of several, none is evidently
+    the one meant (a stale one sorted first was loaded silently), so a build is named explicitly
+    with TORCHLEAN_RT_LIB."""
     env = os.environ.get("TORCHLEAN_RT_LIB")
     if env:
         if os.path.isdir(env):
             return sorted(_glob.glob(os.path.join(env, "lib" + _LIBNAME + ".so*"))) or [env]
         return [env]
-    cands = sorted(_glob.glob(os.path.join(_REPO, "build*", "lib" + _LIBNAME + ".so")))
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands = sorted(_glob.glob(os.path.join(here, "lib" + _LIBNAME + ".so*")))
     found = ctypes.util.find_library(_LIBNAME)
     if found:
         cands.append(found)
@@ -218,8 +223,9 @@ def _load_library():
             return ctypes.CDLL(c), c
         except OSError as e:
             errors.append(f"{c}: {e}")
-    raise ImportError("cannot load lib" + _LIBNAME + " (set TORCHLEAN_RT_LIB to its path); tried:\n  "
-                      + "\n  ".join(errors))
+    raise ImportError("cannot load lib" + _LIBNAME + ": install it (meson install) or name a build "
+                      "with TORCHLEAN_RT_LIB, e.g. TORCHLEAN_RT_LIB=build/lib" + _LIBNAME + ".so; "
+                      "tried:\n  " + "\n  ".join(errors))
 
 
 # ---------------------------------------------------------------------------------------------
