@@ -154,14 +154,8 @@ TLRT_API tlrt_status tlrt_allocator_stats_get(tlrt_device device, tlrt_allocator
  * Afterwards pooled_bytes is 0. Errors: as tlrt_synchronize. */
 TLRT_API tlrt_status tlrt_allocator_trim(tlrt_device device);
 
-/* Testing hook (fault injection), for tests of the error paths of a host or binding; not for
- * production use. Arms a process-wide countdown: the n-th allocation from now on fails as if
- * memory were exhausted (payload allocations on every device and buffer-handle allocations
- * count; scratch memory of the backends does not), once; the call that meets it returns
- * TLRT_ERR_OUT_OF_MEMORY, leaves its out-parameters NULL and leaks nothing, and later calls work
- * again. n = 0 disarms. Returns the allocations that were still to come before the armed failure
- * (0 if it already happened or nothing was armed), so a test can tell whether a call met it. */
-TLRT_API uint64_t tlrt_debug_fail_nth_allocation(uint64_t n);
+/* The fault-injection hook tlrt_debug_fail_nth_allocation is declared apart, in
+ * tlrt_testing.h, which torchlean_rt.h does not include. */
 
 #ifdef __cplusplus
 }

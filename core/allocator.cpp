@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "abi/tlrt_testing.h"
 #include "core/backend/memory.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"

@@ -48,7 +48,8 @@ LEAN_IO_WORLD_ARG = True
 
 # Headers whose functions the safe Rust crate generates as free functions (ops); the runtime,
 # buffer, stream and DLPack headers are wrapped by hand in torchlean-rt/src/lib.rs.
-HAND_WRITTEN_HEADERS = {"tlrt_runtime.h", "tlrt_buffer.h", "tlrt_stream.h", "tlrt_dlpack.h"}
+HAND_WRITTEN_HEADERS = {"tlrt_runtime.h", "tlrt_buffer.h", "tlrt_stream.h", "tlrt_dlpack.h",
+                        "tlrt_testing.h"}
 # Functions wrapped by hand in the safe layers (Rust lib.rs, Julia module) rather than generated.
 HAND_WRITTEN = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32", "tlrt_tape_new",
                 "tlrt_tape_free", "tlrt_tape_shape"}
@@ -565,6 +566,7 @@ _SHIM_PRELUDE = r'''/* %(banner)s
 #include <string.h>
 
 #include "torchlean_rt.h"
+#include "tlrt_testing.h"
 
 static lean_external_class *tlrt_lean_buffer_class = NULL;
 static lean_external_class *tlrt_lean_tape_class = NULL;

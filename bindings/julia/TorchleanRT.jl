@@ -110,7 +110,6 @@ tlrt_set_deterministic(on) = @ccall libtorchlean_rt.tlrt_set_deterministic(on::B
 tlrt_get_deterministic() = @ccall libtorchlean_rt.tlrt_get_deterministic()::Bool
 tlrt_allocator_stats_get(device, stats) = @ccall libtorchlean_rt.tlrt_allocator_stats_get(device::UInt32, stats::Ptr{tlrt_allocator_stats})::Cint
 tlrt_allocator_trim(device) = @ccall libtorchlean_rt.tlrt_allocator_trim(device::UInt32)::Cint
-tlrt_debug_fail_nth_allocation(n) = @ccall libtorchlean_rt.tlrt_debug_fail_nth_allocation(n::UInt64)::UInt64
 tlrt_buffer_from_f32(device, data, n, out) = @ccall libtorchlean_rt.tlrt_buffer_from_f32(device::UInt32, data::Ptr{Cfloat}, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_buffer_from_f64(device, data, n, out) = @ccall libtorchlean_rt.tlrt_buffer_from_f64(device::UInt32, data::Ptr{Cdouble}, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_buffer_from_bytes(device, bytes, nbytes, out) = @ccall libtorchlean_rt.tlrt_buffer_from_bytes(device::UInt32, bytes::Ptr{UInt8}, nbytes::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -354,6 +353,7 @@ tlrt_convtranspose_fwd_geom(kernel, bias, input, geometry, out) = @ccall libtorc
 tlrt_convtranspose_bwd_geom(kernel, input, grad_out, geometry, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_convtranspose_bwd_geom(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_conv_geometry}, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_conv_output_dims(geometry, dims, capacity, rank, elements) = @ccall libtorchlean_rt.tlrt_conv_output_dims(geometry::Ptr{tlrt_conv_geometry}, dims::Ptr{UInt64}, capacity::UInt32, rank::Ptr{UInt32}, elements::Ptr{UInt64})::Cint
 tlrt_convtranspose_output_dims(geometry, dims, capacity, rank, elements) = @ccall libtorchlean_rt.tlrt_convtranspose_output_dims(geometry::Ptr{tlrt_conv_geometry}, dims::Ptr{UInt64}, capacity::UInt32, rank::Ptr{UInt32}, elements::Ptr{UInt64})::Cint
+tlrt_debug_fail_nth_allocation(n) = @ccall libtorchlean_rt.tlrt_debug_fail_nth_allocation(n::UInt64)::UInt64
 
 end # module C
 
@@ -629,24 +629,6 @@ Afterwards pooled_bytes is 0. Errors: as tlrt_synchronize.
 function allocator_trim(device::Integer)
     check(C.tlrt_allocator_trim(UInt32(device)), "tlrt_allocator_trim")
     nothing
-end
-
-"""
-    debug_fail_nth_allocation(n)
-
-`uint64_t tlrt_debug_fail_nth_allocation(uint64_t n)`
-
-Testing hook (fault injection), for tests of the error paths of a host or binding; not for
-production use. Arms a process-wide countdown: the n-th allocation from now on fails as if
-memory were exhausted (payload allocations on every device and buffer-handle allocations
-count; scratch memory of the backends does not), once; the call that meets it returns
-TLRT_ERR_OUT_OF_MEMORY, leaves its out-parameters NULL and leaks nothing, and later calls work
-again. n = 0 disarms. Returns the allocations that were still to come before the armed failure
-(0 if it already happened or nothing was armed), so a test can tell whether a call met it.
-"""
-function debug_fail_nth_allocation(n::Integer)
-    r = C.tlrt_debug_fail_nth_allocation(UInt64(n))
-    r
 end
 
 """
@@ -5270,6 +5252,24 @@ function convtranspose_output_dims(geometry::C.tlrt_conv_geometry)
     o_elements = Ref{UInt64}(0)
     check(C.tlrt_convtranspose_output_dims(Ref(geometry), o_dims, UInt32(length(o_dims)), o_rank, o_elements), "tlrt_convtranspose_output_dims")
     (o_dims[1:Int(o_rank[])], o_elements[])
+end
+
+"""
+    debug_fail_nth_allocation(n)
+
+`uint64_t tlrt_debug_fail_nth_allocation(uint64_t n)`
+
+Testing hook (fault injection), for tests of the error paths of a host or binding; not for
+production use. Arms a process-wide countdown: the n-th allocation from now on fails as if
+memory were exhausted (payload allocations on every device and buffer-handle allocations
+count; scratch memory of the backends does not), once; the call that meets it returns
+TLRT_ERR_OUT_OF_MEMORY, leaves its out-parameters NULL and leaks nothing, and later calls work
+again. n = 0 disarms. Returns the allocations that were still to come before the armed failure
+(0 if it already happened or nothing was armed), so a test can tell whether a call met it.
+"""
+function debug_fail_nth_allocation(n::Integer)
+    r = C.tlrt_debug_fail_nth_allocation(UInt64(n))
+    r
 end
 
 end # module TorchleanRT

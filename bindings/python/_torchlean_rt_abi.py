@@ -28,6 +28,7 @@ HEADERS = (
     'tlrt_attention.h',
     'tlrt_conv.h',
     'torchlean_rt.h',
+    'tlrt_testing.h',
 )
 
 # Every TLRT_API function, in header order:
@@ -88,14 +89,6 @@ PROTOTYPES = (
      ('Return memory pooled for reuse on `device` to the system: on CUDA, waits for the library stream\n'
       'and trims the stream-ordered pool to zero unused bytes; on the CPU, frees every pooled block.\n'
       'Afterwards pooled_bytes is 0. Errors: as tlrt_synchronize.')),
-    ('tlrt_debug_fail_nth_allocation', 'uint64_t', (('uint64_t', 'n'),), 'tlrt_runtime.h',
-     ('Testing hook (fault injection), for tests of the error paths of a host or binding; not for\n'
-      'production use. Arms a process-wide countdown: the n-th allocation from now on fails as if\n'
-      'memory were exhausted (payload allocations on every device and buffer-handle allocations\n'
-      'count; scratch memory of the backends does not), once; the call that meets it returns\n'
-      'TLRT_ERR_OUT_OF_MEMORY, leaves its out-parameters NULL and leaks nothing, and later calls work\n'
-      'again. n = 0 disarms. Returns the allocations that were still to come before the armed failure\n'
-      '(0 if it already happened or nothing was armed), so a test can tell whether a call met it.')),
     ('tlrt_buffer_from_f32', 'tlrt_status', (('tlrt_device', 'device'), ('const float *', 'data'), ('uint64_t', 'n'), ('tlrt_buffer **', 'out'),), 'tlrt_buffer.h',
      ('Upload n float32 values from host memory to a new buffer on `device`. data may be NULL only\n'
       'when n == 0. The values are copied bit for bit (NaN payloads included) before the call returns,\n'
@@ -2032,6 +2025,14 @@ PROTOTYPES = (
       'GEOMETRY above, the output of tlrt_convtranspose_fwd_geom (and the grad_out of\n'
       'tlrt_convtranspose_bwd_geom). Validation as tlrt_conv_output_dims, with the transposed\n'
       "convolution's checks (the 2^62 limit applies to its output extents).")),
+    ('tlrt_debug_fail_nth_allocation', 'uint64_t', (('uint64_t', 'n'),), 'tlrt_testing.h',
+     ('Testing hook (fault injection), for tests of the error paths of a host or binding; not for\n'
+      'production use. Arms a process-wide countdown: the n-th allocation from now on fails as if\n'
+      'memory were exhausted (payload allocations on every device and buffer-handle allocations\n'
+      'count; scratch memory of the backends does not), once; the call that meets it returns\n'
+      'TLRT_ERR_OUT_OF_MEMORY, leaves its out-parameters NULL and leaks nothing, and later calls work\n'
+      'again. n = 0 disarms. Returns the allocations that were still to come before the armed failure\n'
+      '(0 if it already happened or nothing was armed), so a test can tell whether a call met it.')),
 )
 
 # The tlrt_status enum.

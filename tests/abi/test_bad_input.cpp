@@ -10,6 +10,7 @@
 #include <cfloat>
 
 #include "bad_input.hpp"
+#include "tlrt_testing.h"
 
 namespace {
 

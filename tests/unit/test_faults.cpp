@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "tlrt_testing.h"
 
 namespace {
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "tlrt_testing.h"
 
 namespace {
 

@@ -253,17 +253,6 @@ and trims the stream-ordered pool to zero unused bytes; on the CPU, frees every 
 Afterwards pooled_bytes is 0. Errors: as tlrt_synchronize. -/
 @[extern "tlrt_lean_allocator_trim"] opaque allocatorTrim (device : UInt32) : IO Unit
 
-/-- `uint64_t tlrt_debug_fail_nth_allocation(uint64_t n)`
-
-Testing hook (fault injection), for tests of the error paths of a host or binding; not for
-production use. Arms a process-wide countdown: the n-th allocation from now on fails as if
-memory were exhausted (payload allocations on every device and buffer-handle allocations
-count; scratch memory of the backends does not), once; the call that meets it returns
-TLRT_ERR_OUT_OF_MEMORY, leaves its out-parameters NULL and leaks nothing, and later calls work
-again. n = 0 disarms. Returns the allocations that were still to come before the armed failure
-(0 if it already happened or nothing was armed), so a test can tell whether a call met it. -/
-@[extern "tlrt_lean_debug_fail_nth_allocation"] opaque debugFailNthAllocation (n : UInt64) : IO UInt64
-
 /-- `tlrt_status tlrt_buffer_from_f32(tlrt_device device, const float * data, uint64_t n, tlrt_buffer ** out)`
 
 Upload n float32 values from host memory to a new buffer on `device`. data may be NULL only
@@ -2913,6 +2902,17 @@ GEOMETRY above, the output of tlrt_convtranspose_fwd_geom (and the grad_out of
 tlrt_convtranspose_bwd_geom). Validation as tlrt_conv_output_dims, with the transposed
 convolution's checks (the 2^62 limit applies to its output extents). -/
 @[extern "tlrt_lean_convtranspose_output_dims"] opaque convtransposeOutputDims (geometry : @& Array UInt64) : IO ((Array UInt64) × UInt64)
+
+/-- `uint64_t tlrt_debug_fail_nth_allocation(uint64_t n)`
+
+Testing hook (fault injection), for tests of the error paths of a host or binding; not for
+production use. Arms a process-wide countdown: the n-th allocation from now on fails as if
+memory were exhausted (payload allocations on every device and buffer-handle allocations
+count; scratch memory of the backends does not), once; the call that meets it returns
+TLRT_ERR_OUT_OF_MEMORY, leaves its out-parameters NULL and leaks nothing, and later calls work
+again. n = 0 disarms. Returns the allocations that were still to come before the armed failure
+(0 if it already happened or nothing was armed), so a test can tell whether a call met it. -/
+@[extern "tlrt_lean_debug_fail_nth_allocation"] opaque debugFailNthAllocation (n : UInt64) : IO UInt64
 
 /-- `tlrt_allocator_stats_get` as a structure. -/
 def allocatorStats (device : UInt32) : IO AllocatorStats :=

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "torchlean_rt.h"
+#include "tlrt_testing.h"
 
 static lean_external_class *tlrt_lean_buffer_class = NULL;
 static lean_external_class *tlrt_lean_tape_class = NULL;
@@ -393,15 +394,6 @@ LEAN_EXPORT lean_obj_res tlrt_lean_allocator_trim(uint32_t l_device, lean_obj_ar
   res = lean_io_result_mk_ok(lean_box(0));
 done:
   ;
-  return res;
-}
-
-/* uint64_t tlrt_debug_fail_nth_allocation(uint64_t n) */
-LEAN_EXPORT lean_obj_res tlrt_lean_debug_fail_nth_allocation(uint64_t l_n, lean_obj_arg w) {
-  (void)w;
-  lean_object *res = NULL;
-  uint64_t r = tlrt_debug_fail_nth_allocation((uint64_t)l_n);
-  res = lean_io_result_mk_ok(lean_box_uint64(r));
   return res;
 }
 
@@ -4485,5 +4477,14 @@ LEAN_EXPORT lean_obj_res tlrt_lean_convtranspose_output_dims(b_lean_obj_arg l_ge
   res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_u64_array(o_dims, o_rank), lean_box_uint64(o_elements)));
 done:
   ;
+  return res;
+}
+
+/* uint64_t tlrt_debug_fail_nth_allocation(uint64_t n) */
+LEAN_EXPORT lean_obj_res tlrt_lean_debug_fail_nth_allocation(uint64_t l_n, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  uint64_t r = tlrt_debug_fail_nth_allocation((uint64_t)l_n);
+  res = lean_io_result_mk_ok(lean_box_uint64(r));
   return res;
 }

@@ -163,9 +163,6 @@ extern "C" {
     /// Return memory pooled for reuse on `device` to the system: on CUDA, waits for the library stream
     /// (full contract: abi/tlrt_runtime.h)
     pub fn tlrt_allocator_trim(device: tlrt_device) -> tlrt_status;
-    /// Testing hook (fault injection), for tests of the error paths of a host or binding; not for
-    /// (full contract: abi/tlrt_runtime.h)
-    pub fn tlrt_debug_fail_nth_allocation(n: u64) -> u64;
     // ---- tlrt_buffer.h
     /// Upload n float32 values from host memory to a new buffer on `device`. data may be NULL only
     /// (full contract: abi/tlrt_buffer.h)
@@ -913,4 +910,8 @@ extern "C" {
     /// tlrt_conv_output_dims for the transposed convolution: out[d] is the transposed out[d] of
     /// (full contract: abi/tlrt_conv.h)
     pub fn tlrt_convtranspose_output_dims(geometry: *const tlrt_conv_geometry, dims: *mut u64, capacity: u32, rank: *mut u32, elements: *mut u64) -> tlrt_status;
+    // ---- tlrt_testing.h
+    /// Testing hook (fault injection), for tests of the error paths of a host or binding; not for
+    /// (full contract: abi/tlrt_testing.h)
+    pub fn tlrt_debug_fail_nth_allocation(n: u64) -> u64;
 }
