@@ -8,7 +8,8 @@
  *
  * INDEX LISTS. idx[0..k) is a host array of uint64_t, read during the call only: the caller may
  * reuse or free it as soon as the call returns (the call keeps what it needs and does not wait
- * for the device). idx may be NULL only when k == 0. With bound = n (vectors) or rows (matrices), each entry idx[j] is one of:
+ * for the device). idx may be NULL only when k == 0. With bound = n (vectors) or rows
+ * (matrices), each entry idx[j] is one of:
  *  - in range, idx[j] < bound: it addresses element / row idx[j];
  *  - out of range, bound <= idx[j] < TLRT_MAX_ELEMENTS (2^60): totalised, as upstream does: a
  *    gather reads +0.0f for it (a row of +0.0f for tlrt_gather_rows) and a scatter skips it. This

@@ -6,7 +6,8 @@
 //  - index buffers: int32 / int64 buffers on the data's device, read by the backends in place;
 //    entries that are not an index are the backends' to count (idx::decode), never an error.
 // Grouping the entries of a scatter by target is the backends' work: the CPU sorts on the host
-// (stub/index.cpp), CUDA on the device (cuda/index_sort.cu), for host lists as for buffers.
+// (stub/index.cpp), CUDA on the device (CUB's radix sort, cuda/index.cu), for host lists as for
+// index buffers.
 // tlrt_gather_vec and tlrt_scatter_add are the cols == 1 cases of the row functions, and
 // tlrt_scatter_add_row is tlrt_scatter_add_rows with the one-entry list {i}: one code path each,
 // so the functions share one rule for what cannot be an index and what is out of range.
@@ -79,7 +80,7 @@ void check_entries(const uint64_t *idx, uint64_t k) {
   }
 }
 
-// ---- dispatch ------------------------------------------------------------------------------------
+// ---- dispatch -----------------------------------------------------------------------------------
 
 // The (k, cols) gather of X's rows, nout = k * cols elements.
 tlrt_buffer *gather(const Buffer &X, uint64_t rows, uint64_t cols, const idx::List &list,
@@ -142,7 +143,8 @@ void check_vals(const Buffer &V, uint64_t k, uint64_t cols, const char *kname) {
     fail(TLRT_ERR_SHAPE, "argument vals has %llu elements, but %s = %llu", (ull)V.size, kname,
          (ull)k);
   if (!fits || nv != V.size)
-    fail(TLRT_ERR_SHAPE, "argument vals has %llu elements, but %s * argument cols = %llu * %llu = %s",
+    fail(TLRT_ERR_SHAPE,
+         "argument vals has %llu elements, but %s * argument cols = %llu * %llu = %s",
          (ull)V.size, kname, (ull)k, (ull)cols, count_str(nv, fits).c_str());
 }
 
@@ -173,7 +175,7 @@ IbufArgs ibuf_args(std::initializer_list<std::pair<const tlrt_buffer *, const ch
 }
 
 // A scatter through an index buffer after the NULL checks: x (NULL: zeros) of rows * cols
-// elements (`dims` names them in messages), vals of k * cols, k = size of idx.
+// elements (vec: a vector of n = rows elements, cols == 1), vals of k * cols, k = size of idx.
 tlrt_buffer *scatter_ibuf(const tlrt_buffer *x, const char *xname, const tlrt_buffer *vals,
                           uint64_t rows, uint64_t cols, const tlrt_buffer *idx, bool vec) {
   const IbufArgs a = ibuf_args({{x, xname}, {vals, "vals"}}, idx, "idx");
@@ -298,7 +300,7 @@ TLRT_API tlrt_status tlrt_scatter_add_rows(const tlrt_buffer *mat, const tlrt_bu
   });
 }
 
-// ---- index buffers -------------------------------------------------------------------------------
+// ---- index buffers ------------------------------------------------------------------------------
 
 TLRT_API tlrt_status tlrt_gather_vec_ibuf(const tlrt_buffer *v, uint64_t n,
                                           const tlrt_buffer *idx, tlrt_buffer **out) {

@@ -135,8 +135,8 @@ __device__ __forceinline__ void copy_row(const V *__restrict xr, V *__restrict y
   }
 }
 
-// y[c] = x[c] (NULL x: +0.0f) + red::small<Sum, W> over the L <= W rows p[0..L) of vals, for this thread's
-// columns; B columns per step (all their loads issued before the additions).
+// y[c] = x[c] (NULL x: +0.0f) + red::small<Sum, W> over the L <= W rows p[0..L) of vals, for
+// this thread's columns; B columns per step (all their loads issued before the additions).
 template <unsigned W, class U, class V>
 __device__ __forceinline__ void tree_row(const V *__restrict xr, const V *__restrict vals,
                                          uint64_t cv, const U *p, unsigned L, V *__restrict yr,
@@ -479,9 +479,8 @@ void scatter_t(int dev, const float *x, const float *vals, uint64_t rows, uint64
   Scratch d(dev, 256 + 4 * ka + al(nlong_max * sizeof(U)));
   char *base = d.as<char>();
   auto *nlong = reinterpret_cast<unsigned long long *>(base);
-  U *k0 = reinterpret_cast<U *>(base + 256), *k1 = reinterpret_cast<U *>(base + 256 + ka),
-    *p0 = reinterpret_cast<U *>(base + 256 + 2 * ka), *p1 = reinterpret_cast<U *>(base + 256 + 3 * ka),
-    *longs = reinterpret_cast<U *>(base + 256 + 4 * ka);
+  auto at = [&](uint64_t i) { return reinterpret_cast<U *>(base + 256 + i * ka); };
+  U *k0 = at(0), *k1 = at(1), *p0 = at(2), *p1 = at(3), *longs = at(4);
   check(cudaMemsetAsync(nlong, 0, 8, st), "scatter plan (memset)");
   if (list.type == idx::Type::U64) {
     Scratch h = upload_list(dev, list);

@@ -132,7 +132,7 @@ uint64_t gather_t(const float *x, uint64_t rows, uint64_t cols, const T *idx, ui
   return nf;
 }
 
-// ---- scatter plans -------------------------------------------------------------------------------
+// ---- scatter plans ------------------------------------------------------------------------------
 
 // The plan's arrays in one host array: seg[nseg + 1], tgt[nseg], pos[m].
 template <class U>

@@ -10,7 +10,7 @@
 // Scatter-adds group the in-range entries by target stably (a sort by target; positions increase
 // within a target), as segments: segment s adds the vals rows pos[seg[s]], ..., pos[seg[s+1] - 1]
 // to row tgt[s]. The CPU builds that plan on the host (stub/index.cpp), CUDA on the device (a
-// CUB radix sort, cuda/index_sort.cu); both then evaluate the same sums: out[t, c] = x[t, c] + S,
+// CUB radix sort, cuda/index.cu); both then evaluate the same sums: out[t, c] = x[t, c] + S,
 // S = the tree of core/numerics/reduce_tree.hpp over the segment's values of column c, in segment
 // order, so they agree bit for bit (abi/tlrt_index.h states the contract).
 #pragma once
