@@ -428,6 +428,13 @@ void scatter_with(const float *x, const float *vals, uint64_t rows, uint64_t col
   const Built<U> b = (rows <= 2 * k + 65536 ? plan_counting<U>(idx, k, rows, &nf)
                                                   : plan_sorting<U>(idx, k, rows, &nf));
   if (nf != 0) g_faults.fetch_add(nf, std::memory_order_relaxed);
+  if (b.m == 0) {  // nothing in range: a bit-exact copy, or zeros (the plan holds no array)
+    if (x != nullptr)
+      std::memcpy(y, x, rows * cols * 4);
+    else
+      std::memset(y, 0, rows * cols * 4);
+    return;
+  }
   apply_plan(x, vals, rows, cols, b, y);
 }
 
