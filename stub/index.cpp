@@ -6,11 +6,10 @@
 // sort over the targets when bound <= 2k + 65536: two passes over the list and two branch-free
 // passes over the counts; otherwise a radix sort of (target, position) records, one MSD pass over
 // the top 11 bits then each bucket by the low bits, std::sort below 2048 entries), as segments
-// (seg, tgt, pos) in one host array; every host array from the block pool (HostArray). Measured
-// on the 2-core build machine (AMD EPYC, shared): k = 65536 entries over 50000 rows, about
-// 165 us per call for the plan. Then y = a copy of x (or zeros), and each segment rewrites its
-// target row: y[t, c] = x[t, c] + S_c with S_c the tree of core/numerics/reduce_tree.hpp over
-// the segment's vals rows, column by column, in segment order:
+// (seg, tgt, pos) in one host array; every host array from the block pool (HostArray). Then
+// y = a copy of x (or zeros), and each segment rewrites its target row: y[t, c] = x[t, c] + S_c
+// with S_c the tree of core/numerics/reduce_tree.hpp over the segment's vals rows, column by
+// column, in segment order:
 //  - segments of L <= 32 entries: the tree is red::small (lane j = identity + v_j for j < L, the
 //    identity for L <= j < W = the power of two >= L, then halving h = W/2, ..., 1); here the
 //    lanes are materialised as W rows of a column tile and halved row by row (vectorised across
@@ -69,9 +68,8 @@ uint64_t faults_of(const T *idx, uint64_t k) {
 
 // A host array of n (>= 1 allocated) trivial values, not initialised, from the CPU backend's
 // block pool (stub/memory.cpp): a long list's plan arrays are hundreds of MB, and a fresh block
-// of that size is an mmap whose first touch page-faults (measured: clear_page and the faults
-// were ~35% of a 2^24-entry scatter_add on the build machine); pooled blocks are reused from call
-// to call, within the pool's cap (TORCHLEAN_RT_CPU_POOL_MAX_BYTES). Too large: OUT_OF_MEMORY.
+// of that size is an mmap whose first touch page-faults; pooled blocks are reused from call to
+// call, within the pool's cap (TORCHLEAN_RT_CPU_POOL_MAX_BYTES). Too large: OUT_OF_MEMORY.
 template <class T>
 class HostArray {
  public:
@@ -266,12 +264,7 @@ void sort_bucket(Rec<U> *src, Rec<U> *tmp, uint64_t n, unsigned bits) {
 // stable sort by target); otherwise one stable counting pass over the top 11 bits of the target
 // (MSD: 2048 buckets), then each bucket sorted by the remaining bits with passes of <= 8-bit
 // digits (LSD), in cache for the average bucket. Every step is stable, so positions increase
-// within a target. Measured on the build machine (2 shared cores), scatter_add of 2^24 entries
-// into 2^26 rows, whole call on the CPU backend: 2.8 s with 16-bit LSD digits over two arrays ->
-// 1.3 s with three 11-bit LSD passes over (target, position) records (the passes' scattered
-// stores ~70% of the sort by perf samples); with the pooled arrays and the CPU scatter's
-// prefetch 532 ms -> 484-499 ms with this MSD + in-bucket form (the sort 36% -> 30% of the
-// samples: one pass over 2048 write streams instead of three).
+// within a target. (Forms tried and their times: docs/kernels/index.md, CPU plan.)
 template <class U, class T>
 Built<U> plan_sorting(const T *idx, uint64_t k, uint64_t bound, uint64_t *faults) {
   HostArray<Rec<U>> a(k);
