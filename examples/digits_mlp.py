@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""digits_mlp.py: examples/digits_mlp.c through the Python bindings (bindings/python/torchlean_rt.py).
+"""digits_mlp.py: examples/digits_mlp.c through the Python bindings (bindings/python/torchlean_rt/).
 
     python3 examples/digits_mlp.py [--cuda] [--epochs N] [--target PERCENT] [digits.bin]
 

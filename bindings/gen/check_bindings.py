@@ -17,8 +17,8 @@ declared in a header):
     UInt8 -> uint8_t, USize -> size_t) plus the trailing world argument of the pinned toolchain's IO convention;
   * Julia (julia/TorchleanRT.jl): exactly one raw `tlrt_x(...) = @ccall libtorchlean_rt.tlrt_x(...)`
     whose argument and result types map back to the header's (Julia has no const);
-  * Python (python/_torchlean_rt_abi.py, the declarations torchlean_rt.py binds through ctypes,
-    read back as literals): exactly one prototype with the header's types, names and header;
+  * Python (python/torchlean_rt/_torchlean_rt_abi.py, the declarations the package binds through
+    ctypes, read back as literals): exactly one prototype with the header's types, names and header;
     the status enum, the other enums (tlrt_dtype), defines and structs equal the headers'; every
     C type has a ctypes spelling;
 the values of the headers' other enums (tlrt_dtype) are constants of the Rust, Lean and Julia
@@ -284,12 +284,12 @@ def check(abi_dir, bdir):
                     errors.append(f"{where}: {ename} value {n} defined as {got}, header {v}")
 
     # ---- Python (the declarations torchlean_rt.py binds; read back as literals, never executed)
-    errors += check_python_decls(read("python/_torchlean_rt_abi.py"), abi, protos, symbols)
+    errors += check_python_decls(read("python/torchlean_rt/_torchlean_rt_abi.py"), abi, protos, symbols)
     return errors, symbols, unmapped
 
 
 def check_python_decls(text, abi, protos, symbols):
-    """python/_torchlean_rt_abi.py: only literal assignments; exactly one prototype per map symbol
+    """python/torchlean_rt/_torchlean_rt_abi.py: only literal assignments; exactly one prototype per map symbol
     with the header's types and names (doc comments: bindings_generated_fresh); the status enum,
     defines and structs the headers'; every C type in CTYPES with a ctypes spelling of the right
     shape (pointer for pointer)."""

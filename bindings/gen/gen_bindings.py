@@ -8,7 +8,7 @@ Regenerate, from the repository root, after any change to abi/*.h or to this gen
 (options: --abi DIR, the headers, default abi/; --out DIR, default bindings/). It reads abi/*.h
 with tlrt_abi.py, the one C-header parser of the bindings (every TLRT_API prototype with its doc
 comment, the status enum, the integer defines, the structs), and writes, under --out:
-  python/_torchlean_rt_abi.py          the declarations torchlean_rt.py (ctypes) binds: prototypes,
+  python/torchlean_rt/_torchlean_rt_abi.py  the declarations the package (ctypes) binds: prototypes,
                                        enum, defines, structs, the C -> ctypes table (PY_CTYPES)
                                        and the classification its op wrappers need; the module
                                        parses no header at import
@@ -1334,13 +1334,13 @@ def gen_julia_fn(fn):
 
 
 # ==============================================================================================
-# Python: the declarations torchlean_rt.py (ctypes) binds, so that it parses no header at import
+# Python: the declarations the torchlean_rt package (ctypes) binds, so that it parses no header at import
 # ==============================================================================================
 
-PY_DECLS = "python/_torchlean_rt_abi.py"
+PY_DECLS = "python/torchlean_rt/_torchlean_rt_abi.py"
 
 # C type of the headers -> its ctypes spelling: a name of the ctypes module, POINTER(spelling), or
-# the name of a struct of the headers (torchlean_rt.py builds a ctypes.Structure from STRUCTS). The
+# the name of a struct of the headers (the package builds a ctypes.Structure from STRUCTS). The
 # one type table of the Python binding: a type of a prototype or struct field not listed here
 # fails the generator (nothing is guessed); torchlean_rt.ctype_of reads it from the generated file.
 PY_CTYPES = {
@@ -1392,7 +1392,7 @@ def gen_python_decls(abi, fns):
                 raise A.AbiError(f"struct {sname}: field {f} has type {t!r}, not a scalar of "
                                  "PY_CTYPES")
     o = [f"# {BANNER}",
-         '"""The declarations of libtorchlean_rt that torchlean_rt.py binds through ctypes.',
+         '"""The declarations of libtorchlean_rt that the torchlean_rt package binds through ctypes.',
          "",
          "Written by bindings/gen/gen_bindings.py from the headers in abi/, parsed by",
          "bindings/gen/tlrt_abi.py (the one C-header parser of the bindings), so importing",
@@ -1439,7 +1439,7 @@ def gen_python_decls(abi, fns):
             elif q.kind in ("arr64", "arr32") and q.length[0] != "count":
                 if q.length[0] not in ("param", "node_rank", "node_dim0", "node_spatial"):
                     raise A.AbiError(f"{fn.name}: array {q.name}: length source {q.length} has "
-                                     "no rule in torchlean_rt.py")
+                                     "no rule in bindings/python/torchlean_rt/__init__.py")
                 uncounted.append(((fn.name, q.name), q.length))
             elif q.kind == "count" and fn.param(q.of).kind in ("arr64", "arr32"):
                 counts.append(((fn.name, q.name), q.of))

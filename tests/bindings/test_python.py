@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Suite 'bindings', test 'python': the ctypes loader bindings/python/torchlean_rt.py.
+"""Suite 'bindings', test 'python': the ctypes loader bindings/python/torchlean_rt/.
 
 A pytest suite (`python3 -m pytest -q tests/bindings/test_python.py`; pytest is the Debian
 package python3-pytest or the PyPI package pytest). Run as a script (what meson does) it hands
 itself to pytest when pytest is importable and otherwise runs every test_* function itself:
 exit 0 pass, 1 fail, 77 skip. meson passes TORCHLEAN_RT_LIB (the built library),
 TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
-  - the prototypes (generated into bindings/python/_torchlean_rt_abi.py by
+  - the prototypes (generated into bindings/python/torchlean_rt/_torchlean_rt_abi.py by
     bindings/gen/gen_bindings.py) cover exactly the symbols of abi/torchlean_rt.map and equal what
     the bindings' header parser (bindings/gen/tlrt_abi.py) reads from the headers, every library
     function has argtypes/restype set from them, the import opens no header; unknown C types fail
@@ -45,8 +45,8 @@ if os.environ.get("TLRT_UNDER_VALGRIND"):
     import pytest
     pytest.skip("skipped under valgrind", allow_module_level=True)
 
-# optional (meson): the directory holding torchlean_rt.py
-if len(sys.argv) > 1 and os.path.isfile(os.path.join(sys.argv[1], "torchlean_rt.py")):
+# optional (meson): the directory holding the package torchlean_rt/
+if len(sys.argv) > 1 and os.path.isfile(os.path.join(sys.argv[1], "torchlean_rt", "__init__.py")):
     sys.path.insert(0, sys.argv[1])
 
 import torchlean_rt as rt  # noqa: E402
@@ -130,7 +130,7 @@ def test_prototypes():
              "import torchlean_rt\n"
              "print([p for p in seen if p.endswith('.h') or p.endswith('.map')])")
     env = dict(os.environ, TORCHLEAN_RT_INCLUDE="/nonexistent", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.path.dirname(os.path.abspath(rt.__file__)))
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(rt.__file__))))
     r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     check(r.returncode == 0 and r.stdout.strip() == "[]",
           f"import torchlean_rt opened headers or failed: {r.stdout} {r.stderr}")

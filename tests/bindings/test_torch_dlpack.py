@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Suite 'bindings', test 'torch_dlpack': DLPack exchange with PyTorch (and CuPy when importable)
-on a CUDA device (abi/tlrt_dlpack.h through bindings/python/torchlean_rt.py). Exit 0 pass, 1 fail,
+on a CUDA device (abi/tlrt_dlpack.h through bindings/python/torchlean_rt/). Exit 0 pass, 1 fail,
 77 skip: skipped unless torch with CUDA is importable and the library has a usable CUDA device.
 
 Checks: a torch CUDA tensor imported without a copy (the buffer's payload is the tensor's
@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-if len(sys.argv) > 1 and os.path.isfile(os.path.join(sys.argv[1], "torchlean_rt.py")):
+if len(sys.argv) > 1 and os.path.isfile(os.path.join(sys.argv[1], "torchlean_rt", "__init__.py")):
     sys.path.insert(0, sys.argv[1])
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Suite 'bindings', test 'torch_stream': PyTorch's CUDA work and the library's, ordered by streams
-and events alone (abi/tlrt_stream.h through bindings/python/torchlean_rt.py), with no host
+and events alone (abi/tlrt_stream.h through bindings/python/torchlean_rt/), with no host
 synchronisation between them. Exit 0 pass, 1 fail, 77 skip: skipped unless torch with CUDA is
 importable and the library has a usable CUDA device (so everywhere without a GPU).
 
@@ -33,7 +33,7 @@ SKIP = 77
 LONG_S = 1.0     # torch's busy kernel
 SETTLE_S = 0.1   # how long an unordered op gets to finish before we look
 
-if len(sys.argv) > 1 and os.path.isfile(os.path.join(sys.argv[1], "torchlean_rt.py")):
+if len(sys.argv) > 1 and os.path.isfile(os.path.join(sys.argv[1], "torchlean_rt", "__init__.py")):
     sys.path.insert(0, sys.argv[1])
 
 

@@ -2,12 +2,12 @@
 
 The C headers are the single source of truth. The generator (bindings/gen/gen_bindings.py) parses
 them with the bindings' one C-header parser (bindings/gen/tlrt_abi.py) and writes the declarations
-into _torchlean_rt_abi.py next to this file: every TLRT_API prototype (with its doc comment), the
+into _torchlean_rt_abi.py of this package: every TLRT_API prototype (with its doc comment), the
 tlrt_status enum, the integer #defines, the tlrt_allocator_stats struct, the C -> ctypes type table
 and the classification the op wrappers need. At import this module reads no header; it
-  1. finds the shared library (TORCHLEAN_RT_LIB, else a packaged or installed one, never a guess
-     among build directories: see _lib_candidates),
-  2. loads the generated declarations (_torchlean_rt_abi.py, next to this file),
+  1. finds the shared library (the one packaged with it by pip, else TORCHLEAN_RT_LIB, else an
+     installed one, never a guess among build directories: see _lib_candidates),
+  2. loads the generated declarations (_torchlean_rt_abi.py),
   3. sets argtypes/restype of every TLRT_API function from them (an unknown C type raises
      HeaderParseError: nothing is guessed), and checks the ABI major version,
   4. generates one Python function per op of the op headers from its prototype:
@@ -39,9 +39,9 @@ __all__ = ["TlrtError", "HeaderParseError", "Buffer", "CPU", "cuda", "stats", "c
            "PROTOTYPES", "STATUS", "DEFINES", "OPS"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
+_REPO = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))  # the source tree, if any
 _LIBNAME = "torchlean_rt"
-_DECLS = "_torchlean_rt_abi"   # the generated declarations, next to this file
+_DECLS = "_torchlean_rt_abi"   # the generated declarations, a module of this package
 
 
 class TlrtError(Exception):
@@ -93,15 +93,14 @@ def _load_module(name, path):
 
 
 def _load_declarations():
-    """The generated module _torchlean_rt_abi (a sibling module inside a package, else the file
-    next to this one)."""
-    if __package__:
-        return importlib.import_module("." + _DECLS, __package__)
-    path = os.path.join(_HERE, _DECLS + ".py")
-    if not os.path.isfile(path):
-        raise ImportError(f"{path} is missing: torchlean_rt.py needs the declarations "
-                          "bindings/gen/gen_bindings.py generates next to it (install both files)")
-    return _load_module(_DECLS, path)
+    """The generated module _torchlean_rt_abi of this package."""
+    try:
+        return importlib.import_module("." + _DECLS, __name__)
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{_DECLS}":
+            raise
+        raise ImportError(f"{os.path.join(_HERE, _DECLS + '.py')} is missing: the package needs "
+                          "the declarations bindings/gen/gen_bindings.py generates into it") from None
 
 
 def _header_parser():
@@ -197,18 +196,21 @@ for _sname in _ABI.STRUCTS:  # the other structs of the headers (the geometry st
 # ---------------------------------------------------------------------------------------------
 
 def _lib_candidates():
-    """TORCHLEAN_RT_LIB alone if set (a file, or a directory holding the library); else a library
-    packaged beside this module; else the installed one (ctypes.util.find_library, then the
+    """The library packaged beside this module (pip install .: it matches this package's
+    declarations), alone when present; else TORCHLEAN_RT_LIB alone when set (a file, or a
+    directory holding the library); else the installed one (ctypes.util.find_library, then the
     loader's search path). Build directories are never searched: of several, none is evidently
     the one meant (a stale one sorted first was loaded silently), so a build is named explicitly
     with TORCHLEAN_RT_LIB."""
+    packaged = sorted(_glob.glob(os.path.join(_HERE, "lib" + _LIBNAME + ".so*")))
+    if packaged:
+        return packaged
     env = os.environ.get("TORCHLEAN_RT_LIB")
     if env:
         if os.path.isdir(env):
             return sorted(_glob.glob(os.path.join(env, "lib" + _LIBNAME + ".so*"))) or [env]
         return [env]
-    here = os.path.dirname(os.path.abspath(__file__))
-    cands = sorted(_glob.glob(os.path.join(here, "lib" + _LIBNAME + ".so*")))
+    cands = []
     found = ctypes.util.find_library(_LIBNAME)
     if found:
         cands.append(found)
@@ -585,9 +587,10 @@ class Buffer:
         kind = (d >> 16) & 0xFF
         return (_DL_CUDA, d & 0xFFFF) if kind == DEFINES["TLRT_DEVICE_KIND_CUDA"] else (_DL_CPU, 0)
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule sharing this buffer's payload (a 1-D tensor of size elements; the
-        capsule holds a reference to the buffer). max_version >= (1, 0) gives a versioned capsule,
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None, dims=None):
+        """A DLPack capsule sharing this buffer's payload (a 1-D tensor of size elements, or of
+        shape `dims`, row-major, whose product is the size; the capsule holds a reference to the
+        buffer). max_version >= (1, 0) gives a versioned capsule,
         otherwise the legacy one. For a CUDA buffer, `stream` (the consumer's stream: None or 1
         the legacy default stream, 2 the per-thread default stream, -1 no ordering, else a
         cudaStream_t as an int) is made to wait for the library's queued work, without a host
@@ -603,7 +606,12 @@ class Buffer:
         versioned = max_version is not None and tuple(max_version) >= (1, 0)
         fname = "tlrt_buffer_to_dlpack_versioned" if versioned else "tlrt_buffer_to_dlpack"
         out = ctypes.c_void_p()
-        _check(getattr(lib, fname)(src._h, None, 1, ctypes.byref(out)), fname)
+        if dims is None:
+            _check(getattr(lib, fname)(src._h, None, 1, ctypes.byref(out)), fname)
+        else:
+            dims = [int(d) for d in dims]
+            shape = (ctypes.c_uint64 * len(dims))(*dims) if dims else None
+            _check(getattr(lib, fname)(src._h, shape, len(dims), ctypes.byref(out)), fname)
         name = _CAPSULE_VERSIONED if versioned else _CAPSULE_LEGACY
         return _capsule_new(out.value, name, _capsule_destructor_ptr)
 
@@ -670,9 +678,20 @@ _capsule_destructor_ptr = ctypes.cast(_capsule_destructor, ctypes.c_void_p)
 def from_dlpack(obj, *, device=None):
     """A Buffer sharing the memory of `obj`, any object with __dlpack__ (a numpy array, a torch or
     cupy tensor, a jax array) or a DLPack capsule: no copy. The tensor must be contiguous, of
-    float32, int32 or int64, on the CPU or a CUDA device; it is flattened in row-major order. For
-    a CUDA producer, the producer orders its work before the library's current stream of that
-    device (the stream is passed to __dlpack__). The Buffer keeps the producer's tensor alive."""
+    float32, int32 or int64, on the CPU or a CUDA device; it is flattened in row-major order
+    (Tensor.from_dlpack keeps the shape). For a CUDA producer, the producer orders its work before
+    the library's current stream of that device (the stream is passed to __dlpack__). The Buffer
+    keeps the producer's tensor alive."""
+    return _dlpack_import(obj, device)[0]
+
+
+# Offset of the DLTensor in DLManagedTensorVersioned (version, manager_ctx, deleter, flags) and in
+# DLManagedTensor (first); in the DLTensor, ndim (int32) at 16 and the shape pointer at 24.
+_TENSOR_OFFSET = {_CAPSULE_VERSIONED: 32, _CAPSULE_LEGACY: 0}
+
+
+def _dlpack_import(obj, device):
+    """(Buffer, shape tuple) of a DLPack producer or capsule (see from_dlpack)."""
     capsule = obj
     if hasattr(obj, "__dlpack__"):
         kind, ordinal = obj.__dlpack_device__()
@@ -689,6 +708,11 @@ def from_dlpack(obj, *, device=None):
                               (_CAPSULE_LEGACY, _USED_LEGACY, "tlrt_buffer_from_dlpack")):
         if _capsule_is_valid(capsule, name):
             managed = _capsule_get_pointer(capsule, name)
+            dl = managed + _TENSOR_OFFSET[name]
+            ndim = ctypes.c_int32.from_address(dl + 16).value
+            dims = ctypes.c_void_p.from_address(dl + 24).value
+            shape = tuple(ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))[:ndim]) if (
+                ndim > 0 and dims) else ()
             out = ctypes.c_void_p()
             _check(getattr(lib, fname)(managed, ctypes.byref(out)), fname)
             _capsule_set_name(capsule, used)  # the buffer owns the tensor now
@@ -696,7 +720,7 @@ def from_dlpack(obj, *, device=None):
             if device is not None and b.device != device:
                 raise ValueError(f"from_dlpack: the tensor is on {device_name(b.device)}, not "
                                  f"{device_name(device)}")
-            return b
+            return b, shape
     raise TypeError("from_dlpack: expected an object with __dlpack__ or an unconsumed DLPack "
                     f"capsule, not {type(obj).__name__}")
 
@@ -713,6 +737,14 @@ def _handle(b, fname, pname):
 # ---------------------------------------------------------------------------------------------
 # Runtime helpers
 # ---------------------------------------------------------------------------------------------
+
+def get_include():
+    """The folder holding torchlean_rt/*.h in an installed package (pip install .), for C
+    extensions: #include <torchlean_rt/torchlean_rt.h> with -I get_include(). None when the
+    package runs from the source tree (use abi/ there)."""
+    path = os.path.join(_HERE, "include")
+    return path if os.path.isdir(path) else None
+
 
 def abi_version():
     return lib.tlrt_abi_version()
@@ -1308,3 +1340,12 @@ def buffer(obj, device=CPU):
 
 
 del _name, _restype, _params, _header, _doc, _proto, _fn, _m, _sname, _idx, _opt
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors: a Buffer with a shape, NumPy-style construction, operators and broadcasting.
+# ---------------------------------------------------------------------------------------------
+from . import _tensor  # noqa: E402  (needs everything above)
+from ._tensor import (Tensor, ShapeError, tensor, as_tensor, from_numpy, zeros, ones,  # noqa: E402
+                     full, arange, float32, int32, int64)
+__all__ += _tensor.__all__

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Suite 'bindings', test 'python_tensor' (and CI's installed-wheel check): torchlean_rt.Tensor.
+
+Runs against whatever `import torchlean_rt` finds: the source tree (meson passes PYTHONPATH and
+TORCHLEAN_RT_LIB) or a package installed by `pip install .` (.ci/run, in a fresh virtual
+environment, with TLRT_EXPECT_INSTALLED=1: then the library must be the packaged one). Known
+answers and NumPy as the reference (seeded random shapes); exact where the float32 result is
+exact (small integers), to a few ulp for the transcendental ops. Errors are checked by type and
+status: ShapeError (TLRT_ERR_SHAPE, also a ValueError) from the binding's own shape checks,
+TlrtError with the library's status otherwise.
+
+Run as a script it hands itself to pytest when importable, else runs every test_* itself; exit
+0 pass, 1 fail, 77 skip (valgrind: CPython under memcheck is slow, the C++ suites cover the code).
+"""
+import os
+import random
+import sys
+
+if os.environ.get("TLRT_UNDER_VALGRIND"):
+    if __name__ == "__main__":
+        print("python_tensor: skipped under valgrind")
+        sys.exit(77)
+    import pytest
+    pytest.skip("skipped under valgrind", allow_module_level=True)
+
+import torchlean_rt as t  # noqa: E402
+
+try:
+    import numpy as np
+except ImportError:  # the NumPy comparisons skip
+    np = None
+
+try:
+    import pytest
+except ImportError:
+    pytest = None
+
+
+def raises(exc, fn, *args, **kwargs):
+    """The exception fn raised (asserting its type), for further checks."""
+    try:
+        fn(*args, **kwargs)
+    except exc as e:
+        return e
+    except Exception as e:  # noqa: BLE001
+        raise AssertionError(f"expected {exc.__name__}, got {type(e).__name__}: {e}") from e
+    raise AssertionError(f"expected {exc.__name__}, nothing raised")
+
+
+def need_numpy():
+    if np is None:
+        if pytest is not None:
+            pytest.skip("numpy is not importable")
+        raise _Skip("numpy is not importable")
+
+
+class _Skip(Exception):
+    pass
+
+
+def test_issue_example():
+    r = (t.tensor([[1., 2.], [3., 4.]]) @ t.ones((2, 2)))
+    assert r.shape == (2, 2) and r.dtype == "float32"
+    assert r.tolist() == [[3.0, 3.0], [7.0, 7.0]]
+    if np is not None:
+        assert np.array_equal(r.numpy(), np.array([[3, 3], [7, 7]], np.float32))
+
+
+def test_installed_package():
+    if os.environ.get("TLRT_EXPECT_INSTALLED") != "1":
+        return
+    pkg = os.path.dirname(os.path.abspath(t.__file__))
+    assert "site-packages" in pkg, pkg
+    assert os.path.dirname(os.path.abspath(t.LIB_PATH)) == pkg, (t.LIB_PATH, pkg)
+    inc = t.get_include()
+    assert inc and os.path.isfile(os.path.join(inc, "torchlean_rt", "torchlean_rt.h"))
+    assert t.build_info()
+
+
+def test_construction():
+    a = t.tensor([[1.5, 2], [3, 4]])
+    assert (a.shape, a.ndim, a.numel(), a.dtype, len(a)) == ((2, 2), 2, 4, "float32", 2)
+    assert a.device == t.CPU
+    i = t.tensor([[1, 2, 3]])
+    assert (i.shape, i.dtype, i.tolist()) == ((1, 3), "int64", [[1, 2, 3]])
+    assert t.tensor([1, 2], dtype="int32").dtype == "int32"
+    assert t.tensor([1, 2], dtype=float).tolist() == [1.0, 2.0]
+    s = t.tensor(2.5)
+    assert (s.shape, s.item(), float(s)) == ((), 2.5, 2.5)
+    raises(TypeError, len, s)
+    e = t.tensor([])
+    assert (e.shape, e.numel(), e.tolist()) == ((0,), 0, [])
+    err = raises(t.ShapeError, t.tensor, [[1, 2], [3]])
+    assert err.status == t.TLRT_ERR_SHAPE and isinstance(err, ValueError)
+    raises(TypeError, t.tensor, [True, False])
+    raises(TypeError, t.tensor, ["a"])
+    raises(TypeError, t.tensor, [1.0], dtype="float16")
+    raises(t.ShapeError, t.tensor, [[[[[[[[[1.0]]]]]]]]])  # rank 9
+    # Tensor(buffer, shape): the product must be the buffer's size.
+    b = t.Buffer.from_list([1, 2, 3, 4, 5, 6])
+    assert t.Tensor(b, (2, 3)).shape == (2, 3)
+    assert t.Tensor(b).shape == (6,)
+    err = raises(t.ShapeError, t.Tensor, b, (4, 2))
+    assert "(4, 2)" in err.message and "6" in err.message
+    raises(TypeError, t.Tensor, [1.0, 2.0], (2,))
+    # Copies: tensor(x) of a Tensor does not share.
+    c = t.tensor(a)
+    assert c.buffer.handle != a.buffer.handle and c.tolist() == a.tolist()
+
+
+def test_factories():
+    z = t.zeros((2, 3))
+    assert (z.shape, z.dtype, z.tolist()) == ((2, 3), "float32", [[0.0] * 3] * 2)
+    assert t.zeros(3, dtype="int32").tolist() == [0, 0, 0]
+    assert t.ones((2,), dtype=t.int64).tolist() == [1, 1]
+    assert t.full((2, 2), -1.5).tolist() == [[-1.5, -1.5], [-1.5, -1.5]]
+    assert t.full((3,), 7, dtype="int32").tolist() == [7, 7, 7]
+    assert t.arange(4).tolist() == [0, 1, 2, 3] and t.arange(4).dtype == "int64"
+    assert t.arange(1, 2, 0.25).tolist() == [1.0, 1.25, 1.5, 1.75]
+    assert t.arange(5, 0, -2).tolist() == [5, 3, 1]
+    raises(ValueError, t.arange, 0, 1, 0)
+    assert t.zeros((0, 4)).shape == (0, 4)
+    raises(t.ShapeError, t.zeros, (-1, 2))
+    raises(TypeError, t.zeros, "ab")
+
+
+def test_numpy_round_trip():
+    need_numpy()
+    rng = np.random.default_rng(7)
+    for dtype in (np.float32, np.int32, np.int64):
+        x = (rng.standard_normal((3, 4, 5)) * 100).astype(dtype)
+        tx = t.from_numpy(x)
+        assert tx.shape == x.shape and tx.dtype == np.dtype(dtype).name
+        assert np.array_equal(tx.numpy(), x) and np.array_equal(np.asarray(tx), x)
+        assert np.array_equal(t.tensor(x).numpy(), x)
+    d = rng.standard_normal((2, 3))
+    assert np.array_equal(t.tensor(d).numpy(), d.astype(np.float32))  # float64 -> float32
+    nc = np.arange(12, dtype=np.float32).reshape(3, 4).T  # not contiguous: copied in order
+    assert np.array_equal(t.from_numpy(nc).numpy(), nc)
+    raises(TypeError, t.from_numpy, np.array([True]))
+
+
+def test_dlpack_with_shape():
+    need_numpy()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    tx = t.Tensor.from_dlpack(x)  # zero-copy: writes to x show through
+    assert tx.shape == (2, 3)
+    x[1, 2] = 42.0
+    assert tx.tolist()[1][2] == 42.0
+    y = np.from_dlpack(t.arange(24, dtype="float32").reshape(2, 3, 4))
+    assert y.shape == (2, 3, 4) and y[1, 2, 3] == 23.0
+    s = np.from_dlpack(t.tensor(3.0))
+    assert s.shape == () and float(s) == 3.0
+    i = t.Tensor.from_dlpack(np.arange(4, dtype=np.int64).reshape(2, 2))
+    assert i.dtype == "int64" and i.tolist() == [[0, 1], [2, 3]]
+    assert t.as_tensor(x).buffer.size == 6
+    assert t.as_tensor(tx) is tx
+
+
+def _shapes(rng, rank):
+    return tuple(rng.choice([1, 2, 3, 4]) for _ in range(rank))
+
+
+def test_broadcasting_against_numpy():
+    need_numpy()
+    rng = random.Random(2024)
+    nrng = np.random.default_rng(2024)
+    ops = [("+", lambda a, b: a + b), ("-", lambda a, b: a - b), ("*", lambda a, b: a * b),
+           ("/", lambda a, b: a / b)]
+    for _ in range(200):
+        out = _shapes(rng, rng.randint(0, 4))
+        sa = tuple(d if rng.random() < 0.7 else 1 for d in out[rng.randint(0, len(out)):])
+        sb = tuple(d if rng.random() < 0.7 else 1 for d in out[rng.randint(0, len(out)):])
+        a = nrng.integers(-9, 10, sa).astype(np.float32)
+        b = nrng.integers(1, 10, sb).astype(np.float32)  # nonzero divisors
+        for name, f in ops:
+            got = f(t.from_numpy(a), t.from_numpy(b))
+            want = f(a, b)
+            assert got.shape == want.shape, (name, sa, sb, got.shape, want.shape)
+            assert np.array_equal(got.numpy(), want), (name, sa, sb)
+        m = t.from_numpy(a).maximum(t.from_numpy(b))
+        assert np.array_equal(m.numpy(), np.maximum(a, b))
+        m = t.from_numpy(a).minimum(t.from_numpy(b))
+        assert np.array_equal(m.numpy(), np.minimum(a, b))
+
+
+def test_broadcasting_known_answers():
+    a = t.tensor([[1., 2., 3.], [4., 5., 6.]])
+    assert (a + t.tensor([10., 20., 30.])).tolist() == [[11, 22, 33], [14, 25, 36]]
+    col = t.tensor([[1.], [2.]])
+    row = t.tensor([[10., 20., 30.]])
+    assert (col * row).tolist() == [[10, 20, 30], [20, 40, 60]]
+    assert (a * 2).tolist() == [[2, 4, 6], [8, 10, 12]]
+    assert (2 * a).tolist() == (a * 2).tolist()
+    assert (1 - a).tolist() == [[0, -1, -2], [-3, -4, -5]]
+    assert (a / 2).tolist() == [[0.5, 1, 1.5], [2, 2.5, 3]]
+    assert (6 / a).tolist()[0] == [6, 3, 2]
+    assert (a + [1., 1., 1.]).tolist()[0] == [2, 3, 4]
+    assert (-a).tolist()[0] == [-1, -2, -3] and abs(-a).tolist() == a.tolist()
+    assert (a + float("inf")).tolist()[0] == [float("inf")] * 3
+    err = raises(t.ShapeError, lambda: a + t.ones((2,)))
+    assert "(2, 3)" in err.message and "(2,)" in err.message and err.status == t.TLRT_ERR_SHAPE
+    raises(TypeError, lambda: a + "x")
+    e = t.zeros((0, 3)) + t.ones((3,))
+    assert e.shape == (0, 3) and e.tolist() == []
+    if np is not None:  # numpy on the left defers to the Tensor
+        r = np.ones((2, 3), np.float32) + a
+        assert isinstance(r, t.Tensor) and r.tolist()[1] == [5, 6, 7]
+
+
+def test_integer_tensors_fail_in_the_library():
+    i = t.tensor([1, 2, 3])
+    err = raises(t.TlrtError, lambda: i + i)
+    assert err.status == t.TLRT_ERR_DTYPE and not isinstance(err, t.ShapeError)
+    raises(t.TlrtError, lambda: i.exp())
+
+
+def test_matmul():
+    a = t.tensor([[1., 2.], [3., 4.]])
+    v = t.tensor([1., 1.])
+    assert (a @ v).shape == (2,) and (a @ v).tolist() == [3, 7]
+    assert (v @ a).tolist() == [4, 6]
+    d = v @ v
+    assert d.shape == () and d.item() == 2.0
+    assert a.matmul(a).tolist() == [[7, 10], [15, 22]]
+    err = raises(t.ShapeError, lambda: a @ t.ones((3, 2)))
+    assert "(2, 2)" in err.message and "(3, 2)" in err.message
+    raises(t.ShapeError, lambda: a @ t.tensor(1.0))
+    assert (t.zeros((2, 0)) @ t.zeros((0, 3))).tolist() == [[0, 0, 0], [0, 0, 0]]
+    if np is None:
+        return
+    nrng = np.random.default_rng(5)
+    cases = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((2, 3, 4), (4, 5)),
+             ((3, 4), (2, 4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)),
+             ((1, 3, 4), (6, 4, 2)), ((4,), (2, 4, 3))]
+    for sa, sb in cases:
+        x = nrng.integers(-4, 5, sa).astype(np.float32)
+        y = nrng.integers(-4, 5, sb).astype(np.float32)
+        got = t.from_numpy(x) @ t.from_numpy(y)
+        want = x @ y
+        assert got.shape == want.shape, (sa, sb, got.shape, want.shape)
+        assert np.array_equal(got.numpy(), want), (sa, sb)
+        assert np.array_equal((x @ t.from_numpy(y)).numpy(), want)  # numpy on the left
+
+
+def test_layout():
+    a = t.arange(6, dtype="float32").reshape(2, 3)
+    r = a.reshape(3, -1)
+    assert r.shape == (3, 2) and r.buffer.handle == a.buffer.handle  # no copy
+    assert a.reshape((6,)).shape == (6,) and a.flatten().shape == (6,)
+    raises(t.ShapeError, a.reshape, 4, 2)
+    raises(t.ShapeError, a.reshape, -1, -1)
+    raises(t.ShapeError, a.reshape, 4, -1)
+    assert a.T.tolist() == [[0, 3], [1, 4], [2, 5]]
+    assert t.tensor([1., 2.]).T.tolist() == [1, 2]
+    b = t.arange(24, dtype="float32").reshape(2, 3, 4)
+    p = b.permute(2, 0, 1)
+    assert p.shape == (4, 2, 3) and p.tolist()[3][1][2] == b.tolist()[1][2][3]
+    raises(t.ShapeError, b.permute, 0, 0, 1)
+    assert b.transpose(0, 2).shape == (4, 3, 2)
+    assert b.T.shape == (4, 3, 2)
+    assert t.tensor([[1.], [2.]]).expand(2, 3).tolist() == [[1, 1, 1], [2, 2, 2]]
+    raises(t.ShapeError, t.ones((2, 3)).expand, 3, 3)
+    if np is None:
+        return
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    tx = t.from_numpy(x)
+    for key in (1, -1, slice(1, 3), (1, 2), (slice(None), 2), (slice(None), slice(1, 3), 4),
+                (2, slice(0, 0)), (slice(None), slice(None), slice(2, None)), (-3, -4, -5)):
+        got, want = tx[key], x[key]
+        assert got.shape == want.shape, (key, got.shape, want.shape)
+        assert np.array_equal(np.asarray(got), want), key
+    assert np.array_equal(tx.T.numpy(), x.T)
+    raises(IndexError, lambda: tx[3])
+    raises(IndexError, lambda: tx[0, 0, 0, 0])
+    raises(NotImplementedError, lambda: tx[::2])
+    raises(TypeError, lambda: tx[None])
+    rows = [row.tolist() for row in t.tensor([[1., 2.], [3., 4.]])]  # iteration over axis 0
+    assert rows == [[1, 2], [3, 4]]
+
+
+def test_reductions():
+    a = t.tensor([[1., 2., 3.], [4., 5., 6.]])
+    assert a.sum().shape == () and a.sum().item() == 21
+    assert a.sum(0).tolist() == [5, 7, 9] and a.sum(axis=1).tolist() == [6, 15]
+    assert a.sum(axis=(0, 1)).item() == 21 and a.sum(-1, keepdims=True).shape == (2, 1)
+    assert a.sum(keepdims=True).shape == (1, 1)
+    assert a.mean().item() == 3.5 and a.mean(0).tolist() == [2.5, 3.5, 4.5]
+    assert t.full((3, 4), 0.5).mean(1).tolist() == [0.5, 0.5, 0.5]
+    raises(IndexError, a.sum, 2)
+    assert t.zeros((0, 3)).sum(0).tolist() == [0, 0, 0]
+    sm = t.tensor([[0., 0.], [1., 1.]]).softmax()
+    assert sm.tolist() == [[0.5, 0.5], [0.5, 0.5]]
+    if np is None:
+        return
+    x = np.random.default_rng(3).integers(-5, 6, (2, 3, 4)).astype(np.float32)
+    tx = t.from_numpy(x)
+    for axis in (0, 1, 2, (0, 2), -1):
+        assert np.array_equal(tx.sum(axis).numpy(), x.sum(axis)), axis
+        assert np.array_equal(tx.sum(axis, keepdims=True).numpy(), x.sum(axis, keepdims=True))
+    ls = tx.log_softmax().numpy()
+    want = x - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)) - \
+        x.max(-1, keepdims=True)
+    assert np.allclose(ls, want, rtol=1e-5, atol=1e-5)
+
+
+def test_unary():
+    need_numpy()
+    x = np.linspace(0.1, 3.0, 12, dtype=np.float32).reshape(3, 4)
+    tx = t.from_numpy(x)
+    refs = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+            "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "relu": lambda v: np.maximum(v, 0),
+            "abs": np.abs, "neg": np.negative, "softplus": lambda v: np.log1p(np.exp(v))}
+    for name, ref in refs.items():
+        got = getattr(tx, name)()
+        assert got.shape == (3, 4) and np.allclose(got.numpy(), ref(x), rtol=1e-6), name
+        assert "tlrt_" + name in getattr(t.Tensor, name).__doc__  # the header's doc comment
+    assert np.array_equal(tx.clamp(0.5, 1.0).numpy(), np.clip(x, 0.5, 1.0))
+    assert np.array_equal(tx.scale(2).numpy(), x * 2)
+    nan = t.tensor([float("nan"), -0.0]).exp().tolist()
+    assert nan[0] != nan[0] and nan[1] == 1.0
+
+
+def test_cuda_when_available():
+    if not t.cuda_available():
+        if pytest is not None:
+            pytest.skip("no CUDA device")
+        return
+    a = t.tensor([[1., 2.], [3., 4.]], device=t.cuda(0))
+    b = a @ t.ones((2, 2), device=t.cuda(0))
+    assert b.device == t.cuda(0) and b.cpu().tolist() == [[3, 3], [7, 7]]
+    err = raises(t.TlrtError, lambda: a + t.ones((2, 2)))
+    assert err.status == t.TLRT_ERR_DEVICE_MISMATCH
+
+
+def test_repr():
+    assert repr(t.tensor([1.0, 2.0])) == "tensor([1.0, 2.0], shape=(2,), dtype=float32)"
+    assert "100 elements" in repr(t.zeros(100))
+
+
+def _run_all():
+    failures = skips = 0
+    for name, fn in sorted(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            try:
+                fn()
+                print(f"ok   {name}")
+            except _Skip as e:
+                skips += 1
+                print(f"skip {name}: {e}")
+            except Exception as e:  # noqa: BLE001
+                failures += 1
+                print(f"FAIL {name}: {type(e).__name__}: {e}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if pytest is not None:
+        sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", __file__]))
+    sys.exit(_run_all())
