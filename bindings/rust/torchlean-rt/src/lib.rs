@@ -1,5 +1,9 @@
 //! Safe Rust binding of libtorchlean_rt, a float32 tensor runtime with a plain-C ABI.
 //!
+//! * [`Tensor`] is a buffer with a shape: constructors (`from_f32`, `zeros`, `ones`, ...), NumPy
+//!   broadcasting for `add` / `sub` / `mul` / `div` / `maximum` / `minimum`, `matmul` with
+//!   NumPy's rules, reshape / transpose / permute, unary ops and reductions, and the operators
+//!   `+ - * /` and unary `-` whose output is a [`Result`] (module [`tensor`]).
 //! * [`Buffer`] owns one reference to a `tlrt_buffer *`: `Drop` frees it (`tlrt_buffer_free`
 //!   never fails or blocks), `Clone` retains it (a second owner of the same handle). A buffer holds
 //!   float32 values (what every op computes on) or int32 / int64 values ([`Dtype`]:
@@ -31,8 +35,12 @@ use std::ffi::{c_void, CStr};
 use std::fmt;
 
 pub mod dlpack;
+// The generated docs quote the headers' comments, whose `x[i]` rustdoc would read as links.
+#[allow(rustdoc::broken_intra_doc_links)]
 mod ops;
 pub use ops::*;
+pub mod tensor;
+pub use tensor::Tensor;
 
 /// A failed call: the library's status code, its name and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,13 +122,17 @@ pub(crate) fn count_u64(_function: &'static str, _what: &str, n: usize) -> Resul
 pub struct Device(pub sys::tlrt_device);
 
 impl Device {
+    /// The host CPU.
     pub const CPU: Device = Device(sys::TLRT_DEVICE_CPU);
+    /// CUDA device `ordinal` (0 .. 65535).
     pub const fn cuda(ordinal: u32) -> Device {
         Device(sys::TLRT_DEVICE_CUDA(ordinal))
     }
+    /// Whether this is a CUDA device.
     pub fn is_cuda(self) -> bool {
         (self.0 >> 16) & 0xFF == sys::TLRT_DEVICE_KIND_CUDA
     }
+    /// The ordinal (0 for the CPU).
     pub fn ordinal(self) -> u32 {
         self.0 & 0xFFFF
     }
@@ -237,6 +249,7 @@ impl Buffer {
         std::mem::forget(self);
         raw
     }
+    /// The raw handle, still owned by this `Buffer` (for the `sys` functions).
     pub fn as_ptr(&self) -> *const sys::tlrt_buffer {
         self.raw
     }
@@ -271,6 +284,7 @@ impl Buffer {
             sys::tlrt_buffer_from_i64(device.0, data.as_ptr(), data.len() as u64, o)
         })
     }
+    /// n float32 zeros (+0).
     pub fn zeros(n: u64, device: Device) -> Result<Buffer> {
         out_buffer("tlrt_buffer_zeros", |o| unsafe { sys::tlrt_buffer_zeros(device.0, n, o) })
     }
@@ -280,15 +294,18 @@ impl Buffer {
             sys::tlrt_buffer_zeros_of(device.0, dtype.raw(), n, o)
         })
     }
+    /// n copies of `value` rounded once to float32 (NaN and the infinities included).
     pub fn full(n: u64, value: f64, device: Device) -> Result<Buffer> {
         out_buffer("tlrt_buffer_full", |o| unsafe { sys::tlrt_buffer_full(device.0, n, value, o) })
     }
 
+    /// The element count (TLRT_ERR_RELEASED after [`Buffer::release_storage`]).
     pub fn size(&self) -> Result<u64> {
         let mut n = 0u64;
         check("tlrt_buffer_size", unsafe { sys::tlrt_buffer_size(self.raw, &mut n) })?;
         Ok(n)
     }
+    /// The device holding the values.
     pub fn device(&self) -> Result<Device> {
         let mut d = 0;
         check("tlrt_buffer_device", unsafe { sys::tlrt_buffer_device(self.raw, &mut d) })?;
@@ -300,6 +317,7 @@ impl Buffer {
         check("tlrt_buffer_dtype", unsafe { sys::tlrt_buffer_dtype(self.raw, &mut t) })?;
         Dtype::from_out("tlrt_buffer_dtype", t)
     }
+    /// Whether the storage was released ([`Buffer::release_storage`]).
     pub fn is_released(&self) -> Result<bool> {
         let mut r = false;
         check("tlrt_buffer_is_released", unsafe { sys::tlrt_buffer_is_released(self.raw, &mut r) })?;
@@ -437,23 +455,30 @@ impl Tape {
 
 // ---- runtime ---------------------------------------------------------------------------------
 
+/// The library's ABI version (`TLRT_ABI_VERSION` of the loaded library: major << 16 | minor).
 pub fn abi_version() -> u32 {
     unsafe { sys::tlrt_abi_version() }
 }
+/// A description of the library build: version, backends compiled in, CUDA version and GPU
+/// architectures, BLAS provider.
 pub fn build_info() -> String {
     cstr(unsafe { sys::tlrt_build_info() })
 }
+/// `sys::TLRT_RUNTIME_CPU_ONLY`, `TLRT_RUNTIME_CUDA_READY` or `TLRT_RUNTIME_CUDA_NO_DEVICE`.
 pub fn runtime_status() -> u32 {
     unsafe { sys::tlrt_runtime_status() }
 }
+/// The number of devices of a kind (`sys::TLRT_DEVICE_KIND_CPU` / `TLRT_DEVICE_KIND_CUDA`).
 pub fn device_count(kind: u32) -> Result<u32> {
     let mut n = 0;
     check("tlrt_device_count", unsafe { sys::tlrt_device_count(kind, &mut n) })?;
     Ok(n)
 }
+/// Waits for the library's queued work on `device`.
 pub fn synchronize(device: Device) -> Result<()> {
     check("tlrt_synchronize", unsafe { sys::tlrt_synchronize(device.0) })
 }
+/// Returns the allocator's pooled (unused) memory of `device` to the system.
 pub fn allocator_trim(device: Device) -> Result<()> {
     check("tlrt_allocator_trim", unsafe { sys::tlrt_allocator_trim(device.0) })
 }
@@ -470,6 +495,7 @@ pub fn stats(device: Device) -> Result<sys::tlrt_allocator_stats> {
 pub fn set_deterministic(on: bool) -> bool {
     unsafe { sys::tlrt_set_deterministic(on) }
 }
+/// Whether deterministic mode is on (every reduction follows its fixed tree; abi/tlrt_runtime.h).
 pub fn get_deterministic() -> bool {
     unsafe { sys::tlrt_get_deterministic() }
 }
@@ -477,6 +503,7 @@ pub fn get_deterministic() -> bool {
 pub fn set_allow_tf32(on: bool) -> bool {
     unsafe { sys::tlrt_set_allow_tf32(on) }
 }
+/// Whether TF32 is allowed in the CUDA float32 products.
 pub fn get_allow_tf32() -> bool {
     unsafe { sys::tlrt_get_allow_tf32() }
 }
