@@ -14,11 +14,13 @@ comment, the status enum, the integer defines, the structs), and writes, under -
                                        parses no header at import
   rust/torchlean-rt-sys/src/lib.rs     raw extern "C" declarations, #[repr(C)] types, constants
   rust/torchlean-rt/src/ops.rs         the generated part of the safe crate (ops, tape methods)
-  lean/TorchleanRt.lean                the root module of the lean_lib (imports every module below)
+  lean/TorchleanRt.lean                the root module of the lean_lib (imports every module below
+                                       and the hand-written lean/TorchleanRt/Tensor.lean)
   lean/TorchleanRt/Ffi.lean            @[extern] declarations, every call in IO
   lean/c/tlrt_lean_shim.c              the C shim: external objects, status -> IO.userError
   lean/lakefile.lean, lean/lean-toolchain
-  julia/TorchleanRT.jl                 a module with @ccall wrappers and finalizers
+  julia/TorchleanRT.jl                 a module with @ccall wrappers and finalizers (it includes
+                                       the hand-written julia/Tensor.jl at its end)
 The generated files are committed; the meson test 'bindings_generated_fresh' regenerates them into
 a temporary directory and fails when they differ (a header changed, the bindings did not),
 check_bindings.py checks them against the headers and abi/torchlean_rt.map, and
@@ -1008,15 +1010,22 @@ def gen_lean_wrapper(fn, world, abi):
 # The Lean modules the generator writes under lean/TorchleanRt/ (module name -> path under lean/).
 # The root module TorchleanRt (lean/TorchleanRt.lean, the lakefile's `roots`) imports each of them.
 LEAN_MODULES = {"TorchleanRt.Ffi": "TorchleanRt/Ffi.lean"}
+# Hand-written modules under lean/TorchleanRt/ (not generated; they use only the declarations of
+# the generated ones, which tests/bindings/check_tensor_layers.py checks by name and arity). The
+# root module imports them after the generated ones.
+LEAN_HAND_WRITTEN_MODULES = {"TorchleanRt.Tensor": "TorchleanRt/Tensor.lean"}
 
 
 def gen_lean_root():
     o = [f"/- {BANNER} -/"]
     o += [f"import {m}" for m in LEAN_MODULES]
+    o += [f"import {m}" for m in LEAN_HAND_WRITTEN_MODULES]
     o += ["", "/-!", "# TorchleanRt", "",
           "The root module of the Lean 4 binding of libtorchlean_rt (the lakefile's `lean_lib`",
           "root): `import TorchleanRt` imports every module of the library. The declarations are",
-          "in `TorchleanRt.Ffi` (namespace `TorchleanRt.Ffi`; types and constants in `TorchleanRt`).",
+          "in `TorchleanRt.Ffi` (namespace `TorchleanRt.Ffi`; types and constants in `TorchleanRt`);",
+          "`TorchleanRt.Tensor` (hand-written, `TorchleanRt/Tensor.lean`) is the typed layer over",
+          "them: a `Buffer` with its shape, checked arithmetic with NumPy broadcasting.",
           "-/", ""]
     return "\n".join(o)
 
@@ -1098,7 +1107,9 @@ def gen_julia(abi, fns):
          "reference (a finalizer frees it, `free!` frees it now), every failing call throws",
          "`TorchleanRTError(status, name, message, func)`, results are returned (tuples when several).",
          "The library is `ENV[\"TORCHLEAN_RT_LIB\"]` at precompile time, else `libtorchlean_rt` on the",
-         "loader's path.", '"""', "module TorchleanRT", "",
+         "loader's path. `Tensor` (hand-written, Tensor.jl, included at the end) is a `Buffer` with",
+         "its shape: `size`, `Array`, broadcasting arithmetic, `*` as the matrix product.",
+         '"""', "module TorchleanRT", "",
          'const libtorchlean_rt = get(ENV, "TORCHLEAN_RT_LIB", "libtorchlean_rt")', "",
          "module C", "import ..TorchleanRT: libtorchlean_rt", "",
          "mutable struct tlrt_buffer end", "mutable struct tlrt_tape end", ""]
@@ -1178,8 +1189,18 @@ def gen_julia(abi, fns):
         if fn.name in HAND_WRITTEN or fn.result == "void":
             continue
         o.append(gen_julia_fn(fn))
-    o += ["end # module TorchleanRT", ""]
+    # The hand-written layers over the generated wrappers (they see them unqualified, and the
+    # generated functions named like Base's, exp, max, ..., shadow Base's there); each file
+    # exports its own names.
+    o += ["# ---- hand-written layers (bindings/julia/; not generated)", ""]
+    o += [f'include("{f}")' for f in JULIA_HAND_WRITTEN]
+    o += ["", "end # module TorchleanRT", ""]
     return "\n".join(o)
+
+
+# Hand-written Julia files included at the end of the generated module (paths relative to it),
+# checked by tests/bindings/check_tensor_layers.py.
+JULIA_HAND_WRITTEN = ["Tensor.jl"]
 
 
 fn_struct_fields = []  # the fields of tlrt_allocator_stats, set by gen_julia

@@ -7,7 +7,8 @@ function of abi/*.h; the module wraps them: `Buffer` and `Tape` are mutable stru
 reference (a finalizer frees it, `free!` frees it now), every failing call throws
 `TorchleanRTError(status, name, message, func)`, results are returned (tuples when several).
 The library is `ENV["TORCHLEAN_RT_LIB"]` at precompile time, else `libtorchlean_rt` on the
-loader's path.
+loader's path. `Tensor` (hand-written, Tensor.jl, included at the end) is a `Buffer` with
+its shape: `size`, `Array`, broadcasting arithmetic, `*` as the matrix product.
 """
 module TorchleanRT
 
@@ -5271,5 +5272,9 @@ function debug_fail_nth_allocation(n::Integer)
     r = C.tlrt_debug_fail_nth_allocation(UInt64(n))
     r
 end
+
+# ---- hand-written layers (bindings/julia/; not generated)
+
+include("Tensor.jl")
 
 end # module TorchleanRT
