@@ -17,7 +17,10 @@
 //  - scatter-add: the plan on the device. keys_kernel writes (target or `rows`, position) for
 //    every entry; CUB's DeviceRadixSort::SortPairs (LSD, stable, over the bits of `rows` only)
 //    sorts them by target, so positions increase within a target: the segments of the CPU's plan,
-//    without a host pass. About 16 (32-bit) to 32 (64-bit) bytes per entry per sort pass.
+//    without a host pass. About 16 (32-bit) to 32 (64-bit) bytes per entry per sort pass. With
+//    one column the sort carries the values themselves instead of positions (keys_kernel writes
+//    keys only), so the kernels below read each segment's values in order, not through a
+//    position each.
 //    Then, by the number of distinct targets the entries can reach:
 //      dense (rows < k cols): a row -> first-entry map (memset + start_kernel) and one pass of
 //      rows_kernel over all rows, each written once: x copied (zeros for NULL x), or x + the tree
@@ -229,7 +232,8 @@ Scratch upload_list(int dev, const idx::List &list) {
 
 // ---- scatter-add: the plan ---------------------------------------------------------------------
 
-// key[j] = the target of entry j (rows when out of range or not an index), pos[j] = j.
+// key[j] = the target of entry j (rows when out of range or not an index), pos[j] = j (when pos
+// is not NULL).
 template <class K, class U>
 __global__ void __launch_bounds__(kThreads)
     keys_kernel(const K *__restrict idx, uint64_t k, uint64_t rows, U *__restrict key,
@@ -237,7 +241,7 @@ __global__ void __launch_bounds__(kThreads)
   for (uint64_t j = (uint64_t)blockIdx.x * kThreads + threadIdx.x; j < k;
        j += (uint64_t)gridDim.x * kThreads) {
     key[j] = (U)row_of(idx[j], rows, true);
-    pos[j] = (U)j;
+    if (pos) pos[j] = (U)j;
   }
 }
 
@@ -253,13 +257,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The sorted plan: keys (targets, `rows` past the in-range ones) and positions, k entries; the
-// list of segments longer than kShort (first entries) and its length.
+// list of segments longer than kShort (first entries) and its length. sp == NULL when the values
+// themselves were sorted with the keys (one column): sorted entry e reads vals[e].
 template <class U>
 struct DevPlan {
   const U *sk, *sp;
   uint64_t k;
   U *longs;
   unsigned long long *nlong;
+  __device__ __forceinline__ U pos(uint64_t e) const { return sp ? sp[e] : (U)e; }
 };
 
 // Dense: item i is row i, looked up in map (none: a copy of x, or zeros). Sparse: item i is
@@ -298,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(V) == 4 && !kDense ? 6 : 3)
     }
     U p[kShort];
 #pragma unroll
-    for (unsigned j = 0; j < kShort; ++j) p[j] = j < L ? pl.sp[e0 + j] : U(0);
+    for (unsigned j = 0; j < kShort; ++j) p[j] = j < L ? pl.pos(e0 + j) : U(0);
     const V *xr = x ? x + r * cv : nullptr;
     V *yr = y + r * cv;
     if (L == 1)
@@ -392,7 +398,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (unsigned g = 0; g < CW; ++g) {
             const unsigned e = r0 + v + NV * g;
-            if (e < len) a[g] = O::op(a[g], __ldg(vals + (uint64_t)pl.sp[b0 + e] * cols + c));
+            if (e < len) a[g] = O::op(a[g], __ldg(vals + (uint64_t)pl.pos(b0 + e) * cols + c));
           }
         }
       }
@@ -429,8 +435,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The sort of the keys by target (stable, bits [0, end_bit)); returns which buffers hold the
-// sorted entries (CUB's double buffers: the selector is known on the host).
+// The sort of the keys by target (stable, bits [0, end_bit)) with the positions; returns which
+// buffers hold the sorted entries (CUB's double buffers: the selector is known on the host).
 template <class U>
 void sort_pairs(int dev, U *k0, U *k1, U *p0, U *p1, uint64_t k, int end_bit, const U **sk,
                 const U **sp) {
@@ -445,6 +451,22 @@ void sort_pairs(int dev, U *k0, U *k1, U *p0, U *p1, uint64_t k, int end_bit, co
         "scatter plan (sort)");
   *sk = keys.Current();
   *sp = pos.Current();
+}
+
+// The same sort with the values themselves (one column): keys k0 -> k1, vals -> sv (vals is
+// read only: the overload without double buffers keeps its alternates in the scratch).
+template <class U>
+void sort_values(int dev, const U *k0, U *k1, const float *vals, float *sv, uint64_t k,
+                 int end_bit) {
+  cudaStream_t st = stream(dev);
+  size_t bytes = 0;
+  check(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k0, k1, vals, sv, (int64_t)k, 0, end_bit,
+                                        st),
+        "scatter plan (sort size)");
+  Scratch tmp(dev, bytes);
+  check(cub::DeviceRadixSort::SortPairs(tmp.as<void>(), bytes, k0, k1, vals, sv, (int64_t)k, 0,
+                                        end_bit, st),
+        "scatter plan (sort)");
 }
 
 template <class U, class V>
@@ -481,23 +503,33 @@ void scatter_t(int dev, const float *x, const float *vals, uint64_t rows, uint64
   auto *nlong = reinterpret_cast<unsigned long long *>(base);
   auto at = [&](uint64_t i) { return reinterpret_cast<U *>(base + 256 + i * ka); };
   U *k0 = at(0), *k1 = at(1), *p0 = at(2), *p1 = at(3), *longs = at(4);
+  // One column: the values are sorted with the keys (no positions; the rows read them in order).
+  const bool by_value = cols == 1;
+  U *pos0 = by_value ? nullptr : p0;
   check(cudaMemsetAsync(nlong, 0, 8, st), "scatter plan (memset)");
   if (list.type == idx::Type::U64) {
     Scratch h = upload_list(dev, list);
     keys_kernel<uint64_t, U><<<blocks(k, kThreads), kThreads, 0, st>>>(h.as<uint64_t>(), k, rows,
-                                                                         k0, p0);
+                                                                         k0, pos0);
   } else if (list.type == idx::Type::I32) {
     keys_kernel<int32_t, U><<<blocks(k, kThreads), kThreads, 0, st>>>(
-        static_cast<const int32_t *>(list.p), k, rows, k0, p0);
+        static_cast<const int32_t *>(list.p), k, rows, k0, pos0);
   } else {
     keys_kernel<int64_t, U><<<blocks(k, kThreads), kThreads, 0, st>>>(
-        static_cast<const int64_t *>(list.p), k, rows, k0, p0);
+        static_cast<const int64_t *>(list.p), k, rows, k0, pos0);
   }
   check_launch("keys_kernel");
   int end_bit = 1;
   while (end_bit < (int)(8 * sizeof(U)) && (rows >> end_bit) != 0) ++end_bit;  // rows fits
   DevPlan<U> pl{nullptr, nullptr, k, longs, nlong};
-  sort_pairs<U>(dev, k0, k1, p0, p1, k, end_bit, &pl.sk, &pl.sp);
+  if (by_value) {
+    float *sv = reinterpret_cast<float *>(p0);  // k floats fit an array of k U
+    sort_values<U>(dev, k0, k1, vals, sv, k, end_bit);
+    pl.sk = k1;
+    vals = sv;
+  } else {
+    sort_pairs<U>(dev, k0, k1, p0, p1, k, end_bit, &pl.sk, &pl.sp);
+  }
 
   // Dense when a map of the rows costs less than re-reading the targets' rows (k bounds the
   // number of targets).
