@@ -27,14 +27,19 @@
 //      over the segment's vals rows (segments of L <= 8, W = pow2_at_least(L) values in
 //      registers, vectorised across the columns);
 //      sparse: y = x (or zeros), then rows_kernel over the entries: the first entry of each
-//      segment of L <= 8 rewrites its target row.
+//      segment of L <= 8 rewrites its target row;
+//      sparse with one column: y in tiles of 4096 rows, one block per tile (tile_kernel): x's
+//      tile into shared memory, the heads of the tile's segments (a contiguous range of the
+//      sorted entries, from tile_start_kernel) add their trees in place, the tile written out:
+//      x read and y written once, coalesced, the values read in order. A tile of more than
+//      8 x 4096 entries is written as x and its segments applied by heavy_kernel over the grid.
 //    Segments of L > 8 entries are appended (slot by atomic ticket: the order of the list varies,
 //    each segment's value does not) to a device list that long_kernel processes: one block per
 //    (segment, column tile), THE TREE streamed chunk by chunk with the chunk values folded into a
 //    second (and third) level of lanes held in registers: any length up to 2^36 entries.
 //    Bytes: 8 rows cols (x read, y written; 4 for NULL x), 4 k cols (vals), the map (8 per row,
-//    dense) and the sort.
-// Last measured: bench/results/2026-11-28-h200-index-ibuf.md
+//    dense) and the sort; the one-column sparse form adds no scattered access.
+// Last measured: bench/results/2026-11-28-h200-index-tiles.md
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -318,6 +323,120 @@ __global__ void __launch_bounds__(kThreads, sizeof(V) == 4 && !kDense ? 6 : 3)
   }
 }
 
+// ---- scatter-add of one column, sparse: the output in tiles ------------------------------------
+
+constexpr unsigned kTile = 4096;          // rows of y per tile (16 KiB of shared memory)
+constexpr uint64_t kHeavy = 8 * kTile;    // entries above which a tile's segments go grid-wide
+
+// x (NULL: +0.0f) + red::small<Sum, W> over the L <= W values v[0..L): tree_row's sum of one
+// column, the values in order.
+template <unsigned W>
+__device__ __forceinline__ float seg_sum(float x, const float *__restrict v, unsigned L) {
+  float s[W];
+#pragma unroll
+  for (unsigned j = 0; j < W; ++j) s[j] = j < L ? __ldg(v + j) : idv<float>();
+#pragma unroll
+  for (unsigned j = 0; j < W; ++j)
+    if (j < L) s[j] = addv(idv<float>(), s[j]);
+#pragma unroll
+  for (unsigned h = W / 2; h >= 1; h /= 2) {
+#pragma unroll
+    for (unsigned t = 0; t < h; ++t) s[t] = addv(s[t], s[t + h]);
+  }
+  return addv(x, s[0]);
+}
+
+__device__ __forceinline__ float seg_sum_any(float x, const float *__restrict v, unsigned L) {
+  if (L == 1) return seg_sum<1>(x, v, L);
+  if (L == 2) return seg_sum<2>(x, v, L);
+  if (L <= 4) return seg_sum<4>(x, v, L);
+  return seg_sum<8>(x, v, L);
+}
+
+// The tile of a sorted entry: its target / kTile, or ntiles for `rows` (out of range).
+template <class U>
+__device__ __forceinline__ uint64_t tile_of(U t, uint64_t rows, uint64_t ntiles) {
+  return (uint64_t)t >= rows ? ntiles : (uint64_t)t / kTile;
+}
+
+// start[b] = the first sorted entry whose tile is >= b, for b = 0 .. ntiles (the sorted keys'
+// tiles increase: each b is written by exactly one e).
+template <class U>
+__global__ void __launch_bounds__(kThreads)
+    tile_start_kernel(const U *__restrict sk, uint64_t k, uint64_t rows, uint64_t ntiles,
+                      U *__restrict start) {
+  for (uint64_t e = (uint64_t)blockIdx.x * kThreads + threadIdx.x; e <= k;
+       e += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t hi = e < k ? tile_of(sk[e], rows, ntiles) : ntiles;
+    const uint64_t lo = e == 0 ? 0 : tile_of(sk[e - 1], rows, ntiles) + 1;
+    for (uint64_t b = lo; b <= hi; ++b) start[b] = (U)e;
+  }
+}
+
+// The sorted entry e heads its segment: the segment's length (kShort + 1 when longer, then it
+// joined the long list) and value.
+template <class U>
+__device__ __forceinline__ bool head_of(const DevPlan<U> &pl, uint64_t e, U t, unsigned *L) {
+  if (e > 0 && pl.sk[e - 1] == t) return false;
+  unsigned n = 1;
+  while (n <= kShort && e + n < pl.k && pl.sk[e + n] == t) ++n;
+  if (n > kShort) pl.longs[atomicAdd(pl.nlong, 1ull)] = (U)e;
+  *L = n;
+  return true;
+}
+
+// One tile per block iteration: x's rows (or zeros) into shared memory, the heads of the
+// tile's segments (sorted entries start[b] .. start[b + 1]) add their trees in place, the tile
+// goes out; coalesced both ways, each y row written once. A tile of more than kHeavy entries is
+// written as x and marked (heavy_kernel spreads its segments over the grid).
+template <class U>
+__global__ void __launch_bounds__(kThreads)
+    tile_kernel(const float *__restrict x, const float *__restrict sv, uint64_t rows,
+                uint64_t ntiles, const U *__restrict start, DevPlan<U> pl, float *__restrict y,
+                uint8_t *__restrict heavy, unsigned long long *__restrict nheavy) {
+  __shared__ float tile[kTile];
+  for (uint64_t b = blockIdx.x; b < ntiles; b += gridDim.x) {
+    const uint64_t r0 = b * kTile, n = min((uint64_t)kTile, rows - r0);
+    for (unsigned i = threadIdx.x; i < n; i += kThreads) tile[i] = x ? __ldg(x + r0 + i) : 0.0f;
+    __syncthreads();
+    const uint64_t lo = start[b], hi = start[b + 1];
+    if (hi - lo <= kHeavy) {
+      for (uint64_t e = lo + threadIdx.x; e < hi; e += kThreads) {
+        const U t = pl.sk[e];
+        unsigned L;
+        if (head_of(pl, e, t, &L) && L <= kShort) {
+          float &yt = tile[(uint64_t)t - r0];
+          yt = seg_sum_any(yt, sv + e, L);
+        }
+      }
+    } else if (threadIdx.x == 0) {
+      heavy[b] = 1;
+      atomicAdd(nheavy, 1ull);
+    }
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < n; i += kThreads) y[r0 + i] = tile[i];
+    __syncthreads();  // the next tile reuses the shared memory
+  }
+}
+
+// The segments of heavy tiles, one sorted entry per thread (nothing to do when no tile is).
+template <class U>
+__global__ void __launch_bounds__(kThreads)
+    heavy_kernel(const float *__restrict x, const float *__restrict sv, uint64_t rows,
+                 uint64_t ntiles, const uint8_t *__restrict heavy,
+                 const unsigned long long *__restrict nheavy, DevPlan<U> pl,
+                 float *__restrict y) {
+  if (*nheavy == 0) return;
+  for (uint64_t e = (uint64_t)blockIdx.x * kThreads + threadIdx.x; e < pl.k;
+       e += (uint64_t)gridDim.x * kThreads) {
+    const U t = pl.sk[e];
+    if ((uint64_t)t >= rows || !heavy[tile_of(t, rows, ntiles)]) continue;
+    unsigned L;
+    if (head_of(pl, e, t, &L) && L <= kShort)
+      y[t] = seg_sum_any(x ? __ldg(x + t) : 0.0f, sv + e, L);
+  }
+}
+
 // ---- scatter-add: long segments ----------------------------------------------------------------
 
 // Block layout of long_kernel: CW columns per tile (32, or 1 for narrow matrices), NV = 256 / CW
@@ -534,9 +653,27 @@ void scatter_t(int dev, const float *x, const float *vals, uint64_t rows, uint64
   // Dense when a map of the rows costs less than re-reading the targets' rows (k bounds the
   // number of targets).
   const bool dense = (unsigned __int128)rows < (unsigned __int128)k * cols;
-  const bool vec4 = cols % 4 == 0 && (x == nullptr || aligned16(x)) && aligned16(vals) &&
-                    aligned16(y);
-  {
+  if (by_value && !dense) {
+    // One column, sparse: y in tiles (no copy of x beforehand, no scattered read of it).
+    const uint64_t ntiles = (rows + kTile - 1) / kTile;
+    Scratch t(dev, 256 + al((ntiles + 1) * sizeof(U)) + al(ntiles));
+    auto *nheavy = t.as<unsigned long long>();
+    U *start = reinterpret_cast<U *>(t.as<char>() + 256);
+    auto *heavy = reinterpret_cast<uint8_t *>(t.as<char>() + 256 + al((ntiles + 1) * sizeof(U)));
+    check(cudaMemsetAsync(nheavy, 0, 8, st), "scatter tiles (memset)");
+    check(cudaMemsetAsync(heavy, 0, ntiles, st), "scatter tiles (memset)");
+    tile_start_kernel<U><<<blocks(k + 1, kThreads), kThreads, 0, st>>>(pl.sk, k, rows, ntiles,
+                                                                      start);
+    check_launch("tile_start_kernel");
+    tile_kernel<U><<<blocks(ntiles, 1), kThreads, 0, st>>>(x, vals, rows, ntiles, start, pl, y,
+                                                           heavy, nheavy);
+    check_launch("tile_kernel");
+    heavy_kernel<U><<<grid_for(k, kThreads, dev), kThreads, 0, st>>>(x, vals, rows, ntiles,
+                                                                     heavy, nheavy, pl, y);
+    check_launch("heavy_kernel");
+  } else {
+    const bool vec4 = cols % 4 == 0 && (x == nullptr || aligned16(x)) && aligned16(vals) &&
+                      aligned16(y);
     Scratch map(dev, dense ? rows * sizeof(U) : 0);
     if (dense) {
       check(cudaMemsetAsync(map.as<U>(), 0xFF, rows * sizeof(U), st), "scatter map (memset)");

@@ -14,8 +14,9 @@
 // Shapes: vectors of 1 .. 2^26 elements; matrices with cols 1, 2, 3, 4, 7, 33, 64, 1024, 1030
 // (float and float4 paths), the embedding case (50000, 1024) with k = 65536, (65536, 1024) and
 // (1024, 65536); both scatter modes of the CUDA backend (dense: rows < targets * cols, every row
-// written by one pass; sparse: a copy, then the targets). Values: wide exponents (any change of
-// order changes bits), random bit patterns (NaN, inf, subnormals), edge values.
+// written by one pass; sparse: a copy, then the targets; one column: tiles, heavy or not).
+// Values: wide exponents (any change of order changes bits), random bit patterns (NaN, inf,
+// subnormals), edge values.
 // TLRT_PARITY_MAX_N=<n> skips cases with any input above n elements (compute-sanitizer runs).
 // Index buffers (the _ibuf variants, int32 and int64 on each device, and tlrt_index_flat_rows):
 // hot targets of 9, 33, 4096, 4097 and 100000 entries, cols 1, 3, 4, 32, 33 and 1024, NULL
@@ -189,6 +190,21 @@ void vector_parity() {
     const std::vector<float> x = make(d, n, ++salt);
     const std::vector<float> vals = make(d, idx.size(), ++salt);
     scatter_add(std::string("segments ") + dist_name(d), x, vals, idx);
+  }
+  // The same segments with their targets in the first 4096 rows of a 100000-vector (the CUDA
+  // one-column sparse plan: tiles of 4096 rows): all of them (about 50000 entries: a heavy tile),
+  // then those up to 1000 entries (a tile of short and long segments that is not heavy).
+  for (bool all : {true, false}) {
+    std::vector<uint64_t> some;
+    for (uint64_t l : lens)
+      if (all || l <= 1000) some.push_back(l);
+    const uint64_t n = 100000;
+    const std::vector<uint64_t> idx = segment_list(some, 4096, ++salt);
+    if (!fits({n, idx.size()})) continue;
+    const std::vector<float> x = make(Dist::Wide, n, ++salt);
+    const std::vector<float> vals = make(Dist::Wide, idx.size(), ++salt);
+    scatter_add(std::string("segments in one tile ") + (all ? "(heavy)" : "(light)"), x, vals,
+                idx);
   }
 }
 
