@@ -313,6 +313,28 @@ def test_shaped_ops():
               == [1.0, 4.0], "bmm with bool flags")
 
 
+def test_flag_defaults():
+    """Trailing bool parameters (transposes, ...) default to False, by position or keyword."""
+    import inspect
+    a = rt.Buffer.from_list([1.0, 2.0, 3.0, 4.0])
+    e = rt.Buffer.from_list([1.0, 0.0, 0.0, 1.0])
+    check(rt.matmul(a, e, 2, 2, 2).to_list() == [1.0, 2.0, 3.0, 4.0], "matmul flags default")
+    check(rt.matmul(a, e, 2, 2, 2, True).to_list() == [1.0, 3.0, 2.0, 4.0], "trans_a by position")
+    check(rt.matmul(e, a, 2, 2, 2, trans_b=True).to_list() == [1.0, 3.0, 2.0, 4.0],
+          "trans_b by keyword, trans_a left out")
+    check(str(inspect.signature(rt.matmul)) == "(a, b, m, n, p, trans_a=False, trans_b=False)",
+          "signature shows the defaults")
+    try:
+        rt.matmul(a, e, 2, 2)
+        check(False, "a required argument left out must raise")
+    except TypeError as ex:
+        check("takes 5 to 7 arguments, 4 given" in str(ex), f"message: {ex}")
+    t = rt.Tape()
+    x = t.leaf(a, [2, 2], False)
+    y = t.leaf(e, [2, 2], False)
+    check(t.value(t.matmul(x, y)).to_list() == [1.0, 2.0, 3.0, 4.0], "tape matmul defaults")
+
+
 def test_errors():
     a = rt.Buffer.from_list([1.0, 2.0, 3.0])
     b = rt.Buffer.from_list([1.0, 2.0])

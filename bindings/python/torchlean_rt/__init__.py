@@ -1062,20 +1062,31 @@ def _make_op(proto):
     nout = len(outs)
     names = [n for n, k in ins if k != "length"]
     nargs = len(names)
+    # Trailing flags (bool parameters: trans_a, trans_b, causal, ...) default to False.
+    kinds = [k for n, k in ins if k != "length"]
+    nreq = nargs
+    while nreq > 0 and kinds[nreq - 1] == "bool":
+        nreq -= 1
 
     def op(*args, **kwargs):
         if kwargs:  # keyword arguments by the header's parameter names
             args = list(args)
-            for n in names[len(args):]:
-                if n not in kwargs:
+            for i in range(len(args), nargs):
+                if names[i] in kwargs:
+                    args.append(kwargs.pop(names[i]))
+                elif i >= nreq:
+                    args.append(False)  # a flag left out: its default
+                else:
                     break
-                args.append(kwargs.pop(n))
             if kwargs:
                 raise TypeError(f"{fname[5:]}({', '.join(names)}): unexpected or repeated "
                                 f"arguments {sorted(kwargs)}")
-        if len(args) != nargs:
-            raise TypeError(f"{fname[5:]}({', '.join(names)}) takes {nargs} arguments, "
+        if not nreq <= len(args) <= nargs:
+            want = str(nargs) if nreq == nargs else f"{nreq} to {nargs}"
+            raise TypeError(f"{fname[5:]}({', '.join(names)}) takes {want} arguments, "
                             f"{len(args)} given")
+        if len(args) < nargs:
+            args = list(args) + [False] * (nargs - len(args))
         cargs, it, last_len, values = [], iter(args), 0, {}
         for n, kind in ins:
             if kind == "length":
@@ -1135,7 +1146,9 @@ def _make_op(proto):
 
     op.__name__ = op.__qualname__ = proto.name[5:]
     op.__signature__ = _inspect.Signature(
-        [_inspect.Parameter(n, _inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+        [_inspect.Parameter(n, _inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                            **({"default": False} if i >= nreq else {}))
+         for i, n in enumerate(names)])
     op.__doc__ = f"{proto!r}\n\n{proto.doc}"
     return op
 
