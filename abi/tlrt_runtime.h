@@ -27,7 +27,7 @@ extern "C" {
  * append symbols, enum values and struct fields. tlrt_abi_version() returns the value the library
  * was built with; a binding compares TLRT_ABI_VERSION_MAJOR with (tlrt_abi_version() >> 16). */
 #define TLRT_ABI_VERSION_MAJOR 1
-#define TLRT_ABI_VERSION_MINOR 1
+#define TLRT_ABI_VERSION_MINOR 2
 #define TLRT_ABI_VERSION ((TLRT_ABI_VERSION_MAJOR << 16) | TLRT_ABI_VERSION_MINOR)
 
 /* Status codes. Append-only; grouped in bands:
@@ -46,7 +46,13 @@ typedef enum tlrt_status {
                                     a tape node id of another tape or from before a reset */
   TLRT_ERR_DTYPE = 9,            /* a buffer of an element type the argument does not take (an
                                     int64 buffer where float32 values are expected) */
+  TLRT_ERR_FORMAT = 10,          /* a file that is not what it claims to be (a safetensors file that
+                                    is truncated or has a malformed header); the message says what
+                                    is wrong and where */
   TLRT_ERR_OUT_OF_MEMORY = 100,  /* host or device allocation failed; retrying after frees may work */
+  TLRT_ERR_IO = 101,             /* the operating system refused a file operation (no such file, no
+                                    permission, disk full, ...); the message names the path and
+                                    the reason */
   TLRT_ERR_BACKEND_UNAVAILABLE = 200, /* CUDA requested from a build compiled without CUDA */
   TLRT_ERR_NO_DEVICE = 201,      /* CUDA compiled in, but no such device on this machine */
   TLRT_ERR_CUDA = 202,           /* the CUDA runtime reported an error; the message has its name */

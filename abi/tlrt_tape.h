@@ -200,7 +200,7 @@ TLRT_API tlrt_status tlrt_tape_axpy(tlrt_tape *tape, uint64_t a, uint64_t b, dou
                                     uint64_t *out);
 
 /* Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
- * abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+ * abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
  * tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
  * passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
  * be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -220,6 +220,28 @@ TLRT_API tlrt_status tlrt_tape_sigmoid(tlrt_tape *tape, uint64_t x, uint64_t *ou
 TLRT_API tlrt_status tlrt_tape_tanh(tlrt_tape *tape, uint64_t x, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_softplus(tlrt_tape *tape, uint64_t x, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_gelu(tlrt_tape *tape, uint64_t x, uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_silu(tlrt_tape *tape, uint64_t x, uint64_t *out);
+
+/* dropout: y = x * mask / (1 - p) (inverted dropout, as torch.nn.functional.dropout in training
+ * mode); x of any shape, output x's shape. p is a probability under the host-scalar rule, rounded
+ * once to float32 (pf): p >= 0 and pf < 1, else TLRT_ERR_INVALID_ARGUMENT (a p just below 1 that
+ * rounds to 1 is refused; -0 is 0). With n the element count and D the tape's device, element i
+ * is kept iff u[i] < (float)(1 - pf), u[i] the value tlrt_rand_uniform(D, n, key) gives at i: the
+ * mask is tlrt_bernoulli_mask(D, n, 1 - pf, key) (abi/tlrt_rng.h; 1 - pf computed in double), and
+ * y[i] = x[i] * m[i] with m[i] = (float)(1 / (1 - pf)) (computed in double, rounded once) where
+ * kept and +0 where dropped (so a dropped NaN or infinity gives NaN, as x * 0 does in PyTorch).
+ * The mask depends only on (key, i): the same bits on both backends and in every backward, and a
+ * new key gives a new mask (space keys at least n apart, as tlrt_rng.h says, or hash them).
+ * pf == 0 is the identity: the node shares x's value (no copy, no mask, key unused).
+ * Gradient: g * m, the same m. The MASK IS NOT STORED: the backward recomputes it from (key, pf)
+ * with the same calls (a counter-based generator: the recomputation is exact, and costs the two
+ * mask passes of the forward again, bernoulli_mask and scale), which keeps the node's workspace
+ * at zero; storing it would
+ * hold n more floats per dropout node until the reset, while the activation memory of the nodes
+ * is what bounds the batch of a language model. Numeric class: exact (values and gradients
+ * bitwise identical on CPU and CUDA). */
+TLRT_API tlrt_status tlrt_tape_dropout(tlrt_tape *tape, uint64_t x, double p, uint64_t key,
+                                       uint64_t *out);
 
 /* ---- recording: reductions (abi/tlrt_reduce.h) ----------------------------------------------- */
 /* reduce_sum / reduce_mean: all elements of x, output a scalar (rank 0). Gradients: g broadcast
@@ -328,6 +350,13 @@ TLRT_API tlrt_status tlrt_tape_softmax(tlrt_tape *tape, uint64_t x, uint64_t *ou
 TLRT_API tlrt_status tlrt_tape_log_softmax(tlrt_tape *tape, uint64_t x, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_layer_norm(tlrt_tape *tape, uint64_t x, uint64_t gamma,
                                           uint64_t beta, double eps, uint64_t *out);
+/* rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+ * TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms
+ * (rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call
+ * (without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical
+ * on CPU and CUDA, values and gradients). */
+TLRT_API tlrt_status tlrt_tape_rms_norm(tlrt_tape *tape, uint64_t x, uint64_t gamma, double eps,
+                                        uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_matmul(tlrt_tape *tape, uint64_t a, uint64_t b, bool trans_a,
                                       bool trans_b, uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_bmm(tlrt_tape *tape, uint64_t a, uint64_t b, bool trans_a,

@@ -8,7 +8,7 @@
  *    indices) on one device (tlrt_buffer.h); the CPU backend is always present, CUDA where
  *    compiled in and available; a handle that was freed, or never was one, is reported
  *    (TLRT_ERR_STALE_HANDLE), never dereferenced; DLPack shares buffers with other libraries
- *    without a copy (tlrt_dlpack.h);
+ *    without a copy (tlrt_dlpack.h); checkpoints are safetensors files (tlrt_checkpoint.h);
  *  - every fallible call returns a tlrt_status and writes results through trailing out-parameters
  *    (NULL / 0 on failure); tlrt_last_error() explains the failure (tlrt_runtime.h);
  *  - every op returns a fresh buffer on the device of its inputs; inputs on different devices are
@@ -37,6 +37,7 @@
 #include "tlrt_buffer.h"
 #include "tlrt_stream.h"
 #include "tlrt_dlpack.h"
+#include "tlrt_checkpoint.h"
 #include "tlrt_rng.h"
 #include "tlrt_elementwise.h"
 #include "tlrt_reduce.h"

@@ -1,11 +1,13 @@
 """Softmax-family and layer-norm benchmark on the GPU against PyTorch in the same process.
 
 Times tlrt_softmax, tlrt_log_softmax, tlrt_hard_masked_softmax_by_row, tlrt_softmax_bwd,
-tlrt_log_softmax_bwd, tlrt_layer_norm_fwd and tlrt_layer_norm_bwd on (65536, 1024) and
+tlrt_log_softmax_bwd, tlrt_layer_norm_fwd, tlrt_layer_norm_bwd, tlrt_rms_norm_fwd and
+tlrt_rms_norm_bwd on (65536, 1024) and
 (16384, 4096) (64M elements each; the brief's targets), plus (4096, 16384) and (1024, 65536)
 (the long-row path), (1048576, 64) and (8388608, 8) (short rows), against torch.softmax /
 log_softmax, softmax over masked_fill(mask == 0, -inf), aten._softmax_backward_data /
-_log_softmax_backward_data, F.layer_norm and aten.native_layer_norm_backward on the same values.
+_log_softmax_backward_data, F.layer_norm, aten.native_layer_norm_backward, F.rms_norm (its
+composite before torch 2.4) and the autograd backward of it on the same values.
 
 Reported per op and shape: the NOMINAL bytes (every input read once, every output written once:
 softmax / log-softmax 8 per element, masked 12, backward 12, layer norm forward 8 (+ 8 per row),
@@ -111,6 +113,31 @@ def main():
             ours("layer_norm_bwd", [bg, bx, bmean, bstd, bgam], [R, C], 3),
             lambda: aten.native_layer_norm_backward(gr, x, [C], mean, rstd, gamma, beta,
                                                     [True, True, True]))
+        # RMS norm (gamma given): forward 8 bytes per element (+ 4 per row + 4 per column);
+        # backward (dx and dgamma) 12 (+ 4 per row + 8 per column), against F.rms_norm (or its
+        # composite before torch 2.4) and the autograd backward of it.
+        def torch_rms(v, w):
+            if hasattr(torch.nn.functional, "rms_norm"):
+                return torch.nn.functional.rms_norm(v, (C,), w, 1e-5)
+            return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+        row("rms_norm_fwd", (R, C), 8 * n + 4 * R + 4 * C,
+            ours("rms_norm_fwd", [bx, bgam], [R, C, ctypes.c_double(1e-5)], 2),
+            lambda: torch_rms(x, gamma))
+        outs = [ctypes.c_void_p() for _ in range(2)]
+        st = lib.tlrt_rms_norm_fwd(bx.handle, bgam.handle, R, C, ctypes.c_double(1e-5),
+                                   *[ctypes.byref(o) for o in outs])
+        if st != 0:
+            raise RuntimeError(rt.last_error())
+        lib.tlrt_buffer_free(outs[0])
+        binv = rt.Buffer(outs[1].value)
+        xr = x.detach().requires_grad_(True)
+        gr_ = gamma.detach().requires_grad_(True)
+        yr = torch_rms(xr, gr_)
+        row("rms_norm_bwd", (R, C), 12 * n + 4 * R + 8 * C,
+            ours("rms_norm_bwd", [bg, bx, bgam, binv], [R, C], 2),
+            lambda: torch.autograd.grad(yr, (xr, gr_), gr, retain_graph=True))
+        del xr, gr_, yr
+        binv.free()
         for b in (bx, bg, bm, by, bly, bgam, bbet, bmean, bstd):
             b.free()
         del x, gr, mask, y, ly, mean, rstd

@@ -97,6 +97,7 @@ TLRT_UNARY_ENTRY(sigmoid, Sigmoid)
 TLRT_UNARY_ENTRY(tanh, Tanh)
 TLRT_UNARY_ENTRY(softplus, Softplus)
 TLRT_UNARY_ENTRY(gelu, Gelu)
+TLRT_UNARY_ENTRY(silu, Silu)
 #undef TLRT_UNARY_ENTRY
 
 #define TLRT_BINARY_ENTRY(name, OP, A, B)                                                     \
@@ -120,6 +121,7 @@ TLRT_BINARY_ENTRY(sigmoid_bwd, SigmoidBwd, x, g)
 TLRT_BINARY_ENTRY(tanh_bwd, TanhBwd, x, g)
 TLRT_BINARY_ENTRY(softplus_bwd, SoftplusBwd, x, g)
 TLRT_BINARY_ENTRY(gelu_bwd, GeluBwd, x, g)
+TLRT_BINARY_ENTRY(silu_bwd, SiluBwd, x, g)
 #undef TLRT_BINARY_ENTRY
 
 TLRT_API tlrt_status tlrt_scale(const tlrt_buffer *x, double c, tlrt_buffer **out) {

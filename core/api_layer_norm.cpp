@@ -1,6 +1,6 @@
-// Layer-norm entry points (abi/tlrt_layer_norm.h): validate, allocate the outputs, handle the empty
-// cases, dispatch. The backends only see rows, cols >= 1. The determinism switch is not consulted:
-// the one fixed tree is both the deterministic and the fast path.
+// Layer-norm and RMS-norm entry points (abi/tlrt_layer_norm.h): validate, allocate the outputs,
+// handle the empty cases, dispatch. The backends only see rows, cols >= 1. The determinism switch
+// is not consulted: the one fixed tree is both the deterministic and the fast path.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -117,6 +117,75 @@ TLRT_API tlrt_status tlrt_layer_norm_bwd(const tlrt_buffer *dy, const tlrt_buffe
     *dx = DX.release();
     *dgamma = DG.release();
     *dbeta = DB.release();
+  });
+}
+
+// ---- RMS norm ------------------------------------------------------------------------------
+
+TLRT_API tlrt_status tlrt_rms_norm_fwd(const tlrt_buffer *x, const tlrt_buffer *gamma,
+                                       uint64_t rows, uint64_t cols, double eps, tlrt_buffer **y,
+                                       tlrt_buffer **inv_rms) {
+  if (y) *y = nullptr;
+  if (inv_rms) *inv_rms = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(y, "y");
+    clear_out(inv_rms, "inv_rms");
+    const Buffer &X = input(x, "x");
+    const Buffer *G = gamma ? &input(gamma, "gamma") : nullptr;  // NULL: no scale
+    if (G) same_device(X, "x", *G, "gamma");
+    check_matrix(X, "x", rows, cols);
+    if (G) check_vector(*G, "gamma", cols, "cols");
+    const float e = check_eps(eps);
+    if (rows > TLRT_MAX_ELEMENTS)  // only possible with cols == 0
+      fail(TLRT_ERR_OVERFLOW,
+           "argument rows = %llu: inv_rms would have more than TLRT_MAX_ELEMENTS (2^60) elements",
+           (ull)rows);
+    Owned Y = new_buffer(X.dev, X.size);
+    Owned S = new_buffer(X.dev, rows);
+    if (rows != 0 && cols == 0) {  // the mean square of nothing: 0 / 0
+      TLRT_DISPATCH(X.dev, fill, X.dev.ordinal, S->data, std::numeric_limits<float>::quiet_NaN(),
+                    rows);
+    } else if (rows != 0) {
+      TLRT_DISPATCH(X.dev, rms_norm_fwd, X.dev.ordinal, X.data, G ? G->data : nullptr, rows, cols,
+                    e, Y->data, S->data);
+    }
+    *y = Y.release();
+    *inv_rms = S.release();
+  });
+}
+
+TLRT_API tlrt_status tlrt_rms_norm_bwd(const tlrt_buffer *dy, const tlrt_buffer *x,
+                                       const tlrt_buffer *gamma, const tlrt_buffer *inv_rms,
+                                       uint64_t rows, uint64_t cols, tlrt_buffer **dx,
+                                       tlrt_buffer **dgamma) {
+  if (dx) *dx = nullptr;
+  if (dgamma) *dgamma = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(dx, "dx");
+    // dgamma is required with a gamma; without one it may be NULL (no column sums).
+    if (gamma || dgamma) clear_out(dgamma, "dgamma");
+    const Buffer &DY = input(dy, "dy");
+    const Buffer &X = input(x, "x");
+    const Buffer *G = gamma ? &input(gamma, "gamma") : nullptr;
+    const Buffer &S = input(inv_rms, "inv_rms");
+    same_device(DY, "dy", X, "x");
+    if (G) same_device(DY, "dy", *G, "gamma");
+    same_device(DY, "dy", S, "inv_rms");
+    check_matrix(DY, "dy", rows, cols);
+    same_size(DY, "dy", X, "x");
+    if (G) check_vector(*G, "gamma", cols, "cols");
+    check_vector(S, "inv_rms", rows, "rows");
+    Owned DX = new_buffer(DY.dev, DY.size);
+    Owned DG;
+    if (dgamma) DG = new_buffer(DY.dev, cols);
+    if (rows == 0 && cols != 0 && dgamma) {  // sums over no rows
+      TLRT_DISPATCH(DY.dev, fill, DY.dev.ordinal, DG->data, 0.0f, cols);
+    } else if (rows != 0 && cols != 0) {
+      TLRT_DISPATCH(DY.dev, rms_norm_bwd, DY.dev.ordinal, DY.data, X.data, G ? G->data : nullptr,
+                    S.data, rows, cols, DX->data, dgamma ? DG->data : nullptr);
+    }
+    *dx = DX.release();
+    if (dgamma) *dgamma = DG.release();
   });
 }
 

@@ -1,6 +1,6 @@
-// CUDA backend, fused layer normalisation, forward and backward: the DEFINITIONS of
-// abi/tlrt_layer_norm.h with the formulas of core/numerics/row_ops.hpp and THE TREE of
-// core/numerics/reduce_tree.hpp, bit for bit the CPU's (-fmad=false; correctly rounded division,
+// CUDA backend, fused layer normalisation and RMS norm (below), forward and backward: the
+// DEFINITIONS of abi/tlrt_layer_norm.h with the formulas of core/numerics/row_ops.hpp and THE TREE
+// of core/numerics/reduce_tree.hpp, bit for bit the CPU's (-fmad=false; correctly rounded division,
 // square root and reciprocal; no atomics on data: the finish's tickets count on counters; the
 // library stream; grids capped at 2^31 - 1 blocks, kernels loop). History:
 // docs/kernels/layer_norm.md.
@@ -32,11 +32,26 @@
 // dbeta by lane_fold (one thread per (chunk of rows, lane, column): dy and x read once more) and
 // reduce_axis: about 20 bytes per element.
 // Last measured: bench/results/2026-11-27-h100-s17-softmax.md
+//
+// RMS NORM (cuda/kernels/rms_norm.cuh; not measured yet: docs/kernels/layer_norm.md, "RMS norm",
+// has the predictions). Work per element: forward one square and one addition (the sum), two
+// multiplies; backward about eight operations (d, xhat, the row sum, dx; the column fold).
+// FORWARD, 8 bytes per element (x read, y written) + 4 per row: segments up to 32 columns
+// (seg_fwd), the row in the registers of a group of 32 .. 256 threads up to 8192 (group_fwd, the
+// layer norm's layouts, one tree sum S(x * x) instead of two); longer rows by the chunk passes
+// (chunk_reduce of x * x, reduce_axis, inv_kernel, chunk_map: 12 bytes per element).
+// BACKWARD: dx by seg_bwd / group_bwd (dy and x in registers, one tree sum S(d * xhat): 12
+// bytes per element) or the chunk passes beyond 8192 columns (16); dgamma (when asked for) by
+// col_partials, a second read of dy and x (8 bytes per element): a block per (32-column tile,
+// 4096-row chunk, lane set of 8) folds its 32 lanes over their 16 rows and halves them
+// (tile_halving), and reduce_axis finishes the lane sets and the chunks from (nc, 8, cols)
+// partials. About 20 bytes per element in all, against the layer norm's fused 12.25.
 #include "core/backend/layer_norm.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "cuda/common/launch.cuh"
 #include "cuda/kernels/layer_norm.cuh"
+#include "cuda/kernels/rms_norm.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -331,6 +346,43 @@ void launch_split_cluster(cudaStream_t st, const float *x, const float *gamma,
       eps, y, mean, inv_std);
 }
 
+// ---- RMS norm: the long-row passes (cols > rms_kernels::kGroupMaxCols) -----------------------
+
+template <bool G>
+void rms_long_fwd(int dev, const float *x, const float *gamma, uint64_t rows, uint64_t cols,
+                  float n, float eps, float *y, float *inv_rms) {
+  cudaStream_t st = stream(dev);
+  const uint64_t nc = red::chunks_of(cols);
+  const unsigned grid = blocks(rows * nc, 1);
+  FloatScratch part(dev, rows * nc), ms(dev, rows);
+  chunk_reduce<red::Op::Sum, 1><<<grid, kThreads, 0, st>>>(rms_kernels::SqF{x, cols}, rows, cols,
+                                                           nc, part.get(), nullptr);
+  check_launch("rms_norm chunk_reduce (x * x)");
+  reduce_axis(dev, red::Op::Sum, part.get(), rows, nc, 1, n, ms.get());
+  rms_kernels::inv_kernel<<<blocks(rows, kThreads), kThreads, 0, st>>>(ms.get(), rows, eps,
+                                                                      inv_rms);
+  check_launch("rms_norm inv_kernel");
+  chunk_map<<<grid, kThreads, 0, st>>>(rms_kernels::OutF<G>{x, gamma, inv_rms, cols}, rows, cols,
+                                       nc, y);
+  check_launch("rms_norm chunk_map (y)");
+}
+
+template <bool G>
+void rms_long_dx(int dev, const float *dy, const float *x, const float *gamma,
+                 const float *inv_rms, uint64_t rows, uint64_t cols, float n, float *dx) {
+  cudaStream_t st = stream(dev);
+  const uint64_t nc = red::chunks_of(cols);
+  const unsigned grid = blocks(rows * nc, 1);
+  FloatScratch part(dev, rows * nc), b(dev, rows);
+  chunk_reduce<red::Op::Sum, 1><<<grid, kThreads, 0, st>>>(
+      rms_kernels::TermF<G>{dy, x, gamma, inv_rms, cols}, rows, cols, nc, part.get(), nullptr);
+  check_launch("rms_norm_bwd chunk_reduce");
+  reduce_axis(dev, red::Op::Sum, part.get(), rows, nc, 1, n, b.get());
+  chunk_map<<<grid, kThreads, 0, st>>>(rms_kernels::DxF<G>{dy, x, gamma, inv_rms, b.get(), cols},
+                                       rows, cols, nc, dx);
+  check_launch("rms_norm_bwd chunk_map (dx)");
+}
+
 }  // namespace
 
 void layer_norm_fwd(int dev, const float *x, const float *gamma, const float *beta, uint64_t rows,
@@ -383,6 +435,44 @@ void layer_norm_bwd(int dev, const float *dy, const float *x, const float *mean,
     long_dx(dev, dy, x, mean, inv_std, gamma, rows, cols, n, dx);
   }
   column_sums(dev, dy, x, mean, inv_std, rows, cols, dgamma, dbeta);
+}
+
+void rms_norm_fwd(int dev, const float *x, const float *gamma, uint64_t rows, uint64_t cols,
+                  float eps, float *y, float *inv_rms) {
+  const float n = static_cast<float>(cols);
+  if (cols <= rms_kernels::kGroupMaxCols) {
+    rms_kernels::fwd_plan(RowLaunch{dev, stream(dev)}, x, gamma, rows, cols, n, eps, y, inv_rms);
+  } else if (gamma != nullptr) {
+    rms_long_fwd<true>(dev, x, gamma, rows, cols, n, eps, y, inv_rms);
+  } else {
+    rms_long_fwd<false>(dev, x, gamma, rows, cols, n, eps, y, inv_rms);
+  }
+}
+
+void rms_norm_bwd(int dev, const float *dy, const float *x, const float *gamma,
+                  const float *inv_rms, uint64_t rows, uint64_t cols, float *dx, float *dgamma) {
+  const float n = static_cast<float>(cols);
+  const RowLaunch launch{dev, stream(dev)};
+  if (cols <= rms_kernels::kGroupMaxCols) {
+    rms_kernels::dx_plan(launch, dy, x, gamma, inv_rms, rows, cols, n, dx);
+  } else if (gamma != nullptr) {
+    rms_long_dx<true>(dev, dy, x, gamma, inv_rms, rows, cols, n, dx);
+  } else {
+    rms_long_dx<false>(dev, dy, x, gamma, inv_rms, rows, cols, n, dx);
+  }
+  if (dgamma == nullptr) return;
+  // dgamma: the column partials (nc, kColSets, cols), then the tree over the kColSets lane sets
+  // of each chunk and over the chunks.
+  const uint64_t nc = red::chunks_of(rows);
+  FloatScratch part(dev, nc * rms_kernels::kColSets * cols);
+  rms_kernels::col_partials_plan(launch, dy, x, inv_rms, rows, cols, part.get());
+  if (nc == 1) {
+    reduce_axis(dev, red::Op::Sum, part.get(), 1, rms_kernels::kColSets, cols, 1.0f, dgamma);
+    return;
+  }
+  FloatScratch cv(dev, nc * cols);
+  reduce_axis(dev, red::Op::Sum, part.get(), nc, rms_kernels::kColSets, cols, 1.0f, cv.get());
+  reduce_axis(dev, red::Op::Sum, cv.get(), 1, nc, cols, 1.0f, dgamma);
 }
 
 }  // namespace cuda

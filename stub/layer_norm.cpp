@@ -1,5 +1,6 @@
-// CPU backend, fused layer normalisation, forward and backward: the definitions of
-// abi/tlrt_layer_norm.h, evaluated literally with the formulas of core/numerics/row_ops.hpp.
+// CPU backend, fused layer normalisation and RMS normalisation, forward and backward: the
+// definitions of abi/tlrt_layer_norm.h, evaluated literally with the formulas of
+// core/numerics/row_ops.hpp.
 //
 // Row statistics: rows are processed in blocks of about 16K elements (one row at a time for longer
 // rows), pass by pass while the block is in cache; every row sum is the reduction backend's
@@ -150,6 +151,124 @@ void layer_norm_bwd(int, const float *dy, const float *x, const float *mean, con
     reduce_axis(0, red::Op::Sum, cg.data(), 1, nc, cols, 1.0f, dgamma);
     reduce_axis(0, red::Op::Sum, cb.data(), 1, nc, cols, 1.0f, dbeta);
   }
+}
+
+// ---- RMS norm -------------------------------------------------------------------------------------
+// The same organisation: row sums per block of rows by reduce_axis (q = x * x written into y
+// first, then overwritten by y), the column sums of dgamma by the same lane folds.
+
+namespace {
+
+TLRT_CPU_CLONES void sq_row(const float *__restrict x, uint64_t n, float *__restrict q) {
+  for (uint64_t j = 0; j < n; ++j) q[j] = row::sq(x[j]);
+}
+
+TLRT_CPU_CLONES void rms_out_row(const float *__restrict x, const float *__restrict gamma,
+                                 float inv_rms, uint64_t n, float *__restrict y) {
+  if (gamma != nullptr) {
+    for (uint64_t j = 0; j < n; ++j) y[j] = row::rms_out(row::rms_xhat(x[j], inv_rms), gamma[j]);
+  } else {
+    for (uint64_t j = 0; j < n; ++j) y[j] = row::rms_xhat(x[j], inv_rms);
+  }
+}
+
+// d[j] = dy[j] * gamma[j] (dy[j] without gamma) and p[j] = d[j] * xhat[j].
+TLRT_CPU_CLONES void rms_terms_row(const float *__restrict dy, const float *__restrict x,
+                                   const float *__restrict gamma, float inv_rms, uint64_t n,
+                                   float *__restrict d, float *__restrict p) {
+  if (gamma != nullptr) {
+    for (uint64_t j = 0; j < n; ++j) {
+      const float dj = row::ln_d(dy[j], gamma[j]);
+      d[j] = dj;
+      p[j] = dj * row::rms_xhat(x[j], inv_rms);
+    }
+  } else {
+    for (uint64_t j = 0; j < n; ++j) {
+      const float dj = dy[j];
+      d[j] = dj;
+      p[j] = dj * row::rms_xhat(x[j], inv_rms);
+    }
+  }
+}
+
+// dx[j] from d[j] (held in dx) and x[j].
+TLRT_CPU_CLONES void rms_dx_row(const float *__restrict x, float inv_rms, float b, uint64_t n,
+                                float *__restrict dx) {
+  for (uint64_t j = 0; j < n; ++j)
+    dx[j] = row::rms_bwd_out(dx[j], row::rms_xhat(x[j], inv_rms), b, inv_rms);
+}
+
+// One row folded into a lane's accumulators: ag[j] += dy[j] * xhat[j].
+TLRT_CPU_CLONES void rms_fold_row(const float *__restrict dy, const float *__restrict x,
+                                  float inv_rms, uint64_t w, float *__restrict ag) {
+  for (uint64_t j = 0; j < w; ++j) ag[j] = ag[j] + dy[j] * row::rms_xhat(x[j], inv_rms);
+}
+
+}  // namespace
+
+void rms_norm_fwd(int, const float *x, const float *gamma, uint64_t rows, uint64_t cols,
+                  float eps, float *y, float *inv_rms) {
+  const float n = static_cast<float>(cols);
+  const uint64_t br = block_rows(cols);
+  std::vector<float> ms(br);
+  for (uint64_t r0 = 0; r0 < rows; r0 += br) {
+    const uint64_t nr = std::min(br, rows - r0);
+    const float *xb = x + r0 * cols;
+    float *yb = y + r0 * cols;
+    for (uint64_t i = 0; i < nr; ++i) sq_row(xb + i * cols, cols, yb + i * cols);
+    row_sums(yb, nr, cols, n, ms.data());
+    for (uint64_t i = 0; i < nr; ++i) {
+      const float s = row::inv_std_of(ms[i], eps);
+      inv_rms[r0 + i] = s;
+      rms_out_row(xb + i * cols, gamma, s, cols, yb + i * cols);
+    }
+  }
+}
+
+void rms_norm_bwd(int, const float *dy, const float *x, const float *gamma, const float *inv_rms,
+                  uint64_t rows, uint64_t cols, float *dx, float *dgamma) {
+  const float n = static_cast<float>(cols);
+  {
+    const uint64_t br = block_rows(cols);
+    std::vector<float> p(br * cols), b(br);
+    for (uint64_t r0 = 0; r0 < rows; r0 += br) {
+      const uint64_t nr = std::min(br, rows - r0);
+      for (uint64_t i = 0; i < nr; ++i) {
+        const uint64_t o = (r0 + i) * cols;
+        rms_terms_row(dy + o, x + o, gamma, inv_rms[r0 + i], cols, dx + o, p.data() + i * cols);
+      }
+      row_sums(p.data(), nr, cols, n, b.data());
+      for (uint64_t i = 0; i < nr; ++i) {
+        const uint64_t o = (r0 + i) * cols;
+        rms_dx_row(x + o, inv_rms[r0 + i], b[i], cols, dx + o);
+      }
+    }
+  }
+  if (dgamma == nullptr) return;
+  // dgamma: the tree down each column (as layer_norm_bwd's).
+  const uint64_t nc = red::chunks_of(rows);
+  const unsigned L = row::col_lanes(rows);
+  const uint64_t wmax = std::min(cols, kTile);
+  std::vector<float> pg((uint64_t)L * wmax);
+  std::vector<float> cg(nc > 1 ? nc * cols : 0);
+  const float id = red::Ops<red::Op::Sum>::identity();
+  for (uint64_t c0 = 0; c0 < cols; c0 += kTile) {
+    const uint64_t w = std::min(kTile, cols - c0);
+    for (uint64_t k = 0; k < nc; ++k) {
+      for (unsigned t = 0; t < L; ++t) {
+        float *ag = pg.data() + (uint64_t)t * w;
+        std::fill(ag, ag + w, id);
+        for (unsigned r = 0; r < red::kDepth; ++r) {
+          const uint64_t i = k * red::kChunk + t + (uint64_t)r * red::kLanes;
+          if (i >= rows) break;
+          rms_fold_row(dy + i * cols + c0, x + i * cols + c0, inv_rms[i], w, ag);
+        }
+      }
+      reduce_axis(0, red::Op::Sum, pg.data(), 1, L, w, 1.0f,
+                  nc > 1 ? cg.data() + k * cols + c0 : dgamma + c0);
+    }
+  }
+  if (nc > 1) reduce_axis(0, red::Op::Sum, cg.data(), 1, nc, cols, 1.0f, dgamma);
 }
 
 }  // namespace stub

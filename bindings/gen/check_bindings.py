@@ -9,7 +9,8 @@ declared in a header):
   * Rust (torchlean-rt-sys/src/lib.rs): exactly one `pub fn tlrt_x(...)` whose parameter types
     and result type, mapped back to C, are the header's exactly (constness included);
   * Lean C shim (lean/c/tlrt_lean_shim.c): exactly one function tlrt_lean_<x> (a LEAN_EXPORT
-    wrapper, or the static finalizer for tlrt_buffer_free / tlrt_tape_free) that calls tlrt_x
+    wrapper, or the static finalizer for tlrt_buffer_free / tlrt_tape_free /
+    tlrt_safetensors_close) that calls tlrt_x
     exactly once, with one argument per header parameter, each cast to the header's type;
   * Lean declarations (lean/TorchleanRt/Ffi.lean): every @[extern "tlrt_lean_<x>"] names a shim
     wrapper and vice versa, and the Lean parameters match the C ones in number and kind
@@ -22,8 +23,9 @@ declared in a header):
     the status enum, the other enums (tlrt_dtype), defines and structs equal the headers'; every
     C type has a ctypes spelling;
 the values of the headers' other enums (tlrt_dtype) are constants of the Rust, Lean and Julia
-bindings; and every call of a tlrt_ function in the safe layers (Rust ops.rs `sys::tlrt_x(`, Julia
-`C.tlrt_x(`) passes as many arguments as the header declares. Exits 1 listing every mismatch.
+bindings; and every call of a tlrt_ function in the safe layers (Rust ops.rs, lib.rs and
+checkpoint.rs `sys::tlrt_x(`, Julia `C.tlrt_x(`) passes as many arguments as the header
+declares. Exits 1 listing every mismatch.
 """
 import argparse
 import ast
@@ -41,18 +43,21 @@ REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 _RS = {"tlrt_status": "tlrt_status", "u32": "uint32_t", "u64": "uint64_t", "u8": "uint8_t",
        "i32": "int32_t", "i64": "int64_t", "f64": "double", "f32": "float", "bool": "bool", "tlrt_device": "tlrt_device",
        "c_int": "int", "c_char": "char", "tlrt_buffer": "tlrt_buffer", "tlrt_tape": "tlrt_tape",
+       "tlrt_safetensors": "tlrt_safetensors",
        "tlrt_allocator_stats": "tlrt_allocator_stats", "c_void": "void"}
 _JL = {"Cint": "int", "UInt32": "uint32_t", "UInt64": "uint64_t", "UInt8": "uint8_t",
        "Int32": "int32_t", "Int64": "int64_t",
        "Cdouble": "double", "Cfloat": "float", "Bool": "bool", "Cvoid": "void", "Cchar": "char",
        "tlrt_buffer": "tlrt_buffer", "tlrt_tape": "tlrt_tape",
+       "tlrt_safetensors": "tlrt_safetensors",
        "tlrt_allocator_stats": "tlrt_allocator_stats"}
 _LEAN_C = {"UInt64": "uint64_t", "UInt32": "uint32_t", "UInt8": "uint8_t", "Float": "double",
            "Bool": "uint8_t", "USize": "size_t"}
 
 
 def c_of_rust(t):
-    """'*const tlrt_buffer' -> 'const tlrt_buffer *'; '*mut *mut tlrt_buffer' -> 'tlrt_buffer **'."""
+    """'*const tlrt_buffer' -> 'const tlrt_buffer *'; '*mut *mut tlrt_buffer' -> 'tlrt_buffer **';
+    '*const *const c_char' -> 'const char * const *'."""
     t = t.strip()
     ptrs = []
     while t.startswith("*"):
@@ -64,8 +69,12 @@ def c_of_rust(t):
     base = _RS[t]
     if not ptrs:
         return base
-    # the innermost pointer's constness is the pointee's
-    return A.norm_type(("const " if ptrs[-1] == "const" else "") + base + " " + "*" * len(ptrs))
+    # Each Rust pointer's constness is its pointee's: the innermost one's qualifies the base type,
+    # an outer one's the pointer it points to (a C "* const" one level further in).
+    c = ("const " if ptrs[-1] == "const" else "") + base
+    for k in range(len(ptrs) - 1, 0, -1):
+        c += " *" + (" const" if ptrs[k - 1] == "const" else "")
+    return A.norm_type(c + " *")
 
 
 def c_of_julia(t):
@@ -178,7 +187,8 @@ def check(abi_dir, bdir):
         ret = c_of_rust(d[0][1]) if d[0][1] else "void"
         if ret != p.restype:
             errors.append(f"rust: {s} returns {ret}, header {p.restype}")
-    ops = read("rust/torchlean-rt/src/ops.rs") + read("rust/torchlean-rt/src/lib.rs")
+    ops = (read("rust/torchlean-rt/src/ops.rs") + read("rust/torchlean-rt/src/lib.rs")
+           + read("rust/torchlean-rt/src/checkpoint.rs"))
     for m in re.finditer(r"sys::(tlrt_\w+)\(", ops):
         if m.group(1) in protos:
             n = len(call_args(ops, m.end() - 1))
@@ -239,9 +249,11 @@ def check(abi_dir, bdir):
             if ctype != want:
                 errors.append(f"lean: {name}: parameter {ln} : {lt} is {ctype} in C, expected {want}")
     # finalizers
-    for s, cls in (("tlrt_buffer_free", "buffer"), ("tlrt_tape_free", "tape")):
-        if s in symbols and f"lean_register_external_class(tlrt_lean_{cls}_free, " not in shim:
-            errors.append(f"lean shim: tlrt_lean_{cls}_free is not registered as a finalizer")
+    for s, fin in (("tlrt_buffer_free", "tlrt_lean_buffer_free"),
+                   ("tlrt_tape_free", "tlrt_lean_tape_free"),
+                   ("tlrt_safetensors_close", "tlrt_lean_safetensors_close")):
+        if s in symbols and not re.search(r"lean_register_external_class\(\s*" + fin + ", ", shim):
+            errors.append(f"lean shim: {fin} is not registered as a finalizer")
 
     # ---- Julia
     jl = read("julia/TorchleanRT.jl")

@@ -51,7 +51,9 @@ LEAN_IO_WORLD_ARG = True
 # Headers whose functions the safe Rust crate generates as free functions (ops); the runtime,
 # buffer, stream and DLPack headers are wrapped by hand in torchlean-rt/src/lib.rs.
 HAND_WRITTEN_HEADERS = {"tlrt_runtime.h", "tlrt_buffer.h", "tlrt_stream.h", "tlrt_dlpack.h",
-                        "tlrt_testing.h"}
+                        "tlrt_testing.h",
+                        # checkpoints: torchlean-rt/src/checkpoint.rs
+                        "tlrt_checkpoint.h"}
 # Functions wrapped by hand in the safe layers (Rust lib.rs, Julia module) rather than generated.
 HAND_WRITTEN = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32", "tlrt_tape_new",
                 "tlrt_tape_free", "tlrt_tape_shape"}
@@ -109,26 +111,28 @@ _RUST_SCALAR = {"tlrt_status": "tlrt_status", "uint32_t": "u32", "uint64_t": "u6
                 "bool": "bool",
                 "tlrt_device": "tlrt_device", "int": "c_int", "char": "c_char",
                 "tlrt_buffer": "tlrt_buffer", "tlrt_tape": "tlrt_tape",
+                "tlrt_safetensors": "tlrt_safetensors",
                 "tlrt_allocator_stats": "tlrt_allocator_stats", "void": "c_void"}
 
 
 def rust_type(t):
-    """C type string of the headers -> Rust FFI type ('uint64_t[8]' -> '[u64; 8]')."""
+    """C type string of the headers -> Rust FFI type ('uint64_t[8]' -> '[u64; 8]';
+    'const char * const *' -> '*const *const c_char': each level's constness is the pointee's)."""
     base_t, n = A.array_field(t)
     if n is not None:
         return f"[{rust_type(base_t)}; {n}]"
-    stars = t.count("*")
-    base = t.replace("*", "").strip()
+    parts = t.split("*")
+    base = parts[0].strip()
     const = base.startswith("const ")
     base = base.replace("const ", "").strip()
-    if base not in _RUST_SCALAR:
+    if base not in _RUST_SCALAR or any(q.strip() not in ("", "const") for q in parts[1:]):
         raise A.AbiError(f"no Rust type for {t!r}")
     r = _RUST_SCALAR[base]
-    if stars == 0:
-        return r
-    r = ("*const " if const else "*mut ") + r
-    for _ in range(stars - 1):
-        r = "*mut " + r
+    # parts[k] (k >= 1) follows the k-th star: "const" there makes the pointer of level k const,
+    # which is the pointee of level k + 1; the qualifier after the last star is the parameter's.
+    for k in range(1, len(parts)):
+        pointee_const = const if k == 1 else parts[k - 1].strip() == "const"
+        r = ("*const " if pointee_const else "*mut ") + r
     return r
 
 
@@ -145,7 +149,7 @@ def gen_rust_sys(abi):
         o += [f"/// `{ename}`: a C enum (int-sized); its values are the constants below.",
               f"pub type {ename} = c_int;"]
     o.append("")
-    for opaque in ("tlrt_buffer", "tlrt_tape"):
+    for opaque in ("tlrt_buffer", "tlrt_tape", "tlrt_safetensors"):
         o += [f"/// Opaque `{opaque}` handle (only used behind pointers).", "#[repr(C)]",
               f"pub struct {opaque} {{", "    _private: [u8; 0],",
               "    _not_send_sync: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,",
@@ -361,6 +365,10 @@ def lean_result(fn):
             res.append(("Array UInt64", f"tlrt_lean_stats_array(&o_{p.name})"))
         elif p.kind == "out_ptr":
             res.append(("USize", f"lean_box_usize((size_t)o_{p.name})"))
+        elif p.kind == "out_st":
+            res.append(("SafeTensors", f"tlrt_lean_wrap_safetensors(o_{p.name})"))
+        elif p.kind == "out_str":
+            res.append(("String", f"lean_mk_string(o_{p.name} ? o_{p.name} : \"\")"))
         elif p.kind == "out_dims":
             res.append(("Array UInt64", f"tlrt_lean_u64_array(o_{p.name}, o_{fn.params[fn.params.index(p) + 1].name})"))
         elif p.kind == "out_dims_cap":  # then the capacity, then the rank
@@ -386,6 +394,11 @@ def lean_params(fn):
             out.append((n, "@& Option Buffer" if p.optional else "@& Buffer"))
         elif p.kind == "tape":
             out.append((n, "@& Tape"))
+        elif p.kind == "st":
+            out.append((n, "@& SafeTensors"))
+        elif p.kind in ("str", "str_arr", "buf_arr", "dims_arr"):
+            out.append((n, {"str": "@& String", "str_arr": "@& Array String",
+                            "buf_arr": "@& Array Buffer", "dims_arr": "@& DimsList"}[p.kind]))
         elif p.kind in ("arr64", "struct_in"):  # a struct: its flat form (<Struct>.toArray)
             out.append((n, "@& Array UInt64"))
         elif p.kind == "arr32":
@@ -425,6 +438,9 @@ def gen_lean_ffi(abi, fns):
          "  (`TLRT_DTYPE_F32`, ...).",
          "* CUDA stream and event handles and DLPack managed tensors (`void *` in C) are `USize`",
          "  addresses.",
+         "* C strings (`const char *`) are `String` (one holding U+0000 is refused by the shim);",
+         "  string and buffer arrays `Array String` / `Array Buffer`; shapes `DimsList`; an open",
+         "  safetensors file `SafeTensors` (an external object whose finalizer closes it).",
          "* arguments are borrowed (`@&`); results are owned by the caller.",
          "-/", "", "namespace TorchleanRt", "",
          "/-- A `tlrt_buffer *`: values of one element type (float32, int32 or int64) on one device",
@@ -433,7 +449,16 @@ def gen_lean_ffi(abi, fns):
          "instance : Nonempty Buffer := BufferPointed.property", "",
          "/-- A `tlrt_tape *`: an autograd tape (an external object; one thread at a time). -/",
          "opaque TapePointed : NonemptyType", "def Tape : Type := TapePointed.type",
-         "instance : Nonempty Tape := TapePointed.property", ""]
+         "instance : Nonempty Tape := TapePointed.property", "",
+         "/-- A `tlrt_safetensors *`: an open safetensors file (an external object; the finalizer",
+         "closes it, `tlrt_safetensors_close`). -/",
+         "opaque SafeTensorsPointed : NonemptyType",
+         "def SafeTensors : Type := SafeTensorsPointed.type",
+         "instance : Nonempty SafeTensors := SafeTensorsPointed.property", "",
+         "/-- One shape per tensor (`const uint64_t *const *dims` with its `ranks`): an empty shape",
+         "stands for the C shorthand NULL (rank 1: one axis of the buffer's size; rank 0: a scalar),",
+         "any other must have exactly `ranks[i]` entries. -/",
+         "abbrev DimsList : Type := Array (Array UInt64)", ""]
     in_structs = input_structs(fns)
     if in_structs:
         o += ["/-- `a` cut or padded with zeros to exactly `n` entries (the fixed arrays of the C",
@@ -572,17 +597,21 @@ _SHIM_PRELUDE = r'''/* %(banner)s
 
 static lean_external_class *tlrt_lean_buffer_class = NULL;
 static lean_external_class *tlrt_lean_tape_class = NULL;
+static lean_external_class *tlrt_lean_safetensors_class = NULL;
 static pthread_once_t tlrt_lean_once = PTHREAD_ONCE_INIT;
 
 /* Finalizers: drop the one reference the external object owns. */
 static void tlrt_lean_buffer_free(void *p) { tlrt_buffer_free((tlrt_buffer *)p); }
 static void tlrt_lean_tape_free(void *p) { tlrt_tape_free((tlrt_tape *)p); }
+static void tlrt_lean_safetensors_close(void *p) { tlrt_safetensors_close((tlrt_safetensors *)p); }
 /* The payloads hold no Lean objects: nothing to visit. */
 static void tlrt_lean_foreach_none(void *p, b_lean_obj_arg f) { (void)p; (void)f; }
 
 static void tlrt_lean_register(void) {
   tlrt_lean_buffer_class = lean_register_external_class(tlrt_lean_buffer_free, tlrt_lean_foreach_none);
   tlrt_lean_tape_class = lean_register_external_class(tlrt_lean_tape_free, tlrt_lean_foreach_none);
+  tlrt_lean_safetensors_class =
+      lean_register_external_class(tlrt_lean_safetensors_close, tlrt_lean_foreach_none);
 }
 
 LEAN_EXPORT lean_obj_res tlrt_lean_initialize(lean_obj_arg w) {
@@ -607,6 +636,21 @@ static inline tlrt_buffer *tlrt_lean_buffer_of(b_lean_obj_arg o) {
 
 static inline tlrt_tape *tlrt_lean_tape_of(b_lean_obj_arg o) {
   return (tlrt_tape *)lean_get_external_data(o);
+}
+
+static lean_object *tlrt_lean_wrap_safetensors(tlrt_safetensors *f) {
+  pthread_once(&tlrt_lean_once, tlrt_lean_register);
+  return lean_alloc_external(tlrt_lean_safetensors_class, f);
+}
+
+static inline tlrt_safetensors *tlrt_lean_safetensors_of(b_lean_obj_arg o) {
+  return (tlrt_safetensors *)lean_get_external_data(o);
+}
+
+/* Whether a Lean String is a C string: no U+0000 inside (lean_string_size counts the bytes and
+ * the terminating NUL). */
+static int tlrt_lean_cstr_ok(b_lean_obj_arg s) {
+  return strlen(lean_string_cstr(s)) + 1 == lean_string_size(s);
 }
 
 /* An `Option Buffer`: none is the scalar lean_box(0), some b a constructor with one field. */
@@ -638,6 +682,80 @@ static lean_obj_res tlrt_lean_shim_error(tlrt_status st, const char *fn, const c
   snprintf(text, sizeof text, "%%s (%%d): tlrt_lean: %%s: argument %%s has %%zu entries, expected %%zu",
            tlrt_status_string(st), (int)st, fn, what, got, want);
   return tlrt_lean_error_text(text);
+}
+
+/* IO.userError for a String argument holding U+0000 (a C string would end there). */
+static lean_obj_res tlrt_lean_nul_error(const char *fn, const char *what) {
+  char text[320];
+  snprintf(text, sizeof text, "%%s (%%d): tlrt_lean: %%s: argument %%s holds U+0000, which a C string cannot",
+           tlrt_status_string(TLRT_ERR_INVALID_ARGUMENT), (int)TLRT_ERR_INVALID_ARGUMENT, fn, what);
+  return tlrt_lean_error_text(text);
+}
+
+/* Array String -> malloc'd array of the strings' C pointers (NULL when empty; the strings stay
+ * the Lean objects'). Returns 0, -1 when malloc fails, -2 when a string holds U+0000. */
+static int tlrt_lean_cstrs(b_lean_obj_arg a, const char ***out) {
+  size_t n = lean_array_size(a);
+  *out = NULL;
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; ++i)
+    if (!tlrt_lean_cstr_ok(lean_array_get_core(a, i))) return -2;
+  const char **p = (const char **)malloc(n * sizeof(const char *));
+  if (p == NULL) return -1;
+  for (size_t i = 0; i < n; ++i) p[i] = lean_string_cstr(lean_array_get_core(a, i));
+  *out = p;
+  return 0;
+}
+
+/* Array Buffer -> malloc'd array of the buffers' handles (NULL when empty).
+ * Returns 0, or -1 when malloc fails. */
+static int tlrt_lean_buffers(b_lean_obj_arg a, const tlrt_buffer ***out) {
+  size_t n = lean_array_size(a);
+  *out = NULL;
+  if (n == 0) return 0;
+  const tlrt_buffer **p = (const tlrt_buffer **)malloc(n * sizeof(const tlrt_buffer *));
+  if (p == NULL) return -1;
+  for (size_t i = 0; i < n; ++i) p[i] = tlrt_lean_buffer_of(lean_array_get_core(a, i));
+  *out = p;
+  return 0;
+}
+
+/* DimsList (Array (Array UInt64)) and its ranks (Array UInt32, as long: checked before) ->
+ * *ptrs, a malloc'd array of one pointer per shape into *flat, a malloc'd array of every entry
+ * (both NULL when there is nothing to hold); an empty shape becomes a NULL pointer (the C
+ * shorthand). Returns 0; -1 when malloc fails; -2 when shape *bad has neither 0 entries nor its
+ * rank's count. */
+static int tlrt_lean_dims_list(b_lean_obj_arg dims, b_lean_obj_arg ranks, const uint64_t ***ptrs,
+                               uint64_t **flat, size_t *bad) {
+  size_t n = lean_array_size(dims), total = 0;
+  *ptrs = NULL;
+  *flat = NULL;
+  for (size_t i = 0; i < n; ++i) {
+    size_t k = lean_array_size(lean_array_get_core(dims, i));
+    if (k != 0 && k != (size_t)lean_unbox_uint32(lean_array_get_core(ranks, i))) {
+      *bad = i;
+      return -2;
+    }
+    total += k;
+  }
+  if (n == 0) return 0;
+  const uint64_t **p = (const uint64_t **)malloc(n * sizeof(const uint64_t *));
+  uint64_t *f = total ? (uint64_t *)malloc(total * sizeof(uint64_t)) : NULL;
+  if (p == NULL || (total && f == NULL)) {
+    free(p);
+    free(f);
+    return -1;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    b_lean_obj_arg d = lean_array_get_core(dims, i);
+    size_t k = lean_array_size(d);
+    p[i] = k ? f + at : NULL;
+    for (size_t j = 0; j < k; ++j) f[at++] = lean_unbox_uint64(lean_array_get_core(d, j));
+  }
+  *ptrs = p;
+  *flat = f;
+  return 0;
 }
 
 static lean_obj_res tlrt_lean_oom(const char *fn) {
@@ -809,7 +927,8 @@ def gen_lean_wrapper(fn, world, abi):
     for p in fn.params:
         n = p.name
         if p.name in ins:
-            if p.kind in ("buf", "tape", "arr64", "arr32", "data_in", "struct_in"):
+            if p.kind in ("buf", "tape", "arr64", "arr32", "data_in", "struct_in", "st", "str",
+                          "str_arr", "buf_arr", "dims_arr"):
                 cparams.append(f"b_lean_obj_arg l_{n}")
             else:
                 cparams.append(f"{_LEAN_SCALAR_IN[p.kind][1]} l_{n}")
@@ -820,6 +939,45 @@ def gen_lean_wrapper(fn, world, abi):
         elif p.kind == "tape":
             decl.append(f"tlrt_tape *{n}_h = tlrt_lean_tape_of(l_{n});")
             call.append(f"({p.ctype}){n}_h")
+        elif p.kind == "st":
+            decl.append(f"tlrt_safetensors *{n}_h = tlrt_lean_safetensors_of(l_{n});")
+            call.append(f"({p.ctype}){n}_h")
+        elif p.kind == "str":
+            conv.insert(0, f"if (!tlrt_lean_cstr_ok(l_{n})) "
+                        + err(f'tlrt_lean_nul_error("{fn.name}", "{n}")'))
+            call.append(f"({p.ctype})lean_string_cstr(l_{n})")
+        elif p.kind in ("str_arr", "buf_arr", "dims_arr"):
+            if p.length[0] == "param":  # as long as the array the count counts
+                want = f"lean_array_size(l_{fn.param(fn.param(p.length[1]).of).name})"
+                conv.insert(0, f"if (lean_array_size(l_{n}) != {want}) "
+                            + err(f'tlrt_lean_shim_error(TLRT_ERR_SHAPE, "{fn.name}", "{n}", '
+                                  f'lean_array_size(l_{n}), {want})'))
+            elif p.length[0] != "count":
+                raise A.AbiError(f"{fn.name}: array {n}: no Lean shim rule for the length "
+                                 f"{p.length}")
+            if p.kind == "str_arr":
+                decl.append(f"const char **c_{n} = NULL;")
+                nul = err(f'tlrt_lean_nul_error("{fn.name}", "{n}")')
+                conv.append(f"{{ int r = tlrt_lean_cstrs(l_{n}, &c_{n}); if (r == -1) {err(oom)} "
+                            f"if (r != 0) {nul} }}")
+                cleanup.append(f"free(c_{n});")
+            elif p.kind == "buf_arr":
+                decl.append(f"const tlrt_buffer **c_{n} = NULL;")
+                conv.append(f"if (tlrt_lean_buffers(l_{n}, &c_{n}) != 0) {err(oom)}")
+                cleanup.append(f"free(c_{n});")
+            else:
+                r = p.ranks
+                decl.append(f"const uint64_t **c_{n} = NULL;")
+                decl.append(f"uint64_t *f_{n} = NULL;")
+                conv.append(f"{{ size_t bad = 0; int r = tlrt_lean_dims_list(l_{n}, l_{r}, &c_{n}, "
+                            f"&f_{n}, &bad); if (r == -1) {err(oom)} if (r != 0) "
+                            + err(f'tlrt_lean_shim_error(TLRT_ERR_SHAPE, "{fn.name}", "{n}", '
+                                  f'lean_array_size(lean_array_get_core(l_{n}, bad)), '
+                                  f'(size_t)lean_unbox_uint32(lean_array_get_core(l_{r}, bad)))')
+                            + " }")
+                cleanup.append(f"free(c_{n});")
+                cleanup.append(f"free(f_{n});")
+            call.append(f"({p.ctype})c_{n}")
         elif p.kind == "struct_in":
             decl.append(f"{p.struct} c_{n};")
             conv.insert(0, f"if (tlrt_lean_{p.struct[5:]}_of(l_{n}, &c_{n}) != 0) "
@@ -925,6 +1083,12 @@ def gen_lean_wrapper(fn, world, abi):
             call.append(f"({p.ctype})&o_{n}")
         elif p.kind == "out_tape":
             decl.append(f"tlrt_tape *o_{n} = NULL;")
+            call.append(f"({p.ctype})&o_{n}")
+        elif p.kind == "out_st":
+            decl.append(f"tlrt_safetensors *o_{n} = NULL;")
+            call.append(f"({p.ctype})&o_{n}")
+        elif p.kind == "out_str":
+            decl.append(f"const char *o_{n} = NULL;")
             call.append(f"({p.ctype})&o_{n}")
         elif p.kind == "out_u64":
             decl.append(f"uint64_t o_{n} = 0;")
@@ -1073,7 +1237,8 @@ _JL_SCALAR = {"tlrt_status": "Cint", "uint32_t": "UInt32", "uint64_t": "UInt64",
               "int32_t": "Int32", "int64_t": "Int64",
               "double": "Cdouble", "float": "Cfloat", "bool": "Bool", "tlrt_device": "UInt32",
               "int": "Cint", "char": "Cchar", "void": "Cvoid", "tlrt_buffer": "tlrt_buffer",
-              "tlrt_tape": "tlrt_tape", "tlrt_allocator_stats": "tlrt_allocator_stats"}
+              "tlrt_tape": "tlrt_tape", "tlrt_safetensors": "tlrt_safetensors",
+              "tlrt_allocator_stats": "tlrt_allocator_stats"}
 
 
 def julia_type(t):
@@ -1112,7 +1277,8 @@ def gen_julia(abi, fns):
          '"""', "module TorchleanRT", "",
          'const libtorchlean_rt = get(ENV, "TORCHLEAN_RT_LIB", "libtorchlean_rt")', "",
          "module C", "import ..TorchleanRT: libtorchlean_rt", "",
-         "mutable struct tlrt_buffer end", "mutable struct tlrt_tape end", ""]
+         "mutable struct tlrt_buffer end", "mutable struct tlrt_tape end",
+         "mutable struct tlrt_safetensors end", ""]
     for sname, fields in abi.structs.items():
         o.append(f"struct {sname}")
         o += [f"    {f}::{julia_type(t)}" for t, f in fields]
@@ -1157,6 +1323,20 @@ def gen_julia(abi, fns):
           "function free!(t::Tape)",
           "    p = t.ptr; t.ptr = C_NULL", "    C.tlrt_tape_free(p)", "    nothing", "end",
           "Base.unsafe_convert(::Type{Ptr{C.tlrt_tape}}, t::Tape) = t.ptr", "",
+          "\"\"\"A `tlrt_safetensors *`: an open safetensors file. The finalizer closes it",
+          "(tlrt_safetensors_close); `free!` closes it now. Strings it returned are copied.\"\"\"",
+          "mutable struct SafeTensors", "    ptr::Ptr{C.tlrt_safetensors}",
+          "    function SafeTensors(p::Ptr{C.tlrt_safetensors})",
+          "        p == C_NULL && throw(ArgumentError(\"SafeTensors: NULL handle\"))",
+          "        finalizer(free!, new(p))", "    end", "end",
+          "function free!(f::SafeTensors)",
+          "    p = f.ptr; f.ptr = C_NULL", "    C.tlrt_safetensors_close(p)   # NULL is a no-op",
+          "    nothing", "end",
+          "Base.unsafe_convert(::Type{Ptr{C.tlrt_safetensors}}, f::SafeTensors) = f.ptr", "",
+          "\"\"\"The C pointer of a String argument; ArgumentError if it holds NUL.\"\"\"",
+          "function cstring_ptr(s::String, func, what)",
+          "    Base.containsnul(s) && throw(ArgumentError(\"$func: argument $what holds NUL\"))",
+          "    Ptr{Cchar}(pointer(s))", "end", "",
           "const CPU = C.TLRT_DEVICE_CPU",
           "cuda(ordinal::Integer = 0) = UInt32((C.TLRT_DEVICE_KIND_CUDA << 16) | (UInt32(ordinal) & 0xFFFF))",
           "",
@@ -1252,6 +1432,40 @@ def gen_julia_fn(fn):
             args.append(f"{n}::Tape")
             call.append(f"{n}.ptr")
             preserve.append(n)
+        elif p.kind == "st":
+            args.append(f"{n}::SafeTensors")
+            call.append(f"{n}.ptr")
+            preserve.append(n)
+        elif p.kind == "str":
+            args.append(f"{n}::AbstractString")
+            call.append(f"String({n})")  # the raw layer's Cstring refuses NUL
+        elif p.kind in ("str_arr", "buf_arr", "dims_arr"):
+            if p.length[0] == "param":  # as long as the array the count counts
+                first = fn.param(fn.param(p.length[1]).of).name
+                pre.append(f"checklen(\"{fn.name}\", \"{n}\", length({n}), length({first}))")
+            elif p.length[0] != "count":
+                raise A.AbiError(f"{fn.name}: array {n}: no Julia rule for the length {p.length}")
+            if p.kind == "str_arr":
+                args.append(f"{n}::AbstractVector{{<:AbstractString}}")
+                pre.append(f"s_{n} = String[{n}...]")
+                pre.append(f"c_{n} = Ptr{{Cchar}}[cstring_ptr(x, \"{fn.name}\", \"{n}\") for x in s_{n}]")
+                preserve += [f"s_{n}", f"c_{n}"]
+            elif p.kind == "buf_arr":
+                args.append(f"{n}::AbstractVector{{Buffer}}")
+                pre.append(f"h_{n} = Buffer[{n}...]")
+                pre.append(f"c_{n} = Ptr{{C.tlrt_buffer}}[x.ptr for x in h_{n}]")
+                preserve += [f"h_{n}", f"c_{n}"]
+            else:  # an empty shape is the C shorthand NULL; any other has its rank's length
+                r = p.ranks
+                args.append(f"{n}::AbstractVector")
+                pre.append(f"checklen(\"{fn.name}\", \"{r}\", length({r}), length({n}))")
+                pre.append(f"v_{n} = [UInt64[x...] for x in {n}]")
+                pre.append(f"for (i, x) in enumerate(v_{n}); isempty(x) || checklen(\"{fn.name}\", "
+                           f"\"{n}[$i]\", length(x), Int({r}[i])); end")
+                pre.append(f"c_{n} = Ptr{{UInt64}}[isempty(x) ? Ptr{{UInt64}}(C_NULL) : pointer(x) "
+                           f"for x in v_{n}]")
+                preserve += [f"v_{n}", f"c_{n}"]
+            call.append(f"c_{n}")
         elif p.kind in ("arr64", "arr32"):
             et = "UInt64" if p.kind == "arr64" else "UInt32"
             args.append(f"{n}::AbstractVector{{<:Integer}}")
@@ -1296,11 +1510,16 @@ def gen_julia_fn(fn):
                     "bool": "Bool", "device": "UInt32", "int": "Cint", "status": "Cint",
                     "dtype": "Cint"}[p.kind]
             call.append(f"{conv}({n})")
-        elif p.kind in ("out_buf", "out_tape"):
-            h = "tlrt_buffer" if p.kind == "out_buf" else "tlrt_tape"
+        elif p.kind in ("out_buf", "out_tape", "out_st"):
+            h, w = {"out_buf": ("tlrt_buffer", "Buffer"), "out_tape": ("tlrt_tape", "Tape"),
+                    "out_st": ("tlrt_safetensors", "SafeTensors")}[p.kind]
             pre.append(f"o_{n} = Ref{{Ptr{{C.{h}}}}}(C_NULL)")
             call.append(f"o_{n}")
-            post.append(f"{'Buffer' if p.kind == 'out_buf' else 'Tape'}(o_{n}[])")
+            post.append(f"{w}(o_{n}[])")
+        elif p.kind == "out_str":  # a string the handle owns: copied
+            pre.append(f"o_{n} = Ref{{Ptr{{Cchar}}}}(C_NULL)")
+            call.append(f"o_{n}")
+            post.append(f"unsafe_string(o_{n}[])")
         elif p.kind == "struct_in":
             args.append(f"{n}::C.{p.struct}")
             call.append(f"Ref({n})")
@@ -1383,6 +1602,11 @@ PY_CTYPES = {
     "tlrt_dtype *": "POINTER(c_int)",
     "tlrt_allocator_stats *": "POINTER(tlrt_allocator_stats)",
     "const char *": "c_char_p",
+    # checkpoints (abi/tlrt_checkpoint.h): the file handle, strings it owns, arrays of pointers
+    "const tlrt_safetensors *": "c_void_p", "tlrt_safetensors *": "c_void_p",
+    "tlrt_safetensors **": "POINTER(c_void_p)", "const char **": "POINTER(c_char_p)",
+    "const char * const *": "POINTER(c_char_p)", "const tlrt_buffer * const *": "POINTER(c_void_p)",
+    "const uint64_t * const *": "POINTER(POINTER(c_uint64))",
     "void *": "c_void_p", "void **": "POINTER(c_void_p)",  # foreign handles (CUDA streams, events)
     # geometry structs (abi/tlrt_conv.h, abi/tlrt_pool.h) and their fixed arrays
     "uint64_t[8]": "ARRAY(c_uint64, 8)",

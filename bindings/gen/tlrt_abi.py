@@ -232,7 +232,11 @@ RESULTS = {"tlrt_status": "status", "void": "void", "uint32_t": "u32", "uint64_t
            "bool": "bool", "const char *": "string"}
 OUTS = {"tlrt_buffer **": "out_buf", "tlrt_tape **": "out_tape", "uint64_t *": "out_u64",
         "uint32_t *": "out_u32", "bool *": "out_bool", "tlrt_device *": "out_device",
-        "tlrt_allocator_stats *": "out_stats", "void **": "out_ptr", "tlrt_dtype *": "out_dtype"}
+        "tlrt_allocator_stats *": "out_stats", "void **": "out_ptr", "tlrt_dtype *": "out_dtype",
+        # an open safetensors file (abi/tlrt_checkpoint.h), and a string owned by it
+        "tlrt_safetensors **": "out_st", "const char **": "out_str"}
+# The opaque handle types of the headers (passed by pointer; never a struct of the bindings).
+HANDLE_TYPES = ("tlrt_buffer", "tlrt_tape", "tlrt_safetensors")
 # Host data arrays (a count of elements after each): elem kind f32 / f64 (values), u8 (bytes of
 # little-endian float32), i32 / i64 (the values of an integer buffer).
 HOST_DATA_IN = {"const float *": "f32", "const double *": "f64", "const uint8_t *": "u8",
@@ -259,6 +263,9 @@ UNCOUNTED = {
     ("tlrt_tape_permute", "perm"): ("node_rank", "x"),
     ("tlrt_tape_broadcast_to", "axis_map"): ("param", "out_rank"),
     ("tlrt_tape_cross_entropy", "labels"): ("node_dim0", "logits"),
+    # tlrt_safetensors_save: one buffer, shape and rank per name, one value per metadata key
+    **{("tlrt_safetensors_save", arr): ("param", "count") for arr in ("buffers", "dims", "ranks")},
+    ("tlrt_safetensors_save", "meta_values"): ("param", "meta_count"),
     **{("tlrt_tape_conv", arr): ("node_spatial", "x") for arr in ("stride", "padding", "dilation")},
     # N-D convolution and pooling: the per-axis geometry arrays have `rank` entries (the count of
     # in_spatial).
@@ -277,14 +284,30 @@ OPTIONAL = {("tlrt_sgd_step", "momentum_buf"),
             *{(f"tlrt_{op}_fwd_geom", "bias") for op in ("conv", "convtranspose")},
             *{(f"tlrt_flash_attention_{e}", "mask") for e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")},
             ("tlrt_tape_flash_attention", "mask"),
-            ("tlrt_scatter_add_ibuf", "x"), ("tlrt_scatter_add_rows_ibuf", "mat")}
+            ("tlrt_scatter_add_ibuf", "x"), ("tlrt_scatter_add_rows_ibuf", "mat"),
+            ("tlrt_rms_norm_fwd", "gamma"), ("tlrt_rms_norm_bwd", "gamma")}
 # Optional scalar out-parameters (NULL allowed): the bindings always pass a place.
 OPTIONAL_OUT = {("tlrt_tape_shape", "requires_grad")}
 # Output-shape queries `uint64_t *dims, uint32_t capacity, uint32_t *rank`: the define whose value
 # is a capacity that always suffices (the bindings pass room for that many dims).
 DIMS_CAPACITY = {"tlrt_conv_output_dims": "TLRT_CONV_MAX_DIMS",
                  "tlrt_convtranspose_output_dims": "TLRT_CONV_MAX_DIMS",
-                 "tlrt_pool_output_dims": "TLRT_POOL_MAX_DIMS"}
+                 "tlrt_pool_output_dims": "TLRT_POOL_MAX_DIMS",
+                 "tlrt_safetensors_info": "TLRT_SAFETENSORS_MAX_RANK"}
+# Arrays of pointers (`const char *const *` strings, `const tlrt_buffer *const *` buffers,
+# `const uint64_t *const *` shapes: kinds str_arr, buf_arr, dims_arr) take their length from a
+# count parameter BEFORE them (a C idiom: tlrt_safetensors_save(path, count, names, ...)):
+# (function, count parameter) -> the first array it counts (its .length is ('count', count));
+# the other arrays of that count have an UNCOUNTED entry ('param', count), so every binding
+# checks that they are as long as the first.
+COUNT_BEFORE = {("tlrt_safetensors_save", "count"): "names",
+                ("tlrt_safetensors_save", "meta_count"): "meta_keys"}
+# Shapes (dims_arr): (function, dims parameter) -> the uint32_t ranks array holding each inner
+# array's length (a binding passes NULL for an empty inner array: the C shorthand of a 1-D or
+# scalar shape; any other length must equal the rank).
+DIMS_LISTS = {("tlrt_safetensors_save", "dims"): "ranks"}
+ARRAYS_OF_POINTERS = {"const char * const *": "str_arr", "const tlrt_buffer * const *": "buf_arr",
+                      "const uint64_t * const *": "dims_arr"}
 
 
 def array_field(t):
@@ -297,7 +320,7 @@ def struct_in_name(t):
     """'const tlrt_conv_geometry *' -> 'tlrt_conv_geometry' (a struct passed by const pointer as
     an input); None for every other type."""
     m = re.match(r"^const (tlrt_\w+) \*$", t)
-    return m.group(1) if m and m.group(1) not in ("tlrt_buffer", "tlrt_tape") else None
+    return m.group(1) if m and m.group(1) not in HANDLE_TYPES else None
 
 
 class Param:
@@ -312,7 +335,11 @@ class Param:
     out_ptr (a void ** receiving a foreign handle), struct_in (a const pointer to a struct of the
     headers, .struct its name), out_dims_cap (uint64_t * room for the shape of an output-shape
     query: .length ('define', name) its capacity, passed in the capacity parameter right after it,
-    then out_rank)."""
+    then out_rank), str (a NUL-terminated UTF-8 string, const char *), st (an open safetensors
+    file, .mut for a non-const tlrt_safetensors *), out_st / out_str (a new safetensors handle /
+    a string the handle owns), str_arr / buf_arr / dims_arr (arrays of strings / buffer handles /
+    shapes, ARRAYS_OF_POINTERS: .length as for arr64; a dims_arr's .ranks names the ranks array
+    giving each shape's length)."""
 
     def __init__(self, ctype, name, kind, **kw):
         self.ctype, self.name, self.kind = ctype, name, kind
@@ -322,6 +349,7 @@ class Param:
         self.elem = kw.get("elem")
         self.of = kw.get("of")   # count: the array parameter it counts
         self.struct = kw.get("struct")  # struct_in: the struct's name
+        self.ranks = kw.get("ranks")    # dims_arr: the ranks parameter
 
     @property
     def is_out(self):
@@ -372,6 +400,25 @@ def classify(proto):
                              optional=(name, n) in OPTIONAL))
         elif t in ("tlrt_tape *", "const tlrt_tape *"):
             out.append(Param(t, n, "tape", mut=(t == "tlrt_tape *")))
+        elif t in ("tlrt_safetensors *", "const tlrt_safetensors *"):
+            out.append(Param(t, n, "st", mut=(t == "tlrt_safetensors *")))
+        elif t == "const char *":
+            out.append(Param(t, n, "str"))
+        elif t == "uint64_t" and (name, n) in COUNT_BEFORE:
+            out.append(Param(t, n, "count", of=COUNT_BEFORE[(name, n)]))
+        elif t in ARRAYS_OF_POINTERS:
+            firsts = {v: k[1] for k, v in COUNT_BEFORE.items() if k[0] == name}
+            if n in firsts:
+                length = ("count", firsts[n])
+            elif (name, n) in UNCOUNTED:
+                length = UNCOUNTED[(name, n)]
+            else:
+                raise AbiError(f"{name}: array {n} has no count (COUNT_BEFORE) and no entry in "
+                               "UNCOUNTED (bindings/gen/tlrt_abi.py)")
+            kind = ARRAYS_OF_POINTERS[t]
+            if kind == "dims_arr" and (name, n) not in DIMS_LISTS:
+                raise AbiError(f"{name}: shapes {n} have no ranks array in DIMS_LISTS")
+            out.append(Param(t, n, kind, length=length, ranks=DIMS_LISTS.get((name, n))))
         elif struct_in_name(t):
             out.append(Param(t, n, "struct_in", struct=struct_in_name(t)))
         elif t in SCALARS:

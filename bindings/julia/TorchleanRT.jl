@@ -19,6 +19,7 @@ import ..TorchleanRT: libtorchlean_rt
 
 mutable struct tlrt_buffer end
 mutable struct tlrt_tape end
+mutable struct tlrt_safetensors end
 
 struct tlrt_allocator_stats
     struct_size::UInt64
@@ -68,7 +69,9 @@ const TLRT_ERR_RELEASED = Cint(6)
 const TLRT_ERR_DEVICE_MISMATCH = Cint(7)
 const TLRT_ERR_STALE_HANDLE = Cint(8)
 const TLRT_ERR_DTYPE = Cint(9)
+const TLRT_ERR_FORMAT = Cint(10)
 const TLRT_ERR_OUT_OF_MEMORY = Cint(100)
+const TLRT_ERR_IO = Cint(101)
 const TLRT_ERR_BACKEND_UNAVAILABLE = Cint(200)
 const TLRT_ERR_NO_DEVICE = Cint(201)
 const TLRT_ERR_CUDA = Cint(202)
@@ -80,8 +83,8 @@ const TLRT_DTYPE_F32 = Cint(0)
 const TLRT_DTYPE_I32 = Cint(1)
 const TLRT_DTYPE_I64 = Cint(2)
 const TLRT_ABI_VERSION_MAJOR = UInt32(1)
-const TLRT_ABI_VERSION_MINOR = UInt32(1)
-const TLRT_ABI_VERSION = UInt32(65537)
+const TLRT_ABI_VERSION_MINOR = UInt32(2)
+const TLRT_ABI_VERSION = UInt32(65538)
 const TLRT_DEVICE_KIND_CPU = UInt32(0)
 const TLRT_DEVICE_KIND_CUDA = UInt32(1)
 const TLRT_DEVICE_CPU = UInt32(0)
@@ -92,6 +95,29 @@ const TLRT_MAX_ELEMENTS = UInt64(1152921504606846976)
 const TLRT_CUDA_STREAM_LEGACY = UInt32(1)
 const TLRT_CUDA_STREAM_PER_THREAD = UInt32(2)
 const TLRT_DLPACK_MAX_NDIM = UInt32(32)
+const TLRT_SAFETENSORS_MAX_RANK = UInt32(64)
+const TLRT_SAFETENSORS_F32 = UInt32(0)
+const TLRT_SAFETENSORS_I32 = UInt32(1)
+const TLRT_SAFETENSORS_I64 = UInt32(2)
+const TLRT_SAFETENSORS_F16 = UInt32(3)
+const TLRT_SAFETENSORS_BF16 = UInt32(4)
+const TLRT_SAFETENSORS_F64 = UInt32(5)
+const TLRT_SAFETENSORS_BOOL = UInt32(6)
+const TLRT_SAFETENSORS_U8 = UInt32(7)
+const TLRT_SAFETENSORS_I8 = UInt32(8)
+const TLRT_SAFETENSORS_I16 = UInt32(9)
+const TLRT_SAFETENSORS_U16 = UInt32(10)
+const TLRT_SAFETENSORS_U32 = UInt32(11)
+const TLRT_SAFETENSORS_U64 = UInt32(12)
+const TLRT_SAFETENSORS_F8_E5M2 = UInt32(13)
+const TLRT_SAFETENSORS_F8_E4M3 = UInt32(14)
+const TLRT_SAFETENSORS_F8_E8M0 = UInt32(15)
+const TLRT_SAFETENSORS_F8_E4M3FNUZ = UInt32(16)
+const TLRT_SAFETENSORS_F8_E5M2FNUZ = UInt32(17)
+const TLRT_SAFETENSORS_F4 = UInt32(18)
+const TLRT_SAFETENSORS_F6_E2M3 = UInt32(19)
+const TLRT_SAFETENSORS_F6_E3M2 = UInt32(20)
+const TLRT_SAFETENSORS_C64 = UInt32(21)
 const TLRT_TAPE_MAX_RANK = UInt32(8)
 const TLRT_TAPE_NONE = UInt64(18446744073709551615)
 const TLRT_SCAN_CHUNK = UInt32(64)
@@ -143,6 +169,17 @@ tlrt_buffer_to_dlpack_versioned(buffer, dims, ndim, out) = @ccall libtorchlean_r
 tlrt_buffer_to_dlpack(buffer, dims, ndim, out) = @ccall libtorchlean_rt.tlrt_buffer_to_dlpack(buffer::Ptr{tlrt_buffer}, dims::Ptr{UInt64}, ndim::UInt32, out::Ptr{Ptr{Cvoid}})::Cint
 tlrt_buffer_from_dlpack_versioned(managed, out) = @ccall libtorchlean_rt.tlrt_buffer_from_dlpack_versioned(managed::Ptr{Cvoid}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_buffer_from_dlpack(managed, out) = @ccall libtorchlean_rt.tlrt_buffer_from_dlpack(managed::Ptr{Cvoid}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_safetensors_dtype_name(dtype) = @ccall libtorchlean_rt.tlrt_safetensors_dtype_name(dtype::UInt32)::Cstring
+tlrt_safetensors_save(path, count, names, buffers, dims, ranks, meta_count, meta_keys, meta_values) = @ccall libtorchlean_rt.tlrt_safetensors_save(path::Cstring, count::UInt64, names::Ptr{Ptr{Cchar}}, buffers::Ptr{Ptr{tlrt_buffer}}, dims::Ptr{Ptr{UInt64}}, ranks::Ptr{UInt32}, meta_count::UInt64, meta_keys::Ptr{Ptr{Cchar}}, meta_values::Ptr{Ptr{Cchar}})::Cint
+tlrt_safetensors_open(path, out) = @ccall libtorchlean_rt.tlrt_safetensors_open(path::Cstring, out::Ptr{Ptr{tlrt_safetensors}})::Cint
+tlrt_safetensors_close(file) = @ccall libtorchlean_rt.tlrt_safetensors_close(file::Ptr{tlrt_safetensors})::Cvoid
+tlrt_safetensors_count(file, count) = @ccall libtorchlean_rt.tlrt_safetensors_count(file::Ptr{tlrt_safetensors}, count::Ptr{UInt64})::Cint
+tlrt_safetensors_name(file, index, name) = @ccall libtorchlean_rt.tlrt_safetensors_name(file::Ptr{tlrt_safetensors}, index::UInt64, name::Ptr{Ptr{Cchar}})::Cint
+tlrt_safetensors_info(file, name, dtype, dims, capacity, rank) = @ccall libtorchlean_rt.tlrt_safetensors_info(file::Ptr{tlrt_safetensors}, name::Cstring, dtype::Ptr{UInt32}, dims::Ptr{UInt64}, capacity::UInt32, rank::Ptr{UInt32})::Cint
+tlrt_safetensors_load(file, name, device, out) = @ccall libtorchlean_rt.tlrt_safetensors_load(file::Ptr{tlrt_safetensors}, name::Cstring, device::UInt32, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_safetensors_metadata_count(file, count) = @ccall libtorchlean_rt.tlrt_safetensors_metadata_count(file::Ptr{tlrt_safetensors}, count::Ptr{UInt64})::Cint
+tlrt_safetensors_metadata_key(file, index, key) = @ccall libtorchlean_rt.tlrt_safetensors_metadata_key(file::Ptr{tlrt_safetensors}, index::UInt64, key::Ptr{Ptr{Cchar}})::Cint
+tlrt_safetensors_metadata(file, key, value) = @ccall libtorchlean_rt.tlrt_safetensors_metadata(file::Ptr{tlrt_safetensors}, key::Cstring, value::Ptr{Ptr{Cchar}})::Cint
 tlrt_rand_uniform(device, n, key, out) = @ccall libtorchlean_rt.tlrt_rand_uniform(device::UInt32, n::UInt64, key::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_rand_normal(device, n, mean, std, key, out) = @ccall libtorchlean_rt.tlrt_rand_normal(device::UInt32, n::UInt64, mean::Cdouble, std::Cdouble, key::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_bernoulli_mask(device, n, keep_prob, key, out) = @ccall libtorchlean_rt.tlrt_bernoulli_mask(device::UInt32, n::UInt64, keep_prob::Cdouble, key::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -174,12 +211,14 @@ tlrt_sigmoid(x, out) = @ccall libtorchlean_rt.tlrt_sigmoid(x::Ptr{tlrt_buffer}, 
 tlrt_tanh(x, out) = @ccall libtorchlean_rt.tlrt_tanh(x::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_softplus(x, out) = @ccall libtorchlean_rt.tlrt_softplus(x::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_gelu(x, out) = @ccall libtorchlean_rt.tlrt_gelu(x::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_silu(x, out) = @ccall libtorchlean_rt.tlrt_silu(x::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_safe_log(x, eps, out) = @ccall libtorchlean_rt.tlrt_safe_log(x::Ptr{tlrt_buffer}, eps::Cdouble, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_exp_bwd(x, g, out) = @ccall libtorchlean_rt.tlrt_exp_bwd(x::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_sigmoid_bwd(x, g, out) = @ccall libtorchlean_rt.tlrt_sigmoid_bwd(x::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_tanh_bwd(x, g, out) = @ccall libtorchlean_rt.tlrt_tanh_bwd(x::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_softplus_bwd(x, g, out) = @ccall libtorchlean_rt.tlrt_softplus_bwd(x::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_gelu_bwd(x, g, out) = @ccall libtorchlean_rt.tlrt_gelu_bwd(x::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_silu_bwd(x, g, out) = @ccall libtorchlean_rt.tlrt_silu_bwd(x::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_safe_log_bwd(x, g, eps, out) = @ccall libtorchlean_rt.tlrt_safe_log_bwd(x::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, eps::Cdouble, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_reduce_sum(x, out) = @ccall libtorchlean_rt.tlrt_reduce_sum(x::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_reduce_mean(x, out) = @ccall libtorchlean_rt.tlrt_reduce_mean(x::Ptr{tlrt_buffer}, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -220,6 +259,8 @@ tlrt_log_softmax_bwd(y, g, rows, cols, out) = @ccall libtorchlean_rt.tlrt_log_so
 tlrt_hard_masked_softmax_by_row(x, mask, rows, cols, out) = @ccall libtorchlean_rt.tlrt_hard_masked_softmax_by_row(x::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_layer_norm_fwd(x, gamma, beta, rows, cols, eps, y, mean, inv_std) = @ccall libtorchlean_rt.tlrt_layer_norm_fwd(x::Ptr{tlrt_buffer}, gamma::Ptr{tlrt_buffer}, beta::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, eps::Cdouble, y::Ptr{Ptr{tlrt_buffer}}, mean::Ptr{Ptr{tlrt_buffer}}, inv_std::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_layer_norm_bwd(dy, x, mean, inv_std, gamma, rows, cols, dx, dgamma, dbeta) = @ccall libtorchlean_rt.tlrt_layer_norm_bwd(dy::Ptr{tlrt_buffer}, x::Ptr{tlrt_buffer}, mean::Ptr{tlrt_buffer}, inv_std::Ptr{tlrt_buffer}, gamma::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, dx::Ptr{Ptr{tlrt_buffer}}, dgamma::Ptr{Ptr{tlrt_buffer}}, dbeta::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_rms_norm_fwd(x, gamma, rows, cols, eps, y, inv_rms) = @ccall libtorchlean_rt.tlrt_rms_norm_fwd(x::Ptr{tlrt_buffer}, gamma::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, eps::Cdouble, y::Ptr{Ptr{tlrt_buffer}}, inv_rms::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_rms_norm_bwd(dy, x, gamma, inv_rms, rows, cols, dx, dgamma) = @ccall libtorchlean_rt.tlrt_rms_norm_bwd(dy::Ptr{tlrt_buffer}, x::Ptr{tlrt_buffer}, gamma::Ptr{tlrt_buffer}, inv_rms::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, dx::Ptr{Ptr{tlrt_buffer}}, dgamma::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_bmm(a, b, batch, m, n, p, trans_a, trans_b, out) = @ccall libtorchlean_rt.tlrt_bmm(a::Ptr{tlrt_buffer}, b::Ptr{tlrt_buffer}, batch::UInt64, m::UInt64, n::UInt64, p::UInt64, trans_a::Bool, trans_b::Bool, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_matmul(a, b, m, n, p, trans_a, trans_b, out) = @ccall libtorchlean_rt.tlrt_matmul(a::Ptr{tlrt_buffer}, b::Ptr{tlrt_buffer}, m::UInt64, n::UInt64, p::UInt64, trans_a::Bool, trans_b::Bool, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_dgemm(a, b, m, n, p, c) = @ccall libtorchlean_rt.tlrt_dgemm(a::Ptr{Cdouble}, b::Ptr{Cdouble}, m::UInt64, n::UInt64, p::UInt64, c::Ptr{Cdouble})::Cint
@@ -258,6 +299,8 @@ tlrt_tape_sigmoid(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_sigmoid(tape:
 tlrt_tape_tanh(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_tanh(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_softplus(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_softplus(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_gelu(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_gelu(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
+tlrt_tape_silu(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_silu(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
+tlrt_tape_dropout(tape, x, p, key, out) = @ccall libtorchlean_rt.tlrt_tape_dropout(tape::Ptr{tlrt_tape}, x::UInt64, p::Cdouble, key::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_reduce_sum(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_reduce_sum(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_reduce_mean(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_reduce_mean(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_reduce_sum_axis0(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_reduce_sum_axis0(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
@@ -287,6 +330,7 @@ tlrt_tape_scatter_add_rows_ibuf(tape, mat, vals, idx, out) = @ccall libtorchlean
 tlrt_tape_softmax(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_softmax(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_log_softmax(tape, x, out) = @ccall libtorchlean_rt.tlrt_tape_log_softmax(tape::Ptr{tlrt_tape}, x::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_layer_norm(tape, x, gamma, beta, eps, out) = @ccall libtorchlean_rt.tlrt_tape_layer_norm(tape::Ptr{tlrt_tape}, x::UInt64, gamma::UInt64, beta::UInt64, eps::Cdouble, out::Ptr{UInt64})::Cint
+tlrt_tape_rms_norm(tape, x, gamma, eps, out) = @ccall libtorchlean_rt.tlrt_tape_rms_norm(tape::Ptr{tlrt_tape}, x::UInt64, gamma::UInt64, eps::Cdouble, out::Ptr{UInt64})::Cint
 tlrt_tape_matmul(tape, a, b, trans_a, trans_b, out) = @ccall libtorchlean_rt.tlrt_tape_matmul(tape::Ptr{tlrt_tape}, a::UInt64, b::UInt64, trans_a::Bool, trans_b::Bool, out::Ptr{UInt64})::Cint
 tlrt_tape_bmm(tape, a, b, trans_a, trans_b, out) = @ccall libtorchlean_rt.tlrt_tape_bmm(tape::Ptr{tlrt_tape}, a::UInt64, b::UInt64, trans_a::Bool, trans_b::Bool, out::Ptr{UInt64})::Cint
 tlrt_tape_spectral_conv1d_rfft(tape, x, w_re, w_im, out) = @ccall libtorchlean_rt.tlrt_tape_spectral_conv1d_rfft(tape::Ptr{tlrt_tape}, x::UInt64, w_re::UInt64, w_im::UInt64, out::Ptr{UInt64})::Cint
@@ -404,6 +448,28 @@ function free!(t::Tape)
     nothing
 end
 Base.unsafe_convert(::Type{Ptr{C.tlrt_tape}}, t::Tape) = t.ptr
+
+"""A `tlrt_safetensors *`: an open safetensors file. The finalizer closes it
+(tlrt_safetensors_close); `free!` closes it now. Strings it returned are copied."""
+mutable struct SafeTensors
+    ptr::Ptr{C.tlrt_safetensors}
+    function SafeTensors(p::Ptr{C.tlrt_safetensors})
+        p == C_NULL && throw(ArgumentError("SafeTensors: NULL handle"))
+        finalizer(free!, new(p))
+    end
+end
+function free!(f::SafeTensors)
+    p = f.ptr; f.ptr = C_NULL
+    C.tlrt_safetensors_close(p)   # NULL is a no-op
+    nothing
+end
+Base.unsafe_convert(::Type{Ptr{C.tlrt_safetensors}}, f::SafeTensors) = f.ptr
+
+"""The C pointer of a String argument; ArgumentError if it holds NUL."""
+function cstring_ptr(s::String, func, what)
+    Base.containsnul(s) && throw(ArgumentError("$func: argument $what holds NUL"))
+    Ptr{Cchar}(pointer(s))
+end
 
 const CPU = C.TLRT_DEVICE_CPU
 cuda(ordinal::Integer = 0) = UInt32((C.TLRT_DEVICE_KIND_CUDA << 16) | (UInt32(ordinal) & 0xFFFF))
@@ -1195,6 +1261,231 @@ function buffer_from_dlpack(managed::Union{Ptr,Integer})
 end
 
 """
+    safetensors_dtype_name(dtype)
+
+`const char * tlrt_safetensors_dtype_name(uint32_t dtype)`
+
+Static name of a TLRT_SAFETENSORS_* code as the file spells it ("BF16"); "UNKNOWN" for any
+other value. Never NULL; the string lives for the whole process. Never fails.
+"""
+function safetensors_dtype_name(dtype::Integer)
+    r = unsafe_string(C.tlrt_safetensors_dtype_name(UInt32(dtype)))
+    r
+end
+
+"""
+    safetensors_save(path, names, buffers, dims, ranks, meta_keys, meta_values)
+
+`tlrt_status tlrt_safetensors_save(const char * path, uint64_t count, const char * const * names, const tlrt_buffer * const * buffers, const uint64_t * const * dims, const uint32_t * ranks, uint64_t meta_count, const char * const * meta_keys, const char * const * meta_values)`
+
+Writes `count` buffers and `meta_count` metadata entries to the safetensors file `path`.
+
+Tensor i is named names[i] (UTF-8, NUL-terminated) and holds the values of buffers[i] (its
+dtype: "F32", "I32" or "I64"), of shape dims[i][0 .. ranks[i] - 1], whose product must be the
+buffer's size. Shorthands, as tlrt_buffer_to_dlpack: dims[i] NULL with ranks[i] == 1 is one
+dimension of the buffer's size, dims[i] NULL with ranks[i] == 0 a scalar (for a buffer of one
+element); dims NULL makes every dims[i] NULL, and ranks NULL every rank 1, so
+(dims, ranks) = (NULL, NULL) saves every buffer as a 1-D tensor. The buffers may live on any
+devices, mixed; they are only read. Names must be unique, non-empty, valid UTF-8 and not
+"__metadata__". The metadata ("__metadata__": string to string) has the keys meta_keys[k] and
+values meta_values[k], k < meta_count, valid UTF-8, keys unique (an empty key is allowed); with
+meta_count == 0 the file has no "__metadata__" entry. Array arguments may be NULL only when
+their count is 0.
+
+Layout, as the reference writer (the safetensors Python / Rust package) makes it, so that the
+two write the same bytes for the same tensors (and metadata of at most one entry: theirs
+follows a hash order): the tensors are stored by element type, "I64" first, then "F32", then
+"I32" (the reference's descending dtype order, which keeps every tensor's data aligned to its
+element size), and by name within a type (byte order, which is code point order); the header
+lists "__metadata__" first (keys in byte order), then the tensors in that order, as compact
+JSON (no spaces; in strings '"', '\\\\' and the control characters escaped as \\" \\\\ \\b \\f \\n \\r
+\\t or \\u00XX, everything else, non-ASCII included, as its UTF-8 bytes), padded with spaces to a
+multiple of 8 bytes.
+
+Atomic: the file is written to path + ".tmp" (a file or symbolic link of that name, left by a
+crash, is removed first; a link is never followed), flushed to the disk (fsync), then renamed
+to `path` (replacing a file of that name), and the directory is flushed. If anything fails, the
+".tmp" file is removed and `path` is left as it was; a crash at any point leaves either the old
+file or the complete new one under `path` (and possibly a stale path + ".tmp"). Every argument
+is checked before anything is created.
+
+Errors: TLRT_ERR_NULL_ARGUMENT (path; names, buffers with count > 0; meta_keys, meta_values
+with meta_count > 0; an entry of names, buffers, meta_keys or meta_values; dims[i] NULL with
+ranks[i] > 1); TLRT_ERR_INVALID_ARGUMENT (path empty; a name empty, not valid UTF-8, equal to
+"__metadata__" or repeated; a metadata key or value not valid UTF-8; a key repeated;
+ranks[i] > TLRT_SAFETENSORS_MAX_RANK); TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED (a buffer);
+TLRT_ERR_SHAPE (the product of dims[i] is not the size of buffers[i]); TLRT_ERR_OVERFLOW (the
+header above the format's 100,000,000 bytes, or the data above 2^64 bytes); TLRT_ERR_IO
+(creating, writing, flushing or renaming failed: the message names the file and the reason);
+TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA, TLRT_ERR_DEVICE_LOST (downloading a CUDA buffer).
+Numeric class: exact (the bytes of the buffers).
+"""
+function safetensors_save(path::AbstractString, names::AbstractVector{<:AbstractString}, buffers::AbstractVector{Buffer}, dims::AbstractVector, ranks::AbstractVector{<:Integer}, meta_keys::AbstractVector{<:AbstractString}, meta_values::AbstractVector{<:AbstractString})
+    s_names = String[names...]
+    c_names = Ptr{Cchar}[cstring_ptr(x, "tlrt_safetensors_save", "names") for x in s_names]
+    checklen("tlrt_safetensors_save", "buffers", length(buffers), length(names))
+    h_buffers = Buffer[buffers...]
+    c_buffers = Ptr{C.tlrt_buffer}[x.ptr for x in h_buffers]
+    checklen("tlrt_safetensors_save", "dims", length(dims), length(names))
+    checklen("tlrt_safetensors_save", "ranks", length(ranks), length(dims))
+    v_dims = [UInt64[x...] for x in dims]
+    for (i, x) in enumerate(v_dims); isempty(x) || checklen("tlrt_safetensors_save", "dims[$i]", length(x), Int(ranks[i])); end
+    c_dims = Ptr{UInt64}[isempty(x) ? Ptr{UInt64}(C_NULL) : pointer(x) for x in v_dims]
+    c_ranks = UInt32[ranks...]
+    checklen("tlrt_safetensors_save", "ranks", length(c_ranks), length(names))
+    s_meta_keys = String[meta_keys...]
+    c_meta_keys = Ptr{Cchar}[cstring_ptr(x, "tlrt_safetensors_save", "meta_keys") for x in s_meta_keys]
+    checklen("tlrt_safetensors_save", "meta_values", length(meta_values), length(meta_keys))
+    s_meta_values = String[meta_values...]
+    c_meta_values = Ptr{Cchar}[cstring_ptr(x, "tlrt_safetensors_save", "meta_values") for x in s_meta_values]
+    GC.@preserve s_names c_names h_buffers c_buffers v_dims c_dims c_ranks s_meta_keys c_meta_keys s_meta_values c_meta_values check(C.tlrt_safetensors_save(String(path), UInt64(length(c_names)), c_names, c_buffers, c_dims, c_ranks, UInt64(length(c_meta_keys)), c_meta_keys, c_meta_values), "tlrt_safetensors_save")
+    nothing
+end
+
+"""
+    safetensors_open(path)
+
+`tlrt_status tlrt_safetensors_open(const char * path, tlrt_safetensors ** out)`
+
+Opens the safetensors file `path`, reads its header and checks all of it (see "Strictness"
+above: the header length against the file's size and the format's limit, the JSON, every
+tensor's dtype, shape and byte range, the ranges covering the data exactly, names and keys
+unique); *out = a new handle, which keeps the file open until tlrt_safetensors_close. No tensor
+data is read. The handle's strings (names, metadata) stay valid until it is closed.
+Errors: TLRT_ERR_NULL_ARGUMENT (path, out); TLRT_ERR_INVALID_ARGUMENT (path empty);
+TLRT_ERR_IO (opening, reading, not a regular file: a directory, a FIFO, a device);
+TLRT_ERR_FORMAT; TLRT_ERR_OUT_OF_MEMORY.
+On failure *out is NULL and the file is closed.
+"""
+function safetensors_open(path::AbstractString)
+    o_out = Ref{Ptr{C.tlrt_safetensors}}(C_NULL)
+    check(C.tlrt_safetensors_open(String(path), o_out), "tlrt_safetensors_open")
+    SafeTensors(o_out[])
+end
+
+"""
+    safetensors_count(file)
+
+`tlrt_status tlrt_safetensors_count(const tlrt_safetensors * file, uint64_t * count)`
+
+count = the number of tensors in the file (0 for a file of metadata only).
+Errors: TLRT_ERR_NULL_ARGUMENT (file, count); TLRT_ERR_STALE_HANDLE (file).
+"""
+function safetensors_count(file::SafeTensors)
+    o_count = Ref{UInt64}(0)
+    GC.@preserve file check(C.tlrt_safetensors_count(file.ptr, o_count), "tlrt_safetensors_count")
+    o_count[]
+end
+
+"""
+    safetensors_name(file, index)
+
+`tlrt_status tlrt_safetensors_name(const tlrt_safetensors * file, uint64_t index, const char ** name)`
+
+name = the name of tensor `index`, 0 <= index < count, in the order of the names' bytes
+(code point order), whatever the order of the file. The string belongs to the handle and stays
+valid until tlrt_safetensors_close. Errors: TLRT_ERR_NULL_ARGUMENT (file, name);
+TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (index >= count).
+"""
+function safetensors_name(file::SafeTensors, index::Integer)
+    o_name = Ref{Ptr{Cchar}}(C_NULL)
+    GC.@preserve file check(C.tlrt_safetensors_name(file.ptr, UInt64(index), o_name), "tlrt_safetensors_name")
+    unsafe_string(o_name[])
+end
+
+"""
+    safetensors_info(file, name)
+
+`tlrt_status tlrt_safetensors_info(const tlrt_safetensors * file, const char * name, uint32_t * dtype, uint64_t * dims, uint32_t capacity, uint32_t * rank)`
+
+The dtype and shape of the tensor `name`: *dtype = its TLRT_SAFETENSORS_* code, *rank = its
+rank, dims[0 .. *rank - 1] = its shape. capacity is the number of entries dims has room for;
+every one of them is written (those past *rank with 0), and TLRT_SAFETENSORS_MAX_RANK always
+suffices. With dims NULL and capacity 0, only *dtype and *rank are written (a query of the
+rank, whatever it is).
+Errors: TLRT_ERR_NULL_ARGUMENT (file, name, dtype, rank; dims with capacity > 0);
+TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (no tensor of that name); TLRT_ERR_SHAPE
+(capacity below the rank, dims not NULL). On failure *dtype and *rank are 0 (where not NULL)
+and dims[0 .. capacity - 1] are 0.
+"""
+function safetensors_info(file::SafeTensors, name::AbstractString)
+    o_dtype = Ref{UInt32}(0)
+    o_dims = zeros(UInt64, Int(C.TLRT_SAFETENSORS_MAX_RANK))
+    o_rank = Ref{UInt32}(0)
+    GC.@preserve file check(C.tlrt_safetensors_info(file.ptr, String(name), o_dtype, o_dims, UInt32(length(o_dims)), o_rank), "tlrt_safetensors_info")
+    (o_dtype[], o_dims[1:Int(o_rank[])])
+end
+
+"""
+    safetensors_load(file, name, device)
+
+`tlrt_status tlrt_safetensors_load(const tlrt_safetensors * file, const char * name, tlrt_device device, tlrt_buffer ** out)`
+
+out = a new buffer on `device` holding the tensor `name`, flattened in row-major order (the
+element count is the product of its shape; the shape itself comes from
+tlrt_safetensors_info). F32, I32 and I64 tensors give buffers of that type, bit for bit; F16
+and BF16 tensors give float32 buffers, exactly (every value, infinities, subnormals and signed
+zeros included, is a float32; a NaN stays a NaN with its payload shifted into the float32
+one); F64 tensors give float32 buffers rounded to nearest, ties to even (beyond the float32
+range +-inf, NaN stays NaN). Reads the tensor's bytes from the file with pread.
+Errors: TLRT_ERR_NULL_ARGUMENT (file, name, out); TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX
+(no tensor of that name); TLRT_ERR_DTYPE (a dtype other than F32, I32, I64, F16, BF16, F64);
+TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE;
+TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_IO (reading failed, or the
+file was shortened since it was opened); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. Numeric class: exact (F64: one rounding).
+"""
+function safetensors_load(file::SafeTensors, name::AbstractString, device::Integer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve file check(C.tlrt_safetensors_load(file.ptr, String(name), UInt32(device), o_out), "tlrt_safetensors_load")
+    Buffer(o_out[])
+end
+
+"""
+    safetensors_metadata_count(file)
+
+`tlrt_status tlrt_safetensors_metadata_count(const tlrt_safetensors * file, uint64_t * count)`
+
+count = the number of "__metadata__" entries (0 when the file has none).
+Errors: TLRT_ERR_NULL_ARGUMENT (file, count); TLRT_ERR_STALE_HANDLE (file).
+"""
+function safetensors_metadata_count(file::SafeTensors)
+    o_count = Ref{UInt64}(0)
+    GC.@preserve file check(C.tlrt_safetensors_metadata_count(file.ptr, o_count), "tlrt_safetensors_metadata_count")
+    o_count[]
+end
+
+"""
+    safetensors_metadata_key(file, index)
+
+`tlrt_status tlrt_safetensors_metadata_key(const tlrt_safetensors * file, uint64_t index, const char ** key)`
+
+key = the metadata key `index`, 0 <= index < count, in the order of the keys' bytes. The
+string stays valid until tlrt_safetensors_close. Errors: TLRT_ERR_NULL_ARGUMENT (file, key);
+TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (index >= count).
+"""
+function safetensors_metadata_key(file::SafeTensors, index::Integer)
+    o_key = Ref{Ptr{Cchar}}(C_NULL)
+    GC.@preserve file check(C.tlrt_safetensors_metadata_key(file.ptr, UInt64(index), o_key), "tlrt_safetensors_metadata_key")
+    unsafe_string(o_key[])
+end
+
+"""
+    safetensors_metadata(file, key)
+
+`tlrt_status tlrt_safetensors_metadata(const tlrt_safetensors * file, const char * key, const char ** value)`
+
+value = the metadata value of `key`. The string stays valid until tlrt_safetensors_close.
+Errors: TLRT_ERR_NULL_ARGUMENT (file, key, value); TLRT_ERR_STALE_HANDLE (file);
+TLRT_ERR_INDEX (no such key).
+"""
+function safetensors_metadata(file::SafeTensors, key::AbstractString)
+    o_value = Ref{Ptr{Cchar}}(C_NULL)
+    GC.@preserve file check(C.tlrt_safetensors_metadata(file.ptr, String(key), o_value), "tlrt_safetensors_metadata")
+    unsafe_string(o_value[])
+end
+
+"""
     rand_uniform(device, n, key)
 
 `tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t key, tlrt_buffer ** out)`
@@ -1641,6 +1932,24 @@ function gelu(x::Buffer)
 end
 
 """
+    silu(x)
+
+`tlrt_status tlrt_silu(const tlrt_buffer * x, tlrt_buffer ** out)`
+
+SiLU (swish) x * sigmoid(x) = x / (1 + e^-x), evaluated as ONE quotient rounded once (not x
+times a rounded sigmoid). silu(+-0) = +-0, silu(+inf) = +inf, silu(-inf) = -0 (the limits, not
+the NaN of -inf * 0); silu(x) = x for x >= 16.6771297, -0 for x <= -108.660309 (results below
+2^-150 in magnitude); gradual underflow in between. Max error 0.87 ulp against the float64
+x / (1 + e^-x) (0.873, measured over all 2^32 inputs on the CPU; the host / device comparison
+over all 2^32, tests/parity/math_exhaustive.cu, is pending a GPU run for silu and silu_bwd).
+"""
+function silu(x::Buffer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_silu(x.ptr, o_out), "tlrt_silu")
+    Buffer(o_out[])
+end
+
+"""
     safe_log(x, eps)
 
 `tlrt_status tlrt_safe_log(const tlrt_buffer * x, double eps, tlrt_buffer ** out)`
@@ -1724,6 +2033,24 @@ exceeds 1.25 ulp; before the final rounded multiplication by g.
 function gelu_bwd(x::Buffer, g::Buffer)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
     GC.@preserve x g check(C.tlrt_gelu_bwd(x.ptr, g.ptr, o_out), "tlrt_gelu_bwd")
+    Buffer(o_out[])
+end
+
+"""
+    silu_bwd(x, g)
+
+`tlrt_status tlrt_silu_bwd(const tlrt_buffer * x, const tlrt_buffer * g, tlrt_buffer ** out)`
+
+g * silu'(x), silu'(x) = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x), evaluated in
+float pairs and rounded once before the final rounded multiplication by g. silu'(+-0) = 0.5,
+silu'(+inf) = 1, silu'(-inf) = -0 (the limits); silu'(x) = 1 for x >= 19.556345, -0 for
+x <= -108.650978. silu' is within 0.90 ulp of the float64 s + x s (1 - s) outside
+[-1.35, -1.2] (0.892 measured); inside (its zero is at x = -1.27846) within 1.1e-9 absolute,
+and 4.5e-10 wherever the error exceeds 0.9 ulp (all 2^32 inputs measured on the CPU).
+"""
+function silu_bwd(x::Buffer, g::Buffer)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x g check(C.tlrt_silu_bwd(x.ptr, g.ptr, o_out), "tlrt_silu_bwd")
     Buffer(o_out[])
 end
 
@@ -2498,6 +2825,58 @@ function layer_norm_bwd(dy::Buffer, x::Buffer, mean::Buffer, inv_std::Buffer, ga
 end
 
 """
+    rms_norm_fwd(x, gamma, rows, cols, eps)
+
+`tlrt_status tlrt_rms_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** inv_rms)`
+
+RMS norm forward (DEFINITIONS above). x has rows * cols elements; gamma has cols elements, or is
+NULL for no scale (y = xhat). Outputs: y (rows * cols) and inv_rms (rows). eps is a double
+rounded once to float32 under the host-scalar rule of torchlean_rt.h, and must be >= 0
+(PyTorch's nn.RMSNorm defaults to the float32 machine epsilon; LLaMA uses 1e-5 or 1e-6).
+Empty cases: rows == 0 gives two empty outputs. cols == 0 (x empty, gamma empty or NULL) gives
+an empty y and inv_rms = NaN for every row (ms = 0 / 0, as the layer norm's mean).
+Errors: TLRT_ERR_NULL_ARGUMENT (x, y, inv_rms); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (x,
+gamma on different devices); TLRT_ERR_SHAPE (x not rows * cols, the product taken exactly;
+gamma not cols elements); TLRT_ERR_INVALID_ARGUMENT (eps NaN, +-inf, or rounding to +inf in
+float32 (the host-scalar rule), or negative; -0 is accepted); TLRT_ERR_OVERFLOW (cols == 0 and
+rows > TLRT_MAX_ELEMENTS: inv_rms could not exist); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure *y and *inv_rms are NULL.
+"""
+function rms_norm_fwd(x::Buffer, gamma::Union{Buffer,Nothing}, rows::Integer, cols::Integer, eps::Real)
+    o_y = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_inv_rms = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x gamma check(C.tlrt_rms_norm_fwd(x.ptr, (gamma === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : gamma.ptr), UInt64(rows), UInt64(cols), Float64(eps), o_y, o_inv_rms), "tlrt_rms_norm_fwd")
+    (Buffer(o_y[]), Buffer(o_inv_rms[]))
+end
+
+"""
+    rms_norm_bwd(dy, x, gamma, inv_rms, rows, cols)
+
+`tlrt_status tlrt_rms_norm_bwd(const tlrt_buffer * dy, const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * inv_rms, uint64_t rows, uint64_t cols, tlrt_buffer ** dx, tlrt_buffer ** dgamma)`
+
+RMS norm backward (DEFINITIONS above): dx (rows * cols) and dgamma (cols) from the upstream
+gradient dy (rows * cols), the forward's input x (rows * cols), gamma (cols, or NULL as in the
+forward) and the forward's inv_rms (rows). Any inv_rms is accepted (it is not checked to be x's
+statistic); xhat is recomputed from it.
+dgamma: required when gamma is given. When gamma is NULL, dgamma may be NULL (no column sums are
+computed); if it is not, *dgamma receives S_i(dy xhat) all the same: the gradient with respect
+to a unit scale (what a gamma of ones would receive).
+Empty cases: rows == 0 gives an empty dx and dgamma = +0 (cols elements); cols == 0 gives empty
+outputs.
+Errors: TLRT_ERR_NULL_ARGUMENT (dy, x, inv_rms, dx; dgamma when gamma is given);
+TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (inputs on different devices); TLRT_ERR_SHAPE (dy not
+rows * cols, the product taken exactly; x a different size than dy; inv_rms not rows elements;
+gamma not cols elements); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure
+*dx and *dgamma (when given) are NULL.
+"""
+function rms_norm_bwd(dy::Buffer, x::Buffer, gamma::Union{Buffer,Nothing}, inv_rms::Buffer, rows::Integer, cols::Integer)
+    o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_dgamma = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve dy x gamma inv_rms check(C.tlrt_rms_norm_bwd(dy.ptr, x.ptr, (gamma === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : gamma.ptr), inv_rms.ptr, UInt64(rows), UInt64(cols), o_dx, o_dgamma), "tlrt_rms_norm_bwd")
+    (Buffer(o_dx[]), Buffer(o_dgamma[]))
+end
+
+"""
     bmm(a, b, batch, m, n, p, trans_a, trans_b)
 
 `tlrt_status tlrt_bmm(const tlrt_buffer * a, const tlrt_buffer * b, uint64_t batch, uint64_t m, uint64_t n, uint64_t p, bool trans_a, bool trans_b, tlrt_buffer ** out)`
@@ -2805,7 +3184,7 @@ end
 `tlrt_status tlrt_tape_neg(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2823,7 +3202,7 @@ end
 `tlrt_status tlrt_tape_scale(tlrt_tape * tape, uint64_t x, double c, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2841,7 +3220,7 @@ end
 `tlrt_status tlrt_tape_abs(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2859,7 +3238,7 @@ end
 `tlrt_status tlrt_tape_sqrt(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2877,7 +3256,7 @@ end
 `tlrt_status tlrt_tape_inv(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2895,7 +3274,7 @@ end
 `tlrt_status tlrt_tape_relu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2913,7 +3292,7 @@ end
 `tlrt_status tlrt_tape_clamp(tlrt_tape * tape, uint64_t x, double lo, double hi, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2931,7 +3310,7 @@ end
 `tlrt_status tlrt_tape_exp(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2949,7 +3328,7 @@ end
 `tlrt_status tlrt_tape_log(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2967,7 +3346,7 @@ end
 `tlrt_status tlrt_tape_safe_log(tlrt_tape * tape, uint64_t x, double eps, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -2985,7 +3364,7 @@ end
 `tlrt_status tlrt_tape_sigmoid(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -3003,7 +3382,7 @@ end
 `tlrt_status tlrt_tape_tanh(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -3021,7 +3400,7 @@ end
 `tlrt_status tlrt_tape_softplus(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -3039,7 +3418,7 @@ end
 `tlrt_status tlrt_tape_gelu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -3048,6 +3427,54 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 function tape_gelu(tape::Tape, x::Integer)
     o_out = Ref{UInt64}(0)
     GC.@preserve tape check(C.tlrt_tape_gelu(tape.ptr, UInt64(x), o_out), "tlrt_tape_gelu")
+    o_out[]
+end
+
+"""
+    tape_silu(tape, x)
+
+`tlrt_status tlrt_tape_silu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
+
+Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
+tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time).
+"""
+function tape_silu(tape::Tape, x::Integer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_silu(tape.ptr, UInt64(x), o_out), "tlrt_tape_silu")
+    o_out[]
+end
+
+"""
+    tape_dropout(tape, x, p, key)
+
+`tlrt_status tlrt_tape_dropout(tlrt_tape * tape, uint64_t x, double p, uint64_t key, uint64_t * out)`
+
+dropout: y = x * mask / (1 - p) (inverted dropout, as torch.nn.functional.dropout in training
+mode); x of any shape, output x's shape. p is a probability under the host-scalar rule, rounded
+once to float32 (pf): p >= 0 and pf < 1, else TLRT_ERR_INVALID_ARGUMENT (a p just below 1 that
+rounds to 1 is refused; -0 is 0). With n the element count and D the tape's device, element i
+is kept iff u[i] < (float)(1 - pf), u[i] the value tlrt_rand_uniform(D, n, key) gives at i: the
+mask is tlrt_bernoulli_mask(D, n, 1 - pf, key) (abi/tlrt_rng.h; 1 - pf computed in double), and
+y[i] = x[i] * m[i] with m[i] = (float)(1 / (1 - pf)) (computed in double, rounded once) where
+kept and +0 where dropped (so a dropped NaN or infinity gives NaN, as x * 0 does in PyTorch).
+The mask depends only on (key, i): the same bits on both backends and in every backward, and a
+new key gives a new mask (space keys at least n apart, as tlrt_rng.h says, or hash them).
+pf == 0 is the identity: the node shares x's value (no copy, no mask, key unused).
+Gradient: g * m, the same m. The MASK IS NOT STORED: the backward recomputes it from (key, pf)
+with the same calls (a counter-based generator: the recomputation is exact, and costs the two
+mask passes of the forward again, bernoulli_mask and scale), which keeps the node's workspace
+at zero; storing it would
+hold n more floats per dropout node until the reset, while the activation memory of the nodes
+is what bounds the batch of a language model. Numeric class: exact (values and gradients
+bitwise identical on CPU and CUDA).
+"""
+function tape_dropout(tape::Tape, x::Integer, p::Real, key::Integer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_dropout(tape.ptr, UInt64(x), Float64(p), UInt64(key), o_out), "tlrt_tape_dropout")
     o_out[]
 end
 
@@ -3734,21 +4161,32 @@ function tape_layer_norm(tape::Tape, x::Integer, gamma::Integer, beta::Integer, 
 end
 
 """
+    tape_rms_norm(tape, x, gamma, eps)
+
+`tlrt_status tlrt_tape_rms_norm(tlrt_tape * tape, uint64_t x, uint64_t gamma, double eps, uint64_t * out)`
+
+rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms
+(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call
+(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical
+on CPU and CUDA, values and gradients).
+"""
+function tape_rms_norm(tape::Tape, x::Integer, gamma::Integer, eps::Real)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_rms_norm(tape.ptr, UInt64(x), UInt64(gamma), Float64(eps), o_out), "tlrt_tape_rms_norm")
+    o_out[]
+end
+
+"""
     tape_matmul(tape, a, b, trans_a, trans_b)
 
 `tlrt_status tlrt_tape_matmul(tlrt_tape * tape, uint64_t a, uint64_t b, bool trans_a, bool trans_b, uint64_t * out)`
 
-softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
-0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.
-Gradients: tlrt_softmax_bwd / tlrt_log_softmax_bwd on the recorded output (no extra workspace).
-layer_norm over the last axis of x (rank >= 1, cols = last dim), gamma and beta of shape (cols)
-(rank 1); eps as tlrt_layer_norm_fwd. Output: x's shape. The forward's mean and inv_std are
-kept as workspace; gradients (x, gamma, beta) from tlrt_layer_norm_bwd.
-matmul: a of rank 2 stored (m, n), or (n, m) when trans_a; b of rank 2 stored (n, p), or (p, n)
-when trans_b (tlrt_matmul's convention); output (m, p). bmm: rank 3, (batch, ., .) each, equal
-batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.
-Gradients: products of g with the other operand, honouring the flags (no transposed copy is
-made).
+rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms
+(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call
+(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical
+on CPU and CUDA, values and gradients).
 """
 function tape_matmul(tape::Tape, a::Integer, b::Integer, trans_a::Bool, trans_b::Bool)
     o_out = Ref{UInt64}(0)
@@ -3761,17 +4199,11 @@ end
 
 `tlrt_status tlrt_tape_bmm(tlrt_tape * tape, uint64_t a, uint64_t b, bool trans_a, bool trans_b, uint64_t * out)`
 
-softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
-0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.
-Gradients: tlrt_softmax_bwd / tlrt_log_softmax_bwd on the recorded output (no extra workspace).
-layer_norm over the last axis of x (rank >= 1, cols = last dim), gamma and beta of shape (cols)
-(rank 1); eps as tlrt_layer_norm_fwd. Output: x's shape. The forward's mean and inv_std are
-kept as workspace; gradients (x, gamma, beta) from tlrt_layer_norm_bwd.
-matmul: a of rank 2 stored (m, n), or (n, m) when trans_a; b of rank 2 stored (n, p), or (p, n)
-when trans_b (tlrt_matmul's convention); output (m, p). bmm: rank 3, (batch, ., .) each, equal
-batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.
-Gradients: products of g with the other operand, honouring the flags (no transposed copy is
-made).
+rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms
+(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call
+(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical
+on CPU and CUDA, values and gradients).
 """
 function tape_bmm(tape::Tape, a::Integer, b::Integer, trans_a::Bool, trans_b::Bool)
     o_out = Ref{UInt64}(0)

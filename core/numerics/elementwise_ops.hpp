@@ -18,11 +18,12 @@ struct Params {
 // Ops of one input: y = f(x).
 #define TLRT_UNARY_OPS(X) \
   X(Abs) X(Neg) X(Sqrt) X(Inv) X(Relu) X(Scale) X(Clamp) X(Exp) X(Log) X(Sigmoid) X(Tanh) \
-  X(Softplus) X(Gelu) X(SafeLog)
+  X(Softplus) X(Gelu) X(SafeLog) X(Silu)
 // Ops of two inputs: y = f(a, b); for backward kernels a = x (forward input), b = g (gradient).
 #define TLRT_BINARY_OPS(X) \
   X(Add) X(Sub) X(Mul) X(Div) X(Max) X(Min) X(Axpy) X(AbsBwd) X(SqrtBwd) X(InvBwd) X(LogBwd) \
-  X(ReluBwd) X(ClampBwd) X(ExpBwd) X(SigmoidBwd) X(TanhBwd) X(SoftplusBwd) X(GeluBwd) X(SafeLogBwd)
+  X(ReluBwd) X(ClampBwd) X(ExpBwd) X(SigmoidBwd) X(TanhBwd) X(SoftplusBwd) X(GeluBwd) X(SafeLogBwd) \
+  X(SiluBwd)
 
 #define TLRT_ENUM_ITEM(name) name,
 enum class Unary : uint8_t { TLRT_UNARY_OPS(TLRT_ENUM_ITEM) };
@@ -65,6 +66,7 @@ TLRT_HD float unary(float x, Params p) {
   if constexpr (OP == Unary::Softplus) return math::softplus_f(x);
   if constexpr (OP == Unary::Gelu) return math::gelu_f(x);
   if constexpr (OP == Unary::SafeLog) return math::log_f(math::softplus_f(x) + p.p0);
+  if constexpr (OP == Unary::Silu) return math::silu_f(x);
   return x;
 }
 
@@ -109,6 +111,7 @@ TLRT_HD float binary(float a, float b, Params p) {
   if constexpr (OP == Binary::GeluBwd) return b * math::gelu_grad_f(a);
   if constexpr (OP == Binary::SafeLogBwd)
     return b * (math::sigmoid_f(a) / (math::softplus_f(a) + p.p0));
+  if constexpr (OP == Binary::SiluBwd) return b * math::silu_grad_f(a);
   return a;
 }
 

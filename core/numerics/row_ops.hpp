@@ -105,6 +105,18 @@ TLRT_HD float ln_bwd_out(float d, float xhat, float a, float b, float inv_std) {
   return (d - (a + xhat * b)) * inv_std;
 }
 
+// ---- RMS norm (abi/tlrt_layer_norm.h) -----------------------------------------------------------
+// Per row: ms = S(sq(x)) / n; inv_rms = inv_std_of(ms, eps) = 1 / sqrt(ms + eps);
+// xhat = x * inv_rms; y = xhat * gamma (no gamma: y = xhat).
+// Backward, per row: d = dy * gamma (no gamma: d = dy); b = S(d * xhat) / n;
+// dx = (d - xhat * b) * inv_rms. Columns: dgamma = S_rows(dy * xhat).
+TLRT_HD float sq(float x) { return x * x; }
+TLRT_HD float rms_xhat(float x, float inv_rms) { return x * inv_rms; }
+TLRT_HD float rms_out(float xhat, float gamma) { return xhat * gamma; }
+TLRT_HD float rms_bwd_out(float d, float xhat, float b, float inv_rms) {
+  return (d - xhat * b) * inv_rms;
+}
+
 // Lanes of the column tree of dgamma / dbeta: the rows of chunk k (rows 4096 k .. 4096 k + 4095)
 // are folded lane by lane, lane t taking rows 4096 k + t + 256 r (r = 0..15) in order; the lane
 // values of a chunk are then reduced by the tree (a sequence of at most 256 values, each its own

@@ -15,9 +15,9 @@
 // Cost: every function is branch-free straight-line code (the main path is computed on a clamped
 // argument; special results are selected at the end), so the CPU loops vectorise and no GPU warp
 // diverges. SASS instructions per element on sm_90 (tests/parity/math_cost.cu): exp 21, log 34,
-// log1p 44, sigmoid 39, tanh 48, softplus 56, gelu 61, gelu_grad 91, cos2pi 25, sin2pi 26,
-// sincos2pi 32 for both (the H200 bandwidth roof leaves ~60 per element for a unary op, ~90 for
-// a backward op).
+// log1p 44, sigmoid 39, tanh 48, softplus 56, gelu 61, gelu_grad 91, silu 53, silu_grad 68,
+// cos2pi 25, sin2pi 26, sincos2pi 32 for both (the H200 bandwidth roof leaves ~60 per element for
+// a unary op, ~90 for a backward op).
 //
 // Accuracy: ulp error = |f - ref| / ulp(float(ref)) against a float64 reference, ulp of a
 // subnormal or zero = 2^-149 (tests/unit/test_shared_math.cpp; TLRT_MATH_STRIDE=1 runs all
@@ -62,6 +62,12 @@ constexpr double kGeluGradMaxUlp = 1.25;     // measured 1.233 outside the windo
 constexpr double kGeluGradMaxAbs = 9.0e-10;  // measured 8.53e-10 (window inputs over 1.25 ulp)
 constexpr float kGeluGradRootLo = -0.8f;
 constexpr float kGeluGradRootHi = -0.7f;
+constexpr double kSiluMaxUlp = 0.9;          // measured 0.873 (exhaustive)
+// silu_grad crosses zero at x ~ -1.27846: the same two-part bound as gelu_grad's.
+constexpr double kSiluGradMaxUlp = 0.9;      // measured 0.892 outside the window
+constexpr double kSiluGradMaxAbs = 5.0e-10;  // measured 4.49e-10 (window inputs over 0.9 ulp)
+constexpr float kSiluGradRootLo = -1.35f;
+constexpr float kSiluGradRootHi = -1.2f;
 constexpr double kCos2piMaxAbs = 9.0e-8;     // measured 8.41e-8 absolute
 constexpr double kSin2piMaxAbs = 9.0e-8;     // measured 8.38e-8 absolute
 
@@ -473,6 +479,87 @@ TLRT_MATH_HD float gelu_grad_f(float x_in) {
   const float res = num::fma(sh, oh, num::fma(sh, wl + ole, sl * oh));
   const float y = (res * (neg ? s64 : 0x1p64f)) * 0x1p-64f;
   return x_in > 9.0f ? 1.0f : y;
+}
+
+// SiLU (swish) x*sigmoid(x) = x/(1 + e^-x), as one quotient rounded once (not x times a rounded
+// sigmoid, which would add a second rounding). Method, gelu_f's with 2z = x (exact, no pair):
+//   x < -110 is clamped to -110 (the result rounds to -0 there and below);
+//   E = e^-|x| = eh + el unscaled, times 2^j (detail::exp_reduce, |x| clamped to 110 so that j
+//   >= -159; detail::exp_pair_fine: for x < 0 E's relative error passes into the result whole);
+//   1 + E = dh + dl with E scaled (as 2^(j+64) * 2^-64, rounded once) and its low part;
+//   numerator x*(eh + el) for x < 0 (a pair: the fma residual), x for x >= 0;
+//   quotient by detail::div12, then times 2^j for x < 0 (2^(j+64) * 2^-64, one rounding: the
+//   subnormal tail keeps full precision); the sign of x is copied (silu(-0) = -0);
+//   x > 20 gives x (e^-20 < 2^-28: x*sigmoid(x) rounds to x there).
+// Measured max error (exhaustive, against the float64 x/(1 + exp(-x))): 0.873 ulp
+// (x = 0xc2b7ddea, -91.93, where the result is x*E with E ~ 2^-132.6 and E's pair error passes
+// into it whole).
+// Special cases: NaN -> NaN, +-0 -> +-0, +inf -> +inf, -inf -> -0, silu(x) = x for
+// x >= 16.6771297, -0 for x <= -108.660309 (results below 2^-150 in magnitude), gradual
+// underflow in between (silu(2^-149) = +0: 2^-150 rounds to even).
+TLRT_MATH_HD float silu_f(float x_in) {
+  const float x = x_in < -110.0f ? -110.0f : x_in;  // NaN stays NaN
+  const bool neg = x < 0.0f;
+  const float a = detail::abs_bits(x);
+  float r;
+  const uint32_t tb = detail::exp_reduce(-(a > 110.0f ? 110.0f : a), r);  // j in [-159, 0]
+  float eh, el;
+  detail::exp_pair_fine(r, eh, el);
+  const float s64 = detail::exp_scale(tb, 64);  // 2^(j + 64), normal
+  const float es = (eh * s64) * 0x1p-64f, esl = (el * s64) * 0x1p-64f;
+  const float dh = 1.0f + es;
+  const float dl = ((1.0f - dh) + es) + esl;
+  const float eu = neg ? eh : 1.0f, eul = neg ? el : 0.0f;
+  const float nh = x * eu;
+  const float nl = num::fma(x, eul, num::fma(x, eu, -nh));
+  const float g = detail::div12(nh, nl, dh, dl);
+  const float y = detail::with_sign_of((g * (neg ? s64 : 0x1p64f)) * 0x1p-64f, x);
+  return x_in > 20.0f ? x_in : y;
+}
+
+// d/dx silu_f: s*(1 + x*(1 - s)), s = sigmoid(x). Method, gelu_grad_f's with 2z = m = x:
+//   x < -110 is clamped to -110 (the result rounds to -0 there and below);
+//   E = e^-|x| = eh + el (unscaled, times 2^j; detail::exp_pair_fine), 1 + E = dh + dl;
+//   A = 1/(1 + E) as the pair rr + al, P = (eh + el)*A as a pair;
+//   x < 0: s = P (times 2^j at the end), 1 - s = A;  x >= 0: s = A, 1 - s = P*2^j (both parts);
+//   w = x*(1 - s) = wh + wl; 1 + w = oh + (wl + ole) (oh exact where 1 + w cancels, wh in
+//   [-2, -1/2]); s*(1 + w) = fma(sh, oh, fma(sh, wl + ole, sl*oh)), rounded once (then scaled,
+//   for x < 0); x > 24 gives 1.
+// Measured max error (exhaustive, against float64 s + x*s*(1 - s), 1 - s = 1/(1 + e^x)): 0.892
+// ulp for all x outside [-1.35, -1.2] (x = 0xc2b7b15e, -91.85). Inside it, around the zero
+// crossing x ~ -1.27846, the relative error grows as the result goes to 0 (the rounding of the
+// reduced argument r, ~2^-26 of E, moves s by ~2.5e-9 and the result by ~0.3 of that), but the
+// absolute error is at most 1.04e-9 there, and at most 4.49e-10 for every input whose error
+// exceeds 0.9 ulp.
+// Special cases: NaN -> NaN, silu_grad(+-0) = 0.5, +inf -> 1, -inf -> -0, 1 for
+// x >= 19.556345, -0 for x <= -108.650978.
+TLRT_MATH_HD float silu_grad_f(float x_in) {
+  const float x = x_in < -110.0f ? -110.0f : x_in;  // NaN stays NaN
+  const bool neg = x < 0.0f;
+  const float a = detail::abs_bits(x);
+  float r;
+  const uint32_t tb = detail::exp_reduce(-(a > 110.0f ? 110.0f : a), r);  // j in [-159, 0]
+  float eh, el;
+  detail::exp_pair_fine(r, eh, el);
+  const float s64 = detail::exp_scale(tb, 64);  // 2^(j + 64), normal
+  const float es = (eh * s64) * 0x1p-64f, esl = (el * s64) * 0x1p-64f;
+  const float dh = 1.0f + es;
+  const float dl = ((1.0f - dh) + es) + esl;
+  float rr = detail::recip12(dh);
+  rr = num::fma(rr, num::fma(-dh, rr, 1.0f), rr);                    // 1/dh to ~1e-11
+  const float al = num::fma(-rr, dl, num::fma(-rr, dh, 1.0f)) * rr;  // A = rr + al
+  const float ph = eh * rr;
+  const float pl = num::fma(eh, rr, -ph) + num::fma(eh, al, el * rr);  // P = (eh + el) * A
+  const float sh = neg ? ph : rr, sl = neg ? pl : al;
+  const float sch = neg ? rr : (ph * s64) * 0x1p-64f;
+  const float scl = neg ? al : (pl * s64) * 0x1p-64f;
+  const float wh = x * sch;
+  const float wl = num::fma(x, sch, -wh) + x * scl;
+  const float oh = 1.0f + wh;
+  const float ole = wh - (oh - 1.0f);
+  const float res = num::fma(sh, oh, num::fma(sh, wl + ole, sl * oh));
+  const float y = (res * (neg ? s64 : 0x1p64f)) * 0x1p-64f;
+  return x_in > 24.0f ? 1.0f : y;
 }
 
 // cos(2*pi*u) and sin(2*pi*u), sharing one range reduction and one pair of polynomials. Meant

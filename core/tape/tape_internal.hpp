@@ -25,6 +25,7 @@
 #include "abi/tlrt_layout.h"
 #include "abi/tlrt_pool.h"
 #include "abi/tlrt_reduce.h"
+#include "abi/tlrt_rng.h"
 #include "abi/tlrt_runtime.h"
 #include "abi/tlrt_scan.h"
 #include "abi/tlrt_softmax.h"

@@ -200,6 +200,37 @@ uint64_t rec_safe_log(Tape &t, uint64_t xi, double eps) {
               });
 }
 
+// Dropout (abi/tlrt_tape.h): m = bernoulli_mask(keep = 1 - pf, key) scaled by 1 / keep, y = x * m,
+// dx = g * m. The backward recomputes m with the same two calls (no workspace).
+Buf dropout_mask(tlrt_device dev, uint64_t n, double keep, uint64_t key) {
+  Buf mask = TAPE_CALL(tlrt_bernoulli_mask, dev, n, keep, key);
+  return TAPE_CALL(tlrt_scale, mask.get(), 1.0 / keep);
+}
+
+uint64_t rec_dropout(Tape &t, uint64_t xi, double p, uint64_t key) {
+  const In x = in(t, xi, "x");
+  const float pf = host_scalar(p, "p");
+  if (!(p >= 0.0 && pf < 1.0f))  // (-0 is 0; a p below 1 that rounds to 1 is refused)
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument p = %.17g (%.9g in float32) must be a probability in [0, 1)", p, (double)pf);
+  if (pf == 0.0f)  // the identity: x's value itself
+    return push(t, share(x.v), x.s, {xi},
+                [](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
+                  o[0] = share(g);
+                });
+  const double keep = 1.0 - (double)pf;
+  const tlrt_device dev = t.device;
+  const uint64_t n = x.s.numel();
+  Buf m = dropout_mask(dev, n, keep, key);
+  Buf y = TAPE_CALL(tlrt_mul, x.v, m.get());
+  return push(t, std::move(y), x.s, {xi},
+              [dev, n, keep, key](const Tape &, const Node &, const tlrt_buffer *g,
+                                  std::vector<Buf> &o) {
+                Buf mb = dropout_mask(dev, n, keep, key);
+                o[0] = TAPE_CALL(tlrt_mul, g, mb.get());
+              });
+}
+
 // ---- reductions ----------------------------------------------------------------------------
 
 // g (of shape `from`) broadcast to `to` along the axes marked 0 in map (others map in order).
@@ -687,6 +718,41 @@ uint64_t rec_layer_norm(Tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double e
                 if (need(t, n, 0)) o[0] = std::move(DX);
                 if (need(t, n, 1)) o[1] = std::move(DG);
                 if (need(t, n, 2)) o[2] = std::move(DB);
+              },
+              std::move(saved));
+}
+
+uint64_t rec_rms_norm(Tape &t, uint64_t xi, uint64_t gi, double eps) {
+  const In x = in(t, xi, "x");
+  const bool has_g = gi != TLRT_TAPE_NONE;
+  In gm{};
+  if (has_g) gm = in(t, gi, "gamma");
+  need_rank_at_least(x, "x", 1);
+  const uint64_t c = x.s.d[x.s.rank - 1], r = prod(x.s, 0, x.s.rank - 1);
+  if (has_g && gm.s != shape1(c))
+    fail(TLRT_ERR_SHAPE, "argument gamma has shape %s, expected (%llu) for argument x of shape %s",
+         gm.s.str().c_str(), (ull)c, x.s.str().c_str());
+  tlrt_buffer *y = nullptr, *inv = nullptr;
+  const tlrt_status s = tlrt_rms_norm_fwd(x.v, has_g ? gm.v : nullptr, r, c, eps, &y, &inv);
+  Buf Y(y), I(inv);
+  check(s);
+  std::vector<Buf> saved;
+  saved.push_back(std::move(I));
+  std::vector<uint64_t> parents = {xi};
+  if (has_g) parents.push_back(gi);
+  return push(t, std::move(Y), x.s, std::move(parents),
+              [r, c, has_g](const Tape &t, const Node &n, const tlrt_buffer *g,
+                            std::vector<Buf> &o) {
+                // dgamma is required with a gamma (and computed even when gamma needs no
+                // gradient, as layer norm's); without one, no column sums.
+                tlrt_buffer *dx = nullptr, *dg = nullptr;
+                const tlrt_status s = tlrt_rms_norm_bwd(
+                    g, parent_value(t, n, 0), has_g ? parent_value(t, n, 1) : nullptr,
+                    n.saved[0].get(), r, c, &dx, has_g ? &dg : nullptr);
+                Buf DX(dx), DG(dg);
+                check(s);
+                if (need(t, n, 0)) o[0] = std::move(DX);
+                if (has_g && need(t, n, 1)) o[1] = std::move(DG);
               },
               std::move(saved));
 }
@@ -1203,7 +1269,12 @@ TAPE_UNARY(sigmoid)
 TAPE_UNARY(tanh)
 TAPE_UNARY(softplus)
 TAPE_UNARY(gelu)
+TAPE_UNARY(silu)
 #undef TAPE_UNARY
+TLRT_API tlrt_status tlrt_tape_dropout(tlrt_tape *tape, uint64_t x, double p, uint64_t key,
+                                       uint64_t *out) {
+  return TAPE_REC(dropout, rec_dropout(t, x, p, key));
+}
 TLRT_API tlrt_status tlrt_tape_clamp(tlrt_tape *tape, uint64_t x, double lo, double hi,
                                      uint64_t *out) {
   return TAPE_REC(clamp, rec_clamp(t, x, lo, hi));
@@ -1326,6 +1397,10 @@ TLRT_API tlrt_status tlrt_tape_log_softmax(tlrt_tape *tape, uint64_t x, uint64_t
 TLRT_API tlrt_status tlrt_tape_layer_norm(tlrt_tape *tape, uint64_t x, uint64_t gamma,
                                           uint64_t beta, double eps, uint64_t *out) {
   return TAPE_REC(layer_norm, rec_layer_norm(t, x, gamma, beta, eps));
+}
+TLRT_API tlrt_status tlrt_tape_rms_norm(tlrt_tape *tape, uint64_t x, uint64_t gamma, double eps,
+                                        uint64_t *out) {
+  return TAPE_REC(rms_norm, rec_rms_norm(t, x, gamma, eps));
 }
 TLRT_API tlrt_status tlrt_tape_matmul(tlrt_tape *tape, uint64_t a, uint64_t b, bool trans_a,
                                       bool trans_b, uint64_t *out) {

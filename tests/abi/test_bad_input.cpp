@@ -131,7 +131,7 @@ void check_runtime() {
 #if !TLRT_HAVE_CUDA
   TH_CHECK(rs == TLRT_RUNTIME_CPU_ONLY);
 #endif
-  for (int code : {-1, 10, 99, 101, 199, 206, 899, 901, 12345, INT32_MIN, INT32_MAX}) {
+  for (int code : {-1, 11, 99, 102, 199, 206, 899, 901, 12345, INT32_MIN, INT32_MAX}) {
     const char *s = tlrt_status_string((tlrt_status)code);
     TH_CHECK_MSG(s != nullptr && std::strcmp(s, "TLRT_UNKNOWN_STATUS") == 0,
                  "tlrt_status_string(%d) = %s", code, s ? s : "(null)");
@@ -517,6 +517,7 @@ const UnaryOp kUnary[] = {
     {"tlrt_tanh", tlrt_tanh},
     {"tlrt_softplus", tlrt_softplus},
     {"tlrt_gelu", tlrt_gelu},
+    {"tlrt_silu", tlrt_silu},
     {"tlrt_scale", [](const tlrt_buffer *x, tlrt_buffer **o) { return tlrt_scale(x, 2.0, o); }},
     {"tlrt_clamp",
      [](const tlrt_buffer *x, tlrt_buffer **o) { return tlrt_clamp(x, -1.0, 1.0, o); }},
@@ -549,6 +550,7 @@ const BinaryOp kBinary[] = {
     {"tlrt_tanh_bwd", "x", "g", tlrt_tanh_bwd},
     {"tlrt_softplus_bwd", "x", "g", tlrt_softplus_bwd},
     {"tlrt_gelu_bwd", "x", "g", tlrt_gelu_bwd},
+    {"tlrt_silu_bwd", "x", "g", tlrt_silu_bwd},
     {"tlrt_safe_log_bwd", "x", "g",
      [](const tlrt_buffer *x, const tlrt_buffer *g, tlrt_buffer **o) {
        return tlrt_safe_log_bwd(x, g, 1e-6, o);

@@ -206,6 +206,11 @@ std::vector<Arg> entry_points(const Bufs &b) {
                  return tlrt_layer_norm_fwd(x, gm, bt, 2, 2, e, &out[0], &out[1], &out[2]);
                },
                nullptr});
+  v.push_back({"tlrt_rms_norm_fwd", "eps", Inf::None, 2, {0.0, -0.0, 1e-5, 1e-50, kLargest},
+               [=](double e, tlrt_buffer **out) {
+                 return tlrt_rms_norm_fwd(x, gm, 2, 2, e, &out[0], &out[1]);
+               },
+               nullptr});
   // Attention (abi/tlrt_attention.h): scale under the rule; mask_fill may also be -inf.
   using Attn = std::function<tlrt_status(double, double, tlrt_buffer **)>;
   const std::vector<std::pair<const char *, std::pair<int, Attn>>> attn = {
@@ -360,6 +365,12 @@ void check_tape() {
        [=](tlrt_tape *tp, double e, uint64_t *o) {
          return tlrt_tape_layer_norm(tp, a, gm, bt, e, o);
        }},
+      {"tlrt_tape_rms_norm", "eps", Inf::None, eps_ok,
+       [=](tlrt_tape *tp, double e, uint64_t *o) {
+         return tlrt_tape_rms_norm(tp, a, gm, e, o);
+       }},
+      {"tlrt_tape_dropout", "p", Inf::None, {0.0, -0.0, 1e-50, 0.5, 0.999},
+       [=](tlrt_tape *tp, double pr, uint64_t *o) { return tlrt_tape_dropout(tp, a, pr, 7, o); }},
       {"tlrt_tape_batchnorm", "eps", Inf::None, eps_ok,
        [=](tlrt_tape *tp, double e, uint64_t *o) {
          return tlrt_tape_batchnorm(tp, a, gm, bt, e, o);

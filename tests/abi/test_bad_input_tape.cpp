@@ -310,7 +310,8 @@ void test_recording() {
               U{"tlrt_tape_relu", tlrt_tape_relu}, U{"tlrt_tape_exp", tlrt_tape_exp},
               U{"tlrt_tape_log", tlrt_tape_log}, U{"tlrt_tape_sigmoid", tlrt_tape_sigmoid},
               U{"tlrt_tape_tanh", tlrt_tape_tanh}, U{"tlrt_tape_softplus", tlrt_tape_softplus},
-              U{"tlrt_tape_gelu", tlrt_tape_gelu}, U{"tlrt_tape_reduce_sum", tlrt_tape_reduce_sum},
+              U{"tlrt_tape_gelu", tlrt_tape_gelu}, U{"tlrt_tape_silu", tlrt_tape_silu},
+              U{"tlrt_tape_reduce_sum", tlrt_tape_reduce_sum},
               U{"tlrt_tape_reduce_mean", tlrt_tape_reduce_mean},
               U{"tlrt_tape_softmax", tlrt_tape_softmax},
               U{"tlrt_tape_log_softmax", tlrt_tape_log_softmax},
@@ -579,6 +580,45 @@ void test_recording() {
       "x");
   BAD(tlrt_tape_layer_norm(t, n.m34, n.v4, n.v4, -1.0, &o), TLRT_ERR_INVALID_ARGUMENT,
       "tlrt_tape_layer_norm");
+  // rms norm: gamma a node of shape (cols) or TLRT_TAPE_NONE.
+  common("tlrt_tape_rms_norm", t, {n.m34, n.v4}, {"x", "gamma"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_rms_norm(tp, x[0], x[1], 1e-5, o);
+         });
+  common("tlrt_tape_rms_norm", t, {n.m34}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_rms_norm(tp, x[0], TLRT_TAPE_NONE, 1e-5, o);
+         });
+  for (uint64_t bad_gamma : {n.v3, n.m34}) {
+    o = 77;
+    BAD(tlrt_tape_rms_norm(t, n.m34, bad_gamma, 1e-5, &o), TLRT_ERR_SHAPE, "tlrt_tape_rms_norm",
+        "gamma", "x");
+    TH_CHECK(o == 0);
+  }
+  BAD(tlrt_tape_rms_norm(t, n.s, n.v4, 1e-5, &o), TLRT_ERR_SHAPE, "tlrt_tape_rms_norm", "x");
+  BAD(tlrt_tape_rms_norm(t, n.s, TLRT_TAPE_NONE, 1e-5, &o), TLRT_ERR_SHAPE, "tlrt_tape_rms_norm",
+      "x");
+  BAD(tlrt_tape_rms_norm(t, n.m34, n.v4, -1.0, &o), TLRT_ERR_INVALID_ARGUMENT,
+      "tlrt_tape_rms_norm", "eps");
+  BAD(tlrt_tape_rms_norm(t, n.m34, TLRT_TAPE_NONE, NAN, &o), TLRT_ERR_INVALID_ARGUMENT,
+      "tlrt_tape_rms_norm", "eps");
+  // dropout: p in [0, 1) (after rounding to float32), any x.
+  common("tlrt_tape_dropout", t, {n.m34}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_dropout(tp, x[0], 0.5, 1, o);
+         });
+  common("tlrt_tape_dropout", t, {n.s}, {"x"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_dropout(tp, x[0], 0.0, 1, o);
+         });
+  for (double p : {1.0, -0.5, 1.5, 1.0 - 1e-9 /* rounds to 1 in float32 */, -1e-300, (double)NAN,
+                   (double)INFINITY, -(double)INFINITY, 1e300}) {
+    const uint64_t before = count(t);
+    o = 77;
+    BAD(tlrt_tape_dropout(t, n.m34, p, 3, &o), TLRT_ERR_INVALID_ARGUMENT, "tlrt_tape_dropout",
+        "p");
+    TH_CHECK(o == 0 && count(t) == before);
+  }
   common("tlrt_tape_matmul", t, {n.m34, n.m43}, {"a", "b"},
          [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
            return tlrt_tape_matmul(tp, x[0], x[1], false, false, o);

@@ -319,6 +319,30 @@ def test_unary():
     assert np.array_equal(tx.scale(2).numpy(), x * 2)
     nan = t.tensor([float("nan"), -0.0]).exp().tolist()
     assert nan[0] != nan[0] and nan[1] == 1.0
+    xs = np.linspace(-6.0, 6.0, 12, dtype=np.float32).reshape(3, 4)
+    silu = t.from_numpy(xs).silu()
+    assert silu.shape == (3, 4) and np.allclose(silu.numpy(), xs / (1 + np.exp(-xs)), rtol=1e-6)
+    assert "tlrt_silu" in t.Tensor.silu.__doc__
+
+
+def test_rms_norm():
+    a = t.tensor([[1., 2., 3., 4.], [0., 0., 0., 0.]])
+    y = a.rms_norm(eps=0.0)  # row 0: inv_rms = 1 / sqrt(7.5); row 1: 0 * inf = NaN
+    assert y.shape == (2, 4)
+    row0, row1 = y.tolist()
+    assert all(abs(v - w / 7.5 ** 0.5) < 1e-6 for v, w in zip(row0, [1, 2, 3, 4]))
+    assert all(v != v for v in row1)
+    g = a.rms_norm(t.tensor([1., -1., 2., 0.]), eps=1e-5).tolist()[0]
+    assert abs(g[1] + 2 / 7.5 ** 0.5) < 1e-5 and g[3] == 0.0
+    raises(t.ShapeError, a.rms_norm, t.tensor([1., 2.]))
+    raises(t.ShapeError, t.tensor(1.0).rms_norm)
+    err = raises(t.TlrtError, a.rms_norm, None, -1.0)
+    assert err.status == t.TLRT_ERR_INVALID_ARGUMENT
+    if np is None:
+        return
+    x = np.random.default_rng(5).standard_normal((2, 3, 8)).astype(np.float32)
+    want = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6)
+    assert np.allclose(t.from_numpy(x).rms_norm(eps=1e-6).numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 def test_cuda_when_available():

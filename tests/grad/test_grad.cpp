@@ -279,6 +279,13 @@ void conventions(tlrt_device dev) {
       return tlrt_clamp_bwd(x, gg, 2.0, 2.0, o);
     };
     EXPECT_ZERO(one(clamp_pt, 2.0f, g, dev));  // lo == hi: nothing is strictly inside
+    // silu_bwd: silu'(+-0) = 1/2 exactly, silu'(+inf) = 1, silu'(-inf) = -0 (the limits).
+    const Bwd silub = tlrt_silu_bwd;
+    EXPECT_BITS(one(silub, 0.0f, g, dev), g * 0.5f);
+    EXPECT_BITS(one(silub, -0.0f, g, dev), g * 0.5f);
+    EXPECT_BITS(one(silub, INFINITY, g, dev), g);
+    EXPECT_BITS(one(silub, -INFINITY, g, dev), g * -0.0f);
+    EXPECT_BITS(one(silub, nan, g, dev), nan);
   }
 
   // max_bwd / min_bwd: ties split 0.5 g each (+0 == -0 included), NaN wins, both NaN: a wins.
@@ -370,6 +377,12 @@ std::vector<Case> cases() {
   // truncation term stays small next to the tail values of gelu'.
   cs.push_back({"gelu_bwd", tlrt_gelu, tlrt_gelu_bwd, -6, 6, false, false, {}, 2e-3, false, 0,
                 [](double, double) { return 1.0; }});
+  // silu''' = 3 s'' + x s''' (s = sigmoid); |s''| = s' |1 - 2 s| <= s' and |s'''| <= s' (as
+  // above), so |silu'''| <= (3 + |x| + h) min(1/4, e^-a).
+  cs.push_back({"silu_bwd", tlrt_silu, tlrt_silu_bwd, -10, 10, false, false, {}, 1e-2, false, 0,
+                [near0](double x, double h) {
+                  return (3.0 + std::fabs(x) + h) * std::min(0.25, std::exp(-near0(x, h)));
+                }});
   // safe_log = log(softplus(x) + eps): max |f'''| on [-8, 8] computed numerically in float64 is
   // 0.061 (eps = 0, 1e-6) and 0.118 (eps = 0.5); 0.25 is used.
   for (double eps : {0.0, 1e-6, 0.5}) {

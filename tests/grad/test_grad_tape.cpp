@@ -213,7 +213,7 @@ void run_all(tlrt_device dev) {
                U{"relu", tlrt_tape_relu, 1}, U{"exp", tlrt_tape_exp, 0},
                U{"log", tlrt_tape_log, 2}, U{"sigmoid", tlrt_tape_sigmoid, 0},
                U{"tanh", tlrt_tape_tanh, 0}, U{"softplus", tlrt_tape_softplus, 0},
-               U{"gelu", tlrt_tape_gelu, 0}}) {
+               U{"gelu", tlrt_tape_gelu, 0}, U{"silu", tlrt_tape_silu, 0}}) {
     std::vector<float> v = un.domain == 0   ? uni(12, 9, -2.0f, 2.0f)
                            : un.domain == 1 ? off_zero(12, 10)
                                             : uni(12, 11, 0.5f, 2.0f);
@@ -300,6 +300,21 @@ void run_all(tlrt_device dev) {
   check("layer_norm", dev,
         {L({3, 5}, uni(15, 46, -2.0f, 2.0f)), L({5}, uni(5, 47, 0.5f, 1.5f)), L({5}, uni(5, 48))},
         OUT1(tlrt_tape_layer_norm(t, x[0], x[1], x[2], 1e-5, &o)));
+  check("rms_norm", dev, {L({3, 5}, uni(15, 90, -2.0f, 2.0f)), L({5}, uni(5, 91, 0.5f, 1.5f))},
+        OUT1(tlrt_tape_rms_norm(t, x[0], x[1], 1e-5, &o)));
+  check("rms_norm rank 3", dev,
+        {L({2, 2, 4}, uni(16, 92, -2.0f, 2.0f)), L({4}, uni(4, 93, -1.5f, 1.5f))},
+        OUT1(tlrt_tape_rms_norm(t, x[0], x[1], 1e-6, &o)));
+  check("rms_norm no gamma", dev, {L({4, 3}, uni(12, 94, -2.0f, 2.0f))},
+        OUT1(tlrt_tape_rms_norm(t, x[0], TLRT_TAPE_NONE, 1e-5, &o)));
+  check("rms_norm gamma without gradient", dev,
+        {L({3, 5}, uni(15, 95, -2.0f, 2.0f)), L({5}, uni(5, 96, 0.5f, 1.5f), false)},
+        OUT1(tlrt_tape_rms_norm(t, x[0], x[1], 1e-5, &o)), true);
+  // dropout: the mask is a function of the key, so the perturbed recordings see the same mask.
+  check("dropout p=0.3", dev, {L({4, 5}, uni(20, 97))},
+        OUT1(tlrt_tape_dropout(t, x[0], 0.3, 12345, &o)));
+  check("dropout p=0", dev, {L({3, 4}, uni(12, 98))},
+        OUT1(tlrt_tape_dropout(t, x[0], 0.0, 1, &o)), true);
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
       const uint64_t m = 3, n = 4, p = 2;
@@ -464,6 +479,23 @@ void run_all(tlrt_device dev) {
             return o;
           },
           true);
+  }
+  // A pre-norm gated MLP block as in LLaMA / Mamba: x + W2 (silu(W1 rms_norm(x)) * W3 rms_norm(x)),
+  // with dropout on the branch, then a loss.
+  {
+    check("rms_norm -> swiglu -> dropout -> residual", dev,
+          {L({3, 4}, uni(12, 83)), L({4}, uni(4, 84, 0.5f, 1.5f)), L({6, 4}, uni(24, 85)),
+           L({6, 4}, uni(24, 86)), L({4, 6}, uni(24, 87))},
+          [](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+            uint64_t n, a, b, sa, gt, dn, dr, o;
+            if (tlrt_tape_rms_norm(t, x[0], x[1], 1e-5, &n) ||
+                tlrt_tape_linear(t, n, x[2], TLRT_TAPE_NONE, &a) || tlrt_tape_silu(t, a, &sa) ||
+                tlrt_tape_linear(t, n, x[3], TLRT_TAPE_NONE, &b) || tlrt_tape_mul(t, sa, b, &gt) ||
+                tlrt_tape_linear(t, gt, x[4], TLRT_TAPE_NONE, &dn) ||
+                tlrt_tape_dropout(t, dn, 0.25, 777, &dr) || tlrt_tape_add(t, x[0], dr, &o))
+              return UINT64_MAX;
+            return o;
+          });
   }
   // A small MLP with everything: linear -> gelu -> layer_norm -> linear -> cross entropy.
   {

@@ -74,6 +74,8 @@ TLRT_COST_UNARY(gelu_f, tlrt::math::gelu_f(v))
 TLRT_COST_UNARY(gelu_grad_f, tlrt::math::gelu_grad_f(v))
 TLRT_COST_UNARY(cos2pi_f, tlrt::math::cos2pi_f(v))
 TLRT_COST_UNARY(sin2pi_f, tlrt::math::sin2pi_f(v))
+TLRT_COST_UNARY(silu_f, tlrt::math::silu_f(v))
+TLRT_COST_UNARY(silu_grad_f, tlrt::math::silu_grad_f(v))
 // Both results of sincos2pi_f (one load, two stores: subtract base + 1).
 extern "C" __global__ void sincos2pi_f(const float *__restrict x, float *__restrict y, int n) {
   const int i = tid();
@@ -87,6 +89,7 @@ TLRT_COST_BINARY(op_tanh_bwd, TanhBwd)
 TLRT_COST_BINARY(op_softplus_bwd, SoftplusBwd)
 TLRT_COST_BINARY(op_gelu_bwd, GeluBwd)
 TLRT_COST_BINARY(op_safe_log_bwd, SafeLogBwd)
+TLRT_COST_BINARY(op_silu_bwd, SiluBwd)
 
 // rand_normal's math for one PAIR of outputs (the SplitMix64 hashing of cuda/rng.cu excluded):
 // u1 in (0, 1], u2 in [0, 1) as the RNG forms them from two 24-bit integers; per output, half.

@@ -29,8 +29,9 @@
 namespace {
 
 const char* const kNames[] = {"exp_f",  "log_f",  "log1p_f",     "tanh_f",   "sigmoid_f",
-                              "softplus_f", "gelu_f", "gelu_grad_f", "cos2pi_f", "sin2pi_f"};
-constexpr int kNumFns = 10;
+                              "softplus_f", "gelu_f", "gelu_grad_f", "cos2pi_f", "sin2pi_f",
+                              "silu_f", "silu_grad_f"};
+constexpr int kNumFns = 12;
 
 __host__ __device__ inline float eval_fn(int fn, float x) {
   switch (fn) {
@@ -43,7 +44,9 @@ __host__ __device__ inline float eval_fn(int fn, float x) {
     case 6: return tlrt::math::gelu_f(x);
     case 7: return tlrt::math::gelu_grad_f(x);
     case 8: return tlrt::math::cos2pi_f(x);
-    default: return tlrt::math::sin2pi_f(x);  // both through sincos2pi_f
+    case 9: return tlrt::math::sin2pi_f(x);  // both through sincos2pi_f
+    case 10: return tlrt::math::silu_f(x);
+    default: return tlrt::math::silu_grad_f(x);
   }
 }
 

@@ -121,7 +121,7 @@ std::vector<Op> all_ops() {
                    [lo, hi](tlrt_buffer *const *i, tlrt_buffer **o) { return tlrt_clamp(i[0], lo, hi, o); }});
   }
   // shared-math unary
-  UN(exp); UN(log); UN(sigmoid); UN(tanh); UN(softplus); UN(gelu);
+  UN(exp); UN(log); UN(sigmoid); UN(tanh); UN(softplus); UN(gelu); UN(silu);
   for (double eps : {0.0, 1e-6, 0.5})
     ops.push_back({"safe_log(eps=" + fmt_d(eps) + ")", 1, 1,
                    [eps](tlrt_buffer *const *i, tlrt_buffer **o) { return tlrt_safe_log(i[0], eps, o); }});
@@ -137,7 +137,7 @@ std::vector<Op> all_ops() {
     ops.push_back({"clamp_bwd(lo=" + fmt_d(lo) + ",hi=" + fmt_d(hi) + ")", 2, 1,
                    [lo, hi](tlrt_buffer *const *i, tlrt_buffer **o) { return tlrt_clamp_bwd(i[0], i[1], lo, hi, o); }});
   }
-  BIN(exp_bwd); BIN(sigmoid_bwd); BIN(tanh_bwd); BIN(softplus_bwd); BIN(gelu_bwd);
+  BIN(exp_bwd); BIN(sigmoid_bwd); BIN(tanh_bwd); BIN(softplus_bwd); BIN(gelu_bwd); BIN(silu_bwd);
   for (double eps : {0.0, 1e-6, 0.5})
     ops.push_back({"safe_log_bwd(eps=" + fmt_d(eps) + ")", 2, 1,
                    [eps](tlrt_buffer *const *i, tlrt_buffer **o) { return tlrt_safe_log_bwd(i[0], i[1], eps, o); }});
@@ -154,7 +154,7 @@ const char *const kElementwiseNames[] = {
     "add", "sub", "mul", "div", "max", "min", "max_bwd", "min_bwd", "abs", "neg", "sqrt", "inv",
     "relu", "scale", "axpy", "clamp", "abs_bwd", "sqrt_bwd", "inv_bwd", "log_bwd", "relu_bwd",
     "clamp_bwd", "exp", "log", "sigmoid", "tanh", "softplus", "gelu", "safe_log", "exp_bwd",
-    "sigmoid_bwd", "tanh_bwd", "softplus_bwd", "gelu_bwd", "safe_log_bwd"};
+    "sigmoid_bwd", "tanh_bwd", "softplus_bwd", "gelu_bwd", "safe_log_bwd", "silu", "silu_bwd"};
 
 // Run op on both devices with the same inputs and compare every output bit for bit.
 void run_op(const Op &op, const std::vector<std::vector<float>> &inputs, const std::string &label) {
@@ -200,7 +200,8 @@ std::vector<float> edges() {
   std::vector<float> e = th::edge_values();
   for (float s : subnormals()) e.push_back(s);
   for (float v : {0.7518f, -0.7518f, 9.0f, -9.0f, 1e30f, -1e30f, 0.25f, 4.0f, 0.999999f,
-                  1.0000001f, -88.72284f, 89.41599f})
+                  1.0000001f, -88.72284f, 89.41599f, -1.2784645f, 16.67713f, -108.6603f,
+                  19.556345f, -110.0f})
     e.push_back(v);
   return e;
 }

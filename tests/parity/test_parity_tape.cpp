@@ -228,6 +228,16 @@ int main() {
             OK(tlrt_tape_batchnorm(t, d, x[1], x[2], 1e-5, &e)) &&
             OK(tlrt_tape_transpose2d(t, e, &a)) &&  // (10, 6)
             OK(tlrt_tape_layer_norm(t, a, x[3], x[4], 1e-5, &o))));
+  // SiLU, RMS norm (with and without gamma) and dropout (its mask from the key: the same bits on
+  // both devices, recomputed by the backward).
+  bitwise("silu, rms norm, dropout", {{s, uni(60, 8, -4, 4)}, {{10}, uni(10, 9)}, {{6}, uni(6, 10)}},
+          G(OK(tlrt_tape_silu(t, x[0], &a)) &&
+            OK(tlrt_tape_rms_norm(t, a, x[1], 1e-5, &b)) &&
+            OK(tlrt_tape_dropout(t, b, 0.3, 99, &c)) && OK(tlrt_tape_transpose2d(t, c, &d)) &&
+            OK(tlrt_tape_rms_norm(t, d, TLRT_TAPE_NONE, 1e-6, &e)) &&  // (10, 6)
+            OK(tlrt_tape_silu(t, e, &a)) && OK(tlrt_tape_rms_norm(t, a, x[2], 0.0, &b)) &&
+            OK(tlrt_tape_dropout(t, b, 0.0, 5, &c)) &&
+            OK(tlrt_tape_dropout(t, c, 0.9, 123456789, &o))));
   {
     const uint64_t idx[7] = {3, 3, 59, 0, 100, 17, 3}, rows[4] = {5, 1, 5, 9};
     const uint64_t labels[6] = {0, 9, 3, 3, 7, 1};

@@ -9,9 +9,10 @@
 // Shared-math ops are compared with a float64 reference computed here with <cmath> double
 // functions. Tolerances used by this test (deliberately looser than the library's measured
 // bounds, which tests/unit/test_shared_math.cpp checks over all 2^32 inputs):
-//   exp, log, sigmoid, tanh, softplus, safe_log ......... 4 ulp(ref)
+//   exp, log, sigmoid, tanh, softplus, safe_log, silu ... 4 ulp(ref)
 //   gelu ................................................ 8 ulp(ref)
-//   *_bwd (exp, sigmoid, tanh, softplus, gelu, safe_log) . |y - ref| <= 8 ulp(ref) + 1e-7 * |g|
+//   *_bwd (exp, sigmoid, tanh, softplus, gelu, safe_log, silu)
+//        ............................................... |y - ref| <= 8 ulp(ref) + 1e-7 * |g|
 // where ulp(ref) is the spacing of float32 at ref (2^-149 for subnormal results, 2^104 at and
 // beyond FLT_MAX, an infinite result counting as +-2^128). The absolute term of the *_bwd bound
 // covers the cancellation the documented float formulas have by design (1 - t*t near |t| = 1,
@@ -563,6 +564,17 @@ double d_gelu_grad(double x) {
   return d_sigmoid(z2) + x * d_sigmoid_grad(z2) * 2.0 * dz;
 }
 
+// silu(x) = x * sigmoid(x) (the limits at +-inf: +inf, -0); silu'(x) = s + x s (1 - s) (limits 1
+// and 0).
+double d_silu(double x) {
+  if (std::isinf(x)) return x > 0 ? x : -0.0;
+  return x * d_sigmoid(x);
+}
+double d_silu_grad(double x) {
+  if (std::isinf(x)) return x > 0 ? 1.0 : 0.0;
+  return d_sigmoid(x) + x * d_sigmoid_grad(x);
+}
+
 std::vector<float> drop_infinities(std::vector<float> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](float x) { return std::isinf(x); }), v.end());
   return v;
@@ -583,6 +595,7 @@ void check_shared_forward() {
       {"sigmoid", tlrt_sigmoid, [](float x) { return d_sigmoid(x); }, 4, -110.0f, 30.0f},
       {"tanh", tlrt_tanh, [](float x) { return std::tanh((double)x); }, 4, -10.0f, 10.0f},
       {"softplus", tlrt_softplus, [](float x) { return d_softplus(x); }, 4, -110.0f, 100.0f},
+      {"silu", tlrt_silu, [](float x) { return d_silu(x); }, 4, -115.0f, 30.0f},
   };
   for (const Op &op : ops) {
     const std::vector<float> x = unary_inputs(71, op.lo, op.hi);
@@ -674,6 +687,17 @@ void check_shared_specials() {
   TH_CHECK(th::bits_of(one(tlrt_softplus, -inf)) == 0u && one(tlrt_softplus, inf) == inf);
   TH_CHECK(one(tlrt_softplus, 1e30f) == 1e30f && std::isnan(one(tlrt_softplus, nan)));
   TH_CHECK(ulp_error(one(tlrt_softplus, 0.0f), std::log(2.0)) <= 4.0);
+  // silu: the limits at +-inf, signed zeros kept, x itself for large x, -0 far below.
+  TH_CHECK(one(tlrt_silu, inf) == inf && th::bits_of(one(tlrt_silu, -inf)) == 0x80000000u);
+  TH_CHECK(th::bits_of(one(tlrt_silu, 0.0f)) == 0u);
+  TH_CHECK(th::bits_of(one(tlrt_silu, -0.0f)) == 0x80000000u);
+  TH_CHECK(std::isnan(one(tlrt_silu, nan)));
+  for (float big : {17.0f, 20.0f, 100.0f, 1e30f, FLT_MAX})
+    TH_CHECK_MSG(one(tlrt_silu, big) == big, "silu(%g) = %a", big, one(tlrt_silu, big));
+  for (float neg : {-109.0f, -200.0f, -1e30f, -FLT_MAX})
+    TH_CHECK_MSG(th::bits_of(one(tlrt_silu, neg)) == 0x80000000u, "silu(%g) = %a", neg,
+                 one(tlrt_silu, neg));
+  TH_CHECK(one(tlrt_silu, 1e-30f) == 5e-31f && one(tlrt_silu, -1e-30f) == -5e-31f);
   // gelu: tiny and finite at -10, x at +10 (within 1 ulp), +inf at +inf.
   const float gm10 = one(tlrt_gelu, -10.0f), g10 = one(tlrt_gelu, 10.0f);
   TH_CHECK_MSG(std::isfinite(gm10) && gm10 <= 0.0f && std::fabs(gm10) < 1e-30f, "gelu(-10) = %a",
@@ -707,6 +731,7 @@ void check_shared_backward() {
        }},
       {"softplus_bwd", tlrt_softplus_bwd, [](float x) { return d_sigmoid(x); }},
       {"gelu_bwd", tlrt_gelu_bwd, [](float x) { return d_gelu_grad(x); }},
+      {"silu_bwd", tlrt_silu_bwd, [](float x) { return d_silu_grad(x); }},
   };
   std::vector<Op> all = ops;
   for (double eps : {1e-6, 1e-3, 0.5}) {
@@ -755,13 +780,20 @@ void check_shared_backward() {
                   }, x, g),
              [](float v) { return d_sigmoid(v) / d_softplus(v); });
   // Spot values: exp_bwd(0, g) = g, tanh_bwd(0, g) = g, sigmoid_bwd(0, g) = g / 4, softplus_bwd(0,
-  // g) = g / 2, gelu_bwd(0, g) = g / 2; NaN x gives NaN.
+  // g) = g / 2, gelu_bwd(0, g) = g / 2, silu_bwd(0, g) = g / 2; NaN x gives NaN.
   const std::vector<float> zx = {0.0f, NAN}, zg = {3.0f, 1.0f};
   TH_CHECK(run2(tlrt_exp_bwd, zx, zg)[0] == 3.0f && std::isnan(run2(tlrt_exp_bwd, zx, zg)[1]));
   TH_CHECK(run2(tlrt_tanh_bwd, zx, zg)[0] == 3.0f && std::isnan(run2(tlrt_tanh_bwd, zx, zg)[1]));
   TH_CHECK(run2(tlrt_sigmoid_bwd, zx, zg)[0] == 0.75f);
   TH_CHECK(run2(tlrt_softplus_bwd, zx, zg)[0] == 1.5f);
   TH_CHECK(run2(tlrt_gelu_bwd, zx, zg)[0] == 1.5f && std::isnan(run2(tlrt_gelu_bwd, zx, zg)[1]));
+  TH_CHECK(run2(tlrt_silu_bwd, zx, zg)[0] == 1.5f && std::isnan(run2(tlrt_silu_bwd, zx, zg)[1]));
+  // silu_bwd at the infinities: the limits 1 and -0 times g; silu' = 0 at x ~ -1.27846 (a sign
+  // change between neighbouring floats there).
+  const std::vector<float> sb = run2(tlrt_silu_bwd, {INFINITY, -INFINITY, -1.2784f, -1.2785f},
+                                     {2.0f, 2.0f, 1.0f, 1.0f});
+  TH_CHECK(sb[0] == 2.0f && th::bits_of(sb[1]) == 0x80000000u);
+  TH_CHECK_MSG(sb[2] > 0.0f && sb[3] < 0.0f, "silu' around its zero: %a, %a", sb[2], sb[3]);
 }
 
 // ---- every op on empty and size-1 buffers -----------------------------------------------------
@@ -770,7 +802,7 @@ void check_sizes() {
   const std::vector<std::pair<const char *, UnaryFn>> unary = {
       {"abs", tlrt_abs}, {"neg", tlrt_neg}, {"sqrt", tlrt_sqrt}, {"inv", tlrt_inv},
       {"relu", tlrt_relu}, {"exp", tlrt_exp}, {"log", tlrt_log}, {"sigmoid", tlrt_sigmoid},
-      {"tanh", tlrt_tanh}, {"softplus", tlrt_softplus}, {"gelu", tlrt_gelu},
+      {"tanh", tlrt_tanh}, {"softplus", tlrt_softplus}, {"gelu", tlrt_gelu}, {"silu", tlrt_silu},
       {"scale", [](const tlrt_buffer *p, tlrt_buffer **o) { return tlrt_scale(p, 2.0, o); }},
       {"clamp", [](const tlrt_buffer *p, tlrt_buffer **o) { return tlrt_clamp(p, -1.0, 1.0, o); }},
       {"safe_log", [](const tlrt_buffer *p, tlrt_buffer **o) { return tlrt_safe_log(p, 0.1, o); }},
@@ -781,6 +813,7 @@ void check_sizes() {
       {"inv_bwd", tlrt_inv_bwd}, {"log_bwd", tlrt_log_bwd}, {"relu_bwd", tlrt_relu_bwd},
       {"exp_bwd", tlrt_exp_bwd}, {"sigmoid_bwd", tlrt_sigmoid_bwd}, {"tanh_bwd", tlrt_tanh_bwd},
       {"softplus_bwd", tlrt_softplus_bwd}, {"gelu_bwd", tlrt_gelu_bwd},
+      {"silu_bwd", tlrt_silu_bwd},
       {"axpy", [](const tlrt_buffer *p, const tlrt_buffer *q, tlrt_buffer **o) {
          return tlrt_axpy(p, q, 0.5, o);
        }},

@@ -109,7 +109,7 @@ std::vector<Case> cases(tlrt_device dev, const tlrt_buffer *a, const tlrt_buffer
       {"tlrt_abs", tlrt_abs}, {"tlrt_neg", tlrt_neg},         {"tlrt_sqrt", tlrt_sqrt},
       {"tlrt_inv", tlrt_inv}, {"tlrt_relu", tlrt_relu},       {"tlrt_exp", tlrt_exp},
       {"tlrt_log", tlrt_log}, {"tlrt_sigmoid", tlrt_sigmoid}, {"tlrt_tanh", tlrt_tanh},
-      {"tlrt_softplus", tlrt_softplus}, {"tlrt_gelu", tlrt_gelu},
+      {"tlrt_softplus", tlrt_softplus}, {"tlrt_gelu", tlrt_gelu}, {"tlrt_silu", tlrt_silu},
       {"tlrt_reduce_sum", tlrt_reduce_sum}, {"tlrt_reduce_mean", tlrt_reduce_mean}};
   for (const auto &u : unary)
     v.push_back({u.first, 1, [=](const Outs &o) { return u.second(pos, o[0]); }});
@@ -126,7 +126,8 @@ std::vector<Case> cases(tlrt_device dev, const tlrt_buffer *a, const tlrt_buffer
       {"tlrt_inv_bwd", tlrt_inv_bwd}, {"tlrt_log_bwd", tlrt_log_bwd},
       {"tlrt_relu_bwd", tlrt_relu_bwd}, {"tlrt_exp_bwd", tlrt_exp_bwd},
       {"tlrt_sigmoid_bwd", tlrt_sigmoid_bwd}, {"tlrt_tanh_bwd", tlrt_tanh_bwd},
-      {"tlrt_softplus_bwd", tlrt_softplus_bwd}, {"tlrt_gelu_bwd", tlrt_gelu_bwd}};
+      {"tlrt_softplus_bwd", tlrt_softplus_bwd}, {"tlrt_gelu_bwd", tlrt_gelu_bwd},
+      {"tlrt_silu_bwd", tlrt_silu_bwd}};
   for (const auto &f : binary)
     v.push_back({f.first, 1, [=](const Outs &o) { return f.second(pos, g, o[0]); }});
   v.push_back({"tlrt_axpy", 1, [=](const Outs &o) { return tlrt_axpy(a, b, 2.0, o[0]); }});
@@ -193,6 +194,18 @@ std::vector<Case> later_cases(const Small &t) {
                [=](const Outs &o) { return tlrt_log_softmax(t.a, 3, 4, o[0]); }});
   v.push_back({"tlrt_layer_norm_fwd", 3, [=](const Outs &o) {
                  return tlrt_layer_norm_fwd(t.a, t.v4, t.v4, 3, 4, 1e-5, o[0], o[1], o[2]);
+               }});
+  v.push_back({"tlrt_rms_norm_fwd", 2, [=](const Outs &o) {
+                 return tlrt_rms_norm_fwd(t.a, t.v4, 3, 4, 1e-5, o[0], o[1]);
+               }});
+  v.push_back({"tlrt_rms_norm_fwd (no gamma)", 2, [=](const Outs &o) {
+                 return tlrt_rms_norm_fwd(t.a, nullptr, 3, 4, 1e-5, o[0], o[1]);
+               }});
+  v.push_back({"tlrt_rms_norm_bwd", 2, [=](const Outs &o) {
+                 return tlrt_rms_norm_bwd(t.b, t.a, t.v4, t.v3, 3, 4, o[0], o[1]);
+               }});
+  v.push_back({"tlrt_rms_norm_bwd (no gamma, no dgamma)", 1, [=](const Outs &o) {
+                 return tlrt_rms_norm_bwd(t.b, t.a, nullptr, t.v3, 3, 4, o[0], nullptr);
                }});
   v.push_back({"tlrt_matmul", 1,
                [=](const Outs &o) { return tlrt_matmul(t.a, t.b, 3, 4, 3, false, true, o[0]); }});

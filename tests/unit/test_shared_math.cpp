@@ -65,6 +65,20 @@ double ref_gelu_grad(float xf) {
   const double sc = 1.0 / (1.0 + std::exp(2.0 * z));
   return s + x * s * sc * 2.0 * kSqrt2OverPi * (1.0 + 3.0 * kGeluC * x * x);
 }
+// silu(x) = x * sigmoid(x) = x / (1 + exp(-x)) (no cancellation in float64).
+double ref_silu(float xf) {
+  const double x = xf;
+  if (std::isinf(x)) return x > 0 ? x : -0.0;
+  return x / (1.0 + std::exp(-x));
+}
+// silu'(x) = s + x s (1 - s), with 1 - s = 1 / (1 + exp(x)) (no cancellation).
+double ref_silu_grad(float xf) {
+  const double x = xf;
+  if (std::isinf(x)) return x > 0 ? 1.0 : -0.0;
+  const double s = 1.0 / (1.0 + std::exp(-x));
+  const double sc = 1.0 / (1.0 + std::exp(x));
+  return s + x * s * sc;
+}
 double ref_cos2pi(float uf) {
   const double u = uf;
   if (!std::isfinite(u)) return std::nan("");
@@ -87,6 +101,8 @@ float t_sigmoid(float x) { return tlrt::math::sigmoid_f(x); }
 float t_softplus(float x) { return tlrt::math::softplus_f(x); }
 float t_gelu(float x) { return tlrt::math::gelu_f(x); }
 float t_gelu_grad(float x) { return tlrt::math::gelu_grad_f(x); }
+float t_silu(float x) { return tlrt::math::silu_f(x); }
+float t_silu_grad(float x) { return tlrt::math::silu_grad_f(x); }
 float t_cos2pi(float x) { return tlrt::math::cos2pi_f(x); }
 float t_sin2pi(float x) { return tlrt::math::sin2pi_f(x); }
 
@@ -113,6 +129,9 @@ const Spec kSpecs[] = {
     {"gelu_f", t_gelu, ref_gelu, Metric::kUlp, tlrt::math::kGeluMaxUlp, 0, true, 0, 0},
     {"gelu_grad_f", t_gelu_grad, ref_gelu_grad, Metric::kUlpOrAbs, tlrt::math::kGeluGradMaxUlp,
      tlrt::math::kGeluGradMaxAbs, false, tlrt::math::kGeluGradRootLo, tlrt::math::kGeluGradRootHi},
+    {"silu_f", t_silu, ref_silu, Metric::kUlp, tlrt::math::kSiluMaxUlp, 0, true, 0, 0},
+    {"silu_grad_f", t_silu_grad, ref_silu_grad, Metric::kUlpOrAbs, tlrt::math::kSiluGradMaxUlp,
+     tlrt::math::kSiluGradMaxAbs, false, tlrt::math::kSiluGradRootLo, tlrt::math::kSiluGradRootHi},
     {"cos2pi_f", t_cos2pi, ref_cos2pi, Metric::kAbs, 0, tlrt::math::kCos2piMaxAbs, false, 0, 0},
     {"sin2pi_f", t_sin2pi, ref_sin2pi, Metric::kAbs, 0, tlrt::math::kSin2piMaxAbs, false, 0, 0},
 };
@@ -223,7 +242,8 @@ std::vector<float> special_values() {
       0.3f, 0.625f, 9.01f, 9.0110598f, 9.1f, 17.33f, 44.36f,  // tanh / sigmoid thresholds
       14.5560913f, 4.994164f, 5.4678602f, 10.7708683f, 10.8945389f, 10.9f,  // saturation points
       9.0f, 12.0f, 16.0f, 0.7518f, 8.0f, 10.5f, 11.0f,      // gelu thresholds, gelu' root
-      15.0f, 16.6f, 20.0f, 100.0f, 1e10f, 1e20f, 1e30f};
+      15.0f, 16.6f, 20.0f, 100.0f, 1e10f, 1e20f, 1e30f,
+      16.6771297f, 19.556345f, 24.0f, 108.650978f, 108.660309f, 110.0f, 1.27846454f};  // silu
   for (float x : around) add_around(v, x);
   return v;
 }
@@ -261,6 +281,7 @@ void expect_threshold(const Threshold& th, uint32_t step) {
 
 float softplus_minus_x(float x) { return tlrt::math::softplus_f(x) - x; }
 float gelu_minus_x(float x) { return tlrt::math::gelu_f(x) - x; }
+float silu_minus_x(float x) { return tlrt::math::silu_f(x) - x; }
 
 // The special results stated in the comments of core/numerics/shared_math.hpp.
 void check_documented(uint32_t step) {
@@ -306,6 +327,16 @@ void check_documented(uint32_t step) {
       {"gelu_grad(-0) = 0.5", gelu_grad_f(-0.0f), 0.5f},
       {"gelu_grad(+inf) = 1", gelu_grad_f(inf), 1.0f},
       {"gelu_grad(-inf) = -0", gelu_grad_f(-inf), -0.0f},
+      {"silu(+0) = +0", silu_f(0.0f), 0.0f},
+      {"silu(-0) = -0", silu_f(-0.0f), -0.0f},
+      {"silu(+inf) = +inf", silu_f(inf), inf},
+      {"silu(-inf) = -0", silu_f(-inf), -0.0f},
+      {"silu(2^-149) = +0 (2^-150 rounds to even)", silu_f(tiny), 0.0f},
+      {"silu(2^-148) = 2^-149", silu_f(2 * tiny), tiny},
+      {"silu_grad(+0) = 0.5", silu_grad_f(0.0f), 0.5f},
+      {"silu_grad(-0) = 0.5", silu_grad_f(-0.0f), 0.5f},
+      {"silu_grad(+inf) = 1", silu_grad_f(inf), 1.0f},
+      {"silu_grad(-inf) = -0", silu_grad_f(-inf), -0.0f},
       {"cos2pi(0) = 1", cos2pi_f(0.0f), 1.0f},
       {"cos2pi(0.25) = -0", cos2pi_f(0.25f), -0.0f},
       {"cos2pi(0.5) = -1", cos2pi_f(0.5f), -1.0f},
@@ -328,7 +359,7 @@ void check_documented(uint32_t step) {
   const float nan_of[] = {exp_f(nan),       log_f(nan),       log_f(-1.0f),     log_f(-inf),
                           log_f(-tiny),     log1p_f(nan),     log1p_f(-1.5f),   log1p_f(-inf),
                           tanh_f(nan),      sigmoid_f(nan),   softplus_f(nan),  gelu_f(nan),
-                          gelu_grad_f(nan), cos2pi_f(nan),    cos2pi_f(inf),    cos2pi_f(-inf),
+                          gelu_grad_f(nan), silu_f(nan),    silu_grad_f(nan), cos2pi_f(nan),    cos2pi_f(inf),    cos2pi_f(-inf),
                           sin2pi_f(nan),    sin2pi_f(inf),    sin2pi_f(-inf)};
   for (float y : nan_of)
     if (!(y != y)) doc_fail("NaN expected", 0.0f, y);
@@ -346,6 +377,10 @@ void check_documented(uint32_t step) {
       {"gelu(x) = -0 for x <= -10.7708683", gelu_f, 0xc12c557au, -10.9f, -0.0f},
       {"gelu_grad(x) = 1 for x >= 5.46786022", gelu_grad_f, 0x40aef8b6u, 9.0f, 1.0f},
       {"gelu_grad(x) = -0 for x <= -10.8945389", gelu_grad_f, 0xc12e5008u, -10.9f, -0.0f},
+      {"silu(x) = x for x >= 16.6771297", silu_minus_x, 0x41856ac3u, 20.0f, 0.0f},
+      {"silu(x) = -0 for x <= -108.660309", silu_f, 0xc2d95214u, -110.0f, -0.0f},
+      {"silu_grad(x) = 1 for x >= 19.556345", silu_grad_f, 0x419c7365u, 24.0f, 1.0f},
+      {"silu_grad(x) = -0 for x <= -108.650978", silu_grad_f, 0xc2d94d4du, -110.0f, -0.0f},
   };
   for (const Threshold& th : thresholds) expect_threshold(th, step);
   // The RNG (core/numerics/rng.hpp) calls the bodies of log_f and sincos2pi_f directly on its
@@ -380,6 +415,16 @@ void check_documented(uint32_t step) {
         {"gelu(x) = -0 below -104", gelu_f(-x), -0.0f},
         {"gelu_grad(x) = 1 beyond 104", gelu_grad_f(x), 1.0f},
         {"gelu_grad(x) = -0 below -104", gelu_grad_f(-x), -0.0f},
+    };
+    for (const Exact& e : far)
+      if (!same_bits(e.got, e.want)) doc_fail(e.what, x, e.got);
+  }
+  for (float x = 110.0f; x < 3e38f; x *= 1.37f) {
+    const Exact far[] = {
+        {"silu(x) = x beyond 110", silu_f(x), x},
+        {"silu(x) = -0 below -110", silu_f(-x), -0.0f},
+        {"silu_grad(x) = 1 beyond 110", silu_grad_f(x), 1.0f},
+        {"silu_grad(x) = -0 below -110", silu_grad_f(-x), -0.0f},
     };
     for (const Exact& e : far)
       if (!same_bits(e.got, e.want)) doc_fail(e.what, x, e.got);

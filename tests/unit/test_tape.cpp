@@ -584,6 +584,138 @@ void test_attention_known() {
   TH_CHECK(count == 2);
 }
 
+// SiLU, RMS norm and dropout nodes: values and gradients are the ops' own results bit for bit (the
+// backward kernels, the mask recomputed from the key), the documented special cases, shapes.
+void test_silu_rms_norm_dropout() {
+  Tape T;
+  tlrt_tape *t = T.t;
+  th::Rng rng(41);
+  // silu: value tlrt_silu, gradient tlrt_silu_bwd(x, seed).
+  {
+    std::vector<float> xv = rng.vec(12, -6, 6);
+    xv[0] = 0.0f;
+    xv[1] = -INFINITY;
+    xv[2] = INFINITY;
+    const uint64_t x = leaf(t, xv, {3, 4}, true);
+    uint64_t y = 0;
+    TH_OK(tlrt_tape_silu(t, x, &y));
+    const std::vector<float> sv = rng.vec(12);
+    Buf xb(th::upload(xv)), sb(th::upload(sv)), ry, rg;
+    TH_OK(tlrt_silu(xb.get(), ry.out()));
+    TH_OK(tlrt_silu_bwd(xb.get(), sb.get(), rg.out()));
+    TH_CHECK(same(value(t, y), th::download(ry.get())));
+    TH_OK(tlrt_tape_backward_seed(t, y, sb.get()));
+    TH_CHECK(same(grad(t, x), th::download(rg.get())));
+    TH_CHECK(th::bits_of(value(t, y)[1]) == 0x80000000u && value(t, y)[2] == INFINITY);
+  }
+  // rms norm, with gamma and without: the node's value is tlrt_rms_norm_fwd's y, the gradients
+  // tlrt_rms_norm_bwd's from the forward's inv_rms (x of rank 3: rows = 2 * 3).
+  for (bool with_gamma : {true, false}) {
+    TH_OK(tlrt_tape_reset(t));
+    const std::vector<float> xv = rng.vec(24, -2, 2), gv = rng.vec(4, 0.5f, 1.5f),
+                             sv = rng.vec(24);
+    const uint64_t x = leaf(t, xv, {2, 3, 4}, true);
+    const uint64_t g = with_gamma ? leaf(t, gv, {4}, true) : TLRT_TAPE_NONE;
+    uint64_t y = 0;
+    TH_OK(tlrt_tape_rms_norm(t, x, g, 1e-5, &y));
+    uint64_t dims[8], rank = 0;
+    uint32_t r32 = 0;
+    TH_OK(tlrt_tape_shape(t, y, dims, &r32, nullptr));
+    rank = r32;
+    TH_CHECK(rank == 3 && dims[0] == 2 && dims[1] == 3 && dims[2] == 4);
+    Buf xb(th::upload(xv)), gb(with_gamma ? th::upload(gv) : nullptr), sb(th::upload(sv)), ry,
+        ri, rdx, rdg;
+    TH_OK(tlrt_rms_norm_fwd(xb.get(), gb.get(), 6, 4, 1e-5, ry.out(), ri.out()));
+    TH_OK(tlrt_rms_norm_bwd(sb.get(), xb.get(), gb.get(), ri.get(), 6, 4, rdx.out(),
+                            with_gamma ? rdg.out() : nullptr));
+    TH_CHECK(same(value(t, y), th::download(ry.get())));
+    TH_OK(tlrt_tape_backward_seed(t, y, sb.get()));
+    TH_CHECK(same(grad(t, x), th::download(rdx.get())));
+    if (with_gamma) TH_CHECK(same(grad(t, g), th::download(rdg.get())));
+    // A second backward accumulates (the saved inv_rms is reused).
+    TH_OK(tlrt_tape_backward_seed(t, y, sb.get()));
+    std::vector<float> twice = th::download(rdx.get());
+    for (float &v : twice) v = v + v;
+    TH_CHECK(same(grad(t, x), twice));
+  }
+  // rms norm on one column: y = x / sqrt(x^2 + eps) (the sign for large |x|); gradient 0 there.
+  {
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t x = leaf(t, {3.0f, -4.0f}, {2, 1}, true);
+    uint64_t y = 0;
+    TH_OK(tlrt_tape_rms_norm(t, x, TLRT_TAPE_NONE, 0.0, &y));
+    const std::vector<float> v = value(t, y);
+    TH_CHECK(v.size() == 2 && std::fabs(v[0] - 1.0f) < 1e-6f && std::fabs(v[1] + 1.0f) < 1e-6f);
+    Buf sb(th::upload({1.0f, 1.0f}));
+    TH_OK(tlrt_tape_backward_seed(t, y, sb.get()));
+    for (float gv : grad(t, x)) TH_CHECK_MSG(std::fabs(gv) < 1e-6f, "d sign(x) / dx = %g", gv);
+  }
+  // dropout: y = x * m, m = bernoulli_mask(1 - p, key) * (1 / (1 - p)) rounded to float32; the
+  // gradient g * m with the same m (recomputed), in every backward.
+  {
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t n = 10000;
+    std::vector<float> xv = rng.vec(n, -3, 3);
+    xv[5] = INFINITY;
+    xv[6] = NAN;
+    const uint64_t x = leaf(t, xv, {100, 100}, true);
+    const double p = 0.1;
+    const uint64_t key = 0xDEADBEEFull;
+    uint64_t y = 0, y2 = 0, y3 = 0;
+    TH_OK(tlrt_tape_dropout(t, x, p, key, &y));
+    Buf mb;
+    TH_OK(tlrt_bernoulli_mask(kCpu, n, 1.0 - (double)(float)p, key, mb.out()));
+    const std::vector<float> mask = th::download(mb.get());
+    const float scale = (float)(1.0 / (1.0 - (double)(float)p));
+    std::vector<float> want(n), m(n);
+    uint64_t kept = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      m[i] = mask[i] != 0.0f ? scale : 0.0f;
+      want[i] = xv[i] * m[i];
+      kept += mask[i] != 0.0f;
+    }
+    TH_CHECK(same(value(t, y), want));
+    // About 90% kept: within 6 standard deviations (30) of 9000.
+    TH_CHECK_MSG(kept > 8820 && kept < 9180, "dropout p = 0.1 kept %llu of 10000",
+                 (unsigned long long)kept);
+    const std::vector<float> sv = rng.vec(n);
+    Buf sb(th::upload(sv));
+    TH_OK(tlrt_tape_backward_seed(t, y, sb.get()));
+    std::vector<float> gw(n), g2(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      gw[i] = sv[i] * m[i];
+      g2[i] = gw[i] + gw[i];
+    }
+    TH_CHECK(same(grad(t, x), gw));
+    TH_OK(tlrt_tape_backward_seed(t, y, sb.get()));
+    TH_CHECK(same(grad(t, x), g2));
+    // Another key, another mask; the same key, the same values.
+    TH_OK(tlrt_tape_dropout(t, x, p, key + n, &y2));
+    TH_OK(tlrt_tape_dropout(t, x, p, key, &y3));
+    TH_CHECK(!same(value(t, y2), want) && same(value(t, y3), want));
+    // p = 0: the identity (x's value itself), gradient g.
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t x0 = leaf(t, xv, {n}, true);
+    uint64_t i0 = 0;
+    TH_OK(tlrt_tape_dropout(t, x0, 0.0, key, &i0));
+    TH_CHECK(same(value(t, i0), xv));
+    TH_OK(tlrt_tape_backward_seed(t, i0, sb.get()));
+    TH_CHECK(same(grad(t, x0), sv));
+    // p close to 1 (0.999): the scale is (float)(1 / (1 - (float)0.999)); rank 0 and empty x.
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t xs = leaf(t, {2.0f}, {}, true), xe = leaf(t, {}, {0}, true);
+    uint64_t ys = 0, ye = 0;
+    TH_OK(tlrt_tape_dropout(t, xs, 0.999, 5, &ys));
+    const float sc = (float)(1.0 / (1.0 - (double)(float)0.999));
+    const float vs = value(t, ys)[0];
+    TH_CHECK_MSG(th::bits_of(vs) == 0u || vs == 2.0f * sc, "dropout(2, 0.999) = %a", vs);
+    TH_OK(tlrt_tape_dropout(t, xe, 0.5, 5, &ye));
+    TH_CHECK(value(t, ye).empty());
+    TH_OK(tlrt_tape_backward(t, ys));
+    TH_CHECK(same(grad(t, xs), {th::bits_of(vs) == 0u ? 0.0f : sc}));
+  }
+}
+
 // Workspace and gradients: after reset (and after freeing the tape) live bytes and handles are
 // back where they started; a failed backward leaves the leaf gradients as they were.
 void test_memory_and_failure() {
@@ -797,6 +929,7 @@ int main() {
   test_conv_known();
   test_pool_known();
   test_attention_known();
+  test_silu_rms_norm_dropout();
   test_memory_and_failure();
   test_intermediate_release();
   test_training_loops_flat();

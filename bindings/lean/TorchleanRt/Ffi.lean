@@ -17,6 +17,9 @@ One `@[extern]` declaration per `TLRT_API` function of `abi/*.h`, implemented by
   (`TLRT_DTYPE_F32`, ...).
 * CUDA stream and event handles and DLPack managed tensors (`void *` in C) are `USize`
   addresses.
+* C strings (`const char *`) are `String` (one holding U+0000 is refused by the shim);
+  string and buffer arrays `Array String` / `Array Buffer`; shapes `DimsList`; an open
+  safetensors file `SafeTensors` (an external object whose finalizer closes it).
 * arguments are borrowed (`@&`); results are owned by the caller.
 -/
 
@@ -32,6 +35,17 @@ instance : Nonempty Buffer := BufferPointed.property
 opaque TapePointed : NonemptyType
 def Tape : Type := TapePointed.type
 instance : Nonempty Tape := TapePointed.property
+
+/-- A `tlrt_safetensors *`: an open safetensors file (an external object; the finalizer
+closes it, `tlrt_safetensors_close`). -/
+opaque SafeTensorsPointed : NonemptyType
+def SafeTensors : Type := SafeTensorsPointed.type
+instance : Nonempty SafeTensors := SafeTensorsPointed.property
+
+/-- One shape per tensor (`const uint64_t *const *dims` with its `ranks`): an empty shape
+stands for the C shorthand NULL (rank 1: one axis of the buffer's size; rank 0: a scalar),
+any other must have exactly `ranks[i]` entries. -/
+abbrev DimsList : Type := Array (Array UInt64)
 
 /-- `a` cut or padded with zeros to exactly `n` entries (the fixed arrays of the C
 structs; entries past a geometry's rank are never read). -/
@@ -126,7 +140,9 @@ def TLRT_ERR_RELEASED : UInt32 := 6
 def TLRT_ERR_DEVICE_MISMATCH : UInt32 := 7
 def TLRT_ERR_STALE_HANDLE : UInt32 := 8
 def TLRT_ERR_DTYPE : UInt32 := 9
+def TLRT_ERR_FORMAT : UInt32 := 10
 def TLRT_ERR_OUT_OF_MEMORY : UInt32 := 100
+def TLRT_ERR_IO : UInt32 := 101
 def TLRT_ERR_BACKEND_UNAVAILABLE : UInt32 := 200
 def TLRT_ERR_NO_DEVICE : UInt32 := 201
 def TLRT_ERR_CUDA : UInt32 := 202
@@ -138,8 +154,8 @@ def TLRT_DTYPE_F32 : UInt32 := 0
 def TLRT_DTYPE_I32 : UInt32 := 1
 def TLRT_DTYPE_I64 : UInt32 := 2
 def TLRT_ABI_VERSION_MAJOR : UInt32 := 1
-def TLRT_ABI_VERSION_MINOR : UInt32 := 1
-def TLRT_ABI_VERSION : UInt32 := 65537
+def TLRT_ABI_VERSION_MINOR : UInt32 := 2
+def TLRT_ABI_VERSION : UInt32 := 65538
 def TLRT_DEVICE_KIND_CPU : UInt32 := 0
 def TLRT_DEVICE_KIND_CUDA : UInt32 := 1
 def TLRT_DEVICE_CPU : UInt32 := 0
@@ -150,6 +166,29 @@ def TLRT_MAX_ELEMENTS : UInt64 := 1152921504606846976
 def TLRT_CUDA_STREAM_LEGACY : UInt32 := 1
 def TLRT_CUDA_STREAM_PER_THREAD : UInt32 := 2
 def TLRT_DLPACK_MAX_NDIM : UInt32 := 32
+def TLRT_SAFETENSORS_MAX_RANK : UInt32 := 64
+def TLRT_SAFETENSORS_F32 : UInt32 := 0
+def TLRT_SAFETENSORS_I32 : UInt32 := 1
+def TLRT_SAFETENSORS_I64 : UInt32 := 2
+def TLRT_SAFETENSORS_F16 : UInt32 := 3
+def TLRT_SAFETENSORS_BF16 : UInt32 := 4
+def TLRT_SAFETENSORS_F64 : UInt32 := 5
+def TLRT_SAFETENSORS_BOOL : UInt32 := 6
+def TLRT_SAFETENSORS_U8 : UInt32 := 7
+def TLRT_SAFETENSORS_I8 : UInt32 := 8
+def TLRT_SAFETENSORS_I16 : UInt32 := 9
+def TLRT_SAFETENSORS_U16 : UInt32 := 10
+def TLRT_SAFETENSORS_U32 : UInt32 := 11
+def TLRT_SAFETENSORS_U64 : UInt32 := 12
+def TLRT_SAFETENSORS_F8_E5M2 : UInt32 := 13
+def TLRT_SAFETENSORS_F8_E4M3 : UInt32 := 14
+def TLRT_SAFETENSORS_F8_E8M0 : UInt32 := 15
+def TLRT_SAFETENSORS_F8_E4M3FNUZ : UInt32 := 16
+def TLRT_SAFETENSORS_F8_E5M2FNUZ : UInt32 := 17
+def TLRT_SAFETENSORS_F4 : UInt32 := 18
+def TLRT_SAFETENSORS_F6_E2M3 : UInt32 := 19
+def TLRT_SAFETENSORS_F6_E3M2 : UInt32 := 20
+def TLRT_SAFETENSORS_C64 : UInt32 := 21
 def TLRT_TAPE_MAX_RANK : UInt32 := 8
 def TLRT_TAPE_NONE : UInt64 := 18446744073709551615
 def TLRT_SCAN_CHUNK : UInt32 := 64
@@ -561,6 +600,134 @@ TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device)
 TLRT_ERR_OUT_OF_MEMORY. -/
 @[extern "tlrt_lean_buffer_from_dlpack"] opaque bufferFromDlpack (managed : USize) : IO Buffer
 
+/-- `const char * tlrt_safetensors_dtype_name(uint32_t dtype)`
+
+Static name of a TLRT_SAFETENSORS_* code as the file spells it ("BF16"); "UNKNOWN" for any
+other value. Never NULL; the string lives for the whole process. Never fails. -/
+@[extern "tlrt_lean_safetensors_dtype_name"] opaque safetensorsDtypeName (dtype : UInt32) : IO String
+
+/-- `tlrt_status tlrt_safetensors_save(const char * path, uint64_t count, const char * const * names, const tlrt_buffer * const * buffers, const uint64_t * const * dims, const uint32_t * ranks, uint64_t meta_count, const char * const * meta_keys, const char * const * meta_values)`
+
+Writes `count` buffers and `meta_count` metadata entries to the safetensors file `path`.
+
+Tensor i is named names[i] (UTF-8, NUL-terminated) and holds the values of buffers[i] (its
+dtype: "F32", "I32" or "I64"), of shape dims[i][0 .. ranks[i] - 1], whose product must be the
+buffer's size. Shorthands, as tlrt_buffer_to_dlpack: dims[i] NULL with ranks[i] == 1 is one
+dimension of the buffer's size, dims[i] NULL with ranks[i] == 0 a scalar (for a buffer of one
+element); dims NULL makes every dims[i] NULL, and ranks NULL every rank 1, so
+(dims, ranks) = (NULL, NULL) saves every buffer as a 1-D tensor. The buffers may live on any
+devices, mixed; they are only read. Names must be unique, non-empty, valid UTF-8 and not
+"__metadata__". The metadata ("__metadata__": string to string) has the keys meta_keys[k] and
+values meta_values[k], k < meta_count, valid UTF-8, keys unique (an empty key is allowed); with
+meta_count == 0 the file has no "__metadata__" entry. Array arguments may be NULL only when
+their count is 0.
+
+Layout, as the reference writer (the safetensors Python / Rust package) makes it, so that the
+two write the same bytes for the same tensors (and metadata of at most one entry: theirs
+follows a hash order): the tensors are stored by element type, "I64" first, then "F32", then
+"I32" (the reference's descending dtype order, which keeps every tensor's data aligned to its
+element size), and by name within a type (byte order, which is code point order); the header
+lists "__metadata__" first (keys in byte order), then the tensors in that order, as compact
+JSON (no spaces; in strings '"', '\\' and the control characters escaped as \" \\ \b \f \n \r
+\t or \u00XX, everything else, non-ASCII included, as its UTF-8 bytes), padded with spaces to a
+multiple of 8 bytes.
+
+Atomic: the file is written to path + ".tmp" (a file or symbolic link of that name, left by a
+crash, is removed first; a link is never followed), flushed to the disk (fsync), then renamed
+to `path` (replacing a file of that name), and the directory is flushed. If anything fails, the
+".tmp" file is removed and `path` is left as it was; a crash at any point leaves either the old
+file or the complete new one under `path` (and possibly a stale path + ".tmp"). Every argument
+is checked before anything is created.
+
+Errors: TLRT_ERR_NULL_ARGUMENT (path; names, buffers with count > 0; meta_keys, meta_values
+with meta_count > 0; an entry of names, buffers, meta_keys or meta_values; dims[i] NULL with
+ranks[i] > 1); TLRT_ERR_INVALID_ARGUMENT (path empty; a name empty, not valid UTF-8, equal to
+"__metadata__" or repeated; a metadata key or value not valid UTF-8; a key repeated;
+ranks[i] > TLRT_SAFETENSORS_MAX_RANK); TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED (a buffer);
+TLRT_ERR_SHAPE (the product of dims[i] is not the size of buffers[i]); TLRT_ERR_OVERFLOW (the
+header above the format's 100,000,000 bytes, or the data above 2^64 bytes); TLRT_ERR_IO
+(creating, writing, flushing or renaming failed: the message names the file and the reason);
+TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA, TLRT_ERR_DEVICE_LOST (downloading a CUDA buffer).
+Numeric class: exact (the bytes of the buffers). -/
+@[extern "tlrt_lean_safetensors_save"] opaque safetensorsSave (path : @& String) (names : @& Array String) (buffers : @& Array Buffer) (dims : @& DimsList) (ranks : @& Array UInt32) (meta_keys : @& Array String) (meta_values : @& Array String) : IO Unit
+
+/-- `tlrt_status tlrt_safetensors_open(const char * path, tlrt_safetensors ** out)`
+
+Opens the safetensors file `path`, reads its header and checks all of it (see "Strictness"
+above: the header length against the file's size and the format's limit, the JSON, every
+tensor's dtype, shape and byte range, the ranges covering the data exactly, names and keys
+unique); *out = a new handle, which keeps the file open until tlrt_safetensors_close. No tensor
+data is read. The handle's strings (names, metadata) stay valid until it is closed.
+Errors: TLRT_ERR_NULL_ARGUMENT (path, out); TLRT_ERR_INVALID_ARGUMENT (path empty);
+TLRT_ERR_IO (opening, reading, not a regular file: a directory, a FIFO, a device);
+TLRT_ERR_FORMAT; TLRT_ERR_OUT_OF_MEMORY.
+On failure *out is NULL and the file is closed. -/
+@[extern "tlrt_lean_safetensors_open"] opaque safetensorsOpen (path : @& String) : IO SafeTensors
+
+/-- `tlrt_status tlrt_safetensors_count(const tlrt_safetensors * file, uint64_t * count)`
+
+count = the number of tensors in the file (0 for a file of metadata only).
+Errors: TLRT_ERR_NULL_ARGUMENT (file, count); TLRT_ERR_STALE_HANDLE (file). -/
+@[extern "tlrt_lean_safetensors_count"] opaque safetensorsCount (file : @& SafeTensors) : IO UInt64
+
+/-- `tlrt_status tlrt_safetensors_name(const tlrt_safetensors * file, uint64_t index, const char ** name)`
+
+name = the name of tensor `index`, 0 <= index < count, in the order of the names' bytes
+(code point order), whatever the order of the file. The string belongs to the handle and stays
+valid until tlrt_safetensors_close. Errors: TLRT_ERR_NULL_ARGUMENT (file, name);
+TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (index >= count). -/
+@[extern "tlrt_lean_safetensors_name"] opaque safetensorsName (file : @& SafeTensors) (index : UInt64) : IO String
+
+/-- `tlrt_status tlrt_safetensors_info(const tlrt_safetensors * file, const char * name, uint32_t * dtype, uint64_t * dims, uint32_t capacity, uint32_t * rank)`
+
+The dtype and shape of the tensor `name`: *dtype = its TLRT_SAFETENSORS_* code, *rank = its
+rank, dims[0 .. *rank - 1] = its shape. capacity is the number of entries dims has room for;
+every one of them is written (those past *rank with 0), and TLRT_SAFETENSORS_MAX_RANK always
+suffices. With dims NULL and capacity 0, only *dtype and *rank are written (a query of the
+rank, whatever it is).
+Errors: TLRT_ERR_NULL_ARGUMENT (file, name, dtype, rank; dims with capacity > 0);
+TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (no tensor of that name); TLRT_ERR_SHAPE
+(capacity below the rank, dims not NULL). On failure *dtype and *rank are 0 (where not NULL)
+and dims[0 .. capacity - 1] are 0. -/
+@[extern "tlrt_lean_safetensors_info"] opaque safetensorsInfo (file : @& SafeTensors) (name : @& String) : IO (UInt32 × (Array UInt64))
+
+/-- `tlrt_status tlrt_safetensors_load(const tlrt_safetensors * file, const char * name, tlrt_device device, tlrt_buffer ** out)`
+
+out = a new buffer on `device` holding the tensor `name`, flattened in row-major order (the
+element count is the product of its shape; the shape itself comes from
+tlrt_safetensors_info). F32, I32 and I64 tensors give buffers of that type, bit for bit; F16
+and BF16 tensors give float32 buffers, exactly (every value, infinities, subnormals and signed
+zeros included, is a float32; a NaN stays a NaN with its payload shifted into the float32
+one); F64 tensors give float32 buffers rounded to nearest, ties to even (beyond the float32
+range +-inf, NaN stays NaN). Reads the tensor's bytes from the file with pread.
+Errors: TLRT_ERR_NULL_ARGUMENT (file, name, out); TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX
+(no tensor of that name); TLRT_ERR_DTYPE (a dtype other than F32, I32, I64, F16, BF16, F64);
+TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE;
+TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_IO (reading failed, or the
+file was shortened since it was opened); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. Numeric class: exact (F64: one rounding). -/
+@[extern "tlrt_lean_safetensors_load"] opaque safetensorsLoad (file : @& SafeTensors) (name : @& String) (device : UInt32) : IO Buffer
+
+/-- `tlrt_status tlrt_safetensors_metadata_count(const tlrt_safetensors * file, uint64_t * count)`
+
+count = the number of "__metadata__" entries (0 when the file has none).
+Errors: TLRT_ERR_NULL_ARGUMENT (file, count); TLRT_ERR_STALE_HANDLE (file). -/
+@[extern "tlrt_lean_safetensors_metadata_count"] opaque safetensorsMetadataCount (file : @& SafeTensors) : IO UInt64
+
+/-- `tlrt_status tlrt_safetensors_metadata_key(const tlrt_safetensors * file, uint64_t index, const char ** key)`
+
+key = the metadata key `index`, 0 <= index < count, in the order of the keys' bytes. The
+string stays valid until tlrt_safetensors_close. Errors: TLRT_ERR_NULL_ARGUMENT (file, key);
+TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (index >= count). -/
+@[extern "tlrt_lean_safetensors_metadata_key"] opaque safetensorsMetadataKey (file : @& SafeTensors) (index : UInt64) : IO String
+
+/-- `tlrt_status tlrt_safetensors_metadata(const tlrt_safetensors * file, const char * key, const char ** value)`
+
+value = the metadata value of `key`. The string stays valid until tlrt_safetensors_close.
+Errors: TLRT_ERR_NULL_ARGUMENT (file, key, value); TLRT_ERR_STALE_HANDLE (file);
+TLRT_ERR_INDEX (no such key). -/
+@[extern "tlrt_lean_safetensors_metadata"] opaque safetensorsMetadata (file : @& SafeTensors) (key : @& String) : IO String
+
 /-- `tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t key, tlrt_buffer ** out)`
 
 Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0
@@ -757,6 +924,16 @@ the cancellation-free form x * sigmoid(2 z). gelu(+inf) = +inf, gelu(-inf) = -0 
 not the NaN of inf * 0). Max error 1.01 ulp against the float64 value of the formula. -/
 @[extern "tlrt_lean_gelu"] opaque gelu (x : @& Buffer) : IO Buffer
 
+/-- `tlrt_status tlrt_silu(const tlrt_buffer * x, tlrt_buffer ** out)`
+
+SiLU (swish) x * sigmoid(x) = x / (1 + e^-x), evaluated as ONE quotient rounded once (not x
+times a rounded sigmoid). silu(+-0) = +-0, silu(+inf) = +inf, silu(-inf) = -0 (the limits, not
+the NaN of -inf * 0); silu(x) = x for x >= 16.6771297, -0 for x <= -108.660309 (results below
+2^-150 in magnitude); gradual underflow in between. Max error 0.87 ulp against the float64
+x / (1 + e^-x) (0.873, measured over all 2^32 inputs on the CPU; the host / device comparison
+over all 2^32, tests/parity/math_exhaustive.cu, is pending a GPU run for silu and silu_bwd). -/
+@[extern "tlrt_lean_silu"] opaque silu (x : @& Buffer) : IO Buffer
+
 /-- `tlrt_status tlrt_safe_log(const tlrt_buffer * x, double eps, tlrt_buffer ** out)`
 
 "Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0; composed
@@ -795,6 +972,16 @@ limits: gelu'(+inf) = 1, gelu'(-inf) = -0. gelu' is within 1.24 ulp outside [-0.
 inside (its zero is at x = -0.75179) within 1.6e-9 absolute, and 9e-10 wherever the error
 exceeds 1.25 ulp; before the final rounded multiplication by g. -/
 @[extern "tlrt_lean_gelu_bwd"] opaque geluBwd (x : @& Buffer) (g : @& Buffer) : IO Buffer
+
+/-- `tlrt_status tlrt_silu_bwd(const tlrt_buffer * x, const tlrt_buffer * g, tlrt_buffer ** out)`
+
+g * silu'(x), silu'(x) = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x), evaluated in
+float pairs and rounded once before the final rounded multiplication by g. silu'(+-0) = 0.5,
+silu'(+inf) = 1, silu'(-inf) = -0 (the limits); silu'(x) = 1 for x >= 19.556345, -0 for
+x <= -108.650978. silu' is within 0.90 ulp of the float64 s + x s (1 - s) outside
+[-1.35, -1.2] (0.892 measured); inside (its zero is at x = -1.27846) within 1.1e-9 absolute,
+and 4.5e-10 wherever the error exceeds 0.9 ulp (all 2^32 inputs measured on the CPU). -/
+@[extern "tlrt_lean_silu_bwd"] opaque siluBwd (x : @& Buffer) (g : @& Buffer) : IO Buffer
 
 /-- `tlrt_status tlrt_safe_log_bwd(const tlrt_buffer * x, const tlrt_buffer * g, double eps, tlrt_buffer ** out)`
 
@@ -1225,6 +1412,40 @@ elements; gamma not cols elements); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_
 On failure *dx, *dgamma and *dbeta are NULL. -/
 @[extern "tlrt_lean_layer_norm_bwd"] opaque layerNormBwd (dy : @& Buffer) (x : @& Buffer) (mean : @& Buffer) (inv_std : @& Buffer) (gamma : @& Buffer) (rows : UInt64) (cols : UInt64) : IO (Buffer × Buffer × Buffer)
 
+/-- `tlrt_status tlrt_rms_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** inv_rms)`
+
+RMS norm forward (DEFINITIONS above). x has rows * cols elements; gamma has cols elements, or is
+NULL for no scale (y = xhat). Outputs: y (rows * cols) and inv_rms (rows). eps is a double
+rounded once to float32 under the host-scalar rule of torchlean_rt.h, and must be >= 0
+(PyTorch's nn.RMSNorm defaults to the float32 machine epsilon; LLaMA uses 1e-5 or 1e-6).
+Empty cases: rows == 0 gives two empty outputs. cols == 0 (x empty, gamma empty or NULL) gives
+an empty y and inv_rms = NaN for every row (ms = 0 / 0, as the layer norm's mean).
+Errors: TLRT_ERR_NULL_ARGUMENT (x, y, inv_rms); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (x,
+gamma on different devices); TLRT_ERR_SHAPE (x not rows * cols, the product taken exactly;
+gamma not cols elements); TLRT_ERR_INVALID_ARGUMENT (eps NaN, +-inf, or rounding to +inf in
+float32 (the host-scalar rule), or negative; -0 is accepted); TLRT_ERR_OVERFLOW (cols == 0 and
+rows > TLRT_MAX_ELEMENTS: inv_rms could not exist); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure *y and *inv_rms are NULL. -/
+@[extern "tlrt_lean_rms_norm_fwd"] opaque rmsNormFwd (x : @& Buffer) (gamma : @& Option Buffer) (rows : UInt64) (cols : UInt64) (eps : Float) : IO (Buffer × Buffer)
+
+/-- `tlrt_status tlrt_rms_norm_bwd(const tlrt_buffer * dy, const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * inv_rms, uint64_t rows, uint64_t cols, tlrt_buffer ** dx, tlrt_buffer ** dgamma)`
+
+RMS norm backward (DEFINITIONS above): dx (rows * cols) and dgamma (cols) from the upstream
+gradient dy (rows * cols), the forward's input x (rows * cols), gamma (cols, or NULL as in the
+forward) and the forward's inv_rms (rows). Any inv_rms is accepted (it is not checked to be x's
+statistic); xhat is recomputed from it.
+dgamma: required when gamma is given. When gamma is NULL, dgamma may be NULL (no column sums are
+computed); if it is not, *dgamma receives S_i(dy xhat) all the same: the gradient with respect
+to a unit scale (what a gamma of ones would receive).
+Empty cases: rows == 0 gives an empty dx and dgamma = +0 (cols elements); cols == 0 gives empty
+outputs.
+Errors: TLRT_ERR_NULL_ARGUMENT (dy, x, inv_rms, dx; dgamma when gamma is given);
+TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (inputs on different devices); TLRT_ERR_SHAPE (dy not
+rows * cols, the product taken exactly; x a different size than dy; inv_rms not rows elements;
+gamma not cols elements); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure
+*dx and *dgamma (when given) are NULL. -/
+@[extern "tlrt_lean_rms_norm_bwd"] opaque rmsNormBwd (dy : @& Buffer) (x : @& Buffer) (gamma : @& Option Buffer) (inv_rms : @& Buffer) (rows : UInt64) (cols : UInt64) : IO (Buffer × Buffer)
+
 /-- `tlrt_status tlrt_bmm(const tlrt_buffer * a, const tlrt_buffer * b, uint64_t batch, uint64_t m, uint64_t n, uint64_t p, bool trans_a, bool trans_b, tlrt_buffer ** out)`
 
 Batched product: for every q < batch, out_q (m, p) = A_q (m, n) * B_q (n, p), with A_q the
@@ -1452,7 +1673,7 @@ tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the outpu
 /-- `tlrt_status tlrt_tape_neg(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1462,7 +1683,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_scale(tlrt_tape * tape, uint64_t x, double c, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1472,7 +1693,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_abs(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1482,7 +1703,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_sqrt(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1492,7 +1713,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_inv(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1502,7 +1723,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_relu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1512,7 +1733,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_clamp(tlrt_tape * tape, uint64_t x, double lo, double hi, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1522,7 +1743,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_exp(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1532,7 +1753,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_log(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1542,7 +1763,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_safe_log(tlrt_tape * tape, uint64_t x, double eps, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1552,7 +1773,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_sigmoid(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1562,7 +1783,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_tanh(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1572,7 +1793,7 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_softplus(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
@@ -1582,12 +1803,44 @@ be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 /-- `tlrt_status tlrt_tape_gelu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
 Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
-abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
 tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
 passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
 be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
 (TLRT_ERR_INVALID_ARGUMENT at record time). -/
 @[extern "tlrt_lean_tape_gelu"] opaque tapeGelu (tape : @& Tape) (x : UInt64) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_silu(tlrt_tape * tape, uint64_t x, uint64_t * out)`
+
+Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
+abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's
+tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp
+passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may
+be +-inf) and safe_log's eps have the op's domains under the host-scalar rule
+(TLRT_ERR_INVALID_ARGUMENT at record time). -/
+@[extern "tlrt_lean_tape_silu"] opaque tapeSilu (tape : @& Tape) (x : UInt64) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_dropout(tlrt_tape * tape, uint64_t x, double p, uint64_t key, uint64_t * out)`
+
+dropout: y = x * mask / (1 - p) (inverted dropout, as torch.nn.functional.dropout in training
+mode); x of any shape, output x's shape. p is a probability under the host-scalar rule, rounded
+once to float32 (pf): p >= 0 and pf < 1, else TLRT_ERR_INVALID_ARGUMENT (a p just below 1 that
+rounds to 1 is refused; -0 is 0). With n the element count and D the tape's device, element i
+is kept iff u[i] < (float)(1 - pf), u[i] the value tlrt_rand_uniform(D, n, key) gives at i: the
+mask is tlrt_bernoulli_mask(D, n, 1 - pf, key) (abi/tlrt_rng.h; 1 - pf computed in double), and
+y[i] = x[i] * m[i] with m[i] = (float)(1 / (1 - pf)) (computed in double, rounded once) where
+kept and +0 where dropped (so a dropped NaN or infinity gives NaN, as x * 0 does in PyTorch).
+The mask depends only on (key, i): the same bits on both backends and in every backward, and a
+new key gives a new mask (space keys at least n apart, as tlrt_rng.h says, or hash them).
+pf == 0 is the identity: the node shares x's value (no copy, no mask, key unused).
+Gradient: g * m, the same m. The MASK IS NOT STORED: the backward recomputes it from (key, pf)
+with the same calls (a counter-based generator: the recomputation is exact, and costs the two
+mask passes of the forward again, bernoulli_mask and scale), which keeps the node's workspace
+at zero; storing it would
+hold n more floats per dropout node until the reset, while the activation memory of the nodes
+is what bounds the batch of a language model. Numeric class: exact (values and gradients
+bitwise identical on CPU and CUDA). -/
+@[extern "tlrt_lean_tape_dropout"] opaque tapeDropout (tape : @& Tape) (x : UInt64) (p : Float) (key : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_reduce_sum(tlrt_tape * tape, uint64_t x, uint64_t * out)`
 
@@ -2029,34 +2282,31 @@ Gradients: products of g with the other operand, honouring the flags (no transpo
 made). -/
 @[extern "tlrt_lean_tape_layer_norm"] opaque tapeLayerNorm (tape : @& Tape) (x : UInt64) (gamma : UInt64) (beta : UInt64) (eps : Float) : IO UInt64
 
+/-- `tlrt_status tlrt_tape_rms_norm(tlrt_tape * tape, uint64_t x, uint64_t gamma, double eps, uint64_t * out)`
+
+rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms
+(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call
+(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical
+on CPU and CUDA, values and gradients). -/
+@[extern "tlrt_lean_tape_rms_norm"] opaque tapeRmsNorm (tape : @& Tape) (x : UInt64) (gamma : UInt64) (eps : Float) : IO UInt64
+
 /-- `tlrt_status tlrt_tape_matmul(tlrt_tape * tape, uint64_t a, uint64_t b, bool trans_a, bool trans_b, uint64_t * out)`
 
-softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
-0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.
-Gradients: tlrt_softmax_bwd / tlrt_log_softmax_bwd on the recorded output (no extra workspace).
-layer_norm over the last axis of x (rank >= 1, cols = last dim), gamma and beta of shape (cols)
-(rank 1); eps as tlrt_layer_norm_fwd. Output: x's shape. The forward's mean and inv_std are
-kept as workspace; gradients (x, gamma, beta) from tlrt_layer_norm_bwd.
-matmul: a of rank 2 stored (m, n), or (n, m) when trans_a; b of rank 2 stored (n, p), or (p, n)
-when trans_b (tlrt_matmul's convention); output (m, p). bmm: rank 3, (batch, ., .) each, equal
-batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.
-Gradients: products of g with the other operand, honouring the flags (no transposed copy is
-made). -/
+rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms
+(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call
+(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical
+on CPU and CUDA, values and gradients). -/
 @[extern "tlrt_lean_tape_matmul"] opaque tapeMatmul (tape : @& Tape) (a : UInt64) (b : UInt64) (trans_a : Bool) (trans_b : Bool) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_bmm(tlrt_tape * tape, uint64_t a, uint64_t b, bool trans_a, bool trans_b, uint64_t * out)`
 
-softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
-0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.
-Gradients: tlrt_softmax_bwd / tlrt_log_softmax_bwd on the recorded output (no extra workspace).
-layer_norm over the last axis of x (rank >= 1, cols = last dim), gamma and beta of shape (cols)
-(rank 1); eps as tlrt_layer_norm_fwd. Output: x's shape. The forward's mean and inv_std are
-kept as workspace; gradients (x, gamma, beta) from tlrt_layer_norm_bwd.
-matmul: a of rank 2 stored (m, n), or (n, m) when trans_a; b of rank 2 stored (n, p), or (p, n)
-when trans_b (tlrt_matmul's convention); output (m, p). bmm: rank 3, (batch, ., .) each, equal
-batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.
-Gradients: products of g with the other operand, honouring the flags (no transposed copy is
-made). -/
+rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms
+(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call
+(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical
+on CPU and CUDA, values and gradients). -/
 @[extern "tlrt_lean_tape_bmm"] opaque tapeBmm (tape : @& Tape) (a : UInt64) (b : UInt64) (trans_a : Bool) (trans_b : Bool) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_spectral_conv1d_rfft(tlrt_tape * tape, uint64_t x, uint64_t w_re, uint64_t w_im, uint64_t * out)`

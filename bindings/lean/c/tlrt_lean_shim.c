@@ -33,17 +33,21 @@
 
 static lean_external_class *tlrt_lean_buffer_class = NULL;
 static lean_external_class *tlrt_lean_tape_class = NULL;
+static lean_external_class *tlrt_lean_safetensors_class = NULL;
 static pthread_once_t tlrt_lean_once = PTHREAD_ONCE_INIT;
 
 /* Finalizers: drop the one reference the external object owns. */
 static void tlrt_lean_buffer_free(void *p) { tlrt_buffer_free((tlrt_buffer *)p); }
 static void tlrt_lean_tape_free(void *p) { tlrt_tape_free((tlrt_tape *)p); }
+static void tlrt_lean_safetensors_close(void *p) { tlrt_safetensors_close((tlrt_safetensors *)p); }
 /* The payloads hold no Lean objects: nothing to visit. */
 static void tlrt_lean_foreach_none(void *p, b_lean_obj_arg f) { (void)p; (void)f; }
 
 static void tlrt_lean_register(void) {
   tlrt_lean_buffer_class = lean_register_external_class(tlrt_lean_buffer_free, tlrt_lean_foreach_none);
   tlrt_lean_tape_class = lean_register_external_class(tlrt_lean_tape_free, tlrt_lean_foreach_none);
+  tlrt_lean_safetensors_class =
+      lean_register_external_class(tlrt_lean_safetensors_close, tlrt_lean_foreach_none);
 }
 
 LEAN_EXPORT lean_obj_res tlrt_lean_initialize(lean_obj_arg w) {
@@ -68,6 +72,21 @@ static inline tlrt_buffer *tlrt_lean_buffer_of(b_lean_obj_arg o) {
 
 static inline tlrt_tape *tlrt_lean_tape_of(b_lean_obj_arg o) {
   return (tlrt_tape *)lean_get_external_data(o);
+}
+
+static lean_object *tlrt_lean_wrap_safetensors(tlrt_safetensors *f) {
+  pthread_once(&tlrt_lean_once, tlrt_lean_register);
+  return lean_alloc_external(tlrt_lean_safetensors_class, f);
+}
+
+static inline tlrt_safetensors *tlrt_lean_safetensors_of(b_lean_obj_arg o) {
+  return (tlrt_safetensors *)lean_get_external_data(o);
+}
+
+/* Whether a Lean String is a C string: no U+0000 inside (lean_string_size counts the bytes and
+ * the terminating NUL). */
+static int tlrt_lean_cstr_ok(b_lean_obj_arg s) {
+  return strlen(lean_string_cstr(s)) + 1 == lean_string_size(s);
 }
 
 /* An `Option Buffer`: none is the scalar lean_box(0), some b a constructor with one field. */
@@ -99,6 +118,80 @@ static lean_obj_res tlrt_lean_shim_error(tlrt_status st, const char *fn, const c
   snprintf(text, sizeof text, "%s (%d): tlrt_lean: %s: argument %s has %zu entries, expected %zu",
            tlrt_status_string(st), (int)st, fn, what, got, want);
   return tlrt_lean_error_text(text);
+}
+
+/* IO.userError for a String argument holding U+0000 (a C string would end there). */
+static lean_obj_res tlrt_lean_nul_error(const char *fn, const char *what) {
+  char text[320];
+  snprintf(text, sizeof text, "%s (%d): tlrt_lean: %s: argument %s holds U+0000, which a C string cannot",
+           tlrt_status_string(TLRT_ERR_INVALID_ARGUMENT), (int)TLRT_ERR_INVALID_ARGUMENT, fn, what);
+  return tlrt_lean_error_text(text);
+}
+
+/* Array String -> malloc'd array of the strings' C pointers (NULL when empty; the strings stay
+ * the Lean objects'). Returns 0, -1 when malloc fails, -2 when a string holds U+0000. */
+static int tlrt_lean_cstrs(b_lean_obj_arg a, const char ***out) {
+  size_t n = lean_array_size(a);
+  *out = NULL;
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; ++i)
+    if (!tlrt_lean_cstr_ok(lean_array_get_core(a, i))) return -2;
+  const char **p = (const char **)malloc(n * sizeof(const char *));
+  if (p == NULL) return -1;
+  for (size_t i = 0; i < n; ++i) p[i] = lean_string_cstr(lean_array_get_core(a, i));
+  *out = p;
+  return 0;
+}
+
+/* Array Buffer -> malloc'd array of the buffers' handles (NULL when empty).
+ * Returns 0, or -1 when malloc fails. */
+static int tlrt_lean_buffers(b_lean_obj_arg a, const tlrt_buffer ***out) {
+  size_t n = lean_array_size(a);
+  *out = NULL;
+  if (n == 0) return 0;
+  const tlrt_buffer **p = (const tlrt_buffer **)malloc(n * sizeof(const tlrt_buffer *));
+  if (p == NULL) return -1;
+  for (size_t i = 0; i < n; ++i) p[i] = tlrt_lean_buffer_of(lean_array_get_core(a, i));
+  *out = p;
+  return 0;
+}
+
+/* DimsList (Array (Array UInt64)) and its ranks (Array UInt32, as long: checked before) ->
+ * *ptrs, a malloc'd array of one pointer per shape into *flat, a malloc'd array of every entry
+ * (both NULL when there is nothing to hold); an empty shape becomes a NULL pointer (the C
+ * shorthand). Returns 0; -1 when malloc fails; -2 when shape *bad has neither 0 entries nor its
+ * rank's count. */
+static int tlrt_lean_dims_list(b_lean_obj_arg dims, b_lean_obj_arg ranks, const uint64_t ***ptrs,
+                               uint64_t **flat, size_t *bad) {
+  size_t n = lean_array_size(dims), total = 0;
+  *ptrs = NULL;
+  *flat = NULL;
+  for (size_t i = 0; i < n; ++i) {
+    size_t k = lean_array_size(lean_array_get_core(dims, i));
+    if (k != 0 && k != (size_t)lean_unbox_uint32(lean_array_get_core(ranks, i))) {
+      *bad = i;
+      return -2;
+    }
+    total += k;
+  }
+  if (n == 0) return 0;
+  const uint64_t **p = (const uint64_t **)malloc(n * sizeof(const uint64_t *));
+  uint64_t *f = total ? (uint64_t *)malloc(total * sizeof(uint64_t)) : NULL;
+  if (p == NULL || (total && f == NULL)) {
+    free(p);
+    free(f);
+    return -1;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    b_lean_obj_arg d = lean_array_get_core(dims, i);
+    size_t k = lean_array_size(d);
+    p[i] = k ? f + at : NULL;
+    for (size_t j = 0; j < k; ++j) f[at++] = lean_unbox_uint64(lean_array_get_core(d, j));
+  }
+  *ptrs = p;
+  *flat = f;
+  return 0;
 }
 
 static lean_obj_res tlrt_lean_oom(const char *fn) {
@@ -895,6 +988,177 @@ done:
   return res;
 }
 
+/* const char * tlrt_safetensors_dtype_name(uint32_t dtype) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_dtype_name(uint32_t l_dtype, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  const char * r = tlrt_safetensors_dtype_name((uint32_t)l_dtype);
+  res = lean_io_result_mk_ok(lean_mk_string(r ? r : ""));
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_save(const char * path, uint64_t count, const char * const * names, const tlrt_buffer * const * buffers, const uint64_t * const * dims, const uint32_t * ranks, uint64_t meta_count, const char * const * meta_keys, const char * const * meta_values) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_save(b_lean_obj_arg l_path, b_lean_obj_arg l_names, b_lean_obj_arg l_buffers, b_lean_obj_arg l_dims, b_lean_obj_arg l_ranks, b_lean_obj_arg l_meta_keys, b_lean_obj_arg l_meta_values, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  const char **c_names = NULL;
+  const tlrt_buffer **c_buffers = NULL;
+  const uint64_t **c_dims = NULL;
+  uint64_t *f_dims = NULL;
+  uint32_t *c_ranks = NULL;
+  const char **c_meta_keys = NULL;
+  const char **c_meta_values = NULL;
+  if (lean_array_size(l_meta_values) != lean_array_size(l_meta_keys)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_safetensors_save", "meta_values", lean_array_size(l_meta_values), lean_array_size(l_meta_keys)); goto done; }
+  if (lean_array_size(l_ranks) != lean_array_size(l_names)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_safetensors_save", "ranks", lean_array_size(l_ranks), lean_array_size(l_names)); goto done; }
+  if (lean_array_size(l_dims) != lean_array_size(l_names)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_safetensors_save", "dims", lean_array_size(l_dims), lean_array_size(l_names)); goto done; }
+  if (lean_array_size(l_buffers) != lean_array_size(l_names)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_safetensors_save", "buffers", lean_array_size(l_buffers), lean_array_size(l_names)); goto done; }
+  if (!tlrt_lean_cstr_ok(l_path)) { res = tlrt_lean_nul_error("tlrt_safetensors_save", "path"); goto done; }
+  { int r = tlrt_lean_cstrs(l_names, &c_names); if (r == -1) { res = tlrt_lean_oom("tlrt_safetensors_save"); goto done; } if (r != 0) { res = tlrt_lean_nul_error("tlrt_safetensors_save", "names"); goto done; } }
+  if (tlrt_lean_buffers(l_buffers, &c_buffers) != 0) { res = tlrt_lean_oom("tlrt_safetensors_save"); goto done; }
+  { size_t bad = 0; int r = tlrt_lean_dims_list(l_dims, l_ranks, &c_dims, &f_dims, &bad); if (r == -1) { res = tlrt_lean_oom("tlrt_safetensors_save"); goto done; } if (r != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_safetensors_save", "dims", lean_array_size(lean_array_get_core(l_dims, bad)), (size_t)lean_unbox_uint32(lean_array_get_core(l_ranks, bad))); goto done; } }
+  if (tlrt_lean_u32s(l_ranks, &c_ranks) != 0) { res = tlrt_lean_oom("tlrt_safetensors_save"); goto done; }
+  { int r = tlrt_lean_cstrs(l_meta_keys, &c_meta_keys); if (r == -1) { res = tlrt_lean_oom("tlrt_safetensors_save"); goto done; } if (r != 0) { res = tlrt_lean_nul_error("tlrt_safetensors_save", "meta_keys"); goto done; } }
+  { int r = tlrt_lean_cstrs(l_meta_values, &c_meta_values); if (r == -1) { res = tlrt_lean_oom("tlrt_safetensors_save"); goto done; } if (r != 0) { res = tlrt_lean_nul_error("tlrt_safetensors_save", "meta_values"); goto done; } }
+  st = tlrt_safetensors_save((const char *)lean_string_cstr(l_path), (uint64_t)lean_array_size(l_names), (const char * const *)c_names, (const tlrt_buffer * const *)c_buffers, (const uint64_t * const *)c_dims, (const uint32_t *)c_ranks, (uint64_t)lean_array_size(l_meta_keys), (const char * const *)c_meta_keys, (const char * const *)c_meta_values);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  free(c_names);
+  free(c_buffers);
+  free(c_dims);
+  free(f_dims);
+  free(c_ranks);
+  free(c_meta_keys);
+  free(c_meta_values);
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_open(const char * path, tlrt_safetensors ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_open(b_lean_obj_arg l_path, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *o_out = NULL;
+  if (!tlrt_lean_cstr_ok(l_path)) { res = tlrt_lean_nul_error("tlrt_safetensors_open", "path"); goto done; }
+  st = tlrt_safetensors_open((const char *)lean_string_cstr(l_path), (tlrt_safetensors **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_safetensors(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_count(const tlrt_safetensors * file, uint64_t * count) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_count(b_lean_obj_arg l_file, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *file_h = tlrt_lean_safetensors_of(l_file);
+  uint64_t o_count = 0;
+  st = tlrt_safetensors_count((const tlrt_safetensors *)file_h, (uint64_t *)&o_count);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_count));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_name(const tlrt_safetensors * file, uint64_t index, const char ** name) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_name(b_lean_obj_arg l_file, uint64_t l_index, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *file_h = tlrt_lean_safetensors_of(l_file);
+  const char *o_name = NULL;
+  st = tlrt_safetensors_name((const tlrt_safetensors *)file_h, (uint64_t)l_index, (const char **)&o_name);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_mk_string(o_name ? o_name : ""));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_info(const tlrt_safetensors * file, const char * name, uint32_t * dtype, uint64_t * dims, uint32_t capacity, uint32_t * rank) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_info(b_lean_obj_arg l_file, b_lean_obj_arg l_name, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *file_h = tlrt_lean_safetensors_of(l_file);
+  uint32_t o_dtype = 0;
+  uint64_t o_dims[TLRT_SAFETENSORS_MAX_RANK] = {0};
+  uint32_t o_rank = 0;
+  if (!tlrt_lean_cstr_ok(l_name)) { res = tlrt_lean_nul_error("tlrt_safetensors_info", "name"); goto done; }
+  st = tlrt_safetensors_info((const tlrt_safetensors *)file_h, (const char *)lean_string_cstr(l_name), (uint32_t *)&o_dtype, (uint64_t *)o_dims, (uint32_t)TLRT_SAFETENSORS_MAX_RANK, (uint32_t *)&o_rank);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(lean_box_uint32(o_dtype), tlrt_lean_u64_array(o_dims, o_rank)));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_load(const tlrt_safetensors * file, const char * name, tlrt_device device, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_load(b_lean_obj_arg l_file, b_lean_obj_arg l_name, uint32_t l_device, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *file_h = tlrt_lean_safetensors_of(l_file);
+  tlrt_buffer *o_out = NULL;
+  if (!tlrt_lean_cstr_ok(l_name)) { res = tlrt_lean_nul_error("tlrt_safetensors_load", "name"); goto done; }
+  st = tlrt_safetensors_load((const tlrt_safetensors *)file_h, (const char *)lean_string_cstr(l_name), (tlrt_device)l_device, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_metadata_count(const tlrt_safetensors * file, uint64_t * count) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_metadata_count(b_lean_obj_arg l_file, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *file_h = tlrt_lean_safetensors_of(l_file);
+  uint64_t o_count = 0;
+  st = tlrt_safetensors_metadata_count((const tlrt_safetensors *)file_h, (uint64_t *)&o_count);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_count));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_metadata_key(const tlrt_safetensors * file, uint64_t index, const char ** key) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_metadata_key(b_lean_obj_arg l_file, uint64_t l_index, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *file_h = tlrt_lean_safetensors_of(l_file);
+  const char *o_key = NULL;
+  st = tlrt_safetensors_metadata_key((const tlrt_safetensors *)file_h, (uint64_t)l_index, (const char **)&o_key);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_mk_string(o_key ? o_key : ""));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_safetensors_metadata(const tlrt_safetensors * file, const char * key, const char ** value) */
+LEAN_EXPORT lean_obj_res tlrt_lean_safetensors_metadata(b_lean_obj_arg l_file, b_lean_obj_arg l_key, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_safetensors *file_h = tlrt_lean_safetensors_of(l_file);
+  const char *o_value = NULL;
+  if (!tlrt_lean_cstr_ok(l_key)) { res = tlrt_lean_nul_error("tlrt_safetensors_metadata", "key"); goto done; }
+  st = tlrt_safetensors_metadata((const tlrt_safetensors *)file_h, (const char *)lean_string_cstr(l_key), (const char **)&o_value);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_mk_string(o_value ? o_value : ""));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_rand_uniform(tlrt_device device, uint64_t n, uint64_t key, tlrt_buffer ** out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_rand_uniform(uint32_t l_device, uint64_t l_n, uint64_t l_key, lean_obj_arg w) {
   (void)w;
@@ -1376,6 +1640,21 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_silu(const tlrt_buffer * x, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_silu(b_lean_obj_arg l_x, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_silu((const tlrt_buffer *)x_h, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_safe_log(const tlrt_buffer * x, double eps, tlrt_buffer ** out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_safe_log(b_lean_obj_arg l_x, double l_eps, lean_obj_arg w) {
   (void)w;
@@ -1464,6 +1743,22 @@ LEAN_EXPORT lean_obj_res tlrt_lean_gelu_bwd(b_lean_obj_arg l_x, b_lean_obj_arg l
   tlrt_buffer *g_h = tlrt_lean_buffer_of(l_g);
   tlrt_buffer *o_out = NULL;
   st = tlrt_gelu_bwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)g_h, (tlrt_buffer **)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_silu_bwd(const tlrt_buffer * x, const tlrt_buffer * g, tlrt_buffer ** out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_silu_bwd(b_lean_obj_arg l_x, b_lean_obj_arg l_g, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *g_h = tlrt_lean_buffer_of(l_g);
+  tlrt_buffer *o_out = NULL;
+  st = tlrt_silu_bwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)g_h, (tlrt_buffer **)&o_out);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_out));
 done:
@@ -2138,6 +2433,42 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_rms_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** inv_rms) */
+LEAN_EXPORT lean_obj_res tlrt_lean_rms_norm_fwd(b_lean_obj_arg l_x, b_lean_obj_arg l_gamma, uint64_t l_rows, uint64_t l_cols, double l_eps, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *gamma_h = tlrt_lean_opt_buffer_of(l_gamma);
+  tlrt_buffer *o_y = NULL;
+  tlrt_buffer *o_inv_rms = NULL;
+  st = tlrt_rms_norm_fwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)gamma_h, (uint64_t)l_rows, (uint64_t)l_cols, (double)l_eps, (tlrt_buffer **)&o_y, (tlrt_buffer **)&o_inv_rms);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_y), tlrt_lean_wrap_buffer(o_inv_rms)));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_rms_norm_bwd(const tlrt_buffer * dy, const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * inv_rms, uint64_t rows, uint64_t cols, tlrt_buffer ** dx, tlrt_buffer ** dgamma) */
+LEAN_EXPORT lean_obj_res tlrt_lean_rms_norm_bwd(b_lean_obj_arg l_dy, b_lean_obj_arg l_x, b_lean_obj_arg l_gamma, b_lean_obj_arg l_inv_rms, uint64_t l_rows, uint64_t l_cols, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *gamma_h = tlrt_lean_opt_buffer_of(l_gamma);
+  tlrt_buffer *inv_rms_h = tlrt_lean_buffer_of(l_inv_rms);
+  tlrt_buffer *o_dx = NULL;
+  tlrt_buffer *o_dgamma = NULL;
+  st = tlrt_rms_norm_bwd((const tlrt_buffer *)dy_h, (const tlrt_buffer *)x_h, (const tlrt_buffer *)gamma_h, (const tlrt_buffer *)inv_rms_h, (uint64_t)l_rows, (uint64_t)l_cols, (tlrt_buffer **)&o_dx, (tlrt_buffer **)&o_dgamma);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_dx), tlrt_lean_wrap_buffer(o_dgamma)));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_bmm(const tlrt_buffer * a, const tlrt_buffer * b, uint64_t batch, uint64_t m, uint64_t n, uint64_t p, bool trans_a, bool trans_b, tlrt_buffer ** out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_bmm(b_lean_obj_arg l_a, b_lean_obj_arg l_b, uint64_t l_batch, uint64_t l_m, uint64_t l_n, uint64_t l_p, uint8_t l_trans_a, uint8_t l_trans_b, lean_obj_arg w) {
   (void)w;
@@ -2692,6 +3023,36 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_tape_silu(tlrt_tape * tape, uint64_t x, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_silu(b_lean_obj_arg l_tape, uint64_t l_x, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_silu((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_dropout(tlrt_tape * tape, uint64_t x, double p, uint64_t key, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_dropout(b_lean_obj_arg l_tape, uint64_t l_x, double l_p, uint64_t l_key, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_dropout((tlrt_tape *)tape_h, (uint64_t)l_x, (double)l_p, (uint64_t)l_key, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_tape_reduce_sum(tlrt_tape * tape, uint64_t x, uint64_t * out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_tape_reduce_sum(b_lean_obj_arg l_tape, uint64_t l_x, lean_obj_arg w) {
   (void)w;
@@ -3147,6 +3508,21 @@ LEAN_EXPORT lean_obj_res tlrt_lean_tape_layer_norm(b_lean_obj_arg l_tape, uint64
   tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
   uint64_t o_out = 0;
   st = tlrt_tape_layer_norm((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_gamma, (uint64_t)l_beta, (double)l_eps, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_rms_norm(tlrt_tape * tape, uint64_t x, uint64_t gamma, double eps, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_rms_norm(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_gamma, double l_eps, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_rms_norm((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_gamma, (double)l_eps, (uint64_t *)&o_out);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(lean_box_uint64(o_out));
 done:

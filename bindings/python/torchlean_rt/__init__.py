@@ -16,6 +16,10 @@ and the classification the op wrappers need. At import this module reads no head
      or a tuple of Buffers for max_bwd/min_bwd). Example: rt.add(a, b), rt.clamp(x, -1.0, 1.0),
      rt.rand_normal(rt.CPU, 1000, 0.0, 1.0, key).
 
+Checkpoints (abi/tlrt_checkpoint.h): rt.save_safetensors(path, {"w": tensor}, metadata),
+rt.load_safetensors(path) and the lazy rt.SafeTensors(path) read and write safetensors files, the
+format of PyTorch's, NumPy's and the Hugging Face Hub's checkpoints.
+
 CUDA streams (abi/tlrt_stream.h): `with rt.use_stream(rt.cuda(0), torch.cuda.current_stream()):`
 queues the library's work on that stream; stream_record_event / stream_wait_event /
 stream_wait_for_library order it against other CUDA work with events, without host waits.
@@ -1362,3 +1366,223 @@ from . import _tensor  # noqa: E402  (needs everything above)
 from ._tensor import (Tensor, ShapeError, tensor, as_tensor, from_numpy, zeros, ones,  # noqa: E402
                      full, arange, float32, int32, int64)
 __all__ += _tensor.__all__
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints (abi/tlrt_checkpoint.h): safetensors files, the format of Hugging Face's
+# safetensors package (PyTorch, NumPy, JAX and the Hub read and write it).
+#     rt.save_safetensors("model.safetensors", {"w": w, "b": b}, metadata={"format": "pt"})
+#     params = rt.load_safetensors("model.safetensors")        # {"b": Tensor, "w": Tensor}
+#     with rt.SafeTensors("model.safetensors") as f:           # lazy: one tensor at a time
+#         f.keys(), f.metadata, f.info("w"), f.load("w", rt.cuda(0))
+# ---------------------------------------------------------------------------------------------
+
+# The dtypes of the format by their TLRT_SAFETENSORS_* code ("F32", "BF16", ...).
+SAFETENSORS_DTYPES = {v: k[len("TLRT_SAFETENSORS_"):] for k, v in DEFINES.items()
+                      if k.startswith("TLRT_SAFETENSORS_") and k != "TLRT_SAFETENSORS_MAX_RANK"}
+
+
+def _c_path(path, function):
+    """A path (str, bytes or os.PathLike) as the bytes the C library opens."""
+    b = os.fsencode(path)
+    if b"\0" in b:
+        raise ValueError(f"{function}: the path holds a NUL byte")
+    return b
+
+
+def _c_string(s, function, what):
+    """A str as NUL-terminated UTF-8 (ValueError for a NUL inside, which C would cut at)."""
+    if not isinstance(s, str):
+        raise TypeError(f"{function}: {what} must be a str, not {type(s).__name__}")
+    b = s.encode("utf-8")
+    if b"\0" in b:
+        raise ValueError(f"{function}: {what} {s!r} holds a NUL character")
+    return b
+
+
+def save_safetensors(path, tensors, metadata=None):
+    """Writes `tensors`, a mapping of names (str) to Tensors or Buffers, to the safetensors file
+    `path` (tlrt_safetensors_save): a Tensor keeps its shape, a Buffer is saved as one axis of its
+    size; float32 / int32 / int64 as "F32" / "I32" / "I64"; any device (CUDA ones are
+    downloaded). metadata: None or a mapping of str to str (the file's "__metadata__").
+    The file is written to path + ".tmp" and renamed: `path` is replaced whole or not at all.
+    The layout is the reference writer's (safetensors.numpy.save_file writes the same bytes for
+    the same tensors and at most one metadata entry). Errors are the library's (TlrtError:
+    TLRT_ERR_INVALID_ARGUMENT for an empty, repeated or "__metadata__" name,
+    TLRT_ERR_IO for a file that cannot be written, ...)."""
+    fname = "tlrt_safetensors_save"
+    items = list(tensors.items())
+    names, handles, shapes = [], [], []
+    for name, value in items:
+        names.append(_c_string(name, fname, "a tensor name"))
+        if isinstance(value, Tensor):
+            handles.append(_handle(value.buffer, fname, repr(name)))
+            shapes.append(tuple(value.shape))
+        elif isinstance(value, Buffer):
+            handles.append(_handle(value, fname, repr(name)))
+            shapes.append(None)  # one axis of the buffer's size
+        else:
+            raise TypeError(f"{fname}: the value of {name!r} must be a Tensor or a Buffer, not "
+                            f"{type(value).__name__}")
+    meta = list((metadata or {}).items())
+    keys = [_c_string(k, fname, "a metadata key") for k, _ in meta]
+    values = [_c_string(v, fname, "a metadata value") for _, v in meta]
+    n, m = len(items), len(meta)
+    c_names = (ctypes.c_char_p * n)(*names) if n else None
+    c_bufs = (ctypes.c_void_p * n)(*handles) if n else None
+    dim_arrays = [None if s is None or not s else (ctypes.c_uint64 * len(s))(*s) for s in shapes]
+    c_dims = (ctypes.POINTER(ctypes.c_uint64) * n)(
+        *[ctypes.cast(a, ctypes.POINTER(ctypes.c_uint64)) for a in dim_arrays]) if n else None
+    c_ranks = (ctypes.c_uint32 * n)(*[1 if s is None else len(s) for s in shapes]) if n else None
+    c_keys = (ctypes.c_char_p * m)(*keys) if m else None
+    c_values = (ctypes.c_char_p * m)(*values) if m else None
+    _check(lib.tlrt_safetensors_save(_c_path(path, fname), n, c_names, c_bufs, c_dims, c_ranks,
+                                     m, c_keys, c_values), fname)
+
+
+class SafeTensors:
+    """An open safetensors file (tlrt_safetensors_open: the whole header is validated here, no
+    tensor is read): names, dtypes, shapes and metadata at once, each tensor's values when asked
+    for. A context manager; close() (or the finalizer) closes the file. Tensors loaded from it
+    stay valid after it is closed.
+
+        with rt.SafeTensors("model.safetensors") as f:
+            for name in f.keys():                    # sorted by name
+                dtype, shape = f.info(name)          # ("BF16", (4096, 4096))
+                t = f.load(name, rt.cuda(0))         # a Tensor (F16/BF16/F64 become float32)
+    """
+
+    __slots__ = ("_h", "path", "__weakref__")
+    _close_fn = lib.tlrt_safetensors_close  # kept on the class: usable during shutdown
+
+    def __init__(self, path):
+        self.path = path
+        self._h = None
+        out = ctypes.c_void_p()
+        _check(lib.tlrt_safetensors_open(_c_path(path, "tlrt_safetensors_open"),
+                                         ctypes.byref(out)), "tlrt_safetensors_open")
+        self._h = out.value
+
+    def close(self):
+        """Closes the file now (idempotent); later calls raise ValueError."""
+        h, self._h = self._h, None
+        if h:
+            SafeTensors._close_fn(h)
+
+    def __del__(self):
+        try:
+            h = getattr(self, "_h", None)
+            if h:
+                self._h = None
+                SafeTensors._close_fn(h)
+        except BaseException:  # a finalizer never raises
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _handle(self, function):
+        if self._h is None:
+            raise ValueError(f"{function}: the SafeTensors file was closed")
+        return self._h
+
+    def _count(self, fname):
+        n = ctypes.c_uint64()
+        _check(getattr(lib, fname)(self._handle(fname), ctypes.byref(n)), fname)
+        return n.value
+
+    def _string_at(self, fname, index):
+        s = ctypes.c_char_p()
+        _check(getattr(lib, fname)(self._handle(fname), index, ctypes.byref(s)), fname)
+        return s.value.decode("utf-8")
+
+    def keys(self):
+        """The tensor names, sorted (by their UTF-8 bytes, which is code point order)."""
+        return [self._string_at("tlrt_safetensors_name", i)
+                for i in range(self._count("tlrt_safetensors_count"))]
+
+    def __len__(self):
+        return self._count("tlrt_safetensors_count")
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __contains__(self, name):
+        if not isinstance(name, str) or "\0" in name:
+            return False
+        fname = "tlrt_safetensors_info"
+        dtype, rank = ctypes.c_uint32(), ctypes.c_uint32()
+        status = lib.tlrt_safetensors_info(self._handle(fname), name.encode("utf-8"),
+                                           ctypes.byref(dtype), None, 0, ctypes.byref(rank))
+        if status == STATUS["TLRT_ERR_INDEX"]:
+            return False
+        _check(status, fname)
+        return True
+
+    @property
+    def metadata(self):
+        """The "__metadata__" entries as a dict of str to str ({} when the file has none)."""
+        fname = "tlrt_safetensors_metadata"
+        out = {}
+        for i in range(self._count("tlrt_safetensors_metadata_count")):
+            key = self._string_at("tlrt_safetensors_metadata_key", i)
+            value = ctypes.c_char_p()
+            _check(lib.tlrt_safetensors_metadata(self._handle(fname), key.encode("utf-8"),
+                                                 ctypes.byref(value)), fname)
+            out[key] = value.value.decode("utf-8")
+        return out
+
+    def info(self, name):
+        """(dtype, shape) of a tensor: the file's dtype string ("F32", "BF16", "U8", ...) and its
+        shape as a tuple. KeyError for a name the file does not have."""
+        fname = "tlrt_safetensors_info"
+        cap = DEFINES["TLRT_SAFETENSORS_MAX_RANK"]
+        dims = (ctypes.c_uint64 * cap)()
+        dtype, rank = ctypes.c_uint32(), ctypes.c_uint32()
+        status = lib.tlrt_safetensors_info(self._handle(fname), _c_string(name, fname, "name"),
+                                           ctypes.byref(dtype), dims, cap, ctypes.byref(rank))
+        if status == STATUS["TLRT_ERR_INDEX"]:
+            raise KeyError(name)
+        _check(status, fname)
+        return SAFETENSORS_DTYPES.get(dtype.value, str(dtype.value)), tuple(dims[:rank.value])
+
+    def load_buffer(self, name, device=CPU):
+        """The tensor's values as a flat Buffer on `device` (tlrt_safetensors_load): F32, I32,
+        I64 as they are, F16 and BF16 exactly as float32, F64 rounded to float32; other dtypes
+        raise TlrtError (TLRT_ERR_DTYPE). KeyError for a name the file does not have."""
+        fname = "tlrt_safetensors_load"
+        out = ctypes.c_void_p()
+        status = lib.tlrt_safetensors_load(self._handle(fname), _c_string(name, fname, "name"),
+                                           _as_device(device), ctypes.byref(out))
+        if status == STATUS["TLRT_ERR_INDEX"]:
+            raise KeyError(name)
+        _check(status, fname)
+        return Buffer(out.value)
+
+    def load(self, name, device=CPU):
+        """The tensor as a Tensor of its shape on `device` (load_buffer's conversions). A rank
+        above the Tensor's limit (8) raises ShapeError: use load_buffer and info then."""
+        _, shape = self.info(name)
+        return Tensor(self.load_buffer(name, device), shape)
+
+    def __getitem__(self, name):
+        return self.load(name)
+
+    def __repr__(self):
+        if self._h is None:
+            return "SafeTensors(<closed>)"
+        return f"SafeTensors({self.path!r}, tensors={len(self)})"
+
+
+def load_safetensors(path, device=CPU):
+    """Every tensor of the safetensors file `path` as a dict of names to Tensors on `device`
+    (sorted by name; F16 / BF16 / F64 tensors become float32; see SafeTensors.load)."""
+    with SafeTensors(path) as f:
+        return {name: f.load(name, device) for name in f.keys()}
+
+
+__all__ += ["SAFETENSORS_DTYPES", "save_safetensors", "load_safetensors", "SafeTensors"]

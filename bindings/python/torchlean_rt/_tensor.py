@@ -14,8 +14,9 @@ adds the bookkeeping NumPy and PyTorch users expect:
     maximum / minimum;
   * layout: reshape (no copy: the new Tensor shares the buffer), T / transpose / permute,
     indexing by ints and unit-step slices;
-  * reductions: sum / mean over everything or over axes; softmax / log_softmax over the last
-    axis; the unary ops exp, log, sqrt, tanh, sigmoid, relu, gelu, softplus, clamp.
+  * reductions: sum / mean over everything or over axes; softmax / log_softmax / rms_norm over
+    the last axis; the unary ops exp, log, sqrt, tanh, sigmoid, relu, gelu, silu, softplus,
+    clamp.
 
 Broadcasting follows NumPy: shapes are aligned at their last axis, and an axis of size 1 (or a
 missing leading axis) stretches to the other operand's size. An operand whose shape differs from
@@ -530,6 +531,25 @@ class Tensor:
             raise NotImplementedError("log_softmax over the last axis only (permute first)")
         return self._rows("log_softmax")
 
+    def rms_norm(self, gamma=None, eps=1e-5):
+        """RMS norm over the last axis (tlrt_rms_norm_fwd): self / sqrt(mean(self^2) + eps),
+        times gamma (a 1-D tensor of the last axis's size on the same device), or unscaled for
+        gamma None. The forward's inv_rms is dropped."""
+        if not self._shape:
+            raise ShapeError("rms_norm: a 0-d tensor has no last axis", "rms_norm")
+        cols = self._shape[-1]
+        rows = _numel(self._shape[:-1])
+        g = None
+        if gamma is not None:
+            gamma = as_tensor(gamma, self.device)
+            if gamma.shape != (cols,):
+                raise ShapeError(f"rms_norm: gamma of shape {gamma.shape} for a tensor of shape "
+                                 f"{self._shape} (expected ({cols},))", "rms_norm")
+            g = gamma._buf
+        y, inv_rms = OPS["rms_norm_fwd"](self._buf, g, rows, cols, float(eps))
+        inv_rms.free()
+        return Tensor._wrap(y, self._shape)
+
 
 def _unary(name):
     op = OPS[name]
@@ -541,7 +561,8 @@ def _unary(name):
     return method
 
 
-for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "softplus", "abs", "neg"):
+for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "softplus", "abs",
+              "neg"):
     setattr(Tensor, _name, _unary(_name))
 del _name
 

@@ -12,6 +12,7 @@ HEADERS = (
     'tlrt_buffer.h',
     'tlrt_stream.h',
     'tlrt_dlpack.h',
+    'tlrt_checkpoint.h',
     'tlrt_rng.h',
     'tlrt_elementwise.h',
     'tlrt_reduce.h',
@@ -310,6 +311,108 @@ PROTOTYPES = (
       'TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_BACKEND_UNAVAILABLE,\n'
       'TLRT_ERR_NO_DEVICE (a CUDA tensor in a build without CUDA / with no such device);\n'
       'TLRT_ERR_OUT_OF_MEMORY.')),
+    ('tlrt_safetensors_dtype_name', 'const char *', (('uint32_t', 'dtype'),), 'tlrt_checkpoint.h',
+     ('Static name of a TLRT_SAFETENSORS_* code as the file spells it ("BF16"); "UNKNOWN" for any\n'
+      'other value. Never NULL; the string lives for the whole process. Never fails.')),
+    ('tlrt_safetensors_save', 'tlrt_status', (('const char *', 'path'), ('uint64_t', 'count'), ('const char * const *', 'names'), ('const tlrt_buffer * const *', 'buffers'), ('const uint64_t * const *', 'dims'), ('const uint32_t *', 'ranks'), ('uint64_t', 'meta_count'), ('const char * const *', 'meta_keys'), ('const char * const *', 'meta_values'),), 'tlrt_checkpoint.h',
+     ('Writes `count` buffers and `meta_count` metadata entries to the safetensors file `path`.\n'
+      '\n'
+      'Tensor i is named names[i] (UTF-8, NUL-terminated) and holds the values of buffers[i] (its\n'
+      'dtype: "F32", "I32" or "I64"), of shape dims[i][0 .. ranks[i] - 1], whose product must be the\n'
+      "buffer's size. Shorthands, as tlrt_buffer_to_dlpack: dims[i] NULL with ranks[i] == 1 is one\n"
+      "dimension of the buffer's size, dims[i] NULL with ranks[i] == 0 a scalar (for a buffer of one\n"
+      'element); dims NULL makes every dims[i] NULL, and ranks NULL every rank 1, so\n'
+      '(dims, ranks) = (NULL, NULL) saves every buffer as a 1-D tensor. The buffers may live on any\n'
+      'devices, mixed; they are only read. Names must be unique, non-empty, valid UTF-8 and not\n'
+      '"__metadata__". The metadata ("__metadata__": string to string) has the keys meta_keys[k] and\n'
+      'values meta_values[k], k < meta_count, valid UTF-8, keys unique (an empty key is allowed); with\n'
+      'meta_count == 0 the file has no "__metadata__" entry. Array arguments may be NULL only when\n'
+      'their count is 0.\n'
+      '\n'
+      'Layout, as the reference writer (the safetensors Python / Rust package) makes it, so that the\n'
+      'two write the same bytes for the same tensors (and metadata of at most one entry: theirs\n'
+      'follows a hash order): the tensors are stored by element type, "I64" first, then "F32", then\n'
+      '"I32" (the reference\'s descending dtype order, which keeps every tensor\'s data aligned to its\n'
+      'element size), and by name within a type (byte order, which is code point order); the header\n'
+      'lists "__metadata__" first (keys in byte order), then the tensors in that order, as compact\n'
+      'JSON (no spaces; in strings \'"\', \'\\\\\' and the control characters escaped as \\" \\\\ \\b \\f \\n \\r\n'
+      '\\t or \\u00XX, everything else, non-ASCII included, as its UTF-8 bytes), padded with spaces to a\n'
+      'multiple of 8 bytes.\n'
+      '\n'
+      'Atomic: the file is written to path + ".tmp" (a file or symbolic link of that name, left by a\n'
+      'crash, is removed first; a link is never followed), flushed to the disk (fsync), then renamed\n'
+      'to `path` (replacing a file of that name), and the directory is flushed. If anything fails, the\n'
+      '".tmp" file is removed and `path` is left as it was; a crash at any point leaves either the old\n'
+      'file or the complete new one under `path` (and possibly a stale path + ".tmp"). Every argument\n'
+      'is checked before anything is created.\n'
+      '\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (path; names, buffers with count > 0; meta_keys, meta_values\n'
+      'with meta_count > 0; an entry of names, buffers, meta_keys or meta_values; dims[i] NULL with\n'
+      'ranks[i] > 1); TLRT_ERR_INVALID_ARGUMENT (path empty; a name empty, not valid UTF-8, equal to\n'
+      '"__metadata__" or repeated; a metadata key or value not valid UTF-8; a key repeated;\n'
+      'ranks[i] > TLRT_SAFETENSORS_MAX_RANK); TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED (a buffer);\n'
+      'TLRT_ERR_SHAPE (the product of dims[i] is not the size of buffers[i]); TLRT_ERR_OVERFLOW (the\n'
+      "header above the format's 100,000,000 bytes, or the data above 2^64 bytes); TLRT_ERR_IO\n"
+      '(creating, writing, flushing or renaming failed: the message names the file and the reason);\n'
+      'TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA, TLRT_ERR_DEVICE_LOST (downloading a CUDA buffer).\n'
+      'Numeric class: exact (the bytes of the buffers).')),
+    ('tlrt_safetensors_open', 'tlrt_status', (('const char *', 'path'), ('tlrt_safetensors **', 'out'),), 'tlrt_checkpoint.h',
+     ('Opens the safetensors file `path`, reads its header and checks all of it (see "Strictness"\n'
+      "above: the header length against the file's size and the format's limit, the JSON, every\n"
+      "tensor's dtype, shape and byte range, the ranges covering the data exactly, names and keys\n"
+      'unique); *out = a new handle, which keeps the file open until tlrt_safetensors_close. No tensor\n'
+      "data is read. The handle's strings (names, metadata) stay valid until it is closed.\n"
+      'Errors: TLRT_ERR_NULL_ARGUMENT (path, out); TLRT_ERR_INVALID_ARGUMENT (path empty);\n'
+      'TLRT_ERR_IO (opening, reading, not a regular file: a directory, a FIFO, a device);\n'
+      'TLRT_ERR_FORMAT; TLRT_ERR_OUT_OF_MEMORY.\n'
+      'On failure *out is NULL and the file is closed.')),
+    ('tlrt_safetensors_close', 'void', (('tlrt_safetensors *', 'file'),), 'tlrt_checkpoint.h',
+     ('Closes the file and frees the handle and everything it returned (names, metadata strings).\n'
+      'NULL, a closed handle and a value that never was a handle are ignored. Buffers loaded from the\n'
+      'file are independent of it and stay valid. Never fails.')),
+    ('tlrt_safetensors_count', 'tlrt_status', (('const tlrt_safetensors *', 'file'), ('uint64_t *', 'count'),), 'tlrt_checkpoint.h',
+     ('count = the number of tensors in the file (0 for a file of metadata only).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (file, count); TLRT_ERR_STALE_HANDLE (file).')),
+    ('tlrt_safetensors_name', 'tlrt_status', (('const tlrt_safetensors *', 'file'), ('uint64_t', 'index'), ('const char **', 'name'),), 'tlrt_checkpoint.h',
+     ("name = the name of tensor `index`, 0 <= index < count, in the order of the names' bytes\n"
+      '(code point order), whatever the order of the file. The string belongs to the handle and stays\n'
+      'valid until tlrt_safetensors_close. Errors: TLRT_ERR_NULL_ARGUMENT (file, name);\n'
+      'TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (index >= count).')),
+    ('tlrt_safetensors_info', 'tlrt_status', (('const tlrt_safetensors *', 'file'), ('const char *', 'name'), ('uint32_t *', 'dtype'), ('uint64_t *', 'dims'), ('uint32_t', 'capacity'), ('uint32_t *', 'rank'),), 'tlrt_checkpoint.h',
+     ('The dtype and shape of the tensor `name`: *dtype = its TLRT_SAFETENSORS_* code, *rank = its\n'
+      'rank, dims[0 .. *rank - 1] = its shape. capacity is the number of entries dims has room for;\n'
+      'every one of them is written (those past *rank with 0), and TLRT_SAFETENSORS_MAX_RANK always\n'
+      'suffices. With dims NULL and capacity 0, only *dtype and *rank are written (a query of the\n'
+      'rank, whatever it is).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (file, name, dtype, rank; dims with capacity > 0);\n'
+      'TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (no tensor of that name); TLRT_ERR_SHAPE\n'
+      '(capacity below the rank, dims not NULL). On failure *dtype and *rank are 0 (where not NULL)\n'
+      'and dims[0 .. capacity - 1] are 0.')),
+    ('tlrt_safetensors_load', 'tlrt_status', (('const tlrt_safetensors *', 'file'), ('const char *', 'name'), ('tlrt_device', 'device'), ('tlrt_buffer **', 'out'),), 'tlrt_checkpoint.h',
+     ('out = a new buffer on `device` holding the tensor `name`, flattened in row-major order (the\n'
+      'element count is the product of its shape; the shape itself comes from\n'
+      'tlrt_safetensors_info). F32, I32 and I64 tensors give buffers of that type, bit for bit; F16\n'
+      'and BF16 tensors give float32 buffers, exactly (every value, infinities, subnormals and signed\n'
+      'zeros included, is a float32; a NaN stays a NaN with its payload shifted into the float32\n'
+      'one); F64 tensors give float32 buffers rounded to nearest, ties to even (beyond the float32\n'
+      "range +-inf, NaN stays NaN). Reads the tensor's bytes from the file with pread.\n"
+      'Errors: TLRT_ERR_NULL_ARGUMENT (file, name, out); TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX\n'
+      '(no tensor of that name); TLRT_ERR_DTYPE (a dtype other than F32, I32, I64, F16, BF16, F64);\n'
+      'TLRT_ERR_INVALID_ARGUMENT (malformed device); TLRT_ERR_BACKEND_UNAVAILABLE; TLRT_ERR_NO_DEVICE;\n'
+      'TLRT_ERR_OVERFLOW (more than TLRT_MAX_ELEMENTS elements); TLRT_ERR_IO (reading failed, or the\n'
+      'file was shortened since it was opened); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. Numeric class: exact (F64: one rounding).')),
+    ('tlrt_safetensors_metadata_count', 'tlrt_status', (('const tlrt_safetensors *', 'file'), ('uint64_t *', 'count'),), 'tlrt_checkpoint.h',
+     ('count = the number of "__metadata__" entries (0 when the file has none).\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (file, count); TLRT_ERR_STALE_HANDLE (file).')),
+    ('tlrt_safetensors_metadata_key', 'tlrt_status', (('const tlrt_safetensors *', 'file'), ('uint64_t', 'index'), ('const char **', 'key'),), 'tlrt_checkpoint.h',
+     ("key = the metadata key `index`, 0 <= index < count, in the order of the keys' bytes. The\n"
+      'string stays valid until tlrt_safetensors_close. Errors: TLRT_ERR_NULL_ARGUMENT (file, key);\n'
+      'TLRT_ERR_STALE_HANDLE (file); TLRT_ERR_INDEX (index >= count).')),
+    ('tlrt_safetensors_metadata', 'tlrt_status', (('const tlrt_safetensors *', 'file'), ('const char *', 'key'), ('const char **', 'value'),), 'tlrt_checkpoint.h',
+     ('value = the metadata value of `key`. The string stays valid until tlrt_safetensors_close.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (file, key, value); TLRT_ERR_STALE_HANDLE (file);\n'
+      'TLRT_ERR_INDEX (no such key).')),
     ('tlrt_rand_uniform', 'tlrt_status', (('tlrt_device', 'device'), ('uint64_t', 'n'), ('uint64_t', 'key'), ('tlrt_buffer **', 'out'),), 'tlrt_rng.h',
      ('Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0\n'
       '(largest value 1 - 2^-24). (Upstream rounded r / 2^32 to float32, which returns 1.0f with\n'
@@ -413,6 +516,13 @@ PROTOTYPES = (
      ('GELU, tanh approximation: 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), evaluated in\n'
       'the cancellation-free form x * sigmoid(2 z). gelu(+inf) = +inf, gelu(-inf) = -0 (the limits,\n'
       'not the NaN of inf * 0). Max error 1.01 ulp against the float64 value of the formula.')),
+    ('tlrt_silu', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
+     ('SiLU (swish) x * sigmoid(x) = x / (1 + e^-x), evaluated as ONE quotient rounded once (not x\n'
+      'times a rounded sigmoid). silu(+-0) = +-0, silu(+inf) = +inf, silu(-inf) = -0 (the limits, not\n'
+      'the NaN of -inf * 0); silu(x) = x for x >= 16.6771297, -0 for x <= -108.660309 (results below\n'
+      '2^-150 in magnitude); gradual underflow in between. Max error 0.87 ulp against the float64\n'
+      'x / (1 + e^-x) (0.873, measured over all 2^32 inputs on the CPU; the host / device comparison\n'
+      'over all 2^32, tests/parity/math_exhaustive.cu, is pending a GPU run for silu and silu_bwd).')),
     ('tlrt_safe_log', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('double', 'eps'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      ('"Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0; composed\n'
       'of the float32 softplus (within 1.25 ulp), one rounded addition and the float32 log (within\n'
@@ -434,6 +544,13 @@ PROTOTYPES = (
       "limits: gelu'(+inf) = 1, gelu'(-inf) = -0. gelu' is within 1.24 ulp outside [-0.8, -0.7];\n"
       'inside (its zero is at x = -0.75179) within 1.6e-9 absolute, and 9e-10 wherever the error\n'
       'exceeds 1.25 ulp; before the final rounded multiplication by g.')),
+    ('tlrt_silu_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
+     ("g * silu'(x), silu'(x) = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x), evaluated in\n"
+      "float pairs and rounded once before the final rounded multiplication by g. silu'(+-0) = 0.5,\n"
+      "silu'(+inf) = 1, silu'(-inf) = -0 (the limits); silu'(x) = 1 for x >= 19.556345, -0 for\n"
+      "x <= -108.650978. silu' is within 0.90 ulp of the float64 s + x s (1 - s) outside\n"
+      '[-1.35, -1.2] (0.892 measured); inside (its zero is at x = -1.27846) within 1.1e-9 absolute,\n'
+      'and 4.5e-10 wherever the error exceeds 0.9 ulp (all 2^32 inputs measured on the CPU).')),
     ('tlrt_safe_log_bwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'g'), ('double', 'eps'), ('tlrt_buffer **', 'out'),), 'tlrt_elementwise.h',
      'g * sigmoid(x) / (softplus(x) + eps). Errors: as tlrt_safe_log.'),
     ('tlrt_reduce_sum', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('tlrt_buffer **', 'out'),), 'tlrt_reduce.h',
@@ -743,6 +860,34 @@ PROTOTYPES = (
       'rows * cols, the product taken exactly; x a different size than dy; mean or inv_std not rows\n'
       'elements; gamma not cols elements); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.\n'
       'On failure *dx, *dgamma and *dbeta are NULL.')),
+    ('tlrt_rms_norm_fwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'gamma'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('double', 'eps'), ('tlrt_buffer **', 'y'), ('tlrt_buffer **', 'inv_rms'),), 'tlrt_layer_norm.h',
+     ('RMS norm forward (DEFINITIONS above). x has rows * cols elements; gamma has cols elements, or is\n'
+      'NULL for no scale (y = xhat). Outputs: y (rows * cols) and inv_rms (rows). eps is a double\n'
+      'rounded once to float32 under the host-scalar rule of torchlean_rt.h, and must be >= 0\n'
+      "(PyTorch's nn.RMSNorm defaults to the float32 machine epsilon; LLaMA uses 1e-5 or 1e-6).\n"
+      'Empty cases: rows == 0 gives two empty outputs. cols == 0 (x empty, gamma empty or NULL) gives\n'
+      "an empty y and inv_rms = NaN for every row (ms = 0 / 0, as the layer norm's mean).\n"
+      'Errors: TLRT_ERR_NULL_ARGUMENT (x, y, inv_rms); TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (x,\n'
+      'gamma on different devices); TLRT_ERR_SHAPE (x not rows * cols, the product taken exactly;\n'
+      'gamma not cols elements); TLRT_ERR_INVALID_ARGUMENT (eps NaN, +-inf, or rounding to +inf in\n'
+      'float32 (the host-scalar rule), or negative; -0 is accepted); TLRT_ERR_OVERFLOW (cols == 0 and\n'
+      'rows > TLRT_MAX_ELEMENTS: inv_rms could not exist); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. On failure *y and *inv_rms are NULL.')),
+    ('tlrt_rms_norm_bwd', 'tlrt_status', (('const tlrt_buffer *', 'dy'), ('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'gamma'), ('const tlrt_buffer *', 'inv_rms'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('tlrt_buffer **', 'dx'), ('tlrt_buffer **', 'dgamma'),), 'tlrt_layer_norm.h',
+     ('RMS norm backward (DEFINITIONS above): dx (rows * cols) and dgamma (cols) from the upstream\n'
+      "gradient dy (rows * cols), the forward's input x (rows * cols), gamma (cols, or NULL as in the\n"
+      "forward) and the forward's inv_rms (rows). Any inv_rms is accepted (it is not checked to be x's\n"
+      'statistic); xhat is recomputed from it.\n'
+      'dgamma: required when gamma is given. When gamma is NULL, dgamma may be NULL (no column sums are\n'
+      'computed); if it is not, *dgamma receives S_i(dy xhat) all the same: the gradient with respect\n'
+      'to a unit scale (what a gamma of ones would receive).\n'
+      'Empty cases: rows == 0 gives an empty dx and dgamma = +0 (cols elements); cols == 0 gives empty\n'
+      'outputs.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (dy, x, inv_rms, dx; dgamma when gamma is given);\n'
+      'TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (inputs on different devices); TLRT_ERR_SHAPE (dy not\n'
+      'rows * cols, the product taken exactly; x a different size than dy; inv_rms not rows elements;\n'
+      'gamma not cols elements); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure\n'
+      '*dx and *dgamma (when given) are NULL.')),
     ('tlrt_bmm', 'tlrt_status', (('const tlrt_buffer *', 'a'), ('const tlrt_buffer *', 'b'), ('uint64_t', 'batch'), ('uint64_t', 'm'), ('uint64_t', 'n'), ('uint64_t', 'p'), ('bool', 'trans_a'), ('bool', 'trans_b'), ('tlrt_buffer **', 'out'),), 'tlrt_blas.h',
      ('Batched product: for every q < batch, out_q (m, p) = A_q (m, n) * B_q (n, p), with A_q the\n'
       'q-th matrix of a and B_q the q-th matrix of b, each stored transposed when its flag is true\n'
@@ -903,102 +1048,128 @@ PROTOTYPES = (
       '  TLRT_ERR_INVALID_ARGUMENT at record time if c is NaN, +-inf or rounds to +-inf).')),
     ('tlrt_tape_neg', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_scale', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('double', 'c'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_abs', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_sqrt', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_inv', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_relu', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_clamp', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('double', 'lo'), ('double', 'hi'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_exp', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_log', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_safe_log', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('double', 'eps'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_sigmoid', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_tanh', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_softplus', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
     ('tlrt_tape_gelu', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
-      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, safe_log: the op's\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
       "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
       "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
       "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
       '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
+    ('tlrt_tape_silu', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ("Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);\n"
+      "abs, sqrt, inv, relu, clamp, exp, log, sigmoid, tanh, softplus, gelu, silu, safe_log: the op's\n"
+      "tlrt_<op>_bwd kernel (with its conventions: relu'(0) = 0, abs'(0) = 0, sqrt'(0) = 0, clamp\n"
+      "passes g strictly inside (lo, hi)); neg is the exact -g. scale's c, clamp's lo/hi (which may\n"
+      "be +-inf) and safe_log's eps have the op's domains under the host-scalar rule\n"
+      '(TLRT_ERR_INVALID_ARGUMENT at record time).')),
+    ('tlrt_tape_dropout', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('double', 'p'), ('uint64_t', 'key'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('dropout: y = x * mask / (1 - p) (inverted dropout, as torch.nn.functional.dropout in training\n'
+      "mode); x of any shape, output x's shape. p is a probability under the host-scalar rule, rounded\n"
+      'once to float32 (pf): p >= 0 and pf < 1, else TLRT_ERR_INVALID_ARGUMENT (a p just below 1 that\n'
+      "rounds to 1 is refused; -0 is 0). With n the element count and D the tape's device, element i\n"
+      'is kept iff u[i] < (float)(1 - pf), u[i] the value tlrt_rand_uniform(D, n, key) gives at i: the\n'
+      'mask is tlrt_bernoulli_mask(D, n, 1 - pf, key) (abi/tlrt_rng.h; 1 - pf computed in double), and\n'
+      'y[i] = x[i] * m[i] with m[i] = (float)(1 / (1 - pf)) (computed in double, rounded once) where\n'
+      'kept and +0 where dropped (so a dropped NaN or infinity gives NaN, as x * 0 does in PyTorch).\n'
+      'The mask depends only on (key, i): the same bits on both backends and in every backward, and a\n'
+      'new key gives a new mask (space keys at least n apart, as tlrt_rng.h says, or hash them).\n'
+      "pf == 0 is the identity: the node shares x's value (no copy, no mask, key unused).\n"
+      'Gradient: g * m, the same m. The MASK IS NOT STORED: the backward recomputes it from (key, pf)\n'
+      'with the same calls (a counter-based generator: the recomputation is exact, and costs the two\n'
+      "mask passes of the forward again, bernoulli_mask and scale), which keeps the node's workspace\n"
+      'at zero; storing it would\n'
+      'hold n more floats per dropout node until the reset, while the activation memory of the nodes\n'
+      'is what bounds the batch of a language model. Numeric class: exact (values and gradients\n'
+      'bitwise identical on CPU and CUDA).')),
     ('tlrt_tape_reduce_sum', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('reduce_sum / reduce_mean: all elements of x, output a scalar (rank 0). Gradients: g broadcast\n'
       "to x's shape (times 1 / n rounded to float32 for the mean; an empty x has an empty gradient).\n"
@@ -1352,30 +1523,24 @@ PROTOTYPES = (
       'batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.\n'
       'Gradients: products of g with the other operand, honouring the flags (no transposed copy is\n'
       'made).')),
+    ('tlrt_tape_rms_norm', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'gamma'), ('double', 'eps'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or\n'
+      "TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms\n"
+      '(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call\n'
+      '(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical\n'
+      'on CPU and CUDA, values and gradients).')),
     ('tlrt_tape_matmul', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('bool', 'trans_a'), ('bool', 'trans_b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
-     ('softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank\n'
-      "0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.\n"
-      'Gradients: tlrt_softmax_bwd / tlrt_log_softmax_bwd on the recorded output (no extra workspace).\n'
-      'layer_norm over the last axis of x (rank >= 1, cols = last dim), gamma and beta of shape (cols)\n'
-      "(rank 1); eps as tlrt_layer_norm_fwd. Output: x's shape. The forward's mean and inv_std are\n"
-      'kept as workspace; gradients (x, gamma, beta) from tlrt_layer_norm_bwd.\n'
-      'matmul: a of rank 2 stored (m, n), or (n, m) when trans_a; b of rank 2 stored (n, p), or (p, n)\n'
-      "when trans_b (tlrt_matmul's convention); output (m, p). bmm: rank 3, (batch, ., .) each, equal\n"
-      'batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.\n'
-      'Gradients: products of g with the other operand, honouring the flags (no transposed copy is\n'
-      'made).')),
+     ('rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or\n'
+      "TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms\n"
+      '(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call\n'
+      '(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical\n'
+      'on CPU and CUDA, values and gradients).')),
     ('tlrt_tape_bmm', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('bool', 'trans_a'), ('bool', 'trans_b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
-     ('softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank\n'
-      "0 x is one row of one element: softmax 1, log-softmax 0, gradient 0). Output: x's shape.\n"
-      'Gradients: tlrt_softmax_bwd / tlrt_log_softmax_bwd on the recorded output (no extra workspace).\n'
-      'layer_norm over the last axis of x (rank >= 1, cols = last dim), gamma and beta of shape (cols)\n'
-      "(rank 1); eps as tlrt_layer_norm_fwd. Output: x's shape. The forward's mean and inv_std are\n"
-      'kept as workspace; gradients (x, gamma, beta) from tlrt_layer_norm_bwd.\n'
-      'matmul: a of rank 2 stored (m, n), or (n, m) when trans_a; b of rank 2 stored (n, p), or (p, n)\n'
-      "when trans_b (tlrt_matmul's convention); output (m, p). bmm: rank 3, (batch, ., .) each, equal\n"
-      'batch; output (batch, m, p). TLRT_ERR_SHAPE if the inner dimensions (or batches) differ.\n'
-      'Gradients: products of g with the other operand, honouring the flags (no transposed copy is\n'
-      'made).')),
+     ('rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or\n'
+      "TLRT_TAPE_NONE for no scale; eps as tlrt_rms_norm_fwd. Output: x's shape. The forward's inv_rms\n"
+      '(rows floats) is kept as workspace; gradients (x, gamma) from one tlrt_rms_norm_bwd call\n'
+      '(without gamma it computes no column sums). Numeric class: ordered reduction (bitwise identical\n'
+      'on CPU and CUDA, values and gradients).')),
     ('tlrt_tape_spectral_conv1d_rfft', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'w_re'), ('uint64_t', 'w_im'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('spectral_conv1d_rfft: x (grid, width), w_re and w_im (modes, width, width) each (rank 3, the\n'
       'same shape); output (grid, width), tlrt_spectral_conv1d_rfft_fwd. Gradients:\n'
@@ -2047,7 +2212,9 @@ STATUS = {
     'TLRT_ERR_DEVICE_MISMATCH': 7,
     'TLRT_ERR_STALE_HANDLE': 8,
     'TLRT_ERR_DTYPE': 9,
+    'TLRT_ERR_FORMAT': 10,
     'TLRT_ERR_OUT_OF_MEMORY': 100,
+    'TLRT_ERR_IO': 101,
     'TLRT_ERR_BACKEND_UNAVAILABLE': 200,
     'TLRT_ERR_NO_DEVICE': 201,
     'TLRT_ERR_CUDA': 202,
@@ -2069,8 +2236,8 @@ ENUMS = {
 # The integer object-like #defines.
 DEFINES = {
     'TLRT_ABI_VERSION_MAJOR': 1,
-    'TLRT_ABI_VERSION_MINOR': 1,
-    'TLRT_ABI_VERSION': 0x10001,
+    'TLRT_ABI_VERSION_MINOR': 2,
+    'TLRT_ABI_VERSION': 0x10002,
     'TLRT_DEVICE_KIND_CPU': 0,
     'TLRT_DEVICE_KIND_CUDA': 1,
     'TLRT_DEVICE_CPU': 0,
@@ -2081,6 +2248,29 @@ DEFINES = {
     'TLRT_CUDA_STREAM_LEGACY': 1,
     'TLRT_CUDA_STREAM_PER_THREAD': 2,
     'TLRT_DLPACK_MAX_NDIM': 0x20,
+    'TLRT_SAFETENSORS_MAX_RANK': 0x40,
+    'TLRT_SAFETENSORS_F32': 0,
+    'TLRT_SAFETENSORS_I32': 1,
+    'TLRT_SAFETENSORS_I64': 2,
+    'TLRT_SAFETENSORS_F16': 3,
+    'TLRT_SAFETENSORS_BF16': 4,
+    'TLRT_SAFETENSORS_F64': 5,
+    'TLRT_SAFETENSORS_BOOL': 6,
+    'TLRT_SAFETENSORS_U8': 7,
+    'TLRT_SAFETENSORS_I8': 8,
+    'TLRT_SAFETENSORS_I16': 9,
+    'TLRT_SAFETENSORS_U16': 0xa,
+    'TLRT_SAFETENSORS_U32': 0xb,
+    'TLRT_SAFETENSORS_U64': 0xc,
+    'TLRT_SAFETENSORS_F8_E5M2': 0xd,
+    'TLRT_SAFETENSORS_F8_E4M3': 0xe,
+    'TLRT_SAFETENSORS_F8_E8M0': 0xf,
+    'TLRT_SAFETENSORS_F8_E4M3FNUZ': 0x10,
+    'TLRT_SAFETENSORS_F8_E5M2FNUZ': 0x11,
+    'TLRT_SAFETENSORS_F4': 0x12,
+    'TLRT_SAFETENSORS_F6_E2M3': 0x13,
+    'TLRT_SAFETENSORS_F6_E3M2': 0x14,
+    'TLRT_SAFETENSORS_C64': 0x15,
     'TLRT_TAPE_MAX_RANK': 8,
     'TLRT_TAPE_NONE': 0xffffffffffffffff,
     'TLRT_SCAN_CHUNK': 0x40,
@@ -2165,6 +2355,13 @@ CTYPES = {
     'tlrt_dtype *': 'POINTER(c_int)',
     'tlrt_allocator_stats *': 'POINTER(tlrt_allocator_stats)',
     'const char *': 'c_char_p',
+    'const tlrt_safetensors *': 'c_void_p',
+    'tlrt_safetensors *': 'c_void_p',
+    'tlrt_safetensors **': 'POINTER(c_void_p)',
+    'const char **': 'POINTER(c_char_p)',
+    'const char * const *': 'POINTER(c_char_p)',
+    'const tlrt_buffer * const *': 'POINTER(c_void_p)',
+    'const uint64_t * const *': 'POINTER(POINTER(c_uint64))',
     'void *': 'c_void_p',
     'void **': 'POINTER(c_void_p)',
     'uint64_t[8]': 'ARRAY(c_uint64, 8)',
@@ -2176,6 +2373,8 @@ CTYPES = {
 OPTIONAL_BUFFERS = frozenset({
     ('tlrt_scatter_add_ibuf', 'x'),
     ('tlrt_scatter_add_rows_ibuf', 'mat'),
+    ('tlrt_rms_norm_fwd', 'gamma'),
+    ('tlrt_rms_norm_bwd', 'gamma'),
     ('tlrt_tape_flash_attention', 'mask'),
     ('tlrt_sgd_step', 'momentum_buf'),
     ('tlrt_flash_attention_fwd', 'mask'),
@@ -2195,6 +2394,7 @@ OPTIONAL_BUFFERS = frozenset({
 # comes from: ('param', name) an integer parameter; ('node_rank' | 'node_dim0' |
 # 'node_spatial', name) the rank, first dimension, or rank minus 2 of a tape node.
 UNCOUNTED = {
+    ('tlrt_safetensors_save', 'ranks'): ('param', 'count'),
     ('tlrt_reduce_from_broadcast', 'axis_map'): ('param', 'out_rank'),
     ('tlrt_broadcast_to', 'axis_map'): ('param', 'out_rank'),
     ('tlrt_permute', 'perm'): ('param', 'rank'),

@@ -28,6 +28,13 @@ pub struct tlrt_tape {
     _not_send_sync: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
 
+/// Opaque `tlrt_safetensors` handle (only used behind pointers).
+#[repr(C)]
+pub struct tlrt_safetensors {
+    _private: [u8; 0],
+    _not_send_sync: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
 /// `tlrt_allocator_stats` (abi/tlrt_runtime.h): set struct_size = size_of::<tlrt_allocator_stats>() before use.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +93,9 @@ pub const TLRT_ERR_RELEASED: tlrt_status = 6;
 pub const TLRT_ERR_DEVICE_MISMATCH: tlrt_status = 7;
 pub const TLRT_ERR_STALE_HANDLE: tlrt_status = 8;
 pub const TLRT_ERR_DTYPE: tlrt_status = 9;
+pub const TLRT_ERR_FORMAT: tlrt_status = 10;
 pub const TLRT_ERR_OUT_OF_MEMORY: tlrt_status = 100;
+pub const TLRT_ERR_IO: tlrt_status = 101;
 pub const TLRT_ERR_BACKEND_UNAVAILABLE: tlrt_status = 200;
 pub const TLRT_ERR_NO_DEVICE: tlrt_status = 201;
 pub const TLRT_ERR_CUDA: tlrt_status = 202;
@@ -102,8 +111,8 @@ pub const TLRT_DTYPE_I64: tlrt_dtype = 2;
 
 // Integer #defines of the headers.
 pub const TLRT_ABI_VERSION_MAJOR: u32 = 1;
-pub const TLRT_ABI_VERSION_MINOR: u32 = 1;
-pub const TLRT_ABI_VERSION: u32 = 0x10001;
+pub const TLRT_ABI_VERSION_MINOR: u32 = 2;
+pub const TLRT_ABI_VERSION: u32 = 0x10002;
 pub const TLRT_DEVICE_KIND_CPU: u32 = 0;
 pub const TLRT_DEVICE_KIND_CUDA: u32 = 1;
 pub const TLRT_DEVICE_CPU: tlrt_device = 0;
@@ -114,6 +123,29 @@ pub const TLRT_MAX_ELEMENTS: u64 = 0x1000000000000000;
 pub const TLRT_CUDA_STREAM_LEGACY: u32 = 1;
 pub const TLRT_CUDA_STREAM_PER_THREAD: u32 = 2;
 pub const TLRT_DLPACK_MAX_NDIM: u32 = 0x20;
+pub const TLRT_SAFETENSORS_MAX_RANK: u32 = 0x40;
+pub const TLRT_SAFETENSORS_F32: u32 = 0;
+pub const TLRT_SAFETENSORS_I32: u32 = 1;
+pub const TLRT_SAFETENSORS_I64: u32 = 2;
+pub const TLRT_SAFETENSORS_F16: u32 = 3;
+pub const TLRT_SAFETENSORS_BF16: u32 = 4;
+pub const TLRT_SAFETENSORS_F64: u32 = 5;
+pub const TLRT_SAFETENSORS_BOOL: u32 = 6;
+pub const TLRT_SAFETENSORS_U8: u32 = 7;
+pub const TLRT_SAFETENSORS_I8: u32 = 8;
+pub const TLRT_SAFETENSORS_I16: u32 = 9;
+pub const TLRT_SAFETENSORS_U16: u32 = 0xa;
+pub const TLRT_SAFETENSORS_U32: u32 = 0xb;
+pub const TLRT_SAFETENSORS_U64: u32 = 0xc;
+pub const TLRT_SAFETENSORS_F8_E5M2: u32 = 0xd;
+pub const TLRT_SAFETENSORS_F8_E4M3: u32 = 0xe;
+pub const TLRT_SAFETENSORS_F8_E8M0: u32 = 0xf;
+pub const TLRT_SAFETENSORS_F8_E4M3FNUZ: u32 = 0x10;
+pub const TLRT_SAFETENSORS_F8_E5M2FNUZ: u32 = 0x11;
+pub const TLRT_SAFETENSORS_F4: u32 = 0x12;
+pub const TLRT_SAFETENSORS_F6_E2M3: u32 = 0x13;
+pub const TLRT_SAFETENSORS_F6_E3M2: u32 = 0x14;
+pub const TLRT_SAFETENSORS_C64: u32 = 0x15;
 pub const TLRT_TAPE_MAX_RANK: u32 = 8;
 pub const TLRT_TAPE_NONE: u64 = 0xffffffffffffffff;
 pub const TLRT_SCAN_CHUNK: u32 = 0x40;
@@ -262,6 +294,40 @@ extern "C" {
     /// Import: *out = a new buffer (of the tensor's element count, flattened in row-major order) over
     /// (full contract: abi/tlrt_dlpack.h)
     pub fn tlrt_buffer_from_dlpack(managed: *mut c_void, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    // ---- tlrt_checkpoint.h
+    /// Static name of a TLRT_SAFETENSORS_* code as the file spells it ("BF16"); "UNKNOWN" for any
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_dtype_name(dtype: u32) -> *const c_char;
+    /// Writes `count` buffers and `meta_count` metadata entries to the safetensors file `path`.
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_save(path: *const c_char, count: u64, names: *const *const c_char, buffers: *const *const tlrt_buffer, dims: *const *const u64, ranks: *const u32, meta_count: u64, meta_keys: *const *const c_char, meta_values: *const *const c_char) -> tlrt_status;
+    /// Opens the safetensors file `path`, reads its header and checks all of it (see "Strictness"
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_open(path: *const c_char, out: *mut *mut tlrt_safetensors) -> tlrt_status;
+    /// Closes the file and frees the handle and everything it returned (names, metadata strings).
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_close(file: *mut tlrt_safetensors);
+    /// count = the number of tensors in the file (0 for a file of metadata only).
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_count(file: *const tlrt_safetensors, count: *mut u64) -> tlrt_status;
+    /// name = the name of tensor `index`, 0 <= index < count, in the order of the names' bytes
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_name(file: *const tlrt_safetensors, index: u64, name: *mut *const c_char) -> tlrt_status;
+    /// The dtype and shape of the tensor `name`: *dtype = its TLRT_SAFETENSORS_* code, *rank = its
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_info(file: *const tlrt_safetensors, name: *const c_char, dtype: *mut u32, dims: *mut u64, capacity: u32, rank: *mut u32) -> tlrt_status;
+    /// out = a new buffer on `device` holding the tensor `name`, flattened in row-major order (the
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_load(file: *const tlrt_safetensors, name: *const c_char, device: tlrt_device, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// count = the number of "__metadata__" entries (0 when the file has none).
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_metadata_count(file: *const tlrt_safetensors, count: *mut u64) -> tlrt_status;
+    /// key = the metadata key `index`, 0 <= index < count, in the order of the keys' bytes. The
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_metadata_key(file: *const tlrt_safetensors, index: u64, key: *mut *const c_char) -> tlrt_status;
+    /// value = the metadata value of `key`. The string stays valid until tlrt_safetensors_close.
+    /// (full contract: abi/tlrt_checkpoint.h)
+    pub fn tlrt_safetensors_metadata(file: *const tlrt_safetensors, key: *const c_char, value: *mut *const c_char) -> tlrt_status;
     // ---- tlrt_rng.h
     /// Uniform on [0, 1): out[i] = (r(key + i) >> 8) * 2^-24, exact in float32, strictly below 1.0
     /// (full contract: abi/tlrt_rng.h)
@@ -357,6 +423,9 @@ extern "C" {
     /// GELU, tanh approximation: 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3), evaluated in
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_gelu(x: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// SiLU (swish) x * sigmoid(x) = x / (1 + e^-x), evaluated as ONE quotient rounded once (not x
+    /// (full contract: abi/tlrt_elementwise.h)
+    pub fn tlrt_silu(x: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
     /// "Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0; composed
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_safe_log(x: *const tlrt_buffer, eps: f64, out: *mut *mut tlrt_buffer) -> tlrt_status;
@@ -375,6 +444,9 @@ extern "C" {
     /// g * gelu'(x), the analytic derivative of the tanh approximation above; at the infinities the
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_gelu_bwd(x: *const tlrt_buffer, g: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// g * silu'(x), silu'(x) = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x), evaluated in
+    /// (full contract: abi/tlrt_elementwise.h)
+    pub fn tlrt_silu_bwd(x: *const tlrt_buffer, g: *const tlrt_buffer, out: *mut *mut tlrt_buffer) -> tlrt_status;
     /// g * sigmoid(x) / (softplus(x) + eps). Errors: as tlrt_safe_log.
     /// (full contract: abi/tlrt_elementwise.h)
     pub fn tlrt_safe_log_bwd(x: *const tlrt_buffer, g: *const tlrt_buffer, eps: f64, out: *mut *mut tlrt_buffer) -> tlrt_status;
@@ -500,6 +572,12 @@ extern "C" {
     /// Layer norm backward (DEFINITIONS above): dx (rows * cols), dgamma (cols) and dbeta (cols) from
     /// (full contract: abi/tlrt_layer_norm.h)
     pub fn tlrt_layer_norm_bwd(dy: *const tlrt_buffer, x: *const tlrt_buffer, mean: *const tlrt_buffer, inv_std: *const tlrt_buffer, gamma: *const tlrt_buffer, rows: u64, cols: u64, dx: *mut *mut tlrt_buffer, dgamma: *mut *mut tlrt_buffer, dbeta: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// RMS norm forward (DEFINITIONS above). x has rows * cols elements; gamma has cols elements, or is
+    /// (full contract: abi/tlrt_layer_norm.h)
+    pub fn tlrt_rms_norm_fwd(x: *const tlrt_buffer, gamma: *const tlrt_buffer, rows: u64, cols: u64, eps: f64, y: *mut *mut tlrt_buffer, inv_rms: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// RMS norm backward (DEFINITIONS above): dx (rows * cols) and dgamma (cols) from the upstream
+    /// (full contract: abi/tlrt_layer_norm.h)
+    pub fn tlrt_rms_norm_bwd(dy: *const tlrt_buffer, x: *const tlrt_buffer, gamma: *const tlrt_buffer, inv_rms: *const tlrt_buffer, rows: u64, cols: u64, dx: *mut *mut tlrt_buffer, dgamma: *mut *mut tlrt_buffer) -> tlrt_status;
     // ---- tlrt_blas.h
     /// Batched product: for every q < batch, out_q (m, p) = A_q (m, n) * B_q (n, p), with A_q the
     /// (full contract: abi/tlrt_blas.h)
@@ -616,6 +694,12 @@ extern "C" {
     /// Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_gelu(tape: *mut tlrt_tape, x: u64, out: *mut u64) -> tlrt_status;
+    /// Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_silu(tape: *mut tlrt_tape, x: u64, out: *mut u64) -> tlrt_status;
+    /// dropout: y = x * mask / (1 - p) (inverted dropout, as torch.nn.functional.dropout in training
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_dropout(tape: *mut tlrt_tape, x: u64, p: f64, key: u64, out: *mut u64) -> tlrt_status;
     /// reduce_sum / reduce_mean: all elements of x, output a scalar (rank 0). Gradients: g broadcast
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_reduce_sum(tape: *mut tlrt_tape, x: u64, out: *mut u64) -> tlrt_status;
@@ -703,10 +787,13 @@ extern "C" {
     /// softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_layer_norm(tape: *mut tlrt_tape, x: u64, gamma: u64, beta: u64, eps: f64, out: *mut u64) -> tlrt_status;
-    /// softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
+    /// rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_rms_norm(tape: *mut tlrt_tape, x: u64, gamma: u64, eps: f64, out: *mut u64) -> tlrt_status;
+    /// rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_matmul(tape: *mut tlrt_tape, a: u64, b: u64, trans_a: bool, trans_b: bool, out: *mut u64) -> tlrt_status;
-    /// softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
+    /// rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_bmm(tape: *mut tlrt_tape, a: u64, b: u64, trans_a: bool, trans_b: bool, out: *mut u64) -> tlrt_status;
     /// spectral_conv1d_rfft: x (grid, width), w_re and w_im (modes, width, width) each (rank 3, the

@@ -13,6 +13,9 @@
 //!   in [`dlpack`]).
 //! * [`Tape`] owns a `tlrt_tape *` (autograd); `Drop` frees it. One thread at a time (`Send`,
 //!   not `Sync`).
+//! * Checkpoints (abi/tlrt_checkpoint.h, module [`checkpoint`]): [`save_safetensors`] writes
+//!   named tensors to a safetensors file, [`SafeTensors`] reads one lazily (`Drop` closes it),
+//!   [`load_safetensors`] loads every tensor of a file.
 //! * CUDA streams and events of other libraries (cudarc, ...) order work with the library's:
 //!   [`stream_set`], [`use_stream`], [`stream_record_event`], [`stream_wait_event`],
 //!   [`stream_wait_for_library`] (raw handles, hence `unsafe`).
@@ -34,6 +37,8 @@ pub use torchlean_rt_sys as sys;
 use std::ffi::{c_void, CStr};
 use std::fmt;
 
+pub mod checkpoint;
+pub use checkpoint::{load_safetensors, save_safetensors, FileDtype, SafeTensors};
 pub mod dlpack;
 // The generated docs quote the headers' comments, whose `x[i]` rustdoc would read as links.
 #[allow(rustdoc::broken_intra_doc_links)]

@@ -254,6 +254,14 @@ pub fn gelu(x: &Buffer) -> Result<Buffer> {
     Ok(Buffer { raw: o_out })
 }
 
+/// SiLU (swish) x * sigmoid(x) = x / (1 + e^-x), evaluated as ONE quotient rounded once (not x
+/// `tlrt_status tlrt_silu(const tlrt_buffer * x, tlrt_buffer ** out)` (abi/tlrt_elementwise.h).
+pub fn silu(x: &Buffer) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_silu", unsafe { sys::tlrt_silu(x.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
 /// "Safe log": log(softplus(x) + (float)eps), finite for every finite x when eps > 0; composed
 /// `tlrt_status tlrt_safe_log(const tlrt_buffer * x, double eps, tlrt_buffer ** out)` (abi/tlrt_elementwise.h).
 pub fn safe_log(x: &Buffer, eps: f64) -> Result<Buffer> {
@@ -299,6 +307,14 @@ pub fn softplus_bwd(x: &Buffer, g: &Buffer) -> Result<Buffer> {
 pub fn gelu_bwd(x: &Buffer, g: &Buffer) -> Result<Buffer> {
     let mut o_out = core::ptr::null_mut();
     check("tlrt_gelu_bwd", unsafe { sys::tlrt_gelu_bwd(x.raw as *const sys::tlrt_buffer, g.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+    Ok(Buffer { raw: o_out })
+}
+
+/// g * silu'(x), silu'(x) = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x), evaluated in
+/// `tlrt_status tlrt_silu_bwd(const tlrt_buffer * x, const tlrt_buffer * g, tlrt_buffer ** out)` (abi/tlrt_elementwise.h).
+pub fn silu_bwd(x: &Buffer, g: &Buffer) -> Result<Buffer> {
+    let mut o_out = core::ptr::null_mut();
+    check("tlrt_silu_bwd", unsafe { sys::tlrt_silu_bwd(x.raw as *const sys::tlrt_buffer, g.raw as *const sys::tlrt_buffer, &mut o_out) })?;
     Ok(Buffer { raw: o_out })
 }
 
@@ -627,6 +643,24 @@ pub fn layer_norm_bwd(dy: &Buffer, x: &Buffer, mean: &Buffer, inv_std: &Buffer, 
     let mut o_dbeta = core::ptr::null_mut();
     check("tlrt_layer_norm_bwd", unsafe { sys::tlrt_layer_norm_bwd(dy.raw as *const sys::tlrt_buffer, x.raw as *const sys::tlrt_buffer, mean.raw as *const sys::tlrt_buffer, inv_std.raw as *const sys::tlrt_buffer, gamma.raw as *const sys::tlrt_buffer, rows, cols, &mut o_dx, &mut o_dgamma, &mut o_dbeta) })?;
     Ok((Buffer { raw: o_dx }, Buffer { raw: o_dgamma }, Buffer { raw: o_dbeta }))
+}
+
+/// RMS norm forward (DEFINITIONS above). x has rows * cols elements; gamma has cols elements, or is
+/// `tlrt_status tlrt_rms_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** inv_rms)` (abi/tlrt_layer_norm.h).
+pub fn rms_norm_fwd(x: &Buffer, gamma: Option<&Buffer>, rows: u64, cols: u64, eps: f64) -> Result<(Buffer, Buffer)> {
+    let mut o_y = core::ptr::null_mut();
+    let mut o_inv_rms = core::ptr::null_mut();
+    check("tlrt_rms_norm_fwd", unsafe { sys::tlrt_rms_norm_fwd(x.raw as *const sys::tlrt_buffer, gamma.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), rows, cols, eps, &mut o_y, &mut o_inv_rms) })?;
+    Ok((Buffer { raw: o_y }, Buffer { raw: o_inv_rms }))
+}
+
+/// RMS norm backward (DEFINITIONS above): dx (rows * cols) and dgamma (cols) from the upstream
+/// `tlrt_status tlrt_rms_norm_bwd(const tlrt_buffer * dy, const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * inv_rms, uint64_t rows, uint64_t cols, tlrt_buffer ** dx, tlrt_buffer ** dgamma)` (abi/tlrt_layer_norm.h).
+pub fn rms_norm_bwd(dy: &Buffer, x: &Buffer, gamma: Option<&Buffer>, inv_rms: &Buffer, rows: u64, cols: u64) -> Result<(Buffer, Buffer)> {
+    let mut o_dx = core::ptr::null_mut();
+    let mut o_dgamma = core::ptr::null_mut();
+    check("tlrt_rms_norm_bwd", unsafe { sys::tlrt_rms_norm_bwd(dy.raw as *const sys::tlrt_buffer, x.raw as *const sys::tlrt_buffer, gamma.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), inv_rms.raw as *const sys::tlrt_buffer, rows, cols, &mut o_dx, &mut o_dgamma) })?;
+    Ok((Buffer { raw: o_dx }, Buffer { raw: o_dgamma }))
 }
 
 /// Batched product: for every q < batch, out_q (m, p) = A_q (m, n) * B_q (n, p), with A_q the
@@ -1320,6 +1354,22 @@ impl Tape {
         Ok(o_out)
     }
 
+    /// Unary ops: the output has x's shape. Gradients: neg: -g; scale: c g (c rounded to float32);
+    /// `tlrt_status tlrt_tape_silu(tlrt_tape * tape, uint64_t x, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn silu(&mut self, x: u64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_silu", unsafe { sys::tlrt_tape_silu(self.raw, x, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// dropout: y = x * mask / (1 - p) (inverted dropout, as torch.nn.functional.dropout in training
+    /// `tlrt_status tlrt_tape_dropout(tlrt_tape * tape, uint64_t x, double p, uint64_t key, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn dropout(&mut self, x: u64, p: f64, key: u64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_dropout", unsafe { sys::tlrt_tape_dropout(self.raw, x, p, key, &mut o_out) })?;
+        Ok(o_out)
+    }
+
     /// reduce_sum / reduce_mean: all elements of x, output a scalar (rank 0). Gradients: g broadcast
     /// `tlrt_status tlrt_tape_reduce_sum(tlrt_tape * tape, uint64_t x, uint64_t * out)` (abi/tlrt_tape.h).
     pub fn reduce_sum(&mut self, x: u64) -> Result<u64> {
@@ -1554,7 +1604,15 @@ impl Tape {
         Ok(o_out)
     }
 
-    /// softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
+    /// rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
+    /// `tlrt_status tlrt_tape_rms_norm(tlrt_tape * tape, uint64_t x, uint64_t gamma, double eps, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn rms_norm(&mut self, x: u64, gamma: u64, eps: f64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_rms_norm", unsafe { sys::tlrt_tape_rms_norm(self.raw, x, gamma, eps, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
     /// `tlrt_status tlrt_tape_matmul(tlrt_tape * tape, uint64_t a, uint64_t b, bool trans_a, bool trans_b, uint64_t * out)` (abi/tlrt_tape.h).
     pub fn matmul(&mut self, a: u64, b: u64, trans_a: bool, trans_b: bool) -> Result<u64> {
         let mut o_out = 0;
@@ -1562,7 +1620,7 @@ impl Tape {
         Ok(o_out)
     }
 
-    /// softmax / log_softmax over the LAST axis of x (rank >= 1; leading axes folded into rows; a rank
+    /// rms_norm over the last axis of x (rank >= 1, cols = last dim), gamma of shape (cols) (rank 1) or
     /// `tlrt_status tlrt_tape_bmm(tlrt_tape * tape, uint64_t a, uint64_t b, bool trans_a, bool trans_b, uint64_t * out)` (abi/tlrt_tape.h).
     pub fn bmm(&mut self, a: u64, b: u64, trans_a: bool, trans_b: bool) -> Result<u64> {
         let mut o_out = 0;

@@ -70,4 +70,8 @@ double *lean_float_array_cptr(b_lean_obj_arg a);
 
 void lean_dec_ref(lean_object *o);
 
+/* Strings: the UTF-8 bytes, NUL-terminated; lean_string_size counts the bytes and that NUL. */
+char const *lean_string_cstr(b_lean_obj_arg o);
+size_t lean_string_size(b_lean_obj_arg o);
+
 #endif
