@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""bench/models.py: one training step of a whole model, ours against PyTorch's, on the GPU.
+
+The GPT of examples/lm/gpt.py (pre-LayerNorm blocks, fused causal attention, tanh-GELU MLP, tied
+LM head, AdamW with weight decay on matrices, betas (0.9, 0.95)) is built once with our
+parameters; PyTorch's copy starts from the same values (DLPack, then a copy). Each step on both
+sides: forward, cross-entropy, backward, AdamW (torch.optim.AdamW, fused); no dropout and no
+clipping, so both sides compute the same function and the first losses agree to float32
+rounding. Tokens are uniform random over the vocabulary (a torch.Generator on the device), the
+labels the next tokens; TF32 off on both sides. Reported per configuration: ms/step (wall clock
+over `--steps` steps after `--warmup`, the device synchronised at both ends), tokens/s, the peak
+of device memory (ours: tlrt_allocator_stats' peak_bytes; PyTorch: max_memory_allocated less what
+was allocated before its parameters: the batches, shared by both sides, count on neither), the
+first losses of both, and torch.compile's step (mode default) with --compile.
+
+    python3 bench/models.py --configs launch,small --out bench/results/<date>-h200-models.md
+
+Needs torch with CUDA and the torchlean_rt package (TORCHLEAN_RT_LIB for a build tree).
+"""
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
+import torchlean_rt as rt  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("gpt_example",
+                                              os.path.join(HERE, "..", "examples", "lm", "gpt.py"))
+gpt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpt)
+
+CONFIGS = {
+    # The launch-bound configuration of the language-model issue and the example's GPU one.
+    "launch": dict(d=128, layers=4, heads=4, ctx=64, batch=64, vocab=8192),
+    "small": dict(d=384, layers=6, heads=6, ctx=256, batch=16, vocab=8192),
+    # GPT-2 small's shape (124M parameters with its vocabulary).
+    "gpt2": dict(d=768, layers=12, heads=12, ctx=1024, batch=8, vocab=50257),
+}
+LR = 3e-4
+
+
+def torch_gpt(torch, model):
+    """PyTorch parameters (leaf tensors) holding copies of ours, by name, in our shapes."""
+    params = {}
+    for name, (buf, dims, _) in model.params.items():
+        t = torch.from_dlpack(buf).reshape(dims).clone()
+        params[name] = t.requires_grad_(True)
+    return params
+
+
+def torch_forward(torch, F, P, cfg, tokens):
+    B, T, d, H = cfg["batch"], cfg["ctx"], cfg["d"], cfg["heads"]
+    dh = d // H
+    x = P["wte"][tokens] + P["wpe"][:T].unsqueeze(0)
+    for i in range(cfg["layers"]):
+        p = f"h{i}."
+        h = F.layer_norm(x, (d,), P[p + "ln1.g"], P[p + "ln1.b"], 1e-5)
+
+        def heads(w, b):
+            return F.linear(h, P[p + "attn.w" + w], P[p + "attn.b" + w]).view(B, T, H, dh) \
+                .transpose(1, 2)
+        a = F.scaled_dot_product_attention(heads("q", "q"), heads("k", "k"), heads("v", "v"),
+                                           is_causal=True)
+        a = a.transpose(1, 2).reshape(B, T, d)
+        x = x + F.linear(a, P[p + "attn.wo"], P[p + "attn.bo"])
+        h = F.layer_norm(x, (d,), P[p + "ln2.g"], P[p + "ln2.b"], 1e-5)
+        m = F.gelu(F.linear(h, P[p + "mlp.wfc"], P[p + "mlp.bfc"]), approximate="tanh")
+        x = x + F.linear(m, P[p + "mlp.wproj"], P[p + "mlp.bproj"])
+    x = F.layer_norm(x, (d,), P["lnf.g"], P["lnf.b"], 1e-5)
+    return x.reshape(B * T, d) @ P["wte"].t()
+
+
+def bench_config(torch, name, cfg, steps, warmup, compile_too):
+    F = torch.nn.functional
+    dev = rt.cuda(0)
+    B, T, V = cfg["batch"], cfg["ctx"], cfg["vocab"]
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    batches = []
+    for _ in range(warmup + steps):
+        seq = torch.randint(0, V, (B, T + 1), device="cuda", generator=gen, dtype=torch.int32)
+        batches.append((seq[:, :-1].contiguous(), seq[:, 1:].contiguous()))
+    model = gpt.GPT(dict(cfg, lr=LR, warmup=0, steps=steps), dev, seed=7)
+    rows = {"config": name, "params": model.count()}
+
+    # PyTorch eager (and compiled) from the same initial values.
+    P = torch_gpt(torch, model)
+
+    def torch_run(step_fn, label):
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()  # the batches and the reference copy P
+        params = {k: v.detach().clone().requires_grad_(True) for k, v in P.items()}
+        decay = [params[k] for k, (_, _, dec) in model.params.items() if dec]
+        nodecay = [params[k] for k, (_, _, dec) in model.params.items() if not dec]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                 {"params": nodecay, "weight_decay": 0.0}],
+                                lr=LR, betas=(0.9, 0.95), eps=1e-8, fused=True)
+        fwd = step_fn(params)
+        losses = []
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        t0 = None
+        for i, (tok, lab) in enumerate(batches):
+            if i == warmup:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            logits = fwd(tok.long())
+            loss = F.cross_entropy(logits, lab.reshape(-1).long())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.detach())
+        torch.cuda.synchronize()
+        ms = 1000 * (time.perf_counter() - t0) / steps
+        rows[label + " ms"] = ms
+        rows[label + " peak MiB"] = (torch.cuda.max_memory_allocated() - before) / 2**20
+        rows[label + " losses"] = [float(v) for v in losses[:3]]
+        del params, opt
+
+    torch_run(lambda params: (lambda tok: torch_forward(torch, F, params, cfg, tok)), "torch")
+    if compile_too:
+        torch_run(lambda params: torch.compile(
+            lambda tok: torch_forward(torch, F, params, cfg, tok)), "compile")
+
+    # Ours.
+    tape = rt.Tape(dev)
+    toks = [(rt.from_dlpack(tok.reshape(-1)), rt.from_dlpack(lab.reshape(-1)))
+            for tok, lab in batches]
+    rt.synchronize(dev)
+    losses = []
+    t0 = None
+    for i, (tok, lab) in enumerate(toks):
+        if i == warmup:
+            rt.synchronize(dev)
+            t0 = time.perf_counter()
+        losses.append(model.train_step(tape, tok, lab, i, LR))
+    rt.synchronize(dev)
+    ms = 1000 * (time.perf_counter() - t0) / steps
+    rows["ours ms"] = ms
+    rows["ours peak MiB"] = (rt.stats(dev)["peak_bytes"]) / 2**20
+    rows["ours losses"] = [v.to_list()[0] for v in losses[:3]]
+    rows["tokens/s ours"] = B * T / (ms / 1000)
+    rows["tokens/s torch"] = B * T / (rows["torch ms"] / 1000)
+    tape.free()
+    return rows
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--configs", default="launch,small")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("models: needs torch")
+    if not torch.cuda.is_available() or not rt.cuda_available():
+        raise SystemExit("models: needs a CUDA device for both torch and torchlean_rt")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    rt.lib.tlrt_set_allow_tf32(False)
+    out = [f"# Model-level training steps against PyTorch\n",
+           f"- date: {time.strftime('%Y-%m-%d')}; {torch.cuda.get_device_name()}; "
+           f"PyTorch {torch.__version__}; {rt.build_info()}",
+           f"- float32, TF32 off; {args.steps} timed steps after {args.warmup}; no dropout, no "
+           "clipping; AdamW (ours: tlrt_adam_step per parameter; torch: fused=True)\n",
+           "| config | params | ours ms | torch ms | ours/torch | compile ms | ours tokens/s | "
+           "ours peak MiB | torch peak MiB | first losses ours | first losses torch |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for name in args.configs.split(","):
+        r = bench_config(torch, name, CONFIGS[name], args.steps, args.warmup, args.compile)
+        comp = f"{r['compile ms']:.2f}" if "compile ms" in r else "-"
+        line = (f"| {name} {CONFIGS[name]} | {r['params']} | {r['ours ms']:.2f} | "
+                f"{r['torch ms']:.2f} | {r['ours ms'] / r['torch ms']:.2f} | {comp} | "
+                f"{r['tokens/s ours']:.0f} | {r['ours peak MiB']:.0f} | "
+                f"{r['torch peak MiB']:.0f} | "
+                f"{', '.join(f'{v:.5f}' for v in r['ours losses'])} | "
+                f"{', '.join(f'{v:.5f}' for v in r['torch losses'])} |")
+        print(line, flush=True)
+        out.append(line)
+    text = "\n".join(out) + "\n"
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,270 @@
+"""examples/lm/lm.py: what the language-model examples share (gpt.py, mamba.py).
+
+  - the text: load_text (a file, or the *.txt files of a folder: by default the Python 3.11
+    documentation's reStructuredText sources from Debian's python3.11-doc, 12 MB; every 20th file
+    is the validation set) and Batches (random windows of bytes as int32 index buffers on the
+    device: tokens and next-byte labels);
+  - LanguageModel: parameters (Buffers, with their shapes and whether AdamW decays them), their
+    Adam moments, and train_step (forward, cross-entropy, backward, clipping, the fused
+    tlrt_adam_step per parameter); a model class adds init_params and forward;
+  - lr_at (linear warm-up, cosine decay), clip_grads (global norm), evaluate, sample, and main,
+    the command line both examples run with.
+Byte-level tokens: the vocabulary is the 256 bytes of UTF-8 text (nothing to download or train).
+"""
+import argparse
+import glob
+import math
+import os
+import random
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
+import torchlean_rt as rt  # noqa: E402
+
+DOC_SOURCES = "/usr/share/doc/python3.11/html/_sources"
+
+
+# ---- data ---------------------------------------------------------------------------------------
+
+def load_text(path):
+    """(train bytes, validation bytes) of a file, or of the *.txt files under a folder (sorted;
+    every 20th file to validation)."""
+    if os.path.isfile(path):
+        data = open(path, "rb").read()
+        cut = len(data) * 19 // 20
+        return data[:cut], data[cut:]
+    files = sorted(glob.glob(os.path.join(path, "**", "*.txt"), recursive=True))
+    if not files:
+        raise SystemExit(f"no text under {path} (Debian: apt-get install python3.11-doc, or "
+                         "give --data FILE_OR_FOLDER)")
+    train, val = [], []
+    for i, f in enumerate(files):
+        (val if i % 20 == 19 else train).append(open(f, "rb").read())
+    return b"\n".join(train), b"\n".join(val)
+
+
+class Batches:
+    """Random windows of ctx + 1 bytes: tokens (batch * ctx) and next-byte labels, as int32
+    index buffers on the device."""
+
+    def __init__(self, data, batch, ctx, device, seed):
+        if len(data) < ctx + 2:
+            raise SystemExit(f"{len(data)} bytes of text, fewer than a context of {ctx}")
+        self.data, self.batch, self.ctx, self.device = data, batch, ctx, device
+        self.rng = random.Random(seed)
+
+    def window(self, start):
+        return self.data[start:start + self.ctx + 1]
+
+    def next(self, starts=None):
+        if starts is None:
+            starts = [self.rng.randrange(len(self.data) - self.ctx - 1) for _ in range(self.batch)]
+        toks, labels = [], []
+        for s in starts:
+            w = self.window(s)
+            toks.extend(w[:-1])
+            labels.extend(w[1:])
+        return (rt.Buffer.from_ints(toks, "int32", self.device),
+                rt.Buffer.from_ints(labels, "int32", self.device))
+
+
+# ---- models -------------------------------------------------------------------------------------
+
+class LanguageModel:
+    """Parameters (Buffers on the device), their Adam moments, one training step. Subclasses
+    define init_params (calling normal / const) and forward(tape, tokens, batch, n, train,
+    dropout, key) -> (leaf ids by name, logits node of shape (batch * n, vocab))."""
+
+    def __init__(self, cfg, device, seed):
+        self.cfg, self.device = cfg, device
+        self.vocab = cfg.get("vocab", 256)
+        self.params = {}  # name -> (Buffer, dims, weight decay?)
+        self._key = seed * 1_000_003
+        self.init_params()
+        self.moments = {k: (rt.Buffer.zeros(b.size, device), rt.Buffer.zeros(b.size, device))
+                        for k, (b, _, _) in self.params.items()}
+        self.pos_cache = {}
+
+    def normal(self, name, dims, std, decay=True):
+        """A parameter drawn from N(0, std^2) (tlrt_rand_normal, keys 2^32 apart)."""
+        self._key += 1 << 32
+        self.params[name] = (rt.rand_normal(self.device, math.prod(dims), 0.0, std, self._key),
+                             dims, decay)
+
+    def const(self, name, dims, value):
+        """A parameter filled with `value`, not decayed (norm scales and biases)."""
+        self.params[name] = (rt.Buffer.full(math.prod(dims), value, self.device), dims, False)
+
+    def count(self):
+        return sum(b.size for b, _, _ in self.params.values())
+
+    def positions(self, batch, n):
+        """The int32 position index buffer 0..n-1 repeated batch times (cached)."""
+        if (batch, n) not in self.pos_cache:
+            self.pos_cache[(batch, n)] = rt.Buffer.from_ints(list(range(n)) * batch, "int32",
+                                                             self.device)
+        return self.pos_cache[(batch, n)]
+
+    def train_step(self, tape, tokens, labels, step, lr, dropout=0.0, weight_decay=0.1,
+                   clip=None, key=0):
+        """One step: forward, cross-entropy, backward, clipping (clip: the global norm limit, or
+        None), AdamW on every parameter. Returns the loss as a one-element Buffer (not read:
+        reading it waits for the device)."""
+        cfg = self.cfg
+        P, logits = self.forward(tape, tokens, cfg["batch"], cfg["ctx"], True, dropout, key)
+        loss = tape.cross_entropy(logits, labels)
+        tape.backward(loss)
+        names = list(self.params)
+        grads = [tape.grad(P[k]) for k in names]
+        value = tape.value(loss)
+        tape.reset()
+        if clip is not None:
+            clip_grads(grads, clip, self.device)
+        for k, g in zip(names, grads):
+            buf, _, decay = self.params[k]
+            m, v = self.moments[k]
+            rt.adam_step(buf, g, m, v, step + 1, lr, 0.9, 0.95, 1e-8,
+                         weight_decay if decay else 0.0, True)
+        return value
+
+
+
+def lr_at(step, cfg, steps):
+    """Linear warm-up, then cosine decay to a tenth."""
+    lr, warm = cfg["lr"], cfg["warmup"]
+    if step < warm:
+        return lr * (step + 1) / warm
+    q = (step - warm) / max(1, steps - warm)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, q))))
+
+
+def clip_grads(grads, max_norm, device):
+    """Scales the gradients (in a list of Buffers) to a global norm of at most max_norm: the
+    squared norms summed on the device, one read of the total. Returns the norm before."""
+    total = None
+    for g in grads:
+        s = rt.reduce_sum(rt.mul(g, g))
+        total = s if total is None else rt.add(total, s)
+    norm = math.sqrt(total.to_list()[0])
+    if norm > max_norm:
+        c = max_norm / (norm + 1e-6)
+        grads[:] = [rt.scale(g, c) for g in grads]
+    return norm
+
+
+def evaluate(model, tape, data, cfg, device, batches=8, seed=1):
+    """The mean loss over `batches` fixed windows of the validation text."""
+    b = Batches(data, cfg["batch"], cfg["ctx"], device, seed)
+    rng = random.Random(seed)
+    total = 0.0
+    for _ in range(batches):
+        starts = [rng.randrange(len(data) - cfg["ctx"] - 1) for _ in range(cfg["batch"])]
+        tokens, labels = b.next(starts)
+        _, logits = model.forward(tape, tokens, cfg["batch"], cfg["ctx"], False, 0.0, 0)
+        total += tape.value(tape.cross_entropy(logits, labels)).to_list()[0]
+        tape.reset()
+    return total / batches
+
+
+def sample(model, tape, prompt, length, temperature, device, seed):
+    """Text generated after `prompt` (bytes): each step one forward over the last ctx bytes,
+    the next byte drawn from the softmax of the last position's logits at `temperature`
+    (0: greedy)."""
+    rng = random.Random(seed)
+    ctx = model.cfg["ctx"]
+    out = bytearray(prompt)
+    for _ in range(length):
+        window = bytes(out[-ctx:])
+        tokens = rt.Buffer.from_ints(list(window), "int32", device)
+        _, logits = model.forward(tape, tokens, 1, len(window), False, 0.0, 0)
+        V = model.vocab
+        last = rt.slice_axis0(tape.value(logits), len(window), V, len(window) - 1, 1)
+        z = last.to_list()
+        tape.reset()
+        if temperature <= 0:
+            nxt = max(range(V), key=lambda i: z[i])
+        else:
+            m = max(z)
+            w = [math.exp((v - m) / temperature) for v in z]
+            nxt = rng.choices(range(V), weights=w)[0]
+        out.append(nxt)
+    return bytes(out)
+
+
+def main(argv, name, model_class, configs, description):
+    """The command line of an example: `name` prefixes its lines, configs has "quick" (CPU, CI)
+    and "small" (--cuda) presets."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help="the small CPU configuration of CI")
+    ap.add_argument("--cuda", action="store_true", help="train on the first GPU")
+    ap.add_argument("--data", default=DOC_SOURCES, help="a text file or a folder of *.txt")
+    ap.add_argument("--steps", type=int, help="training steps (default: the configuration's)")
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0, help="global gradient norm limit")
+    ap.add_argument("--log-every", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--prompt", default="The Python interpreter ")
+    ap.add_argument("--sample-length", type=int, default=None)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--min-improvement", type=float, default=None,
+                    help="exit 1 unless the validation loss fell by at least this many nats")
+    ap.add_argument("--test", action="store_true",
+                    help="as a test: exit 77 (skipped) without the text or under valgrind")
+    args = ap.parse_args(argv)
+    if args.test and os.environ.get("TLRT_UNDER_VALGRIND"):
+        print(f"{name}: skipped under valgrind (CPython under memcheck)")
+        return 77
+    if args.test and not os.path.exists(args.data):
+        print(f"{name}: skipped (no {args.data}: apt-get install python3.11-doc)")
+        return 77
+
+    preset = "small" if args.cuda and not args.quick else "quick"
+    cfg = dict(configs[preset])
+    steps = args.steps or cfg["steps"]
+    device = rt.cuda(0) if args.cuda else rt.CPU
+    if args.cuda and not rt.cuda_available():
+        raise SystemExit(f"{name}: --cuda, but no usable CUDA device")
+    log_every = args.log_every or max(1, steps // 10)
+    train, val = load_text(args.data)
+    print(f"{name}: {len(train)} training / {len(val)} validation bytes from {args.data}; "
+          f"{rt.device_name(device)}")
+    model = model_class(cfg, device, args.seed)
+    shape = ", ".join(f"{k} {v}" for k, v in cfg.items() if k not in ("steps", "lr", "warmup"))
+    print(f"{name}: {shape}; {model.count()} parameters, {steps} steps")
+    tape = rt.Tape(device)
+    val0 = evaluate(model, tape, val, cfg, device)
+    print(f"{name}: validation loss at initialisation {val0:.4f} (ln 256 = {math.log(256):.4f})")
+    batches = Batches(train, cfg["batch"], cfg["ctx"], device, args.seed)
+    tokens_per_step = cfg["batch"] * cfg["ctx"]
+    t_log, loss_sum, n_sum = time.perf_counter(), 0.0, 0
+    for step in range(steps):
+        tokens, labels = batches.next()
+        lr = lr_at(step, cfg, steps)
+        loss_value = model.train_step(tape, tokens, labels, step, lr, args.dropout,
+                                      args.weight_decay, args.clip or None,
+                                      key=(args.seed + step) << 40)
+        loss_sum += loss_value.to_list()[0]
+        n_sum += 1
+        if (step + 1) % log_every == 0 or step + 1 == steps:
+            rt.synchronize(device)
+            dt = time.perf_counter() - t_log
+            print(f"step {step + 1:5d}  loss {loss_sum / n_sum:.4f}  lr {lr:.2e}  "
+                  f"{tokens_per_step * n_sum / dt:9.0f} tokens/s  {1000 * dt / n_sum:7.2f} ms/step",
+                  flush=True)
+            t_log, loss_sum, n_sum = time.perf_counter(), 0.0, 0
+    val1 = evaluate(model, tape, val, cfg, device)
+    print(f"{name}: validation loss {val1:.4f} (from {val0:.4f})")
+    length = args.sample_length or (120 if preset == "quick" else 400)
+    text = sample(model, tape, args.prompt.encode(), length, args.temperature, device, args.seed)
+    print(f"{name}: sample: " + text.decode("utf-8", errors="replace"))
+    tape.free()
+    if args.min_improvement is not None and val0 - val1 < args.min_improvement:
+        print(f"{name}: FAILED: the validation loss fell by {val0 - val1:.4f} nats, less than "
+              f"{args.min_improvement}")
+        return 1
+    return 0
+
+
