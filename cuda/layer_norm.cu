@@ -33,8 +33,8 @@
 // reduce_axis: about 20 bytes per element.
 // Last measured: bench/results/2026-11-27-h100-s17-softmax.md
 //
-// RMS NORM (cuda/kernels/rms_norm.cuh; not measured yet: docs/kernels/layer_norm.md, "RMS norm",
-// has the predictions). Work per element: forward one square and one addition (the sum), two
+// RMS NORM (cuda/kernels/rms_norm.cuh; history in docs/kernels/layer_norm.md, "RMS norm").
+// Work per element: forward one square and one addition (the sum), two
 // multiplies; backward about eight operations (d, xhat, the row sum, dx; the column fold).
 // FORWARD, 8 bytes per element (x read, y written) + 4 per row: segments up to 32 columns
 // (seg_fwd), the row in the registers of a group of 32 .. 256 threads up to 8192 (group_fwd, the

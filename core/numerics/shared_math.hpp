@@ -62,10 +62,10 @@ constexpr double kGeluGradMaxUlp = 1.25;     // measured 1.233 outside the windo
 constexpr double kGeluGradMaxAbs = 9.0e-10;  // measured 8.53e-10 (window inputs over 1.25 ulp)
 constexpr float kGeluGradRootLo = -0.8f;
 constexpr float kGeluGradRootHi = -0.7f;
-constexpr double kSiluMaxUlp = 0.9;          // measured 0.873 (exhaustive)
+constexpr double kSiluMaxUlp = 0.9;
 // silu_grad crosses zero at x ~ -1.27846: the same two-part bound as gelu_grad's.
-constexpr double kSiluGradMaxUlp = 0.9;      // measured 0.892 outside the window
-constexpr double kSiluGradMaxAbs = 5.0e-10;  // measured 4.49e-10 (window inputs over 0.9 ulp)
+constexpr double kSiluGradMaxUlp = 0.9;      // outside the window
+constexpr double kSiluGradMaxAbs = 5.0e-10;  // window inputs over kSiluGradMaxUlp
 constexpr float kSiluGradRootLo = -1.35f;
 constexpr float kSiluGradRootHi = -1.2f;
 constexpr double kCos2piMaxAbs = 9.0e-8;     // measured 8.41e-8 absolute
@@ -491,9 +491,9 @@ TLRT_MATH_HD float gelu_grad_f(float x_in) {
 //   quotient by detail::div12, then times 2^j for x < 0 (2^(j+64) * 2^-64, one rounding: the
 //   subnormal tail keeps full precision); the sign of x is copied (silu(-0) = -0);
 //   x > 20 gives x (e^-20 < 2^-28: x*sigmoid(x) rounds to x there).
-// Measured max error (exhaustive, against the float64 x/(1 + exp(-x))): 0.873 ulp
-// (x = 0xc2b7ddea, -91.93, where the result is x*E with E ~ 2^-132.6 and E's pair error passes
-// into it whole).
+// Accuracy: within kSiluMaxUlp of the float64 x/(1 + exp(-x)) over all inputs; the largest
+// errors are far left, where the result is x*E with E tiny and E's pair error passes into it
+// whole (figures: docs/kernels/elementwise.md).
 // Special cases: NaN -> NaN, +-0 -> +-0, +inf -> +inf, -inf -> -0, silu(x) = x for
 // x >= 16.6771297, -0 for x <= -108.660309 (results below 2^-150 in magnitude), gradual
 // underflow in between (silu(2^-149) = +0: 2^-150 rounds to even).
@@ -525,12 +525,12 @@ TLRT_MATH_HD float silu_f(float x_in) {
 //   w = x*(1 - s) = wh + wl; 1 + w = oh + (wl + ole) (oh exact where 1 + w cancels, wh in
 //   [-2, -1/2]); s*(1 + w) = fma(sh, oh, fma(sh, wl + ole, sl*oh)), rounded once (then scaled,
 //   for x < 0); x > 24 gives 1.
-// Measured max error (exhaustive, against float64 s + x*s*(1 - s), 1 - s = 1/(1 + e^x)): 0.892
-// ulp for all x outside [-1.35, -1.2] (x = 0xc2b7b15e, -91.85). Inside it, around the zero
-// crossing x ~ -1.27846, the relative error grows as the result goes to 0 (the rounding of the
-// reduced argument r, ~2^-26 of E, moves s by ~2.5e-9 and the result by ~0.3 of that), but the
-// absolute error is at most 1.04e-9 there, and at most 4.49e-10 for every input whose error
-// exceeds 0.9 ulp.
+// Accuracy (against float64 s + x*s*(1 - s), 1 - s = 1/(1 + e^x)): within kSiluGradMaxUlp for
+// all x outside [-1.35, -1.2]. Inside it, around the zero crossing x ~ -1.27846, the relative
+// error grows as the result goes to 0 (the rounding of the reduced argument r, ~2^-26 of E, moves
+// s by ~2.5e-9 and the result by ~0.3 of that); the absolute error stays within 1.1e-9 there,
+// and within kSiluGradMaxAbs for every input over kSiluGradMaxUlp (figures:
+// docs/kernels/elementwise.md).
 // Special cases: NaN -> NaN, silu_grad(+-0) = 0.5, +inf -> 1, -inf -> -0, 1 for
 // x >= 19.556345, -0 for x <= -108.650978.
 TLRT_MATH_HD float silu_grad_f(float x_in) {

@@ -929,9 +929,9 @@ not the NaN of inf * 0). Max error 1.01 ulp against the float64 value of the for
 SiLU (swish) x * sigmoid(x) = x / (1 + e^-x), evaluated as ONE quotient rounded once (not x
 times a rounded sigmoid). silu(+-0) = +-0, silu(+inf) = +inf, silu(-inf) = -0 (the limits, not
 the NaN of -inf * 0); silu(x) = x for x >= 16.6771297, -0 for x <= -108.660309 (results below
-2^-150 in magnitude); gradual underflow in between. Max error 0.87 ulp against the float64
-x / (1 + e^-x) (0.873, measured over all 2^32 inputs on the CPU; the host / device comparison
-over all 2^32, tests/parity/math_exhaustive.cu, is pending a GPU run for silu and silu_bwd). -/
+2^-150 in magnitude); gradual underflow in between. Within 0.9 ulp of the float64
+x / (1 + e^-x) over all 2^32 inputs (tests/unit/test_shared_math.cpp); CPU and CUDA agree bit
+for bit on all of them (tests/parity/math_exhaustive.cu). -/
 @[extern "tlrt_lean_silu"] opaque silu (x : @& Buffer) : IO Buffer
 
 /-- `tlrt_status tlrt_safe_log(const tlrt_buffer * x, double eps, tlrt_buffer ** out)`
@@ -979,8 +979,8 @@ g * silu'(x), silu'(x) = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x), ev
 float pairs and rounded once before the final rounded multiplication by g. silu'(+-0) = 0.5,
 silu'(+inf) = 1, silu'(-inf) = -0 (the limits); silu'(x) = 1 for x >= 19.556345, -0 for
 x <= -108.650978. silu' is within 0.90 ulp of the float64 s + x s (1 - s) outside
-[-1.35, -1.2] (0.892 measured); inside (its zero is at x = -1.27846) within 1.1e-9 absolute,
-and 4.5e-10 wherever the error exceeds 0.9 ulp (all 2^32 inputs measured on the CPU). -/
+[-1.35, -1.2]; inside (its zero is at x = -1.27846) within 1.1e-9 absolute, and 5e-10
+wherever the error exceeds 0.9 ulp (over all 2^32 inputs, as silu). -/
 @[extern "tlrt_lean_silu_bwd"] opaque siluBwd (x : @& Buffer) (g : @& Buffer) : IO Buffer
 
 /-- `tlrt_status tlrt_safe_log_bwd(const tlrt_buffer * x, const tlrt_buffer * g, double eps, tlrt_buffer ** out)`
