@@ -105,10 +105,11 @@ TLRT_API const char *tlrt_safetensors_dtype_name(uint32_t dtype);
  * dimension of the buffer's size, dims[i] NULL with ranks[i] == 0 a scalar (for a buffer of one
  * element); dims NULL makes every dims[i] NULL, and ranks NULL every rank 1, so
  * (dims, ranks) = (NULL, NULL) saves every buffer as a 1-D tensor. The buffers may live on any
- * devices, mixed; they are only read. Names must be unique, non-empty, valid UTF-8 and not
- * "__metadata__". The metadata ("__metadata__": string to string) has the keys meta_keys[k] and
- * values meta_values[k], k < meta_count, valid UTF-8, keys unique (an empty key is allowed); with
- * meta_count == 0 the file has no "__metadata__" entry. Array arguments may be NULL only when
+ * devices, mixed; they are only read. Names must be unique, valid UTF-8 and not "__metadata__"
+ * (the empty name is allowed, as the reference writer allows it). The metadata ("__metadata__":
+ * string to string) has the keys meta_keys[k] and values meta_values[k], k < meta_count, valid
+ * UTF-8, keys unique (an empty key is allowed); with meta_count == 0 the file has no
+ * "__metadata__" entry. Array arguments may be NULL only when
  * their count is 0.
  *
  * Layout, as the reference writer (the safetensors Python / Rust package) makes it, so that the
@@ -130,7 +131,7 @@ TLRT_API const char *tlrt_safetensors_dtype_name(uint32_t dtype);
  *
  * Errors: TLRT_ERR_NULL_ARGUMENT (path; names, buffers with count > 0; meta_keys, meta_values
  * with meta_count > 0; an entry of names, buffers, meta_keys or meta_values; dims[i] NULL with
- * ranks[i] > 1); TLRT_ERR_INVALID_ARGUMENT (path empty; a name empty, not valid UTF-8, equal to
+ * ranks[i] > 1); TLRT_ERR_INVALID_ARGUMENT (path empty; a name not valid UTF-8, equal to
  * "__metadata__" or repeated; a metadata key or value not valid UTF-8; a key repeated;
  * ranks[i] > TLRT_SAFETENSORS_MAX_RANK); TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED (a buffer);
  * TLRT_ERR_SHAPE (the product of dims[i] is not the size of buffers[i]); TLRT_ERR_OVERFLOW (the

@@ -371,7 +371,6 @@ void save(const char *path, uint64_t count, const char *const *names,
     if (names[i] == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument names[%llu] is NULL", (ull)i);
     Item it;
     it.name = names[i];
-    if (it.name.empty()) fail(TLRT_ERR_INVALID_ARGUMENT, "argument names[%llu] is empty", (ull)i);
     if (!st::valid_utf8(it.name.data(), it.name.size()))
       fail(TLRT_ERR_INVALID_ARGUMENT, "argument names[%llu] is not valid UTF-8", (ull)i);
     if (it.name == "__metadata__")

@@ -373,6 +373,29 @@ void test_metadata_and_order() {
   TH_CHECK(th::download(a.get()) == std::vector<float>{1} &&
            th::download(z.get()) == std::vector<float>{1});
 
+  // The empty name is a name (the reference writer takes it): these are its bytes for
+  // {"": [0, 0], "a": [1]}, and the file reads back.
+  {
+    Buf e2(th::upload({0, 0})), a1(th::upload({1}));
+    const char *en[] = {"a", ""};
+    const tlrt_buffer *eb[] = {a1.get(), e2.get()};
+    const std::string pe = path_of("empty_name.safetensors");
+    TH_OK(tlrt_safetensors_save(pe.c_str(), 2, en, eb, nullptr, nullptr, 0, nullptr, nullptr));
+    const std::string et = read_file(pe);
+    const std::string want_header =
+        "{\"\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+    TH_CHECK_MSG(et.size() > 8 && et.compare(8, want_header.size(), want_header) == 0,
+                 "header of empty_name.safetensors: %s", et.size() > 8 ? et.substr(8).c_str() : "");
+    File ef(pe);
+    const char *n0 = nullptr;
+    TH_OK(tlrt_safetensors_name(ef.h, 0, &n0));
+    TH_CHECK(n0 != nullptr && *n0 == '\0');
+    Buf back;
+    TH_OK(tlrt_safetensors_load(ef.h, "", TLRT_DEVICE_CPU, back.out()));
+    TH_CHECK((th::download(back.get()) == std::vector<float>{0, 0}));
+  }
+
   // A file written by another writer, in a different order (names unsorted, the data in
   // reverse order, whitespace, escapes that our writer never uses): listed in byte order all the
   // same, each tensor's bytes where its offsets say.

@@ -1408,7 +1408,7 @@ def save_safetensors(path, tensors, metadata=None):
     The file is written to path + ".tmp" and renamed: `path` is replaced whole or not at all.
     The layout is the reference writer's (safetensors.numpy.save_file writes the same bytes for
     the same tensors and at most one metadata entry). Errors are the library's (TlrtError:
-    TLRT_ERR_INVALID_ARGUMENT for an empty, repeated or "__metadata__" name,
+    TLRT_ERR_INVALID_ARGUMENT for a repeated or "__metadata__" name,
     TLRT_ERR_IO for a file that cannot be written, ...)."""
     fname = "tlrt_safetensors_save"
     items = list(tensors.items())
