@@ -85,6 +85,64 @@ TLRT_API tlrt_status tlrt_matmul(const tlrt_buffer *a, const tlrt_buffer *b, uin
                                  uint64_t n, uint64_t p, bool trans_a, bool trans_b,
                                  tlrt_buffer **out);
 
+/* Activations of a linear layer (tlrt_linear_fwd, tlrt_linear_bwd). */
+#define TLRT_ACT_NONE 0u /* the identity: y = pre */
+#define TLRT_ACT_GELU 1u /* tlrt_gelu (abi/tlrt_elementwise.h): GELU's tanh approximation */
+
+/* A linear layer in PyTorch's nn.Linear layout, with its bias and activation fused into the
+ * product; in = in_features, out = out_features below. x (rows, in), w (out, in) (one row per
+ * output feature), b (out) or NULL for no bias;
+ *   pre(i, j) = sum_k x(i, k) w(j, k) + b(j)        (rows, out)
+ *   y(i, j)   = act(pre(i, j))                      (rows, out)
+ * *y is a fresh buffer. pre is what the backward of a GELU reads: when `pre` is not NULL, *pre
+ * receives it as a fresh buffer (with TLRT_ACT_NONE, a second reference to *y's buffer, since the
+ * two are equal); pass NULL when only y is wanted.
+ * Numerics: the sum is tlrt_matmul(x, w, rows, in, out, false, true)'s, with its class (library)
+ * and bound; b(j) is then added once in float32, so |pre - exact| <= 2 in u S(i, j) + u |pre|
+ * with S(i, j) = sum_k |x(i, k) w(j, k)| + |b(j)|.
+ * The activation is applied to pre with tlrt_gelu's shared math: y is bitwise tlrt_gelu(pre) on
+ * both backends. TF32 (tlrt_set_allow_tf32) applies as to tlrt_matmul.
+ * Edge cases: rows or out == 0 gives empty buffers; in == 0 (an empty sum) gives pre(i, j) =
+ * b(j), or +0 without a bias. NaN and infinities propagate as for tlrt_matmul.
+ * Errors: TLRT_ERR_NULL_ARGUMENT (x, w or y is NULL); TLRT_ERR_RELEASED (the storage of x, w or b
+ * was released); TLRT_ERR_DEVICE_MISMATCH (x, w, b not all on one device); TLRT_ERR_SHAPE (x does
+ * not have rows * in elements, w out * in, b out; products computed exactly; the message names
+ * the argument); TLRT_ERR_OVERFLOW (rows * out beyond TLRT_MAX_ELEMENTS); TLRT_ERR_INVALID_ARGUMENT
+ * (activation not a TLRT_ACT_* value; on CUDA, rows, in or out beyond INT_MAX with work to do, as
+ * tlrt_matmul); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On
+ * failure *y and *pre are NULL. Numeric class: library (the product), shared math (the
+ * activation). */
+TLRT_API tlrt_status tlrt_linear_fwd(const tlrt_buffer *x, const tlrt_buffer *w,
+                                     const tlrt_buffer *b, uint64_t rows, uint64_t in_features,
+                                     uint64_t out_features, uint32_t activation, tlrt_buffer **y,
+                                     tlrt_buffer **pre);
+
+/* The backward of tlrt_linear_fwd (in, out as there): given dy (rows, out), the gradient of the
+ * loss with respect to y, and the forward's x, w and pre,
+ *   dpre = dy                            (TLRT_ACT_NONE; pre is not read and may be NULL)
+ *   dpre = tlrt_gelu_bwd(pre, dy)        (TLRT_ACT_GELU; bitwise that call's result)
+ *   dx (rows, in) = dpre w               (tlrt_matmul(dpre, w, rows, out, in, false, false))
+ *   dw (out, in)  = dpre^T x             (tlrt_matmul(dpre, x, out, rows, in, true, false))
+ *   db (out)      = the column sums of dpre over its rows
+ * Each of dx, dw, db may be NULL: that gradient is not computed (a layer without bias passes
+ * db = NULL; a first layer, dx = NULL); each non-NULL one receives a fresh buffer.
+ * Numerics: dx and dw have tlrt_matmul's class and bound; db is tlrt_reduce_sum_axis0(dpre)'s
+ * ordered tree over the rows (shared math + ordered reduction: bitwise equal across backends for
+ * equal dpre; within 2 rows u sum_i |dpre(i, j)| of the exact sum).
+ * Edge cases: rows == 0 gives dw and db of zeros (+0); out == 0 gives dx of zeros; in == 0 gives
+ * empty dx and dw, and db as above.
+ * Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);
+ * TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device);
+ * TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);
+ * TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA;
+ * TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL. Numeric class: library (the
+ * products), shared math + ordered reduction (dpre, db). */
+TLRT_API tlrt_status tlrt_linear_bwd(const tlrt_buffer *dy, const tlrt_buffer *x,
+                                     const tlrt_buffer *w, const tlrt_buffer *pre, uint64_t rows,
+                                     uint64_t in_features, uint64_t out_features,
+                                     uint32_t activation, tlrt_buffer **dx, tlrt_buffer **dw,
+                                     tlrt_buffer **db);
+
 /* Float64 product of host arrays (the seeds' torchlean_dgemm_cuda): c (m, p) = a (m, n) *
  * b (n, p), all row-major, no transposes; c is the caller's array of m * p doubles, overwritten.
  * Host-only: it runs on the CPU whatever devices exist (the arguments are host arrays; upstream

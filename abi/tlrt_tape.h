@@ -442,8 +442,13 @@ TLRT_API tlrt_status tlrt_tape_flash_attention(tlrt_tape *tape, uint64_t q, uint
  * the last; gradients follow from the primitives.
  *
  * linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
- * output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
- * matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+ * output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
+ * composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd
+ * (dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x
+ * and W.
+ * linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd
+ * with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the
+ * same memory as linear followed by gelu minus one buffer, and one node instead of two.
  *
  * mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
  * shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
@@ -473,13 +478,15 @@ TLRT_API tlrt_status tlrt_tape_flash_attention(tlrt_tape *tape, uint64_t q, uint
  *   heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
  *   (batch, n, d_model).
  * Recorded as reshape, three linear, reshape / permute / reshape per projection,
- * flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+ * flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).
  * Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
  * TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
  * d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
  * attention). */
 TLRT_API tlrt_status tlrt_tape_linear(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
                                       uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_linear_gelu(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
+                                           uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_mse_loss(tlrt_tape *tape, uint64_t pred, uint64_t target,
                                         uint64_t *out);
 TLRT_API tlrt_status tlrt_tape_cross_entropy(tlrt_tape *tape, uint64_t logits,

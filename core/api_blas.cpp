@@ -1,13 +1,16 @@
 // Matrix-product entry points: validate, allocate the output, handle the empty and n == 0 cases,
-// dispatch (abi/tlrt_blas.h states the contracts). Also the TF32 switch (its state lives in
-// core/settings.cpp) and the host DGEMM.
+// dispatch (abi/tlrt_blas.h states the contracts). Also the linear layer (product, bias and
+// activation; its backward), the TF32 switch (its state lives in core/settings.cpp) and the host
+// DGEMM.
 #include <climits>
 #include <cstdint>
 #include <string>
 
 #include "abi/tlrt_blas.h"
 #include "core/backend/blas.hpp"
+#include "core/backend/elementwise.hpp"
 #include "core/backend/memory.hpp"
+#include "core/backend/reduce.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
 #include "core/shape_check.hpp"
@@ -104,9 +107,157 @@ bool overlap(const double *x, uint64_t nx, const double *y, uint64_t ny) {
   return x0 < y0 + ny * sizeof(double) && y0 < x0 + nx * sizeof(double);
 }
 
+// ---- linear layers --------------------------------------------------------------------------
+
+void check_activation(uint32_t activation) {
+  if (activation != TLRT_ACT_NONE && activation != TLRT_ACT_GELU)
+    fail(TLRT_ERR_INVALID_ARGUMENT, "argument activation = %u is not TLRT_ACT_NONE (0) or "
+         "TLRT_ACT_GELU (1)", activation);
+}
+
+// cuBLAS(Lt) takes int dimensions: rows, in, out must fit when there is work on CUDA.
+void check_cuda_dims(const Buffer &X, uint64_t rows, uint64_t in, uint64_t out) {
+  if (!X.dev.cuda) return;
+  const struct {
+    const char *name;
+    uint64_t v;
+  } dims[] = {{"rows", rows}, {"in_features", in}, {"out_features", out}};
+  for (const auto &d : dims)
+    if (d.v > (uint64_t)INT_MAX)
+      fail(TLRT_ERR_INVALID_ARGUMENT,
+           "argument %s = %llu exceeds INT_MAX (2147483647), the largest matrix dimension "
+           "cuBLAS accepts (CUDA buffers)", d.name, (ull)d.v);
+}
+
+// Element count of an output of rows * cols: TLRT_ERR_OVERFLOW beyond TLRT_MAX_ELEMENTS.
+uint64_t output_count(const char *name, const char *d1, uint64_t rows, const char *d2,
+                      uint64_t cols) {
+  uint64_t n = 0;
+  const bool fits = product3(1, rows, cols, &n);
+  if (!fits || n > TLRT_MAX_ELEMENTS)
+    fail(TLRT_ERR_OVERFLOW, "argument %s would receive %s * %s = %s elements, more than "
+         "TLRT_MAX_ELEMENTS (2^60) (argument %s = %llu, argument %s = %llu)", name, d1, d2,
+         count_str(n, fits).c_str(), d1, (ull)rows, d2, (ull)cols);
+  return n;
+}
+
+tlrt_buffer *second_reference(tlrt_buffer *b) {
+  const tlrt_status s = tlrt_buffer_retain(b);
+  if (s != TLRT_OK) fail(s, "retaining the output buffer");
+  return b;
+}
+
 }  // namespace
 
 extern "C" {
+
+TLRT_API tlrt_status tlrt_linear_fwd(const tlrt_buffer *x, const tlrt_buffer *w,
+                                     const tlrt_buffer *b, uint64_t rows, uint64_t in_features,
+                                     uint64_t out_features, uint32_t activation, tlrt_buffer **y,
+                                     tlrt_buffer **pre) {
+  const uint64_t in = in_features, out = out_features;
+  if (y) *y = nullptr;
+  if (pre) *pre = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(y, "y");
+    const Buffer &X = input(x, "x");
+    const Buffer &W = input(w, "w");
+    same_device(X, "x", W, "w");
+    const Buffer *B = nullptr;
+    if (b != nullptr) {
+      B = &input(b, "b");
+      same_device(X, "x", *B, "b");
+    }
+    check_activation(activation);
+    check_matrix(X, "x", rows, in, "rows", "in_features");
+    check_matrix(W, "w", out, in, "out_features", "in_features");
+    if (B) check_matrix(*B, "b", out, 1, "out_features", "1");
+    const uint64_t n = output_count("y", "rows", rows, "out_features", out);
+    if (n != 0) check_cuda_dims(X, rows, in, out);
+    Owned p = new_buffer(X.dev, n);
+    if (n != 0)
+      TLRT_DISPATCH(X.dev, linear, X.dev.ordinal, X.data, W.data, B ? B->data : nullptr, rows,
+                    in, out, matmul_policy(), p->data);
+    if (activation == TLRT_ACT_NONE) {
+      if (pre) *pre = second_reference(p.token());
+      *y = p.release();
+      return;
+    }
+    Owned a = new_buffer(X.dev, n);
+    if (n != 0)
+      TLRT_DISPATCH(X.dev, unary, X.dev.ordinal, ew::Unary::Gelu, p->data, a->data, n,
+                    ew::Params{0.0f, 0.0f});
+    *y = a.release();
+    if (pre) *pre = p.release();
+  });
+}
+
+TLRT_API tlrt_status tlrt_linear_bwd(const tlrt_buffer *dy, const tlrt_buffer *x,
+                                     const tlrt_buffer *w, const tlrt_buffer *pre, uint64_t rows,
+                                     uint64_t in_features, uint64_t out_features,
+                                     uint32_t activation, tlrt_buffer **dx, tlrt_buffer **dw,
+                                     tlrt_buffer **db) {
+  const uint64_t in = in_features, out = out_features;
+  if (dx) *dx = nullptr;
+  if (dw) *dw = nullptr;
+  if (db) *db = nullptr;
+  return guarded(__func__, [&] {
+    const Buffer &G = input(dy, "dy");
+    const Buffer &X = input(x, "x");
+    const Buffer &W = input(w, "w");
+    same_device(G, "dy", X, "x");
+    same_device(G, "dy", W, "w");
+    check_activation(activation);
+    const Buffer *P = nullptr;
+    if (activation == TLRT_ACT_GELU) {
+      if (pre == nullptr)
+        fail(TLRT_ERR_NULL_ARGUMENT, "argument pre is NULL with activation TLRT_ACT_GELU");
+      P = &input(pre, "pre");
+      same_device(G, "dy", *P, "pre");
+    }
+    const uint64_t n = check_matrix(G, "dy", rows, out, "rows", "out_features");
+    // dx has x's shape, dw has w's.
+    const uint64_t nx = check_matrix(X, "x", rows, in, "rows", "in_features");
+    const uint64_t nw = check_matrix(W, "w", out, in, "out_features", "in_features");
+    if (P) check_matrix(*P, "pre", rows, out, "rows", "out_features");
+    if (n != 0) check_cuda_dims(G, rows, in, out);
+    const Dev dev = G.dev;
+    // dpre: dy itself, or g * gelu'(pre) (tlrt_gelu_bwd's op: a = pre, b = g).
+    Owned dp;
+    const float *dpre = G.data;
+    if (P && n != 0 && (dx || dw || db)) {
+      dp = new_buffer(dev, n);
+      TLRT_DISPATCH(dev, binary, dev.ordinal, ew::Binary::GeluBwd, P->data, G.data, dp->data, n,
+                    ew::Params{0.0f, 0.0f});
+      dpre = dp->data;
+    }
+    Owned ox, ow, ob;
+    if (dx) {
+      ox = new_buffer(dev, nx);
+      if (nx != 0) {
+        if (out == 0)
+          TLRT_DISPATCH(dev, fill, dev.ordinal, ox->data, 0.0f, nx);
+        else
+          TLRT_DISPATCH(dev, bmm, dev.ordinal, dpre, W.data, 1, rows, out, in, false, false,
+                        matmul_policy(), ox->data);
+      }
+    }
+    if (dw) ow = new_buffer(dev, nw);
+    if (db) ob = new_buffer(dev, out);
+    float *wd = dw && nw != 0 ? ow->data : nullptr, *bd = db && out != 0 ? ob->data : nullptr;
+    if (rows == 0) {  // empty sums
+      if (wd) TLRT_DISPATCH(dev, fill, dev.ordinal, wd, 0.0f, nw);
+      if (bd) TLRT_DISPATCH(dev, fill, dev.ordinal, bd, 0.0f, out);
+    } else if (wd || bd) {
+      TLRT_DISPATCH(dev, linear_wgrad, dev.ordinal, dpre, X.data, rows, in, out, matmul_policy(),
+                    wd, bd);
+    }
+    if (dx) *dx = ox.release();
+    if (dw) *dw = ow.release();
+    if (db) *db = ob.release();
+  });
+}
+
 
 TLRT_API tlrt_status tlrt_bmm(const tlrt_buffer *a, const tlrt_buffer *b, uint64_t batch,
                               uint64_t m, uint64_t n, uint64_t p, bool trans_a, bool trans_b,

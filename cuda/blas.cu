@@ -10,6 +10,10 @@
 // 50 TFLOP/s float32 on an H100/H200 without TF32).
 // Last measured: bench/results/2026-11-22-h100-blas.md.
 //
+// linear / linear_wgrad (tlrt_linear_fwd / _bwd): bmm (x w^T, trans_b), then one grid-stride
+// pass adding b[j] to every row (rows * out * 8 bytes); dw = bmm (dp^T x, trans_a); db =
+// reduce_axis's tree over the rows, bit for bit the CPU backend's.
+//
 // Handles: one cuBLAS handle per (host thread, device), created on the thread's first product on
 // that device, bound to the device's current stream (cublasSetStream), with a workspace of its own
 // from the stream-ordered pool (cublasSetWorkspace; 32 MiB on compute capability 9.x, 4 MiB
@@ -36,6 +40,7 @@
 
 #include "core/backend/blas.hpp"
 #include "core/backend/memory.hpp"
+#include "core/backend/reduce.hpp"
 #include "cuda/common/cublas.cuh"
 #include "cuda/common/launch.cuh"
 
@@ -146,6 +151,40 @@ void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, ui
                                            sc, count),
                  "cublasSgemmStridedBatched");
   }
+}
+
+namespace {
+
+// pre[i * out + j] = (add ? pre[i * out + j] : 0) + b[j] (b NULL: + 0; only with add false).
+__global__ void bias_rows_kernel(float *pre, const float *b, uint64_t rows, uint64_t out,
+                                 bool add) {
+  const uint64_t n = rows * out;
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    const float bj = b ? b[i % out] : 0.0f;
+    pre[i] = add ? pre[i] + bj : bj;
+  }
+}
+
+void bias_rows(int dev, float *pre, const float *b, uint64_t rows, uint64_t out, bool add) {
+  constexpr unsigned kThreads = 256;
+  launch("bias_rows_kernel", bias_rows_kernel, grid_for(rows * out, kThreads, dev), kThreads, 0,
+         stream(dev), pre, b, rows, out, add);
+}
+
+}  // namespace
+
+void linear(int dev, const float *x, const float *w, const float *b, uint64_t rows, uint64_t in,
+            uint64_t out, const MatmulPolicy &policy, float *pre) {
+  if (in == 0) return bias_rows(dev, pre, b, rows, out, false);
+  bmm(dev, x, w, 1, rows, in, out, false, true, policy, pre);
+  if (b != nullptr) bias_rows(dev, pre, b, rows, out, true);
+}
+
+void linear_wgrad(int dev, const float *dp, const float *x, uint64_t rows, uint64_t in,
+                  uint64_t out, const MatmulPolicy &policy, float *dw, float *db) {
+  if (dw != nullptr) bmm(dev, dp, x, 1, out, rows, in, true, false, policy, dw);
+  if (db != nullptr) reduce_axis(dev, red::Op::Sum, dp, 1, rows, out, 1.0f, db);
 }
 
 // Shared with the other cuBLAS users (cuda/common/cublas.cuh): this thread's handle and the status

@@ -62,6 +62,7 @@
 #include <cstring>
 
 #include "core/backend/blas.hpp"
+#include "core/backend/reduce.hpp"
 #include "core/backend/memory.hpp"
 
 namespace tlrt {
@@ -478,6 +479,24 @@ void bmm(int, const float *a, const float *b, uint64_t batch, uint64_t m, uint64
 #endif
     default: return sgemm_generic(TLRT_GEMM_PASS);
   }
+}
+
+void linear(int dev, const float *x, const float *w, const float *b, uint64_t rows, uint64_t in,
+            uint64_t out, const MatmulPolicy &policy, float *pre) {
+  if (in != 0) bmm(dev, x, w, 1, rows, in, out, false, true, policy, pre);
+  for (uint64_t i = 0; i < rows; ++i) {
+    float *r = pre + i * out;
+    if (in == 0)
+      for (uint64_t j = 0; j < out; ++j) r[j] = b ? b[j] : 0.0f;
+    else if (b)
+      for (uint64_t j = 0; j < out; ++j) r[j] += b[j];
+  }
+}
+
+void linear_wgrad(int dev, const float *dp, const float *x, uint64_t rows, uint64_t in,
+                  uint64_t out, const MatmulPolicy &policy, float *dw, float *db) {
+  if (dw) bmm(dev, dp, x, 1, out, rows, in, true, false, policy, dw);
+  if (db) reduce_axis(dev, red::Op::Sum, dp, 1, rows, out, 1.0f, db);
 }
 
 void dgemm_host(const double *a, const double *b, uint64_t m, uint64_t n, uint64_t p,

@@ -19,7 +19,18 @@
      policy.allow_tf32: CUDA may round the inputs to TF32 in tensor cores; policy.cpu_isa_cap \
      caps the CPU kernels' instruction set. */                                               \
   void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, uint64_t n,  \
-           uint64_t p, bool trans_a, bool trans_b, const tlrt::MatmulPolicy &policy, float *c);
+           uint64_t p, bool trans_a, bool trans_b, const tlrt::MatmulPolicy &policy, float *c); \
+  /* A linear layer's product and bias: pre (rows, out) = x (rows, in) w^T + b, w stored      \
+     (out, in), b (out) or NULL (no bias); pre(i, j) = bmm's sum (trans_b), then + b[j] in    \
+     float32. rows, out >= 1; in >= 0 (in == 0: pre(i, j) = b[j], or +0). */                  \
+  void linear(int dev, const float *x, const float *w, const float *b, uint64_t rows,        \
+              uint64_t in, uint64_t out, const tlrt::MatmulPolicy &policy, float *pre);      \
+  /* The weight and bias gradients of a linear layer from dp (rows, out), the gradient of     \
+     pre: dw (out, in) = dp^T x (bmm's sum, trans_a), db (out) = the column sums of dp         \
+     (reduce_axis's tree over the rows). Each of dw, db may be NULL (not computed; dw is NULL  \
+     when in == 0). rows, out >= 1. */                                                         \
+  void linear_wgrad(int dev, const float *dp, const float *x, uint64_t rows, uint64_t in,    \
+                    uint64_t out, const tlrt::MatmulPolicy &policy, float *dw, float *db);
 
 namespace tlrt {
 namespace stub {

@@ -1062,23 +1062,50 @@ uint64_t const_leaf(Tape &t, Buf v, const Shape &s) { return push_leaf(t, std::m
 
 // ---- composites ----------------------------------------------------------------------------
 
-uint64_t rec_linear(Tape &t, uint64_t xi, uint64_t wi, uint64_t bi) {
+// One node: tlrt_linear_fwd (product, bias, activation); the backward is
+// tlrt_linear_bwd, which reads x, w and (GELU) pre, kept as the node's workspace.
+uint64_t rec_linear(Tape &t, uint64_t xi, uint64_t wi, uint64_t bi, uint32_t act) {
   const In x = in(t, xi, "x"), w = in(t, wi, "w");
   need_rank(x, "x", 2);
   need_rank(w, "w", 2);
   if (w.s.d[1] != x.s.d[1])
     fail(TLRT_ERR_SHAPE, "in features differ: argument x has shape %s (batch, in), argument w "
          "has shape %s (out, in)", x.s.str().c_str(), w.s.str().c_str());
+  const tlrt_buffer *bv = nullptr;
   if (bi != TLRT_TAPE_NONE) {
     const In b = in(t, bi, "b");
     if (b.s != shape1(w.s.d[0]))
       fail(TLRT_ERR_SHAPE, "argument b has shape %s, expected (%llu) for argument w of shape %s",
            b.s.str().c_str(), (ull)w.s.d[0], w.s.str().c_str());
+    bv = b.v;
   }
-  const uint64_t h = rec_product(t, xi, wi, false, true, false);
-  if (bi == TLRT_TAPE_NONE) return h;
-  const uint64_t bb = rec_vec_bcast(t, bi, x.s.d[0], true);
-  return rec_binary(t, Bin::Add, h, bb);
+  const uint64_t rows = x.s.d[0], nin = x.s.d[1], nout = w.s.d[0];
+  tlrt_buffer *y = nullptr, *pre = nullptr;
+  const tlrt_status s = tlrt_linear_fwd(x.v, w.v, bv, rows, nin, nout, act, &y,
+                                        act == TLRT_ACT_NONE ? nullptr : &pre);
+  Buf Y(y), P(pre);
+  check(s);
+  std::vector<Buf> saved;
+  if (P) saved.push_back(std::move(P));
+  std::vector<uint64_t> parents = {xi, wi};
+  if (bi != TLRT_TAPE_NONE) parents.push_back(bi);
+  return push(t, std::move(Y), shape2(rows, nout), std::move(parents),
+              [rows, nin, nout, act](const Tape &t, const Node &n, const tlrt_buffer *g,
+                                     std::vector<Buf> &out) {
+                const bool has_b = n.parents.size() == 3;
+                tlrt_buffer *dx = nullptr, *dw = nullptr, *db = nullptr;
+                const tlrt_status s = tlrt_linear_bwd(
+                    g, parent_value(t, n, 0), parent_value(t, n, 1),
+                    n.saved.empty() ? nullptr : n.saved[0].get(), rows, nin, nout, act,
+                    need(t, n, 0) ? &dx : nullptr, need(t, n, 1) ? &dw : nullptr,
+                    has_b && need(t, n, 2) ? &db : nullptr);
+                Buf DX(dx), DW(dw), DB(db);
+                check(s);
+                out[0] = std::move(DX);
+                out[1] = std::move(DW);
+                if (has_b) out[2] = std::move(DB);
+              },
+              std::move(saved));
 }
 
 uint64_t rec_mse(Tape &t, uint64_t pi, uint64_t ti) {
@@ -1192,10 +1219,12 @@ uint64_t rec_mha(Tape &t, uint64_t xi, const uint64_t w[4], const uint64_t b[4],
   const uint64_t x2 = rec_reshape(t, xi, rows, 2);
   uint64_t qkv[3];
   for (int i = 0; i < 3; ++i)
-    qkv[i] = split_heads(t, rec_linear(t, x2, w[i], b[i]), batch, len, heads, dh);
+    qkv[i] = split_heads(t, rec_linear(t, x2, w[i], b[i], TLRT_ACT_NONE), batch, len, heads,
+                         dh);
   const uint64_t a = rec_attention(t, qkv[0], qkv[1], qkv[2], nullptr,
                                    1.0 / std::sqrt((double)dh), causal, -INFINITY);
-  const uint64_t y = rec_linear(t, merge_heads(t, a, batch, len, heads, dh), w[3], b[3]);
+  const uint64_t y =
+      rec_linear(t, merge_heads(t, a, batch, len, heads, dh), w[3], b[3], TLRT_ACT_NONE);
   return rec_reshape(t, y, x.s.d, 3);
 }
 
@@ -1207,7 +1236,7 @@ tlrt_status record(const char *fn, tlrt_tape *tape, uint64_t *out, Body &&body) 
     clear_out_value(out, "out");
     Tape &t = tape_ref(tape);
     Rollback rb(t);
-    ensure_room(t, 32);  // a composite appends at most 27 nodes (multi_head_attention)
+    ensure_room(t, 32);  // a composite appends at most 19 nodes (multi_head_attention)
     const uint64_t id = body(t);
     rb.commit();
     *out = id;
@@ -1462,7 +1491,12 @@ TLRT_API tlrt_status tlrt_tape_flash_attention(tlrt_tape *tape, uint64_t q, uint
 // composites
 TLRT_API tlrt_status tlrt_tape_linear(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
                                       uint64_t *out) {
-  return TAPE_REC(linear, rec_linear(t, x, w, b));
+  return TAPE_REC(linear, rec_linear(t, x, w, b, TLRT_ACT_NONE));
+}
+
+TLRT_API tlrt_status tlrt_tape_linear_gelu(tlrt_tape *tape, uint64_t x, uint64_t w, uint64_t b,
+                                           uint64_t *out) {
+  return TAPE_REC(linear_gelu, rec_linear(t, x, w, b, TLRT_ACT_GELU));
 }
 TLRT_API tlrt_status tlrt_tape_mse_loss(tlrt_tape *tape, uint64_t pred, uint64_t target,
                                         uint64_t *out) {

@@ -2,13 +2,14 @@
 """examples/lm/gpt.py: a GPT-2-style language model trained through the tape on real English text.
 
 The model: byte-level tokens (vocabulary 256), learned token and position embeddings, L
-pre-LayerNorm blocks of causal multi-head attention (tlrt_tape_multi_head_attention: fused flash
-attention) and a tanh-GELU MLP with residual connections and dropout (tlrt_tape_dropout), a final
-LayerNorm and an LM head tied to the token embedding. Trained with AdamW (the fused
-tlrt_adam_step, weight decay on matrices only), a cosine learning-rate schedule with linear
-warm-up and gradient clipping by global norm. Token and label batches are int32 index buffers on
-the device (tlrt_tape_gather_rows_ibuf, tlrt_tape_cross_entropy_ibuf). The text and the training
-loop are examples/lm/lm.py's (the Python 3.11 documentation from Debian's python3.11-doc).
+pre-LayerNorm blocks of causal multi-head attention (tlrt_tape_multi_head_attention: fused
+flash attention) and a tanh-GELU MLP (tlrt_tape_linear_gelu: bias and GELU fused with the
+product) with residual connections and dropout (tlrt_tape_dropout), a final LayerNorm and an LM
+head tied to the token embedding. Trained with AdamW (the fused tlrt_adam_step, weight decay on
+matrices only), a cosine learning-rate schedule with linear warm-up and gradient clipping by global
+norm. Token and label batches are int32 index buffers on the device (tlrt_tape_gather_rows_ibuf,
+tlrt_tape_cross_entropy_ibuf). The text and the training loop are examples/lm/lm.py's (the Python
+3.11 documentation from Debian's python3.11-doc).
 
     python3 examples/lm/gpt.py --quick           # CPU, about 20 s: what CI runs
     python3 examples/lm/gpt.py --cuda            # the small configuration on the first GPU
@@ -88,7 +89,7 @@ class GPT(lm.LanguageModel):
             x = tape.add(x, drop(a, batch * n))
             h = tape.reshape(tape.layer_norm(x, P[p + "ln2.g"], P[p + "ln2.b"], 1e-5),
                              [batch * n, d])
-            m = tape.gelu(tape.linear(h, P[p + "mlp.wfc"], P[p + "mlp.bfc"]))
+            m = tape.linear_gelu(h, P[p + "mlp.wfc"], P[p + "mlp.bfc"])
             m = tape.linear(m, P[p + "mlp.wproj"], P[p + "mlp.bproj"])
             x = tape.add(x, tape.reshape(drop(m, batch * n), [batch, n, d]))
         x = tape.reshape(tape.layer_norm(x, P["lnf.g"], P["lnf.b"], 1e-5), [batch * n, d])

@@ -124,6 +124,112 @@ void check_product(const ProductOp &op, const Fixture &f) {
   }
 }
 
+// tlrt_linear_fwd / tlrt_linear_bwd. f.a, f.b, f.g have 4 elements: x (2, 2), w (2, 2), dy (2, 2).
+void check_linear(const Fixture &f) {
+  th::Buf b2(th::upload({0.5f, -0.5f}));
+  {
+    const char *fn = "tlrt_linear_fwd";
+    tlrt_buffer *y = kSentinel, *pre = kSentinel;
+    auto fwd = [&](const tlrt_buffer *x, const tlrt_buffer *w, const tlrt_buffer *b, u64 rows,
+                   u64 in, u64 out, uint32_t act) {
+      y = kSentinel;
+      pre = kSentinel;
+      return tlrt_linear_fwd(x, w, b, rows, in, out, act, &y, &pre);
+    };
+    BAD(fwd(nullptr, f.b, b2.get(), 2, 2, 2, 0), TLRT_ERR_NULL_ARGUMENT, fn, "x");
+    CLEARED(y);
+    CLEARED(pre);
+    BAD(fwd(f.a, nullptr, b2.get(), 2, 2, 2, 0), TLRT_ERR_NULL_ARGUMENT, fn, "w");
+    CLEARED(y);
+    CLEARED(pre);
+    pre = kSentinel;
+    BAD(tlrt_linear_fwd(f.a, f.b, nullptr, 2, 2, 2, 0, nullptr, &pre), TLRT_ERR_NULL_ARGUMENT, fn,
+        "y");
+    CLEARED(pre);
+    BAD(fwd(f.released, f.b, nullptr, 2, 2, 2, 0), TLRT_ERR_RELEASED, fn, "x");
+    CLEARED(y);
+    BAD(fwd(f.a, f.released, nullptr, 2, 2, 2, 0), TLRT_ERR_RELEASED, fn, "w");
+    CLEARED(y);
+    BAD(fwd(f.a, f.b, f.released, 2, 2, 2, 0), TLRT_ERR_RELEASED, fn, "b");
+    CLEARED(y);
+    BAD(fwd(f.short3, f.b, nullptr, 2, 2, 2, 0), TLRT_ERR_SHAPE, fn, "x");
+    CLEARED(y);
+    BAD(fwd(f.a, f.short3, nullptr, 2, 2, 2, 0), TLRT_ERR_SHAPE, fn, "w");
+    CLEARED(y);
+    BAD(fwd(f.a, f.b, f.short3, 2, 2, 2, 0), TLRT_ERR_SHAPE, fn, "b");
+    CLEARED(y);
+    BAD(fwd(f.a, f.b, nullptr, 4, 1, 1, 0), TLRT_ERR_SHAPE, fn, "w");  // x (4, 1), w not (1, 1)
+    CLEARED(y);
+    BAD(fwd(f.a, f.b, nullptr, kBig, kBig, 2, 0), TLRT_ERR_SHAPE, fn, "x");
+    CLEARED(y);
+    BAD(fwd(f.empty, f.empty, nullptr, u64{1} << 40, 0, u64{1} << 40, 0), TLRT_ERR_OVERFLOW, fn,
+        "y");
+    CLEARED(y);
+    BAD(fwd(f.a, f.b, nullptr, 2, 2, 2, 2), TLRT_ERR_INVALID_ARGUMENT, fn, "activation");
+    CLEARED(y);
+    CLEARED(pre);
+    BAD(fwd(f.a, f.b, nullptr, 2, 2, 2, UINT32_MAX), TLRT_ERR_INVALID_ARGUMENT, fn, "activation");
+    CLEARED(y);
+    if (th::cuda_ready()) {
+      th::Buf g(th::upload({1, 2, 3, 4}, TLRT_DEVICE_CUDA(0)));
+      BAD(fwd(f.a, g.get(), nullptr, 2, 2, 2, 0), TLRT_ERR_DEVICE_MISMATCH, fn, "x", "w");
+      CLEARED(y);
+      th::Buf gb(th::upload({1, 2}, TLRT_DEVICE_CUDA(0)));
+      BAD(fwd(f.a, f.b, gb.get(), 2, 2, 2, 0), TLRT_ERR_DEVICE_MISMATCH, fn, "x", "b");
+      CLEARED(y);
+    }
+    // Valid calls after the failures: the library is unharmed; pre may be NULL.
+    th::Buf ok;
+    TH_OK(tlrt_linear_fwd(f.a, f.b, b2.get(), 2, 2, 2, TLRT_ACT_GELU, ok.out(), nullptr));
+  }
+  {
+    const char *fn = "tlrt_linear_bwd";
+    tlrt_buffer *dx = kSentinel, *dw = kSentinel, *db = kSentinel;
+    auto bwd = [&](const tlrt_buffer *dy, const tlrt_buffer *x, const tlrt_buffer *w,
+                   const tlrt_buffer *pre, u64 rows, u64 in, u64 out, uint32_t act) {
+      dx = dw = db = kSentinel;
+      return tlrt_linear_bwd(dy, x, w, pre, rows, in, out, act, &dx, &dw, &db);
+    };
+    auto cleared = [&] {
+      CLEARED(dx);
+      CLEARED(dw);
+      CLEARED(db);
+    };
+    BAD(bwd(nullptr, f.a, f.b, nullptr, 2, 2, 2, 0), TLRT_ERR_NULL_ARGUMENT, fn, "dy");
+    cleared();
+    BAD(bwd(f.g, nullptr, f.b, nullptr, 2, 2, 2, 0), TLRT_ERR_NULL_ARGUMENT, fn, "x");
+    cleared();
+    BAD(bwd(f.g, f.a, nullptr, nullptr, 2, 2, 2, 0), TLRT_ERR_NULL_ARGUMENT, fn, "w");
+    cleared();
+    BAD(bwd(f.g, f.a, f.b, nullptr, 2, 2, 2, TLRT_ACT_GELU), TLRT_ERR_NULL_ARGUMENT, fn, "pre");
+    cleared();
+    BAD(bwd(f.released, f.a, f.b, nullptr, 2, 2, 2, 0), TLRT_ERR_RELEASED, fn, "dy");
+    cleared();
+    BAD(bwd(f.g, f.a, f.b, f.released, 2, 2, 2, TLRT_ACT_GELU), TLRT_ERR_RELEASED, fn, "pre");
+    cleared();
+    BAD(bwd(f.short3, f.a, f.b, nullptr, 2, 2, 2, 0), TLRT_ERR_SHAPE, fn, "dy");
+    cleared();
+    BAD(bwd(f.g, f.short3, f.b, nullptr, 2, 2, 2, 0), TLRT_ERR_SHAPE, fn, "x");
+    cleared();
+    BAD(bwd(f.g, f.a, f.short3, nullptr, 2, 2, 2, 0), TLRT_ERR_SHAPE, fn, "w");
+    cleared();
+    BAD(bwd(f.g, f.a, f.b, f.short3, 2, 2, 2, TLRT_ACT_GELU), TLRT_ERR_SHAPE, fn, "pre");
+    cleared();
+    BAD(bwd(f.g, f.a, f.b, nullptr, 2, 2, 2, 7), TLRT_ERR_INVALID_ARGUMENT, fn, "activation");
+    cleared();
+    if (th::cuda_ready()) {
+      th::Buf g(th::upload({1, 2, 3, 4}, TLRT_DEVICE_CUDA(0)));
+      BAD(bwd(f.g, f.a, g.get(), nullptr, 2, 2, 2, 0), TLRT_ERR_DEVICE_MISMATCH, fn, "dy", "w");
+      cleared();
+      BAD(bwd(f.g, f.a, f.b, g.get(), 2, 2, 2, TLRT_ACT_GELU), TLRT_ERR_DEVICE_MISMATCH, fn, "dy",
+          "pre");
+      cleared();
+    }
+    // Every output optional: none requested is a valid call that computes nothing.
+    TH_OK(tlrt_linear_bwd(f.g, f.a, f.b, nullptr, 2, 2, 2, 0, nullptr, nullptr, nullptr));
+  }
+}
+
 // c untouched on failure.
 bool untouched(const double *c, int n) {
   for (int i = 0; i < n; ++i)
@@ -174,6 +280,7 @@ int main() {
   Fixture f = make_fixture();
   check_product({"tlrt_bmm", true}, f);
   check_product({"tlrt_matmul", false}, f);
+  check_linear(f);
   check_dgemm();
   check_tf32();
   free_fixture(f);

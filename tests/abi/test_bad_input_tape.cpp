@@ -832,6 +832,14 @@ void test_recording() {
   BAD(tlrt_tape_linear(t, n.m34, n.m43, TLRT_TAPE_NONE, &o), TLRT_ERR_SHAPE, "tlrt_tape_linear",
       "x", "w");
   BAD(tlrt_tape_linear(t, n.m34, n.m34b, n.v4, &o), TLRT_ERR_SHAPE, "tlrt_tape_linear", "b", "w");
+  common("tlrt_tape_linear_gelu", t, {n.m34, n.m34b, n.v3}, {"x", "w", "b"},
+         [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+           return tlrt_tape_linear_gelu(tp, x[0], x[1], x[2], o);
+         });
+  BAD(tlrt_tape_linear_gelu(t, n.m34, n.m43, TLRT_TAPE_NONE, &o), TLRT_ERR_SHAPE,
+      "tlrt_tape_linear_gelu", "x", "w");
+  BAD(tlrt_tape_linear_gelu(t, n.m34, n.m34b, n.v4, &o), TLRT_ERR_SHAPE, "tlrt_tape_linear_gelu",
+      "b", "w");
   common("tlrt_tape_mse_loss", t, {n.m34, n.m34b}, {"pred", "target"},
          [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
            return tlrt_tape_mse_loss(tp, x[0], x[1], o);

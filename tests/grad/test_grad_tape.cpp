@@ -410,6 +410,19 @@ void run_all(tlrt_device dev) {
         OUT1(tlrt_tape_linear(t, x[0], x[1], x[2], &o)));
   check("linear without bias", dev, {L({4, 3}, uni(12, 60)), L({2, 3}, uni(6, 61))},
         OUT1(tlrt_tape_linear(t, x[0], x[1], TLRT_TAPE_NONE, &o)));
+  check("linear_gelu", dev, {L({4, 3}, uni(12, 57)), L({2, 3}, uni(6, 58)), L({2}, uni(2, 59))},
+        OUT1(tlrt_tape_linear_gelu(t, x[0], x[1], x[2], &o)));
+  check("linear_gelu without bias", dev, {L({4, 3}, uni(12, 60)), L({2, 3}, uni(6, 61))},
+        OUT1(tlrt_tape_linear_gelu(t, x[0], x[1], TLRT_TAPE_NONE, &o)));
+  check("linear_gelu, one row, one feature", dev,
+        {L({1, 1}, uni(1, 66)), L({1, 1}, uni(1, 67)), L({1}, uni(1, 68))},
+        OUT1(tlrt_tape_linear_gelu(t, x[0], x[1], x[2], &o)));
+  check("linear, only the weight", dev,
+        {L({3, 5}, uni(15, 69), false), L({4, 5}, uni(20, 70)), L({4}, uni(4, 71), false)},
+        OUT1(tlrt_tape_linear(t, x[0], x[1], x[2], &o)));
+  check("linear_gelu, only the bias", dev,
+        {L({3, 5}, uni(15, 72), false), L({4, 5}, uni(20, 73), false), L({4}, uni(4, 74))},
+        OUT1(tlrt_tape_linear_gelu(t, x[0], x[1], x[2], &o)));
   check("mse_loss", dev, {L(s34, uni(12, 62)), L(s34, uni(12, 63), false)},
         OUT1(tlrt_tape_mse_loss(t, x[0], x[1], &o)));
   check("mse_loss both", dev, {L(s34, uni(12, 64)), L(s34, uni(12, 65))},

@@ -186,6 +186,9 @@ void training_loops_flat() {
                      GL(OK(tlrt_tape_linear(t, x, id[0], id[1], &a)) &&
                        OK(tlrt_tape_gelu(t, a, &b)) &&
                        OK(tlrt_tape_linear(t, b, id[2], id[3], &o))));
+  training_loop_flat("mlp, fused gelu", {16, 32}, {{24, 32}, {24}, {5, 24}, {5}}, 5, 0.2,
+                     GL(OK(tlrt_tape_linear_gelu(t, x, id[0], id[1], &b)) &&
+                       OK(tlrt_tape_linear(t, b, id[2], id[3], &o))));
   // conv 3x3 (1 -> 4, padding 1) + relu, 2x2 max pool, causal multi-head self-attention over
   // the 4 channels (9 features each, 3 heads of 3), 3x3 average pool, linear (4 -> 3).
   const uint64_t seq[3] = {6, 4, 9}, img[4] = {6, 4, 3, 3}, flat[2] = {6, 4};

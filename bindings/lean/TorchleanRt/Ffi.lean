@@ -189,6 +189,8 @@ def TLRT_SAFETENSORS_F4 : UInt32 := 18
 def TLRT_SAFETENSORS_F6_E2M3 : UInt32 := 19
 def TLRT_SAFETENSORS_F6_E3M2 : UInt32 := 20
 def TLRT_SAFETENSORS_C64 : UInt32 := 21
+def TLRT_ACT_NONE : UInt32 := 0
+def TLRT_ACT_GELU : UInt32 := 1
 def TLRT_TAPE_MAX_RANK : UInt32 := 8
 def TLRT_TAPE_NONE : UInt64 := 18446744073709551615
 def TLRT_SCAN_CHUNK : UInt32 := 64
@@ -1467,6 +1469,57 @@ trans_a), b has n * p ((n, p), or (p, n) when trans_b); out is (m, p). m or p ==
 empty buffer; n == 0 gives m * p zeros. A matrix-vector product is p = 1 (b a column). -/
 @[extern "tlrt_lean_matmul"] opaque matmul (a : @& Buffer) (b : @& Buffer) (m : UInt64) (n : UInt64) (p : UInt64) (trans_a : Bool) (trans_b : Bool) : IO Buffer
 
+/-- `tlrt_status tlrt_linear_fwd(const tlrt_buffer * x, const tlrt_buffer * w, const tlrt_buffer * b, uint64_t rows, uint64_t in_features, uint64_t out_features, uint32_t activation, tlrt_buffer ** y, tlrt_buffer ** pre)`
+
+A linear layer in PyTorch's nn.Linear layout, with its bias and activation fused into the
+product; in = in_features, out = out_features below. x (rows, in), w (out, in) (one row per
+output feature), b (out) or NULL for no bias;
+  pre(i, j) = sum_k x(i, k) w(j, k) + b(j)        (rows, out)
+  y(i, j)   = act(pre(i, j))                      (rows, out)
+*y is a fresh buffer. pre is what the backward of a GELU reads: when `pre` is not NULL, *pre
+receives it as a fresh buffer (with TLRT_ACT_NONE, a second reference to *y's buffer, since the
+two are equal); pass NULL when only y is wanted.
+Numerics: the sum is tlrt_matmul(x, w, rows, in, out, false, true)'s, with its class (library)
+and bound; b(j) is then added once in float32, so |pre - exact| <= 2 in u S(i, j) + u |pre|
+with S(i, j) = sum_k |x(i, k) w(j, k)| + |b(j)|.
+The activation is applied to pre with tlrt_gelu's shared math: y is bitwise tlrt_gelu(pre) on
+both backends. TF32 (tlrt_set_allow_tf32) applies as to tlrt_matmul.
+Edge cases: rows or out == 0 gives empty buffers; in == 0 (an empty sum) gives pre(i, j) =
+b(j), or +0 without a bias. NaN and infinities propagate as for tlrt_matmul.
+Errors: TLRT_ERR_NULL_ARGUMENT (x, w or y is NULL); TLRT_ERR_RELEASED (the storage of x, w or b
+was released); TLRT_ERR_DEVICE_MISMATCH (x, w, b not all on one device); TLRT_ERR_SHAPE (x does
+not have rows * in elements, w out * in, b out; products computed exactly; the message names
+the argument); TLRT_ERR_OVERFLOW (rows * out beyond TLRT_MAX_ELEMENTS); TLRT_ERR_INVALID_ARGUMENT
+(activation not a TLRT_ACT_* value; on CUDA, rows, in or out beyond INT_MAX with work to do, as
+tlrt_matmul); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On
+failure *y and *pre are NULL. Numeric class: library (the product), shared math (the
+activation). -/
+@[extern "tlrt_lean_linear_fwd"] opaque linearFwd (x : @& Buffer) (w : @& Buffer) (b : @& Buffer) (rows : UInt64) (in_features : UInt64) (out_features : UInt64) (activation : UInt32) : IO (Buffer × Buffer)
+
+/-- `tlrt_status tlrt_linear_bwd(const tlrt_buffer * dy, const tlrt_buffer * x, const tlrt_buffer * w, const tlrt_buffer * pre, uint64_t rows, uint64_t in_features, uint64_t out_features, uint32_t activation, tlrt_buffer ** dx, tlrt_buffer ** dw, tlrt_buffer ** db)`
+
+The backward of tlrt_linear_fwd (in, out as there): given dy (rows, out), the gradient of the
+loss with respect to y, and the forward's x, w and pre,
+  dpre = dy                            (TLRT_ACT_NONE; pre is not read and may be NULL)
+  dpre = tlrt_gelu_bwd(pre, dy)        (TLRT_ACT_GELU; bitwise that call's result)
+  dx (rows, in) = dpre w               (tlrt_matmul(dpre, w, rows, out, in, false, false))
+  dw (out, in)  = dpre^T x             (tlrt_matmul(dpre, x, out, rows, in, true, false))
+  db (out)      = the column sums of dpre over its rows
+Each of dx, dw, db may be NULL: that gradient is not computed (a layer without bias passes
+db = NULL; a first layer, dx = NULL); each non-NULL one receives a fresh buffer.
+Numerics: dx and dw have tlrt_matmul's class and bound; db is tlrt_reduce_sum_axis0(dpre)'s
+ordered tree over the rows (shared math + ordered reduction: bitwise equal across backends for
+equal dpre; within 2 rows u sum_i |dpre(i, j)| of the exact sum).
+Edge cases: rows == 0 gives dw and db of zeros (+0); out == 0 gives dx of zeros; in == 0 gives
+empty dx and dw, and db as above.
+Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);
+TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device);
+TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);
+TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL. Numeric class: library (the
+products), shared math + ordered reduction (dpre, db). -/
+@[extern "tlrt_lean_linear_bwd"] opaque linearBwd (dy : @& Buffer) (x : @& Buffer) (w : @& Buffer) (pre : @& Buffer) (rows : UInt64) (in_features : UInt64) (out_features : UInt64) (activation : UInt32) : IO (Buffer × Buffer × Buffer)
+
 /-- `tlrt_status tlrt_dgemm(const double * a, const double * b, uint64_t m, uint64_t n, uint64_t p, double * c)`
 
 Float64 product of host arrays (the seeds' torchlean_dgemm_cuda): c (m, p) = a (m, n) *
@@ -2482,8 +2535,13 @@ Composites record several primitive nodes (so ids advance by more than one) and 
 the last; gradients follow from the primitives.
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
-output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
-matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
+composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd
+(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x
+and W.
+linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd
+with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the
+same memory as linear followed by gelu minus one buffer, and one node instead of two.
 
 mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
 shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
@@ -2513,12 +2571,61 @@ nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE
   heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
   (batch, n, d_model).
 Recorded as reshape, three linear, reshape / permute / reshape per projection,
-flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).
 Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
 TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
 d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
 attention). -/
 @[extern "tlrt_lean_tape_linear"] opaque tapeLinear (tape : @& Tape) (x : UInt64) (w : UInt64) (b : UInt64) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_linear_gelu(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
+
+Composites record several primitive nodes (so ids advance by more than one) and return the id of
+the last; gradients follow from the primitives.
+
+linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
+composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd
+(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x
+and W.
+linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd
+with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the
+same memory as linear followed by gelu minus one buffer, and one node instead of two.
+
+mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
+shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
+pred gives NaN (0 / 0).
+
+cross_entropy: mean over the batch of -log_softmax(logits)[i, labels[i]]; logits (batch,
+classes) of rank 2, labels[0..batch) host class indices (copied), each < classes
+(TLRT_ERR_INDEX naming labels otherwise: a wrong label would silently give a wrong loss).
+labels may be NULL when batch == 0 (the loss is then NaN). A scalar. Recorded as log_softmax,
+gather_vec (flat indices i * classes + labels[i]), reduce_mean, neg.
+
+batchnorm: batch-first, training mode: x (N, C), gamma and beta (C); per channel c the batch
+statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c) /
+sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running
+statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as
+transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,
+mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).
+
+multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of
+d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and
+separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in
+nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.
+  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads
+  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);
+  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)
+  (causal: token i attends to tokens j <= i of its sequence);
+  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
+  (batch, n, d_model).
+Recorded as reshape, three linear, reshape / permute / reshape per projection,
+flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).
+Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
+TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
+d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
+attention). -/
+@[extern "tlrt_lean_tape_linear_gelu"] opaque tapeLinearGelu (tape : @& Tape) (x : UInt64) (w : UInt64) (b : UInt64) : IO UInt64
 
 /-- `tlrt_status tlrt_tape_mse_loss(tlrt_tape * tape, uint64_t pred, uint64_t target, uint64_t * out)`
 
@@ -2526,8 +2633,13 @@ Composites record several primitive nodes (so ids advance by more than one) and 
 the last; gradients follow from the primitives.
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
-output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
-matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
+composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd
+(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x
+and W.
+linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd
+with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the
+same memory as linear followed by gelu minus one buffer, and one node instead of two.
 
 mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
 shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
@@ -2557,7 +2669,7 @@ nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE
   heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
   (batch, n, d_model).
 Recorded as reshape, three linear, reshape / permute / reshape per projection,
-flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).
 Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
 TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
 d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
@@ -2570,8 +2682,13 @@ Composites record several primitive nodes (so ids advance by more than one) and 
 the last; gradients follow from the primitives.
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
-output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
-matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
+composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd
+(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x
+and W.
+linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd
+with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the
+same memory as linear followed by gelu minus one buffer, and one node instead of two.
 
 mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
 shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
@@ -2601,7 +2718,7 @@ nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE
   heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
   (batch, n, d_model).
 Recorded as reshape, three linear, reshape / permute / reshape per projection,
-flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).
 Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
 TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
 d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
@@ -2614,8 +2731,13 @@ Composites record several primitive nodes (so ids advance by more than one) and 
 the last; gradients follow from the primitives.
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
-output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
-matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
+composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd
+(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x
+and W.
+linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd
+with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the
+same memory as linear followed by gelu minus one buffer, and one node instead of two.
 
 mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
 shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
@@ -2645,7 +2767,7 @@ nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE
   heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
   (batch, n, d_model).
 Recorded as reshape, three linear, reshape / permute / reshape per projection,
-flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).
 Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
 TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
 d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and
@@ -2658,8 +2780,13 @@ Composites record several primitive nodes (so ids advance by more than one) and 
 the last; gradients follow from the primitives.
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
-output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as
-matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].
+output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
+composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd
+(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x
+and W.
+linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd
+with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the
+same memory as linear followed by gelu minus one buffer, and one node instead of two.
 
 mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same
 shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty
@@ -2689,7 +2816,7 @@ nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE
   heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to
   (batch, n, d_model).
 Recorded as reshape, three linear, reshape / permute / reshape per projection,
-flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).
+flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).
 Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));
 TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:
 d_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and

@@ -2501,6 +2501,44 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_linear_fwd(const tlrt_buffer * x, const tlrt_buffer * w, const tlrt_buffer * b, uint64_t rows, uint64_t in_features, uint64_t out_features, uint32_t activation, tlrt_buffer ** y, tlrt_buffer ** pre) */
+LEAN_EXPORT lean_obj_res tlrt_lean_linear_fwd(b_lean_obj_arg l_x, b_lean_obj_arg l_w, b_lean_obj_arg l_b, uint64_t l_rows, uint64_t l_in_features, uint64_t l_out_features, uint32_t l_activation, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *w_h = tlrt_lean_buffer_of(l_w);
+  tlrt_buffer *b_h = tlrt_lean_buffer_of(l_b);
+  tlrt_buffer *o_y = NULL;
+  tlrt_buffer *o_pre = NULL;
+  st = tlrt_linear_fwd((const tlrt_buffer *)x_h, (const tlrt_buffer *)w_h, (const tlrt_buffer *)b_h, (uint64_t)l_rows, (uint64_t)l_in_features, (uint64_t)l_out_features, (uint32_t)l_activation, (tlrt_buffer **)&o_y, (tlrt_buffer **)&o_pre);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_y), tlrt_lean_wrap_buffer(o_pre)));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_linear_bwd(const tlrt_buffer * dy, const tlrt_buffer * x, const tlrt_buffer * w, const tlrt_buffer * pre, uint64_t rows, uint64_t in_features, uint64_t out_features, uint32_t activation, tlrt_buffer ** dx, tlrt_buffer ** dw, tlrt_buffer ** db) */
+LEAN_EXPORT lean_obj_res tlrt_lean_linear_bwd(b_lean_obj_arg l_dy, b_lean_obj_arg l_x, b_lean_obj_arg l_w, b_lean_obj_arg l_pre, uint64_t l_rows, uint64_t l_in_features, uint64_t l_out_features, uint32_t l_activation, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *dy_h = tlrt_lean_buffer_of(l_dy);
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *w_h = tlrt_lean_buffer_of(l_w);
+  tlrt_buffer *pre_h = tlrt_lean_buffer_of(l_pre);
+  tlrt_buffer *o_dx = NULL;
+  tlrt_buffer *o_dw = NULL;
+  tlrt_buffer *o_db = NULL;
+  st = tlrt_linear_bwd((const tlrt_buffer *)dy_h, (const tlrt_buffer *)x_h, (const tlrt_buffer *)w_h, (const tlrt_buffer *)pre_h, (uint64_t)l_rows, (uint64_t)l_in_features, (uint64_t)l_out_features, (uint32_t)l_activation, (tlrt_buffer **)&o_dx, (tlrt_buffer **)&o_dw, (tlrt_buffer **)&o_db);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_dx), tlrt_lean_pair(tlrt_lean_wrap_buffer(o_dw), tlrt_lean_wrap_buffer(o_db))));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_dgemm(const double * a, const double * b, uint64_t m, uint64_t n, uint64_t p, double * c) */
 LEAN_EXPORT lean_obj_res tlrt_lean_dgemm(b_lean_obj_arg l_a, b_lean_obj_arg l_b, uint64_t l_m, uint64_t l_n, uint64_t l_p, lean_obj_arg w) {
   (void)w;
@@ -3702,6 +3740,21 @@ LEAN_EXPORT lean_obj_res tlrt_lean_tape_linear(b_lean_obj_arg l_tape, uint64_t l
   tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
   uint64_t o_out = 0;
   st = tlrt_tape_linear((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_w, (uint64_t)l_b, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_linear_gelu(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_linear_gelu(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_w, uint64_t l_b, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_linear_gelu((tlrt_tape *)tape_h, (uint64_t)l_x, (uint64_t)l_w, (uint64_t)l_b, (uint64_t *)&o_out);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(lean_box_uint64(o_out));
 done:

@@ -903,6 +903,51 @@ PROTOTYPES = (
      ('Plain product: tlrt_bmm with batch = 1. a has m * n elements ((m, n), or (n, m) stored when\n'
       'trans_a), b has n * p ((n, p), or (p, n) when trans_b); out is (m, p). m or p == 0 gives an\n'
       'empty buffer; n == 0 gives m * p zeros. A matrix-vector product is p = 1 (b a column).')),
+    ('tlrt_linear_fwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'w'), ('const tlrt_buffer *', 'b'), ('uint64_t', 'rows'), ('uint64_t', 'in_features'), ('uint64_t', 'out_features'), ('uint32_t', 'activation'), ('tlrt_buffer **', 'y'), ('tlrt_buffer **', 'pre'),), 'tlrt_blas.h',
+     ("A linear layer in PyTorch's nn.Linear layout, with its bias and activation fused into the\n"
+      'product; in = in_features, out = out_features below. x (rows, in), w (out, in) (one row per\n'
+      'output feature), b (out) or NULL for no bias;\n'
+      '  pre(i, j) = sum_k x(i, k) w(j, k) + b(j)        (rows, out)\n'
+      '  y(i, j)   = act(pre(i, j))                      (rows, out)\n'
+      '*y is a fresh buffer. pre is what the backward of a GELU reads: when `pre` is not NULL, *pre\n'
+      "receives it as a fresh buffer (with TLRT_ACT_NONE, a second reference to *y's buffer, since the\n"
+      'two are equal); pass NULL when only y is wanted.\n'
+      "Numerics: the sum is tlrt_matmul(x, w, rows, in, out, false, true)'s, with its class (library)\n"
+      'and bound; b(j) is then added once in float32, so |pre - exact| <= 2 in u S(i, j) + u |pre|\n'
+      'with S(i, j) = sum_k |x(i, k) w(j, k)| + |b(j)|.\n'
+      "The activation is applied to pre with tlrt_gelu's shared math: y is bitwise tlrt_gelu(pre) on\n"
+      'both backends. TF32 (tlrt_set_allow_tf32) applies as to tlrt_matmul.\n'
+      'Edge cases: rows or out == 0 gives empty buffers; in == 0 (an empty sum) gives pre(i, j) =\n'
+      'b(j), or +0 without a bias. NaN and infinities propagate as for tlrt_matmul.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (x, w or y is NULL); TLRT_ERR_RELEASED (the storage of x, w or b\n'
+      'was released); TLRT_ERR_DEVICE_MISMATCH (x, w, b not all on one device); TLRT_ERR_SHAPE (x does\n'
+      'not have rows * in elements, w out * in, b out; products computed exactly; the message names\n'
+      'the argument); TLRT_ERR_OVERFLOW (rows * out beyond TLRT_MAX_ELEMENTS); TLRT_ERR_INVALID_ARGUMENT\n'
+      '(activation not a TLRT_ACT_* value; on CUDA, rows, in or out beyond INT_MAX with work to do, as\n'
+      'tlrt_matmul); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On\n'
+      'failure *y and *pre are NULL. Numeric class: library (the product), shared math (the\n'
+      'activation).')),
+    ('tlrt_linear_bwd', 'tlrt_status', (('const tlrt_buffer *', 'dy'), ('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'w'), ('const tlrt_buffer *', 'pre'), ('uint64_t', 'rows'), ('uint64_t', 'in_features'), ('uint64_t', 'out_features'), ('uint32_t', 'activation'), ('tlrt_buffer **', 'dx'), ('tlrt_buffer **', 'dw'), ('tlrt_buffer **', 'db'),), 'tlrt_blas.h',
+     ('The backward of tlrt_linear_fwd (in, out as there): given dy (rows, out), the gradient of the\n'
+      "loss with respect to y, and the forward's x, w and pre,\n"
+      '  dpre = dy                            (TLRT_ACT_NONE; pre is not read and may be NULL)\n'
+      "  dpre = tlrt_gelu_bwd(pre, dy)        (TLRT_ACT_GELU; bitwise that call's result)\n"
+      '  dx (rows, in) = dpre w               (tlrt_matmul(dpre, w, rows, out, in, false, false))\n'
+      '  dw (out, in)  = dpre^T x             (tlrt_matmul(dpre, x, out, rows, in, true, false))\n'
+      '  db (out)      = the column sums of dpre over its rows\n'
+      'Each of dx, dw, db may be NULL: that gradient is not computed (a layer without bias passes\n'
+      'db = NULL; a first layer, dx = NULL); each non-NULL one receives a fresh buffer.\n'
+      "Numerics: dx and dw have tlrt_matmul's class and bound; db is tlrt_reduce_sum_axis0(dpre)'s\n"
+      'ordered tree over the rows (shared math + ordered reduction: bitwise equal across backends for\n'
+      'equal dpre; within 2 rows u sum_i |dpre(i, j)| of the exact sum).\n'
+      'Edge cases: rows == 0 gives dw and db of zeros (+0); out == 0 gives dx of zeros; in == 0 gives\n'
+      'empty dx and dw, and db as above.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);\n'
+      'TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device);\n'
+      'TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);\n'
+      'TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL. Numeric class: library (the\n'
+      'products), shared math + ordered reduction (dpre, db).')),
     ('tlrt_dgemm', 'tlrt_status', (('const double *', 'a'), ('const double *', 'b'), ('uint64_t', 'm'), ('uint64_t', 'n'), ('uint64_t', 'p'), ('double *', 'c'),), 'tlrt_blas.h',
      ("Float64 product of host arrays (the seeds' torchlean_dgemm_cuda): c (m, p) = a (m, n) *\n"
       "b (n, p), all row-major, no transposes; c is the caller's array of m * p doubles, overwritten.\n"
@@ -1689,8 +1734,13 @@ PROTOTYPES = (
       'the last; gradients follow from the primitives.\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
-      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as\n'
-      'matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].\n'
+      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
+      'composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd\n'
+      '(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x\n'
+      'and W.\n'
+      "linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd\n"
+      "with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the\n"
+      'same memory as linear followed by gelu minus one buffer, and one node instead of two.\n'
       '\n'
       'mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same\n'
       'shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty\n'
@@ -1720,7 +1770,53 @@ PROTOTYPES = (
       '  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to\n'
       '  (batch, n, d_model).\n'
       'Recorded as reshape, three linear, reshape / permute / reshape per projection,\n'
-      'flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).\n'
+      'flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).\n'
+      'Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));\n'
+      'TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:\n'
+      'd_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and\n'
+      'attention).')),
+    ('tlrt_tape_linear_gelu', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'w'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
+      'the last; gradients follow from the primitives.\n'
+      '\n'
+      "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
+      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
+      'composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd\n'
+      '(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x\n'
+      'and W.\n'
+      "linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd\n"
+      "with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the\n"
+      'same memory as linear followed by gelu minus one buffer, and one node instead of two.\n'
+      '\n'
+      'mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same\n'
+      'shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty\n'
+      'pred gives NaN (0 / 0).\n'
+      '\n'
+      'cross_entropy: mean over the batch of -log_softmax(logits)[i, labels[i]]; logits (batch,\n'
+      'classes) of rank 2, labels[0..batch) host class indices (copied), each < classes\n'
+      '(TLRT_ERR_INDEX naming labels otherwise: a wrong label would silently give a wrong loss).\n'
+      'labels may be NULL when batch == 0 (the loss is then NaN). A scalar. Recorded as log_softmax,\n'
+      'gather_vec (flat indices i * classes + labels[i]), reduce_mean, neg.\n'
+      '\n'
+      'batchnorm: batch-first, training mode: x (N, C), gamma and beta (C); per channel c the batch\n'
+      'statistics mean_c and the biased variance var_c over the N rows, y = (x - mean_c) /\n'
+      "sqrt(var_c + eps) * gamma_c + beta_c (PyTorch's BatchNorm1d in training mode, without running\n"
+      'statistics: the host keeps those if it wants them). eps as tlrt_layer_norm_fwd. Recorded as\n'
+      'transpose2d, layer_norm over the N axis with constant unit scale and zero shift, transpose2d,\n'
+      "mul by broadcast gamma, add broadcast beta; the statistics are layer norm's (its numerics).\n"
+      '\n'
+      'multi_head_attention: self-attention of x (batch, n, d_model) (rank 3) with num_heads heads of\n'
+      "d_head = d_model / num_heads features (PyTorch's nn.MultiheadAttention with batch_first and\n"
+      'separate projection weights, no dropout): w_q, w_k, w_v, w_o of shape (d_model, d_model) in\n'
+      "nn.Linear's layout, biases b_q, b_k, b_v, b_o of shape (d_model), each TLRT_TAPE_NONE for none.\n"
+      '  Q = x w_q^T + b_q, K and V likewise (rows of x: batch * n tokens), each split into heads\n'
+      '  (batch * num_heads, n, d_head) (head h holds features h * d_head .. (h + 1) * d_head - 1);\n'
+      '  A = flash_attention(Q, K, V, no mask, scale = 1 / sqrt(d_head), causal, mask_fill = -inf)\n'
+      '  (causal: token i attends to tokens j <= i of its sequence);\n'
+      '  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to\n'
+      '  (batch, n, d_model).\n'
+      'Recorded as reshape, three linear, reshape / permute / reshape per projection,\n'
+      'flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).\n'
       'Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));\n'
       'TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:\n'
       'd_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and\n'
@@ -1730,8 +1826,13 @@ PROTOTYPES = (
       'the last; gradients follow from the primitives.\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
-      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as\n'
-      'matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].\n'
+      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
+      'composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd\n'
+      '(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x\n'
+      'and W.\n'
+      "linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd\n"
+      "with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the\n"
+      'same memory as linear followed by gelu minus one buffer, and one node instead of two.\n'
       '\n'
       'mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same\n'
       'shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty\n'
@@ -1761,7 +1862,7 @@ PROTOTYPES = (
       '  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to\n'
       '  (batch, n, d_model).\n'
       'Recorded as reshape, three linear, reshape / permute / reshape per projection,\n'
-      'flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).\n'
+      'flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).\n'
       'Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));\n'
       'TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:\n'
       'd_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and\n'
@@ -1771,8 +1872,13 @@ PROTOTYPES = (
       'the last; gradients follow from the primitives.\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
-      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as\n'
-      'matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].\n'
+      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
+      'composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd\n'
+      '(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x\n'
+      'and W.\n'
+      "linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd\n"
+      "with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the\n"
+      'same memory as linear followed by gelu minus one buffer, and one node instead of two.\n'
       '\n'
       'mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same\n'
       'shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty\n'
@@ -1802,7 +1908,7 @@ PROTOTYPES = (
       '  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to\n'
       '  (batch, n, d_model).\n'
       'Recorded as reshape, three linear, reshape / permute / reshape per projection,\n'
-      'flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).\n'
+      'flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).\n'
       'Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));\n'
       'TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:\n'
       'd_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and\n'
@@ -1812,8 +1918,13 @@ PROTOTYPES = (
       'the last; gradients follow from the primitives.\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
-      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as\n'
-      'matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].\n'
+      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
+      'composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd\n'
+      '(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x\n'
+      'and W.\n'
+      "linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd\n"
+      "with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the\n"
+      'same memory as linear followed by gelu minus one buffer, and one node instead of two.\n'
       '\n'
       'mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same\n'
       'shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty\n'
@@ -1843,7 +1954,7 @@ PROTOTYPES = (
       '  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to\n'
       '  (batch, n, d_model).\n'
       'Recorded as reshape, three linear, reshape / permute / reshape per projection,\n'
-      'flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).\n'
+      'flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).\n'
       'Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));\n'
       'TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:\n'
       'd_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and\n'
@@ -1853,8 +1964,13 @@ PROTOTYPES = (
       'the last; gradients follow from the primitives.\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
-      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). Recorded as\n'
-      'matmul(x, W, false, true) [+ add(broadcast_vec_to_rows(b, batch))].\n'
+      'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
+      'composite): tlrt_linear_fwd with TLRT_ACT_NONE (abi/tlrt_blas.h), backward tlrt_linear_bwd\n'
+      '(dx, dw and db as needed). It keeps no workspace (no broadcast bias): its backward reads x\n'
+      'and W.\n'
+      "linear_gelu: y = gelu(x W^T + b) (tlrt_gelu's tanh approximation), one node: tlrt_linear_fwd\n"
+      "with TLRT_ACT_GELU; keeps pre = x W^T + b as its workspace (what gelu's backward reads), the\n"
+      'same memory as linear followed by gelu minus one buffer, and one node instead of two.\n'
       '\n'
       'mse_loss: mean((pred - target)^2) over all elements, a scalar; pred and target of the same\n'
       'shape (target usually a leaf without gradient). Recorded as sub, mul, reduce_mean. An empty\n'
@@ -1884,7 +2000,7 @@ PROTOTYPES = (
       '  heads merged back to (batch * n, d_model); out = A w_o^T + b_o, reshaped to\n'
       '  (batch, n, d_model).\n'
       'Recorded as reshape, three linear, reshape / permute / reshape per projection,\n'
-      'flash_attention, reshape / permute / reshape, linear, reshape (at most 27 nodes).\n'
+      'flash_attention, reshape / permute / reshape, linear, reshape (19 nodes).\n'
       'Errors: TLRT_ERR_SHAPE (x not of rank 3; a weight not (d_model, d_model); a bias not (d_model));\n'
       'TLRT_ERR_INVALID_ARGUMENT (num_heads 0 or not dividing d_model; from the attention op:\n'
       'd_head > 256, batch * num_heads or n > 2^31 - 1). Numeric class: library (products and\n'
@@ -2272,6 +2388,8 @@ DEFINES = {
     'TLRT_SAFETENSORS_F6_E2M3': 0x13,
     'TLRT_SAFETENSORS_F6_E3M2': 0x14,
     'TLRT_SAFETENSORS_C64': 0x15,
+    'TLRT_ACT_NONE': 0,
+    'TLRT_ACT_GELU': 1,
     'TLRT_TAPE_MAX_RANK': 8,
     'TLRT_TAPE_NONE': 0xffffffffffffffff,
     'TLRT_SCAN_CHUNK': 0x40,

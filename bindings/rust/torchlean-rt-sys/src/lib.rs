@@ -146,6 +146,8 @@ pub const TLRT_SAFETENSORS_F4: u32 = 0x12;
 pub const TLRT_SAFETENSORS_F6_E2M3: u32 = 0x13;
 pub const TLRT_SAFETENSORS_F6_E3M2: u32 = 0x14;
 pub const TLRT_SAFETENSORS_C64: u32 = 0x15;
+pub const TLRT_ACT_NONE: u32 = 0;
+pub const TLRT_ACT_GELU: u32 = 1;
 pub const TLRT_TAPE_MAX_RANK: u32 = 8;
 pub const TLRT_TAPE_NONE: u64 = 0xffffffffffffffff;
 pub const TLRT_SCAN_CHUNK: u32 = 0x40;
@@ -585,6 +587,12 @@ extern "C" {
     /// Plain product: tlrt_bmm with batch = 1. a has m * n elements ((m, n), or (n, m) stored when
     /// (full contract: abi/tlrt_blas.h)
     pub fn tlrt_matmul(a: *const tlrt_buffer, b: *const tlrt_buffer, m: u64, n: u64, p: u64, trans_a: bool, trans_b: bool, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// A linear layer in PyTorch's nn.Linear layout, with its bias and activation fused into the
+    /// (full contract: abi/tlrt_blas.h)
+    pub fn tlrt_linear_fwd(x: *const tlrt_buffer, w: *const tlrt_buffer, b: *const tlrt_buffer, rows: u64, in_features: u64, out_features: u64, activation: u32, y: *mut *mut tlrt_buffer, pre: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The backward of tlrt_linear_fwd (in, out as there): given dy (rows, out), the gradient of the
+    /// (full contract: abi/tlrt_blas.h)
+    pub fn tlrt_linear_bwd(dy: *const tlrt_buffer, x: *const tlrt_buffer, w: *const tlrt_buffer, pre: *const tlrt_buffer, rows: u64, in_features: u64, out_features: u64, activation: u32, dx: *mut *mut tlrt_buffer, dw: *mut *mut tlrt_buffer, db: *mut *mut tlrt_buffer) -> tlrt_status;
     /// Float64 product of host arrays (the seeds' torchlean_dgemm_cuda): c (m, p) = a (m, n) *
     /// (full contract: abi/tlrt_blas.h)
     pub fn tlrt_dgemm(a: *const f64, b: *const f64, m: u64, n: u64, p: u64, c: *mut f64) -> tlrt_status;
@@ -823,6 +831,9 @@ extern "C" {
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_linear(tape: *mut tlrt_tape, x: u64, w: u64, b: u64, out: *mut u64) -> tlrt_status;
+    /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_linear_gelu(tape: *mut tlrt_tape, x: u64, w: u64, b: u64, out: *mut u64) -> tlrt_status;
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_mse_loss(tape: *mut tlrt_tape, pred: u64, target: u64, out: *mut u64) -> tlrt_status;

@@ -679,6 +679,25 @@ pub fn matmul(a: &Buffer, b: &Buffer, m: u64, n: u64, p: u64, trans_a: bool, tra
     Ok(Buffer { raw: o_out })
 }
 
+/// A linear layer in PyTorch's nn.Linear layout, with its bias and activation fused into the
+/// `tlrt_status tlrt_linear_fwd(const tlrt_buffer * x, const tlrt_buffer * w, const tlrt_buffer * b, uint64_t rows, uint64_t in_features, uint64_t out_features, uint32_t activation, tlrt_buffer ** y, tlrt_buffer ** pre)` (abi/tlrt_blas.h).
+pub fn linear_fwd(x: &Buffer, w: &Buffer, b: &Buffer, rows: u64, in_features: u64, out_features: u64, activation: u32) -> Result<(Buffer, Buffer)> {
+    let mut o_y = core::ptr::null_mut();
+    let mut o_pre = core::ptr::null_mut();
+    check("tlrt_linear_fwd", unsafe { sys::tlrt_linear_fwd(x.raw as *const sys::tlrt_buffer, w.raw as *const sys::tlrt_buffer, b.raw as *const sys::tlrt_buffer, rows, in_features, out_features, activation, &mut o_y, &mut o_pre) })?;
+    Ok((Buffer { raw: o_y }, Buffer { raw: o_pre }))
+}
+
+/// The backward of tlrt_linear_fwd (in, out as there): given dy (rows, out), the gradient of the
+/// `tlrt_status tlrt_linear_bwd(const tlrt_buffer * dy, const tlrt_buffer * x, const tlrt_buffer * w, const tlrt_buffer * pre, uint64_t rows, uint64_t in_features, uint64_t out_features, uint32_t activation, tlrt_buffer ** dx, tlrt_buffer ** dw, tlrt_buffer ** db)` (abi/tlrt_blas.h).
+pub fn linear_bwd(dy: &Buffer, x: &Buffer, w: &Buffer, pre: &Buffer, rows: u64, in_features: u64, out_features: u64, activation: u32) -> Result<(Buffer, Buffer, Buffer)> {
+    let mut o_dx = core::ptr::null_mut();
+    let mut o_dw = core::ptr::null_mut();
+    let mut o_db = core::ptr::null_mut();
+    check("tlrt_linear_bwd", unsafe { sys::tlrt_linear_bwd(dy.raw as *const sys::tlrt_buffer, x.raw as *const sys::tlrt_buffer, w.raw as *const sys::tlrt_buffer, pre.raw as *const sys::tlrt_buffer, rows, in_features, out_features, activation, &mut o_dx, &mut o_dw, &mut o_db) })?;
+    Ok((Buffer { raw: o_dx }, Buffer { raw: o_dw }, Buffer { raw: o_db }))
+}
+
 /// One SGD step, in place (DEFINITIONS above): updates param, and momentum_buf when mu != 0.
 /// `tlrt_status tlrt_sgd_step(tlrt_buffer * param, const tlrt_buffer * grad, tlrt_buffer * momentum_buf, uint64_t step, double lr, double momentum, double dampening, double weight_decay, bool nesterov)` (abi/tlrt_optim.h).
 pub fn sgd_step(param: &Buffer, grad: &Buffer, momentum_buf: Option<&Buffer>, step: u64, lr: f64, momentum: f64, dampening: f64, weight_decay: f64, nesterov: bool) -> Result<()> {
@@ -1700,6 +1719,14 @@ impl Tape {
     pub fn linear(&mut self, x: u64, w: u64, b: u64) -> Result<u64> {
         let mut o_out = 0;
         check("tlrt_tape_linear", unsafe { sys::tlrt_tape_linear(self.raw, x, w, b, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
+    /// `tlrt_status tlrt_tape_linear_gelu(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn linear_gelu(&mut self, x: u64, w: u64, b: u64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_linear_gelu", unsafe { sys::tlrt_tape_linear_gelu(self.raw, x, w, b, &mut o_out) })?;
         Ok(o_out)
     }
 
