@@ -15,6 +15,11 @@ the step, so an interrupted run continues exactly). With --safetensors the check
 read with Hugging Face's safetensors package (numpy), when it is importable: the tensors'
 names, dtypes and shapes, the step and the metadata. Exit 77 (skipped) when an example skips
 (no text) and under valgrind (the examples' own tests cover memcheck).
+
+--twin ARG (repeated: one argument each) names a second program that must agree with COMMAND:
+its run A (the same options) must print the same losses and write the same checkpoint bytes
+(gpt_c_resume: build/examples/gpt and python3 examples/lm/gpt.py make the same library calls
+with the same keys, so they agree bit for bit on the CPU).
 """
 import argparse
 import os
@@ -90,6 +95,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--steps", type=int, default=12, help="N: the run is 2N steps")
     ap.add_argument("--safetensors", action="store_true")
+    ap.add_argument("--twin", action="append", default=[], metavar="ARG")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -133,12 +139,23 @@ def main():
         errors.append(f"{a} and {b} differ")
     if args.safetensors and os.path.exists(a):
         errors += check_safetensors(a, 2 * n)
+    if args.twin:
+        t = os.path.join(args.workdir, "twin.safetensors")
+        if os.path.exists(t):
+            os.remove(t)
+        out_t = run(args.twin + cmd[1:] + common + ["--steps", str(2 * n), "--save", t],
+                    "twin of A")
+        if losses(out_t) != la:
+            errors.append("the twin printed other losses than A")
+        if not os.path.exists(t) or open(t, "rb").read() != open(a, "rb").read():
+            errors.append(f"the twin's checkpoint {t} differs from A's")
     for e in errors:
         print("check_resume: FAILED: " + e)
     if errors:
         return 1
     print(f"check_resume: {2 * n} steps = {n} + resume + {n}: the same {2 * n} losses, validation "
-          f"loss and sample; the checkpoints are byte-identical ({os.path.getsize(a)} bytes)")
+          f"loss and sample; the checkpoints are byte-identical ({os.path.getsize(a)} bytes)"
+          + (f"; {' '.join(args.twin)} agrees bit for bit" if args.twin else ""))
     return 0
 
 

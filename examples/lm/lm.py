@@ -173,7 +173,7 @@ class LanguageModel:
             self.moments[k] = (loaded[1], loaded[2])
         if "opt.step" not in f or f.info("opt.step") != ("I64", ()):
             raise SystemExit(f"{path}: opt.step is not an I64 scalar")
-        return f.load_buffer("opt.step").to_list()[0]
+        return f.load_buffer("opt.step").to_int_list()[0]
 
     def positions(self, batch, n):
         """The int32 position index buffer 0..n-1 repeated batch times (cached)."""
