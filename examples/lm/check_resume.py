@@ -14,7 +14,10 @@ step and configuration, bit for bit: on the CPU the dropout keys and batch windo
 the step, so an interrupted run continues exactly). With --safetensors the checkpoint is also
 read with Hugging Face's safetensors package (numpy), when it is importable: the tensors'
 names, dtypes and shapes, the step and the metadata. Exit 77 (skipped) when an example skips
-(no text) and under valgrind (the examples' own tests cover memcheck).
+(no text). Under valgrind (TLRT_UNDER_VALGRIND: meson's valgrind setup runs this script under
+memcheck) a native COMMAND runs the three times under memcheck itself (its tiny configuration,
+--valgrind-supp the suppressions), without the twin and the safetensors package; a Python one
+is skipped (CPython under memcheck is slow and noisy).
 
 --twin ARG (repeated: one argument each) names a second program that must agree with COMMAND:
 its run A (the same options) must print the same losses and write the same checkpoint bytes
@@ -96,14 +99,21 @@ def main():
     ap.add_argument("--steps", type=int, default=12, help="N: the run is 2N steps")
     ap.add_argument("--safetensors", action="store_true")
     ap.add_argument("--twin", action="append", default=[], metavar="ARG")
+    ap.add_argument("--valgrind-supp", metavar="FILE")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    program_args = cmd[1:]  # for the twin
     if not cmd:
         ap.error("no COMMAND")
     if os.environ.get("TLRT_UNDER_VALGRIND"):
-        print("check_resume: skipped under valgrind (the examples' own tests run under memcheck)")
-        return 77
+        if os.path.basename(cmd[0]).startswith("python"):
+            print("check_resume: a Python example: skipped under valgrind")
+            return 77
+        cmd = ["valgrind", "--error-exitcode=1", "--leak-check=full", "--show-leak-kinds=definite",
+               "--errors-for-leak-kinds=definite,indirect"] + (
+            ["--suppressions=" + args.valgrind_supp] if args.valgrind_supp else []) + cmd
+        args.twin, args.safetensors = [], False
     os.makedirs(args.workdir, exist_ok=True)
     a = os.path.join(args.workdir, "a.safetensors")
     b = os.path.join(args.workdir, "b.safetensors")
@@ -143,7 +153,7 @@ def main():
         t = os.path.join(args.workdir, "twin.safetensors")
         if os.path.exists(t):
             os.remove(t)
-        out_t = run(args.twin + cmd[1:] + common + ["--steps", str(2 * n), "--save", t],
+        out_t = run(args.twin + program_args + common + ["--steps", str(2 * n), "--save", t],
                     "twin of A")
         if losses(out_t) != la:
             errors.append("the twin printed other losses than A")
