@@ -852,6 +852,17 @@ static void usage(const char *argv0) {
           argv0);
 }
 
+static int takes_value(const char *a) {
+  static const char *const names[] = {
+      "--steps", "--data", "--dropout", "--weight-decay", "--clip", "--log-every", "--seed",
+      "--prompt", "--sample-length", "--temperature", "--min-improvement", "--save",
+      "--save-every", "--resume", "--stop-after"};
+  size_t i;
+  for (i = 0; i < sizeof names / sizeof *names; ++i)
+    if (strcmp(a, names[i]) == 0) return 1;
+  return 0;
+}
+
 static int parse_u64(const char *s, uint64_t *out) {
   char *end;
   if (s[0] == '-') return 1;
@@ -893,7 +904,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--cuda") == 0) cuda = 1, takes = 0;
     else if (strcmp(a, "--test") == 0) test = 1, takes = 0;
     else if (strcmp(a, "--tiny") == 0) tiny = 1, takes = 0;
-    else if (!v) bad = 1;
+    else if (!v) bad = takes_value(a) ? 3 : 2;
     else if (strcmp(a, "--steps") == 0) bad = parse_u64(v, &steps_arg) || steps_arg == 0;
     else if (strcmp(a, "--data") == 0) data = v;
     else if (strcmp(a, "--dropout") == 0)
@@ -913,10 +924,11 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--save-every") == 0) bad = parse_u64(v, &run.save_every) || !run.save_every;
     else if (strcmp(a, "--resume") == 0) resume = v;
     else if (strcmp(a, "--stop-after") == 0) bad = parse_u64(v, &run.stop_after) || !run.stop_after;
-    else bad = 1;
+    else bad = 2;
     if (bad) {
-      if (v && a[0] == '-' && a[1] == '-' && strcmp(a, "--help") != 0)
-        fprintf(stderr, PROG ": bad or missing value for %s\n", a);
+      if (strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0)
+        fprintf(stderr, bad == 2 ? PROG ": unknown option %s\n" : bad == 3 ? PROG
+                ": %s needs a value\n" : PROG ": bad value for %s\n", a);
       usage(argv[0]);
       return 2;
     }
@@ -943,7 +955,13 @@ int main(int argc, char **argv) {
     run.eval_batches = 2;
     if (!run.sample_length) run.sample_length = 8;
   }
-  if (cuda) dev = TLRT_DEVICE_CUDA(0);
+  if (cuda) {
+    uint32_t ngpu = 0;
+    TRY(tlrt_device_count(TLRT_DEVICE_KIND_CUDA, &ngpu));
+    if (ngpu == 0)
+      FAIL("--cuda, but no usable CUDA device (%s)", tlrt_build_info());
+    dev = TLRT_DEVICE_CUDA(0);
+  }
 
   if (resume) { /* the configuration comes from the checkpoint */
     double vi;
