@@ -205,6 +205,18 @@ fn upload(text: &[u8], starts: &[u64], ctx: u64, dev: Device) -> Result<(Buffer,
     Ok((Buffer::from_i32(&tk, dev)?, Buffer::from_i32(&lb, dev)?))
 }
 
+/// C's "%.2e" (Rust's {:.2e} writes "3.00e-3"): the progress lines read as gpt.c's.
+fn sci(x: f64) -> String {
+    let s = format!("{x:.2e}");
+    match s.split_once('e') {
+        Some((m, e)) => {
+            let e: i32 = e.parse().unwrap_or(0);
+            format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+        }
+        None => s,
+    }
+}
+
 fn lr_at(step: u64, cfg: &Config) -> f64 {
     if step < cfg.warmup {
         return cfg.lr * (step + 1) as f64 / cfg.warmup as f64;
@@ -352,8 +364,8 @@ fn main() -> ExitCode {
             if (step + 1) % log_every == 0 || step + 1 == cfg.steps {
                 rt::synchronize(dev)?;
                 let dt = t_log.elapsed().as_secs_f64();
-                println!("step {:5}  loss {:.4}  lr {lr:.2e}  {:9.0} tokens/s  {:7.2} ms/step", step + 1,
-                         loss_sum / n_sum as f64, (cfg.batch * cfg.ctx * n_sum) as f64 / dt,
+                println!("step {:5}  loss {:.4}  lr {}  {:9.0} tokens/s  {:7.2} ms/step", step + 1,
+                         loss_sum / n_sum as f64, sci(lr), (cfg.batch * cfg.ctx * n_sum) as f64 / dt,
                          1000.0 * dt / n_sum as f64);
                 (t_log, loss_sum, n_sum) = (Instant::now(), 0.0, 0);
             }
