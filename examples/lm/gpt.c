@@ -1,7 +1,7 @@
 /* examples/lm/gpt.c: the GPT-2-style language model of gpt.py in plain C over the public headers
  * (C99), trained through the tape on the Python 3.11 documentation's text, with checkpoints.
  *
- *   build/examples/gpt --quick                        # CPU, about 20 s on 2 cores: what CI runs
+ *   build/examples/gpt --quick                        # CPU, 5-10 s on 2 cores: what CI runs
  *   build/examples/gpt --cuda                         # the small configuration on the first GPU
  *   build/examples/gpt --quick --save gpt.safetensors --save-every 50
  *   build/examples/gpt --resume gpt.safetensors       # continues where the checkpoint stopped
