@@ -13,6 +13,15 @@ tlrt_tape_cross_entropy_ibuf). The text and the training loop are examples/lm/lm
 
     python3 examples/lm/gpt.py --quick           # CPU, about 20 s: what CI runs
     python3 examples/lm/gpt.py --cuda            # the small configuration on the first GPU
+    python3 examples/lm/gpt.py --quick --save gpt.safetensors --save-every 50
+    python3 examples/lm/gpt.py --resume gpt.safetensors --save gpt.safetensors
+
+--save PATH writes a safetensors checkpoint every --save-every steps and after the last one
+(parameters, Adam moments "opt.m.NAME" / "opt.v.NAME", the step "opt.step", the configuration as
+metadata); --resume PATH continues from one (its configuration; --steps may lengthen the
+schedule), --stop-after K ends a run after step K as if interrupted. N steps + resume + N steps
+give the same losses as 2N steps (the meson test gpt_py_resume). examples/lm/gpt.c is this
+program in C over the ABI: the same losses, the same checkpoint bytes.
 
 It prints a line every --log-every steps (loss, tokens/s, ms/step), then the validation loss and
 a sample generated from a prompt. --min-improvement X exits 1 unless the validation loss fell by

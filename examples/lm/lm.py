@@ -8,14 +8,24 @@
     Adam moments, and train_step (forward, cross-entropy, backward, clipping, the fused
     tlrt_adam_step per parameter); a model class adds init_params and forward;
   - lr_at (linear warm-up, cosine decay), clip_grads (global norm), evaluate, sample, and main,
-    the command line both examples run with.
+    the command line both examples run with;
+  - checkpoints (safetensors: rt.save_safetensors / rt.SafeTensors): --save PATH writes every
+    --save-every steps and after the last one the parameters under their names and shapes, the
+    Adam moments as "opt.m.NAME" / "opt.v.NAME", the number of steps taken as the int64 scalar
+    "opt.step" and the configuration as metadata (model, its shape, steps, lr, warmup, seed,
+    dropout, weight_decay, clip, val_init); --resume PATH loads all of it (the configuration from
+    the file; --steps may lengthen the schedule) and trains on; --stop-after K ends a run after
+    step K as if it were interrupted. Batch windows, dropout masks and samples draw from keys
+    that derive from (seed, step) alone (SplitMix64, mix() below), so N steps + resume + N steps
+    give the same losses and the same checkpoint bytes as 2N steps on the CPU
+    (examples/lm/check_resume.py, the meson tests *_resume, checks it). examples/lm/gpt.c is
+    gpt.py in C with the same keys and file layout.
 Byte-level tokens: the vocabulary is the 256 bytes of UTF-8 text (nothing to download or train).
 """
 import argparse
 import glob
 import math
 import os
-import random
 import sys
 import time
 
@@ -24,6 +34,35 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
 import torchlean_rt as rt  # noqa: E402
 
 DOC_SOURCES = "/usr/share/doc/python3.11/html/_sources"
+CKPT_FORMAT = "torchlean_rt examples/lm checkpoint 1"
+M64 = (1 << 64) - 1
+
+
+# ---- random keys --------------------------------------------------------------------------------
+
+def mix(x):
+    """SplitMix64's output function (tlrt_rng.h's sm): a 64-bit hash of a 64-bit counter."""
+    z = (x + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+# The streams: training windows (from the seed), validation windows (fixed), sampling.
+EVAL_STREAM = mix(0x6576616C)  # "eval"
+
+
+def train_stream(seed):
+    return mix(seed)
+
+
+def sample_stream(seed):
+    return mix(seed + 0x73616D70)  # "samp"
+
+
+def window_starts(stream, first, count, span):
+    """Window starts number first .. first + count - 1 of a stream, each in [0, span)."""
+    return [mix((stream + first + i) & M64) % span for i in range(count)]
 
 
 # ---- data ---------------------------------------------------------------------------------------
@@ -47,20 +86,25 @@ def load_text(path):
 
 class Batches:
     """Random windows of ctx + 1 bytes: tokens (batch * ctx) and next-byte labels, as int32
-    index buffers on the device."""
+    index buffers on the device. The windows of step s are numbers s * batch .. of the seed's
+    stream: they depend on (seed, step) only, so a resumed run draws what an uninterrupted one
+    would."""
 
     def __init__(self, data, batch, ctx, device, seed):
         if len(data) < ctx + 2:
             raise SystemExit(f"{len(data)} bytes of text, fewer than a context of {ctx}")
         self.data, self.batch, self.ctx, self.device = data, batch, ctx, device
-        self.rng = random.Random(seed)
+        self.stream = train_stream(seed)
 
     def window(self, start):
         return self.data[start:start + self.ctx + 1]
 
-    def next(self, starts=None):
-        if starts is None:
-            starts = [self.rng.randrange(len(self.data) - self.ctx - 1) for _ in range(self.batch)]
+    def at(self, step):
+        """The batch of training step `step` (0-based)."""
+        return self.next(window_starts(self.stream, step * self.batch, self.batch,
+                                       len(self.data) - self.ctx - 1))
+
+    def next(self, starts):
         toks, labels = [], []
         for s in starts:
             w = self.window(s)
@@ -99,6 +143,37 @@ class LanguageModel:
 
     def count(self):
         return sum(b.size for b, _, _ in self.params.values())
+
+    def save(self, path, step, metadata):
+        """The checkpoint after `step` steps: parameters (their shapes), "opt.m.NAME",
+        "opt.v.NAME", the int64 scalar "opt.step", and `metadata` (str to str)."""
+        tensors = {}
+        for k, (buf, dims, _) in self.params.items():
+            m, v = self.moments[k]
+            tensors[k] = rt.Tensor(buf, dims)
+            tensors["opt.m." + k] = rt.Tensor(m, dims)
+            tensors["opt.v." + k] = rt.Tensor(v, dims)
+        tensors["opt.step"] = rt.Tensor(rt.Buffer.from_ints([step], "int64"), ())
+        rt.save_safetensors(path, tensors, metadata)
+
+    def load(self, f, path):
+        """Replaces the parameters and moments with those of the open checkpoint f (an
+        rt.SafeTensors), checking names, dtypes and shapes; returns its step."""
+        expected = 3 * len(self.params) + 1
+        if len(f) != expected:
+            raise SystemExit(f"{path} holds {len(f)} tensors; this model's checkpoint has "
+                             f"{expected}")
+        for k, (_, dims, decay) in list(self.params.items()):
+            loaded = []
+            for name in (k, "opt.m." + k, "opt.v." + k):
+                if name not in f or f.info(name) != ("F32", tuple(dims)):
+                    raise SystemExit(f"{path}: tensor {name} is not F32 of shape {tuple(dims)}")
+                loaded.append(f.load_buffer(name, self.device))
+            self.params[k] = (loaded[0], dims, decay)
+            self.moments[k] = (loaded[1], loaded[2])
+        if "opt.step" not in f or f.info("opt.step") != ("I64", ()):
+            raise SystemExit(f"{path}: opt.step is not an I64 scalar")
+        return f.load_buffer("opt.step").to_int_list()[0]
 
     def positions(self, batch, n):
         """The int32 position index buffer 0..n-1 repeated batch times (cached)."""
@@ -154,13 +229,13 @@ def clip_grads(grads, max_norm, device):
     return norm
 
 
-def evaluate(model, tape, data, cfg, device, batches=8, seed=1):
-    """The mean loss over `batches` fixed windows of the validation text."""
-    b = Batches(data, cfg["batch"], cfg["ctx"], device, seed)
-    rng = random.Random(seed)
+def evaluate(model, tape, data, cfg, device, batches=8):
+    """The mean loss over `batches` fixed windows of the validation text (EVAL_STREAM's)."""
+    b = Batches(data, cfg["batch"], cfg["ctx"], device, 0)
     total = 0.0
-    for _ in range(batches):
-        starts = [rng.randrange(len(data) - cfg["ctx"] - 1) for _ in range(cfg["batch"])]
+    for j in range(batches):
+        starts = window_starts(EVAL_STREAM, j * cfg["batch"], cfg["batch"],
+                               len(data) - cfg["ctx"] - 1)
         tokens, labels = b.next(starts)
         _, logits = model.forward(tape, tokens, cfg["batch"], cfg["ctx"], False, 0.0, 0)
         total += tape.value(tape.cross_entropy(logits, labels)).to_list()[0]
@@ -171,11 +246,11 @@ def evaluate(model, tape, data, cfg, device, batches=8, seed=1):
 def sample(model, tape, prompt, length, temperature, device, seed):
     """Text generated after `prompt` (bytes): each step one forward over the last ctx bytes,
     the next byte drawn from the softmax of the last position's logits at `temperature`
-    (0: greedy)."""
-    rng = random.Random(seed)
+    (0: greedy) with the uniforms of the seed's sampling stream (as gpt.c draws them)."""
+    stream = sample_stream(seed)
     ctx = model.cfg["ctx"]
     out = bytearray(prompt)
-    for _ in range(length):
+    for k in range(length):
         window = bytes(out[-ctx:])
         tokens = rt.Buffer.from_ints(list(window), "int32", device)
         _, logits = model.forward(tape, tokens, 1, len(window), False, 0.0, 0)
@@ -188,7 +263,16 @@ def sample(model, tape, prompt, length, temperature, device, seed):
         else:
             m = max(z)
             w = [math.exp((v - m) / temperature) for v in z]
-            nxt = rng.choices(range(V), weights=w)[0]
+            total = 0.0
+            for x in w:  # in order (sum() may compensate: gpt.c adds plainly)
+                total += x
+            target = (mix((stream + k) & M64) >> 11) * (1.0 / 9007199254740992.0) * total
+            nxt, acc = V - 1, 0.0
+            for i, x in enumerate(w):
+                acc += x
+                if acc > target:
+                    nxt = i
+                    break
         out.append(nxt)
     return bytes(out)
 
@@ -213,6 +297,13 @@ def main(argv, name, model_class, configs, description):
                     help="exit 1 unless the validation loss fell by at least this many nats")
     ap.add_argument("--test", action="store_true",
                     help="as a test: exit 77 (skipped) without the text or under valgrind")
+    ap.add_argument("--save", metavar="PATH", help="write a checkpoint (safetensors) every "
+                    "--save-every steps and after the last step")
+    ap.add_argument("--save-every", type=int, default=1000, metavar="N")
+    ap.add_argument("--resume", metavar="PATH", help="continue from a checkpoint of --save (its "
+                    "configuration; --steps may lengthen the schedule)")
+    ap.add_argument("--stop-after", type=int, metavar="K",
+                    help="end after step K of the schedule, as if interrupted")
     args = ap.parse_args(argv)
     if args.test and os.environ.get("TLRT_UNDER_VALGRIND"):
         print(f"{name}: skipped under valgrind (CPython under memcheck)")
@@ -223,7 +314,21 @@ def main(argv, name, model_class, configs, description):
 
     preset = "small" if args.cuda and not args.quick else "quick"
     cfg = dict(configs[preset])
-    steps = args.steps or cfg["steps"]
+    ckpt, val0 = None, None
+    if args.resume:  # the configuration (model, schedule, seed, regularisation) of the file
+        ckpt = rt.SafeTensors(args.resume)
+        meta = ckpt.metadata
+        if meta.get("format") != CKPT_FORMAT or meta.get("model") != name:
+            raise SystemExit(f"{name}: {args.resume} is not a checkpoint of {name} (metadata "
+                             f"format {CKPT_FORMAT!r}, model {name!r} expected)")
+        try:
+            cfg = {k: type(v)(meta[k]) for k, v in configs["quick"].items()}
+            args.seed, val0 = int(meta["seed"]), float(meta["val_init"])
+            args.dropout, args.weight_decay = float(meta["dropout"]), float(meta["weight_decay"])
+            args.clip = float(meta["clip"])
+        except (KeyError, ValueError) as e:
+            raise SystemExit(f"{name}: {args.resume}: incomplete or malformed metadata ({e})")
+    steps = cfg["steps"] = args.steps or cfg["steps"]
     device = rt.cuda(0) if args.cuda else rt.CPU
     if args.cuda and not rt.cuda_available():
         raise SystemExit(f"{name}: --cuda, but no usable CUDA device")
@@ -235,26 +340,52 @@ def main(argv, name, model_class, configs, description):
     shape = ", ".join(f"{k} {v}" for k, v in cfg.items() if k not in ("steps", "lr", "warmup"))
     print(f"{name}: {shape}; {model.count()} parameters, {steps} steps")
     tape = rt.Tape(device)
-    val0 = evaluate(model, tape, val, cfg, device)
-    print(f"{name}: validation loss at initialisation {val0:.4f} (ln 256 = {math.log(256):.4f})")
+    start = 0
+    if ckpt is not None:
+        start = model.load(ckpt, args.resume)
+        ckpt.close()
+        print(f"{name}: resumed from {args.resume} after step {start} (validation loss at "
+              f"initialisation {val0:.4f})")
+        if start > steps:
+            raise SystemExit(f"{name}: {args.resume} holds step {start}, past the {steps} steps "
+                             "of the run")
+    else:
+        val0 = evaluate(model, tape, val, cfg, device)
+        print(f"{name}: validation loss at initialisation {val0:.4f} (ln 256 = "
+              f"{math.log(256):.4f})")
+
+    def fmt(v):
+        return format(v, ".17g") if isinstance(v, float) else str(v)
+
+    meta = {k: fmt(v) for k, v in cfg.items()}
+    meta.update(format=CKPT_FORMAT, model=name, seed=str(args.seed), dropout=fmt(args.dropout),
+                weight_decay=fmt(args.weight_decay), clip=fmt(float(args.clip or 0.0)),
+                val_init=fmt(val0))
+    end = min(args.stop_after, steps) if args.stop_after else steps
     batches = Batches(train, cfg["batch"], cfg["ctx"], device, args.seed)
     tokens_per_step = cfg["batch"] * cfg["ctx"]
     t_log, loss_sum, n_sum = time.perf_counter(), 0.0, 0
-    for step in range(steps):
-        tokens, labels = batches.next()
+    for step in range(start, end):
+        tokens, labels = batches.at(step)
         lr = lr_at(step, cfg, steps)
         loss_value = model.train_step(tape, tokens, labels, step, lr, args.dropout,
                                       args.weight_decay, args.clip or None,
                                       key=(args.seed + step) << 40)
         loss_sum += loss_value.to_list()[0]
         n_sum += 1
-        if (step + 1) % log_every == 0 or step + 1 == steps:
+        if (step + 1) % log_every == 0 or step + 1 == end:
             rt.synchronize(device)
             dt = time.perf_counter() - t_log
             print(f"step {step + 1:5d}  loss {loss_sum / n_sum:.4f}  lr {lr:.2e}  "
                   f"{tokens_per_step * n_sum / dt:9.0f} tokens/s  {1000 * dt / n_sum:7.2f} ms/step",
                   flush=True)
             t_log, loss_sum, n_sum = time.perf_counter(), 0.0, 0
+        if args.save and ((step + 1) % args.save_every == 0 or step + 1 == end):
+            model.save(args.save, step + 1, meta)
+            print(f"{name}: saved {args.save} (step {step + 1})")
+    if args.save and start == end:  # nothing trained (a resume at the end): still write it
+        model.save(args.save, end, meta)
+        print(f"{name}: saved {args.save} (step {end})")
     val1 = evaluate(model, tape, val, cfg, device)
     print(f"{name}: validation loss {val1:.4f} (from {val0:.4f})")
     length = args.sample_length or (120 if preset == "quick" else 400)
@@ -266,5 +397,3 @@ def main(argv, name, model_class, configs, description):
               f"{args.min_improvement}")
         return 1
     return 0
-
-

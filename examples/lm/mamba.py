@@ -15,6 +15,8 @@ embedding; AdamW, cosine schedule with warm-up, clipping: examples/lm/lm.py, as 
 
     python3 examples/lm/mamba.py --quick         # CPU, what CI runs
     python3 examples/lm/mamba.py --cuda          # the small configuration on the first GPU
+    python3 examples/lm/mamba.py --quick --save mamba.safetensors      # checkpoints: lm.py
+    python3 examples/lm/mamba.py --resume mamba.safetensors --save mamba.safetensors
 
 The scan's state is materialised as (T, batch * di * N) floats per block (this small model keeps
 it in memory for the backward); the broadcasts that build its inputs are tape nodes.
