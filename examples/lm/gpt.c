@@ -9,9 +9,9 @@
  * The model and the training are gpt.py's and examples/lm/lm.py's, call for call: byte-level
  * tokens (vocabulary 256), learned token and position embeddings (tlrt_tape_gather_rows_ibuf of
  * int32 index buffers), L pre-LayerNorm blocks of causal multi-head attention
- * (tlrt_tape_multi_head_attention) and a tanh-GELU MLP with residual connections and dropout
- * (tlrt_tape_dropout), a final LayerNorm and an LM head tied to the token embedding; the loss
- * tlrt_tape_cross_entropy_ibuf of int32 labels; AdamW (the fused tlrt_adam_step, betas 0.9 /
+ * (tlrt_tape_multi_head_attention) and a tanh-GELU MLP (tlrt_tape_linear_gelu) with residual
+ * connections and dropout (tlrt_tape_dropout), a final LayerNorm and an LM head tied to the
+ * token embedding; the loss tlrt_tape_cross_entropy_ibuf of int32 labels; AdamW (the fused tlrt_adam_step, betas 0.9 /
  * 0.95, weight decay on matrices only), a cosine schedule with linear warm-up, clipping by global
  * norm. The same parameter names and shapes, the same random keys (initialisation, dropout, batch
  * windows, sampling), so gpt.c and gpt.py print the same losses on the CPU.
@@ -426,8 +426,7 @@ static tlrt_status forward(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
     TRY(tlrt_tape_add(t, x, a, &x));
     TRY(tlrt_tape_layer_norm(t, x, q[10], q[11], 1e-5, &h));
     TRY(tlrt_tape_reshape(t, h, d2, 2, &h));
-    TRY(tlrt_tape_linear(t, h, q[12], q[13], &f));
-    TRY(tlrt_tape_gelu(t, f, &g));
+    TRY(tlrt_tape_linear_gelu(t, h, q[12], q[13], &g));
     TRY(tlrt_tape_linear(t, g, q[14], q[15], &f));
     DROP(f);
     TRY(tlrt_tape_reshape(t, f, d3, 3, &f));

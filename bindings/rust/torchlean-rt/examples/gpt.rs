@@ -180,8 +180,7 @@ impl Model {
             x = t.add(x, a)?;
             let h = t.layer_norm(x, q[10], q[11], 1e-5)?;
             let h = t.reshape(h, &[rows, d])?;
-            let f = t.linear(h, q[12], q[13])?;
-            let g = t.gelu(f)?;
+            let g = t.linear_gelu(h, q[12], q[13])?;
             let f = t.linear(g, q[14], q[15])?;
             let f = drop(t, f)?;
             let f = t.reshape(f, &[batch, n, d])?;
