@@ -315,7 +315,9 @@ _LEAN_SCALAR_IN = {"u64": ("UInt64", "uint64_t"), "u32": ("UInt32", "uint32_t"),
                    "u8": ("UInt8", "uint8_t"), "f64": ("Float", "double"), "f32": ("Float", "double"),
                    "bool": ("Bool", "uint8_t"), "device": ("UInt32", "uint32_t"),
                    "status": ("UInt32", "uint32_t"), "ptr": ("USize", "size_t"),
-                   "dtype": ("UInt32", "uint32_t")}
+                   "dtype": ("UInt32", "uint32_t"),
+                   # a C int: Lean's Int32, compiled as its two's complement bits (uint32_t)
+                   "int": ("Int32", "uint32_t")}
 # Integer host data (elem i32 / i64): Lean arrays of the core signed types, whose compiled
 # representation is the unsigned type of the same width (two's complement bits), boxed in an
 # Array as that unsigned type is (lean_box_uint32 / lean_box_uint64). elem -> (Lean element type,
@@ -1586,7 +1588,7 @@ PY_DECLS = "python/torchlean_rt/_torchlean_rt_abi.py"
 PY_CTYPES = {
     "tlrt_status": "c_int",   # a C enum: int-sized on every ABI this library targets
     "tlrt_device": "c_uint32", "uint32_t": "c_uint32", "uint64_t": "c_uint64", "uint8_t": "c_uint8",
-    "double": "c_double", "float": "c_float", "bool": "c_bool",
+    "double": "c_double", "float": "c_float", "bool": "c_bool", "int": "c_int",
     "tlrt_dtype": "c_int",    # a C enum, as tlrt_status
     "const float *": "POINTER(c_float)", "float *": "POINTER(c_float)",
     "const double *": "POINTER(c_double)", "double *": "POINTER(c_double)",
