@@ -21,7 +21,8 @@
 //    ce_bwd, one 256-thread block per row: the row's stats, label and c, then
 //    dx = fma(-exp((x - m) - ls), c_row, j == l ? c_row : 0) for every element, float4 loads
 //    and stores when the x and dx rows share their 16-byte alignment (the row head and tail
-//    scalar). DRAM: x read once, dx written once: 8 bytes per logit.
+//    scalar); rows under 256 columns ce_bwd_flat, one thread per element. DRAM: x read once, dx
+//    written once: 8 bytes per logit.
 #pragma once
 
 #include <cstdint>
@@ -220,6 +221,25 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Short rows (cols < 256, where a block per row would idle most of its threads): one thread per
+// element over the flat (rows, cols) array, its row's stats and label read per element (cached).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    ce_bwd_flat(const float *__restrict x, const T *__restrict lab, const float *__restrict stats,
+                const float *__restrict cg, uint64_t rows, uint64_t cols, int64_t ignore,
+                float *__restrict dx) {
+  const float c = cg[0];
+  const uint64_t n = rows * cols;
+  for (uint64_t i = (uint64_t)blockIdx.x * kThreads + threadIdx.x; i < n;
+       i += (uint64_t)gridDim.x * kThreads) {
+    const uint64_t rw = i / cols, e = i - rw * cols;
+    const T l = lab[rw];
+    const bool valid = row::ce_label(l, cols, ignore) == Label::Valid;
+    dx[i] = row::ce_bwd_out(x[i], stats[2 * rw], stats[2 * rw + 1], valid ? c : 0.0f,
+                            valid && (uint64_t)l == e);
+  }
+}
+
 // ---- launch plans (a launcher as split_row.cuh's RowLaunch) ------------------------------------
 template <class T, unsigned Q, unsigned NCL, class Launch>
 void split_plan(const Launch &launch, const float *x, const T *lab, uint64_t rows, uint64_t cols,
@@ -243,8 +263,12 @@ void finish_plan(const Launch &launch, const T *lab, uint64_t rows, uint64_t col
 template <class T, class Launch>
 void bwd_plan(const Launch &launch, const float *x, const T *lab, const float *stats,
               const float *c, uint64_t rows, uint64_t cols, int64_t ignore, float *dx) {
-  launch("cross_entropy ce_bwd", ce_bwd<T>, launch.grid_for(rows, 1), x, lab, stats, c, rows,
-         cols, ignore, dx);
+  if (cols < kThreads)
+    launch("cross_entropy ce_bwd_flat", ce_bwd_flat<T>, launch.grid_for(rows * cols, kThreads), x,
+           lab, stats, c, rows, cols, ignore, dx);
+  else
+    launch("cross_entropy ce_bwd", ce_bwd<T>, launch.grid_for(rows, 1), x, lab, stats, c, rows,
+           cols, ignore, dx);
 }
 
 }  // namespace ce_kernels

@@ -4,7 +4,8 @@
 // in the (Q, NCL) schedules cuda/softmax.cu dispatches (one block; on the GPU the cluster forms
 // run the same body), the tree sum of the picked values (the CPU's tlrt_reduce_sum, the function
 // reduce_axis runs on both backends), the one-block count / loss / row-gradient kernel
-// (ce_finish, fault count included) and the one-block-per-row backward (ce_bwd: float4 body,
+// (ce_finish, fault count included) and the backward (ce_bwd_flat below 256 columns; ce_bwd, one
+// block per row: float4 body,
 // scalar head and tail, and the misaligned fallback when the rows do not share their alignment).
 // Shapes: every chunk count of each schedule, full and partial rows, 50257, rows beyond the grid
 // (blocks loop); labels valid, ignored and faulted; inputs uniform, wide and edge values.
@@ -149,6 +150,8 @@ int main() {
   for (uint64_t c : {1, 2, 3, 31, 255, 256, 257, 1000, 4095, 4096})
     go(7, c, th::Dist::Uniform, -100, uint64_t{1} << 31);
   go(40, 10, th::Dist::Uniform, TLRT_CROSS_ENTROPY_NO_IGNORE, 3);  // blocks loop over rows
+  go(300, 7, th::Dist::Uniform, -100, 2);
+  go(3, 300, th::Dist::Uniform, -100, 2);
   for (uint64_t c : {4097, 8192, 8193, 12289, 16384, 16385, 32768, 32769, 50257, 65536})
     go(3, c, th::Dist::Uniform, -100, 2);
   for (th::Dist d : {th::Dist::Wide, th::Dist::Edge})
