@@ -167,7 +167,7 @@ def gen_rust_sys(abi):
         o += [f"pub const {n}: {ename} = {v};" for n, v in items.items()]
     o += ["", "// Integer #defines of the headers."]
     for n, (v, ct) in abi.defines.items():
-        rt = {"u32": "u32", "u64": "u64", "device": "tlrt_device"}[ct]
+        rt = {"u32": "u32", "u64": "u64", "i32": "i32", "device": "tlrt_device"}[ct]
         o.append(f"pub const {n}: {rt} = {v:#x};" if v > 9 else f"pub const {n}: {rt} = {v};")
     o += ["", "/// `TLRT_DEVICE_CUDA(ordinal)`.", "pub const fn TLRT_DEVICE_CUDA(ordinal: u32) -> tlrt_device {",
           "    (TLRT_DEVICE_KIND_CUDA << 16) | (ordinal & 0xFFFF)", "}", ""]
@@ -484,7 +484,8 @@ def gen_lean_ffi(abi, fns):
     for items in abi.enum_types.values():
         o += [f"def {n} : UInt32 := {v}" for n, v in items.items()]
     for n, (v, ct) in abi.defines.items():
-        o.append(f"def {n} : {'UInt64' if ct == 'u64' else 'UInt32'} := {v}")
+        lt = {"u64": "UInt64", "i32": "Int32"}.get(ct, "UInt32")
+        o.append(f"def {n} : {lt} := {v}")
     o += ["/-- `TLRT_DEVICE_CUDA(ordinal)`. -/",
           "def TLRT_DEVICE_CUDA (ordinal : UInt32) : UInt32 := (TLRT_DEVICE_KIND_CUDA <<< 16) ||| (ordinal &&& 0xFFFF)",
           "", "namespace Ffi", "",
@@ -1290,7 +1291,8 @@ def gen_julia(abi, fns):
     for items in abi.enum_types.values():  # C enums (int-sized): tlrt_dtype
         o += [f"const {n} = Cint({v})" for n, v in items.items()]
     for n, (v, ct) in abi.defines.items():
-        o.append(f"const {n} = {'UInt64' if ct == 'u64' else 'UInt32'}({v})")
+        jt = {"u64": "UInt64", "i32": "Int32"}.get(ct, "UInt32")
+        o.append(f"const {n} = {jt}({v})")
     o.append("")
     for p in abi.protos:
         args = ", ".join(f"{n}" for t, n in p.params)
