@@ -123,9 +123,10 @@ TLRT_API tlrt_status tlrt_hard_masked_softmax_by_row(const tlrt_buffer *x, const
 
 /* ---- cross-entropy over the rows of a logits matrix ------------------------------------------
  * PyTorch's F.cross_entropy(logits, labels, ignore_index=ignore_index, reduction='mean') for
- * row-major (rows, classes) logits, fused: the forward reads the logits once for the row maximum
- * and once more (from L2 on CUDA) for the tree sum, keeping no (rows, classes) array; the backward
- * reads the logits once and writes the gradient once. labels is an index buffer (int32 or int64,
+ * row-major (rows, classes) logits, fused: the forward reads the logits once (CUDA: up to 65536
+ * classes, the row held in registers; longer rows twice, and the CPU reads each block of rows
+ * twice from cache) and keeps no (rows, classes) array; the backward reads the logits once and
+ * writes the gradient once. labels is an index buffer (int32 or int64,
  * rows elements, on the device of the logits: abi/tlrt_index.h), read on the device only: no call
  * here waits for the device, and the loss's denominator is counted on the device.
  *
