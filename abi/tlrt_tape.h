@@ -500,7 +500,9 @@ TLRT_API tlrt_status tlrt_tape_multi_head_attention(tlrt_tape *tape, uint64_t x,
                                                     uint64_t *out);
 /* cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
  * tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
- * gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside
+ * gather_vec through an index buffer of flat indices, reduce_mean, neg (the loss's value and
+ * gradient are bit for bit tlrt_tape_cross_entropy_ignore's with TLRT_CROSS_ENTROPY_NO_IGNORE,
+ * which keeps 2 floats per row instead of the (batch, classes) log-softmax). A label outside
  * [0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
  * (the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
  * Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
@@ -508,6 +510,17 @@ TLRT_API tlrt_status tlrt_tape_multi_head_attention(tlrt_tape *tape, uint64_t x,
  * than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch elements). */
 TLRT_API tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape *tape, uint64_t logits,
                                                   const tlrt_buffer *labels, uint64_t *out);
+
+/* cross_entropy with ignore_index (PyTorch's F.cross_entropy(logits, labels,
+ * ignore_index=ignore_index), reduction 'mean'): labels as tlrt_tape_cross_entropy_ibuf; a row
+ * whose label equals ignore_index takes no part in the sum nor in the mean's denominator (the
+ * count is taken on the device); all rows ignored gives NaN. TLRT_CROSS_ENTROPY_NO_IGNORE gives
+ * exactly tlrt_tape_cross_entropy_ibuf. One node (tlrt_cross_entropy_fwd / _bwd, whose header
+ * states the numbers, the fault convention and the numeric class); the node keeps the labels and
+ * 2 floats per row. Errors: as tlrt_tape_cross_entropy_ibuf. */
+TLRT_API tlrt_status tlrt_tape_cross_entropy_ignore(tlrt_tape *tape, uint64_t logits,
+                                                    const tlrt_buffer *labels,
+                                                    int ignore_index, uint64_t *out);
 
 #ifdef __cplusplus
 }

@@ -774,6 +774,12 @@ void count_faults(int dev, const idx::List &list) {
   check_launch("count_kernel");
 }
 
+unsigned long long *index_fault_counter(int) {
+  void *p = nullptr;
+  check(cudaGetSymbolAddress(&p, g_faults), "index faults (counter)");
+  return static_cast<unsigned long long *>(p);
+}
+
 uint64_t index_faults(int dev, bool reset) {
   cudaStream_t st = stream(dev);
   void *p = nullptr;

@@ -33,10 +33,12 @@
 //    masked), 20 backward (16 log-softmax).
 // Last measured: bench/results/2026-11-27-h100-s17-softmax.md
 
+#include "core/backend/index.hpp"
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "core/backend/softmax.hpp"
 #include "cuda/common/launch.cuh"
+#include "cuda/kernels/cross_entropy.cuh"
 #include "cuda/kernels/softmax.cuh"
 
 namespace tlrt {
@@ -367,7 +369,87 @@ void bwd(int dev, const float *y, const float *g, uint64_t rows, uint64_t cols, 
   }
 }
 
+// ---- cross-entropy (cuda/kernels/cross_entropy.cuh explains the kernels and their bytes) -----
+
+template <class T>
+void ce_fwd(int dev, const float *x, const T *lab, uint64_t rows, uint64_t cols, int64_t ignore,
+            float *loss, float *stats) {
+  namespace ck = ce_kernels;
+  cudaStream_t st = stream(dev);
+  const RowLaunch L{dev, st};
+  FloatScratch picked(dev, rows), sum(dev, 1);
+  const bool cl = split_row::split_has_clusters(dev);
+  auto cluster = [&](auto q, auto ncl) {
+    constexpr unsigned Q = decltype(q)::value, NCL = decltype(ncl)::value;
+    split_row::split_launch_cluster<Q, NCL>("cross_entropy ce_split_cluster",
+                                            ck::ce_split_cluster<T, Q, NCL, true>,
+                                            ck::ce_split_cluster<T, Q, NCL, false>, rows, cols, st,
+                                            x, lab, rows, cols, ignore, picked.get(), stats);
+  };
+  using U2 = std::integral_constant<unsigned, 2>;
+  using U4 = std::integral_constant<unsigned, 4>;
+  if (cols >= 1 && cols <= 4096) {
+    ck::split_plan<T, 1, 1>(L, x, lab, rows, cols, ignore, picked.get(), stats);
+  } else if (cols >= 1 && cols <= 8192) {
+    ck::split_plan<T, 1, 2>(L, x, lab, rows, cols, ignore, picked.get(), stats);
+  } else if (cols >= 1 && cols <= 16384) {
+    ck::split_plan<T, 2, 2>(L, x, lab, rows, cols, ignore, picked.get(), stats);
+  } else if (cols >= 1 && cols <= 32768 && cl) {
+    cluster(U4{}, U2{});
+  } else if (cols >= 1 && cols <= 65536 && cl) {
+    cluster(U4{}, U4{});
+  } else {
+    // Chunk passes: chunk maxima and sums of e (softmax's long-row functors), then per row.
+    FloatScratch m(dev, rows), s(dev, rows);
+    if (cols != 0) {
+      const uint64_t nc = red::chunks_of(cols);
+      FloatScratch part(dev, rows * nc);
+      const unsigned grid = blocks(rows * nc, 1);
+      chunk_reduce<red::Op::Max, 1>
+          <<<grid, kThreads, 0, st>>>(MaxF{x, nullptr, cols}, rows, cols, nc, part.get(), nullptr);
+      check_launch("cross_entropy chunk_reduce (max)");
+      reduce_axis(dev, red::Op::Max, part.get(), rows, nc, 1, 1.0f, m.get());
+      chunk_reduce<red::Op::Sum, 1><<<grid, kThreads, 0, st>>>(
+          ExpF{x, nullptr, m.get(), cols}, rows, cols, nc, part.get(), nullptr);
+      check_launch("cross_entropy chunk_reduce (sum)");
+      reduce_axis(dev, red::Op::Sum, part.get(), rows, nc, 1, 1.0f, s.get());
+    }
+    ck::ce_pick<T><<<blocks(rows, kThreads), kThreads, 0, st>>>(
+        x, lab, rows, cols, ignore, m.get(), s.get(), picked.get(), stats);
+    check_launch("cross_entropy ce_pick");
+  }
+  reduce_axis(dev, red::Op::Sum, picked.get(), 1, rows, 1, 1.0f, sum.get());
+  ck::finish_plan<T, false>(L, lab, rows, cols, ignore, sum.get(), index_fault_counter(dev), loss);
+}
+
+template <class T>
+void ce_bwd(int dev, const float *x, const T *lab, const float *stats, const float *g,
+            uint64_t rows, uint64_t cols, int64_t ignore, float *dx) {
+  cudaStream_t st = stream(dev);
+  const RowLaunch L{dev, st};
+  FloatScratch c(dev, 1);
+  ce_kernels::finish_plan<T, true>(L, lab, rows, cols, ignore, g, nullptr, c.get());
+  ce_kernels::bwd_plan<T>(L, x, lab, stats, c.get(), rows, cols, ignore, dx);
+}
+
 }  // namespace
+
+void cross_entropy_fwd(int dev, const float *x, const void *labels, bool labels64, uint64_t rows,
+                       uint64_t cols, int64_t ignore, float *loss, float *stats) {
+  if (labels64)
+    ce_fwd(dev, x, static_cast<const int64_t *>(labels), rows, cols, ignore, loss, stats);
+  else
+    ce_fwd(dev, x, static_cast<const int32_t *>(labels), rows, cols, ignore, loss, stats);
+}
+
+void cross_entropy_bwd(int dev, const float *x, const void *labels, bool labels64,
+                       const float *stats, const float *g, uint64_t rows, uint64_t cols,
+                       int64_t ignore, float *dx) {
+  if (labels64)
+    ce_bwd(dev, x, static_cast<const int64_t *>(labels), stats, g, rows, cols, ignore, dx);
+  else
+    ce_bwd(dev, x, static_cast<const int32_t *>(labels), stats, g, rows, cols, ignore, dx);
+}
 
 void softmax_fwd(int dev, row::Kind kind, const float *x, const float *mask, uint64_t rows,
                  uint64_t cols, float *y) {

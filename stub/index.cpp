@@ -473,6 +473,10 @@ void count_faults(int, const idx::List &list) {
   });
 }
 
+void add_index_faults(uint64_t n) {
+  if (n != 0) g_faults.fetch_add(n, std::memory_order_relaxed);
+}
+
 uint64_t index_faults(int, bool reset) {
   return reset ? g_faults.exchange(0) : g_faults.load();
 }

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/backend/index.hpp"
 #include "core/backend/reduce.hpp"
 #include "stub/cpu_clones.hpp"
 
@@ -153,6 +154,96 @@ void softmax_bwd(int, bool log, const float *y, const float *g, uint64_t rows, u
         softmax_bwd_row(yb + i * cols, gb + i * cols, s[i], cols, db + i * cols);
     }
   }
+}
+
+// ---- cross-entropy --------------------------------------------------------------------------
+// Per block of rows: the row maxima, the exponentials into a scratch block, THE TREE row sums
+// (reduce_axis), then per row log(s), the stats and the picked log-softmax value; the picked
+// values are summed by the tree once all rows are done (reduce_axis over one row of rows values).
+// Backward: one loop per row over the shared formula.
+
+namespace {
+
+template <class T>
+void ce_fwd_t(const float *x, const T *lab, uint64_t rows, uint64_t cols, int64_t ignore,
+              float *loss, float *stats) {
+  std::vector<float> picked(rows);
+  uint64_t n = 0, nf = 0;
+  if (cols == 0) {
+    for (uint64_t r = 0; r < rows; ++r) {
+      stats[2 * r] = row::neg_inf();
+      stats[2 * r + 1] = row::neg_inf();
+    }
+  } else {
+    const uint64_t br = block_rows(cols);
+    std::vector<float> m(br), s(br), e(br * cols);
+    for (uint64_t r0 = 0; r0 < rows; r0 += br) {
+      const uint64_t nr = std::min(br, rows - r0);
+      const float *xb = x + r0 * cols;
+      for (uint64_t i = 0; i < nr; ++i) {
+        m[i] = row_max(xb + i * cols, cols);
+        exp_row(xb + i * cols, m[i], cols, e.data() + i * cols);
+      }
+      row_sums(e.data(), nr, cols, s.data());
+      for (uint64_t i = 0; i < nr; ++i) {
+        const uint64_t r = r0 + i;
+        const float ls = math::log_f(s[i]);
+        stats[2 * r] = m[i];
+        stats[2 * r + 1] = ls;
+        picked[r] = row::ce_label(lab[r], cols, ignore) == row::Label::Valid
+                        ? row::log_softmax_out(xb[i * cols + (uint64_t)lab[r]], m[i], ls)
+                        : 0.0f;
+      }
+    }
+  }
+  for (uint64_t r = 0; r < rows; ++r) {
+    const row::Label k = row::ce_label(lab[r], cols, ignore);
+    if (cols == 0) picked[r] = 0.0f;
+    n += k != row::Label::Ignored;
+    nf += k == row::Label::Fault;
+  }
+  float sum = 0.0f;
+  reduce_axis(0, red::Op::Sum, picked.data(), 1, rows, 1, 1.0f, &sum);
+  *loss = row::ce_loss(sum, n);
+  add_index_faults(nf);
+}
+
+TLRT_CPU_CLONES void ce_bwd_row(const float *__restrict x, float m, float ls, float c, uint64_t l,
+                                uint64_t n, float *__restrict dx) {
+  for (uint64_t j = 0; j < n; ++j) dx[j] = row::ce_bwd_out(x[j], m, ls, c, j == l);
+}
+
+template <class T>
+void ce_bwd_t(const float *x, const T *lab, const float *stats, float g, uint64_t rows,
+              uint64_t cols, int64_t ignore, float *dx) {
+  uint64_t n = 0;
+  for (uint64_t r = 0; r < rows; ++r)
+    n += row::ce_label(lab[r], cols, ignore) != row::Label::Ignored;
+  const float c = row::ce_row_grad(g, n);
+  for (uint64_t r = 0; r < rows; ++r) {
+    const bool valid = row::ce_label(lab[r], cols, ignore) == row::Label::Valid;
+    ce_bwd_row(x + r * cols, stats[2 * r], stats[2 * r + 1], valid ? c : 0.0f,
+               valid ? (uint64_t)lab[r] : cols, cols, dx + r * cols);
+  }
+}
+
+}  // namespace
+
+void cross_entropy_fwd(int, const float *x, const void *labels, bool labels64, uint64_t rows,
+                       uint64_t cols, int64_t ignore, float *loss, float *stats) {
+  if (labels64)
+    ce_fwd_t(x, static_cast<const int64_t *>(labels), rows, cols, ignore, loss, stats);
+  else
+    ce_fwd_t(x, static_cast<const int32_t *>(labels), rows, cols, ignore, loss, stats);
+}
+
+void cross_entropy_bwd(int, const float *x, const void *labels, bool labels64,
+                       const float *stats, const float *g, uint64_t rows, uint64_t cols,
+                       int64_t ignore, float *dx) {
+  if (labels64)
+    ce_bwd_t(x, static_cast<const int64_t *>(labels), stats, *g, rows, cols, ignore, dx);
+  else
+    ce_bwd_t(x, static_cast<const int32_t *>(labels), stats, *g, rows, cols, ignore, dx);
 }
 
 }  // namespace stub

@@ -52,7 +52,9 @@ _JL = {"Cint": "int", "UInt32": "uint32_t", "UInt64": "uint64_t", "UInt8": "uint
        "tlrt_safetensors": "tlrt_safetensors",
        "tlrt_allocator_stats": "tlrt_allocator_stats"}
 _LEAN_C = {"UInt64": "uint64_t", "UInt32": "uint32_t", "UInt8": "uint8_t", "Float": "double",
-           "Bool": "uint8_t", "USize": "size_t"}
+           "Bool": "uint8_t", "USize": "size_t",
+           # Lean's Int32 (a C int parameter) is compiled as its two's complement bits
+           "Int32": "uint32_t"}
 
 
 def c_of_rust(t):

@@ -167,7 +167,7 @@ def gen_rust_sys(abi):
         o += [f"pub const {n}: {ename} = {v};" for n, v in items.items()]
     o += ["", "// Integer #defines of the headers."]
     for n, (v, ct) in abi.defines.items():
-        rt = {"u32": "u32", "u64": "u64", "device": "tlrt_device"}[ct]
+        rt = {"u32": "u32", "u64": "u64", "i32": "i32", "device": "tlrt_device"}[ct]
         o.append(f"pub const {n}: {rt} = {v:#x};" if v > 9 else f"pub const {n}: {rt} = {v};")
     o += ["", "/// `TLRT_DEVICE_CUDA(ordinal)`.", "pub const fn TLRT_DEVICE_CUDA(ordinal: u32) -> tlrt_device {",
           "    (TLRT_DEVICE_KIND_CUDA << 16) | (ordinal & 0xFFFF)", "}", ""]
@@ -315,7 +315,9 @@ _LEAN_SCALAR_IN = {"u64": ("UInt64", "uint64_t"), "u32": ("UInt32", "uint32_t"),
                    "u8": ("UInt8", "uint8_t"), "f64": ("Float", "double"), "f32": ("Float", "double"),
                    "bool": ("Bool", "uint8_t"), "device": ("UInt32", "uint32_t"),
                    "status": ("UInt32", "uint32_t"), "ptr": ("USize", "size_t"),
-                   "dtype": ("UInt32", "uint32_t")}
+                   "dtype": ("UInt32", "uint32_t"),
+                   # a C int: Lean's Int32, compiled as its two's complement bits (uint32_t)
+                   "int": ("Int32", "uint32_t")}
 # Integer host data (elem i32 / i64): Lean arrays of the core signed types, whose compiled
 # representation is the unsigned type of the same width (two's complement bits), boxed in an
 # Array as that unsigned type is (lean_box_uint32 / lean_box_uint64). elem -> (Lean element type,
@@ -482,7 +484,8 @@ def gen_lean_ffi(abi, fns):
     for items in abi.enum_types.values():
         o += [f"def {n} : UInt32 := {v}" for n, v in items.items()]
     for n, (v, ct) in abi.defines.items():
-        o.append(f"def {n} : {'UInt64' if ct == 'u64' else 'UInt32'} := {v}")
+        lt = {"u64": "UInt64", "i32": "Int32"}.get(ct, "UInt32")
+        o.append(f"def {n} : {lt} := {v}")
     o += ["/-- `TLRT_DEVICE_CUDA(ordinal)`. -/",
           "def TLRT_DEVICE_CUDA (ordinal : UInt32) : UInt32 := (TLRT_DEVICE_KIND_CUDA <<< 16) ||| (ordinal &&& 0xFFFF)",
           "", "namespace Ffi", "",
@@ -1288,7 +1291,8 @@ def gen_julia(abi, fns):
     for items in abi.enum_types.values():  # C enums (int-sized): tlrt_dtype
         o += [f"const {n} = Cint({v})" for n, v in items.items()]
     for n, (v, ct) in abi.defines.items():
-        o.append(f"const {n} = {'UInt64' if ct == 'u64' else 'UInt32'}({v})")
+        jt = {"u64": "UInt64", "i32": "Int32"}.get(ct, "UInt32")
+        o.append(f"const {n} = {jt}({v})")
     o.append("")
     for p in abi.protos:
         args = ", ".join(f"{n}" for t, n in p.params)
@@ -1586,7 +1590,7 @@ PY_DECLS = "python/torchlean_rt/_torchlean_rt_abi.py"
 PY_CTYPES = {
     "tlrt_status": "c_int",   # a C enum: int-sized on every ABI this library targets
     "tlrt_device": "c_uint32", "uint32_t": "c_uint32", "uint64_t": "c_uint64", "uint8_t": "c_uint8",
-    "double": "c_double", "float": "c_float", "bool": "c_bool",
+    "double": "c_double", "float": "c_float", "bool": "c_bool", "int": "c_int",
     "tlrt_dtype": "c_int",    # a C enum, as tlrt_status
     "const float *": "POINTER(c_float)", "float *": "POINTER(c_float)",
     "const double *": "POINTER(c_double)", "double *": "POINTER(c_double)",

@@ -37,7 +37,7 @@ class Abi:
         self.protos = []      # [Proto] in header order
         self.enums = {}       # name -> int (the tlrt_status enum)
         self.enum_types = {}  # the other tlrt_* enums: type name -> {item: int} (tlrt_dtype)
-        self.defines = {}     # name -> (int, ctype)   ctype: 'u32', 'u64' or 'device'
+        self.defines = {}     # name -> (int, ctype)   ctype: 'u32', 'u64', 'i32' or 'device'
         self.structs = {}     # name -> [(type, field)]; an array field's type is 'T[N]'
         self.struct_headers = {}  # struct name -> the header declaring it
         self.map_symbols = []  # symbols of torchlean_rt.map
@@ -104,6 +104,8 @@ def eval_int(value, known):
 def _define_ctype(body, value):
     if "tlrt_device" in body:
         return "device"
+    if value < 0:
+        return "i32"  # a C int (TLRT_CROSS_ENTROPY_NO_IGNORE)
     if "uint64_t" in body or "UINT64_MAX" in body or value > 0xFFFFFFFF:
         return "u64"
     return "u32"

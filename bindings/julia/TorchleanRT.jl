@@ -83,8 +83,8 @@ const TLRT_DTYPE_F32 = Cint(0)
 const TLRT_DTYPE_I32 = Cint(1)
 const TLRT_DTYPE_I64 = Cint(2)
 const TLRT_ABI_VERSION_MAJOR = UInt32(1)
-const TLRT_ABI_VERSION_MINOR = UInt32(2)
-const TLRT_ABI_VERSION = UInt32(65538)
+const TLRT_ABI_VERSION_MINOR = UInt32(3)
+const TLRT_ABI_VERSION = UInt32(65539)
 const TLRT_DEVICE_KIND_CPU = UInt32(0)
 const TLRT_DEVICE_KIND_CUDA = UInt32(1)
 const TLRT_DEVICE_CPU = UInt32(0)
@@ -118,6 +118,7 @@ const TLRT_SAFETENSORS_F4 = UInt32(18)
 const TLRT_SAFETENSORS_F6_E2M3 = UInt32(19)
 const TLRT_SAFETENSORS_F6_E3M2 = UInt32(20)
 const TLRT_SAFETENSORS_C64 = UInt32(21)
+const TLRT_CROSS_ENTROPY_NO_IGNORE = Int32(-2147483648)
 const TLRT_ACT_NONE = UInt32(0)
 const TLRT_ACT_GELU = UInt32(1)
 const TLRT_TAPE_MAX_RANK = UInt32(8)
@@ -259,6 +260,8 @@ tlrt_log_softmax(x, rows, cols, out) = @ccall libtorchlean_rt.tlrt_log_softmax(x
 tlrt_softmax_bwd(y, g, rows, cols, out) = @ccall libtorchlean_rt.tlrt_softmax_bwd(y::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_log_softmax_bwd(y, g, rows, cols, out) = @ccall libtorchlean_rt.tlrt_log_softmax_bwd(y::Ptr{tlrt_buffer}, g::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_hard_masked_softmax_by_row(x, mask, rows, cols, out) = @ccall libtorchlean_rt.tlrt_hard_masked_softmax_by_row(x::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_cross_entropy_fwd(logits, labels, rows, classes, ignore_index, loss, lse) = @ccall libtorchlean_rt.tlrt_cross_entropy_fwd(logits::Ptr{tlrt_buffer}, labels::Ptr{tlrt_buffer}, rows::UInt64, classes::UInt64, ignore_index::Cint, loss::Ptr{Ptr{tlrt_buffer}}, lse::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_cross_entropy_bwd(logits, labels, lse, grad_loss, rows, classes, ignore_index, dlogits) = @ccall libtorchlean_rt.tlrt_cross_entropy_bwd(logits::Ptr{tlrt_buffer}, labels::Ptr{tlrt_buffer}, lse::Ptr{tlrt_buffer}, grad_loss::Ptr{tlrt_buffer}, rows::UInt64, classes::UInt64, ignore_index::Cint, dlogits::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_layer_norm_fwd(x, gamma, beta, rows, cols, eps, y, mean, inv_std) = @ccall libtorchlean_rt.tlrt_layer_norm_fwd(x::Ptr{tlrt_buffer}, gamma::Ptr{tlrt_buffer}, beta::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, eps::Cdouble, y::Ptr{Ptr{tlrt_buffer}}, mean::Ptr{Ptr{tlrt_buffer}}, inv_std::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_layer_norm_bwd(dy, x, mean, inv_std, gamma, rows, cols, dx, dgamma, dbeta) = @ccall libtorchlean_rt.tlrt_layer_norm_bwd(dy::Ptr{tlrt_buffer}, x::Ptr{tlrt_buffer}, mean::Ptr{tlrt_buffer}, inv_std::Ptr{tlrt_buffer}, gamma::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, dx::Ptr{Ptr{tlrt_buffer}}, dgamma::Ptr{Ptr{tlrt_buffer}}, dbeta::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_rms_norm_fwd(x, gamma, rows, cols, eps, y, inv_rms) = @ccall libtorchlean_rt.tlrt_rms_norm_fwd(x::Ptr{tlrt_buffer}, gamma::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, eps::Cdouble, y::Ptr{Ptr{tlrt_buffer}}, inv_rms::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -352,6 +355,7 @@ tlrt_tape_cross_entropy(tape, logits, labels, out) = @ccall libtorchlean_rt.tlrt
 tlrt_tape_batchnorm(tape, x, gamma, beta, eps, out) = @ccall libtorchlean_rt.tlrt_tape_batchnorm(tape::Ptr{tlrt_tape}, x::UInt64, gamma::UInt64, beta::UInt64, eps::Cdouble, out::Ptr{UInt64})::Cint
 tlrt_tape_multi_head_attention(tape, x, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, num_heads, causal, out) = @ccall libtorchlean_rt.tlrt_tape_multi_head_attention(tape::Ptr{tlrt_tape}, x::UInt64, w_q::UInt64, w_k::UInt64, w_v::UInt64, w_o::UInt64, b_q::UInt64, b_k::UInt64, b_v::UInt64, b_o::UInt64, num_heads::UInt64, causal::Bool, out::Ptr{UInt64})::Cint
 tlrt_tape_cross_entropy_ibuf(tape, logits, labels, out) = @ccall libtorchlean_rt.tlrt_tape_cross_entropy_ibuf(tape::Ptr{tlrt_tape}, logits::UInt64, labels::Ptr{tlrt_buffer}, out::Ptr{UInt64})::Cint
+tlrt_tape_cross_entropy_ignore(tape, logits, labels, ignore_index, out) = @ccall libtorchlean_rt.tlrt_tape_cross_entropy_ignore(tape::Ptr{tlrt_tape}, logits::UInt64, labels::Ptr{tlrt_buffer}, ignore_index::Cint, out::Ptr{UInt64})::Cint
 tlrt_sgd_step(param, grad, momentum_buf, step, lr, momentum, dampening, weight_decay, nesterov) = @ccall libtorchlean_rt.tlrt_sgd_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, momentum_buf::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, momentum::Cdouble, dampening::Cdouble, weight_decay::Cdouble, nesterov::Bool)::Cint
 tlrt_adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled) = @ccall libtorchlean_rt.tlrt_adam_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, m::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, beta1::Cdouble, beta2::Cdouble, eps::Cdouble, weight_decay::Cdouble, decoupled::Bool)::Cint
 tlrt_rfft1d_packed(x, batch, n, out) = @ccall libtorchlean_rt.tlrt_rfft1d_packed(x::Ptr{tlrt_buffer}, batch::UInt64, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -2777,6 +2781,36 @@ function hard_masked_softmax_by_row(x::Buffer, mask::Buffer, rows::Integer, cols
 end
 
 """
+    cross_entropy_fwd(logits, labels, rows, classes, ignore_index)
+
+`tlrt_status tlrt_cross_entropy_fwd(const tlrt_buffer * logits, const tlrt_buffer * labels, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** loss, tlrt_buffer ** lse)`
+
+Forward: *loss a fresh 1-element buffer (the mean above), *lse a fresh buffer of 2 * rows floats
+(m, log s per row) for the backward.
+"""
+function cross_entropy_fwd(logits::Buffer, labels::Buffer, rows::Integer, classes::Integer, ignore_index::Integer)
+    o_loss = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_lse = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve logits labels check(C.tlrt_cross_entropy_fwd(logits.ptr, labels.ptr, UInt64(rows), UInt64(classes), Cint(ignore_index), o_loss, o_lse), "tlrt_cross_entropy_fwd")
+    (Buffer(o_loss[]), Buffer(o_lse[]))
+end
+
+"""
+    cross_entropy_bwd(logits, labels, lse, grad_loss, rows, classes, ignore_index)
+
+`tlrt_status tlrt_cross_entropy_bwd(const tlrt_buffer * logits, const tlrt_buffer * labels, const tlrt_buffer * lse, const tlrt_buffer * grad_loss, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** dlogits)`
+
+Backward: *dlogits a fresh buffer of rows * classes floats (the formulas above), from the
+forward's logits, labels, ignore_index and lse, and the loss's gradient grad_loss (1 element,
+on the device: nothing is read on the host). rows * classes == 0 gives an empty buffer.
+"""
+function cross_entropy_bwd(logits::Buffer, labels::Buffer, lse::Buffer, grad_loss::Buffer, rows::Integer, classes::Integer, ignore_index::Integer)
+    o_dlogits = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve logits labels lse grad_loss check(C.tlrt_cross_entropy_bwd(logits.ptr, labels.ptr, lse.ptr, grad_loss.ptr, UInt64(rows), UInt64(classes), Cint(ignore_index), o_dlogits), "tlrt_cross_entropy_bwd")
+    Buffer(o_dlogits[])
+end
+
+"""
     layer_norm_fwd(x, gamma, beta, rows, cols, eps)
 
 `tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * beta, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** mean, tlrt_buffer ** inv_std)`
@@ -4873,8 +4907,11 @@ end
 `tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)`
 
 cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
-tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
-gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside
+tape's device; the tape holds a reference until reset): the same loss, recorded as ONE node
+(tlrt_cross_entropy_fwd / _bwd of abi/tlrt_softmax.h with TLRT_CROSS_ENTROPY_NO_IGNORE; it
+keeps 2 floats per row for its backward, not the (batch, classes) log-softmax) whose value and
+gradient are bit for bit those of log_softmax, gather_vec through the flat indices, reduce_mean,
+neg (the composition it was recorded as up to ABI 1.2). A label outside
 [0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
 (the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
 Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
@@ -4884,6 +4921,25 @@ than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch eleme
 function tape_cross_entropy_ibuf(tape::Tape, logits::Integer, labels::Buffer)
     o_out = Ref{UInt64}(0)
     GC.@preserve tape labels check(C.tlrt_tape_cross_entropy_ibuf(tape.ptr, UInt64(logits), labels.ptr, o_out), "tlrt_tape_cross_entropy_ibuf")
+    o_out[]
+end
+
+"""
+    tape_cross_entropy_ignore(tape, logits, labels, ignore_index)
+
+`tlrt_status tlrt_tape_cross_entropy_ignore(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, int ignore_index, uint64_t * out)`
+
+cross_entropy with ignore_index (PyTorch's F.cross_entropy(logits, labels,
+ignore_index=ignore_index), reduction 'mean'): labels as tlrt_tape_cross_entropy_ibuf; a row
+whose label equals ignore_index takes no part in the sum nor in the mean's denominator (the
+count is taken on the device); all rows ignored gives NaN. TLRT_CROSS_ENTROPY_NO_IGNORE gives
+exactly tlrt_tape_cross_entropy_ibuf. One node (tlrt_cross_entropy_fwd / _bwd, whose header
+states the numbers, the fault convention and the numeric class); the node keeps the labels and
+2 floats per row. Errors: as tlrt_tape_cross_entropy_ibuf.
+"""
+function tape_cross_entropy_ignore(tape::Tape, logits::Integer, labels::Buffer, ignore_index::Integer)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape labels check(C.tlrt_tape_cross_entropy_ignore(tape.ptr, UInt64(logits), labels.ptr, Cint(ignore_index), o_out), "tlrt_tape_cross_entropy_ignore")
     o_out[]
 end
 

@@ -83,8 +83,14 @@ TLRT_HD uint64_t decode(T v, uint64_t bound, bool *fault) {
 namespace tlrt {
 namespace stub {
 TLRT_INDEX_BACKEND_API
+// Adds n to the CPU device's fault count (kernels of other families that read labels: the
+// cross-entropy of abi/tlrt_softmax.h).
+void add_index_faults(uint64_t n);
 }
 namespace cuda {
 TLRT_INDEX_BACKEND_API
+// The device address of dev's fault counter (an unsigned long long that kernels of other
+// families add their faults to with atomicAdd; dev current).
+unsigned long long *index_fault_counter(int dev);
 }
 }  // namespace tlrt

@@ -20,7 +20,19 @@
   /* dx from the forward output y and the upstream gradient g: log = false: softmax's         \
      backward, log = true: log-softmax's. */                                                  \
   void softmax_bwd(int dev, bool log, const float *y, const float *g, uint64_t rows,          \
-                   uint64_t cols, float *dx);
+                   uint64_t cols, float *dx);                                                  \
+  /* Cross-entropy forward (abi/tlrt_softmax.h): labels are rows int32 (labels64 false) or    \
+     int64 values on dev; loss (1 float) = -(P / n), stats (2 rows floats) = (m, log s) per   \
+     row; faulted labels are added to the index fault counter (core/backend/index.hpp).       \
+     rows >= 1, cols >= 0 (cols == 0: every counted label a fault, stats -inf). */            \
+  void cross_entropy_fwd(int dev, const float *x, const void *labels, bool labels64,          \
+                         uint64_t rows, uint64_t cols, int64_t ignore, float *loss,           \
+                         float *stats);                                                       \
+  /* Cross-entropy backward: dx (rows * cols) from x, the labels, the forward's stats and the  \
+     loss's gradient g (1 float on dev). rows, cols >= 1. Counts no faults. */                \
+  void cross_entropy_bwd(int dev, const float *x, const void *labels, bool labels64,          \
+                         const float *stats, const float *g, uint64_t rows, uint64_t cols,    \
+                         int64_t ignore, float *dx);
 
 namespace tlrt {
 namespace stub {

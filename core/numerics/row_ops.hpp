@@ -84,6 +84,31 @@ TLRT_HD float log_softmax_bwd_out(float y, float g, float sg) {
   return num::fma(-math::exp_f(y), sg, g);
 }
 
+// ---- cross-entropy (abi/tlrt_softmax.h) ---------------------------------------------------------
+// Row r with label l: ignored when l == ignore (tested first), else counted; a counted label is
+// valid when 0 <= l < cols, a fault otherwise. p = (x[l] - m) - log(s) for a valid row (the
+// log-softmax value), +0 otherwise; loss = -(P / (float)n) (red::finish, tlrt_reduce_mean's
+// division); backward c = ((-g) * (float)(1 / (double)n)) + 0, dx[j] = fma(-exp(y[j]), c_row,
+// j == l ? c_row : +0) with c_row = c for a valid row and +0 for the others.
+// ignore == kNoIgnore ignores nothing (core maps TLRT_CROSS_ENTROPY_NO_IGNORE to it).
+enum class Label : uint8_t { Valid, Ignored, Fault };
+constexpr int64_t kNoIgnore = (-0x7FFFFFFFFFFFFFFFll - 1);
+
+template <class T>
+TLRT_HD Label ce_label(T v, uint64_t cols, int64_t ignore) {
+  const int64_t w = (int64_t)v;
+  if (ignore != kNoIgnore && w == ignore) return Label::Ignored;
+  return (w >= 0 && (uint64_t)w < cols) ? Label::Valid : Label::Fault;
+}
+TLRT_HD float ce_loss(float sum, uint64_t n) { return -red::finish(sum, (float)n); }
+TLRT_HD float ce_row_grad(float g, uint64_t n) {
+  const float k = (float)(n ? 1.0 / (double)n : 0.0);
+  return (-g) * k + 0.0f;
+}
+TLRT_HD float ce_bwd_out(float x, float m, float ls, float c, bool at_label) {
+  return log_softmax_bwd_out(log_softmax_out(x, m, ls), at_label ? c : 0.0f, c);
+}
+
 // ---- layer norm ---------------------------------------------------------------------------------
 // n = (float)cols (rounded once, by the backend's host code). Per row:
 //   mean = S(x) / n; var = S(sq_dev(x, mean)) / n; inv_std = 1 / sqrt(var + eps);

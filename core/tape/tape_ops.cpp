@@ -1135,8 +1135,38 @@ uint64_t rec_cross_entropy(Tape &t, uint64_t li, const uint64_t *labels) {
   return rec_neg(t, mean);
 }
 
+// One node (tlrt_cross_entropy_fwd / _bwd, abi/tlrt_softmax.h): the loss of log_softmax,
+// gather of the labels' entries, mean, neg, bit for bit, values and gradients (a label outside
+// [0, classes) picks +0 and is counted by tlrt_index_faults), with rows whose label equals
+// ignore_index left out of the sum and of the mean's denominator. Saves the per-row statistics
+// (m, log s) only; the logits are the parent's value.
+uint64_t rec_cross_entropy_fused(Tape &t, uint64_t li, const tlrt_buffer *labels,
+                                 int ignore) {
+  const IndexBuf lb = index_buffer(t, labels, "labels");
+  const In l = in(t, li, "logits");
+  need_rank(l, "logits", 2);
+  const uint64_t batch = l.s.d[0], classes = l.s.d[1];
+  if (lb.k != batch)
+    fail(TLRT_ERR_SHAPE, "argument labels has %llu elements, argument logits has shape %s",
+         (ull)lb.k, l.s.str().c_str());
+  tlrt_buffer *lo = nullptr, *st = nullptr;
+  const tlrt_status s = tlrt_cross_entropy_fwd(l.v, lb.get(), batch, classes, ignore, &lo, &st);
+  Buf loss(lo), stats(st);
+  check(s);
+  std::vector<Buf> saved;
+  saved.push_back(std::move(stats));
+  return push(t, std::move(loss), Shape{}, {li},
+              [lb, batch, classes, ignore](const Tape &t, const Node &n, const tlrt_buffer *g,
+                                           std::vector<Buf> &o) {
+                o[0] = TAPE_CALL(tlrt_cross_entropy_bwd, parent_value(t, n, 0), lb.get(),
+                                 n.saved[0].get(), g, batch, classes, ignore);
+              },
+              std::move(saved));
+}
+
 // The flat indices i * classes + labels[i] (tlrt_index_flat_rows: a label outside [0, classes)
-// picks nothing and is counted), then the loss of rec_cross_entropy.
+// picks nothing and is counted), then the loss of rec_cross_entropy. (The fused node above
+// computes the same bits; this form stays until the fused CUDA kernels have run on a GPU.)
 uint64_t rec_cross_entropy_ibuf(Tape &t, uint64_t li, const tlrt_buffer *labels) {
   const IndexBuf lb = index_buffer(t, labels, "labels");
   const In l = in(t, li, "logits");
@@ -1505,6 +1535,12 @@ TLRT_API tlrt_status tlrt_tape_mse_loss(tlrt_tape *tape, uint64_t pred, uint64_t
 TLRT_API tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape *tape, uint64_t logits,
                                                   const tlrt_buffer *labels, uint64_t *out) {
   return TAPE_REC(cross_entropy_ibuf, rec_cross_entropy_ibuf(t, logits, labels));
+}
+TLRT_API tlrt_status tlrt_tape_cross_entropy_ignore(tlrt_tape *tape, uint64_t logits,
+                                                    const tlrt_buffer *labels,
+                                                    int ignore_index, uint64_t *out) {
+  return TAPE_REC(cross_entropy_ignore,
+                  rec_cross_entropy_fused(t, logits, labels, ignore_index));
 }
 TLRT_API tlrt_status tlrt_tape_cross_entropy(tlrt_tape *tape, uint64_t logits,
                                              const uint64_t *labels, uint64_t *out) {

@@ -1020,6 +1020,29 @@ def test_tape_index_buffers():
             check(False, "a host label list of the wrong length reached the library")
         except ValueError:
             pass
+    # cross_entropy(..., ignore_index=...): the ignored rows leave the sum and the denominator
+    # (PyTorch's F.cross_entropy(..., ignore_index=...)); a host list is uploaded as int64; all
+    # rows ignored gives NaN; ignore_index=None is the plain cross_entropy.
+    for labels, ig, want_loss in (([-100, 1], -100, -(rows[1][1] - lse[1])),
+                                  ([2, 1], 2, -(rows[1][1] - lse[1])),
+                                  ([0, 1], -100, -((rows[0][0] - lse[0]) + (rows[1][1] - lse[1])) / 2),
+                                  ([5, 5], 5, float("nan"))):
+        for lab in (labels, rt.Buffer.from_ints(labels, dtype="int32")):
+            with rt.Tape(rt.CPU) as t:
+                lg = t.leaf(rt.buffer([z for r in rows for z in r]), [2, 3], True)
+                ce = t.cross_entropy(lg, lab, ignore_index=ig)
+                loss = t.value(ce).to_list()[0]
+                check(abs(loss - want_loss) < 1e-6 or (math.isnan(want_loss) and math.isnan(loss)),
+                      f"ignore_index {ig}, labels {labels}: loss {loss} vs {want_loss}")
+                t.backward(ce)
+                grad = t.grad(lg).to_list()
+                check(labels[0] != ig or grad[:3] == [0.0, 0.0, 0.0],
+                      f"ignore_index {ig}: the ignored row gets no gradient {grad[:3]}")
+        check(_faults() == 0, f"ignore_index {ig}: nothing counted")
+    loss, lse_b = rt.cross_entropy_fwd(rt.buffer([z for r in rows for z in r]),
+                                       rt.Buffer.from_ints([1, -100]), 2, 3, -100)
+    check(abs(loss.to_list()[0] + (rows[0][1] - lse[0])) < 1e-6, "rt.cross_entropy_fwd")
+    check(lse_b.size == 4, "lse holds (m, log s) per row")
 
 
 if __name__ == "__main__":

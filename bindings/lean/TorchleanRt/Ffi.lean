@@ -154,8 +154,8 @@ def TLRT_DTYPE_F32 : UInt32 := 0
 def TLRT_DTYPE_I32 : UInt32 := 1
 def TLRT_DTYPE_I64 : UInt32 := 2
 def TLRT_ABI_VERSION_MAJOR : UInt32 := 1
-def TLRT_ABI_VERSION_MINOR : UInt32 := 2
-def TLRT_ABI_VERSION : UInt32 := 65538
+def TLRT_ABI_VERSION_MINOR : UInt32 := 3
+def TLRT_ABI_VERSION : UInt32 := 65539
 def TLRT_DEVICE_KIND_CPU : UInt32 := 0
 def TLRT_DEVICE_KIND_CUDA : UInt32 := 1
 def TLRT_DEVICE_CPU : UInt32 := 0
@@ -189,6 +189,7 @@ def TLRT_SAFETENSORS_F4 : UInt32 := 18
 def TLRT_SAFETENSORS_F6_E2M3 : UInt32 := 19
 def TLRT_SAFETENSORS_F6_E3M2 : UInt32 := 20
 def TLRT_SAFETENSORS_C64 : UInt32 := 21
+def TLRT_CROSS_ENTROPY_NO_IGNORE : Int32 := -2147483648
 def TLRT_ACT_NONE : UInt32 := 0
 def TLRT_ACT_GELU : UInt32 := 1
 def TLRT_TAPE_MAX_RANK : UInt32 := 8
@@ -1380,6 +1381,19 @@ Numeric class: shared math + ordered reduction; bitwise identical on CPU and CUD
 tlrt_softmax over the allowed entries.
 Errors: TLRT_ERR_SHAPE (x not rows * cols, or mask a different size than x). -/
 @[extern "tlrt_lean_hard_masked_softmax_by_row"] opaque hardMaskedSoftmaxByRow (x : @& Buffer) (mask : @& Buffer) (rows : UInt64) (cols : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_cross_entropy_fwd(const tlrt_buffer * logits, const tlrt_buffer * labels, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** loss, tlrt_buffer ** lse)`
+
+Forward: *loss a fresh 1-element buffer (the mean above), *lse a fresh buffer of 2 * rows floats
+(m, log s per row) for the backward. -/
+@[extern "tlrt_lean_cross_entropy_fwd"] opaque crossEntropyFwd (logits : @& Buffer) (labels : @& Buffer) (rows : UInt64) (classes : UInt64) (ignore_index : Int32) : IO (Buffer × Buffer)
+
+/-- `tlrt_status tlrt_cross_entropy_bwd(const tlrt_buffer * logits, const tlrt_buffer * labels, const tlrt_buffer * lse, const tlrt_buffer * grad_loss, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** dlogits)`
+
+Backward: *dlogits a fresh buffer of rows * classes floats (the formulas above), from the
+forward's logits, labels, ignore_index and lse, and the loss's gradient grad_loss (1 element,
+on the device: nothing is read on the host). rows * classes == 0 gives an empty buffer. -/
+@[extern "tlrt_lean_cross_entropy_bwd"] opaque crossEntropyBwd (logits : @& Buffer) (labels : @& Buffer) (lse : @& Buffer) (grad_loss : @& Buffer) (rows : UInt64) (classes : UInt64) (ignore_index : Int32) : IO Buffer
 
 /-- `tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * beta, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** mean, tlrt_buffer ** inv_std)`
 
@@ -2826,14 +2840,28 @@ attention). -/
 /-- `tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)`
 
 cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
-tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
-gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside
+tape's device; the tape holds a reference until reset): the same loss, recorded as ONE node
+(tlrt_cross_entropy_fwd / _bwd of abi/tlrt_softmax.h with TLRT_CROSS_ENTROPY_NO_IGNORE; it
+keeps 2 floats per row for its backward, not the (batch, classes) log-softmax) whose value and
+gradient are bit for bit those of log_softmax, gather_vec through the flat indices, reduce_mean,
+neg (the composition it was recorded as up to ABI 1.2). A label outside
 [0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
 (the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
 Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
 TLRT_ERR_DTYPE (labels not int32 / int64); TLRT_ERR_DEVICE_MISMATCH (labels on another device
 than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch elements). -/
 @[extern "tlrt_lean_tape_cross_entropy_ibuf"] opaque tapeCrossEntropyIbuf (tape : @& Tape) (logits : UInt64) (labels : @& Buffer) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_cross_entropy_ignore(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, int ignore_index, uint64_t * out)`
+
+cross_entropy with ignore_index (PyTorch's F.cross_entropy(logits, labels,
+ignore_index=ignore_index), reduction 'mean'): labels as tlrt_tape_cross_entropy_ibuf; a row
+whose label equals ignore_index takes no part in the sum nor in the mean's denominator (the
+count is taken on the device); all rows ignored gives NaN. TLRT_CROSS_ENTROPY_NO_IGNORE gives
+exactly tlrt_tape_cross_entropy_ibuf. One node (tlrt_cross_entropy_fwd / _bwd, whose header
+states the numbers, the fault convention and the numeric class); the node keeps the labels and
+2 floats per row. Errors: as tlrt_tape_cross_entropy_ibuf. -/
+@[extern "tlrt_lean_tape_cross_entropy_ignore"] opaque tapeCrossEntropyIgnore (tape : @& Tape) (logits : UInt64) (labels : @& Buffer) (ignore_index : Int32) : IO UInt64
 
 /-- `tlrt_status tlrt_sgd_step(tlrt_buffer * param, const tlrt_buffer * grad, tlrt_buffer * momentum_buf, uint64_t step, double lr, double momentum, double dampening, double weight_decay, bool nesterov)`
 

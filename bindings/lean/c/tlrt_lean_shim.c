@@ -2393,6 +2393,41 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_cross_entropy_fwd(const tlrt_buffer * logits, const tlrt_buffer * labels, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** loss, tlrt_buffer ** lse) */
+LEAN_EXPORT lean_obj_res tlrt_lean_cross_entropy_fwd(b_lean_obj_arg l_logits, b_lean_obj_arg l_labels, uint64_t l_rows, uint64_t l_classes, uint32_t l_ignore_index, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *logits_h = tlrt_lean_buffer_of(l_logits);
+  tlrt_buffer *labels_h = tlrt_lean_buffer_of(l_labels);
+  tlrt_buffer *o_loss = NULL;
+  tlrt_buffer *o_lse = NULL;
+  st = tlrt_cross_entropy_fwd((const tlrt_buffer *)logits_h, (const tlrt_buffer *)labels_h, (uint64_t)l_rows, (uint64_t)l_classes, (int)l_ignore_index, (tlrt_buffer **)&o_loss, (tlrt_buffer **)&o_lse);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_loss), tlrt_lean_wrap_buffer(o_lse)));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_cross_entropy_bwd(const tlrt_buffer * logits, const tlrt_buffer * labels, const tlrt_buffer * lse, const tlrt_buffer * grad_loss, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** dlogits) */
+LEAN_EXPORT lean_obj_res tlrt_lean_cross_entropy_bwd(b_lean_obj_arg l_logits, b_lean_obj_arg l_labels, b_lean_obj_arg l_lse, b_lean_obj_arg l_grad_loss, uint64_t l_rows, uint64_t l_classes, uint32_t l_ignore_index, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *logits_h = tlrt_lean_buffer_of(l_logits);
+  tlrt_buffer *labels_h = tlrt_lean_buffer_of(l_labels);
+  tlrt_buffer *lse_h = tlrt_lean_buffer_of(l_lse);
+  tlrt_buffer *grad_loss_h = tlrt_lean_buffer_of(l_grad_loss);
+  tlrt_buffer *o_dlogits = NULL;
+  st = tlrt_cross_entropy_bwd((const tlrt_buffer *)logits_h, (const tlrt_buffer *)labels_h, (const tlrt_buffer *)lse_h, (const tlrt_buffer *)grad_loss_h, (uint64_t)l_rows, (uint64_t)l_classes, (int)l_ignore_index, (tlrt_buffer **)&o_dlogits);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dlogits));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * beta, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** mean, tlrt_buffer ** inv_std) */
 LEAN_EXPORT lean_obj_res tlrt_lean_layer_norm_fwd(b_lean_obj_arg l_x, b_lean_obj_arg l_gamma, b_lean_obj_arg l_beta, uint64_t l_rows, uint64_t l_cols, double l_eps, lean_obj_arg w) {
   (void)w;
@@ -3836,6 +3871,22 @@ LEAN_EXPORT lean_obj_res tlrt_lean_tape_cross_entropy_ibuf(b_lean_obj_arg l_tape
   tlrt_buffer *labels_h = tlrt_lean_buffer_of(l_labels);
   uint64_t o_out = 0;
   st = tlrt_tape_cross_entropy_ibuf((tlrt_tape *)tape_h, (uint64_t)l_logits, (const tlrt_buffer *)labels_h, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_cross_entropy_ignore(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, int ignore_index, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_cross_entropy_ignore(b_lean_obj_arg l_tape, uint64_t l_logits, b_lean_obj_arg l_labels, uint32_t l_ignore_index, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *labels_h = tlrt_lean_buffer_of(l_labels);
+  uint64_t o_out = 0;
+  st = tlrt_tape_cross_entropy_ignore((tlrt_tape *)tape_h, (uint64_t)l_logits, (const tlrt_buffer *)labels_h, (int)l_ignore_index, (uint64_t *)&o_out);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(lean_box_uint64(o_out));
 done:

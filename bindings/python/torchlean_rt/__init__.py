@@ -1023,6 +1023,7 @@ _NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32",
             "tlrt_index_faults"}
 _IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double": "float",
              "uint64_t": "int", "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
+             "int": "cint",  # a C int (signed): the ignore_index of the cross-entropy
              "const uint64_t *": "array64", "const uint32_t *": "array32",
              "tlrt_tape *": "tape", "const tlrt_tape *": "tape"}
 # Trailing out-parameters other than buffers (the tape's node ids, counts, devices).
@@ -1135,6 +1136,11 @@ def _make_op(proto):
                     if len(vals) != want:
                         raise ValueError(f"{fname}: argument {n} has {len(vals)} entries, "
                                          f"expected {want}")
+            elif kind == "cint":
+                v = int(a)
+                if not -(1 << 31) <= v < 1 << 31:
+                    raise ValueError(f"{fname}: argument {n} = {v} is not an int")
+                cargs.append(ctypes.c_int(v))
             else:
                 v = int(a)
                 bits = 64 if kind == "int" else 32
@@ -1339,6 +1345,30 @@ for _name, _idx in (("gather_vec", "idx"), ("gather_rows", "idx"), ("scatter_add
     if hasattr(Tape, _name) and hasattr(Tape, _name + "_ibuf"):
         setattr(Tape, _name, _index_dispatch(getattr(Tape, _name), getattr(Tape, _name + "_ibuf"),
                                              _idx))
+
+
+def _with_ignore_index(ce, ce_ignore):
+    """Tape.cross_entropy with an ignore_index keyword (PyTorch's F.cross_entropy(...,
+    ignore_index=...)): None (the default) records cross_entropy as before (host list or index
+    Buffer); an int records tlrt_tape_cross_entropy_ignore (labels an index Buffer on the tape's
+    device; a host list is uploaded as int64 to the logits' device first)."""
+
+    def cross_entropy(self, logits, labels, ignore_index=None):
+        if ignore_index is None:
+            return ce(self, logits, labels)
+        if not isinstance(labels, Buffer):
+            labels = Buffer.from_ints(list(labels), dtype="int64",
+                                      device=self.value(logits).device)
+        return ce_ignore(self, logits, labels, int(ignore_index))
+
+    cross_entropy.__name__ = cross_entropy.__qualname__ = "cross_entropy"
+    cross_entropy.__doc__ = (f"{ce.__doc__}\n\nignore_index (keyword, default None): "
+                             f"{_with_ignore_index.__doc__}\n\n{ce_ignore.__doc__}")
+    return cross_entropy
+
+
+if hasattr(Tape, "cross_entropy") and hasattr(Tape, "cross_entropy_ignore"):
+    Tape.cross_entropy = _with_ignore_index(Tape.cross_entropy, Tape.cross_entropy_ignore)
 __all__ += ["Tape", "buffer"]
 
 

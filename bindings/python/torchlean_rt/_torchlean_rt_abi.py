@@ -833,6 +833,13 @@ PROTOTYPES = (
       'Numeric class: shared math + ordered reduction; bitwise identical on CPU and CUDA; accuracy as\n'
       'tlrt_softmax over the allowed entries.\n'
       'Errors: TLRT_ERR_SHAPE (x not rows * cols, or mask a different size than x).')),
+    ('tlrt_cross_entropy_fwd', 'tlrt_status', (('const tlrt_buffer *', 'logits'), ('const tlrt_buffer *', 'labels'), ('uint64_t', 'rows'), ('uint64_t', 'classes'), ('int', 'ignore_index'), ('tlrt_buffer **', 'loss'), ('tlrt_buffer **', 'lse'),), 'tlrt_softmax.h',
+     ('Forward: *loss a fresh 1-element buffer (the mean above), *lse a fresh buffer of 2 * rows floats\n'
+      '(m, log s per row) for the backward.')),
+    ('tlrt_cross_entropy_bwd', 'tlrt_status', (('const tlrt_buffer *', 'logits'), ('const tlrt_buffer *', 'labels'), ('const tlrt_buffer *', 'lse'), ('const tlrt_buffer *', 'grad_loss'), ('uint64_t', 'rows'), ('uint64_t', 'classes'), ('int', 'ignore_index'), ('tlrt_buffer **', 'dlogits'),), 'tlrt_softmax.h',
+     ('Backward: *dlogits a fresh buffer of rows * classes floats (the formulas above), from the\n'
+      "forward's logits, labels, ignore_index and lse, and the loss's gradient grad_loss (1 element,\n"
+      'on the device: nothing is read on the host). rows * classes == 0 gives an empty buffer.')),
     ('tlrt_layer_norm_fwd', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('const tlrt_buffer *', 'gamma'), ('const tlrt_buffer *', 'beta'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('double', 'eps'), ('tlrt_buffer **', 'y'), ('tlrt_buffer **', 'mean'), ('tlrt_buffer **', 'inv_std'),), 'tlrt_layer_norm.h',
      ('Layer norm forward (DEFINITIONS above). x has rows * cols elements; gamma and beta have cols\n'
       'elements. Outputs: y (rows * cols), mean (rows), inv_std (rows). eps is a double rounded once\n'
@@ -2007,13 +2014,24 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_cross_entropy_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'logits'), ('const tlrt_buffer *', 'labels'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the\n'
-      "tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,\n"
-      'gather_vec through an index buffer of flat indices, reduce_mean, neg. A label outside\n'
+      "tape's device; the tape holds a reference until reset): the same loss, recorded as ONE node\n"
+      '(tlrt_cross_entropy_fwd / _bwd of abi/tlrt_softmax.h with TLRT_CROSS_ENTROPY_NO_IGNORE; it\n'
+      'keeps 2 floats per row for its backward, not the (batch, classes) log-softmax) whose value and\n'
+      'gradient are bit for bit those of log_softmax, gather_vec through the flat indices, reduce_mean,\n'
+      'neg (the composition it was recorded as up to ABI 1.2). A label outside\n'
       '[0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum\n'
       '(the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;\n'
       'TLRT_ERR_DTYPE (labels not int32 / int64); TLRT_ERR_DEVICE_MISMATCH (labels on another device\n'
       'than the tape); TLRT_ERR_SHAPE (logits not of rank 2; labels without batch elements).')),
+    ('tlrt_tape_cross_entropy_ignore', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'logits'), ('const tlrt_buffer *', 'labels'), ('int', 'ignore_index'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ("cross_entropy with ignore_index (PyTorch's F.cross_entropy(logits, labels,\n"
+      "ignore_index=ignore_index), reduction 'mean'): labels as tlrt_tape_cross_entropy_ibuf; a row\n"
+      "whose label equals ignore_index takes no part in the sum nor in the mean's denominator (the\n"
+      'count is taken on the device); all rows ignored gives NaN. TLRT_CROSS_ENTROPY_NO_IGNORE gives\n'
+      'exactly tlrt_tape_cross_entropy_ibuf. One node (tlrt_cross_entropy_fwd / _bwd, whose header\n'
+      'states the numbers, the fault convention and the numeric class); the node keeps the labels and\n'
+      '2 floats per row. Errors: as tlrt_tape_cross_entropy_ibuf.')),
     ('tlrt_sgd_step', 'tlrt_status', (('tlrt_buffer *', 'param'), ('const tlrt_buffer *', 'grad'), ('tlrt_buffer *', 'momentum_buf'), ('uint64_t', 'step'), ('double', 'lr'), ('double', 'momentum'), ('double', 'dampening'), ('double', 'weight_decay'), ('bool', 'nesterov'),), 'tlrt_optim.h',
      ('One SGD step, in place (DEFINITIONS above): updates param, and momentum_buf when mu != 0.\n'
       'param, grad and momentum_buf have the same size n and live on one device.\n'
@@ -2353,8 +2371,8 @@ ENUMS = {
 # The integer object-like #defines.
 DEFINES = {
     'TLRT_ABI_VERSION_MAJOR': 1,
-    'TLRT_ABI_VERSION_MINOR': 2,
-    'TLRT_ABI_VERSION': 0x10002,
+    'TLRT_ABI_VERSION_MINOR': 3,
+    'TLRT_ABI_VERSION': 0x10003,
     'TLRT_DEVICE_KIND_CPU': 0,
     'TLRT_DEVICE_KIND_CUDA': 1,
     'TLRT_DEVICE_CPU': 0,
@@ -2388,6 +2406,7 @@ DEFINES = {
     'TLRT_SAFETENSORS_F6_E2M3': 0x13,
     'TLRT_SAFETENSORS_F6_E3M2': 0x14,
     'TLRT_SAFETENSORS_C64': 0x15,
+    'TLRT_CROSS_ENTROPY_NO_IGNORE': -2147483648,
     'TLRT_ACT_NONE': 0,
     'TLRT_ACT_GELU': 1,
     'TLRT_TAPE_MAX_RANK': 8,
@@ -2448,6 +2467,7 @@ CTYPES = {
     'double': 'c_double',
     'float': 'c_float',
     'bool': 'c_bool',
+    'int': 'c_int',
     'tlrt_dtype': 'c_int',
     'const float *': 'POINTER(c_float)',
     'float *': 'POINTER(c_float)',

@@ -111,8 +111,8 @@ pub const TLRT_DTYPE_I64: tlrt_dtype = 2;
 
 // Integer #defines of the headers.
 pub const TLRT_ABI_VERSION_MAJOR: u32 = 1;
-pub const TLRT_ABI_VERSION_MINOR: u32 = 2;
-pub const TLRT_ABI_VERSION: u32 = 0x10002;
+pub const TLRT_ABI_VERSION_MINOR: u32 = 3;
+pub const TLRT_ABI_VERSION: u32 = 0x10003;
 pub const TLRT_DEVICE_KIND_CPU: u32 = 0;
 pub const TLRT_DEVICE_KIND_CUDA: u32 = 1;
 pub const TLRT_DEVICE_CPU: tlrt_device = 0;
@@ -146,6 +146,7 @@ pub const TLRT_SAFETENSORS_F4: u32 = 0x12;
 pub const TLRT_SAFETENSORS_F6_E2M3: u32 = 0x13;
 pub const TLRT_SAFETENSORS_F6_E3M2: u32 = 0x14;
 pub const TLRT_SAFETENSORS_C64: u32 = 0x15;
+pub const TLRT_CROSS_ENTROPY_NO_IGNORE: i32 = -2147483648;
 pub const TLRT_ACT_NONE: u32 = 0;
 pub const TLRT_ACT_GELU: u32 = 1;
 pub const TLRT_TAPE_MAX_RANK: u32 = 8;
@@ -567,6 +568,12 @@ extern "C" {
     /// Hard-masked softmax of each row (upstream's B_hard_masked_softmax_by_row, attention with a
     /// (full contract: abi/tlrt_softmax.h)
     pub fn tlrt_hard_masked_softmax_by_row(x: *const tlrt_buffer, mask: *const tlrt_buffer, rows: u64, cols: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Forward: *loss a fresh 1-element buffer (the mean above), *lse a fresh buffer of 2 * rows floats
+    /// (full contract: abi/tlrt_softmax.h)
+    pub fn tlrt_cross_entropy_fwd(logits: *const tlrt_buffer, labels: *const tlrt_buffer, rows: u64, classes: u64, ignore_index: c_int, loss: *mut *mut tlrt_buffer, lse: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Backward: *dlogits a fresh buffer of rows * classes floats (the formulas above), from the
+    /// (full contract: abi/tlrt_softmax.h)
+    pub fn tlrt_cross_entropy_bwd(logits: *const tlrt_buffer, labels: *const tlrt_buffer, lse: *const tlrt_buffer, grad_loss: *const tlrt_buffer, rows: u64, classes: u64, ignore_index: c_int, dlogits: *mut *mut tlrt_buffer) -> tlrt_status;
     // ---- tlrt_layer_norm.h
     /// Layer norm forward (DEFINITIONS above). x has rows * cols elements; gamma and beta have cols
     /// (full contract: abi/tlrt_layer_norm.h)
@@ -849,6 +856,9 @@ extern "C" {
     /// cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_cross_entropy_ibuf(tape: *mut tlrt_tape, logits: u64, labels: *const tlrt_buffer, out: *mut u64) -> tlrt_status;
+    /// cross_entropy with ignore_index (PyTorch's F.cross_entropy(logits, labels,
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_cross_entropy_ignore(tape: *mut tlrt_tape, logits: u64, labels: *const tlrt_buffer, ignore_index: c_int, out: *mut u64) -> tlrt_status;
     // ---- tlrt_optim.h
     /// One SGD step, in place (DEFINITIONS above): updates param, and momentum_buf when mu != 0.
     /// (full contract: abi/tlrt_optim.h)

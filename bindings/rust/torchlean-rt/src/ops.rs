@@ -625,6 +625,23 @@ pub fn hard_masked_softmax_by_row(x: &Buffer, mask: &Buffer, rows: u64, cols: u6
     Ok(Buffer { raw: o_out })
 }
 
+/// Forward: *loss a fresh 1-element buffer (the mean above), *lse a fresh buffer of 2 * rows floats
+/// `tlrt_status tlrt_cross_entropy_fwd(const tlrt_buffer * logits, const tlrt_buffer * labels, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** loss, tlrt_buffer ** lse)` (abi/tlrt_softmax.h).
+pub fn cross_entropy_fwd(logits: &Buffer, labels: &Buffer, rows: u64, classes: u64, ignore_index: i32) -> Result<(Buffer, Buffer)> {
+    let mut o_loss = core::ptr::null_mut();
+    let mut o_lse = core::ptr::null_mut();
+    check("tlrt_cross_entropy_fwd", unsafe { sys::tlrt_cross_entropy_fwd(logits.raw as *const sys::tlrt_buffer, labels.raw as *const sys::tlrt_buffer, rows, classes, ignore_index, &mut o_loss, &mut o_lse) })?;
+    Ok((Buffer { raw: o_loss }, Buffer { raw: o_lse }))
+}
+
+/// Backward: *dlogits a fresh buffer of rows * classes floats (the formulas above), from the
+/// `tlrt_status tlrt_cross_entropy_bwd(const tlrt_buffer * logits, const tlrt_buffer * labels, const tlrt_buffer * lse, const tlrt_buffer * grad_loss, uint64_t rows, uint64_t classes, int ignore_index, tlrt_buffer ** dlogits)` (abi/tlrt_softmax.h).
+pub fn cross_entropy_bwd(logits: &Buffer, labels: &Buffer, lse: &Buffer, grad_loss: &Buffer, rows: u64, classes: u64, ignore_index: i32) -> Result<Buffer> {
+    let mut o_dlogits = core::ptr::null_mut();
+    check("tlrt_cross_entropy_bwd", unsafe { sys::tlrt_cross_entropy_bwd(logits.raw as *const sys::tlrt_buffer, labels.raw as *const sys::tlrt_buffer, lse.raw as *const sys::tlrt_buffer, grad_loss.raw as *const sys::tlrt_buffer, rows, classes, ignore_index, &mut o_dlogits) })?;
+    Ok(Buffer { raw: o_dlogits })
+}
+
 /// Layer norm forward (DEFINITIONS above). x has rows * cols elements; gamma and beta have cols
 /// `tlrt_status tlrt_layer_norm_fwd(const tlrt_buffer * x, const tlrt_buffer * gamma, const tlrt_buffer * beta, uint64_t rows, uint64_t cols, double eps, tlrt_buffer ** y, tlrt_buffer ** mean, tlrt_buffer ** inv_std)` (abi/tlrt_layer_norm.h).
 pub fn layer_norm_fwd(x: &Buffer, gamma: &Buffer, beta: &Buffer, rows: u64, cols: u64, eps: f64) -> Result<(Buffer, Buffer, Buffer)> {
@@ -1768,6 +1785,14 @@ impl Tape {
     pub fn cross_entropy_ibuf(&mut self, logits: u64, labels: &Buffer) -> Result<u64> {
         let mut o_out = 0;
         check("tlrt_tape_cross_entropy_ibuf", unsafe { sys::tlrt_tape_cross_entropy_ibuf(self.raw, logits, labels.raw as *const sys::tlrt_buffer, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// cross_entropy with ignore_index (PyTorch's F.cross_entropy(logits, labels,
+    /// `tlrt_status tlrt_tape_cross_entropy_ignore(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, int ignore_index, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn cross_entropy_ignore(&mut self, logits: u64, labels: &Buffer, ignore_index: i32) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_cross_entropy_ignore", unsafe { sys::tlrt_tape_cross_entropy_ignore(self.raw, logits, labels.raw as *const sys::tlrt_buffer, ignore_index, &mut o_out) })?;
         Ok(o_out)
     }
 
