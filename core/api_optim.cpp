@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "abi/tlrt_optim.h"
+#include "core/backend/memory.hpp"
 #include "core/backend/optim.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"

@@ -16,9 +16,9 @@
 
 #include "core/backend/memory.hpp"
 #include "core/backend/optim.hpp"
-#include "core/numerics/select_ops.hpp"
 #include "cuda/common/chunked.cuh"
 #include "cuda/common/launch.cuh"
+#include "cuda/kernels/clip.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -115,128 +115,30 @@ void check_aligned(const void *q) {
     fail(TLRT_ERR_INTERNAL, "optim: device pointer %p is not 16-byte aligned", q);
 }
 
-// ---- tlrt_clip_grad_norm: three launches whatever the count ------------------------------------
-// A table of (pointer, size, first chunk) per buffer is uploaded through pinned staging (no host
-// wait). clip_sums_kernel: one warp per chunk of 4096 elements (its buffer found by binary
-// search in the table), lane w holding the tree's lanes 32 g + w in double registers, the halving
-// h = 128, 64, 32 in registers and h = 16 .. 1 by shuffles: clip::'s chunk value, bit for bit the
-// CPU's (squares of float32 are exact in double; -fmad=false). clip_finish_kernel: one block,
-// thread t folds chunk values t, t + 256, ... in order, the halving in shared memory, then
-// norm = f32(sqrt(S)) and the coefficient into scratch. clip_scale_kernel: reads the coefficient
-// on the device and returns at once when it is 1 (no write: x * 1 == x), else scales every
-// element (grid-stride over chunks).
-struct ClipEntry {
-  float *p;
-  uint64_t n;
-  uint64_t chunk0;  // index of the buffer's first chunk among all chunks
-};
-
-__device__ __forceinline__ uint64_t clip_find(const ClipEntry *tab, uint64_t count, uint64_t c) {
-  uint64_t lo = 0, hi = count - 1;  // the last entry with chunk0 <= c
-  while (lo < hi) {
-    const uint64_t mid = (lo + hi + 1) / 2;
-    if (tab[mid].chunk0 <= c)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
-__global__ void __launch_bounds__(kThreads)
-    clip_sums_kernel(const ClipEntry *__restrict tab, uint64_t count, uint64_t nchunks,
-                     double *__restrict part) {
-  const unsigned w = threadIdx.x & 31u;
-  for (uint64_t c = (uint64_t)blockIdx.x * (kThreads / 32) + threadIdx.x / 32; c < nchunks;
-       c += (uint64_t)gridDim.x * (kThreads / 32)) {
-    const ClipEntry e = tab[clip_find(tab, count, c)];
-    const uint64_t e0 = (c - e.chunk0) * clip::kChunk;
-    const uint64_t len = e.n - e0 < clip::kChunk ? e.n - e0 : clip::kChunk;
-    const float *x = e.p + e0;
-    double a[8];
-#pragma unroll
-    for (int g = 0; g < 8; ++g) a[g] = 0.0;
-    if (len == clip::kChunk) {
-#pragma unroll 4
-      for (unsigned r = 0; r < 16; ++r)
-#pragma unroll
-        for (unsigned g = 0; g < 8; ++g) a[g] = __dadd_rn(a[g], clip::sq(__ldg(x + r * 256 + g * 32 + w)));
-    } else {
-      for (unsigned r = 0; r < 16; ++r)
-#pragma unroll
-        for (unsigned g = 0; g < 8; ++g) {
-          const uint64_t i = r * 256 + g * 32 + w;
-          if (i < len) a[g] = __dadd_rn(a[g], clip::sq(__ldg(x + i)));
-        }
-    }
-#pragma unroll
-    for (int g = 0; g < 4; ++g) a[g] = __dadd_rn(a[g], a[g + 4]);  // h = 128
-    a[0] = __dadd_rn(a[0], a[2]);                                    // h = 64
-    a[1] = __dadd_rn(a[1], a[3]);
-    double v = __dadd_rn(a[0], a[1]);                                // h = 32
-#pragma unroll
-    for (unsigned h = 16; h >= 1; h >>= 1) v = __dadd_rn(v, __shfl_down_sync(0xFFFFFFFFu, v, h));
-    if (w == 0) part[c] = v;
-  }
-}
-
-__global__ void __launch_bounds__(kThreads)
-    clip_finish_kernel(const double *__restrict part, uint64_t nchunks, float max_norm,
-                       float *__restrict norm, float *__restrict coef) {
-  __shared__ double a[clip::kLanes];
-  const unsigned t = threadIdx.x;
-  double v = 0.0;
-  for (uint64_t c = t; c < nchunks; c += clip::kLanes) v = __dadd_rn(v, part[c]);
-  a[t] = v;
-  __syncthreads();
-  for (unsigned h = clip::kLanes / 2; h >= 1; h >>= 1) {
-    if (t < h) a[t] = __dadd_rn(a[t], a[t + h]);
-    __syncthreads();
-  }
-  if (t == 0) {
-    const float nf = __double2float_rn(__dsqrt_rn(a[0]));
-    norm[0] = nf;
-    coef[0] = clip::coef_of(nf, max_norm);
-  }
-}
-
-__global__ void __launch_bounds__(kThreads)
-    clip_scale_kernel(const ClipEntry *__restrict tab, uint64_t count, uint64_t nchunks,
-                      const float *__restrict coef) {
-  const float f = *coef;
-  if (f == 1.0f) return;
-  for (uint64_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
-    const ClipEntry e = tab[clip_find(tab, count, c)];
-    const uint64_t e0 = (c - e.chunk0) * clip::kChunk;
-    const uint64_t len = e.n - e0 < clip::kChunk ? e.n - e0 : clip::kChunk;
-    float *x = e.p + e0;
-#pragma unroll 4
-    for (uint64_t i = threadIdx.x; i < len; i += kThreads) x[i] = __fmul_rn(x[i], f);
-  }
-}
-
 }  // namespace
 
+// tlrt_clip_grad_norm: the table of (pointer, size, first chunk) goes up through pinned staging
+// (no host wait), then the three kernels of cuda/kernels/clip.cuh on the library stream.
 void clip_grad_norm(int dev, float *const *ptrs, const uint64_t *sizes, uint64_t count,
                     float max_norm, float *norm) {
   cudaStream_t st = stream(dev);
-  std::vector<ClipEntry> tab(count);
+  std::vector<clip_kernels::Entry> tab(count);
   uint64_t nchunks = 0;
   for (uint64_t b = 0; b < count; ++b) {
-    tab[b] = ClipEntry{ptrs[b], sizes[b], nchunks};
+    tab[b] = clip_kernels::Entry{ptrs[b], sizes[b], nchunks};
     nchunks += (sizes[b] + clip::kChunk - 1) / clip::kChunk;
   }
-  Scratch dtab(dev, count * sizeof(ClipEntry));
+  Scratch dtab(dev, count * sizeof(clip_kernels::Entry));
   Scratch part(dev, nchunks * sizeof(double));
   FloatScratch coef(dev, 1);
-  upload_async(dev, dtab.as<void>(), tab.data(), count * sizeof(ClipEntry));
-  clip_sums_kernel<<<blocks(nchunks, kThreads / 32), kThreads, 0, st>>>(
-      dtab.as<ClipEntry>(), count, nchunks, part.as<double>());
+  upload_async(dev, dtab.as<void>(), tab.data(), count * sizeof(clip_kernels::Entry));
+  clip_kernels::clip_sums_kernel<<<blocks(nchunks, kThreads / 32), kThreads, 0, st>>>(
+      dtab.as<clip_kernels::Entry>(), count, nchunks, part.as<double>());
   check_launch("clip_sums_kernel");
-  clip_finish_kernel<<<1, kThreads, 0, st>>>(part.as<double>(), nchunks, max_norm, norm,
+  clip_kernels::clip_finish_kernel<<<1, kThreads, 0, st>>>(part.as<double>(), nchunks, max_norm, norm,
                                               coef.get());
   check_launch("clip_finish_kernel");
-  clip_scale_kernel<<<blocks(nchunks, 1), kThreads, 0, st>>>(dtab.as<ClipEntry>(), count,
+  clip_kernels::clip_scale_kernel<<<blocks(nchunks, 1), kThreads, 0, st>>>(dtab.as<clip_kernels::Entry>(), count,
                                                              nchunks, coef.get());
   check_launch("clip_scale_kernel");
 }

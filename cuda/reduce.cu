@@ -30,7 +30,6 @@
 //  - small_kernel (m <= 32, and the last pass over <= 32 partials): one thread per output,
 //    red::small over pow2_at_least(m) values in registers.
 // Last measured: bench/results/2026-11-27-h100-s16-reduce.md
-#include <cub/block/block_scan.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <mutex>
 #include <utility>
@@ -40,6 +39,7 @@
 #include "cuda/common/launch.cuh"
 #include "core/numerics/select_ops.hpp"
 #include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/select.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -322,205 +322,17 @@ void reduce_strided(int dev, const float *x, const red::Strided &p, float *y) {
 }
 
 // ---- argmax / top-k over rows (abi/tlrt_reduce.h) ----------------------------------------------
-// The order of core/numerics/select_ops.hpp: a 32-bit key per value (NaN largest, -0 == +0),
-// ties to the lower index. No floating-point arithmetic: bitwise the CPU's.
-//  - argmax_kernel<TPR>: TPR threads per row (32 for cols <= 2048, else a block of 256); each
-//    thread scans its columns in increasing order keeping the first maximum, then the pairs
-//    (key, index) are combined by `before` (shuffles, then shared memory).
-//  - topk_select_kernel (k <= kSelectMax): one block of 256 per row. Radix selection of the k-th
-//    largest key T in four passes of 8-bit digits (shared histograms; warp 0 finds the digit),
-//    then one ordered pass collects the G = (count of keys > T) elements above T and the first
-//    k - G elements equal to T (block scans over tiles of 256 columns in order), then a bitonic
-//    sort of the k candidates in shared memory by (key descending, index ascending).
-//  - k > kSelectMax: CUB's segmented radix sort of 64-bit keys (~key << 32 | column: unique, so
-//    stability does not matter) per batch of rows, then a gather of the first k of each row.
+// argmax: argmax_kernel<32> (a warp per row) for cols <= 2048, argmax_kernel<256> (a block per
+// row) beyond. top-k: topk_select_kernel (cuda/kernels/select.cuh: radix selection and a bitonic
+// sort, one block per row) for k <= kSelectMax = 1024; beyond, CUB's segmented radix sort of 64-bit
+// keys (~key << 32 | column: unique, so stability does not matter) per batch of rows of at most
+// 2^28 elements, then a gather of the first k of each row (scratch: 16 bytes per element).
 namespace {
 
-constexpr unsigned kSelThreads = 256;
-constexpr unsigned kSelectMax = 1024;
-
-struct KeyIdx {
-  uint32_t key;
-  uint64_t idx;
-};
-
-__device__ __forceinline__ KeyIdx better(KeyIdx a, KeyIdx b) {
-  return sel::before(a.key, a.idx, b.key, b.idx) ? a : b;
-}
-
-__device__ __forceinline__ KeyIdx shfl_down_ki(KeyIdx v, unsigned d) {
-  KeyIdx o;
-  o.key = __shfl_down_sync(0xFFFFFFFFu, v.key, d);
-  o.idx = __shfl_down_sync(0xFFFFFFFFu, v.idx, d);
-  return o;
-}
-
-template <unsigned TPR, class I>
-__global__ void __launch_bounds__(kSelThreads)
-    argmax_kernel(const float *__restrict x, uint64_t rows, uint64_t cols, I *__restrict idx) {
-  constexpr unsigned kRowsPerBlock = kSelThreads / TPR;
-  __shared__ KeyIdx sh[kSelThreads / 32];
-  const unsigned t = threadIdx.x % TPR;
-  for (uint64_t r = (uint64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / TPR; ;
-       r += (uint64_t)gridDim.x * kRowsPerBlock) {
-    // Uniform loop bound for the block (the TPR == 256 case syncs): every thread tests r0.
-    const uint64_t r0 = r - threadIdx.x / TPR;
-    if (r0 >= rows) break;
-    const bool valid = r < rows;
-    KeyIdx best{0u, ~uint64_t{0}};
-    if (valid) {
-      const float *p = x + r * cols;
-      uint64_t j = t;
-      for (; j + 3 * TPR < cols; j += 4 * TPR) {
-        float v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = __ldg(p + j + u * TPR);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const uint32_t kk = sel::order_key(v[u]);
-          if (best.idx == ~uint64_t{0} || kk > best.key) best = KeyIdx{kk, j + u * TPR};
-        }
-      }
-      for (; j < cols; j += TPR) {
-        const uint32_t kk = sel::order_key(__ldg(p + j));
-        if (best.idx == ~uint64_t{0} || kk > best.key) best = KeyIdx{kk, j};
-      }
-    }
-#pragma unroll
-    for (unsigned d = 16; d >= 1; d >>= 1) best = better(best, shfl_down_ki(best, d));
-    if (TPR == 32) {
-      if (t == 0 && valid) idx[r] = (I)best.idx;
-    } else {
-      const unsigned w = threadIdx.x / 32;
-      if ((threadIdx.x & 31u) == 0) sh[w] = best;
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        KeyIdx b = sh[0];
-        for (unsigned u = 1; u < kSelThreads / 32; ++u) b = better(b, sh[u]);
-        idx[r] = (I)b.idx;
-      }
-      __syncthreads();
-    }
-  }
-}
-
-template <class I>
-__global__ void __launch_bounds__(kSelThreads)
-    topk_select_kernel(const float *__restrict x, uint64_t rows, uint64_t cols, unsigned k,
-                       float *__restrict vals, I *__restrict idx) {
-  using Scan = cub::BlockScan<unsigned, kSelThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ unsigned hist[256];
-  __shared__ unsigned sh_digit, sh_kk;
-  __shared__ uint32_t ckey[kSelectMax];
-  __shared__ uint64_t cidx[kSelectMax];
-  const unsigned t = threadIdx.x;
-  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *p = x + r * cols;
-    // 1. Radix selection: prefix / mask of T, kk = rank of T's elements still to take.
-    uint32_t prefix = 0, mask = 0;
-    unsigned kk = k;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      hist[t] = 0;
-      __syncthreads();
-      for (uint64_t j = t; j < cols; j += kSelThreads) {
-        const uint32_t key = sel::order_key(__ldg(p + j));
-        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
-      }
-      __syncthreads();
-      if (t < 32) {
-        // lane l: digits 255 - 8 l down to 248 - 8 l (descending keys)
-        unsigned c[8], sum = 0;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          c[u] = hist[255 - 8 * t - u];
-          sum += c[u];
-        }
-        unsigned incl = sum;
-#pragma unroll
-        for (unsigned d = 1; d < 32; d <<= 1) {
-          const unsigned o = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-          if (t >= d) incl += o;
-        }
-        const unsigned excl = incl - sum;
-        const bool here = excl < kk && kk <= incl;
-        if (here) {
-          unsigned acc = excl;
-          for (int u = 0; u < 8; ++u) {
-            if (kk <= acc + c[u]) {
-              sh_digit = 255 - 8 * t - u;
-              sh_kk = kk - acc;
-              break;
-            }
-            acc += c[u];
-          }
-        }
-      }
-      __syncthreads();
-      prefix |= sh_digit << shift;
-      mask |= 255u << shift;
-      kk = sh_kk;
-      __syncthreads();
-    }
-    const uint32_t T = prefix;
-    const unsigned E = kk;         // elements equal to T to take
-    const unsigned G = k - E;      // elements above T (all of them)
-    // 2. Ordered collection.
-    unsigned gt_base = 0, eq_base = 0;
-    for (uint64_t j0 = 0; j0 < cols; j0 += kSelThreads) {
-      const uint64_t j = j0 + t;
-      uint32_t key = 0;
-      if (j < cols) key = sel::order_key(__ldg(p + j));
-      const unsigned gt = (j < cols && key > T) ? 1u : 0u;
-      const unsigned eq = (j < cols && key == T) ? 1u : 0u;
-      unsigned pos, total;
-      Scan(scan_tmp).ExclusiveSum((gt << 16) | eq, pos, total);
-      if (gt) ckey[gt_base + (pos >> 16)] = key, cidx[gt_base + (pos >> 16)] = j;
-      if (eq && eq_base + (pos & 0xFFFFu) < E) {
-        ckey[G + eq_base + (pos & 0xFFFFu)] = key;
-        cidx[G + eq_base + (pos & 0xFFFFu)] = j;
-      }
-      gt_base += total >> 16;
-      eq_base += total & 0xFFFFu;
-      __syncthreads();  // scan_tmp reused
-      if (gt_base >= G && eq_base >= E) break;
-    }
-    // 3. Bitonic sort of the k candidates, padded to a power of two.
-    unsigned P = 1;
-    while (P < k) P <<= 1;
-    for (unsigned i = k + t; i < P; i += kSelThreads) {
-      ckey[i] = 0u;
-      cidx[i] = ~uint64_t{0};
-    }
-    __syncthreads();
-    for (unsigned size = 2; size <= P; size <<= 1) {
-      for (unsigned stride = size >> 1; stride >= 1; stride >>= 1) {
-        for (unsigned i = t; i < P; i += kSelThreads) {
-          const unsigned j = i ^ stride;
-          if (j > i) {
-            const bool asc = (i & size) == 0;
-            const bool jfirst = sel::before(ckey[j], cidx[j], ckey[i], cidx[i]);
-            if (jfirst == asc) {
-              const uint32_t tk = ckey[i];
-              ckey[i] = ckey[j];
-              ckey[j] = tk;
-              const uint64_t ti = cidx[i];
-              cidx[i] = cidx[j];
-              cidx[j] = ti;
-            }
-          }
-        }
-        __syncthreads();
-      }
-    }
-    for (unsigned i = t; i < k; i += kSelThreads) {
-      const uint64_t c = cidx[i];
-      vals[r * k + i] = p[c];
-      idx[r * k + i] = (I)c;
-    }
-    __syncthreads();
-  }
-}
+using sel_kernels::argmax_kernel;
+using sel_kernels::kSelectMax;
+using sel_kernels::topk_select_kernel;
+constexpr unsigned kSelThreads = sel_kernels::kThreads;
 
 __global__ void topk_keys_kernel(const float *__restrict x, uint64_t n, uint64_t cols,
                                  unsigned long long *__restrict keys) {
