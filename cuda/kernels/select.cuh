@@ -136,7 +136,18 @@ __global__ void __launch_bounds__(kThreads)
     for (int shift = 24; shift >= 0; shift -= 8) {
       hist[t] = 0;
       __syncthreads();
-      for (uint64_t j = t; j < cols; j += kThreads) {
+      uint64_t j = t;
+      for (; j + 3 * kThreads < cols; j += 4 * kThreads) {  // 4 loads in flight per thread
+        float v[4];
+#pragma unroll
+        for (unsigned u = 0; u < 4; ++u) v[u] = __ldg(p + j + u * kThreads);
+#pragma unroll
+        for (unsigned u = 0; u < 4; ++u) {
+          const uint32_t key = sel::order_key(v[u]);
+          if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+        }
+      }
+      for (; j < cols; j += kThreads) {
         const uint32_t key = sel::order_key(__ldg(p + j));
         if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
       }
