@@ -3,7 +3,7 @@
  * IN PLACE. These are the only functions of the library that modify their arguments (DESIGN
  * section 2): one call updates the parameter buffer and the optimizer-state buffers in place, so a
  * training loop allocates nothing per step. Nothing else is allocated either (no output buffer, no
- * scratch), on either backend; on CUDA a step is queued on the library stream like every other
+ * scratch), on either backend (except by tlrt_clip_grad_norm at the end, which returns the norm); on CUDA a step is queued on the library stream like every other
  * op (the call does not wait for it).
  *
  * Buffers: param, grad and the state buffers must all have the same number of elements and live on
@@ -112,6 +112,41 @@ TLRT_API tlrt_status tlrt_sgd_step(tlrt_buffer *param, const tlrt_buffer *grad,
 TLRT_API tlrt_status tlrt_adam_step(tlrt_buffer *param, const tlrt_buffer *grad, tlrt_buffer *m,
                                     tlrt_buffer *v, uint64_t step, double lr, double beta1,
                                     double beta2, double eps, double weight_decay, bool decoupled);
+
+/* Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,
+ * max_norm) with norm_type = 2 and error_if_nonfinite = False, in one pass of the device and
+ * without a host synchronisation (the norm is never read by the host; the scale is read on the
+ * device).
+ *   S     = the sum over every element x of every buffer of x^2, in double (below)
+ *   norm  = f32(sqrt(S))                                   (sqrt in double, correctly rounded)
+ *   coef  = f32(max_norm) / (norm + f32(1e-6))             (binary32 addition and division)
+ *   coef  = min(coef, 1), a NaN coef kept                  (torch.clamp(max=1.0))
+ *   every element of every buffer: x = x * coef            (binary32 multiply; skipped on the
+ *                                                           device when coef == 1: x * 1 == x)
+ * *total_norm is a fresh 1-element float32 buffer holding norm, on the device of the buffers.
+ * A NaN anywhere makes norm NaN and every element NaN; an infinite element (and no NaN) makes
+ * norm +inf, coef 0 and the buffers 0 or NaN (inf * 0), as in PyTorch.
+ * ORDER (deterministic, the same on both backends, bit for bit): each buffer is cut into chunks
+ * of 4096 consecutive elements; a chunk's value is the double sum of 256 lanes, lane t folding
+ * x[t]^2, x[t + 256]^2, ... in order, then pairwise halving (h = 128, 64, .., 1). Squares of
+ * float32 values are exact in double. The chunk values of all buffers, in argument order, are
+ * reduced by the same 256 lanes and halving into S. S is within about 2^-44 S of the exact sum
+ * (far below float32's resolution), so norm is the correctly rounded float32 norm except in
+ * rare ties; PyTorch's foreach path (float32 per-tensor norms) differs from it by a few ulps.
+ * CUDA: three launches whatever the count (the sums of all chunks, the finish, the scale) and
+ * one upload of a table of (pointer, size) pairs through pinned staging; scratch of 8 bytes per
+ * chunk plus 24 per buffer from the stream-ordered pool.
+ * grads: count handles (the count first, as tlrt_safetensors_save takes it) of float32 buffers
+ * on one device, all distinct; empty buffers count for
+ * nothing. count == 0 (grads may then be NULL) yields norm +0 in a buffer on the CPU (PyTorch:
+ * tensor(0.)). max_norm: the host-scalar rule (finite, and finite in float32) and >= 0.
+ * Errors: TLRT_ERR_NULL_ARGUMENT (grads when count > 0, an entry of grads, total_norm);
+ * TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (an entry not float32);
+ * TLRT_ERR_DEVICE_MISMATCH (entries on different devices); TLRT_ERR_INVALID_ARGUMENT (max_norm
+ * outside its domain; the same handle twice); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+ * TLRT_ERR_DEVICE_LOST. On failure *total_norm is NULL and no buffer is modified. */
+TLRT_API tlrt_status tlrt_clip_grad_norm(uint64_t count, tlrt_buffer *const *grads,
+                                         double max_norm, tlrt_buffer **total_norm);
 
 #ifdef __cplusplus
 }

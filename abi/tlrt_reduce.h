@@ -124,6 +124,39 @@ TLRT_API tlrt_status tlrt_reduce_from_broadcast(const tlrt_buffer *dout, const u
                                                 uint32_t out_rank, const uint32_t *axis_map,
                                                 tlrt_buffer **out);
 
+/* ---- argmax and top-k over rows (greedy and top-k sampling) ------------------------------------
+ * The order of both: the total order of float32 values in which every NaN is larger than every
+ * other value (NaNs equal to each other), -0 and +0 are equal, and otherwise IEEE's order; equal
+ * values go to the LOWER index. This is torch.argmax and torch.topk(sorted=True) on the CPU
+ * (NaN is the maximum, the first NaN wins). Numeric class: exact (values are copied, never
+ * computed), bitwise identical on both backends (NaN payloads are those of the input).
+ * Index outputs are index buffers (abi/tlrt_index.h) of index_dtype TLRT_DTYPE_I32 or
+ * TLRT_DTYPE_I64 on the device of x, holding column indices in [0, cols): they feed
+ * tlrt_gather_rows_ibuf / tlrt_tape_gather_rows_ibuf (an embedding of the picked tokens) and, through
+ * tlrt_index_flat_rows, tlrt_gather_vec_ibuf (the picked logits) directly.
+ * Errors (besides those above): TLRT_ERR_SHAPE if rows * cols != size of x; TLRT_ERR_DTYPE if
+ * index_dtype is neither TLRT_DTYPE_I32 nor TLRT_DTYPE_I64 (naming index_dtype);
+ * TLRT_ERR_OVERFLOW if index_dtype is TLRT_DTYPE_I32 and cols > 2^31 - 1 (an index would not
+ * fit). */
+
+/* For each row i of the row-major (rows, cols) float32 matrix x, the column of its maximum in the
+ * order above: indices has rows elements. rows == 0 yields an empty buffer.
+ * Errors: TLRT_ERR_SHAPE also if cols == 0 and rows > 0 (an empty row has no maximum; torch:
+ * "Expected reduction dim to have non-zero size"). */
+TLRT_API tlrt_status tlrt_argmax_rows(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                      tlrt_dtype index_dtype, tlrt_buffer **indices);
+
+/* The k largest elements of each row of the row-major (rows, cols) float32 matrix x, in the
+ * order above (descending, NaN first, equal values by increasing column): values is the float32
+ * (rows, k) matrix of those elements (the input's bits, -0 kept), indices the (rows, k) index
+ * buffer of their columns. 0 <= k <= cols; k == 0 or rows == 0 yields empty buffers.
+ * Errors: TLRT_ERR_INVALID_ARGUMENT if k > cols (naming k). Strategy (CUDA): per-row radix
+ * selection in one block for k <= 1024, a segmented radix sort (CUB) beyond; CPU: a partial sort.
+ * Scratch (CUDA, k > 1024): about 16 bytes per element of x, from the stream-ordered pool. */
+TLRT_API tlrt_status tlrt_topk_rows(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                    uint64_t k, tlrt_dtype index_dtype, tlrt_buffer **values,
+                                    tlrt_buffer **indices);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,9 +2,12 @@
 // (the bias corrections in double, once per call), dispatch. These update their buffers in place:
 // nothing is allocated, no out-parameter exists. The backends only see n >= 1 and distinct
 // buffers on one device. The determinism switch is not consulted (exact class: no reduction).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "abi/tlrt_optim.h"
+#include "core/backend/memory.hpp"
 #include "core/backend/optim.hpp"
 #include "core/buffer.hpp"
 #include "core/error.hpp"
@@ -152,6 +155,50 @@ TLRT_API tlrt_status tlrt_adam_step(tlrt_buffer *param, const tlrt_buffer *grad,
     }
     if (P.size == 0) return;
     TLRT_DISPATCH(P.dev, adam_step, P.dev.ordinal, P.data, G.data, M.data, V.data, P.size, a);
+  });
+}
+
+TLRT_API tlrt_status tlrt_clip_grad_norm(uint64_t count, tlrt_buffer *const *grads,
+                                         double max_norm, tlrt_buffer **total_norm) {
+  if (total_norm) *total_norm = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(total_norm, "total_norm");
+    if (count > 0 && grads == nullptr)
+      fail(TLRT_ERR_NULL_ARGUMENT, "argument grads is NULL, but argument count = %llu",
+           (ull)count);
+    std::vector<const Buffer *> bufs(count);
+    for (uint64_t b = 0; b < count; ++b) {
+      if (grads[b] == nullptr)
+        fail(TLRT_ERR_NULL_ARGUMENT, "argument grads[%llu] is NULL", (ull)b);
+      bufs[b] = &input(grads[b], "grads[]");
+    }
+    for (uint64_t b = 1; b < count; ++b)
+      if (bufs[b]->dev.cuda != bufs[0]->dev.cuda || bufs[b]->dev.ordinal != bufs[0]->dev.ordinal)
+        fail(TLRT_ERR_DEVICE_MISMATCH,
+             "argument grads[%llu] is on another device than argument grads[0]", (ull)b);
+    const float mn = scalar(max_norm, "max_norm", true);
+    {
+      std::vector<const tlrt_buffer *> sorted(grads, grads + count);
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        fail(TLRT_ERR_INVALID_ARGUMENT,
+             "argument grads holds the same buffer twice (it would be counted and scaled twice)");
+    }
+    const Dev dev = count > 0 ? bufs[0]->dev : Dev{false, 0};
+    Owned y = new_buffer(dev, 1);
+    std::vector<float *> ptrs;
+    std::vector<uint64_t> sizes;
+    for (const Buffer *B : bufs)
+      if (B->size > 0) {
+        ptrs.push_back(B->data);
+        sizes.push_back(B->size);
+      }
+    if (ptrs.empty())
+      TLRT_DISPATCH(dev, fill, dev.ordinal, y->data, 0.0f, 1);
+    else
+      TLRT_DISPATCH(dev, clip_grad_norm, dev.ordinal, ptrs.data(), sizes.data(), ptrs.size(), mn,
+                    y->data);
+    *total_norm = y.release();
   });
 }
 

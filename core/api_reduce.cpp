@@ -154,9 +154,72 @@ void plan_broadcast(const Buffer &D, const uint64_t *in_dims, uint32_t in_rank,
   TLRT_DISPATCH(dev, reduce_strided, dev.ordinal, D.data, p, Y.data);
 }
 
+// The shared checks of argmax / top-k: x is (rows, cols), index_dtype an index type whose values
+// hold every column.
+const Buffer &select_input(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                           tlrt_dtype index_dtype) {
+  const Buffer &X = input(x, "x");
+  uint64_t n = 0;
+  const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
+  if (!fits || n != X.size)
+    fail(TLRT_ERR_SHAPE,
+         "argument x has %llu elements, but argument rows * argument cols = %llu * %llu = %s",
+         (ull)X.size, (ull)rows, (ull)cols, count_str(n, fits).c_str());
+  if (index_dtype != TLRT_DTYPE_I32 && index_dtype != TLRT_DTYPE_I64)
+    fail(TLRT_ERR_DTYPE, "argument index_dtype = %d is not TLRT_DTYPE_I32 or TLRT_DTYPE_I64",
+         (int)index_dtype);
+  if (index_dtype == TLRT_DTYPE_I32 && cols > 0x7FFFFFFFull)
+    fail(TLRT_ERR_OVERFLOW,
+         "argument cols = %llu: a column index does not fit argument index_dtype = int32",
+         (ull)cols);
+  return X;
+}
+
 }  // namespace
 
 extern "C" {
+
+TLRT_API tlrt_status tlrt_argmax_rows(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                      tlrt_dtype index_dtype, tlrt_buffer **indices) {
+  if (indices) *indices = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(indices, "indices");
+    const Buffer &X = select_input(x, rows, cols, index_dtype);
+    if (rows > 0 && cols == 0)
+      fail(TLRT_ERR_SHAPE, "argument cols = 0: an empty row (of argument rows = %llu) has no maximum",
+           (ull)rows);
+    check_output_count(rows, true, "rows");
+    Owned y = new_buffer(X.dev, rows, index_dtype);
+    if (rows > 0)
+      TLRT_DISPATCH(X.dev, argmax_rows, X.dev.ordinal, X.data, rows, cols,
+                    index_dtype == TLRT_DTYPE_I64, (void *)y->data);
+    *indices = y.release();
+  });
+}
+
+TLRT_API tlrt_status tlrt_topk_rows(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
+                                    uint64_t k, tlrt_dtype index_dtype, tlrt_buffer **values,
+                                    tlrt_buffer **indices) {
+  if (values) *values = nullptr;
+  if (indices) *indices = nullptr;
+  return guarded(__func__, [&] {
+    clear_out(values, "values");
+    clear_out(indices, "indices");
+    const Buffer &X = select_input(x, rows, cols, index_dtype);
+    if (k > cols)
+      fail(TLRT_ERR_INVALID_ARGUMENT, "argument k = %llu is greater than argument cols = %llu",
+           (ull)k, (ull)cols);
+    const uint64_t n = rows * k;  // <= rows * cols: no overflow
+    Owned v = new_buffer(X.dev, n);
+    Owned i = new_buffer(X.dev, n, index_dtype);
+    if (n > 0)
+      TLRT_DISPATCH(X.dev, topk_rows, X.dev.ordinal, X.data, rows, cols, k,
+                    index_dtype == TLRT_DTYPE_I64, v->data, (void *)i->data);
+    *values = v.release();
+    *indices = i.release();
+  });
+}
+
 
 TLRT_API tlrt_status tlrt_reduce_sum(const tlrt_buffer *x, tlrt_buffer **out) {
   return whole(__func__, false, x, out);

@@ -12,8 +12,13 @@
 //   SGD, momentum, step > 1:   p, g, buf read; p, buf written            20 B
 //   Adam / AdamW:              p, g, m, v read; p, m, v written          28 B
 // Last measured: bench/results/2026-11-22-h100-optim.md
+#include <vector>
+
+#include "core/backend/memory.hpp"
 #include "core/backend/optim.hpp"
 #include "cuda/common/chunked.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/kernels/clip.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -111,6 +116,32 @@ void check_aligned(const void *q) {
 }
 
 }  // namespace
+
+// tlrt_clip_grad_norm: the table of (pointer, size, first chunk) goes up through pinned staging
+// (no host wait), then the three kernels of cuda/kernels/clip.cuh on the library stream.
+void clip_grad_norm(int dev, float *const *ptrs, const uint64_t *sizes, uint64_t count,
+                    float max_norm, float *norm) {
+  cudaStream_t st = stream(dev);
+  std::vector<clip_kernels::Entry> tab(count);
+  uint64_t nchunks = 0;
+  for (uint64_t b = 0; b < count; ++b) {
+    tab[b] = clip_kernels::Entry{ptrs[b], sizes[b], nchunks};
+    nchunks += (sizes[b] + clip::kChunk - 1) / clip::kChunk;
+  }
+  Scratch dtab(dev, count * sizeof(clip_kernels::Entry));
+  Scratch part(dev, nchunks * sizeof(double));
+  FloatScratch coef(dev, 1);
+  upload_async(dev, dtab.as<void>(), tab.data(), count * sizeof(clip_kernels::Entry));
+  clip_kernels::clip_sums_kernel<<<blocks(nchunks, kThreads / 32), kThreads, 0, st>>>(
+      dtab.as<clip_kernels::Entry>(), count, nchunks, part.as<double>());
+  check_launch("clip_sums_kernel");
+  clip_kernels::clip_finish_kernel<<<1, kThreads, 0, st>>>(part.as<double>(), nchunks, max_norm, norm,
+                                              coef.get());
+  check_launch("clip_finish_kernel");
+  clip_kernels::clip_scale_kernel<<<blocks(nchunks, 1), kThreads, 0, st>>>(dtab.as<clip_kernels::Entry>(), count,
+                                                             nchunks, coef.get());
+  check_launch("clip_scale_kernel");
+}
 
 void sgd_step(int dev, float *p, const float *g, float *buf, uint64_t n, const opt::SgdParams &s) {
   check_aligned(p);

@@ -30,13 +30,16 @@
 //  - small_kernel (m <= 32, and the last pass over <= 32 partials): one thread per output,
 //    red::small over pow2_at_least(m) values in registers.
 // Last measured: bench/results/2026-11-27-h100-s16-reduce.md
+#include <cub/device/device_segmented_radix_sort.cuh>
 #include <mutex>
 #include <utility>
 
 #include "core/backend/memory.hpp"
 #include "core/backend/reduce.hpp"
 #include "cuda/common/launch.cuh"
+#include "core/numerics/select_ops.hpp"
 #include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/select.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -316,6 +319,119 @@ void reduce_strided(int dev, const float *x, const red::Strided &p, float *y) {
       Gather{x, p}, p.nq, p.m, nc, 1.0f, dst);
   check_launch("reduction warp_kernel (gather)");
   if (nc > 1) passes<red::Op::Sum>(dev, dst, p.nq, nc, 1, 1.0f, y);
+}
+
+// ---- argmax / top-k over rows (abi/tlrt_reduce.h) ----------------------------------------------
+// argmax: argmax_kernel<32> (a warp per row) for cols <= 2048, argmax_kernel<256> (a block per
+// row) beyond. top-k: topk_select_kernel (cuda/kernels/select.cuh: radix selection and a bitonic
+// sort, one block per row) for k <= kSelectMax = 1024; beyond, CUB's segmented radix sort of 64-bit
+// keys (~key << 32 | column: unique, so stability does not matter) per batch of rows of at most
+// 2^28 elements, then a gather of the first k of each row (scratch: 16 bytes per element).
+namespace {
+
+using sel_kernels::argmax_kernel;
+using sel_kernels::kSelectMax;
+using sel_kernels::topk_select_kernel;
+constexpr unsigned kSelThreads = sel_kernels::kThreads;
+
+__global__ void topk_keys_kernel(const float *__restrict x, uint64_t n, uint64_t cols,
+                                 unsigned long long *__restrict keys) {
+  for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+       e += (uint64_t)gridDim.x * blockDim.x) {
+    const uint32_t kk = ~sel::order_key(__ldg(x + e));
+    keys[e] = ((unsigned long long)kk << 32) | (unsigned long long)(e % cols);
+  }
+}
+
+__global__ void topk_offsets_kernel(uint64_t nseg, uint64_t cols, int64_t *__restrict offs) {
+  for (uint64_t s = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; s <= nseg;
+       s += (uint64_t)gridDim.x * blockDim.x)
+    offs[s] = (int64_t)(s * cols);
+}
+
+template <class I>
+__global__ void topk_gather_kernel(const float *__restrict x, const unsigned long long *sorted,
+                                   uint64_t rows, uint64_t cols, uint64_t k,
+                                   float *__restrict vals, I *__restrict idx) {
+  for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < rows * k;
+       e += (uint64_t)gridDim.x * blockDim.x) {
+    const uint64_t r = e / k, j = e % k;
+    const uint64_t c = sorted[r * cols + j] & 0xFFFFFFFFull;
+    vals[e] = x[r * cols + c];
+    idx[e] = (I)c;
+  }
+}
+
+template <class I>
+void argmax_t(int dev, const float *x, uint64_t rows, uint64_t cols, I *idx) {
+  cudaStream_t s = stream(dev);
+  if (cols <= 2048) {
+    argmax_kernel<32, I><<<blocks(rows, kSelThreads / 32), kSelThreads, 0, s>>>(x, rows, cols, idx);
+  } else {
+    argmax_kernel<kSelThreads, I><<<blocks(rows, 1), kSelThreads, 0, s>>>(x, rows, cols, idx);
+  }
+  check_launch("argmax_kernel");
+}
+
+template <class I>
+void topk_t(int dev, const float *x, uint64_t rows, uint64_t cols, uint64_t k, float *vals,
+            I *idx) {
+  cudaStream_t s = stream(dev);
+  if (k <= kSelectMax) {
+    topk_select_kernel<I><<<blocks(rows, 1), kSelThreads, 0, s>>>(x, rows, cols, (unsigned)k,
+                                                                   vals, idx);
+    check_launch("topk_select_kernel");
+    return;
+  }
+  if (cols > 0xFFFFFFFFull)
+    fail(TLRT_ERR_UNSUPPORTED, "topk_rows: k = %llu > %u needs cols < 2^32 on CUDA",
+         (unsigned long long)k, kSelectMax);
+  // Batches of rows of at most 2^28 elements (4 GiB of keys and sorted keys), at least one row.
+  const uint64_t cap = uint64_t{1} << 28;
+  const uint64_t batch = cols >= cap ? 1 : (cap / cols < rows ? cap / cols : rows);
+  Scratch keys(dev, batch * cols * 8), sorted(dev, batch * cols * 8), offs(dev, (batch + 1) * 8);
+  for (uint64_t r0 = 0; r0 < rows; r0 += batch) {
+    const uint64_t nr = rows - r0 < batch ? rows - r0 : batch;
+    const uint64_t n = nr * cols;
+    topk_keys_kernel<<<blocks(n, 256), 256, 0, s>>>(x + r0 * cols, n, cols,
+                                                     keys.as<unsigned long long>());
+    check_launch("topk_keys_kernel");
+    topk_offsets_kernel<<<blocks(nr + 1, 256), 256, 0, s>>>(nr, cols, offs.as<int64_t>());
+    check_launch("topk_offsets_kernel");
+    size_t bytes = 0;
+    const int64_t *o = offs.as<int64_t>();
+    check(cub::DeviceSegmentedRadixSort::SortKeys(nullptr, bytes,
+                                                  keys.as<unsigned long long>(),
+                                                  sorted.as<unsigned long long>(), (int64_t)n,
+                                                  (int64_t)nr, o, o + 1, 0, 64, s),
+          "topk_rows (sort size)");
+    Scratch tmp(dev, bytes);
+    check(cub::DeviceSegmentedRadixSort::SortKeys(tmp.as<void>(), bytes,
+                                                  keys.as<unsigned long long>(),
+                                                  sorted.as<unsigned long long>(), (int64_t)n,
+                                                  (int64_t)nr, o, o + 1, 0, 64, s),
+          "topk_rows (sort)");
+    topk_gather_kernel<I><<<blocks(nr * k, 256), 256, 0, s>>>(
+        x + r0 * cols, sorted.as<unsigned long long>(), nr, cols, k, vals + r0 * k, idx + r0 * k);
+    check_launch("topk_gather_kernel");
+  }
+}
+
+}  // namespace
+
+void argmax_rows(int dev, const float *x, uint64_t rows, uint64_t cols, bool i64, void *idx) {
+  if (i64)
+    argmax_t(dev, x, rows, cols, static_cast<int64_t *>(idx));
+  else
+    argmax_t(dev, x, rows, cols, static_cast<int32_t *>(idx));
+}
+
+void topk_rows(int dev, const float *x, uint64_t rows, uint64_t cols, uint64_t k, bool i64,
+               float *vals, void *idx) {
+  if (i64)
+    topk_t(dev, x, rows, cols, k, vals, static_cast<int64_t *>(idx));
+  else
+    topk_t(dev, x, rows, cols, k, vals, static_cast<int32_t *>(idx));
 }
 
 }  // namespace cuda

@@ -12,9 +12,12 @@
 // The general gather of tlrt_reduce_from_broadcast copies each output's sequence into a host
 // vector and reduces that. Built like stub/elementwise.cpp (-O3, -fno-trapping-math, clones for
 // x86-64-v3/v4, -ffp-contract=off): every clone performs the same operations in the same order.
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "core/backend/reduce.hpp"
+#include "core/numerics/select_ops.hpp"
 #include "stub/cpu_clones.hpp"
 
 namespace tlrt {
@@ -280,6 +283,61 @@ void reduce_strided(int, const float *x, const red::Strided &p, float *y) {
       seq[e] = x[base + red::strided_offset(e, p.rr, p.rdim, p.rstride)];
     y[q] = sequence<red::Op::Sum>(seq.data(), p.m);
   }
+}
+
+// argmax / top-k: the order of core/numerics/select_ops.hpp (larger key first, then lower index).
+namespace {
+
+template <class I>
+void argmax_rows_t(const float *x, uint64_t rows, uint64_t cols, I *idx) {
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float *p = x + r * cols;
+    uint32_t best = sel::order_key(p[0]);
+    uint64_t bi = 0;
+    for (uint64_t j = 1; j < cols && best != 0xFFFFFFFFu; ++j) {
+      const uint32_t kj = sel::order_key(p[j]);
+      if (kj > best) {
+        best = kj;
+        bi = j;
+      }
+    }
+    idx[r] = (I)bi;
+  }
+}
+
+template <class I>
+void topk_rows_t(const float *x, uint64_t rows, uint64_t cols, uint64_t k, float *vals, I *idx) {
+  std::vector<uint32_t> key(cols);
+  std::vector<uint64_t> ord(cols);
+  for (uint64_t r = 0; r < rows; ++r) {
+    const float *p = x + r * cols;
+    for (uint64_t j = 0; j < cols; ++j) key[j] = sel::order_key(p[j]);
+    std::iota(ord.begin(), ord.end(), uint64_t{0});
+    std::partial_sort(ord.begin(), ord.begin() + k, ord.end(), [&](uint64_t a, uint64_t b) {
+      return sel::before(key[a], a, key[b], b);
+    });
+    for (uint64_t j = 0; j < k; ++j) {
+      vals[r * k + j] = p[ord[j]];
+      idx[r * k + j] = (I)ord[j];
+    }
+  }
+}
+
+}  // namespace
+
+void argmax_rows(int, const float *x, uint64_t rows, uint64_t cols, bool i64, void *idx) {
+  if (i64)
+    argmax_rows_t(x, rows, cols, static_cast<int64_t *>(idx));
+  else
+    argmax_rows_t(x, rows, cols, static_cast<int32_t *>(idx));
+}
+
+void topk_rows(int, const float *x, uint64_t rows, uint64_t cols, uint64_t k, bool i64,
+               float *vals, void *idx) {
+  if (i64)
+    topk_rows_t(x, rows, cols, k, vals, static_cast<int64_t *>(idx));
+  else
+    topk_rows_t(x, rows, cols, k, vals, static_cast<int32_t *>(idx));
 }
 
 }  // namespace stub

@@ -57,9 +57,9 @@ HAND_WRITTEN_HEADERS = {"tlrt_runtime.h", "tlrt_buffer.h", "tlrt_stream.h", "tlr
 # Functions wrapped by hand in the safe layers (Rust lib.rs, Julia module) rather than generated.
 HAND_WRITTEN = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32", "tlrt_tape_new",
                 "tlrt_tape_free", "tlrt_tape_shape"}
-# Functions only the safe Rust crate wraps by hand (lib.rs: a Vec of the dims); the other layers
-# generate them: the output-shape queries.
-RUST_HAND_WRITTEN = set(A.DIMS_CAPACITY)
+# Functions only the safe Rust crate wraps by hand (lib.rs: a Vec of the dims; a slice of buffers);
+# the other layers generate them: the output-shape queries, tlrt_clip_grad_norm.
+RUST_HAND_WRITTEN = set(A.DIMS_CAPACITY) | {"tlrt_clip_grad_norm"}  # lib.rs: a slice of buffers
 
 
 def input_structs(fns):
@@ -1610,6 +1610,7 @@ PY_CTYPES = {
     "const tlrt_safetensors *": "c_void_p", "tlrt_safetensors *": "c_void_p",
     "tlrt_safetensors **": "POINTER(c_void_p)", "const char **": "POINTER(c_char_p)",
     "const char * const *": "POINTER(c_char_p)", "const tlrt_buffer * const *": "POINTER(c_void_p)",
+    "tlrt_buffer * const *": "POINTER(c_void_p)",
     "const uint64_t * const *": "POINTER(POINTER(c_uint64))",
     "void *": "c_void_p", "void **": "POINTER(c_void_p)",  # foreign handles (CUDA streams, events)
     # geometry structs (abi/tlrt_conv.h, abi/tlrt_pool.h) and their fixed arrays

@@ -303,12 +303,14 @@ DIMS_CAPACITY = {"tlrt_conv_output_dims": "TLRT_CONV_MAX_DIMS",
 # the other arrays of that count have an UNCOUNTED entry ('param', count), so every binding
 # checks that they are as long as the first.
 COUNT_BEFORE = {("tlrt_safetensors_save", "count"): "names",
+                ("tlrt_clip_grad_norm", "count"): "grads",
                 ("tlrt_safetensors_save", "meta_count"): "meta_keys"}
 # Shapes (dims_arr): (function, dims parameter) -> the uint32_t ranks array holding each inner
 # array's length (a binding passes NULL for an empty inner array: the C shorthand of a 1-D or
 # scalar shape; any other length must equal the rank).
 DIMS_LISTS = {("tlrt_safetensors_save", "dims"): "ranks"}
 ARRAYS_OF_POINTERS = {"const char * const *": "str_arr", "const tlrt_buffer * const *": "buf_arr",
+                      "tlrt_buffer * const *": "buf_arr",  # buffers modified in place
                       "const uint64_t * const *": "dims_arr"}
 
 

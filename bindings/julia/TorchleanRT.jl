@@ -231,6 +231,8 @@ tlrt_reduce_max_axis0(x, rows, cols, out) = @ccall libtorchlean_rt.tlrt_reduce_m
 tlrt_reduce_max_axis1(x, rows, cols, out) = @ccall libtorchlean_rt.tlrt_reduce_max_axis1(x::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_reduce_sum_axis(x, dims, rank, axis, out) = @ccall libtorchlean_rt.tlrt_reduce_sum_axis(x::Ptr{tlrt_buffer}, dims::Ptr{UInt64}, rank::UInt32, axis::UInt32, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_reduce_from_broadcast(dout, in_dims, in_rank, out_dims, out_rank, axis_map, out) = @ccall libtorchlean_rt.tlrt_reduce_from_broadcast(dout::Ptr{tlrt_buffer}, in_dims::Ptr{UInt64}, in_rank::UInt32, out_dims::Ptr{UInt64}, out_rank::UInt32, axis_map::Ptr{UInt32}, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_argmax_rows(x, rows, cols, index_dtype, indices) = @ccall libtorchlean_rt.tlrt_argmax_rows(x::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, index_dtype::Cint, indices::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_topk_rows(x, rows, cols, k, index_dtype, values, indices) = @ccall libtorchlean_rt.tlrt_topk_rows(x::Ptr{tlrt_buffer}, rows::UInt64, cols::UInt64, k::UInt64, index_dtype::Cint, values::Ptr{Ptr{tlrt_buffer}}, indices::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_concat1d(a, b, n, m, out) = @ccall libtorchlean_rt.tlrt_concat1d(a::Ptr{tlrt_buffer}, b::Ptr{tlrt_buffer}, n::UInt64, m::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_slice1d(x, n, start, len, out) = @ccall libtorchlean_rt.tlrt_slice1d(x::Ptr{tlrt_buffer}, n::UInt64, start::UInt64, len::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_concat_axis0(a, b, rows_a, rows_b, inner, out) = @ccall libtorchlean_rt.tlrt_concat_axis0(a::Ptr{tlrt_buffer}, b::Ptr{tlrt_buffer}, rows_a::UInt64, rows_b::UInt64, inner::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -358,6 +360,7 @@ tlrt_tape_cross_entropy_ibuf(tape, logits, labels, out) = @ccall libtorchlean_rt
 tlrt_tape_cross_entropy_ignore(tape, logits, labels, ignore_index, out) = @ccall libtorchlean_rt.tlrt_tape_cross_entropy_ignore(tape::Ptr{tlrt_tape}, logits::UInt64, labels::Ptr{tlrt_buffer}, ignore_index::Cint, out::Ptr{UInt64})::Cint
 tlrt_sgd_step(param, grad, momentum_buf, step, lr, momentum, dampening, weight_decay, nesterov) = @ccall libtorchlean_rt.tlrt_sgd_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, momentum_buf::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, momentum::Cdouble, dampening::Cdouble, weight_decay::Cdouble, nesterov::Bool)::Cint
 tlrt_adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled) = @ccall libtorchlean_rt.tlrt_adam_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, m::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, beta1::Cdouble, beta2::Cdouble, eps::Cdouble, weight_decay::Cdouble, decoupled::Bool)::Cint
+tlrt_clip_grad_norm(count, grads, max_norm, total_norm) = @ccall libtorchlean_rt.tlrt_clip_grad_norm(count::UInt64, grads::Ptr{Ptr{tlrt_buffer}}, max_norm::Cdouble, total_norm::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_rfft1d_packed(x, batch, n, out) = @ccall libtorchlean_rt.tlrt_rfft1d_packed(x::Ptr{tlrt_buffer}, batch::UInt64, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_irfft1d_packed(spec, batch, n, out) = @ccall libtorchlean_rt.tlrt_irfft1d_packed(spec::Ptr{tlrt_buffer}, batch::UInt64, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_spectral_conv1d_rfft_fwd(x, w_re, w_im, grid, width, modes, y) = @ccall libtorchlean_rt.tlrt_spectral_conv1d_rfft_fwd(x::Ptr{tlrt_buffer}, w_re::Ptr{tlrt_buffer}, w_im::Ptr{tlrt_buffer}, grid::UInt64, width::UInt64, modes::UInt64, y::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -2221,6 +2224,42 @@ function reduce_from_broadcast(dout::Buffer, in_dims::AbstractVector{<:Integer},
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
     GC.@preserve dout c_in_dims c_out_dims c_axis_map check(C.tlrt_reduce_from_broadcast(dout.ptr, c_in_dims, UInt32(length(c_in_dims)), c_out_dims, UInt32(length(c_out_dims)), c_axis_map, o_out), "tlrt_reduce_from_broadcast")
     Buffer(o_out[])
+end
+
+"""
+    argmax_rows(x, rows, cols, index_dtype)
+
+`tlrt_status tlrt_argmax_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_dtype index_dtype, tlrt_buffer ** indices)`
+
+For each row i of the row-major (rows, cols) float32 matrix x, the column of its maximum in the
+order above: indices has rows elements. rows == 0 yields an empty buffer.
+Errors: TLRT_ERR_SHAPE also if cols == 0 and rows > 0 (an empty row has no maximum; torch:
+"Expected reduction dim to have non-zero size").
+"""
+function argmax_rows(x::Buffer, rows::Integer, cols::Integer, index_dtype::Integer)
+    o_indices = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_argmax_rows(x.ptr, UInt64(rows), UInt64(cols), Cint(index_dtype), o_indices), "tlrt_argmax_rows")
+    Buffer(o_indices[])
+end
+
+"""
+    topk_rows(x, rows, cols, k, index_dtype)
+
+`tlrt_status tlrt_topk_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, uint64_t k, tlrt_dtype index_dtype, tlrt_buffer ** values, tlrt_buffer ** indices)`
+
+The k largest elements of each row of the row-major (rows, cols) float32 matrix x, in the
+order above (descending, NaN first, equal values by increasing column): values is the float32
+(rows, k) matrix of those elements (the input's bits, -0 kept), indices the (rows, k) index
+buffer of their columns. 0 <= k <= cols; k == 0 or rows == 0 yields empty buffers.
+Errors: TLRT_ERR_INVALID_ARGUMENT if k > cols (naming k). Strategy (CUDA): per-row radix
+selection in one block for k <= 1024, a segmented radix sort (CUB) beyond; CPU: a partial sort.
+Scratch (CUDA, k > 1024): about 16 bytes per element of x, from the stream-ordered pool.
+"""
+function topk_rows(x::Buffer, rows::Integer, cols::Integer, k::Integer, index_dtype::Integer)
+    o_values = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_indices = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve x check(C.tlrt_topk_rows(x.ptr, UInt64(rows), UInt64(cols), UInt64(k), Cint(index_dtype), o_values, o_indices), "tlrt_topk_rows")
+    (Buffer(o_values[]), Buffer(o_indices[]))
 end
 
 """
@@ -4907,11 +4946,10 @@ end
 `tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)`
 
 cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
-tape's device; the tape holds a reference until reset): the same loss, recorded as ONE node
-(tlrt_cross_entropy_fwd / _bwd of abi/tlrt_softmax.h with TLRT_CROSS_ENTROPY_NO_IGNORE; it
-keeps 2 floats per row for its backward, not the (batch, classes) log-softmax) whose value and
-gradient are bit for bit those of log_softmax, gather_vec through the flat indices, reduce_mean,
-neg (the composition it was recorded as up to ABI 1.2). A label outside
+tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
+gather_vec through an index buffer of flat indices, reduce_mean, neg (the loss's value and
+gradient are bit for bit tlrt_tape_cross_entropy_ignore's with TLRT_CROSS_ENTROPY_NO_IGNORE,
+which keeps 2 floats per row instead of the (batch, classes) log-softmax). A label outside
 [0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
 (the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
 Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
@@ -4989,6 +5027,52 @@ TLRT_ERR_DEVICE_LOST. On failure nothing is modified.
 function adam_step(param::Buffer, grad::Buffer, m::Buffer, v::Buffer, step::Integer, lr::Real, beta1::Real, beta2::Real, eps::Real, weight_decay::Real, decoupled::Bool)
     GC.@preserve param grad m v check(C.tlrt_adam_step(param.ptr, grad.ptr, m.ptr, v.ptr, UInt64(step), Float64(lr), Float64(beta1), Float64(beta2), Float64(eps), Float64(weight_decay), Bool(decoupled)), "tlrt_adam_step")
     nothing
+end
+
+"""
+    clip_grad_norm(grads, max_norm)
+
+`tlrt_status tlrt_clip_grad_norm(uint64_t count, tlrt_buffer * const * grads, double max_norm, tlrt_buffer ** total_norm)`
+
+Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,
+max_norm) with norm_type = 2 and error_if_nonfinite = False, in one pass of the device and
+without a host synchronisation (the norm is never read by the host; the scale is read on the
+device).
+  S     = the sum over every element x of every buffer of x^2, in double (below)
+  norm  = f32(sqrt(S))                                   (sqrt in double, correctly rounded)
+  coef  = f32(max_norm) / (norm + f32(1e-6))             (binary32 addition and division)
+  coef  = min(coef, 1), a NaN coef kept                  (torch.clamp(max=1.0))
+  every element of every buffer: x = x * coef            (binary32 multiply; skipped on the
+                                                          device when coef == 1: x * 1 == x)
+*total_norm is a fresh 1-element float32 buffer holding norm, on the device of the buffers.
+A NaN anywhere makes norm NaN and every element NaN; an infinite element (and no NaN) makes
+norm +inf, coef 0 and the buffers 0 or NaN (inf * 0), as in PyTorch.
+ORDER (deterministic, the same on both backends, bit for bit): each buffer is cut into chunks
+of 4096 consecutive elements; a chunk's value is the double sum of 256 lanes, lane t folding
+x[t]^2, x[t + 256]^2, ... in order, then pairwise halving (h = 128, 64, .., 1). Squares of
+float32 values are exact in double. The chunk values of all buffers, in argument order, are
+reduced by the same 256 lanes and halving into S. S is within about 2^-44 S of the exact sum
+(far below float32's resolution), so norm is the correctly rounded float32 norm except in
+rare ties; PyTorch's foreach path (float32 per-tensor norms) differs from it by a few ulps.
+CUDA: three launches whatever the count (the sums of all chunks, the finish, the scale) and
+one upload of a table of (pointer, size) pairs through pinned staging; scratch of 8 bytes per
+chunk plus 24 per buffer from the stream-ordered pool.
+grads: count handles (the count first, as tlrt_safetensors_save takes it) of float32 buffers
+on one device, all distinct; empty buffers count for
+nothing. count == 0 (grads may then be NULL) yields norm +0 in a buffer on the CPU (PyTorch:
+tensor(0.)). max_norm: the host-scalar rule (finite, and finite in float32) and >= 0.
+Errors: TLRT_ERR_NULL_ARGUMENT (grads when count > 0, an entry of grads, total_norm);
+TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (an entry not float32);
+TLRT_ERR_DEVICE_MISMATCH (entries on different devices); TLRT_ERR_INVALID_ARGUMENT (max_norm
+outside its domain; the same handle twice); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure *total_norm is NULL and no buffer is modified.
+"""
+function clip_grad_norm(grads::AbstractVector{Buffer}, max_norm::Real)
+    h_grads = Buffer[grads...]
+    c_grads = Ptr{C.tlrt_buffer}[x.ptr for x in h_grads]
+    o_total_norm = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve h_grads c_grads check(C.tlrt_clip_grad_norm(UInt64(length(c_grads)), c_grads, Float64(max_norm), o_total_norm), "tlrt_clip_grad_norm")
+    Buffer(o_total_norm[])
 end
 
 """

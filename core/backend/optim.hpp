@@ -15,7 +15,12 @@
                 const opt::SgdParams &s);                                                     \
   /* Adam / AdamW over n elements: p, m, v updated from g. */                                 \
   void adam_step(int dev, float *p, const float *g, float *m, float *v, uint64_t n,           \
-                 const opt::AdamParams &a);
+                 const opt::AdamParams &a);                                                \
+  /* tlrt_clip_grad_norm over count >= 1 buffers (ptrs[b], sizes[b] >= 1 elements; host      \
+     arrays): norm[0] = the float32 norm, every buffer scaled in place by the coefficient.   \
+     norm is a 1-element buffer on dev. */                                                  \
+  void clip_grad_norm(int dev, float *const *ptrs, const uint64_t *sizes, uint64_t count,   \
+                      float max_norm, float *norm);
 
 namespace tlrt {
 namespace stub {

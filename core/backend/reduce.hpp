@@ -17,7 +17,13 @@
   void reduce_axis(int dev, red::Op op, const float *x, uint64_t outer, uint64_t m,          \
                    uint64_t inner, float div, float *y);                                     \
   /* y[q] = tree sum of plan's sequence for output q (q < plan.nq), see red::Strided. */     \
-  void reduce_strided(int dev, const float *x, const red::Strided &plan, float *y);
+  void reduce_strided(int dev, const float *x, const red::Strided &plan, float *y);         \
+  /* abi/tlrt_reduce.h's argmax / top-k over the rows of a row-major (rows, cols) matrix     \
+     (rows, cols >= 1; 1 <= k <= cols): idx holds int64_t values when i64, else int32_t. */  \
+  void argmax_rows(int dev, const float *x, uint64_t rows, uint64_t cols, bool i64,         \
+                   void *idx);                                                              \
+  void topk_rows(int dev, const float *x, uint64_t rows, uint64_t cols, uint64_t k,         \
+                 bool i64, float *vals, void *idx);
 
 namespace tlrt {
 namespace stub {

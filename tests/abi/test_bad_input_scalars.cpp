@@ -313,6 +313,14 @@ std::vector<Arg> entry_points(const Bufs &b) {
                  },
                  same});
   }
+  // Gradient clipping (in place): its own buffer, so that accepted calls scale nothing else.
+  tlrt_buffer *cg = b.z4.get();
+  v.push_back({"tlrt_clip_grad_norm", "max_norm", Inf::None, 1, nonneg,
+               [=](double mn, tlrt_buffer **out) {
+                 tlrt_buffer *const grads[1] = {cg};
+                 return tlrt_clip_grad_norm(1, grads, mn, out);
+               },
+               [=] { return th::download(cg); }});
   return v;
 }
 

@@ -345,6 +345,63 @@ def test_rms_norm():
     assert np.allclose(t.from_numpy(x).rms_norm(eps=1e-6).numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_argmax_topk():
+    nan, inf = float("nan"), float("inf")
+    a = t.tensor([[1., 3., 3., 0.], [nan, 2., nan, inf], [-0.0, 0.0, -1., -inf]])
+    am = a.argmax()
+    assert am.dtype == "int64" and am.shape == (3,) and am.tolist() == [1, 0, 0]
+    assert a.argmax(dtype="int32").dtype == "int32"
+    v, i = a.topk(3)
+    assert v.shape == (3, 3) and i.shape == (3, 3) and i.dtype == "int64"
+    assert i.tolist() == [[1, 2, 0], [0, 2, 3], [0, 1, 2]]
+    vl = v.tolist()
+    assert vl[0] == [3, 3, 1] and vl[1][0] != vl[1][0] and vl[1][2] == inf
+    v0, i0 = a.topk(0)
+    assert v0.shape == (3, 0) and i0.shape == (3, 0)
+    b = t.tensor([[[4., 1.], [2., 9.]]])
+    assert b.argmax().shape == (1, 2) and b.argmax().tolist() == [[0, 1]]
+    raises(ValueError, a.topk, 5)
+    raises(NotImplementedError, a.argmax, 0)
+    raises(t.ShapeError, t.tensor(1.0).argmax)
+    err = raises(t.TlrtError, t.zeros((2, 0)).argmax)
+    assert err.status == t.TLRT_ERR_SHAPE
+    # argmax feeds an index-buffer gather directly (the picked tokens' embeddings).
+    table = t.tensor([[10., 11.], [20., 21.], [30., 31.]])
+    rows = t.gather_rows(table.buffer, 3, 2, t.tensor([[0., 5., 1.]]).argmax().buffer)
+    assert rows.to_list() == [20., 21.]
+    if np is None:
+        return
+    rng = np.random.default_rng(9)
+    x = rng.integers(-3, 4, (5, 37)).astype(np.float32)  # many ties
+    tx = t.from_numpy(x)
+    assert tx.argmax().numpy().tolist() == x.argmax(-1).tolist()
+    for k in (1, 5, 37):
+        v, i = tx.topk(k)
+        order = np.argsort(-x, axis=-1, kind="stable")[:, :k]
+        assert np.array_equal(i.numpy(), order), k
+        assert np.array_equal(v.numpy(), np.take_along_axis(x, order, -1)), k
+
+
+def test_clip_grad_norm():
+    g1, g2 = t.tensor([3.0]), t.tensor([[4.0, 0.0]])
+    n = t.clip_grad_norm([g1, g2], 1.0)
+    assert n.shape == () and n.item() == 5.0
+    c = np.float32(1.0) / (np.float32(5.0) + np.float32(1e-6)) if np is not None else None
+    if c is not None:
+        assert g1.tolist() == [float(np.float32(3.0) * c)]
+        assert g2.tolist() == [[float(np.float32(4.0) * c), 0.0]]
+    b = t.Buffer.from_list([1.0, 2.0, 2.0])
+    nb = t.clip_grad_norm([b], 10.0)  # below max_norm: untouched
+    assert isinstance(nb, t.Buffer) and nb.to_list() == [3.0] and b.to_list() == [1.0, 2.0, 2.0]
+    assert t.clip_grad_norm([], 1.0).to_list() == [0.0]
+    nan = t.tensor([1.0, float("nan")])
+    assert t.clip_grad_norm([nan], 1.0).item() != t.clip_grad_norm([nan], 1.0).item()
+    err = raises(t.TlrtError, t.clip_grad_norm, [g1, g1], 1.0)
+    assert err.status == t.TLRT_ERR_INVALID_ARGUMENT
+    err = raises(t.TlrtError, t.clip_grad_norm, [g1], -1.0)
+    assert err.status == t.TLRT_ERR_INVALID_ARGUMENT
+
+
 def test_cuda_when_available():
     if not t.cuda_available():
         if pytest is not None:

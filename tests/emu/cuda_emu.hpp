@@ -413,6 +413,47 @@ inline float __shfl_sync(unsigned, float v, int src_lane, int width = 32) {
       arg);
 }
 
+// Shuffles of other 4- and 8-byte types (unsigned, uint64_t, double: the selection and clipping
+// kernels of cuda/kernels/select.cuh and clip.cuh), as one float shuffle per 32-bit word.
+template <class T, class F>
+inline T emu_shfl_words(T v, F one) {
+  static_assert(sizeof(T) % 4 == 0, "emu: shuffle of a type of 4 n bytes");
+  uint32_t w[sizeof(T) / 4];
+  std::memcpy(w, &v, sizeof(T));
+  for (auto &x : w) x = __float_as_uint(one(__uint_as_float(x)));
+  std::memcpy(&v, w, sizeof(T));
+  return v;
+}
+template <class T, class = std::enable_if_t<!std::is_same<T, float>::value>>
+inline T __shfl_down_sync(unsigned m, T v, unsigned delta, int width = 32) {
+  return emu_shfl_words(v, [&](float f) { return __shfl_down_sync(m, f, delta, width); });
+}
+template <class T, class = std::enable_if_t<!std::is_same<T, float>::value>>
+inline T __shfl_sync(unsigned m, T v, int src_lane, int width = 32) {
+  return emu_shfl_words(v, [&](float f) { return __shfl_sync(m, f, src_lane, width); });
+}
+// Lane - delta within segments of `width` lanes, the caller's own value before the segment start.
+template <class T>
+inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const unsigned arg = delta | ((unsigned)width << 8);
+  return emu_shfl_words(v, [&](float f) {
+    return emu_shfl(
+        f,
+        [](unsigned lane, unsigned a) {
+          const unsigned d = a & 0xFFu, w = a >> 8;
+          return (lane % w) >= d ? lane - d : lane;
+        },
+        arg);
+  });
+}
+inline float __ldg(const float *p) { return *p; }
+// IEEE operations with the rounding the names state (the host's default: round to nearest).
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }
+inline float __double2float_rn(double a) { return (float)a; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+
 namespace tlrt {
 namespace cuda {
 namespace async {

@@ -1069,6 +1069,25 @@ dout (TLRT_ERR_SHAPE, naming dout and out_dims); prod(in_dims) <= TLRT_MAX_ELEME
 (TLRT_ERR_OVERFLOW, naming in_dims). -/
 @[extern "tlrt_lean_reduce_from_broadcast"] opaque reduceFromBroadcast (dout : @& Buffer) (in_dims : @& Array UInt64) (out_dims : @& Array UInt64) (axis_map : @& Array UInt32) : IO Buffer
 
+/-- `tlrt_status tlrt_argmax_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_dtype index_dtype, tlrt_buffer ** indices)`
+
+For each row i of the row-major (rows, cols) float32 matrix x, the column of its maximum in the
+order above: indices has rows elements. rows == 0 yields an empty buffer.
+Errors: TLRT_ERR_SHAPE also if cols == 0 and rows > 0 (an empty row has no maximum; torch:
+"Expected reduction dim to have non-zero size"). -/
+@[extern "tlrt_lean_argmax_rows"] opaque argmaxRows (x : @& Buffer) (rows : UInt64) (cols : UInt64) (index_dtype : UInt32) : IO Buffer
+
+/-- `tlrt_status tlrt_topk_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, uint64_t k, tlrt_dtype index_dtype, tlrt_buffer ** values, tlrt_buffer ** indices)`
+
+The k largest elements of each row of the row-major (rows, cols) float32 matrix x, in the
+order above (descending, NaN first, equal values by increasing column): values is the float32
+(rows, k) matrix of those elements (the input's bits, -0 kept), indices the (rows, k) index
+buffer of their columns. 0 <= k <= cols; k == 0 or rows == 0 yields empty buffers.
+Errors: TLRT_ERR_INVALID_ARGUMENT if k > cols (naming k). Strategy (CUDA): per-row radix
+selection in one block for k <= 1024, a segmented radix sort (CUB) beyond; CPU: a partial sort.
+Scratch (CUDA, k > 1024): about 16 bytes per element of x, from the stream-ordered pool. -/
+@[extern "tlrt_lean_topk_rows"] opaque topkRows (x : @& Buffer) (rows : UInt64) (cols : UInt64) (k : UInt64) (index_dtype : UInt32) : IO (Buffer × Buffer)
+
 /-- `tlrt_status tlrt_concat1d(const tlrt_buffer * a, const tlrt_buffer * b, uint64_t n, uint64_t m, tlrt_buffer ** out)`
 
 Concatenation of two vectors: out is a followed by b, n + m elements, out[i] = a[i] for i < n and
@@ -2840,11 +2859,10 @@ attention). -/
 /-- `tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)`
 
 cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
-tape's device; the tape holds a reference until reset): the same loss, recorded as ONE node
-(tlrt_cross_entropy_fwd / _bwd of abi/tlrt_softmax.h with TLRT_CROSS_ENTROPY_NO_IGNORE; it
-keeps 2 floats per row for its backward, not the (batch, classes) log-softmax) whose value and
-gradient are bit for bit those of log_softmax, gather_vec through the flat indices, reduce_mean,
-neg (the composition it was recorded as up to ABI 1.2). A label outside
+tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
+gather_vec through an index buffer of flat indices, reduce_mean, neg (the loss's value and
+gradient are bit for bit tlrt_tape_cross_entropy_ignore's with TLRT_CROSS_ENTROPY_NO_IGNORE,
+which keeps 2 floats per row instead of the (batch, classes) log-softmax). A label outside
 [0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
 (the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
 Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;
@@ -2896,6 +2914,42 @@ or v not the size of param); TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT
 outside its domain, step == 0, the same handle passed twice); TLRT_ERR_CUDA;
 TLRT_ERR_DEVICE_LOST. On failure nothing is modified. -/
 @[extern "tlrt_lean_adam_step"] opaque adamStep (param : @& Buffer) (grad : @& Buffer) (m : @& Buffer) (v : @& Buffer) (step : UInt64) (lr : Float) (beta1 : Float) (beta2 : Float) (eps : Float) (weight_decay : Float) (decoupled : Bool) : IO Unit
+
+/-- `tlrt_status tlrt_clip_grad_norm(uint64_t count, tlrt_buffer * const * grads, double max_norm, tlrt_buffer ** total_norm)`
+
+Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,
+max_norm) with norm_type = 2 and error_if_nonfinite = False, in one pass of the device and
+without a host synchronisation (the norm is never read by the host; the scale is read on the
+device).
+  S     = the sum over every element x of every buffer of x^2, in double (below)
+  norm  = f32(sqrt(S))                                   (sqrt in double, correctly rounded)
+  coef  = f32(max_norm) / (norm + f32(1e-6))             (binary32 addition and division)
+  coef  = min(coef, 1), a NaN coef kept                  (torch.clamp(max=1.0))
+  every element of every buffer: x = x * coef            (binary32 multiply; skipped on the
+                                                          device when coef == 1: x * 1 == x)
+*total_norm is a fresh 1-element float32 buffer holding norm, on the device of the buffers.
+A NaN anywhere makes norm NaN and every element NaN; an infinite element (and no NaN) makes
+norm +inf, coef 0 and the buffers 0 or NaN (inf * 0), as in PyTorch.
+ORDER (deterministic, the same on both backends, bit for bit): each buffer is cut into chunks
+of 4096 consecutive elements; a chunk's value is the double sum of 256 lanes, lane t folding
+x[t]^2, x[t + 256]^2, ... in order, then pairwise halving (h = 128, 64, .., 1). Squares of
+float32 values are exact in double. The chunk values of all buffers, in argument order, are
+reduced by the same 256 lanes and halving into S. S is within about 2^-44 S of the exact sum
+(far below float32's resolution), so norm is the correctly rounded float32 norm except in
+rare ties; PyTorch's foreach path (float32 per-tensor norms) differs from it by a few ulps.
+CUDA: three launches whatever the count (the sums of all chunks, the finish, the scale) and
+one upload of a table of (pointer, size) pairs through pinned staging; scratch of 8 bytes per
+chunk plus 24 per buffer from the stream-ordered pool.
+grads: count handles (the count first, as tlrt_safetensors_save takes it) of float32 buffers
+on one device, all distinct; empty buffers count for
+nothing. count == 0 (grads may then be NULL) yields norm +0 in a buffer on the CPU (PyTorch:
+tensor(0.)). max_norm: the host-scalar rule (finite, and finite in float32) and >= 0.
+Errors: TLRT_ERR_NULL_ARGUMENT (grads when count > 0, an entry of grads, total_norm);
+TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (an entry not float32);
+TLRT_ERR_DEVICE_MISMATCH (entries on different devices); TLRT_ERR_INVALID_ARGUMENT (max_norm
+outside its domain; the same handle twice); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure *total_norm is NULL and no buffer is modified. -/
+@[extern "tlrt_lean_clip_grad_norm"] opaque clipGradNorm (grads : @& Array Buffer) (max_norm : Float) : IO Buffer
 
 /-- `tlrt_status tlrt_rfft1d_packed(const tlrt_buffer * x, uint64_t batch, uint64_t n, tlrt_buffer ** out)`
 

@@ -1916,6 +1916,37 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_argmax_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_dtype index_dtype, tlrt_buffer ** indices) */
+LEAN_EXPORT lean_obj_res tlrt_lean_argmax_rows(b_lean_obj_arg l_x, uint64_t l_rows, uint64_t l_cols, uint32_t l_index_dtype, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *o_indices = NULL;
+  st = tlrt_argmax_rows((const tlrt_buffer *)x_h, (uint64_t)l_rows, (uint64_t)l_cols, (tlrt_dtype)l_index_dtype, (tlrt_buffer **)&o_indices);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_indices));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_topk_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, uint64_t k, tlrt_dtype index_dtype, tlrt_buffer ** values, tlrt_buffer ** indices) */
+LEAN_EXPORT lean_obj_res tlrt_lean_topk_rows(b_lean_obj_arg l_x, uint64_t l_rows, uint64_t l_cols, uint64_t l_k, uint32_t l_index_dtype, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *x_h = tlrt_lean_buffer_of(l_x);
+  tlrt_buffer *o_values = NULL;
+  tlrt_buffer *o_indices = NULL;
+  st = tlrt_topk_rows((const tlrt_buffer *)x_h, (uint64_t)l_rows, (uint64_t)l_cols, (uint64_t)l_k, (tlrt_dtype)l_index_dtype, (tlrt_buffer **)&o_values, (tlrt_buffer **)&o_indices);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_values), tlrt_lean_wrap_buffer(o_indices)));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_concat1d(const tlrt_buffer * a, const tlrt_buffer * b, uint64_t n, uint64_t m, tlrt_buffer ** out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_concat1d(b_lean_obj_arg l_a, b_lean_obj_arg l_b, uint64_t l_n, uint64_t l_m, lean_obj_arg w) {
   (void)w;
@@ -3924,6 +3955,22 @@ LEAN_EXPORT lean_obj_res tlrt_lean_adam_step(b_lean_obj_arg l_param, b_lean_obj_
   res = lean_io_result_mk_ok(lean_box(0));
 done:
   ;
+  return res;
+}
+
+/* tlrt_status tlrt_clip_grad_norm(uint64_t count, tlrt_buffer * const * grads, double max_norm, tlrt_buffer ** total_norm) */
+LEAN_EXPORT lean_obj_res tlrt_lean_clip_grad_norm(b_lean_obj_arg l_grads, double l_max_norm, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  const tlrt_buffer **c_grads = NULL;
+  tlrt_buffer *o_total_norm = NULL;
+  if (tlrt_lean_buffers(l_grads, &c_grads) != 0) { res = tlrt_lean_oom("tlrt_clip_grad_norm"); goto done; }
+  st = tlrt_clip_grad_norm((uint64_t)lean_array_size(l_grads), (tlrt_buffer * const *)c_grads, (double)l_max_norm, (tlrt_buffer **)&o_total_norm);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_total_norm));
+done:
+  free(c_grads);
   return res;
 }
 

@@ -1020,12 +1020,16 @@ _NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32",
             # the output-shape queries: conv_output_dims and friends above
             "tlrt_conv_output_dims", "tlrt_convtranspose_output_dims", "tlrt_pool_output_dims",
             # the index-buffer fault counter: index_faults below
-            "tlrt_index_faults"}
+            "tlrt_index_faults",
+            # an array of buffers modified in place: clip_grad_norm below
+            "tlrt_clip_grad_norm"}
 _IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double": "float",
              "uint64_t": "int", "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
              "int": "cint",  # a C int (signed): the ignore_index of the cross-entropy
              "const uint64_t *": "array64", "const uint32_t *": "array32",
-             "tlrt_tape *": "tape", "const tlrt_tape *": "tape"}
+             "tlrt_tape *": "tape", "const tlrt_tape *": "tape", "tlrt_dtype": "dtype"}
+# Element types by name for tlrt_dtype arguments (abi/tlrt_buffer.h); the codes pass as well.
+_DTYPE_ARG = {"float32": 0, "int32": 1, "int64": 2}
 # Trailing out-parameters other than buffers (the tape's node ids, counts, devices).
 _OUT_SCALARS = {"uint64_t *": ctypes.c_uint64, "uint32_t *": ctypes.c_uint32,
                 "tlrt_device *": ctypes.c_uint32, "bool *": ctypes.c_bool}
@@ -1120,6 +1124,13 @@ def _make_op(proto):
                 cargs.append(bool(a))
             elif kind == "device":
                 cargs.append(_as_device(a))
+            elif kind == "dtype":
+                if isinstance(a, str):
+                    if a not in _DTYPE_ARG:
+                        raise ValueError(f"{fname}: argument {n} = {a!r} is not one of "
+                                         f"{sorted(_DTYPE_ARG)}")
+                    a = _DTYPE_ARG[a]
+                cargs.append(int(a))
             elif kind in ("array64", "array32"):
                 vals = [int(v) for v in a]
                 bits = 64 if kind == "array64" else 32
@@ -1198,6 +1209,31 @@ def index_faults(device, reset=False):
     _check(lib.tlrt_index_faults(_as_device(device), bool(reset), ctypes.byref(n)),
            "tlrt_index_faults")
     return n.value
+
+
+def clip_grad_norm(grads, max_norm):
+    """tlrt_clip_grad_norm: torch.nn.utils.clip_grad_norm_(grads, max_norm) on the device, in
+    place, without a host synchronisation. grads: Buffers or Tensors (float32, one device, each
+    once); returns the total L2 norm (before clipping) as a 1-element Buffer, or a 0-d Tensor when
+    grads holds Tensors. Every buffer is scaled by min(1, max_norm / (norm + 1e-6)) (NaN for a NaN
+    norm); an empty grads gives a norm of 0 on the CPU."""
+    grads = list(grads)
+    tensors = bool(grads) and all(hasattr(g, "buffer") and not isinstance(g, Buffer)
+                                  for g in grads)
+    bufs = [g.buffer if tensors else g for g in grads]
+    arr = (ctypes.c_void_p * len(bufs))(*[_handle(b, "tlrt_clip_grad_norm", "grads")
+                                          for b in bufs]) if bufs else None
+    out = ctypes.c_void_p()
+    _check(lib.tlrt_clip_grad_norm(len(bufs), arr, float(max_norm), ctypes.byref(out)),
+           "tlrt_clip_grad_norm")
+    norm = Buffer(out.value)
+    if tensors:
+        from ._tensor import Tensor
+        return Tensor._wrap(norm, ())
+    return norm
+
+
+__all__ += ["clip_grad_norm"]
 
 
 def _zero_target(fname, a):

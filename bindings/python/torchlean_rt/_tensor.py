@@ -512,6 +512,36 @@ class Tensor:
         s = self.sum(axis, keepdims)
         return Tensor._wrap(OPS["div"](s._buf, Buffer.full(s.numel(), count, s.device)), s._shape)
 
+    def _last_axis(self, function, axis):
+        if not self._shape:
+            raise ShapeError(f"{function}: a 0-d tensor has no last axis", function)
+        if axis not in (-1, self.ndim - 1):
+            raise NotImplementedError(f"{function} over the last axis only (permute first)")
+        if self.dtype != float32:
+            raise TypeError(f"{function}: a float32 tensor, not {self.dtype}")
+        return _numel(self._shape[:-1]), self._shape[-1]
+
+    def argmax(self, axis=-1, dtype=int64):
+        """The index of the maximum along the last axis (tlrt_argmax_rows; torch.argmax(dim=-1)):
+        an int64 (or dtype int32) tensor of the leading shape. NaN is the maximum (the first NaN
+        wins), ties go to the lowest index, -0 == +0. It feeds the index-buffer gathers (an
+        embedding of the picked tokens) directly."""
+        rows, cols = self._last_axis("argmax", axis)
+        return Tensor._wrap(OPS["argmax_rows"](self._buf, rows, cols, _dtype_name(dtype)),
+                            self._shape[:-1])
+
+    def topk(self, k, axis=-1, dtype=int64):
+        """The k largest values along the last axis in descending order with their indices
+        (tlrt_topk_rows; torch.topk(k, dim=-1, sorted=True) on the CPU): (values, indices), each of
+        the shape with the last axis k; NaN is the largest, ties by lower index."""
+        rows, cols = self._last_axis("topk", axis)
+        k = operator.index(k)
+        if not 0 <= k <= cols:
+            raise ValueError(f"topk: k = {k} is not in [0, {cols}]")
+        v, i = OPS["topk_rows"](self._buf, rows, cols, k, _dtype_name(dtype))
+        shape = self._shape[:-1] + (k,)
+        return Tensor._wrap(v, shape), Tensor._wrap(i, shape)
+
     def _rows(self, op):
         if not self._shape:
             raise ShapeError(f"{op}: a 0-d tensor has no last axis", op)

@@ -607,6 +607,19 @@ PROTOTYPES = (
       'unmapped input axis has size 1 (TLRT_ERR_SHAPE, naming in_dims); prod(out_dims) == size of\n'
       'dout (TLRT_ERR_SHAPE, naming dout and out_dims); prod(in_dims) <= TLRT_MAX_ELEMENTS\n'
       '(TLRT_ERR_OVERFLOW, naming in_dims).')),
+    ('tlrt_argmax_rows', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('tlrt_dtype', 'index_dtype'), ('tlrt_buffer **', 'indices'),), 'tlrt_reduce.h',
+     ('For each row i of the row-major (rows, cols) float32 matrix x, the column of its maximum in the\n'
+      'order above: indices has rows elements. rows == 0 yields an empty buffer.\n'
+      'Errors: TLRT_ERR_SHAPE also if cols == 0 and rows > 0 (an empty row has no maximum; torch:\n'
+      '"Expected reduction dim to have non-zero size").')),
+    ('tlrt_topk_rows', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('uint64_t', 'rows'), ('uint64_t', 'cols'), ('uint64_t', 'k'), ('tlrt_dtype', 'index_dtype'), ('tlrt_buffer **', 'values'), ('tlrt_buffer **', 'indices'),), 'tlrt_reduce.h',
+     ('The k largest elements of each row of the row-major (rows, cols) float32 matrix x, in the\n'
+      'order above (descending, NaN first, equal values by increasing column): values is the float32\n'
+      "(rows, k) matrix of those elements (the input's bits, -0 kept), indices the (rows, k) index\n"
+      'buffer of their columns. 0 <= k <= cols; k == 0 or rows == 0 yields empty buffers.\n'
+      'Errors: TLRT_ERR_INVALID_ARGUMENT if k > cols (naming k). Strategy (CUDA): per-row radix\n'
+      'selection in one block for k <= 1024, a segmented radix sort (CUB) beyond; CPU: a partial sort.\n'
+      'Scratch (CUDA, k > 1024): about 16 bytes per element of x, from the stream-ordered pool.')),
     ('tlrt_concat1d', 'tlrt_status', (('const tlrt_buffer *', 'a'), ('const tlrt_buffer *', 'b'), ('uint64_t', 'n'), ('uint64_t', 'm'), ('tlrt_buffer **', 'out'),), 'tlrt_layout.h',
      ('Concatenation of two vectors: out is a followed by b, n + m elements, out[i] = a[i] for i < n and\n'
       'out[n + j] = b[j] for j < m. Either or both may be empty.\n'
@@ -2014,11 +2027,10 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_cross_entropy_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'logits'), ('const tlrt_buffer *', 'labels'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the\n'
-      "tape's device; the tape holds a reference until reset): the same loss, recorded as ONE node\n"
-      '(tlrt_cross_entropy_fwd / _bwd of abi/tlrt_softmax.h with TLRT_CROSS_ENTROPY_NO_IGNORE; it\n'
-      'keeps 2 floats per row for its backward, not the (batch, classes) log-softmax) whose value and\n'
-      'gradient are bit for bit those of log_softmax, gather_vec through the flat indices, reduce_mean,\n'
-      'neg (the composition it was recorded as up to ABI 1.2). A label outside\n'
+      "tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,\n"
+      "gather_vec through an index buffer of flat indices, reduce_mean, neg (the loss's value and\n"
+      "gradient are bit for bit tlrt_tape_cross_entropy_ignore's with TLRT_CROSS_ENTROPY_NO_IGNORE,\n"
+      'which keeps 2 floats per row instead of the (batch, classes) log-softmax). A label outside\n'
       '[0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum\n'
       '(the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;\n'
@@ -2060,6 +2072,39 @@ PROTOTYPES = (
       'or v not the size of param); TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar\n'
       'outside its domain, step == 0, the same handle passed twice); TLRT_ERR_CUDA;\n'
       'TLRT_ERR_DEVICE_LOST. On failure nothing is modified.')),
+    ('tlrt_clip_grad_norm', 'tlrt_status', (('uint64_t', 'count'), ('tlrt_buffer * const *', 'grads'), ('double', 'max_norm'), ('tlrt_buffer **', 'total_norm'),), 'tlrt_optim.h',
+     ('Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,\n'
+      'max_norm) with norm_type = 2 and error_if_nonfinite = False, in one pass of the device and\n'
+      'without a host synchronisation (the norm is never read by the host; the scale is read on the\n'
+      'device).\n'
+      '  S     = the sum over every element x of every buffer of x^2, in double (below)\n'
+      '  norm  = f32(sqrt(S))                                   (sqrt in double, correctly rounded)\n'
+      '  coef  = f32(max_norm) / (norm + f32(1e-6))             (binary32 addition and division)\n'
+      '  coef  = min(coef, 1), a NaN coef kept                  (torch.clamp(max=1.0))\n'
+      '  every element of every buffer: x = x * coef            (binary32 multiply; skipped on the\n'
+      '                                                          device when coef == 1: x * 1 == x)\n'
+      '*total_norm is a fresh 1-element float32 buffer holding norm, on the device of the buffers.\n'
+      'A NaN anywhere makes norm NaN and every element NaN; an infinite element (and no NaN) makes\n'
+      'norm +inf, coef 0 and the buffers 0 or NaN (inf * 0), as in PyTorch.\n'
+      'ORDER (deterministic, the same on both backends, bit for bit): each buffer is cut into chunks\n'
+      "of 4096 consecutive elements; a chunk's value is the double sum of 256 lanes, lane t folding\n"
+      'x[t]^2, x[t + 256]^2, ... in order, then pairwise halving (h = 128, 64, .., 1). Squares of\n'
+      'float32 values are exact in double. The chunk values of all buffers, in argument order, are\n'
+      'reduced by the same 256 lanes and halving into S. S is within about 2^-44 S of the exact sum\n'
+      "(far below float32's resolution), so norm is the correctly rounded float32 norm except in\n"
+      "rare ties; PyTorch's foreach path (float32 per-tensor norms) differs from it by a few ulps.\n"
+      'CUDA: three launches whatever the count (the sums of all chunks, the finish, the scale) and\n'
+      'one upload of a table of (pointer, size) pairs through pinned staging; scratch of 8 bytes per\n'
+      'chunk plus 24 per buffer from the stream-ordered pool.\n'
+      'grads: count handles (the count first, as tlrt_safetensors_save takes it) of float32 buffers\n'
+      'on one device, all distinct; empty buffers count for\n'
+      'nothing. count == 0 (grads may then be NULL) yields norm +0 in a buffer on the CPU (PyTorch:\n'
+      'tensor(0.)). max_norm: the host-scalar rule (finite, and finite in float32) and >= 0.\n'
+      'Errors: TLRT_ERR_NULL_ARGUMENT (grads when count > 0, an entry of grads, total_norm);\n'
+      'TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (an entry not float32);\n'
+      'TLRT_ERR_DEVICE_MISMATCH (entries on different devices); TLRT_ERR_INVALID_ARGUMENT (max_norm\n'
+      'outside its domain; the same handle twice); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. On failure *total_norm is NULL and no buffer is modified.')),
     ('tlrt_rfft1d_packed', 'tlrt_status', (('const tlrt_buffer *', 'x'), ('uint64_t', 'batch'), ('uint64_t', 'n'), ('tlrt_buffer **', 'out'),), 'tlrt_fft.h',
      ('Forward real FFT of each row: x is row-major (batch, n); out is (batch, n/2 + 1, 2), packed\n'
       '[re, im] per bin, unnormalised, sign e^{-2 pi i k t / n} (CONVENTIONS above). torch.fft.rfft.\n'
@@ -2500,6 +2545,7 @@ CTYPES = {
     'const char **': 'POINTER(c_char_p)',
     'const char * const *': 'POINTER(c_char_p)',
     'const tlrt_buffer * const *': 'POINTER(c_void_p)',
+    'tlrt_buffer * const *': 'POINTER(c_void_p)',
     'const uint64_t * const *': 'POINTER(POINTER(c_uint64))',
     'void *': 'c_void_p',
     'void **': 'POINTER(c_void_p)',

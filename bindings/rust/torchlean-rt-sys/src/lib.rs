@@ -478,6 +478,12 @@ extern "C" {
     /// The adjoint of broadcasting (reduce a broadcast gradient back to the input's shape).
     /// (full contract: abi/tlrt_reduce.h)
     pub fn tlrt_reduce_from_broadcast(dout: *const tlrt_buffer, in_dims: *const u64, in_rank: u32, out_dims: *const u64, out_rank: u32, axis_map: *const u32, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// For each row i of the row-major (rows, cols) float32 matrix x, the column of its maximum in the
+    /// (full contract: abi/tlrt_reduce.h)
+    pub fn tlrt_argmax_rows(x: *const tlrt_buffer, rows: u64, cols: u64, index_dtype: tlrt_dtype, indices: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The k largest elements of each row of the row-major (rows, cols) float32 matrix x, in the
+    /// (full contract: abi/tlrt_reduce.h)
+    pub fn tlrt_topk_rows(x: *const tlrt_buffer, rows: u64, cols: u64, k: u64, index_dtype: tlrt_dtype, values: *mut *mut tlrt_buffer, indices: *mut *mut tlrt_buffer) -> tlrt_status;
     // ---- tlrt_layout.h
     /// Concatenation of two vectors: out is a followed by b, n + m elements, out[i] = a[i] for i < n and
     /// (full contract: abi/tlrt_layout.h)
@@ -866,6 +872,9 @@ extern "C" {
     /// One Adam (decoupled == false) or AdamW (decoupled == true) step, in place (DEFINITIONS above):
     /// (full contract: abi/tlrt_optim.h)
     pub fn tlrt_adam_step(param: *mut tlrt_buffer, grad: *const tlrt_buffer, m: *mut tlrt_buffer, v: *mut tlrt_buffer, step: u64, lr: f64, beta1: f64, beta2: f64, eps: f64, weight_decay: f64, decoupled: bool) -> tlrt_status;
+    /// Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,
+    /// (full contract: abi/tlrt_optim.h)
+    pub fn tlrt_clip_grad_norm(count: u64, grads: *const *mut tlrt_buffer, max_norm: f64, total_norm: *mut *mut tlrt_buffer) -> tlrt_status;
     // ---- tlrt_fft.h
     /// Forward real FFT of each row: x is row-major (batch, n); out is (batch, n/2 + 1, 2), packed
     /// (full contract: abi/tlrt_fft.h)

@@ -610,6 +610,16 @@ pub fn dgemm(a: &[f64], b: &[f64], m: u64, n: u64, p: u64) -> Result<Vec<f64>> {
     Ok(c)
 }
 
+/// Clips `grads` in place by their global L2 norm (`tlrt_clip_grad_norm`, abi/tlrt_optim.h:
+/// torch.nn.utils.clip_grad_norm_ without a host synchronisation) and returns the norm as a fresh
+/// 1-element buffer on their device (on the CPU for an empty slice).
+pub fn clip_grad_norm(grads: &[&Buffer], max_norm: f64) -> Result<Buffer> {
+    let ptrs: Vec<*mut sys::tlrt_buffer> = grads.iter().map(|b| b.raw).collect();
+    out_buffer("tlrt_clip_grad_norm", |o| unsafe {
+        sys::tlrt_clip_grad_norm(ptrs.len() as u64, ptrs.as_ptr(), max_norm, o)
+    })
+}
+
 // ---- geometry as data (abi/tlrt_conv.h, abi/tlrt_pool.h) --------------------------------------
 //
 // The geometry structs are plain `#[repr(C)]` values of the sys crate, filled by field name; the

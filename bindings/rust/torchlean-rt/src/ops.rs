@@ -391,6 +391,23 @@ pub fn reduce_from_broadcast(dout: &Buffer, in_dims: &[u64], out_dims: &[u64], a
     Ok(Buffer { raw: o_out })
 }
 
+/// For each row i of the row-major (rows, cols) float32 matrix x, the column of its maximum in the
+/// `tlrt_status tlrt_argmax_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, tlrt_dtype index_dtype, tlrt_buffer ** indices)` (abi/tlrt_reduce.h).
+pub fn argmax_rows(x: &Buffer, rows: u64, cols: u64, index_dtype: Dtype) -> Result<Buffer> {
+    let mut o_indices = core::ptr::null_mut();
+    check("tlrt_argmax_rows", unsafe { sys::tlrt_argmax_rows(x.raw as *const sys::tlrt_buffer, rows, cols, index_dtype.raw(), &mut o_indices) })?;
+    Ok(Buffer { raw: o_indices })
+}
+
+/// The k largest elements of each row of the row-major (rows, cols) float32 matrix x, in the
+/// `tlrt_status tlrt_topk_rows(const tlrt_buffer * x, uint64_t rows, uint64_t cols, uint64_t k, tlrt_dtype index_dtype, tlrt_buffer ** values, tlrt_buffer ** indices)` (abi/tlrt_reduce.h).
+pub fn topk_rows(x: &Buffer, rows: u64, cols: u64, k: u64, index_dtype: Dtype) -> Result<(Buffer, Buffer)> {
+    let mut o_values = core::ptr::null_mut();
+    let mut o_indices = core::ptr::null_mut();
+    check("tlrt_topk_rows", unsafe { sys::tlrt_topk_rows(x.raw as *const sys::tlrt_buffer, rows, cols, k, index_dtype.raw(), &mut o_values, &mut o_indices) })?;
+    Ok((Buffer { raw: o_values }, Buffer { raw: o_indices }))
+}
+
 /// Concatenation of two vectors: out is a followed by b, n + m elements, out[i] = a[i] for i < n and
 /// `tlrt_status tlrt_concat1d(const tlrt_buffer * a, const tlrt_buffer * b, uint64_t n, uint64_t m, tlrt_buffer ** out)` (abi/tlrt_layout.h).
 pub fn concat1d(a: &Buffer, b: &Buffer, n: u64, m: u64) -> Result<Buffer> {
