@@ -134,9 +134,9 @@ TLRT_API tlrt_status tlrt_linear_fwd(const tlrt_buffer *x, const tlrt_buffer *w,
  * Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);
  * TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device);
  * TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);
- * TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA;
- * TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL. Numeric class: library (the
- * products), shared math + ordered reduction (dpre, db). */
+ * TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY;
+ * TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL.
+ * Numeric class: library (the products), shared math + ordered reduction (dpre, db). */
 TLRT_API tlrt_status tlrt_linear_bwd(const tlrt_buffer *dy, const tlrt_buffer *x,
                                      const tlrt_buffer *w, const tlrt_buffer *pre, uint64_t rows,
                                      uint64_t in_features, uint64_t out_features,

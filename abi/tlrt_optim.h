@@ -3,8 +3,9 @@
  * IN PLACE. These are the only functions of the library that modify their arguments (DESIGN
  * section 2): one call updates the parameter buffer and the optimizer-state buffers in place, so a
  * training loop allocates nothing per step. Nothing else is allocated either (no output buffer, no
- * scratch), on either backend (except by tlrt_clip_grad_norm at the end, which returns the norm); on CUDA a step is queued on the library stream like every other
- * op (the call does not wait for it).
+ * scratch), on either backend (except by tlrt_clip_grad_norm at the end, which returns the norm);
+ * on CUDA a step is queued on the library stream like every other op (the call does not wait for
+ * it).
  *
  * Buffers: param, grad and the state buffers must all have the same number of elements and live on
  * the same device, and must be distinct handles (param passed again as grad, or a state buffer

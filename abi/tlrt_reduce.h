@@ -132,8 +132,8 @@ TLRT_API tlrt_status tlrt_reduce_from_broadcast(const tlrt_buffer *dout, const u
  * computed), bitwise identical on both backends (NaN payloads are those of the input).
  * Index outputs are index buffers (abi/tlrt_index.h) of index_dtype TLRT_DTYPE_I32 or
  * TLRT_DTYPE_I64 on the device of x, holding column indices in [0, cols): they feed
- * tlrt_gather_rows_ibuf / tlrt_tape_gather_rows_ibuf (an embedding of the picked tokens) and, through
- * tlrt_index_flat_rows, tlrt_gather_vec_ibuf (the picked logits) directly.
+ * tlrt_gather_rows_ibuf / tlrt_tape_gather_rows_ibuf (an embedding of the picked tokens) and,
+ * through tlrt_index_flat_rows, tlrt_gather_vec_ibuf (the picked logits) directly.
  * Errors (besides those above): TLRT_ERR_SHAPE if rows * cols != size of x; TLRT_ERR_DTYPE if
  * index_dtype is neither TLRT_DTYPE_I32 nor TLRT_DTYPE_I64 (naming index_dtype);
  * TLRT_ERR_OVERFLOW if index_dtype is TLRT_DTYPE_I32 and cols > 2^31 - 1 (an index would not

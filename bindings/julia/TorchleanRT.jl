@@ -3049,9 +3049,9 @@ empty dx and dw, and db as above.
 Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);
 TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device);
 TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);
-TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA;
-TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL. Numeric class: library (the
-products), shared math + ordered reduction (dpre, db).
+TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY;
+TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL.
+Numeric class: library (the products), shared math + ordered reduction (dpre, db).
 """
 function linear_bwd(dy::Buffer, x::Buffer, w::Buffer, pre::Buffer, rows::Integer, in_features::Integer, out_features::Integer, activation::Integer)
     o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)

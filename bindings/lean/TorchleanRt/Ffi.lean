@@ -1548,9 +1548,9 @@ empty dx and dw, and db as above.
 Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);
 TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device);
 TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);
-TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA;
-TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL. Numeric class: library (the
-products), shared math + ordered reduction (dpre, db). -/
+TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY;
+TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL.
+Numeric class: library (the products), shared math + ordered reduction (dpre, db). -/
 @[extern "tlrt_lean_linear_bwd"] opaque linearBwd (dy : @& Buffer) (x : @& Buffer) (w : @& Buffer) (pre : @& Buffer) (rows : UInt64) (in_features : UInt64) (out_features : UInt64) (activation : UInt32) : IO (Buffer × Buffer × Buffer)
 
 /-- `tlrt_status tlrt_dgemm(const double * a, const double * b, uint64_t m, uint64_t n, uint64_t p, double * c)`

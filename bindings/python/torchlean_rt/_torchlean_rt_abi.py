@@ -965,9 +965,9 @@ PROTOTYPES = (
       'Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);\n'
       'TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device);\n'
       'TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);\n'
-      'TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_LIBRARY; TLRT_ERR_CUDA;\n'
-      'TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL. Numeric class: library (the\n'
-      'products), shared math + ordered reduction (dpre, db).')),
+      'TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY;\n'
+      'TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL.\n'
+      'Numeric class: library (the products), shared math + ordered reduction (dpre, db).')),
     ('tlrt_dgemm', 'tlrt_status', (('const double *', 'a'), ('const double *', 'b'), ('uint64_t', 'm'), ('uint64_t', 'n'), ('uint64_t', 'p'), ('double *', 'c'),), 'tlrt_blas.h',
      ("Float64 product of host arrays (the seeds' torchlean_dgemm_cuda): c (m, p) = a (m, n) *\n"
       "b (n, p), all row-major, no transposes; c is the caller's array of m * p doubles, overwritten.\n"
