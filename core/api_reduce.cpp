@@ -154,10 +154,20 @@ void plan_broadcast(const Buffer &D, const uint64_t *in_dims, uint32_t in_rank,
   TLRT_DISPATCH(dev, reduce_strided, dev.ordinal, D.data, p, Y.data);
 }
 
+// The value of a tlrt_dtype argument as its bits: a C caller may pass any int in an enumeration
+// parameter, and reading a value outside the enumerators' range as the C++ enumeration type is
+// undefined, so the argument is copied as bytes and checked as an integer.
+uint32_t dtype_bits(const tlrt_dtype &d) {
+  static_assert(sizeof(tlrt_dtype) == sizeof(uint32_t), "tlrt_dtype is an int-sized enumeration");
+  uint32_t v;
+  std::memcpy(&v, &d, sizeof v);
+  return v;
+}
+
 // The shared checks of argmax / top-k: x is (rows, cols), index_dtype an index type whose values
 // hold every column.
 const Buffer &select_input(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
-                           tlrt_dtype index_dtype) {
+                           uint32_t index_dtype) {
   const Buffer &X = input(x, "x");
   uint64_t n = 0;
   const bool fits = rows == 0 || cols == 0 || !__builtin_mul_overflow(rows, cols, &n);
@@ -168,7 +178,7 @@ const Buffer &select_input(const tlrt_buffer *x, uint64_t rows, uint64_t cols,
   if (index_dtype != TLRT_DTYPE_I32 && index_dtype != TLRT_DTYPE_I64)
     fail(TLRT_ERR_DTYPE, "argument index_dtype = %d is not TLRT_DTYPE_I32 or TLRT_DTYPE_I64",
          (int)index_dtype);
-  if (index_dtype == TLRT_DTYPE_I32 && cols > 0x7FFFFFFFull)
+  if (index_dtype == (uint32_t)TLRT_DTYPE_I32 && cols > 0x7FFFFFFFull)
     fail(TLRT_ERR_OVERFLOW,
          "argument cols = %llu: a column index does not fit argument index_dtype = int32",
          (ull)cols);
@@ -184,15 +194,16 @@ TLRT_API tlrt_status tlrt_argmax_rows(const tlrt_buffer *x, uint64_t rows, uint6
   if (indices) *indices = nullptr;
   return guarded(__func__, [&] {
     clear_out(indices, "indices");
-    const Buffer &X = select_input(x, rows, cols, index_dtype);
+    const uint32_t dt = dtype_bits(index_dtype);
+    const Buffer &X = select_input(x, rows, cols, dt);
     if (rows > 0 && cols == 0)
-      fail(TLRT_ERR_SHAPE, "argument cols = 0: an empty row (of argument rows = %llu) has no maximum",
-           (ull)rows);
+      fail(TLRT_ERR_SHAPE,
+           "argument cols = 0: an empty row (of argument rows = %llu) has no maximum", (ull)rows);
     check_output_count(rows, true, "rows");
-    Owned y = new_buffer(X.dev, rows, index_dtype);
+    Owned y = new_buffer(X.dev, rows, (tlrt_dtype)dt);  // I32 or I64 (checked)
     if (rows > 0)
       TLRT_DISPATCH(X.dev, argmax_rows, X.dev.ordinal, X.data, rows, cols,
-                    index_dtype == TLRT_DTYPE_I64, (void *)y->data);
+                    dt == (uint32_t)TLRT_DTYPE_I64, (void *)y->data);
     *indices = y.release();
   });
 }
@@ -205,16 +216,17 @@ TLRT_API tlrt_status tlrt_topk_rows(const tlrt_buffer *x, uint64_t rows, uint64_
   return guarded(__func__, [&] {
     clear_out(values, "values");
     clear_out(indices, "indices");
-    const Buffer &X = select_input(x, rows, cols, index_dtype);
+    const uint32_t dt = dtype_bits(index_dtype);
+    const Buffer &X = select_input(x, rows, cols, dt);
     if (k > cols)
       fail(TLRT_ERR_INVALID_ARGUMENT, "argument k = %llu is greater than argument cols = %llu",
            (ull)k, (ull)cols);
     const uint64_t n = rows * k;  // <= rows * cols: no overflow
     Owned v = new_buffer(X.dev, n);
-    Owned i = new_buffer(X.dev, n, index_dtype);
+    Owned i = new_buffer(X.dev, n, (tlrt_dtype)dt);  // I32 or I64 (checked)
     if (n > 0)
       TLRT_DISPATCH(X.dev, topk_rows, X.dev.ordinal, X.data, rows, cols, k,
-                    index_dtype == TLRT_DTYPE_I64, v->data, (void *)i->data);
+                    dt == (uint32_t)TLRT_DTYPE_I64, v->data, (void *)i->data);
     *values = v.release();
     *indices = i.release();
   });
