@@ -10,9 +10,10 @@
 // 50 TFLOP/s float32 on an H100/H200 without TF32).
 // Last measured: bench/results/2026-11-22-h100-blas.md.
 //
-// linear / linear_wgrad (tlrt_linear_fwd / _bwd): bmm (x w^T, trans_b), then one grid-stride
-// pass adding b[j] to every row (rows * out * 8 bytes); dw = bmm (dp^T x, trans_a); db =
-// reduce_axis's tree over the rows, bit for bit the CPU backend's.
+// linear / linear_wgrad (tlrt_linear_fwd / _bwd): bmm (x w^T, trans_b), then one pass adding
+// b[j] to every row (bias_rows_kernel: columns across threads, rows across blocks; rows * out * 8
+// bytes); dw = bmm (dp^T x, trans_a); db = reduce_axis's tree over the rows, bit for bit the CPU
+// backend's. Not yet run on a GPU (tests/parity/test_parity_linear.cpp, bench/linear.py).
 //
 // Handles: one cuBLAS handle per (host thread, device), created on the thread's first product on
 // that device, bound to the device's current stream (cublasSetStream), with a workspace of its own
@@ -36,6 +37,7 @@
 // (cublasGetStatusName) and its description.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "core/backend/blas.hpp"
@@ -155,21 +157,28 @@ void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, ui
 
 namespace {
 
-// pre[i * out + j] = (add ? pre[i * out + j] : 0) + b[j] (b NULL: + 0; only with add false).
+// pre[r * out + j] = (add ? pre[r * out + j] : 0) + b[j] (b NULL: + 0; only with add false).
+// Columns across x (coalesced), rows strided across y: each thread loads its b[j] once and
+// reuses it for every row it visits (no per-element division by out).
 __global__ void bias_rows_kernel(float *pre, const float *b, uint64_t rows, uint64_t out,
                                  bool add) {
-  const uint64_t n = rows * out;
-  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
-       i += (uint64_t)gridDim.x * blockDim.x) {
-    const float bj = b ? b[i % out] : 0.0f;
-    pre[i] = add ? pre[i] + bj : bj;
+  for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < out;
+       j += (uint64_t)gridDim.x * blockDim.x) {
+    const float bj = b ? b[j] : 0.0f;
+    for (uint64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+      float *p = pre + r * out + j;
+      *p = add ? *p + bj : bj;
+    }
   }
 }
 
 void bias_rows(int dev, float *pre, const float *b, uint64_t rows, uint64_t out, bool add) {
   constexpr unsigned kThreads = 256;
-  launch("bias_rows_kernel", bias_rows_kernel, grid_for(rows * out, kThreads, dev), kThreads, 0,
-         stream(dev), pre, b, rows, out, add);
+  const uint64_t gx = std::min<uint64_t>((out + kThreads - 1) / kThreads, kMaxGrid);
+  const uint64_t want = std::max<uint64_t>(grid_for(rows * out, kThreads, dev) / gx, 1);
+  const unsigned gy = (unsigned)std::min<uint64_t>({rows, want, (uint64_t)kMaxGridY});
+  launch("bias_rows_kernel", bias_rows_kernel, dim3((unsigned)gx, gy), kThreads, 0, stream(dev),
+         pre, b, rows, out, add);
 }
 
 }  // namespace
