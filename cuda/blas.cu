@@ -13,7 +13,7 @@
 // linear / linear_wgrad (tlrt_linear_fwd / _bwd): bmm (x w^T, trans_b), then one pass adding
 // b[j] to every row (bias_rows_kernel: columns across threads, rows across blocks; rows * out * 8
 // bytes); dw = bmm (dp^T x, trans_a); db = reduce_axis's tree over the rows, bit for bit the CPU
-// backend's. Not yet run on a GPU (tests/parity/test_parity_linear.cpp, bench/linear.py).
+// backend's.
 //
 // Handles: one cuBLAS handle per (host thread, device), created on the thread's first product on
 // that device, bound to the device's current stream (cublasSetStream), with a workspace of its own
