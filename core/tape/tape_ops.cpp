@@ -1164,24 +1164,6 @@ uint64_t rec_cross_entropy_fused(Tape &t, uint64_t li, const tlrt_buffer *labels
               std::move(saved));
 }
 
-// The flat indices i * classes + labels[i] (tlrt_index_flat_rows: a label outside [0, classes)
-// picks nothing and is counted), then the loss of rec_cross_entropy. (The fused node above
-// computes the same bits; this form stays until the fused CUDA kernels have run on a GPU.)
-uint64_t rec_cross_entropy_ibuf(Tape &t, uint64_t li, const tlrt_buffer *labels) {
-  const IndexBuf lb = index_buffer(t, labels, "labels");
-  const In l = in(t, li, "logits");
-  need_rank(l, "logits", 2);
-  const uint64_t batch = l.s.d[0], classes = l.s.d[1];
-  if (lb.k != batch)
-    fail(TLRT_ERR_SHAPE, "argument labels has %llu elements, argument logits has shape %s",
-         (ull)lb.k, l.s.str().c_str());
-  Buf flat = TAPE_CALL(tlrt_index_flat_rows, lb.get(), classes);
-  const uint64_t lsm = rec_softmax(t, li, true);
-  const uint64_t picked = rec_gather_vec_ibuf(t, lsm, flat.get());
-  const uint64_t mean = rec_reduce_all(t, picked, true);
-  return rec_neg(t, mean);
-}
-
 uint64_t rec_batchnorm(Tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double eps) {
   const In x = in(t, xi, "x"), gm = in(t, gi, "gamma"), bt = in(t, bi, "beta");
   need_rank(x, "x", 2);
@@ -1534,7 +1516,8 @@ TLRT_API tlrt_status tlrt_tape_mse_loss(tlrt_tape *tape, uint64_t pred, uint64_t
 }
 TLRT_API tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape *tape, uint64_t logits,
                                                   const tlrt_buffer *labels, uint64_t *out) {
-  return TAPE_REC(cross_entropy_ibuf, rec_cross_entropy_ibuf(t, logits, labels));
+  return TAPE_REC(cross_entropy_ibuf,
+                  rec_cross_entropy_fused(t, logits, labels, TLRT_CROSS_ENTROPY_NO_IGNORE));
 }
 TLRT_API tlrt_status tlrt_tape_cross_entropy_ignore(tlrt_tape *tape, uint64_t logits,
                                                     const tlrt_buffer *labels,
