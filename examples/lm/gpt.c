@@ -494,8 +494,7 @@ static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
   tlrt_status st = TLRT_OK;
   uint64_t logits, loss, i;
   tlrt_buffer **G = (tlrt_buffer **)calloc(m->np, sizeof *G);
-  tlrt_buffer *lossb = NULL, *sq = NULL, *s = NULL, *total = NULL, *sum = NULL, *scaled = NULL;
-  float tv;
+  tlrt_buffer *lossb = NULL, *total = NULL;
   if (!G) FAIL("out of host memory");
   TRY(forward(m, t, tokens, m->pos, m->cfg.batch, m->cfg.ctx, 1, run->dropout,
               (run->seed + step) << 40, &logits));
@@ -504,35 +503,8 @@ static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
   for (i = 0; i < m->np; ++i) TRY(tlrt_tape_grad(t, m->ids[i], &G[i]));
   TRY(tlrt_tape_value(t, loss, &lossb));
   TRY(tlrt_tape_reset(t));
-  if (run->clip > 0.0) { /* lm.py's clip_grads: squared norms summed on the device, one read */
-    double norm;
-    for (i = 0; i < m->np; ++i) {
-      TRY(tlrt_mul(G[i], G[i], &sq));
-      TRY(tlrt_reduce_sum(sq, &s));
-      tlrt_buffer_free(sq);
-      sq = NULL;
-      if (total == NULL) {
-        total = s;
-      } else {
-        TRY(tlrt_add(total, s, &sum));
-        tlrt_buffer_free(total);
-        tlrt_buffer_free(s);
-        total = sum;
-        sum = NULL;
-      }
-      s = NULL;
-    }
-    TRY(tlrt_buffer_to_f32(total, &tv, 1));
-    norm = sqrt((double)tv);
-    if (norm > run->clip) {
-      const double c = run->clip / (norm + 1e-6);
-      for (i = 0; i < m->np; ++i) {
-        TRY(tlrt_scale(G[i], c, &scaled));
-        tlrt_buffer_free(G[i]);
-        G[i] = scaled;
-        scaled = NULL;
-      }
-    }
+  if (run->clip > 0.0) { /* by the global norm on the device, in place (no host read) */
+    TRY(tlrt_clip_grad_norm(m->np, G, run->clip, &total));
   }
   for (i = 0; i < m->np; ++i) {
     Param *p = &m->p[i];
@@ -545,11 +517,7 @@ done:
     for (i = 0; i < m->np; ++i) tlrt_buffer_free(G[i]);
   free(G);
   tlrt_buffer_free(lossb);
-  tlrt_buffer_free(sq);
-  tlrt_buffer_free(s);
   tlrt_buffer_free(total);
-  tlrt_buffer_free(sum);
-  tlrt_buffer_free(scaled);
   if (st != TLRT_OK) tlrt_tape_reset(t);
   return st;
 }

@@ -7,7 +7,7 @@
   - LanguageModel: parameters (Buffers, with their shapes and whether AdamW decays them), their
     Adam moments, and train_step (forward, cross-entropy, backward, clipping, the fused
     tlrt_adam_step per parameter); a model class adds init_params and forward;
-  - lr_at (linear warm-up, cosine decay), clip_grads (global norm), evaluate, sample, and main,
+  - lr_at (linear warm-up, cosine decay), evaluate, sample, and main,
     the command line both examples run with;
   - checkpoints (safetensors: rt.save_safetensors / rt.SafeTensors): --save PATH writes every
     --save-every steps and after the last one the parameters under their names and shapes, the
@@ -196,7 +196,7 @@ class LanguageModel:
         value = tape.value(loss)
         tape.reset()
         if clip is not None:
-            clip_grads(grads, clip, self.device)
+            rt.clip_grad_norm(grads, clip)  # on the device, in place, no host read
         for k, g in zip(names, grads):
             buf, _, decay = self.params[k]
             m, v = self.moments[k]
@@ -213,20 +213,6 @@ def lr_at(step, cfg, steps):
         return lr * (step + 1) / warm
     q = (step - warm) / max(1, steps - warm)
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, q))))
-
-
-def clip_grads(grads, max_norm, device):
-    """Scales the gradients (in a list of Buffers) to a global norm of at most max_norm: the
-    squared norms summed on the device, one read of the total. Returns the norm before."""
-    total = None
-    for g in grads:
-        s = rt.reduce_sum(rt.mul(g, g))
-        total = s if total is None else rt.add(total, s)
-    norm = math.sqrt(total.to_list()[0])
-    if norm > max_norm:
-        c = max_norm / (norm + 1e-6)
-        grads[:] = [rt.scale(g, c) for g in grads]
-    return norm
 
 
 def evaluate(model, tape, data, cfg, device, batches=8):

@@ -231,19 +231,11 @@ fn train_step(m: &Model, t: &mut Tape, tokens: &Buffer, labels: &Buffer, step: u
                                   (seed + step) << 40)?;
     let loss = t.cross_entropy_ibuf(logits, labels)?;
     t.backward(loss)?;
-    let mut grads = ids.iter().map(|&id| t.grad(id)).collect::<Result<Vec<_>>>()?;
+    let grads = ids.iter().map(|&id| t.grad(id)).collect::<Result<Vec<_>>>()?;
     let value = t.value(loss)?;
     t.reset()?;
-    let mut total: Option<Buffer> = None;
-    for g in &grads {
-        let s = rt::reduce_sum(&rt::mul(g, g)?)?;
-        total = Some(match total { None => s, Some(t) => rt::add(&t, &s)? });
-    }
-    let norm = (total.expect("parameters").to_vec()?[0] as f64).sqrt();
-    if norm > 1.0 {
-        let c = 1.0 / (norm + 1e-6);
-        grads = grads.iter().map(|g| rt::scale(g, c)).collect::<Result<Vec<_>>>()?;
-    }
+    let refs: Vec<&Buffer> = grads.iter().collect();
+    rt::clip_grad_norm(&refs, 1.0)?; // on the device, in place (no host read)
     for (p, g) in m.p.iter().zip(&grads) {
         rt::adam_step(&p.w, g, &p.m, &p.v, step + 1, lr, 0.9, 0.95, 1e-8,
                       if p.decay { 0.1 } else { 0.0 }, true)?;
