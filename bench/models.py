@@ -11,7 +11,8 @@ labels the next tokens; TF32 off on both sides. Reported per configuration: ms/s
 over `--steps` steps after `--warmup`, the device synchronised at both ends), tokens/s, the peak
 of device memory (ours: tlrt_allocator_stats' peak_bytes; PyTorch: max_memory_allocated less what
 was allocated before its parameters: the batches, shared by both sides, count on neither), the
-first losses of both, and torch.compile's step (mode default) with --compile.
+first losses of both, and torch.compile's step (mode default) with --compile; --profile FILE
+writes the kernel tables (torch.profiler, top 30 by device time) of 5 steps of each side.
 
     python3 bench/models.py --configs launch,small --out bench/results/<date>-h200-models.md
 
@@ -73,7 +74,18 @@ def torch_forward(torch, F, P, cfg, tokens):
     return x.reshape(B * T, d) @ P["wte"].t()
 
 
-def bench_config(torch, name, cfg, steps, warmup, compile_too):
+def kernel_table(torch, run, steps):
+    """The CUDA kernels of `steps` calls of run() (torch.profiler, which sees every kernel of the
+    process, ours included): the top 30 by total device time, as text."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            run()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70)
+
+
+def bench_config(torch, name, cfg, steps, warmup, compile_too, profile_out=None):
     F = torch.nn.functional
     dev = rt.cuda(0)
     B, T, V = cfg["batch"], cfg["ctx"], cfg["vocab"]
@@ -114,6 +126,16 @@ def bench_config(torch, name, cfg, steps, warmup, compile_too):
             losses.append(loss.detach())
         torch.cuda.synchronize()
         ms = 1000 * (time.perf_counter() - t0) / steps
+        if profile_out is not None and label == "torch":
+            tok, lab = batches[0]
+
+            def one():
+                loss = F.cross_entropy(fwd(tok.long()), lab.reshape(-1).long())
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            profile_out.append(f"## {name}: PyTorch eager, 5 steps\n\n```\n"
+                               f"{kernel_table(torch, one, 5)}\n```\n")
         rows[label + " ms"] = ms
         rows[label + " peak MiB"] = (torch.cuda.max_memory_allocated() - before) / 2**20
         rows[label + " losses"] = [float(v) for v in losses[:3]]
@@ -138,6 +160,11 @@ def bench_config(torch, name, cfg, steps, warmup, compile_too):
         losses.append(model.train_step(tape, tok, lab, i, LR))
     rt.synchronize(dev)
     ms = 1000 * (time.perf_counter() - t0) / steps
+    if profile_out is not None:
+        tok, lab = toks[0]
+        profile_out.append(f"## {name}: ours, 5 steps\n\n```\n"
+                           f"{kernel_table(torch, lambda: model.train_step(tape, tok, lab, 0, LR), 5)}"
+                           f"\n```\n")
     rows["ours ms"] = ms
     rows["ours peak MiB"] = (rt.stats(dev)["peak_bytes"]) / 2**20
     rows["ours losses"] = [v.to_list()[0] for v in losses[:3]]
@@ -154,6 +181,7 @@ def main(argv):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--profile", help="write the kernel tables of both steps to this file")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -172,8 +200,10 @@ def main(argv):
            "| config | params | ours ms | torch ms | ours/torch | compile ms | ours tokens/s | "
            "ours peak MiB | torch peak MiB | first losses ours | first losses torch |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    profiles = [] if args.profile else None
     for name in args.configs.split(","):
-        r = bench_config(torch, name, CONFIGS[name], args.steps, args.warmup, args.compile)
+        r = bench_config(torch, name, CONFIGS[name], args.steps, args.warmup, args.compile,
+                         profiles)
         comp = f"{r['compile ms']:.2f}" if "compile ms" in r else "-"
         line = (f"| {name} {CONFIGS[name]} | {r['params']} | {r['ours ms']:.2f} | "
                 f"{r['torch ms']:.2f} | {r['ours ms'] / r['torch ms']:.2f} | {comp} | "
@@ -184,6 +214,9 @@ def main(argv):
         print(line, flush=True)
         out.append(line)
     text = "\n".join(out) + "\n"
+    if args.profile:
+        with open(args.profile, "w") as f:
+            f.write("# Kernels of one training step (torch.profiler)\n\n" + "\n".join(profiles))
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)

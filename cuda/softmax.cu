@@ -118,6 +118,43 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Cross-entropy forward up to 8192 columns: group_fwd's log-softmax statistics (the same loads,
+// maximum and tree sum), then thread 0 of each group writes the row's stats and picked value
+// (cuda/kernels/cross_entropy.cuh, ce_row_out).
+template <class LT, unsigned NT, unsigned NC, unsigned R, bool FULL>
+__global__ void __launch_bounds__(kThreads)
+    ce_group_fwd(const float *__restrict x, const LT *__restrict lab, uint64_t rows,
+                 uint64_t cols, int64_t ignore, float *__restrict picked,
+                 float *__restrict stats) {
+  using L = Layout<NT, NC, R>;
+  __shared__ float sh[2][kThreads * NC];
+  Exchange<kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const uint64_t g0 = threadIdx.x / NT;
+  for (uint64_t first = (uint64_t)blockIdx.x * L::kGroups; first < rows;
+       first += (uint64_t)gridDim.x * L::kGroups) {  // block-uniform
+    const uint64_t rw = first + g0;
+    const bool active = rw < rows;
+    const uint64_t base = active ? rw * cols : 0;
+    float v[L::V];
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      v[i] = row::neg_inf();
+      if (active && (FULL || e < cols)) v[i] = x[base + e];
+    }
+    float m = row::neg_inf();
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) m = ew::max_f(m, v[i]);
+    m = group_max<NT>(m, ex);
+    float s[1];
+    row_sums<NT, NC, R, 1, FULL>(
+        [&](unsigned, unsigned i) { return row::shifted_exp(v[i], m); }, cols, active, ex, s);
+    if (active && T == 0)
+      ce_kernels::ce_row_out(x, lab, rw, cols, ignore, m, s[0], picked, stats);
+  }
+}
+
 template <bool LOG, unsigned NT, unsigned NC, unsigned R, bool FULL>
 __global__ void __launch_bounds__(kThreads)
     group_bwd(const float *__restrict y, const float *__restrict g, uint64_t rows, uint64_t cols,
@@ -386,18 +423,45 @@ void ce_fwd(int dev, const float *x, const T *lab, uint64_t rows, uint64_t cols,
                                             ck::ce_split_cluster<T, Q, NCL, false>, rows, cols, st,
                                             x, lab, rows, cols, ignore, picked.get(), stats);
   };
+  auto group = [&](auto nt, auto nc, auto r) {
+    constexpr unsigned NT = decltype(nt)::value, NC = decltype(nc)::value,
+                       R = decltype(r)::value;
+    const unsigned grid = blocks(rows, kThreads / NT);
+    if (cols == Layout<NT, NC, R>::kMaxCols)
+      ce_group_fwd<T, NT, NC, R, true><<<grid, kThreads, 0, st>>>(x, lab, rows, cols, ignore,
+                                                                  picked.get(), stats);
+    else
+      ce_group_fwd<T, NT, NC, R, false><<<grid, kThreads, 0, st>>>(x, lab, rows, cols, ignore,
+                                                                   picked.get(), stats);
+    check_launch("cross_entropy ce_group_fwd");
+  };
+  using U1 = std::integral_constant<unsigned, 1>;
   using U2 = std::integral_constant<unsigned, 2>;
   using U4 = std::integral_constant<unsigned, 4>;
-  if (cols >= 1 && cols <= 4096) {
-    ck::split_plan<T, 1, 1>(L, x, lab, rows, cols, ignore, picked.get(), stats);
+  using U8 = std::integral_constant<unsigned, 8>;
+  using U16 = std::integral_constant<unsigned, 16>;
+  using U32 = std::integral_constant<unsigned, 32>;
+  using U64 = std::integral_constant<unsigned, 64>;
+  using U128 = std::integral_constant<unsigned, 128>;
+  using U256 = std::integral_constant<unsigned, 256>;
+  if (cols >= 1 && cols <= 256) {  // softmax's group_fwd schedule up to 8192 columns
+    group(U32{}, U1{}, U1{});
+  } else if (cols >= 1 && cols <= 512) {
+    group(U64{}, U1{}, U2{});
+  } else if (cols >= 1 && cols <= 1024) {
+    group(U128{}, U1{}, U4{});
+  } else if (cols >= 1 && cols <= 2048) {
+    group(U256{}, U1{}, U8{});
+  } else if (cols >= 1 && cols <= 4096) {
+    group(U256{}, U1{}, U16{});
   } else if (cols >= 1 && cols <= 8192) {
-    ck::split_plan<T, 1, 2>(L, x, lab, rows, cols, ignore, picked.get(), stats);
+    group(U256{}, U2{}, U16{});
   } else if (cols >= 1 && cols <= 16384) {
     ck::split_plan<T, 2, 2>(L, x, lab, rows, cols, ignore, picked.get(), stats);
   } else if (cols >= 1 && cols <= 32768 && cl) {
     cluster(U4{}, U2{});
   } else if (cols >= 1 && cols <= 65536 && cl) {
-    cluster(U4{}, U4{});
+    cluster(U8{}, U2{});  // 8 blocks of 2 chunks: 32 values a thread, 3 blocks an SM
   } else {
     // Chunk passes: chunk maxima and sums of e (softmax's long-row functors), then per row.
     FloatScratch m(dev, rows), s(dev, rows);

@@ -13,10 +13,15 @@
 // stores the chunk value, passes one group-wide barrier (cluster-wide for a cluster), and every
 // thread reduces the Q * NCL chunk values by the tree's next level (lane c = -0 + cv[c]; a chunk
 // past the row is -0, the identity). The maximum is order-free: one word per warp, a group-wide
-// barrier, every thread folds them.
+// barrier, every thread folds them. In a cluster the words live in the blocks' shared memories:
+// after the cluster barrier thread i of each block loads word i remotely into a local copy (all
+// loads in flight at once), a block barrier, then every thread folds the local copy (reading the
+// remote words in every thread serialised them, two loads in flight per thread).
 // Shared memory is rewritten only after a group-wide barrier that every read of its previous
 // contents precedes (callers alternate max and tree_sum, or two tree_sums, which use cv[0] and
-// cv[1] in turn). A cluster's blocks end with finish(): none may leave while another reads it.
+// cv[1] in turn; the local copies are rewritten after the next cluster barrier, which every
+// block's reads of them precede). A cluster's blocks end with finish(): none may leave while
+// another reads it.
 #pragma once
 
 #include <cstdint>
@@ -122,6 +127,9 @@ struct SplitShared {
   float smax[Q * kSplitWarps];
   float cv[2][Q * NCL];
   float ex[2][(CLUSTER ? 1 : Q) * NCL * kThreads];
+  // A cluster block's local copies of the words of smax and cv (one remote load per thread).
+  float lmax[CLUSTER ? Q * kSplitWarps : 1];
+  float lcv[CLUSTER ? Q * NCL : 1];
 };
 
 template <unsigned Q, unsigned NCL, bool CLUSTER>
@@ -140,9 +148,15 @@ struct SplitState {
     if ((threadIdx.x & 31u) == 0) sh.smax[q * kSplitWarps + (threadIdx.x / 32) % kSplitWarps] = m;
     P::sync();
     float r = row::neg_inf();
+    if constexpr (CLUSTER) {
+      if (T < Q * kSplitWarps) sh.lmax[T] = P::read(sh.smax, T, T / kSplitWarps);
+      __syncthreads();
 #pragma unroll
-    for (unsigned i = 0; i < Q * kSplitWarps; ++i)
-      r = ew::max_f(r, P::read(sh.smax, i, i / kSplitWarps));
+      for (unsigned i = 0; i < Q * kSplitWarps; ++i) r = ew::max_f(r, sh.lmax[i]);
+    } else {
+#pragma unroll
+      for (unsigned i = 0; i < Q * kSplitWarps; ++i) r = ew::max_f(r, sh.smax[i]);
+    }
     return r;
   }
 
@@ -160,8 +174,15 @@ struct SplitState {
     }
     P::sync();
     float b[C];
+    if constexpr (CLUSTER) {
+      if (T < C) sh.lcv[T] = P::read(cv, T, T % Q);
+      __syncthreads();
 #pragma unroll
-    for (unsigned k = 0; k < C; ++k) b[k] = O::op(O::identity(), P::read(cv, k, k % Q));
+      for (unsigned k = 0; k < C; ++k) b[k] = O::op(O::identity(), sh.lcv[k]);
+    } else {
+#pragma unroll
+      for (unsigned k = 0; k < C; ++k) b[k] = O::op(O::identity(), cv[k]);
+    }
     return red::halve<red::Op::Sum>(b);
   }
 

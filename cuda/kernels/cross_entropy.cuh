@@ -3,6 +3,8 @@
 // (tests/unit/test_cross_entropy_emu.cpp). cuda/softmax.cu dispatches these kernels.
 //
 // STRATEGY AND BYTES MOVED (x the logits, rows * cols floats; labels 4 or 8 bytes a row):
+//  - forward, cols <= 8192: ce_group_fwd (cuda/softmax.cu), softmax's group_fwd schedule (a group
+//    of 32 .. 256 threads per row, several rows per block) with this file's row outputs.
 //  - forward, cols <= 65536 (16384 without thread-block clusters): ce_split, the row held in the
 //    registers of Q groups of 256 threads (a block, or a cluster of Q blocks on sm_90:
 //    cuda/common/split_row.cuh, the layout of softmax's split_fwd): every load of a thread

@@ -4,9 +4,9 @@
 // with the determinism switch flipped; the index fault counts of both backends equal. The numeric
 // class "shared math + ordered reduction" promises exactly that.
 //
-// Shapes: every CUDA forward strategy and its edges (the row in registers of one block of 256
-// threads up to 4096 and 8192 columns, of 512 threads up to 16384, clusters of 4 blocks up to
-// 32768 and 65536; the chunk passes beyond, 2^17 + 3 and 2^20 + 5), 50257 (the GPT-2
+// Shapes: every CUDA forward strategy and its edges (the row in registers of a group of 32 .. 256
+// threads up to 256, 512, 1024, 2048, 4096 and 8192 columns, of 512 threads up to 16384,
+// clusters of 4 blocks up to 32768 and 65536; the chunk passes beyond, 2^17 + 3 and 2^20 + 5), 50257 (the GPT-2
 // vocabulary), classes == 1, rows that make blocks loop; labels int32 and int64, with ignored rows
 // (ignore_index -100, 0, and none) and faults (-1, classes, INT32_MIN / 2^40); logits uniform,
 // wide exponents, random bit patterns (NaN, inf) and edge values. TLRT_PARITY_MAX_N=<n> caps the
@@ -68,6 +68,9 @@ int main() {
     uint64_t rows, cols;
   };
   for (Shape s : {Shape{300, 1}, Shape{300, 2}, Shape{300, 10}, Shape{200, 100}, Shape{100, 1000},
+                  Shape{1000, 32}, Shape{1000, 33}, Shape{300, 256}, Shape{300, 257},
+                  Shape{100, 512}, Shape{100, 513}, Shape{60, 1024}, Shape{60, 1025},
+                  Shape{40, 2048}, Shape{40, 2049},
                   Shape{40, 4096}, Shape{40, 4097}, Shape{30, 8192}, Shape{30, 8193},
                   Shape{20, 16384}, Shape{20, 16385}, Shape{10, 32768}, Shape{10, 32769},
                   Shape{64, 50257}, Shape{8, 65536}, Shape{4, 65537}, Shape{3, 131075},

@@ -1,8 +1,8 @@
 // The CUDA cross-entropy kernels of cuda/kernels/cross_entropy.cuh (the very source nvcc
 // compiles) run on the CPU under tests/emu/cuda_emu.hpp and compared bit for bit with the CPU
 // backend (tlrt_cross_entropy_fwd / _bwd on CPU buffers): the row-in-registers forward (ce_split)
-// in the (Q, NCL) schedules cuda/softmax.cu dispatches (one block; on the GPU the cluster forms
-// run the same body), the tree sum of the picked values (the CPU's tlrt_reduce_sum, the function
+// in the (Q, NCL) schedules (one block; on the GPU the cluster forms run the same body, and rows
+// up to 8192 columns take ce_group_fwd of cuda/softmax.cu, checked by parity_cross_entropy), the tree sum of the picked values (the CPU's tlrt_reduce_sum, the function
 // reduce_axis runs on both backends), the one-block count / loss / row-gradient kernel
 // (ce_finish, fault count included) and the backward (ce_bwd_flat below 256 columns; ce_bwd, one
 // block per row: float4 body,
@@ -69,7 +69,7 @@ void run_typed(const EmuLaunch &launch, const std::string &w, const std::vector<
     ck::split_plan<T, 4, 2>(launch, x.data(), lab.data(), rows, cols, ig, picked.data(),
                             stats.data());
   else
-    ck::split_plan<T, 4, 4>(launch, x.data(), lab.data(), rows, cols, ig, picked.data(),
+    ck::split_plan<T, 8, 2>(launch, x.data(), lab.data(), rows, cols, ig, picked.data(),
                             stats.data());
   same(w + " lse", want_lse, stats);
   // The tree sum of the picked values: the CPU backend's reduce_axis (the CUDA one is the same
