@@ -78,11 +78,11 @@
  * memory goes with the last of them). Inner nodes of a composite (every node it records but
  * the last, whose id it returns) are released at once: only their rules' references keep them.
  * A host that releases each node after its last use, and differentiates with
- * TLRT_TAPE_BACKWARD_FREE, holds what PyTorch holds: the activations saved for backward,
- * each freed as soon as its rule has run. Releasing a LEAF drops the tape's reference to the
- * host's buffer once no rule reads it (the host's own references stay valid); its gradient stays
- * readable (tlrt_tape_grad). A rule that never runs (its node is not on the path of a backward)
- * keeps what it reads until reset.
+ * TLRT_TAPE_BACKWARD_FREE, holds about what PyTorch's autograd holds: the activations saved for
+ * backward, each freed as soon as its rule has run. Releasing a LEAF drops the tape's references
+ * to the host's buffer once no rule reads it (the host's own references stay valid); its gradient
+ * stays readable (tlrt_tape_grad). A rule that never runs (its node is not on the path of a
+ * backward) keeps what it reads until reset.
  *
  * NUMERICS. Values are those of the recorded ops (their numeric classes, abi/tlrt_*.h). Gradients
  * are compositions of the ops' backward kernels and elementwise/reduction/product calls, each in
