@@ -27,7 +27,7 @@ extern "C" {
  * append symbols, enum values and struct fields. tlrt_abi_version() returns the value the library
  * was built with; a binding compares TLRT_ABI_VERSION_MAJOR with (tlrt_abi_version() >> 16). */
 #define TLRT_ABI_VERSION_MAJOR 1
-#define TLRT_ABI_VERSION_MINOR 3
+#define TLRT_ABI_VERSION_MINOR 4
 #define TLRT_ABI_VERSION ((TLRT_ABI_VERSION_MAJOR << 16) | TLRT_ABI_VERSION_MINOR)
 
 /* Status codes. Append-only; grouped in bands:
@@ -40,7 +40,9 @@ typedef enum tlrt_status {
   TLRT_ERR_SHAPE = 3,            /* sizes that do not agree (a has 10 elements, b has 12) */
   TLRT_ERR_OVERFLOW = 4,         /* an element count or byte size not representable */
   TLRT_ERR_INDEX = 5,            /* an index or axis that cannot be one */
-  TLRT_ERR_RELEASED = 6,         /* the buffer's storage was released by tlrt_buffer_release_storage */
+  TLRT_ERR_RELEASED = 6,         /* the buffer's storage was released by tlrt_buffer_release_storage;
+                                    a tape node released by tlrt_tape_release, or a tape rule freed
+                                    by a freeing backward (abi/tlrt_tape.h) */
   TLRT_ERR_DEVICE_MISMATCH = 7,  /* buffers of one call live on different devices */
   TLRT_ERR_STALE_HANDLE = 8,     /* a buffer or tape handle that was freed (or never was one), or
                                     a tape node id of another tape or from before a reset */

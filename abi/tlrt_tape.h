@@ -26,7 +26,8 @@
  * A LEAF is a host buffer entered with tlrt_tape_leaf (a parameter, an input, a target). Every
  * other node is the output of a recording call. Leaves must be entered again after each
  * tlrt_tape_reset: parameters are buffers that the host keeps (and updates with an optimizer step)
- * between steps; the tape holds them only from tlrt_tape_leaf to the next reset or free.
+ * between steps; the tape holds them only from tlrt_tape_leaf to the next reset or free (or, once
+ * released, until no backward rule reads them).
  *
  * A TRAINING STEP:
  *     tlrt_tape_leaf(t, W, dims, 2, true, &w);  tlrt_tape_leaf(t, X, ...false, &x); ...
@@ -45,12 +46,43 @@
  * as soon as it has been propagated; the gradients of leaves are kept until reset or free.
  * Nodes recorded after the starting node take no part.
  * Calling backward again without a reset is allowed and ACCUMULATES: the new leaf gradients are
- * added to those already held (as PyTorch's .backward() without zero_grad). Workspace saved for
- * backward (layer norm statistics, index lists, ...) is kept until tlrt_tape_reset or
- * tlrt_tape_free, so a graph may be differentiated several times (with different seeds).
+ * added to those already held (as PyTorch's .backward() without zero_grad). tlrt_tape_backward
+ * and tlrt_tape_backward_seed keep what the rules read (below), so a graph may be differentiated
+ * several times (with different seeds); tlrt_tape_backward_ex with TLRT_TAPE_BACKWARD_FREE frees
+ * it as it goes (PyTorch's retain_graph=False).
  * A backward is all or nothing: if any call inside it fails, the leaf gradients are those held
  * before the call, every buffer the failed call allocated is freed, and the status and message
- * (prefixed with "tlrt_tape_backward: ") are those of the op that failed.
+ * (prefixed with "tlrt_tape_backward: ") are those of the op that failed. (The one exception is
+ * the freeing backward: the rules that ran before the failure have dropped what they read.)
+ *
+ * MEMORY. A node's value is held for two readers: the HOST, until it calls tlrt_tape_release on
+ * the node (or resets or frees the tape), and the BACKWARD RULES of the nodes recorded from it.
+ * Each recording call declares, by rule, which values its rule reads, and the node keeps its own
+ * references to exactly those (nothing when no input requires a gradient: the rule never runs):
+ *   nothing:   add, sub, axpy, neg, scale, dropout (the mask is recomputed from the key), the
+ *              sums and means, every layout op, the gathers and scatters (their index lists are
+ *              the node's workspace), average pooling;
+ *   its input: abs, sqrt, inv, relu, clamp, exp, log, safe_log, sigmoid, tanh, softplus, gelu,
+ *              silu, max pooling; max / min (both inputs); mul (b when a requires a gradient, a
+ *              when b does); div (b, and its own output when b requires a gradient); matmul and
+ *              bmm (b when a requires a gradient, a when b does); linear and linear_gelu (x and
+ *              W, not b; pre as workspace); conv2d and conv (x and w, not b); layer_norm (x and
+ *              gamma; mean and inv_std as workspace); rms_norm (x, gamma; inv_rms); the spectral
+ *              convolution (x, w_re, w_im); cross_entropy_ignore (the logits; the labels and two
+ *              floats per row as workspace);
+ *   its output: softmax, log_softmax; reduce_max_axis0 / 1 (and its input); the selective scans
+ *              (and their four inputs); flash_attention (and q, k, v; lse and the mask as
+ *              workspace).
+ * So a buffer is freed as soon as the host has released every node holding it and every rule
+ * reading it has been freed (a reshape, or a dropout with p = 0, shares its input's buffer: the
+ * memory goes with the last of them). Inner nodes of a composite (every node it records but
+ * the last, whose id it returns) are released at once: only their rules' references keep them.
+ * A host that releases each node after its last use, and differentiates with
+ * TLRT_TAPE_BACKWARD_FREE, holds about what PyTorch's autograd holds: the activations saved for
+ * backward, each freed as soon as its rule has run. Releasing a LEAF drops the tape's references
+ * to the host's buffer once no rule reads it (the host's own references stay valid); its gradient
+ * stays readable (tlrt_tape_grad). A rule that never runs (its node is not on the path of a
+ * backward) keeps what it reads until reset.
  *
  * NUMERICS. Values are those of the recorded ops (their numeric classes, abi/tlrt_*.h). Gradients
  * are compositions of the ops' backward kernels and elementwise/reduction/product calls, each in
@@ -78,7 +110,10 @@
  *  - TLRT_ERR_DEVICE_MISMATCH: a leaf or seed buffer on another device than the tape;
  *  - TLRT_ERR_DTYPE: a leaf or seed buffer of integer values;
  *  - TLRT_ERR_RELEASED: a leaf or seed buffer whose storage was released (also later, at an op or
- *    backward that reads a leaf released after it was recorded);
+ *    backward that reads a leaf released after it was recorded); a node released with
+ *    tlrt_tape_release (or an inner node of a composite) passed to a recording call, to
+ *    tlrt_tape_value or again to tlrt_tape_release; a backward whose path crosses a rule that a
+ *    freeing backward has already run (the message names the node);
  *  - TLRT_ERR_BACKEND_UNAVAILABLE / TLRT_ERR_NO_DEVICE: tlrt_tape_new for CUDA in a build without
  *    CUDA / with no such device;
  *  - TLRT_ERR_OUT_OF_MEMORY, TLRT_ERR_CUDA, TLRT_ERR_DEVICE_LOST, TLRT_ERR_LIBRARY and the other
@@ -149,8 +184,23 @@ TLRT_API tlrt_status tlrt_tape_leaf(tlrt_tape *tape, tlrt_buffer *buffer, const 
                                     uint32_t rank, bool requires_grad, uint64_t *out);
 
 /* *out = a NEW reference to the node's value (the caller frees it with tlrt_buffer_free).
- * Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INDEX (node). */
+ * Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE; TLRT_ERR_INDEX (node);
+ * TLRT_ERR_RELEASED (the node was released: tlrt_tape_release, or an inner node of a
+ * composite). */
 TLRT_API tlrt_status tlrt_tape_value(const tlrt_tape *tape, uint64_t node, tlrt_buffer **out);
+
+/* The host will no longer use `node`: neither read its value nor record with it (MEMORY above).
+ * The tape drops its reference to the node's value at once; the buffer is freed as soon as no
+ * backward rule that reads it remains (now, when none does). What still works on a released
+ * node: tlrt_tape_shape, tlrt_tape_grad (a leaf's gradient), and backward from it or through it.
+ * What fails with TLRT_ERR_RELEASED: recording with it (the message names the argument and the
+ * node), tlrt_tape_value, and releasing it again (a repeated release is an error, not a no-op:
+ * it is a host's double free). A reset makes the id stale as every other.
+ * Errors: TLRT_ERR_NULL_ARGUMENT (tape); TLRT_ERR_STALE_HANDLE (a freed tape; an id of another
+ * tape or from before a reset); TLRT_ERR_INDEX (node not in the tape); TLRT_ERR_RELEASED
+ * (released already, or an inner node of a composite). Never allocates; on failure nothing
+ * changes. */
+TLRT_API tlrt_status tlrt_tape_release(tlrt_tape *tape, uint64_t node);
 
 /* *out = a NEW reference to the accumulated gradient of a leaf that requires a gradient (same
  * size and shape as the leaf). A leaf that has received no gradient (no backward yet since the
@@ -182,6 +232,26 @@ TLRT_API tlrt_status tlrt_tape_backward(tlrt_tape *tape, uint64_t node);
  * count; any element count is accepted for the node). */
 TLRT_API tlrt_status tlrt_tape_backward_seed(tlrt_tape *tape, uint64_t node,
                                              const tlrt_buffer *seed);
+
+/* Flags of tlrt_tape_backward_ex. TLRT_TAPE_BACKWARD_FREE: free the graph as the backward goes
+ * (PyTorch's backward with retain_graph=False). */
+#define TLRT_TAPE_BACKWARD_FREE 1u
+
+/* Backward from `node` with flags: seed NULL is tlrt_tape_backward (node must have one element,
+ * seeded with 1), a buffer is tlrt_tape_backward_seed (read, not retained). flags 0 is exactly
+ * those calls. With TLRT_TAPE_BACKWARD_FREE, each rule drops what it reads (its references to
+ * input and output values and its workspace, MEMORY above) right after it has run, so a saved
+ * value is freed once the last rule reading it has run and the host has released its node; the
+ * leaf gradients are accumulated as by tlrt_tape_backward, and nodes' values the host has not
+ * released stay readable. Rules that do not run (not on the path from `node`) keep theirs.
+ * A later backward whose path crosses a rule that has been freed fails with TLRT_ERR_RELEASED
+ * before any rule runs (nothing changes); record the graph again after tlrt_tape_reset.
+ * On a failure inside a freeing backward, the leaf gradients are those held before the call
+ * (all or nothing), but the rules that ran before the failure stay freed.
+ * Errors: as tlrt_tape_backward / tlrt_tape_backward_seed; TLRT_ERR_INVALID_ARGUMENT (a flag bit
+ * other than TLRT_TAPE_BACKWARD_FREE); TLRT_ERR_RELEASED (also: a freed rule on the path). */
+TLRT_API tlrt_status tlrt_tape_backward_ex(tlrt_tape *tape, uint64_t node,
+                                           const tlrt_buffer *seed, uint32_t flags);
 
 /* ---- recording: elementwise (abi/tlrt_elementwise.h) ------------------------------------------ */
 /* Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record
@@ -439,7 +509,8 @@ TLRT_API tlrt_status tlrt_tape_flash_attention(tlrt_tape *tape, uint64_t q, uint
 
 /* ---- composites ------------------------------------------------------------------------------ */
 /* Composites record several primitive nodes (so ids advance by more than one) and return the id of
- * the last; gradients follow from the primitives.
+ * the last; gradients follow from the primitives. The nodes before the last are released at once
+ * (MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
  *
  * linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
  * output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a

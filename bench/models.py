@@ -9,10 +9,12 @@ clipping, so both sides compute the same function and the first losses agree to 
 rounding. Tokens are uniform random over the vocabulary (a torch.Generator on the device), the
 labels the next tokens; TF32 off on both sides. Reported per configuration: ms/step (wall clock
 over `--steps` steps after `--warmup`, the device synchronised at both ends), tokens/s, the peak
-of device memory (ours: tlrt_allocator_stats' peak_bytes; PyTorch: max_memory_allocated less what
-was allocated before its parameters: the batches, shared by both sides, count on neither), the
-first losses of both, and torch.compile's step (mode default) with --compile; --profile FILE
-writes the kernel tables (torch.profiler, top 30 by device time) of 5 steps of each side.
+of device memory (ours: tlrt_allocator_stats' peak_bytes, with the tape's nodes released as Python
+drops them and the backward freeing the graph, as in examples/lm/lm.py; PyTorch:
+max_memory_allocated less what was allocated before its parameters: the batches, shared by both
+sides, count on neither), the first losses of both, and torch.compile's step (mode default) with
+--compile; --profile FILE writes the kernel tables (torch.profiler, top 30 by device time) of 5
+steps of each side.
 
     python3 bench/models.py --configs launch,small --out bench/results/<date>-h200-models.md
 

@@ -83,8 +83,8 @@ const TLRT_DTYPE_F32 = Cint(0)
 const TLRT_DTYPE_I32 = Cint(1)
 const TLRT_DTYPE_I64 = Cint(2)
 const TLRT_ABI_VERSION_MAJOR = UInt32(1)
-const TLRT_ABI_VERSION_MINOR = UInt32(3)
-const TLRT_ABI_VERSION = UInt32(65539)
+const TLRT_ABI_VERSION_MINOR = UInt32(4)
+const TLRT_ABI_VERSION = UInt32(65540)
 const TLRT_DEVICE_KIND_CPU = UInt32(0)
 const TLRT_DEVICE_KIND_CUDA = UInt32(1)
 const TLRT_DEVICE_CPU = UInt32(0)
@@ -123,6 +123,7 @@ const TLRT_ACT_NONE = UInt32(0)
 const TLRT_ACT_GELU = UInt32(1)
 const TLRT_TAPE_MAX_RANK = UInt32(8)
 const TLRT_TAPE_NONE = UInt64(18446744073709551615)
+const TLRT_TAPE_BACKWARD_FREE = UInt32(1)
 const TLRT_SCAN_CHUNK = UInt32(64)
 const TLRT_POOL_MAX_RANK = UInt32(8)
 const TLRT_POOL_MAX_DIMS = UInt32(10)
@@ -283,10 +284,12 @@ tlrt_tape_node_count(tape, count) = @ccall libtorchlean_rt.tlrt_tape_node_count(
 tlrt_tape_device(tape, device) = @ccall libtorchlean_rt.tlrt_tape_device(tape::Ptr{tlrt_tape}, device::Ptr{UInt32})::Cint
 tlrt_tape_leaf(tape, buffer, dims, rank, requires_grad, out) = @ccall libtorchlean_rt.tlrt_tape_leaf(tape::Ptr{tlrt_tape}, buffer::Ptr{tlrt_buffer}, dims::Ptr{UInt64}, rank::UInt32, requires_grad::Bool, out::Ptr{UInt64})::Cint
 tlrt_tape_value(tape, node, out) = @ccall libtorchlean_rt.tlrt_tape_value(tape::Ptr{tlrt_tape}, node::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_tape_release(tape, node) = @ccall libtorchlean_rt.tlrt_tape_release(tape::Ptr{tlrt_tape}, node::UInt64)::Cint
 tlrt_tape_grad(tape, node, out) = @ccall libtorchlean_rt.tlrt_tape_grad(tape::Ptr{tlrt_tape}, node::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_tape_shape(tape, node, dims, rank, requires_grad) = @ccall libtorchlean_rt.tlrt_tape_shape(tape::Ptr{tlrt_tape}, node::UInt64, dims::Ptr{UInt64}, rank::Ptr{UInt32}, requires_grad::Ptr{Bool})::Cint
 tlrt_tape_backward(tape, node) = @ccall libtorchlean_rt.tlrt_tape_backward(tape::Ptr{tlrt_tape}, node::UInt64)::Cint
 tlrt_tape_backward_seed(tape, node, seed) = @ccall libtorchlean_rt.tlrt_tape_backward_seed(tape::Ptr{tlrt_tape}, node::UInt64, seed::Ptr{tlrt_buffer})::Cint
+tlrt_tape_backward_ex(tape, node, seed, flags) = @ccall libtorchlean_rt.tlrt_tape_backward_ex(tape::Ptr{tlrt_tape}, node::UInt64, seed::Ptr{tlrt_buffer}, flags::UInt32)::Cint
 tlrt_tape_add(tape, a, b, out) = @ccall libtorchlean_rt.tlrt_tape_add(tape::Ptr{tlrt_tape}, a::UInt64, b::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_sub(tape, a, b, out) = @ccall libtorchlean_rt.tlrt_tape_sub(tape::Ptr{tlrt_tape}, a::UInt64, b::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_mul(tape, a, b, out) = @ccall libtorchlean_rt.tlrt_tape_mul(tape::Ptr{tlrt_tape}, a::UInt64, b::UInt64, out::Ptr{UInt64})::Cint
@@ -3144,12 +3147,36 @@ end
 `tlrt_status tlrt_tape_value(const tlrt_tape * tape, uint64_t node, tlrt_buffer ** out)`
 
 out = a NEW reference to the node's value (the caller frees it with tlrt_buffer_free).
-Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INDEX (node).
+Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE; TLRT_ERR_INDEX (node);
+TLRT_ERR_RELEASED (the node was released: tlrt_tape_release, or an inner node of a
+composite).
 """
 function tape_value(tape::Tape, node::Integer)
     o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
     GC.@preserve tape check(C.tlrt_tape_value(tape.ptr, UInt64(node), o_out), "tlrt_tape_value")
     Buffer(o_out[])
+end
+
+"""
+    tape_release(tape, node)
+
+`tlrt_status tlrt_tape_release(tlrt_tape * tape, uint64_t node)`
+
+The host will no longer use `node`: neither read its value nor record with it (MEMORY above).
+The tape drops its reference to the node's value at once; the buffer is freed as soon as no
+backward rule that reads it remains (now, when none does). What still works on a released
+node: tlrt_tape_shape, tlrt_tape_grad (a leaf's gradient), and backward from it or through it.
+What fails with TLRT_ERR_RELEASED: recording with it (the message names the argument and the
+node), tlrt_tape_value, and releasing it again (a repeated release is an error, not a no-op:
+it is a host's double free). A reset makes the id stale as every other.
+Errors: TLRT_ERR_NULL_ARGUMENT (tape); TLRT_ERR_STALE_HANDLE (a freed tape; an id of another
+tape or from before a reset); TLRT_ERR_INDEX (node not in the tape); TLRT_ERR_RELEASED
+(released already, or an inner node of a composite). Never allocates; on failure nothing
+changes.
+"""
+function tape_release(tape::Tape, node::Integer)
+    GC.@preserve tape check(C.tlrt_tape_release(tape.ptr, UInt64(node)), "tlrt_tape_release")
+    nothing
 end
 
 """
@@ -3198,6 +3225,30 @@ count; any element count is accepted for the node).
 """
 function tape_backward_seed(tape::Tape, node::Integer, seed::Buffer)
     GC.@preserve tape seed check(C.tlrt_tape_backward_seed(tape.ptr, UInt64(node), seed.ptr), "tlrt_tape_backward_seed")
+    nothing
+end
+
+"""
+    tape_backward_ex(tape, node, seed, flags)
+
+`tlrt_status tlrt_tape_backward_ex(tlrt_tape * tape, uint64_t node, const tlrt_buffer * seed, uint32_t flags)`
+
+Backward from `node` with flags: seed NULL is tlrt_tape_backward (node must have one element,
+seeded with 1), a buffer is tlrt_tape_backward_seed (read, not retained). flags 0 is exactly
+those calls. With TLRT_TAPE_BACKWARD_FREE, each rule drops what it reads (its references to
+input and output values and its workspace, MEMORY above) right after it has run, so a saved
+value is freed once the last rule reading it has run and the host has released its node; the
+leaf gradients are accumulated as by tlrt_tape_backward, and nodes' values the host has not
+released stay readable. Rules that do not run (not on the path from `node`) keep theirs.
+A later backward whose path crosses a rule that has been freed fails with TLRT_ERR_RELEASED
+before any rule runs (nothing changes); record the graph again after tlrt_tape_reset.
+On a failure inside a freeing backward, the leaf gradients are those held before the call
+(all or nothing), but the rules that ran before the failure stay freed.
+Errors: as tlrt_tape_backward / tlrt_tape_backward_seed; TLRT_ERR_INVALID_ARGUMENT (a flag bit
+other than TLRT_TAPE_BACKWARD_FREE); TLRT_ERR_RELEASED (also: a freed rule on the path).
+"""
+function tape_backward_ex(tape::Tape, node::Integer, seed::Union{Buffer,Nothing}, flags::Integer)
+    GC.@preserve tape seed check(C.tlrt_tape_backward_ex(tape.ptr, UInt64(node), (seed === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : seed.ptr), UInt32(flags)), "tlrt_tape_backward_ex")
     nothing
 end
 
@@ -4602,7 +4653,8 @@ end
 `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -4659,7 +4711,8 @@ end
 `tlrt_status tlrt_tape_linear_gelu(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -4716,7 +4769,8 @@ end
 `tlrt_status tlrt_tape_mse_loss(tlrt_tape * tape, uint64_t pred, uint64_t target, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -4773,7 +4827,8 @@ end
 `tlrt_status tlrt_tape_cross_entropy(tlrt_tape * tape, uint64_t logits, const uint64_t * labels, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -4832,7 +4887,8 @@ end
 `tlrt_status tlrt_tape_batchnorm(tlrt_tape * tape, uint64_t x, uint64_t gamma, uint64_t beta, double eps, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -4889,7 +4945,8 @@ end
 `tlrt_status tlrt_tape_multi_head_attention(tlrt_tape * tape, uint64_t x, uint64_t w_q, uint64_t w_k, uint64_t w_v, uint64_t w_o, uint64_t b_q, uint64_t b_k, uint64_t b_v, uint64_t b_o, uint64_t num_heads, bool causal, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a

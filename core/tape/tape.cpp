@@ -77,23 +77,55 @@ Tape &tape_ref(tlrt_tape *t) {
 }
 const Tape &tape_ref(const tlrt_tape *t) { return tape_ref(const_cast<tlrt_tape *>(t)); }
 
+const tlrt_buffer *parent_value(const Tape &, const Node &self, size_t i) {
+  if (i >= self.inputs.size() || !self.inputs[i])
+    fail(TLRT_ERR_INTERNAL, "a backward rule reads the value of its parent %llu (node %llu), "
+         "which its recording call did not declare", (ull)i,
+         (ull)(i < self.parents.size() ? self.parents[i] : 0));
+  return self.inputs[i].get();
+}
+
+const tlrt_buffer *own_value(const Node &self) {
+  if (!self.output)
+    fail(TLRT_ERR_INTERNAL, "a backward rule reads its node's own value, which its recording call "
+         "did not declare");
+  return self.output.get();
+}
+
 uint64_t push(Tape &t, Buf value, const Shape &shape, std::vector<uint64_t> parent_ids,
-              BackwardFn backward, std::vector<Buf> saved) {
+              Reads reads, BackwardFn backward, std::vector<Buf> saved) {
   Node n;
   std::vector<uint64_t> parents(parent_ids.size());
   for (size_t i = 0; i < parents.size(); ++i) {
     parents[i] = index_of(t, parent_ids[i], "parent");  // validated by the caller already
     n.requires_grad = n.requires_grad || t.nodes[parents[i]].requires_grad;
   }
-  n.value = std::move(value);
-  n.shape = shape;
   if (n.requires_grad) {
+    // The references the rule reads through (abi/tlrt_tape.h, MEMORY).
+    n.inputs.resize(parents.size());
+    for (size_t i = 0; i < parents.size(); ++i) {
+      if (!(reads & reads_parent(i))) continue;
+      const Node &p = t.nodes[parents[i]];
+      if (!p.value)  // the recording calls refuse released nodes before they get here
+        fail(TLRT_ERR_INTERNAL, "node %llu read by a new node's rule holds no value",
+             (ull)parents[i]);
+      n.inputs[i] = share(p.value.get());
+    }
+    if (reads & kReadsSelf) n.output = share(value.get());
     n.parents = std::move(parents);
     n.backward = std::move(backward);
     n.saved = std::move(saved);
-  }  // else: nothing will ever flow back through this node; drop the workspace now
+  }  // else: nothing will ever flow back through this node; keep no reference for it
+  n.value = std::move(value);
+  n.shape = shape;
   t.nodes.push_back(std::move(n));
   return t.id_of(t.nodes.size() - 1);
+}
+
+void release_node(Tape &t, uint64_t index) {
+  Node &n = t.nodes[index];
+  n.released = true;
+  n.value.reset();
 }
 
 uint64_t push_leaf(Tape &t, Buf value, const Shape &shape, bool requires_grad) {
@@ -127,21 +159,53 @@ uint64_t check_buffer(const Tape &t, const tlrt_buffer *b, const char *arg) {
 
 namespace {
 
-// The reverse sweep of abi/tlrt_tape.h: all or nothing, intermediate gradients freed as soon as
-// they have been propagated.
-void run_backward(Tape &t, uint64_t start, Buf seed) {
+// Drops what the rule of a node reads (a freeing backward, after running it): the buffers go
+// once no other reference (the host's value, another rule's) holds them.
+void free_rule(Node &n) {
+  n.inputs.clear();
+  n.inputs.shrink_to_fit();
+  n.output.reset();
+  n.saved.clear();
+  n.saved.shrink_to_fit();
+  n.backward = nullptr;
+  n.freed = true;
+}
+
+// The reverse sweep of abi/tlrt_tape.h: all or nothing for the leaf gradients, intermediate
+// gradients freed as soon as they have been propagated; with free_graph, each rule's references
+// dropped as soon as it has run.
+void run_backward(Tape &t, uint64_t start, Buf seed, bool free_graph) {
   if (!t.nodes[start].requires_grad) return;
+  // Every rule the sweep can reach must still hold what it reads; checked before any runs, so
+  // that a backward over a freed graph changes nothing.
+  {
+    std::vector<bool> reach(start + 1);
+    reach[start] = true;
+    for (uint64_t i = start + 1; i-- > 0;) {
+      if (!reach[i]) continue;
+      const Node &n = t.nodes[i];
+      if (n.leaf) continue;
+      if (n.freed)
+        fail(TLRT_ERR_RELEASED, "node %#llx (index %llu) is on the backward path, and a backward "
+             "with TLRT_TAPE_BACKWARD_FREE has already run its rule and freed the values it "
+             "reads (record the graph again, or pass no flag to keep it)",
+             (ull)t.id_of(i), (ull)i);
+      for (uint64_t p : n.parents)
+        if (t.nodes[p].requires_grad) reach[p] = true;
+    }
+  }
   std::vector<Buf> pending(start + 1);
   pending[start] = std::move(seed);
   std::vector<Buf> contrib;
   for (uint64_t i = start + 1; i-- > 0;) {
     if (!pending[i]) continue;
-    const Node &n = t.nodes[i];
+    Node &n = t.nodes[i];
     if (n.leaf) continue;  // kept in pending until the commit below
     contrib.clear();
     contrib.resize(n.parents.size());
     n.backward(t, n, pending[i].get(), contrib);
     pending[i].reset();  // propagated: release it now
+    if (free_graph) free_rule(n);
     for (size_t j = 0; j < contrib.size(); ++j) {
       if (!contrib[j]) continue;
       const uint64_t p = n.parents[j];
@@ -155,6 +219,7 @@ void run_backward(Tape &t, uint64_t start, Buf seed) {
         pending[p] = std::move(contrib[j]);
       else
         pending[p] = TAPE_CALL(tlrt_add, pending[p].get(), contrib[j].get());
+      contrib[j].reset();
     }
   }
   // Commit: compute every new leaf gradient first, then swap them in (nothing can fail after).
@@ -280,7 +345,23 @@ TLRT_API tlrt_status tlrt_tape_value(const tlrt_tape *tape, uint64_t node, tlrt_
   return guarded("tlrt_tape_value", [&] {
     clear_out(out, "out");
     const Node &n = node_at(tape_ref(tape), node, "node");
+    if (n.released)
+      fail(TLRT_ERR_RELEASED, "argument node: node id %#llx (index %llu) was released "
+           "(tlrt_tape_release, or an inner node of a composite): its value is no longer held "
+           "for the host", (ull)node, (ull)(node & 0xFFFFFFFFull));
     *out = share(n.value.get()).release();
+  });
+}
+
+TLRT_API tlrt_status tlrt_tape_release(tlrt_tape *tape, uint64_t node) {
+  return guarded("tlrt_tape_release", [&] {
+    Tape &t = tape_ref(tape);
+    const uint64_t index = index_of(t, node, "node");
+    if (t.nodes[index].released)
+      fail(TLRT_ERR_RELEASED, "argument node: node id %#llx (index %llu) was released "
+           "already%s", (ull)node, (ull)index,
+           t.nodes[index].leaf ? "" : " (or is an inner node of a composite)");
+    release_node(t, index);
   });
 }
 
@@ -325,7 +406,8 @@ TLRT_API tlrt_status tlrt_tape_backward(tlrt_tape *tape, uint64_t node) {
            "node %llu has shape %s (%llu elements): backward without a seed needs one element",
            (ull)node, n.shape.str().c_str(), (ull)n.shape.numel());
     if (!n.requires_grad) return;
-    run_backward(t, index_of(t, node, "node"), TAPE_CALL(tlrt_buffer_full, t.device, 1, 1.0));
+    run_backward(t, index_of(t, node, "node"), TAPE_CALL(tlrt_buffer_full, t.device, 1, 1.0),
+                 false);
   });
 }
 
@@ -342,7 +424,33 @@ TLRT_API tlrt_status tlrt_tape_backward_seed(tlrt_tape *tape, uint64_t node,
     if (!n.requires_grad) return;
     // A private copy: the seed may end up held as a leaf gradient, and the host may release the
     // storage of its own buffer at any time.
-    run_backward(t, index_of(t, node, "node"), TAPE_CALL(tlrt_buffer_copy, seed));
+    run_backward(t, index_of(t, node, "node"), TAPE_CALL(tlrt_buffer_copy, seed), false);
+  });
+}
+
+TLRT_API tlrt_status tlrt_tape_backward_ex(tlrt_tape *tape, uint64_t node,
+                                           const tlrt_buffer *seed, uint32_t flags) {
+  return guarded("tlrt_tape_backward_ex", [&] {
+    Tape &t = tape_ref(tape);
+    if (flags & ~TLRT_TAPE_BACKWARD_FREE)
+      fail(TLRT_ERR_INVALID_ARGUMENT, "argument flags = %#x has bits that name no flag (known: "
+           "TLRT_TAPE_BACKWARD_FREE = %#x)", flags, TLRT_TAPE_BACKWARD_FREE);
+    const Node &n = node_at(t, node, "node");
+    if (seed == nullptr) {
+      if (n.shape.numel() != 1)
+        fail(TLRT_ERR_SHAPE, "node %llu has shape %s (%llu elements): backward without a seed "
+             "needs one element", (ull)node, n.shape.str().c_str(), (ull)n.shape.numel());
+    } else {
+      const uint64_t size = check_buffer(t, seed, "seed");
+      if (size != n.shape.numel())
+        fail(TLRT_ERR_SHAPE, "argument seed has %llu elements, node %llu has shape %s (%llu)",
+             (ull)size, (ull)node, n.shape.str().c_str(), (ull)n.shape.numel());
+    }
+    if (!n.requires_grad) return;
+    Buf s = seed == nullptr ? TAPE_CALL(tlrt_buffer_full, t.device, 1, 1.0)
+                            : TAPE_CALL(tlrt_buffer_copy, seed);  // private, as backward_seed
+    run_backward(t, index_of(t, node, "node"), std::move(s),
+                 (flags & TLRT_TAPE_BACKWARD_FREE) != 0);
   });
 }
 

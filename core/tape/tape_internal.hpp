@@ -120,14 +120,33 @@ using BackwardFn =
     std::function<void(const Tape &t, const Node &self, const tlrt_buffer *g,
                        std::vector<Buf> &out)>;
 
+// The values a backward rule reads besides its upstream gradient, declared by the recording call
+// (exactly those its rule passes to tlrt_* calls, given which parents require a gradient): bit i
+// for parent i's value, kReadsSelf for the node's own value. Workspace the forward produced
+// (layer-norm statistics, lse) is the node's `saved`; host index lists and index buffers live in
+// the rule's closure.
+using Reads = uint32_t;
+constexpr Reads kReadsNothing = 0;
+constexpr Reads kReadsSelf = 1u << 31;
+constexpr Reads reads_parent(size_t i) { return (Reads)1 << i; }
+
+// A node (abi/tlrt_tape.h's MEMORY paragraph). `value` is the host's view of the node, dropped by
+// tlrt_tape_release; what the rule reads is held apart, as references of its own (`inputs`,
+// `output`, `saved`, the closure), so a buffer lives exactly as long as the host may still read
+// it or a rule that has not run yet may still read it: the reference counts of the buffers do
+// the bookkeeping. A freeing backward drops a rule's references right after running it.
 struct Node {
-  Buf value;
+  Buf value;  // empty once released
   Shape shape;
   bool leaf = false;
   bool requires_grad = false;
+  bool released = false;  // tlrt_tape_release was called (or an internal node of a composite)
+  bool freed = false;     // a freeing backward ran the rule and dropped what it reads
   std::vector<uint64_t> parents;
   BackwardFn backward;     // empty for leaves and nodes that do not require a gradient
-  std::vector<Buf> saved;  // forward workspace kept for backward (released at reset)
+  std::vector<Buf> inputs; // inputs[i]: parent i's value where the rule reads it, else empty
+  Buf output;              // the node's own value where the rule reads it
+  std::vector<Buf> saved;  // forward workspace kept for backward
   Buf grad;                // accumulated gradient (leaves only)
 };
 
@@ -158,16 +177,23 @@ const Node &node_at(const Tape &t, uint64_t id, const char *arg);
 inline bool need(const Tape &t, const Node &self, size_t i) {
   return t.nodes[self.parents[i]].requires_grad;
 }
-inline const tlrt_buffer *parent_value(const Tape &t, const Node &self, size_t i) {
-  return t.nodes[self.parents[i]].value.get();
-}
+// The value of parent i as the rule of `self` saved it (TLRT_ERR_INTERNAL when the recording call
+// did not declare the read: the declarations must match the rules exactly).
+const tlrt_buffer *parent_value(const Tape &t, const Node &self, size_t i);
+// The node's own value as its rule saved it (TLRT_ERR_INTERNAL when not declared).
+const tlrt_buffer *own_value(const Node &self);
 
 // Appends a node computed from `parents` and returns its id. requires_grad is the OR of the
-// parents'; when it is false the backward rule and the workspace are dropped at once.
-uint64_t push(Tape &t, Buf value, const Shape &shape, std::vector<uint64_t> parents,
+// parents'; when it is true the node keeps references to the values `reads` names, the rule and
+// the workspace; when it is false all three are dropped at once (the rule never runs).
+uint64_t push(Tape &t, Buf value, const Shape &shape, std::vector<uint64_t> parents, Reads reads,
               BackwardFn backward, std::vector<Buf> saved = {});
 // Appends a leaf (value already validated against the shape).
 uint64_t push_leaf(Tape &t, Buf value, const Shape &shape, bool requires_grad);
+
+// Drops the host's view of node `index` (tlrt_tape_release's effect): its value buffer goes once
+// no rule still holds a reference to it.
+void release_node(Tape &t, uint64_t index);
 
 // Removes nodes recorded after construction unless commit() was called: a composite that fails
 // half-way leaves the tape as it found it.

@@ -17,15 +17,21 @@ namespace {
 
 using ull = unsigned long long;
 
-// A snapshot of an input node: its id, value and shape (safe to keep while nodes are appended).
+// A snapshot of an input node: its id, value, shape and requires_grad (safe to keep while nodes
+// are appended). A released node cannot be recorded with (TLRT_ERR_RELEASED).
 struct In {
   uint64_t id;
   const tlrt_buffer *v;
   Shape s;
+  bool rg;
 };
 In in(const Tape &t, uint64_t id, const char *arg) {
   const Node &n = node_at(t, id, arg);
-  return In{id, n.value.get(), n.shape};
+  if (n.released)
+    fail(TLRT_ERR_RELEASED, "argument %s: node id %#llx (index %llu) was released "
+         "(tlrt_tape_release, or an inner node of a composite)", arg, (ull)id,
+         (ull)(id & 0xFFFFFFFFull));
+  return In{id, n.value.get(), n.shape, n.requires_grad};
 }
 
 Shape shape1(uint64_t a) {
@@ -85,6 +91,7 @@ uint64_t rec_binary(Tape &t, Bin op, uint64_t ai, uint64_t bi) {
   need_same(a, "a", b, "b");
   Buf y;
   BackwardFn bw;
+  Reads rd = kReadsNothing;
   switch (op) {
     case Bin::Add:
       y = TAPE_CALL(tlrt_add, a.v, b.v);
@@ -102,6 +109,7 @@ uint64_t rec_binary(Tape &t, Bin op, uint64_t ai, uint64_t bi) {
       break;
     case Bin::Mul:
       y = TAPE_CALL(tlrt_mul, a.v, b.v);
+      rd = (a.rg ? reads_parent(1) : 0) | (b.rg ? reads_parent(0) : 0);
       bw = [](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         if (need(t, n, 0)) o[0] = TAPE_CALL(tlrt_mul, g, parent_value(t, n, 1));
         if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_mul, g, parent_value(t, n, 0));
@@ -109,11 +117,12 @@ uint64_t rec_binary(Tape &t, Bin op, uint64_t ai, uint64_t bi) {
       break;
     case Bin::Div:
       y = TAPE_CALL(tlrt_div, a.v, b.v);
+      rd = reads_parent(1) | (b.rg ? kReadsSelf : 0);
       // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b: with q = g / b, (q, -(q * y)).
       bw = [](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         Buf q = TAPE_CALL(tlrt_div, g, parent_value(t, n, 1));
         if (need(t, n, 1)) {
-          Buf qy = TAPE_CALL(tlrt_mul, q.get(), n.value.get());
+          Buf qy = TAPE_CALL(tlrt_mul, q.get(), own_value(n));
           o[1] = TAPE_CALL(tlrt_neg, qy.get());
         }
         if (need(t, n, 0)) o[0] = std::move(q);
@@ -123,6 +132,7 @@ uint64_t rec_binary(Tape &t, Bin op, uint64_t ai, uint64_t bi) {
     case Bin::Min: {
       const bool mx = op == Bin::Max;
       y = mx ? TAPE_CALL(tlrt_max, a.v, b.v) : TAPE_CALL(tlrt_min, a.v, b.v);
+      rd = reads_parent(0) | reads_parent(1);
       bw = [mx](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
         tlrt_buffer *da = nullptr, *db = nullptr;
         const tlrt_status s =
@@ -136,14 +146,14 @@ uint64_t rec_binary(Tape &t, Bin op, uint64_t ai, uint64_t bi) {
       break;
     }
   }
-  return push(t, std::move(y), a.s, {ai, bi}, std::move(bw));
+  return push(t, std::move(y), a.s, {ai, bi}, rd, std::move(bw));
 }
 
 uint64_t rec_axpy(Tape &t, uint64_t ai, uint64_t bi, double c) {
   const In a = in(t, ai, "a"), b = in(t, bi, "b");
   need_same(a, "a", b, "b");
   Buf y = TAPE_CALL(tlrt_axpy, a.v, b.v, c);
-  return push(t, std::move(y), a.s, {ai, bi},
+  return push(t, std::move(y), a.s, {ai, bi}, kReadsNothing,
               [c](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 if (need(t, n, 0)) o[0] = share(g);
                 if (need(t, n, 1)) o[1] = TAPE_CALL(tlrt_scale, g, c);
@@ -157,7 +167,7 @@ using BwdFn = tlrt_status (*)(const tlrt_buffer *, const tlrt_buffer *, tlrt_buf
 uint64_t rec_unary(Tape &t, uint64_t xi, FwdFn f, BwdFn b) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(f, x.v);
-  return push(t, std::move(y), x.s, {xi},
+  return push(t, std::move(y), x.s, {xi}, reads_parent(0),
               [b](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(b, parent_value(t, n, 0), g);
               });
@@ -166,7 +176,7 @@ uint64_t rec_unary(Tape &t, uint64_t xi, FwdFn f, BwdFn b) {
 uint64_t rec_neg(Tape &t, uint64_t xi) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_neg, x.v);
-  return push(t, std::move(y), x.s, {xi},
+  return push(t, std::move(y), x.s, {xi}, kReadsNothing,
               [](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_neg, g);
               });
@@ -175,7 +185,7 @@ uint64_t rec_neg(Tape &t, uint64_t xi) {
 uint64_t rec_scale(Tape &t, uint64_t xi, double c) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_scale, x.v, c);
-  return push(t, std::move(y), x.s, {xi},
+  return push(t, std::move(y), x.s, {xi}, kReadsNothing,
               [c](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_scale, g, c);
               });
@@ -184,7 +194,7 @@ uint64_t rec_scale(Tape &t, uint64_t xi, double c) {
 uint64_t rec_clamp(Tape &t, uint64_t xi, double lo, double hi) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_clamp, x.v, lo, hi);
-  return push(t, std::move(y), x.s, {xi},
+  return push(t, std::move(y), x.s, {xi}, reads_parent(0),
               [lo, hi](const Tape &t, const Node &n, const tlrt_buffer *g,
                        std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_clamp_bwd, parent_value(t, n, 0), g, lo, hi);
@@ -194,7 +204,7 @@ uint64_t rec_clamp(Tape &t, uint64_t xi, double lo, double hi) {
 uint64_t rec_safe_log(Tape &t, uint64_t xi, double eps) {
   const In x = in(t, xi, "x");
   Buf y = TAPE_CALL(tlrt_safe_log, x.v, eps);
-  return push(t, std::move(y), x.s, {xi},
+  return push(t, std::move(y), x.s, {xi}, reads_parent(0),
               [eps](const Tape &t, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_safe_log_bwd, parent_value(t, n, 0), g, eps);
               });
@@ -214,7 +224,7 @@ uint64_t rec_dropout(Tape &t, uint64_t xi, double p, uint64_t key) {
     fail(TLRT_ERR_INVALID_ARGUMENT,
          "argument p = %.17g (%.9g in float32) must be a probability in [0, 1)", p, (double)pf);
   if (pf == 0.0f)  // the identity: x's value itself
-    return push(t, share(x.v), x.s, {xi},
+    return push(t, share(x.v), x.s, {xi}, kReadsNothing,
                 [](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                   o[0] = share(g);
                 });
@@ -223,7 +233,7 @@ uint64_t rec_dropout(Tape &t, uint64_t xi, double p, uint64_t key) {
   const uint64_t n = x.s.numel();
   Buf m = dropout_mask(dev, n, keep, key);
   Buf y = TAPE_CALL(tlrt_mul, x.v, m.get());
-  return push(t, std::move(y), x.s, {xi},
+  return push(t, std::move(y), x.s, {xi}, kReadsNothing,
               [dev, n, keep, key](const Tape &, const Node &, const tlrt_buffer *g,
                                   std::vector<Buf> &o) {
                 Buf mb = dropout_mask(dev, n, keep, key);
@@ -242,7 +252,7 @@ uint64_t rec_reduce_all(Tape &t, uint64_t xi, bool mean) {
   const In x = in(t, xi, "x");
   Buf y = mean ? TAPE_CALL(tlrt_reduce_mean, x.v) : TAPE_CALL(tlrt_reduce_sum, x.v);
   const Shape xs = x.s;
-  return push(t, std::move(y), Shape{}, {xi},
+  return push(t, std::move(y), Shape{}, {xi}, kReadsNothing,
               [xs, mean](const Tape &, const Node &n, const tlrt_buffer *g,
                          std::vector<Buf> &o) {
                 const uint32_t map[TLRT_TAPE_MAX_RANK] = {};  // every output axis is inserted
@@ -261,7 +271,7 @@ uint64_t rec_sum_axis01(Tape &t, uint64_t xi, int axis) {
   const uint64_t r = x.s.d[0], c = x.s.d[1];
   Buf y = axis == 0 ? TAPE_CALL(tlrt_reduce_sum_axis0, x.v, r, c)
                     : TAPE_CALL(tlrt_reduce_sum_axis1, x.v, r, c);
-  return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi},
+  return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi}, kReadsNothing,
               [r, c, axis](const Tape &, const Node &, const tlrt_buffer *g,
                            std::vector<Buf> &o) {
                 o[0] = axis == 0 ? TAPE_CALL(tlrt_broadcast_vec_to_rows, g, r, c)
@@ -280,7 +290,7 @@ uint64_t rec_sum_axis(Tape &t, uint64_t xi, uint32_t axis) {
   for (uint32_t i = 0, j = 0; i < x.s.rank; ++i)
     if (i != axis) ys.d[j++] = x.s.d[i];
   const Shape xs = x.s;
-  return push(t, std::move(y), ys, {xi},
+  return push(t, std::move(y), ys, {xi}, kReadsNothing,
               [xs, axis](const Tape &, const Node &n, const tlrt_buffer *g,
                          std::vector<Buf> &o) {
                 uint32_t map[TLRT_TAPE_MAX_RANK] = {};
@@ -300,14 +310,14 @@ uint64_t rec_max_axis01(Tape &t, uint64_t xi, int axis) {
   const uint64_t r = x.s.d[0], c = x.s.d[1];
   Buf y = axis == 0 ? TAPE_CALL(tlrt_reduce_max_axis0, x.v, r, c)
                     : TAPE_CALL(tlrt_reduce_max_axis1, x.v, r, c);
-  return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi},
+  return push(t, std::move(y), shape1(axis == 0 ? c : r), {xi}, reads_parent(0) | kReadsSelf,
               [r, c, axis](const Tape &t, const Node &n, const tlrt_buffer *g,
                            std::vector<Buf> &o) {
                 auto spread = [&](const tlrt_buffer *v) {
                   return axis == 0 ? TAPE_CALL(tlrt_broadcast_vec_to_rows, v, r, c)
                                    : TAPE_CALL(tlrt_broadcast_vec_to_cols, v, r, c);
                 };
-                Buf mb = spread(n.value.get());
+                Buf mb = spread(own_value(n));
                 Buf ones = TAPE_CALL(tlrt_buffer_full, t.device, r * c, 1.0);
                 tlrt_buffer *da = nullptr, *db = nullptr;
                 const tlrt_status s = tlrt_max_bwd(parent_value(t, n, 0), mb.get(), ones.get(),
@@ -361,7 +371,7 @@ uint64_t rec_reshape(Tape &t, uint64_t xi, const uint64_t *dims, uint32_t rank) 
   if (!exact_numel(s, &n) || n != x.s.numel())
     fail(TLRT_ERR_SHAPE, "argument dims %s does not have the element count of node x, shape %s",
          s.str().c_str(), x.s.str().c_str());
-  return push(t, share(x.v), s, {xi},
+  return push(t, share(x.v), s, {xi}, kReadsNothing,
               [](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = share(g);  // buffers are flat: the gradient's layout is the same
               });
@@ -372,7 +382,7 @@ uint64_t rec_transpose2d(Tape &t, uint64_t xi) {
   need_rank(x, "x", 2);
   const uint64_t r = x.s.d[0], c = x.s.d[1];
   Buf y = TAPE_CALL(tlrt_transpose2d, x.v, r, c);
-  return push(t, std::move(y), shape2(c, r), {xi},
+  return push(t, std::move(y), shape2(c, r), {xi}, kReadsNothing,
               [r, c](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_transpose2d, g, c, r);
               });
@@ -388,7 +398,7 @@ uint64_t rec_permute(Tape &t, uint64_t xi, const uint32_t *perm) {
     ys.d[i] = x.s.d[perm[i]];
     inv[perm[i]] = i;
   }
-  return push(t, std::move(y), ys, {xi},
+  return push(t, std::move(y), ys, {xi}, kReadsNothing,
               [inv](const Tape &, const Node &n, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_permute, g, n.shape.d, n.shape.rank, inv);
               });
@@ -399,7 +409,7 @@ uint64_t rec_swap(Tape &t, uint64_t xi, uint32_t depth) {
   Buf y = TAPE_CALL(tlrt_swap_adjacent_at_depth, x.v, x.s.d, x.s.rank, depth);  // validates
   Shape ys = x.s;
   std::swap(ys.d[depth], ys.d[depth + 1]);
-  return push(t, std::move(y), ys, {xi},
+  return push(t, std::move(y), ys, {xi}, kReadsNothing,
               [depth](const Tape &, const Node &n, const tlrt_buffer *g,
                       std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_swap_adjacent_at_depth, g, n.shape.d, n.shape.rank, depth);
@@ -416,7 +426,7 @@ uint64_t rec_broadcast_to(Tape &t, uint64_t xi, const uint64_t *out_dims, uint32
   uint32_t map[TLRT_TAPE_MAX_RANK] = {};
   for (uint32_t i = 0; i < out_rank; ++i) map[i] = axis_map[i];
   const Shape xs = x.s;
-  return push(t, std::move(y), ys, {xi},
+  return push(t, std::move(y), ys, {xi}, kReadsNothing,
               [xs, map](const Tape &, const Node &n, const tlrt_buffer *g,
                         std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_reduce_from_broadcast, g, xs.d, xs.rank, n.shape.d,
@@ -430,7 +440,7 @@ uint64_t rec_vec_bcast(Tape &t, uint64_t vi, uint64_t other, bool to_rows) {
   const uint64_t r = to_rows ? other : v.s.d[0], c = to_rows ? v.s.d[0] : other;
   Buf y = to_rows ? TAPE_CALL(tlrt_broadcast_vec_to_rows, v.v, r, c)
                   : TAPE_CALL(tlrt_broadcast_vec_to_cols, v.v, r, c);
-  return push(t, std::move(y), shape2(r, c), {vi},
+  return push(t, std::move(y), shape2(r, c), {vi}, kReadsNothing,
               [r, c, to_rows](const Tape &, const Node &, const tlrt_buffer *g,
                               std::vector<Buf> &o) {
                 o[0] = to_rows ? TAPE_CALL(tlrt_reduce_sum_axis0, g, r, c)
@@ -444,7 +454,7 @@ uint64_t rec_concat1d(Tape &t, uint64_t ai, uint64_t bi) {
   need_rank(b, "b", 1);
   const uint64_t n = a.s.d[0], m = b.s.d[0];
   Buf y = TAPE_CALL(tlrt_concat1d, a.v, b.v, n, m);
-  return push(t, std::move(y), shape1(n + m), {ai, bi},
+  return push(t, std::move(y), shape1(n + m), {ai, bi}, kReadsNothing,
               [n, m](const Tape &t, const Node &nd, const tlrt_buffer *g,
                      std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = TAPE_CALL(tlrt_slice1d, g, n + m, 0, n);
@@ -465,7 +475,7 @@ uint64_t rec_concat_axis0(Tape &t, uint64_t ai, uint64_t bi) {
   Buf y = TAPE_CALL(tlrt_concat_axis0, a.v, b.v, ra, rb, inner);
   Shape ys = a.s;
   ys.d[0] = ra + rb;  // the op checked that the output exists
-  return push(t, std::move(y), ys, {ai, bi},
+  return push(t, std::move(y), ys, {ai, bi}, kReadsNothing,
               [ra, rb, inner](const Tape &t, const Node &nd, const tlrt_buffer *g,
                               std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = TAPE_CALL(tlrt_slice_axis0, g, ra + rb, inner, 0, ra);
@@ -489,7 +499,7 @@ uint64_t rec_slice1d(Tape &t, uint64_t xi, uint64_t start, uint64_t len) {
   need_rank(x, "x", 1);
   const uint64_t n = x.s.d[0];
   Buf y = TAPE_CALL(tlrt_slice1d, x.v, n, start, len);  // checks start + len <= n
-  return push(t, std::move(y), shape1(len), {xi},
+  return push(t, std::move(y), shape1(len), {xi}, kReadsNothing,
               [n, start, len](const Tape &t, const Node &, const tlrt_buffer *g,
                               std::vector<Buf> &o) { o[0] = pad_rows(t, g, n, 1, start, len); });
 }
@@ -501,7 +511,7 @@ uint64_t rec_slice_axis0(Tape &t, uint64_t xi, uint64_t start, uint64_t len) {
   Buf y = TAPE_CALL(tlrt_slice_axis0, x.v, rows, inner, start, len);
   Shape ys = x.s;
   ys.d[0] = len;
-  return push(t, std::move(y), ys, {xi},
+  return push(t, std::move(y), ys, {xi}, kReadsNothing,
               [rows, inner, start, len](const Tape &t, const Node &, const tlrt_buffer *g,
                                         std::vector<Buf> &o) {
                 o[0] = pad_rows(t, g, rows, inner, start, len);
@@ -520,7 +530,7 @@ uint64_t rec_gather_vec(Tape &t, uint64_t vi, const uint64_t *idx, uint64_t k) {
   const uint64_t n = v.s.numel();
   Buf y = TAPE_CALL(tlrt_gather_vec, v.v, n, idx, k);
   Index ix = copy_index(idx, k);
-  return push(t, std::move(y), shape1(k), {vi},
+  return push(t, std::move(y), shape1(k), {vi}, kReadsNothing,
               [n, ix](const Tape &t, const Node &, const tlrt_buffer *g,
                       std::vector<Buf> &o) {
                 Buf z = TAPE_CALL(tlrt_buffer_zeros, t.device, n);
@@ -534,7 +544,7 @@ uint64_t rec_gather_rows(Tape &t, uint64_t mi, const uint64_t *idx, uint64_t k) 
   const uint64_t rows = m.s.d[0], cols = m.s.d[1];
   Buf y = TAPE_CALL(tlrt_gather_rows, m.v, rows, cols, idx, k);
   Index ix = copy_index(idx, k);
-  return push(t, std::move(y), shape2(k, cols), {mi},
+  return push(t, std::move(y), shape2(k, cols), {mi}, kReadsNothing,
               [rows, cols, ix](const Tape &t, const Node &, const tlrt_buffer *g,
                                std::vector<Buf> &o) {
                 Buf z = TAPE_CALL(tlrt_buffer_zeros, t.device, rows * cols);
@@ -553,7 +563,7 @@ uint64_t rec_scatter_add(Tape &t, uint64_t xi, uint64_t vi, const uint64_t *idx,
   const uint64_t n = x.s.numel();
   Buf y = TAPE_CALL(tlrt_scatter_add, x.v, v.v, n, idx, k);
   Index ix = copy_index(idx, k);
-  return push(t, std::move(y), x.s, {xi, vi},
+  return push(t, std::move(y), x.s, {xi, vi}, kReadsNothing,
               [n, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
                       std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = share(g);
@@ -573,7 +583,7 @@ uint64_t rec_scatter_add_rows(Tape &t, uint64_t mi, uint64_t vi, const uint64_t 
          "argument mat of shape %s", v.s.str().c_str(), (ull)k, (ull)cols, m.s.str().c_str());
   Buf y = TAPE_CALL(tlrt_scatter_add_rows, m.v, v.v, rows, cols, idx, k);
   Index ix = copy_index(idx, k);
-  return push(t, std::move(y), m.s, {mi, vi},
+  return push(t, std::move(y), m.s, {mi, vi}, kReadsNothing,
               [rows, cols, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
                                std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = share(g);
@@ -618,7 +628,7 @@ uint64_t rec_gather_vec_ibuf(Tape &t, uint64_t vi, const tlrt_buffer *idx) {
   const In v = in(t, vi, "v");
   const uint64_t n = v.s.numel();
   Buf y = TAPE_CALL(tlrt_gather_vec_ibuf, v.v, n, ix.get());
-  return push(t, std::move(y), shape1(ix.k), {vi},
+  return push(t, std::move(y), shape1(ix.k), {vi}, kReadsNothing,
               [n, ix](const Tape &, const Node &, const tlrt_buffer *g, std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_scatter_add_ibuf, nullptr, g, n, ix.get());
               });
@@ -630,7 +640,7 @@ uint64_t rec_gather_rows_ibuf(Tape &t, uint64_t mi, const tlrt_buffer *idx) {
   need_rank(m, "mat", 2);
   const uint64_t rows = m.s.d[0], cols = m.s.d[1];
   Buf y = TAPE_CALL(tlrt_gather_rows_ibuf, m.v, rows, cols, ix.get());
-  return push(t, std::move(y), shape2(ix.k, cols), {mi},
+  return push(t, std::move(y), shape2(ix.k, cols), {mi}, kReadsNothing,
               [rows, cols, ix](const Tape &, const Node &, const tlrt_buffer *g,
                                std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_scatter_add_rows_ibuf, nullptr, g, rows, cols, ix.get());
@@ -646,7 +656,7 @@ uint64_t rec_scatter_add_ibuf(Tape &t, uint64_t xi, uint64_t vi, const tlrt_buff
          v.s.str().c_str(), (ull)ix.k);
   const uint64_t n = x.s.numel();
   Buf y = TAPE_CALL(tlrt_scatter_add_ibuf, x.v, v.v, n, ix.get());
-  return push(t, std::move(y), x.s, {xi, vi},
+  return push(t, std::move(y), x.s, {xi, vi}, kReadsNothing,
               [n, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
                       std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = share(g);
@@ -665,7 +675,7 @@ uint64_t rec_scatter_add_rows_ibuf(Tape &t, uint64_t mi, uint64_t vi, const tlrt
          "argument idx of %llu elements and argument mat of shape %s", v.s.str().c_str(),
          (ull)ix.k, (ull)cols, (ull)ix.k, m.s.str().c_str());
   Buf y = TAPE_CALL(tlrt_scatter_add_rows_ibuf, m.v, v.v, rows, cols, ix.get());
-  return push(t, std::move(y), m.s, {mi, vi},
+  return push(t, std::move(y), m.s, {mi, vi}, kReadsNothing,
               [rows, cols, ix](const Tape &t, const Node &nd, const tlrt_buffer *g,
                                std::vector<Buf> &o) {
                 if (need(t, nd, 0)) o[0] = share(g);
@@ -681,11 +691,11 @@ uint64_t rec_softmax(Tape &t, uint64_t xi, bool log) {
   uint64_t r, c;
   last_axis(x.s, &r, &c);
   Buf y = log ? TAPE_CALL(tlrt_log_softmax, x.v, r, c) : TAPE_CALL(tlrt_softmax, x.v, r, c);
-  return push(t, std::move(y), x.s, {xi},
+  return push(t, std::move(y), x.s, {xi}, kReadsSelf,
               [r, c, log](const Tape &, const Node &n, const tlrt_buffer *g,
                           std::vector<Buf> &o) {
-                o[0] = log ? TAPE_CALL(tlrt_log_softmax_bwd, n.value.get(), g, r, c)
-                           : TAPE_CALL(tlrt_softmax_bwd, n.value.get(), g, r, c);
+                o[0] = log ? TAPE_CALL(tlrt_log_softmax_bwd, own_value(n), g, r, c)
+                           : TAPE_CALL(tlrt_softmax_bwd, own_value(n), g, r, c);
               });
 }
 
@@ -706,7 +716,7 @@ uint64_t rec_layer_norm(Tape &t, uint64_t xi, uint64_t gi, uint64_t bi, double e
   std::vector<Buf> saved;
   saved.push_back(std::move(M));
   saved.push_back(std::move(I));
-  return push(t, std::move(Y), x.s, {xi, gi, bi},
+  return push(t, std::move(Y), x.s, {xi, gi, bi}, reads_parent(0) | reads_parent(1),
               [r, c](const Tape &t, const Node &n, const tlrt_buffer *g,
                      std::vector<Buf> &o) {
                 tlrt_buffer *dx = nullptr, *dg = nullptr, *db = nullptr;
@@ -741,6 +751,7 @@ uint64_t rec_rms_norm(Tape &t, uint64_t xi, uint64_t gi, double eps) {
   std::vector<uint64_t> parents = {xi};
   if (has_g) parents.push_back(gi);
   return push(t, std::move(Y), x.s, std::move(parents),
+              has_g ? reads_parent(0) | reads_parent(1) : reads_parent(0),
               [r, c, has_g](const Tape &t, const Node &n, const tlrt_buffer *g,
                             std::vector<Buf> &o) {
                 // dgamma is required with a gamma (and computed even when gamma needs no
@@ -783,17 +794,19 @@ uint64_t rec_product(Tape &t, uint64_t ai, uint64_t bi, bool ta, bool tb, bool b
   ys.d[o] = m;
   ys.d[o + 1] = p;
   return push(
-      t, std::move(y), ys, {ai, bi},
+      t, std::move(y), ys, {ai, bi}, (a.rg ? reads_parent(1) : 0) | (b.rg ? reads_parent(0) : 0),
       [batch, m, n, p, ta, tb](const Tape &t, const Node &nd, const tlrt_buffer *g,
                                std::vector<Buf> &out) {
-        const tlrt_buffer *A = parent_value(t, nd, 0), *B = parent_value(t, nd, 1);
+        // dA reads only b, dB only a (each saved only when that gradient is needed).
         if (need(t, nd, 0)) {
+          const tlrt_buffer *B = parent_value(t, nd, 1);
           if (!ta)  // dA (m, n) = G (m, p) B^T; B^T is b read transposed unless b is stored so
             out[0] = TAPE_CALL(tlrt_bmm, g, B, batch, m, p, n, false, !tb);
           else  // stored (n, m): dA^T = B G^T (B is b stored transposed when tb)
             out[0] = TAPE_CALL(tlrt_bmm, B, g, batch, n, p, m, tb, true);
         }
         if (need(t, nd, 1)) {
+          const tlrt_buffer *A = parent_value(t, nd, 0);
           if (!tb)  // dB (n, p) = A^T G
             out[1] = TAPE_CALL(tlrt_bmm, A, g, batch, n, m, p, !ta, false);
           else  // stored (p, n): dB^T = G^T A
@@ -815,6 +828,7 @@ uint64_t rec_spectral(Tape &t, uint64_t xi, uint64_t ri, uint64_t ii) {
          "of shape %s", wr.s.str().c_str(), (ull)width, (ull)width, x.s.str().c_str());
   Buf y = TAPE_CALL(tlrt_spectral_conv1d_rfft_fwd, x.v, wr.v, wi.v, grid, width, modes);
   return push(t, std::move(y), x.s, {xi, ri, ii},
+              reads_parent(0) | reads_parent(1) | reads_parent(2),
               [grid, width, modes](const Tape &t, const Node &n, const tlrt_buffer *g,
                                    std::vector<Buf> &o) {
                 const tlrt_buffer *X = parent_value(t, n, 0), *R = parent_value(t, n, 1),
@@ -854,15 +868,16 @@ uint64_t rec_scan(Tape &t, uint64_t ai, uint64_t bi, uint64_t xi, uint64_t hi, b
   Buf y = var ? TAPE_CALL(tlrt_selective_scan_diag_var_fwd, A.v, B.v, X.v, h.v, T, D)
               : TAPE_CALL(tlrt_selective_scan_diag_fwd, A.v, B.v, X.v, h.v, T, D);
   return push(t, std::move(y), X.s, {ai, bi, xi, hi},
+              reads_parent(0) | reads_parent(1) | reads_parent(2) | reads_parent(3) | kReadsSelf,
               [T, D, var](const Tape &t, const Node &n, const tlrt_buffer *g,
                           std::vector<Buf> &o) {
                 tlrt_buffer *r[4] = {nullptr, nullptr, nullptr, nullptr};
                 const tlrt_buffer *a = parent_value(t, n, 0), *b = parent_value(t, n, 1),
                                   *x = parent_value(t, n, 2), *h0 = parent_value(t, n, 3);
                 const tlrt_status s =
-                    var ? tlrt_selective_scan_diag_var_bwd(a, b, x, h0, n.value.get(), g, T, D,
+                    var ? tlrt_selective_scan_diag_var_bwd(a, b, x, h0, own_value(n), g, T, D,
                                                            &r[0], &r[1], &r[2], &r[3])
-                        : tlrt_selective_scan_diag_bwd(a, b, x, h0, n.value.get(), g, T, D, &r[0],
+                        : tlrt_selective_scan_diag_bwd(a, b, x, h0, own_value(n), g, T, D, &r[0],
                                                        &r[1], &r[2], &r[3]);
                 Buf R[4] = {Buf(r[0]), Buf(r[1]), Buf(r[2]), Buf(r[3])};
                 check(s);
@@ -973,7 +988,7 @@ uint64_t rec_conv(Tape &t, uint64_t xi, uint64_t wi, uint64_t bi, const uint64_t
   for (uint32_t i = 0; i < g.r; ++i)
     ys.d[i + 2] = window_extent(g.in[i], g.k[i], g.dil[i], g.s[i], g.p[i]);
   expect_numel(y, ys);
-  return push(t, std::move(y), ys, std::move(parents),
+  return push(t, std::move(y), ys, std::move(parents), reads_parent(0) | reads_parent(1),
               [g](const Tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
                 const bool nx = need(t, n, 0), nw = need(t, n, 1);
                 const bool nb = n.parents.size() > 2 && need(t, n, 2);
@@ -1010,7 +1025,7 @@ uint64_t rec_pool(Tape &t, uint64_t xi, PoolGeo g) {
   ys.d[2] = g.H == 0 ? 0 : window_extent(g.H, g.kh, 1, g.sh, g.ph);
   ys.d[3] = g.W == 0 ? 0 : window_extent(g.W, g.kw, 1, g.sw, g.pw);
   expect_numel(y, ys);
-  return push(t, std::move(y), ys, {xi},
+  return push(t, std::move(y), ys, {xi}, g.max ? reads_parent(0) : kReadsNothing,
               [g](const Tape &t, const Node &n, const tlrt_buffer *gy, std::vector<Buf> &o) {
                 o[0] = g.max ? TAPE_CALL(tlrt_maxpool2d_bwd, parent_value(t, n, 0), gy, g.N, g.C,
                                          g.H, g.W, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw)
@@ -1040,13 +1055,14 @@ uint64_t rec_attention(Tape &t, uint64_t qi, uint64_t ki, uint64_t vi,
   check(s);
   saved[0] = std::move(L);
   return push(t, std::move(O), q.s, {qi, ki, vi},
+              reads_parent(0) | reads_parent(1) | reads_parent(2) | kReadsSelf,
               [bh, len, d, scale, causal, fill](const Tape &t, const Node &n,
                                                 const tlrt_buffer *g, std::vector<Buf> &out) {
                 const tlrt_buffer *m = n.saved.size() > 1 ? n.saved[1].get() : nullptr;
                 tlrt_buffer *dq = nullptr, *dk = nullptr, *dv = nullptr;
                 const tlrt_status s = tlrt_flash_attention_bwd(
                     parent_value(t, n, 0), parent_value(t, n, 1), parent_value(t, n, 2), m, g,
-                    n.value.get(), n.saved[0].get(), bh, len, d, scale, causal, fill, &dq, &dk,
+                    own_value(n), n.saved[0].get(), bh, len, d, scale, causal, fill, &dq, &dk,
                     &dv);
                 Buf DQ(dq), DK(dk), DV(dv);
                 check(s);
@@ -1090,6 +1106,7 @@ uint64_t rec_linear(Tape &t, uint64_t xi, uint64_t wi, uint64_t bi, uint32_t act
   std::vector<uint64_t> parents = {xi, wi};
   if (bi != TLRT_TAPE_NONE) parents.push_back(bi);
   return push(t, std::move(Y), shape2(rows, nout), std::move(parents),
+              reads_parent(0) | reads_parent(1),
               [rows, nin, nout, act](const Tape &t, const Node &n, const tlrt_buffer *g,
                                      std::vector<Buf> &out) {
                 const bool has_b = n.parents.size() == 3;
@@ -1155,7 +1172,7 @@ uint64_t rec_cross_entropy_fused(Tape &t, uint64_t li, const tlrt_buffer *labels
   check(s);
   std::vector<Buf> saved;
   saved.push_back(std::move(stats));
-  return push(t, std::move(loss), Shape{}, {li},
+  return push(t, std::move(loss), Shape{}, {li}, reads_parent(0),
               [lb, batch, classes, ignore](const Tape &t, const Node &n, const tlrt_buffer *g,
                                            std::vector<Buf> &o) {
                 o[0] = TAPE_CALL(tlrt_cross_entropy_bwd, parent_value(t, n, 0), lb.get(),
@@ -1249,8 +1266,14 @@ tlrt_status record(const char *fn, tlrt_tape *tape, uint64_t *out, Body &&body) 
     Tape &t = tape_ref(tape);
     Rollback rb(t);
     ensure_room(t, 32);  // a composite appends at most 19 nodes (multi_head_attention)
+    const size_t first = t.nodes.size();
     const uint64_t id = body(t);
     rb.commit();
+    // The inner nodes of a composite were never given to the host: they are released at once,
+    // so their values live only as long as a rule reads them (abi/tlrt_tape.h, MEMORY).
+    const uint64_t last = id & 0xFFFFFFFFull;
+    for (size_t i = first; i < t.nodes.size(); ++i)
+      if (i != last) release_node(t, i);
     *out = id;
   });
 }

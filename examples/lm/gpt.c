@@ -393,7 +393,11 @@ static uint64_t model_count(const Model *m) {
 /* gpt.py's forward: records every parameter as a leaf (with gradients when train), then the
  * network on tokens (batch * n int32 bytes); *logits = the node of the (batch * n, vocab)
  * logits. positions: the int32 buffer 0..n-1 repeated batch times. Dropout nodes take keys
- * key + rows * d * 8, + 2 rows * d * 8, ... (disjoint ranges), as gpt.py's drop(). */
+ * key + rows * d * 8, + 2 rows * d * 8, ... (disjoint ranges), as gpt.py's drop().
+ * Each node is released (tlrt_tape_release) right after its last use, as Python releases gpt.py's
+ * nodes when their names are rebound: the tape then holds only what the backward rules read
+ * (abi/tlrt_tape.h, MEMORY). The parameter leaves stay (their gradients are read after the
+ * backward; their buffers are the model's anyway). */
 static tlrt_status forward(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
                            const tlrt_buffer *positions, uint64_t batch, uint64_t n, int train,
                            double dropout, uint64_t key, uint64_t *logits) {
@@ -401,41 +405,63 @@ static tlrt_status forward(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
   const uint64_t d = m->cfg.d, rows = batch * n;
   const uint64_t d3[3] = {batch, n, d}, d2[2] = {rows, d};
   const int drop = train && dropout != 0.0;
-  uint64_t i, *P = m->ids, x, e1, e2, h, a, f, g;
+  uint64_t i, *P = m->ids, x, e1, e2, h, a, f, g, y;
   for (i = 0; i < m->np; ++i)
     TRY(tlrt_tape_leaf(t, m->p[i].w, m->p[i].dims, m->p[i].rank, train != 0, &P[i]));
-#define DROP(node)                                           \
-  do {                                                       \
-    if (drop) {                                              \
-      key += rows * d * 8;                                   \
-      TRY(tlrt_tape_dropout(t, node, dropout, key, &node));  \
-    }                                                        \
+  /* node = op(node, ...): the new node replaces the old, which is released. */
+#define STEP(node, call)                  \
+  do {                                    \
+    const uint64_t old_ = node;           \
+    TRY(call);                            \
+    TRY(tlrt_tape_release(t, old_));      \
+  } while (0)
+#define DROP(node)                                                 \
+  do {                                                             \
+    if (drop) {                                                    \
+      key += rows * d * 8;                                         \
+      STEP(node, tlrt_tape_dropout(t, node, dropout, key, &node)); \
+    }                                                              \
   } while (0)
   TRY(tlrt_tape_gather_rows_ibuf(t, P[0], tokens, &e1));
   TRY(tlrt_tape_gather_rows_ibuf(t, P[1], positions, &e2));
   TRY(tlrt_tape_add(t, e1, e2, &x));
+  TRY(tlrt_tape_release(t, e1));
+  TRY(tlrt_tape_release(t, e2));
   DROP(x);
-  TRY(tlrt_tape_reshape(t, x, d3, 3, &x));
+  STEP(x, tlrt_tape_reshape(t, x, d3, 3, &x));
   for (i = 0; i < m->cfg.layers; ++i) {
     const uint64_t *q = P + 2 + 16 * i; /* ln1.g ln1.b wq bq wk bk wv bv wo bo ln2.g ln2.b
                                            wfc bfc wproj bproj */
     TRY(tlrt_tape_layer_norm(t, x, q[0], q[1], 1e-5, &h));
     TRY(tlrt_tape_multi_head_attention(t, h, q[2], q[4], q[6], q[8], q[3], q[5], q[7], q[9],
                                        m->cfg.heads, true, &a));
+    TRY(tlrt_tape_release(t, h));
     DROP(a);
-    TRY(tlrt_tape_add(t, x, a, &x));
+    TRY(tlrt_tape_add(t, x, a, &y));
+    TRY(tlrt_tape_release(t, x));
+    TRY(tlrt_tape_release(t, a));
+    x = y;
     TRY(tlrt_tape_layer_norm(t, x, q[10], q[11], 1e-5, &h));
-    TRY(tlrt_tape_reshape(t, h, d2, 2, &h));
+    STEP(h, tlrt_tape_reshape(t, h, d2, 2, &h));
     TRY(tlrt_tape_linear_gelu(t, h, q[12], q[13], &g));
+    TRY(tlrt_tape_release(t, h));
     TRY(tlrt_tape_linear(t, g, q[14], q[15], &f));
+    TRY(tlrt_tape_release(t, g));
     DROP(f);
-    TRY(tlrt_tape_reshape(t, f, d3, 3, &f));
-    TRY(tlrt_tape_add(t, x, f, &x));
+    STEP(f, tlrt_tape_reshape(t, f, d3, 3, &f));
+    TRY(tlrt_tape_add(t, x, f, &y));
+    TRY(tlrt_tape_release(t, x));
+    TRY(tlrt_tape_release(t, f));
+    x = y;
   }
 #undef DROP
+#undef STEP
   TRY(tlrt_tape_layer_norm(t, x, P[m->np - 2], P[m->np - 1], 1e-5, &h));
-  TRY(tlrt_tape_reshape(t, h, d2, 2, &h));
-  TRY(tlrt_tape_matmul(t, h, P[0], false, true, logits)); /* the tied LM head: x wte^T */
+  TRY(tlrt_tape_release(t, x));
+  TRY(tlrt_tape_reshape(t, h, d2, 2, &x));
+  TRY(tlrt_tape_release(t, h));
+  TRY(tlrt_tape_matmul(t, x, P[0], false, true, logits)); /* the tied LM head: x wte^T */
+  TRY(tlrt_tape_release(t, x));
 done:
   return st;
 }
@@ -487,7 +513,9 @@ static double lr_at(uint64_t step, const Config *cfg) {
 }
 
 /* One step (lm.py's train_step): forward, cross-entropy, backward, the gradients, clipping by
- * global norm (clip > 0), AdamW per parameter. *loss_out = the loss (read from the device). */
+ * global norm (clip > 0), AdamW per parameter. *loss_out = the loss (read from the device).
+ * The logits are released once the loss is recorded (no rule reads them), and the backward
+ * frees each rule's saved values as soon as it has run (TLRT_TAPE_BACKWARD_FREE). */
 static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
                               const tlrt_buffer *labels, uint64_t step, double lr,
                               const Run *run, float *loss_out) {
@@ -499,7 +527,8 @@ static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
   TRY(forward(m, t, tokens, m->pos, m->cfg.batch, m->cfg.ctx, 1, run->dropout,
               (run->seed + step) << 40, &logits));
   TRY(tlrt_tape_cross_entropy_ibuf(t, logits, labels, &loss));
-  TRY(tlrt_tape_backward(t, loss));
+  TRY(tlrt_tape_release(t, logits));
+  TRY(tlrt_tape_backward_ex(t, loss, NULL, TLRT_TAPE_BACKWARD_FREE));
   for (i = 0; i < m->np; ++i) TRY(tlrt_tape_grad(t, m->ids[i], &G[i]));
   TRY(tlrt_tape_value(t, loss, &lossb));
   TRY(tlrt_tape_reset(t));

@@ -190,7 +190,8 @@ class LanguageModel:
         cfg = self.cfg
         P, logits = self.forward(tape, tokens, cfg["batch"], cfg["ctx"], True, dropout, key)
         loss = tape.cross_entropy(logits, labels)
-        tape.backward(loss)
+        del logits  # released: no rule reads the logits (the fused loss keeps 2 floats a row)
+        tape.backward(loss)  # frees each rule's saved values as it goes (retain_graph=False)
         names = list(self.params)
         grads = [tape.grad(P[k]) for k in names]
         value = tape.value(loss)

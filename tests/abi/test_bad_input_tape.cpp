@@ -929,6 +929,105 @@ void test_recording() {
 
 }  // namespace
 
+// tlrt_tape_release and tlrt_tape_backward_ex (abi/tlrt_tape.h, MEMORY): NULL and stale tapes,
+// ids not in the tape, of another tape or from before a reset; a repeated release and the inner
+// node of a composite; use after release (recording, tlrt_tape_value); bad flags, seeds of the
+// wrong size, released or of integer values, the one-element rule without a seed; a backward
+// over a graph a freeing backward has freed. Failures change nothing (node count, gradients).
+void test_release_and_backward_ex() {
+  tlrt_tape *t = nullptr;
+  TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &t));
+  Fixture f = make_fixture();
+  const uint64_t d4[1] = {4}, d22[2] = {2, 2};
+  uint64_t a = 0, e = 0, s = 0, id = 7;
+  TH_OK(tlrt_tape_leaf(t, f.a, d4, 1, true, &a));
+  TH_OK(tlrt_tape_exp(t, a, &e));
+  TH_OK(tlrt_tape_reduce_sum(t, e, &s));
+
+  // release
+  BAD(tlrt_tape_release(nullptr, e), TLRT_ERR_NULL_ARGUMENT, "tlrt_tape_release", "tape");
+  {
+    tlrt_tape *gone = nullptr;
+    TH_OK(tlrt_tape_new(TLRT_DEVICE_CPU, &gone));
+    TH_OK(tlrt_tape_free_checked(gone));
+    BAD(tlrt_tape_release(gone, e), TLRT_ERR_STALE_HANDLE, "tlrt_tape_release", "tape");
+    BAD(tlrt_tape_backward_ex(gone, s, nullptr, 0), TLRT_ERR_STALE_HANDLE,
+        "tlrt_tape_backward_ex", "tape");
+  }
+  BAD(tlrt_tape_release(t, beyond(a)), TLRT_ERR_INDEX, "tlrt_tape_release", "node");
+  BAD(tlrt_tape_release(t, g_foreign), TLRT_ERR_STALE_HANDLE, "tlrt_tape_release", "node");
+  TH_OK(tlrt_tape_release(t, e));
+  BAD(tlrt_tape_release(t, e), TLRT_ERR_RELEASED, "tlrt_tape_release", "node");
+  tlrt_buffer *out = kSentinel;
+  BAD(tlrt_tape_value(t, e, &out), TLRT_ERR_RELEASED, "tlrt_tape_value", "node");
+  CLEARED(out);
+  BAD(tlrt_tape_exp(t, e, &id), TLRT_ERR_RELEASED, "tlrt_tape_exp", "x");
+  TH_CHECK(id == 0);
+  BAD(tlrt_tape_add(t, a, e, &id), TLRT_ERR_RELEASED, "tlrt_tape_add", "b");
+  BAD(tlrt_tape_reshape(t, e, d22, 2, &id), TLRT_ERR_RELEASED, "tlrt_tape_reshape", "x");
+  uint64_t count = 0;
+  TH_OK(tlrt_tape_node_count(t, &count));
+  TH_CHECK(count == 3);
+  // The inner nodes of a composite are released at once.
+  uint64_t mse = 0;
+  TH_OK(tlrt_tape_mse_loss(t, a, a, &mse));
+  BAD(tlrt_tape_release(t, mse - 1), TLRT_ERR_RELEASED, "tlrt_tape_release", "node");
+  out = kSentinel;
+  BAD(tlrt_tape_value(t, mse - 2, &out), TLRT_ERR_RELEASED, "tlrt_tape_value", "node");
+  CLEARED(out);
+
+  // backward_ex
+  BAD(tlrt_tape_backward_ex(nullptr, s, nullptr, 0), TLRT_ERR_NULL_ARGUMENT,
+      "tlrt_tape_backward_ex", "tape");
+  BAD(tlrt_tape_backward_ex(t, beyond(a), nullptr, 0), TLRT_ERR_INDEX, "tlrt_tape_backward_ex",
+      "node");
+  BAD(tlrt_tape_backward_ex(t, g_foreign, nullptr, 0), TLRT_ERR_STALE_HANDLE,
+      "tlrt_tape_backward_ex", "node");
+  for (uint32_t flags : {2u, 0x80000000u, TLRT_TAPE_BACKWARD_FREE | 4u})
+    BAD(tlrt_tape_backward_ex(t, s, nullptr, flags), TLRT_ERR_INVALID_ARGUMENT,
+        "tlrt_tape_backward_ex", "flags");
+  BAD(tlrt_tape_backward_ex(t, a, nullptr, 0), TLRT_ERR_SHAPE, "tlrt_tape_backward_ex");
+  BAD(tlrt_tape_backward_ex(t, a, f.short3, TLRT_TAPE_BACKWARD_FREE), TLRT_ERR_SHAPE,
+      "tlrt_tape_backward_ex", "seed");
+  BAD(tlrt_tape_backward_ex(t, a, f.released, 0), TLRT_ERR_RELEASED, "tlrt_tape_backward_ex",
+      "seed");
+  {
+    const int32_t iv[4] = {1, 2, 3, 4};
+    Buf ib;
+    TH_OK(tlrt_buffer_from_i32(TLRT_DEVICE_CPU, iv, 4, ib.out()));
+    BAD(tlrt_tape_backward_ex(t, a, ib.get(), 0), TLRT_ERR_DTYPE, "tlrt_tape_backward_ex", "seed");
+  }
+  if (th::cuda_ready()) {
+    tlrt_tape *g = nullptr;
+    Buf cb;
+    TH_OK(tlrt_tape_new(TLRT_DEVICE_CUDA(0), &g));
+    TH_OK(tlrt_buffer_to_device(f.a, TLRT_DEVICE_CUDA(0), cb.out()));
+    uint64_t ca = 0;
+    TH_OK(tlrt_tape_leaf(g, cb.get(), d4, 1, true, &ca));
+    BAD(tlrt_tape_backward_ex(g, ca, f.g, 0), TLRT_ERR_DEVICE_MISMATCH, "tlrt_tape_backward_ex",
+        "seed");
+    tlrt_tape_free(g);
+  }
+  // A freeing backward, then any backward crossing the freed rules: RELEASED, nothing changes.
+  TH_OK(tlrt_tape_backward_ex(t, s, nullptr, TLRT_TAPE_BACKWARD_FREE));
+  Buf g1;
+  TH_OK(tlrt_tape_grad(t, a, g1.out()));
+  const std::vector<float> before = th::download(g1.get());
+  BAD(tlrt_tape_backward_ex(t, s, nullptr, TLRT_TAPE_BACKWARD_FREE), TLRT_ERR_RELEASED,
+      "tlrt_tape_backward_ex");
+  BAD(tlrt_tape_backward(t, s), TLRT_ERR_RELEASED, "tlrt_tape_backward");
+  Buf g2;
+  TH_OK(tlrt_tape_grad(t, a, g2.out()));
+  TH_CHECK(th::download(g2.get()) == before);
+  // Stale after a reset.
+  TH_OK(tlrt_tape_reset(t));
+  BAD(tlrt_tape_release(t, s), TLRT_ERR_STALE_HANDLE, "tlrt_tape_release", "node");
+  BAD(tlrt_tape_backward_ex(t, s, nullptr, 0), TLRT_ERR_STALE_HANDLE, "tlrt_tape_backward_ex",
+      "node");
+  tlrt_tape_free(t);
+  free_fixture(f);
+}
+
 int main() {
   const tlrt_allocator_stats start = th::stats();
   tlrt_tape *other = nullptr;
@@ -937,6 +1036,7 @@ int main() {
   TH_OK(tlrt_tape_leaf(other, one.get(), nullptr, 0, false, &g_foreign));
   test_lifetime_and_leaves();
   test_recording();
+  test_release_and_backward_ex();
   tlrt_tape_free(other);
   one = Buf();
   expect_no_leaks(start);

@@ -16,6 +16,8 @@ TORCHLEAN_RT_INCLUDE (abi/) and PYTHONPATH (bindings/python). Checks:
   - generated ops (add, clamp, max_bwd's tuple, RNG against the SplitMix64 formula of the header),
     in-place optimizer steps, length checks of uncounted arrays;
   - the Tape: leaves, recording, backward, values and gradients against hand-computed ones, errors;
+    Nodes released when collected (a value no rule reads freed at once), backward freeing the
+    graph unless retain_graph=True, use after release, stale Nodes, the same bits either way;
   - index buffers: rt.gather_vec / scatter_add / gather_rows / scatter_add_rows and the Tape's
     gather / scatter / cross_entropy with an int32 / int64 Buffer as the index list give the bits
     of the host-list path; entries that are not an index read 0, are skipped and are counted by
@@ -499,7 +501,7 @@ def test_tape():
         a = t.relu(h)
         loss = t.reduce_sum(a)
         check(t.shape(loss) == ([], True), "the loss is a scalar")
-        t.backward(loss)
+        t.backward(loss, retain_graph=True)  # keep the graph for the second backward below
         want_h = [sum(xv[i * 3 + k] * wv[o * 3 + k] for k in range(3)) + bv[o]
                   for i in range(2) for o in range(2)]
         got_h = t.value(h).to_list()
@@ -688,7 +690,7 @@ TESTS = ("test_prototypes", "test_round_trips", "test_ops", "test_shaped_ops", "
          "test_buffer_protocol", "test_inplace_and_uncounted", "test_tape",
          "test_tape_conv_pool_attention", "test_streams", "test_geometry_structs",
          "test_finalizers", "test_integer_buffers_and_dlpack", "test_index_buffers",
-         "test_tape_index_buffers")
+         "test_tape_index_buffers", "test_tape_release")
 
 
 def main():
@@ -1043,6 +1045,107 @@ def test_tape_index_buffers():
                                        rt.Buffer.from_ints([1, -100]), 2, 3, -100)
     check(abs(loss.to_list()[0] + (rows[0][1] - lse[0])) < 1e-6, "rt.cross_entropy_fwd")
     check(lse_b.size == 4, "lse holds (m, log s) per row")
+
+
+def test_tape_release():
+    """Recording calls return Nodes (ints) that release their node when collected
+    (tlrt_tape_release): a value no backward rule reads is freed at once, one a rule reads when
+    that rule is freed. backward frees the graph as it goes (a second one raises
+    TLRT_ERR_RELEASED) unless retain_graph=True; use after release raises TLRT_ERR_RELEASED;
+    Nodes of an older generation or of a freed tape release nothing; a small MLP gives the same
+    bits whether every Node is kept (retain_graph=True) or not, with fewer live bytes."""
+    gc.collect()
+    n = 4096
+    live = lambda: rt.stats()["live_bytes"]  # noqa: E731
+    with rt.Tape(rt.CPU) as t:
+        x = t.leaf(rt.buffer([0.5] * n), [n], True)
+        w = t.leaf(rt.buffer([0.25 * (i % 7) for i in range(n)]), [n], True)
+        check(isinstance(x, rt.Node) and isinstance(x, int) and int(x) & 0xFFFFFFFF == 0,
+              "a Node is an int id")
+        check(type(x + 0) is int and type(__import__("copy").copy(x)) is int,
+              "arithmetic and copies give plain ints")
+        base = live()
+        a = t.scale(x, 2.0)  # its rule reads nothing
+        check(live() == base + 4 * n, "the scaled value is live")
+        del a
+        check(live() == base, "a collected Node's value no rule reads is freed at once")
+        b = t.tanh(t.scale(x, 2.0))  # tanh's rule reads the temporary scaled value
+        check(live() == base + 8 * n, f"tanh keeps its input: {live() - base} bytes")
+        del b
+        check(live() == base + 4 * n, "the tanh output goes, its input stays for the rule")
+        # Use after release.
+        y = t.exp(x)
+        t.release(y)
+        expect_error(lambda: t.value(y), "TLRT_ERR_RELEASED", ("tlrt_tape_value",), "value")
+        expect_error(lambda: t.exp(y), "TLRT_ERR_RELEASED", ("tlrt_tape_exp", "argument x"),
+                     "record")
+        expect_error(lambda: t.release(y), "TLRT_ERR_RELEASED", ("tlrt_tape_release",),
+                     "release twice")
+        msg = rt.last_error()
+        del y  # released by hand: collecting it calls nothing
+        check(rt.last_error() == msg, "a Node released by hand is not released again")
+        # backward frees the graph; retain_graph=True keeps it.
+        loss = t.reduce_sum(t.mul(t.tanh(x), w))
+        t.backward(loss)
+        g1 = t.grad(w).to_list()
+        expect_error(lambda: t.backward(loss), "TLRT_ERR_RELEASED", ("tlrt_tape_backward_ex",),
+                     "a second backward over the freed graph")
+        check(t.grad(w).to_list() == g1, "the failed backward changed nothing")
+        loss2 = t.reduce_sum(t.mul(t.tanh(x), w))
+        t.backward(loss2, retain_graph=True)
+        t.backward(loss2)
+        f32 = lambda v: struct.unpack("<f", struct.pack("<f", v))[0]  # noqa: E731
+        check(t.grad(w).to_list() == [f32(3 * v) for v in g1],
+              "retain_graph=True keeps the graph: three backwards accumulate")
+        expect_error(lambda: t.backward_seed(loss2, rt.buffer([1.0])), "TLRT_ERR_RELEASED",
+                     ("tlrt_tape_backward_ex",), "backward_seed over the freed graph")
+        check(t.value(loss).size == 1, "the loss the host holds stays readable")
+        # A stale Node (recorded before a reset) releases nothing when collected.
+        z = t.exp(x)
+        t.reset()
+        msg = rt.last_error()
+        del z, x, w, loss, loss2
+        check(rt.last_error() == msg, "stale Nodes release nothing")
+    # Nodes outliving their tape (freed, or collected) release nothing.
+    t2 = rt.Tape(rt.CPU)
+    n2 = t2.leaf(rt.buffer([1.0]), [1], False)
+    t2.free()
+    t3 = rt.Tape(rt.CPU)
+    n3 = t3.leaf(rt.buffer([1.0]), [1], False)
+    del t3
+    gc.collect()
+    msg = rt.last_error()
+    del n2, n3
+    check(rt.last_error() == msg, "Nodes of a freed or collected tape release nothing")
+
+    def mlp(keep):
+        """A (6 -> 8 -> relu -> 3) MLP step; keep: every Node kept, retain_graph=True."""
+        held = []
+
+        def k(node):
+            if keep:
+                held.append(node)
+            return node
+
+        with rt.Tape(rt.CPU) as t:
+            W1 = t.leaf(rt.buffer([math.sin(i) for i in range(48)]), [8, 6], True)
+            b1 = t.leaf(rt.buffer([0.1 * i for i in range(8)]), [8], True)
+            W2 = t.leaf(rt.buffer([math.cos(i) for i in range(24)]), [3, 8], True)
+            X = t.leaf(rt.buffer([math.sin(3 * i) for i in range(60)]), [10, 6], False)
+            z = k(t.linear(k(t.relu(k(t.linear(X, W1, b1)))), W2, rt.TLRT_TAPE_NONE))
+            loss = t.cross_entropy(z, [i % 3 for i in range(10)])
+            del z
+            forward_bytes = live()
+            t.backward(loss, retain_graph=keep)
+            return ([t.value(loss).to_bytes()] + [t.grad(p).to_bytes() for p in (W1, b1, W2)],
+                    forward_bytes)
+
+    kept, kept_bytes = mlp(True)
+    freed, freed_bytes = mlp(False)
+    check(kept == freed, "the same loss and gradients, bit for bit, with Nodes released and the "
+          "graph freed")
+    check(freed_bytes < kept_bytes, f"fewer live bytes after the forward: {freed_bytes} released, "
+          f"{kept_bytes} kept")
 
 
 if __name__ == "__main__":

@@ -117,6 +117,43 @@ void check(const char *name, tlrt_device dev, std::vector<Leaf> leaves, const Bu
     TH_CHECK_MSG(grads[i].size() == leaves[i].data.size(), "%s: leaf %zu grad has %zu elements",
                  name, i, grads[i].size());
   }
+  // The same gradients, bit for bit, when the host has released every node (the inner nodes of
+  // composites already are) and the backward frees the graph as it goes: each rule reads only
+  // what its recording call declared (abi/tlrt_tape.h, MEMORY). A second backward over the freed
+  // graph fails with TLRT_ERR_RELEASED and changes nothing.
+  {
+    uint64_t start = record(t, leaves, build, &ids, dev);
+    Buf wb(th::upload(w, dev));
+    if (start != UINT64_MAX && scalar) {
+      uint64_t wl = 0, prod = 0;
+      TH_OK(tlrt_tape_leaf(t, wb.get(), dims, rank, false, &wl));
+      TH_OK(tlrt_tape_mul(t, start, wl, &prod));
+      TH_OK(tlrt_tape_reduce_sum(t, prod, &start));
+    }
+    bool start_rg = false;
+    uint32_t r = 0;
+    uint64_t d[8];
+    TH_OK(tlrt_tape_shape(t, start, d, &r, &start_rg));
+    for (uint64_t i = 0; i <= (start & 0xFFFFFFFFull); ++i) {
+      const tlrt_status st = tlrt_tape_release(t, (start & ~0xFFFFFFFFull) | i);
+      TH_CHECK(st == TLRT_OK || st == TLRT_ERR_RELEASED);
+    }
+    const tlrt_buffer *seed = scalar ? nullptr : wb.get();
+    TH_OK(tlrt_tape_backward_ex(t, start, seed, TLRT_TAPE_BACKWARD_FREE));
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (!leaves[i].requires_grad) continue;
+      Buf g;
+      TH_OK(tlrt_tape_grad(t, ids[i], g.out()));
+      const std::vector<float> gv = g.get() ? th::download(g.get()) : std::vector<float>{};
+      bool same = gv.size() == grads[i].size();
+      for (size_t j = 0; same && j < gv.size(); ++j) same = th::same_bits(gv[j], grads[i][j]);
+      TH_CHECK_MSG(same, "%s (%s): leaf %zu: the gradient after releasing every node and a "
+                   "freeing backward differs from the kept graph's", name,
+                   dev == TLRT_DEVICE_CPU ? "cpu" : "cuda", i);
+    }
+    if (start_rg)
+      TH_STATUS(tlrt_tape_backward_ex(t, start, seed, 0), TLRT_ERR_RELEASED);
+  }
   const double u = std::ldexp(1.0, -24);
   double worst = 0;
   for (size_t i = 0; i < leaves.size(); ++i) {

@@ -10,6 +10,8 @@
 //      Pooling joins (1); fused attention is bit for bit with the determinism switch on and
 //      joins (2) as well (with the switch off its CUDA backward is the fast tensor-core one, float32
 //      grade); convolution and multi-head attention (products) join (2).
+//      Every graph of (1) and (2) runs twice: as recorded, and with every node but the output
+//      released and the freeing backward (tlrt_tape_release, TLRT_TAPE_BACKWARD_FREE).
 //  (3) 200-step training loops on the CUDA tape (an MLP; a conv net with pooling and multi-head
 //      attention): live bytes on CUDA(0) flat after warm-up.
 // Exits 77 (skipped) unless a CUDA device is usable.
@@ -32,9 +34,10 @@ struct Leaf {
 using Build = std::function<uint64_t(tlrt_tape *, const std::vector<uint64_t> &)>;
 
 // Records the graph on a tape on dev, backward from its output with seed w, and moves the output
-// value and every leaf gradient into outs.
+// value and every leaf gradient into outs. freeing: every node but the output released before a
+// backward that frees the graph (tlrt_tape_release, TLRT_TAPE_BACKWARD_FREE).
 tlrt_status run_graph(tlrt_device dev, const std::vector<Leaf> &leaves, const Build &build,
-                      std::vector<Buf> &outs) {
+                      std::vector<Buf> &outs, bool freeing = false) {
   tlrt_tape *t = nullptr;
   tlrt_status s = tlrt_tape_new(dev, &t);
   if (s != TLRT_OK) return s;
@@ -56,7 +59,15 @@ tlrt_status run_graph(tlrt_device dev, const std::vector<Leaf> &leaves, const Bu
     uint64_t n = 1;
     for (uint32_t i = 0; i < rank; ++i) n *= dims[i];
     Buf w(th::upload(th::Rng(0xABC).vec(n, -1, 1), dev));
-    s = tlrt_tape_backward_seed(t, out, w.get());
+    if (freeing) {
+      for (uint64_t i = 0; i < (out & 0xFFFFFFFFull); ++i) {
+        const tlrt_status r = tlrt_tape_release(t, (out & ~0xFFFFFFFFull) | i);
+        if (r != TLRT_OK && r != TLRT_ERR_RELEASED) s = r;  // inner nodes are released already
+      }
+      if (s == TLRT_OK) s = tlrt_tape_backward_ex(t, out, w.get(), TLRT_TAPE_BACKWARD_FREE);
+    } else {
+      s = tlrt_tape_backward_seed(t, out, w.get());
+    }
   }
   if (s == TLRT_OK) {
     outs.emplace_back();
@@ -91,17 +102,23 @@ std::vector<float> uni(uint64_t n, uint64_t salt, float lo = -1, float hi = 1) {
   }
 #define OK(call) ((call) == TLRT_OK)
 
+// Each graph also runs with every node released and the freeing backward (the same calls, so
+// the same bits on each device; compared across devices as the kept graph).
 void bitwise(const char *name, std::vector<Leaf> leaves, const Build &build, bool flip = true) {
-  parity::run_multi(
-      std::string("tape ") + name,
-      [&](tlrt_device dev, std::vector<Buf> &outs) { return run_graph(dev, leaves, build, outs); },
-      flip);
+  for (const bool freeing : {false, true})
+    parity::run_multi(
+        std::string("tape ") + name + (freeing ? " (released, freeing backward)" : ""),
+        [&](tlrt_device dev, std::vector<Buf> &outs) {
+          return run_graph(dev, leaves, build, outs, freeing);
+        },
+        flip);
 }
 
-void library(const char *name, std::vector<Leaf> leaves, const Build &build) {
+void library_once(const char *name, const std::vector<Leaf> &leaves, const Build &build,
+                  bool freeing) {
   std::vector<Buf> c, g;
-  TH_OK(run_graph(parity::kCpu, leaves, build, c));
-  TH_OK(run_graph(parity::kGpu, leaves, build, g));
+  TH_OK(run_graph(parity::kCpu, leaves, build, c, freeing));
+  TH_OK(run_graph(parity::kGpu, leaves, build, g, freeing));
   if (c.size() != g.size()) {
     TH_CHECK(c.size() == g.size());
     return;
@@ -119,7 +136,12 @@ void library(const char *name, std::vector<Leaf> leaves, const Build &build) {
                    th::hex(a[i]).c_str(), th::hex(b[i]).c_str());
     }
   }
-  std::printf("tape %s (library): largest |cpu - cuda| / (1 + max|g|) = %.3g\n", name, worst);
+  std::printf("tape %s (library%s): largest |cpu - cuda| / (1 + max|g|) = %.3g\n", name,
+              freeing ? ", released, freeing backward" : "", worst);
+}
+
+void library(const char *name, std::vector<Leaf> leaves, const Build &build) {
+  for (const bool freeing : {false, true}) library_once(name, leaves, build, freeing);
 }
 
 // A 200-step training loop on the CUDA tape: cross entropy of the logits that `logits` records

@@ -154,8 +154,8 @@ def TLRT_DTYPE_F32 : UInt32 := 0
 def TLRT_DTYPE_I32 : UInt32 := 1
 def TLRT_DTYPE_I64 : UInt32 := 2
 def TLRT_ABI_VERSION_MAJOR : UInt32 := 1
-def TLRT_ABI_VERSION_MINOR : UInt32 := 3
-def TLRT_ABI_VERSION : UInt32 := 65539
+def TLRT_ABI_VERSION_MINOR : UInt32 := 4
+def TLRT_ABI_VERSION : UInt32 := 65540
 def TLRT_DEVICE_KIND_CPU : UInt32 := 0
 def TLRT_DEVICE_KIND_CUDA : UInt32 := 1
 def TLRT_DEVICE_CPU : UInt32 := 0
@@ -194,6 +194,7 @@ def TLRT_ACT_NONE : UInt32 := 0
 def TLRT_ACT_GELU : UInt32 := 1
 def TLRT_TAPE_MAX_RANK : UInt32 := 8
 def TLRT_TAPE_NONE : UInt64 := 18446744073709551615
+def TLRT_TAPE_BACKWARD_FREE : UInt32 := 1
 def TLRT_SCAN_CHUNK : UInt32 := 64
 def TLRT_POOL_MAX_RANK : UInt32 := 8
 def TLRT_POOL_MAX_DIMS : UInt32 := 10
@@ -1649,8 +1650,25 @@ exactly); TLRT_ERR_OUT_OF_MEMORY. -/
 /-- `tlrt_status tlrt_tape_value(const tlrt_tape * tape, uint64_t node, tlrt_buffer ** out)`
 
 out = a NEW reference to the node's value (the caller frees it with tlrt_buffer_free).
-Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INDEX (node). -/
+Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE; TLRT_ERR_INDEX (node);
+TLRT_ERR_RELEASED (the node was released: tlrt_tape_release, or an inner node of a
+composite). -/
 @[extern "tlrt_lean_tape_value"] opaque tapeValue (tape : @& Tape) (node : UInt64) : IO Buffer
+
+/-- `tlrt_status tlrt_tape_release(tlrt_tape * tape, uint64_t node)`
+
+The host will no longer use `node`: neither read its value nor record with it (MEMORY above).
+The tape drops its reference to the node's value at once; the buffer is freed as soon as no
+backward rule that reads it remains (now, when none does). What still works on a released
+node: tlrt_tape_shape, tlrt_tape_grad (a leaf's gradient), and backward from it or through it.
+What fails with TLRT_ERR_RELEASED: recording with it (the message names the argument and the
+node), tlrt_tape_value, and releasing it again (a repeated release is an error, not a no-op:
+it is a host's double free). A reset makes the id stale as every other.
+Errors: TLRT_ERR_NULL_ARGUMENT (tape); TLRT_ERR_STALE_HANDLE (a freed tape; an id of another
+tape or from before a reset); TLRT_ERR_INDEX (node not in the tape); TLRT_ERR_RELEASED
+(released already, or an inner node of a composite). Never allocates; on failure nothing
+changes. -/
+@[extern "tlrt_lean_tape_release"] opaque tapeRelease (tape : @& Tape) (node : UInt64) : IO Unit
 
 /-- `tlrt_status tlrt_tape_grad(const tlrt_tape * tape, uint64_t node, tlrt_buffer ** out)`
 
@@ -1686,6 +1704,23 @@ device; read, not retained). Errors: as tlrt_tape_backward, plus TLRT_ERR_NULL_A
 TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_SHAPE (seed size != node's element
 count; any element count is accepted for the node). -/
 @[extern "tlrt_lean_tape_backward_seed"] opaque tapeBackwardSeed (tape : @& Tape) (node : UInt64) (seed : @& Buffer) : IO Unit
+
+/-- `tlrt_status tlrt_tape_backward_ex(tlrt_tape * tape, uint64_t node, const tlrt_buffer * seed, uint32_t flags)`
+
+Backward from `node` with flags: seed NULL is tlrt_tape_backward (node must have one element,
+seeded with 1), a buffer is tlrt_tape_backward_seed (read, not retained). flags 0 is exactly
+those calls. With TLRT_TAPE_BACKWARD_FREE, each rule drops what it reads (its references to
+input and output values and its workspace, MEMORY above) right after it has run, so a saved
+value is freed once the last rule reading it has run and the host has released its node; the
+leaf gradients are accumulated as by tlrt_tape_backward, and nodes' values the host has not
+released stay readable. Rules that do not run (not on the path from `node`) keep theirs.
+A later backward whose path crosses a rule that has been freed fails with TLRT_ERR_RELEASED
+before any rule runs (nothing changes); record the graph again after tlrt_tape_reset.
+On a failure inside a freeing backward, the leaf gradients are those held before the call
+(all or nothing), but the rules that ran before the failure stay freed.
+Errors: as tlrt_tape_backward / tlrt_tape_backward_seed; TLRT_ERR_INVALID_ARGUMENT (a flag bit
+other than TLRT_TAPE_BACKWARD_FREE); TLRT_ERR_RELEASED (also: a freed rule on the path). -/
+@[extern "tlrt_lean_tape_backward_ex"] opaque tapeBackwardEx (tape : @& Tape) (node : UInt64) (seed : @& Option Buffer) (flags : UInt32) : IO Unit
 
 /-- `tlrt_status tlrt_tape_add(tlrt_tape * tape, uint64_t a, uint64_t b, uint64_t * out)`
 
@@ -2565,7 +2600,8 @@ values and gradients). -/
 /-- `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -2614,7 +2650,8 @@ attention). -/
 /-- `tlrt_status tlrt_tape_linear_gelu(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -2663,7 +2700,8 @@ attention). -/
 /-- `tlrt_status tlrt_tape_mse_loss(tlrt_tape * tape, uint64_t pred, uint64_t target, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -2712,7 +2750,8 @@ attention). -/
 /-- `tlrt_status tlrt_tape_cross_entropy(tlrt_tape * tape, uint64_t logits, const uint64_t * labels, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -2761,7 +2800,8 @@ attention). -/
 /-- `tlrt_status tlrt_tape_batchnorm(tlrt_tape * tape, uint64_t x, uint64_t gamma, uint64_t beta, double eps, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a
@@ -2810,7 +2850,8 @@ attention). -/
 /-- `tlrt_status tlrt_tape_multi_head_attention(tlrt_tape * tape, uint64_t x, uint64_t w_q, uint64_t w_k, uint64_t w_v, uint64_t w_o, uint64_t b_q, uint64_t b_k, uint64_t b_v, uint64_t b_o, uint64_t num_heads, bool causal, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
-the last; gradients follow from the primitives.
+the last; gradients follow from the primitives. The nodes before the last are released at once
+(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).
 
 linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per
 output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a

@@ -2751,6 +2751,20 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_tape_release(tlrt_tape * tape, uint64_t node) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_release(b_lean_obj_arg l_tape, uint64_t l_node, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  st = tlrt_tape_release((tlrt_tape *)tape_h, (uint64_t)l_node);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_tape_grad(const tlrt_tape * tape, uint64_t node, tlrt_buffer ** out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_tape_grad(b_lean_obj_arg l_tape, uint64_t l_node, lean_obj_arg w) {
   (void)w;
@@ -2805,6 +2819,21 @@ LEAN_EXPORT lean_obj_res tlrt_lean_tape_backward_seed(b_lean_obj_arg l_tape, uin
   tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
   tlrt_buffer *seed_h = tlrt_lean_buffer_of(l_seed);
   st = tlrt_tape_backward_seed((tlrt_tape *)tape_h, (uint64_t)l_node, (const tlrt_buffer *)seed_h);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_backward_ex(tlrt_tape * tape, uint64_t node, const tlrt_buffer * seed, uint32_t flags) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_backward_ex(b_lean_obj_arg l_tape, uint64_t l_node, b_lean_obj_arg l_seed, uint32_t l_flags, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  tlrt_buffer *seed_h = tlrt_lean_opt_buffer_of(l_seed);
+  st = tlrt_tape_backward_ex((tlrt_tape *)tape_h, (uint64_t)l_node, (const tlrt_buffer *)seed_h, (uint32_t)l_flags);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(lean_box(0));
 done:

@@ -38,6 +38,7 @@ import importlib.util
 import inspect as _inspect
 import os
 import sys
+import weakref as _weakref
 
 __all__ = ["TlrtError", "HeaderParseError", "Buffer", "CPU", "cuda", "stats", "call", "lib",
            "PROTOTYPES", "STATUS", "DEFINES", "OPS"]
@@ -1290,8 +1291,39 @@ __all__ += ["index_faults"]
 # its prototype like the ops (node ids are ints; index lists are sequences).
 # ---------------------------------------------------------------------------------------------
 
+class Node(int):
+    """A node id of a Tape (an int: ids pass wherever ints do) that releases its node
+    (tlrt_tape_release) when Python collects it, as PyTorch frees a tensor nobody references: the
+    node's value buffer goes as soon as no backward rule still reads it (abi/tlrt_tape.h, MEMORY).
+    Nothing happens when the tape was reset since the node was recorded (the id is stale), when
+    the tape was freed, or when the node was released already through Tape.release. Values made
+    from it (int(n), n + 0) are plain ints and release nothing. A node must be dropped on the
+    thread that uses its tape (tapes are not thread-safe)."""
+
+    def __new__(cls, value, tape):
+        n = int.__new__(cls, value)
+        n._tape = _weakref.ref(tape)
+        n._gen = tape._gen
+        return n
+
+    def __reduce__(self):  # copies and pickles are plain ints (they release nothing)
+        return (int, (int(self),))
+
+    def __del__(self):
+        try:
+            tape = self._tape()
+            if tape is not None and tape._h is not None and tape._gen == self._gen:
+                self._gen = None
+                _tape_release(tape._h, int(self))
+        except BaseException:  # a finalizer never raises (at interpreter shutdown, lib may be gone)
+            pass
+
+
+_tape_release = lib.tlrt_tape_release if "tlrt_tape_release" in PROTOTYPES else None
+
+
 class Tape:
-    """Owns a tlrt_tape * (one thread at a time). Nodes are int ids (indices into the tape).
+    """Owns a tlrt_tape * (one thread at a time). Nodes are Node ids (ints).
 
         t = rt.Tape(rt.CPU)
         w = t.leaf(W, [out, in], True); x = t.leaf(X, [batch, in], False)
@@ -1299,16 +1331,24 @@ class Tape:
         t.backward(loss); dW = t.grad(w); t.reset()
 
     Every tlrt_tape_X is the method X (t.add(a, b), t.matmul(a, b, False, True), t.value(n),
-    t.grad(n), t.backward(n), t.reset(), ...); t.shape(n) -> (dims, requires_grad). The finalizer
-    frees the tape; free() frees it now."""
+    t.grad(n), t.reset(), ...); t.shape(n) -> (dims, requires_grad). The finalizer frees the tape;
+    free() frees it now.
 
-    __slots__ = ("_h", "__weakref__")
+    Memory as in PyTorch: a recording call returns a Node, which releases its node when Python
+    collects it (del, rebinding a name, a temporary), so a node's value lives only while the host
+    holds the Node or a backward rule still reads it; t.backward(loss) frees each rule's saved
+    values as soon as it has run (tlrt_tape_backward_ex with TLRT_TAPE_BACKWARD_FREE), and a second
+    backward through the same graph raises TLRT_ERR_RELEASED. t.backward(loss, retain_graph=True)
+    keeps the graph (a later backward accumulates), as PyTorch's retain_graph."""
+
+    __slots__ = ("_h", "_gen", "__weakref__")
     _free_fn = lib.tlrt_tape_free if "tlrt_tape_free" in PROTOTYPES else None
 
     def __init__(self, device=CPU):
         out = ctypes.c_void_p()
         _check(lib.tlrt_tape_new(_as_device(device), ctypes.byref(out)), "tlrt_tape_new")
         self._h = out.value
+        self._gen = 0  # counts resets: a Node of an older generation is stale
 
     def free(self):
         h, self._h = self._h, None
@@ -1364,6 +1404,17 @@ def _node_extent(tape, node, what):
     return dims[0] if dims else 1
 
 
+def _node_result(op):
+    """The recording method `op` returning a Node (released when collected) for its id."""
+
+    def method(self, *args, **kwargs):
+        return Node(op(self, *args, **kwargs), self)
+
+    method.__signature__ = op.__signature__
+    method.__doc__ = op.__doc__
+    return method
+
+
 TAPE_METHODS = []
 _m = None
 for _proto in PROTOTYPES.values():
@@ -1371,6 +1422,8 @@ for _proto in PROTOTYPES.values():
             ("tlrt_tape *", "const tlrt_tape *") and _proto.restype == "tlrt_status"
             and _proto.name not in ("tlrt_tape_shape",)):
         _m = _make_op(_proto)
+        if _proto.params[-1] == ("uint64_t *", "out"):  # a recording call or leaf: a Node
+            _m = _node_result(_m)
         _m.__name__ = _m.__qualname__ = _proto.name[len("tlrt_tape_"):]
         setattr(Tape, _m.__name__, _m)
         TAPE_METHODS.append(_m.__name__)
@@ -1405,7 +1458,49 @@ def _with_ignore_index(ce, ce_ignore):
 
 if hasattr(Tape, "cross_entropy") and hasattr(Tape, "cross_entropy_ignore"):
     Tape.cross_entropy = _with_ignore_index(Tape.cross_entropy, Tape.cross_entropy_ignore)
-__all__ += ["Tape", "buffer"]
+
+
+def _tape_lifetime_methods():
+    """reset (Nodes recorded before it go stale), release (a Node released by hand is not
+    released again when collected), backward and backward_seed (free the graph as they go unless
+    retain_graph=True)."""
+    reset, release, backward_ex = Tape.reset, Tape.release, Tape.backward_ex
+    free_flag = DEFINES["TLRT_TAPE_BACKWARD_FREE"]
+
+    def tape_reset(self):
+        reset(self)
+        self._gen += 1
+
+    def tape_release(self, node):
+        release(self, node)
+        if isinstance(node, Node):
+            node._gen = None
+
+    def tape_backward(self, node, seed=None, retain_graph=False):
+        return backward_ex(self, node, seed, 0 if retain_graph else free_flag)
+
+    def tape_backward_seed(self, node, seed, retain_graph=False):
+        return backward_ex(self, node, seed, 0 if retain_graph else free_flag)
+
+    tape_reset.__doc__ = reset.__doc__
+    tape_release.__doc__ = release.__doc__
+    tape_backward.__doc__ = (
+        "Backward from node (seed None: node has one element, seeded with 1; else a Buffer of "
+        "the node's size). retain_graph=False (the default, PyTorch's) frees each rule's saved "
+        "values as soon as it has run (TLRT_TAPE_BACKWARD_FREE), so a second backward through "
+        "the same graph raises TLRT_ERR_RELEASED; retain_graph=True keeps them (a second backward "
+        "accumulates).\n\n" + backward_ex.__doc__)
+    tape_backward_seed.__doc__ = ("backward(node, seed, retain_graph) with a seed Buffer.\n\n"
+                                  + backward_ex.__doc__)
+    for name, fn in (("reset", tape_reset), ("release", tape_release),
+                     ("backward", tape_backward), ("backward_seed", tape_backward_seed)):
+        fn.__name__ = fn.__qualname__ = name
+        setattr(Tape, name, fn)
+
+
+if hasattr(Tape, "backward_ex") and hasattr(Tape, "release"):
+    _tape_lifetime_methods()
+__all__ += ["Tape", "Node", "buffer"]
 
 
 def buffer(obj, device=CPU):

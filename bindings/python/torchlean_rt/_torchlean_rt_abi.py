@@ -1039,7 +1039,21 @@ PROTOTYPES = (
       'exactly); TLRT_ERR_OUT_OF_MEMORY.')),
     ('tlrt_tape_value', 'tlrt_status', (('const tlrt_tape *', 'tape'), ('uint64_t', 'node'), ('tlrt_buffer **', 'out'),), 'tlrt_tape.h',
      ("out = a NEW reference to the node's value (the caller frees it with tlrt_buffer_free).\n"
-      'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INDEX (node).')),
+      'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_STALE_HANDLE; TLRT_ERR_INDEX (node);\n'
+      'TLRT_ERR_RELEASED (the node was released: tlrt_tape_release, or an inner node of a\n'
+      'composite).')),
+    ('tlrt_tape_release', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'node'),), 'tlrt_tape.h',
+     ('The host will no longer use `node`: neither read its value nor record with it (MEMORY above).\n'
+      "The tape drops its reference to the node's value at once; the buffer is freed as soon as no\n"
+      'backward rule that reads it remains (now, when none does). What still works on a released\n'
+      "node: tlrt_tape_shape, tlrt_tape_grad (a leaf's gradient), and backward from it or through it.\n"
+      'What fails with TLRT_ERR_RELEASED: recording with it (the message names the argument and the\n'
+      'node), tlrt_tape_value, and releasing it again (a repeated release is an error, not a no-op:\n'
+      "it is a host's double free). A reset makes the id stale as every other.\n"
+      'Errors: TLRT_ERR_NULL_ARGUMENT (tape); TLRT_ERR_STALE_HANDLE (a freed tape; an id of another\n'
+      'tape or from before a reset); TLRT_ERR_INDEX (node not in the tape); TLRT_ERR_RELEASED\n'
+      '(released already, or an inner node of a composite). Never allocates; on failure nothing\n'
+      'changes.')),
     ('tlrt_tape_grad', 'tlrt_status', (('const tlrt_tape *', 'tape'), ('uint64_t', 'node'), ('tlrt_buffer **', 'out'),), 'tlrt_tape.h',
      ('out = a NEW reference to the accumulated gradient of a leaf that requires a gradient (same\n'
       'size and shape as the leaf). A leaf that has received no gradient (no backward yet since the\n'
@@ -1063,6 +1077,20 @@ PROTOTYPES = (
       'device; read, not retained). Errors: as tlrt_tape_backward, plus TLRT_ERR_NULL_ARGUMENT (seed);\n'
       "TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_SHAPE (seed size != node's element\n"
       'count; any element count is accepted for the node).')),
+    ('tlrt_tape_backward_ex', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'node'), ('const tlrt_buffer *', 'seed'), ('uint32_t', 'flags'),), 'tlrt_tape.h',
+     ('Backward from `node` with flags: seed NULL is tlrt_tape_backward (node must have one element,\n'
+      'seeded with 1), a buffer is tlrt_tape_backward_seed (read, not retained). flags 0 is exactly\n'
+      'those calls. With TLRT_TAPE_BACKWARD_FREE, each rule drops what it reads (its references to\n'
+      'input and output values and its workspace, MEMORY above) right after it has run, so a saved\n'
+      'value is freed once the last rule reading it has run and the host has released its node; the\n'
+      "leaf gradients are accumulated as by tlrt_tape_backward, and nodes' values the host has not\n"
+      'released stay readable. Rules that do not run (not on the path from `node`) keep theirs.\n'
+      'A later backward whose path crosses a rule that has been freed fails with TLRT_ERR_RELEASED\n'
+      'before any rule runs (nothing changes); record the graph again after tlrt_tape_reset.\n'
+      'On a failure inside a freeing backward, the leaf gradients are those held before the call\n'
+      '(all or nothing), but the rules that ran before the failure stay freed.\n'
+      'Errors: as tlrt_tape_backward / tlrt_tape_backward_seed; TLRT_ERR_INVALID_ARGUMENT (a flag bit\n'
+      'other than TLRT_TAPE_BACKWARD_FREE); TLRT_ERR_RELEASED (also: a freed rule on the path).')),
     ('tlrt_tape_add', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'a'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record\n'
       "tlrt_tape_broadcast_to first); the output has that shape. Gradients (g the output's):\n"
@@ -1751,7 +1779,8 @@ PROTOTYPES = (
       'values and gradients).')),
     ('tlrt_tape_linear', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'w'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
-      'the last; gradients follow from the primitives.\n'
+      'the last; gradients follow from the primitives. The nodes before the last are released at once\n'
+      '(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
       'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
@@ -1797,7 +1826,8 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_linear_gelu', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'w'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
-      'the last; gradients follow from the primitives.\n'
+      'the last; gradients follow from the primitives. The nodes before the last are released at once\n'
+      '(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
       'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
@@ -1843,7 +1873,8 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_mse_loss', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'pred'), ('uint64_t', 'target'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
-      'the last; gradients follow from the primitives.\n'
+      'the last; gradients follow from the primitives. The nodes before the last are released at once\n'
+      '(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
       'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
@@ -1889,7 +1920,8 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_cross_entropy', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'logits'), ('const uint64_t *', 'labels'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
-      'the last; gradients follow from the primitives.\n'
+      'the last; gradients follow from the primitives. The nodes before the last are released at once\n'
+      '(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
       'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
@@ -1935,7 +1967,8 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_batchnorm', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'gamma'), ('uint64_t', 'beta'), ('double', 'eps'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
-      'the last; gradients follow from the primitives.\n'
+      'the last; gradients follow from the primitives. The nodes before the last are released at once\n'
+      '(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
       'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
@@ -1981,7 +2014,8 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_multi_head_attention', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'w_q'), ('uint64_t', 'w_k'), ('uint64_t', 'w_v'), ('uint64_t', 'w_o'), ('uint64_t', 'b_q'), ('uint64_t', 'b_k'), ('uint64_t', 'b_v'), ('uint64_t', 'b_o'), ('uint64_t', 'num_heads'), ('bool', 'causal'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
-      'the last; gradients follow from the primitives.\n'
+      'the last; gradients follow from the primitives. The nodes before the last are released at once\n'
+      '(MEMORY above: tlrt_tape_value of them fails with TLRT_ERR_RELEASED).\n'
       '\n'
       "linear: y = x W^T + b, PyTorch's nn.Linear layout: x (batch, in), W (out, in) (one row per\n"
       'output feature), b (out) or TLRT_TAPE_NONE for no bias; y (batch, out). One node (not a\n'
@@ -2416,8 +2450,8 @@ ENUMS = {
 # The integer object-like #defines.
 DEFINES = {
     'TLRT_ABI_VERSION_MAJOR': 1,
-    'TLRT_ABI_VERSION_MINOR': 3,
-    'TLRT_ABI_VERSION': 0x10003,
+    'TLRT_ABI_VERSION_MINOR': 4,
+    'TLRT_ABI_VERSION': 0x10004,
     'TLRT_DEVICE_KIND_CPU': 0,
     'TLRT_DEVICE_KIND_CUDA': 1,
     'TLRT_DEVICE_CPU': 0,
@@ -2456,6 +2490,7 @@ DEFINES = {
     'TLRT_ACT_GELU': 1,
     'TLRT_TAPE_MAX_RANK': 8,
     'TLRT_TAPE_NONE': 0xffffffffffffffff,
+    'TLRT_TAPE_BACKWARD_FREE': 1,
     'TLRT_SCAN_CHUNK': 0x40,
     'TLRT_POOL_MAX_RANK': 8,
     'TLRT_POOL_MAX_DIMS': 0xa,
@@ -2560,6 +2595,7 @@ OPTIONAL_BUFFERS = frozenset({
     ('tlrt_scatter_add_rows_ibuf', 'mat'),
     ('tlrt_rms_norm_fwd', 'gamma'),
     ('tlrt_rms_norm_bwd', 'gamma'),
+    ('tlrt_tape_backward_ex', 'seed'),
     ('tlrt_tape_flash_attention', 'mask'),
     ('tlrt_sgd_step', 'momentum_buf'),
     ('tlrt_flash_attention_fwd', 'mask'),

@@ -111,8 +111,8 @@ pub const TLRT_DTYPE_I64: tlrt_dtype = 2;
 
 // Integer #defines of the headers.
 pub const TLRT_ABI_VERSION_MAJOR: u32 = 1;
-pub const TLRT_ABI_VERSION_MINOR: u32 = 3;
-pub const TLRT_ABI_VERSION: u32 = 0x10003;
+pub const TLRT_ABI_VERSION_MINOR: u32 = 4;
+pub const TLRT_ABI_VERSION: u32 = 0x10004;
 pub const TLRT_DEVICE_KIND_CPU: u32 = 0;
 pub const TLRT_DEVICE_KIND_CUDA: u32 = 1;
 pub const TLRT_DEVICE_CPU: tlrt_device = 0;
@@ -151,6 +151,7 @@ pub const TLRT_ACT_NONE: u32 = 0;
 pub const TLRT_ACT_GELU: u32 = 1;
 pub const TLRT_TAPE_MAX_RANK: u32 = 8;
 pub const TLRT_TAPE_NONE: u64 = 0xffffffffffffffff;
+pub const TLRT_TAPE_BACKWARD_FREE: u32 = 1;
 pub const TLRT_SCAN_CHUNK: u32 = 0x40;
 pub const TLRT_POOL_MAX_RANK: u32 = 8;
 pub const TLRT_POOL_MAX_DIMS: u32 = 0xa;
@@ -640,6 +641,9 @@ extern "C" {
     /// out = a NEW reference to the node's value (the caller frees it with tlrt_buffer_free).
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_value(tape: *const tlrt_tape, node: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// The host will no longer use `node`: neither read its value nor record with it (MEMORY above).
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_release(tape: *mut tlrt_tape, node: u64) -> tlrt_status;
     /// out = a NEW reference to the accumulated gradient of a leaf that requires a gradient (same
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_grad(tape: *const tlrt_tape, node: u64, out: *mut *mut tlrt_buffer) -> tlrt_status;
@@ -652,6 +656,9 @@ extern "C" {
     /// Backward from `node` seeded with `seed` (a buffer of the node's element count, on the tape's
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_backward_seed(tape: *mut tlrt_tape, node: u64, seed: *const tlrt_buffer) -> tlrt_status;
+    /// Backward from `node` with flags: seed NULL is tlrt_tape_backward (node must have one element,
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_backward_ex(tape: *mut tlrt_tape, node: u64, seed: *const tlrt_buffer, flags: u32) -> tlrt_status;
     /// Binary ops: a and b must have the SAME shape (rank and dims; no implicit broadcasting: record
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_add(tape: *mut tlrt_tape, a: u64, b: u64, out: *mut u64) -> tlrt_status;

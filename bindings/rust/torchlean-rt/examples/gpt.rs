@@ -154,6 +154,8 @@ impl Model {
     }
 
     /// gpt.py's forward: the leaves (ids in parameter order) and the (batch * n, vocab) logits.
+    /// Each node is released right after its last use (as gpt.c does), so the tape holds only
+    /// what the backward rules read.
     #[allow(clippy::too_many_arguments)]
     fn forward(&self, t: &mut Tape, tokens: &Buffer, positions: &Buffer, batch: u64, n: u64,
                train: bool, dropout: f64, mut key: u64) -> Result<(Vec<u64>, u64)> {
@@ -164,32 +166,51 @@ impl Model {
                 return Ok(x);
             }
             key = key.wrapping_add(rows * d * 8); // disjoint key ranges, as gpt.py's drop()
-            t.dropout(x, dropout, key)
+            let y = t.dropout(x, dropout, key)?;
+            t.release(x)?;
+            Ok(y)
         };
         let e1 = t.gather_rows_ibuf(ids[0], tokens)?;
         let e2 = t.gather_rows_ibuf(ids[1], positions)?;
         let x0 = t.add(e1, e2)?;
+        t.release(e1)?;
+        t.release(e2)?;
         let x0 = drop(t, x0)?;
         let mut x = t.reshape(x0, &[batch, n, d])?;
+        t.release(x0)?;
         for i in 0..self.cfg.layers as usize {
             let q = &ids[2 + 16 * i..2 + 16 * (i + 1)];
             let h = t.layer_norm(x, q[0], q[1], 1e-5)?;
             let a = t.multi_head_attention(h, q[2], q[4], q[6], q[8], q[3], q[5], q[7], q[9],
                                            self.cfg.heads, true)?;
+            t.release(h)?;
             let a = drop(t, a)?;
-            x = t.add(x, a)?;
+            let y = t.add(x, a)?;
+            t.release(x)?;
+            t.release(a)?;
+            x = y;
             let h = t.layer_norm(x, q[10], q[11], 1e-5)?;
-            let h = t.reshape(h, &[rows, d])?;
-            let g = t.linear_gelu(h, q[12], q[13])?;
+            let h2 = t.reshape(h, &[rows, d])?;
+            t.release(h)?;
+            let g = t.linear_gelu(h2, q[12], q[13])?;
+            t.release(h2)?;
             let f = t.linear(g, q[14], q[15])?;
+            t.release(g)?;
             let f = drop(t, f)?;
-            let f = t.reshape(f, &[batch, n, d])?;
-            x = t.add(x, f)?;
+            let f3 = t.reshape(f, &[batch, n, d])?;
+            t.release(f)?;
+            let y = t.add(x, f3)?;
+            t.release(x)?;
+            t.release(f3)?;
+            x = y;
         }
         let np = ids.len();
         let h = t.layer_norm(x, ids[np - 2], ids[np - 1], 1e-5)?;
-        let h = t.reshape(h, &[rows, d])?;
-        let logits = t.matmul(h, ids[0], false, true)?; // the tied LM head: x wte^T
+        t.release(x)?;
+        let h2 = t.reshape(h, &[rows, d])?;
+        t.release(h)?;
+        let logits = t.matmul(h2, ids[0], false, true)?; // the tied LM head: x wte^T
+        t.release(h2)?;
         Ok((ids, logits))
     }
 }
@@ -230,7 +251,8 @@ fn train_step(m: &Model, t: &mut Tape, tokens: &Buffer, labels: &Buffer, step: u
     let (ids, logits) = m.forward(t, tokens, &m.pos, m.cfg.batch, m.cfg.ctx, true, 0.1,
                                   (seed + step) << 40)?;
     let loss = t.cross_entropy_ibuf(logits, labels)?;
-    t.backward(loss)?;
+    t.release(logits)?; // no rule reads the logits
+    t.backward_ex(loss, None, rt::sys::TLRT_TAPE_BACKWARD_FREE)?; // frees the graph as it goes
     let grads = ids.iter().map(|&id| t.grad(id)).collect::<Result<Vec<_>>>()?;
     let value = t.value(loss)?;
     t.reset()?;

@@ -1217,6 +1217,13 @@ impl Tape {
         Ok(Buffer { raw: o_out })
     }
 
+    /// The host will no longer use `node`: neither read its value nor record with it (MEMORY above).
+    /// `tlrt_status tlrt_tape_release(tlrt_tape * tape, uint64_t node)` (abi/tlrt_tape.h).
+    pub fn release(&mut self, node: u64) -> Result<()> {
+        check("tlrt_tape_release", unsafe { sys::tlrt_tape_release(self.raw, node) })?;
+        Ok(())
+    }
+
     /// out = a NEW reference to the accumulated gradient of a leaf that requires a gradient (same
     /// `tlrt_status tlrt_tape_grad(const tlrt_tape * tape, uint64_t node, tlrt_buffer ** out)` (abi/tlrt_tape.h).
     pub fn grad(&self, node: u64) -> Result<Buffer> {
@@ -1236,6 +1243,13 @@ impl Tape {
     /// `tlrt_status tlrt_tape_backward_seed(tlrt_tape * tape, uint64_t node, const tlrt_buffer * seed)` (abi/tlrt_tape.h).
     pub fn backward_seed(&mut self, node: u64, seed: &Buffer) -> Result<()> {
         check("tlrt_tape_backward_seed", unsafe { sys::tlrt_tape_backward_seed(self.raw, node, seed.raw as *const sys::tlrt_buffer) })?;
+        Ok(())
+    }
+
+    /// Backward from `node` with flags: seed NULL is tlrt_tape_backward (node must have one element,
+    /// `tlrt_status tlrt_tape_backward_ex(tlrt_tape * tape, uint64_t node, const tlrt_buffer * seed, uint32_t flags)` (abi/tlrt_tape.h).
+    pub fn backward_ex(&mut self, node: u64, seed: Option<&Buffer>, flags: u32) -> Result<()> {
+        check("tlrt_tape_backward_ex", unsafe { sys::tlrt_tape_backward_ex(self.raw, node, seed.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), flags) })?;
         Ok(())
     }
 
