@@ -5003,10 +5003,9 @@ end
 `tlrt_status tlrt_tape_cross_entropy_ibuf(tlrt_tape * tape, uint64_t logits, const tlrt_buffer * labels, uint64_t * out)`
 
 cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the
-tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,
-gather_vec through an index buffer of flat indices, reduce_mean, neg (the loss's value and
-gradient are bit for bit tlrt_tape_cross_entropy_ignore's with TLRT_CROSS_ENTROPY_NO_IGNORE,
-which keeps 2 floats per row instead of the (batch, classes) log-softmax). A label outside
+tape's device; the tape holds a reference until reset): the same loss, bit for bit the value and
+gradient of log_softmax, gather of the labels' entries, reduce_mean, neg; one node
+(tlrt_tape_cross_entropy_ignore with TLRT_CROSS_ENTROPY_NO_IGNORE) that keeps 2 floats per row. A label outside
 [0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum
 (the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).
 Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;

@@ -2061,10 +2061,9 @@ PROTOTYPES = (
       'attention).')),
     ('tlrt_tape_cross_entropy_ibuf', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'logits'), ('const tlrt_buffer *', 'labels'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('cross_entropy with the labels in an index buffer (int32 or int64, batch elements, on the\n'
-      "tape's device; the tape holds a reference until reset): the same loss, recorded as log_softmax,\n"
-      "gather_vec through an index buffer of flat indices, reduce_mean, neg (the loss's value and\n"
-      "gradient are bit for bit tlrt_tape_cross_entropy_ignore's with TLRT_CROSS_ENTROPY_NO_IGNORE,\n"
-      'which keeps 2 floats per row instead of the (batch, classes) log-softmax). A label outside\n'
+      "tape's device; the tape holds a reference until reset): the same loss, bit for bit the value and\n"
+      "gradient of log_softmax, gather of the labels' entries, reduce_mean, neg; one node\n"
+      '(tlrt_tape_cross_entropy_ignore with TLRT_CROSS_ENTROPY_NO_IGNORE) that keeps 2 floats per row. A label outside\n'
       '[0, classes) cannot fail the call without a device wait: its sample contributes 0 to the sum\n'
       '(the mean still divides by batch) and it is counted by tlrt_index_faults (abi/tlrt_index.h).\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT (labels, out); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED;\n'
