@@ -2,8 +2,9 @@
 """bench/models.py: one training step of a whole model, ours against PyTorch's, on the GPU.
 
 The GPT of examples/lm/gpt.py (pre-LayerNorm blocks, fused causal attention, tanh-GELU MLP, tied
-LM head, AdamW with weight decay on matrices, betas (0.9, 0.95)) is built once with our
-parameters; PyTorch's copy starts from the same values (DLPack, then a copy). Each step on both
+LM head, AdamW with weight decay on matrices, betas (0.9, 0.95)), or with --configs mamba the
+Mamba of examples/lm/mamba.py (PyTorch's side: torch_mamba_forward, its selective scan the
+reference loop over time), is built once with our parameters; PyTorch's copy starts from the same values (DLPack, then a copy). Each step on both
 sides: forward, cross-entropy, backward, AdamW (torch.optim.AdamW, fused); no dropout and no
 clipping, so both sides compute the same function and the first losses agree to float32
 rounding. Tokens are uniform random over the vocabulary (a torch.Generator on the device), the
@@ -30,10 +31,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
 import torchlean_rt as rt  # noqa: E402
 
-spec = importlib.util.spec_from_file_location("gpt_example",
-                                              os.path.join(HERE, "..", "examples", "lm", "gpt.py"))
-gpt = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gpt)
+
+
+def load_example(name):
+    spec = importlib.util.spec_from_file_location(
+        name + "_example", os.path.join(HERE, "..", "examples", "lm", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gpt = load_example("gpt")
+mamba = load_example("mamba")
 
 CONFIGS = {
     # The launch-bound configuration of the language-model issue and the example's GPU one.
@@ -41,6 +50,9 @@ CONFIGS = {
     "small": dict(d=384, layers=6, heads=6, ctx=256, batch=16, vocab=8192),
     # GPT-2 small's shape (124M parameters with its vocabulary).
     "gpt2": dict(d=768, layers=12, heads=12, ctx=1024, batch=8, vocab=50257),
+    # examples/lm/mamba.py's GPU configuration (byte vocabulary).
+    "mamba": dict(model="mamba", d=256, layers=4, di=512, state=16, ctx=256, batch=16,
+                  vocab=256),
 }
 LR = 3e-4
 
@@ -54,6 +66,17 @@ def torch_gpt(torch, model):
     return params
 
 
+def causal_attention(torch, F, q, k, v):
+    """F.scaled_dot_product_attention(q, k, v, is_causal=True), spelled out where the installed
+    torch predates it (Debian's 1.13, used for the CPU comparisons of bench/lm_curve.py)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    n = q.shape[-2]
+    s = (q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5)
+    mask = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+    return torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+
 def torch_forward(torch, F, P, cfg, tokens):
     B, T, d, H = cfg["batch"], cfg["ctx"], cfg["d"], cfg["heads"]
     dh = d // H
@@ -65,8 +88,7 @@ def torch_forward(torch, F, P, cfg, tokens):
         def heads(w, b):
             return F.linear(h, P[p + "attn.w" + w], P[p + "attn.b" + w]).view(B, T, H, dh) \
                 .transpose(1, 2)
-        a = F.scaled_dot_product_attention(heads("q", "q"), heads("k", "k"), heads("v", "v"),
-                                           is_causal=True)
+        a = causal_attention(torch, F, heads("q", "q"), heads("k", "k"), heads("v", "v"))
         a = a.transpose(1, 2).reshape(B, T, d)
         x = x + F.linear(a, P[p + "attn.wo"], P[p + "attn.bo"])
         h = F.layer_norm(x, (d,), P[p + "ln2.g"], P[p + "ln2.b"], 1e-5)
@@ -87,6 +109,36 @@ def kernel_table(torch, run, steps):
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70)
 
 
+def torch_mamba_forward(torch, F, P, cfg, tokens):
+    """examples/lm/mamba.py's forward in PyTorch eager, its selective scan the reference loop over
+    time (the form of the Mamba authors' selective_scan_ref): h_t = exp(delta_t A) h_{t-1} +
+    (delta_t B_t) u_t, y_t = C_t h_t + D u_t."""
+    B, T = tokens.shape
+    d, di, N = cfg["d"], cfg["di"], cfg["state"]
+
+    def rms_norm(x, g):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * g
+    x = P["wte"][tokens]  # (B, T, d)
+    for i in range(cfg["layers"]):
+        p = f"b{i}."
+        h = rms_norm(x, P[p + "norm.g"])
+        xz = h @ P[p + "in_proj.w"].t()
+        u, z = F.silu(xz[..., :di]), xz[..., di:]
+        delta = F.softplus(F.linear(u, P[p + "dt_proj.w"], P[p + "dt_proj.b"]))
+        Bt, Ct = u @ P[p + "b_proj.w"].t(), u @ P[p + "c_proj.w"].t()  # (B, T, N)
+        A = -torch.exp(P[p + "A_log"])  # (di, N)
+        dA = torch.exp(delta.unsqueeze(-1) * A)  # (B, T, di, N)
+        dB = delta.unsqueeze(-1) * Bt.unsqueeze(2)
+        hs, st = [], torch.zeros(B, di, N, device=x.device)
+        for t in range(T):
+            st = dA[:, t] * st + dB[:, t] * u[:, t].unsqueeze(-1)
+            hs.append(st)
+        y = (torch.stack(hs, 1) * Ct.unsqueeze(2)).sum(-1) + u * P[p + "D"]
+        x = x + (y * F.silu(z)) @ P[p + "out_proj.w"].t()
+    x = rms_norm(x, P["normf.g"])
+    return x.reshape(B * T, d) @ P["wte"].t()
+
+
 def bench_config(torch, name, cfg, steps, warmup, compile_too, profile_out=None):
     F = torch.nn.functional
     dev = rt.cuda(0)
@@ -96,7 +148,10 @@ def bench_config(torch, name, cfg, steps, warmup, compile_too, profile_out=None)
     for _ in range(warmup + steps):
         seq = torch.randint(0, V, (B, T + 1), device="cuda", generator=gen, dtype=torch.int32)
         batches.append((seq[:, :-1].contiguous(), seq[:, 1:].contiguous()))
-    model = gpt.GPT(dict(cfg, lr=LR, warmup=0, steps=steps), dev, seed=7)
+    is_mamba = cfg.get("model") == "mamba"
+    forward = torch_mamba_forward if is_mamba else torch_forward
+    model_class = mamba.Mamba if is_mamba else gpt.GPT
+    model = model_class(dict(cfg, lr=LR, warmup=0, steps=steps), dev, seed=7)
     rows = {"config": name, "params": model.count()}
 
     # PyTorch eager (and compiled) from the same initial values.
@@ -143,10 +198,10 @@ def bench_config(torch, name, cfg, steps, warmup, compile_too, profile_out=None)
         rows[label + " losses"] = [float(v) for v in losses[:3]]
         del params, opt
 
-    torch_run(lambda params: (lambda tok: torch_forward(torch, F, params, cfg, tok)), "torch")
+    torch_run(lambda params: (lambda tok: forward(torch, F, params, cfg, tok)), "torch")
     if compile_too:
         torch_run(lambda params: torch.compile(
-            lambda tok: torch_forward(torch, F, params, cfg, tok)), "compile")
+            lambda tok: forward(torch, F, params, cfg, tok)), "compile")
 
     # Ours.
     tape = rt.Tape(dev)
