@@ -10,10 +10,20 @@
 // 50 TFLOP/s float32 on an H100/H200 without TF32).
 // Last measured: bench/results/2026-11-22-h100-blas.md.
 //
-// linear / linear_wgrad (tlrt_linear_fwd / _bwd): bmm (x w^T, trans_b), then one pass adding
-// b[j] to every row (bias_rows_kernel: columns across threads, rows across blocks; rows * out * 8
-// bytes); dw = bmm (dp^T x, trans_a); db = reduce_axis's tree over the rows, bit for bit the CPU
-// backend's.
+// linear / linear_wgrad (tlrt_linear_fwd / _bwd): cuBLASLt, so that the bias rides in the
+// product's epilogue. Forward: pre (rows, out) is the column-major (out, rows) D = op(A) B with
+// A = w as stored (column-major (in, out), lda = in, transposed), B = x (column-major (in, rows),
+// ldb = in), (m, n, k) = (out, rows, in), epilogue BIAS (b[j] added to row j of D, a length-m
+// vector): one pass over x and w, one write of pre, no separate bias kernel (rows * out * 8 bytes
+// saved). Weight gradient: dw (out, in) is the column-major (in, out) D = A op(B) with A = x
+// (column-major (in, rows), lda = in), B = dp transposed (stored column-major (out, rows),
+// ldb = out), (m, n, k) = (in, out, rows), epilogue BGRADB: cuBLASLt sums op(B) over k into db (a
+// length-n vector) while it streams dp for the product, so db costs no second read of dp
+// (rows * out * 4 bytes) and no launch. Where cuBLASLt offers no algorithm for a shape (the
+// heuristic returns none), the same results come from bmm plus a bias kernel (forward) or
+// reduce_axis's tree (db). Descriptors are built per call (a few microseconds of host time, as
+// PyTorch does); the cuBLASLt handle is per (thread, device) like the cuBLAS one and shares its
+// workspace (the two are used in stream order).
 //
 // Handles: one cuBLAS handle per (host thread, device), created on the thread's first product on
 // that device, bound to the device's current stream (cublasSetStream), with a workspace of its own
@@ -35,6 +45,7 @@
 // CUDA error pending -> that CUDA error (TLRT_ERR_DEVICE_LOST for sticky errors, else
 // TLRT_ERR_CUDA); any other status -> TLRT_ERR_LIBRARY; the message has the status name
 // (cublasGetStatusName) and its description.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -65,6 +76,7 @@ void check_cublas(cublasStatus_t s, const char *what) {
 
 struct Handle {
   cublasHandle_t h = nullptr;
+  cublasLtHandle_t lt = nullptr;  // created on the first linear layer
   cudaStream_t stream = nullptr;  // the stream h is bound to
   cublasMath_t mode = CUBLAS_DEFAULT_MATH;
   void *workspace = nullptr;
@@ -79,6 +91,7 @@ struct ThreadHandles {
       if (x.h == nullptr) continue;
       (void)cudaSetDevice(d);
       (void)cublasDestroy(x.h);  // waits for the device's work, which may use the workspace
+      if (x.lt) (void)cublasLtDestroy(x.lt);
       if (x.workspace) dealloc(d, x.workspace, x.workspace_bytes);
       x = Handle{};
     }
@@ -157,6 +170,74 @@ void bmm(int dev, const float *a, const float *b, uint64_t batch, uint64_t m, ui
 
 namespace {
 
+// ---- cuBLASLt ------------------------------------------------------------------------------------
+
+template <class T, cublasStatus_t (*Destroy)(T)>
+struct LtObject {
+  T p = nullptr;
+  LtObject() = default;
+  LtObject(const LtObject &) = delete;
+  LtObject &operator=(const LtObject &) = delete;
+  ~LtObject() {
+    if (p) (void)Destroy(p);
+  }
+};
+using OpDesc = LtObject<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using Layout = LtObject<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using Pref = LtObject<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+
+template <class V>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const V &v) {
+  check_cublas(cublasLtMatmulDescSetAttribute(d, a, &v, sizeof v),
+               "cublasLtMatmulDescSetAttribute");
+}
+
+// One column-major float32 product D (m, n) = op(A) op(B) with an epilogue whose vector is `vec`
+// (bias in, or bias gradient out), on the library stream. Returns false, having launched
+// nothing, when cuBLASLt has no algorithm for it.
+bool lt_matmul(int dev, bool tf32, bool trans_a, bool trans_b, int m, int n, int k,
+               const float *A, int lda, const float *B, int ldb, float *D, int ldd,
+               cublasLtEpilogue_t epilogue, const float *vec) {
+  handle(dev, tf32);  // the thread's cuBLAS handle and workspace, bound to the current stream
+  Handle &h = t_handles.per_dev[dev];
+  if (h.lt == nullptr) check_cublas(cublasLtCreate(&h.lt), "cublasLtCreate");
+  OpDesc op;
+  check_cublas(cublasLtMatmulDescCreate(&op.p, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                    : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate");
+  const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc(op.p, CUBLASLT_MATMUL_DESC_TRANSA, ta);
+  set_desc(op.p, CUBLASLT_MATMUL_DESC_TRANSB, tb);
+  set_desc(op.p, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  set_desc(op.p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vec);
+  Layout la, lb, ld;
+  check_cublas(cublasLtMatrixLayoutCreate(&la.p, CUDA_R_32F, trans_a ? k : m, trans_a ? m : k,
+                                          lda), "cublasLtMatrixLayoutCreate");
+  check_cublas(cublasLtMatrixLayoutCreate(&lb.p, CUDA_R_32F, trans_b ? n : k, trans_b ? k : n,
+                                          ldb), "cublasLtMatrixLayoutCreate");
+  check_cublas(cublasLtMatrixLayoutCreate(&ld.p, CUDA_R_32F, m, n, ldd),
+               "cublasLtMatrixLayoutCreate");
+  Pref pref;
+  check_cublas(cublasLtMatmulPreferenceCreate(&pref.p), "cublasLtMatmulPreferenceCreate");
+  const size_t ws = h.workspace_bytes;
+  check_cublas(cublasLtMatmulPreferenceSetAttribute(
+                   pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+               "cublasLtMatmulPreferenceSetAttribute");
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h.lt, op.p, la.p, lb.p, ld.p, ld.p,
+                                                           pref.p, 1, &best, &found);
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
+  check_cublas(hs, "cublasLtMatmulAlgoGetHeuristic");
+  const float one = 1.0f, zero = 0.0f;
+  check_cublas(cublasLtMatmul(h.lt, op.p, &one, A, la.p, B, lb.p, &zero, D, ld.p, D, ld.p,
+                              &best.algo, h.workspace, h.workspace_bytes, h.stream),
+               "cublasLtMatmul");
+  return true;
+}
+
 // pre[r * out + j] = (add ? pre[r * out + j] : 0) + b[j] (b NULL: + 0; only with add false).
 // Columns across x (coalesced), rows strided across y: each thread loads its b[j] once and
 // reuses it for every row it visits (no per-element division by out).
@@ -186,12 +267,20 @@ void bias_rows(int dev, float *pre, const float *b, uint64_t rows, uint64_t out,
 void linear(int dev, const float *x, const float *w, const float *b, uint64_t rows, uint64_t in,
             uint64_t out, const MatmulPolicy &policy, float *pre) {
   if (in == 0) return bias_rows(dev, pre, b, rows, out, false);
+  if (b != nullptr &&
+      lt_matmul(dev, policy.allow_tf32, true, false, (int)out, (int)rows, (int)in, w, (int)in, x,
+                (int)in, pre, (int)out, CUBLASLT_EPILOGUE_BIAS, b))
+    return;
   bmm(dev, x, w, 1, rows, in, out, false, true, policy, pre);
   if (b != nullptr) bias_rows(dev, pre, b, rows, out, true);
 }
 
 void linear_wgrad(int dev, const float *dp, const float *x, uint64_t rows, uint64_t in,
                   uint64_t out, const MatmulPolicy &policy, float *dw, float *db) {
+  if (dw != nullptr && db != nullptr &&
+      lt_matmul(dev, policy.allow_tf32, false, true, (int)in, (int)out, (int)rows, x, (int)in,
+                dp, (int)out, dw, (int)in, CUBLASLT_EPILOGUE_BGRADB, db))
+    return;
   if (dw != nullptr) bmm(dev, dp, x, 1, out, rows, in, true, false, policy, dw);
   if (db != nullptr) reduce_axis(dev, red::Op::Sum, dp, 1, rows, out, 1.0f, db);
 }
