@@ -3044,9 +3044,10 @@ loss with respect to y, and the forward's x, w and pre,
   db (out)      = the column sums of dpre over its rows
 Each of dx, dw, db may be NULL: that gradient is not computed (a layer without bias passes
 db = NULL; a first layer, dx = NULL); each non-NULL one receives a fresh buffer.
-Numerics: dx and dw have tlrt_matmul's class and bound; db is tlrt_reduce_sum_axis0(dpre)'s
-ordered tree over the rows (shared math + ordered reduction: bitwise equal across backends for
-equal dpre; within 2 rows u sum_i |dpre(i, j)| of the exact sum).
+Numerics: dx and dw have tlrt_matmul's class and bound. db: on the CPU, and on CUDA when dw
+is NULL, tlrt_reduce_sum_axis0(dpre)'s ordered tree over the rows (bitwise that call's
+result); on CUDA with dw requested, the sum cuBLASLt forms while it streams dpre for dw (its
+order, library class). Either way within 2 rows u sum_i |dpre(i, j)| of the exact sum.
 Edge cases: rows == 0 gives dw and db of zeros (+0); out == 0 gives dx of zeros; in == 0 gives
 empty dx and dw, and db as above.
 Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);
@@ -3054,7 +3055,8 @@ TLRT_ERR_RELEASED; TLRT_ERR_DEVICE_MISMATCH (dy, x, w, pre not all on one device
 TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);
 TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY;
 TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL.
-Numeric class: library (the products), shared math + ordered reduction (dpre, db).
+Numeric class: library (the products; db on CUDA with dw), shared math + ordered reduction
+(dpre; db otherwise).
 """
 function linear_bwd(dy::Buffer, x::Buffer, w::Buffer, pre::Buffer, rows::Integer, in_features::Integer, out_features::Integer, activation::Integer)
     o_dx = Ref{Ptr{C.tlrt_buffer}}(C_NULL)

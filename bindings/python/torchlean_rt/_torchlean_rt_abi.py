@@ -957,9 +957,10 @@ PROTOTYPES = (
       '  db (out)      = the column sums of dpre over its rows\n'
       'Each of dx, dw, db may be NULL: that gradient is not computed (a layer without bias passes\n'
       'db = NULL; a first layer, dx = NULL); each non-NULL one receives a fresh buffer.\n'
-      "Numerics: dx and dw have tlrt_matmul's class and bound; db is tlrt_reduce_sum_axis0(dpre)'s\n"
-      'ordered tree over the rows (shared math + ordered reduction: bitwise equal across backends for\n'
-      'equal dpre; within 2 rows u sum_i |dpre(i, j)| of the exact sum).\n'
+      "Numerics: dx and dw have tlrt_matmul's class and bound. db: on the CPU, and on CUDA when dw\n"
+      "is NULL, tlrt_reduce_sum_axis0(dpre)'s ordered tree over the rows (bitwise that call's\n"
+      'result); on CUDA with dw requested, the sum cuBLASLt forms while it streams dpre for dw (its\n'
+      'order, library class). Either way within 2 rows u sum_i |dpre(i, j)| of the exact sum.\n'
       'Edge cases: rows == 0 gives dw and db of zeros (+0); out == 0 gives dx of zeros; in == 0 gives\n'
       'empty dx and dw, and db as above.\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT (dy, x or w NULL; pre NULL with TLRT_ACT_GELU);\n'
@@ -967,7 +968,8 @@ PROTOTYPES = (
       'TLRT_ERR_SHAPE (dy or pre not rows * out elements, x not rows * in, w not out * in);\n'
       'TLRT_ERR_INVALID_ARGUMENT (activation, the CUDA int limit); TLRT_ERR_OUT_OF_MEMORY;\n'
       'TLRT_ERR_LIBRARY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST. On failure every out-parameter is NULL.\n'
-      'Numeric class: library (the products), shared math + ordered reduction (dpre, db).')),
+      'Numeric class: library (the products; db on CUDA with dw), shared math + ordered reduction\n'
+      '(dpre; db otherwise).')),
     ('tlrt_dgemm', 'tlrt_status', (('const double *', 'a'), ('const double *', 'b'), ('uint64_t', 'm'), ('uint64_t', 'n'), ('uint64_t', 'p'), ('double *', 'c'),), 'tlrt_blas.h',
      ("Float64 product of host arrays (the seeds' torchlean_dgemm_cuda): c (m, p) = a (m, n) *\n"
       "b (n, p), all row-major, no transposes; c is the caller's array of m * p doubles, overwritten.\n"
