@@ -8,7 +8,8 @@
 // calls (core has checked that m, n, p fit in an int). The cost is cuBLAS's: 2 batch m n p flops,
 // at least 4 (batch (m n + n p + m p)) bytes; a 512^3 or larger product is compute-bound (about
 // 50 TFLOP/s float32 on an H100/H200 without TF32).
-// Last measured: bench/results/2026-11-22-h100-blas.md.
+// Last measured: bench/results/2026-11-22-h100-blas.md (products),
+// bench/results/2026-11-29-h200-linear.md (linear layers).
 //
 // linear / linear_wgrad (tlrt_linear_fwd / _bwd): cuBLASLt, so that the bias rides in the
 // product's epilogue. Forward: pre (rows, out) is the column-major (out, rows) D = op(A) B with
