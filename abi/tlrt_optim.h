@@ -3,9 +3,10 @@
  * IN PLACE. These are the only functions of the library that modify their arguments (DESIGN
  * section 2): one call updates the parameter buffer and the optimizer-state buffers in place, so a
  * training loop allocates nothing per step. Nothing else is allocated either (no output buffer, no
- * scratch), on either backend (except by tlrt_clip_grad_norm at the end, which returns the norm);
- * on CUDA a step is queued on the library stream like every other op (the call does not wait for
- * it).
+ * scratch), on either backend, except by tlrt_clip_grad_norm (which returns the norm) and by the
+ * CUDA side of tlrt_clip_grad_norm and tlrt_adam_step_multi (a small table of the buffers, in
+ * scratch of the stream-ordered pool); on CUDA a step is queued on the library stream like every
+ * other op (the call does not wait for it).
  *
  * Buffers: param, grad and the state buffers must all have the same number of elements and live on
  * the same device, and must be distinct handles (param passed again as grad, or a state buffer
@@ -113,6 +114,42 @@ TLRT_API tlrt_status tlrt_sgd_step(tlrt_buffer *param, const tlrt_buffer *grad,
 TLRT_API tlrt_status tlrt_adam_step(tlrt_buffer *param, const tlrt_buffer *grad, tlrt_buffer *m,
                                     tlrt_buffer *v, uint64_t step, double lr, double beta1,
                                     double beta2, double eps, double weight_decay, bool decoupled);
+
+/* tlrt_adam_step for a whole model in one call: for t = 0 .. count - 1, in any order,
+ *   tlrt_adam_step(params[t], grads[t], m[t], v[t], step, lr, beta1, beta2, eps,
+ *                  weight_decays[t], decoupled)
+ * with the DEFINITIONS above, so the results are BIT FOR BIT those of the count single calls, on
+ * both backends (the scalars are computed once, by the same host code, and every element runs
+ * the same per-element function). PyTorch's fused / foreach Adam and AdamW over a parameter list
+ * (torch.optim.AdamW(params, fused=True)), with one weight decay per tensor as parameter groups
+ * give it.
+ * params, grads, m, v: count handles each (the count first, as tlrt_clip_grad_norm takes it) of
+ * float32 buffers, all on one device; params[t], grads[t], m[t] and v[t] have the same size n_t
+ * (sizes may differ between tensors; an empty tensor is validated and left alone). Every handle
+ * appears once across the four arrays (a buffer passed as params[0] and again as m[3], or twice
+ * in grads, is TLRT_ERR_INVALID_ARGUMENT). grads are only read.
+ * weight_decays: count host doubles, tensor t's weight_decay, each under tlrt_adam_step's rule
+ * (the host-scalar rule and >= 0; for AdamW, lr * weight_decays[t] finite in float32).
+ * step, lr, beta1, beta2, eps, decoupled: as in tlrt_adam_step (one value for every tensor).
+ * count == 0: the arrays may be NULL; the scalars are validated and nothing else happens.
+ * CUDA: one launch whatever the count: the tensors are cut into chunks of 16384 elements, one
+ * block per chunk, its tensor found by a binary search of a table of (pointers, size, first chunk,
+ * weight decay), 56 bytes per tensor, uploaded through pinned staging (no host wait) into scratch
+ * from the stream-ordered pool; per element the bytes of tlrt_adam_step (28). CPU: the tensors in
+ * order, each tlrt_adam_step's loop.
+ * Errors: TLRT_ERR_NULL_ARGUMENT (params, grads, m, v or weight_decays NULL while count > 0; an
+ * entry of the arrays NULL); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (an entry
+ * not float32); TLRT_ERR_DEVICE_MISMATCH (entries on different devices); TLRT_ERR_SHAPE (grads[t],
+ * m[t] or v[t] not the size of params[t]); TLRT_ERR_INVALID_ARGUMENT (a handle twice across the
+ * four arrays; a scalar or weight_decays[t] outside its domain; step == 0);
+ * TLRT_ERR_OUT_OF_MEMORY (host memory, or the CUDA table's scratch); TLRT_ERR_CUDA;
+ * TLRT_ERR_DEVICE_LOST. On failure nothing is modified.
+ * NUMERIC CLASS: exact, as tlrt_adam_step. */
+TLRT_API tlrt_status tlrt_adam_step_multi(uint64_t count, tlrt_buffer *const *params,
+                                          const tlrt_buffer *const *grads, tlrt_buffer *const *m,
+                                          tlrt_buffer *const *v, const double *weight_decays,
+                                          uint64_t step, double lr, double beta1, double beta2,
+                                          double eps, bool decoupled);
 
 /* Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,
  * max_norm) with norm_type = 2 and error_if_nonfinite = False, in one pass of the device and

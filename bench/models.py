@@ -253,7 +253,7 @@ def main(argv):
            f"- date: {time.strftime('%Y-%m-%d')}; {torch.cuda.get_device_name()}; "
            f"PyTorch {torch.__version__}; {rt.build_info()}",
            f"- float32, TF32 off; {args.steps} timed steps after {args.warmup}; no dropout, no "
-           "clipping; AdamW (ours: tlrt_adam_step per parameter; torch: fused=True)\n",
+           "clipping; AdamW (ours: tlrt_adam_step_multi, one call a step; torch: fused=True)\n",
            "| config | params | ours ms | torch ms | ours/torch | compile ms | ours tokens/s | "
            "ours peak MiB | torch peak MiB | first losses ours | first losses torch |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]

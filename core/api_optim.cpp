@@ -4,6 +4,10 @@
 // buffers on one device. The determinism switch is not consulted (exact class: no reduction).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "abi/tlrt_optim.h"
@@ -53,6 +57,42 @@ void distinct(const tlrt_buffer *a, const char *an, const tlrt_buffer *b, const 
          "argument %s and argument %s are the same buffer (an in-place step needs distinct "
          "buffers)",
          an, bn);
+}
+
+// Adam's scalars common to every tensor (abi/tlrt_optim.h, DEFINITIONS), validated: step, lr,
+// the betas, eps and the step size; l2 and decay are left 0 (weight_decay_of).
+opt::AdamParams adam_scalars(uint64_t step, double lr, double beta1, double beta2, double eps) {
+  check_step(step);
+  scalar(lr, "lr", true);
+  check_beta(beta1, "beta1");
+  check_beta(beta2, "beta2");
+  opt::AdamParams a{};
+  a.b1 = to_f32(beta1);
+  a.b2 = to_f32(beta2);
+  a.omb1 = to_f32(1.0 - beta1);
+  a.omb2 = to_f32(1.0 - beta2);
+  a.eps = scalar(eps, "eps", true);
+  // PyTorch's bias corrections, in double (step beyond 2^53 rounds; beta^step is 0 there).
+  const double s = static_cast<double>(step);
+  const double bc1 = 1.0 - std::pow(beta1, s);
+  const double bc2 = 1.0 - std::pow(beta2, s);
+  a.neg_step_size = -derived(lr / bc1, "argument lr / (1 - argument beta1^argument step)");
+  a.bc2_sqrt = to_f32(std::sqrt(bc2));  // in [2^-26.5, 1]: always a normal float32
+  a.l2 = 0.0f;
+  a.decay = 0.0f;
+  return a;
+}
+
+// One weight decay (the argument `name`), validated: Adam's L2 factor or AdamW's decay.
+struct WeightDecay {
+  float l2, decay;
+};
+WeightDecay weight_decay_of(double weight_decay, const char *name, double lr, bool decoupled) {
+  const float wd = scalar(weight_decay, name, true);
+  if (!decoupled) return {wd, 0.0f};
+  char what[96];
+  std::snprintf(what, sizeof what, "argument lr * argument %s", name);
+  return {0.0f, derived(-(lr * weight_decay), what)};
 }
 
 }  // namespace
@@ -129,32 +169,85 @@ TLRT_API tlrt_status tlrt_adam_step(tlrt_buffer *param, const tlrt_buffer *grad,
     same_size(P, "param", G, "grad");
     same_size(P, "param", M, "m");
     same_size(P, "param", V, "v");
-    check_step(step);
-    scalar(lr, "lr", true);
-    check_beta(beta1, "beta1");
-    check_beta(beta2, "beta2");
-    opt::AdamParams a{};
-    a.b1 = to_f32(beta1);
-    a.b2 = to_f32(beta2);
-    a.omb1 = to_f32(1.0 - beta1);
-    a.omb2 = to_f32(1.0 - beta2);
-    a.eps = scalar(eps, "eps", true);
-    const float wd = scalar(weight_decay, "weight_decay", true);
-    // PyTorch's bias corrections, in double (step beyond 2^53 rounds; beta^step is 0 there).
-    const double s = static_cast<double>(step);
-    const double bc1 = 1.0 - std::pow(beta1, s);
-    const double bc2 = 1.0 - std::pow(beta2, s);
-    a.neg_step_size = -derived(lr / bc1, "argument lr / (1 - argument beta1^argument step)");
-    a.bc2_sqrt = to_f32(std::sqrt(bc2));  // in [2^-26.5, 1]: always a normal float32
-    if (decoupled) {
-      a.l2 = 0.0f;
-      a.decay = derived(-(lr * weight_decay), "argument lr * argument weight_decay");
-    } else {
-      a.l2 = wd;
-      a.decay = 0.0f;
-    }
+    opt::AdamParams a = adam_scalars(step, lr, beta1, beta2, eps);
+    const WeightDecay wd = weight_decay_of(weight_decay, "weight_decay", lr, decoupled);
+    a.l2 = wd.l2;
+    a.decay = wd.decay;
     if (P.size == 0) return;
     TLRT_DISPATCH(P.dev, adam_step, P.dev.ordinal, P.data, G.data, M.data, V.data, P.size, a);
+  });
+}
+
+TLRT_API tlrt_status tlrt_adam_step_multi(uint64_t count, tlrt_buffer *const *params,
+                                          const tlrt_buffer *const *grads, tlrt_buffer *const *m,
+                                          tlrt_buffer *const *v, const double *weight_decays,
+                                          uint64_t step, double lr, double beta1, double beta2,
+                                          double eps, bool decoupled) {
+  return guarded(__func__, [&] {
+    const tlrt_buffer *const *arrays[4] = {params, grads, m, v};
+    static const char *const kNames[4] = {"params", "grads", "m", "v"};
+    if (count > 0) {
+      for (int k = 0; k < 4; ++k)
+        if (arrays[k] == nullptr)
+          fail(TLRT_ERR_NULL_ARGUMENT, "argument %s is NULL, but argument count = %llu",
+               kNames[k], (ull)count);
+      if (weight_decays == nullptr)
+        fail(TLRT_ERR_NULL_ARGUMENT, "argument weight_decays is NULL, but argument count = %llu",
+             (ull)count);
+    }
+    // Host tables of 4 * count entries (a count beyond any host memory: out of host memory).
+    if (count > SIZE_MAX / 64) throw std::bad_alloc();
+    // Every handle: non-NULL, live, float32 (tensor by tensor, params first).
+    std::vector<const Buffer *> bufs(4 * count);
+    for (uint64_t t = 0; t < count; ++t)
+      for (int k = 0; k < 4; ++k) {
+        char name[48];
+        std::snprintf(name, sizeof name, "%s[%llu]", kNames[k], (ull)t);
+        if (arrays[k][t] == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument %s is NULL", name);
+        bufs[4 * t + k] = &input(arrays[k][t], name);
+      }
+    // Each handle once across the four arrays.
+    {
+      std::vector<std::pair<const tlrt_buffer *, uint64_t>> seen(4 * count);
+      for (uint64_t j = 0; j < 4 * count; ++j) seen[j] = {arrays[j % 4][j / 4], j};
+      std::sort(seen.begin(), seen.end());
+      for (uint64_t j = 1; j < seen.size(); ++j)
+        if (seen[j].first == seen[j - 1].first) {
+          const uint64_t a = seen[j - 1].second, b = seen[j].second;
+          fail(TLRT_ERR_INVALID_ARGUMENT,
+               "argument %s[%llu] and argument %s[%llu] are the same buffer (an in-place step "
+               "needs distinct buffers)",
+               kNames[a % 4], (ull)(a / 4), kNames[b % 4], (ull)(b / 4));
+        }
+    }
+    for (uint64_t j = 1; j < bufs.size(); ++j) {
+      const Buffer &B = *bufs[j];
+      if (B.dev.cuda != bufs[0]->dev.cuda || B.dev.ordinal != bufs[0]->dev.ordinal)
+        fail(TLRT_ERR_DEVICE_MISMATCH,
+             "argument %s[%llu] is on another device than argument params[0]", kNames[j % 4],
+             (ull)(j / 4));
+    }
+    for (uint64_t t = 0; t < count; ++t)
+      for (int k = 1; k < 4; ++k)
+        if (bufs[4 * t + k]->size != bufs[4 * t]->size)
+          fail(TLRT_ERR_SHAPE,
+               "argument %s[%llu] has %llu elements, argument params[%llu] has %llu", kNames[k],
+               (ull)t, (ull)bufs[4 * t + k]->size, (ull)t, (ull)bufs[4 * t]->size);
+    const opt::AdamParams a = adam_scalars(step, lr, beta1, beta2, eps);
+    std::vector<opt::AdamTensor> tensors;
+    tensors.reserve(count);
+    for (uint64_t t = 0; t < count; ++t) {
+      char name[48];
+      std::snprintf(name, sizeof name, "weight_decays[%llu]", (ull)t);
+      const WeightDecay wd = weight_decay_of(weight_decays[t], name, lr, decoupled);
+      const Buffer *const *b = &bufs[4 * t];
+      if (b[0]->size > 0)
+        tensors.push_back(opt::AdamTensor{b[0]->data, b[1]->data, b[2]->data, b[3]->data,
+                                          b[0]->size, wd.l2, wd.decay});
+    }
+    if (tensors.empty()) return;
+    const Dev dev = bufs[0]->dev;
+    TLRT_DISPATCH(dev, adam_step_multi, dev.ordinal, tensors.data(), tensors.size(), a);
   });
 }
 

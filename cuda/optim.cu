@@ -2,6 +2,8 @@
 // per-element definitions of core/numerics/optim_ops.hpp (abi/tlrt_optim.h) bit for bit (built
 // with -fmad=false; sqrt and division are __fsqrt_rn / __fdiv_rn, every fma explicit). One launch
 // per call on the library stream; no allocation, no synchronisation; the scalars come from core.
+// tlrt_adam_step_multi and tlrt_clip_grad_norm launch the kernels of cuda/kernels/optim.cuh and
+// cuda/kernels/clip.cuh (whose comments give their strategy and bytes) over an uploaded table.
 // Strategy: the chunked streaming loop of cuda/common/chunked.cuh (256 threads, kIlp = 2 float4
 // vectors per stream per thread: Adam has 8 loads in flight), one block per chunk, a scalar tail
 // for n % 4. Payloads are 256-byte aligned pool blocks (checked). The flags (momentum, first
@@ -19,6 +21,7 @@
 #include "cuda/common/chunked.cuh"
 #include "cuda/common/launch.cuh"
 #include "cuda/kernels/clip.cuh"
+#include "cuda/kernels/optim.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -33,9 +36,7 @@ __device__ __forceinline__ uint64_t tail_index(uint64_t n) {
   return n / 4 * 4 + (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 }
 
-__device__ __forceinline__ float &lane(float4 &v, int j) {
-  return j == 0 ? v.x : (j == 1 ? v.y : (j == 2 ? v.z : v.w));
-}
+using adam_kernels::lane;
 
 template <bool MOMENTUM, bool FIRST>
 __global__ void __launch_bounds__(kThreads)
@@ -93,10 +94,7 @@ __global__ void __launch_bounds__(kThreads)
         vv[k] = v4[i];
       },
       [&](int k, uint64_t i) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          lane(vp[k], j) =
-              opt::adam(lane(vp[k], j), lane(vg[k], j), &lane(vm[k], j), &lane(vv[k], j), a);
+        adam_kernels::adam4(vp[k], vg[k], vm[k], vv[k], a);
         p4[i] = vp[k];
         m4[i] = vm[k];
         v4[i] = vv[k];
@@ -141,6 +139,28 @@ void clip_grad_norm(int dev, float *const *ptrs, const uint64_t *sizes, uint64_t
   clip_kernels::clip_scale_kernel<<<blocks(nchunks, 1), kThreads, 0, st>>>(dtab.as<clip_kernels::Entry>(), count,
                                                              nchunks, coef.get());
   check_launch("clip_scale_kernel");
+}
+
+// tlrt_adam_step_multi: the table of cuda/kernels/optim.cuh goes up through pinned staging (no
+// host wait), then one adam_multi_kernel over the chunks of every tensor.
+void adam_step_multi(int dev, const opt::AdamTensor *t, uint64_t count, const opt::AdamParams &a) {
+  cudaStream_t st = stream(dev);
+  std::vector<adam_kernels::Entry> tab(count);
+  uint64_t nchunks = 0;
+  for (uint64_t k = 0; k < count; ++k) {
+    check_aligned(t[k].p);
+    check_aligned(t[k].g);
+    check_aligned(t[k].m);
+    check_aligned(t[k].v);
+    tab[k] = adam_kernels::Entry{t[k].p, t[k].g, t[k].m, t[k].v, t[k].n, nchunks, t[k].l2,
+                                 t[k].decay};
+    nchunks += (t[k].n + adam_kernels::kChunk - 1) / adam_kernels::kChunk;
+  }
+  Scratch dtab(dev, count * sizeof(adam_kernels::Entry));
+  upload_async(dev, dtab.as<void>(), tab.data(), count * sizeof(adam_kernels::Entry));
+  adam_kernels::adam_multi_kernel<<<blocks(nchunks, 1), adam_kernels::kThreads, 0, st>>>(
+      dtab.as<adam_kernels::Entry>(), count, nchunks, a);
+  check_launch("adam_multi_kernel");
 }
 
 void sgd_step(int dev, float *p, const float *g, float *buf, uint64_t n, const opt::SgdParams &s) {

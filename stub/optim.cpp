@@ -47,6 +47,16 @@ void adam_step(int, float *p, const float *g, float *m, float *v, uint64_t n,
   adam_loop(p, g, m, v, n, a);
 }
 
+// Tensor by tensor, each adam_step's loop with its own weight decay.
+void adam_step_multi(int, const opt::AdamTensor *t, uint64_t count, const opt::AdamParams &a) {
+  for (uint64_t k = 0; k < count; ++k) {
+    opt::AdamParams ak = a;
+    ak.l2 = t[k].l2;
+    ak.decay = t[k].decay;
+    adam_loop(t[k].p, t[k].g, t[k].m, t[k].v, t[k].n, ak);
+  }
+}
+
 namespace {
 
 // clip::'s tree over one sequence of at most kChunk double values given by f(e).

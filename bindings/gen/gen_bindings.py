@@ -58,8 +58,10 @@ HAND_WRITTEN_HEADERS = {"tlrt_runtime.h", "tlrt_buffer.h", "tlrt_stream.h", "tlr
 HAND_WRITTEN = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32", "tlrt_tape_new",
                 "tlrt_tape_free", "tlrt_tape_shape"}
 # Functions only the safe Rust crate wraps by hand (lib.rs: a Vec of the dims; a slice of buffers);
-# the other layers generate them: the output-shape queries, tlrt_clip_grad_norm.
-RUST_HAND_WRITTEN = set(A.DIMS_CAPACITY) | {"tlrt_clip_grad_norm"}  # lib.rs: a slice of buffers
+# the other layers generate them: the output-shape queries, tlrt_clip_grad_norm,
+# tlrt_adam_step_multi.
+RUST_HAND_WRITTEN = set(A.DIMS_CAPACITY) | {"tlrt_clip_grad_norm",  # lib.rs: slices of buffers
+                                            "tlrt_adam_step_multi"}
 
 
 def input_structs(fns):
@@ -1042,6 +1044,14 @@ def gen_lean_wrapper(fn, world, abi):
                 decl.append(f"size_t want_{n} = 0;")
                 conv.insert(0, f"if (tlrt_lean_mul_sizes(l_{a}, l_{b}, &want_{n}) != 0 || lean_sarray_size(l_{n}) != want_{n}) "
                             + err(f'tlrt_lean_shim_error(TLRT_ERR_SHAPE, "{fn.name}", "{n}", lean_sarray_size(l_{n}), want_{n})'))
+            elif p.length[0] == "param":  # one value per entry of the array a count counts
+                cp = fn.param(p.length[1])
+                want = (f"lean_array_size(l_{cp.of})" if cp.kind == "count"
+                        else f"(size_t)l_{cp.name}")
+                have = (f"lean_array_size(l_{n})" if p.elem in _LEAN_INT_DATA
+                        else f"lean_sarray_size(l_{n})")
+                conv.insert(0, f"if ({have} != {want}) "
+                            + err(f'tlrt_lean_shim_error(TLRT_ERR_SHAPE, "{fn.name}", "{n}", {have}, {want})'))
         elif p.kind == "data_out":
             decl.append(f"lean_object *o_{n} = NULL;")
             decl.append(f"size_t n_{n} = 0;")
@@ -1496,6 +1506,10 @@ def gen_julia_fn(fn):
             et = _JL_DATA[p.elem]
             args.append(f"{n}::AbstractVector")
             pre.append(f"c_{n} = Vector{{{et}}}({n})")
+            if p.length[0] == "param":  # one value per entry of the array a count counts
+                cp = fn.param(p.length[1])
+                want = f"length({cp.of})" if cp.kind == "count" else cp.name
+                pre.append(f"checklen(\"{fn.name}\", \"{n}\", length(c_{n}), {want})")
             call.append(f"c_{n}")
             preserve.append(f"c_{n}")
         elif p.kind == "data_out":

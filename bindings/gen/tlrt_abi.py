@@ -268,6 +268,9 @@ UNCOUNTED = {
     # tlrt_safetensors_save: one buffer, shape and rank per name, one value per metadata key
     **{("tlrt_safetensors_save", arr): ("param", "count") for arr in ("buffers", "dims", "ranks")},
     ("tlrt_safetensors_save", "meta_values"): ("param", "meta_count"),
+    # tlrt_adam_step_multi: a gradient, two moments and a weight decay per parameter
+    **{("tlrt_adam_step_multi", arr): ("param", "count")
+       for arr in ("grads", "m", "v", "weight_decays")},
     **{("tlrt_tape_conv", arr): ("node_spatial", "x") for arr in ("stride", "padding", "dilation")},
     # N-D convolution and pooling: the per-axis geometry arrays have `rank` entries (the count of
     # in_spatial).
@@ -304,6 +307,7 @@ DIMS_CAPACITY = {"tlrt_conv_output_dims": "TLRT_CONV_MAX_DIMS",
 # checks that they are as long as the first.
 COUNT_BEFORE = {("tlrt_safetensors_save", "count"): "names",
                 ("tlrt_clip_grad_norm", "count"): "grads",
+                ("tlrt_adam_step_multi", "count"): "params",
                 ("tlrt_safetensors_save", "meta_count"): "meta_keys"}
 # Shapes (dims_arr): (function, dims parameter) -> the uint32_t ranks array holding each inner
 # array's length (a binding passes NULL for an empty inner array: the C shorthand of a 1-D or

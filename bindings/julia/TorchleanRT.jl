@@ -363,6 +363,7 @@ tlrt_tape_cross_entropy_ibuf(tape, logits, labels, out) = @ccall libtorchlean_rt
 tlrt_tape_cross_entropy_ignore(tape, logits, labels, ignore_index, out) = @ccall libtorchlean_rt.tlrt_tape_cross_entropy_ignore(tape::Ptr{tlrt_tape}, logits::UInt64, labels::Ptr{tlrt_buffer}, ignore_index::Cint, out::Ptr{UInt64})::Cint
 tlrt_sgd_step(param, grad, momentum_buf, step, lr, momentum, dampening, weight_decay, nesterov) = @ccall libtorchlean_rt.tlrt_sgd_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, momentum_buf::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, momentum::Cdouble, dampening::Cdouble, weight_decay::Cdouble, nesterov::Bool)::Cint
 tlrt_adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled) = @ccall libtorchlean_rt.tlrt_adam_step(param::Ptr{tlrt_buffer}, grad::Ptr{tlrt_buffer}, m::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, step::UInt64, lr::Cdouble, beta1::Cdouble, beta2::Cdouble, eps::Cdouble, weight_decay::Cdouble, decoupled::Bool)::Cint
+tlrt_adam_step_multi(count, params, grads, m, v, weight_decays, step, lr, beta1, beta2, eps, decoupled) = @ccall libtorchlean_rt.tlrt_adam_step_multi(count::UInt64, params::Ptr{Ptr{tlrt_buffer}}, grads::Ptr{Ptr{tlrt_buffer}}, m::Ptr{Ptr{tlrt_buffer}}, v::Ptr{Ptr{tlrt_buffer}}, weight_decays::Ptr{Cdouble}, step::UInt64, lr::Cdouble, beta1::Cdouble, beta2::Cdouble, eps::Cdouble, decoupled::Bool)::Cint
 tlrt_clip_grad_norm(count, grads, max_norm, total_norm) = @ccall libtorchlean_rt.tlrt_clip_grad_norm(count::UInt64, grads::Ptr{Ptr{tlrt_buffer}}, max_norm::Cdouble, total_norm::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_rfft1d_packed(x, batch, n, out) = @ccall libtorchlean_rt.tlrt_rfft1d_packed(x::Ptr{tlrt_buffer}, batch::UInt64, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_irfft1d_packed(spec, batch, n, out) = @ccall libtorchlean_rt.tlrt_irfft1d_packed(spec::Ptr{tlrt_buffer}, batch::UInt64, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -5084,6 +5085,60 @@ TLRT_ERR_DEVICE_LOST. On failure nothing is modified.
 """
 function adam_step(param::Buffer, grad::Buffer, m::Buffer, v::Buffer, step::Integer, lr::Real, beta1::Real, beta2::Real, eps::Real, weight_decay::Real, decoupled::Bool)
     GC.@preserve param grad m v check(C.tlrt_adam_step(param.ptr, grad.ptr, m.ptr, v.ptr, UInt64(step), Float64(lr), Float64(beta1), Float64(beta2), Float64(eps), Float64(weight_decay), Bool(decoupled)), "tlrt_adam_step")
+    nothing
+end
+
+"""
+    adam_step_multi(params, grads, m, v, weight_decays, step, lr, beta1, beta2, eps, decoupled)
+
+`tlrt_status tlrt_adam_step_multi(uint64_t count, tlrt_buffer * const * params, const tlrt_buffer * const * grads, tlrt_buffer * const * m, tlrt_buffer * const * v, const double * weight_decays, uint64_t step, double lr, double beta1, double beta2, double eps, bool decoupled)`
+
+tlrt_adam_step for a whole model in one call: for t = 0 .. count - 1, in any order,
+  tlrt_adam_step(params[t], grads[t], m[t], v[t], step, lr, beta1, beta2, eps,
+                 weight_decays[t], decoupled)
+with the DEFINITIONS above, so the results are BIT FOR BIT those of the count single calls, on
+both backends (the scalars are computed once, by the same host code, and every element runs
+the same per-element function). PyTorch's fused / foreach Adam and AdamW over a parameter list
+(torch.optim.AdamW(params, fused=True)), with one weight decay per tensor as parameter groups
+give it.
+params, grads, m, v: count handles each (the count first, as tlrt_clip_grad_norm takes it) of
+float32 buffers, all on one device; params[t], grads[t], m[t] and v[t] have the same size n_t
+(sizes may differ between tensors; an empty tensor is validated and left alone). Every handle
+appears once across the four arrays (a buffer passed as params[0] and again as m[3], or twice
+in grads, is TLRT_ERR_INVALID_ARGUMENT). grads are only read.
+weight_decays: count host doubles, tensor t's weight_decay, each under tlrt_adam_step's rule
+(the host-scalar rule and >= 0; for AdamW, lr * weight_decays[t] finite in float32).
+step, lr, beta1, beta2, eps, decoupled: as in tlrt_adam_step (one value for every tensor).
+count == 0: the arrays may be NULL; the scalars are validated and nothing else happens.
+CUDA: one launch whatever the count: the tensors are cut into chunks of 16384 elements, one
+block per chunk, its tensor found by a binary search of a table of (pointers, size, first chunk,
+weight decay), 56 bytes per tensor, uploaded through pinned staging (no host wait) into scratch
+from the stream-ordered pool; per element the bytes of tlrt_adam_step (28). CPU: the tensors in
+order, each tlrt_adam_step's loop.
+Errors: TLRT_ERR_NULL_ARGUMENT (params, grads, m, v or weight_decays NULL while count > 0; an
+entry of the arrays NULL); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (an entry
+not float32); TLRT_ERR_DEVICE_MISMATCH (entries on different devices); TLRT_ERR_SHAPE (grads[t],
+m[t] or v[t] not the size of params[t]); TLRT_ERR_INVALID_ARGUMENT (a handle twice across the
+four arrays; a scalar or weight_decays[t] outside its domain; step == 0);
+TLRT_ERR_OUT_OF_MEMORY (host memory, or the CUDA table's scratch); TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure nothing is modified.
+NUMERIC CLASS: exact, as tlrt_adam_step.
+"""
+function adam_step_multi(params::AbstractVector{Buffer}, grads::AbstractVector{Buffer}, m::AbstractVector{Buffer}, v::AbstractVector{Buffer}, weight_decays::AbstractVector, step::Integer, lr::Real, beta1::Real, beta2::Real, eps::Real, decoupled::Bool)
+    h_params = Buffer[params...]
+    c_params = Ptr{C.tlrt_buffer}[x.ptr for x in h_params]
+    checklen("tlrt_adam_step_multi", "grads", length(grads), length(params))
+    h_grads = Buffer[grads...]
+    c_grads = Ptr{C.tlrt_buffer}[x.ptr for x in h_grads]
+    checklen("tlrt_adam_step_multi", "m", length(m), length(params))
+    h_m = Buffer[m...]
+    c_m = Ptr{C.tlrt_buffer}[x.ptr for x in h_m]
+    checklen("tlrt_adam_step_multi", "v", length(v), length(params))
+    h_v = Buffer[v...]
+    c_v = Ptr{C.tlrt_buffer}[x.ptr for x in h_v]
+    c_weight_decays = Vector{Float64}(weight_decays)
+    checklen("tlrt_adam_step_multi", "weight_decays", length(c_weight_decays), length(params))
+    GC.@preserve h_params c_params h_grads c_grads h_m c_m h_v c_v c_weight_decays check(C.tlrt_adam_step_multi(UInt64(length(c_params)), c_params, c_grads, c_m, c_v, c_weight_decays, UInt64(step), Float64(lr), Float64(beta1), Float64(beta2), Float64(eps), Bool(decoupled)), "tlrt_adam_step_multi")
     nothing
 end
 

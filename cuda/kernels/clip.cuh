@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/numerics/select_ops.hpp"
+#include "cuda/kernels/chunk_table.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -28,26 +29,13 @@ struct Entry {
   uint64_t chunk0;  // index of the buffer's first chunk among all chunks
 };
 
-// The last entry with chunk0 <= c (count >= 1, chunk0 increasing).
-__device__ __forceinline__ uint64_t find(const Entry *tab, uint64_t count, uint64_t c) {
-  uint64_t lo = 0, hi = count - 1;
-  while (lo < hi) {
-    const uint64_t mid = (lo + hi + 1) / 2;
-    if (tab[mid].chunk0 <= c)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
 __global__ void __launch_bounds__(kThreads)
     clip_sums_kernel(const Entry *__restrict tab, uint64_t count, uint64_t nchunks,
                      double *__restrict part) {
   const unsigned w = threadIdx.x & 31u;
   for (uint64_t c = (uint64_t)blockIdx.x * (kThreads / 32) + threadIdx.x / 32; c < nchunks;
        c += (uint64_t)gridDim.x * (kThreads / 32)) {
-    const Entry e = tab[find(tab, count, c)];
+    const Entry e = tab[chunk_table::find(tab, count, c)];
     const uint64_t e0 = (c - e.chunk0) * clip::kChunk;
     const uint64_t len = e.n - e0 < clip::kChunk ? e.n - e0 : clip::kChunk;
     const float *x = e.p + e0;
@@ -105,7 +93,7 @@ __global__ void __launch_bounds__(kThreads)
   const float f = *coef;
   if (f == 1.0f) return;
   for (uint64_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
-    const Entry e = tab[find(tab, count, c)];
+    const Entry e = tab[chunk_table::find(tab, count, c)];
     const uint64_t e0 = (c - e.chunk0) * clip::kChunk;
     const uint64_t len = e.n - e0 < clip::kChunk ? e.n - e0 : clip::kChunk;
     float *x = e.p + e0;

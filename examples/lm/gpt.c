@@ -11,9 +11,9 @@
  * int32 index buffers), L pre-LayerNorm blocks of causal multi-head attention
  * (tlrt_tape_multi_head_attention) and a tanh-GELU MLP (tlrt_tape_linear_gelu) with residual
  * connections and dropout (tlrt_tape_dropout), a final LayerNorm and an LM head tied to the
- * token embedding; the loss tlrt_tape_cross_entropy_ibuf of int32 labels; AdamW (the fused tlrt_adam_step, betas 0.9 /
- * 0.95, weight decay on matrices only), a cosine schedule with linear warm-up, clipping by global
- * norm. The same parameter names and shapes, the same random keys (initialisation, dropout, batch
+ * token embedding; the loss tlrt_tape_cross_entropy_ibuf of int32 labels; AdamW (the fused
+ * tlrt_adam_step_multi, betas 0.9 / 0.95, weight decay on matrices only), a cosine schedule with
+ * linear warm-up, clipping by global norm. The same parameter names and shapes, the same random keys (initialisation, dropout, batch
  * windows, sampling), so gpt.c and gpt.py print the same losses on the CPU.
  *
  * Text: --data FILE_OR_FOLDER (default /usr/share/doc/python3.11/html/_sources, Debian's
@@ -513,7 +513,7 @@ static double lr_at(uint64_t step, const Config *cfg) {
 }
 
 /* One step (lm.py's train_step): forward, cross-entropy, backward, the gradients, clipping by
- * global norm (clip > 0), AdamW per parameter. *loss_out = the loss (read from the device).
+ * global norm (clip > 0), AdamW on every parameter (one tlrt_adam_step_multi call). *loss_out = the loss (read from the device).
  * The logits are released once the loss is recorded (no rule reads them), and the backward
  * frees each rule's saved values as soon as it has run (TLRT_TAPE_BACKWARD_FREE). */
 static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
@@ -522,8 +522,10 @@ static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
   tlrt_status st = TLRT_OK;
   uint64_t logits, loss, i;
   tlrt_buffer **G = (tlrt_buffer **)calloc(m->np, sizeof *G);
+  tlrt_buffer **W = (tlrt_buffer **)calloc(3 * m->np, sizeof *W); /* then M, then V */
+  double *wd = (double *)calloc(m->np, sizeof *wd);
   tlrt_buffer *lossb = NULL, *total = NULL;
-  if (!G) FAIL("out of host memory");
+  if (!G || !W || !wd) FAIL("out of host memory");
   TRY(forward(m, t, tokens, m->pos, m->cfg.batch, m->cfg.ctx, 1, run->dropout,
               (run->seed + step) << 40, &logits));
   TRY(tlrt_tape_cross_entropy_ibuf(t, logits, labels, &loss));
@@ -535,16 +537,21 @@ static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
   if (run->clip > 0.0) { /* by the global norm on the device, in place (no host read) */
     TRY(tlrt_clip_grad_norm(m->np, G, run->clip, &total));
   }
-  for (i = 0; i < m->np; ++i) {
-    Param *p = &m->p[i];
-    TRY(tlrt_adam_step(p->w, G[i], p->m, p->v, step + 1, lr, 0.9, 0.95, 1e-8,
-                       p->decay ? run->weight_decay : 0.0, true));
+  for (i = 0; i < m->np; ++i) { /* AdamW on every parameter in one call */
+    W[i] = m->p[i].w;
+    W[m->np + i] = m->p[i].m;
+    W[2 * m->np + i] = m->p[i].v;
+    wd[i] = m->p[i].decay ? run->weight_decay : 0.0;
   }
+  TRY(tlrt_adam_step_multi(m->np, W, (const tlrt_buffer *const *)G, W + m->np, W + 2 * m->np, wd,
+                           step + 1, lr, 0.9, 0.95, 1e-8, true));
   TRY(tlrt_buffer_to_f32(lossb, loss_out, 1));
 done:
   if (G)
     for (i = 0; i < m->np; ++i) tlrt_buffer_free(G[i]);
   free(G);
+  free(W);
+  free(wd);
   tlrt_buffer_free(lossb);
   tlrt_buffer_free(total);
   if (st != TLRT_OK) tlrt_tape_reset(t);

@@ -5,11 +5,11 @@ The model: byte-level tokens (vocabulary 256), learned token and position embedd
 pre-LayerNorm blocks of causal multi-head attention (tlrt_tape_multi_head_attention: fused
 flash attention) and a tanh-GELU MLP (tlrt_tape_linear_gelu: bias and GELU fused with the
 product) with residual connections and dropout (tlrt_tape_dropout), a final LayerNorm and an LM
-head tied to the token embedding. Trained with AdamW (the fused tlrt_adam_step, weight decay on
-matrices only), a cosine learning-rate schedule with linear warm-up and gradient clipping by global
-norm. Token and label batches are int32 index buffers on the device (tlrt_tape_gather_rows_ibuf,
-tlrt_tape_cross_entropy_ibuf). The text and the training loop are examples/lm/lm.py's (the Python
-3.11 documentation from Debian's python3.11-doc).
+head tied to the token embedding. Trained with AdamW (the fused tlrt_adam_step_multi, weight decay
+on matrices only), a cosine learning-rate schedule with linear warm-up and gradient clipping by
+global norm. Token and label batches are int32 index buffers on the device
+(tlrt_tape_gather_rows_ibuf, tlrt_tape_cross_entropy_ibuf). The text and the training loop are
+examples/lm/lm.py's (the Python 3.11 documentation from Debian's python3.11-doc).
 
     python3 examples/lm/gpt.py --quick           # CPU, about 20 s: what CI runs
     python3 examples/lm/gpt.py --cuda            # the small configuration on the first GPU

@@ -6,7 +6,7 @@
     device: tokens and next-byte labels);
   - LanguageModel: parameters (Buffers, with their shapes and whether AdamW decays them), their
     Adam moments, and train_step (forward, cross-entropy, backward, clipping, the fused
-    tlrt_adam_step per parameter); a model class adds init_params and forward;
+    tlrt_adam_step_multi over every parameter); a model class adds init_params and forward;
   - lr_at (linear warm-up, cosine decay), evaluate, sample, and main,
     the command line both examples run with;
   - checkpoints (safetensors: rt.save_safetensors / rt.SafeTensors): --save PATH writes every
@@ -198,11 +198,13 @@ class LanguageModel:
         tape.reset()
         if clip is not None:
             rt.clip_grad_norm(grads, clip)  # on the device, in place, no host read
-        for k, g in zip(names, grads):
-            buf, _, decay = self.params[k]
-            m, v = self.moments[k]
-            rt.adam_step(buf, g, m, v, step + 1, lr, 0.9, 0.95, 1e-8,
-                         weight_decay if decay else 0.0, True)
+        # AdamW on every parameter in one call (one launch on CUDA), bit for bit adam_step's.
+        rt.adam_step_multi([self.params[k][0] for k in names], grads,
+                           [self.moments[k][0] for k in names],
+                           [self.moments[k][1] for k in names], step + 1, lr, 0.9, 0.95, 1e-8,
+                           weight_decay, True,
+                           weight_decays=[weight_decay if self.params[k][2] else 0.0
+                                          for k in names])
         return value
 
 

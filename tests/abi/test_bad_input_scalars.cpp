@@ -313,6 +313,31 @@ std::vector<Arg> entry_points(const Bufs &b) {
                  },
                  same});
   }
+  // The multi-tensor Adam step over the same four buffers (one tensor), the weight decay in its
+  // array.
+  for (bool decoupled : {false, true}) {
+    auto multi = [=](uint64_t step, double lr, double b1, double b2, double eps, double wd) {
+      tlrt_buffer *const P[1] = {p}, *const M[1] = {s1}, *const V[1] = {s2};
+      const tlrt_buffer *const G[1] = {gr};
+      const double wds[1] = {wd};
+      return tlrt_adam_step_multi(1, P, G, M, V, wds, step, lr, b1, b2, eps, decoupled);
+    };
+    v.push_back({"tlrt_adam_step_multi", "lr", Inf::None, 0, nonneg,
+                 [=](double lr, tlrt_buffer **) { return multi(1, lr, 0.0, 0.999, 1e-8, 0.0); },
+                 same});
+    v.push_back({"tlrt_adam_step_multi", "beta1", Inf::None, 0, {0.0, 0.5, 0.999, 1e-50},
+                 [=](double be, tlrt_buffer **) { return multi(3, 1e-3, be, 0.999, 1e-8, 0.0); },
+                 same});
+    v.push_back({"tlrt_adam_step_multi", "beta2", Inf::None, 0, {0.0, 0.5, 0.999, 1e-50},
+                 [=](double be, tlrt_buffer **) { return multi(3, 1e-3, 0.9, be, 1e-8, 0.0); },
+                 same});
+    v.push_back({"tlrt_adam_step_multi", "eps", Inf::None, 0, nonneg,
+                 [=](double e, tlrt_buffer **) { return multi(1, 1e-3, 0.9, 0.999, e, 0.0); },
+                 same});
+    v.push_back({"tlrt_adam_step_multi", "weight_decays[0]", Inf::None, 0, nonneg,
+                 [=](double wd, tlrt_buffer **) { return multi(1, 1e-3, 0.9, 0.999, 1e-8, wd); },
+                 same});
+  }
   // Gradient clipping (in place): its own buffer, so that accepted calls scale nothing else.
   tlrt_buffer *cg = b.z4.get();
   v.push_back({"tlrt_clip_grad_norm", "max_norm", Inf::None, 1, nonneg,

@@ -402,6 +402,57 @@ def test_clip_grad_norm():
     assert err.status == t.TLRT_ERR_INVALID_ARGUMENT
 
 
+def test_adam_step_multi():
+    """adam_step_multi: adam_step on every tensor in one call, bit for bit; per-tensor decays."""
+    import struct
+    sizes = [3, 0, 1, 17, 5]
+
+    def rows(seed, lo=-1.0, hi=1.0):
+        r = random.Random(seed)
+        return [[r.uniform(lo, hi) for _ in range(n)] for n in sizes]
+
+    def bits(buf):
+        return struct.pack(f"<{buf.size}f", *buf.to_list())
+
+    start = [rows(1), rows(2), rows(3), rows(4, 0.0, 1.0)]
+    wds = [0.0, 0.1, 0.25, 0.0, 0.05]
+    for decoupled in (False, True):
+        multi = [[t.Buffer.from_list(x) for x in arr] for arr in start]
+        single = [[t.Buffer.from_list(x) for x in arr] for arr in start]
+        for step in (1, 2, 3):
+            t.adam_step_multi(multi[0], multi[1], multi[2], multi[3], step, 1e-2, 0.9, 0.95, 1e-8,
+                              0.5, decoupled, weight_decays=wds)
+            for i in range(len(sizes)):
+                t.adam_step(single[0][i], single[1][i], single[2][i], single[3][i], step, 1e-2,
+                            0.9, 0.95, 1e-8, wds[i], decoupled)
+            for k in range(4):
+                assert [bits(b) for b in multi[k]] == [bits(b) for b in single[k]], (k, step)
+        assert [bits(b) for b in multi[1]] == [bits(t.Buffer.from_list(x)) for x in start[1]]
+        assert any(bits(b) != bits(t.Buffer.from_list(x)) for b, x in zip(multi[0], start[0]))
+    # weight_decay for every tensor when weight_decays is None; Tensors as well as Buffers.
+    p, g = [t.tensor([1.0, -3.0]), t.tensor([4.0])], [t.tensor([2.0, -0.25]), t.tensor([-8.0])]
+    m, v = [t.zeros((2,)), t.zeros((1,))], [t.zeros((2,)), t.zeros((1,))]
+    t.adam_step_multi(p, g, m, v, 1, 0.5, 0.0, 0.0, 0.0, 0.5, True)
+    assert p[0].tolist() == [0.25, -1.75] and p[1].tolist() == [3.5]  # 4 * 0.75 - 0.5 * -1
+    assert m[0].tolist() == [2.0, -0.25] and v[1].tolist() == [64.0]
+    t.adam_step_multi([], [], [], [], 1, 1e-3, 0.9, 0.999, 1e-8, 0.0, False)  # nothing to do
+    err = raises(t.TlrtError, t.adam_step_multi, [p[0], p[1]], [g[0], p[0]], m, v, 2, 1e-3, 0.9,
+                 0.999, 1e-8, 0.0, True)
+    assert err.status == t.TLRT_ERR_INVALID_ARGUMENT  # a parameter passed again as a gradient
+    err = raises(t.TlrtError, t.adam_step_multi, p, g, m, v, 0, 1e-3, 0.9, 0.999, 1e-8, 0.0, True)
+    assert err.status == t.TLRT_ERR_INVALID_ARGUMENT  # step 0
+    err = raises(t.TlrtError, t.adam_step_multi, p, g, m, v, 2, 1e-3, 0.9, 0.999, 1e-8, 0.0, True,
+                 weight_decays=[0.0, -1.0])
+    assert err.status == t.TLRT_ERR_INVALID_ARGUMENT and "weight_decays[1]" in err.message
+    err = raises(t.TlrtError, t.adam_step_multi, p, g, [m[1], m[0]], v, 2, 1e-3, 0.9, 0.999,
+                 1e-8, 0.0, True)
+    assert err.status == t.TLRT_ERR_SHAPE
+    assert p[0].tolist() == [0.25, -1.75]  # the failing calls modified nothing
+    raises(ValueError, t.adam_step_multi, p, g[:1], m, v, 2, 1e-3, 0.9, 0.999, 1e-8, 0.0, True)
+    raises(ValueError, t.adam_step_multi, p, g, m, v, 2, 1e-3, 0.9, 0.999, 1e-8, 0.0, True,
+           weight_decays=[0.1])
+
+
 def test_cuda_when_available():
     if not t.cuda_available():
         if pytest is not None:

@@ -4,7 +4,11 @@
 // corrections are 1), then param and every state buffer compared BIT FOR BIT, and the CUDA run
 // repeated with the determinism switch flipped (nothing may change). Sizes cross the float4 /
 // tail boundaries of the CUDA kernel (n % 4 = 0..3) and its chunking; inputs include random bit
-// patterns (NaN, inf, subnormals) and the edge vector. Skipped (77) without a CUDA device.
+// patterns (NaN, inf, subnormals) and the edge vector. tlrt_adam_step_multi: tables of tensors
+// (sizes across the multi kernel's 16384-element chunks, empty and one-element tensors, 400 small
+// tensors), per-tensor weight decays, CPU against CUDA bit for bit, and on CUDA the multi call
+// against tlrt_adam_step tensor by tensor bit for bit. Skipped (77) without a CUDA device.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -91,6 +95,88 @@ void run_adam(const AdamCfg &c, Dist d, uint64_t n, uint64_t salt) {
   });
 }
 
+// tlrt_adam_step_multi over a table of tensors (sizes crossing the tails, the kernel's 16384-element
+// chunks, empty and one-element tensors; per-tensor weight decays, 0 included), four steps on each
+// device, every p, m, v compared bit for bit between CPU and CUDA; on CUDA the same steps taken
+// tensor by tensor with tlrt_adam_step must give the same bits as the multi call.
+void run_adam_multi(const AdamCfg &c, Dist d, const std::vector<uint64_t> &sizes, uint64_t salt) {
+  struct T {
+    std::vector<float> p, m, v;
+    std::vector<std::vector<float>> g;
+    double wd;
+  };
+  std::vector<T> ts;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    const uint64_t n = sizes[t];
+    T x{th::make(d, n, salt + 10 * t), th::make(d, n, salt + 10 * t + 1),
+        th::make(Dist::Positive, n, salt + 10 * t + 2), {}, t % 3 == 0 ? 0.0 : 0.01 * (double)t};
+    for (size_t k = 0; k < 4; ++k) x.g.push_back(th::make(d, n, salt + 10 * t + 3 + k));
+    ts.push_back(std::move(x));
+  }
+  uint64_t total = 0;
+  for (uint64_t n : sizes) total += n;
+  char what[200];
+  std::snprintf(what, sizeof what,
+                "%s multi(lr %g, b1 %g, b2 %g, eps %g) %s %zu tensors, %llu elements",
+                c.decoupled ? "adamw" : "adam", c.lr, c.beta1, c.beta2, c.eps, th::dist_name(d),
+                sizes.size(), (unsigned long long)total);
+  // single: tensor by tensor with tlrt_adam_step instead of one tlrt_adam_step_multi call.
+  auto steps = [&](tlrt_device dev, std::vector<Buf> &outs, bool single) {
+    std::vector<Buf> P, M, V;
+    for (const T &x : ts) {
+      P.emplace_back(up(x.p, dev));
+      M.emplace_back(up(x.m, dev));
+      V.emplace_back(up(x.v, dev));
+      if (!P.back().get() || !M.back().get() || !V.back().get()) return TLRT_ERR_OUT_OF_MEMORY;
+    }
+    std::vector<double> wds;
+    for (const T &x : ts) wds.push_back(x.wd);
+    for (size_t k = 0; k < 4; ++k) {
+      std::vector<Buf> G;
+      std::vector<tlrt_buffer *> pp, mp, vp;
+      std::vector<const tlrt_buffer *> gp;
+      for (size_t t = 0; t < ts.size(); ++t) {
+        G.emplace_back(up(ts[t].g[k], dev));
+        if (!G.back().get()) return TLRT_ERR_OUT_OF_MEMORY;
+        pp.push_back(P[t].get());
+        mp.push_back(M[t].get());
+        vp.push_back(V[t].get());
+        gp.push_back(G[t].get());
+      }
+      tlrt_status s = TLRT_OK;
+      if (single) {
+        for (size_t t = 0; t < ts.size() && s == TLRT_OK; ++t)
+          s = tlrt_adam_step(pp[t], gp[t], mp[t], vp[t], kSteps[k], c.lr, c.beta1, c.beta2, c.eps,
+                             wds[t], c.decoupled);
+      } else {
+        s = tlrt_adam_step_multi(ts.size(), pp.data(), gp.data(), mp.data(), vp.data(), wds.data(),
+                                 kSteps[k], c.lr, c.beta1, c.beta2, c.eps, c.decoupled);
+      }
+      if (s != TLRT_OK) return s;
+    }
+    for (size_t t = 0; t < ts.size(); ++t) {
+      outs.push_back(std::move(P[t]));
+      outs.push_back(std::move(M[t]));
+      outs.push_back(std::move(V[t]));
+    }
+    return TLRT_OK;
+  };
+  parity::run_multi(what, [&](tlrt_device dev, std::vector<Buf> &outs) {
+    return steps(dev, outs, false);
+  });
+  // On CUDA: multi against single.
+  std::vector<Buf> multi, single;
+  const tlrt_status sm = steps(parity::kGpu, multi, false);
+  const tlrt_status ss = steps(parity::kGpu, single, true);
+  TH_CHECK_MSG(sm == TLRT_OK && ss == TLRT_OK, "%s (cuda multi / single) failed: %s", what,
+               tlrt_last_error());
+  if (sm != TLRT_OK || ss != TLRT_OK || multi.size() != single.size()) return;
+  for (size_t k = 0; k < multi.size(); ++k)
+    parity::compare(std::string(what) + " cuda single vs multi [output " + std::to_string(k) +
+                        "]",
+                    th::download(single[k].get()), th::download(multi[k].get()));
+}
+
 }  // namespace
 
 int main() {
@@ -104,6 +190,26 @@ int main() {
       for (const SgdCfg &c : kSgd) run_sgd(c, d, n, salt += 10);
       for (const AdamCfg &c : kAdam) run_adam(c, d, n, salt += 10);
     }
+  const std::vector<std::vector<uint64_t>> tables = {
+      {1},
+      {5, 0, 3, 16384, 2, 16385, 7},
+      {65536 + 3, 1, 16383, 4099, 0, 255, 8},
+      {(uint64_t{1} << 20) + 1, 768, 768, 3072, 2304, 50257 * 3},
+  };
+  for (Dist d : {Dist::Uniform, Dist::Wide, Dist::Bits, Dist::Edge})
+    for (const auto &sizes : tables) {
+      uint64_t largest = 0;
+      for (uint64_t n : sizes) largest = std::max(largest, n);
+      if (largest > parity::max_n()) continue;
+      for (const AdamCfg &c : kAdam) run_adam_multi(c, d, sizes, salt += 100);
+    }
+  // Many tensors: a model's worth of small and medium ones, the table above 4 KiB.
+  {
+    std::vector<uint64_t> many;
+    th::Rng rng(99);
+    for (int t = 0; t < 400; ++t) many.push_back(rng.gen() % (t % 10 == 0 ? 40000 : 300));
+    run_adam_multi(kAdam[2], Dist::Uniform, many, salt += 100);
+  }
   parity::print_summary("test_parity_optim");
   return th::finish("test_parity_optim");
 }

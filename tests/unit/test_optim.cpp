@@ -18,6 +18,11 @@
 //   buffer's contents are ignored at step 1; empty and size-1 buffers.
 // - In place, no allocation: the handles and their sizes stay, alloc_count and live_bytes do not
 //   move over many steps.
+// - tlrt_adam_step_multi: known answers (two tensors, Adam and AdamW, per-tensor weight decays),
+//   then seeded random tables of tensors (sizes 0, 1, small, thousands; 300 tensors) over several
+//   steps, each compared BIT FOR BIT with tlrt_adam_step called tensor by tensor and with the
+//   definition; special values stay in their tensor; count 0 and 1, empty tensors; grads are not
+//   written; no allocation.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -533,6 +538,210 @@ void no_allocation() {
                (unsigned long long)n);
 }
 
+// ---- tlrt_adam_step_multi: the per-tensor steps in one call -------------------------------------
+
+// One tensor of a multi step: its host values and its weight decay.
+struct MultiTensor {
+  std::vector<float> p, m, v;
+  double wd;
+};
+
+// The same step through tlrt_adam_step_multi (on `multi`) and tensor by tensor through
+// tlrt_adam_step (on `single`); both hold (p, m, v) per tensor.
+struct MultiRun {
+  std::vector<AdamState> multi, single;
+  std::vector<double> wds;
+  explicit MultiRun(const std::vector<MultiTensor> &ts) {
+    for (const MultiTensor &t : ts) {
+      multi.push_back({Buf(th::upload(t.p)), Buf(th::upload(t.m)), Buf(th::upload(t.v))});
+      single.push_back({Buf(th::upload(t.p)), Buf(th::upload(t.m)), Buf(th::upload(t.v))});
+      wds.push_back(t.wd);
+    }
+  }
+  // grads: one per tensor (uploaded twice, so that each side reads its own copy).
+  void step(const std::vector<std::vector<float>> &grads, uint64_t step, const AdamCfg &c) {
+    std::vector<Buf> g1, g2;
+    std::vector<tlrt_buffer *> P, M, V;
+    std::vector<const tlrt_buffer *> G;
+    for (size_t t = 0; t < multi.size(); ++t) {
+      g1.emplace_back(th::upload(grads[t]));
+      g2.emplace_back(th::upload(grads[t]));
+      P.push_back(multi[t].p.get());
+      M.push_back(multi[t].m.get());
+      V.push_back(multi[t].v.get());
+      G.push_back(g1.back().get());
+    }
+    TH_OK(tlrt_adam_step_multi(multi.size(), P.data(), G.data(), M.data(), V.data(), wds.data(),
+                               step, c.lr, c.beta1, c.beta2, c.eps, c.decoupled));
+    for (size_t t = 0; t < single.size(); ++t)
+      TH_OK(tlrt_adam_step(single[t].p.get(), g2[t].get(), single[t].m.get(), single[t].v.get(),
+                           step, c.lr, c.beta1, c.beta2, c.eps, wds[t], c.decoupled));
+    for (size_t t = 0; t < grads.size(); ++t)
+      expect_bits("tlrt_adam_step_multi left grads[" + std::to_string(t) + "]",
+                  th::download(g1[t].get()), grads[t]);
+  }
+  // Every p, m, v of the multi call equal to the single calls', bit for bit.
+  void expect_same(const std::string &what) const {
+    for (size_t t = 0; t < multi.size(); ++t) {
+      const std::string w = what + " tensor " + std::to_string(t);
+      expect_bits(w + " param", th::download(multi[t].p.get()), th::download(single[t].p.get()));
+      expect_bits(w + " m", th::download(multi[t].m.get()), th::download(single[t].m.get()));
+      expect_bits(w + " v", th::download(multi[t].v.get()), th::download(single[t].v.get()));
+    }
+  }
+};
+
+void multi_known_answers() {
+  // beta1 = beta2 = eps = 0, lr = 0.5, step 1: m = g', v = g'^2, p -= 0.5 sign(g') exactly
+  // (g' = g + wd p for Adam; AdamW first scales p by 1 - 0.5 wd). The moments' old values (5, 7)
+  // are multiplied by beta = 0 and drop out.
+  for (bool decoupled : {false, true}) {
+    std::vector<AdamState> s;
+    s.push_back({Buf(th::upload({1.0f, -3.0f})), Buf(th::upload({5.0f, 5.0f})),
+                 Buf(th::upload({7.0f, 7.0f}))});
+    s.push_back({Buf(th::upload({4.0f})), Buf(th::upload({5.0f})), Buf(th::upload({7.0f}))});
+    Buf ga(th::upload({2.0f, -0.25f})), gb(th::upload({-8.0f}));
+    tlrt_buffer *P[2] = {s[0].p.get(), s[1].p.get()}, *M[2] = {s[0].m.get(), s[1].m.get()},
+                *V[2] = {s[0].v.get(), s[1].v.get()};
+    const tlrt_buffer *G[2] = {ga.get(), gb.get()};
+    const double wd[2] = {0.5, 0.0};
+    TH_OK(tlrt_adam_step_multi(2, P, G, M, V, wd, 1, 0.5, 0.0, 0.0, 0.0, decoupled));
+    const std::vector<float> pa = th::download(s[0].p.get()), ma = th::download(s[0].m.get()),
+                             va = th::download(s[0].v.get());
+    if (decoupled) {  // p' = 0.75, -2.25; m = g; v = g^2
+      TH_CHECK(pa == std::vector<float>({0.25f, -1.75f}));
+      TH_CHECK(ma == std::vector<float>({2.0f, -0.25f}));
+      TH_CHECK(va == std::vector<float>({4.0f, 0.0625f}));
+    } else {  // g' = 2.5, -1.75
+      TH_CHECK(pa == std::vector<float>({0.5f, -2.5f}));
+      TH_CHECK(ma == std::vector<float>({2.5f, -1.75f}));
+      TH_CHECK(va == std::vector<float>({6.25f, 3.0625f}));
+    }
+    TH_CHECK(th::download(s[1].p.get()) == std::vector<float>({4.5f}));
+    TH_CHECK(th::download(s[1].m.get()) == std::vector<float>({-8.0f}));
+    TH_CHECK(th::download(s[1].v.get()) == std::vector<float>({64.0f}));
+  }
+}
+
+// Random tables of tensors (sizes 0, 1, tails, thousands; per-tensor decays, 0 included) over
+// several steps: multi == single, bit for bit, and equal to the header's definition.
+void multi_bitwise() {
+  uint64_t salt = 20000;
+  th::Rng rng(424242);
+  for (Dist d : {Dist::Uniform, Dist::Wide, Dist::Bits, Dist::Edge})
+    for (const AdamCfg &c : kAdam) {
+      const size_t count = 1 + rng.gen() % 9;
+      std::vector<MultiTensor> ts;
+      for (size_t t = 0; t < count; ++t) {
+        const uint64_t pick = rng.gen() % 6;
+        const uint64_t n =
+            pick == 0 ? 0 : pick == 1 ? 1 : pick < 4 ? rng.gen() % 9 : rng.gen() % 5000;
+        const double wd = t % 3 == 0 ? 0.0 : (double)(rng.gen() % 100) / 400.0;
+        ts.push_back({th::make(d, n, ++salt), th::make(d, n, ++salt),
+                      th::make(Dist::Positive, n, ++salt), wd});
+      }
+      MultiRun r(ts);
+      std::vector<MultiTensor> def = ts;
+      for (uint64_t step : {1, 2, 3, 1000}) {
+        std::vector<std::vector<float>> grads;
+        for (const MultiTensor &t : ts) grads.push_back(th::make(d, t.p.size(), ++salt));
+        r.step(grads, step, c);
+        const std::string w = name_of(c) + " " + th::dist_name(d) + " " + std::to_string(count) +
+                              " tensors step " + std::to_string(step);
+        r.expect_same(w);
+        for (size_t t = 0; t < count; ++t) {
+          AdamCfg ct = c;
+          ct.weight_decay = ts[t].wd;
+          def_adam(def[t].p, grads[t], def[t].m, def[t].v, step, ct);
+          expect_bits(w + " definition tensor " + std::to_string(t),
+                      th::download(r.multi[t].p.get()), def[t].p);
+        }
+      }
+    }
+  // Many tensors (a model's worth), one step of each kind.
+  {
+    std::vector<MultiTensor> ts;
+    for (size_t t = 0; t < 300; ++t) {
+      const uint64_t n = rng.gen() % 70;
+      ts.push_back({th::make(Dist::Uniform, n, ++salt), std::vector<float>(n),
+                    std::vector<float>(n), t % 2 ? 0.1 : 0.0});
+    }
+    MultiRun r(ts);
+    for (uint64_t step = 1; step <= 3; ++step) {
+      std::vector<std::vector<float>> grads;
+      for (const MultiTensor &t : ts) grads.push_back(th::make(Dist::Uniform, t.p.size(), ++salt));
+      r.step(grads, step, {1e-3, 0.9, 0.95, 1e-8, 0.0, step != 2});
+      r.expect_same("300 tensors step " + std::to_string(step));
+    }
+  }
+}
+
+void multi_special_values() {
+  const float inf = INFINITY, nan = NAN;
+  // A NaN / inf gradient spoils its own elements only; -0 and +0 parameters and gradients,
+  // lr = 0 and eps = 0 as the single step has them.
+  {
+    std::vector<MultiTensor> ts = {{{1.0f, -0.0f, 0.0f, 2.0f}, {0, 0, 0, 0}, {0, 0, 0, 0}, 0.0},
+                                   {{1.0f, 1.0f, inf}, {0, 0, 0}, {0, 0, 0}, 0.5},
+                                   {{-0.0f}, {0.0f}, {0.0f}, 0.25}};
+    MultiRun r(ts);
+    r.step({{nan, -0.0f, 0.0f, inf}, {1.0f, -0.0f, 1.0f}, {-0.0f}}, 1,
+           {1e-3, 0.9, 0.999, 1e-8, 0.0, true});
+    r.expect_same("special values step 1");
+    const std::vector<float> p0 = th::download(r.multi[0].p.get());
+    TH_CHECK(std::isnan(p0[0]) && std::isnan(p0[3]) && std::isfinite(p0[1]) && p0[2] == 0.0f);
+    const std::vector<float> p1 = th::download(r.multi[1].p.get());
+    TH_CHECK(std::isfinite(p1[0]) && p1[0] < 1.0f && std::isfinite(p1[1]));
+    r.step({{1.0f, 1.0f, 1.0f, 1.0f}, {0.0f, 0.0f, 0.0f}, {1.0f}}, 2,
+           {0.0, 0.9, 0.999, 0.0, 0.0, false});
+    r.expect_same("special values step 2 (lr 0, eps 0)");
+  }
+  // count 0: nothing to do (the arrays may be NULL); count 1; only empty tensors.
+  {
+    TH_OK(tlrt_adam_step_multi(0, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1e-3, 0.9,
+                               0.999, 1e-8, false));
+    std::vector<MultiTensor> one = {{{0.5f}, {0.0f}, {0.0f}, 0.1}};
+    MultiRun r1(one);
+    r1.step({{0.25f}}, 1, {1e-3, 0.9, 0.999, 1e-8, 0.0, true});
+    r1.expect_same("count 1");
+    std::vector<MultiTensor> empties = {{{}, {}, {}, 0.0}, {{}, {}, {}, 0.3}};
+    MultiRun r0(empties);
+    r0.step({{}, {}}, 5, {1e-3, 0.9, 0.999, 1e-8, 0.0, false});
+    uint64_t n = 9;
+    TH_OK(tlrt_buffer_size(r0.multi[1].p.get(), &n));
+    TH_CHECK(n == 0);
+  }
+}
+
+void multi_no_allocation() {
+  const size_t count = 5;
+  std::vector<Buf> bufs;
+  std::vector<tlrt_buffer *> P, M, V;
+  std::vector<const tlrt_buffer *> G;
+  std::vector<double> wds;
+  for (size_t t = 0; t < count; ++t) {
+    const uint64_t n = 100 * t + 3;
+    bufs.emplace_back(th::upload(th::make(Dist::Uniform, n, 300 + t)));
+    P.push_back(bufs.back().get());
+    bufs.emplace_back(th::upload(th::make(Dist::Uniform, n, 400 + t)));
+    G.push_back(bufs.back().get());
+    bufs.emplace_back(th::upload(std::vector<float>(n)));
+    M.push_back(bufs.back().get());
+    bufs.emplace_back(th::upload(std::vector<float>(n)));
+    V.push_back(bufs.back().get());
+    wds.push_back(t % 2 ? 0.1 : 0.0);
+  }
+  const tlrt_allocator_stats s0 = th::stats();
+  for (uint64_t k = 1; k <= 100; ++k)
+    TH_OK(tlrt_adam_step_multi(count, P.data(), G.data(), M.data(), V.data(), wds.data(), k, 1e-3,
+                               0.9, 0.999, 1e-8, true));
+  const tlrt_allocator_stats s1 = th::stats();
+  TH_CHECK_MSG(s1.alloc_count == s0.alloc_count && s1.live_bytes == s0.live_bytes &&
+                   s1.live_handles == s0.live_handles,
+               "100 multi steps allocated %llu payloads",
+               (unsigned long long)(s1.alloc_count - s0.alloc_count));
+}
+
 }  // namespace
 
 int main() {
@@ -543,6 +752,10 @@ int main() {
   trajectories();
   special_values();
   no_allocation();
+  multi_known_answers();
+  multi_bitwise();
+  multi_special_values();
+  multi_no_allocation();
   const tlrt_allocator_stats end = th::stats();
   TH_CHECK_MSG(end.live_bytes == start.live_bytes && end.live_handles == start.live_handles,
                "leak: live bytes %llu -> %llu, handles %llu -> %llu",

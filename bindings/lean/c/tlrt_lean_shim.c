@@ -3987,6 +3987,34 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_adam_step_multi(uint64_t count, tlrt_buffer * const * params, const tlrt_buffer * const * grads, tlrt_buffer * const * m, tlrt_buffer * const * v, const double * weight_decays, uint64_t step, double lr, double beta1, double beta2, double eps, bool decoupled) */
+LEAN_EXPORT lean_obj_res tlrt_lean_adam_step_multi(b_lean_obj_arg l_params, b_lean_obj_arg l_grads, b_lean_obj_arg l_m, b_lean_obj_arg l_v, b_lean_obj_arg l_weight_decays, uint64_t l_step, double l_lr, double l_beta1, double l_beta2, double l_eps, uint8_t l_decoupled, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  const tlrt_buffer **c_params = NULL;
+  const tlrt_buffer **c_grads = NULL;
+  const tlrt_buffer **c_m = NULL;
+  const tlrt_buffer **c_v = NULL;
+  if (lean_sarray_size(l_weight_decays) != lean_array_size(l_params)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_adam_step_multi", "weight_decays", lean_sarray_size(l_weight_decays), lean_array_size(l_params)); goto done; }
+  if (lean_array_size(l_v) != lean_array_size(l_params)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_adam_step_multi", "v", lean_array_size(l_v), lean_array_size(l_params)); goto done; }
+  if (lean_array_size(l_m) != lean_array_size(l_params)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_adam_step_multi", "m", lean_array_size(l_m), lean_array_size(l_params)); goto done; }
+  if (lean_array_size(l_grads) != lean_array_size(l_params)) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_adam_step_multi", "grads", lean_array_size(l_grads), lean_array_size(l_params)); goto done; }
+  if (tlrt_lean_buffers(l_params, &c_params) != 0) { res = tlrt_lean_oom("tlrt_adam_step_multi"); goto done; }
+  if (tlrt_lean_buffers(l_grads, &c_grads) != 0) { res = tlrt_lean_oom("tlrt_adam_step_multi"); goto done; }
+  if (tlrt_lean_buffers(l_m, &c_m) != 0) { res = tlrt_lean_oom("tlrt_adam_step_multi"); goto done; }
+  if (tlrt_lean_buffers(l_v, &c_v) != 0) { res = tlrt_lean_oom("tlrt_adam_step_multi"); goto done; }
+  st = tlrt_adam_step_multi((uint64_t)lean_array_size(l_params), (tlrt_buffer * const *)c_params, (const tlrt_buffer * const *)c_grads, (tlrt_buffer * const *)c_m, (tlrt_buffer * const *)c_v, (const double *)lean_float_array_cptr(l_weight_decays), (uint64_t)l_step, (double)l_lr, (double)l_beta1, (double)l_beta2, (double)l_eps, (bool)(l_decoupled != 0));
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
+done:
+  free(c_params);
+  free(c_grads);
+  free(c_m);
+  free(c_v);
+  return res;
+}
+
 /* tlrt_status tlrt_clip_grad_norm(uint64_t count, tlrt_buffer * const * grads, double max_norm, tlrt_buffer ** total_norm) */
 LEAN_EXPORT lean_obj_res tlrt_lean_clip_grad_norm(b_lean_obj_arg l_grads, double l_max_norm, lean_obj_arg w) {
   (void)w;

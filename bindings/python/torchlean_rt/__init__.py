@@ -1022,8 +1022,8 @@ _NOT_OPS = {"tlrt_dgemm", "tlrt_set_allow_tf32", "tlrt_get_allow_tf32",
             "tlrt_conv_output_dims", "tlrt_convtranspose_output_dims", "tlrt_pool_output_dims",
             # the index-buffer fault counter: index_faults below
             "tlrt_index_faults",
-            # an array of buffers modified in place: clip_grad_norm below
-            "tlrt_clip_grad_norm"}
+            # arrays of buffers modified in place: clip_grad_norm and adam_step_multi below
+            "tlrt_clip_grad_norm", "tlrt_adam_step_multi"}
 _IN_KINDS = {"const tlrt_buffer *": "buffer", "tlrt_buffer *": "buffer", "double": "float",
              "uint64_t": "int", "uint32_t": "int32", "bool": "bool", "tlrt_device": "device",
              "int": "cint",  # a C int (signed): the ignore_index of the cross-entropy
@@ -1235,6 +1235,41 @@ def clip_grad_norm(grads, max_norm):
 
 
 __all__ += ["clip_grad_norm"]
+
+
+def adam_step_multi(params, grads, ms, vs, step, lr, beta1, beta2, eps, weight_decay, decoupled,
+                    weight_decays=None):
+    """tlrt_adam_step_multi: adam_step(params[i], grads[i], ms[i], vs[i], step, lr, beta1, beta2,
+    eps, weight_decay, decoupled) for every i in one call (one kernel launch on CUDA), in place,
+    BIT FOR BIT the per-tensor steps. params, grads, ms, vs: equally long sequences of Buffers or
+    Tensors (float32, one device, every buffer once across the four). weight_decays: one weight
+    decay per tensor, which then replaces weight_decay; None gives every tensor weight_decay.
+    Returns None."""
+    fname = "tlrt_adam_step_multi"
+    lists = {"params": list(params), "grads": list(grads), "ms": list(ms), "vs": list(vs)}
+    count = len(lists["params"])
+    for name, xs in lists.items():
+        if len(xs) != count:
+            raise ValueError(f"{fname}: {name} has {len(xs)} entries, params has {count}")
+    wds = ([float(weight_decay)] * count if weight_decays is None
+           else [float(w) for w in weight_decays])
+    if len(wds) != count:
+        raise ValueError(f"{fname}: weight_decays has {len(wds)} entries, params has {count}")
+
+    def handles(name, xs):
+        if not xs:
+            return None
+        return (ctypes.c_void_p * count)(*[
+            _handle(x.buffer if hasattr(x, "buffer") and not isinstance(x, Buffer) else x,
+                    fname, name) for x in xs])
+
+    arrays = [handles(name, xs) for name, xs in lists.items()]
+    wd_arr = (ctypes.c_double * count)(*wds) if count else None
+    _check(lib.tlrt_adam_step_multi(count, *arrays, wd_arr, int(step), float(lr), float(beta1),
+                                    float(beta2), float(eps), bool(decoupled)), fname)
+
+
+__all__ += ["adam_step_multi"]
 
 
 def _zero_target(fname, a):

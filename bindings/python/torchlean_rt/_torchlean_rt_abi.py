@@ -2107,6 +2107,37 @@ PROTOTYPES = (
       'or v not the size of param); TLRT_ERR_DEVICE_MISMATCH; TLRT_ERR_INVALID_ARGUMENT (a scalar\n'
       'outside its domain, step == 0, the same handle passed twice); TLRT_ERR_CUDA;\n'
       'TLRT_ERR_DEVICE_LOST. On failure nothing is modified.')),
+    ('tlrt_adam_step_multi', 'tlrt_status', (('uint64_t', 'count'), ('tlrt_buffer * const *', 'params'), ('const tlrt_buffer * const *', 'grads'), ('tlrt_buffer * const *', 'm'), ('tlrt_buffer * const *', 'v'), ('const double *', 'weight_decays'), ('uint64_t', 'step'), ('double', 'lr'), ('double', 'beta1'), ('double', 'beta2'), ('double', 'eps'), ('bool', 'decoupled'),), 'tlrt_optim.h',
+     ('tlrt_adam_step for a whole model in one call: for t = 0 .. count - 1, in any order,\n'
+      '  tlrt_adam_step(params[t], grads[t], m[t], v[t], step, lr, beta1, beta2, eps,\n'
+      '                 weight_decays[t], decoupled)\n'
+      'with the DEFINITIONS above, so the results are BIT FOR BIT those of the count single calls, on\n'
+      'both backends (the scalars are computed once, by the same host code, and every element runs\n'
+      "the same per-element function). PyTorch's fused / foreach Adam and AdamW over a parameter list\n"
+      '(torch.optim.AdamW(params, fused=True)), with one weight decay per tensor as parameter groups\n'
+      'give it.\n'
+      'params, grads, m, v: count handles each (the count first, as tlrt_clip_grad_norm takes it) of\n'
+      'float32 buffers, all on one device; params[t], grads[t], m[t] and v[t] have the same size n_t\n'
+      '(sizes may differ between tensors; an empty tensor is validated and left alone). Every handle\n'
+      'appears once across the four arrays (a buffer passed as params[0] and again as m[3], or twice\n'
+      'in grads, is TLRT_ERR_INVALID_ARGUMENT). grads are only read.\n'
+      "weight_decays: count host doubles, tensor t's weight_decay, each under tlrt_adam_step's rule\n"
+      '(the host-scalar rule and >= 0; for AdamW, lr * weight_decays[t] finite in float32).\n'
+      'step, lr, beta1, beta2, eps, decoupled: as in tlrt_adam_step (one value for every tensor).\n'
+      'count == 0: the arrays may be NULL; the scalars are validated and nothing else happens.\n'
+      'CUDA: one launch whatever the count: the tensors are cut into chunks of 16384 elements, one\n'
+      'block per chunk, its tensor found by a binary search of a table of (pointers, size, first chunk,\n'
+      'weight decay), 56 bytes per tensor, uploaded through pinned staging (no host wait) into scratch\n'
+      'from the stream-ordered pool; per element the bytes of tlrt_adam_step (28). CPU: the tensors in\n'
+      "order, each tlrt_adam_step's loop.\n"
+      'Errors: TLRT_ERR_NULL_ARGUMENT (params, grads, m, v or weight_decays NULL while count > 0; an\n'
+      'entry of the arrays NULL); TLRT_ERR_STALE_HANDLE; TLRT_ERR_RELEASED; TLRT_ERR_DTYPE (an entry\n'
+      'not float32); TLRT_ERR_DEVICE_MISMATCH (entries on different devices); TLRT_ERR_SHAPE (grads[t],\n'
+      'm[t] or v[t] not the size of params[t]); TLRT_ERR_INVALID_ARGUMENT (a handle twice across the\n'
+      'four arrays; a scalar or weight_decays[t] outside its domain; step == 0);\n'
+      "TLRT_ERR_OUT_OF_MEMORY (host memory, or the CUDA table's scratch); TLRT_ERR_CUDA;\n"
+      'TLRT_ERR_DEVICE_LOST. On failure nothing is modified.\n'
+      'NUMERIC CLASS: exact, as tlrt_adam_step.')),
     ('tlrt_clip_grad_norm', 'tlrt_status', (('uint64_t', 'count'), ('tlrt_buffer * const *', 'grads'), ('double', 'max_norm'), ('tlrt_buffer **', 'total_norm'),), 'tlrt_optim.h',
      ('Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,\n'
       'max_norm) with norm_type = 2 and error_if_nonfinite = False, in one pass of the device and\n'

@@ -879,6 +879,9 @@ extern "C" {
     /// One Adam (decoupled == false) or AdamW (decoupled == true) step, in place (DEFINITIONS above):
     /// (full contract: abi/tlrt_optim.h)
     pub fn tlrt_adam_step(param: *mut tlrt_buffer, grad: *const tlrt_buffer, m: *mut tlrt_buffer, v: *mut tlrt_buffer, step: u64, lr: f64, beta1: f64, beta2: f64, eps: f64, weight_decay: f64, decoupled: bool) -> tlrt_status;
+    /// tlrt_adam_step for a whole model in one call: for t = 0 .. count - 1, in any order,
+    /// (full contract: abi/tlrt_optim.h)
+    pub fn tlrt_adam_step_multi(count: u64, params: *const *mut tlrt_buffer, grads: *const *const tlrt_buffer, m: *const *mut tlrt_buffer, v: *const *mut tlrt_buffer, weight_decays: *const f64, step: u64, lr: f64, beta1: f64, beta2: f64, eps: f64, decoupled: bool) -> tlrt_status;
     /// Gradient clipping by the global L2 norm, in place: torch.nn.utils.clip_grad_norm_(grads,
     /// (full contract: abi/tlrt_optim.h)
     pub fn tlrt_clip_grad_norm(count: u64, grads: *const *mut tlrt_buffer, max_norm: f64, total_norm: *mut *mut tlrt_buffer) -> tlrt_status;

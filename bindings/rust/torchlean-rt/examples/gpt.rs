@@ -4,8 +4,8 @@
 //!     TLRT_LIB_DIR=build cargo run --offline --release --example gpt -- --quick
 //!     TLRT_LIB_DIR=build cargo run --offline --release --example gpt -- --cuda --steps 1000
 //!
-//! The model, the initialisation, the batches, dropout keys, AdamW (the fused `adam_step`, decay
-//! on matrices only), the cosine schedule with warm-up and the clipping by global norm are
+//! The model, the initialisation, the batches, dropout keys, AdamW (the fused `adam_step_multi`,
+//! decay on matrices only), the cosine schedule with warm-up and the clipping by global norm are
 //! gpt.c's, call for call and key for key, so on the CPU the three programs print the same
 //! losses. Options: `--quick` (the CPU configuration of CI: d 64, 2 layers, 4 heads, context 64,
 //! batch 8, 150 steps), `--cuda` (the small configuration on the first GPU unless `--quick`),
@@ -258,10 +258,12 @@ fn train_step(m: &Model, t: &mut Tape, tokens: &Buffer, labels: &Buffer, step: u
     t.reset()?;
     let refs: Vec<&Buffer> = grads.iter().collect();
     rt::clip_grad_norm(&refs, 1.0)?; // on the device, in place (no host read)
-    for (p, g) in m.p.iter().zip(&grads) {
-        rt::adam_step(&p.w, g, &p.m, &p.v, step + 1, lr, 0.9, 0.95, 1e-8,
-                      if p.decay { 0.1 } else { 0.0 }, true)?;
-    }
+    // AdamW on every parameter in one call (one launch on CUDA).
+    let ws: Vec<&Buffer> = m.p.iter().map(|p| &p.w).collect();
+    let ms: Vec<&Buffer> = m.p.iter().map(|p| &p.m).collect();
+    let vs: Vec<&Buffer> = m.p.iter().map(|p| &p.v).collect();
+    let wds: Vec<f64> = m.p.iter().map(|p| if p.decay { 0.1 } else { 0.0 }).collect();
+    rt::adam_step_multi(&ws, &refs, &ms, &vs, &wds, step + 1, lr, 0.9, 0.95, 1e-8, true)?;
     Ok(value.to_vec()?[0])
 }
 

@@ -620,6 +620,29 @@ pub fn clip_grad_norm(grads: &[&Buffer], max_norm: f64) -> Result<Buffer> {
     })
 }
 
+/// One Adam (`decoupled == false`) or AdamW step of many tensors in one call
+/// (`tlrt_adam_step_multi`, abi/tlrt_optim.h): [`adam_step`] on every `(params[i], grads[i], m[i],
+/// v[i])` with weight decay `weight_decays[i]`, bit for bit, with one kernel launch on CUDA. The
+/// five slices have one entry per tensor (else `TLRT_ERR_SHAPE` from the binding); every buffer
+/// appears once across the four slices.
+#[allow(clippy::too_many_arguments)]
+pub fn adam_step_multi(params: &[&Buffer], grads: &[&Buffer], m: &[&Buffer], v: &[&Buffer],
+                       weight_decays: &[f64], step: u64, lr: f64, beta1: f64, beta2: f64, eps: f64,
+                       decoupled: bool) -> Result<()> {
+    const F: &str = "tlrt_adam_step_multi";
+    check_len(F, "grads", grads.len(), params.len())?;
+    check_len(F, "m", m.len(), params.len())?;
+    check_len(F, "v", v.len(), params.len())?;
+    check_len(F, "weight_decays", weight_decays.len(), params.len())?;
+    let raw = |xs: &[&Buffer]| xs.iter().map(|b| b.raw).collect::<Vec<*mut sys::tlrt_buffer>>();
+    let (p, mm, vv) = (raw(params), raw(m), raw(v));
+    let g: Vec<*const sys::tlrt_buffer> = grads.iter().map(|b| b.raw as *const sys::tlrt_buffer).collect();
+    check(F, unsafe {
+        sys::tlrt_adam_step_multi(p.len() as u64, p.as_ptr(), g.as_ptr(), mm.as_ptr(), vv.as_ptr(),
+                                  weight_decays.as_ptr(), step, lr, beta1, beta2, eps, decoupled)
+    })
+}
+
 // ---- geometry as data (abi/tlrt_conv.h, abi/tlrt_pool.h) --------------------------------------
 //
 // The geometry structs are plain `#[repr(C)]` values of the sys crate, filled by field name; the

@@ -219,3 +219,45 @@ fn geometry_structs_match_argument_lists() {
     assert_eq!(rt::pool_geometry(1, 1, &[1; 9], &[1; 9]).unwrap_err().status,
                sys::TLRT_ERR_INVALID_ARGUMENT);
 }
+
+fn refs(xs: &[Buffer]) -> Vec<&Buffer> {
+    xs.iter().collect()
+}
+
+#[test]
+fn adam_step_multi_is_the_per_tensor_step() {
+    let start: [&[f32]; 3] = [&[1.0, -3.0, 0.5], &[], &[4.0]];
+    let grads: [&[f32]; 3] = [&[2.0, -0.25, 1e-3], &[], &[-8.0]];
+    let wds = [0.1, 0.0, 0.5];
+    let make = |vals: &[&[f32]]| -> Vec<Buffer> {
+        vals.iter().map(|v| Buffer::from_f32(v, CPU).unwrap()).collect()
+    };
+    let zeros = || -> Vec<Buffer> {
+        start.iter().map(|v| Buffer::zeros(v.len() as u64, CPU).unwrap()).collect()
+    };
+    for decoupled in [false, true] {
+        let (p1, m1, v1) = (make(&start), zeros(), zeros());
+        let (p2, m2, v2) = (make(&start), zeros(), zeros());
+        for step in 1..=3u64 {
+            let (g1, g2) = (make(&grads), make(&grads));
+            rt::adam_step_multi(&refs(&p1), &refs(&g1), &refs(&m1), &refs(&v1), &wds, step, 1e-2,
+                                0.9, 0.95, 1e-8, decoupled).unwrap();
+            for i in 0..start.len() {
+                rt::adam_step(&p2[i], &g2[i], &m2[i], &v2[i], step, 1e-2, 0.9, 0.95, 1e-8, wds[i],
+                              decoupled).unwrap();
+            }
+            for (a, b) in p1.iter().chain(&m1).chain(&v1).zip(p2.iter().chain(&m2).chain(&v2)) {
+                assert_eq!(a.to_bytes().unwrap(), b.to_bytes().unwrap(), "step {step}");
+            }
+        }
+    }
+    // One weight decay per tensor (checked by the binding); every buffer once (the library).
+    let (p, g, m, v) = (make(&start[..1]), make(&grads[..1]), zeros(), zeros());
+    let e = rt::adam_step_multi(&[&p[0]], &[&g[0]], &[&m[0]], &[&v[0]], &[0.1, 0.2], 1, 1e-3, 0.9,
+                                0.999, 1e-8, true).unwrap_err();
+    assert_eq!(e.status, sys::TLRT_ERR_SHAPE);
+    let e = rt::adam_step_multi(&[&p[0]], &[&g[0]], &[&m[0]], &[&p[0]], &[0.1], 1, 1e-3, 0.9,
+                                0.999, 1e-8, true).unwrap_err();
+    assert_eq!(e.status, sys::TLRT_ERR_INVALID_ARGUMENT);
+    rt::adam_step_multi(&[], &[], &[], &[], &[], 1, 1e-3, 0.9, 0.999, 1e-8, false).unwrap();
+}
