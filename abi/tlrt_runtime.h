@@ -27,7 +27,7 @@ extern "C" {
  * append symbols, enum values and struct fields. tlrt_abi_version() returns the value the library
  * was built with; a binding compares TLRT_ABI_VERSION_MAJOR with (tlrt_abi_version() >> 16). */
 #define TLRT_ABI_VERSION_MAJOR 1
-#define TLRT_ABI_VERSION_MINOR 3
+#define TLRT_ABI_VERSION_MINOR 4
 #define TLRT_ABI_VERSION ((TLRT_ABI_VERSION_MAJOR << 16) | TLRT_ABI_VERSION_MINOR)
 
 /* Status codes. Append-only; grouped in bands:

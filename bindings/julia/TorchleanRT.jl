@@ -45,6 +45,28 @@ struct tlrt_pool_geometry
     padding::NTuple{8,UInt64}
 end
 
+struct tlrt_attention_geometry
+    struct_size::UInt64
+    batch::UInt64
+    heads_q::UInt64
+    heads_kv::UInt64
+    len_q::UInt64
+    len_k::UInt64
+    d::UInt64
+    q_offset::UInt64
+    q_stride_batch::UInt64
+    q_stride_token::UInt64
+    q_stride_head::UInt64
+    k_offset::UInt64
+    k_stride_batch::UInt64
+    k_stride_token::UInt64
+    k_stride_head::UInt64
+    v_offset::UInt64
+    v_stride_batch::UInt64
+    v_stride_token::UInt64
+    v_stride_head::UInt64
+end
+
 struct tlrt_conv_geometry
     struct_size::UInt64
     rank::UInt64
@@ -83,8 +105,8 @@ const TLRT_DTYPE_F32 = Cint(0)
 const TLRT_DTYPE_I32 = Cint(1)
 const TLRT_DTYPE_I64 = Cint(2)
 const TLRT_ABI_VERSION_MAJOR = UInt32(1)
-const TLRT_ABI_VERSION_MINOR = UInt32(3)
-const TLRT_ABI_VERSION = UInt32(65539)
+const TLRT_ABI_VERSION_MINOR = UInt32(4)
+const TLRT_ABI_VERSION = UInt32(65540)
 const TLRT_DEVICE_KIND_CPU = UInt32(0)
 const TLRT_DEVICE_KIND_CUDA = UInt32(1)
 const TLRT_DEVICE_CPU = UInt32(0)
@@ -396,6 +418,8 @@ tlrt_flash_attention_bwd(q, k, v, mask, dout, out, lse, bh, n, d, scale, causal,
 tlrt_flash_attention_bwd_q(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dq) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_q(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_flash_attention_bwd_k(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dk) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_k(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dk::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_flash_attention_bwd_v(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dv) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_v(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dv::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_attention_fwd(q, k, v, mask, geometry, scale, causal, mask_fill, out, lse) = @ccall libtorchlean_rt.tlrt_attention_fwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_attention_geometry}, scale::Cdouble, causal::Bool, mask_fill::Cdouble, out::Ptr{Ptr{tlrt_buffer}}, lse::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_attention_bwd(q, k, v, mask, dout, out, lse, geometry, scale, causal, mask_fill, dq, dk, dv, grad_geometry) = @ccall libtorchlean_rt.tlrt_attention_bwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, out::Ptr{tlrt_buffer}, lse::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_attention_geometry}, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{tlrt_buffer}, dk::Ptr{tlrt_buffer}, dv::Ptr{tlrt_buffer}, grad_geometry::Ptr{tlrt_attention_geometry})::Cint
 tlrt_conv_fwd(kernel, bias, input, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, out) = @ccall libtorchlean_rt.tlrt_conv_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_conv_bwd(kernel, input, grad_out, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_conv_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_conv2d_fwd(kernel, bias, input, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, out) = @ccall libtorchlean_rt.tlrt_conv2d_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -528,6 +552,19 @@ function pool_geometry(; batch::Integer = 0, channels::Integer = 0, in_spatial::
         ntuple(i -> i <= length(a) ? UInt64(a[i]) : UInt64(0), n)
     end
     C.tlrt_pool_geometry(UInt64(sizeof(C.tlrt_pool_geometry)), UInt64(rank), UInt64(batch), UInt64(channels), fixed(in_spatial, 8, "in_spatial"), fixed(kernel, 8, "kernel"), fixed(stride, 8, "stride"), fixed(padding, 8, "padding"))
+end
+
+"""
+    attention_geometry(; batch, heads_q, heads_kv, len_q, len_k, d, q_offset, q_stride_batch, q_stride_token, q_stride_head, k_offset, k_stride_batch, k_stride_token, k_stride_head, v_offset, v_stride_batch, v_stride_token, v_stride_head)
+
+A `C.tlrt_attention_geometry` (abi/tlrt_attention.h) with struct_size set. Scalars default to 0; each array holds at most its C length of entries, padded with zeros.
+"""
+function attention_geometry(; batch::Integer = 0, heads_q::Integer = 0, heads_kv::Integer = 0, len_q::Integer = 0, len_k::Integer = 0, d::Integer = 0, q_offset::Integer = 0, q_stride_batch::Integer = 0, q_stride_token::Integer = 0, q_stride_head::Integer = 0, k_offset::Integer = 0, k_stride_batch::Integer = 0, k_stride_token::Integer = 0, k_stride_head::Integer = 0, v_offset::Integer = 0, v_stride_batch::Integer = 0, v_stride_token::Integer = 0, v_stride_head::Integer = 0)
+    function fixed(a, n, what)
+        length(a) <= n || throw(ArgumentError("attention_geometry: $what has $(length(a)) entries, at most $n"))
+        ntuple(i -> i <= length(a) ? UInt64(a[i]) : UInt64(0), n)
+    end
+    C.tlrt_attention_geometry(UInt64(sizeof(C.tlrt_attention_geometry)), UInt64(batch), UInt64(heads_q), UInt64(heads_kv), UInt64(len_q), UInt64(len_k), UInt64(d), UInt64(q_offset), UInt64(q_stride_batch), UInt64(q_stride_token), UInt64(q_stride_head), UInt64(k_offset), UInt64(k_stride_batch), UInt64(k_stride_token), UInt64(k_stride_head), UInt64(v_offset), UInt64(v_stride_batch), UInt64(v_stride_token), UInt64(v_stride_head))
 end
 
 """
@@ -5708,6 +5745,81 @@ function flash_attention_bwd_v(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buff
     o_dv = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
     GC.@preserve q k v mask dout check(C.tlrt_flash_attention_bwd_v(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, UInt64(bh), UInt64(n), UInt64(d), Float64(scale), Bool(causal), Float64(mask_fill), o_dv), "tlrt_flash_attention_bwd_v")
     Buffer(o_dv[])
+end
+
+"""
+    attention_fwd(q, k, v, mask, geometry, scale, causal, mask_fill)
+
+`tlrt_status tlrt_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)`
+
+Attention forward of the views of `geometry` (DEFINITIONS of this section): out
+(B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.
+scale, causal and mask_fill as tlrt_flash_attention_fwd.
+Empty cases: B, Hq or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse
+-inf. d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty
+problem (B, Hq (Hkv for k and v), its length or d zero) is not checked against its buffer.
+Errors, in this order: TLRT_ERR_NULL_ARGUMENT (q, k, v, geometry, out, lse);
+TLRT_ERR_RELEASED; TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (q, k, v, mask);
+TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_kv 0 or not dividing heads_q; d > 256; len_q or
+len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly); TLRT_ERR_OVERFLOW (out beyond
+TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching past the end of its buffer: its
+last element offset + (B - 1) stride_batch + (len - 1) stride_token + (heads - 1) stride_head
++ d - 1, computed exactly, not below the buffer's size; the mask neither Tq Tk nor
+B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, mask_fill as
+tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
+On failure *out and *lse are NULL.
+Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of
+a group are read by each of its G query heads (from cache).
+"""
+function attention_fwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, geometry::C.tlrt_attention_geometry, scale::Real, causal::Bool, mask_fill::Real)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_lse = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve q k v mask check(C.tlrt_attention_fwd(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), Ref(geometry), Float64(scale), Bool(causal), Float64(mask_fill), o_out, o_lse), "tlrt_attention_fwd")
+    (Buffer(o_out[]), Buffer(o_lse[]))
+end
+
+"""
+    attention_bwd(q, k, v, mask, dout, out, lse, geometry, scale, causal, mask_fill, dq, dk, dv, grad_geometry)
+
+`tlrt_status tlrt_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer * dq, tlrt_buffer * dk, tlrt_buffer * dv, const tlrt_attention_geometry * grad_geometry)`
+
+Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:
+dq, dk and dv are the caller's buffers, and the views of grad_geometry (its q_*, k_* and v_*
+fields; its batch, heads and lengths must equal geometry's) say where: row (b, i, h) of dq is
+written at q_offset + b q_stride_batch + i q_stride_token + h q_stride_head of dq, and so on.
+Exactly the elements of the three views are written, nothing else of those buffers. They may
+be regions of ONE buffer (the gradient of a fused projection, read directly by its backward:
+grad_geometry = geometry for a buffer shaped like the projection's output). dq, dk or dv NULL:
+that gradient is not computed (dv alone needs no D and no dS). dout (B * Tq * Hq * d,
+token-major like out), out and lse are the forward's (as tlrt_flash_attention_bwd: not
+checked to be).
+DESTINATIONS MUST NOT OVERLAP, and this library must be able to tell, or the call is
+TLRT_ERR_INVALID_ARGUMENT (nothing written):
+  - each view is one-to-one: its dimensions of extent > 1 (d with stride 1, heads, tokens,
+    batch), in ascending order of stride, each have a stride at least the span of those before
+    it (span: 1 + the sum of stride (extent - 1)); a zero stride of an extent > 1 fails;
+  - two views in the same buffer are disjoint by their element ranges [first, last], or by
+    columns: both have the same stride_token s > 0, stride_batch a multiple of s (or B == 1),
+    a token width w = (heads - 1) stride_head + d <= s, and the ranges offset + [0, w) taken
+    modulo s do not meet (the fused layout above);
+  - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that
+    are different handles do not share storage either (one buffer is passed as the same
+    handle).
+Empty cases: nothing to write when B, Hq, Tq (dq) / Tk (dk, dv) or d is zero; Tk == 0 writes dq
+zeros (times scale).
+Errors, in this order: those of tlrt_attention_fwd for q, k, v, mask, geometry, scale and
+mask_fill (TLRT_ERR_NULL_ARGUMENT for geometry, not for out-parameters), then
+TLRT_ERR_NULL_ARGUMENT (dout, out, lse, grad_geometry); TLRT_ERR_RELEASED; TLRT_ERR_DTYPE;
+TLRT_ERR_DEVICE_MISMATCH (dout, out, lse, dq, dk, dv against q); TLRT_ERR_SHAPE (dout or out
+not B Tq Hq d elements, lse not B Hq Tq; grad_geometry's batch, heads or lengths or d not
+geometry's); TLRT_ERR_INVALID_ARGUMENT (grad_geometry's struct_size); TLRT_ERR_SHAPE (a
+gradient view past the end of its buffer, as for the inputs); TLRT_ERR_INVALID_ARGUMENT (the
+overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
+Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk.
+"""
+function attention_bwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, out::Buffer, lse::Buffer, geometry::C.tlrt_attention_geometry, scale::Real, causal::Bool, mask_fill::Real, dq::Union{Buffer,Nothing}, dk::Union{Buffer,Nothing}, dv::Union{Buffer,Nothing}, grad_geometry::C.tlrt_attention_geometry)
+    GC.@preserve q k v mask dout out lse dq dk dv check(C.tlrt_attention_bwd(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, out.ptr, lse.ptr, Ref(geometry), Float64(scale), Bool(causal), Float64(mask_fill), (dq === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : dq.ptr), (dk === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : dk.ptr), (dv === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : dv.ptr), Ref(grad_geometry)), "tlrt_attention_bwd")
+    nothing
 end
 
 """

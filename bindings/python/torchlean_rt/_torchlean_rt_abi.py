@@ -2301,6 +2301,59 @@ PROTOTYPES = (
       "tlrt_flash_attention_fwd's out and lse (all three called in the same mode: determinism switch\n"
       'and allow_tf32 unchanged). Arguments, empty cases and errors as\n'
       'tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter).')),
+    ('tlrt_attention_fwd', 'tlrt_status', (('const tlrt_buffer *', 'q'), ('const tlrt_buffer *', 'k'), ('const tlrt_buffer *', 'v'), ('const tlrt_buffer *', 'mask'), ('const tlrt_attention_geometry *', 'geometry'), ('double', 'scale'), ('bool', 'causal'), ('double', 'mask_fill'), ('tlrt_buffer **', 'out'), ('tlrt_buffer **', 'lse'),), 'tlrt_attention.h',
+     ('Attention forward of the views of `geometry` (DEFINITIONS of this section): out\n'
+      '(B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.\n'
+      'scale, causal and mask_fill as tlrt_flash_attention_fwd.\n'
+      'Empty cases: B, Hq or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse\n'
+      "-inf. d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty\n"
+      'problem (B, Hq (Hkv for k and v), its length or d zero) is not checked against its buffer.\n'
+      'Errors, in this order: TLRT_ERR_NULL_ARGUMENT (q, k, v, geometry, out, lse);\n'
+      'TLRT_ERR_RELEASED; TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (q, k, v, mask);\n'
+      'TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_kv 0 or not dividing heads_q; d > 256; len_q or\n'
+      'len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly); TLRT_ERR_OVERFLOW (out beyond\n'
+      'TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching past the end of its buffer: its\n'
+      'last element offset + (B - 1) stride_batch + (len - 1) stride_token + (heads - 1) stride_head\n'
+      "+ d - 1, computed exactly, not below the buffer's size; the mask neither Tq Tk nor\n"
+      'B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, mask_fill as\n'
+      'tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.\n'
+      'On failure *out and *lse are NULL.\n'
+      'Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of\n'
+      'a group are read by each of its G query heads (from cache).')),
+    ('tlrt_attention_bwd', 'tlrt_status', (('const tlrt_buffer *', 'q'), ('const tlrt_buffer *', 'k'), ('const tlrt_buffer *', 'v'), ('const tlrt_buffer *', 'mask'), ('const tlrt_buffer *', 'dout'), ('const tlrt_buffer *', 'out'), ('const tlrt_buffer *', 'lse'), ('const tlrt_attention_geometry *', 'geometry'), ('double', 'scale'), ('bool', 'causal'), ('double', 'mask_fill'), ('tlrt_buffer *', 'dq'), ('tlrt_buffer *', 'dk'), ('tlrt_buffer *', 'dv'), ('const tlrt_attention_geometry *', 'grad_geometry'),), 'tlrt_attention.h',
+     ('Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:\n'
+      "dq, dk and dv are the caller's buffers, and the views of grad_geometry (its q_*, k_* and v_*\n"
+      "fields; its batch, heads and lengths must equal geometry's) say where: row (b, i, h) of dq is\n"
+      'written at q_offset + b q_stride_batch + i q_stride_token + h q_stride_head of dq, and so on.\n'
+      'Exactly the elements of the three views are written, nothing else of those buffers. They may\n'
+      'be regions of ONE buffer (the gradient of a fused projection, read directly by its backward:\n'
+      "grad_geometry = geometry for a buffer shaped like the projection's output). dq, dk or dv NULL:\n"
+      'that gradient is not computed (dv alone needs no D and no dS). dout (B * Tq * Hq * d,\n'
+      "token-major like out), out and lse are the forward's (as tlrt_flash_attention_bwd: not\n"
+      'checked to be).\n'
+      'DESTINATIONS MUST NOT OVERLAP, and this library must be able to tell, or the call is\n'
+      'TLRT_ERR_INVALID_ARGUMENT (nothing written):\n'
+      '  - each view is one-to-one: its dimensions of extent > 1 (d with stride 1, heads, tokens,\n'
+      '    batch), in ascending order of stride, each have a stride at least the span of those before\n'
+      '    it (span: 1 + the sum of stride (extent - 1)); a zero stride of an extent > 1 fails;\n'
+      '  - two views in the same buffer are disjoint by their element ranges [first, last], or by\n'
+      '    columns: both have the same stride_token s > 0, stride_batch a multiple of s (or B == 1),\n'
+      '    a token width w = (heads - 1) stride_head + d <= s, and the ranges offset + [0, w) taken\n'
+      '    modulo s do not meet (the fused layout above);\n'
+      '  - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that\n'
+      '    are different handles do not share storage either (one buffer is passed as the same\n'
+      '    handle).\n'
+      'Empty cases: nothing to write when B, Hq, Tq (dq) / Tk (dk, dv) or d is zero; Tk == 0 writes dq\n'
+      'zeros (times scale).\n'
+      'Errors, in this order: those of tlrt_attention_fwd for q, k, v, mask, geometry, scale and\n'
+      'mask_fill (TLRT_ERR_NULL_ARGUMENT for geometry, not for out-parameters), then\n'
+      'TLRT_ERR_NULL_ARGUMENT (dout, out, lse, grad_geometry); TLRT_ERR_RELEASED; TLRT_ERR_DTYPE;\n'
+      'TLRT_ERR_DEVICE_MISMATCH (dout, out, lse, dq, dk, dv against q); TLRT_ERR_SHAPE (dout or out\n'
+      "not B Tq Hq d elements, lse not B Hq Tq; grad_geometry's batch, heads or lengths or d not\n"
+      "geometry's); TLRT_ERR_INVALID_ARGUMENT (grad_geometry's struct_size); TLRT_ERR_SHAPE (a\n"
+      'gradient view past the end of its buffer, as for the inputs); TLRT_ERR_INVALID_ARGUMENT (the\n'
+      'overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.\n'
+      'Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk.')),
     ('tlrt_conv_fwd', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'bias'), ('const tlrt_buffer *', 'input'), ('uint64_t', 'batch'), ('uint64_t', 'in_channels'), ('uint64_t', 'out_channels'), ('const uint64_t *', 'in_spatial'), ('uint32_t', 'rank'), ('const uint64_t *', 'kernel_size'), ('const uint64_t *', 'stride'), ('const uint64_t *', 'padding'), ('const uint64_t *', 'dilation'), ('uint64_t', 'groups'), ('tlrt_buffer **', 'out'),), 'tlrt_conv.h',
      ('N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,\n'
       'padding: rank values each; dilation: rank values, or NULL for all 1. kernel has out_channels *\n'
@@ -2416,8 +2469,8 @@ ENUMS = {
 # The integer object-like #defines.
 DEFINES = {
     'TLRT_ABI_VERSION_MAJOR': 1,
-    'TLRT_ABI_VERSION_MINOR': 3,
-    'TLRT_ABI_VERSION': 0x10003,
+    'TLRT_ABI_VERSION_MINOR': 4,
+    'TLRT_ABI_VERSION': 0x10004,
     'TLRT_DEVICE_KIND_CPU': 0,
     'TLRT_DEVICE_KIND_CUDA': 1,
     'TLRT_DEVICE_CPU': 0,
@@ -2487,6 +2540,27 @@ STRUCTS = {
         ('uint64_t[8]', 'stride'),
         ('uint64_t[8]', 'padding'),
     ),
+    'tlrt_attention_geometry': (
+        ('uint64_t', 'struct_size'),
+        ('uint64_t', 'batch'),
+        ('uint64_t', 'heads_q'),
+        ('uint64_t', 'heads_kv'),
+        ('uint64_t', 'len_q'),
+        ('uint64_t', 'len_k'),
+        ('uint64_t', 'd'),
+        ('uint64_t', 'q_offset'),
+        ('uint64_t', 'q_stride_batch'),
+        ('uint64_t', 'q_stride_token'),
+        ('uint64_t', 'q_stride_head'),
+        ('uint64_t', 'k_offset'),
+        ('uint64_t', 'k_stride_batch'),
+        ('uint64_t', 'k_stride_token'),
+        ('uint64_t', 'k_stride_head'),
+        ('uint64_t', 'v_offset'),
+        ('uint64_t', 'v_stride_batch'),
+        ('uint64_t', 'v_stride_token'),
+        ('uint64_t', 'v_stride_head'),
+    ),
     'tlrt_conv_geometry': (
         ('uint64_t', 'struct_size'),
         ('uint64_t', 'rank'),
@@ -2552,6 +2626,7 @@ CTYPES = {
     'uint64_t[8]': 'ARRAY(c_uint64, 8)',
     'const tlrt_conv_geometry *': 'POINTER(tlrt_conv_geometry)',
     'const tlrt_pool_geometry *': 'POINTER(tlrt_pool_geometry)',
+    'const tlrt_attention_geometry *': 'POINTER(tlrt_attention_geometry)',
 }
 
 # Optional buffer parameters (None passes NULL): (function, parameter).
@@ -2567,6 +2642,11 @@ OPTIONAL_BUFFERS = frozenset({
     ('tlrt_flash_attention_bwd_q', 'mask'),
     ('tlrt_flash_attention_bwd_k', 'mask'),
     ('tlrt_flash_attention_bwd_v', 'mask'),
+    ('tlrt_attention_fwd', 'mask'),
+    ('tlrt_attention_bwd', 'mask'),
+    ('tlrt_attention_bwd', 'dq'),
+    ('tlrt_attention_bwd', 'dk'),
+    ('tlrt_attention_bwd', 'dv'),
     ('tlrt_conv_fwd', 'bias'),
     ('tlrt_conv2d_fwd', 'bias'),
     ('tlrt_convtranspose_fwd', 'bias'),

@@ -65,6 +65,31 @@ pub struct tlrt_pool_geometry {
     pub padding: [u64; 8],
 }
 
+/// `tlrt_attention_geometry` (abi/tlrt_attention.h): set struct_size = size_of::<tlrt_attention_geometry>() before use.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct tlrt_attention_geometry {
+    pub struct_size: u64,
+    pub batch: u64,
+    pub heads_q: u64,
+    pub heads_kv: u64,
+    pub len_q: u64,
+    pub len_k: u64,
+    pub d: u64,
+    pub q_offset: u64,
+    pub q_stride_batch: u64,
+    pub q_stride_token: u64,
+    pub q_stride_head: u64,
+    pub k_offset: u64,
+    pub k_stride_batch: u64,
+    pub k_stride_token: u64,
+    pub k_stride_head: u64,
+    pub v_offset: u64,
+    pub v_stride_batch: u64,
+    pub v_stride_token: u64,
+    pub v_stride_head: u64,
+}
+
 /// `tlrt_conv_geometry` (abi/tlrt_conv.h): set struct_size = size_of::<tlrt_conv_geometry>() before use.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -111,8 +136,8 @@ pub const TLRT_DTYPE_I64: tlrt_dtype = 2;
 
 // Integer #defines of the headers.
 pub const TLRT_ABI_VERSION_MAJOR: u32 = 1;
-pub const TLRT_ABI_VERSION_MINOR: u32 = 3;
-pub const TLRT_ABI_VERSION: u32 = 0x10003;
+pub const TLRT_ABI_VERSION_MINOR: u32 = 4;
+pub const TLRT_ABI_VERSION: u32 = 0x10004;
 pub const TLRT_DEVICE_KIND_CPU: u32 = 0;
 pub const TLRT_DEVICE_KIND_CUDA: u32 = 1;
 pub const TLRT_DEVICE_CPU: tlrt_device = 0;
@@ -984,6 +1009,12 @@ extern "C" {
     /// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
     /// (full contract: abi/tlrt_attention.h)
     pub fn tlrt_flash_attention_bwd_v(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64, dv: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Attention forward of the views of `geometry` (DEFINITIONS of this section): out
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_attention_fwd(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, geometry: *const tlrt_attention_geometry, scale: f64, causal: bool, mask_fill: f64, out: *mut *mut tlrt_buffer, lse: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_attention_bwd(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, out: *const tlrt_buffer, lse: *const tlrt_buffer, geometry: *const tlrt_attention_geometry, scale: f64, causal: bool, mask_fill: f64, dq: *mut tlrt_buffer, dk: *mut tlrt_buffer, dv: *mut tlrt_buffer, grad_geometry: *const tlrt_attention_geometry) -> tlrt_status;
     // ---- tlrt_conv.h
     /// N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,
     /// (full contract: abi/tlrt_conv.h)
