@@ -6,34 +6,49 @@
 // A plan takes a launcher: launch(name, Kernel<k>(), grid, threads, smem, args...) starts kernel k,
 // launch.smem_limit() is the shared memory per block (bytes), launch.max_grid_y() the grid's y cap.
 //
+// Problems are (batch b, query head h) of an attn::Geometry: query rows i < nq, keys j < nk of key
+// / value head h / group, each operand read in place through its view (row r at base + r *
+// token stride: strided, from one fused projection, padded), out and dout token-major, causal
+// aligned bottom-right (j > i + nk - nq blocked). The (bh, n, d) entry points are the geometry of
+// bh sequences of one head.
+//
 // Common: 256 threads; tiles of 64 keys (queries in dk/dv); every (., d) tile in shared memory
 // row-major, rows padded to DP + 4 floats (DP: d rounded up to 32, 64, 128, 256; 64 at least in
 // the backward), so the dot products read float4s along t while each fma chain still runs t = 0 ..
-// d - 1. Tiles arrive by cp.async (16-byte copies when d % 4 == 0 and the tensors are aligned,
-// else 4-byte; zero fill past n) into single buffers refilled as soon as their last reader is past
-// a barrier. A mask entry is copied by the thread that reads it into its own P / dS slot (no
-// barrier). EXACT = (d == DP) fixes the loop lengths. Tiles wholly in range, unmasked and on or
-// below the diagonal score as dot * scale without the per-entry tests (the same value). Block
-// sizes never enter the order of operations, so the smaller-block variants for devices with less
-// shared memory than sm_90 give the same bits.
+// d - 1. Tiles arrive by cp.async (16-byte copies when d % 4 == 0, every stride a multiple of 4
+// and the tensors aligned, else 4-byte; zero fill past the rows) into single buffers refilled as
+// soon as their last reader is past a barrier. A mask entry is copied by the thread that reads it
+// into its own P / dS slot (no barrier). EXACT = (d == DP) fixes the loop lengths. Tiles wholly in
+// range, unmasked and on or below the diagonal score as dot * scale without the per-entry tests
+// (the same value). Block sizes never enter the order of operations, so the smaller-block
+// variants for devices with less shared memory than sm_90 give the same bits.
 //
 // fwd_kernel<DP, RM>: block (problem, 32 RM query rows; RM = 4 for 64 < d <= 128, else 2); thread
 // (row group g < 32, lane tx < 8): rows g + 32 a, keys tx + 8 c of a tile (the header's lane
 // layout; maxima and sums by __shfl_xor 1, 2, 4). Q resident; per key tile S = Q K^T, the online
-// softmax, P to shared memory, acc += P V. With skipping a block stops at its diagonal and the
-// blocks with most tiles start first. 4 n^2 d + ~30 n^2 FLOPs per problem (about half with
-// skipping); q and out move once, k and v once per query block (from L2).
-// d_kernel: D[i] = sum_t dout[i, t] out[i, t], one fma chain per row and thread.
-// dkdv_kernel<DP, RK>: block (problem, 16 RK keys; RK = 4, 2 at DP = 256); thread (key group kg <
-// 16, query lane ql < 16). K, V resident; per query tile dP^T = V dout^T, S^T = K Q^T, P^T and dS^T
-// to shared memory, dv += P^T dout, dk += dS^T Q: 8 n^2 d FLOPs (4 with dv only).
+// softmax, P to shared memory, acc += P V. With skipping a block stops where its last query tile
+// stops meeting key tiles, and the blocks with most tiles start first. 4 nq nk d + ~30 nq nk FLOPs
+// per problem (about half with skipping); q and out move once, k and v once per query block
+// (from L2; a key / value head is read by the blocks of each of its group's query heads).
+// d_kernel: D[r] = sum_t dout[r, t] out[r, t] over the rows of out in memory order (token-major),
+// one fma chain per row and thread.
+// dkdv_kernel<DP, RK>: block (batch, key / value head, 16 RK keys; RK = 4, 2 at DP = 256); thread
+// (key group kg < 16, query lane ql < 16). K, V resident; per step (query head of the group, query
+// tile), heads ascending, tiles ascending: dP^T = V dout^T, S^T = K Q^T, P^T and dS^T to shared
+// memory, dv += P^T dout, dk += dS^T Q, one accumulation through all steps: 8 nq nk d FLOPs per
+// query head (4 with dv only).
 // dq_kernel<DP, RQ>: block (problem, 16 RQ queries); thread (row group rg < 16, key lane kl < 16).
-// Q, dout resident; per key tile dP, S, dS to shared memory, dq += dS K: 6 n^2 d FLOPs. P is
-// recomputed in both (FA2's deterministic two-kernel form): 14 n^2 d against the usual 10 n^2 d;
+// Q, dout resident; per key tile dP, S, dS to shared memory, dq += dS K: 6 nq nk d FLOPs. P is
+// recomputed in both (FA2's deterministic two-kernel form): 14 nq nk d against the usual 10;
 // q, k, v, dout each move once per block of the other side.
-// Registers (sm_90, no spills): fwd 100-128 at DP <= 64 (two blocks per SM), ~200-216 at DP = 128;
-// dkdv and dq 128 at DP = 64 (two blocks per SM), up to ~220 at DP = 128.
-// Last measured: bench/results/2026-11-27-h100-s17-attention.md
+// restride_kernel: copies between views and the contiguous (bh, n, d) layout of the tensor-core
+// kernels (with repeated or summed heads), (R + 1) floats moved per element written.
+// Registers (sm_90, ptxas): fwd 100-128 at DP <= 64 (two blocks per SM), ~220-240 at DP = 128
+// (RM = 4); dkdv and dq 128 at DP = 64 (two blocks per SM), up to ~230 at DP = 128. No spills
+// except fwd_kernel<128, 2, exact> (the variant of devices with less than 172 KB of shared memory
+// per block, d = 128: 32 bytes).
+// Last measured: bench/results/2026-11-27-h100-s17-attention.md, before the kernels took views,
+// grouped heads and two lengths (not measured since: docs/kernels/attention.md).
 #pragma once
 
 #include <type_traits>
@@ -78,12 +93,12 @@ struct KP {
 struct GP {
   unsigned nq, nk, d;
   unsigned hq, hkv, group;
-  uint64_t batch;
+  unsigned batch;  // batch * hq below 2^31
   attn::View q, k, v, dq, dk, dv;
   const float *mask;
   uint64_t mask_stride;
   float scale, fill;
-  long long coff;
+  int coff;  // nk - nq: within int for nq, nk below 2^31
   bool causal, skip, vec;
 };
 
@@ -137,8 +152,8 @@ __device__ __forceinline__ float dot4(const float4 &a, const float4 &b, float s)
 // (read only when there is a mask).
 __device__ __forceinline__ float score_of(const GP &p, unsigned i, unsigned j, float dot,
                                           float m) {
-  const bool blocked =
-      (p.causal && (long long)j > (long long)i + p.coff) || (p.mask != nullptr && m == 0.0f);
+  // j > i + coff, in int: i, j < 2^31 so j - i cannot overflow
+  const bool blocked = (p.causal && (int)j - (int)i > p.coff) || (p.mask != nullptr && m == 0.0f);
   return attn::score(dot, blocked, p.scale, p.fill);
 }
 
@@ -360,25 +375,24 @@ __device__ __forceinline__ void bwd_problem_start(const GP &p, unsigned r0, floa
 // The rows of problem y = b hq + h: q (and dq's destination), k / v of its key / value head,
 // dout / out (token-major), and its mask.
 struct ProbRows {
-  uint64_t b;
-  unsigned h, kv;
-  __device__ __forceinline__ ProbRows(const GP &p, uint64_t y)
-      : b(y / p.hq), h((unsigned)(y % p.hq)), kv((unsigned)(y % p.hq) / p.group) {}
+  unsigned b, h, kv;
+  __device__ __forceinline__ ProbRows(const GP &p, unsigned y)
+      : b(y / p.hq), h(y % p.hq), kv(y % p.hq / p.group) {}
   __device__ __forceinline__ RowsOf q(const GP &p, const float *q) const {
-    return RowsOf{q + b * p.q.batch + h * p.q.head, p.nq, p.q.token};
+    return RowsOf{q + (uint64_t)b * p.q.batch + (uint64_t)h * p.q.head, p.nq, p.q.token};
   }
   __device__ __forceinline__ RowsOf k(const GP &p, const float *k) const {
-    return RowsOf{k + b * p.k.batch + kv * p.k.head, p.nk, p.k.token};
+    return RowsOf{k + (uint64_t)b * p.k.batch + (uint64_t)kv * p.k.head, p.nk, p.k.token};
   }
   __device__ __forceinline__ RowsOf v(const GP &p, const float *v) const {
-    return RowsOf{v + b * p.v.batch + kv * p.v.head, p.nk, p.v.token};
+    return RowsOf{v + (uint64_t)b * p.v.batch + (uint64_t)kv * p.v.head, p.nk, p.v.token};
   }
   // out and dout: (batch, nq, hq, d).
   __device__ __forceinline__ uint64_t tok(const GP &p) const {
-    return (b * p.nq * p.hq + h) * (uint64_t)p.d;
+    return ((uint64_t)b * p.nq * p.hq + h) * p.d;
   }
   __device__ __forceinline__ const float *mask(const GP &p) const {
-    return p.mask ? p.mask + (b * p.hq + h) * p.mask_stride : nullptr;
+    return p.mask ? p.mask + (uint64_t)(b * p.hq + h) * p.mask_stride : nullptr;
   }
 };
 
@@ -402,12 +416,10 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
   // query tile meets, and later blocks visit more: they start first.
   const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BR;
   const unsigned jend = (unsigned)attn::key_end(p.skip, i0 + BR - kT, p.nk, p.coff);
-  const uint64_t ostride = (uint64_t)p.hq * p.d;
   zero_smem(sm, fwd_smem_floats<DP, RM>());
-  for (uint64_t y = blockIdx.y; y < p.batch * p.hq; y += gridDim.y) {
+  for (unsigned y = blockIdx.y; y < p.batch * p.hq; y += gridDim.y) {
     const ProbRows pr(p, y);
-    const RowsOf Q = pr.q(p, q), K = pr.k(p, k), V = pr.v(p, v);
-    const float *mb = pr.mask(p);
+    const float *kb = pr.k(p, k).p, *vb = pr.v(p, v).p, *mb = pr.mask(p);
     __syncthreads();  // zeroing, or the previous problem's readers, done
     float m[RM], l[RM], acc[RM][C4][4];
 #pragma unroll
@@ -420,10 +432,10 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
         for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = 0.0f;
     }
     if (jend > 0) {  // (block-uniform) otherwise no key tile: every row fully excluded
-      load_rows<DP, BR, EXACT>(qs, Q.p, i0, Q.n, p.d, Q.stride, p.vec);
-      load_rows<DP, kT, EXACT>(ks, K.p, 0, K.n, p.d, K.stride, p.vec);
+      load_rows<DP, BR, EXACT>(qs, pr.q(p, q).p, i0, p.nq, p.d, p.q.token, p.vec);
+      load_rows<DP, kT, EXACT>(ks, kb, 0, p.nk, p.d, p.k.token, p.vec);
       async::commit();
-      load_rows<DP, kT, EXACT>(vs, V.p, 0, V.n, p.d, V.stride, p.vec);
+      load_rows<DP, kT, EXACT>(vs, vb, 0, p.nk, p.d, p.v.token, p.vec);
       async::commit();
       async::wait<1>();  // Q, K tile 0
       __syncthreads();
@@ -433,11 +445,10 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
       const bool more = j0 + kT < jend;
       // Rows a < a_first belong to a query tile that does not meet this key tile (the first half
       // of a 128-row block at the last tiles of its diagonal, with skipping): they leave it out.
-      // The same for the whole block.
+      // The same for the whole block. (The block's last query tile meets every tile it visits.)
       unsigned a_first = 0;
-#pragma unroll
-      for (unsigned a = 0; a < RM; ++a)
-        if (p.skip && !attn::tiles_meet(i0 + kT * (a / 2), j0, p.coff)) a_first = a + 1;
+      if constexpr (RM > 2)
+        if (p.skip && !attn::tiles_meet(i0, j0, p.coff)) a_first = 2;
       if (mb) {  // this thread's mask entries of the tile, into its own P slots
 #pragma unroll
         for (unsigned a = 0; a < RM; ++a)
@@ -483,7 +494,7 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
           for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = acc[a][c4][e] * alpha;
       }
       __syncthreads();  // P and V visible; every read of ks done
-      if (more) load_rows<DP, kT, EXACT>(ks, K.p, j0 + kT, K.n, p.d, K.stride, p.vec);
+      if (more) load_rows<DP, kT, EXACT>(ks, kb, j0 + kT, p.nk, p.d, p.k.token, p.vec);
       async::commit();
       if (a_first == 0)
         tile_axpy<DP, RM, C4, kPS, 32>(ps, g, 32, vs, 4 * tx, acc);
@@ -491,7 +502,7 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
         tile_axpy<DP, RM, C4, kPS, 32, true>(ps, g, 32, vs, 4 * tx, acc, a_first);
       async::wait<0>();  // the next K tile
       __syncthreads();   // it is visible; every read of vs and ps done
-      if (more) load_rows<DP, kT, EXACT>(vs, V.p, j0 + kT, V.n, p.d, V.stride, p.vec);
+      if (more) load_rows<DP, kT, EXACT>(vs, vb, j0 + kT, p.nk, p.d, p.v.token, p.vec);
       async::commit();
     }
 #pragma unroll
@@ -504,10 +515,11 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
         for (unsigned e = 0; e < 4; ++e)
           acc[a][c4][e] = none ? 0.0f : __fdiv_rn(acc[a][c4][e], la);
       const unsigned i = i0 + g + 32 * a;
-      if (tx == 0 && i < p.nq) lse[y * p.nq + i] = none ? kNegInf : m[a] + math::log_f(la);
+      if (tx == 0 && i < p.nq)
+        lse[(uint64_t)y * p.nq + i] = none ? kNegInf : m[a] + math::log_f(la);
     }
     store_rows<RM, C4, 32>(acc, false, 1.0f, out + pr.tok(p), i0 + g, 32, 4 * tx, p.nq, p.d,
-                           ostride, p.vec);
+                           (uint64_t)p.hq * p.d, p.vec);
   }
 }
 
@@ -560,8 +572,8 @@ __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
   const unsigned steps = tiles * p.group;
   const uint64_t dstride = (uint64_t)p.hq * p.d;
   zero_smem(sm, dkdv_smem_floats<DP, RK>());
-  for (uint64_t y = blockIdx.y; y < p.batch * p.hkv; y += gridDim.y) {
-    const uint64_t b = y / p.hkv;
+  for (unsigned y = blockIdx.y; y < p.batch * p.hkv; y += gridDim.y) {
+    const unsigned b = y / p.hkv;
     const unsigned kvh = (unsigned)(y % p.hkv), h0 = kvh * p.group;
     const ProbRows p0(p, b * p.hq + h0);  // the group's first query head: its k, v rows
     const RowsOf K = p0.k(p, k), V = p0.v(p, v);
@@ -602,7 +614,7 @@ __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
       for (unsigned c = 0; c < 4; ++c) {
         const unsigned i = i0 + ql + 16 * c;
         L[c] = i < p.nq ? lse[yh * p.nq + i] : 0.0f;
-        Di[c] = (want_k && i < p.nq) ? D[(b * p.nq + i) * p.hq + h0 + hh] : 0.0f;
+        Di[c] = (want_k && i < p.nq) ? D[((uint64_t)b * p.nq + i) * p.hq + h0 + hh] : 0.0f;
       }
       float s[RK][4], dp[RK][4];
       if (want_k) dots<DP, EXACT, RK, 4>(vs, kg, 16, dos, ql, 16, p.d, dp);
@@ -676,11 +688,9 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
   const unsigned jend = (unsigned)attn::key_end(p.skip, ib - ib % kT, p.nk, p.coff);
   const uint64_t dstride = (uint64_t)p.hq * p.d;
   zero_smem(sm, dq_smem_floats<DP, RQ>());
-  for (uint64_t y = blockIdx.y; y < p.batch * p.hq; y += gridDim.y) {
+  for (unsigned y = blockIdx.y; y < p.batch * p.hq; y += gridDim.y) {
     const ProbRows pr(p, y);
-    const RowsOf Q = pr.q(p, q), K = pr.k(p, k), V = pr.v(p, v),
-                 DO{dout + pr.tok(p), p.nq, dstride};
-    const float *mb = pr.mask(p);
+    const float *kb = pr.k(p, k).p, *vb = pr.v(p, v).p, *mb = pr.mask(p);
     __syncthreads();  // zeroing, or the previous problem's readers, done
     // This thread's mask entries of key tile j0, into its own dS slots.
     auto load_mask = [&](unsigned j0) {
@@ -691,11 +701,13 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
 #pragma unroll
     for (unsigned a = 0; a < RQ; ++a) {
       const unsigned i = ib + rg + 16 * a;
-      L[a] = i < p.nq ? lse[y * p.nq + i] : 0.0f;
-      Dr[a] = i < p.nq ? D[(pr.b * p.nq + i) * p.hq + pr.h] : 0.0f;
+      L[a] = i < p.nq ? lse[(uint64_t)y * p.nq + i] : 0.0f;
+      Dr[a] = i < p.nq ? D[((uint64_t)pr.b * p.nq + i) * p.hq + pr.h] : 0.0f;
     }
     if (jend > 0) {  // (block-uniform) otherwise no key tile: dq = 0
-      bwd_problem_start<DP, BQ, EXACT>(p, ib, qs, Q, dos, DO, 0, vs, V, ks, K, load_mask);
+      bwd_problem_start<DP, BQ, EXACT>(p, ib, qs, pr.q(p, q), dos,
+                                       RowsOf{dout + pr.tok(p), p.nq, dstride}, 0, vs,
+                                       pr.v(p, v), ks, pr.k(p, k), load_mask);
       async::wait<1>();  // Q, dout, V tile 0, mask entries
       __syncthreads();
     }
@@ -707,7 +719,7 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
       dots<DP, EXACT, RQ, 4>(dos, rg, 16, vs, kl, 16, p.d, dp);
       async::wait<0>();  // K tile j0
       __syncthreads();   // visible; every read of vs done
-      if (more) load_rows<DP, kT, EXACT>(vs, V.p, j0 + kT, V.n, p.d, V.stride, p.vec);
+      if (more) load_rows<DP, kT, EXACT>(vs, vb, j0 + kT, p.nk, p.d, p.v.token, p.vec);
       async::commit();
       dots<DP, EXACT, RQ, 4>(qs, rg, 16, ks, kl, 16, p.d, s);
       score_tile(!mb && ib + BQ <= p.nq && j0 + kT <= p.nk && below_diagonal(p, ib, j0 + kT - 1),
@@ -730,7 +742,7 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
       async::wait<0>();  // the next V tile
       __syncthreads();   // visible; every read of ks and dS done
       if (more) {
-        load_rows<DP, kT, EXACT>(ks, K.p, j0 + kT, K.n, p.d, K.stride, p.vec);
+        load_rows<DP, kT, EXACT>(ks, kb, j0 + kT, p.nk, p.d, p.k.token, p.vec);
         load_mask(j0 + kT);
       }
       async::commit();
@@ -792,7 +804,7 @@ inline GP kernel_view(const attn::Geometry &g, const attn::Grads *gr, bool align
   p.hq = (unsigned)g.hq;
   p.hkv = (unsigned)g.hkv;
   p.group = (unsigned)g.group();
-  p.batch = g.batch;
+  p.batch = (unsigned)g.batch;
   p.q = g.q;
   p.k = g.k;
   p.v = g.v;
@@ -803,7 +815,7 @@ inline GP kernel_view(const attn::Geometry &g, const attn::Grads *gr, bool align
   p.mask_stride = g.mask_stride;
   p.scale = g.scale;
   p.fill = g.fill;
-  p.coff = g.causal_offset();
+  p.coff = (int)g.causal_offset();
   p.causal = g.causal;
   p.skip = g.causal && g.fill == kNegInf;
   p.vec = aligned && g.d % 4 == 0 && strides4(p.q) && strides4(p.k) && strides4(p.v) &&
