@@ -2592,6 +2592,54 @@ Numeric class: the op's (library against float64, but bitwise identical between 
 values and gradients). -/
 @[extern "tlrt_lean_tape_flash_attention"] opaque tapeFlashAttention (tape : @& Tape) (q : UInt64) (k : UInt64) (v : UInt64) (mask : @& Option Buffer) (scale : Float) (causal : Bool) (mask_fill : Float) : IO UInt64
 
+/-- `tlrt_status tlrt_tape_attention_qkv(tlrt_tape * tape, uint64_t qkv, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)`
+
+attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then
+its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +
+2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),
+token-major: the input of the output projection, with no split or permute node. One node:
+tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads
+key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T
+the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as
+workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three
+views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).
+attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,
+heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right
+as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).
+Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be
+q, k and v: its gradient is the sum). Record-time errors besides the common ones:
+TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the
+op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a
+node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple
+of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library
+against float64, but bitwise identical between CPU and CUDA with the determinism switch on). -/
+@[extern "tlrt_lean_tape_attention_qkv"] opaque tapeAttentionQkv (tape : @& Tape) (qkv : UInt64) (heads_q : UInt64) (heads_kv : UInt64) (causal : Bool) (scale : Float) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)`
+
+attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then
+its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +
+2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),
+token-major: the input of the output projection, with no split or permute node. One node:
+tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads
+key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T
+the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as
+workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three
+views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).
+attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,
+heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right
+as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).
+Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be
+q, k and v: its gradient is the sum). Record-time errors besides the common ones:
+TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the
+op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a
+node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple
+of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library
+against float64, but bitwise identical between CPU and CUDA with the determinism switch on). -/
+@[extern "tlrt_lean_tape_attention"] opaque tapeAttention (tape : @& Tape) (q : UInt64) (k : UInt64) (v : UInt64) (heads_q : UInt64) (heads_kv : UInt64) (causal : Bool) (scale : Float) : IO UInt64
+
 /-- `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
@@ -3287,19 +3335,20 @@ tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parame
 Attention forward of the views of `geometry` (DEFINITIONS of this section): out
 (B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.
 scale, causal and mask_fill as tlrt_flash_attention_fwd.
-Empty cases: B, Hq or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse
--inf. d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty
-problem (B, Hq (Hkv for k and v), its length or d zero) is not checked against its buffer.
-Errors, in this order: TLRT_ERR_NULL_ARGUMENT (q, k, v, geometry, out, lse);
-TLRT_ERR_RELEASED; TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (q, k, v, mask);
-TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_kv 0 or not dividing heads_q; d > 256; len_q or
-len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly); TLRT_ERR_OVERFLOW (out beyond
-TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching past the end of its buffer: its
-last element offset + (B - 1) stride_batch + (len - 1) stride_token + (heads - 1) stride_head
-+ d - 1, computed exactly, not below the buffer's size; the mask neither Tq Tk nor
-B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, mask_fill as
-tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
-On failure *out and *lse are NULL.
+Empty cases: B or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse -inf.
+d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty problem
+(B, its length or d zero) is not checked against its buffer (nor read).
+Errors, checked in this order: TLRT_ERR_NULL_ARGUMENT (out, lse); for q, k, v and the mask in
+turn TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED,
+TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (k, v, mask against q); TLRT_ERR_NULL_ARGUMENT
+(geometry); TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_q not a positive multiple of
+heads_kv; d > 256; len_q or len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly);
+TLRT_ERR_OVERFLOW (out beyond TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching
+past the end of its buffer: its last element offset + (B - 1) stride_batch + (len - 1)
+stride_token + (heads - 1) stride_head + d - 1, computed exactly, not below the buffer's size;
+then the mask neither Tq Tk nor B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, then
+mask_fill, as tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
 Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of
 a group are read by each of its G query heads (from cache). -/
 @[extern "tlrt_lean_attention_fwd"] opaque attentionFwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (geometry : @& Array UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer)
@@ -3328,16 +3377,18 @@ TLRT_ERR_INVALID_ARGUMENT (nothing written):
   - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that
     are different handles do not share storage either (one buffer is passed as the same
     handle).
-Empty cases: nothing to write when B, Hq, Tq (dq) / Tk (dk, dv) or d is zero; Tk == 0 writes dq
-zeros (times scale).
-Errors, in this order: those of tlrt_attention_fwd for q, k, v, mask, geometry, scale and
-mask_fill (TLRT_ERR_NULL_ARGUMENT for geometry, not for out-parameters), then
-TLRT_ERR_NULL_ARGUMENT (dout, out, lse, grad_geometry); TLRT_ERR_RELEASED; TLRT_ERR_DTYPE;
-TLRT_ERR_DEVICE_MISMATCH (dout, out, lse, dq, dk, dv against q); TLRT_ERR_SHAPE (dout or out
-not B Tq Hq d elements, lse not B Hq Tq; grad_geometry's batch, heads or lengths or d not
-geometry's); TLRT_ERR_INVALID_ARGUMENT (grad_geometry's struct_size); TLRT_ERR_SHAPE (a
-gradient view past the end of its buffer, as for the inputs); TLRT_ERR_INVALID_ARGUMENT (the
-overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.
+Empty cases: nothing is written when B or d is zero, nor to dq when Tq is zero, nor to dk and
+dv when Tk is zero; Tk == 0 writes dq = 0 * scale, Tq == 0 writes dk = 0 * scale and dv = 0.
+Errors, checked in this order: for q, k, v, the mask, dout, out and lse in turn
+TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE;
+TLRT_ERR_DEVICE_MISMATCH (each against q); the geometry, the views of q, k, v, the mask, scale
+and mask_fill as tlrt_attention_fwd; TLRT_ERR_SHAPE (dout or out not B Tq Hq d elements, lse
+not B Hq Tq); grad_geometry: TLRT_ERR_NULL_ARGUMENT, TLRT_ERR_INVALID_ARGUMENT (struct_size),
+TLRT_ERR_SHAPE (its batch, heads, lengths or d not geometry's); for dq, dk, dv in turn (each
+may be NULL) TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE, TLRT_ERR_DEVICE_MISMATCH
+(against q); TLRT_ERR_SHAPE (a gradient view past the end of its buffer, as for the inputs);
+TLRT_ERR_INVALID_ARGUMENT (the overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. A failing call writes nothing.
 Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk. -/
 @[extern "tlrt_lean_attention_bwd"] opaque attentionBwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (out : @& Buffer) (lse : @& Buffer) (geometry : @& Array UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) (dq : @& Option Buffer) (dk : @& Option Buffer) (dv : @& Option Buffer) (grad_geometry : @& Array UInt64) : IO Unit
 

@@ -3827,6 +3827,36 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_tape_attention_qkv(tlrt_tape * tape, uint64_t qkv, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_attention_qkv(b_lean_obj_arg l_tape, uint64_t l_qkv, uint64_t l_heads_q, uint64_t l_heads_kv, uint8_t l_causal, double l_scale, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_attention_qkv((tlrt_tape *)tape_h, (uint64_t)l_qkv, (uint64_t)l_heads_q, (uint64_t)l_heads_kv, (bool)(l_causal != 0), (double)l_scale, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_attention(b_lean_obj_arg l_tape, uint64_t l_q, uint64_t l_k, uint64_t l_v, uint64_t l_heads_q, uint64_t l_heads_kv, uint8_t l_causal, double l_scale, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_attention((tlrt_tape *)tape_h, (uint64_t)l_q, (uint64_t)l_k, (uint64_t)l_v, (uint64_t)l_heads_q, (uint64_t)l_heads_kv, (bool)(l_causal != 0), (double)l_scale, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_tape_linear(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_w, uint64_t l_b, lean_obj_arg w) {
   (void)w;

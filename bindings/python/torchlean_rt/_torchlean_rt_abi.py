@@ -1749,6 +1749,48 @@ PROTOTYPES = (
       'one shape; mask of another size); TLRT_ERR_RELEASED and TLRT_ERR_DEVICE_MISMATCH (mask).\n'
       "Numeric class: the op's (library against float64, but bitwise identical between CPU and CUDA,\n"
       'values and gradients).')),
+    ('tlrt_tape_attention_qkv', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'qkv'), ('uint64_t', 'heads_q'), ('uint64_t', 'heads_kv'), ('bool', 'causal'), ('double', 'scale'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of\n'
+      "rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then\n"
+      'its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +\n'
+      '2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),\n'
+      'token-major: the input of the output projection, with no split or permute node. One node:\n'
+      'tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads\n'
+      'key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T\n'
+      'the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as\n'
+      'workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three\n'
+      'views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).\n'
+      'attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,\n'
+      'heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right\n'
+      "as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).\n"
+      'Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be\n'
+      'q, k and v: its gradient is the sum). Record-time errors besides the common ones:\n'
+      'TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the\n'
+      'op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a\n'
+      "node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple\n"
+      "of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library\n"
+      'against float64, but bitwise identical between CPU and CUDA with the determinism switch on).')),
+    ('tlrt_tape_attention', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'q'), ('uint64_t', 'k'), ('uint64_t', 'v'), ('uint64_t', 'heads_q'), ('uint64_t', 'heads_kv'), ('bool', 'causal'), ('double', 'scale'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of\n'
+      "rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then\n"
+      'its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +\n'
+      '2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),\n'
+      'token-major: the input of the output projection, with no split or permute node. One node:\n'
+      'tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads\n'
+      'key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T\n'
+      'the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as\n'
+      'workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three\n'
+      'views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).\n'
+      'attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,\n'
+      'heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right\n'
+      "as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).\n"
+      'Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be\n'
+      'q, k and v: its gradient is the sum). Record-time errors besides the common ones:\n'
+      'TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the\n'
+      'op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a\n'
+      "node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple\n"
+      "of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library\n"
+      'against float64, but bitwise identical between CPU and CUDA with the determinism switch on).')),
     ('tlrt_tape_linear', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'w'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
       'the last; gradients follow from the primitives.\n'
@@ -2305,19 +2347,20 @@ PROTOTYPES = (
      ('Attention forward of the views of `geometry` (DEFINITIONS of this section): out\n'
       '(B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.\n'
       'scale, causal and mask_fill as tlrt_flash_attention_fwd.\n'
-      'Empty cases: B, Hq or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse\n'
-      "-inf. d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty\n"
-      'problem (B, Hq (Hkv for k and v), its length or d zero) is not checked against its buffer.\n'
-      'Errors, in this order: TLRT_ERR_NULL_ARGUMENT (q, k, v, geometry, out, lse);\n'
-      'TLRT_ERR_RELEASED; TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (q, k, v, mask);\n'
-      'TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_kv 0 or not dividing heads_q; d > 256; len_q or\n'
-      'len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly); TLRT_ERR_OVERFLOW (out beyond\n'
-      'TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching past the end of its buffer: its\n'
-      'last element offset + (B - 1) stride_batch + (len - 1) stride_token + (heads - 1) stride_head\n'
-      "+ d - 1, computed exactly, not below the buffer's size; the mask neither Tq Tk nor\n"
-      'B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, mask_fill as\n'
-      'tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.\n'
-      'On failure *out and *lse are NULL.\n'
+      'Empty cases: B or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse -inf.\n'
+      "d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty problem\n"
+      '(B, its length or d zero) is not checked against its buffer (nor read).\n'
+      'Errors, checked in this order: TLRT_ERR_NULL_ARGUMENT (out, lse); for q, k, v and the mask in\n'
+      'turn TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED,\n'
+      'TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (k, v, mask against q); TLRT_ERR_NULL_ARGUMENT\n'
+      '(geometry); TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_q not a positive multiple of\n'
+      'heads_kv; d > 256; len_q or len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly);\n'
+      'TLRT_ERR_OVERFLOW (out beyond TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching\n'
+      'past the end of its buffer: its last element offset + (B - 1) stride_batch + (len - 1)\n'
+      "stride_token + (heads - 1) stride_head + d - 1, computed exactly, not below the buffer's size;\n"
+      'then the mask neither Tq Tk nor B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, then\n'
+      'mask_fill, as tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.\n'
       'Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of\n'
       'a group are read by each of its G query heads (from cache).')),
     ('tlrt_attention_bwd', 'tlrt_status', (('const tlrt_buffer *', 'q'), ('const tlrt_buffer *', 'k'), ('const tlrt_buffer *', 'v'), ('const tlrt_buffer *', 'mask'), ('const tlrt_buffer *', 'dout'), ('const tlrt_buffer *', 'out'), ('const tlrt_buffer *', 'lse'), ('const tlrt_attention_geometry *', 'geometry'), ('double', 'scale'), ('bool', 'causal'), ('double', 'mask_fill'), ('tlrt_buffer *', 'dq'), ('tlrt_buffer *', 'dk'), ('tlrt_buffer *', 'dv'), ('const tlrt_attention_geometry *', 'grad_geometry'),), 'tlrt_attention.h',
@@ -2343,16 +2386,18 @@ PROTOTYPES = (
       '  - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that\n'
       '    are different handles do not share storage either (one buffer is passed as the same\n'
       '    handle).\n'
-      'Empty cases: nothing to write when B, Hq, Tq (dq) / Tk (dk, dv) or d is zero; Tk == 0 writes dq\n'
-      'zeros (times scale).\n'
-      'Errors, in this order: those of tlrt_attention_fwd for q, k, v, mask, geometry, scale and\n'
-      'mask_fill (TLRT_ERR_NULL_ARGUMENT for geometry, not for out-parameters), then\n'
-      'TLRT_ERR_NULL_ARGUMENT (dout, out, lse, grad_geometry); TLRT_ERR_RELEASED; TLRT_ERR_DTYPE;\n'
-      'TLRT_ERR_DEVICE_MISMATCH (dout, out, lse, dq, dk, dv against q); TLRT_ERR_SHAPE (dout or out\n'
-      "not B Tq Hq d elements, lse not B Hq Tq; grad_geometry's batch, heads or lengths or d not\n"
-      "geometry's); TLRT_ERR_INVALID_ARGUMENT (grad_geometry's struct_size); TLRT_ERR_SHAPE (a\n"
-      'gradient view past the end of its buffer, as for the inputs); TLRT_ERR_INVALID_ARGUMENT (the\n'
-      'overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA; TLRT_ERR_DEVICE_LOST.\n'
+      'Empty cases: nothing is written when B or d is zero, nor to dq when Tq is zero, nor to dk and\n'
+      'dv when Tk is zero; Tk == 0 writes dq = 0 * scale, Tq == 0 writes dk = 0 * scale and dv = 0.\n'
+      'Errors, checked in this order: for q, k, v, the mask, dout, out and lse in turn\n'
+      'TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE;\n'
+      'TLRT_ERR_DEVICE_MISMATCH (each against q); the geometry, the views of q, k, v, the mask, scale\n'
+      'and mask_fill as tlrt_attention_fwd; TLRT_ERR_SHAPE (dout or out not B Tq Hq d elements, lse\n'
+      'not B Hq Tq); grad_geometry: TLRT_ERR_NULL_ARGUMENT, TLRT_ERR_INVALID_ARGUMENT (struct_size),\n'
+      "TLRT_ERR_SHAPE (its batch, heads, lengths or d not geometry's); for dq, dk, dv in turn (each\n"
+      'may be NULL) TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE, TLRT_ERR_DEVICE_MISMATCH\n'
+      '(against q); TLRT_ERR_SHAPE (a gradient view past the end of its buffer, as for the inputs);\n'
+      'TLRT_ERR_INVALID_ARGUMENT (the overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. A failing call writes nothing.\n'
       'Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk.')),
     ('tlrt_conv_fwd', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'bias'), ('const tlrt_buffer *', 'input'), ('uint64_t', 'batch'), ('uint64_t', 'in_channels'), ('uint64_t', 'out_channels'), ('const uint64_t *', 'in_spatial'), ('uint32_t', 'rank'), ('const uint64_t *', 'kernel_size'), ('const uint64_t *', 'stride'), ('const uint64_t *', 'padding'), ('const uint64_t *', 'dilation'), ('uint64_t', 'groups'), ('tlrt_buffer **', 'out'),), 'tlrt_conv.h',
      ('N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,\n'

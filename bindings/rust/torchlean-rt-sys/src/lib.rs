@@ -866,6 +866,12 @@ extern "C" {
     /// flash_attention: q, k and v of rank 3 and the same shape (bh, n, d); output (bh, n, d),
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_flash_attention(tape: *mut tlrt_tape, q: u64, k: u64, v: u64, mask: *const tlrt_buffer, scale: f64, causal: bool, mask_fill: f64, out: *mut u64) -> tlrt_status;
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_attention_qkv(tape: *mut tlrt_tape, qkv: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64, out: *mut u64) -> tlrt_status;
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_attention(tape: *mut tlrt_tape, q: u64, k: u64, v: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64, out: *mut u64) -> tlrt_status;
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_linear(tape: *mut tlrt_tape, x: u64, w: u64, b: u64, out: *mut u64) -> tlrt_status;

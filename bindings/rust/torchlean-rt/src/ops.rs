@@ -1764,6 +1764,22 @@ impl Tape {
         Ok(o_out)
     }
 
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// `tlrt_status tlrt_tape_attention_qkv(tlrt_tape * tape, uint64_t qkv, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn attention_qkv(&mut self, qkv: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_attention_qkv", unsafe { sys::tlrt_tape_attention_qkv(self.raw, qkv, heads_q, heads_kv, causal, scale, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// `tlrt_status tlrt_tape_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn attention(&mut self, q: u64, k: u64, v: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_attention", unsafe { sys::tlrt_tape_attention(self.raw, q, k, v, heads_q, heads_kv, causal, scale, &mut o_out) })?;
+        Ok(o_out)
+    }
+
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)` (abi/tlrt_tape.h).
     pub fn linear(&mut self, x: u64, w: u64, b: u64) -> Result<u64> {
