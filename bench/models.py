@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """bench/models.py: one training step of a whole model, ours against PyTorch's, on the GPU.
 
-The GPT of examples/lm/gpt.py (pre-LayerNorm blocks, fused causal attention, tanh-GELU MLP, tied
-LM head, AdamW with weight decay on matrices, betas (0.9, 0.95)) is built once with our
-parameters; PyTorch's copy starts from the same values (DLPack, then a copy). Each step on both
-sides: forward, cross-entropy, backward, AdamW (torch.optim.AdamW, fused); no dropout and no
-clipping, so both sides compute the same function and the first losses agree to float32
-rounding. Tokens are uniform random over the vocabulary (a torch.Generator on the device), the
-labels the next tokens; TF32 off on both sides. Reported per configuration: ms/step (wall clock
-over `--steps` steps after `--warmup`, the device synchronised at both ends), tokens/s, the peak
-of device memory (ours: tlrt_allocator_stats' peak_bytes; PyTorch: max_memory_allocated less what
-was allocated before its parameters: the batches, shared by both sides, count on neither), the
-first losses of both, and torch.compile's step (mode default) with --compile.
+The GPT of examples/lm/gpt.py (pre-LayerNorm blocks, one fused q / k / v projection read in place by
+tlrt_tape_attention_qkv (PyTorch: one linear of the concatenated weights, its output viewed as heads
+for scaled_dot_product_attention), tanh-GELU MLP, tied LM head, AdamW with weight decay on matrices,
+betas (0.9, 0.95)) is built once with our parameters; PyTorch's copy starts from the same values
+(DLPack, then a copy). Each step on both sides: forward, cross-entropy, backward, AdamW
+(torch.optim.AdamW, fused); no dropout and no clipping, so both sides compute the same function and
+the first losses agree to float32 rounding. Tokens are uniform random over the vocabulary (a
+torch.Generator on the device), the labels the next tokens; TF32 off on both sides. Reported per
+configuration: ms/step (wall clock over `--steps` steps after `--warmup`, the device synchronised at
+both ends), tokens/s, the peak of device memory (ours: tlrt_allocator_stats' peak_bytes; PyTorch:
+max_memory_allocated less what was allocated before its parameters: the batches, shared by both
+sides, count on neither), the first losses of both, and torch.compile's step (mode default) with
+--compile.
 
     python3 bench/models.py --configs launch,small --out bench/results/<date>-h200-models.md
 
@@ -59,11 +61,10 @@ def torch_forward(torch, F, P, cfg, tokens):
         p = f"h{i}."
         h = F.layer_norm(x, (d,), P[p + "ln1.g"], P[p + "ln1.b"], 1e-5)
 
-        def heads(w, b):
-            return F.linear(h, P[p + "attn.w" + w], P[p + "attn.b" + w]).view(B, T, H, dh) \
-                .transpose(1, 2)
-        a = F.scaled_dot_product_attention(heads("q", "q"), heads("k", "k"), heads("v", "v"),
-                                           is_causal=True)
+        w = torch.cat([P[p + "attn.wq"], P[p + "attn.wk"], P[p + "attn.wv"]])
+        b = torch.cat([P[p + "attn.bq"], P[p + "attn.bk"], P[p + "attn.bv"]])
+        q, k, v = F.linear(h, w, b).view(B, T, 3, H, dh).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         a = a.transpose(1, 2).reshape(B, T, d)
         x = x + F.linear(a, P[p + "attn.wo"], P[p + "attn.bo"])
         h = F.layer_norm(x, (d,), P[p + "ln2.g"], P[p + "ln2.b"], 1e-5)

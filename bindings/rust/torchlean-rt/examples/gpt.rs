@@ -4,15 +4,17 @@
 //!     TLRT_LIB_DIR=build cargo run --offline --release --example gpt -- --quick
 //!     TLRT_LIB_DIR=build cargo run --offline --release --example gpt -- --cuda --steps 1000
 //!
-//! The model, the initialisation, the batches, dropout keys, AdamW (the fused `adam_step`, decay
-//! on matrices only), the cosine schedule with warm-up and the clipping by global norm are
-//! gpt.c's, call for call and key for key, so on the CPU the three programs print the same
-//! losses. Options: `--quick` (the CPU configuration of CI: d 64, 2 layers, 4 heads, context 64,
-//! batch 8, 150 steps), `--cuda` (the small configuration on the first GPU unless `--quick`),
-//! `--steps N`, `--data FILE_OR_FOLDER`, `--log-every N`, `--seed S`, `--sample-length N`,
-//! `--temperature T`, `--min-improvement X` (exit 1 unless the validation loss fell by X nats)
-//! and `--test` (exit 77, skipped, without the text). Checkpoints are gpt.c's and gpt.py's
-//! business (`--save` / `--resume` there); this example shows the training loop.
+//! The model, the initialisation, the batches, dropout keys, AdamW (the fused `adam_step`, decay on
+//! matrices only), the cosine schedule with warm-up and the clipping by global norm are gpt.c's,
+//! call for call and key for key, so on the CPU the three programs print the same losses
+//! (attention: the fused q / k / v projection read in place by `attention_qkv`, as there; the
+//! sample here is drawn from one forward over the last ctx bytes per step, not with gpt.py's and
+//! gpt.c's KV cache). Options: `--quick` (the CPU configuration of CI: d 64, 2 layers, 4 heads,
+//! context 64, batch 8, 150 steps), `--cuda` (the small configuration on the first GPU unless
+//! `--quick`), `--steps N`, `--data FILE_OR_FOLDER`, `--log-every N`, `--seed S`, `--sample-length
+//! N`, `--temperature T`, `--min-improvement X` (exit 1 unless the validation loss fell by X nats)
+//! and `--test` (exit 77, skipped, without the text). Checkpoints are gpt.c's and gpt.py's business
+//! (`--save` / `--resume` there); this example shows the training loop.
 use std::process::ExitCode;
 use std::time::Instant;
 use torchlean_rt::{self as rt, Buffer, Device, Result, Tape};
@@ -174,8 +176,19 @@ impl Model {
         for i in 0..self.cfg.layers as usize {
             let q = &ids[2 + 16 * i..2 + 16 * (i + 1)];
             let h = t.layer_norm(x, q[0], q[1], 1e-5)?;
-            let a = t.multi_head_attention(h, q[2], q[4], q[6], q[8], q[3], q[5], q[7], q[9],
-                                           self.cfg.heads, true)?;
+            let h = t.reshape(h, &[rows, d])?;
+            // One (3 d, d) projection, read in place by the attention node (heads_kv = heads).
+            let wqkv = t.concat_axis0(q[2], q[4])?;
+            let wqkv = t.concat_axis0(wqkv, q[6])?;
+            let bqkv = t.concat1d(q[3], q[5])?;
+            let bqkv = t.concat1d(bqkv, q[7])?;
+            let qkv = t.linear(h, wqkv, bqkv)?;
+            let qkv = t.reshape(qkv, &[batch, n, 3 * d])?;
+            let heads = self.cfg.heads;
+            let a = t.attention_qkv(qkv, heads, heads, true, 1.0 / ((d / heads) as f64).sqrt())?;
+            let a = t.reshape(a, &[rows, d])?;
+            let a = t.linear(a, q[8], q[9])?;
+            let a = t.reshape(a, &[batch, n, d])?;
             let a = drop(t, a)?;
             x = t.add(x, a)?;
             let h = t.layer_norm(x, q[10], q[11], 1e-5)?;
