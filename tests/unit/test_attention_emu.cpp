@@ -8,7 +8,11 @@
 // n = 1, odd n and n across the 32/64/128-row block edges and the 64-key tiles; masks none /
 // per problem / broadcast / causal / causal + mask / fully blocked rows with both fill
 // conventions; the fused backward and its three single-gradient forms; special values.
-// Each case also runs as on a device with less shared memory (sm_86/89 for d <= 64, sm_80 for
+// The geometry entry points (tlrt_attention_fwd / _bwd on CPU buffers as the reference): grouped
+// heads, len_q != len_k (decode steps, len_q > len_k, no keys, no queries), q / k / v and the
+// gradients read and written in place in token-major, fused and padded (misaligned) layouts, the
+// gradient buffers compared whole (nothing outside the views written); and the layout copies of
+// the tensor-core modes (restride_kernel) against a host loop. Each case also runs as on a device with less shared memory (sm_86/89 for d <= 64, sm_80 for
 // d <= 128), where the plans pick the smaller-block variants. TLRT_EMU_FULL=1 runs every schedule
 // on every case (the default rotates them). Skipped (77) under valgrind, ASan and TSan, which do
 // not follow the emulator's stack switches unannotated (the plain builds run it).
