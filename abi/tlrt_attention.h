@@ -193,6 +193,171 @@ TLRT_API tlrt_status tlrt_flash_attention_bwd_v(const tlrt_buffer *q, const tlrt
                                                 uint64_t d, double scale, bool causal,
                                                 double mask_fill, tlrt_buffer **dv);
 
+/* ---- attention of strided views: separate lengths, grouped heads, fused projections (ABI 1.4)
+ *
+ * The problem as data: tlrt_attention_geometry describes batch * heads_q attention problems of
+ * len_q queries and len_k keys of dimension d, whose q, k and v rows are read IN PLACE from
+ * strided views, so that q, k and v may all be regions of ONE buffer (a fused projection's
+ * output) and no split or permute copy is needed; out is written token-major, ready for the
+ * output projection. Every field is a uint64_t (no padding; 19 fields, 152 bytes in this
+ * version):
+ *   struct_size   sizeof(tlrt_attention_geometry), with the rules of tlrt_conv_geometry
+ *                 (abi/tlrt_conv.h): below 152 or above 4096, or a nonzero byte past the fields
+ *                 this library knows, is TLRT_ERR_INVALID_ARGUMENT; a zero-filled struct is
+ *                 never valid (heads_kv 0).
+ *   batch         B, sequences.
+ *   heads_q       Hq >= 1, query heads: a multiple of heads_kv.
+ *   heads_kv      Hkv >= 1, key / value heads. Query head h reads key / value head
+ *                 h / (Hq / Hkv) (grouped-query attention; Hkv = 1 is multi-query, Hkv = Hq
+ *                 ordinary multi-head attention).
+ *   len_q         Tq, query tokens per sequence.
+ *   len_k         Tk, key / value tokens per sequence (Tk != Tq: cross-attention, a KV cache).
+ *   d             the head dimension, <= 256 (0 allowed).
+ *   q_offset, q_stride_batch, q_stride_token, q_stride_head   the view of q, in elements of its
+ *                 buffer: row (b, i, h) of q is the d contiguous elements starting at
+ *                 q_offset + b q_stride_batch + i q_stride_token + h q_stride_head;
+ *   k_*, v_*      likewise for k and v, rows (b, j, g) with j < Tk, g < Hkv.
+ * The last dimension is contiguous; the strides are arbitrary otherwise (0 repeats a row, views
+ * may overlap: inputs are only read). For a fused projection's output of shape (B, T,
+ * (Hq + 2 Hkv) d), each token's row holding its Hq query heads, then its Hkv key heads, then its
+ * Hkv value heads (Tq = Tk = T), q, k and v are that one buffer with
+ *   q_offset = 0, k_offset = Hq d, v_offset = (Hq + Hkv) d, every stride_batch = T (Hq + 2 Hkv) d,
+ *   every stride_token = (Hq + 2 Hkv) d, every stride_head = d.
+ * C hosts write `tlrt_attention_geometry g = {0}; g.struct_size = sizeof g; ...`.
+ *
+ * DEFINITIONS. Problem (b, h) is the attention of the DEFINITIONS above with query rows
+ * q[i] = row (b, i, h) of q (i < Tq), keys k[j] and values v[j] = rows (b, j, h / (Hq / Hkv)) of
+ * k and v (j < Tk), and
+ *   blocked(i, j) = (causal && j > i + Tk - Tq) || (mask != NULL && m[i, j] == 0).
+ * Causal is ALIGNED BOTTOM-RIGHT (FlashAttention 2's convention, the one of a KV cache: the last
+ * query is the newest token and sees every key; with Tq = 1 a decode step sees all Tk keys).
+ * For Tq == Tk it is the usual causal mask; for Tq > Tk the first Tq - Tk queries see no key at
+ * all (with mask_fill = -inf: out 0, lse -inf, as every fully excluded row). PyTorch's
+ * scaled_dot_product_attention(is_causal=True) aligns TOP-LEFT instead (query i sees keys
+ * j <= i): the two agree only when Tq == Tk; for top-left with Tq != Tk pass an explicit mask.
+ * The mask (optional, NULL = none) is (Tq, Tk) row-major, broadcast over every (b, h), or
+ * (B, Hq, Tq, Tk), one per problem; which one is decided by its element count (Tq Tk or
+ * B Hq Tq Tk; when B Hq == 1 they coincide); selection, mask_fill and the special values as
+ * above. Outputs (fresh buffers on the inputs' device):
+ *   out (B, Tq, Hq, d) row-major, token-major: out[b, i, h, :] = out of problem (b, h), row i;
+ *     so out is (B * Tq, Hq d), the input of the output projection, with no permute;
+ *   lse (B, Hq, Tq): lse[b, h, i] of problem (b, h).
+ * Backward: the gradients of the DEFINITIONS, dq of query head h from problem (b, h) alone, and
+ * for key / value head g the sum over its query heads h = g G .. g G + G - 1 (G = Hq / Hkv):
+ *   dk[b, j, g, :] = scale * (sum over h ascending, then i ascending, of dS_h(i, j) q_h[i, :]),
+ *   dv[b, j, g, :] = sum over h ascending, then i ascending, of P_h(i, j) dout_h[i, :],
+ * each ONE fma chain running through the heads in that fixed order (the same order on CPU and
+ * CUDA, so grouped heads keep the EXACT mode's bit-for-bit agreement), scale applied once.
+ *
+ * ORDER OF OPERATIONS: per problem the ORDER OF OPERATIONS above, with query rows in tiles of
+ * 64 (rows 64 t .. 64 t + 63) and keys in tiles of 64 (keys 64 u .. 64 u + 63); with causal and
+ * mask_fill == -inf, query tile t and key tile u are computed together only when
+ *   64 u <= 64 t + 63 + Tk - Tq
+ * (some pair of them is not causally blocked); a skipped pair adds nothing. For Tq == Tk this is
+ * exactly the skipping rule above, and tlrt_flash_attention_fwd / _bwd give the bits of these
+ * entry points on the geometry (B = bh, Hq = Hkv = 1, Tq = Tk = n, contiguous views).
+ *
+ * MODES AND NUMERIC CLASS, ACCURACY: those of the header above, per mode, with n = max(Tk,
+ * G Tq) in the bounds (dk and dv sum G Tq terms; out, lse and dq Tk). In the EXACT mode CPU and
+ * CUDA agree bit for bit, with grouped heads, strided views and Tq != Tk. The SPLIT-TF32 and
+ * TF32 modes run their tensor-core kernels when Tq == Tk (docs/kernels/attention.md says how the
+ * views reach them); otherwise the EXACT operations, which are within their bounds too.
+ *
+ * MEMORY. As above with bh = B Hq and n = max(Tq, Tk): lse, D and the tensor-core modes'
+ * scratch; in the SPLIT-TF32 and TF32 modes CUDA may also copy the views to contiguous scratch:
+ * at most 4 B Hq n d floats in the forward and 8 B Hq n d in the backward. */
+
+typedef struct tlrt_attention_geometry {
+  uint64_t struct_size;  /* sizeof(tlrt_attention_geometry), set by the caller */
+  uint64_t batch;        /* B */
+  uint64_t heads_q;      /* Hq, a multiple of heads_kv */
+  uint64_t heads_kv;     /* Hkv >= 1 */
+  uint64_t len_q;        /* Tq */
+  uint64_t len_k;        /* Tk */
+  uint64_t d;            /* head dimension, <= 256 */
+  uint64_t q_offset;     /* element of q's buffer holding q[b = 0, i = 0, h = 0, 0] */
+  uint64_t q_stride_batch;
+  uint64_t q_stride_token;
+  uint64_t q_stride_head;
+  uint64_t k_offset;
+  uint64_t k_stride_batch;
+  uint64_t k_stride_token;
+  uint64_t k_stride_head;
+  uint64_t v_offset;
+  uint64_t v_stride_batch;
+  uint64_t v_stride_token;
+  uint64_t v_stride_head;
+} tlrt_attention_geometry;
+
+/* Attention forward of the views of `geometry` (DEFINITIONS of this section): out
+ * (B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.
+ * scale, causal and mask_fill as tlrt_flash_attention_fwd.
+ * Empty cases: B or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse -inf.
+ * d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty problem
+ * (B, its length or d zero) is not checked against its buffer (nor read).
+ * Errors, checked in this order: TLRT_ERR_NULL_ARGUMENT (out, lse); for q, k, v and the mask in
+ * turn TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED,
+ * TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (k, v, mask against q); TLRT_ERR_NULL_ARGUMENT
+ * (geometry); TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_q not a positive multiple of
+ * heads_kv; d > 256; len_q or len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly);
+ * TLRT_ERR_OVERFLOW (out beyond TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching
+ * past the end of its buffer: its last element offset + (B - 1) stride_batch + (len - 1)
+ * stride_token + (heads - 1) stride_head + d - 1, computed exactly, not below the buffer's size;
+ * then the mask neither Tq Tk nor B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, then
+ * mask_fill, as tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+ * TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
+ * Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of
+ * a group are read by each of its G query heads (from cache). */
+TLRT_API tlrt_status tlrt_attention_fwd(const tlrt_buffer *q, const tlrt_buffer *k,
+                                        const tlrt_buffer *v, const tlrt_buffer *mask,
+                                        const tlrt_attention_geometry *geometry, double scale,
+                                        bool causal, double mask_fill, tlrt_buffer **out,
+                                        tlrt_buffer **lse);
+
+/* Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:
+ * dq, dk and dv are the caller's buffers, and the views of grad_geometry (its q_*, k_* and v_*
+ * fields; its batch, heads and lengths must equal geometry's) say where: row (b, i, h) of dq is
+ * written at q_offset + b q_stride_batch + i q_stride_token + h q_stride_head of dq, and so on.
+ * Exactly the elements of the three views are written, nothing else of those buffers. They may
+ * be regions of ONE buffer (the gradient of a fused projection, read directly by its backward:
+ * grad_geometry = geometry for a buffer shaped like the projection's output). dq, dk or dv NULL:
+ * that gradient is not computed (dv alone needs no D and no dS). dout (B * Tq * Hq * d,
+ * token-major like out), out and lse are the forward's (as tlrt_flash_attention_bwd: not
+ * checked to be).
+ * DESTINATIONS MUST NOT OVERLAP, and this library must be able to tell, or the call is
+ * TLRT_ERR_INVALID_ARGUMENT (nothing written):
+ *   - each view is one-to-one: its dimensions of extent > 1 (d with stride 1, heads, tokens,
+ *     batch), in ascending order of stride, each have a stride at least the span of those before
+ *     it (span: 1 + the sum of stride (extent - 1)); a zero stride of an extent > 1 fails;
+ *   - two views in the same buffer are disjoint by their element ranges [first, last], or by
+ *     columns: both have the same stride_token s > 0, stride_batch a multiple of s (or B == 1),
+ *     a token width w = (heads - 1) stride_head + d <= s, and the ranges offset + [0, w) taken
+ *     modulo s do not meet (the fused layout above);
+ *   - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that
+ *     are different handles do not share storage either (one buffer is passed as the same
+ *     handle).
+ * Empty cases: nothing is written when B or d is zero, nor to dq when Tq is zero, nor to dk and
+ * dv when Tk is zero; Tk == 0 writes dq = 0 * scale, Tq == 0 writes dk = 0 * scale and dv = 0.
+ * Errors, checked in this order: for q, k, v, the mask, dout, out and lse in turn
+ * TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE;
+ * TLRT_ERR_DEVICE_MISMATCH (each against q); the geometry, the views of q, k, v, the mask, scale
+ * and mask_fill as tlrt_attention_fwd; TLRT_ERR_SHAPE (dout or out not B Tq Hq d elements, lse
+ * not B Hq Tq); grad_geometry: TLRT_ERR_NULL_ARGUMENT, TLRT_ERR_INVALID_ARGUMENT (struct_size),
+ * TLRT_ERR_SHAPE (its batch, heads, lengths or d not geometry's); for dq, dk, dv in turn (each
+ * may be NULL) TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE, TLRT_ERR_DEVICE_MISMATCH
+ * (against q); TLRT_ERR_SHAPE (a gradient view past the end of its buffer, as for the inputs);
+ * TLRT_ERR_INVALID_ARGUMENT (the overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+ * TLRT_ERR_DEVICE_LOST. A failing call writes nothing.
+ * Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk. */
+TLRT_API tlrt_status tlrt_attention_bwd(const tlrt_buffer *q, const tlrt_buffer *k,
+                                        const tlrt_buffer *v, const tlrt_buffer *mask,
+                                        const tlrt_buffer *dout, const tlrt_buffer *out,
+                                        const tlrt_buffer *lse,
+                                        const tlrt_attention_geometry *geometry, double scale,
+                                        bool causal, double mask_fill, tlrt_buffer *dq,
+                                        tlrt_buffer *dk, tlrt_buffer *dv,
+                                        const tlrt_attention_geometry *grad_geometry);
+
 #ifdef __cplusplus
 }
 #endif

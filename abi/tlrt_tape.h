@@ -507,6 +507,33 @@ TLRT_API tlrt_status tlrt_tape_flash_attention(tlrt_tape *tape, uint64_t q, uint
                                                const tlrt_buffer *mask, double scale, bool causal,
                                                double mask_fill, uint64_t *out);
 
+/* attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+ * rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then
+ * its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +
+ * 2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),
+ * token-major: the input of the output projection, with no split or permute node. One node:
+ * tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads
+ * key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T
+ * the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as
+ * workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three
+ * views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).
+ * attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,
+ * heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right
+ * as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).
+ * Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be
+ * q, k and v: its gradient is the sum). Record-time errors besides the common ones:
+ * TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the
+ * op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a
+ * node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple
+ * of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library
+ * against float64, but bitwise identical between CPU and CUDA with the determinism switch on). */
+TLRT_API tlrt_status tlrt_tape_attention_qkv(tlrt_tape *tape, uint64_t qkv, uint64_t heads_q,
+                                             uint64_t heads_kv, bool causal, double scale,
+                                             uint64_t *out);
+TLRT_API tlrt_status tlrt_tape_attention(tlrt_tape *tape, uint64_t q, uint64_t k, uint64_t v,
+                                         uint64_t heads_q, uint64_t heads_kv, bool causal,
+                                         double scale, uint64_t *out);
+
 /* ---- composites ------------------------------------------------------------------------------ */
 /* Composites record several primitive nodes (so ids advance by more than one) and return the id of
  * the last; gradients follow from the primitives. The nodes before the last are released at once

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """bench/models.py: one training step of a whole model, ours against PyTorch's, on the GPU.
 
-The GPT of examples/lm/gpt.py (pre-LayerNorm blocks, fused causal attention, tanh-GELU MLP, tied
-LM head, AdamW with weight decay on matrices, betas (0.9, 0.95)), or with --configs mamba the
-Mamba of examples/lm/mamba.py (PyTorch's side: torch_mamba_forward, its selective scan the
-reference loop over time), is built once with our parameters; PyTorch's copy starts from the same values (DLPack, then a copy). Each step on both
+The GPT of examples/lm/gpt.py (pre-LayerNorm blocks, one fused q / k / v projection read in place by
+tlrt_tape_attention_qkv (PyTorch: one linear of the concatenated weights, its output viewed as heads
+for scaled_dot_product_attention), tanh-GELU MLP, tied LM head, AdamW with weight decay on matrices,
+betas (0.9, 0.95)), or with --configs mamba the Mamba of examples/lm/mamba.py (PyTorch's side:
+torch_mamba_forward, its selective scan the reference loop over time), is built once with our
+parameters; PyTorch's copy starts from the same values (DLPack, then a copy). Each step on both
 sides: forward, cross-entropy, backward, AdamW (torch.optim.AdamW, fused); no dropout and no
 clipping, so both sides compute the same function and the first losses agree to float32
 rounding. Tokens are uniform random over the vocabulary (a torch.Generator on the device), the
@@ -85,10 +87,10 @@ def torch_forward(torch, F, P, cfg, tokens):
         p = f"h{i}."
         h = F.layer_norm(x, (d,), P[p + "ln1.g"], P[p + "ln1.b"], 1e-5)
 
-        def heads(w, b):
-            return F.linear(h, P[p + "attn.w" + w], P[p + "attn.b" + w]).view(B, T, H, dh) \
-                .transpose(1, 2)
-        a = causal_attention(torch, F, heads("q", "q"), heads("k", "k"), heads("v", "v"))
+        w = torch.cat([P[p + "attn.wq"], P[p + "attn.wk"], P[p + "attn.wv"]])
+        b = torch.cat([P[p + "attn.bq"], P[p + "attn.bk"], P[p + "attn.bv"]])
+        q, k, v = F.linear(h, w, b).view(B, T, 3, H, dh).permute(2, 0, 3, 1, 4)
+        a = causal_attention(torch, F, q, k, v)
         a = a.transpose(1, 2).reshape(B, T, d)
         x = x + F.linear(a, P[p + "attn.wo"], P[p + "attn.bo"])
         h = F.layer_norm(x, (d,), P[p + "ln2.g"], P[p + "ln2.b"], 1e-5)
@@ -106,7 +108,8 @@ def kernel_table(torch, run, steps):
         for _ in range(steps):
             run()
         torch.cuda.synchronize()
-    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70)
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=30,
+                                     max_name_column_width=70)
 
 
 def torch_mamba_forward(torch, F, P, cfg, tokens):
@@ -219,9 +222,8 @@ def bench_config(torch, name, cfg, steps, warmup, compile_too, profile_out=None)
     ms = 1000 * (time.perf_counter() - t0) / steps
     if profile_out is not None:
         tok, lab = toks[0]
-        profile_out.append(f"## {name}: ours, 5 steps\n\n```\n"
-                           f"{kernel_table(torch, lambda: model.train_step(tape, tok, lab, 0, LR), 5)}"
-                           f"\n```\n")
+        table = kernel_table(torch, lambda: model.train_step(tape, tok, lab, 0, LR), 5)
+        profile_out.append(f"## {name}: ours, 5 steps\n\n```\n{table}\n```\n")
     rows["ours ms"] = ms
     rows["ours peak MiB"] = (rt.stats(dev)["peak_bytes"]) / 2**20
     rows["ours losses"] = [v.to_list()[0] for v in losses[:3]]

@@ -66,36 +66,38 @@ struct GeometryNames {
 // field), so the library never reads that far.
 constexpr uint64_t kMaxGeometryStructSize = 4096;
 
-// The header rules of a public geometry struct at `p` (the argument `geometry`) of which this
-// library knows `known` bytes, `v1` of them the first version's layout: non-NULL
-// (TLRT_ERR_NULL_ARGUMENT), struct_size at least v1 and at most kMaxGeometryStructSize, and every
-// byte past `known` up to struct_size zero, i.e. every field of a newer version at its default
-// (TLRT_ERR_INVALID_ARGUMENT). Copies the known part into *dst (zero-filled past struct_size), so
-// that validation and use see the same values. `type` names the struct in messages.
+// The header rules of a public geometry struct at `p` (the argument `arg`, "geometry" unless
+// named) of which this library knows `known` bytes, `v1` of them the first version's layout:
+// non-NULL (TLRT_ERR_NULL_ARGUMENT), struct_size at least v1 and at most kMaxGeometryStructSize,
+// and every byte past `known` up to struct_size zero, i.e. every field of a newer version at its
+// default (TLRT_ERR_INVALID_ARGUMENT). Copies the known part into *dst (zero-filled past
+// struct_size), so that validation and use see the same values. `type` names the struct in
+// messages.
 template <class T>
-void check_geometry_struct(const T *p, const char *type, uint64_t v1, T *dst) {
+void check_geometry_struct(const T *p, const char *type, uint64_t v1, T *dst,
+                           const char *arg = "geometry") {
   using ull = unsigned long long;
   constexpr uint64_t known = sizeof(T);
-  if (p == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument geometry is NULL");
+  if (p == nullptr) fail(TLRT_ERR_NULL_ARGUMENT, "argument %s is NULL", arg);
   uint64_t size = 0;
   std::memcpy(&size, p, sizeof size);
   if (size < v1)
     fail(TLRT_ERR_INVALID_ARGUMENT,
-         "argument geometry->struct_size = %llu is smaller than the %llu bytes of the first "
+         "argument %s->struct_size = %llu is smaller than the %llu bytes of the first "
          "version of %s: set struct_size = sizeof(%s)",
-         (ull)size, (ull)v1, type, type);
+         arg, (ull)size, (ull)v1, type, type);
   if (size > kMaxGeometryStructSize)
     fail(TLRT_ERR_INVALID_ARGUMENT,
-         "argument geometry->struct_size = %llu is larger than %llu bytes, which no version of %s "
+         "argument %s->struct_size = %llu is larger than %llu bytes, which no version of %s "
          "has: set struct_size = sizeof(%s)",
-         (ull)size, (ull)kMaxGeometryStructSize, type, type);
+         arg, (ull)size, (ull)kMaxGeometryStructSize, type, type);
   const unsigned char *bytes = reinterpret_cast<const unsigned char *>(p);
   for (uint64_t i = known; i < size; ++i)
     if (bytes[i] != 0)
       fail(TLRT_ERR_INVALID_ARGUMENT,
-           "argument geometry->struct_size = %llu: byte %llu, past the %llu bytes of %s this "
+           "argument %s->struct_size = %llu: byte %llu, past the %llu bytes of %s this "
            "library knows, is nonzero (a field of a newer version that it cannot honour)",
-           (ull)size, (ull)i, (ull)known, type);
+           arg, (ull)size, (ull)i, (ull)known, type);
   std::memset(static_cast<void *>(dst), 0, sizeof(T));
   std::memcpy(static_cast<void *>(dst), p, size < known ? size : known);
 }

@@ -1627,10 +1627,11 @@ PY_CTYPES = {
     "tlrt_buffer * const *": "POINTER(c_void_p)",
     "const uint64_t * const *": "POINTER(POINTER(c_uint64))",
     "void *": "c_void_p", "void **": "POINTER(c_void_p)",  # foreign handles (CUDA streams, events)
-    # geometry structs (abi/tlrt_conv.h, abi/tlrt_pool.h) and their fixed arrays
+    # geometry structs (abi/tlrt_conv.h, abi/tlrt_pool.h, abi/tlrt_attention.h) and their arrays
     "uint64_t[8]": "ARRAY(c_uint64, 8)",
     "const tlrt_conv_geometry *": "POINTER(tlrt_conv_geometry)",
     "const tlrt_pool_geometry *": "POINTER(tlrt_pool_geometry)",
+    "const tlrt_attention_geometry *": "POINTER(tlrt_attention_geometry)",
 }
 _PY_SCALARS = {t for t, c in PY_CTYPES.items() if "*" not in t}
 

@@ -289,6 +289,8 @@ OPTIONAL = {("tlrt_sgd_step", "momentum_buf"),
             *{(f"tlrt_{op}_fwd_geom", "bias") for op in ("conv", "convtranspose")},
             *{(f"tlrt_flash_attention_{e}", "mask") for e in ("fwd", "bwd", "bwd_q", "bwd_k", "bwd_v")},
             ("tlrt_tape_flash_attention", "mask"), ("tlrt_tape_backward_ex", "seed"),
+            *{("tlrt_attention_fwd", "mask"), ("tlrt_attention_bwd", "mask")},
+            *{("tlrt_attention_bwd", g) for g in ("dq", "dk", "dv")},
             ("tlrt_scatter_add_ibuf", "x"), ("tlrt_scatter_add_rows_ibuf", "mat"),
             ("tlrt_rms_norm_fwd", "gamma"), ("tlrt_rms_norm_bwd", "gamma")}
 # Optional scalar out-parameters (NULL allowed): the bindings always pass a place.

@@ -45,6 +45,28 @@ struct tlrt_pool_geometry
     padding::NTuple{8,UInt64}
 end
 
+struct tlrt_attention_geometry
+    struct_size::UInt64
+    batch::UInt64
+    heads_q::UInt64
+    heads_kv::UInt64
+    len_q::UInt64
+    len_k::UInt64
+    d::UInt64
+    q_offset::UInt64
+    q_stride_batch::UInt64
+    q_stride_token::UInt64
+    q_stride_head::UInt64
+    k_offset::UInt64
+    k_stride_batch::UInt64
+    k_stride_token::UInt64
+    k_stride_head::UInt64
+    v_offset::UInt64
+    v_stride_batch::UInt64
+    v_stride_token::UInt64
+    v_stride_head::UInt64
+end
+
 struct tlrt_conv_geometry
     struct_size::UInt64
     rank::UInt64
@@ -353,6 +375,8 @@ tlrt_tape_conv(tape, x, w, b, stride, padding, dilation, groups, out) = @ccall l
 tlrt_tape_maxpool2d(tape, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, out) = @ccall libtorchlean_rt.tlrt_tape_maxpool2d(tape::Ptr{tlrt_tape}, x::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_avgpool2d(tape, x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, count_include_pad, out) = @ccall libtorchlean_rt.tlrt_tape_avgpool2d(tape::Ptr{tlrt_tape}, x::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, count_include_pad::Bool, out::Ptr{UInt64})::Cint
 tlrt_tape_flash_attention(tape, q, k, v, mask, scale, causal, mask_fill, out) = @ccall libtorchlean_rt.tlrt_tape_flash_attention(tape::Ptr{tlrt_tape}, q::UInt64, k::UInt64, v::UInt64, mask::Ptr{tlrt_buffer}, scale::Cdouble, causal::Bool, mask_fill::Cdouble, out::Ptr{UInt64})::Cint
+tlrt_tape_attention_qkv(tape, qkv, heads_q, heads_kv, causal, scale, out) = @ccall libtorchlean_rt.tlrt_tape_attention_qkv(tape::Ptr{tlrt_tape}, qkv::UInt64, heads_q::UInt64, heads_kv::UInt64, causal::Bool, scale::Cdouble, out::Ptr{UInt64})::Cint
+tlrt_tape_attention(tape, q, k, v, heads_q, heads_kv, causal, scale, out) = @ccall libtorchlean_rt.tlrt_tape_attention(tape::Ptr{tlrt_tape}, q::UInt64, k::UInt64, v::UInt64, heads_q::UInt64, heads_kv::UInt64, causal::Bool, scale::Cdouble, out::Ptr{UInt64})::Cint
 tlrt_tape_linear(tape, x, w, b, out) = @ccall libtorchlean_rt.tlrt_tape_linear(tape::Ptr{tlrt_tape}, x::UInt64, w::UInt64, b::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_linear_gelu(tape, x, w, b, out) = @ccall libtorchlean_rt.tlrt_tape_linear_gelu(tape::Ptr{tlrt_tape}, x::UInt64, w::UInt64, b::UInt64, out::Ptr{UInt64})::Cint
 tlrt_tape_mse_loss(tape, pred, target, out) = @ccall libtorchlean_rt.tlrt_tape_mse_loss(tape::Ptr{tlrt_tape}, pred::UInt64, target::UInt64, out::Ptr{UInt64})::Cint
@@ -400,6 +424,8 @@ tlrt_flash_attention_bwd(q, k, v, mask, dout, out, lse, bh, n, d, scale, causal,
 tlrt_flash_attention_bwd_q(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dq) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_q(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_flash_attention_bwd_k(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dk) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_k(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dk::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_flash_attention_bwd_v(q, k, v, mask, dout, bh, n, d, scale, causal, mask_fill, dv) = @ccall libtorchlean_rt.tlrt_flash_attention_bwd_v(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, bh::UInt64, n::UInt64, d::UInt64, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dv::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_attention_fwd(q, k, v, mask, geometry, scale, causal, mask_fill, out, lse) = @ccall libtorchlean_rt.tlrt_attention_fwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_attention_geometry}, scale::Cdouble, causal::Bool, mask_fill::Cdouble, out::Ptr{Ptr{tlrt_buffer}}, lse::Ptr{Ptr{tlrt_buffer}})::Cint
+tlrt_attention_bwd(q, k, v, mask, dout, out, lse, geometry, scale, causal, mask_fill, dq, dk, dv, grad_geometry) = @ccall libtorchlean_rt.tlrt_attention_bwd(q::Ptr{tlrt_buffer}, k::Ptr{tlrt_buffer}, v::Ptr{tlrt_buffer}, mask::Ptr{tlrt_buffer}, dout::Ptr{tlrt_buffer}, out::Ptr{tlrt_buffer}, lse::Ptr{tlrt_buffer}, geometry::Ptr{tlrt_attention_geometry}, scale::Cdouble, causal::Bool, mask_fill::Cdouble, dq::Ptr{tlrt_buffer}, dk::Ptr{tlrt_buffer}, dv::Ptr{tlrt_buffer}, grad_geometry::Ptr{tlrt_attention_geometry})::Cint
 tlrt_conv_fwd(kernel, bias, input, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, out) = @ccall libtorchlean_rt.tlrt_conv_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_conv_bwd(kernel, input, grad_out, batch, in_channels, out_channels, in_spatial, rank, kernel_size, stride, padding, dilation, groups, d_kernel, d_bias, d_input) = @ccall libtorchlean_rt.tlrt_conv_bwd(kernel::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, grad_out::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, out_channels::UInt64, in_spatial::Ptr{UInt64}, rank::UInt32, kernel_size::Ptr{UInt64}, stride::Ptr{UInt64}, padding::Ptr{UInt64}, dilation::Ptr{UInt64}, groups::UInt64, d_kernel::Ptr{Ptr{tlrt_buffer}}, d_bias::Ptr{Ptr{tlrt_buffer}}, d_input::Ptr{Ptr{tlrt_buffer}})::Cint
 tlrt_conv2d_fwd(kernel, bias, input, batch, in_channels, in_h, in_w, out_channels, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups, out) = @ccall libtorchlean_rt.tlrt_conv2d_fwd(kernel::Ptr{tlrt_buffer}, bias::Ptr{tlrt_buffer}, input::Ptr{tlrt_buffer}, batch::UInt64, in_channels::UInt64, in_h::UInt64, in_w::UInt64, out_channels::UInt64, kernel_h::UInt64, kernel_w::UInt64, stride_h::UInt64, stride_w::UInt64, pad_h::UInt64, pad_w::UInt64, dilation_h::UInt64, dilation_w::UInt64, groups::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -532,6 +558,19 @@ function pool_geometry(; batch::Integer = 0, channels::Integer = 0, in_spatial::
         ntuple(i -> i <= length(a) ? UInt64(a[i]) : UInt64(0), n)
     end
     C.tlrt_pool_geometry(UInt64(sizeof(C.tlrt_pool_geometry)), UInt64(rank), UInt64(batch), UInt64(channels), fixed(in_spatial, 8, "in_spatial"), fixed(kernel, 8, "kernel"), fixed(stride, 8, "stride"), fixed(padding, 8, "padding"))
+end
+
+"""
+    attention_geometry(; batch, heads_q, heads_kv, len_q, len_k, d, q_offset, q_stride_batch, q_stride_token, q_stride_head, k_offset, k_stride_batch, k_stride_token, k_stride_head, v_offset, v_stride_batch, v_stride_token, v_stride_head)
+
+A `C.tlrt_attention_geometry` (abi/tlrt_attention.h) with struct_size set. Scalars default to 0; each array holds at most its C length of entries, padded with zeros.
+"""
+function attention_geometry(; batch::Integer = 0, heads_q::Integer = 0, heads_kv::Integer = 0, len_q::Integer = 0, len_k::Integer = 0, d::Integer = 0, q_offset::Integer = 0, q_stride_batch::Integer = 0, q_stride_token::Integer = 0, q_stride_head::Integer = 0, k_offset::Integer = 0, k_stride_batch::Integer = 0, k_stride_token::Integer = 0, k_stride_head::Integer = 0, v_offset::Integer = 0, v_stride_batch::Integer = 0, v_stride_token::Integer = 0, v_stride_head::Integer = 0)
+    function fixed(a, n, what)
+        length(a) <= n || throw(ArgumentError("attention_geometry: $what has $(length(a)) entries, at most $n"))
+        ntuple(i -> i <= length(a) ? UInt64(a[i]) : UInt64(0), n)
+    end
+    C.tlrt_attention_geometry(UInt64(sizeof(C.tlrt_attention_geometry)), UInt64(batch), UInt64(heads_q), UInt64(heads_kv), UInt64(len_q), UInt64(len_k), UInt64(d), UInt64(q_offset), UInt64(q_stride_batch), UInt64(q_stride_token), UInt64(q_stride_head), UInt64(k_offset), UInt64(k_stride_batch), UInt64(k_stride_token), UInt64(k_stride_head), UInt64(v_offset), UInt64(v_stride_batch), UInt64(v_stride_token), UInt64(v_stride_head))
 end
 
 """
@@ -4651,6 +4690,70 @@ function tape_flash_attention(tape::Tape, q::Integer, k::Integer, v::Integer, ma
 end
 
 """
+    tape_attention_qkv(tape, qkv, heads_q, heads_kv, causal, scale)
+
+`tlrt_status tlrt_tape_attention_qkv(tlrt_tape * tape, uint64_t qkv, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)`
+
+attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then
+its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +
+2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),
+token-major: the input of the output projection, with no split or permute node. One node:
+tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads
+key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T
+the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as
+workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three
+views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).
+attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,
+heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right
+as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).
+Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be
+q, k and v: its gradient is the sum). Record-time errors besides the common ones:
+TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the
+op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a
+node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple
+of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library
+against float64, but bitwise identical between CPU and CUDA with the determinism switch on).
+"""
+function tape_attention_qkv(tape::Tape, qkv::Integer, heads_q::Integer, heads_kv::Integer, causal::Bool, scale::Real)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_attention_qkv(tape.ptr, UInt64(qkv), UInt64(heads_q), UInt64(heads_kv), Bool(causal), Float64(scale), o_out), "tlrt_tape_attention_qkv")
+    o_out[]
+end
+
+"""
+    tape_attention(tape, q, k, v, heads_q, heads_kv, causal, scale)
+
+`tlrt_status tlrt_tape_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)`
+
+attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then
+its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +
+2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),
+token-major: the input of the output projection, with no split or permute node. One node:
+tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads
+key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T
+the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as
+workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three
+views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).
+attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,
+heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right
+as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).
+Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be
+q, k and v: its gradient is the sum). Record-time errors besides the common ones:
+TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the
+op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a
+node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple
+of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library
+against float64, but bitwise identical between CPU and CUDA with the determinism switch on).
+"""
+function tape_attention(tape::Tape, q::Integer, k::Integer, v::Integer, heads_q::Integer, heads_kv::Integer, causal::Bool, scale::Real)
+    o_out = Ref{UInt64}(0)
+    GC.@preserve tape check(C.tlrt_tape_attention(tape.ptr, UInt64(q), UInt64(k), UInt64(v), UInt64(heads_q), UInt64(heads_kv), Bool(causal), Float64(scale), o_out), "tlrt_tape_attention")
+    o_out[]
+end
+
+"""
     tape_linear(tape, x, w, b)
 
 `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
@@ -5821,6 +5924,84 @@ function flash_attention_bwd_v(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buff
     o_dv = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
     GC.@preserve q k v mask dout check(C.tlrt_flash_attention_bwd_v(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, UInt64(bh), UInt64(n), UInt64(d), Float64(scale), Bool(causal), Float64(mask_fill), o_dv), "tlrt_flash_attention_bwd_v")
     Buffer(o_dv[])
+end
+
+"""
+    attention_fwd(q, k, v, mask, geometry, scale, causal, mask_fill)
+
+`tlrt_status tlrt_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)`
+
+Attention forward of the views of `geometry` (DEFINITIONS of this section): out
+(B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.
+scale, causal and mask_fill as tlrt_flash_attention_fwd.
+Empty cases: B or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse -inf.
+d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty problem
+(B, its length or d zero) is not checked against its buffer (nor read).
+Errors, checked in this order: TLRT_ERR_NULL_ARGUMENT (out, lse); for q, k, v and the mask in
+turn TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED,
+TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (k, v, mask against q); TLRT_ERR_NULL_ARGUMENT
+(geometry); TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_q not a positive multiple of
+heads_kv; d > 256; len_q or len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly);
+TLRT_ERR_OVERFLOW (out beyond TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching
+past the end of its buffer: its last element offset + (B - 1) stride_batch + (len - 1)
+stride_token + (heads - 1) stride_head + d - 1, computed exactly, not below the buffer's size;
+then the mask neither Tq Tk nor B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, then
+mask_fill, as tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
+Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of
+a group are read by each of its G query heads (from cache).
+"""
+function attention_fwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, geometry::C.tlrt_attention_geometry, scale::Real, causal::Bool, mask_fill::Real)
+    o_out = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    o_lse = Ref{Ptr{C.tlrt_buffer}}(C_NULL)
+    GC.@preserve q k v mask check(C.tlrt_attention_fwd(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), Ref(geometry), Float64(scale), Bool(causal), Float64(mask_fill), o_out, o_lse), "tlrt_attention_fwd")
+    (Buffer(o_out[]), Buffer(o_lse[]))
+end
+
+"""
+    attention_bwd(q, k, v, mask, dout, out, lse, geometry, scale, causal, mask_fill, dq, dk, dv, grad_geometry)
+
+`tlrt_status tlrt_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer * dq, tlrt_buffer * dk, tlrt_buffer * dv, const tlrt_attention_geometry * grad_geometry)`
+
+Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:
+dq, dk and dv are the caller's buffers, and the views of grad_geometry (its q_*, k_* and v_*
+fields; its batch, heads and lengths must equal geometry's) say where: row (b, i, h) of dq is
+written at q_offset + b q_stride_batch + i q_stride_token + h q_stride_head of dq, and so on.
+Exactly the elements of the three views are written, nothing else of those buffers. They may
+be regions of ONE buffer (the gradient of a fused projection, read directly by its backward:
+grad_geometry = geometry for a buffer shaped like the projection's output). dq, dk or dv NULL:
+that gradient is not computed (dv alone needs no D and no dS). dout (B * Tq * Hq * d,
+token-major like out), out and lse are the forward's (as tlrt_flash_attention_bwd: not
+checked to be).
+DESTINATIONS MUST NOT OVERLAP, and this library must be able to tell, or the call is
+TLRT_ERR_INVALID_ARGUMENT (nothing written):
+  - each view is one-to-one: its dimensions of extent > 1 (d with stride 1, heads, tokens,
+    batch), in ascending order of stride, each have a stride at least the span of those before
+    it (span: 1 + the sum of stride (extent - 1)); a zero stride of an extent > 1 fails;
+  - two views in the same buffer are disjoint by their element ranges [first, last], or by
+    columns: both have the same stride_token s > 0, stride_batch a multiple of s (or B == 1),
+    a token width w = (heads - 1) stride_head + d <= s, and the ranges offset + [0, w) taken
+    modulo s do not meet (the fused layout above);
+  - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that
+    are different handles do not share storage either (one buffer is passed as the same
+    handle).
+Empty cases: nothing is written when B or d is zero, nor to dq when Tq is zero, nor to dk and
+dv when Tk is zero; Tk == 0 writes dq = 0 * scale, Tq == 0 writes dk = 0 * scale and dv = 0.
+Errors, checked in this order: for q, k, v, the mask, dout, out and lse in turn
+TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE;
+TLRT_ERR_DEVICE_MISMATCH (each against q); the geometry, the views of q, k, v, the mask, scale
+and mask_fill as tlrt_attention_fwd; TLRT_ERR_SHAPE (dout or out not B Tq Hq d elements, lse
+not B Hq Tq); grad_geometry: TLRT_ERR_NULL_ARGUMENT, TLRT_ERR_INVALID_ARGUMENT (struct_size),
+TLRT_ERR_SHAPE (its batch, heads, lengths or d not geometry's); for dq, dk, dv in turn (each
+may be NULL) TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE, TLRT_ERR_DEVICE_MISMATCH
+(against q); TLRT_ERR_SHAPE (a gradient view past the end of its buffer, as for the inputs);
+TLRT_ERR_INVALID_ARGUMENT (the overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. A failing call writes nothing.
+Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk.
+"""
+function attention_bwd(q::Buffer, k::Buffer, v::Buffer, mask::Union{Buffer,Nothing}, dout::Buffer, out::Buffer, lse::Buffer, geometry::C.tlrt_attention_geometry, scale::Real, causal::Bool, mask_fill::Real, dq::Union{Buffer,Nothing}, dk::Union{Buffer,Nothing}, dv::Union{Buffer,Nothing}, grad_geometry::C.tlrt_attention_geometry)
+    GC.@preserve q k v mask dout out lse dq dk dv check(C.tlrt_attention_bwd(q.ptr, k.ptr, v.ptr, (mask === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : mask.ptr), dout.ptr, out.ptr, lse.ptr, Ref(geometry), Float64(scale), Bool(causal), Float64(mask_fill), (dq === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : dq.ptr), (dk === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : dk.ptr), (dv === nothing ? Ptr{C.tlrt_buffer}(C_NULL) : dv.ptr), Ref(grad_geometry)), "tlrt_attention_bwd")
+    nothing
 end
 
 """

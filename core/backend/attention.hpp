@@ -3,8 +3,11 @@
 // outputs and resolved the call's precision (core/settings.hpp call_precision): with
 // Precision::Exact both backends perform the same IEEE operations in the same order (the ORDER OF
 // OPERATIONS of the header; tiles below), so they agree bit for bit; the CPU backend always does.
-// bh, n >= 1, 0 <= d <= 256, n and bh below 2^31. Inputs and outputs are on device `dev` and do
-// not alias. Scratch is the backend's own (CUDA: the stream-ordered pool); nothing synchronises.
+// The problem is a Geometry: batch * hq >= 1 problems of nq >= 1 query rows and nk >= 1 keys,
+// 0 <= d <= 256, nq, nk and batch * hq below 2^31, hq a multiple of hkv, q / k / v read through
+// strided views (rows of d contiguous floats), out and dout token-major (batch, nq, hq, d), lse
+// (batch, hq, nq). The gradient views do not overlap one another nor any input. Scratch is the
+// backend's own (CUDA: the stream-ordered pool); nothing synchronises.
 #pragma once
 
 #include <cmath>
@@ -57,8 +60,39 @@ TLRT_HD float exp_ex2(float x) {
 #endif
 }
 
-// The problem: q, k, v, out are (bh, n, d) row-major; mask (optional) is (n, n) with stride
-// mask_stride between problems (0 = broadcast, n * n = one per problem).
+// Strides (in elements) of a (batch, token, head) view whose rows of d floats are contiguous; the
+// view's first element is where its pointer points.
+struct View {
+  uint64_t batch, token, head;
+};
+
+// The backends' problem: batch * hq attention problems (b, h); query rows i < nq of problem
+// (b, h) at q + b q.batch + i q.token + h q.head, keys / values j < nk at k (v) + b k.batch +
+// j k.token + (h / (hq / hkv)) k.head. mask (optional) is (nq, nk) per problem b * hq + h, with
+// stride mask_stride between problems (0 = broadcast). Causal blocks j > i + nk - nq.
+struct Geometry {
+  uint64_t batch, hq, hkv, nq, nk, d;
+  View q, k, v;
+  const float *mask;     // nullptr: no mask
+  uint64_t mask_stride;  // elements between the masks of consecutive problems
+  float scale;
+  float fill;            // finite: additive; -inf: exclusion
+  bool causal;
+  uint64_t group() const { return hq / hkv; }
+  uint64_t problems() const { return batch * hq; }
+  int64_t causal_offset() const { return (int64_t)nk - (int64_t)nq; }
+};
+
+// The backward's destinations: each nullptr (not wanted) or written through its view (dq rows
+// (b, i, h), dk and dv rows (b, j, g), g < hkv).
+struct Grads {
+  float *dq, *dk, *dv;
+  View q, k, v;
+};
+
+// The contiguous problem of the tensor-core kernels (cuda/kernels/attention_mma.cuh,
+// attention_tc.cuh, cuda/sm90a/): q, k, v, out are (bh, n, d) row-major; mask (optional) is
+// (n, n) with stride mask_stride between problems (0 = broadcast, n * n = one per problem).
 struct Problem {
   uint64_t bh, n, d;
   const float *mask;     // nullptr: no mask
@@ -68,19 +102,42 @@ struct Problem {
   bool causal;
 };
 
+// With causal skipping (causal and fill == -inf), whether the query tile starting at i0 (a
+// multiple of kBc) and the key tile starting at j0 are computed together: some (i, j) of them is
+// not causally blocked, j0 <= i0 + 63 + nk - nq (the header's ORDER OF OPERATIONS).
+TLRT_HD bool tiles_meet(uint64_t i0, uint64_t j0, int64_t causal_offset) {
+  return (int64_t)j0 <= (int64_t)i0 + (int64_t)(kBc - 1) + causal_offset;
+}
+
+// The end (exclusive) of the key tiles the query tile at i0 visits: with skipping, those
+// starting at or before i0 + 63 + offset (0 when none); otherwise all nk keys.
+TLRT_HD uint64_t key_end(bool skip, uint64_t i0, uint64_t nk, int64_t causal_offset) {
+  if (!skip) return nk;
+  const int64_t e = (int64_t)i0 + (int64_t)kBc + causal_offset;
+  return e <= 0 ? 0 : ((uint64_t)e < nk ? (uint64_t)e : nk);
+}
+
+// The first query tile (a multiple of kBc) that meets the key tile at j0 under skipping.
+TLRT_HD uint64_t query_begin(bool skip, uint64_t j0, int64_t causal_offset) {
+  if (!skip) return 0;
+  const int64_t lo = (int64_t)j0 - (int64_t)(kBc - 1) - causal_offset;
+  return lo <= 0 ? 0 : ((uint64_t)lo + kBc - 1) / kBc * kBc;
+}
+
 }  // namespace attn
 }  // namespace tlrt
 
 #define TLRT_ATTENTION_BACKEND_API                                                           \
-  /* out (bh * n * d) and lse (bh * n) of the forward, in the header's mode `precision`. */   \
-  void attention_fwd(int dev, const tlrt::attn::Problem &p, const float *q, const float *k,  \
+  /* out (batch * nq * hq * d, token-major) and lse (batch * hq * nq) of the forward, in the  \
+     header's mode `precision`; q, k, v point at their views' first elements. */             \
+  void attention_fwd(int dev, const tlrt::attn::Geometry &g, const float *q, const float *k, \
                      const float *v, tlrt::Precision precision, float *out, float *lse);     \
-  /* dq, dk, dv (each bh * n * d, any of them nullptr = not wanted) from the forward's        \
-     inputs, out, lse (bh * n) and the upstream gradient dout. out is read only when dq or   \
-     dk is wanted (D = rowsum(dout * out)). */                                               \
-  void attention_bwd(int dev, const tlrt::attn::Problem &p, const float *q, const float *k,  \
+  /* The gradients wanted by `grads` from the forward's inputs, out, lse and the upstream     \
+     gradient dout (both token-major). out is read only when dq or dk is wanted               \
+     (D = rowsum(dout * out)). */                                                            \
+  void attention_bwd(int dev, const tlrt::attn::Geometry &g, const float *q, const float *k, \
                      const float *v, const float *out, const float *dout, const float *lse,  \
-                     tlrt::Precision precision, float *dq, float *dk, float *dv);
+                     tlrt::Precision precision, const tlrt::attn::Grads &grads);
 
 namespace tlrt {
 namespace stub {

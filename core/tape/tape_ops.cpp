@@ -1073,7 +1073,120 @@ uint64_t rec_attention(Tape &t, uint64_t qi, uint64_t ki, uint64_t vi,
               std::move(saved));
 }
 
-// A constant leaf made inside a composite (no gradient).
+// Attention of the views of geometry g over parent nodes whose values hold q, k and v: one parent
+// (a fused qkv node: q, k, v are its value) or three. Output shape os (token-major: (B, Tq,
+// Hq d)); workspace: saved[0] = the forward's lse. The backward is one tlrt_attention_bwd writing
+// through the same views into fresh zero buffers shaped like the parents, so a fused node gets
+// its whole gradient from one call (its three views tile it).
+uint64_t push_attention(Tape &t, std::vector<uint64_t> parents, const tlrt_buffer *qv,
+                        const tlrt_buffer *kv, const tlrt_buffer *vv,
+                        const tlrt_attention_geometry &g, bool causal, double scale,
+                        const Shape &os) {
+  const bool fused = parents.size() == 1;
+  tlrt_buffer *o = nullptr, *lse = nullptr;
+  const tlrt_status s =
+      tlrt_attention_fwd(qv, kv, vv, nullptr, &g, scale, causal, -INFINITY, &o, &lse);
+  Buf O(o), L(lse);
+  check(s);
+  std::vector<Buf> saved;
+  saved.push_back(std::move(L));
+  return push(t, std::move(O), os, std::move(parents),
+              [g, causal, scale, fused](const Tape &t, const Node &n, const tlrt_buffer *gy,
+                                        std::vector<Buf> &out) {
+                const size_t np = n.parents.size();
+                tlrt_buffer *d[3] = {nullptr, nullptr, nullptr};
+                for (size_t i = 0; i < np; ++i) {
+                  if (!need(t, n, i)) continue;
+                  out[i] = TAPE_CALL(tlrt_buffer_zeros, t.device,
+                                     t.nodes[n.parents[i]].shape.numel());
+                  d[i] = out[i].get();
+                }
+                if (fused) d[1] = d[2] = d[0];
+                check(tlrt_attention_bwd(parent_value(t, n, 0), parent_value(t, n, fused ? 0 : 1),
+                                         parent_value(t, n, fused ? 0 : 2), nullptr, gy,
+                                         n.value.get(), n.saved[0].get(), &g, scale, causal,
+                                         -INFINITY, d[0], d[1], d[2], &g));
+              },
+              std::move(saved));
+}
+
+// A geometry of B sequences with every row of d elements: q, k, v each (B, len, heads d) rows of
+// `width` elements per token starting at their offsets (strides batch = len width, token =
+// width, head = d).
+tlrt_attention_geometry attention_geometry(uint64_t batch, uint64_t hq, uint64_t hkv,
+                                           uint64_t tq, uint64_t tk, uint64_t d) {
+  tlrt_attention_geometry g{};
+  g.struct_size = sizeof g;
+  g.batch = batch;
+  g.heads_q = hq;
+  g.heads_kv = hkv;
+  g.len_q = tq;
+  g.len_k = tk;
+  g.d = d;
+  g.q_stride_head = g.k_stride_head = g.v_stride_head = d;
+  return g;
+}
+
+void check_heads(uint64_t hq, uint64_t hkv) {
+  if (hkv == 0 || hq == 0 || hq % hkv != 0)
+    fail(TLRT_ERR_INVALID_ARGUMENT,
+         "argument heads_q = %llu must be a positive multiple of argument heads_kv = %llu",
+         (ull)hq, (ull)hkv);
+}
+
+// Self-attention of a fused projection qkv (B, T, (Hq + 2 Hkv) d): per token Hq query heads,
+// then Hkv key heads, then Hkv value heads; out (B, T, Hq d).
+uint64_t rec_attention_qkv(Tape &t, uint64_t qi, uint64_t hq, uint64_t hkv, bool causal,
+                           double scale) {
+  const In x = in(t, qi, "qkv");
+  check_heads(hq, hkv);
+  need_rank(x, "qkv", 3);
+  uint64_t heads = 0;
+  if (__builtin_mul_overflow(hkv, 2, &heads) || __builtin_add_overflow(heads, hq, &heads) ||
+      x.s.d[2] % heads != 0)
+    fail(TLRT_ERR_SHAPE,
+         "argument qkv has shape %s: its last axis must hold heads_q + 2 heads_kv = %llu + 2 * "
+         "%llu heads of equal width",
+         x.s.str().c_str(), (ull)hq, (ull)hkv);
+  const uint64_t B = x.s.d[0], T = x.s.d[1], W = x.s.d[2], d = W / heads;
+  tlrt_attention_geometry g = attention_geometry(B, hq, hkv, T, T, d);
+  g.q_stride_batch = g.k_stride_batch = g.v_stride_batch = T * W;
+  g.q_stride_token = g.k_stride_token = g.v_stride_token = W;
+  g.k_offset = hq * d;
+  g.v_offset = (hq + hkv) * d;
+  Shape os = x.s;
+  os.d[2] = hq * d;
+  return push_attention(t, {qi}, x.v, x.v, x.v, g, causal, scale, os);
+}
+
+// Attention of q (B, Tq, Hq d) over k and v (B, Tk, Hkv d); out (B, Tq, Hq d).
+uint64_t rec_attention_heads(Tape &t, uint64_t qi, uint64_t ki, uint64_t vi, uint64_t hq,
+                             uint64_t hkv, bool causal, double scale) {
+  const In q = in(t, qi, "q"), k = in(t, ki, "k"), v = in(t, vi, "v");
+  check_heads(hq, hkv);
+  need_rank(q, "q", 3);
+  need_rank(k, "k", 3);
+  need_same(k, "k", v, "v");
+  const uint64_t B = q.s.d[0], Tq = q.s.d[1], Cq = q.s.d[2], Tk = k.s.d[1], Ck = k.s.d[2];
+  if (Cq % hq != 0)
+    fail(TLRT_ERR_SHAPE, "argument q has shape %s: its last axis is not argument heads_q = %llu "
+         "heads of equal width", q.s.str().c_str(), (ull)hq);
+  const uint64_t d = Cq / hq;
+  uint64_t ck = 0;
+  if (k.s.d[0] != B || __builtin_mul_overflow(hkv, d, &ck) || Ck != ck)
+    fail(TLRT_ERR_SHAPE,
+         "argument k has shape %s, expected (%llu, len_k, heads_kv * %llu) for argument q of "
+         "shape %s and argument heads_kv = %llu",
+         k.s.str().c_str(), (ull)B, (ull)d, q.s.str().c_str(), (ull)hkv);
+  tlrt_attention_geometry g = attention_geometry(B, hq, hkv, Tq, Tk, d);
+  g.q_stride_batch = Tq * Cq;
+  g.q_stride_token = Cq;
+  g.k_stride_batch = g.v_stride_batch = Tk * Ck;
+  g.k_stride_token = g.v_stride_token = Ck;
+  return push_attention(t, {qi, ki, vi}, q.v, k.v, v.v, g, causal, scale, q.s);
+}
+
+// A constant leaf made inside a composite (no gradient).// A constant leaf made inside a composite (no gradient).
 uint64_t const_leaf(Tape &t, Buf v, const Shape &s) { return push_leaf(t, std::move(v), s, false); }
 
 // ---- composites ----------------------------------------------------------------------------
@@ -1521,6 +1634,18 @@ TLRT_API tlrt_status tlrt_tape_flash_attention(tlrt_tape *tape, uint64_t q, uint
                                                const tlrt_buffer *mask, double scale, bool causal,
                                                double mask_fill, uint64_t *out) {
   return TAPE_REC(flash_attention, rec_attention(t, q, k, v, mask, scale, causal, mask_fill));
+}
+
+TLRT_API tlrt_status tlrt_tape_attention_qkv(tlrt_tape *tape, uint64_t qkv, uint64_t heads_q,
+                                             uint64_t heads_kv, bool causal, double scale,
+                                             uint64_t *out) {
+  return TAPE_REC(attention_qkv, rec_attention_qkv(t, qkv, heads_q, heads_kv, causal, scale));
+}
+TLRT_API tlrt_status tlrt_tape_attention(tlrt_tape *tape, uint64_t q, uint64_t k, uint64_t v,
+                                         uint64_t heads_q, uint64_t heads_kv, bool causal,
+                                         double scale, uint64_t *out) {
+  return TAPE_REC(attention,
+                  rec_attention_heads(t, q, k, v, heads_q, heads_kv, causal, scale));
 }
 
 // composites

@@ -6,34 +6,49 @@
 // A plan takes a launcher: launch(name, Kernel<k>(), grid, threads, smem, args...) starts kernel k,
 // launch.smem_limit() is the shared memory per block (bytes), launch.max_grid_y() the grid's y cap.
 //
+// Problems are (batch b, query head h) of an attn::Geometry: query rows i < nq, keys j < nk of key
+// / value head h / group, each operand read in place through its view (row r at base + r *
+// token stride: strided, from one fused projection, padded), out and dout token-major, causal
+// aligned bottom-right (j > i + nk - nq blocked). The (bh, n, d) entry points are the geometry of
+// bh sequences of one head.
+//
 // Common: 256 threads; tiles of 64 keys (queries in dk/dv); every (., d) tile in shared memory
 // row-major, rows padded to DP + 4 floats (DP: d rounded up to 32, 64, 128, 256; 64 at least in
 // the backward), so the dot products read float4s along t while each fma chain still runs t = 0 ..
-// d - 1. Tiles arrive by cp.async (16-byte copies when d % 4 == 0 and the tensors are aligned,
-// else 4-byte; zero fill past n) into single buffers refilled as soon as their last reader is past
-// a barrier. A mask entry is copied by the thread that reads it into its own P / dS slot (no
-// barrier). EXACT = (d == DP) fixes the loop lengths. Tiles wholly in range, unmasked and on or
-// below the diagonal score as dot * scale without the per-entry tests (the same value). Block
-// sizes never enter the order of operations, so the smaller-block variants for devices with less
-// shared memory than sm_90 give the same bits.
+// d - 1. Tiles arrive by cp.async (16-byte copies when d % 4 == 0, every stride a multiple of 4
+// and the tensors aligned, else 4-byte; zero fill past the rows) into single buffers refilled as
+// soon as their last reader is past a barrier. A mask entry is copied by the thread that reads it
+// into its own P / dS slot (no barrier). EXACT = (d == DP) fixes the loop lengths. Tiles wholly in
+// range, unmasked and on or below the diagonal score as dot * scale without the per-entry tests
+// (the same value). Block sizes never enter the order of operations, so the smaller-block
+// variants for devices with less shared memory than sm_90 give the same bits.
 //
 // fwd_kernel<DP, RM>: block (problem, 32 RM query rows; RM = 4 for 64 < d <= 128, else 2); thread
 // (row group g < 32, lane tx < 8): rows g + 32 a, keys tx + 8 c of a tile (the header's lane
 // layout; maxima and sums by __shfl_xor 1, 2, 4). Q resident; per key tile S = Q K^T, the online
-// softmax, P to shared memory, acc += P V. With skipping a block stops at its diagonal and the
-// blocks with most tiles start first. 4 n^2 d + ~30 n^2 FLOPs per problem (about half with
-// skipping); q and out move once, k and v once per query block (from L2).
-// d_kernel: D[i] = sum_t dout[i, t] out[i, t], one fma chain per row and thread.
-// dkdv_kernel<DP, RK>: block (problem, 16 RK keys; RK = 4, 2 at DP = 256); thread (key group kg <
-// 16, query lane ql < 16). K, V resident; per query tile dP^T = V dout^T, S^T = K Q^T, P^T and dS^T
-// to shared memory, dv += P^T dout, dk += dS^T Q: 8 n^2 d FLOPs (4 with dv only).
+// softmax, P to shared memory, acc += P V. With skipping a block stops where its last query tile
+// stops meeting key tiles, and the blocks with most tiles start first. 4 nq nk d + ~30 nq nk FLOPs
+// per problem (about half with skipping); q and out move once, k and v once per query block
+// (from L2; a key / value head is read by the blocks of each of its group's query heads).
+// d_kernel: D[r] = sum_t dout[r, t] out[r, t] over the rows of out in memory order (token-major),
+// one fma chain per row and thread.
+// dkdv_kernel<DP, RK>: block (batch, key / value head, 16 RK keys; RK = 4, 2 at DP = 256); thread
+// (key group kg < 16, query lane ql < 16). K, V resident; per step (query head of the group, query
+// tile), heads ascending, tiles ascending: dP^T = V dout^T, S^T = K Q^T, P^T and dS^T to shared
+// memory, dv += P^T dout, dk += dS^T Q, one accumulation through all steps: 8 nq nk d FLOPs per
+// query head (4 with dv only).
 // dq_kernel<DP, RQ>: block (problem, 16 RQ queries); thread (row group rg < 16, key lane kl < 16).
-// Q, dout resident; per key tile dP, S, dS to shared memory, dq += dS K: 6 n^2 d FLOPs. P is
-// recomputed in both (FA2's deterministic two-kernel form): 14 n^2 d against the usual 10 n^2 d;
+// Q, dout resident; per key tile dP, S, dS to shared memory, dq += dS K: 6 nq nk d FLOPs. P is
+// recomputed in both (FA2's deterministic two-kernel form): 14 nq nk d against the usual 10;
 // q, k, v, dout each move once per block of the other side.
-// Registers (sm_90, no spills): fwd 100-128 at DP <= 64 (two blocks per SM), ~200-216 at DP = 128;
-// dkdv and dq 128 at DP = 64 (two blocks per SM), up to ~220 at DP = 128.
-// Last measured: bench/results/2026-11-27-h100-s17-attention.md
+// restride_kernel: copies between views and the contiguous (bh, n, d) layout of the tensor-core
+// kernels (with repeated or summed heads), (R + 1) floats moved per element written.
+// Registers (sm_90, ptxas): fwd 100-128 at DP <= 64 (two blocks per SM), ~220-240 at DP = 128
+// (RM = 4); dkdv and dq 128 at DP = 64 (two blocks per SM), up to ~230 at DP = 128. No spills
+// except fwd_kernel<128, 2, exact> (the variant of devices with less than 172 KB of shared memory
+// per block, d = 128: 32 bytes).
+// Last measured: bench/results/2026-11-27-h100-s17-attention.md, before the kernels took views,
+// grouped heads and two lengths (not measured since: docs/kernels/attention.md).
 #pragma once
 
 #include <type_traits>
@@ -66,6 +81,24 @@ struct KP {
   const float *mask;
   uint64_t mask_stride;
   float scale, fill;
+  bool causal, skip, vec;
+};
+
+// Kernel-side view of an attn::Geometry (the exact kernels): problems y = b hq + h; q rows of
+// problem y at q + b q.batch + h q.head (row stride q.token), k and v rows of its key / value head
+// h / group, out and dout token-major (row stride hq d), lse and the mask per problem, D
+// token-major; the gradient views likewise. coff = nk - nq (causal: j > i + coff is blocked).
+// vec: d % 4 == 0, every tensor 16-byte aligned and every stride a multiple of 4, so rows move as
+// float4; otherwise element by element.
+struct GP {
+  unsigned nq, nk, d;
+  unsigned hq, hkv, group;
+  unsigned batch;  // batch * hq below 2^31
+  attn::View q, k, v, dq, dk, dv;
+  const float *mask;
+  uint64_t mask_stride;
+  float scale, fill;
+  int coff;  // nk - nq: within int for nq, nk below 2^31
   bool causal, skip, vec;
 };
 
@@ -117,10 +150,16 @@ __device__ __forceinline__ float dot4(const float4 &a, const float4 &b, float s)
 
 // s(i, j) of the header for in-range i, j from the fma-chain dot product; m is the mask entry
 // (read only when there is a mask).
-__device__ __forceinline__ float score_of(const KP &p, unsigned i, unsigned j, float dot,
+__device__ __forceinline__ float score_of(const GP &p, unsigned i, unsigned j, float dot,
                                           float m) {
-  const bool blocked = (p.causal && j > i) || (p.mask != nullptr && m == 0.0f);
+  // j > i + coff, in int: i, j < 2^31 so j - i cannot overflow
+  const bool blocked = (p.causal && (int)j - (int)i > p.coff) || (p.mask != nullptr && m == 0.0f);
   return attn::score(dot, blocked, p.scale, p.fill);
+}
+
+// Whether the causal diagonal leaves every (i, j) with i >= i_first, j <= j_last unblocked.
+__device__ __forceinline__ bool below_diagonal(const GP &p, unsigned i_first, unsigned j_last) {
+  return !p.causal || (long long)j_last <= (long long)i_first + p.coff;
 }
 
 // The thread's dot products turned into scores in place. plain: the block's whole tile is in
@@ -149,26 +188,35 @@ __device__ __forceinline__ void zero_smem(float *sm, unsigned floats) {
     st4(sm + 4 * e, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
 }
 
-// Issues the copies of rows r0 .. r0 + ROWS - 1 (columns 0 .. d - 1) of a row-major (n, d) matrix
-// into dst (row stride DP + 4); rows past n become zeros. Columns d .. DP + 3 are not touched.
+// Issues the copies of rows r0 .. r0 + ROWS - 1 (columns 0 .. d - 1) of a matrix of n rows whose
+// row r starts at src + r stride into dst (row stride DP + 4); rows past n become zeros. Columns
+// d .. DP + 3 are not touched. vec: d, stride and src allow 16-byte copies.
 template <unsigned DP, unsigned ROWS, bool EXACT>
-__device__ __forceinline__ void load_tile(float *dst, const float *src, unsigned r0, unsigned n,
-                                          unsigned d, bool vec) {
+__device__ __forceinline__ void load_rows(float *dst, const float *src, unsigned r0, unsigned n,
+                                          unsigned d, uint64_t stride, bool vec) {
   constexpr unsigned SD = DP + 4;
   if (vec) {
     const unsigned d4 = EXACT ? DP / 4 : d / 4;
     for (unsigned e = threadIdx.x; e < ROWS * d4; e += kThreads) {
       const unsigned r = e / d4, c = e % d4;
       const bool ok = r0 + r < n;
-      async::copy16(dst + r * SD + 4 * c, ok ? src + (uint64_t)(r0 + r) * d + 4 * c : src, ok);
+      async::copy16(dst + r * SD + 4 * c, ok ? src + (uint64_t)(r0 + r) * stride + 4 * c : src,
+                    ok);
     }
   } else {
     for (unsigned e = threadIdx.x; e < ROWS * d; e += kThreads) {
       const unsigned r = e / d, t = e % d;
       const bool ok = r0 + r < n;
-      async::copy4(dst + r * SD + t, ok ? src + (uint64_t)(r0 + r) * d + t : src, ok);
+      async::copy4(dst + r * SD + t, ok ? src + (uint64_t)(r0 + r) * stride + t : src, ok);
     }
   }
+}
+
+// load_rows of a row-major (n, d) matrix.
+template <unsigned DP, unsigned ROWS, bool EXACT>
+__device__ __forceinline__ void load_tile(float *dst, const float *src, unsigned r0, unsigned n,
+                                          unsigned d, bool vec) {
+  load_rows<DP, ROWS, EXACT>(dst, src, r0, n, d, d, vec);
 }
 
 // The RA x RB fma-chain dot products s[a][c] = sum_t A[ra(a), t] B[rb(c), t] (t = 0 .. d - 1 in
@@ -230,16 +278,17 @@ __device__ __forceinline__ void tile_axpy(const float *W, unsigned w0, unsigned 
 }
 
 // dst[r, col0 + CS c4 + e] = acc[a][c4][e] * factor (factor 1: the value itself) for the rows
-// r = r0 + sr a below n and the columns below d.
+// r = r0 + sr a below n (row r at dst + r stride) and the columns below d.
 template <unsigned RA, unsigned C4, unsigned CS>
 __device__ __forceinline__ void store_rows(const float (&acc)[RA][C4][4], bool scale_it,
                                            float factor, float *dst, unsigned r0, unsigned sr,
-                                           unsigned col0, unsigned n, unsigned d, bool vec) {
+                                           unsigned col0, unsigned n, unsigned d, uint64_t stride,
+                                           bool vec) {
 #pragma unroll
   for (unsigned a = 0; a < RA; ++a) {
     const unsigned r = r0 + sr * a;
     if (r >= n) continue;
-    float *row = dst + (uint64_t)r * d;
+    float *row = dst + (uint64_t)r * stride;
 #pragma unroll
     for (unsigned c4 = 0; c4 < C4; ++c4) {
       const unsigned col = col0 + CS * c4;
@@ -279,14 +328,14 @@ __device__ __forceinline__ void zero_acc(float (&acc)[RA][C4][4]) {
       for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = 0.0f;
 }
 
-// The backward kernels' mask entries of a tile (queries from q0, keys from k0), by the thread that
-// reads them, into its own slots of the P^T / dS tile (row stride S): slot (a, c) at dst[(r + 16 a)
-// S + col + 16 c]; T: keys along the slot rows (dk/dv), else queries (dq). Entries past n are not
-// copied (never read). Nothing without a mask.
+// The backward kernels' mask entries of a tile (queries from q0, keys from k0) of a (nq, nk)
+// mask mb, by the thread that reads them, into its own slots of the P^T / dS tile (row stride S):
+// slot (a, c) at dst[(r + 16 a) S + col + 16 c]; T: keys along the slot rows (dk/dv), else
+// queries (dq). Entries past nq or nk are not copied (never read). Nothing without a mask.
 template <unsigned R, unsigned S, bool T>
 __device__ __forceinline__ void copy_mask_slots(float *dst, unsigned r, unsigned col,
-                                                const float *mb, unsigned n, unsigned q0,
-                                                unsigned k0) {
+                                                const float *mb, unsigned nq, unsigned nk,
+                                                unsigned q0, unsigned k0) {
   if (!mb) return;
 #pragma unroll
   for (unsigned a = 0; a < R; ++a)
@@ -294,28 +343,58 @@ __device__ __forceinline__ void copy_mask_slots(float *dst, unsigned r, unsigned
     for (unsigned c = 0; c < 4; ++c) {
       const unsigned i = T ? q0 + col + 16 * c : q0 + r + 16 * a,
                      j = T ? k0 + r + 16 * a : k0 + col + 16 * c;
-      if (i < n && j < n)
-        async::copy4(dst + (r + 16 * a) * S + col + 16 * c, mb + (uint64_t)i * n + j, true);
+      if (i < nq && j < nk)
+        async::copy4(dst + (r + 16 * a) * S + col + 16 * c, mb + (uint64_t)i * nk + j, true);
     }
 }
+
+// Rows of one operand of a problem: base pointer, row count, row stride.
+struct RowsOf {
+  const float *p;
+  unsigned n;
+  uint64_t stride;
+};
 
 // The start of a problem in both backward kernels: the two resident tiles (RES rows from r0 of
 // x1, x2 into t1, t2), the first streamed tile (rows s0.. of y1 into u1) and the mask entries
 // (mask(), the caller's copy_mask_slots) as one cp.async group, then the first tile of y2 into
 // u2 as a second group, which the kernel waits for under its first products.
 template <unsigned DP, unsigned RES, bool EXACT, class M>
-__device__ __forceinline__ void bwd_problem_start(const KP &p, unsigned r0, float *t1,
-                                                  const float *x1, float *t2, const float *x2,
-                                                  unsigned s0, float *u1, const float *y1,
-                                                  float *u2, const float *y2, M mask) {
-  load_tile<DP, RES, EXACT>(t1, x1, r0, p.n, p.d, p.vec);
-  load_tile<DP, RES, EXACT>(t2, x2, r0, p.n, p.d, p.vec);
-  load_tile<DP, kT, EXACT>(u1, y1, s0, p.n, p.d, p.vec);
+__device__ __forceinline__ void bwd_problem_start(const GP &p, unsigned r0, float *t1, RowsOf x1,
+                                                  float *t2, RowsOf x2, unsigned s0, float *u1,
+                                                  RowsOf y1, float *u2, RowsOf y2, M mask) {
+  load_rows<DP, RES, EXACT>(t1, x1.p, r0, x1.n, p.d, x1.stride, p.vec);
+  load_rows<DP, RES, EXACT>(t2, x2.p, r0, x2.n, p.d, x2.stride, p.vec);
+  load_rows<DP, kT, EXACT>(u1, y1.p, s0, y1.n, p.d, y1.stride, p.vec);
   mask(s0);
   async::commit();
-  load_tile<DP, kT, EXACT>(u2, y2, s0, p.n, p.d, p.vec);
+  load_rows<DP, kT, EXACT>(u2, y2.p, s0, y2.n, p.d, y2.stride, p.vec);
   async::commit();
 }
+
+// The rows of problem y = b hq + h: q (and dq's destination), k / v of its key / value head,
+// dout / out (token-major), and its mask.
+struct ProbRows {
+  unsigned b, h, kv;
+  __device__ __forceinline__ ProbRows(const GP &p, unsigned y)
+      : b(y / p.hq), h(y % p.hq), kv(y % p.hq / p.group) {}
+  __device__ __forceinline__ RowsOf q(const GP &p, const float *q) const {
+    return RowsOf{q + (uint64_t)b * p.q.batch + (uint64_t)h * p.q.head, p.nq, p.q.token};
+  }
+  __device__ __forceinline__ RowsOf k(const GP &p, const float *k) const {
+    return RowsOf{k + (uint64_t)b * p.k.batch + (uint64_t)kv * p.k.head, p.nk, p.k.token};
+  }
+  __device__ __forceinline__ RowsOf v(const GP &p, const float *v) const {
+    return RowsOf{v + (uint64_t)b * p.v.batch + (uint64_t)kv * p.v.head, p.nk, p.v.token};
+  }
+  // out and dout: (batch, nq, hq, d).
+  __device__ __forceinline__ uint64_t tok(const GP &p) const {
+    return ((uint64_t)b * p.nq * p.hq + h) * p.d;
+  }
+  __device__ __forceinline__ const float *mask(const GP &p) const {
+    return p.mask ? p.mask + (uint64_t)(b * p.hq + h) * p.mask_stride : nullptr;
+  }
+};
 
 // ---- forward ------------------------------------------------------------------------------------
 
@@ -326,27 +405,22 @@ __host__ __device__ constexpr unsigned fwd_smem_floats() {
 
 template <unsigned DP, unsigned RM, bool EXACT>
 __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
-    fwd_kernel(KP p, const float *__restrict q, const float *__restrict k,
+    fwd_kernel(GP p, const float *__restrict q, const float *__restrict k,
                const float *__restrict v, float *__restrict out, float *__restrict lse) {
   constexpr unsigned BR = 32 * RM, SD = DP + 4, C4 = DP / 32;
   float *sm = async::dynamic_smem();
   float *qs = sm, *ks = qs + BR * SD, *vs = ks + kT * SD, *ps = vs + kT * SD;
   // Lane tx of row group g: rows g + 32 a; keys tx + 8 c of a tile; columns 4 tx + 32 c4 + e.
   const unsigned tx = threadIdx.x % 8, g = threadIdx.x / 8;
-  // With skipping, row i visits the key tiles starting at or before i, so the block visits those
-  // starting before i0 + BR, and later blocks visit more: they start first.
+  // With skipping, a query tile visits the key tiles it meets, so the block visits those its last
+  // query tile meets, and later blocks visit more: they start first.
   const unsigned i0 = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BR;
-  const unsigned jend = p.skip ? min(p.n, i0 + BR) : p.n;
+  const unsigned jend = (unsigned)attn::key_end(p.skip, i0 + BR - kT, p.nk, p.coff);
   zero_smem(sm, fwd_smem_floats<DP, RM>());
-  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const uint64_t base = b * p.n * p.d;
-    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+  for (unsigned y = blockIdx.y; y < p.batch * p.hq; y += gridDim.y) {
+    const ProbRows pr(p, y);
+    const float *kb = pr.k(p, k).p, *vb = pr.v(p, v).p, *mb = pr.mask(p);
     __syncthreads();  // zeroing, or the previous problem's readers, done
-    load_tile<DP, BR, EXACT>(qs, q + base, i0, p.n, p.d, p.vec);
-    load_tile<DP, kT, EXACT>(ks, k + base, 0, p.n, p.d, p.vec);
-    async::commit();
-    load_tile<DP, kT, EXACT>(vs, v + base, 0, p.n, p.d, p.vec);
-    async::commit();
     float m[RM], l[RM], acc[RM][C4][4];
 #pragma unroll
     for (unsigned a = 0; a < RM; ++a) {
@@ -357,36 +431,44 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
 #pragma unroll
         for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = 0.0f;
     }
-    async::wait<1>();  // Q, K tile 0
-    __syncthreads();
+    if (jend > 0) {  // (block-uniform) otherwise no key tile: every row fully excluded
+      load_rows<DP, BR, EXACT>(qs, pr.q(p, q).p, i0, p.nq, p.d, p.q.token, p.vec);
+      load_rows<DP, kT, EXACT>(ks, kb, 0, p.nk, p.d, p.k.token, p.vec);
+      async::commit();
+      load_rows<DP, kT, EXACT>(vs, vb, 0, p.nk, p.d, p.v.token, p.vec);
+      async::commit();
+      async::wait<1>();  // Q, K tile 0
+      __syncthreads();
+    }
     // Loop invariant at the top: K tile j0 visible in ks; V tile j0 in flight into vs.
     for (unsigned j0 = 0; j0 < jend; j0 += kT) {
       const bool more = j0 + kT < jend;
-      // Rows a < a_first start after j0 + 63 (the first half of a 128-row block at the last tile
-      // of its diagonal, with skipping): they leave this tile out. The same for the whole block.
+      // Rows a < a_first belong to a query tile that does not meet this key tile (the first half
+      // of a 128-row block at the last tiles of its diagonal, with skipping): they leave it out.
+      // The same for the whole block. (The block's last query tile meets every tile it visits.)
       unsigned a_first = 0;
-#pragma unroll
-      for (unsigned a = 0; a < RM; ++a)
-        if (p.skip && j0 > i0 + 32 * a + 31) a_first = a + 1;
+      if constexpr (RM > 2)
+        if (p.skip && !attn::tiles_meet(i0, j0, p.coff)) a_first = 2;
       if (mb) {  // this thread's mask entries of the tile, into its own P slots
 #pragma unroll
         for (unsigned a = 0; a < RM; ++a)
 #pragma unroll
           for (unsigned c = 0; c < 8; ++c) {
             const unsigned i = i0 + g + 32 * a, j = j0 + tx + 8 * c;
-            if (i < p.n && j < p.n)
-              async::copy4(ps + (g + 32 * a) * kPS + tx + 8 * c, mb + (uint64_t)i * p.n + j, true);
+            if (i < p.nq && j < p.nk)
+              async::copy4(ps + (g + 32 * a) * kPS + tx + 8 * c, mb + (uint64_t)i * p.nk + j,
+                           true);
           }
       }
       async::commit();
       float s[RM][8];
       dots<DP, EXACT, RM, 8>(qs, g, 32, ks, tx, 8, p.d, s);
       async::wait<0>();  // the mask entries (own) and V tile j0
-      score_tile(!mb && i0 + BR <= p.n && j0 + kT <= p.n && !(p.causal && j0 + kT - 1 > i0),
+      score_tile(!mb && i0 + BR <= p.nq && j0 + kT <= p.nk && below_diagonal(p, i0, j0 + kT - 1),
                  p.scale, s, [&](unsigned a, unsigned c, float dot) {
                    const unsigned i = i0 + g + 32 * a, j = j0 + tx + 8 * c;
                    const float m = mb ? ps[(g + 32 * a) * kPS + tx + 8 * c] : 1.0f;
-                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                   return (i < p.nq && j < p.nk) ? score_of(p, i, j, dot, m) : kNegInf;
                  });
 #pragma unroll
       for (unsigned a = 0; a < RM; ++a) {
@@ -412,7 +494,7 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
           for (unsigned e = 0; e < 4; ++e) acc[a][c4][e] = acc[a][c4][e] * alpha;
       }
       __syncthreads();  // P and V visible; every read of ks done
-      if (more) load_tile<DP, kT, EXACT>(ks, k + base, j0 + kT, p.n, p.d, p.vec);
+      if (more) load_rows<DP, kT, EXACT>(ks, kb, j0 + kT, p.nk, p.d, p.k.token, p.vec);
       async::commit();
       if (a_first == 0)
         tile_axpy<DP, RM, C4, kPS, 32>(ps, g, 32, vs, 4 * tx, acc);
@@ -420,7 +502,7 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
         tile_axpy<DP, RM, C4, kPS, 32, true>(ps, g, 32, vs, 4 * tx, acc, a_first);
       async::wait<0>();  // the next K tile
       __syncthreads();   // it is visible; every read of vs and ps done
-      if (more) load_tile<DP, kT, EXACT>(vs, v + base, j0 + kT, p.n, p.d, p.vec);
+      if (more) load_rows<DP, kT, EXACT>(vs, vb, j0 + kT, p.nk, p.d, p.v.token, p.vec);
       async::commit();
     }
 #pragma unroll
@@ -433,9 +515,11 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
         for (unsigned e = 0; e < 4; ++e)
           acc[a][c4][e] = none ? 0.0f : __fdiv_rn(acc[a][c4][e], la);
       const unsigned i = i0 + g + 32 * a;
-      if (tx == 0 && i < p.n) lse[b * p.n + i] = none ? kNegInf : m[a] + math::log_f(la);
+      if (tx == 0 && i < p.nq)
+        lse[(uint64_t)y * p.nq + i] = none ? kNegInf : m[a] + math::log_f(la);
     }
-    store_rows<RM, C4, 32>(acc, false, 1.0f, out + base, i0 + g, 32, 4 * tx, p.n, p.d, p.vec);
+    store_rows<RM, C4, 32>(acc, false, 1.0f, out + pr.tok(p), i0 + g, 32, 4 * tx, p.nq, p.d,
+                           (uint64_t)p.hq * p.d, p.vec);
   }
 }
 
@@ -464,11 +548,12 @@ __host__ __device__ constexpr unsigned dkdv_smem_floats() {
   return (2 * 16 * RK + 2 * kT) * (DP + 4) + 2 * 16 * RK * kGT;
 }
 
-// dk (if dk != nullptr) and dv (if dv != nullptr) for BK = 16 RK keys per block, looping over
-// query tiles of 64 in ascending order.
+// dk (if dk != nullptr) and dv (if dv != nullptr) for BK = 16 RK keys per block of one key /
+// value head, looping over its group's query heads ascending and, in each, over query tiles of 64
+// in ascending order: one accumulation running through the (head, query tile) steps.
 template <unsigned DP, unsigned RK, bool EXACT>
 __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
-    dkdv_kernel(KP p, const float *__restrict q, const float *__restrict k,
+    dkdv_kernel(GP p, const float *__restrict q, const float *__restrict k,
                 const float *__restrict v, const float *__restrict dout,
                 const float *__restrict lse, const float *__restrict D, float *__restrict dk,
                 float *__restrict dv) {
@@ -481,44 +566,66 @@ __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
   const unsigned kg = threadIdx.x % 16, ql = threadIdx.x / 16;
   const unsigned jb = blockIdx.x * BK;
   const bool want_k = dk != nullptr, want_v = dv != nullptr;
-  const unsigned ifirst = p.skip ? jb - jb % kT : 0;
+  // With skipping, the first query tile meeting this block's key tile; every later one meets it.
+  const unsigned ifirst = (unsigned)attn::query_begin(p.skip, jb - jb % kT, p.coff);
+  const unsigned tiles = ifirst < p.nq ? (p.nq - ifirst + kT - 1) / kT : 0;  // per query head
+  const unsigned steps = tiles * p.group;
+  const uint64_t dstride = (uint64_t)p.hq * p.d;
   zero_smem(sm, dkdv_smem_floats<DP, RK>());
-  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const uint64_t base = b * p.n * p.d;
-    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
-    __syncthreads();  // zeroing, or the previous problem's readers, done
-    // This thread's mask entries of query tile i0, into its own P^T slots.
-    auto load_mask = [&](unsigned i0) {
-      copy_mask_slots<RK, kGT, true>(pT, kg, ql, mb, p.n, i0, jb);
+  for (unsigned y = blockIdx.y; y < p.batch * p.hkv; y += gridDim.y) {
+    const unsigned b = y / p.hkv;
+    const unsigned kvh = (unsigned)(y % p.hkv), h0 = kvh * p.group;
+    const ProbRows p0(p, b * p.hq + h0);  // the group's first query head: its k, v rows
+    const RowsOf K = p0.k(p, k), V = p0.v(p, v);
+    // Query head h0 + hh of the group: its q rows, dout rows, mask.
+    auto qrows = [&](unsigned hh) { return ProbRows(p, b * p.hq + h0 + hh).q(p, q); };
+    auto dorows = [&](unsigned hh) {
+      return RowsOf{dout + ProbRows(p, b * p.hq + h0 + hh).tok(p), p.nq, dstride};
     };
-    bwd_problem_start<DP, BK, EXACT>(p, jb, ks, k + base, vs, v + base, ifirst, dos, dout + base,
-                                     qs, q + base, load_mask);
+    auto maskof = [&](unsigned hh) { return ProbRows(p, b * p.hq + h0 + hh).mask(p); };
+    __syncthreads();  // zeroing, or the previous problem's readers, done
+    // This thread's mask entries of query tile i0 of head hh, into its own P^T slots.
+    auto load_mask = [&](unsigned hh, unsigned i0) {
+      copy_mask_slots<RK, kGT, true>(pT, kg, ql, maskof(hh), p.nq, p.nk, i0, jb);
+    };
     float gk[RK][C4][4], gv[RK][C4][4];
     zero_acc(gk);
     zero_acc(gv);
-    async::wait<1>();  // K, V, dout tile, mask entries
-    __syncthreads();
-    // Loop invariant at the top: dout tile i0 visible in dos, this thread's mask entries in its
-    // P^T slots; Q tile i0 in flight into qs.
-    for (unsigned i0 = ifirst; i0 < p.n; i0 += kT) {
-      const bool more = i0 + kT < p.n;
+    if (steps > 0) {  // (block-uniform) otherwise no query row: dk = dv = 0
+      bwd_problem_start<DP, BK, EXACT>(p, jb, ks, K, vs, V, ifirst, dos, dorows(0), qs, qrows(0),
+                                       [&](unsigned i0) { load_mask(0, i0); });
+      async::wait<1>();  // K, V, dout tile, mask entries
+      __syncthreads();
+    }
+    // Loop invariant at the top: dout tile i0 of head hh visible in dos, this thread's mask
+    // entries in its P^T slots; Q tile i0 of head hh in flight into qs.
+    unsigned hh = 0, i0 = ifirst;
+    for (unsigned step = 0; step < steps; ++step) {
+      const bool more = step + 1 < steps;
+      unsigned nh = hh, ni = i0 + kT;  // the next step
+      if (ni >= p.nq) {
+        nh = hh + 1;
+        ni = ifirst;
+      }
+      const uint64_t yh = b * p.hq + h0 + hh;
+      const float *mb = maskof(hh);
       float L[4], Di[4];
 #pragma unroll
       for (unsigned c = 0; c < 4; ++c) {
         const unsigned i = i0 + ql + 16 * c;
-        L[c] = i < p.n ? lse[b * p.n + i] : 0.0f;
-        Di[c] = (want_k && i < p.n) ? D[b * p.n + i] : 0.0f;
+        L[c] = i < p.nq ? lse[yh * p.nq + i] : 0.0f;
+        Di[c] = (want_k && i < p.nq) ? D[((uint64_t)b * p.nq + i) * p.hq + h0 + hh] : 0.0f;
       }
       float s[RK][4], dp[RK][4];
       if (want_k) dots<DP, EXACT, RK, 4>(vs, kg, 16, dos, ql, 16, p.d, dp);
       async::wait<0>();  // Q tile i0
       __syncthreads();
       dots<DP, EXACT, RK, 4>(ks, kg, 16, qs, ql, 16, p.d, s);
-      score_tile(!mb && i0 + kT <= p.n && jb + BK <= p.n && !(p.causal && jb + BK - 1 > i0),
+      score_tile(!mb && i0 + kT <= p.nq && jb + BK <= p.nk && below_diagonal(p, i0, jb + BK - 1),
                  p.scale, s, [&](unsigned a, unsigned c, float dot) {
                    const unsigned j = jb + kg + 16 * a, i = i0 + ql + 16 * c;
                    const float m = mb ? pT[(kg + 16 * a) * kGT + ql + 16 * c] : 1.0f;
-                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                   return (i < p.nq && j < p.nk) ? score_of(p, i, j, dot, m) : kNegInf;
                  });
 #pragma unroll
       for (unsigned a = 0; a < RK; ++a)
@@ -534,20 +641,28 @@ __global__ void __launch_bounds__(kThreads, DP * RK <= 256 ? 2 : 1)
       if (want_v) tile_axpy<DP, RK, C4, kGT, 64>(pT, kg, 16, dos, 4 * ql, gv);
       __syncthreads();  // every read of dos and pT done
       if (more) {
-        load_tile<DP, kT, EXACT>(dos, dout + base, i0 + kT, p.n, p.d, p.vec);
-        load_mask(i0 + kT);
+        const RowsOf DO = dorows(nh);
+        load_rows<DP, kT, EXACT>(dos, DO.p, ni, DO.n, p.d, DO.stride, p.vec);
+        load_mask(nh, ni);
       }
       async::commit();
       if (want_k) tile_axpy<DP, RK, C4, kGT, 64>(dST, kg, 16, qs, 4 * ql, gk);
       async::wait<0>();  // the next dout tile and mask entries
       __syncthreads();   // visible; every read of qs and dST done
-      if (more) load_tile<DP, kT, EXACT>(qs, q + base, i0 + kT, p.n, p.d, p.vec);
+      if (more) {
+        const RowsOf Q = qrows(nh);
+        load_rows<DP, kT, EXACT>(qs, Q.p, ni, Q.n, p.d, Q.stride, p.vec);
+      }
       async::commit();
+      hh = nh;
+      i0 = ni;
     }
     if (want_v)
-      store_rows<RK, C4, 64>(gv, false, 1.0f, dv + base, jb + kg, 16, 4 * ql, p.n, p.d, p.vec);
+      store_rows<RK, C4, 64>(gv, false, 1.0f, dv + b * p.dv.batch + kvh * p.dv.head, jb + kg, 16,
+                             4 * ql, p.nk, p.d, p.dv.token, p.vec);
     if (want_k)
-      store_rows<RK, C4, 64>(gk, true, p.scale, dk + base, jb + kg, 16, 4 * ql, p.n, p.d, p.vec);
+      store_rows<RK, C4, 64>(gk, true, p.scale, dk + b * p.dk.batch + kvh * p.dk.head, jb + kg,
+                             16, 4 * ql, p.nk, p.d, p.dk.token, p.vec);
   }
 }
 
@@ -559,7 +674,7 @@ __host__ __device__ constexpr unsigned dq_smem_floats() {
 // dq for BQ = 16 RQ query rows per block, looping over key tiles of 64 in ascending order.
 template <unsigned DP, unsigned RQ, bool EXACT>
 __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
-    dq_kernel(KP p, const float *__restrict q, const float *__restrict k,
+    dq_kernel(GP p, const float *__restrict q, const float *__restrict k,
               const float *__restrict v, const float *__restrict dout,
               const float *__restrict lse, const float *__restrict D, float *__restrict dq) {
   constexpr unsigned BQ = 16 * RQ, SD = DP + 4, C4 = DP / 64;
@@ -570,28 +685,32 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
   const unsigned kl = threadIdx.x % 16, rg = threadIdx.x / 16;
   // With skipping, later query blocks visit more key tiles: they start first.
   const unsigned ib = (p.skip ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BQ;
-  const unsigned jend = p.skip ? min(p.n, ib + BQ) : p.n;
+  const unsigned jend = (unsigned)attn::key_end(p.skip, ib - ib % kT, p.nk, p.coff);
+  const uint64_t dstride = (uint64_t)p.hq * p.d;
   zero_smem(sm, dq_smem_floats<DP, RQ>());
-  for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const uint64_t base = b * p.n * p.d;
-    const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
+  for (unsigned y = blockIdx.y; y < p.batch * p.hq; y += gridDim.y) {
+    const ProbRows pr(p, y);
+    const float *kb = pr.k(p, k).p, *vb = pr.v(p, v).p, *mb = pr.mask(p);
     __syncthreads();  // zeroing, or the previous problem's readers, done
     // This thread's mask entries of key tile j0, into its own dS slots.
     auto load_mask = [&](unsigned j0) {
-      copy_mask_slots<RQ, kGS, false>(dS, rg, kl, mb, p.n, ib, j0);
+      copy_mask_slots<RQ, kGS, false>(dS, rg, kl, mb, p.nq, p.nk, ib, j0);
     };
-    bwd_problem_start<DP, BQ, EXACT>(p, ib, qs, q + base, dos, dout + base, 0, vs, v + base, ks,
-                                     k + base, load_mask);
     float L[RQ], Dr[RQ], g[RQ][C4][4];
     zero_acc(g);
 #pragma unroll
     for (unsigned a = 0; a < RQ; ++a) {
       const unsigned i = ib + rg + 16 * a;
-      L[a] = i < p.n ? lse[b * p.n + i] : 0.0f;
-      Dr[a] = i < p.n ? D[b * p.n + i] : 0.0f;
+      L[a] = i < p.nq ? lse[(uint64_t)y * p.nq + i] : 0.0f;
+      Dr[a] = i < p.nq ? D[((uint64_t)pr.b * p.nq + i) * p.hq + pr.h] : 0.0f;
     }
-    async::wait<1>();  // Q, dout, V tile 0, mask entries
-    __syncthreads();
+    if (jend > 0) {  // (block-uniform) otherwise no key tile: dq = 0
+      bwd_problem_start<DP, BQ, EXACT>(p, ib, qs, pr.q(p, q), dos,
+                                       RowsOf{dout + pr.tok(p), p.nq, dstride}, 0, vs,
+                                       pr.v(p, v), ks, pr.k(p, k), load_mask);
+      async::wait<1>();  // Q, dout, V tile 0, mask entries
+      __syncthreads();
+    }
     // Loop invariant at the top: V tile j0 visible in vs, this thread's mask entries in its dS
     // slots; K tile j0 in flight into ks.
     for (unsigned j0 = 0; j0 < jend; j0 += kT) {
@@ -600,14 +719,14 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
       dots<DP, EXACT, RQ, 4>(dos, rg, 16, vs, kl, 16, p.d, dp);
       async::wait<0>();  // K tile j0
       __syncthreads();   // visible; every read of vs done
-      if (more) load_tile<DP, kT, EXACT>(vs, v + base, j0 + kT, p.n, p.d, p.vec);
+      if (more) load_rows<DP, kT, EXACT>(vs, vb, j0 + kT, p.nk, p.d, p.v.token, p.vec);
       async::commit();
       dots<DP, EXACT, RQ, 4>(qs, rg, 16, ks, kl, 16, p.d, s);
-      score_tile(!mb && ib + BQ <= p.n && j0 + kT <= p.n && !(p.causal && j0 + kT - 1 > ib),
+      score_tile(!mb && ib + BQ <= p.nq && j0 + kT <= p.nk && below_diagonal(p, ib, j0 + kT - 1),
                  p.scale, s, [&](unsigned a, unsigned c, float dot) {
                    const unsigned i = ib + rg + 16 * a, j = j0 + kl + 16 * c;
                    const float m = mb ? dS[(rg + 16 * a) * kGS + kl + 16 * c] : 1.0f;
-                   return (i < p.n && j < p.n) ? score_of(p, i, j, dot, m) : kNegInf;
+                   return (i < p.nq && j < p.nk) ? score_of(p, i, j, dot, m) : kNegInf;
                  });
 #pragma unroll
       for (unsigned a = 0; a < RQ; ++a)
@@ -615,20 +734,49 @@ __global__ void __launch_bounds__(kThreads, DP * RQ <= 256 ? 2 : 1)
         for (unsigned c = 0; c < 4; ++c) {
           const unsigned at = (rg + 16 * a) * kGS + kl + 16 * c;
           const float sc = s[a][c];
-          const float pr = attn::prob(sc, L[a]);
-          dS[at] = sc == kNegInf ? 0.0f : pr * (dp[a][c] - Dr[a]);
+          const float pr_ = attn::prob(sc, L[a]);
+          dS[at] = sc == kNegInf ? 0.0f : pr_ * (dp[a][c] - Dr[a]);
         }
       __syncthreads();  // dS visible
       tile_axpy<DP, RQ, C4, kGS, 64>(dS, rg, 16, ks, 4 * kl, g);
       async::wait<0>();  // the next V tile
       __syncthreads();   // visible; every read of ks and dS done
       if (more) {
-        load_tile<DP, kT, EXACT>(ks, k + base, j0 + kT, p.n, p.d, p.vec);
+        load_rows<DP, kT, EXACT>(ks, kb, j0 + kT, p.nk, p.d, p.k.token, p.vec);
         load_mask(j0 + kT);
       }
       async::commit();
     }
-    store_rows<RQ, C4, 64>(g, true, p.scale, dq + base, ib + rg, 16, 4 * kl, p.n, p.d, p.vec);
+    store_rows<RQ, C4, 64>(g, true, p.scale, dq + pr.b * p.dq.batch + pr.h * p.dq.head, ib + rg,
+                           16, 4 * kl, p.nq, p.d, p.dq.token, p.vec);
+  }
+}
+
+// ---- copies between views and the tensor-core kernels' contiguous layout ----------------------
+
+// dst row (b, t, h) = the sum over r < R, ascending, of src row (b, t, (h R + r) / E) (R = 1: a
+// copy, bit for bit; E > 1: each source head repeated E times; R > 1: R source heads summed, the
+// first one first), for b < B, t < T, h < H; rows of d floats at b batch + t token + h head of each
+// view. One thread per element, t fastest (both sides read and write rows contiguously); the
+// tensor-core modes use it to pack strided views into (batch * hq, n, d) and back (gradients of
+// grouped key / value heads summed). Moves (R + 1) B T H d floats.
+struct Restride {
+  uint64_t B, T, H, d;
+  attn::View src, dst;
+  unsigned R, E;
+};
+
+__global__ void __launch_bounds__(256)
+    restride_kernel(Restride r, const float *__restrict src, float *__restrict dst) {
+  const uint64_t rows = r.B * r.T * r.H;
+  for (uint64_t e = (uint64_t)blockIdx.x * 256 + threadIdx.x; e < rows * r.d;
+       e += (uint64_t)gridDim.x * 256) {
+    const uint64_t t = e % r.d, row = e / r.d;
+    const uint64_t h = row % r.H, tok = (row / r.H) % r.T, b = row / r.H / r.T;
+    const float *from = src + b * r.src.batch + tok * r.src.token + t;
+    float acc = from[(h * r.R) / r.E * r.src.head];
+    for (unsigned i = 1; i < r.R; ++i) acc = acc + from[(h * r.R + i) / r.E * r.src.head];
+    dst[b * r.dst.batch + tok * r.dst.token + h * r.dst.head + t] = acc;
   }
 }
 
@@ -639,6 +787,40 @@ inline bool aligned16(const void *ptr) { return ptr == nullptr || (uintptr_t)ptr
 inline KP kernel_view(const Problem &p, bool aligned) {
   return KP{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, p.mask, p.mask_stride, p.scale, p.fill,
             p.causal, p.causal && p.fill == kNegInf, aligned && p.d % 4 == 0};
+}
+
+inline bool strides4(const attn::View &v) {
+  return v.batch % 4 == 0 && v.token % 4 == 0 && v.head % 4 == 0;
+}
+
+// The exact kernels' view of a geometry (gradient views: gr, nullptr in the forward). aligned:
+// every tensor pointer 16-byte aligned.
+inline GP kernel_view(const attn::Geometry &g, const attn::Grads *gr, bool aligned) {
+  const attn::View none{0, 0, 0};
+  GP p{};
+  p.nq = (unsigned)g.nq;
+  p.nk = (unsigned)g.nk;
+  p.d = (unsigned)g.d;
+  p.hq = (unsigned)g.hq;
+  p.hkv = (unsigned)g.hkv;
+  p.group = (unsigned)g.group();
+  p.batch = (unsigned)g.batch;
+  p.q = g.q;
+  p.k = g.k;
+  p.v = g.v;
+  p.dq = gr && gr->dq ? gr->q : none;
+  p.dk = gr && gr->dk ? gr->k : none;
+  p.dv = gr && gr->dv ? gr->v : none;
+  p.mask = g.mask;
+  p.mask_stride = g.mask_stride;
+  p.scale = g.scale;
+  p.fill = g.fill;
+  p.coff = (int)g.causal_offset();
+  p.causal = g.causal;
+  p.skip = g.causal && g.fill == kNegInf;
+  p.vec = aligned && g.d % 4 == 0 && strides4(p.q) && strides4(p.k) && strides4(p.v) &&
+          strides4(p.dq) && strides4(p.dk) && strides4(p.dv);
+  return p;
 }
 
 // Blocks along x; problems along y up to the launcher's limit (65535 on CUDA), the kernels loop
@@ -673,11 +855,11 @@ auto with_tc_dp_exact(uint64_t d, F &&f) {
 // Each kernel has a variant with fewer rows per block for devices with less shared memory per
 // block than sm_90's 227 KB (launch.smem_limit(); sm_80: 163 KB, sm_86/89: 99 KB).
 template <unsigned DP, unsigned RM, bool EXACT, class L>
-void fwd_launch(L &launch, const KP &kp, const float *q, const float *k, const float *v,
+void fwd_launch(L &launch, const GP &kp, const float *q, const float *k, const float *v,
                 float *out, float *lse) {
   constexpr unsigned BR = 32 * RM;
   launch("attention fwd_kernel", Kernel<fwd_kernel<DP, RM, EXACT>>(),
-         grid_of(launch, (kp.n + BR - 1) / BR, kp.bh), kThreads,
+         grid_of(launch, (kp.nq + BR - 1) / BR, kp.batch * kp.hq), kThreads,
          fwd_smem_floats<DP, RM>() * sizeof(float), kp, q, k, v, out, lse);
 }
 
@@ -685,7 +867,7 @@ void fwd_launch(L &launch, const KP &kp, const float *q, const float *k, const f
 // memory allows one block per SM either way and the larger block reuses each K, V tile twice as
 // much (4 rows per thread for d <= 64 would need more than the 128 registers of two blocks).
 template <unsigned DP, bool EXACT, class L>
-void fwd_pick(L &launch, const KP &kp, const float *q, const float *k, const float *v,
+void fwd_pick(L &launch, const GP &kp, const float *q, const float *k, const float *v,
               float *out, float *lse) {
   if constexpr (DP == 128)
     if (fwd_smem_floats<DP, 4>() * sizeof(float) <= launch.smem_limit())
@@ -693,16 +875,18 @@ void fwd_pick(L &launch, const KP &kp, const float *q, const float *k, const flo
   fwd_launch<DP, 2, EXACT>(launch, kp, q, k, v, out, lse);
 }
 
+// dk / dv over blocks of keys of every (batch, key / value head); dq over blocks of query rows of
+// every problem. A side without rows launches nothing.
 template <unsigned DP, bool EXACT, class L>
-void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const float *v,
+void bwd_pick(L &launch, const GP &kp, const float *q, const float *k, const float *v,
               const float *dout, const float *lse, const float *D, float *dq, float *dk,
               float *dv) {
   constexpr unsigned R = DP == 256 ? 2 : 4;
-  if (dk || dv) {
+  if ((dk || dv) && kp.nk > 0) {
     auto go = [&](auto rk) {
       constexpr unsigned RK = decltype(rk)::value;
       launch("attention dkdv_kernel", Kernel<dkdv_kernel<DP, RK, EXACT>>(),
-             grid_of(launch, (kp.n + 16 * RK - 1) / (16 * RK), kp.bh), kThreads,
+             grid_of(launch, (kp.nk + 16 * RK - 1) / (16 * RK), kp.batch * kp.hkv), kThreads,
              dkdv_smem_floats<DP, RK>() * sizeof(float), kp, q, k, v, dout, lse, D, dk, dv);
     };
     if constexpr (DP != 256) {
@@ -714,9 +898,9 @@ void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const flo
       go(std::integral_constant<unsigned, R>());
     }
   }
-  if (dq)
+  if (dq && kp.nq > 0)
     launch("attention dq_kernel", Kernel<dq_kernel<DP, R, EXACT>>(),
-           grid_of(launch, (kp.n + 16 * R - 1) / (16 * R), kp.bh), kThreads,
+           grid_of(launch, (kp.nq + 16 * R - 1) / (16 * R), kp.batch * kp.hq), kThreads,
            dq_smem_floats<DP, R>() * sizeof(float), kp, q, k, v, dout, lse, D, dq);
 }
 
@@ -724,18 +908,20 @@ void bwd_pick(L &launch, const KP &kp, const float *q, const float *k, const flo
 inline unsigned fwd_dp(uint64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 inline unsigned bwd_dp(uint64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 
+// The exact forward of a geometry (batch, hq >= 1; nq >= 1; nk >= 0): out (token-major) and lse.
 template <class L>
-void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
+void fwd_plan(L &launch, const attn::Geometry &g, const float *q, const float *k, const float *v,
               float *out, float *lse) {
-  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
+  const GP kp = kernel_view(g, nullptr, aligned16(q) && aligned16(k) && aligned16(v) &&
+                                            aligned16(out));
   auto go = [&](auto dpc) {
     constexpr unsigned DP = decltype(dpc)::value;
-    if (p.d == DP)
+    if (g.d == DP)
       fwd_pick<DP, true>(launch, kp, q, k, v, out, lse);
     else
       fwd_pick<DP, false>(launch, kp, q, k, v, out, lse);
   };
-  switch (fwd_dp(p.d)) {
+  switch (fwd_dp(g.d)) {
     case 32: return go(std::integral_constant<unsigned, 32>());
     case 64: return go(std::integral_constant<unsigned, 64>());
     case 128: return go(std::integral_constant<unsigned, 128>());
@@ -743,37 +929,79 @@ void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const
   }
 }
 
-// D = rowsum(dout * out) into bh * n floats (d_kernel).
-template <class L>
-void d_plan(L &launch, const Problem &p, const float *out, const float *dout, float *D) {
-  const uint64_t rows = p.bh * p.n, blocks = (rows + 255) / 256;
-  const bool vec = aligned16(out) && aligned16(dout) && p.d % 4 == 0;
-  launch("attention d_kernel", Kernel<d_kernel>(),
-         dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u, size_t(0), out, dout, rows,
-         (unsigned)p.d, vec, D);
+// The contiguous problem as a geometry: bh sequences of one head of n rows.
+inline attn::Geometry geometry_of(const Problem &p) {
+  attn::Geometry g{};
+  g.batch = p.bh;
+  g.hq = g.hkv = 1;
+  g.nq = g.nk = p.n;
+  g.d = p.d;
+  g.q = g.k = g.v = attn::View{p.n * p.d, p.d, p.d};
+  g.mask = p.mask;
+  g.mask_stride = p.mask_stride;
+  g.scale = p.scale;
+  g.fill = p.fill;
+  g.causal = p.causal;
+  return g;
 }
 
-// D (bh * n floats of scratch, read only when dq or dk is wanted) is computed here first.
+// The exact forward of a contiguous problem.
 template <class L>
-void bwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
-              const float *out, const float *dout, const float *lse, float *D, float *dq,
-              float *dk, float *dv) {
-  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) &&
-                                   aligned16(out) && aligned16(dq) && aligned16(dk) &&
-                                   aligned16(dv));
-  if (dq || dk) d_plan(launch, p, out, dout, D);
+void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
+              float *out, float *lse) {
+  fwd_plan(launch, geometry_of(p), q, k, v, out, lse);
+}
+
+// D = rowsum(dout * out) into `rows` floats, the rows of out in memory order (d_kernel).
+template <class L>
+void d_rows_plan(L &launch, uint64_t rows, uint64_t d, const float *out, const float *dout,
+                 float *D) {
+  const uint64_t blocks = (rows + 255) / 256;
+  const bool vec = aligned16(out) && aligned16(dout) && d % 4 == 0;
+  launch("attention d_kernel", Kernel<d_kernel>(),
+         dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u, size_t(0), out, dout, rows,
+         (unsigned)d, vec, D);
+}
+
+// D of a contiguous problem: bh * n floats.
+template <class L>
+void d_plan(L &launch, const Problem &p, const float *out, const float *dout, float *D) {
+  d_rows_plan(launch, p.bh * p.n, p.d, out, dout, D);
+}
+
+// The exact backward of a geometry: D (batch * nq * hq floats of scratch, token-major, read only
+// when dq or dk is wanted) is computed here first.
+template <class L>
+void bwd_plan(L &launch, const attn::Geometry &g, const float *q, const float *k, const float *v,
+              const float *out, const float *dout, const float *lse, float *D,
+              const attn::Grads &gr) {
+  const GP kp = kernel_view(g, &gr, aligned16(q) && aligned16(k) && aligned16(v) &&
+                                        aligned16(dout) && aligned16(out) && aligned16(gr.dq) &&
+                                        aligned16(gr.dk) && aligned16(gr.dv));
+  if ((gr.dq || gr.dk) && g.nq > 0) d_rows_plan(launch, g.batch * g.nq * g.hq, g.d, out, dout, D);
   auto go = [&](auto dpc) {
     constexpr unsigned DP = decltype(dpc)::value;
-    if (p.d == DP)
-      bwd_pick<DP, true>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv);
+    if (g.d == DP)
+      bwd_pick<DP, true>(launch, kp, q, k, v, dout, lse, D, gr.dq, gr.dk, gr.dv);
     else
-      bwd_pick<DP, false>(launch, kp, q, k, v, dout, lse, D, dq, dk, dv);
+      bwd_pick<DP, false>(launch, kp, q, k, v, dout, lse, D, gr.dq, gr.dk, gr.dv);
   };
-  switch (bwd_dp(p.d)) {
+  switch (bwd_dp(g.d)) {
     case 64: return go(std::integral_constant<unsigned, 64>());
     case 128: return go(std::integral_constant<unsigned, 128>());
     default: return go(std::integral_constant<unsigned, 256>());
   }
+}
+
+// restride_kernel over the whole of r (nothing when it is empty).
+template <class L>
+void restride_plan(L &launch, const Restride &r, const float *src, float *dst) {
+  const uint64_t n = r.B * r.T * r.H * r.d;
+  if (n == 0) return;
+  const uint64_t blocks = (n + 255) / 256;
+  launch("attention restride_kernel", Kernel<restride_kernel>(),
+         dim3((unsigned)(blocks < (1u << 20) ? blocks : (1u << 20))), 256u, size_t(0), r, src,
+         dst);
 }
 
 }  // namespace attn_kernels

@@ -381,17 +381,23 @@ __global__ void __launch_bounds__(kThreads, 1)
 // The TF32 backward's launches (D, then dk / dv, then dq), or false (nothing launched) where it
 // does not apply: d == 0, d > 128, or too little shared memory per block (the caller runs the
 // exact kernels then). D: bh * n floats of scratch, read only when dq or dk is wanted.
+// Whether bwd_tc_plan takes the problem (d in 1 .. 128, the shared memory fits).
 template <class L>
-bool bwd_tc_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
-                 const float *out, const float *dout, const float *lse, float *D, float *dq,
-                 float *dk, float *dv) {
+bool bwd_tc_applies(const L &launch, const Problem &p) {
   if (p.d == 0 || p.d > 128) return false;
   const size_t need = with_tc_dp(p.d, [](auto dpc) -> size_t {
     constexpr unsigned DP = decltype(dpc)::value;
     return dq_tc_smem_floats<DP>() > dkdv_tc_smem_floats<DP>() ? dq_tc_smem_floats<DP>()
                                                                : dkdv_tc_smem_floats<DP>();
   });
-  if (need * sizeof(float) > launch.smem_limit()) return false;
+  return need * sizeof(float) <= launch.smem_limit();
+}
+
+template <class L>
+bool bwd_tc_plan(L &launch, const Problem &p, const float *q, const float *k, const float *v,
+                 const float *out, const float *dout, const float *lse, float *D, float *dq,
+                 float *dk, float *dv) {
+  if (!bwd_tc_applies(launch, p)) return false;
   const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dout) &&
                                    aligned16(out) && aligned16(dq) && aligned16(dk) &&
                                    aligned16(dv));

@@ -6,14 +6,15 @@
  *   build/examples/gpt --quick --save gpt.safetensors --save-every 50
  *   build/examples/gpt --resume gpt.safetensors       # continues where the checkpoint stopped
  *
- * The model and the training are gpt.py's and examples/lm/lm.py's, call for call: byte-level
- * tokens (vocabulary 256), learned token and position embeddings (tlrt_tape_gather_rows_ibuf of
- * int32 index buffers), L pre-LayerNorm blocks of causal multi-head attention
- * (tlrt_tape_multi_head_attention) and a tanh-GELU MLP (tlrt_tape_linear_gelu) with residual
- * connections and dropout (tlrt_tape_dropout), a final LayerNorm and an LM head tied to the
- * token embedding; the loss tlrt_tape_cross_entropy_ibuf of int32 labels; AdamW (the fused
- * tlrt_adam_step_multi, betas 0.9 / 0.95, weight decay on matrices only), a cosine schedule with
- * linear warm-up, clipping by global norm. The same parameter names and shapes, the same random keys (initialisation, dropout, batch
+ * The model and the training are gpt.py's and examples/lm/lm.py's, call for call: byte-level tokens
+ * (vocabulary 256), learned token and position embeddings (tlrt_tape_gather_rows_ibuf of int32
+ * index buffers), L pre-LayerNorm blocks of causal multi-head attention (one fused q / k / v
+ * projection: the three weights concatenated on the tape, one (3 d, d) product, read in place by
+ * tlrt_tape_attention_qkv) and a tanh-GELU MLP (tlrt_tape_linear_gelu) with residual connections
+ * and dropout (tlrt_tape_dropout), a final LayerNorm and an LM head tied to the token embedding;
+ * the loss tlrt_tape_cross_entropy_ibuf of int32 labels; AdamW (the fused tlrt_adam_step_multi,
+ * betas 0.9 / 0.95, weight decay on matrices only), a cosine schedule with linear warm-up,
+ * clipping by global norm. The same parameter names and shapes, the same random keys (initialisation, dropout, batch
  * windows, sampling), so gpt.c and gpt.py print the same losses on the CPU.
  *
  * Text: --data FILE_OR_FOLDER (default /usr/share/doc/python3.11/html/_sources, Debian's
@@ -22,12 +23,13 @@
  * whose starts derive from (seed, step) only, dropout keys from (seed, step), so a run can stop
  * and resume anywhere and continue bit for bit.
  *
- * Output: a line every --log-every steps (step, mean loss, learning rate, tokens/s, ms/step),
- * the validation loss (8 fixed batches of the validation text) before and after, and a sample
- * after --prompt (--temperature, 0: greedy). --min-improvement X exits 1 unless the validation
- * loss fell by at least X nats; --test exits 77 (skipped) without the text, and under valgrind
- * (TLRT_UNDER_VALGRIND) or in a sanitizer build (LM_TEST_TINY) trains a tiny configuration a few
- * steps without the target.
+ * Output: a line every --log-every steps (step, mean loss, learning rate, tokens/s, ms/step), the
+ * validation loss (8 fixed batches of the validation text) before and after, and a sample after
+ * --prompt (--temperature, 0: greedy) decoded with a KV cache (gpt.py's decoder: one token a step,
+ * tlrt_attention_fwd with len_q = 1 over each layer's cached q / k / v rows). --min-improvement X
+ * exits 1 unless the validation loss fell by at least X nats; --test exits 77 (skipped) without the
+ * text, and under valgrind (TLRT_UNDER_VALGRIND) or in a sanitizer build (LM_TEST_TINY) trains a
+ * tiny configuration a few steps without the target.
  *
  * Checkpoints (safetensors, abi/tlrt_checkpoint.h): --save PATH writes every --save-every steps
  * and after the last step: the parameters under their names and shapes ("wte", "h0.attn.wq",
@@ -403,7 +405,7 @@ static tlrt_status forward(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
                            double dropout, uint64_t key, uint64_t *logits) {
   tlrt_status st = TLRT_OK;
   const uint64_t d = m->cfg.d, rows = batch * n;
-  const uint64_t d3[3] = {batch, n, d}, d2[2] = {rows, d};
+  const uint64_t d3[3] = {batch, n, d}, d2[2] = {rows, d}, d3x3[3] = {batch, n, 3 * d};
   const int drop = train && dropout != 0.0;
   uint64_t i, *P = m->ids, x, e1, e2, h, a, f, g, y;
   for (i = 0; i < m->np; ++i)
@@ -432,10 +434,24 @@ static tlrt_status forward(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
   for (i = 0; i < m->cfg.layers; ++i) {
     const uint64_t *q = P + 2 + 16 * i; /* ln1.g ln1.b wq bq wk bk wv bv wo bo ln2.g ln2.b
                                            wfc bfc wproj bproj */
+    uint64_t wqkv, bqkv;
     TRY(tlrt_tape_layer_norm(t, x, q[0], q[1], 1e-5, &h));
-    TRY(tlrt_tape_multi_head_attention(t, h, q[2], q[4], q[6], q[8], q[3], q[5], q[7], q[9],
-                                       m->cfg.heads, true, &a));
+    STEP(h, tlrt_tape_reshape(t, h, d2, 2, &h));
+    /* One (3 d, d) projection, read in place by the attention node (heads_kv = heads). */
+    TRY(tlrt_tape_concat_axis0(t, q[2], q[4], &wqkv));
+    STEP(wqkv, tlrt_tape_concat_axis0(t, wqkv, q[6], &wqkv));
+    TRY(tlrt_tape_concat1d(t, q[3], q[5], &bqkv));
+    STEP(bqkv, tlrt_tape_concat1d(t, bqkv, q[7], &bqkv));
+    TRY(tlrt_tape_linear(t, h, wqkv, bqkv, &a));
     TRY(tlrt_tape_release(t, h));
+    TRY(tlrt_tape_release(t, wqkv));
+    TRY(tlrt_tape_release(t, bqkv));
+    STEP(a, tlrt_tape_reshape(t, a, d3x3, 3, &a));
+    STEP(a, tlrt_tape_attention_qkv(t, a, m->cfg.heads, m->cfg.heads, true,
+                                    1.0 / sqrt((double)(d / m->cfg.heads)), &a));
+    STEP(a, tlrt_tape_reshape(t, a, d2, 2, &a));
+    STEP(a, tlrt_tape_linear(t, a, q[8], q[9], &a));
+    STEP(a, tlrt_tape_reshape(t, a, d3, 3, &a));
     DROP(a);
     TRY(tlrt_tape_add(t, x, a, &y));
     TRY(tlrt_tape_release(t, x));
@@ -513,8 +529,9 @@ static double lr_at(uint64_t step, const Config *cfg) {
 }
 
 /* One step (lm.py's train_step): forward, cross-entropy, backward, the gradients, clipping by
- * global norm (clip > 0), AdamW on every parameter (one tlrt_adam_step_multi call). *loss_out = the loss (read from the device).
- * The logits are released once the loss is recorded (no rule reads them), and the backward
+ * global norm (clip > 0), AdamW on every parameter (one tlrt_adam_step_multi call). *loss_out =
+ * the loss (read from the device). The host releases the logits once the loss is recorded (the
+ * loss node keeps them for its backward), and the backward
  * frees each rule's saved values as soon as it has run (TLRT_TAPE_BACKWARD_FREE). */
 static tlrt_status train_step(Model *m, tlrt_tape *t, const tlrt_buffer *tokens,
                               const tlrt_buffer *labels, uint64_t step, double lr,
@@ -590,40 +607,208 @@ done:
   return st;
 }
 
-/* lm.py's sample: `length` bytes after the prompt, each from one forward over the last ctx
- * bytes, drawn from the softmax of the last position's logits at `temperature` (0: greedy) with
- * uniforms of the sampling stream. out: room for plen + length bytes; *outn its length. */
-static tlrt_status sample(Model *m, tlrt_tape *t, const char *prompt, uint64_t length,
-                          double temperature, uint64_t seed, unsigned char *out, uint64_t *outn) {
+/* gpt.py's GPT.decoder: the next byte's logits one token a step with a KV cache. Each layer keeps
+ * the fused q / k / v rows of the tokens seen ((len, 3 d), grown by tlrt_concat_axis0) and
+ * attends from the new token's row (len_q = 1: causal aligned bottom-right sees every cached key)
+ * through views of both buffers. The cache's position 0 is byte `start` of the text; when it
+ * holds ctx tokens it is rebuilt from the last ctx / 2 (positions are absolute). */
+typedef struct {
+  Model *m;
+  tlrt_buffer **wqkv, **bqkv, **cache; /* per layer */
+  uint64_t len, start, fed;
+} Decoder;
+
+static void decoder_clear(Decoder *k) {
+  uint64_t i;
+  for (i = 0; k->cache && i < k->m->cfg.layers; ++i) {
+    tlrt_buffer_free(k->cache[i]);
+    k->cache[i] = NULL;
+  }
+  k->len = 0;
+}
+
+static void decoder_free(Decoder *k) {
+  uint64_t i;
+  decoder_clear(k);
+  for (i = 0; k->wqkv && i < k->m->cfg.layers; ++i) {
+    tlrt_buffer_free(k->wqkv[i]);
+    tlrt_buffer_free(k->bqkv[i]);
+  }
+  free(k->wqkv);
+  free(k->bqkv);
+  free(k->cache);
+}
+
+/* The fused (3 d, d) weights and (3 d) biases of every layer, an empty cache. */
+static tlrt_status decoder_init(Decoder *k, Model *m) {
   tlrt_status st = TLRT_OK;
-  const uint64_t V = m->cfg.vocab, T = m->cfg.ctx;
-  uint64_t n = strlen(prompt), k, i, logits;
-  int32_t *idx = (int32_t *)malloc(2 * T * sizeof *idx);
+  const uint64_t d = m->cfg.d, L = m->cfg.layers;
+  uint64_t i;
+  tlrt_buffer *tmp = NULL;
+  memset(k, 0, sizeof *k);
+  k->m = m;
+  k->wqkv = (tlrt_buffer **)calloc(L, sizeof *k->wqkv);
+  k->bqkv = (tlrt_buffer **)calloc(L, sizeof *k->bqkv);
+  k->cache = (tlrt_buffer **)calloc(L, sizeof *k->cache);
+  if (!k->wqkv || !k->bqkv || !k->cache) FAIL("out of host memory");
+  for (i = 0; i < L; ++i) {
+    const Param *p = m->p + 2 + 16 * i; /* ln1.g ln1.b wq bq wk bk wv bv wo bo ... */
+    TRY(tlrt_concat_axis0(p[2].w, p[4].w, d, d, d, &tmp));
+    TRY(tlrt_concat_axis0(tmp, p[6].w, 2 * d, d, d, &k->wqkv[i]));
+    tlrt_buffer_free(tmp);
+    tmp = NULL;
+    TRY(tlrt_concat1d(p[3].w, p[5].w, d, d, &tmp));
+    TRY(tlrt_concat1d(tmp, p[7].w, 2 * d, d, &k->bqkv[i]));
+    tlrt_buffer_free(tmp);
+    tmp = NULL;
+  }
+done:
+  tlrt_buffer_free(tmp);
+  return st;
+}
+
+/* y = layer_norm(x) over one row of d (the statistics dropped). */
+static tlrt_status norm_row(const tlrt_buffer *x, const Param *g, const Param *b, uint64_t d,
+                            tlrt_buffer **y) {
+  tlrt_buffer *mean = NULL, *inv = NULL;
+  const tlrt_status st = tlrt_layer_norm_fwd(x, g->w, b->w, 1, d, 1e-5, y, &mean, &inv);
+  tlrt_buffer_free(mean);
+  tlrt_buffer_free(inv);
+  return st;
+}
+
+/* *x = *x + y (y freed). */
+static tlrt_status add_into(tlrt_buffer **x, tlrt_buffer *y) {
+  tlrt_buffer *s = NULL;
+  const tlrt_status st = tlrt_add(*x, y, &s);
+  tlrt_buffer_free(y);
+  if (st == TLRT_OK) {
+    tlrt_buffer_free(*x);
+    *x = s;
+  }
+  return st;
+}
+
+/* One token at position pos through every layer (its q / k / v rows appended to the caches);
+ * z != NULL: z[0 .. V) = its next-byte logits. */
+static tlrt_status decoder_step(Decoder *k, int32_t token, int32_t pos, float *z) {
+  tlrt_status st = TLRT_OK;
+  Model *m = k->m;
+  const uint64_t d = m->cfg.d, H = m->cfg.heads, dh = d / H, V = m->cfg.vocab, n = k->len + 1;
+  uint64_t i;
+  tlrt_buffer *tb = NULL, *ab = NULL, *e1 = NULL, *e2 = NULL, *x = NULL, *h = NULL, *qkv = NULL,
+              *c = NULL, *o = NULL, *lse = NULL, *y = NULL, *g = NULL, *lg = NULL;
+  TRY(tlrt_buffer_from_i32(m->dev, &token, 1, &tb));
+  TRY(tlrt_buffer_from_i32(m->dev, &pos, 1, &ab));
+  TRY(tlrt_gather_rows_ibuf(m->p[0].w, V, d, tb, &e1));
+  TRY(tlrt_gather_rows_ibuf(m->p[1].w, m->cfg.ctx, d, ab, &e2));
+  TRY(tlrt_add(e1, e2, &x));
+  for (i = 0; i < m->cfg.layers; ++i) {
+    const Param *p = m->p + 2 + 16 * i; /* ln1.g ln1.b wq bq wk bk wv bv wo bo ln2.g ln2.b
+                                           wfc bfc wproj bproj */
+    tlrt_attention_geometry ge;
+    memset(&ge, 0, sizeof ge);
+    ge.struct_size = sizeof ge;
+    ge.batch = 1, ge.heads_q = H, ge.heads_kv = H, ge.len_q = 1, ge.len_k = n, ge.d = dh;
+    ge.q_offset = 0, ge.k_offset = d, ge.v_offset = 2 * d;
+    ge.q_stride_batch = 3 * d, ge.k_stride_batch = ge.v_stride_batch = n * 3 * d;
+    ge.q_stride_token = ge.k_stride_token = ge.v_stride_token = 3 * d;
+    ge.q_stride_head = ge.k_stride_head = ge.v_stride_head = dh;
+    TRY(norm_row(x, &p[0], &p[1], d, &h));
+    TRY(tlrt_linear_fwd(h, k->wqkv[i], k->bqkv[i], 1, d, 3 * d, TLRT_ACT_NONE, &qkv, NULL));
+    tlrt_buffer_free(h);
+    h = NULL;
+    if (k->cache[i] == NULL) {
+      TRY(tlrt_buffer_retain(qkv));
+      k->cache[i] = qkv;
+    } else {
+      TRY(tlrt_concat_axis0(k->cache[i], qkv, n - 1, 1, 3 * d, &c));
+      tlrt_buffer_free(k->cache[i]);
+      k->cache[i] = c;
+      c = NULL;
+    }
+    TRY(tlrt_attention_fwd(qkv, k->cache[i], k->cache[i], NULL, &ge, 1.0 / sqrt((double)dh),
+                           true, -INFINITY, &o, &lse));
+    tlrt_buffer_free(qkv);
+    tlrt_buffer_free(lse);
+    qkv = lse = NULL;
+    TRY(tlrt_linear_fwd(o, p[8].w, p[9].w, 1, d, d, TLRT_ACT_NONE, &y, NULL));
+    tlrt_buffer_free(o);
+    o = NULL;
+    TRY(add_into(&x, y));
+    y = NULL;
+    TRY(norm_row(x, &p[10], &p[11], d, &h));
+    TRY(tlrt_linear_fwd(h, p[12].w, p[13].w, 1, d, 4 * d, TLRT_ACT_GELU, &g, NULL));
+    TRY(tlrt_linear_fwd(g, p[14].w, p[15].w, 1, 4 * d, d, TLRT_ACT_NONE, &y, NULL));
+    tlrt_buffer_free(h);
+    tlrt_buffer_free(g);
+    h = g = NULL;
+    TRY(add_into(&x, y));
+    y = NULL;
+  }
+  k->len = n;
+  if (z) {
+    TRY(norm_row(x, &m->p[m->np - 2], &m->p[m->np - 1], d, &h));
+    TRY(tlrt_matmul(h, m->p[0].w, 1, d, V, false, true, &lg)); /* the tied LM head */
+    TRY(tlrt_buffer_to_f32(lg, z, V));
+  }
+done:
+  tlrt_buffer_free(tb);
+  tlrt_buffer_free(ab);
+  tlrt_buffer_free(e1);
+  tlrt_buffer_free(e2);
+  tlrt_buffer_free(x);
+  tlrt_buffer_free(h);
+  tlrt_buffer_free(qkv);
+  tlrt_buffer_free(c);
+  tlrt_buffer_free(o);
+  tlrt_buffer_free(lse);
+  tlrt_buffer_free(y);
+  tlrt_buffer_free(g);
+  tlrt_buffer_free(lg);
+  return st;
+}
+
+/* z = the logits of the byte after out[0 .. n): the bytes not yet in the cache go through it
+ * (a prompt longer than ctx: its last ctx bytes; a full cache: rebuilt from the last ctx / 2). */
+static tlrt_status decoder_next(Decoder *k, const unsigned char *out, uint64_t n, float *z) {
+  tlrt_status st = TLRT_OK;
+  const uint64_t T = k->m->cfg.ctx;
+  if (k->fed == 0 && n > T) k->start = k->fed = n - T;
+  while (k->fed < n) {
+    const uint64_t i = k->fed;
+    uint64_t j;
+    if (i - k->start == T) {
+      decoder_clear(k);
+      k->start = i - T / 2;
+      for (j = k->start; j < i; ++j)
+        TRY(decoder_step(k, out[j], (int32_t)(j - k->start), NULL));
+    }
+    TRY(decoder_step(k, out[i], (int32_t)(i - k->start), i == n - 1 ? z : NULL));
+    k->fed = i + 1;
+  }
+done:
+  return st;
+}
+
+/* lm.py's sample with gpt.py's decoder: `length` bytes after the prompt, each drawn from the
+ * softmax of the next-byte logits at `temperature` (0: greedy) with uniforms of the sampling
+ * stream. out: room for plen + length bytes; *outn its length. */
+static tlrt_status sample(Model *m, const char *prompt, uint64_t length, double temperature,
+                          uint64_t seed, unsigned char *out, uint64_t *outn) {
+  tlrt_status st = TLRT_OK;
+  const uint64_t V = m->cfg.vocab;
+  uint64_t n = strlen(prompt), k, i;
   float *z = (float *)malloc(V * sizeof *z);
   double *w = (double *)malloc(V * sizeof *w);
-  tlrt_buffer *tokens = NULL, *positions = NULL, *lv = NULL, *last = NULL;
+  Decoder dec;
   memcpy(out, prompt, n);
-  if (!idx || !z || !w) FAIL("out of host memory");
+  TRY(decoder_init(&dec, m));
+  if (!z || !w) FAIL("out of host memory");
+  if (n == 0) FAIL("the prompt is empty");
   for (k = 0; k < length; ++k) {
-    const uint64_t len = n < T ? n : T, first = n - len;
     uint64_t next = 0;
-    if (len == 0) FAIL("the prompt is empty");
-    for (i = 0; i < len; ++i) {
-      idx[i] = out[first + i];
-      idx[T + i] = (int32_t)i;
-    }
-    TRY(tlrt_buffer_from_i32(m->dev, idx, len, &tokens));
-    TRY(tlrt_buffer_from_i32(m->dev, idx + T, len, &positions));
-    TRY(forward(m, t, tokens, positions, 1, len, 0, 0.0, 0, &logits));
-    TRY(tlrt_tape_value(t, logits, &lv));
-    TRY(tlrt_slice_axis0(lv, len, V, len - 1, 1, &last));
-    TRY(tlrt_buffer_to_f32(last, z, V));
-    tlrt_buffer_free(tokens);
-    tlrt_buffer_free(positions);
-    tlrt_buffer_free(lv);
-    tlrt_buffer_free(last);
-    tokens = positions = lv = last = NULL;
-    TRY(tlrt_tape_reset(t));
+    TRY(decoder_next(&dec, out, n, z));
     if (temperature <= 0.0) {
       for (i = 1; i < V; ++i)
         if (z[i] > z[next]) next = i;
@@ -649,14 +834,9 @@ static tlrt_status sample(Model *m, tlrt_tape *t, const char *prompt, uint64_t l
   }
   *outn = n;
 done:
-  tlrt_buffer_free(tokens);
-  tlrt_buffer_free(positions);
-  tlrt_buffer_free(lv);
-  tlrt_buffer_free(last);
-  free(idx);
+  decoder_free(&dec);
   free(z);
   free(w);
-  if (st != TLRT_OK) tlrt_tape_reset(t);
   return st;
 }
 
@@ -1059,7 +1239,7 @@ int main(int argc, char **argv) {
 
   TRY(evaluate(&model, t, &val, run.eval_batches, staging, starts, &val1));
   printf(PROG ": validation loss %.4f (from %.4f)\n", val1, val0);
-  TRY(sample(&model, t, prompt, run.sample_length, run.temperature, run.seed, text_out, &outn));
+  TRY(sample(&model, prompt, run.sample_length, run.temperature, run.seed, text_out, &outn));
   printf(PROG ": sample: ");
   fwrite(text_out, 1, outn, stdout);
   printf("\n");

@@ -190,7 +190,7 @@ class LanguageModel:
         cfg = self.cfg
         P, logits = self.forward(tape, tokens, cfg["batch"], cfg["ctx"], True, dropout, key)
         loss = tape.cross_entropy(logits, labels)
-        del logits  # released: no rule reads the logits (the fused loss keeps 2 floats a row)
+        del logits  # the host is done with them; the loss node keeps them for its backward
         tape.backward(loss)  # frees each rule's saved values as it goes (retain_graph=False)
         names = list(self.params)
         grads = [tape.grad(P[k]) for k in names]
@@ -233,20 +233,26 @@ def evaluate(model, tape, data, cfg, device, batches=8):
 
 
 def sample(model, tape, prompt, length, temperature, device, seed):
-    """Text generated after `prompt` (bytes): each step one forward over the last ctx bytes,
-    the next byte drawn from the softmax of the last position's logits at `temperature`
-    (0: greedy) with the uniforms of the seed's sampling stream (as gpt.c draws them)."""
+    """Text generated after `prompt` (bytes): each step the logits of the next byte, from the
+    model's decoder when it has one (model.decoder(): a callable from the bytes so far to the
+    logits, e.g. gpt.py's KV cache), else from one forward over the last ctx bytes; the next
+    byte drawn from their softmax at `temperature` (0: greedy) with the uniforms of the seed's
+    sampling stream (as gpt.c draws them)."""
     stream = sample_stream(seed)
     ctx = model.cfg["ctx"]
     out = bytearray(prompt)
+    decoder = model.decoder() if hasattr(model, "decoder") else None
+    V = model.vocab
     for k in range(length):
-        window = bytes(out[-ctx:])
-        tokens = rt.Buffer.from_ints(list(window), "int32", device)
-        _, logits = model.forward(tape, tokens, 1, len(window), False, 0.0, 0)
-        V = model.vocab
-        last = rt.slice_axis0(tape.value(logits), len(window), V, len(window) - 1, 1)
-        z = last.to_list()
-        tape.reset()
+        if decoder is not None:
+            z = decoder(out)
+        else:
+            window = bytes(out[-ctx:])
+            tokens = rt.Buffer.from_ints(list(window), "int32", device)
+            _, logits = model.forward(tape, tokens, 1, len(window), False, 0.0, 0)
+            last = rt.slice_axis0(tape.value(logits), len(window), V, len(window) - 1, 1)
+            z = last.to_list()
+            tape.reset()
         if temperature <= 0:
             nxt = max(range(V), key=lambda i: z[i])
         else:

@@ -822,6 +822,46 @@ void test_recording() {
     TH_CHECK(count(t) == before);
   }
 
+  // ---- attention of views: attention_qkv (one fused node), attention (grouped heads) ----
+  {
+    const char *fq = "tlrt_tape_attention_qkv", *fa = "tlrt_tape_attention";
+    const uint64_t qkv = leaf(t, {2, 3, 12});  // heads_q 2 + 2 heads_kv 1 = 4 heads of d = 3
+    common(fq, t, {qkv}, {"qkv"}, [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+      return tlrt_tape_attention_qkv(tp, x[0], 2, 1, true, 0.5, o);
+    });
+    BAD(tlrt_tape_attention_qkv(t, qkv, 3, 2, false, 0.5, &o), TLRT_ERR_INVALID_ARGUMENT, fq,
+        "heads_q", "heads_kv");
+    BAD(tlrt_tape_attention_qkv(t, qkv, 2, 0, false, 0.5, &o), TLRT_ERR_INVALID_ARGUMENT, fq,
+        "heads_kv");
+    BAD(tlrt_tape_attention_qkv(t, qkv, 0, 1, false, 0.5, &o), TLRT_ERR_INVALID_ARGUMENT, fq,
+        "heads_q");
+    BAD(tlrt_tape_attention_qkv(t, n.m34, 2, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fq, "qkv");
+    BAD(tlrt_tape_attention_qkv(t, qkv, 3, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fq, "qkv");
+    BAD(tlrt_tape_attention_qkv(t, qkv, 2, 1, false, NAN, &o), TLRT_ERR_INVALID_ARGUMENT, fq,
+        "scale");
+    const uint64_t wide = leaf(t, {1, 2, 3 * 257});  // d = 257
+    BAD(tlrt_tape_attention_qkv(t, wide, 1, 1, false, 0.5, &o), TLRT_ERR_INVALID_ARGUMENT, fq,
+        "geometry");
+    const uint64_t q = leaf(t, {2, 3, 4}), k = leaf(t, {2, 5, 2}), v = leaf(t, {2, 5, 2});
+    common(fa, t, {q, k, v}, {"q", "k", "v"},
+           [](tlrt_tape *tp, const std::vector<uint64_t> &x, uint64_t *o) {
+             return tlrt_tape_attention(tp, x[0], x[1], x[2], 2, 1, true, 0.5, o);
+           });
+    const uint64_t k1 = leaf(t, {1, 5, 2}), k4 = leaf(t, {2, 5, 4}), v4 = leaf(t, {2, 4, 2});
+    BAD(tlrt_tape_attention(t, q, k, v, 2, 3, false, 0.5, &o), TLRT_ERR_INVALID_ARGUMENT, fa,
+        "heads_q", "heads_kv");
+    BAD(tlrt_tape_attention(t, n.m34, k, v, 2, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fa, "q");
+    BAD(tlrt_tape_attention(t, q, n.m34, n.m34, 2, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fa, "k");
+    BAD(tlrt_tape_attention(t, q, k, v4, 2, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fa, "k", "v");
+    BAD(tlrt_tape_attention(t, q, k1, k1, 2, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fa, "k", "q");
+    BAD(tlrt_tape_attention(t, q, k4, k4, 2, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fa, "k");
+    BAD(tlrt_tape_attention(t, q, k, v, 4, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fa, "k");
+    BAD(tlrt_tape_attention(t, q, k, v, 3, 1, false, 0.5, &o), TLRT_ERR_SHAPE, fa, "q");
+    BAD(tlrt_tape_attention(t, q, k, v, 2, 1, false, INFINITY, &o), TLRT_ERR_INVALID_ARGUMENT, fa,
+        "scale");
+    TH_CHECK(o == 0);
+  }
+
   // ---- composites ----
   // linear: x (4, 3) (m43), W (4, 3) needs in = 3: W = m43 reshaped? use x = m34 (3, 4), W = m34b
   // (3, 4): y (3, 3), b (3).

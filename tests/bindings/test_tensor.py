@@ -470,6 +470,88 @@ def test_repr():
     assert "100 elements" in repr(t.zeros(100))
 
 
+def _attention_ref(q, k, v, B, Tq, Tk, hq, hkv, d, causal, scale):
+    """Float64 attention of nested lists q (B, Tq, hq d), k, v (B, Tk, hkv d); causal aligned
+    bottom-right (query i sees keys j <= i + Tk - Tq); rows without keys give 0."""
+    import math
+    G = hq // hkv
+    out = [[[0.0] * (hq * d) for _ in range(Tq)] for _ in range(B)]
+    for b in range(B):
+        for h in range(hq):
+            g = h // G
+            for i in range(Tq):
+                keys = [j for j in range(Tk) if not causal or j <= i + Tk - Tq]
+                if not keys:
+                    continue
+                s = [scale * sum(q[b][i][h * d + e] * k[b][j][g * d + e] for e in range(d))
+                     for j in keys]
+                m = max(s)
+                p = [math.exp(x - m) for x in s]
+                z = sum(p)
+                for e in range(d):
+                    out[b][i][h * d + e] = sum(pj / z * v[b][j][g * d + e]
+                                               for pj, j in zip(p, keys))
+    return out
+
+
+def test_attention():
+    rnd = random.Random(11)
+    B, T, hq, hkv, d = 2, 5, 4, 2, 3
+    W = (hq + 2 * hkv) * d
+    x = [[[rnd.uniform(-1, 1) for _ in range(W)] for _ in range(T)] for _ in range(B)]
+    qkv = t.tensor(x)
+    # The fused projection, read in place: against float64 on its q, k, v columns.
+    q = [[row[:hq * d] for row in seq] for seq in x]
+    k = [[row[hq * d:(hq + hkv) * d] for row in seq] for seq in x]
+    v = [[row[(hq + hkv) * d:] for row in seq] for seq in x]
+    for causal in (False, True):
+        o = qkv.attention_qkv(hq, hkv, causal=causal)
+        assert o.shape == (B, T, hq * d)
+        want = _attention_ref(q, k, v, B, T, T, hq, hkv, d, causal, 1 / d ** 0.5)
+        got = o.tolist()
+        assert all(abs(got[b][i][c] - want[b][i][c]) < 1e-5 for b in range(B) for i in range(T)
+                   for c in range(hq * d))
+        # Separate tensors: the same bits; the default scale is 1 / sqrt(d).
+        o2 = t.attention(t.tensor(q), t.tensor(k), t.tensor(v), hq, hkv, causal=causal)
+        assert o2.tolist() == got
+        o3 = t.attention(t.tensor(q), t.tensor(k), t.tensor(v), hq, hkv, causal, 1 / d ** 0.5)
+        assert o3.tolist() == got
+    # A decode step (len_q 1): causal sees every key, so it equals the non-causal result.
+    q1 = [[seq[-1]] for seq in q]
+    a = t.attention(t.tensor(q1), t.tensor(k), t.tensor(v), hq, hkv, causal=True, scale=0.3)
+    b = t.attention(t.tensor(q1), t.tensor(k), t.tensor(v), hq, hkv, causal=False, scale=0.3)
+    assert a.shape == (B, 1, hq * d) and a.tolist() == b.tolist()
+    want = _attention_ref(q1, k, v, B, 1, T, hq, hkv, d, True, 0.3)
+    assert all(abs(x_ - y_) < 1e-5 for x_, y_ in zip(sum(sum(a.tolist(), []), []),
+                                                       sum(sum(want, []), [])))
+    # Shapes the binding refuses, and the library's own errors.
+    raises(t.ShapeError, qkv.attention_qkv, 3, 2)  # 3 + 4 heads do not divide 24
+    raises(t.ShapeError, t.attention, t.tensor(q), t.tensor(k), t.tensor(q), hq, hkv)
+    err = raises(t.TlrtError, t.attention, t.tensor(q), t.tensor(k), t.tensor(v), hq, hkv, False,
+                 float("nan"))
+    assert err.status == t.TLRT_ERR_INVALID_ARGUMENT
+    # The tape nodes: values equal the Tensor's; the gradient of the fused node is the op's
+    # tlrt_attention_bwd written through the same views.
+    tape = t.Tape(t.CPU)
+    n = tape.leaf(qkv.buffer, [B, T, W], True)
+    a = tape.attention_qkv(n, hq, hkv, True)
+    assert tape.shape(a) == ([B, T, hq * d], True)
+    assert tape.value(a).to_list() == qkv.attention_qkv(hq, hkv, causal=True).buffer.to_list()
+    seed = t.buffer([rnd.uniform(-1, 1) for _ in range(B * T * hq * d)])
+    tape.backward_seed(a, seed)
+    g = t.attention_qkv_geometry(B, T, hq, hkv, d)
+    out, lse = t.attention_fwd(qkv.buffer, qkv.buffer, qkv.buffer, None, g, 1 / d ** 0.5, True,
+                               float("-inf"))
+    dqkv = t.buffer([0.0] * (B * T * W))
+    t.attention_bwd(qkv.buffer, qkv.buffer, qkv.buffer, None, seed, out, lse, g, 1 / d ** 0.5,
+                    True, float("-inf"), dqkv, dqkv, dqkv, g)
+    assert tape.grad(n).to_list() == dqkv.to_list()
+    qn, kn, vn = (tape.leaf(t.tensor(z).buffer, [B, T, len(z[0][0])], True) for z in (q, k, v))
+    s = tape.attention(qn, kn, vn, hq, hkv, True)
+    assert tape.value(s).to_list() == tape.value(a).to_list()
+    tape.free()
+
+
 def _run_all():
     failures = skips = 0
     for name, fn in sorted(globals().items()):

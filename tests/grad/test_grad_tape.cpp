@@ -429,6 +429,28 @@ void run_all(tlrt_device dev) {
                                          &o)));
   }
   {
+    // Attention read in place from a fused projection (B, T, (Hq + 2 Hkv) d) and from separate
+    // q, k, v of grouped heads with len_q != len_k (causal aligned bottom-right).
+    check("attention_qkv, grouped heads 4 / 2, causal", dev, {L({2, 5, 16}, uni(160, 130))},
+          OUT1(tlrt_tape_attention_qkv(t, x[0], 4, 2, true, 0.6, &o)));
+    check("attention_qkv, multi-query 2 / 1", dev, {L({1, 4, 12}, uni(48, 131))},
+          OUT1(tlrt_tape_attention_qkv(t, x[0], 2, 1, false, 0.5, &o)));
+    check("attention_qkv, heads 2 / 2, 70 tokens (a 64-key tile edge)", dev,
+          {L({1, 70, 12}, uni(840, 132))},
+          OUT1(tlrt_tape_attention_qkv(t, x[0], 2, 2, true, 0.5, &o)));
+    check("attention, len_q 3 < len_k 6, heads 4 / 1, causal", dev,
+          {L({2, 3, 8}, uni(48, 133)), L({2, 6, 2}, uni(24, 134)), L({2, 6, 2}, uni(24, 135))},
+          OUT1(tlrt_tape_attention(t, x[0], x[1], x[2], 4, 1, true, 0.7, &o)));
+    check("attention, len_q 5 > len_k 3, causal (rows without keys)", dev,
+          {L({1, 5, 6}, uni(30, 136)), L({1, 3, 6}, uni(18, 137)), L({1, 3, 6}, uni(18, 138))},
+          OUT1(tlrt_tape_attention(t, x[0], x[1], x[2], 2, 2, true, 0.6, &o)));
+    check("attention, decode step (len_q 1), v without gradient", dev,
+          {L({2, 1, 6}, uni(12, 139)), L({2, 7, 3}, uni(42, 140)), L({2, 7, 3}, uni(42, 141), false)},
+          OUT1(tlrt_tape_attention(t, x[0], x[1], x[2], 2, 1, true, 0.6, &o)));
+    check("attention, one node as q, k and v", dev, {L({1, 4, 6}, uni(24, 142))},
+          OUT1(tlrt_tape_attention(t, x[0], x[0], x[0], 3, 3, false, 0.5, &o)));
+  }
+  {
     std::vector<Leaf> mha = {L({2, 3, 4}, uni(24, 118))};
     for (uint64_t i = 0; i < 4; ++i) mha.push_back(L({4, 4}, uni(16, 119 + i, -0.7f, 0.7f)));
     for (uint64_t i = 0; i < 4; ++i) mha.push_back(L({4}, uni(4, 123 + i, -0.3f, 0.3f)));

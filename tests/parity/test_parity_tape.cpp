@@ -9,7 +9,8 @@
 //      the largest difference printed (the products here have n <= 7 terms of size <= 1).
 //      Pooling joins (1); fused attention is bit for bit with the determinism switch on and
 //      joins (2) as well (with the switch off its CUDA backward is the fast tensor-core one, float32
-//      grade); convolution and multi-head attention (products) join (2).
+//      grade); convolution and multi-head attention (products) join (2). The attention nodes
+//      reading views (attention_qkv, attention: grouped heads, len_q != len_k) likewise.
 //      Every graph of (1) and (2) runs twice: as recorded, and with every node but the output
 //      released and the freeing backward (tlrt_tape_release, TLRT_TAPE_BACKWARD_FREE).
 //  (3) 200-step training loops on the CUDA tape (an MLP; a conv net with pooling and multi-head
@@ -345,6 +346,28 @@ int main() {
     bitwise("pooling and attention", leaves, graph, /*flip=*/false);
     tlrt_set_deterministic(false);
     library("pooling and attention (determinism switch off)", leaves, graph);
+    tlrt_set_deterministic(was_det);
+  }
+  {
+    // The view-reading attention nodes: a fused qkv node (grouped heads, causal, 70 tokens across
+    // a 64-key tile) feeding a cross-attention node with len_q != len_k; bit for bit with the
+    // determinism switch on, (2) with it off.
+    const std::vector<Leaf> leaves = {{{2, 70, 16}, uni(2240, 45)},  // heads 4 + 2 * 2, d = 2
+                                      {{2, 9, 4}, uni(72, 46)},       // keys: 9 tokens, 2 heads
+                                      {{2, 9, 4}, uni(72, 47)}};
+    const Build graph = [&](tlrt_tape *t, const std::vector<uint64_t> &x) -> uint64_t {
+      uint64_t a, b, o;
+      if (!(OK(tlrt_tape_attention_qkv(t, x[0], 4, 2, true, 0.6, &a)) &&   // (2, 70, 8)
+            OK(tlrt_tape_attention(t, a, x[1], x[2], 4, 2, true, 0.5, &b)) &&  // (2, 70, 8)
+            OK(tlrt_tape_reduce_sum(t, b, &o))))
+        return UINT64_MAX;
+      return o;
+    };
+    const bool was_det = tlrt_set_deterministic(true);
+    bitwise("attention of views (fused qkv, grouped heads, len_q != len_k)", leaves, graph,
+            /*flip=*/false);
+    tlrt_set_deterministic(false);
+    library("attention of views (determinism switch off)", leaves, graph);
     tlrt_set_deterministic(was_det);
   }
   {

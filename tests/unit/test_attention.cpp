@@ -6,10 +6,20 @@
 // single-gradient entry points equal the fused backward bit for bit, a finite fill on a fully
 // blocked row equals the unmasked result); special values; empty shapes; and an n = 16384 problem
 // whose peak device bytes stay far below n^2.
+// The geometry entry points (tlrt_attention_fwd / _bwd): against the float64 reference of
+// tests/attention_geom.hpp under the header's bound (n = max(len_k, group * len_q)) on grouped
+// heads (heads_q = 4 over heads_kv = 1, 2, 4), len_q != len_k (decode steps, more queries than
+// keys), d = 1 .. 256, masks and both fills, with q, k, v and the gradients in four layouts
+// (token-major, one fused buffer, head-major, padded); exact checks: every layout gives the same
+// bits, only the views' elements are written, each gradient alone equals the fused backward, the
+// flash entry points equal these on their geometry, a decode step equals the last row of the full
+// causal problem, grouped heads equal repeated key / value heads (forward and dq), rows without
+// keys give 0 / -inf, and the empty cases.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "../attention_geom.hpp"
 #include "../attention_ref.hpp"
 #include "../harness.hpp"
 
@@ -301,6 +311,321 @@ void check_long() {
   }
 }
 
+
+// ---- the geometry entry points ------------------------------------------------------------------
+
+// Outputs in logical layouts: out, dq (B, nq, hq, d); lse (B, hq, nq); dk, dv (B, nk, hkv, d).
+struct GGot {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+bool same_vec(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), th::same_bits);
+}
+
+// tlrt_attention_fwd / _bwd with q, k, v and the gradients placed in layout l (the gradients
+// into buffers holding 9.0, of which only the views may change); each gradient alone must equal
+// the fused backward's.
+GGot run_geometry(const attgeo::Case &c, attgeo::Layout l, const std::vector<float> &q,
+                  const std::vector<float> &k, const std::vector<float> &v,
+                  const std::vector<float> &dout) {
+  const attgeo::Shape &s = c.s;
+  const attgeo::Placement P = attgeo::place(s, l);
+  const tlrt_attention_geometry g = attgeo::geometry(s, P);
+  const auto hb = attgeo::host_buffers(s, P, q, k, v, 3.0f);
+  th::Buf B[3], M, DO(th::upload(dout)), O, L;
+  for (int i = 0; i < 3; ++i) B[i] = th::Buf(th::upload(hb[i]));
+  if (!c.mask.empty()) M = th::Buf(th::upload(c.mask));
+  const tlrt_buffer *bq = B[P.v[0].buf].get(), *bk = B[P.v[1].buf].get(),
+                    *bv = B[P.v[2].buf].get();
+  GGot r;
+  TH_OK(tlrt_attention_fwd(bq, bk, bv, M.get(), &g, c.scale, c.causal, c.fill, O.out(), L.out()));
+  if (!O.get()) return r;
+  r.out = th::download(O.get());
+  r.lse = th::download(L.get());
+  auto backward = [&](int which, std::vector<std::vector<float>> &bufs) {
+    th::Buf G[3];
+    for (int i = 0; i < 3; ++i) G[i] = th::Buf(th::upload(std::vector<float>(P.size[i], 9.0f)));
+    tlrt_buffer *d[3];
+    for (int i = 0; i < 3; ++i)
+      d[i] = (which < 0 || which == i) ? G[P.v[i].buf].get() : nullptr;
+    TH_OK(tlrt_attention_bwd(bq, bk, bv, M.get(), DO.get(), O.get(), L.get(), &g, c.scale,
+                             c.causal, c.fill, d[0], d[1], d[2], &g));
+    bufs.resize(3);
+    for (int i = 0; i < 3; ++i) bufs[i] = th::download(G[i].get());
+  };
+  std::vector<std::vector<float>> all;
+  backward(-1, all);
+  const uint64_t T[3] = {s.nq, s.nk, s.nk}, H[3] = {s.hq, s.hkv, s.hkv};
+  std::vector<float> *dst[3] = {&r.dq, &r.dk, &r.dv};
+  for (int i = 0; i < 3; ++i) *dst[i] = attgeo::gather(all[P.v[i].buf], s.batch, T[i], H[i], s.d, P.v[i]);
+  // Only the views were written: the buffers equal 9.0 with the gathered values scattered in.
+  std::vector<std::vector<float>> expect(3);
+  for (int i = 0; i < 3; ++i) expect[i].assign(P.size[i], 9.0f);
+  for (int i = 0; i < 3; ++i)
+    attgeo::scatter(*dst[i], s.batch, T[i], H[i], s.d, P.v[i], expect[P.v[i].buf]);
+  for (int i = 0; i < 3; ++i)
+    TH_CHECK_MSG(same_vec(expect[i], all[i]), "%s %s: gradient buffer %d written outside its views",
+                 attgeo::shape_str(s).c_str(), attgeo::layout_name(l), i);
+  for (int w = 0; w < 3; ++w) {
+    std::vector<std::vector<float>> one;
+    backward(w, one);
+    TH_CHECK_MSG(same_vec(attgeo::gather(one[P.v[w].buf], s.batch, T[w], H[w], s.d, P.v[w]),
+                          *dst[w]),
+                 "%s %s: d%c alone differs from the fused backward", attgeo::shape_str(s).c_str(),
+                 attgeo::layout_name(l), "qkv"[w]);
+  }
+  return r;
+}
+
+attgeo::Case make_gcase(const attgeo::Shape &s, MaskKind mk, float fill, uint64_t salt) {
+  attgeo::Case c{s, {}, (float)(1.0 / std::sqrt((double)std::max<uint64_t>(s.d, 1))), fill, false};
+  const uint64_t one = s.nq * s.nk;
+  switch (mk) {
+    case MaskKind::None: break;
+    case MaskKind::Random: c.mask = attgeo::random_mask(s.batch * s.hq * one, salt); break;
+    case MaskKind::Broadcast: c.mask = attgeo::random_mask(one, salt); break;
+    case MaskKind::Causal: c.causal = true; break;
+    case MaskKind::CausalRandom:
+      c.causal = true;
+      c.mask = attgeo::random_mask(one, salt);
+      break;
+    case MaskKind::FullRows:
+      c.mask.assign(s.batch * s.hq * one, 1.0f);
+      for (uint64_t p = 0; p < s.batch * s.hq; ++p)
+        for (uint64_t i = 0; i < s.nq; i += 2)
+          for (uint64_t j = 0; j < s.nk; ++j) c.mask[p * one + i * s.nk + j] = 0.0f;
+      break;
+  }
+  return c;
+}
+
+void check_gcase(const attgeo::Case &c, uint64_t salt) {
+  const attgeo::Shape &s = c.s;
+  const std::vector<float> q = th::make(th::Dist::Uniform, s.q_elems(), salt * 4 + 1),
+                           k = th::make(th::Dist::Uniform, s.kv_elems(), salt * 4 + 2),
+                           v = th::make(th::Dist::Uniform, s.kv_elems(), salt * 4 + 3),
+                           dout = th::make(th::Dist::Uniform, s.q_elems(), salt * 4 + 4);
+  const attgeo::Ref r = attgeo::reference(c, q, k, v, dout);
+  const double n = (double)std::max(s.nk, s.group() * s.nq), d = (double)s.d;
+  const double f = kU * (2.0 * n + 4.0 * d + 8.0 * d * r.S + 64);
+  const double fl = kU * (4.0 * d * r.S + 2.0 * n + 8);
+  GGot first;
+  bool have = false;
+  for (attgeo::Layout l : {attgeo::Layout::TokenMajor, attgeo::Layout::Fused,
+                           attgeo::Layout::HeadMajor, attgeo::Layout::Padded}) {
+    if (l == attgeo::Layout::Fused && s.nq != s.nk) continue;
+    const GGot g = run_geometry(c, l, q, k, v, dout);
+    const std::string w = attgeo::shape_str(s) + " " + attgeo::layout_name(l);
+    if (!have) {
+      attref::Case rc{s.batch * s.hq, s.nq, s.d, {}, c.scale, c.fill, c.causal};  // for messages
+      compare(("out " + w).c_str(), rc, g.out, r.out, r.aout, f);
+      compare(("lse " + w).c_str(), rc, g.lse, r.lse, r.alse, fl);
+      compare(("dq " + w).c_str(), rc, g.dq, r.dq, r.adq, f);
+      compare(("dk " + w).c_str(), rc, g.dk, r.dk, r.adk, f);
+      compare(("dv " + w).c_str(), rc, g.dv, r.dv, r.adv, f);
+      first = g;
+      have = true;
+    } else {  // every layout: the same operations, the same bits
+      TH_CHECK_MSG(same_vec(g.out, first.out) && same_vec(g.lse, first.lse) &&
+                       same_vec(g.dq, first.dq) && same_vec(g.dk, first.dk) &&
+                       same_vec(g.dv, first.dv),
+                   "%s: differs from the token-major layout", w.c_str());
+    }
+  }
+}
+
+void check_geometry_grid() {
+  const attgeo::Shape shapes[] = {
+      {1, 4, 1, 1, 70, 64},  {2, 4, 2, 1, 130, 32}, {1, 4, 2, 70, 70, 64}, {1, 2, 1, 65, 200, 80},
+      {1, 4, 1, 130, 67, 128}, {2, 2, 2, 33, 33, 1}, {1, 4, 4, 17, 5, 33},  {1, 2, 1, 40, 40, 256},
+      {2, 4, 2, 9, 9, 3},    {1, 3, 1, 100, 3, 8},  {1, 1, 1, 3, 129, 16}};
+  const MaskKind kinds[] = {MaskKind::None,   MaskKind::Random,       MaskKind::Broadcast,
+                            MaskKind::Causal, MaskKind::CausalRandom, MaskKind::FullRows};
+  uint64_t salt = 5000;
+  const double before = g_worst;
+  g_worst = 0;
+  for (const attgeo::Shape &s : shapes)
+    for (MaskKind mk : kinds)
+      for (float fill : {-INFINITY, -1000.0f}) {
+        if (th::under_valgrind() && s.nq * s.nk * s.d * s.hq > 400000) continue;
+        check_gcase(make_gcase(s, mk, fill, salt), salt);
+        ++salt;
+      }
+  std::printf("geometry entry points: worst error / bound over the grid: %.3g\n", g_worst);
+  g_worst = std::max(before, g_worst);
+}
+
+// Bitwise relations between the entry points and between related problems.
+void check_geometry_relations() {
+  const double scale = 0.3;
+  // The flash entry points are the geometry's (B, 1 head, n, n, contiguous) problem; and
+  // heads_q = heads_kv = H token-major equals the flash entry on the heads permuted to (B H, n, d).
+  for (bool causal : {false, true}) {
+    const attgeo::Shape s{2, 3, 3, 70, 70, 20};
+    const std::vector<float> q = th::make(th::Dist::Uniform, s.q_elems(), 71),
+                             k = th::make(th::Dist::Uniform, s.kv_elems(), 72),
+                             v = th::make(th::Dist::Uniform, s.kv_elems(), 73),
+                             dout = th::make(th::Dist::Uniform, s.q_elems(), 74);
+    attgeo::Case c{s, {}, (float)scale, -INFINITY, causal};
+    const GGot g = run_geometry(c, attgeo::Layout::TokenMajor, q, k, v, dout);
+    // Head-major (B H, n, d) copies for the flash entry points.
+    auto hm = [&](const std::vector<float> &x) {
+      std::vector<float> y(x.size());
+      attgeo::scatter(x, s.batch, s.nq, s.hq, s.d, attgeo::View{0, 0, s.hq * s.nq * s.d, s.d, s.nq * s.d}, y);
+      return y;
+    };
+    th::Buf Q(th::upload(hm(q))), K(th::upload(hm(k))), V(th::upload(hm(v))),
+        DO(th::upload(hm(dout))), O, L, dq, dk, dv;
+    const uint64_t bh = s.batch * s.hq;
+    TH_OK(tlrt_flash_attention_fwd(Q.get(), K.get(), V.get(), nullptr, bh, s.nq, s.d, scale,
+                                   causal, -INFINITY, O.out(), L.out()));
+    TH_OK(tlrt_flash_attention_bwd(Q.get(), K.get(), V.get(), nullptr, DO.get(), O.get(), L.get(),
+                                   bh, s.nq, s.d, scale, causal, -INFINITY, dq.out(), dk.out(),
+                                   dv.out()));
+    TH_CHECK_MSG(same_vec(th::download(O.get()), hm(g.out)) &&
+                     same_vec(th::download(L.get()), g.lse) &&
+                     same_vec(th::download(dq.get()), hm(g.dq)) &&
+                     same_vec(th::download(dk.get()), hm(g.dk)) &&
+                     same_vec(th::download(dv.get()), hm(g.dv)),
+                 "geometry (heads %llu) != flash entry points on the permuted heads (causal %d)",
+                 (unsigned long long)s.hq, (int)causal);
+  }
+  // A decode step (len_q = 1, causal, bottom-right) is the last row of the full causal problem;
+  // and causal changes nothing for it.
+  {
+    const uint64_t T = 150, d = 16;
+    const attgeo::Shape full{1, 4, 2, T, T, d}, step{1, 4, 2, 1, T, d};
+    const std::vector<float> q = th::make(th::Dist::Uniform, full.q_elems(), 81),
+                             k = th::make(th::Dist::Uniform, full.kv_elems(), 82),
+                             v = th::make(th::Dist::Uniform, full.kv_elems(), 83),
+                             dout = th::make(th::Dist::Uniform, full.q_elems(), 84);
+    const GGot a = run_geometry(attgeo::Case{full, {}, 0.25f, -INFINITY, true},
+                                attgeo::Layout::TokenMajor, q, k, v, dout);
+    const std::vector<float> qs(q.end() - 4 * d, q.end()), ds(dout.end() - 4 * d, dout.end());
+    const GGot b = run_geometry(attgeo::Case{step, {}, 0.25f, -INFINITY, true},
+                                attgeo::Layout::TokenMajor, qs, k, v, ds);
+    const GGot b2 = run_geometry(attgeo::Case{step, {}, 0.25f, -INFINITY, false},
+                                 attgeo::Layout::Padded, qs, k, v, ds);
+    bool last = b.out.size() == 4 * d && b.lse.size() == 4;
+    for (uint64_t e = 0; last && e < 4 * d; ++e)
+      last = th::same_bits(b.out[e], a.out[(T - 1) * 4 * d + e]);
+    for (uint64_t h = 0; last && h < 4; ++h) last = th::same_bits(b.lse[h], a.lse[h * T + T - 1]);
+    TH_CHECK_MSG(last, "a decode step differs from the last row of the full causal problem");
+    TH_CHECK_MSG(same_vec(b.out, b2.out) && same_vec(b.lse, b2.lse) && same_vec(b.dk, b2.dk),
+                 "a decode step: causal changes the result");
+  }
+  // Grouped heads equal the key / value heads repeated for each query head: out, lse and dq bit
+  // for bit (the same operations per problem); dk, dv the repeated problem's summed over each
+  // group, within the header's bound.
+  {
+    const attgeo::Shape gq{2, 4, 2, 37, 90, 24}, rep{2, 4, 4, 37, 90, 24};
+    const std::vector<float> q = th::make(th::Dist::Uniform, gq.q_elems(), 91),
+                             k = th::make(th::Dist::Uniform, gq.kv_elems(), 92),
+                             v = th::make(th::Dist::Uniform, gq.kv_elems(), 93),
+                             dout = th::make(th::Dist::Uniform, gq.q_elems(), 94);
+    auto repeat = [&](const std::vector<float> &x) {
+      std::vector<float> y(rep.kv_elems());
+      for (uint64_t b = 0; b < 2; ++b)
+        for (uint64_t j = 0; j < 90; ++j)
+          for (uint64_t h = 0; h < 4; ++h)
+            for (uint64_t t = 0; t < 24; ++t)
+              y[((b * 90 + j) * 4 + h) * 24 + t] = x[((b * 90 + j) * 2 + h / 2) * 24 + t];
+      return y;
+    };
+    for (bool causal : {false, true}) {
+      const GGot a = run_geometry(attgeo::Case{gq, {}, 0.2f, -INFINITY, causal},
+                                  attgeo::Layout::TokenMajor, q, k, v, dout);
+      const GGot b = run_geometry(attgeo::Case{rep, {}, 0.2f, -INFINITY, causal},
+                                  attgeo::Layout::TokenMajor, q, repeat(k), repeat(v), dout);
+      TH_CHECK_MSG(same_vec(a.out, b.out) && same_vec(a.lse, b.lse) && same_vec(a.dq, b.dq),
+                   "grouped heads differ from repeated key / value heads (causal %d)", (int)causal);
+      for (size_t e = 0; e < a.dk.size() && b.dk.size() == 2 * a.dk.size(); ++e) {
+        const size_t row = e / 24, t = e % 24;  // (b, j, g)
+        const size_t r0 = (row / 2 * 4 + (row % 2) * 2) * 24 + t;
+        const double sk = (double)b.dk[r0] + b.dk[r0 + 24], sv = (double)b.dv[r0] + b.dv[r0 + 24];
+        const double ak = std::fabs(b.dk[r0]) + std::fabs(b.dk[r0 + 24]) + 1e-30,
+                     av = std::fabs(b.dv[r0]) + std::fabs(b.dv[r0 + 24]) + 1e-30;
+        if (std::fabs(a.dk[e] - sk) > 1e-4 * ak + 1e-6 || std::fabs(a.dv[e] - sv) > 1e-4 * av + 1e-6) {
+          TH_CHECK_MSG(false, "grouped dk / dv [%zu] = %g / %g, repeated heads summed %g / %g", e,
+                       a.dk[e], a.dv[e], sk, sv);
+          break;
+        }
+      }
+    }
+  }
+}
+
+// Rows without keys and the empty cases.
+void check_geometry_edges() {
+  // len_q > len_k, causal: the first len_q - len_k rows see no key: out 0, lse -inf, dq 0.
+  {
+    const attgeo::Shape s{1, 2, 1, 100, 30, 8};
+    const std::vector<float> q = th::make(th::Dist::Uniform, s.q_elems(), 101),
+                             k = th::make(th::Dist::Uniform, s.kv_elems(), 102),
+                             v = th::make(th::Dist::Uniform, s.kv_elems(), 103),
+                             dout = th::make(th::Dist::Uniform, s.q_elems(), 104);
+    const GGot g = run_geometry(attgeo::Case{s, {}, 0.5f, -INFINITY, true},
+                                attgeo::Layout::TokenMajor, q, k, v, dout);
+    bool ok = g.out.size() == s.q_elems() && g.lse.size() == s.lse_elems();
+    for (uint64_t h = 0; ok && h < 2; ++h)
+      for (uint64_t i = 0; ok && i < 100; ++i) {
+        const bool none = i < 70;
+        ok = (g.lse[h * 100 + i] == -INFINITY) == none;
+        for (uint64_t t = 0; ok && none && t < 8; ++t)
+          ok = g.out[(i * 2 + h) * 8 + t] == 0.0f && g.dq[(i * 2 + h) * 8 + t] == 0.0f;
+      }
+    TH_CHECK_MSG(ok, "len_q > len_k causal: rows without keys are not 0 / -inf / 0");
+  }
+  // No keys at all: out 0, lse -inf, dq = 0 * scale; no queries: dk = 0 * scale, dv = 0; d = 0:
+  // lse = log of the keys each row sees (causal bottom-right: min(len_k, i + 1 + len_k - len_q)).
+  {
+    const attgeo::Shape s{2, 2, 1, 5, 0, 4};
+    const std::vector<float> q = th::make(th::Dist::Uniform, s.q_elems(), 111), dout = q;
+    const GGot g = run_geometry(attgeo::Case{s, {}, -0.5f, -1000.0f, false},
+                                attgeo::Layout::TokenMajor, q, {}, {}, dout);
+    bool ok = g.lse.size() == s.lse_elems() && g.dq.size() == s.q_elems();
+    for (float x : g.lse) ok = ok && x == -INFINITY;
+    for (float x : g.out) ok = ok && th::same_bits(x, 0.0f);
+    for (float x : g.dq) ok = ok && th::same_bits(x, -0.0f);  // 0 * scale, scale < 0
+    TH_CHECK_MSG(ok, "len_k = 0: not out 0, lse -inf, dq 0 * scale");
+  }
+  {
+    const attgeo::Shape s{2, 2, 1, 0, 6, 4};
+    const std::vector<float> k = th::make(th::Dist::Uniform, s.kv_elems(), 121);
+    const GGot g = run_geometry(attgeo::Case{s, {}, -0.5f, -INFINITY, true},
+                                attgeo::Layout::Padded, {}, k, k, {});
+    bool ok = g.out.empty() && g.lse.empty() && g.dk.size() == s.kv_elems();
+    for (float x : g.dk) ok = ok && th::same_bits(x, -0.0f);
+    for (float x : g.dv) ok = ok && th::same_bits(x, 0.0f);
+    TH_CHECK_MSG(ok, "len_q = 0: not dk 0 * scale, dv 0");
+  }
+  {
+    const attgeo::Shape s{1, 2, 2, 4, 7, 0};
+    const GGot g = run_geometry(attgeo::Case{s, {}, 1.0f, -INFINITY, true},
+                                attgeo::Layout::TokenMajor, {}, {}, {}, {});
+    bool ok = g.out.empty() && g.lse.size() == 8;
+    for (uint64_t e = 0; ok && e < 8; ++e)
+      ok = std::fabs(g.lse[e] - std::log((double)std::min<uint64_t>(7, e % 4 + 1 + 3))) < 1e-6;
+    TH_CHECK_MSG(ok, "d = 0: lse is not the log of the keys each row sees");
+  }
+  // NaN in one query row poisons that row (of its head) only.
+  {
+    const attgeo::Shape s{1, 4, 2, 6, 9, 4};
+    std::vector<float> q = th::make(th::Dist::Uniform, s.q_elems(), 131);
+    const std::vector<float> k = th::make(th::Dist::Uniform, s.kv_elems(), 132),
+                             v = th::make(th::Dist::Uniform, s.kv_elems(), 133);
+    q[(3 * 4 + 1) * 4 + 2] = NAN;  // row 3 of head 1
+    const GGot g = run_geometry(attgeo::Case{s, {}, 0.5f, -INFINITY, false},
+                                attgeo::Layout::Padded, q, k, v,
+                                std::vector<float>(s.q_elems(), 1.0f));
+    bool ok = g.out.size() == s.q_elems();
+    for (uint64_t i = 0; ok && i < 6; ++i)
+      for (uint64_t h = 0; ok && h < 4; ++h)
+        ok = std::isnan(g.out[(i * 4 + h) * 4]) == (i == 3 && h == 1);
+    TH_CHECK_MSG(ok, "a NaN in row 3 of head 1 must poison exactly that row");
+  }
+}
 }  // namespace
 
 int main() {
@@ -309,5 +634,8 @@ int main() {
   check_empty();
   check_grid();
   check_long();
+  check_geometry_grid();
+  check_geometry_relations();
+  check_geometry_edges();
   return th::finish("test_attention");
 }

@@ -3,7 +3,8 @@
 // reset, zeros for leaves without a gradient, the max ties rule, rank-0 and empty cases, the
 // release of workspace and intermediate gradients (allocator telemetry), the all-or-nothing
 // backward, convolution, pooling and attention (hand-computed answers, the fused ops' own results
-// bit for bit, multi-head attention against float64), and 1000-step training loops of a small MLP
+// bit for bit, multi-head attention against float64; the view-reading attention nodes against
+// their ops bit for bit, fused and separate), and 1000-step training loops of a small MLP
 // and a small conv net (SGD through tlrt_axpy) whose live bytes and handles stay flat after
 // warm-up while their losses fall.
 #include <algorithm>
@@ -584,6 +585,83 @@ void test_attention_known() {
   TH_CHECK(count == 2);
 }
 
+// attention_qkv and attention (grouped heads, views read in place): one node each, values and
+// gradients the ops' own (tlrt_attention_fwd / _bwd) bit for bit, the fused node's gradient one
+// buffer written by one call; and the fused node equals the separate one on the same values.
+void test_attention_views_known() {
+  Tape T;
+  tlrt_tape *t = T.t;
+  th::Rng rng(43);
+  const uint64_t B = 2, Tn = 5, hq = 4, hkv = 2, d = 3, W = (hq + 2 * hkv) * d;
+  const std::vector<float> xv = rng.vec(B * Tn * W, -1, 1), wv = rng.vec(B * Tn * hq * d, -1, 1);
+  for (bool causal : {false, true}) {
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t x = leaf(t, xv, {B, Tn, W}, true);
+    uint64_t before = 0, after = 0, o = 0;
+    TH_OK(tlrt_tape_node_count(t, &before));
+    TH_OK(tlrt_tape_attention_qkv(t, x, hq, hkv, causal, 0.5, &o));
+    TH_OK(tlrt_tape_node_count(t, &after));
+    TH_CHECK(after - before == 1);
+    uint64_t dims[TLRT_TAPE_MAX_RANK] = {0};
+    uint32_t rank = 0;
+    TH_OK(tlrt_tape_shape(t, o, dims, &rank, nullptr));
+    TH_CHECK(rank == 3 && dims[0] == B && dims[1] == Tn && dims[2] == hq * d);
+    // The op on the fused buffer.
+    tlrt_attention_geometry g{};
+    g.struct_size = sizeof g;
+    g.batch = B, g.heads_q = hq, g.heads_kv = hkv, g.len_q = g.len_k = Tn, g.d = d;
+    g.q_stride_batch = g.k_stride_batch = g.v_stride_batch = Tn * W;
+    g.q_stride_token = g.k_stride_token = g.v_stride_token = W;
+    g.q_stride_head = g.k_stride_head = g.v_stride_head = d;
+    g.k_offset = hq * d, g.v_offset = (hq + hkv) * d;
+    Buf X(th::upload(xv)), O, L, S(th::upload(wv)), G(th::upload(std::vector<float>(xv.size(), 0.0f)));
+    TH_OK(tlrt_attention_fwd(X.get(), X.get(), X.get(), nullptr, &g, 0.5, causal, -INFINITY,
+                             O.out(), L.out()));
+    TH_OK(tlrt_attention_bwd(X.get(), X.get(), X.get(), nullptr, S.get(), O.get(), L.get(), &g, 0.5,
+                             causal, -INFINITY, G.get(), G.get(), G.get(), &g));
+    TH_CHECK(same(value(t, o), th::download(O.get())));
+    TH_OK(tlrt_tape_backward_seed(t, o, S.get()));
+    const std::vector<float> gx = grad(t, x);
+    TH_CHECK(same(gx, th::download(G.get())));
+    // The same values as separate nodes q (B, T, hq d), k, v (B, T, hkv d): the same bits.
+    std::vector<float> qv, kv, vv;
+    for (uint64_t r = 0; r < B * Tn; ++r)
+      for (uint64_t c = 0; c < W; ++c)
+        (c < hq * d ? qv : c < (hq + hkv) * d ? kv : vv).push_back(xv[r * W + c]);
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t q = leaf(t, qv, {B, Tn, hq * d}, true), k = leaf(t, kv, {B, Tn, hkv * d}, true),
+                   v = leaf(t, vv, {B, Tn, hkv * d}, true);
+    uint64_t o2 = 0;
+    TH_OK(tlrt_tape_attention(t, q, k, v, hq, hkv, causal, 0.5, &o2));
+    TH_CHECK(same(value(t, o2), th::download(O.get())));
+    TH_OK(tlrt_tape_backward_seed(t, o2, S.get()));
+    std::vector<float> gq, gk, gv;
+    for (uint64_t r = 0; r < B * Tn && gx.size() == xv.size(); ++r)
+      for (uint64_t c = 0; c < W; ++c)
+        (c < hq * d ? gq : c < (hq + hkv) * d ? gk : gv).push_back(gx[r * W + c]);
+    TH_CHECK(same(grad(t, q), gq) && same(grad(t, k), gk) && same(grad(t, v), gv));
+  }
+  // Cross-attention with len_q != len_k and a decode step: the op's values.
+  for (uint64_t tq : {uint64_t{1}, uint64_t{3}}) {
+    TH_OK(tlrt_tape_reset(t));
+    const uint64_t tk = 7;
+    const std::vector<float> qv = rng.vec(B * tq * hq * d, -1, 1), kv = rng.vec(B * tk * hkv * d, -1, 1);
+    const uint64_t q = leaf(t, qv, {B, tq, hq * d}, true), k = leaf(t, kv, {B, tk, hkv * d}, true);
+    uint64_t o = 0;
+    TH_OK(tlrt_tape_attention(t, q, k, k, hq, hkv, true, 0.4, &o));
+    tlrt_attention_geometry g{};
+    g.struct_size = sizeof g;
+    g.batch = B, g.heads_q = hq, g.heads_kv = hkv, g.len_q = tq, g.len_k = tk, g.d = d;
+    g.q_stride_batch = tq * hq * d, g.q_stride_token = hq * d, g.q_stride_head = d;
+    g.k_stride_batch = g.v_stride_batch = tk * hkv * d;
+    g.k_stride_token = g.v_stride_token = hkv * d, g.k_stride_head = g.v_stride_head = d;
+    Buf Q(th::upload(qv)), K(th::upload(kv)), O, L;
+    TH_OK(tlrt_attention_fwd(Q.get(), K.get(), K.get(), nullptr, &g, 0.4, true, -INFINITY, O.out(),
+                             L.out()));
+    TH_CHECK(same(value(t, o), th::download(O.get())));
+  }
+}
+
 // SiLU, RMS norm and dropout nodes: values and gradients are the ops' own results bit for bit (the
 // backward kernels, the mask recomputed from the key), the documented special cases, shapes.
 void test_silu_rms_norm_dropout() {
@@ -929,6 +1007,7 @@ int main() {
   test_conv_known();
   test_pool_known();
   test_attention_known();
+  test_attention_views_known();
   test_silu_rms_norm_dropout();
   test_memory_and_failure();
   test_intermediate_release();

@@ -102,6 +102,36 @@ def PoolGeometry.toArray (g : PoolGeometry) : Array UInt64 :=
     ++ padU64 g.stride 8
     ++ padU64 g.padding 8
 
+/-- `tlrt_attention_geometry` (abi/tlrt_attention.h), field for field but struct_size (the
+shim sets it). Arrays hold their entries in order (the C struct's fixed arrays: entries
+past the size below are dropped, the missing ones sent as 0). `Ffi` functions take it
+as `toArray`. -/
+structure AttentionGeometry where
+  batch : UInt64 := 0
+  headsQ : UInt64 := 0
+  headsKv : UInt64 := 0
+  lenQ : UInt64 := 0
+  lenK : UInt64 := 0
+  d : UInt64 := 0
+  qOffset : UInt64 := 0
+  qStrideBatch : UInt64 := 0
+  qStrideToken : UInt64 := 0
+  qStrideHead : UInt64 := 0
+  kOffset : UInt64 := 0
+  kStrideBatch : UInt64 := 0
+  kStrideToken : UInt64 := 0
+  kStrideHead : UInt64 := 0
+  vOffset : UInt64 := 0
+  vStrideBatch : UInt64 := 0
+  vStrideToken : UInt64 := 0
+  vStrideHead : UInt64 := 0
+  deriving Repr, Inhabited
+
+/-- The flat form of `tlrt_attention_geometry` the shim reads: the fields after struct_size in header
+order, each array as exactly its C length (18 values in all). -/
+def AttentionGeometry.toArray (g : AttentionGeometry) : Array UInt64 :=
+  #[g.batch, g.headsQ, g.headsKv, g.lenQ, g.lenK, g.d, g.qOffset, g.qStrideBatch, g.qStrideToken, g.qStrideHead, g.kOffset, g.kStrideBatch, g.kStrideToken, g.kStrideHead, g.vOffset, g.vStrideBatch, g.vStrideToken, g.vStrideHead]
+
 /-- `tlrt_conv_geometry` (abi/tlrt_conv.h), field for field but struct_size (the
 shim sets it). Arrays hold their entries in order (the C struct's fixed arrays: entries
 past the size below are dropped, the missing ones sent as 0). `Ffi` functions take it
@@ -2599,6 +2629,54 @@ Numeric class: the op's (library against float64, but bitwise identical between 
 values and gradients). -/
 @[extern "tlrt_lean_tape_flash_attention"] opaque tapeFlashAttention (tape : @& Tape) (q : UInt64) (k : UInt64) (v : UInt64) (mask : @& Option Buffer) (scale : Float) (causal : Bool) (mask_fill : Float) : IO UInt64
 
+/-- `tlrt_status tlrt_tape_attention_qkv(tlrt_tape * tape, uint64_t qkv, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)`
+
+attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then
+its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +
+2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),
+token-major: the input of the output projection, with no split or permute node. One node:
+tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads
+key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T
+the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as
+workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three
+views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).
+attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,
+heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right
+as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).
+Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be
+q, k and v: its gradient is the sum). Record-time errors besides the common ones:
+TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the
+op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a
+node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple
+of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library
+against float64, but bitwise identical between CPU and CUDA with the determinism switch on). -/
+@[extern "tlrt_lean_tape_attention_qkv"] opaque tapeAttentionQkv (tape : @& Tape) (qkv : UInt64) (heads_q : UInt64) (heads_kv : UInt64) (causal : Bool) (scale : Float) : IO UInt64
+
+/-- `tlrt_status tlrt_tape_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)`
+
+attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then
+its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +
+2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),
+token-major: the input of the output projection, with no split or permute node. One node:
+tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads
+key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T
+the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as
+workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three
+views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).
+attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,
+heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right
+as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).
+Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be
+q, k and v: its gradient is the sum). Record-time errors besides the common ones:
+TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the
+op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a
+node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple
+of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library
+against float64, but bitwise identical between CPU and CUDA with the determinism switch on). -/
+@[extern "tlrt_lean_tape_attention"] opaque tapeAttention (tape : @& Tape) (q : UInt64) (k : UInt64) (v : UInt64) (heads_q : UInt64) (heads_kv : UInt64) (causal : Bool) (scale : Float) : IO UInt64
+
 /-- `tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out)`
 
 Composites record several primitive nodes (so ids advance by more than one) and return the id of
@@ -3327,6 +3405,68 @@ tlrt_flash_attention_fwd's out and lse (all three called in the same mode: deter
 and allow_tf32 unchanged). Arguments, empty cases and errors as
 tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter). -/
 @[extern "tlrt_lean_flash_attention_bwd_v"] opaque flashAttentionBwdV (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (bh : UInt64) (n : UInt64) (d : UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO Buffer
+
+/-- `tlrt_status tlrt_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)`
+
+Attention forward of the views of `geometry` (DEFINITIONS of this section): out
+(B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.
+scale, causal and mask_fill as tlrt_flash_attention_fwd.
+Empty cases: B or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse -inf.
+d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty problem
+(B, its length or d zero) is not checked against its buffer (nor read).
+Errors, checked in this order: TLRT_ERR_NULL_ARGUMENT (out, lse); for q, k, v and the mask in
+turn TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED,
+TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (k, v, mask against q); TLRT_ERR_NULL_ARGUMENT
+(geometry); TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_q not a positive multiple of
+heads_kv; d > 256; len_q or len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly);
+TLRT_ERR_OVERFLOW (out beyond TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching
+past the end of its buffer: its last element offset + (B - 1) stride_batch + (len - 1)
+stride_token + (heads - 1) stride_head + d - 1, computed exactly, not below the buffer's size;
+then the mask neither Tq Tk nor B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, then
+mask_fill, as tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.
+Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of
+a group are read by each of its G query heads (from cache). -/
+@[extern "tlrt_lean_attention_fwd"] opaque attentionFwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (geometry : @& Array UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) : IO (Buffer × Buffer)
+
+/-- `tlrt_status tlrt_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer * dq, tlrt_buffer * dk, tlrt_buffer * dv, const tlrt_attention_geometry * grad_geometry)`
+
+Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:
+dq, dk and dv are the caller's buffers, and the views of grad_geometry (its q_*, k_* and v_*
+fields; its batch, heads and lengths must equal geometry's) say where: row (b, i, h) of dq is
+written at q_offset + b q_stride_batch + i q_stride_token + h q_stride_head of dq, and so on.
+Exactly the elements of the three views are written, nothing else of those buffers. They may
+be regions of ONE buffer (the gradient of a fused projection, read directly by its backward:
+grad_geometry = geometry for a buffer shaped like the projection's output). dq, dk or dv NULL:
+that gradient is not computed (dv alone needs no D and no dS). dout (B * Tq * Hq * d,
+token-major like out), out and lse are the forward's (as tlrt_flash_attention_bwd: not
+checked to be).
+DESTINATIONS MUST NOT OVERLAP, and this library must be able to tell, or the call is
+TLRT_ERR_INVALID_ARGUMENT (nothing written):
+  - each view is one-to-one: its dimensions of extent > 1 (d with stride 1, heads, tokens,
+    batch), in ascending order of stride, each have a stride at least the span of those before
+    it (span: 1 + the sum of stride (extent - 1)); a zero stride of an extent > 1 fails;
+  - two views in the same buffer are disjoint by their element ranges [first, last], or by
+    columns: both have the same stride_token s > 0, stride_batch a multiple of s (or B == 1),
+    a token width w = (heads - 1) stride_head + d <= s, and the ranges offset + [0, w) taken
+    modulo s do not meet (the fused layout above);
+  - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that
+    are different handles do not share storage either (one buffer is passed as the same
+    handle).
+Empty cases: nothing is written when B or d is zero, nor to dq when Tq is zero, nor to dk and
+dv when Tk is zero; Tk == 0 writes dq = 0 * scale, Tq == 0 writes dk = 0 * scale and dv = 0.
+Errors, checked in this order: for q, k, v, the mask, dout, out and lse in turn
+TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE;
+TLRT_ERR_DEVICE_MISMATCH (each against q); the geometry, the views of q, k, v, the mask, scale
+and mask_fill as tlrt_attention_fwd; TLRT_ERR_SHAPE (dout or out not B Tq Hq d elements, lse
+not B Hq Tq); grad_geometry: TLRT_ERR_NULL_ARGUMENT, TLRT_ERR_INVALID_ARGUMENT (struct_size),
+TLRT_ERR_SHAPE (its batch, heads, lengths or d not geometry's); for dq, dk, dv in turn (each
+may be NULL) TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE, TLRT_ERR_DEVICE_MISMATCH
+(against q); TLRT_ERR_SHAPE (a gradient view past the end of its buffer, as for the inputs);
+TLRT_ERR_INVALID_ARGUMENT (the overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;
+TLRT_ERR_DEVICE_LOST. A failing call writes nothing.
+Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk. -/
+@[extern "tlrt_lean_attention_bwd"] opaque attentionBwd (q : @& Buffer) (k : @& Buffer) (v : @& Buffer) (mask : @& Option Buffer) (dout : @& Buffer) (out : @& Buffer) (lse : @& Buffer) (geometry : @& Array UInt64) (scale : Float) (causal : Bool) (mask_fill : Float) (dq : @& Option Buffer) (dk : @& Option Buffer) (dv : @& Option Buffer) (grad_geometry : @& Array UInt64) : IO Unit
 
 /-- `tlrt_status tlrt_conv_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)`
 

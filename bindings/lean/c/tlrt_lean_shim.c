@@ -348,6 +348,35 @@ static int tlrt_lean_pool_geometry_of(b_lean_obj_arg a, tlrt_pool_geometry *g) {
   return 0;
 }
 
+/* Array UInt64 (the flat form AttentionGeometry.toArray: the fields after struct_size in
+ * header order, arrays at their C length) -> *g, with struct_size = sizeof *g.
+ * Returns 0, or -1 when the array does not have the flat form's length. */
+static int tlrt_lean_attention_geometry_of(b_lean_obj_arg a, tlrt_attention_geometry *g) {
+  size_t k = 0;
+  if (lean_array_size(a) != 18u) return -1;
+  memset(g, 0, sizeof *g);
+  g->struct_size = sizeof *g;
+  g->batch = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->heads_q = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->heads_kv = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->len_q = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->len_k = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->d = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->q_offset = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->q_stride_batch = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->q_stride_token = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->q_stride_head = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->k_offset = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->k_stride_batch = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->k_stride_token = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->k_stride_head = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->v_offset = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->v_stride_batch = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->v_stride_token = lean_unbox_uint64(lean_array_get_core(a, k++));
+  g->v_stride_head = lean_unbox_uint64(lean_array_get_core(a, k++));
+  return 0;
+}
+
 /* Array UInt64 (the flat form ConvGeometry.toArray: the fields after struct_size in
  * header order, arrays at their C length) -> *g, with struct_size = sizeof *g.
  * Returns 0, or -1 when the array does not have the flat form's length. */
@@ -3827,6 +3856,36 @@ done:
   return res;
 }
 
+/* tlrt_status tlrt_tape_attention_qkv(tlrt_tape * tape, uint64_t qkv, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_attention_qkv(b_lean_obj_arg l_tape, uint64_t l_qkv, uint64_t l_heads_q, uint64_t l_heads_kv, uint8_t l_causal, double l_scale, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_attention_qkv((tlrt_tape *)tape_h, (uint64_t)l_qkv, (uint64_t)l_heads_q, (uint64_t)l_heads_kv, (bool)(l_causal != 0), (double)l_scale, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_tape_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out) */
+LEAN_EXPORT lean_obj_res tlrt_lean_tape_attention(b_lean_obj_arg l_tape, uint64_t l_q, uint64_t l_k, uint64_t l_v, uint64_t l_heads_q, uint64_t l_heads_kv, uint8_t l_causal, double l_scale, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_tape *tape_h = tlrt_lean_tape_of(l_tape);
+  uint64_t o_out = 0;
+  st = tlrt_tape_attention((tlrt_tape *)tape_h, (uint64_t)l_q, (uint64_t)l_k, (uint64_t)l_v, (uint64_t)l_heads_q, (uint64_t)l_heads_kv, (bool)(l_causal != 0), (double)l_scale, (uint64_t *)&o_out);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box_uint64(o_out));
+done:
+  ;
+  return res;
+}
+
 /* tlrt_status tlrt_tape_linear(tlrt_tape * tape, uint64_t x, uint64_t w, uint64_t b, uint64_t * out) */
 LEAN_EXPORT lean_obj_res tlrt_lean_tape_linear(b_lean_obj_arg l_tape, uint64_t l_x, uint64_t l_w, uint64_t l_b, lean_obj_arg w) {
   (void)w;
@@ -4723,6 +4782,54 @@ LEAN_EXPORT lean_obj_res tlrt_lean_flash_attention_bwd_v(b_lean_obj_arg l_q, b_l
   st = tlrt_flash_attention_bwd_v((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (const tlrt_buffer *)dout_h, (uint64_t)l_bh, (uint64_t)l_n, (uint64_t)l_d, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer **)&o_dv);
   if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
   res = lean_io_result_mk_ok(tlrt_lean_wrap_buffer(o_dv));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse) */
+LEAN_EXPORT lean_obj_res tlrt_lean_attention_fwd(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, b_lean_obj_arg l_geometry, double l_scale, uint8_t l_causal, double l_mask_fill, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *q_h = tlrt_lean_buffer_of(l_q);
+  tlrt_buffer *k_h = tlrt_lean_buffer_of(l_k);
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  tlrt_attention_geometry c_geometry;
+  tlrt_buffer *o_out = NULL;
+  tlrt_buffer *o_lse = NULL;
+  if (tlrt_lean_attention_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_attention_fwd", "geometry", lean_array_size(l_geometry), 18u); goto done; }
+  st = tlrt_attention_fwd((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (const tlrt_attention_geometry *)&c_geometry, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer **)&o_out, (tlrt_buffer **)&o_lse);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(tlrt_lean_pair(tlrt_lean_wrap_buffer(o_out), tlrt_lean_wrap_buffer(o_lse)));
+done:
+  ;
+  return res;
+}
+
+/* tlrt_status tlrt_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer * dq, tlrt_buffer * dk, tlrt_buffer * dv, const tlrt_attention_geometry * grad_geometry) */
+LEAN_EXPORT lean_obj_res tlrt_lean_attention_bwd(b_lean_obj_arg l_q, b_lean_obj_arg l_k, b_lean_obj_arg l_v, b_lean_obj_arg l_mask, b_lean_obj_arg l_dout, b_lean_obj_arg l_out, b_lean_obj_arg l_lse, b_lean_obj_arg l_geometry, double l_scale, uint8_t l_causal, double l_mask_fill, b_lean_obj_arg l_dq, b_lean_obj_arg l_dk, b_lean_obj_arg l_dv, b_lean_obj_arg l_grad_geometry, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  tlrt_status st = TLRT_OK;
+  tlrt_buffer *q_h = tlrt_lean_buffer_of(l_q);
+  tlrt_buffer *k_h = tlrt_lean_buffer_of(l_k);
+  tlrt_buffer *v_h = tlrt_lean_buffer_of(l_v);
+  tlrt_buffer *mask_h = tlrt_lean_opt_buffer_of(l_mask);
+  tlrt_buffer *dout_h = tlrt_lean_buffer_of(l_dout);
+  tlrt_buffer *out_h = tlrt_lean_buffer_of(l_out);
+  tlrt_buffer *lse_h = tlrt_lean_buffer_of(l_lse);
+  tlrt_attention_geometry c_geometry;
+  tlrt_buffer *dq_h = tlrt_lean_opt_buffer_of(l_dq);
+  tlrt_buffer *dk_h = tlrt_lean_opt_buffer_of(l_dk);
+  tlrt_buffer *dv_h = tlrt_lean_opt_buffer_of(l_dv);
+  tlrt_attention_geometry c_grad_geometry;
+  if (tlrt_lean_attention_geometry_of(l_grad_geometry, &c_grad_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_attention_bwd", "grad_geometry", lean_array_size(l_grad_geometry), 18u); goto done; }
+  if (tlrt_lean_attention_geometry_of(l_geometry, &c_geometry) != 0) { res = tlrt_lean_shim_error(TLRT_ERR_SHAPE, "tlrt_attention_bwd", "geometry", lean_array_size(l_geometry), 18u); goto done; }
+  st = tlrt_attention_bwd((const tlrt_buffer *)q_h, (const tlrt_buffer *)k_h, (const tlrt_buffer *)v_h, (const tlrt_buffer *)mask_h, (const tlrt_buffer *)dout_h, (const tlrt_buffer *)out_h, (const tlrt_buffer *)lse_h, (const tlrt_attention_geometry *)&c_geometry, (double)l_scale, (bool)(l_causal != 0), (double)l_mask_fill, (tlrt_buffer *)dq_h, (tlrt_buffer *)dk_h, (tlrt_buffer *)dv_h, (const tlrt_attention_geometry *)&c_grad_geometry);
+  if (st != TLRT_OK) { res = tlrt_lean_status_error(st); goto done; }
+  res = lean_io_result_mk_ok(lean_box(0));
 done:
   ;
   return res;

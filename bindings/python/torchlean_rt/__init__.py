@@ -1006,6 +1006,52 @@ __all__ += ["ConvGeometry", "PoolGeometry", "conv_geometry", "pool_geometry", "c
             "convtranspose_output_dims", "pool_output_dims"]
 
 
+# Attention of strided views (abi/tlrt_attention.h): the geometry of batch * heads_q problems whose
+# q, k, v rows the library reads in place, e.g. from one fused projection:
+#     g = rt.attention_qkv_geometry(batch=2, seq=128, heads_q=8, heads_kv=2, d=64)
+#     out, lse = rt.attention_fwd(qkv, qkv, qkv, None, g, 0.125, True, float("-inf"))
+# (Tensor.attention_qkv / rt.attention and Tape.attention_qkv / Tape.attention wrap this.)
+AttentionGeometry = _STRUCTS["tlrt_attention_geometry"]
+
+
+def attention_geometry(batch, heads_q, heads_kv, len_q, len_k, d, q=None, k=None, v=None):
+    """An AttentionGeometry (tlrt_attention_geometry) with struct_size set. q, k and v are
+    (offset, stride_batch, stride_token, stride_head) in elements of their buffers; each defaults
+    to its own token-major buffer, (batch, len, heads, d) row-major. Validated by the library."""
+    g = AttentionGeometry()
+    g.struct_size = ctypes.sizeof(AttentionGeometry)
+    for name, val in (("batch", batch), ("heads_q", heads_q), ("heads_kv", heads_kv),
+                      ("len_q", len_q), ("len_k", len_k), ("d", d)):
+        val = int(val)
+        if not 0 <= val < 1 << 64:
+            raise ValueError(f"attention_geometry: {name} = {val} is not a uint64_t")
+        setattr(g, name, val)
+    views = {"q": (q, len_q, heads_q), "k": (k, len_k, heads_kv), "v": (v, len_k, heads_kv)}
+    for name, (view, length, heads) in views.items():
+        if view is None:
+            view = (0, int(length) * int(heads) * int(d), int(heads) * int(d), int(d))
+        view = [int(x) for x in view]
+        if len(view) != 4 or not all(0 <= x < 1 << 64 for x in view):
+            raise ValueError(f"attention_geometry: {name} must be (offset, stride_batch, "
+                             f"stride_token, stride_head) of uint64_t, not {view}")
+        for field, x in zip(("offset", "stride_batch", "stride_token", "stride_head"), view):
+            setattr(g, f"{name}_{field}", x)
+    return g
+
+
+def attention_qkv_geometry(batch, seq, heads_q, heads_kv, d):
+    """The AttentionGeometry of one fused projection (batch, seq, (heads_q + 2 heads_kv) d): per
+    token heads_q query heads, then heads_kv key heads, then heads_kv value heads."""
+    w = (int(heads_q) + 2 * int(heads_kv)) * int(d)
+    stride = (int(seq) * w, w, int(d))
+    return attention_geometry(batch, heads_q, heads_kv, seq, seq, d, q=(0,) + stride,
+                              k=(int(heads_q) * int(d),) + stride,
+                              v=((int(heads_q) + int(heads_kv)) * int(d),) + stride)
+
+
+__all__ += ["AttentionGeometry", "attention_geometry", "attention_qkv_geometry"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Generated op wrappers: every function of the op headers that returns tlrt_status and writes
 # buffers through trailing tlrt_buffer ** out-parameters.
@@ -1535,6 +1581,40 @@ def _tape_lifetime_methods():
 
 if hasattr(Tape, "backward_ex") and hasattr(Tape, "release"):
     _tape_lifetime_methods()
+
+
+def _attention_defaults(raw, fused):
+    """Tape.attention_qkv / Tape.attention with heads_kv defaulting to heads_q (ordinary
+    multi-head attention), causal to False and scale to 1 / sqrt(d), d read from the node
+    shapes; positional calls with every argument record exactly the raw tlrt_tape_* call."""
+    import math
+
+    if fused:
+        def attention_qkv(self, qkv, heads_q, heads_kv=None, causal=False, scale=None):
+            heads_kv = heads_q if heads_kv is None else heads_kv
+            if scale is None:
+                dims, _ = self.shape(qkv)
+                heads = int(heads_q) + 2 * int(heads_kv)
+                d = dims[-1] // heads if dims and heads > 0 else 0
+                scale = 1.0 / math.sqrt(d) if d > 0 else 1.0
+            return raw(self, qkv, heads_q, heads_kv, causal, scale)
+        wrapper = attention_qkv
+    else:
+        def attention(self, q, k, v, heads_q, heads_kv=None, causal=False, scale=None):
+            heads_kv = heads_q if heads_kv is None else heads_kv
+            if scale is None:
+                dims, _ = self.shape(q)
+                d = dims[-1] // int(heads_q) if dims and int(heads_q) > 0 else 0
+                scale = 1.0 / math.sqrt(d) if d > 0 else 1.0
+            return raw(self, q, k, v, heads_q, heads_kv, causal, scale)
+        wrapper = attention
+    wrapper.__doc__ = f"{raw.__doc__}\n\n{_attention_defaults.__doc__}"
+    return wrapper
+
+
+for _name in ("attention_qkv", "attention"):
+    if hasattr(Tape, _name):
+        setattr(Tape, _name, _attention_defaults(getattr(Tape, _name), _name == "attention_qkv"))
 __all__ += ["Tape", "Node", "buffer"]
 
 
@@ -1560,7 +1640,7 @@ del _name, _restype, _params, _header, _doc, _proto, _fn, _m, _sname, _idx, _opt
 # ---------------------------------------------------------------------------------------------
 from . import _tensor  # noqa: E402  (needs everything above)
 from ._tensor import (Tensor, ShapeError, tensor, as_tensor, from_numpy, zeros, ones,  # noqa: E402
-                     full, arange, float32, int32, int64)
+                     full, arange, attention, float32, int32, int64)
 __all__ += _tensor.__all__
 
 

@@ -16,7 +16,10 @@ adds the bookkeeping NumPy and PyTorch users expect:
     indexing by ints and unit-step slices;
   * reductions: sum / mean over everything or over axes; softmax / log_softmax / rms_norm over
     the last axis; the unary ops exp, log, sqrt, tanh, sigmoid, relu, gelu, silu, softplus,
-    clamp.
+    clamp;
+  * attention read in place (tlrt_attention_fwd): Tensor.attention_qkv of a fused projection
+    (B, T, (Hq + 2 Hkv) d) and attention(q, k, v) of separate (B, T, H d) tensors, grouped heads
+    and len_q != len_k included, giving (B, Tq, Hq d) with no split or permute copy.
 
 Broadcasting follows NumPy: shapes are aligned at their last axis, and an axis of size 1 (or a
 missing leading axis) stretches to the other operand's size. An operand whose shape differs from
@@ -31,10 +34,11 @@ import numbers
 import operator
 
 from . import (Buffer, CPU, OPS, STATUS, TlrtError, _as_device, _check, _dlpack_import, _np,
-               cuda as _cuda, device_name, lib)
+               attention_geometry as _attention_geometry,
+               attention_qkv_geometry as _attention_qkv_geometry, cuda as _cuda, device_name, lib)
 
 __all__ = ["Tensor", "ShapeError", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
-           "arange", "float32", "int32", "int64", "MAX_RANK"]
+           "arange", "attention", "float32", "int32", "int64", "MAX_RANK"]
 
 float32, int32, int64 = "float32", "int32", "int64"
 MAX_RANK = 8  # the rank limit of the library's layout ops (broadcast_to, permute, sum over an axis)
@@ -579,6 +583,56 @@ class Tensor:
         y, inv_rms = OPS["rms_norm_fwd"](self._buf, g, rows, cols, float(eps))
         inv_rms.free()
         return Tensor._wrap(y, self._shape)
+
+
+def _heads_d(t, heads, what, function):
+    """d of a (B, T, heads d) tensor, ShapeError otherwise."""
+    if t.ndim != 3 or heads <= 0 or t.shape[2] % heads:
+        raise ShapeError(f"{function}: {what} has shape {t.shape}, not (batch, tokens, "
+                         f"{heads} heads of equal width)", function)
+    return t.shape[2] // heads
+
+
+def _scale_of(scale, d):
+    return 1.0 / (d ** 0.5) if scale is None and d > 0 else (1.0 if scale is None else scale)
+
+
+def _attention_qkv(self, heads_q, heads_kv=None, causal=False, scale=None):
+    """Self-attention of this fused projection (B, T, (heads_q + 2 heads_kv) d): per token
+    heads_q query heads, then heads_kv key heads, then heads_kv value heads, read in place
+    (tlrt_attention_fwd; heads_kv defaults to heads_q, scale to 1 / sqrt(d); causal aligned
+    bottom-right). Returns (B, T, heads_q d), token-major: the output projection's input."""
+    heads_kv = heads_q if heads_kv is None else heads_kv
+    d = _heads_d(self, heads_q + 2 * heads_kv, "qkv", "attention_qkv")
+    B, T = self.shape[0], self.shape[1]
+    g = _attention_qkv_geometry(B, T, heads_q, heads_kv, d)
+    out, _ = OPS["attention_fwd"](self._buf, self._buf, self._buf, None, g, _scale_of(scale, d),
+                                  bool(causal), float("-inf"))
+    return Tensor._wrap(out, (B, T, heads_q * d))
+
+
+Tensor.attention_qkv = _attention_qkv
+
+
+def attention(q, k, v, heads_q, heads_kv=None, causal=False, scale=None, mask=None,
+              mask_fill=float("-inf")):
+    """Attention of q (B, Tq, heads_q d) over k and v (B, Tk, heads_kv d), read in place
+    (tlrt_attention_fwd): grouped heads (query head h reads key / value head h / (heads_q /
+    heads_kv); heads_kv defaults to heads_q), Tq != Tk (causal aligned bottom-right, a KV cache's
+    convention: with Tq = 1 the query sees every key), an optional 0 / 1 mask Tensor of Tq Tk or
+    B heads_q Tq Tk elements. scale defaults to 1 / sqrt(d). Returns (B, Tq, heads_q d)."""
+    heads_kv = heads_q if heads_kv is None else heads_kv
+    d = _heads_d(q, heads_q, "q", "attention")
+    _heads_d(k, heads_kv, "k", "attention")
+    if k.shape != v.shape or k.shape[0] != q.shape[0] or k.shape[2] != heads_kv * d:
+        raise ShapeError(f"attention: k {k.shape} and v {v.shape} must both be "
+                         f"({q.shape[0]}, len_k, {heads_kv * d}) for q {q.shape}", "attention")
+    B, Tq, Tk = q.shape[0], q.shape[1], k.shape[1]
+    g = _attention_geometry(B, heads_q, heads_kv, Tq, Tk, d)
+    m = None if mask is None else (mask._buf if isinstance(mask, Tensor) else mask)
+    out, _ = OPS["attention_fwd"](q._buf, k._buf, v._buf, m, g, _scale_of(scale, d),
+                                  bool(causal), float(mask_fill))
+    return Tensor._wrap(out, (B, Tq, heads_q * d))
 
 
 def _unary(name):

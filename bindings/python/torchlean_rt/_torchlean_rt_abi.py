@@ -1779,6 +1779,48 @@ PROTOTYPES = (
       'one shape; mask of another size); TLRT_ERR_RELEASED and TLRT_ERR_DEVICE_MISMATCH (mask).\n'
       "Numeric class: the op's (library against float64, but bitwise identical between CPU and CUDA,\n"
       'values and gradients).')),
+    ('tlrt_tape_attention_qkv', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'qkv'), ('uint64_t', 'heads_q'), ('uint64_t', 'heads_kv'), ('bool', 'causal'), ('double', 'scale'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of\n'
+      "rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then\n"
+      'its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +\n'
+      '2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),\n'
+      'token-major: the input of the output projection, with no split or permute node. One node:\n'
+      'tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads\n'
+      'key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T\n'
+      'the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as\n'
+      'workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three\n'
+      'views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).\n'
+      'attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,\n'
+      'heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right\n'
+      "as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).\n"
+      'Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be\n'
+      'q, k and v: its gradient is the sum). Record-time errors besides the common ones:\n'
+      'TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the\n'
+      'op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a\n'
+      "node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple\n"
+      "of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library\n"
+      'against float64, but bitwise identical between CPU and CUDA with the determinism switch on).')),
+    ('tlrt_tape_attention', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'q'), ('uint64_t', 'k'), ('uint64_t', 'v'), ('uint64_t', 'heads_q'), ('uint64_t', 'heads_kv'), ('bool', 'causal'), ('double', 'scale'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
+     ('attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of\n'
+      "rank 3 (B, T, (heads_q + 2 heads_kv) d): each token's row holds its heads_q query heads, then\n"
+      'its heads_kv key heads, then its heads_kv value heads, each of d = last axis / (heads_q +\n'
+      '2 heads_kv) features (usually linear(x, W_qkv) reshaped to rank 3). Output (B, T, heads_q d),\n'
+      'token-major: the input of the output projection, with no split or permute node. One node:\n'
+      'tlrt_attention_fwd on the views of qkv (abi/tlrt_attention.h, grouped heads: query head h reads\n'
+      'key / value head h / (heads_q / heads_kv); causal aligned as there, here with len_q = len_k = T\n'
+      'the usual causal mask; no mask; mask_fill -inf), keeping its lse (B heads_q T floats) as\n'
+      'workspace; the backward is one tlrt_attention_bwd writing the whole gradient of qkv, its three\n'
+      'views of one fresh buffer, in one call. scale as tlrt_attention_fwd (usually 1 / sqrt(d)).\n'
+      'attention (ABI 1.4): the same for separate nodes q (B, Tq, heads_q d), k and v (B, Tk,\n'
+      'heads_kv d) of rank 3 (cross-attention, a KV cache: Tk != Tq, causal then aligned bottom-right\n'
+      "as tlrt_attention_fwd states), d = q's last axis / heads_q; output (B, Tq, heads_q d).\n"
+      'Gradients of q, k, v from one tlrt_attention_bwd, each into a fresh buffer (the same node may be\n'
+      'q, k and v: its gradient is the sum). Record-time errors besides the common ones:\n'
+      'TLRT_ERR_INVALID_ARGUMENT (heads_q not a positive multiple of heads_kv, checked first; from the\n'
+      'op: d > 256, B heads_q or T beyond 2^31 - 1, scale not finite in float32); TLRT_ERR_SHAPE (a\n'
+      "node not of rank 3; qkv's last axis not a multiple of heads_q + 2 heads_kv; q's not a multiple\n"
+      "of heads_q; k not (B, Tk, heads_kv d); v not of k's shape). Numeric class: the op's (library\n"
+      'against float64, but bitwise identical between CPU and CUDA with the determinism switch on).')),
     ('tlrt_tape_linear', 'tlrt_status', (('tlrt_tape *', 'tape'), ('uint64_t', 'x'), ('uint64_t', 'w'), ('uint64_t', 'b'), ('uint64_t *', 'out'),), 'tlrt_tape.h',
      ('Composites record several primitive nodes (so ids advance by more than one) and return the id of\n'
       'the last; gradients follow from the primitives. The nodes before the last are released at once\n'
@@ -2367,6 +2409,62 @@ PROTOTYPES = (
       "tlrt_flash_attention_fwd's out and lse (all three called in the same mode: determinism switch\n"
       'and allow_tf32 unchanged). Arguments, empty cases and errors as\n'
       'tlrt_flash_attention_bwd (TLRT_ERR_NULL_ARGUMENT for dout and the one out-parameter).')),
+    ('tlrt_attention_fwd', 'tlrt_status', (('const tlrt_buffer *', 'q'), ('const tlrt_buffer *', 'k'), ('const tlrt_buffer *', 'v'), ('const tlrt_buffer *', 'mask'), ('const tlrt_attention_geometry *', 'geometry'), ('double', 'scale'), ('bool', 'causal'), ('double', 'mask_fill'), ('tlrt_buffer **', 'out'), ('tlrt_buffer **', 'lse'),), 'tlrt_attention.h',
+     ('Attention forward of the views of `geometry` (DEFINITIONS of this section): out\n'
+      '(B * Tq * Hq * d, token-major) and lse (B * Hq * Tq). q, k and v may be the same buffer.\n'
+      'scale, causal and mask_fill as tlrt_flash_attention_fwd.\n'
+      'Empty cases: B or Tq zero: empty outputs. Tk zero: every row has no key: out zeros, lse -inf.\n'
+      "d zero: out empty, lse as tlrt_flash_attention_fwd's d == 0 case. A view of an empty problem\n"
+      '(B, its length or d zero) is not checked against its buffer (nor read).\n'
+      'Errors, checked in this order: TLRT_ERR_NULL_ARGUMENT (out, lse); for q, k, v and the mask in\n'
+      'turn TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED,\n'
+      'TLRT_ERR_DTYPE; TLRT_ERR_DEVICE_MISMATCH (k, v, mask against q); TLRT_ERR_NULL_ARGUMENT\n'
+      '(geometry); TLRT_ERR_INVALID_ARGUMENT (struct_size; heads_q not a positive multiple of\n'
+      'heads_kv; d > 256; len_q or len_k > 2^31 - 1; B Hq > 2^31 - 1, the product taken exactly);\n'
+      'TLRT_ERR_OVERFLOW (out beyond TLRT_MAX_ELEMENTS elements); TLRT_ERR_SHAPE (a view reaching\n'
+      'past the end of its buffer: its last element offset + (B - 1) stride_batch + (len - 1)\n'
+      "stride_token + (heads - 1) stride_head + d - 1, computed exactly, not below the buffer's size;\n"
+      'then the mask neither Tq Tk nor B Hq Tq Tk elements); TLRT_ERR_INVALID_ARGUMENT (scale, then\n'
+      'mask_fill, as tlrt_flash_attention_fwd); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. On failure *out and *lse are NULL.\n'
+      'Cost (CUDA): as tlrt_flash_attention_fwd per problem with n^2 replaced by Tq Tk; k and v of\n'
+      'a group are read by each of its G query heads (from cache).')),
+    ('tlrt_attention_bwd', 'tlrt_status', (('const tlrt_buffer *', 'q'), ('const tlrt_buffer *', 'k'), ('const tlrt_buffer *', 'v'), ('const tlrt_buffer *', 'mask'), ('const tlrt_buffer *', 'dout'), ('const tlrt_buffer *', 'out'), ('const tlrt_buffer *', 'lse'), ('const tlrt_attention_geometry *', 'geometry'), ('double', 'scale'), ('bool', 'causal'), ('double', 'mask_fill'), ('tlrt_buffer *', 'dq'), ('tlrt_buffer *', 'dk'), ('tlrt_buffer *', 'dv'), ('const tlrt_attention_geometry *', 'grad_geometry'),), 'tlrt_attention.h',
+     ('Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:\n'
+      "dq, dk and dv are the caller's buffers, and the views of grad_geometry (its q_*, k_* and v_*\n"
+      "fields; its batch, heads and lengths must equal geometry's) say where: row (b, i, h) of dq is\n"
+      'written at q_offset + b q_stride_batch + i q_stride_token + h q_stride_head of dq, and so on.\n'
+      'Exactly the elements of the three views are written, nothing else of those buffers. They may\n'
+      'be regions of ONE buffer (the gradient of a fused projection, read directly by its backward:\n'
+      "grad_geometry = geometry for a buffer shaped like the projection's output). dq, dk or dv NULL:\n"
+      'that gradient is not computed (dv alone needs no D and no dS). dout (B * Tq * Hq * d,\n'
+      "token-major like out), out and lse are the forward's (as tlrt_flash_attention_bwd: not\n"
+      'checked to be).\n'
+      'DESTINATIONS MUST NOT OVERLAP, and this library must be able to tell, or the call is\n'
+      'TLRT_ERR_INVALID_ARGUMENT (nothing written):\n'
+      '  - each view is one-to-one: its dimensions of extent > 1 (d with stride 1, heads, tokens,\n'
+      '    batch), in ascending order of stride, each have a stride at least the span of those before\n'
+      '    it (span: 1 + the sum of stride (extent - 1)); a zero stride of an extent > 1 fails;\n'
+      '  - two views in the same buffer are disjoint by their element ranges [first, last], or by\n'
+      '    columns: both have the same stride_token s > 0, stride_batch a multiple of s (or B == 1),\n'
+      '    a token width w = (heads - 1) stride_head + d <= s, and the ranges offset + [0, w) taken\n'
+      '    modulo s do not meet (the fused layout above);\n'
+      '  - dq, dk and dv do not share storage with q, k, v, mask, dout, out or lse; two of them that\n'
+      '    are different handles do not share storage either (one buffer is passed as the same\n'
+      '    handle).\n'
+      'Empty cases: nothing is written when B or d is zero, nor to dq when Tq is zero, nor to dk and\n'
+      'dv when Tk is zero; Tk == 0 writes dq = 0 * scale, Tq == 0 writes dk = 0 * scale and dv = 0.\n'
+      'Errors, checked in this order: for q, k, v, the mask, dout, out and lse in turn\n'
+      'TLRT_ERR_NULL_ARGUMENT (not the mask), TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE;\n'
+      'TLRT_ERR_DEVICE_MISMATCH (each against q); the geometry, the views of q, k, v, the mask, scale\n'
+      'and mask_fill as tlrt_attention_fwd; TLRT_ERR_SHAPE (dout or out not B Tq Hq d elements, lse\n'
+      'not B Hq Tq); grad_geometry: TLRT_ERR_NULL_ARGUMENT, TLRT_ERR_INVALID_ARGUMENT (struct_size),\n'
+      "TLRT_ERR_SHAPE (its batch, heads, lengths or d not geometry's); for dq, dk, dv in turn (each\n"
+      'may be NULL) TLRT_ERR_STALE_HANDLE, TLRT_ERR_RELEASED, TLRT_ERR_DTYPE, TLRT_ERR_DEVICE_MISMATCH\n'
+      '(against q); TLRT_ERR_SHAPE (a gradient view past the end of its buffer, as for the inputs);\n'
+      'TLRT_ERR_INVALID_ARGUMENT (the overlap rules above); TLRT_ERR_OUT_OF_MEMORY; TLRT_ERR_CUDA;\n'
+      'TLRT_ERR_DEVICE_LOST. A failing call writes nothing.\n'
+      'Cost (CUDA): as tlrt_flash_attention_bwd per problem with n^2 replaced by Tq Tk.')),
     ('tlrt_conv_fwd', 'tlrt_status', (('const tlrt_buffer *', 'kernel'), ('const tlrt_buffer *', 'bias'), ('const tlrt_buffer *', 'input'), ('uint64_t', 'batch'), ('uint64_t', 'in_channels'), ('uint64_t', 'out_channels'), ('const uint64_t *', 'in_spatial'), ('uint32_t', 'rank'), ('const uint64_t *', 'kernel_size'), ('const uint64_t *', 'stride'), ('const uint64_t *', 'padding'), ('const uint64_t *', 'dilation'), ('uint64_t', 'groups'), ('tlrt_buffer **', 'out'),), 'tlrt_conv.h',
      ('N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,\n'
       'padding: rank values each; dilation: rank values, or NULL for all 1. kernel has out_channels *\n'
@@ -2554,6 +2652,27 @@ STRUCTS = {
         ('uint64_t[8]', 'stride'),
         ('uint64_t[8]', 'padding'),
     ),
+    'tlrt_attention_geometry': (
+        ('uint64_t', 'struct_size'),
+        ('uint64_t', 'batch'),
+        ('uint64_t', 'heads_q'),
+        ('uint64_t', 'heads_kv'),
+        ('uint64_t', 'len_q'),
+        ('uint64_t', 'len_k'),
+        ('uint64_t', 'd'),
+        ('uint64_t', 'q_offset'),
+        ('uint64_t', 'q_stride_batch'),
+        ('uint64_t', 'q_stride_token'),
+        ('uint64_t', 'q_stride_head'),
+        ('uint64_t', 'k_offset'),
+        ('uint64_t', 'k_stride_batch'),
+        ('uint64_t', 'k_stride_token'),
+        ('uint64_t', 'k_stride_head'),
+        ('uint64_t', 'v_offset'),
+        ('uint64_t', 'v_stride_batch'),
+        ('uint64_t', 'v_stride_token'),
+        ('uint64_t', 'v_stride_head'),
+    ),
     'tlrt_conv_geometry': (
         ('uint64_t', 'struct_size'),
         ('uint64_t', 'rank'),
@@ -2619,6 +2738,7 @@ CTYPES = {
     'uint64_t[8]': 'ARRAY(c_uint64, 8)',
     'const tlrt_conv_geometry *': 'POINTER(tlrt_conv_geometry)',
     'const tlrt_pool_geometry *': 'POINTER(tlrt_pool_geometry)',
+    'const tlrt_attention_geometry *': 'POINTER(tlrt_attention_geometry)',
 }
 
 # Optional buffer parameters (None passes NULL): (function, parameter).
@@ -2635,6 +2755,11 @@ OPTIONAL_BUFFERS = frozenset({
     ('tlrt_flash_attention_bwd_q', 'mask'),
     ('tlrt_flash_attention_bwd_k', 'mask'),
     ('tlrt_flash_attention_bwd_v', 'mask'),
+    ('tlrt_attention_fwd', 'mask'),
+    ('tlrt_attention_bwd', 'mask'),
+    ('tlrt_attention_bwd', 'dq'),
+    ('tlrt_attention_bwd', 'dk'),
+    ('tlrt_attention_bwd', 'dv'),
     ('tlrt_conv_fwd', 'bias'),
     ('tlrt_conv2d_fwd', 'bias'),
     ('tlrt_convtranspose_fwd', 'bias'),

@@ -65,6 +65,31 @@ pub struct tlrt_pool_geometry {
     pub padding: [u64; 8],
 }
 
+/// `tlrt_attention_geometry` (abi/tlrt_attention.h): set struct_size = size_of::<tlrt_attention_geometry>() before use.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct tlrt_attention_geometry {
+    pub struct_size: u64,
+    pub batch: u64,
+    pub heads_q: u64,
+    pub heads_kv: u64,
+    pub len_q: u64,
+    pub len_k: u64,
+    pub d: u64,
+    pub q_offset: u64,
+    pub q_stride_batch: u64,
+    pub q_stride_token: u64,
+    pub q_stride_head: u64,
+    pub k_offset: u64,
+    pub k_stride_batch: u64,
+    pub k_stride_token: u64,
+    pub k_stride_head: u64,
+    pub v_offset: u64,
+    pub v_stride_batch: u64,
+    pub v_stride_token: u64,
+    pub v_stride_head: u64,
+}
+
 /// `tlrt_conv_geometry` (abi/tlrt_conv.h): set struct_size = size_of::<tlrt_conv_geometry>() before use.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -848,6 +873,12 @@ extern "C" {
     /// flash_attention: q, k and v of rank 3 and the same shape (bh, n, d); output (bh, n, d),
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_flash_attention(tape: *mut tlrt_tape, q: u64, k: u64, v: u64, mask: *const tlrt_buffer, scale: f64, causal: bool, mask_fill: f64, out: *mut u64) -> tlrt_status;
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_attention_qkv(tape: *mut tlrt_tape, qkv: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64, out: *mut u64) -> tlrt_status;
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// (full contract: abi/tlrt_tape.h)
+    pub fn tlrt_tape_attention(tape: *mut tlrt_tape, q: u64, k: u64, v: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64, out: *mut u64) -> tlrt_status;
     /// Composites record several primitive nodes (so ids advance by more than one) and return the id of
     /// (full contract: abi/tlrt_tape.h)
     pub fn tlrt_tape_linear(tape: *mut tlrt_tape, x: u64, w: u64, b: u64, out: *mut u64) -> tlrt_status;
@@ -994,6 +1025,12 @@ extern "C" {
     /// The seeds' single-gradient entry points (torchlean_cuda_buffer_flash_attention_bwd_{q,k,v}):
     /// (full contract: abi/tlrt_attention.h)
     pub fn tlrt_flash_attention_bwd_v(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, bh: u64, n: u64, d: u64, scale: f64, causal: bool, mask_fill: f64, dv: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Attention forward of the views of `geometry` (DEFINITIONS of this section): out
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_attention_fwd(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, geometry: *const tlrt_attention_geometry, scale: f64, causal: bool, mask_fill: f64, out: *mut *mut tlrt_buffer, lse: *mut *mut tlrt_buffer) -> tlrt_status;
+    /// Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:
+    /// (full contract: abi/tlrt_attention.h)
+    pub fn tlrt_attention_bwd(q: *const tlrt_buffer, k: *const tlrt_buffer, v: *const tlrt_buffer, mask: *const tlrt_buffer, dout: *const tlrt_buffer, out: *const tlrt_buffer, lse: *const tlrt_buffer, geometry: *const tlrt_attention_geometry, scale: f64, causal: bool, mask_fill: f64, dq: *mut tlrt_buffer, dk: *mut tlrt_buffer, dv: *mut tlrt_buffer, grad_geometry: *const tlrt_attention_geometry) -> tlrt_status;
     // ---- tlrt_conv.h
     /// N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,
     /// (full contract: abi/tlrt_conv.h)

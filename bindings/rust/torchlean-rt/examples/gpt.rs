@@ -4,15 +4,17 @@
 //!     TLRT_LIB_DIR=build cargo run --offline --release --example gpt -- --quick
 //!     TLRT_LIB_DIR=build cargo run --offline --release --example gpt -- --cuda --steps 1000
 //!
-//! The model, the initialisation, the batches, dropout keys, AdamW (the fused `adam_step_multi`,
-//! decay on matrices only), the cosine schedule with warm-up and the clipping by global norm are
-//! gpt.c's, call for call and key for key, so on the CPU the three programs print the same
-//! losses. Options: `--quick` (the CPU configuration of CI: d 64, 2 layers, 4 heads, context 64,
-//! batch 8, 150 steps), `--cuda` (the small configuration on the first GPU unless `--quick`),
-//! `--steps N`, `--data FILE_OR_FOLDER`, `--log-every N`, `--seed S`, `--sample-length N`,
-//! `--temperature T`, `--min-improvement X` (exit 1 unless the validation loss fell by X nats)
-//! and `--test` (exit 77, skipped, without the text). Checkpoints are gpt.c's and gpt.py's
-//! business (`--save` / `--resume` there); this example shows the training loop.
+//! The model, the initialisation, the batches, dropout keys, AdamW (the fused `adam_step_multi`, decay
+//! on matrices only), the cosine schedule with warm-up and the clipping by global norm are gpt.c's,
+//! call for call and key for key, so on the CPU the three programs print the same losses
+//! (attention: the fused q / k / v projection read in place by `attention_qkv`, as there; the
+//! sample here is drawn from one forward over the last ctx bytes per step, not with gpt.py's and
+//! gpt.c's KV cache). Options: `--quick` (the CPU configuration of CI: d 64, 2 layers, 4 heads,
+//! context 64, batch 8, 150 steps), `--cuda` (the small configuration on the first GPU unless
+//! `--quick`), `--steps N`, `--data FILE_OR_FOLDER`, `--log-every N`, `--seed S`, `--sample-length
+//! N`, `--temperature T`, `--min-improvement X` (exit 1 unless the validation loss fell by X nats)
+//! and `--test` (exit 77, skipped, without the text). Checkpoints are gpt.c's and gpt.py's business
+//! (`--save` / `--resume` there); this example shows the training loop.
 use std::process::ExitCode;
 use std::time::Instant;
 use torchlean_rt::{self as rt, Buffer, Device, Result, Tape};
@@ -181,9 +183,26 @@ impl Model {
         for i in 0..self.cfg.layers as usize {
             let q = &ids[2 + 16 * i..2 + 16 * (i + 1)];
             let h = t.layer_norm(x, q[0], q[1], 1e-5)?;
-            let a = t.multi_head_attention(h, q[2], q[4], q[6], q[8], q[3], q[5], q[7], q[9],
-                                           self.cfg.heads, true)?;
+            let h2 = t.reshape(h, &[rows, d])?;
             t.release(h)?;
+            // One (3 d, d) projection, read in place by the attention node (heads_kv = heads).
+            let wqk = t.concat_axis0(q[2], q[4])?;
+            let wqkv = t.concat_axis0(wqk, q[6])?;
+            let bqk = t.concat1d(q[3], q[5])?;
+            let bqkv = t.concat1d(bqk, q[7])?;
+            let qkv = t.linear(h2, wqkv, bqkv)?;
+            for id in [wqk, wqkv, bqk, bqkv, h2] {
+                t.release(id)?;
+            }
+            let qkv3 = t.reshape(qkv, &[batch, n, 3 * d])?;
+            let heads = self.cfg.heads;
+            let a1 = t.attention_qkv(qkv3, heads, heads, true, 1.0 / ((d / heads) as f64).sqrt())?;
+            let a2 = t.reshape(a1, &[rows, d])?;
+            let a3 = t.linear(a2, q[8], q[9])?;
+            let a = t.reshape(a3, &[batch, n, d])?;
+            for id in [qkv, qkv3, a1, a2, a3] {
+                t.release(id)?;
+            }
             let a = drop(t, a)?;
             let y = t.add(x, a)?;
             t.release(x)?;
@@ -251,7 +270,7 @@ fn train_step(m: &Model, t: &mut Tape, tokens: &Buffer, labels: &Buffer, step: u
     let (ids, logits) = m.forward(t, tokens, &m.pos, m.cfg.batch, m.cfg.ctx, true, 0.1,
                                   (seed + step) << 40)?;
     let loss = t.cross_entropy_ibuf(logits, labels)?;
-    t.release(logits)?; // no rule reads the logits
+    t.release(logits)?; // the host is done with them; the loss node keeps them for backward
     t.backward_ex(loss, None, rt::sys::TLRT_TAPE_BACKWARD_FREE)?; // frees the graph as it goes
     let grads = ids.iter().map(|&id| t.grad(id)).collect::<Result<Vec<_>>>()?;
     let value = t.value(loss)?;

@@ -1046,6 +1046,22 @@ pub fn flash_attention_bwd_v(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&B
     Ok(Buffer { raw: o_dv })
 }
 
+/// Attention forward of the views of `geometry` (DEFINITIONS of this section): out
+/// `tlrt_status tlrt_attention_fwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer ** out, tlrt_buffer ** lse)` (abi/tlrt_attention.h).
+pub fn attention_fwd(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, geometry: &sys::tlrt_attention_geometry, scale: f64, causal: bool, mask_fill: f64) -> Result<(Buffer, Buffer)> {
+    let mut o_out = core::ptr::null_mut();
+    let mut o_lse = core::ptr::null_mut();
+    check("tlrt_attention_fwd", unsafe { sys::tlrt_attention_fwd(q.raw as *const sys::tlrt_buffer, k.raw as *const sys::tlrt_buffer, v.raw as *const sys::tlrt_buffer, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), geometry as *const sys::tlrt_attention_geometry, scale, causal, mask_fill, &mut o_out, &mut o_lse) })?;
+    Ok((Buffer { raw: o_out }, Buffer { raw: o_lse }))
+}
+
+/// Attention backward of the views of `geometry` (DEFINITIONS of this section), written IN PLACE:
+/// `tlrt_status tlrt_attention_bwd(const tlrt_buffer * q, const tlrt_buffer * k, const tlrt_buffer * v, const tlrt_buffer * mask, const tlrt_buffer * dout, const tlrt_buffer * out, const tlrt_buffer * lse, const tlrt_attention_geometry * geometry, double scale, bool causal, double mask_fill, tlrt_buffer * dq, tlrt_buffer * dk, tlrt_buffer * dv, const tlrt_attention_geometry * grad_geometry)` (abi/tlrt_attention.h).
+pub fn attention_bwd(q: &Buffer, k: &Buffer, v: &Buffer, mask: Option<&Buffer>, dout: &Buffer, out: &Buffer, lse: &Buffer, geometry: &sys::tlrt_attention_geometry, scale: f64, causal: bool, mask_fill: f64, dq: Option<&Buffer>, dk: Option<&Buffer>, dv: Option<&Buffer>, grad_geometry: &sys::tlrt_attention_geometry) -> Result<()> {
+    check("tlrt_attention_bwd", unsafe { sys::tlrt_attention_bwd(q.raw as *const sys::tlrt_buffer, k.raw as *const sys::tlrt_buffer, v.raw as *const sys::tlrt_buffer, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), dout.raw as *const sys::tlrt_buffer, out.raw as *const sys::tlrt_buffer, lse.raw as *const sys::tlrt_buffer, geometry as *const sys::tlrt_attention_geometry, scale, causal, mask_fill, dq.map_or(core::ptr::null_mut(), |b| b.raw), dk.map_or(core::ptr::null_mut(), |b| b.raw), dv.map_or(core::ptr::null_mut(), |b| b.raw), grad_geometry as *const sys::tlrt_attention_geometry) })?;
+    Ok(())
+}
+
 /// N-D convolution forward (DEFINITIONS above). rank in 1 .. 8; in_spatial, kernel_size, stride,
 /// `tlrt_status tlrt_conv_fwd(const tlrt_buffer * kernel, const tlrt_buffer * bias, const tlrt_buffer * input, uint64_t batch, uint64_t in_channels, uint64_t out_channels, const uint64_t * in_spatial, uint32_t rank, const uint64_t * kernel_size, const uint64_t * stride, const uint64_t * padding, const uint64_t * dilation, uint64_t groups, tlrt_buffer ** out)` (abi/tlrt_conv.h).
 pub fn conv_fwd(kernel: &Buffer, bias: Option<&Buffer>, input: &Buffer, batch: u64, in_channels: u64, out_channels: u64, in_spatial: &[u64], kernel_size: &[u64], stride: &[u64], padding: &[u64], dilation: &[u64], groups: u64) -> Result<Buffer> {
@@ -1759,6 +1775,22 @@ impl Tape {
     pub fn flash_attention(&mut self, q: u64, k: u64, v: u64, mask: Option<&Buffer>, scale: f64, causal: bool, mask_fill: f64) -> Result<u64> {
         let mut o_out = 0;
         check("tlrt_tape_flash_attention", unsafe { sys::tlrt_tape_flash_attention(self.raw, q, k, v, mask.map_or(core::ptr::null(), |b| b.raw as *const sys::tlrt_buffer), scale, causal, mask_fill, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// `tlrt_status tlrt_tape_attention_qkv(tlrt_tape * tape, uint64_t qkv, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn attention_qkv(&mut self, qkv: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_attention_qkv", unsafe { sys::tlrt_tape_attention_qkv(self.raw, qkv, heads_q, heads_kv, causal, scale, &mut o_out) })?;
+        Ok(o_out)
+    }
+
+    /// attention_qkv (ABI 1.4): self-attention read in place from a fused projection, the node qkv of
+    /// `tlrt_status tlrt_tape_attention(tlrt_tape * tape, uint64_t q, uint64_t k, uint64_t v, uint64_t heads_q, uint64_t heads_kv, bool causal, double scale, uint64_t * out)` (abi/tlrt_tape.h).
+    pub fn attention(&mut self, q: u64, k: u64, v: u64, heads_q: u64, heads_kv: u64, causal: bool, scale: f64) -> Result<u64> {
+        let mut o_out = 0;
+        check("tlrt_tape_attention", unsafe { sys::tlrt_tape_attention(self.raw, q, k, v, heads_q, heads_kv, causal, scale, &mut o_out) })?;
         Ok(o_out)
     }
 
