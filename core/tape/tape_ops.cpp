@@ -1090,7 +1090,9 @@ uint64_t push_attention(Tape &t, std::vector<uint64_t> parents, const tlrt_buffe
   check(s);
   std::vector<Buf> saved;
   saved.push_back(std::move(L));
-  return push(t, std::move(O), os, std::move(parents),
+  Reads reads = kReadsSelf;
+  for (size_t i = 0; i < parents.size(); ++i) reads |= reads_parent(i);
+  return push(t, std::move(O), os, std::move(parents), reads,
               [g, causal, scale, fused](const Tape &t, const Node &n, const tlrt_buffer *gy,
                                         std::vector<Buf> &out) {
                 const size_t np = n.parents.size();
@@ -1104,7 +1106,7 @@ uint64_t push_attention(Tape &t, std::vector<uint64_t> parents, const tlrt_buffe
                 if (fused) d[1] = d[2] = d[0];
                 check(tlrt_attention_bwd(parent_value(t, n, 0), parent_value(t, n, fused ? 0 : 1),
                                          parent_value(t, n, fused ? 0 : 2), nullptr, gy,
-                                         n.value.get(), n.saved[0].get(), &g, scale, causal,
+                                         own_value(n), n.saved[0].get(), &g, scale, causal,
                                          -INFINITY, d[0], d[1], d[2], &g));
               },
               std::move(saved));
