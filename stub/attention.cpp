@@ -36,15 +36,22 @@ using attn::kLanes;
 using attn::kNegInf;
 
 // The rows of one view of one problem: row i at p + i * stride.
+// p + off, where an empty buffer's data pointer may be null (nq, nk or d zero): no arithmetic on
+// a null pointer.
+template <class T>
+T *adv(T *p, uint64_t off) {
+  return p ? p + off : p;
+}
+
 struct Rows {
   const float *p;
   uint64_t stride;
-  const float *row(uint64_t i) const { return p + i * stride; }
+  const float *row(uint64_t i) const { return adv(p, i * stride); }
 };
 struct MutRows {
   float *p;
   uint64_t stride;
-  float *row(uint64_t i) const { return p + i * stride; }
+  float *row(uint64_t i) const { return adv(p, i * stride); }
 };
 
 // blocked(i, j) of the header for the problem whose mask (nq, nk) is mb (nullptr: none).
@@ -132,9 +139,9 @@ struct Prob {
 Prob problem(const Geometry &g, const float *q, const float *k, const float *v, uint64_t b,
              uint64_t h) {
   const uint64_t kv = h / g.group();
-  return Prob{Rows{q + b * g.q.batch + h * g.q.head, g.q.token},
-              Rows{k + b * g.k.batch + kv * g.k.head, g.k.token},
-              Rows{v + b * g.v.batch + kv * g.v.head, g.v.token},
+  return Prob{Rows{adv(q, b * g.q.batch + h * g.q.head), g.q.token},
+              Rows{adv(k, b * g.k.batch + kv * g.k.head), g.k.token},
+              Rows{adv(v, b * g.v.batch + kv * g.v.head), g.v.token},
               g.mask ? g.mask + (b * g.hq + h) * g.mask_stride : nullptr};
 }
 
@@ -150,8 +157,8 @@ void attention_fwd(int, const Geometry &g, const float *q, const float *k, const
   for (uint64_t b = 0; b < g.batch; ++b)
     for (uint64_t h = 0; h < g.hq; ++h) {
       const Prob P = problem(g, q, k, v, b, h);
-      const MutRows O{out + (b * nq * g.hq + h) * d, g.hq * d};
-      float *L = lse + (b * g.hq + h) * nq;
+      const MutRows O{adv(out, (b * nq * g.hq + h) * d), g.hq * d};
+      float *L = adv(lse, (b * g.hq + h) * nq);
       for (uint64_t i0 = 0; i0 < nq; i0 += R) {
         const uint64_t rows = std::min(R, nq - i0);
         // Key tiles this query tile visits: with skipping, those it meets.
@@ -210,12 +217,15 @@ void attention_bwd(int, const Geometry &g, const float *q, const float *k, const
       const MutRows DK{gr.dk ? gr.dk + b * gr.k.batch + kv * gr.k.head : nullptr, gr.k.token};
       const MutRows DV{gr.dv ? gr.dv + b * gr.v.batch + kv * gr.v.head : nullptr, gr.v.token};
       auto dq_rows = [&](uint64_t h) {
-        return MutRows{gr.dq + b * gr.q.batch + h * gr.q.head, gr.q.token};
+        return MutRows{adv(gr.dq, b * gr.q.batch + h * gr.q.head), gr.q.token};
       };
-      auto dout_rows = [&](uint64_t h) { return Rows{dout + (b * nq * g.hq + h) * d, g.hq * d}; };
+      auto dout_rows = [&](uint64_t h) {
+        return Rows{adv(dout, (b * nq * g.hq + h) * d), g.hq * d};
+      };
       if (need_ds)
         for (uint64_t hh = 0; hh < G; ++hh) {
-          const Rows DO = dout_rows(h0 + hh), O{out + (b * nq * g.hq + h0 + hh) * d, g.hq * d};
+          const Rows DO = dout_rows(h0 + hh),
+                     O{adv(out, (b * nq * g.hq + h0 + hh) * d), g.hq * d};
           for (uint64_t i = 0; i < nq; ++i) {
             float acc = 0.0f;
             for (uint64_t t = 0; t < d; ++t) acc = num::fma(DO.row(i)[t], O.row(i)[t], acc);
@@ -241,7 +251,7 @@ void attention_bwd(int, const Geometry &g, const float *q, const float *k, const
           const uint64_t h = h0 + hh;
           const Prob P = problem(g, q, k, v, b, h);
           const Rows DO = dout_rows(h);
-          const float *L = lse + (b * g.hq + h) * nq;
+          const float *L = adv(lse, (b * g.hq + h) * nq);
           for (uint64_t i = 0; i < nq; ++i) {
             // With skipping, row i's query tile and this key tile may not meet: then they skip
             // each other for dk / dv and for dq alike.
