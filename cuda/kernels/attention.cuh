@@ -55,6 +55,7 @@
 
 #include "core/backend/attention.hpp"
 #include "cuda/common/pdl.cuh"
+#include "cuda/common/vec4.cuh"
 #ifndef TLRT_CUDA_EMULATION
 #include "cuda/common/cp_async.cuh"
 #endif
@@ -114,19 +115,8 @@ struct Kernel {
 #endif
 };
 
-__device__ __forceinline__ float4 ld4(const float *p) {
-#ifdef TLRT_CUDA_EMULATION
-  emu::check_aligned(p, 16);
-#endif
-  return *reinterpret_cast<const float4 *>(p);
-}
-
-__device__ __forceinline__ void st4(float *p, const float4 &v) {
-#ifdef TLRT_CUDA_EMULATION
-  emu::check_aligned(p, 16);
-#endif
-  *reinterpret_cast<float4 *>(p) = v;
-}
+using vec4::ld4;
+using vec4::st4;
 
 // Component e (a constant after unrolling) of a float4.
 __device__ __forceinline__ float comp(const float4 &v, unsigned e) {

@@ -21,6 +21,7 @@
 
 #include "core/numerics/optim_ops.hpp"
 #include "cuda/kernels/chunk_table.cuh"
+#include "cuda/common/vec4.cuh"
 
 namespace tlrt {
 namespace cuda {
@@ -52,19 +53,8 @@ __device__ __forceinline__ void adam4(float4 &p, float4 &g, float4 &m, float4 &v
     lane(p, j) = opt::adam(lane(p, j), lane(g, j), &lane(m, j), &lane(v, j), a);
 }
 
-__device__ __forceinline__ float4 ld4(const float *p) {
-#ifdef TLRT_CUDA_EMULATION
-  emu::check_aligned(p, 16);
-#endif
-  return *reinterpret_cast<const float4 *>(p);
-}
-
-__device__ __forceinline__ void st4(float *p, const float4 &v) {
-#ifdef TLRT_CUDA_EMULATION
-  emu::check_aligned(p, 16);
-#endif
-  *reinterpret_cast<float4 *>(p) = v;
-}
+using vec4::ld4;
+using vec4::st4;
 
 // a: the scalars common to all tensors (l2 and decay come from each tensor's entry).
 __global__ void __launch_bounds__(kThreads)
