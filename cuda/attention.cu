@@ -13,7 +13,7 @@
 // dout) and the results copied back (dk, dv summed over each group's heads); len_q != len_k runs
 // the exact kernels. Strategy, FLOPs and bytes: each kernel file's top comment. Scratch: the
 // stream-ordered pool.
-// Last measured: bench/results/2026-11-27-h100-s17-attention.md (contiguous problems)
+// Last measured: bench/results/2026-11-27-h100-s17-attention.md
 #include "cuda/kernels/attention_mma.cuh"
 #include "cuda/kernels/attention_tc.cuh"
 

