@@ -272,13 +272,14 @@ def main(argv):
                 f"{', '.join(f'{v:.5f}' for v in r['torch losses'])} |")
         print(line, flush=True)
         out.append(line)
-    text = "\n".join(out) + "\n"
-    if args.profile:
-        with open(args.profile, "w") as f:
-            f.write("# Kernels of one training step (torch.profiler)\n\n" + "\n".join(profiles))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        # Written after every configuration: a run stopped at a time limit keeps what it measured.
+        text = "\n".join(out) + "\n"
+        if args.profile:
+            with open(args.profile, "w") as f:
+                f.write("# Kernels of one training step (torch.profiler)\n\n" + "\n".join(profiles))
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
     print(text)
     return 0
 
