@@ -26,7 +26,10 @@
 // 2-stage cp.async ring of 64 KiB, 3 blocks per SM; the register kernel where it does not fit).
 // They write (nc, S, cols) partials, 2 rows cols / (16 G) floats for G lanes per block, which the
 // wide finish (a programmatic dependent launch, one ticket per column tile) reduces to dgamma and
-// dbeta; columns of more than 2^20 rows take reduce_axis instead.
+// dbeta; columns of more than 2^20 rows take reduce_axis instead. Where those nc * S blocks would
+// not give every SM two (split_bwd_pays: up to 32768 rows of <= 512 columns on 132 SMs), the
+// SPLIT form instead: group_dx (a group per row, all rows in parallel, 12 bytes per element) and
+// the column tree by lane_fold (below; 8 more).
 // BACKWARD, cols > 4096: dx by block_row_dx up to 8192 columns (one block per row: the sums, then
 // dx with the row from L2), longer rows by chunk_reduce, reduce_axis and chunk_map; dgamma and
 // dbeta by lane_fold (one thread per (chunk of rows, lane, column): dy and x read once more) and
@@ -423,6 +426,13 @@ void layer_norm_bwd(int dev, const float *dy, const float *x, const float *mean,
                     const float *inv_std, const float *gamma, uint64_t rows, uint64_t cols,
                     float *dx, float *dgamma, float *dbeta) {
   const float n = static_cast<float>(cols);
+  const RowLaunch launch{dev, stream(dev)};
+  if (ln_kernels::split_bwd_pays(rows, cols, launch.sms())) {
+    ln_kernels::group_dx_plan(launch, ln_kernels::BwdArgs{dy, x, mean, inv_std, gamma, rows, cols,
+                                                          n, dx});
+    column_sums(dev, dy, x, mean, inv_std, rows, cols, dgamma, dbeta);
+    return;
+  }
   if (cols <= ln_kernels::kFusedMaxCols) {
     fused_bwd(dev, ln_kernels::BwdArgs{dy, x, mean, inv_std, gamma, rows, cols, n, dx}, dgamma,
               dbeta);
@@ -430,7 +440,7 @@ void layer_norm_bwd(int dev, const float *dy, const float *x, const float *mean,
   }
   if (cols <= kBlockRowBwdMaxCols) {
     const ln_kernels::BwdArgs a{dy, x, mean, inv_std, gamma, rows, cols, n, dx};
-    ln_kernels::block_row_dx_plan(RowLaunch{dev, stream(dev)}, a);
+    ln_kernels::block_row_dx_plan(launch, a);
   } else {
     long_dx(dev, dy, x, mean, inv_std, gamma, rows, cols, n, dx);
   }

@@ -182,6 +182,50 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// dx alone, rows in parallel (the split backward, where the fused kernel's nc * S blocks would
+// leave SMs idle): a group of NT threads per row as in group_fwd, the row sums and dx exactly
+// fused_group_bwd's; the column tree is left to a second pass over dy and x (lane_fold).
+template <unsigned NT, unsigned NC, unsigned R>
+__global__ void __launch_bounds__(kThreads)
+    group_dx(const float *__restrict dy, const float *__restrict x, const float *__restrict mean,
+             const float *__restrict inv_std, const float *__restrict gamma, uint64_t rows,
+             uint64_t cols, float n, float *__restrict dx) {
+  using L = Layout<NT, NC, R>;
+  __shared__ float sh[2][2 * kThreads * NC];
+  Exchange<2 * kThreads * NC> ex{sh, 0};
+  const unsigned T = threadIdx.x % NT;
+  const uint64_t g0 = threadIdx.x / NT;
+  for (uint64_t first = (uint64_t)blockIdx.x * L::kGroups; first < rows;
+       first += (uint64_t)gridDim.x * L::kGroups) {  // block-uniform
+    const uint64_t rw = first + g0;
+    const bool active = rw < rows;
+    const uint64_t base = active ? rw * cols : 0;
+    const float mu = active ? mean[rw] : 0.0f, is = active ? inv_std[rw] : 0.0f;
+    float d[L::V], xh[L::V];
+#pragma unroll
+    for (unsigned i = 0; i < L::V; ++i) {
+      const unsigned e = L::off(T, i);
+      d[i] = 0.0f;
+      xh[i] = 0.0f;
+      if (active && e < cols) {
+        d[i] = row::ln_d(dy[base + e], gamma[e]);
+        xh[i] = row::xhat_of(x[base + e], mu, is);
+      }
+    }
+    float s[2];
+    row_sums<NT, NC, R, 2>([&](unsigned p, unsigned i) { return p == 0 ? d[i] : d[i] * xh[i]; },
+                           cols, active, ex, s);
+    const float a = row::per_col(s[0], n), b = row::per_col(s[1], n);
+    if (active) {
+#pragma unroll
+      for (unsigned i = 0; i < L::V; ++i) {
+        const unsigned e = L::off(T, i);
+        if (e < cols) dx[base + e] = row::ln_bwd_out(d[i], xh[i], a, b, is);
+      }
+    }
+  }
+}
+
 // The ring kernel (513..4096 columns): the same lanes, rows, sums and partials as fused_group_bwd
 // (so the same bits), but dy and x reach the block through a cp.async ring of kRingStages stages
 // in dynamic shared memory: while a group works on row r, its next row is on the way, and the
@@ -525,6 +569,29 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 #undef TLRT_LN_PIPE
 #undef TLRT_LN_PIPE_F
 #undef TLRT_LN_FUSED
+}
+
+// The split backward (group_dx, then the column tree by lane_fold: about 20 bytes per element
+// against the fused 12) where the fused launch has fewer than two items per SM (nc * S blocks:
+// 4096 rows of 384 columns are 32 blocks of 8 rows each walking 16 rows in sequence). Columns
+// 33..4096 (the segment kernel of <= 32 columns keeps its fused form).
+inline bool split_bwd_pays(uint64_t rows, uint64_t cols, unsigned sms) {
+  return cols > 32 && cols <= kFusedMaxCols &&
+         red::chunks_of(rows) * fused_lane_sets(cols) < 2 * (uint64_t)sms;
+}
+
+template <class Launch>
+void group_dx_plan(const Launch &launch, const BwdArgs &a) {
+#define TLRT_LN_DX(NT, R)                                                                        \
+  launch("layer_norm group_dx<" #NT ", " #R ">", group_dx<NT, 1, R>,                              \
+         launch.grid_for(a.rows, Layout<NT, 1, R>::kGroups), a.dy, a.x, a.mean, a.inv_std,        \
+         a.gamma, a.rows, a.cols, a.n, a.dx)
+  if (a.cols <= kRegMaxCols) TLRT_LN_DX(32, 1);
+  else if (a.cols <= kSaMaxCols) TLRT_LN_DX(32, 2);
+  else if (a.cols <= 1024) TLRT_LN_DX(64, 4);
+  else if (a.cols <= 2048) TLRT_LN_DX(128, 8);
+  else TLRT_LN_DX(256, 16);
+#undef TLRT_LN_DX
 }
 
 // ---- the rest of the column tree (dgamma and dbeta): the wide finish -------------------------

@@ -115,6 +115,13 @@ void all_shapes() {
     for (Dist d : {Dist::Uniform, Dist::Wide, Dist::Bits, Dist::Edge})
       one_shape(s.rows, s.cols, d, 1e-5, ++salt);
   }
+  // Backward: the fused kernel where its nc * S blocks fill the device (rows of many chunks), the
+  // split form (group_dx + lane_fold) below that; both across the crossing of 132 SMs.
+  for (Shape s : {Shape{36864 + 7, 100}, Shape{36864 + 4095, 500}, Shape{20480 + 9, 1000},
+                  Shape{8192, 384}, Shape{4096, 384}, Shape{8192, 768}, Shape{16384, 768}}) {
+    if (s.rows * s.cols > max_n()) continue;
+    one_shape(s.rows, s.cols, Dist::Uniform, 1e-5, ++salt);
+  }
   for (Shape s : {Shape{65536, 1024}, Shape{16384, 4096}, Shape{1024, 65536}, Shape{4096, 16384},
                   Shape{uint64_t{1} << 26, 1}, Shape{1, uint64_t{1} << 26}}) {
     if (s.rows * s.cols > max_n()) continue;

@@ -155,6 +155,13 @@ void run_case(uint64_t rows, uint64_t cols, th::Dist dist, uint64_t salt, int pi
     same(w + " seg_fwd mean", mean, m);
     same(w + " seg_fwd inv_std", is, s);
   }
+  if (cols > 32) {  // the split backward's dx (group_dx), which lane_fold's column tree follows
+    std::vector<float> dx(n, 7.0f);
+    lk::group_dx_plan(EmuLaunch{kPolicies[pi], grid_cap},
+                      lk::BwdArgs{dy.data(), x.data(), mean.data(), is.data(), gamma.data(), rows,
+                                  cols, static_cast<float>(cols), dx.data()});
+    same(w + " group_dx", want_dx, dx);
+  }
   const uint64_t nc = red::chunks_of(rows);
   // The fused backward as the library dispatches it, where the ring kernel fits the device's shared
   // memory (513..4096 columns; one block per item, grid capped at grid_cap: blocks then loop, the
