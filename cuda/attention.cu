@@ -7,12 +7,14 @@
 //     32 < d <= 128).
 //   Tf32: the mma.sync forward with one product; the unmasked backward on
 //     cuda/kernels/attention_tc.cuh (WMMA TF32, sm_80+, d <= 128).
-// The tensor-core kernels take contiguous (bh, n, d) problems with one length: a geometry with
-// len_q == len_k that is not one already is copied into that layout first (restride_kernel: q,
-// k and v with each key / value head repeated for its query heads, and in the backward out and
-// dout) and the results copied back (dk, dv summed over each group's heads); len_q != len_k runs
-// the exact kernels. Strategy, FLOPs and bytes: each kernel file's top comment. Scratch: the
-// stream-ordered pool.
+// The tensor-core kernels take problems of one length (len_q == len_k; otherwise the exact
+// kernels run). The 3xTF32 forward and the wgmma backward read and write a geometry's strided
+// views in place (attn::RowMap: e.g. q, k, v as column blocks of one fused projection, out and
+// dout token-major), except that the backward of grouped heads (hkv < hq), whose dk and dv sum
+// over each group, and the WMMA TF32 backward take the packed (bh, n, d) layout: the views are
+// copied into it first (restride_kernel: k and v with each key / value head repeated for its query
+// heads) and the results copied back (dk, dv summed over each group's heads). Strategy, FLOPs and
+// bytes: each kernel file's top comment. Scratch: the stream-ordered pool.
 // Last measured: bench/results/2026-11-27-h100-s17-attention.md
 #include "cuda/kernels/attention_mma.cuh"
 #include "cuda/kernels/attention_tc.cuh"
@@ -115,27 +117,18 @@ void unpack(const Launch &launch, const attn::Geometry &g, const float *src, flo
 void attention_fwd(int dev, const attn::Geometry &g, const float *q, const float *k,
                    const float *v, Precision precision, float *out, float *lse) {
   Launch launch{dev};
-  if (precision != Precision::Exact && tensor_cores(dev) && g.nq == g.nk && g.nq > 0) {
+  if (precision != Precision::Exact && tensor_cores(dev) && g.nq == g.nk && g.nq > 0 &&
+      g.hq <= UINT32_MAX) {
     const bool split = precision == Precision::SplitTf32;
     const attn::Problem p = packed_problem(g);
     const uint64_t pf = attn_kernels::fwd_mma_planes_floats(launch, p, split);
     if (pf != 0) {
       FloatScratch planes(dev, pf);
-      if (contiguous(g)) {
-        if (attn_kernels::fwd_mma_plan(launch, p, split, q, k, v, out, lse, planes.get()))
-          return;
-      } else {
-        const uint64_t n4 = round4(p.bh * p.n * p.d);
-        FloatScratch s(dev, 4 * n4);  // packed q, k, v, out
-        float *pq = s.get(), *pk = pq + n4, *pv = pk + n4, *po = pv + n4;
-        pack(launch, g, q, g.q, g.hq, pq);
-        pack(launch, g, k, g.k, g.hkv, pk);
-        pack(launch, g, v, g.v, g.hkv, pv);
-        if (attn_kernels::fwd_mma_plan(launch, p, split, pq, pk, pv, po, lse, planes.get())) {
-          unpack(launch, g, po, out, token_major(g), g.hq);
-          return;
-        }
-      }
+      if (attn_kernels::fwd_mma_plan(launch, p, split, q, attn::rows_of(g, g.q, g.hq), k,
+                                     attn::rows_of(g, g.k, g.hkv), v,
+                                     attn::rows_of(g, g.v, g.hkv), out,
+                                     attn::token_major_rows(g), lse, planes.get()))
+        return;
     }
   }
   attn_kernels::fwd_plan(launch, g, q, k, v, out, lse);
@@ -155,6 +148,21 @@ void attention_bwd(int dev, const attn::Geometry &g, const float *q, const float
 #endif
     const bool tc = !wgmma && precision == Precision::Tf32 && p.mask == nullptr &&
                     tensor_cores(dev) && attn_kernels::bwd_tc_applies(launch, p);
+#if TLRT_HAVE_WGMMA
+    if (wgmma && g.hq == g.hkv && g.hq <= UINT32_MAX) {  // the views in place
+      const attn::RowMap om = attn::token_major_rows(g);
+      FloatScratch D(dev, want_ds ? p.bh * p.n : 1);
+      if (want_ds) attn_kernels::d_map_plan(launch, p.bh, p.n, p.d, out, om, dout, om, D.get());
+      FloatScratch planes(dev, attn_wgmma::bwd_planes_floats(p));
+      const attn_wgmma::Rows rows{attn::rows_of(g, g.q, g.hq),  attn::token_major_rows(g),
+                                  attn::rows_of(g, g.k, g.hkv), attn::rows_of(g, g.v, g.hkv),
+                                  attn::rows_of(g, gr.q, g.hq), attn::rows_of(g, gr.k, g.hkv),
+                                  attn::rows_of(g, gr.v, g.hkv)};
+      attn_wgmma::bwd(dev, p, rows, q, k, v, dout, lse, want_ds ? D.get() : nullptr, planes.get(),
+                      gr.dq, gr.dk, gr.dv);
+      return;
+    }
+#endif
     if (wgmma || tc) {
       const bool direct = contiguous(g) && grads_contiguous(g, gr);
       const uint64_t n4 = round4(p.bh * p.n * p.d);
@@ -178,8 +186,9 @@ void attention_bwd(int dev, const attn::Geometry &g, const float *q, const float
       if (wgmma) {
         if (want_ds) attn_kernels::d_plan(launch, p, po, pdo, D.get());
         FloatScratch planes(dev, attn_wgmma::bwd_planes_floats(p));
-        attn_wgmma::bwd(dev, p, pq, pk, pv, pdo, lse, want_ds ? D.get() : nullptr, planes.get(),
-                        pdq, pdk, pdv);
+        const attn::RowMap m = attn::packed_rows(p.n, p.d);
+        attn_wgmma::bwd(dev, p, attn_wgmma::Rows{m, m, m, m, m, m, m}, pq, pk, pv, pdo, lse,
+                        want_ds ? D.get() : nullptr, planes.get(), pdq, pdk, pdv);
       }
 #endif
       if (tc) attn_kernels::bwd_tc_plan(launch, p, pq, pk, pv, po, pdo, lse, D.get(), pdq, pdk, pdv);

@@ -90,6 +90,26 @@ struct Grads {
   View q, k, v;
 };
 
+// Where the rows of one operand of problem b = (batch index) hq + h lie for the tensor-core
+// kernels: row i at base(b) + i token floats from the operand's pointer, base(b) = (b / hq) batch
+// + ((b % hq) / group) head. The packed (bh, n, d) layout is packed_rows(n, d); a geometry's view
+// of `heads` heads (q, out, dout: hq; k, v: hkv, group = hq / hkv) is rows_of.
+struct RowMap {
+  uint64_t batch, token, head;
+  uint32_t hq, group;
+  TLRT_HD uint64_t base(uint64_t b) const { return (b / hq) * batch + ((b % hq) / group) * head; }
+  // Every row start a multiple of 4 floats from the pointer (16-byte loads where it is aligned).
+  TLRT_HD bool rows_vec4() const { return (batch | token | (hq > 1 ? head : 0)) % 4 == 0; }
+};
+inline RowMap packed_rows(uint64_t n, uint64_t d) { return RowMap{n * d, d, 0, 1, 1}; }
+inline RowMap rows_of(const Geometry &g, const View &v, uint64_t heads) {
+  return RowMap{v.batch, v.token, v.head, (uint32_t)g.hq, (uint32_t)(g.hq / heads)};
+}
+// out and dout of a geometry: (batch, nq, hq, d) token-major.
+inline RowMap token_major_rows(const Geometry &g) {
+  return RowMap{g.nq * g.hq * g.d, g.hq * g.d, g.d, (uint32_t)g.hq, 1};
+}
+
 // The contiguous problem of the tensor-core kernels (cuda/kernels/attention_mma.cuh,
 // attention_tc.cuh, cuda/sm90a/): q, k, v, out are (bh, n, d) row-major; mask (optional) is
 // (n, n) with stride mask_stride between problems (0 = broadcast, n * n = one per problem).

@@ -30,8 +30,9 @@
 // stops meeting key tiles, and the blocks with most tiles start first. 4 nq nk d + ~30 nq nk FLOPs
 // per problem (about half with skipping); q and out move once, k and v once per query block
 // (from L2; a key / value head is read by the blocks of each of its group's query heads).
-// d_kernel: D[r] = sum_t dout[r, t] out[r, t] over the rows of out in memory order (token-major),
-// one fma chain per row and thread.
+// d_kernel: D[b n + i] = sum_t dout[b, i, t] out[b, i, t] over the rows of problem b where their
+// row maps say (the exact kernels: all rows of out in memory order, token-major), one fma chain
+// per row and thread.
 // dkdv_kernel<DP, RK>: block (batch, key / value head, 16 RK keys; RK = 4, 2 at DP = 256); thread
 // (key group kg < 16, query lane ql < 16). K, V resident; per step (query head of the group, query
 // tile), heads ascending, tiles ascending: dP^T = V dout^T, S^T = K Q^T, P^T and dS^T to shared
@@ -517,12 +518,14 @@ __global__ void __launch_bounds__(kThreads, DP * RM <= 256 ? 2 : 1)
 // D[r] = sum_t dout[r, t] out[r, t] (an fma chain, as the CPU), one thread per row; float4
 // loads when vec (d % 4 == 0, aligned).
 __global__ void __launch_bounds__(256)
-    d_kernel(const float *__restrict out, const float *__restrict dout, uint64_t rows, unsigned d,
-             bool vec, float *__restrict D) {
+    d_kernel(const float *__restrict out, attn::RowMap om, const float *__restrict dout,
+             attn::RowMap dm, uint64_t n, uint64_t rows, unsigned d, bool vec,
+             float *__restrict D) {
   pdl_trigger();  // the wgmma backward's bits_kernel or planes_kernel, launched next, reads no D
   for (uint64_t r = (uint64_t)blockIdx.x * 256 + threadIdx.x; r < rows;
        r += (uint64_t)gridDim.x * 256) {
-    const float *a = dout + r * d, *o = out + r * d;
+    const uint64_t b = r / n, i = r - b * n;
+    const float *a = dout + dm.base(b) + i * dm.token, *o = out + om.base(b) + i * om.token;
     float acc = 0.0f;
     if (vec)
       for (unsigned t = 0; t < d; t += 4) acc = dot4(ld4(a + t), ld4(o + t), acc);
@@ -941,15 +944,25 @@ void fwd_plan(L &launch, const Problem &p, const float *q, const float *k, const
   fwd_plan(launch, geometry_of(p), q, k, v, out, lse);
 }
 
-// D = rowsum(dout * out) into `rows` floats, the rows of out in memory order (d_kernel).
+// D = rowsum(dout * out) into bh n floats, D[b n + i] from row i of problem b of out and dout
+// (where om and dm say; d_kernel).
+template <class L>
+void d_map_plan(L &launch, uint64_t bh, uint64_t n, uint64_t d, const float *out, attn::RowMap om,
+                const float *dout, attn::RowMap dm, float *D) {
+  const uint64_t rows = bh * n, blocks = (rows + 255) / 256;
+  const bool vec = aligned16(out) && aligned16(dout) && d % 4 == 0 && om.rows_vec4() &&
+                   dm.rows_vec4();
+  launch("attention d_kernel", Kernel<d_kernel>(),
+         dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u, size_t(0), out, om, dout, dm, n,
+         rows, (unsigned)d, vec, D);
+}
+
+// D = rowsum(dout * out) into `rows` floats, the rows of out in memory order.
 template <class L>
 void d_rows_plan(L &launch, uint64_t rows, uint64_t d, const float *out, const float *dout,
                  float *D) {
-  const uint64_t blocks = (rows + 255) / 256;
-  const bool vec = aligned16(out) && aligned16(dout) && d % 4 == 0;
-  launch("attention d_kernel", Kernel<d_kernel>(),
-         dim3((unsigned)(blocks < 65535 ? blocks : 65535)), 256u, size_t(0), out, dout, rows,
-         (unsigned)d, vec, D);
+  const attn::RowMap m = attn::packed_rows(rows, d);
+  d_map_plan(launch, 1, rows, d, out, m, dout, m, D);
 }
 
 // D of a contiguous problem: bh * n floats.

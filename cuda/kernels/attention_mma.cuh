@@ -162,13 +162,13 @@ __device__ __forceinline__ mma::SplitB get_pair(const float *src) {
 // V[2 pr + 1][c] (V as a B operand over its rows, with c_as_a's permuted contraction index).
 template <unsigned DP, bool SPLIT, bool FR = false>
 __global__ void __launch_bounds__(256)
-    split_kv_kernel(KP p, const float *__restrict k, const float *__restrict v,
-                    float *__restrict planes) {
+    split_kv_kernel(KP p, attn::RowMap km, attn::RowMap vm, const float *__restrict k,
+                    const float *__restrict v, float *__restrict planes) {
   constexpr unsigned KT = mma_kt<DP>(), PW = mma_pw<SPLIT>(), C4 = DP / 2, KE = KT * C4,
                      TE = KT * DP;  // entries per tile: KE of K, then KE of V
   const uint64_t tiles = (p.n + KT - 1) / KT, per = tiles * TE;
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const uint64_t base = b * p.n * p.d;
+    const float *kb = k + km.base(b), *vb = v + vm.base(b);
     float *dst = planes + b * per * PW;
     for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < per;
          e += (uint64_t)gridDim.x * blockDim.x) {
@@ -179,13 +179,13 @@ __global__ void __launch_bounds__(256)
         const uint64_t j = j0 + r / C4;
         const unsigned c4 = r % C4, col = 8 * (c4 / 4) + c4 % 4;
         const bool in = j < p.n;
-        x0 = (in && col < p.d) ? k[base + j * p.d + col] : 0.0f;
-        x1 = (in && col + 4 < p.d) ? k[base + j * p.d + col + 4] : 0.0f;
+        x0 = (in && col < p.d) ? kb[j * km.token + col] : 0.0f;
+        x1 = (in && col + 4 < p.d) ? kb[j * km.token + col + 4] : 0.0f;
       } else {
         const unsigned rv = r - KE, c = rv % DP;
         const uint64_t j = j0 + 2 * (rv / DP);
-        x0 = (j < p.n && c < p.d) ? v[base + j * p.d + c] : 0.0f;
-        x1 = (j + 1 < p.n && c < p.d) ? v[base + (j + 1) * p.d + c] : 0.0f;
+        x0 = (j < p.n && c < p.d) ? vb[j * vm.token + c] : 0.0f;
+        x1 = (j + 1 < p.n && c < p.d) ? vb[(j + 1) * vm.token + c] : 0.0f;
       }
       put_pair<SPLIT, FR>(dst + PW * e, x0, x1);
     }
@@ -243,8 +243,8 @@ __device__ __forceinline__ float quad_sum(float v) {
 
 template <unsigned DP, bool SPLIT, unsigned NW, bool FQ = false>
 __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 1)
-    fwd_mma_kernel(KP p, const float *__restrict q, const float *__restrict planes,
-                   float *__restrict out, float *__restrict lse) {
+    fwd_mma_kernel(KP p, attn::RowMap qm, attn::RowMap om, const float *__restrict q,
+                   const float *__restrict planes, float *__restrict out, float *__restrict lse) {
 #if defined(TLRT_CUDA_EMULATION) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr unsigned KT = mma_kt<DP>(), SK = mma_k_stride<DP>(), SV = mma_v_stride<DP, SPLIT>(),
                      PW = mma_pw<SPLIT>();
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
   const unsigned iw = i0 + 16 * w;  // the warp's first row
   const unsigned jend = p.skip ? min(p.n, i0 + kMmaRows) : p.n;
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const uint64_t base = b * p.n * p.d;
+    const float *qb = q + qm.base(b);
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
     const float *pb = planes + b * (uint64_t)((p.n + KT - 1) / KT) * TP;
     __syncthreads();  // the previous problem's readers done
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
 #pragma unroll
       for (unsigned e = 0; e < 4; ++e) {
         const unsigned i = iw + g + 8 * (e % 2), c = 8 * ks + t + 4 * (e / 2);
-        qf[ks][e] = (i < p.n && c < p.d) ? q[base + (uint64_t)i * p.d + c] : 0.0f;
+        qf[ks][e] = (i < p.n && c < p.d) ? qb[(uint64_t)i * qm.token + c] : 0.0f;
       }
     mma::SplitA qa[QPRE ? KS : 1];
     if (QPRE)
@@ -437,13 +437,13 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
         if (i >= p.n) continue;
         const bool none = l[r] == 0.0f;
         if (t == 0) lse[b * p.n + i] = none ? kNegInf : m[r] + math::log_f(l[r]);
-        float *row = out + base + (uint64_t)i * p.d;
+        float *row = out + om.base(b) + (uint64_t)i * om.token;
 #pragma unroll
         for (unsigned nt = 0; nt < KS; ++nt) {
           const unsigned c = 8 * nt + 2 * t;
           const float x0 = none ? 0.0f : __fdiv_rn(o[nt][2 * r], l[r]),
                       x1 = none ? 0.0f : __fdiv_rn(o[nt][2 * r + 1], l[r]);
-          if (p.vec && c < p.d) {  // d % 4 == 0 and out 16-byte aligned: c + 1 < d, 8-byte aligned
+          if (p.vec && c < p.d) {  // d % 4 == 0, rows 16-byte aligned: c + 1 < d, 8-byte aligned
 #ifdef TLRT_CUDA_EMULATION
             emu::check_aligned(row + c, 8);
             row[c] = x0;
@@ -479,12 +479,16 @@ uint64_t fwd_mma_planes_floats(const L &launch, const Problem &p, bool split) {
 
 // The fast forward's launches (split_kv_kernel, then fwd_mma_kernel), or false (nothing launched)
 // where fwd_mma_planes_floats(launch, p, split) is 0 or planes is null (the caller runs the exact
-// kernels then). planes: that many floats, 16-byte aligned. F: the form (MmaForm).
+// kernels then). planes: that many floats, 16-byte aligned. F: the form (MmaForm). The operands'
+// rows where qm, km, vm, om say (a geometry's views read and written in place: the same bits as
+// its packed copy).
 template <MmaForm F = MmaForm::standard, class L>
-bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
-                  const float *v, float *out, float *lse, float *planes) {
+bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, attn::RowMap qm,
+                  const float *k, attn::RowMap km, const float *v, attn::RowMap vm, float *out,
+                  attn::RowMap om, float *lse, float *planes) {
   if (planes == nullptr || fwd_mma_planes_floats(launch, p, split) == 0) return false;
-  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out));
+  const KP kp = kernel_view(p, aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out) &&
+                                   om.rows_vec4());
   const dim3 grid = grid_of(launch, (kp.n + 16 * kMmaWarps - 1) / (16 * kMmaWarps), kp.bh);
   return with_tc_dp(p.d, [&](auto dpc) {
     return with_flag(split, [&](auto splitc) {
@@ -494,12 +498,20 @@ bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const
       const dim3 sgrid((unsigned)(bx < 0x7FFFFFFFull ? bx : 0x7FFFFFFFull), grid.y, 1);
       const size_t smem = fwd_mma_smem_floats<DP, SPLIT>() * sizeof(float);
       launch("attention split_kv_kernel", Kernel<split_kv_kernel<DP, SPLIT, FQ>>(), sgrid, 256u,
-             (size_t)0, kp, k, v, planes);
+             (size_t)0, kp, km, vm, k, v, planes);
       launch("attention fwd_mma_kernel", Kernel<fwd_mma_kernel<DP, SPLIT, kMmaWarps, FQ>>(), grid,
-             32 * kMmaWarps, smem, kp, q, (const float *)planes, out, lse);
+             32 * kMmaWarps, smem, kp, qm, om, q, (const float *)planes, out, lse);
       return true;
     });
   });
+}
+
+// The packed problem: q, k, v, out (bh, n, d) row-major.
+template <MmaForm F = MmaForm::standard, class L>
+bool fwd_mma_plan(L &launch, const Problem &p, bool split, const float *q, const float *k,
+                  const float *v, float *out, float *lse, float *planes) {
+  const attn::RowMap m = attn::packed_rows(p.n, p.d);
+  return fwd_mma_plan<F>(launch, p, split, q, m, k, m, v, m, out, m, lse, planes);
 }
 
 }  // namespace attn_kernels

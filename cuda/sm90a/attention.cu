@@ -86,6 +86,8 @@ struct WP {
   // and the words between two problems' (0 for a broadcast mask).
   const uint32_t *bits;
   uint64_t bits_stride;
+  Rows rows;     // where each operand's rows lie
+  bool rows4;    // d % 4 == 0 and every row of q, dout, k, v a multiple of 4 floats from its pointer
 };
 
 // Words of exclusion bits per 64 x 64 tile: 128 in the dkdv kernel's fragment order, then 128
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(256)
   constexpr unsigned kS = DP + 4;
   __shared__ __align__(16) float s[kT * kS];
   const unsigned tile = blockIdx.x, x = blockIdx.z;
-  const bool vec = p.d % 4 == 0;
+  const bool vec = p.rows4;
   auto split4 = [](float4 a, float4 &big, float4 &small) {
     uint32_t b, m;
     mma::split(a.x, b, m), big.x = __uint_as_float(b), small.x = __uint_as_float(m);
@@ -130,20 +132,21 @@ __global__ void __launch_bounds__(256)
     mma::split(a.w, b, m), big.w = __uint_as_float(b), small.w = __uint_as_float(m);
   };
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
-    const float *X = (x == 0 ? q : x == 1 ? dout : x == 2 ? k : v) + b * p.n * p.d;
+    const attn::RowMap &m = x == 0 ? p.rows.q : x == 1 ? p.rows.dout : x == 2 ? p.rows.k : p.rows.v;
+    const float *X = (x == 0 ? q : x == 1 ? dout : x == 2 ? k : v) + m.base(b);
     __syncthreads();  // the previous problem's readers are done
     if (vec && reinterpret_cast<uintptr_t>(X) % 16 == 0) {
       for (unsigned e = threadIdx.x; e < kImg / 4; e += 256) {
         const unsigned r = e / (DP / 4), c = 4 * (e % (DP / 4)), row = tile * kT + r;
         *reinterpret_cast<float4 *>(&s[r * kS + c]) =
             (row < p.n && c < p.d)
-                ? *reinterpret_cast<const float4 *>(X + (uint64_t)row * p.d + c)
+                ? *reinterpret_cast<const float4 *>(X + (uint64_t)row * m.token + c)
                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     } else {
       for (unsigned e = threadIdx.x; e < kImg; e += 256) {
         const unsigned r = e / DP, c = e % DP, row = tile * kT + r;
-        s[r * kS + c] = (row < p.n && c < p.d) ? X[(uint64_t)row * p.d + c] : 0.0f;
+        s[r * kS + c] = (row < p.n && c < p.d) ? X[(uint64_t)row * m.token + c] : 0.0f;
       }
     }
     __syncthreads();
@@ -512,20 +515,22 @@ __device__ __forceinline__ void dscores(float (&dp)[NV], const float (&pr)[NV],
   }
 }
 
-// A thread's share of a 64-row accumulator of problem b into dst (n x d; none if NULLABLE and
-// dst is NULL): rows r0 + 16 w + g (+8), columns c0 + 8 c + 2 t (+1) inside n x d, times scale
-// if SCALE.
+// A thread's share of a 64-row accumulator of problem b into dst (n x d, rows where dm says; none
+// if NULLABLE and dst is NULL): rows r0 + 16 w + g (+8), columns c0 + 8 c + 2 t (+1) inside
+// n x d, times scale if SCALE.
 template <bool SCALE, bool NULLABLE, unsigned NA>
-__device__ __forceinline__ void store_acc(float *dst, const WP &p, uint64_t b, unsigned r0,
-                                          unsigned c0, const float (&acc)[NA], unsigned w,
-                                          unsigned g, unsigned t) {
+__device__ __forceinline__ void store_acc(float *dst, const attn::RowMap &dm, const WP &p,
+                                          uint64_t b, unsigned r0, unsigned c0,
+                                          const float (&acc)[NA], unsigned w, unsigned g,
+                                          unsigned t) {
+  float *db = (!NULLABLE || dst) ? dst + dm.base(b) : dst;
 #pragma unroll
   for (unsigned c = 0; c < NA / 4; ++c)
 #pragma unroll
     for (unsigned e = 0; e < 4; ++e) {
       const unsigned r = r0 + 16 * w + g + 8 * (e >> 1), col = c0 + 8 * c + 2 * t + (e & 1);
       if ((!NULLABLE || dst) && r < p.n && col < p.d)
-        dst[(b * p.n + r) * p.d + col] = SCALE ? acc[4 * c + e] * p.scale : acc[4 * c + e];
+        db[(uint64_t)r * dm.token + col] = SCALE ? acc[4 * c + e] * p.scale : acc[4 * c + e];
     }
 }
 
@@ -786,7 +791,7 @@ __global__ void __launch_bounds__(256, 1)
       async::wait<0>();
       if constexpr (PV) {
         wg::reg_fence(gv);
-        store_acc<false, true>(dv, p, b, jb, 0, gv, w, g, t);
+        store_acc<false, true>(dv, p.rows.dv, p, b, jb, 0, gv, w, g, t);
       }
     }
   } else {
@@ -853,8 +858,9 @@ __global__ void __launch_bounds__(256, 1)
       async::wait<0>();
       wg::reg_fence(gk);
       wg::reg_fence(gv);
-      store_acc<true, true>(dk, p, b, jb, 0, gk, w, g, t);
-      if constexpr (SV) store_acc<false, true>(dv, p, b, jb, DV == 2 ? DP / 2 : 0, gv, w, g, t);
+      store_acc<true, true>(dk, p.rows.dk, p, b, jb, 0, gk, w, g, t);
+      if constexpr (SV)
+        store_acc<false, true>(dv, p.rows.dv, p, b, jb, DV == 2 ? DP / 2 : 0, gv, w, g, t);
     }
   }
 }
@@ -968,7 +974,7 @@ __global__ void __launch_bounds__(256, 1)
       }
       async::wait<0>();
       wg::reg_fence(gq);
-      store_acc<true, false>(dq, p, b, i0, 0, gq, w, g, t);  // launched only for dq
+      store_acc<true, false>(dq, p.rows.dq, p, b, i0, 0, gq, w, g, t);  // launched only for dq
     }
   }
   pdl_wait();  // launched dependent on dkdv_kernel: done only when it is
@@ -1035,14 +1041,16 @@ uint64_t bwd_planes_floats(const attn::Problem &p) {
   return image_floats(p) + bits_problems(p) * nt * nt * kBitsPerTile;
 }
 
-void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const float *v,
-         const float *dout, const float *lse, const float *D, float *planes, float *dq,
-         float *dk, float *dv) {
+void bwd(int dev, const attn::Problem &p, const Rows &rows, const float *q, const float *k,
+         const float *v, const float *dout, const float *lse, const float *D, float *planes,
+         float *dq, float *dk, float *dv) {
   cudaStream_t st = stream(dev);
   const unsigned ntiles = (unsigned)((p.n + kT - 1) / kT);
   WP wp{(unsigned)p.n, (unsigned)p.d, (unsigned)p.bh, ntiles, p.mask, p.mask_stride,
-              p.scale, p.fill, p.causal, p.causal && p.fill == kNegInf,
-              p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0, nullptr, 0};
+        p.scale, p.fill, p.causal, p.causal && p.fill == kNegInf,
+        p.mask != nullptr && (uintptr_t)p.mask % 16 == 0 && p.n % 4 == 0, nullptr, 0, rows,
+        p.d % 4 == 0 && rows.q.rows_vec4() && rows.dout.rows_vec4() && rows.k.rows_vec4() &&
+            rows.v.rows_vec4()};
   const dim3 grid(ntiles, (unsigned)(p.bh < kMaxGridY ? p.bh : kMaxGridY));
   const uint64_t mproblems = bits_problems(p);
   if (mproblems != 0) {

@@ -11,11 +11,18 @@ namespace tlrt {
 namespace cuda {
 namespace attn_wgmma {
 
+// Where the rows of each operand lie (attn::packed_rows for the packed problem; dq, dk, dv are
+// written without summing: one key / value head per query head).
+struct Rows {
+  attn::RowMap q, dout, k, v, dq, dk, dv;
+};
+
 bool bwd_applies(const attn::Problem &p);            // 32 < d <= 128; any n, mask, causal, fill
 uint64_t bwd_planes_floats(const attn::Problem &p);  // the scratch above, in floats
 
-void bwd(int dev, const attn::Problem &p, const float *q, const float *k, const float *v,
-         const float *dout, const float *lse, const float *D /* rowsum(dout out), for dq, dk */,
+void bwd(int dev, const attn::Problem &p, const Rows &rows, const float *q, const float *k,
+         const float *v, const float *dout, const float *lse,
+         const float *D /* rowsum(dout out) per problem row, for dq, dk */,
          float *planes /* bwd_planes_floats(p) */, float *dq, float *dk,
          float *dv);  // on dev's library stream; dq, dk, dv nullptr: not wanted
 

@@ -14,7 +14,8 @@
 // Also checks that the plan declines d = 0, d > 128 and a device with too little shared memory
 // (asking for no planes then), that two runs (two schedules) give the same bits, and that the
 // forms give the same bits (FQ, the library's form at 32 < d <= 128 with split, against the base
-// form, MmaForm::base). The softmax's
+// form, MmaForm::base), and that strided views read and written in place (fused projections,
+// grouped heads, token-major out) give the packed problem's bits. The softmax's
 // exponentials are ex2.approx on the GPU (attn::exp_ex2), modelled on the host as exp2 with
 // ex2.approx.ftz's flush to zero: the bounds cover both. The planes
 // of split_kv_kernel are NaN-filled beforehand (a plane entry the pre-pass misses shows up as
@@ -22,6 +23,7 @@
 // Skipped (77) under valgrind, ASan and TSan.
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -159,6 +161,60 @@ void run_case(uint64_t bh, uint64_t n, uint64_t d, int mk, float fill, uint64_t 
   }
 }
 
+// The forward over strided views (attn::RowMap), as cuda/attention.cu runs a geometry: q, k, v
+// column blocks of one fused projection (batch, n, hq + 2 hkv, d) with a row pad, k and v heads
+// shared by groups of hq / hkv query heads, out token-major (batch, n, hq, d); the same bits as
+// the packed problem with each key / value head repeated for its query heads.
+void run_views(uint64_t batch, uint64_t hq, uint64_t hkv, uint64_t n, uint64_t d, bool causal,
+               bool split, uint64_t salt, int pol) {
+  ++g_cases;
+  const uint64_t bh = batch * hq, N = bh * n * d, group = hq / hkv;
+  const uint64_t pad = 4, token = (hq + 2 * hkv) * d + pad;  // floats between two tokens' rows
+  const std::vector<float> fused = th::make(th::Dist::Uniform, batch * n * token, salt);
+  // The packed copies: problem b = bi hq + h, row i.
+  std::vector<float> q(N), k(N), v(N);
+  for (uint64_t bi = 0; bi < batch; ++bi)
+    for (uint64_t h = 0; h < hq; ++h)
+      for (uint64_t i = 0; i < n; ++i)
+        for (uint64_t c = 0; c < d; ++c) {
+          const uint64_t row = (bi * n + i) * token, at = ((bi * hq + h) * n + i) * d + c;
+          q[at] = fused[row + h * d + c];
+          k[at] = fused[row + (hq + h / group) * d + c];
+          v[at] = fused[row + (hq + hkv + h / group) * d + c];
+        }
+  Problem p{};
+  p.bh = bh, p.n = n, p.d = d, p.scale = (float)(1.0 / std::sqrt((double)d));
+  p.fill = -INFINITY, p.causal = causal;
+  EmuLaunch launch{kPolicies[pol], 232448, 65535u};
+  std::vector<float> o(N, 7.0f), l(bh * n, 7.0f);
+  Planes planes(ak::fwd_mma_planes_floats(launch, p, split));
+  TH_CHECK(ak::fwd_mma_plan(launch, p, split, q.data(), k.data(), v.data(), o.data(), l.data(),
+                            planes.get()));
+  const tlrt::attn::RowMap qm{n * token, token, d, (uint32_t)hq, 1},
+      km{n * token, token, d, (uint32_t)hq, (uint32_t)group},
+      om{n * hq * d, hq * d, d, (uint32_t)hq, 1};
+  std::vector<float> ot(N, 7.0f), lt(bh * n, 7.0f);
+  Planes planes2(ak::fwd_mma_planes_floats(launch, p, split));
+  TH_CHECK(ak::fwd_mma_plan(launch, p, split, fused.data(), qm, fused.data() + hq * d, km,
+                            fused.data() + (hq + hkv) * d, km, ot.data(), om, lt.data(),
+                            planes2.get()));
+  uint64_t diff = 0;
+  for (uint64_t bi = 0; bi < batch; ++bi)
+    for (uint64_t h = 0; h < hq; ++h)
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t b = bi * hq + h;
+        diff += std::memcmp(&l[b * n + i], &lt[b * n + i], sizeof(float)) != 0;
+        for (uint64_t c = 0; c < d; ++c)
+          diff += std::memcmp(&o[(b * n + i) * d + c], &ot[((bi * n + i) * hq + h) * d + c],
+                              sizeof(float)) != 0;
+      }
+  TH_CHECK_MSG(diff == 0, "views (batch %llu, hq %llu, hkv %llu, n %llu, d %llu, causal %d, %s): "
+               "%llu values differ from the packed problem's", (unsigned long long)batch,
+               (unsigned long long)hq, (unsigned long long)hkv, (unsigned long long)n,
+               (unsigned long long)d, (int)causal, split ? "split" : "tf32",
+               (unsigned long long)diff);
+}
+
 }  // namespace
 
 int main() {
@@ -235,6 +291,13 @@ int main() {
   run_case(1, 130, 100, 2, -1000.0f, salt += 10, 2);
   run_case(1, 66, 128, 4, -INFINITY, salt += 10, 0);
   run_case(1, 64, 120, 5, -INFINITY, salt += 10, 1);
+  // Strided views in place: fused q / k / v projections, grouped heads, token-major out; d % 4
+  // == 0 (16-byte rows) and not, the packed problem's bits.
+  run_views(2, 3, 3, 40, 64, true, true, salt += 10, 0);
+  run_views(1, 4, 2, 65, 32, false, true, salt += 10, 1);
+  run_views(2, 2, 1, 17, 40, true, false, salt += 10, 2);
+  run_views(1, 2, 2, 33, 30, false, true, salt += 10, 0);
+  run_views(1, 2, 2, 20, 128, true, true, salt += 10, 1);
   // Misaligned tensors (element-wise copies and stores), problems looped over by the blocks.
   for (Dims s : {Dims{3, 20, 64}, Dims{3, 33, 32}, Dims{3, 9, 128}})
     for (int mk : {0, 1, 4}) run_case(s.bh, s.n, s.d, mk, -INFINITY, salt += 10, rot++ % 3, true);
