@@ -258,6 +258,9 @@ def _ibuf_cases(scale):
          "uniform", ("embedding_dense_backward", "autograd_embedding")),
         ("scatter_add_rows_ibuf emb bwd skewed", "scatter_add_rows_ibuf_null", s(50000), 1024,
          s(16384), "skewed", ("embedding_dense_backward",)),
+        # A GPT's position-embedding backward (context 256, batch 16, d 384): segments of 16.
+        ("scatter_add_rows_ibuf pos bwd", "scatter_add_rows_ibuf_null", 256, 384, 4096,
+         "positions", ("embedding_dense_backward",)),
         ("scatter_add (host list)", "scatter_add_host", s(2**26), 1, s(2**24), "uniform",
          ("h2d_pageable", "h2d_pinned")),
     ]
@@ -342,6 +345,8 @@ class _TorchDraw:
         if kind == "skewed":  # floor(rows u^4): hot rows of thousands of entries
             u = t.rand(k, generator=self.gen, device="cuda", dtype=t.float64)
             return t.clamp((rows * u ** 4).long(), max=rows - 1)
+        if kind == "positions":  # i % rows: every row k / rows times
+            return t.arange(k, device="cuda", dtype=t.int64) % rows
         return t.randint(0, rows, (k,), generator=self.gen, device="cuda", dtype=t.int64)
 
     def normal(self, n):
@@ -365,6 +370,8 @@ class _NumpyDraw:
         np = self.np
         if kind == "skewed":
             return np.minimum(rows - 1, (rows * self.rng.random(k) ** 4).astype(np.int64))
+        if kind == "positions":
+            return np.arange(k, dtype=np.int64) % rows
         return self.rng.integers(0, rows, size=k, dtype=np.int64)
 
     def normal(self, n):
