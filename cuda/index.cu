@@ -467,30 +467,6 @@ __device__ __forceinline__ float halve_lanes(float (&a)[CW], float *sh) {
   return r;
 }
 
-// The end of the run of key t that starts at sorted entry e0 (the first entry past it, or k), by
-// the 32 lanes of one warp: a gallop (lane i probes e0 + 2^i; the keys are sorted, so the lanes
-// still in the run are a prefix), then 32-way narrowing: about 1 + log32(L) rounds of loads for
-// a run of L entries, where one thread's binary search over the list took log2(k) dependent ones.
-template <class U>
-__device__ __forceinline__ void seg_end_warp(const DevPlan<U> &pl, uint64_t e0, U t,
-                                             uint64_t *out) {
-  const unsigned lane = threadIdx.x % 32;
-  const uint64_t probe = e0 + (uint64_t{1} << lane);
-  const unsigned j = __popc(__ballot_sync(~0u, probe < pl.k && pl.sk[probe] == t));
-  // Entries e0 .. e0 + 2^(j-1) are in the run; e0 + 2^j is not (or is past k).
-  uint64_t lo = e0 + (j == 0 ? 0 : uint64_t{1} << (j - 1)) + 1;
-  uint64_t hi = j == 32 ? pl.k : min(pl.k, e0 + (uint64_t{1} << j));
-  // The first entry not in the run lies in [lo, hi]; hi is not in it (or is k).
-  while (lo < hi) {
-    const uint64_t step = (hi - lo + 31) / 32, p = lo + lane * step;
-    const unsigned c = __popc(__ballot_sync(~0u, p < hi && pl.sk[p] == t));
-    const uint64_t base = lo;
-    if (c > 0) lo = base + (c - 1) * step + 1;
-    if (base + c * step < hi) hi = base + c * step;
-  }
-  if (lane == 0) *out = lo;
-}
-
 // One (segment, column tile) per block iteration: S = THE TREE over the segment's vals rows, for
 // the tile's columns, then y[t, c] = x[t, c] (NULL: +0.0f) + S. Level 1 folds the entries of a
 // chunk of 4096 into the lanes; its value goes to the lane ch % 256 of level 2 (register of one
@@ -512,7 +488,14 @@ __global__ void __launch_bounds__(kThreads)
     const uint64_t q = task / tiles, tile = task - q * tiles;
     const uint64_t e0 = pl.longs[q];
     const U t = pl.sk[e0];
-    if (threadIdx.x < 32) seg_end_warp(pl, e0, t, &seg_end);
+    if (threadIdx.x == 0) {  // the end of the run of t: the first sorted key > t
+      uint64_t lo = e0, hi = pl.k;
+      while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo) / 2;
+        if (pl.sk[mid] == t) lo = mid + 1; else hi = mid;
+      }
+      seg_end = lo;
+    }
     __syncthreads();
     const uint64_t L = seg_end - e0;
     const uint64_t nc = red::chunks_of(L);
