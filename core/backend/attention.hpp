@@ -97,7 +97,11 @@ struct Grads {
 struct RowMap {
   uint64_t batch, token, head;
   uint32_t hq, group;
-  TLRT_HD uint64_t base(uint64_t b) const { return (b / hq) * batch + ((b % hq) / group) * head; }
+  // b < 2^32 (the kernels' problem counts are 32-bit): 32-bit divisions.
+  TLRT_HD uint64_t base(uint64_t b) const {
+    const uint32_t b32 = (uint32_t)b;
+    return (uint64_t)(b32 / hq) * batch + (uint64_t)((b32 % hq) / group) * head;
+  }
   // Every row start a multiple of 4 floats from the pointer (16-byte loads where it is aligned).
   TLRT_HD bool rows_vec4() const { return (batch | token | (hq > 1 ? head : 0)) % 4 == 0; }
 };

@@ -524,7 +524,7 @@ __global__ void __launch_bounds__(256)
   pdl_trigger();  // the wgmma backward's bits_kernel or planes_kernel, launched next, reads no D
   for (uint64_t r = (uint64_t)blockIdx.x * 256 + threadIdx.x; r < rows;
        r += (uint64_t)gridDim.x * 256) {
-    const uint64_t b = r / n, i = r - b * n;
+    const uint64_t b = rows <= UINT32_MAX ? (uint32_t)r / (uint32_t)n : r / n, i = r - b * n;
     const float *a = dout + dm.base(b) + i * dm.token, *o = out + om.base(b) + i * om.token;
     float acc = 0.0f;
     if (vec)

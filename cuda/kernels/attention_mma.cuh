@@ -264,6 +264,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
   const unsigned jend = p.skip ? min(p.n, i0 + kMmaRows) : p.n;
   for (uint64_t b = blockIdx.y; b < p.bh; b += gridDim.y) {
     const float *qb = q + qm.base(b);
+    float *ob = out + om.base(b);  // here, not in the epilogue, where the accumulators are live
     const float *mb = p.mask ? p.mask + b * p.mask_stride : nullptr;
     const float *pb = planes + b * (uint64_t)((p.n + KT - 1) / KT) * TP;
     __syncthreads();  // the previous problem's readers done
@@ -437,7 +438,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 4 ? fwd_mma_min_blocks<DP>() : 
         if (i >= p.n) continue;
         const bool none = l[r] == 0.0f;
         if (t == 0) lse[b * p.n + i] = none ? kNegInf : m[r] + math::log_f(l[r]);
-        float *row = out + om.base(b) + (uint64_t)i * om.token;
+        float *row = ob + (uint64_t)i * om.token;
 #pragma unroll
         for (unsigned nt = 0; nt < KS; ++nt) {
           const unsigned c = 8 * nt + 2 * t;
