@@ -71,10 +71,14 @@ class Mamba(lm.LanguageModel):
             """x broadcast to out_dims (tlrt_tape_broadcast_to; axis_map as tlrt_broadcast_to)."""
             return tape.broadcast_to(x, out_dims, axis_map)
 
-        def to_time_major(x):
-            """(batch * n, di, N) rows batch-major -> (n, batch * di * N)."""
-            x = tape.permute(tape.reshape(x, [batch, n, di * N]), [1, 0, 2])
-            return tape.reshape(x, [n, batch * di * N])
+        def time_major(x, width):
+            """(batch * n, width) rows batch-major <-> (n * batch, width) rows time-major."""
+            return tape.reshape(tape.permute(tape.reshape(x, [batch, n, width]), [1, 0, 2]),
+                                [rows, width])
+
+        def batch_major(x, width):
+            return tape.reshape(tape.permute(tape.reshape(x, [n, batch, width]), [1, 0, 2]),
+                                [rows, width])
 
         x = tape.gather_rows(P["wte"], tokens)  # (rows, d)
         for i in range(cfg["layers"]):
@@ -88,17 +92,21 @@ class Mamba(lm.LanguageModel):
             delta = tape.softplus(tape.linear(u, P[p + "dt_proj.w"], P[p + "dt_proj.b"]))
             Bt = tape.linear(u, P[p + "b_proj.w"], rt.TLRT_TAPE_NONE)  # (rows, N)
             Ct = tape.linear(u, P[p + "c_proj.w"], rt.TLRT_TAPE_NONE)  # (rows, N)
+            # The scan's operands built time-major from the (rows, di) and (rows, N) projections
+            # (rows t batch + b): the (rows, di, N) tensors need no permute copies.
             full = [rows, di, N]
-            delta3 = expand(delta, full, [1, 2, 0])               # delta[r, c] over n
+            u_t, delta_t = time_major(u, di), time_major(delta, di)
+            delta3 = expand(delta_t, full, [1, 2, 0])             # delta[r, c] over n
             A = tape.neg(tape.exp(P[p + "A_log"]))                   # (di, N)
             dA = tape.exp(tape.mul(delta3, expand(A, full, [0, 1, 2])))
-            dB = tape.mul(delta3, expand(Bt, full, [1, 0, 2]))    # delta[r, c] B[r, n]
-            u3 = expand(u, full, [1, 2, 0])
-            hs = tape.selective_scan_diag_var(to_time_major(dA), to_time_major(dB),
-                                              to_time_major(u3), h0)  # (n, batch di N)
-            hs = tape.reshape(tape.permute(tape.reshape(hs, [n, batch, di * N]), [1, 0, 2]),
-                              full)
-            y = tape.reduce_sum_axis(tape.mul(hs, expand(Ct, full, [1, 0, 2])), 2)  # (rows, di)
+            dB = tape.mul(delta3, expand(time_major(Bt, N), full, [1, 0, 2]))  # delta B[r, n]
+            u3 = expand(u_t, full, [1, 2, 0])
+            seq = [n, batch * di * N]
+            hs = tape.selective_scan_diag_var(tape.reshape(dA, seq), tape.reshape(dB, seq),
+                                              tape.reshape(u3, seq), h0)  # (n, batch di N)
+            y = tape.reduce_sum_axis(
+                tape.mul(tape.reshape(hs, full), expand(time_major(Ct, N), full, [1, 0, 2])), 2)
+            y = batch_major(y, di)                                     # (rows, di)
             y = tape.add(y, tape.mul(u, expand(P[p + "D"], [rows, di], [0, 1])))
             y = tape.mul(y, tape.silu(z))
             x = tape.add(x, tape.linear(y, P[p + "out_proj.w"], rt.TLRT_TAPE_NONE))
