@@ -15,7 +15,7 @@
 // copied into it first (restride_kernel: k and v with each key / value head repeated for its query
 // heads) and the results copied back (dk, dv summed over each group's heads). Strategy, FLOPs and
 // bytes: each kernel file's top comment. Scratch: the stream-ordered pool.
-// Last measured: bench/results/2026-11-27-h100-s17-attention.md
+// Last measured: bench/results/2026-11-29-h200-attention-views.md
 #include "cuda/kernels/attention_mma.cuh"
 #include "cuda/kernels/attention_tc.cuh"
 

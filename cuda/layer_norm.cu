@@ -34,7 +34,7 @@
 // dx with the row from L2), longer rows by chunk_reduce, reduce_axis and chunk_map; dgamma and
 // dbeta by lane_fold (one thread per (chunk of rows, lane, column): dy and x read once more) and
 // reduce_axis: about 20 bytes per element.
-// Last measured: bench/results/2026-11-27-h100-s17-softmax.md
+// Last measured: bench/results/2026-11-29-h200-layer-norm-split.md
 //
 // RMS NORM (cuda/kernels/rms_norm.cuh; history in docs/kernels/layer_norm.md, "RMS norm").
 // Work per element: forward one square and one addition (the sum), two

@@ -48,7 +48,7 @@
 // (RM = 4); dkdv and dq 128 at DP = 64 (two blocks per SM), up to ~230 at DP = 128. No spills
 // except fwd_kernel<128, 2, exact> (the variant of devices with less than 172 KB of shared memory
 // per block, d = 128: 32 bytes).
-// Last measured: bench/results/2026-11-27-h100-s17-attention.md
+// Last measured: bench/results/2026-11-29-h200-attention-views.md
 #pragma once
 
 #include <type_traits>

@@ -31,7 +31,7 @@
 // 4 n^2 d useful FLOPs per problem (three tensor products each with SPLIT). Shared memory: DP = 32
 // 74 KB, 64 138 KB, 128 133 KB (SPLIT; 38 / 70 / 67 KB without): one block per SM, ~250 registers;
 // 99 KB devices fit DP = 32 with SPLIT and every DP without; elsewhere the plan declines.
-// Last measured: bench/results/2026-11-27-h100-s17-attention.md
+// Last measured: bench/results/2026-11-29-h200-attention-views.md
 #pragma once
 
 #include "cuda/kernels/attention.cuh"

@@ -13,7 +13,7 @@
 // G lane values per column and writes partial (k, t0) of an (nc, S, cols) array, which the finish
 // reduces (the halving over S, then the chunk level). Only who computes what depends on the
 // schedule, never the order of operations.
-// Last measured: bench/results/2026-11-27-h100-s17-softmax.md
+// Last measured: bench/results/2026-11-29-h200-layer-norm-split.md
 #pragma once
 
 #include <cstdint>

@@ -28,7 +28,7 @@
 // the other side's images of each step from L2 (dkdv 8 per tile, dq 6), its own 4 once.
 // Shared memory: dkdv 209 / 205 KB, dq 177 / 169 KB (DP = 64 / 128), + 17 KB with a mask tile: one
 // block (8 warps) per SM; 255 registers at DP = 128, no spill.
-// Last measured: bench/results/2026-11-27-s17-ab.md
+// Last measured: bench/results/2026-11-29-h200-attention-views.md
 #include <cstdint>
 
 #include "core/backend/attention.hpp"
