@@ -284,6 +284,26 @@ def test_ops():
         check(False, "negative n accepted")
     except ValueError:
         pass
+    # Objects that look like the right kind (a handle attribute, an int subclass) are still refused
+    # with the documented errors when every argument is positional (the wrappers' common path).
+    for bad_call, exc, what in (
+            (lambda: rt.add(a, rt.Tape()), TypeError, "a Tape as a buffer"),
+            (lambda: rt.rand_uniform(True, 3, 0), TypeError, "a bool as a device"),
+            (lambda: rt.rand_uniform(rt.CPU, 1 << 64, 0), ValueError, "n of 2^64"),
+            (lambda: rt.rand_uniform(rt.CPU, 3.5, 0), None, "a float count (int() of it)")):
+        try:
+            bad_call()
+            check(exc is None, f"{what} accepted")
+        except Exception as e:  # noqa: BLE001
+            check(exc is not None and isinstance(e, exc), f"{what}: {type(e).__name__} {e}")
+    freed = rt.Tape()
+    fx = freed.leaf(a, [4], False)
+    freed.free()
+    try:
+        freed.relu(fx)
+        check(False, "a freed tape accepted")
+    except ValueError as e:
+        check("freed" in str(e), f"freed tape message: {e}")
 
 
 def test_shaped_ops():

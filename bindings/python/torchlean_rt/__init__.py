@@ -1092,6 +1092,53 @@ _UNCOUNTED = _ABI.UNCOUNTED
 _COUNTS = _ABI.COUNTS
 
 
+class _Decline(Exception):
+    """A fast converter declining an argument: the general conversion takes the call (and raises
+    the error, if there is one)."""
+
+
+def _decline():
+    raise _Decline
+
+
+def _fast_converter(fname, n, kind):
+    """The converter of one argument of the common call (_make_op), or None where the kind always
+    takes the general conversion (geometry structs, arrays whose length is not a count argument).
+    Each returns what the general conversion passes for the values it takes and declines the rest
+    (raising; the general conversion then repeats the work and raises the error it documents)."""
+    if kind == "buffer":
+        if (fname, n) in _OPTIONAL_BUFFERS:
+            return lambda a: None if a is None else a._h if isinstance(a, Buffer) else _decline()
+        return lambda a: a._h if isinstance(a, Buffer) else _decline()
+    if kind == "tape":
+        return lambda a: a._h if isinstance(a, Tape) and a._h is not None else _decline()
+    if kind == "float":
+        return float
+    if kind == "bool":
+        return bool
+    if kind == "device":
+        return lambda a: a if isinstance(a, int) and not isinstance(a, bool) else _decline()
+    if kind == "dtype":
+        return lambda a: _decline() if isinstance(a, str) else int(a)
+    if kind == "cint":
+        return lambda a: ctypes.c_int(v) if -(1 << 31) <= (v := int(a)) < 1 << 31 else _decline()
+    if kind in ("array64", "array32"):
+        if (fname, n) in _UNCOUNTED:
+            return None
+        ct = ctypes.c_uint64 if kind == "array64" else ctypes.c_uint32
+        lim = 1 << (64 if kind == "array64" else 32)
+
+        def array(a):
+            vals = [int(v) for v in a]
+            for v in vals:
+                if not 0 <= v < lim:
+                    _decline()
+            return (ct * len(vals))(*vals) if vals else None
+        return array
+    lim = 1 << (64 if kind == "int" else 32)  # int, int32 (and a count: see _make_op)
+    return lambda a: v if 0 <= (v := int(a)) < lim else _decline()
+
+
 def _make_op(proto):
     if proto.restype != "tlrt_status":
         raise HeaderParseError(f"{proto.name}: op does not return tlrt_status")
@@ -1123,8 +1170,51 @@ def _make_op(proto):
     nreq = nargs
     while nreq > 0 and kinds[nreq - 1] == "bool":
         nreq -= 1
+    # The common call, every argument given positionally: one converter per argument chosen here
+    # (a count argument is the length of the array before it); None: every call takes the general
+    # conversion below. The general one runs too where a converter declines an argument.
+    convs = [None if k == "length" else _fast_converter(fname, n, k) for n, k in ins]
+    has_len = any(k == "length" for _, k in ins)
+    if any(c is None for c, (_, k) in zip(convs, ins) if k != "length"):
+        convs = None
+    out_makers = [ctypes.c_void_p if t == "tlrt_buffer **" else _OUT_SCALARS[t] for t in outs]
+    out_buffer = [t == "tlrt_buffer **" for t in outs]
+
+    def fast_cargs(args):
+        if not has_len:
+            return [c(a) for c, a in zip(convs, args)]
+        cargs, j = [], 0
+        for c in convs:
+            if c is None:
+                cargs.append(len(args[j - 1]))
+            else:
+                cargs.append(c(args[j]))
+                j += 1
+        return cargs
 
     def op(*args, **kwargs):
+        if convs is not None and not kwargs and len(args) == nargs:
+            try:
+                cargs = fast_cargs(args)
+            except Exception:  # noqa: BLE001 (declined or failed: the general conversion raises)
+                cargs = general_cargs(args, kwargs)
+        else:
+            cargs = general_cargs(args, kwargs)
+        if nout == 1:
+            place = out_makers[0]()
+            status = cfn(*cargs, ctypes.byref(place))
+            if status != 0:
+                _check(status, fname)
+            return Buffer(place.value) if out_buffer[0] else place.value
+        places = [m() for m in out_makers]
+        status = cfn(*cargs, *[ctypes.byref(o) for o in places])
+        if status != 0:
+            _check(status, fname)
+        if nout == 0:
+            return None
+        return tuple(Buffer(o.value) if b else o.value for b, o in zip(out_buffer, places))
+
+    def general_cargs(args, kwargs):
         if kwargs:  # keyword arguments by the header's parameter names
             args = list(args)
             for i in range(len(args), nargs):
@@ -1205,12 +1295,7 @@ def _make_op(proto):
                 if not 0 <= v < 1 << bits:
                     raise ValueError(f"{fname}: argument {n} = {v} is not a uint{bits}_t")
                 cargs.append(v)
-        places = [ctypes.c_void_p() if t == "tlrt_buffer **" else _OUT_SCALARS[t]() for t in outs]
-        status = cfn(*cargs, *[ctypes.byref(o) for o in places])
-        _check(status, fname)
-        res = tuple(Buffer(o.value) if t == "tlrt_buffer **" else o.value
-                    for t, o in zip(outs, places))
-        return None if nout == 0 else res[0] if nout == 1 else res
+        return cargs
 
     op.__name__ = op.__qualname__ = proto.name[5:]
     op.__signature__ = _inspect.Signature(
