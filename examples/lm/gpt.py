@@ -92,8 +92,12 @@ class GPT(lm.LanguageModel):
             drop_key[0] += rows * d * 8  # masks of different nodes from disjoint key ranges
             return tape.dropout(x, dropout, drop_key[0])
 
+        # The position embedding's first n rows broadcast over the batch: its gradient is the sum
+        # over the batch (a column reduction), not a scatter-add of batch * n rows.
+        wpe = P["wpe"] if n == cfg["ctx"] else tape.slice_axis0(P["wpe"], 0, n)
         x = tape.add(tape.gather_rows(P["wte"], tokens),
-                     tape.gather_rows(P["wpe"], self.positions(batch, n)))
+                     tape.reshape(tape.broadcast_to(wpe, [batch, n, d], [0, 1, 2]),
+                                  [batch * n, d]))
         x = tape.reshape(drop(x, batch * n), [batch, n, d])
         for i in range(cfg["layers"]):
             p = f"h{i}."

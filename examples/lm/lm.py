@@ -129,7 +129,6 @@ class LanguageModel:
         self.init_params()
         self.moments = {k: (rt.Buffer.zeros(b.size, device), rt.Buffer.zeros(b.size, device))
                         for k, (b, _, _) in self.params.items()}
-        self.pos_cache = {}
 
     def normal(self, name, dims, std, decay=True):
         """A parameter drawn from N(0, std^2) (tlrt_rand_normal, keys 2^32 apart)."""
@@ -174,13 +173,6 @@ class LanguageModel:
         if "opt.step" not in f or f.info("opt.step") != ("I64", ()):
             raise SystemExit(f"{path}: opt.step is not an I64 scalar")
         return f.load_buffer("opt.step").to_int_list()[0]
-
-    def positions(self, batch, n):
-        """The int32 position index buffer 0..n-1 repeated batch times (cached)."""
-        if (batch, n) not in self.pos_cache:
-            self.pos_cache[(batch, n)] = rt.Buffer.from_ints(list(range(n)) * batch, "int32",
-                                                             self.device)
-        return self.pos_cache[(batch, n)]
 
     def train_step(self, tape, tokens, labels, step, lr, dropout=0.0, weight_decay=0.1,
                    clip=None, key=0):
