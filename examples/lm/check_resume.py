@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""examples/lm/check_resume.py: the meson tests gpt_c_resume, gpt_py_resume, mamba_py_resume.
+"""examples/lm/check_resume.py: the meson tests gpt_c_resume, gpt_py_resume, mamba_c_resume,
+mamba_py_resume.
 
     check_resume.py --workdir DIR --steps N [--safetensors] -- COMMAND...
 
@@ -22,7 +23,7 @@ is skipped (CPython under memcheck is slow and noisy).
 --twin ARG (repeated: one argument each) names a second program that must agree with COMMAND:
 its run A (the same options) must print the same losses and write the same checkpoint bytes
 (gpt_c_resume: build/examples/gpt and python3 examples/lm/gpt.py make the same library calls
-with the same keys, so they agree bit for bit on the CPU).
+with the same keys, so they agree bit for bit on the CPU; mamba_c_resume: mamba and mamba.py).
 """
 import argparse
 import os

@@ -18,8 +18,8 @@
     step K as if it were interrupted. Batch windows, dropout masks and samples draw from keys
     that derive from (seed, step) alone (SplitMix64, mix() below), so N steps + resume + N steps
     give the same losses and the same checkpoint bytes as 2N steps on the CPU
-    (examples/lm/check_resume.py, the meson tests *_resume, checks it). examples/lm/gpt.c is
-    gpt.py in C with the same keys and file layout.
+    (examples/lm/check_resume.py, the meson tests *_resume, checks it). examples/lm/gpt.c and
+    examples/lm/mamba.c are gpt.py and mamba.py in C with the same keys and file layout.
 Byte-level tokens: the vocabulary is the 256 bytes of UTF-8 text (nothing to download or train).
 """
 import argparse
