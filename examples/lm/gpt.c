@@ -64,11 +64,8 @@ static tlrt_status model_init(Model *m) {
   const double proj_std = 0.02 / sqrt((double)(2 * L)); /* GPT-2's residual projections */
   const char *qkv = "qkv";
   uint64_t i, j;
-  int32_t *pos = NULL;
   char name[NAME_MAX_LEN];
   TRY(model_alloc(m, 4 + 16 * L));
-  pos = (int32_t *)malloc(cfg->batch * T * sizeof *pos);
-  if (!pos) FAIL("out of host memory");
   TRY(normal(m, "wte", V, d, 0.02));
   TRY(normal(m, "wpe", T, d, 0.01));
   for (i = 0; i < L; ++i) {
@@ -94,15 +91,12 @@ static tlrt_status model_init(Model *m) {
   TRY(constant(m, "lnf.g", d, 1.0));
   TRY(constant(m, "lnf.b", d, 0.0));
   TRY(model_zero_moments(m));
-  for (i = 0; i < cfg->batch * T; ++i) pos[i] = (int32_t)(i % T);
-  TRY(tlrt_buffer_from_i32(m->dev, pos, cfg->batch * T, &m->pos));
 done:
-  free(pos);
   return st;
 }
 
 /* gpt.py's forward: records every parameter as a leaf (with gradients when train), then the
- * network on tokens (batch * n int32 bytes, n = ctx: the positions are m->pos); *logits = the
+ * network on tokens (batch * n int32 bytes, n = ctx: every position); *logits = the
  * node of the (batch * n, vocab) logits. Dropout nodes take keys
  * key + rows * d * 8, + 2 rows * d * 8, ... (disjoint ranges), as gpt.py's drop().
  * Each node is released (tlrt_tape_release) right after its last use, as Python releases gpt.py's
@@ -115,6 +109,7 @@ static tlrt_status forward(Model *m, tlrt_tape *t, const tlrt_buffer *tokens, ui
   tlrt_status st = TLRT_OK;
   const uint64_t d = m->cfg.d, rows = batch * n;
   const uint64_t d3[3] = {batch, n, d}, d2[2] = {rows, d}, d3x3[3] = {batch, n, 3 * d};
+  const uint32_t pos_map[3] = {0, 1, 2}; /* wpe (n, d) -> (batch, n, d) */
   const int drop = train && dropout != 0.0;
   uint64_t i, *P = m->ids, x, e1, e2, h, a, f, g, y;
   for (i = 0; i < m->np; ++i)
@@ -134,7 +129,10 @@ static tlrt_status forward(Model *m, tlrt_tape *t, const tlrt_buffer *tokens, ui
     }                                                              \
   } while (0)
   TRY(tlrt_tape_gather_rows_ibuf(t, P[0], tokens, &e1));
-  TRY(tlrt_tape_gather_rows_ibuf(t, P[1], m->pos, &e2));
+  /* The position embedding broadcast over the batch: its gradient is the sum over the batch (a
+   * column reduction), not a scatter-add of batch * n rows. */
+  TRY(tlrt_tape_broadcast_to(t, P[1], d3, 3, pos_map, &e2));
+  STEP(e2, tlrt_tape_reshape(t, e2, d2, 2, &e2));
   TRY(tlrt_tape_add(t, e1, e2, &x));
   TRY(tlrt_tape_release(t, e1));
   TRY(tlrt_tape_release(t, e2));

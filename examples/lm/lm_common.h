@@ -270,7 +270,6 @@ typedef struct {
   uint64_t np;
   uint64_t key;               /* lm.py's self._key: the keys of the normal initialisations */
   uint64_t *ids;              /* leaf ids of the current recording */
-  tlrt_buffer *pos;           /* gpt: positions 0..ctx-1 repeated batch times (int32) */
 } Model;
 
 /* What a program tells lm_main about its model. */
@@ -305,7 +304,6 @@ static void model_free(Model *m) {
   }
   free(m->p);
   free(m->ids);
-  tlrt_buffer_free(m->pos);
   memset(m, 0, sizeof *m);
 }
 
