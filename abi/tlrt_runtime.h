@@ -27,7 +27,7 @@ extern "C" {
  * append symbols, enum values and struct fields. tlrt_abi_version() returns the value the library
  * was built with; a binding compares TLRT_ABI_VERSION_MAJOR with (tlrt_abi_version() >> 16). */
 #define TLRT_ABI_VERSION_MAJOR 1
-#define TLRT_ABI_VERSION_MINOR 4
+#define TLRT_ABI_VERSION_MINOR 5
 #define TLRT_ABI_VERSION ((TLRT_ABI_VERSION_MAJOR << 16) | TLRT_ABI_VERSION_MINOR)
 
 /* Status codes. Append-only; grouped in bands:
@@ -128,6 +128,24 @@ TLRT_API tlrt_status tlrt_synchronize(tlrt_device device);
  * atomic. tlrt_set_deterministic returns the previous value. */
 TLRT_API bool tlrt_set_deterministic(bool on);
 TLRT_API bool tlrt_get_deterministic(void);
+
+/* ---- CPU threads ---------------------------------------------------------------------------- */
+
+/* The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of
+ * one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces
+ * whose bounds depend only on the problem's sizes and computes each piece as on one thread, so
+ * every output is bitwise the same for any count (tests/unit/test_cpu_threads.cpp compares 1, 2
+ * and 7 threads). n = 0 restores the default: the environment variable TORCHLEAN_RT_NUM_THREADS
+ * when it is a positive decimal number (read once), else the processor's hardware concurrency.
+ * Counts above 1024 are taken as 1024. The setting is process-wide and atomic; kernels already
+ * running keep the count they started with. Kernels called from several host threads at once
+ * share the pool: one call runs on it, the others on their calling threads alone (the same
+ * results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
+ * previous count. The CUDA backend is not affected.
+ * Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
+ * 2^16 elements); the other CPU kernels run on the calling thread. */
+TLRT_API uint32_t tlrt_set_num_threads(uint32_t n);
+TLRT_API uint32_t tlrt_get_num_threads(void);
 
 /* ---- allocator telemetry --------------------------------------------------------------------- */
 

@@ -66,6 +66,8 @@ TLRT_API tlrt_status tlrt_synchronize(tlrt_device device) {
 }
 
 TLRT_API bool tlrt_set_deterministic(bool on) { return set_deterministic(on); }
+TLRT_API uint32_t tlrt_set_num_threads(uint32_t n) { return set_num_threads(n); }
+TLRT_API uint32_t tlrt_get_num_threads(void) { return num_threads(); }
 
 TLRT_API bool tlrt_get_deterministic(void) { return deterministic(); }
 

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core/size_class_pool.hpp"
 
@@ -84,6 +85,30 @@ uint64_t env_bytes(const char *name, uint64_t fallback) {
   return (end != nullptr && *end == '\0') ? (uint64_t)x : fallback;
 }
 }  // namespace
+
+namespace {
+uint32_t default_threads() {
+  static const uint32_t v = [] {
+    const uint64_t env = env_bytes("TORCHLEAN_RT_NUM_THREADS", 0);
+    const uint64_t hw = std::thread::hardware_concurrency();
+    const uint64_t n = env != 0 ? env : hw != 0 ? hw : 1;
+    return (uint32_t)(n < kMaxThreads ? n : kMaxThreads);
+  }();
+  return v;
+}
+std::atomic<uint32_t> g_threads{0};  // 0: the default
+}  // namespace
+
+uint32_t num_threads() noexcept {
+  const uint32_t n = g_threads.load(std::memory_order_relaxed);
+  return n != 0 ? n : default_threads();
+}
+
+uint32_t set_num_threads(uint32_t n) noexcept {
+  const uint32_t previous = num_threads();
+  g_threads.store(n < kMaxThreads ? n : kMaxThreads, std::memory_order_relaxed);
+  return previous;
+}
 
 uint64_t cpu_pool_max_bytes() {
   static const uint64_t v = env_bytes("TORCHLEAN_RT_CPU_POOL_MAX_BYTES", uint64_t{1} << 30);

@@ -7,13 +7,20 @@
 // hardware the shared math's fma is a libm call and those loops stay scalar; with it they
 // vectorise 8 or 16 wide. Every clone performs the same IEEE operations in the same order
 // (-ffp-contract=off, no reassociation), so all clones and the CUDA backend agree bit for bit.
+//
+// Threads: unary and binary ops run on the CPU pool (core/backend/parallel.hpp) in pieces of
+// kPiece elements (the element-wise results do not depend on the pieces at all).
 #include "core/backend/elementwise.hpp"
+#include "core/backend/parallel.hpp"
 #include "stub/cpu_clones.hpp"
 
 namespace tlrt {
 namespace stub {
 
 namespace {
+
+// 64K floats (256 KiB per operand): a piece streams long enough to hide the hand-off (~5 us).
+constexpr uint64_t kPiece = uint64_t{1} << 16;
 
 template <ew::Unary OP>
 TLRT_CPU_CLONES void unary_loop(const float *__restrict x, float *__restrict y, uint64_t n, ew::Params p) {
@@ -30,9 +37,11 @@ TLRT_CPU_CLONES void binary_loop(const float *__restrict a, const float *__restr
 
 void unary(int, ew::Unary op, const float *x, float *y, uint64_t n, ew::Params p) {
   switch (op) {
-#define TLRT_CASE(name)                          \
-  case ew::Unary::name:                          \
-    unary_loop<ew::Unary::name>(x, y, n, p);     \
+#define TLRT_CASE(name)                                                        \
+  case ew::Unary::name:                                                        \
+    cpu_pool::for_pieces(n, kPiece, [&](uint64_t b, uint64_t e) {              \
+      unary_loop<ew::Unary::name>(x + b, y + b, e - b, p);                     \
+    });                                                                        \
     break;
     TLRT_UNARY_OPS(TLRT_CASE)
 #undef TLRT_CASE
@@ -42,9 +51,11 @@ void unary(int, ew::Unary op, const float *x, float *y, uint64_t n, ew::Params p
 void binary(int, ew::Binary op, const float *a, const float *b, float *y, uint64_t n,
             ew::Params p) {
   switch (op) {
-#define TLRT_CASE(name)                              \
-  case ew::Binary::name:                             \
-    binary_loop<ew::Binary::name>(a, b, y, n, p);    \
+#define TLRT_CASE(name)                                                        \
+  case ew::Binary::name:                                                       \
+    cpu_pool::for_pieces(n, kPiece, [&](uint64_t s, uint64_t e) {              \
+      binary_loop<ew::Binary::name>(a + s, b + s, y + s, e - s, p);            \
+    });                                                                        \
     break;
     TLRT_BINARY_OPS(TLRT_CASE)
 #undef TLRT_CASE

@@ -105,8 +105,8 @@ const TLRT_DTYPE_F32 = Cint(0)
 const TLRT_DTYPE_I32 = Cint(1)
 const TLRT_DTYPE_I64 = Cint(2)
 const TLRT_ABI_VERSION_MAJOR = UInt32(1)
-const TLRT_ABI_VERSION_MINOR = UInt32(4)
-const TLRT_ABI_VERSION = UInt32(65540)
+const TLRT_ABI_VERSION_MINOR = UInt32(5)
+const TLRT_ABI_VERSION = UInt32(65541)
 const TLRT_DEVICE_KIND_CPU = UInt32(0)
 const TLRT_DEVICE_KIND_CUDA = UInt32(1)
 const TLRT_DEVICE_CPU = UInt32(0)
@@ -161,6 +161,8 @@ tlrt_device_count(kind, count) = @ccall libtorchlean_rt.tlrt_device_count(kind::
 tlrt_synchronize(device) = @ccall libtorchlean_rt.tlrt_synchronize(device::UInt32)::Cint
 tlrt_set_deterministic(on) = @ccall libtorchlean_rt.tlrt_set_deterministic(on::Bool)::Bool
 tlrt_get_deterministic() = @ccall libtorchlean_rt.tlrt_get_deterministic()::Bool
+tlrt_set_num_threads(n) = @ccall libtorchlean_rt.tlrt_set_num_threads(n::UInt32)::UInt32
+tlrt_get_num_threads() = @ccall libtorchlean_rt.tlrt_get_num_threads()::UInt32
 tlrt_allocator_stats_get(device, stats) = @ccall libtorchlean_rt.tlrt_allocator_stats_get(device::UInt32, stats::Ptr{tlrt_allocator_stats})::Cint
 tlrt_allocator_trim(device) = @ccall libtorchlean_rt.tlrt_allocator_trim(device::UInt32)::Cint
 tlrt_buffer_from_f32(device, data, n, out) = @ccall libtorchlean_rt.tlrt_buffer_from_f32(device::UInt32, data::Ptr{Cfloat}, n::UInt64, out::Ptr{Ptr{tlrt_buffer}})::Cint
@@ -721,6 +723,54 @@ atomic. tlrt_set_deterministic returns the previous value.
 """
 function get_deterministic()
     r = C.tlrt_get_deterministic()
+    r
+end
+
+"""
+    set_num_threads(n)
+
+`uint32_t tlrt_set_num_threads(uint32_t n)`
+
+The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of
+one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces
+whose bounds depend only on the problem's sizes and computes each piece as on one thread, so
+every output is bitwise the same for any count (tests/unit/test_cpu_threads.cpp compares 1, 2
+and 7 threads). n = 0 restores the default: the environment variable TORCHLEAN_RT_NUM_THREADS
+when it is a positive decimal number (read once), else the processor's hardware concurrency.
+Counts above 1024 are taken as 1024. The setting is process-wide and atomic; kernels already
+running keep the count they started with. Kernels called from several host threads at once
+share the pool: one call runs on it, the others on their calling threads alone (the same
+results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
+previous count. The CUDA backend is not affected.
+Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
+2^16 elements); the other CPU kernels run on the calling thread.
+"""
+function set_num_threads(n::Integer)
+    r = C.tlrt_set_num_threads(UInt32(n))
+    r
+end
+
+"""
+    get_num_threads()
+
+`uint32_t tlrt_get_num_threads(void)`
+
+The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of
+one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces
+whose bounds depend only on the problem's sizes and computes each piece as on one thread, so
+every output is bitwise the same for any count (tests/unit/test_cpu_threads.cpp compares 1, 2
+and 7 threads). n = 0 restores the default: the environment variable TORCHLEAN_RT_NUM_THREADS
+when it is a positive decimal number (read once), else the processor's hardware concurrency.
+Counts above 1024 are taken as 1024. The setting is process-wide and atomic; kernels already
+running keep the count they started with. Kernels called from several host threads at once
+share the pool: one call runs on it, the others on their calling threads alone (the same
+results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
+previous count. The CUDA backend is not affected.
+Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
+2^16 elements); the other CPU kernels run on the calling thread.
+"""
+function get_num_threads()
+    r = C.tlrt_get_num_threads()
     r
 end
 

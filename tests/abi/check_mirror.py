@@ -5,7 +5,8 @@ Usage: check_mirror.py REPO_ROOT
 
   (a) the basenames of cuda/*.cu equal the basenames of stub/*.cpp;
   (b) every core/backend/<family>.hpp has both stub/<family>.cpp and cuda/<family>.cu (but for
-      core/backend/policy.hpp, the policy types the interfaces share);
+      core/backend/policy.hpp, the policy types the interfaces share, and parallel.hpp, core's
+      CPU thread pool that the CPU backend's kernels run on);
   (c) every function declared in the TLRT_<FAMILY>_BACKEND_API macro of core/backend/<family>.hpp
       is defined at namespace scope in namespace tlrt::stub in stub/<family>.cpp and in namespace
       tlrt::cuda in cuda/<family>.cu (a definition: the name followed by its parameter list and a
@@ -21,8 +22,9 @@ import sys
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # Headers of core/backend/ that are not a family: the policy types (numeric mode, matmul policy)
-# that the families' interfaces take as parameters.
-SHARED_INTERFACE_HEADERS = {"policy"}
+# that the families' interfaces take as parameters, and core's CPU thread pool (a service the CPU
+# kernels call, implemented by core/parallel.cpp).
+SHARED_INTERFACE_HEADERS = {"policy", "parallel"}
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "alignof", "decltype",
             "static_assert", "catch", "noexcept", "throw", "operator", "defined", "alignas"}
 

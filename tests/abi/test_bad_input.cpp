@@ -142,6 +142,13 @@ void check_runtime() {
   TH_CHECK(tlrt_set_deterministic(!initial) == initial);
   TH_CHECK(tlrt_get_deterministic() == !initial);
   TH_CHECK(tlrt_set_deterministic(initial) == !initial);
+  // Any thread count in (above 1024 taken as 1024, 0 the default), the previous count out.
+  const uint32_t threads = tlrt_get_num_threads();
+  TH_CHECK(threads >= 1 && threads <= 1024);
+  TH_CHECK(tlrt_set_num_threads(UINT32_MAX) == threads);
+  TH_CHECK(tlrt_get_num_threads() == 1024);
+  TH_CHECK(tlrt_set_num_threads(0) == 1024);
+  TH_CHECK(tlrt_get_num_threads() == threads);
   // The fault-injection hook has no bad input: any count arms it, 0 disarms and reports.
   TH_CHECK(tlrt_debug_fail_nth_allocation(UINT64_MAX) == 0);
   TH_CHECK(tlrt_debug_fail_nth_allocation(0) == UINT64_MAX);

@@ -357,6 +357,24 @@ def test_flag_defaults():
     check(t.value(t.matmul(x, y)).to_list() == [1.0, 2.0, 3.0, 4.0], "tape matmul defaults")
 
 
+def test_cpu_threads():
+    """rt.set_num_threads / get_num_threads (tlrt_set_num_threads): the previous count back, the
+    same bits for any count."""
+    x = rt.Buffer.from_list([float(i % 97) * 0.25 - 7.0 for i in range(200003)])
+    first = rt.set_num_threads(1)
+    check(rt.get_num_threads() == 1, "one thread set")
+    one = rt.gelu(x).to_list()
+    check(rt.set_num_threads(3) == 1, "previous count returned")
+    check(rt.gelu(x).to_list() == one, "three threads give one thread's values")
+    rt.set_num_threads(0)
+    check(rt.get_num_threads() == first, "0 restores the default")
+    try:
+        rt.set_num_threads(-1)
+        check(False, "a negative count accepted")
+    except ValueError:
+        pass
+
+
 def test_errors():
     a = rt.Buffer.from_list([1.0, 2.0, 3.0])
     b = rt.Buffer.from_list([1.0, 2.0])
@@ -706,7 +724,8 @@ def test_geometry_structs():
         pass
 
 
-TESTS = ("test_prototypes", "test_round_trips", "test_ops", "test_shaped_ops", "test_errors",
+TESTS = ("test_prototypes", "test_round_trips", "test_ops", "test_shaped_ops", "test_cpu_threads",
+         "test_errors",
          "test_buffer_protocol", "test_inplace_and_uncounted", "test_tape",
          "test_tape_conv_pool_attention", "test_streams", "test_geometry_structs",
          "test_finalizers", "test_integer_buffers_and_dlpack", "test_index_buffers",

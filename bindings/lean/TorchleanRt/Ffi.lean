@@ -184,8 +184,8 @@ def TLRT_DTYPE_F32 : UInt32 := 0
 def TLRT_DTYPE_I32 : UInt32 := 1
 def TLRT_DTYPE_I64 : UInt32 := 2
 def TLRT_ABI_VERSION_MAJOR : UInt32 := 1
-def TLRT_ABI_VERSION_MINOR : UInt32 := 4
-def TLRT_ABI_VERSION : UInt32 := 65540
+def TLRT_ABI_VERSION_MINOR : UInt32 := 5
+def TLRT_ABI_VERSION : UInt32 := 65541
 def TLRT_DEVICE_KIND_CPU : UInt32 := 0
 def TLRT_DEVICE_KIND_CUDA : UInt32 := 1
 def TLRT_DEVICE_CPU : UInt32 := 0
@@ -311,6 +311,40 @@ TORCHLEAN_RT_DETERMINISTIC, read once: unset, "", "0", "false", "off" or "no" (a
 off; "1", "true", "on" or "yes" mean on; any other value means on. The flag is process-wide and
 atomic. tlrt_set_deterministic returns the previous value. -/
 @[extern "tlrt_lean_get_deterministic"] opaque getDeterministic : IO Bool
+
+/-- `uint32_t tlrt_set_num_threads(uint32_t n)`
+
+The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of
+one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces
+whose bounds depend only on the problem's sizes and computes each piece as on one thread, so
+every output is bitwise the same for any count (tests/unit/test_cpu_threads.cpp compares 1, 2
+and 7 threads). n = 0 restores the default: the environment variable TORCHLEAN_RT_NUM_THREADS
+when it is a positive decimal number (read once), else the processor's hardware concurrency.
+Counts above 1024 are taken as 1024. The setting is process-wide and atomic; kernels already
+running keep the count they started with. Kernels called from several host threads at once
+share the pool: one call runs on it, the others on their calling threads alone (the same
+results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
+previous count. The CUDA backend is not affected.
+Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
+2^16 elements); the other CPU kernels run on the calling thread. -/
+@[extern "tlrt_lean_set_num_threads"] opaque setNumThreads (n : UInt32) : IO UInt32
+
+/-- `uint32_t tlrt_get_num_threads(void)`
+
+The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of
+one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces
+whose bounds depend only on the problem's sizes and computes each piece as on one thread, so
+every output is bitwise the same for any count (tests/unit/test_cpu_threads.cpp compares 1, 2
+and 7 threads). n = 0 restores the default: the environment variable TORCHLEAN_RT_NUM_THREADS
+when it is a positive decimal number (read once), else the processor's hardware concurrency.
+Counts above 1024 are taken as 1024. The setting is process-wide and atomic; kernels already
+running keep the count they started with. Kernels called from several host threads at once
+share the pool: one call runs on it, the others on their calling threads alone (the same
+results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
+previous count. The CUDA backend is not affected.
+Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
+2^16 elements); the other CPU kernels run on the calling thread. -/
+@[extern "tlrt_lean_get_num_threads"] opaque getNumThreads : IO UInt32
 
 /-- `tlrt_status tlrt_allocator_stats_get(tlrt_device device, tlrt_allocator_stats * stats)`
 

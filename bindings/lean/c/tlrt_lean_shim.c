@@ -490,6 +490,24 @@ LEAN_EXPORT lean_obj_res tlrt_lean_get_deterministic(lean_obj_arg w) {
   return res;
 }
 
+/* uint32_t tlrt_set_num_threads(uint32_t n) */
+LEAN_EXPORT lean_obj_res tlrt_lean_set_num_threads(uint32_t l_n, lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  uint32_t r = tlrt_set_num_threads((uint32_t)l_n);
+  res = lean_io_result_mk_ok(lean_box_uint32(r));
+  return res;
+}
+
+/* uint32_t tlrt_get_num_threads(void) */
+LEAN_EXPORT lean_obj_res tlrt_lean_get_num_threads(lean_obj_arg w) {
+  (void)w;
+  lean_object *res = NULL;
+  uint32_t r = tlrt_get_num_threads();
+  res = lean_io_result_mk_ok(lean_box_uint32(r));
+  return res;
+}
+
 /* tlrt_status tlrt_allocator_stats_get(tlrt_device device, tlrt_allocator_stats * stats) */
 LEAN_EXPORT lean_obj_res tlrt_lean_allocator_stats_get(uint32_t l_device, lean_obj_arg w) {
   (void)w;

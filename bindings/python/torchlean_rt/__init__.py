@@ -789,6 +789,19 @@ def get_deterministic():
     return bool(lib.tlrt_get_deterministic())
 
 
+def set_num_threads(n):
+    """Threads of the CPU backend's kernels (tlrt_set_num_threads: results do not depend on it;
+    0 restores the default). Returns the previous count."""
+    n = int(n)
+    if not 0 <= n < 1 << 32:
+        raise ValueError(f"set_num_threads: {n} is not a uint32_t")
+    return int(lib.tlrt_set_num_threads(n))
+
+
+def get_num_threads():
+    return int(lib.tlrt_get_num_threads())
+
+
 def stats(device=CPU):
     """tlrt_allocator_stats_get as a dict of the header's fields."""
     s = AllocatorStats()

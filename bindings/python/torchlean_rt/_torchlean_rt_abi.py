@@ -82,6 +82,34 @@ PROTOTYPES = (
       'TORCHLEAN_RT_DETERMINISTIC, read once: unset, "", "0", "false", "off" or "no" (any case) mean\n'
       'off; "1", "true", "on" or "yes" mean on; any other value means on. The flag is process-wide and\n'
       'atomic. tlrt_set_deterministic returns the previous value.')),
+    ('tlrt_set_num_threads', 'uint32_t', (('uint32_t', 'n'),), 'tlrt_runtime.h',
+     ("The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of\n"
+      'one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces\n'
+      "whose bounds depend only on the problem's sizes and computes each piece as on one thread, so\n"
+      'every output is bitwise the same for any count (tests/unit/test_cpu_threads.cpp compares 1, 2\n'
+      'and 7 threads). n = 0 restores the default: the environment variable TORCHLEAN_RT_NUM_THREADS\n'
+      "when it is a positive decimal number (read once), else the processor's hardware concurrency.\n"
+      'Counts above 1024 are taken as 1024. The setting is process-wide and atomic; kernels already\n'
+      'running keep the count they started with. Kernels called from several host threads at once\n'
+      'share the pool: one call runs on it, the others on their calling threads alone (the same\n'
+      'results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the\n'
+      'previous count. The CUDA backend is not affected.\n'
+      'Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above\n'
+      '2^16 elements); the other CPU kernels run on the calling thread.')),
+    ('tlrt_get_num_threads', 'uint32_t', (), 'tlrt_runtime.h',
+     ("The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of\n"
+      'one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces\n'
+      "whose bounds depend only on the problem's sizes and computes each piece as on one thread, so\n"
+      'every output is bitwise the same for any count (tests/unit/test_cpu_threads.cpp compares 1, 2\n'
+      'and 7 threads). n = 0 restores the default: the environment variable TORCHLEAN_RT_NUM_THREADS\n'
+      "when it is a positive decimal number (read once), else the processor's hardware concurrency.\n"
+      'Counts above 1024 are taken as 1024. The setting is process-wide and atomic; kernels already\n'
+      'running keep the count they started with. Kernels called from several host threads at once\n'
+      'share the pool: one call runs on it, the others on their calling threads alone (the same\n'
+      'results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the\n'
+      'previous count. The CUDA backend is not affected.\n'
+      'Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above\n'
+      '2^16 elements); the other CPU kernels run on the calling thread.')),
     ('tlrt_allocator_stats_get', 'tlrt_status', (('tlrt_device', 'device'), ('tlrt_allocator_stats *', 'stats'),), 'tlrt_runtime.h',
      ('Fill *stats for `device`; on failure *stats is left untouched.\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INVALID_ARGUMENT (struct_size smaller than the first\n'
@@ -2580,8 +2608,8 @@ ENUMS = {
 # The integer object-like #defines.
 DEFINES = {
     'TLRT_ABI_VERSION_MAJOR': 1,
-    'TLRT_ABI_VERSION_MINOR': 4,
-    'TLRT_ABI_VERSION': 0x10004,
+    'TLRT_ABI_VERSION_MINOR': 5,
+    'TLRT_ABI_VERSION': 0x10005,
     'TLRT_DEVICE_KIND_CPU': 0,
     'TLRT_DEVICE_KIND_CUDA': 1,
     'TLRT_DEVICE_CPU': 0,

@@ -136,8 +136,8 @@ pub const TLRT_DTYPE_I64: tlrt_dtype = 2;
 
 // Integer #defines of the headers.
 pub const TLRT_ABI_VERSION_MAJOR: u32 = 1;
-pub const TLRT_ABI_VERSION_MINOR: u32 = 4;
-pub const TLRT_ABI_VERSION: u32 = 0x10004;
+pub const TLRT_ABI_VERSION_MINOR: u32 = 5;
+pub const TLRT_ABI_VERSION: u32 = 0x10005;
 pub const TLRT_DEVICE_KIND_CPU: u32 = 0;
 pub const TLRT_DEVICE_KIND_CUDA: u32 = 1;
 pub const TLRT_DEVICE_CPU: tlrt_device = 0;
@@ -218,6 +218,12 @@ extern "C" {
     /// Deterministic mode: when on, every reduction follows the fixed reduction tree documented with
     /// (full contract: abi/tlrt_runtime.h)
     pub fn tlrt_get_deterministic() -> bool;
+    /// The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of
+    /// (full contract: abi/tlrt_runtime.h)
+    pub fn tlrt_set_num_threads(n: u32) -> u32;
+    /// The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of
+    /// (full contract: abi/tlrt_runtime.h)
+    pub fn tlrt_get_num_threads() -> u32;
     /// Fill *stats for `device`; on failure *stats is left untouched.
     /// (full contract: abi/tlrt_runtime.h)
     pub fn tlrt_allocator_stats_get(device: tlrt_device, stats: *mut tlrt_allocator_stats) -> tlrt_status;

@@ -504,6 +504,15 @@ pub fn set_deterministic(on: bool) -> bool {
 pub fn get_deterministic() -> bool {
     unsafe { sys::tlrt_get_deterministic() }
 }
+/// Threads of the CPU backend's kernels (results do not depend on it; 0 restores the default,
+/// abi/tlrt_runtime.h). Returns the previous count.
+pub fn set_num_threads(n: u32) -> u32 {
+    unsafe { sys::tlrt_set_num_threads(n) }
+}
+/// The CPU backend's thread count.
+pub fn get_num_threads() -> u32 {
+    unsafe { sys::tlrt_get_num_threads() }
+}
 /// Returns the previous value.
 pub fn set_allow_tf32(on: bool) -> bool {
     unsafe { sys::tlrt_set_allow_tf32(on) }
