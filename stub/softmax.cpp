@@ -10,13 +10,15 @@
 // tlrt_reduce_sum_axis1 runs), then the outputs in place. Every loop is a plain loop over the
 // shared per-element functions, built like stub/elementwise.cpp (-O3, -fno-trapping-math, clones
 // for x86-64-v3/v4, -ffp-contract=off): every clone performs the same IEEE operations in the same
-// order.
+// order. The blocks of rows of the softmax family are the CPU thread pool's pieces
+// (core/backend/parallel.hpp): each is computed as on one thread.
 #include "core/backend/softmax.hpp"
 
 #include <algorithm>
 #include <vector>
 
 #include "core/backend/index.hpp"
+#include "core/backend/parallel.hpp"
 #include "core/backend/reduce.hpp"
 #include "stub/cpu_clones.hpp"
 
@@ -97,9 +99,10 @@ void row_sums(const float *v, uint64_t nr, uint64_t cols, float *s) {
 void softmax_fwd(int, row::Kind kind, const float *x, const float *mask, uint64_t rows,
                  uint64_t cols, float *y) {
   const uint64_t br = block_rows(cols);
-  std::vector<float> m(br), s(br);
-  for (uint64_t r0 = 0; r0 < rows; r0 += br) {
-    const uint64_t nr = std::min(br, rows - r0);
+  // Blocks of br rows (br from cols alone) are the thread pool's pieces.
+  cpu_pool::for_pieces(rows, br, [&](uint64_t r0, uint64_t r1) {
+    std::vector<float> m(br), s(br);
+    const uint64_t nr = r1 - r0;
     const float *xb = x + r0 * cols;
     const float *mb = mask ? mask + r0 * cols : nullptr;
     float *yb = y + r0 * cols;
@@ -130,15 +133,15 @@ void softmax_fwd(int, row::Kind kind, const float *x, const float *mask, uint64_
           break;
       }
     }
-  }
+  });
 }
 
 void softmax_bwd(int, bool log, const float *y, const float *g, uint64_t rows, uint64_t cols,
                  float *dx) {
   const uint64_t br = block_rows(cols);
-  std::vector<float> s(br);
-  for (uint64_t r0 = 0; r0 < rows; r0 += br) {
-    const uint64_t nr = std::min(br, rows - r0);
+  cpu_pool::for_pieces(rows, br, [&](uint64_t r0, uint64_t r1) {
+    std::vector<float> s(br);
+    const uint64_t nr = r1 - r0;
     const float *yb = y + r0 * cols;
     const float *gb = g + r0 * cols;
     float *db = dx + r0 * cols;
@@ -153,7 +156,7 @@ void softmax_bwd(int, bool log, const float *y, const float *g, uint64_t rows, u
       for (uint64_t i = 0; i < nr; ++i)
         softmax_bwd_row(yb + i * cols, gb + i * cols, s[i], cols, db + i * cols);
     }
-  }
+  });
 }
 
 // ---- cross-entropy --------------------------------------------------------------------------

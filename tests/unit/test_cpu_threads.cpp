@@ -2,8 +2,9 @@
 //   - tlrt_set_num_threads returns the previous count, caps at 1024, 0 restores the default
 //     (at least 1), tlrt_get_num_threads reads it;
 //   - the parallel kernels give the same bits with 1, 2 and 7 threads (and with 3 when the pool
-//     is resized between calls), on sizes around the piece boundaries (2^16 elements), special
-//     values included;
+//     is resized between calls): the elementwise family on sizes around the piece boundaries
+//     (2^16 elements), special values included; the softmax family (forward and backward) on
+//     short, long and single rows;
 //   - four host threads calling them at once (one holds the pool, the others run alone) get the
 //     one-thread bits too, while a fifth thread keeps changing the thread count;
 //   - nothing is leaked (live bytes and handles back to where they started).
@@ -85,6 +86,31 @@ int main() {
       for (size_t k = 0; k < list.size(); ++k)
         TH_CHECK_MSG(same(want[k], got[k]), "%s, n = %llu: %u threads differ from one", list[k].name,
                      (unsigned long long)n, t);
+    }
+  }
+
+  // The softmax family: blocks of rows (about 16K elements each) are the pieces.
+  struct Shape {
+    uint64_t rows, cols;
+  };
+  for (Shape sh : {Shape{5000, 100}, Shape{300, 5000}, Shape{3, 70000}, Shape{40000, 7}}) {
+    const uint64_t R = sh.rows, C = sh.cols, n = R * C;
+    const Buf x(th::upload(th::make(th::Dist::Wide, n, salt += 10))),
+        g(th::upload(th::make(th::Dist::Uniform, n, salt += 10)));
+    const std::vector<Op> rows_ops = {
+        {"softmax", [=](const tlrt_buffer *a, const tlrt_buffer *, tlrt_buffer **o) { return tlrt_softmax(a, R, C, o); }},
+        {"log_softmax", [=](const tlrt_buffer *a, const tlrt_buffer *, tlrt_buffer **o) { return tlrt_log_softmax(a, R, C, o); }},
+        {"softmax_bwd", [=](const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **o) { return tlrt_softmax_bwd(a, b, R, C, o); }},
+        {"log_softmax_bwd", [=](const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **o) { return tlrt_log_softmax_bwd(a, b, R, C, o); }},
+    };
+    tlrt_set_num_threads(1);
+    const auto want = run_all(rows_ops, x, g);
+    for (uint32_t t : {2u, 7u}) {
+      tlrt_set_num_threads(t);
+      const auto got = run_all(rows_ops, x, g);
+      for (size_t k = 0; k < rows_ops.size(); ++k)
+        TH_CHECK_MSG(same(want[k], got[k]), "%s (%llu, %llu): %u threads differ from one",
+                     rows_ops[k].name, (unsigned long long)R, (unsigned long long)C, t);
     }
   }
 
