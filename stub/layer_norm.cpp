@@ -11,11 +11,15 @@
 // halving, step 3) and finally the chunk rows (step 4). Loops are built like stub/elementwise.cpp
 // (-O3, -fno-trapping-math, clones for x86-64-v3/v4, -ffp-contract=off): every clone performs the
 // same IEEE operations in the same order.
+// Threads (core/backend/parallel.hpp): the blocks of rows of the row statistics and of dx, and
+// the (column tile, chunk of rows) cells of the column sums, are the thread pool's pieces; each is
+// computed as on one thread, so the results do not depend on the thread count.
 #include "core/backend/layer_norm.hpp"
 
 #include <algorithm>
 #include <vector>
 
+#include "core/backend/parallel.hpp"
 #include "core/backend/reduce.hpp"
 #include "stub/cpu_clones.hpp"
 
@@ -81,9 +85,9 @@ void layer_norm_fwd(int, const float *x, const float *gamma, const float *beta, 
                     uint64_t cols, float eps, float *y, float *mean, float *inv_std) {
   const float n = static_cast<float>(cols);
   const uint64_t br = block_rows(cols);
-  std::vector<float> var(br);
-  for (uint64_t r0 = 0; r0 < rows; r0 += br) {
-    const uint64_t nr = std::min(br, rows - r0);
+  cpu_pool::for_pieces(rows, br, [&](uint64_t r0, uint64_t r1) {
+    std::vector<float> var(br);
+    const uint64_t nr = r1 - r0;
     const float *xb = x + r0 * cols;
     float *yb = y + r0 * cols;
     row_sums(xb, nr, cols, n, mean + r0);
@@ -94,7 +98,7 @@ void layer_norm_fwd(int, const float *x, const float *gamma, const float *beta, 
       inv_std[r0 + i] = s;
       out_row(xb + i * cols, gamma, beta, mean[r0 + i], s, cols, yb + i * cols);
     }
-  }
+  });
 }
 
 void layer_norm_bwd(int, const float *dy, const float *x, const float *mean, const float *inv_std,
@@ -104,9 +108,9 @@ void layer_norm_bwd(int, const float *dy, const float *x, const float *mean, con
   // dx, block by block of rows.
   {
     const uint64_t br = block_rows(cols);
-    std::vector<float> p(br * cols), a(br), b(br);
-    for (uint64_t r0 = 0; r0 < rows; r0 += br) {
-      const uint64_t nr = std::min(br, rows - r0);
+    cpu_pool::for_pieces(rows, br, [&](uint64_t r0, uint64_t r1) {
+      std::vector<float> p(br * cols), a(br), b(br);
+      const uint64_t nr = r1 - r0;
       for (uint64_t i = 0; i < nr; ++i) {
         const uint64_t o = (r0 + i) * cols;
         bwd_terms_row(dy + o, x + o, gamma, mean[r0 + i], inv_std[r0 + i], cols, dx + o,
@@ -118,18 +122,20 @@ void layer_norm_bwd(int, const float *dy, const float *x, const float *mean, con
         const uint64_t o = (r0 + i) * cols;
         dx_row(x + o, mean[r0 + i], inv_std[r0 + i], a[i], b[i], cols, dx + o);
       }
-    }
+    });
   }
   // dgamma, dbeta: the tree down each column.
   const uint64_t nc = red::chunks_of(rows);
   const unsigned L = row::col_lanes(rows);
-  const uint64_t wmax = std::min(cols, kTile);
-  std::vector<float> pg((uint64_t)L * wmax), pb((uint64_t)L * wmax);
+  const uint64_t wmax = std::min(cols, kTile), tiles = (cols + kTile - 1) / kTile;
   std::vector<float> cg(nc > 1 ? nc * cols : 0), cb(nc > 1 ? nc * cols : 0);
   const float id = red::Ops<red::Op::Sum>::identity();
-  for (uint64_t c0 = 0; c0 < cols; c0 += kTile) {
-    const uint64_t w = std::min(kTile, cols - c0);
-    for (uint64_t k = 0; k < nc; ++k) {
+  // One piece per (column tile, chunk of rows).
+  cpu_pool::for_pieces(tiles * nc, 1, [&](uint64_t q0, uint64_t q1) {
+    std::vector<float> pg((uint64_t)L * wmax), pb((uint64_t)L * wmax);
+    for (uint64_t q = q0; q < q1; ++q) {
+      const uint64_t c0 = (q / nc) * kTile, k = q % nc;
+      const uint64_t w = std::min(kTile, cols - c0);
       for (unsigned t = 0; t < L; ++t) {
         float *ag = pg.data() + (uint64_t)t * w;
         float *ab = pb.data() + (uint64_t)t * w;
@@ -146,7 +152,7 @@ void layer_norm_bwd(int, const float *dy, const float *x, const float *mean, con
       reduce_axis(0, red::Op::Sum, pg.data(), 1, L, w, 1.0f, og);
       reduce_axis(0, red::Op::Sum, pb.data(), 1, L, w, 1.0f, ob);
     }
-  }
+  });
   if (nc > 1) {
     reduce_axis(0, red::Op::Sum, cg.data(), 1, nc, cols, 1.0f, dgamma);
     reduce_axis(0, red::Op::Sum, cb.data(), 1, nc, cols, 1.0f, dbeta);
@@ -210,9 +216,9 @@ void rms_norm_fwd(int, const float *x, const float *gamma, uint64_t rows, uint64
                   float eps, float *y, float *inv_rms) {
   const float n = static_cast<float>(cols);
   const uint64_t br = block_rows(cols);
-  std::vector<float> ms(br);
-  for (uint64_t r0 = 0; r0 < rows; r0 += br) {
-    const uint64_t nr = std::min(br, rows - r0);
+  cpu_pool::for_pieces(rows, br, [&](uint64_t r0, uint64_t r1) {
+    std::vector<float> ms(br);
+    const uint64_t nr = r1 - r0;
     const float *xb = x + r0 * cols;
     float *yb = y + r0 * cols;
     for (uint64_t i = 0; i < nr; ++i) sq_row(xb + i * cols, cols, yb + i * cols);
@@ -222,7 +228,7 @@ void rms_norm_fwd(int, const float *x, const float *gamma, uint64_t rows, uint64
       inv_rms[r0 + i] = s;
       rms_out_row(xb + i * cols, gamma, s, cols, yb + i * cols);
     }
-  }
+  });
 }
 
 void rms_norm_bwd(int, const float *dy, const float *x, const float *gamma, const float *inv_rms,
@@ -230,9 +236,9 @@ void rms_norm_bwd(int, const float *dy, const float *x, const float *gamma, cons
   const float n = static_cast<float>(cols);
   {
     const uint64_t br = block_rows(cols);
-    std::vector<float> p(br * cols), b(br);
-    for (uint64_t r0 = 0; r0 < rows; r0 += br) {
-      const uint64_t nr = std::min(br, rows - r0);
+    cpu_pool::for_pieces(rows, br, [&](uint64_t r0, uint64_t r1) {
+      std::vector<float> p(br * cols), b(br);
+      const uint64_t nr = r1 - r0;
       for (uint64_t i = 0; i < nr; ++i) {
         const uint64_t o = (r0 + i) * cols;
         rms_terms_row(dy + o, x + o, gamma, inv_rms[r0 + i], cols, dx + o, p.data() + i * cols);
@@ -242,19 +248,20 @@ void rms_norm_bwd(int, const float *dy, const float *x, const float *gamma, cons
         const uint64_t o = (r0 + i) * cols;
         rms_dx_row(x + o, inv_rms[r0 + i], b[i], cols, dx + o);
       }
-    }
+    });
   }
   if (dgamma == nullptr) return;
   // dgamma: the tree down each column (as layer_norm_bwd's).
   const uint64_t nc = red::chunks_of(rows);
   const unsigned L = row::col_lanes(rows);
-  const uint64_t wmax = std::min(cols, kTile);
-  std::vector<float> pg((uint64_t)L * wmax);
+  const uint64_t wmax = std::min(cols, kTile), tiles = (cols + kTile - 1) / kTile;
   std::vector<float> cg(nc > 1 ? nc * cols : 0);
   const float id = red::Ops<red::Op::Sum>::identity();
-  for (uint64_t c0 = 0; c0 < cols; c0 += kTile) {
-    const uint64_t w = std::min(kTile, cols - c0);
-    for (uint64_t k = 0; k < nc; ++k) {
+  cpu_pool::for_pieces(tiles * nc, 1, [&](uint64_t q0, uint64_t q1) {
+    std::vector<float> pg((uint64_t)L * wmax);
+    for (uint64_t q = q0; q < q1; ++q) {
+      const uint64_t c0 = (q / nc) * kTile, k = q % nc;
+      const uint64_t w = std::min(kTile, cols - c0);
       for (unsigned t = 0; t < L; ++t) {
         float *ag = pg.data() + (uint64_t)t * w;
         std::fill(ag, ag + w, id);
@@ -267,7 +274,7 @@ void rms_norm_bwd(int, const float *dy, const float *x, const float *gamma, cons
       reduce_axis(0, red::Op::Sum, pg.data(), 1, L, w, 1.0f,
                   nc > 1 ? cg.data() + k * cols + c0 : dgamma + c0);
     }
-  }
+  });
   if (nc > 1) reduce_axis(0, red::Op::Sum, cg.data(), 1, nc, cols, 1.0f, dgamma);
 }
 

@@ -3,8 +3,8 @@
 //     (at least 1), tlrt_get_num_threads reads it;
 //   - the parallel kernels give the same bits with 1, 2 and 7 threads (and with 3 when the pool
 //     is resized between calls): the elementwise family on sizes around the piece boundaries
-//     (2^16 elements), special values included; the softmax family (forward and backward) on
-//     short, long and single rows;
+//     (2^16 elements), special values included; the softmax family, layer norm and RMS norm
+//     (forward and backward, the column sums too) on short, long and single rows;
 //   - four host threads calling them at once (one holds the pool, the others run alone) get the
 //     one-thread bits too, while a fifth thread keeps changing the thread count;
 //   - nothing is leaked (live bytes and handles back to where they started).
@@ -34,6 +34,32 @@ std::vector<Op> ops() {
       {"gelu", [](const tlrt_buffer *a, const tlrt_buffer *, tlrt_buffer **o) { return tlrt_gelu(a, o); }},
       {"gelu_bwd", [](const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **o) { return tlrt_gelu_bwd(a, b, o); }},
   };
+}
+
+// Layer norm (or RMS norm) forward and backward of x (rows, cols), dy = g, gamma and beta from g's
+// first 2 cols values: every output concatenated into *o.
+tlrt_status norms(const tlrt_buffer *x, const tlrt_buffer *g, uint64_t rows, uint64_t cols, bool rms,
+                  tlrt_buffer **o) {
+  std::vector<float> gv = th::download(g);
+  const std::vector<float> gb(gv.begin(), gv.begin() + (long)cols),
+      bb(gv.begin() + (long)cols, gv.begin() + 2 * (long)cols);
+  Buf gamma(th::upload(gb)), beta(th::upload(bb)), y, m, s, dx, dg, db;
+  tlrt_status st = rms ? tlrt_rms_norm_fwd(x, gamma.get(), rows, cols, 1e-5, y.out(), s.out())
+                       : tlrt_layer_norm_fwd(x, gamma.get(), beta.get(), rows, cols, 1e-5, y.out(),
+                                             m.out(), s.out());
+  if (st != TLRT_OK) return st;
+  st = rms ? tlrt_rms_norm_bwd(g, x, gamma.get(), s.get(), rows, cols, dx.out(), dg.out())
+           : tlrt_layer_norm_bwd(g, x, m.get(), s.get(), gamma.get(), rows, cols, dx.out(),
+                                 dg.out(), db.out());
+  if (st != TLRT_OK) return st;
+  std::vector<float> all;
+  for (const Buf *b : {&y, &m, &s, &dx, &dg, &db})
+    if (b->get() != nullptr) {
+      const std::vector<float> v = th::download(b->get());
+      all.insert(all.end(), v.begin(), v.end());
+    }
+  *o = th::upload(all);
+  return TLRT_OK;
 }
 
 bool same(const std::vector<float> &a, const std::vector<float> &b) {
@@ -72,8 +98,10 @@ int main() {
   const std::vector<Op> list = ops();
   uint64_t salt = 1;
   // Sizes: one piece, a piece and one element, several pieces with a short last one.
-  for (uint64_t n : {uint64_t{1000}, uint64_t{1} << 16, (uint64_t{1} << 16) + 1,
-                     7 * (uint64_t{1} << 16) + 12345}) {
+  std::vector<uint64_t> sizes = {1000, uint64_t{1} << 16, (uint64_t{1} << 16) + 1,
+                                 7 * (uint64_t{1} << 16) + 12345};
+  if (th::under_valgrind()) sizes = {1000, (uint64_t{1} << 16) + 1};
+  for (uint64_t n : sizes) {
     std::vector<float> x = th::make(th::Dist::Wide, n, salt += 10);
     const std::vector<float> e = th::edge_values();
     for (size_t i = 0; i < e.size() && i < n; ++i) x[n - 1 - i] = e[i];  // the last piece's tail
@@ -93,7 +121,11 @@ int main() {
   struct Shape {
     uint64_t rows, cols;
   };
-  for (Shape sh : {Shape{5000, 100}, Shape{300, 5000}, Shape{3, 70000}, Shape{40000, 7}}) {
+  // (8193, 1025): three chunks of rows times two column tiles of the norms' column sums.
+  std::vector<Shape> shapes = {Shape{5000, 100}, Shape{300, 5000}, Shape{3, 70000},
+                               Shape{40000, 7}, Shape{8193, 1025}};
+  if (th::under_valgrind()) shapes = {Shape{300, 200}, Shape{4100, 40}};
+  for (Shape sh : shapes) {
     const uint64_t R = sh.rows, C = sh.cols, n = R * C;
     const Buf x(th::upload(th::make(th::Dist::Wide, n, salt += 10))),
         g(th::upload(th::make(th::Dist::Uniform, n, salt += 10)));
@@ -102,6 +134,11 @@ int main() {
         {"log_softmax", [=](const tlrt_buffer *a, const tlrt_buffer *, tlrt_buffer **o) { return tlrt_log_softmax(a, R, C, o); }},
         {"softmax_bwd", [=](const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **o) { return tlrt_softmax_bwd(a, b, R, C, o); }},
         {"log_softmax_bwd", [=](const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **o) { return tlrt_log_softmax_bwd(a, b, R, C, o); }},
+        // Layer norm and RMS norm with gamma = the first C values of g, beta = its next C: y,
+        // then dx, dgamma and dbeta (dy = g) concatenated; rows over several chunks of 4096 and
+        // column tiles of 1024 make several pieces of the column sums.
+        {"layer_norm", [=](const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **o) { return norms(a, b, R, C, false, o); }},
+        {"rms_norm", [=](const tlrt_buffer *a, const tlrt_buffer *b, tlrt_buffer **o) { return norms(a, b, R, C, true, o); }},
     };
     tlrt_set_num_threads(1);
     const auto want = run_all(rows_ops, x, g);
@@ -116,7 +153,7 @@ int main() {
 
   // Several host threads at once, the count changing under them.
   {
-    const uint64_t n = 5 * (uint64_t{1} << 16) + 3;
+    const uint64_t n = (th::under_valgrind() ? 2 : 5) * (uint64_t{1} << 16) + 3;
     const Buf a(th::upload(th::make(th::Dist::Wide, n, salt += 10))),
         b(th::upload(th::make(th::Dist::Uniform, n, salt += 10)));
     tlrt_set_num_threads(1);
