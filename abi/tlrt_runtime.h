@@ -143,9 +143,10 @@ TLRT_API bool tlrt_get_deterministic(void);
  * results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
  * previous count. The CUDA backend is not affected.
  * Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
- * 2^16 elements) and the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
- * softmax with their backward kernels, above about 16K elements); the other CPU kernels run on
- * the calling thread. */
+ * 2^16 elements), the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
+ * softmax with their backward kernels) and layer norm and RMS norm (abi/tlrt_layer_norm.h,
+ * forward and backward), above about 16K elements; the other CPU kernels run on the calling
+ * thread. */
 TLRT_API uint32_t tlrt_set_num_threads(uint32_t n);
 TLRT_API uint32_t tlrt_get_num_threads(void);
 

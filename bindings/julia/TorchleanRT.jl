@@ -743,9 +743,10 @@ share the pool: one call runs on it, the others on their calling threads alone (
 results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
 previous count. The CUDA backend is not affected.
 Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
-2^16 elements) and the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
-softmax with their backward kernels, above about 16K elements); the other CPU kernels run on
-the calling thread.
+2^16 elements), the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
+softmax with their backward kernels) and layer norm and RMS norm (abi/tlrt_layer_norm.h,
+forward and backward), above about 16K elements; the other CPU kernels run on the calling
+thread.
 """
 function set_num_threads(n::Integer)
     r = C.tlrt_set_num_threads(UInt32(n))
@@ -769,9 +770,10 @@ share the pool: one call runs on it, the others on their calling threads alone (
 results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
 previous count. The CUDA backend is not affected.
 Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
-2^16 elements) and the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
-softmax with their backward kernels, above about 16K elements); the other CPU kernels run on
-the calling thread.
+2^16 elements), the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
+softmax with their backward kernels) and layer norm and RMS norm (abi/tlrt_layer_norm.h,
+forward and backward), above about 16K elements; the other CPU kernels run on the calling
+thread.
 """
 function get_num_threads()
     r = C.tlrt_get_num_threads()

@@ -326,9 +326,10 @@ share the pool: one call runs on it, the others on their calling threads alone (
 results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
 previous count. The CUDA backend is not affected.
 Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
-2^16 elements) and the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
-softmax with their backward kernels, above about 16K elements); the other CPU kernels run on
-the calling thread. -/
+2^16 elements), the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
+softmax with their backward kernels) and layer norm and RMS norm (abi/tlrt_layer_norm.h,
+forward and backward), above about 16K elements; the other CPU kernels run on the calling
+thread. -/
 @[extern "tlrt_lean_set_num_threads"] opaque setNumThreads (n : UInt32) : IO UInt32
 
 /-- `uint32_t tlrt_get_num_threads(void)`
@@ -345,9 +346,10 @@ share the pool: one call runs on it, the others on their calling threads alone (
 results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the
 previous count. The CUDA backend is not affected.
 Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above
-2^16 elements) and the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
-softmax with their backward kernels, above about 16K elements); the other CPU kernels run on
-the calling thread. -/
+2^16 elements), the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked
+softmax with their backward kernels) and layer norm and RMS norm (abi/tlrt_layer_norm.h,
+forward and backward), above about 16K elements; the other CPU kernels run on the calling
+thread. -/
 @[extern "tlrt_lean_get_num_threads"] opaque getNumThreads : IO UInt32
 
 /-- `tlrt_status tlrt_allocator_stats_get(tlrt_device device, tlrt_allocator_stats * stats)`

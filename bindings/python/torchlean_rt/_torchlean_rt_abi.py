@@ -95,9 +95,10 @@ PROTOTYPES = (
       'results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the\n'
       'previous count. The CUDA backend is not affected.\n'
       'Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above\n'
-      '2^16 elements) and the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked\n'
-      'softmax with their backward kernels, above about 16K elements); the other CPU kernels run on\n'
-      'the calling thread.')),
+      '2^16 elements), the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked\n'
+      'softmax with their backward kernels) and layer norm and RMS norm (abi/tlrt_layer_norm.h,\n'
+      'forward and backward), above about 16K elements; the other CPU kernels run on the calling\n'
+      'thread.')),
     ('tlrt_get_num_threads', 'uint32_t', (), 'tlrt_runtime.h',
      ("The number of threads the CPU backend's kernels run on: the calling thread and n - 1 workers of\n"
       'one process-wide pool. RESULTS DO NOT DEPEND ON IT: a parallel kernel cuts its work into pieces\n'
@@ -111,9 +112,10 @@ PROTOTYPES = (
       'results). After fork() the child starts a pool of its own. tlrt_set_num_threads returns the\n'
       'previous count. The CUDA backend is not affected.\n'
       'Parallel so far: the elementwise family (abi/tlrt_elementwise.h: unary and binary ops, above\n'
-      '2^16 elements) and the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked\n'
-      'softmax with their backward kernels, above about 16K elements); the other CPU kernels run on\n'
-      'the calling thread.')),
+      '2^16 elements), the softmax family (abi/tlrt_softmax.h: softmax, log-softmax and the masked\n'
+      'softmax with their backward kernels) and layer norm and RMS norm (abi/tlrt_layer_norm.h,\n'
+      'forward and backward), above about 16K elements; the other CPU kernels run on the calling\n'
+      'thread.')),
     ('tlrt_allocator_stats_get', 'tlrt_status', (('tlrt_device', 'device'), ('tlrt_allocator_stats *', 'stats'),), 'tlrt_runtime.h',
      ('Fill *stats for `device`; on failure *stats is left untouched.\n'
       'Errors: TLRT_ERR_NULL_ARGUMENT; TLRT_ERR_INVALID_ARGUMENT (struct_size smaller than the first\n'
