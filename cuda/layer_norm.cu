@@ -27,7 +27,7 @@
 // They write (nc, S, cols) partials, 2 rows cols / (16 G) floats for G lanes per block, which the
 // wide finish (a programmatic dependent launch, one ticket per column tile) reduces to dgamma and
 // dbeta; columns of more than 2^20 rows take reduce_axis instead. Where those nc * S blocks would
-// not give every SM two (split_bwd_pays: up to 32768 rows of <= 512 columns on 132 SMs), the
+// not give every SM two (split_bwd_pays), the
 // SPLIT form instead: group_dx (a group per row, all rows in parallel, 12 bytes per element) and
 // the column tree by lane_fold (below; 8 more).
 // BACKWARD, cols > 4096: dx by block_row_dx up to 8192 columns (one block per row: the sums, then

@@ -19,7 +19,7 @@ namespace stub {
 
 namespace {
 
-// 64K floats (256 KiB per operand): a piece streams long enough to hide the hand-off (~5 us).
+// 64K floats (256 KiB per operand): a piece streams long enough to hide the hand-off to a worker.
 constexpr uint64_t kPiece = uint64_t{1} << 16;
 
 template <ew::Unary OP>

@@ -572,9 +572,9 @@ void fused_bwd_plan(const Launch &launch, const BwdArgs &a, float *pg, float *pb
 }
 
 // The split backward (group_dx, then the column tree by lane_fold: about 20 bytes per element
-// against the fused 12) where the fused launch has fewer than two items per SM (nc * S blocks:
-// 4096 rows of 384 columns are 32 blocks of 8 rows each walking 16 rows in sequence). Columns
-// 33..4096 (the segment kernel of <= 32 columns keeps its fused form).
+// against the fused 12) where the fused launch (nc * S blocks, each walking its lanes' rows in
+// sequence) has fewer than two blocks per SM. Columns 33..4096 (the segment kernel of <= 32
+// columns keeps its fused form).
 inline bool split_bwd_pays(uint64_t rows, uint64_t cols, unsigned sms) {
   return cols > 32 && cols <= kFusedMaxCols &&
          red::chunks_of(rows) * fused_lane_sets(cols) < 2 * (uint64_t)sms;
